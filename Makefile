@@ -1,0 +1,43 @@
+# Entry points for people: `make demo` runs the main job, `make test` the whole test suite.
+# Both install missing Debian packages first (scripts/install-deps.sh) and build.
+BUILD ?= build
+BUILD_ASAN ?= build-asan
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build build-asan test test-fast demo bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The same tests again under AddressSanitizer + UndefinedBehaviorSanitizer (CUDA off: the
+# sanitizer runtime cannot see inside the CUDA driver, and no GPU runs here anyway).
+build-asan: deps
+	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DZT_SANITIZE=ON -DZT_CUDA=OFF -DZT_NCCL=OFF $(CMAKE_FLAGS)
+	cmake --build $(BUILD_ASAN) -j $(JOBS)
+
+test-fast: build
+	ctest --test-dir $(BUILD) --output-on-failure -j 2
+
+test: build build-asan
+	ctest --test-dir $(BUILD) --output-on-failure -j 2
+	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(BUILD_ASAN) --output-on-failure -j 2
+
+demo: build
+	$(BUILD)/examples/minimal/zt_minimal --steps 30
+
+bench: build
+	$(BUILD)/tools/ztier bench copy
+	$(BUILD)/tools/ztier bench adam
+	$(BUILD)/tools/ztier bench nvme --path .
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)

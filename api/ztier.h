@@ -1,0 +1,213 @@
+/* ztier — a runtime for training models whose state does not fit in accelerator memory.
+ *
+ * The caller registers layers and their parameters, commits, and then calls
+ * zt_fetch()/zt_release() around each layer's forward and backward computation and
+ * zt_step() once per optimizer step. ztier owns every parameter, gradient and
+ * optimizer-state shard and keeps each on device memory, pinned host memory or NVMe.
+ *
+ * Conventions (every call):
+ *  - returns a zt_status; ZT_OK is 0. On failure zt_last_error(rt) says why, with context.
+ *  - outputs go through pointers; inputs are never retained unless the call says so.
+ *  - calls on one zt_runtime must not run concurrently from several threads.
+ */
+#ifndef ZTIER_H
+#define ZTIER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZT_VERSION_MAJOR 0
+#define ZT_VERSION_MINOR 1
+#define ZT_VERSION_PATCH 0
+#define ZT_VERSION_CODE(major, minor, patch) ((major) * 10000 + (minor) * 100 + (patch))
+#define ZT_VERSION ZT_VERSION_CODE(ZT_VERSION_MAJOR, ZT_VERSION_MINOR, ZT_VERSION_PATCH)
+/* Version of zt_options / zt_step_args layout. Structs only ever gain fields at the end. */
+#define ZT_API_VERSION 1
+#define ZT_MAX_DIMS 8
+
+#if defined(__GNUC__)
+#define ZT_API __attribute__((visibility("default")))
+#else
+#define ZT_API
+#endif
+
+typedef enum zt_status {
+    ZT_OK = 0,
+    ZT_ERR_ARGUMENT = 1,     /* an argument is invalid: NULL pointer, unknown id, bad shape */
+    ZT_ERR_USAGE = 2,        /* a call in the wrong order or state (fetch before commit, ...) */
+    ZT_ERR_CONFIG = 3,       /* the configuration is invalid; the message names the JSON path */
+    ZT_ERR_NOMEM = 4,        /* host memory could not be allocated or a host pool is exhausted */
+    ZT_ERR_DEVICE_NOMEM = 5, /* device memory (or the host backend's HBM budget) is exhausted */
+    ZT_ERR_IO = 6,           /* a read or write failed (EIO, short transfer) */
+    ZT_ERR_NOSPACE = 7,      /* a swap or checkpoint path has too little free space */
+    ZT_ERR_CORRUPT = 8,      /* data read back is damaged: checksum mismatch, truncated file */
+    ZT_ERR_UNSUPPORTED = 9,  /* the feature or backend is not available in this build/machine */
+    ZT_ERR_COMM = 10,        /* a collective failed, or another rank reported an error */
+    ZT_ERR_DEVICE = 11,      /* the device backend reported an error */
+    ZT_ERR_INTERNAL = 12,    /* a bug in ztier; please report it with the message */
+    ZT_STATUS_COUNT
+} zt_status;
+
+typedef enum zt_dtype { ZT_F32 = 0, ZT_BF16 = 1, ZT_F16 = 2 } zt_dtype;
+typedef enum zt_pass { ZT_FORWARD = 0, ZT_BACKWARD = 1 } zt_pass;
+
+typedef struct zt_runtime zt_runtime;
+
+/* Log callback: level is 0 error, 1 warn, 2 info, 3 debug; msg is only valid during the call. */
+typedef void (*zt_log_fn)(void *user, int level, const char *msg);
+
+/* Options for zt_runtime_create. Start from ZT_OPTIONS_INIT and set what you need. */
+typedef struct zt_options {
+    size_t struct_size;          /* sizeof(zt_options): lets newer libraries read older callers */
+    int api_version;             /* ZT_API_VERSION */
+    const char *config_path;     /* JSON file (DeepSpeed schema); NULL: $ZT_CONFIG or none */
+    int log_level;               /* -1: $ZT_LOG or "warn"; else 0..3 as zt_log_fn */
+    zt_log_fn log_fn;            /* NULL: messages go to stderr */
+    void *log_user;
+    int rank;                    /* -1: from the comm backend */
+    int world_size;              /* -1: from the comm backend */
+} zt_options;
+
+#define ZT_OPTIONS_INIT {sizeof(zt_options), ZT_API_VERSION, NULL, -1, NULL, NULL, -1, -1}
+
+/* Parameter initialisation. Initial values depend only on (seed, parameter name, element
+ * index), never on world size or placement, so every configuration starts identically. */
+typedef enum zt_init_kind {
+    ZT_INIT_ZEROS = 0,
+    ZT_INIT_CONSTANT, /* every element = a */
+    ZT_INIT_NORMAL,   /* mean a, standard deviation b */
+    ZT_INIT_UNIFORM,  /* uniform in [a, b) */
+    ZT_INIT_CALLBACK  /* fn fills elements [first, first + count) of the flattened tensor */
+} zt_init_kind;
+
+typedef void (*zt_init_fn)(void *user, const char *param_name, int64_t first, int64_t count,
+                           float *dst);
+
+typedef struct zt_init {
+    zt_init_kind kind;
+    float a, b;
+    uint64_t seed;
+    zt_init_fn fn; /* ZT_INIT_CALLBACK only; called synchronously from zt_runtime_commit */
+    void *user;
+} zt_init;
+
+/* One tensor of a fetched layer. data/grad point into memory owned by ztier (device memory
+ * of the active backend) and stay valid until the matching zt_release. */
+typedef struct zt_tensor_view {
+    const char *name;
+    int param_id;
+    zt_dtype dtype;
+    int ndim;
+    int64_t shape[ZT_MAX_DIMS];
+    int64_t numel;
+    void *data; /* full (gathered) parameter values; do not write */
+    void *grad; /* ZT_BACKWARD only: zeroed at fetch; add this micro-step's gradient into it */
+} zt_tensor_view;
+
+typedef struct zt_layer_view {
+    int layer;
+    int n_params;
+    const zt_tensor_view *params; /* n_params entries in registration order; owned by ztier */
+} zt_layer_view;
+
+typedef struct zt_step_args {
+    size_t struct_size; /* sizeof(zt_step_args) */
+    float lr;           /* learning rate for this step; < 0 uses the configured optimizer lr */
+} zt_step_args;
+
+#define ZT_STEP_ARGS_INIT {sizeof(zt_step_args), -1.0f}
+
+typedef struct zt_step_info {
+    int64_t step;      /* optimizer steps taken so far (skipped steps not counted) */
+    float grad_norm;   /* global L2 norm of the averaged gradient, before clipping */
+    float clip_coef;   /* factor applied to gradients (1 when not clipped) */
+    int skipped;       /* 1 when the step was skipped because a gradient was inf/nan */
+    float loss_scale;  /* fp16: the loss scale to use for the next micro-steps; else 1 */
+    int micro_steps;   /* backward passes accumulated into this step */
+} zt_step_info;
+
+/* Byte counters. current/peak are bytes resident in that tier now / at most. */
+typedef struct zt_stats {
+    uint64_t device_bytes_current, device_bytes_peak, device_bytes_capacity;
+    uint64_t host_bytes_current, host_bytes_peak;
+    uint64_t nvme_bytes_current, nvme_bytes_peak;
+    uint64_t h2d_bytes, d2h_bytes;         /* copies between host and device */
+    uint64_t nvme_read_bytes, nvme_write_bytes;
+    double nvme_read_s, nvme_write_s;      /* time spent waiting for NVMe transfers */
+    double fetch_wait_s;                   /* time zt_fetch waited (stall) */
+    double step_s;                         /* time spent in zt_step */
+    uint64_t fetches, releases, steps, skipped_steps;
+} zt_stats;
+
+/* ---- version and status ---- */
+ZT_API int zt_version(void);                 /* ZT_VERSION of the library actually loaded */
+ZT_API const char *zt_version_string(void);  /* "0.1.0"; static storage */
+ZT_API const char *zt_status_string(zt_status s); /* static storage; never NULL */
+
+/* ---- lifecycle ---- */
+
+/* Creates a runtime from options and an optional JSON config text (config_json overrides
+ * opts->config_path; both NULL means defaults). Synchronous.
+ * On failure *out is still set when possible: that handle only answers zt_last_error()
+ * and must be passed to zt_runtime_destroy(). *out is NULL only if memory ran out. */
+ZT_API zt_status zt_runtime_create(const zt_options *opts, const char *config_json,
+                                   zt_runtime **out);
+
+/* The last error message of this handle, with context; "" after a successful call.
+ * Owned by the handle; valid until the next call on it. rt == NULL gives a fixed text. */
+ZT_API const char *zt_last_error(const zt_runtime *rt);
+
+/* Frees everything the runtime owns and removes its swap files. NULL is a no-op. */
+ZT_API void zt_runtime_destroy(zt_runtime *rt);
+
+/* ---- registration (before commit) ---- */
+
+/* Adds a layer; name is copied. *layer_id receives a dense id starting at 0. */
+ZT_API zt_status zt_layer_add(zt_runtime *rt, const char *name, int *layer_id);
+
+/* Adds a parameter to a layer. shape (ndim entries, each >= 1) and name are copied;
+ * init may be NULL (zeros) and is copied (its fn/user are kept until commit). */
+ZT_API zt_status zt_param_add(zt_runtime *rt, int layer, const char *name, const int64_t *shape,
+                              int ndim, const zt_init *init, int *param_id);
+
+/* Freezes the model, plans placement, allocates every tier and initialises parameters.
+ * Synchronous. After it, registration calls return ZT_ERR_USAGE. */
+ZT_API zt_status zt_runtime_commit(zt_runtime *rt);
+
+/* ---- per layer ---- */
+
+/* Makes the layer's full parameters available (and, for ZT_BACKWARD, zeroed gradient
+ * buffers). Blocks until that layer is ready. view is filled; its arrays are owned by the
+ * runtime and valid until zt_release(rt, layer, pass). A layer can be fetched again while
+ * held (nested fetches need as many releases). */
+ZT_API zt_status zt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_layer_view *view);
+
+/* Ends the use of a fetched layer. For ZT_BACKWARD the gradients written since the fetch
+ * are reduced and accumulated into this rank's fp32 gradient shard before it returns. */
+ZT_API zt_status zt_release(zt_runtime *rt, int layer, zt_pass pass);
+
+/* ---- optimizer ---- */
+
+/* Applies one optimizer step with the accumulated gradients (averaged over
+ * gradient_accumulation_steps and ranks), then zeroes them. No layer may be held.
+ * Synchronous. info may be NULL. A step with inf/nan gradients is skipped and changes
+ * nothing but the loss scale. */
+ZT_API zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info);
+
+/* ---- introspection ---- */
+ZT_API zt_status zt_stats_get(const zt_runtime *rt, zt_stats *out);
+ZT_API zt_status zt_runtime_rank(const zt_runtime *rt, int *rank, int *world_size);
+ZT_API zt_status zt_layer_count(const zt_runtime *rt, int *count);
+
+/* Copies the current fp32 master values of a parameter (all elements, gathered from every
+ * rank) into dst (numel floats, caller-owned). Synchronous; no layer may be held. */
+ZT_API zt_status zt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZTIER_H */

@@ -1,0 +1,27 @@
+/* The minimal example's model registered with ztier and one training micro-step driven
+ * through the per-layer API (fetch, compute, release). Uses only ztier.h. */
+#ifndef ZT_EXAMPLE_TRAIN_H
+#define ZT_EXAMPLE_TRAIN_H
+
+#include "mlp.h"
+#include "ztier.h"
+
+#define MLP_LAYERS 3
+
+typedef struct minimal_model {
+    mlp_dims d;                 /* batch = global batch size */
+    int layer[MLP_LAYERS];      /* ztier layer ids */
+    int weight[MLP_LAYERS];     /* parameter ids, W [out, in] */
+    int bias[MLP_LAYERS];       /* parameter ids, b [out] */
+    int n_in[MLP_LAYERS], n_out[MLP_LAYERS];
+} minimal_model;
+
+/* Registers layers fc1..fc3 with normal(0, 1/sqrt(fan_in)) weights and zero biases. */
+zt_status minimal_register(zt_runtime *rt, const mlp_dims *d, uint64_t seed, minimal_model *m);
+
+/* Forward and backward of rows [row0, row0 + rows) of global batch `step`; gradients are
+ * accumulated by ztier. *loss receives the mean loss over those rows. */
+zt_status minimal_micro_step(zt_runtime *rt, const minimal_model *m, int64_t step, int row0,
+                             int rows, float *loss);
+
+#endif

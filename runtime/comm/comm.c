@@ -1,0 +1,79 @@
+/* Backend selection and synchronous helpers shared by every comm backend. */
+#include "runtime/comm/comm.h"
+#include "runtime/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+size_t zt_comm_dtype_size(zt_comm_dtype dt)
+{
+    switch (dt) {
+    case ZT_COMM_U8:
+        return 1;
+    case ZT_COMM_BF16:
+    case ZT_COMM_F16:
+        return 2;
+    case ZT_COMM_F32:
+        return 4;
+    case ZT_COMM_F64:
+    case ZT_COMM_I64:
+        return 8;
+    }
+    return 1;
+}
+
+/* Launchers export the world size; a process started by mpirun/srun with more than one rank
+ * must not silently train alone. */
+static int launcher_world_size(void)
+{
+    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atoi(v) > 0)
+            return atoi(v);
+    }
+    return 1;
+}
+
+#ifdef ZT_HAVE_MPI
+#define BUILT_COMMS "single, mpi"
+#else
+#define BUILT_COMMS "single (mpi: install libopenmpi-dev and rebuild)"
+#endif
+
+zt_status zt_comm_create(const char *backend, zt_comm **out, zt_error *err)
+{
+    int launched = launcher_world_size();
+    if (strcmp(backend, "auto") == 0)
+        backend = launched > 1 ? "mpi" : "single";
+    if (strcmp(backend, "single") == 0) {
+        if (launched > 1)
+            return ZT_ERR(err, ZT_ERR_CONFIG,
+                          "ztier.comm_backend is \"single\" but the launcher started %d ranks; "
+                          "use \"mpi\" (or \"auto\")", launched);
+        return zt_comm_single_create(out, err);
+    }
+#ifdef ZT_HAVE_MPI
+    if (strcmp(backend, "mpi") == 0)
+        return zt_comm_mpi_create(out, err);
+#endif
+    return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
+                  "comm backend \"%s\" is not available in this build (built: %s); "
+                  "set ztier.comm_backend", backend, BUILT_COMMS);
+}
+
+zt_status zt_comm_allreduce_sync(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt,
+                                 zt_reduce_op op, zt_error *err)
+{
+    zt_comm_req req = {0};
+    zt_status st = c->iface->allreduce(c, buf, buf, count, dt, op, &req, err);
+    return st == ZT_OK ? c->iface->wait(c, &req, err) : st;
+}
+
+zt_status zt_comm_allgather_sync(zt_comm *c, const void *send, void *recv, size_t count,
+                                 zt_comm_dtype dt, zt_error *err)
+{
+    zt_comm_req req = {0};
+    zt_status st = c->iface->allgather(c, send, recv, count, dt, &req, err);
+    return st == ZT_OK ? c->iface->wait(c, &req, err) : st;
+}

@@ -1,0 +1,83 @@
+/* Comm backend interface: collectives over a communicator of ranks, each asynchronous with a
+ * completion handle. `single` (world size 1) is always built; `mpi` and `nccl` when enabled.
+ * Buffers are in the memory the backend works on (host memory for single/mpi, device memory
+ * for nccl). Counts are elements of the given type per rank unless stated. Ordering: collectives
+ * issued on one communicator complete in issue order on every rank; callers must issue the
+ * same collectives in the same order on every rank. */
+#ifndef ZT_RUNTIME_COMM_H
+#define ZT_RUNTIME_COMM_H
+
+#include "runtime/error.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum zt_comm_dtype {
+    ZT_COMM_U8 = 0,
+    ZT_COMM_F32,
+    ZT_COMM_F64,
+    ZT_COMM_I64,
+    ZT_COMM_BF16,
+    ZT_COMM_F16
+} zt_comm_dtype;
+
+typedef enum zt_reduce_op { ZT_REDUCE_SUM = 0, ZT_REDUCE_MAX } zt_reduce_op;
+
+typedef struct zt_comm zt_comm;
+
+/* A pending collective; filled by the issuing call, finished by wait(). */
+typedef struct zt_comm_req {
+    void *impl;
+    int done;
+} zt_comm_req;
+
+typedef struct zt_comm_iface {
+    const char *name;
+    /* recv[r*count ..] = send of rank r; send may equal recv + rank*count (in place) */
+    zt_status (*allgather)(zt_comm *c, const void *send, void *recv, size_t count,
+                           zt_comm_dtype dt, zt_comm_req *req, zt_error *err);
+    /* recv[0..count) = sum over ranks of send[rank*count ..]; send holds size*count */
+    zt_status (*reduce_scatter)(zt_comm *c, const void *send, void *recv, size_t count,
+                                zt_comm_dtype dt, zt_reduce_op op, zt_comm_req *req,
+                                zt_error *err);
+    /* recv = op over ranks of send (count elements); send may equal recv */
+    zt_status (*allreduce)(zt_comm *c, const void *send, void *recv, size_t count,
+                           zt_comm_dtype dt, zt_reduce_op op, zt_comm_req *req, zt_error *err);
+    /* block r of send goes to rank r; block q of recv comes from rank q (count per block) */
+    zt_status (*alltoall)(zt_comm *c, const void *send, void *recv, size_t count,
+                          zt_comm_dtype dt, zt_comm_req *req, zt_error *err);
+    zt_status (*broadcast)(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt, int root,
+                           zt_comm_req *req, zt_error *err);
+    zt_status (*barrier)(zt_comm *c, zt_comm_req *req, zt_error *err);
+    zt_status (*wait)(zt_comm *c, zt_comm_req *req, zt_error *err);
+    /* 1 done, 0 pending, < 0 error */
+    int (*test)(zt_comm *c, zt_comm_req *req);
+    /* ranks with equal color form a new communicator ordered by key */
+    zt_status (*split)(zt_comm *c, int color, int key, zt_comm **out, zt_error *err);
+    void (*destroy)(zt_comm *c);
+} zt_comm_iface;
+
+struct zt_comm {
+    const zt_comm_iface *iface;
+    int rank;
+    int size;
+};
+
+size_t zt_comm_dtype_size(zt_comm_dtype dt);
+
+/* The world communicator of a backend ("single", "mpi", "nccl", "auto": mpi when launched
+ * by mpirun with more than one rank, else single). */
+zt_status zt_comm_create(const char *backend, zt_comm **out, zt_error *err);
+
+/* Issue + wait, for the synchronous call sites. */
+zt_status zt_comm_allreduce_sync(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt,
+                                 zt_reduce_op op, zt_error *err);
+zt_status zt_comm_allgather_sync(zt_comm *c, const void *send, void *recv, size_t count,
+                                 zt_comm_dtype dt, zt_error *err);
+
+zt_status zt_comm_single_create(zt_comm **out, zt_error *err);
+#ifdef ZT_HAVE_MPI
+zt_status zt_comm_mpi_create(zt_comm **out, zt_error *err);
+#endif
+
+#endif

@@ -1,0 +1,393 @@
+/* The `mpi` comm backend (host memory). Each communicator owns one worker thread that runs
+ * its collectives, in issue order, as blocking MPI calls: progress never depends on the
+ * caller entering MPI (MPI is initialised with MPI_THREAD_MULTIPLE).
+ * bf16/fp16 reductions are carried out in fp32 (converted before and after the MPI call) so
+ * gradients are never summed in 16-bit. A wait that exceeds the timeout ($ZT_COMM_TIMEOUT
+ * seconds, default 600) returns ZT_ERR_COMM instead of hanging when a peer has failed. */
+#include "optimizer/convert.h"
+#include "runtime/comm/comm.h"
+#include "runtime/log.h"
+
+#include <errno.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum mpi_op_kind { OP_ALLGATHER, OP_REDUCE_SCATTER, OP_ALLREDUCE, OP_ALLTOALL, OP_BCAST,
+                   OP_BARRIER, OP_SPLIT };
+
+typedef struct mpi_op {
+    enum mpi_op_kind kind;
+    const void *send;
+    void *recv;
+    size_t count;
+    zt_comm_dtype dt;
+    zt_reduce_op rop;
+    int root, color, key;
+    zt_comm **split_out;
+    /* completion */
+    int done;
+    zt_status status;
+    char msg[ZT_ERROR_MSG_MAX];
+    struct mpi_op *next;
+} mpi_op;
+
+typedef struct mpi_comm {
+    zt_comm base;
+    MPI_Comm comm;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t work, done;
+    mpi_op *head, *tail;
+    int stop;
+    double timeout_s;
+} mpi_comm;
+
+static const zt_comm_iface mpi_iface;
+
+static MPI_Datatype mpi_type(zt_comm_dtype dt)
+{
+    switch (dt) {
+    case ZT_COMM_F32:
+    case ZT_COMM_BF16: /* reduced as fp32 */
+    case ZT_COMM_F16:
+        return MPI_FLOAT;
+    case ZT_COMM_F64:
+        return MPI_DOUBLE;
+    case ZT_COMM_I64:
+        return MPI_INT64_T;
+    default:
+        return MPI_BYTE;
+    }
+}
+
+static int is_16bit(zt_comm_dtype dt) { return dt == ZT_COMM_BF16 || dt == ZT_COMM_F16; }
+static zt_dtype as_dtype(zt_comm_dtype dt) { return dt == ZT_COMM_BF16 ? ZT_BF16 : ZT_F16; }
+
+static int set_error(mpi_op *op, int rc, const char *what)
+{
+    if (rc == MPI_SUCCESS)
+        return 0;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    op->status = ZT_ERR_COMM;
+    snprintf(op->msg, sizeof op->msg, "%s failed: %s", what, text);
+    return -1;
+}
+
+/* Reductions of 16-bit data: widen to fp32, reduce, narrow. */
+static int run_reduce16(mpi_comm *c, mpi_op *op)
+{
+    size_t total = op->kind == OP_REDUCE_SCATTER ? op->count * (size_t)c->base.size : op->count;
+    float *wide = malloc(total * sizeof(float)), *out = malloc(op->count * sizeof(float));
+    if (!wide || !out) {
+        free(wide), free(out);
+        op->status = ZT_ERR_NOMEM;
+        snprintf(op->msg, sizeof op->msg, "out of memory widening a 16-bit reduction");
+        return -1;
+    }
+    zt_convert_array(wide, ZT_F32, op->send, as_dtype(op->dt), total);
+    MPI_Op mop = op->rop == ZT_REDUCE_MAX ? MPI_MAX : MPI_SUM;
+    int rc = op->kind == OP_REDUCE_SCATTER
+                 ? MPI_Reduce_scatter_block(wide, out, (int)op->count, MPI_FLOAT, mop, c->comm)
+                 : MPI_Allreduce(wide, out, (int)op->count, MPI_FLOAT, mop, c->comm);
+    if (rc == MPI_SUCCESS)
+        zt_convert_array(op->recv, as_dtype(op->dt), out, ZT_F32, op->count);
+    free(wide), free(out);
+    return set_error(op, rc, op->kind == OP_REDUCE_SCATTER ? "MPI_Reduce_scatter_block"
+                                                           : "MPI_Allreduce");
+}
+
+static zt_status make_comm(MPI_Comm comm, zt_comm **out, zt_error *err);
+
+static void run_op(mpi_comm *c, mpi_op *op)
+{
+    MPI_Datatype t = mpi_type(op->dt);
+    int n = (int)op->count;
+    int bytes16 = is_16bit(op->dt);
+    MPI_Datatype raw = bytes16 ? MPI_UINT16_T : t; /* data that is only moved */
+    MPI_Op mop = op->rop == ZT_REDUCE_MAX ? MPI_MAX : MPI_SUM;
+    switch (op->kind) {
+    case OP_ALLGATHER: {
+        const void *send = op->send == (char *)op->recv + op->count * zt_comm_dtype_size(op->dt) *
+                                                            (size_t)c->base.rank
+                               ? MPI_IN_PLACE
+                               : op->send;
+        set_error(op, MPI_Allgather(send, n, raw, op->recv, n, raw, c->comm), "MPI_Allgather");
+        break;
+    }
+    case OP_REDUCE_SCATTER:
+    case OP_ALLREDUCE:
+        if (bytes16) {
+            run_reduce16(c, op);
+        } else if (op->kind == OP_ALLREDUCE) {
+            const void *send = op->send == op->recv ? MPI_IN_PLACE : op->send;
+            set_error(op, MPI_Allreduce(send, op->recv, n, t, mop, c->comm), "MPI_Allreduce");
+        } else {
+            const void *send = op->send == op->recv ? MPI_IN_PLACE : op->send;
+            set_error(op, MPI_Reduce_scatter_block(send, op->recv, n, t, mop, c->comm),
+                      "MPI_Reduce_scatter_block");
+        }
+        break;
+    case OP_ALLTOALL:
+        set_error(op, MPI_Alltoall(op->send, n, raw, op->recv, n, raw, c->comm), "MPI_Alltoall");
+        break;
+    case OP_BCAST:
+        set_error(op, MPI_Bcast(op->recv, n, raw, op->root, c->comm), "MPI_Bcast");
+        break;
+    case OP_BARRIER:
+        set_error(op, MPI_Barrier(c->comm), "MPI_Barrier");
+        break;
+    case OP_SPLIT: {
+        MPI_Comm sub;
+        if (set_error(op, MPI_Comm_split(c->comm, op->color, op->key, &sub), "MPI_Comm_split"))
+            break;
+        zt_error err = {0};
+        if (make_comm(sub, op->split_out, &err) != ZT_OK) {
+            op->status = err.status;
+            snprintf(op->msg, sizeof op->msg, "%.1000s", err.msg);
+        }
+        break;
+    }
+    }
+}
+
+static void *worker(void *arg)
+{
+    mpi_comm *c = arg;
+    pthread_mutex_lock(&c->lock);
+    for (;;) {
+        while (!c->head && !c->stop)
+            pthread_cond_wait(&c->work, &c->lock);
+        if (!c->head)
+            break;
+        mpi_op *op = c->head;
+        pthread_mutex_unlock(&c->lock);
+        run_op(c, op);
+        pthread_mutex_lock(&c->lock);
+        c->head = op->next;
+        if (!c->head)
+            c->tail = NULL;
+        op->done = 1;
+        pthread_cond_broadcast(&c->done);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+static zt_status submit(zt_comm *base, const mpi_op *tmpl, zt_comm_req *req, zt_error *err)
+{
+    mpi_comm *c = (mpi_comm *)base;
+    mpi_op *op = malloc(sizeof *op);
+    if (!op)
+        return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory queueing a collective");
+    *op = *tmpl;
+    op->done = 0;
+    op->status = ZT_OK;
+    op->msg[0] = '\0';
+    op->next = NULL;
+    pthread_mutex_lock(&c->lock);
+    if (c->tail)
+        c->tail->next = op;
+    else
+        c->head = op;
+    c->tail = op;
+    pthread_cond_signal(&c->work);
+    pthread_mutex_unlock(&c->lock);
+    req->impl = op;
+    req->done = 0;
+    return ZT_OK;
+}
+
+static zt_status mpi_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
+{
+    mpi_comm *c = (mpi_comm *)base;
+    mpi_op *op = req->impl;
+    if (!op)
+        return ZT_OK;
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += (time_t)c->timeout_s;
+    int rc = 0;
+    pthread_mutex_lock(&c->lock);
+    while (!op->done && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&c->done, &c->lock, &deadline);
+    int done = op->done;
+    pthread_mutex_unlock(&c->lock);
+    if (!done) /* the op stays queued (the worker owns it); this runtime must be destroyed */
+        return ZT_ERR(err, ZT_ERR_COMM,
+                      "rank %d: a collective did not complete within %.0f s; another rank has "
+                      "probably failed or stopped (raise ZT_COMM_TIMEOUT if it is just slow)",
+                      base->rank, c->timeout_s);
+    zt_status st = op->status;
+    if (st != ZT_OK)
+        ZT_ERR(err, st, "rank %d: %s", base->rank, op->msg);
+    free(op);
+    req->impl = NULL;
+    req->done = 1;
+    return st;
+}
+
+static int mpi_test(zt_comm *base, zt_comm_req *req)
+{
+    mpi_comm *c = (mpi_comm *)base;
+    mpi_op *op = req->impl;
+    if (!op)
+        return 1;
+    pthread_mutex_lock(&c->lock);
+    int done = op->done;
+    pthread_mutex_unlock(&c->lock);
+    return done;
+}
+
+static zt_status mpi_allgather(zt_comm *c, const void *send, void *recv, size_t count,
+                               zt_comm_dtype dt, zt_comm_req *req, zt_error *err)
+{
+    mpi_op op = {.kind = OP_ALLGATHER, .send = send, .recv = recv, .count = count, .dt = dt};
+    return submit(c, &op, req, err);
+}
+
+static zt_status mpi_reduce_scatter(zt_comm *c, const void *send, void *recv, size_t count,
+                                    zt_comm_dtype dt, zt_reduce_op rop, zt_comm_req *req,
+                                    zt_error *err)
+{
+    mpi_op op = {.kind = OP_REDUCE_SCATTER, .send = send, .recv = recv, .count = count,
+                 .dt = dt, .rop = rop};
+    return submit(c, &op, req, err);
+}
+
+static zt_status mpi_allreduce(zt_comm *c, const void *send, void *recv, size_t count,
+                               zt_comm_dtype dt, zt_reduce_op rop, zt_comm_req *req,
+                               zt_error *err)
+{
+    mpi_op op = {.kind = OP_ALLREDUCE, .send = send, .recv = recv, .count = count, .dt = dt,
+                 .rop = rop};
+    return submit(c, &op, req, err);
+}
+
+static zt_status mpi_alltoall(zt_comm *c, const void *send, void *recv, size_t count,
+                              zt_comm_dtype dt, zt_comm_req *req, zt_error *err)
+{
+    mpi_op op = {.kind = OP_ALLTOALL, .send = send, .recv = recv, .count = count, .dt = dt};
+    return submit(c, &op, req, err);
+}
+
+static zt_status mpi_broadcast(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt, int root,
+                               zt_comm_req *req, zt_error *err)
+{
+    if (root < 0 || root >= c->size)
+        return ZT_ERR(err, ZT_ERR_ARGUMENT, "broadcast root %d outside a world of %d", root,
+                      c->size);
+    mpi_op op = {.kind = OP_BCAST, .recv = buf, .count = count, .dt = dt, .root = root};
+    return submit(c, &op, req, err);
+}
+
+static zt_status mpi_barrier(zt_comm *c, zt_comm_req *req, zt_error *err)
+{
+    mpi_op op = {.kind = OP_BARRIER};
+    return submit(c, &op, req, err);
+}
+
+static zt_status mpi_split(zt_comm *c, int color, int key, zt_comm **out, zt_error *err)
+{
+    mpi_op op = {.kind = OP_SPLIT, .color = color, .key = key, .split_out = out};
+    zt_comm_req req = {0};
+    zt_status st = submit(c, &op, &req, err);
+    return st == ZT_OK ? mpi_wait(c, &req, err) : st;
+}
+
+static void mpi_destroy(zt_comm *base)
+{
+    mpi_comm *c = (mpi_comm *)base;
+    pthread_mutex_lock(&c->lock);
+    int stuck = c->head != NULL;
+    c->stop = 1;
+    pthread_cond_signal(&c->work);
+    pthread_mutex_unlock(&c->lock);
+    if (stuck) {
+        /* A collective never completed (a peer failed): its thread cannot be joined. */
+        ZT_LOGW("comm", "rank %d: leaving a collective that never completed; MPI is not "
+                        "finalised", base->rank);
+        pthread_detach(c->thread);
+        return;
+    }
+    pthread_join(c->thread, NULL);
+    if (c->comm != MPI_COMM_WORLD)
+        MPI_Comm_free(&c->comm);
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->work);
+    pthread_cond_destroy(&c->done);
+    free(c);
+}
+
+static const zt_comm_iface mpi_iface = {
+    /* .name = */ "mpi",
+    /* .allgather = */ mpi_allgather,
+    /* .reduce_scatter = */ mpi_reduce_scatter,
+    /* .allreduce = */ mpi_allreduce,
+    /* .alltoall = */ mpi_alltoall,
+    /* .broadcast = */ mpi_broadcast,
+    /* .barrier = */ mpi_barrier,
+    /* .wait = */ mpi_wait,
+    /* .test = */ mpi_test,
+    /* .split = */ mpi_split,
+    /* .destroy = */ mpi_destroy,
+};
+
+static zt_status make_comm(MPI_Comm comm, zt_comm **out, zt_error *err)
+{
+    mpi_comm *c = calloc(1, sizeof *c);
+    if (!c)
+        return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory creating an MPI communicator");
+    c->base.iface = &mpi_iface;
+    c->comm = comm;
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm, &c->base.rank);
+    MPI_Comm_size(comm, &c->base.size);
+    const char *t = getenv("ZT_COMM_TIMEOUT");
+    c->timeout_s = t && atof(t) > 0 ? atof(t) : 600.0;
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->work, NULL);
+    pthread_cond_init(&c->done, NULL);
+    if (pthread_create(&c->thread, NULL, worker, c) != 0) {
+        free(c);
+        return ZT_ERR(err, ZT_ERR_COMM, "cannot start the MPI progress thread");
+    }
+    *out = &c->base;
+    return ZT_OK;
+}
+
+/* MPI is initialised once per process and finalised at exit, so several runtimes can be
+ * created and destroyed in one program. */
+static void finalize_at_exit(void)
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized)
+        MPI_Finalize();
+}
+
+zt_status zt_comm_mpi_create(zt_comm **out, zt_error *err)
+{
+    int initialized = 0, provided = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+            return ZT_ERR(err, ZT_ERR_COMM, "MPI_Init_thread failed; is this run under mpirun?");
+        atexit(finalize_at_exit);
+    } else {
+        MPI_Query_thread(&provided);
+    }
+    if (provided < MPI_THREAD_MULTIPLE)
+        return ZT_ERR(err, ZT_ERR_COMM,
+                      "MPI provides thread level %d; ztier's MPI backend needs "
+                      "MPI_THREAD_MULTIPLE (call MPI_Init_thread with it, or let ztier "
+                      "initialise MPI)", provided);
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    return make_comm(dup, out, err);
+}

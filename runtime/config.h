@@ -1,0 +1,108 @@
+/* Runtime configuration: DeepSpeed's ds_config.json schema plus ztier-only settings under
+ * "ztier". zt_config_defaults() gives the values used for absent keys. */
+#ifndef ZT_RUNTIME_CONFIG_H
+#define ZT_RUNTIME_CONFIG_H
+
+#include "runtime/error.h"
+
+#include <stdint.h>
+
+#define ZT_MAX_NVME_PATHS 8
+#define ZT_PATH_MAX 1024
+
+/* Where a kind of state lives. "none" for offload_* means: not offloaded (device). */
+typedef enum zt_tier_kind { ZT_TIER_DEVICE = 0, ZT_TIER_HOST = 1, ZT_TIER_NVME = 2 } zt_tier_kind;
+
+typedef enum zt_io_engine_kind {
+    ZT_IO_ENGINE_AUTO = 0, /* io_uring, falling back to threads with a log line saying why */
+    ZT_IO_ENGINE_URING,
+    ZT_IO_ENGINE_THREADS
+} zt_io_engine_kind;
+
+typedef enum zt_optimizer_kind { ZT_OPT_ADAMW = 0, ZT_OPT_ADAM = 1 } zt_optimizer_kind;
+
+typedef struct zt_offload_config {
+    zt_tier_kind device;                        /* "none" -> DEVICE, "cpu" -> HOST, "nvme" */
+    char nvme_path[ZT_MAX_NVME_PATHS][ZT_PATH_MAX]; /* a string or a list of strings */
+    int n_nvme_paths;
+    int pin_memory;                             /* bool */
+    int64_t buffer_count;                       /* pinned staging buffers */
+    int64_t buffer_size;                        /* bytes per staging buffer */
+    int64_t max_in_cpu;                         /* bytes of params kept in host memory */
+    int fast_init;                              /* accepted, no effect */
+} zt_offload_config;
+
+typedef struct zt_config {
+    /* zero_optimization */
+    int stage;                              /* 0..3; ztier implements 3 (others: error) */
+    zt_offload_config offload_param;
+    zt_offload_config offload_optimizer;
+    int64_t stage3_prefetch_bucket_size;    /* elements */
+    int64_t stage3_max_live_parameters;     /* elements */
+    int64_t stage3_max_reuse_distance;      /* elements */
+    int64_t stage3_param_persistence_threshold; /* elements */
+    int64_t reduce_bucket_size;             /* elements */
+    int64_t sub_group_size;                 /* elements */
+    int overlap_comm, contiguous_gradients; /* accepted (always on) */
+    int zero_quantized_weights;             /* bool */
+    int zero_quantized_gradients;           /* bool */
+    int zero_hpz_partition_size;            /* >= 1 */
+
+    /* aio */
+    int64_t aio_block_size;                 /* bytes */
+    int aio_queue_depth;
+    int aio_intra_op_parallelism;
+    int aio_single_submit;
+    int aio_overlap_events;
+
+    /* optimizer */
+    zt_optimizer_kind optimizer;            /* "Adam" (with adam_w_mode) or "AdamW" */
+    float lr, beta1, beta2, eps, weight_decay;
+
+    /* precision */
+    int bf16;                               /* bf16.enabled */
+    int fp16;                               /* fp16.enabled */
+    float fp16_loss_scale;                  /* 0 = dynamic */
+    int fp16_initial_scale_power;
+    int fp16_loss_scale_window;
+    int fp16_hysteresis;
+    float fp16_min_loss_scale;
+
+    float gradient_clipping;                /* 0 = off */
+    int gradient_accumulation_steps;        /* >= 1 */
+
+    /* ztier */
+    char device_backend[16];                /* "host" | "cuda" */
+    char comm_backend[16];                  /* "single" | "mpi" | "nccl" | "auto" */
+    int64_t hbm_capacity;                   /* host backend device budget, bytes */
+    int64_t host_capacity;                  /* bound on host-tier bytes; 0 = unbounded */
+    zt_io_engine_kind io_engine;
+    int verify_checksums;                   /* crc32c per block on NVMe */
+    int allow_buffered_io;                  /* fall back to buffered I/O without O_DIRECT */
+    int optimizer_threads;                  /* 0 = all cores */
+    char adam_variant[16];                  /* "auto" | "scalar" | "avx2" | "avx512" */
+    int ranks_per_node;                     /* 0 = from the launcher's environment */
+    char trace_path[ZT_PATH_MAX];           /* "" = no trace */
+    int log_level;                          /* -1 = unset */
+} zt_config;
+
+void zt_config_defaults(zt_config *cfg);
+
+/* Parses JSON text over the defaults already in *cfg. Unknown keys are logged as warnings
+ * naming the full path ("zero_optimization.stage3_prefetch_bucketsize"); invalid values
+ * return ZT_ERR_CONFIG with a message naming the path, the value and what is allowed.
+ * `origin` names the source in messages (a file path or "config text"). */
+zt_status zt_config_parse(zt_config *cfg, const char *json_text, const char *origin,
+                          zt_error *err);
+
+/* Reads and parses a file (ZT_ERR_CONFIG naming the path when it cannot be read). */
+zt_status zt_config_load_file(zt_config *cfg, const char *path, zt_error *err);
+
+/* Applies environment overrides: ZT_LOG (log level), ZT_HBM_CAPACITY (bytes, K/M/G),
+ * ZT_NVME_PATH (replaces both offload nvme paths), ZT_IO_ENGINE, ZT_ADAM_VARIANT. */
+zt_status zt_config_apply_env(zt_config *cfg, zt_error *err);
+
+/* Checks cross-field rules after parsing (e.g. nvme device without a path). */
+zt_status zt_config_validate(const zt_config *cfg, zt_error *err);
+
+#endif

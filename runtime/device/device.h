@@ -1,0 +1,89 @@
+/* Device backend interface: memory, asynchronous copies on streams, events, and the few
+ * kernels the runtime needs. A backend is a static table of function pointers; the runtime
+ * keeps all policy and calls backends only through this table.
+ *
+ * Ordering: operations queued on one stream run in order. An event recorded on a stream
+ * completes when every operation queued on that stream before the record has completed.
+ * stream_wait_event makes later operations on a stream wait for the event. Optional slots
+ * may be NULL; callers then use the synchronous path. Every slot returns ZT_OK or an error
+ * filled into err. */
+#ifndef ZT_RUNTIME_DEVICE_H
+#define ZT_RUNTIME_DEVICE_H
+
+#include "runtime/error.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct zt_device zt_device;
+typedef struct zt_stream zt_stream;
+typedef struct zt_event zt_event;
+
+typedef enum zt_copy_kind { ZT_COPY_H2D, ZT_COPY_D2H, ZT_COPY_D2D, ZT_COPY_H2H } zt_copy_kind;
+
+typedef struct zt_device_config {
+    uint64_t capacity_bytes; /* host backend: the "HBM" budget; cuda: 0 = all free memory */
+    int device_index;        /* cuda: which GPU */
+    int copy_threads;        /* host backend: worker threads per stream (>= 1) */
+} zt_device_config;
+
+typedef struct zt_device_iface {
+    const char *name;
+    zt_status (*create)(const zt_device_config *cfg, zt_device **out, zt_error *err);
+    void (*destroy)(zt_device *dev);
+
+    /* device memory, counted against the capacity */
+    zt_status (*alloc)(zt_device *dev, size_t bytes, void **ptr, zt_error *err);
+    void (*free)(zt_device *dev, void *ptr);
+    /* pinned host memory; host_register may be NULL (plain memory is already usable) */
+    zt_status (*host_alloc)(zt_device *dev, size_t bytes, void **ptr, zt_error *err);
+    void (*host_free)(zt_device *dev, void *ptr);
+    zt_status (*host_register)(zt_device *dev, void *ptr, size_t bytes, zt_error *err);
+    void (*host_unregister)(zt_device *dev, void *ptr);
+
+    zt_status (*stream_create)(zt_device *dev, zt_stream **out, zt_error *err);
+    void (*stream_destroy)(zt_device *dev, zt_stream *s);
+    zt_status (*stream_synchronize)(zt_device *dev, zt_stream *s, zt_error *err);
+
+    zt_status (*event_create)(zt_device *dev, zt_event **out, zt_error *err);
+    void (*event_destroy)(zt_device *dev, zt_event *e);
+    zt_status (*event_record)(zt_device *dev, zt_event *e, zt_stream *s, zt_error *err);
+    zt_status (*stream_wait_event)(zt_device *dev, zt_stream *s, zt_event *e, zt_error *err);
+    /* 1 when complete, 0 when pending, < 0 on error */
+    int (*event_query)(zt_device *dev, zt_event *e);
+    zt_status (*event_synchronize)(zt_device *dev, zt_event *e, zt_error *err);
+
+    zt_status (*memcpy_async)(zt_device *dev, void *dst, const void *src, size_t bytes,
+                              zt_copy_kind kind, zt_stream *s, zt_error *err);
+    zt_status (*memset_async)(zt_device *dev, void *dst, int value, size_t bytes, zt_stream *s,
+                              zt_error *err);
+    /* dst[i] = (dst_type)(src[i]) for n elements, both in device memory */
+    zt_status (*cast_async)(zt_device *dev, void *dst, zt_dtype dst_type, const void *src,
+                            zt_dtype src_type, size_t n, zt_stream *s, zt_error *err);
+    /* x[i] *= alpha for n elements in device memory */
+    zt_status (*scale_async)(zt_device *dev, void *x, zt_dtype type, float alpha, size_t n,
+                             zt_stream *s, zt_error *err);
+} zt_device_iface;
+
+/* Every device backend instance starts with this header so generic code can reach its table
+ * and counters. */
+struct zt_device {
+    const zt_device_iface *iface;
+    uint64_t capacity;
+    uint64_t bytes_in_use;
+    uint64_t bytes_peak;
+};
+
+extern const zt_device_iface zt_device_host;
+#ifdef ZT_HAVE_CUDA
+extern const zt_device_iface zt_device_cuda;
+#endif
+
+/* Finds a backend by name ("host", "cuda"); NULL with an error naming the built ones. */
+const zt_device_iface *zt_device_find(const char *name, zt_error *err);
+
+/* Shorthand for a synchronous copy: queue on s and wait for it. */
+zt_status zt_device_copy_sync(zt_device *dev, void *dst, const void *src, size_t bytes,
+                              zt_copy_kind kind, zt_stream *s, zt_error *err);
+
+#endif

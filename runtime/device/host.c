@@ -1,0 +1,363 @@
+/* The `host` device backend: "device memory" is host memory under a byte budget that plays
+ * the role of HBM, and each stream is a worker thread that runs its queued operations in
+ * order. It exercises every asynchronous path of the runtime on a CPU-only machine.
+ *
+ * Ordering: one mutex per device guards every queue and counter. An operation gets a
+ * sequence number when queued; an event recorded on a stream captures the stream's last
+ * queued sequence number and is complete once the stream's completed count reaches it. */
+#include "runtime/device/device.h"
+#include "optimizer/convert.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum host_op_kind { OP_COPY, OP_SET, OP_CAST, OP_SCALE, OP_WAIT };
+
+typedef struct host_op {
+    enum host_op_kind kind;
+    void *dst;
+    const void *src;
+    size_t bytes; /* COPY/SET: bytes; CAST/SCALE: elements */
+    int value;
+    zt_dtype dst_type, src_type;
+    float alpha;
+    zt_stream *wait_stream; /* OP_WAIT */
+    uint64_t wait_seq;
+} host_op;
+
+typedef struct host_device host_device;
+
+struct zt_stream {
+    host_device *dev;
+    pthread_t thread;
+    pthread_cond_t work;
+    host_op *ops; /* ring buffer */
+    size_t cap, head, count;
+    uint64_t queued, completed;
+    int stop;
+};
+
+struct zt_event {
+    zt_stream *stream; /* NULL: never recorded, counts as complete */
+    uint64_t seq;
+};
+
+/* Size header in front of every device allocation so free() can return the bytes. */
+typedef struct alloc_header {
+    size_t bytes;
+    size_t pad[7]; /* keep the payload 64-byte aligned */
+} alloc_header;
+
+struct host_device {
+    zt_device base;
+    pthread_mutex_t lock;
+    pthread_cond_t progress; /* broadcast whenever any stream completes an operation */
+};
+
+static void run_op(const host_op *op)
+{
+    switch (op->kind) {
+    case OP_COPY:
+        memmove(op->dst, op->src, op->bytes);
+        break;
+    case OP_SET:
+        memset(op->dst, op->value, op->bytes);
+        break;
+    case OP_CAST:
+        zt_convert_array(op->dst, op->dst_type, op->src, op->src_type, op->bytes);
+        break;
+    case OP_SCALE:
+        zt_scale_array(op->dst, op->dst_type, op->alpha, op->bytes);
+        break;
+    case OP_WAIT:
+        break; /* handled by the worker under the lock */
+    }
+}
+
+static void *stream_worker(void *arg)
+{
+    zt_stream *s = arg;
+    host_device *d = s->dev;
+    pthread_mutex_lock(&d->lock);
+    for (;;) {
+        while (s->count == 0 && !s->stop)
+            pthread_cond_wait(&s->work, &d->lock);
+        if (s->count == 0 && s->stop)
+            break;
+        host_op op = s->ops[s->head];
+        if (op.kind == OP_WAIT) {
+            while (op.wait_stream->completed < op.wait_seq)
+                pthread_cond_wait(&d->progress, &d->lock);
+        } else {
+            pthread_mutex_unlock(&d->lock);
+            run_op(&op);
+            pthread_mutex_lock(&d->lock);
+        }
+        s->head = (s->head + 1) % s->cap;
+        s->count--;
+        s->completed++;
+        pthread_cond_broadcast(&d->progress);
+    }
+    pthread_mutex_unlock(&d->lock);
+    return NULL;
+}
+
+static zt_status enqueue(zt_stream *s, const host_op *op, zt_error *err)
+{
+    host_device *d = s->dev;
+    pthread_mutex_lock(&d->lock);
+    if (s->count == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        host_op *ops = malloc(cap * sizeof *ops);
+        if (!ops) {
+            pthread_mutex_unlock(&d->lock);
+            return ZT_ERR(err, ZT_ERR_NOMEM, "host backend: cannot grow a stream queue");
+        }
+        for (size_t i = 0; i < s->count; i++)
+            ops[i] = s->ops[(s->head + i) % s->cap];
+        free(s->ops);
+        s->ops = ops, s->cap = cap, s->head = 0;
+    }
+    s->ops[(s->head + s->count) % s->cap] = *op;
+    s->count++;
+    s->queued++;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&d->lock);
+    return ZT_OK;
+}
+
+static zt_status host_create(const zt_device_config *cfg, zt_device **out, zt_error *err)
+{
+    host_device *d = calloc(1, sizeof *d);
+    if (!d)
+        return ZT_ERR(err, ZT_ERR_NOMEM, "host backend: out of memory");
+    d->base.iface = &zt_device_host;
+    d->base.capacity = cfg->capacity_bytes;
+    pthread_mutex_init(&d->lock, NULL);
+    pthread_cond_init(&d->progress, NULL);
+    *out = &d->base;
+    return ZT_OK;
+}
+
+static void host_destroy(zt_device *dev)
+{
+    host_device *d = (host_device *)dev;
+    pthread_mutex_destroy(&d->lock);
+    pthread_cond_destroy(&d->progress);
+    free(d);
+}
+
+static zt_status host_alloc(zt_device *dev, size_t bytes, void **ptr, zt_error *err)
+{
+    host_device *d = (host_device *)dev;
+    pthread_mutex_lock(&d->lock);
+    int over = dev->bytes_in_use + bytes > dev->capacity;
+    unsigned long long in_use = dev->bytes_in_use;
+    if (!over)
+        dev->bytes_in_use += bytes;
+    pthread_mutex_unlock(&d->lock);
+    if (over)
+        return ZT_ERR(err, ZT_ERR_DEVICE_NOMEM,
+                      "device memory exhausted: %zu bytes requested, %llu in use of a %llu-byte "
+                      "budget; raise ztier.hbm_capacity or offload more (offload_param.device)",
+                      bytes, in_use, (unsigned long long)dev->capacity);
+    void *raw = NULL;
+    if (posix_memalign(&raw, 64, sizeof(alloc_header) + (bytes ? bytes : 1)) != 0) {
+        pthread_mutex_lock(&d->lock);
+        dev->bytes_in_use -= bytes;
+        pthread_mutex_unlock(&d->lock);
+        return ZT_ERR(err, ZT_ERR_NOMEM, "host backend: malloc of %zu bytes failed", bytes);
+    }
+    ((alloc_header *)raw)->bytes = bytes;
+    pthread_mutex_lock(&d->lock);
+    if (dev->bytes_in_use > dev->bytes_peak)
+        dev->bytes_peak = dev->bytes_in_use;
+    pthread_mutex_unlock(&d->lock);
+    *ptr = (alloc_header *)raw + 1;
+    return ZT_OK;
+}
+
+static void host_free(zt_device *dev, void *ptr)
+{
+    if (!ptr)
+        return;
+    host_device *d = (host_device *)dev;
+    alloc_header *h = (alloc_header *)ptr - 1;
+    pthread_mutex_lock(&d->lock);
+    dev->bytes_in_use -= h->bytes;
+    pthread_mutex_unlock(&d->lock);
+    free(h);
+}
+
+static zt_status host_pinned_alloc(zt_device *dev, size_t bytes, void **ptr, zt_error *err)
+{
+    (void)dev;
+    if (posix_memalign(ptr, 4096, bytes ? bytes : 1) != 0)
+        return ZT_ERR(err, ZT_ERR_NOMEM, "host backend: allocation of %zu bytes failed", bytes);
+    return ZT_OK;
+}
+
+static void host_pinned_free(zt_device *dev, void *ptr)
+{
+    (void)dev;
+    free(ptr);
+}
+
+static zt_status host_stream_create(zt_device *dev, zt_stream **out, zt_error *err)
+{
+    zt_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return ZT_ERR(err, ZT_ERR_NOMEM, "host backend: out of memory for a stream");
+    s->dev = (host_device *)dev;
+    pthread_cond_init(&s->work, NULL);
+    if (pthread_create(&s->thread, NULL, stream_worker, s) != 0) {
+        pthread_cond_destroy(&s->work);
+        free(s);
+        return ZT_ERR(err, ZT_ERR_DEVICE, "host backend: cannot start a stream thread");
+    }
+    *out = s;
+    return ZT_OK;
+}
+
+static void host_stream_destroy(zt_device *dev, zt_stream *s)
+{
+    if (!s)
+        return;
+    host_device *d = (host_device *)dev;
+    pthread_mutex_lock(&d->lock);
+    s->stop = 1;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&d->lock);
+    pthread_join(s->thread, NULL);
+    pthread_cond_destroy(&s->work);
+    free(s->ops);
+    free(s);
+}
+
+static zt_status host_stream_synchronize(zt_device *dev, zt_stream *s, zt_error *err)
+{
+    (void)err;
+    host_device *d = (host_device *)dev;
+    pthread_mutex_lock(&d->lock);
+    uint64_t target = s->queued;
+    while (s->completed < target)
+        pthread_cond_wait(&d->progress, &d->lock);
+    pthread_mutex_unlock(&d->lock);
+    return ZT_OK;
+}
+
+static zt_status host_event_create(zt_device *dev, zt_event **out, zt_error *err)
+{
+    (void)dev;
+    *out = calloc(1, sizeof **out);
+    return *out ? ZT_OK : ZT_ERR(err, ZT_ERR_NOMEM, "host backend: out of memory for an event");
+}
+
+static void host_event_destroy(zt_device *dev, zt_event *e)
+{
+    (void)dev;
+    free(e);
+}
+
+static zt_status host_event_record(zt_device *dev, zt_event *e, zt_stream *s, zt_error *err)
+{
+    (void)err;
+    host_device *d = (host_device *)dev;
+    pthread_mutex_lock(&d->lock);
+    e->stream = s;
+    e->seq = s->queued;
+    pthread_mutex_unlock(&d->lock);
+    return ZT_OK;
+}
+
+static zt_status host_stream_wait_event(zt_device *dev, zt_stream *s, zt_event *e, zt_error *err)
+{
+    (void)dev;
+    if (!e->stream)
+        return ZT_OK;
+    host_op op = {.kind = OP_WAIT, .wait_stream = e->stream, .wait_seq = e->seq};
+    return enqueue(s, &op, err);
+}
+
+static int host_event_query(zt_device *dev, zt_event *e)
+{
+    host_device *d = (host_device *)dev;
+    if (!e->stream)
+        return 1;
+    pthread_mutex_lock(&d->lock);
+    int done = e->stream->completed >= e->seq;
+    pthread_mutex_unlock(&d->lock);
+    return done;
+}
+
+static zt_status host_event_synchronize(zt_device *dev, zt_event *e, zt_error *err)
+{
+    (void)err;
+    host_device *d = (host_device *)dev;
+    if (!e->stream)
+        return ZT_OK;
+    pthread_mutex_lock(&d->lock);
+    while (e->stream->completed < e->seq)
+        pthread_cond_wait(&d->progress, &d->lock);
+    pthread_mutex_unlock(&d->lock);
+    return ZT_OK;
+}
+
+static zt_status host_memcpy_async(zt_device *dev, void *dst, const void *src, size_t bytes,
+                                   zt_copy_kind kind, zt_stream *s, zt_error *err)
+{
+    (void)dev, (void)kind;
+    host_op op = {.kind = OP_COPY, .dst = dst, .src = src, .bytes = bytes};
+    return enqueue(s, &op, err);
+}
+
+static zt_status host_memset_async(zt_device *dev, void *dst, int value, size_t bytes,
+                                   zt_stream *s, zt_error *err)
+{
+    (void)dev;
+    host_op op = {.kind = OP_SET, .dst = dst, .value = value, .bytes = bytes};
+    return enqueue(s, &op, err);
+}
+
+static zt_status host_cast_async(zt_device *dev, void *dst, zt_dtype dst_type, const void *src,
+                                 zt_dtype src_type, size_t n, zt_stream *s, zt_error *err)
+{
+    (void)dev;
+    host_op op = {.kind = OP_CAST, .dst = dst, .src = src, .bytes = n, .dst_type = dst_type,
+                  .src_type = src_type};
+    return enqueue(s, &op, err);
+}
+
+static zt_status host_scale_async(zt_device *dev, void *x, zt_dtype type, float alpha, size_t n,
+                                  zt_stream *s, zt_error *err)
+{
+    (void)dev;
+    host_op op = {.kind = OP_SCALE, .dst = x, .bytes = n, .dst_type = type, .alpha = alpha};
+    return enqueue(s, &op, err);
+}
+
+const zt_device_iface zt_device_host = {
+    /* .name = */ "host",
+    /* .create = */ host_create,
+    /* .destroy = */ host_destroy,
+    /* .alloc = */ host_alloc,
+    /* .free = */ host_free,
+    /* .host_alloc = */ host_pinned_alloc,
+    /* .host_free = */ host_pinned_free,
+    /* .host_register = */ NULL,
+    /* .host_unregister = */ NULL,
+    /* .stream_create = */ host_stream_create,
+    /* .stream_destroy = */ host_stream_destroy,
+    /* .stream_synchronize = */ host_stream_synchronize,
+    /* .event_create = */ host_event_create,
+    /* .event_destroy = */ host_event_destroy,
+    /* .event_record = */ host_event_record,
+    /* .stream_wait_event = */ host_stream_wait_event,
+    /* .event_query = */ host_event_query,
+    /* .event_synchronize = */ host_event_synchronize,
+    /* .memcpy_async = */ host_memcpy_async,
+    /* .memset_async = */ host_memset_async,
+    /* .cast_async = */ host_cast_async,
+    /* .scale_async = */ host_scale_async,
+};

@@ -1,0 +1,80 @@
+#include "runtime/home.h"
+
+#include <string.h>
+
+static const char *tier_name(zt_tier_kind k)
+{
+    return k == ZT_TIER_DEVICE ? "device" : k == ZT_TIER_HOST ? "host" : "nvme";
+}
+
+zt_status zt_home_alloc(zt_homes *h, zt_tier_kind kind, uint64_t bytes, const char *owner,
+                        zt_home *out, zt_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = kind;
+    out->bytes = bytes;
+    out->owner = owner;
+    zt_status st;
+    switch (kind) {
+    case ZT_TIER_DEVICE:
+        st = h->dev->iface->alloc(h->dev, bytes, &out->ptr, err);
+        if (st == ZT_OK)
+            st = h->dev->iface->memset_async(h->dev, out->ptr, 0, bytes, h->stream, err);
+        if (st == ZT_OK)
+            st = h->dev->iface->stream_synchronize(h->dev, h->stream, err);
+        break;
+    case ZT_TIER_HOST:
+        st = zt_host_tier_alloc(h->host, bytes, owner, &out->ptr, err);
+        break;
+    default:
+        st = ZT_ERR(err, ZT_ERR_UNSUPPORTED, "'%s': the %s tier is not available", owner,
+                    tier_name(kind));
+    }
+    if (st != ZT_OK)
+        zt_error_prefix(err, "placing '%s' on the %s tier: ", owner, tier_name(kind));
+    return st;
+}
+
+void zt_home_free(zt_homes *h, zt_home *home)
+{
+    if (!home->ptr)
+        return;
+    if (home->kind == ZT_TIER_DEVICE)
+        h->dev->iface->free(h->dev, home->ptr);
+    else if (home->kind == ZT_TIER_HOST)
+        zt_host_tier_free(h->host, home->ptr, home->bytes);
+    home->ptr = NULL;
+}
+
+void *zt_home_host_ptr(const zt_home *home)
+{
+    return home->kind == ZT_TIER_HOST ? home->ptr : NULL;
+}
+
+zt_status zt_home_load(zt_homes *h, const zt_home *home, void *dst, zt_error *err)
+{
+    if (home->kind == ZT_TIER_HOST) {
+        if (dst != home->ptr)
+            memcpy(dst, home->ptr, home->bytes);
+        return ZT_OK;
+    }
+    return zt_device_copy_sync(h->dev, dst, home->ptr, home->bytes, ZT_COPY_D2H, h->stream, err);
+}
+
+zt_status zt_home_store(zt_homes *h, zt_home *home, const void *src, zt_error *err)
+{
+    if (home->kind == ZT_TIER_HOST) {
+        if (src != home->ptr)
+            memcpy(home->ptr, src, home->bytes);
+        return ZT_OK;
+    }
+    return zt_device_copy_sync(h->dev, home->ptr, src, home->bytes, ZT_COPY_H2D, h->stream, err);
+}
+
+zt_status zt_home_to_device(zt_homes *h, const zt_home *home, void *dst, void *staging,
+                            zt_error *err)
+{
+    (void)staging;
+    zt_copy_kind kind = home->kind == ZT_TIER_DEVICE ? ZT_COPY_D2D : ZT_COPY_H2D;
+    return h->dev->iface->memcpy_async(h->dev, dst, home->ptr, home->bytes, kind, h->stream, err);
+}

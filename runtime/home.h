@@ -1,0 +1,42 @@
+/* A shard's home: the tier where a piece of state lives between uses (device memory, host
+ * memory or NVMe), and the synchronous moves between a home and host or device memory. */
+#ifndef ZT_RUNTIME_HOME_H
+#define ZT_RUNTIME_HOME_H
+
+#include "runtime/config.h"
+#include "runtime/device/device.h"
+#include "tiers/host_tier.h"
+
+#include <stdint.h>
+
+typedef struct zt_home {
+    zt_tier_kind kind;
+    uint64_t bytes;
+    void *ptr;         /* DEVICE: device memory; HOST: host memory */
+    const char *owner; /* tensor name for messages; not owned */
+} zt_home;
+
+/* The tiers homes are carved from. */
+typedef struct zt_homes {
+    zt_device *dev;
+    zt_stream *stream;
+    zt_host_tier *host;
+} zt_homes;
+
+zt_status zt_home_alloc(zt_homes *h, zt_tier_kind kind, uint64_t bytes, const char *owner,
+                        zt_home *out, zt_error *err);
+void zt_home_free(zt_homes *h, zt_home *home);
+
+/* Host pointer of a HOST home (usable in place), NULL for other tiers. */
+void *zt_home_host_ptr(const zt_home *home);
+
+/* Copies the whole home into / out of host memory. Synchronous. */
+zt_status zt_home_load(zt_homes *h, const zt_home *home, void *dst, zt_error *err);
+zt_status zt_home_store(zt_homes *h, zt_home *home, const void *src, zt_error *err);
+
+/* Copies the home into device memory (for HOST and DEVICE homes: queued on the homes'
+ * stream; the caller synchronizes). staging must hold home->bytes for other tiers. */
+zt_status zt_home_to_device(zt_homes *h, const zt_home *home, void *dst, void *staging,
+                            zt_error *err);
+
+#endif

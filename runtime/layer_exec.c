@@ -1,0 +1,166 @@
+/* Per-layer execution: fetch gathers a layer's full parameters into device memory (and
+ * zeroed gradient buffers for the backward pass); release frees them and, after a backward
+ * pass, reduce-scatters the gradients and accumulates this rank's shard in fp32. */
+#include "runtime/log.h"
+#include "runtime/runtime.h"
+
+#include <string.h>
+#include <time.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const char *pass_name(zt_pass pass) { return pass == ZT_FORWARD ? "forward" : "backward"; }
+
+static zt_comm_dtype comm_dtype(zt_dtype t)
+{
+    return t == ZT_F32 ? ZT_COMM_F32 : t == ZT_BF16 ? ZT_COMM_BF16 : ZT_COMM_F16;
+}
+
+/* Moves this rank's shard into its slot of a full-size device buffer, then all-gathers. */
+static zt_status gather_layer(zt_runtime *rt, zt_layer *L)
+{
+    size_t dsize = zt_dtype_size(rt->dtype);
+    zt_device *dev = rt->dev;
+    zt_status st = dev->iface->alloc(dev, (size_t)L->flat_numel * dsize, &L->gathered, &rt->err);
+    if (st != ZT_OK)
+        return st;
+    char *slot = (char *)L->gathered + (size_t)rt->rank * (size_t)L->shard_numel * dsize;
+    st = zt_home_to_device(&rt->homes, &L->param_home, slot, rt->staging_lp, &rt->err);
+    if (st == ZT_OK)
+        st = dev->iface->stream_synchronize(dev, rt->stream, &rt->err);
+    if (st == ZT_OK)
+        st = zt_comm_allgather_sync(rt->comm, slot, L->gathered, (size_t)L->shard_numel,
+                                    comm_dtype(rt->dtype), &rt->err);
+    if (st != ZT_OK) {
+        dev->iface->free(dev, L->gathered);
+        L->gathered = NULL;
+        return st;
+    }
+    rt->stats.h2d_bytes += L->param_home.kind == ZT_TIER_DEVICE ? 0 : L->param_home.bytes;
+    return ZT_OK;
+}
+
+static zt_status alloc_grads(zt_runtime *rt, zt_layer *L)
+{
+    size_t bytes = (size_t)L->flat_numel * zt_dtype_size(rt->dtype);
+    zt_status st = rt->dev->iface->alloc(rt->dev, bytes, &L->grads, &rt->err);
+    if (st == ZT_OK)
+        st = rt->dev->iface->memset_async(rt->dev, L->grads, 0, bytes, rt->stream, &rt->err);
+    if (st == ZT_OK)
+        st = rt->dev->iface->stream_synchronize(rt->dev, rt->stream, &rt->err);
+    return st;
+}
+
+static void fill_views(zt_runtime *rt, zt_layer *L, zt_pass pass, zt_layer_view *view)
+{
+    size_t dsize = zt_dtype_size(rt->dtype);
+    zt_tensor_view *views = L->views + (pass == ZT_BACKWARD ? L->n_params : 0);
+    for (int i = 0; i < L->n_params; i++) {
+        const zt_param *p = &rt->params[L->param_ids[i]];
+        zt_tensor_view *v = &views[i];
+        v->name = p->name;
+        v->param_id = L->param_ids[i];
+        v->dtype = rt->dtype;
+        v->ndim = p->ndim;
+        memcpy(v->shape, p->shape, sizeof v->shape);
+        v->numel = p->numel;
+        v->data = (char *)L->gathered + (size_t)p->offset * dsize;
+        v->grad = pass == ZT_BACKWARD ? (char *)L->grads + (size_t)p->offset * dsize : NULL;
+    }
+    view->layer = (int)(L - rt->layers);
+    view->n_params = L->n_params;
+    view->params = views;
+}
+
+zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_layer_view *view)
+{
+    zt_layer *L = &rt->layers[layer];
+    double t0 = now_s();
+    zt_status st = ZT_OK;
+    if (!L->gathered)
+        st = gather_layer(rt, L);
+    if (st == ZT_OK && pass == ZT_BACKWARD && !L->grads)
+        st = alloc_grads(rt, L);
+    if (st != ZT_OK) {
+        zt_error_prefix(&rt->err, "fetch of layer '%s' (%s): ", L->name, pass_name(pass));
+        return st;
+    }
+    L->holds[pass]++;
+    fill_views(rt, L, pass, view);
+    rt->stats.fetch_wait_s += now_s() - t0;
+    rt->stats.fetches++;
+    return ZT_OK;
+}
+
+/* grad_acc += shard, converting from the working dtype. */
+static void accumulate_shard(zt_runtime *rt, zt_layer *L, const void *shard)
+{
+    const float *g = shard;
+    if (rt->dtype != ZT_F32) {
+        zt_convert_array(rt->staging, ZT_F32, shard, rt->dtype, (size_t)L->shard_numel);
+        g = rt->staging;
+    }
+    float *acc = L->grad_acc;
+    for (int64_t i = 0; i < L->shard_numel; i++)
+        acc[i] += g[i];
+}
+
+/* Sums the layer's gradients over ranks into this rank's shard (in place at the start of
+ * the buffer), copies it to the host and adds it to the fp32 accumulator. */
+static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
+{
+    size_t bytes = (size_t)L->shard_numel * zt_dtype_size(rt->dtype);
+    zt_comm_req req = {0};
+    zt_status st = rt->comm->iface->reduce_scatter(rt->comm, L->grads, L->grads,
+                                                   (size_t)L->shard_numel, comm_dtype(rt->dtype),
+                                                   ZT_REDUCE_SUM, &req, &rt->err);
+    if (st == ZT_OK)
+        st = rt->comm->iface->wait(rt->comm, &req, &rt->err);
+    if (st == ZT_OK)
+        st = zt_device_copy_sync(rt->dev, rt->staging_lp, L->grads, bytes, ZT_COPY_D2H,
+                                 rt->stream, &rt->err);
+    if (st != ZT_OK)
+        return st;
+    rt->stats.d2h_bytes += bytes;
+    accumulate_shard(rt, L, rt->staging_lp);
+    L->accum_count++;
+    return ZT_OK;
+}
+
+zt_status zt_rt_release(zt_runtime *rt, int layer, zt_pass pass)
+{
+    zt_layer *L = &rt->layers[layer];
+    if (L->holds[pass] == 0)
+        return ZT_ERR(&rt->err, ZT_ERR_USAGE,
+                      "release of layer '%s' (%s) without a matching fetch: it is not held "
+                      "for that pass (double release?)",
+                      L->name, pass_name(pass));
+    L->holds[pass]--;
+    zt_status st = ZT_OK;
+    if (pass == ZT_BACKWARD && L->holds[ZT_BACKWARD] == 0) {
+        st = reduce_grads(rt, L);
+        rt->dev->iface->free(rt->dev, L->grads);
+        L->grads = NULL;
+        if (st != ZT_OK)
+            zt_error_prefix(&rt->err, "release of layer '%s' (backward): ", L->name);
+    }
+    if (L->holds[ZT_FORWARD] + L->holds[ZT_BACKWARD] == 0) {
+        rt->dev->iface->free(rt->dev, L->gathered);
+        L->gathered = NULL;
+    }
+    rt->stats.releases++;
+    return st;
+}
+
+int zt_rt_layers_held(const zt_runtime *rt)
+{
+    int held = 0;
+    for (int i = 0; i < rt->n_layers; i++)
+        held += rt->layers[i].holds[ZT_FORWARD] + rt->layers[i].holds[ZT_BACKWARD];
+    return held;
+}

@@ -1,0 +1,227 @@
+/* Runtime lifecycle: configuration, backends, and the layer/parameter registry. */
+#include "runtime/runtime.h"
+#include "runtime/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+size_t zt_dtype_size(zt_dtype t) { return t == ZT_F32 ? 4 : 2; }
+
+static zt_status load_config(zt_runtime *rt, const zt_options *opts, const char *config_json)
+{
+    zt_config_defaults(&rt->cfg);
+    const char *path = opts->config_path ? opts->config_path : getenv("ZT_CONFIG");
+    zt_status st = ZT_OK;
+    if (config_json)
+        st = zt_config_parse(&rt->cfg, config_json, "config text", &rt->err);
+    else if (path && *path)
+        st = zt_config_load_file(&rt->cfg, path, &rt->err);
+    if (st == ZT_OK)
+        st = zt_config_apply_env(&rt->cfg, &rt->err);
+    if (st == ZT_OK)
+        st = zt_config_validate(&rt->cfg, &rt->err);
+    if (st == ZT_OK && opts->log_level < 0 && rt->cfg.log_level >= 0)
+        zt_log_configure(rt->cfg.log_level, opts->log_fn, opts->log_user);
+    return st;
+}
+
+static zt_status open_comm(zt_runtime *rt, const zt_options *opts)
+{
+    zt_status st = zt_comm_create(rt->cfg.comm_backend, &rt->comm, &rt->err);
+    if (st != ZT_OK)
+        return st;
+    rt->rank = rt->comm->rank;
+    rt->world = rt->comm->size;
+    if ((opts->rank >= 0 && opts->rank != rt->rank) ||
+        (opts->world_size >= 0 && opts->world_size != rt->world))
+        return ZT_ERR(&rt->err, ZT_ERR_CONFIG,
+                      "zt_options asks for rank %d of %d but the %s comm backend reports rank "
+                      "%d of %d; leave rank/world_size at -1 or launch matching ranks",
+                      opts->rank, opts->world_size, rt->comm->iface->name, rt->rank, rt->world);
+    return ZT_OK;
+}
+
+static zt_status open_device(zt_runtime *rt)
+{
+    rt->dev_iface = zt_device_find(rt->cfg.device_backend, &rt->err);
+    if (!rt->dev_iface)
+        return rt->err.status;
+    zt_device_config dc = {(uint64_t)rt->cfg.hbm_capacity, 0, 1};
+    zt_status st = rt->dev_iface->create(&dc, &rt->dev, &rt->err);
+    if (st == ZT_OK)
+        st = rt->dev_iface->stream_create(rt->dev, &rt->stream, &rt->err);
+    rt->homes.dev = rt->dev;
+    rt->homes.stream = rt->stream;
+    rt->homes.host = &rt->host;
+    rt->host.capacity = (uint64_t)rt->cfg.host_capacity;
+    return st;
+}
+
+static zt_status open_optimizer(zt_runtime *rt)
+{
+    int threads = rt->cfg.optimizer_threads;
+    if (threads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (int)n : 1;
+    }
+    zt_status st = zt_threadpool_create(threads, -1, &rt->pool, &rt->err);
+    if (st != ZT_OK)
+        return st;
+    if (zt_adam_variant_parse(rt->cfg.adam_variant, &rt->adam_variant) != 0)
+        return ZT_ERR(&rt->err, ZT_ERR_CONFIG,
+                      "ztier.adam_variant = \"%s\": this CPU or build lacks it; use \"auto\", "
+                      "\"scalar\", \"avx2\" or \"avx512\" as the CPU supports",
+                      rt->cfg.adam_variant);
+    ZT_LOGI("optimizer", "Adam variant %s, %d threads", zt_adam_variant_name(rt->adam_variant),
+            threads);
+    return ZT_OK;
+}
+
+zt_status zt_rt_create(zt_runtime *rt, const zt_options *opts, const char *config_json)
+{
+    zt_log_configure(opts->log_level, opts->log_fn, opts->log_user);
+    zt_status st = load_config(rt, opts, config_json);
+    if (st == ZT_OK)
+        st = open_comm(rt, opts);
+    if (st == ZT_OK)
+        st = open_device(rt);
+    if (st == ZT_OK)
+        st = open_optimizer(rt);
+    if (st != ZT_OK)
+        return st;
+    rt->dtype = rt->cfg.bf16 ? ZT_BF16 : rt->cfg.fp16 ? ZT_F16 : ZT_F32;
+    rt->loss_scale = 1.0f;
+    if (rt->cfg.fp16) {
+        rt->loss_scale = rt->cfg.fp16_loss_scale > 0
+                             ? rt->cfg.fp16_loss_scale
+                             : (float)(1u << rt->cfg.fp16_initial_scale_power);
+        rt->hysteresis_left = rt->cfg.fp16_hysteresis;
+    }
+    rt->stats.device_bytes_capacity = rt->dev->capacity;
+    rt->state = ZT_RT_REGISTERING;
+    ZT_LOGI("runtime", "rank %d of %d, device backend %s, comm %s, dtype %s", rt->rank,
+            rt->world, rt->dev_iface->name, rt->comm->iface->name,
+            rt->dtype == ZT_F32 ? "fp32" : rt->dtype == ZT_BF16 ? "bf16" : "fp16");
+    return ZT_OK;
+}
+
+static void free_layer(zt_runtime *rt, zt_layer *L)
+{
+    if (rt->dev) {
+        rt->dev->iface->free(rt->dev, L->gathered);
+        rt->dev->iface->free(rt->dev, L->grads);
+        zt_home_free(&rt->homes, &L->param_home);
+    }
+    zt_home_free(&rt->homes, &L->master);
+    zt_home_free(&rt->homes, &L->exp_avg);
+    zt_home_free(&rt->homes, &L->exp_avg_sq);
+    zt_host_tier_free(&rt->host, L->grad_acc, (uint64_t)L->shard_numel * sizeof(float));
+    free(L->views);
+    free(L->param_ids);
+    free(L->name);
+}
+
+void zt_rt_destroy(zt_runtime *rt)
+{
+    if (rt->stream)
+        rt->dev->iface->stream_synchronize(rt->dev, rt->stream, NULL);
+    for (int i = 0; i < rt->n_layers; i++)
+        free_layer(rt, &rt->layers[i]);
+    for (int i = 0; i < rt->n_params; i++)
+        free(rt->params[i].name);
+    free(rt->layers);
+    free(rt->params);
+    if (rt->staging)
+        zt_host_tier_free(&rt->host, rt->staging, rt->staging_bytes);
+    zt_threadpool_destroy(rt->pool);
+    if (rt->stream)
+        rt->dev->iface->stream_destroy(rt->dev, rt->stream);
+    if (rt->dev)
+        rt->dev->iface->destroy(rt->dev);
+    if (rt->comm)
+        rt->comm->iface->destroy(rt->comm);
+}
+
+static int grow(void **arr, int *cap, int need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    int ncap = *cap ? *cap * 2 : 8;
+    while (ncap < need)
+        ncap *= 2;
+    void *p = realloc(*arr, (size_t)ncap * elem);
+    if (!p)
+        return -1;
+    memset((char *)p + (size_t)*cap * elem, 0, (size_t)(ncap - *cap) * elem);
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
+zt_status zt_rt_layer_add(zt_runtime *rt, const char *name, int *layer_id)
+{
+    for (int i = 0; i < rt->n_layers; i++)
+        if (strcmp(rt->layers[i].name, name) == 0)
+            return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT, "a layer named '%s' already exists (id %d)",
+                          name, i);
+    if (grow((void **)&rt->layers, &rt->cap_layers, rt->n_layers + 1, sizeof(zt_layer)))
+        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory adding layer '%s'", name);
+    zt_layer *L = &rt->layers[rt->n_layers];
+    memset(L, 0, sizeof *L);
+    if (!(L->name = strdup(name)))
+        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory adding layer '%s'", name);
+    *layer_id = rt->n_layers++;
+    return ZT_OK;
+}
+
+static zt_status check_shape(zt_runtime *rt, const char *name, const int64_t *shape, int ndim,
+                             int64_t *numel)
+{
+    if (ndim < 1 || ndim > ZT_MAX_DIMS)
+        return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT, "parameter '%s': ndim = %d, must be 1..%d", name,
+                      ndim, ZT_MAX_DIMS);
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 1)
+            return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
+                          "parameter '%s': shape[%d] = %lld, every dimension must be >= 1", name,
+                          d, (long long)shape[d]);
+        if (n > (INT64_MAX / 4) / shape[d])
+            return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
+                          "parameter '%s': shape overflows (element count beyond 2^61)", name);
+        n *= shape[d];
+    }
+    *numel = n;
+    return ZT_OK;
+}
+
+zt_status zt_rt_param_add(zt_runtime *rt, int layer, const char *name, const int64_t *shape,
+                          int ndim, const zt_init *init, int *param_id)
+{
+    int64_t numel = 0;
+    zt_status st = check_shape(rt, name, shape, ndim, &numel);
+    if (st != ZT_OK)
+        return st;
+    zt_layer *L = &rt->layers[layer];
+    for (int i = 0; i < rt->n_params; i++)
+        if (strcmp(rt->params[i].name, name) == 0)
+            return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT, "a parameter named '%s' already exists",
+                          name);
+    if (grow((void **)&rt->params, &rt->cap_params, rt->n_params + 1, sizeof(zt_param)) ||
+        grow((void **)&L->param_ids, &L->cap_params, L->n_params + 1, sizeof(int)))
+        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory adding parameter '%s'", name);
+    zt_param *p = &rt->params[rt->n_params];
+    memset(p, 0, sizeof *p);
+    if (!(p->name = strdup(name)))
+        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory adding parameter '%s'", name);
+    p->layer = layer;
+    p->ndim = ndim;
+    memcpy(p->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    p->numel = numel;
+    if (init)
+        p->init = *init;
+    L->param_ids[L->n_params++] = rt->n_params;
+    *param_id = rt->n_params++;
+    return ZT_OK;
+}

@@ -1,0 +1,112 @@
+/* The runtime object and the internal functions the API layer calls. The API layer (api/)
+ * checks arguments and copies errors into the handle; these functions assume valid ids and
+ * report state errors (wrong order) themselves. */
+#ifndef ZT_RUNTIME_RUNTIME_H
+#define ZT_RUNTIME_RUNTIME_H
+
+#include "optimizer/adam.h"
+#include "optimizer/convert.h"
+#include "runtime/comm/comm.h"
+#include "runtime/config.h"
+#include "runtime/device/device.h"
+#include "runtime/error.h"
+#include "runtime/home.h"
+#include "runtime/threadpool.h"
+#include "tiers/host_tier.h"
+
+#include <stdint.h>
+
+/* Elements are laid out in a layer's flat buffer at multiples of this (64 bytes of fp32),
+ * so every parameter starts cache-line aligned in fp32 and bf16. */
+#define ZT_PARAM_ALIGN_ELEMS 16
+
+typedef struct zt_param {
+    char *name;
+    int layer;
+    int ndim;
+    int64_t shape[ZT_MAX_DIMS];
+    int64_t numel;
+    int64_t offset; /* element offset inside the layer's flat buffer */
+    zt_init init;
+} zt_param;
+
+typedef struct zt_layer {
+    char *name;
+    int *param_ids;
+    int n_params, cap_params;
+
+    int64_t flat_numel;  /* padded so it splits evenly over ranks */
+    int64_t shard_numel; /* flat_numel / world_size */
+
+    /* This rank's shard: working-dtype parameters and fp32 optimizer state. */
+    zt_home param_home;
+    zt_home master, exp_avg, exp_avg_sq;
+    float *grad_acc; /* fp32 gradient accumulation shard, host memory */
+    int accum_count; /* backward releases since the last step */
+
+    /* While fetched. */
+    int holds[2];   /* outstanding fetches per pass */
+    void *gathered; /* device: full flat parameters, working dtype */
+    void *grads;    /* device: full flat gradients, working dtype (backward only) */
+    zt_tensor_view *views; /* 2 * n_params: forward views, then backward views */
+} zt_layer;
+
+typedef enum zt_rt_state { ZT_RT_FAILED = 0, ZT_RT_REGISTERING, ZT_RT_COMMITTED } zt_rt_state;
+
+struct zt_runtime {
+    zt_rt_state state;
+    zt_error err; /* last error of this handle */
+    zt_config cfg;
+    int rank, world;
+    zt_dtype dtype; /* working dtype of parameters and gradients */
+
+    zt_param *params;
+    int n_params, cap_params;
+    zt_layer *layers;
+    int n_layers, cap_layers;
+
+    const zt_device_iface *dev_iface;
+    zt_device *dev;
+    zt_stream *stream; /* copies and kernels for fetch/release */
+    zt_comm *comm;
+    zt_host_tier host;
+    zt_homes homes; /* the tiers a shard can live in */
+    zt_threadpool *pool;
+    zt_adam_variant adam_variant;
+    void *staging;        /* host buffer: one fp32 shard in transit (largest shard) */
+    void *staging_lp;     /* second half of it: the same shard in the working dtype */
+    size_t staging_bytes; /* size of both halves */
+
+    int64_t steps;
+    float loss_scale;
+    int good_steps; /* fp16: steps since the last overflow */
+    int hysteresis_left;
+    zt_stats stats;
+};
+
+size_t zt_dtype_size(zt_dtype t);
+
+/* lifecycle (runtime/runtime.c) */
+zt_status zt_rt_create(zt_runtime *rt, const zt_options *opts, const char *config_json);
+void zt_rt_destroy(zt_runtime *rt);
+zt_status zt_rt_layer_add(zt_runtime *rt, const char *name, int *layer_id);
+zt_status zt_rt_param_add(zt_runtime *rt, int layer, const char *name, const int64_t *shape,
+                          int ndim, const zt_init *init, int *param_id);
+
+/* commit: layout, placement and initial values (runtime/commit.c) */
+zt_status zt_rt_commit(zt_runtime *rt);
+
+/* per-layer fetch/release (runtime/layer_exec.c) */
+zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_layer_view *view);
+zt_status zt_rt_release(zt_runtime *rt, int layer, zt_pass pass);
+int zt_rt_layers_held(const zt_runtime *rt);
+
+/* optimizer step (runtime/step.c) */
+zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info);
+zt_status zt_rt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel);
+
+/* parameter initialisation (runtime/param_init.c): values of elements [first, first+count)
+ * of a parameter, independent of sharding. */
+void zt_param_init_fill(const zt_param *p, int64_t first, int64_t count, float *dst);
+
+#endif

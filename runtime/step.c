@@ -1,0 +1,173 @@
+/* The optimizer step: global gradient norm and overflow check (one all-reduce), then a fused
+ * Adam pass over each layer's shard on the CPU, writing the new working-dtype parameters to
+ * their home tier. A step with inf/nan gradients changes nothing but the loss scale. */
+#include "runtime/log.h"
+#include "runtime/runtime.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Gradients are summed over micro-steps and ranks and scaled by the loss scale; this factor
+ * turns them into the average gradient of the unscaled loss. */
+static float grad_average_factor(const zt_runtime *rt)
+{
+    return 1.0f / ((float)rt->cfg.gradient_accumulation_steps * (float)rt->world * rt->loss_scale);
+}
+
+/* Sum of squares of the averaged gradient over every rank's shards, and the count of
+ * non-finite elements, both agreed on by every rank. */
+static zt_status global_grad_stats(zt_runtime *rt, double *sumsq, double *nonfinite)
+{
+    double acc[2] = {0.0, 0.0};
+    float scale = grad_average_factor(rt);
+    for (int i = 0; i < rt->n_layers; i++) {
+        zt_layer *L = &rt->layers[i];
+        int64_t bad = 0;
+        acc[0] += zt_grad_sumsq(rt->adam_variant, L->grad_acc, ZT_F32, L->shard_numel, scale,
+                                &bad);
+        acc[1] += (double)bad;
+    }
+    zt_status st = zt_comm_allreduce_sync(rt->comm, acc, 2, ZT_COMM_F64, ZT_REDUCE_SUM, &rt->err);
+    *sumsq = acc[0];
+    *nonfinite = acc[1];
+    return st;
+}
+
+static void clear_grads(zt_runtime *rt)
+{
+    for (int i = 0; i < rt->n_layers; i++) {
+        zt_layer *L = &rt->layers[i];
+        memset(L->grad_acc, 0, (size_t)L->shard_numel * sizeof(float));
+        L->accum_count = 0;
+    }
+}
+
+static int max_accum_count(const zt_runtime *rt)
+{
+    int m = 0;
+    for (int i = 0; i < rt->n_layers; i++)
+        if (rt->layers[i].accum_count > m)
+            m = rt->layers[i].accum_count;
+    return m;
+}
+
+/* fp16 dynamic loss scaling: halve after `hysteresis` overflows, double after `window`
+ * clean steps. A fixed fp16.loss_scale or bf16/fp32 keep the scale. */
+static void update_loss_scale(zt_runtime *rt, int overflow)
+{
+    if (!rt->cfg.fp16 || rt->cfg.fp16_loss_scale > 0)
+        return;
+    if (overflow) {
+        rt->good_steps = 0;
+        if (--rt->hysteresis_left <= 0) {
+            rt->loss_scale = fmaxf(rt->loss_scale * 0.5f, rt->cfg.fp16_min_loss_scale);
+            rt->hysteresis_left = rt->cfg.fp16_hysteresis;
+        }
+        return;
+    }
+    if (++rt->good_steps % rt->cfg.fp16_loss_scale_window == 0) {
+        rt->loss_scale *= 2.0f;
+        rt->hysteresis_left = rt->cfg.fp16_hysteresis;
+    }
+}
+
+static zt_status update_layer(zt_runtime *rt, zt_layer *L, const zt_adam_hparams *h)
+{
+    float *master = zt_home_host_ptr(&L->master);
+    float *m = zt_home_host_ptr(&L->exp_avg);
+    float *v = zt_home_host_ptr(&L->exp_avg_sq);
+    if (!master || !m || !v)
+        return ZT_ERR(&rt->err, ZT_ERR_INTERNAL,
+                      "layer '%s': optimizer state is not in host memory", L->name);
+    void *out = zt_home_host_ptr(&L->param_home);
+    if (!out)
+        out = rt->dtype == ZT_F32 ? rt->staging : rt->staging_lp;
+    zt_adam_tensors t = {master, m, v, L->grad_acc, ZT_F32, out, rt->dtype, L->shard_numel};
+    zt_adam_step_parallel(rt->pool, rt->adam_variant, h, &t);
+    if (out == zt_home_host_ptr(&L->param_home))
+        return ZT_OK;
+    rt->stats.h2d_bytes += L->param_home.bytes;
+    return zt_home_store(&rt->homes, &L->param_home, out, &rt->err);
+}
+
+static zt_adam_hparams make_hparams(const zt_runtime *rt, const zt_step_args *args, float coef)
+{
+    zt_adam_hparams h;
+    memset(&h, 0, sizeof h);
+    h.lr = args && args->lr >= 0.0f ? args->lr : rt->cfg.lr;
+    h.beta1 = rt->cfg.beta1;
+    h.beta2 = rt->cfg.beta2;
+    h.eps = rt->cfg.eps;
+    h.weight_decay = rt->cfg.weight_decay;
+    h.adamw = rt->cfg.optimizer == ZT_OPT_ADAMW;
+    h.step = rt->steps + 1;
+    h.grad_scale = coef * grad_average_factor(rt);
+    return h;
+}
+
+zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)
+{
+    double t0 = now_s();
+    double sumsq = 0, nonfinite = 0;
+    zt_status st = global_grad_stats(rt, &sumsq, &nonfinite);
+    if (st != ZT_OK)
+        return st;
+    zt_step_info out = {0};
+    out.micro_steps = max_accum_count(rt);
+    out.grad_norm = (float)sqrt(sumsq);
+    out.clip_coef = 1.0f;
+    out.skipped = nonfinite > 0;
+    if (!out.skipped && rt->cfg.gradient_clipping > 0 && out.grad_norm > rt->cfg.gradient_clipping)
+        out.clip_coef = rt->cfg.gradient_clipping / (out.grad_norm + 1e-6f);
+    if (out.skipped) {
+        ZT_LOGW("step", "step %lld skipped: %.0f non-finite gradient elements (loss scale %g)",
+                (long long)rt->steps + 1, nonfinite, (double)rt->loss_scale);
+        rt->stats.skipped_steps++;
+    } else {
+        zt_adam_hparams h = make_hparams(rt, args, out.clip_coef);
+        for (int i = 0; st == ZT_OK && i < rt->n_layers; i++)
+            st = update_layer(rt, &rt->layers[i], &h);
+        if (st != ZT_OK)
+            return st;
+        rt->steps++;
+        rt->stats.steps++;
+    }
+    update_loss_scale(rt, out.skipped);
+    clear_grads(rt);
+    out.step = rt->steps;
+    out.loss_scale = rt->loss_scale;
+    if (info)
+        *info = out;
+    rt->stats.step_s += now_s() - t0;
+    return ZT_OK;
+}
+
+zt_status zt_rt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel)
+{
+    const zt_param *p = &rt->params[param_id];
+    zt_layer *L = &rt->layers[p->layer];
+    if (numel != p->numel)
+        return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
+                      "parameter '%s' has %lld elements, the destination holds %lld", p->name,
+                      (long long)p->numel, (long long)numel);
+    float *full = malloc((size_t)L->flat_numel * sizeof(float));
+    if (!full)
+        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory reading parameter '%s'", p->name);
+    zt_status st = zt_home_load(&rt->homes, &L->master, rt->staging, &rt->err);
+    if (st == ZT_OK)
+        st = zt_comm_allgather_sync(rt->comm, rt->staging, full, (size_t)L->shard_numel,
+                                    ZT_COMM_F32, &rt->err);
+    if (st == ZT_OK)
+        memcpy(dst, full + p->offset, (size_t)numel * sizeof(float));
+    free(full);
+    return st;
+}

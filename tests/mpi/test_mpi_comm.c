@@ -1,0 +1,146 @@
+/* The mpi comm backend under mpirun: every collective against values each rank can compute
+ * on its own, 16-bit reductions carried out in fp32, splitting, and the bounded wait. */
+#include "optimizer/convert.h"
+#include "runtime/comm/comm.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                       \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            fprintf(stderr, "rank check failed at line %d: ", __LINE__);                      \
+            fprintf(stderr, __VA_ARGS__);                                                      \
+            fprintf(stderr, "\n");                                                             \
+            failures++;                                                                        \
+        }                                                                                      \
+    } while (0)
+
+static float value(int rank, size_t i) { return (float)(rank + 1) * 0.5f + (float)(i % 97); }
+
+static void check_allgather(zt_comm *c, size_t count)
+{
+    int n = c->size, r = c->rank;
+    float *buf = calloc(count * (size_t)n, sizeof(float));
+    for (size_t i = 0; i < count; i++)
+        buf[(size_t)r * count + i] = value(r, i);
+    zt_error err = {0};
+    /* in place: this rank's block already sits at its slot */
+    CHECK(zt_comm_allgather_sync(c, buf + (size_t)r * count, buf, count, ZT_COMM_F32, &err) ==
+              ZT_OK, "allgather: %s", err.msg);
+    for (int q = 0; q < n; q++)
+        for (size_t i = 0; i < count; i++)
+            CHECK(buf[(size_t)q * count + i] == value(q, i), "allgather block %d elem %zu", q, i);
+    free(buf);
+}
+
+static void check_reduce_scatter(zt_comm *c, size_t count)
+{
+    int n = c->size, r = c->rank;
+    float *send = malloc(count * (size_t)n * sizeof(float));
+    for (size_t i = 0; i < count * (size_t)n; i++)
+        send[i] = value(r, i);
+    zt_comm_req req = {0};
+    zt_error err = {0};
+    CHECK(c->iface->reduce_scatter(c, send, send, count, ZT_COMM_F32, ZT_REDUCE_SUM, &req,
+                                   &err) == ZT_OK, "reduce_scatter issue");
+    CHECK(c->iface->wait(c, &req, &err) == ZT_OK, "reduce_scatter: %s", err.msg);
+    for (size_t i = 0; i < count; i++) {
+        float want = 0;
+        for (int q = 0; q < n; q++)
+            want += value(q, (size_t)r * count + i);
+        CHECK(send[i] == want, "reduce_scatter elem %zu: %g != %g", i, (double)send[i],
+              (double)want);
+    }
+    free(send);
+}
+
+/* bf16 inputs whose fp16/bf16 partial sums would lose bits: the result must be the fp32 sum
+ * rounded once. */
+static void check_bf16_allreduce_in_fp32(zt_comm *c)
+{
+    enum { N = 33 };
+    float x[N], wide[N];
+    uint16_t h[N], out[N];
+    for (int i = 0; i < N; i++)
+        x[i] = 1.0f + (float)(c->rank + 1) * 0.00390625f * (float)(i % 5);
+    zt_convert_array(h, ZT_BF16, x, ZT_F32, N);
+    zt_convert_array(wide, ZT_F32, h, ZT_BF16, N);
+    zt_comm_req req = {0};
+    zt_error err = {0};
+    CHECK(c->iface->allreduce(c, h, out, N, ZT_COMM_BF16, ZT_REDUCE_SUM, &req, &err) == ZT_OK,
+          "bf16 allreduce issue");
+    CHECK(c->iface->wait(c, &req, &err) == ZT_OK, "bf16 allreduce: %s", err.msg);
+    for (int i = 0; i < N; i++) {
+        float sum = 0;
+        for (int q = 0; q < c->size; q++) {
+            float xi = 1.0f + (float)(q + 1) * 0.00390625f * (float)(i % 5);
+            uint16_t hq;
+            float back;
+            zt_convert_array(&hq, ZT_BF16, &xi, ZT_F32, 1);
+            zt_convert_array(&back, ZT_F32, &hq, ZT_BF16, 1);
+            sum += back;
+        }
+        uint16_t want;
+        zt_convert_array(&want, ZT_BF16, &sum, ZT_F32, 1);
+        CHECK(out[i] == want, "bf16 allreduce elem %d: %04x != %04x", i, out[i], want);
+    }
+}
+
+static void check_alltoall_bcast_split(zt_comm *c)
+{
+    int n = c->size, r = c->rank;
+    int64_t *send = malloc(sizeof(int64_t) * (size_t)n), *recv = malloc(sizeof(int64_t) * (size_t)n);
+    for (int q = 0; q < n; q++)
+        send[q] = r * 100 + q;
+    zt_comm_req req = {0};
+    zt_error err = {0};
+    c->iface->alltoall(c, send, recv, 1, ZT_COMM_I64, &req, &err);
+    CHECK(c->iface->wait(c, &req, &err) == ZT_OK, "alltoall: %s", err.msg);
+    for (int q = 0; q < n; q++)
+        CHECK(recv[q] == q * 100 + r, "alltoall from %d", q);
+    double v = r == n - 1 ? 42.5 : 0.0;
+    c->iface->broadcast(c, &v, 1, ZT_COMM_F64, n - 1, &req, &err);
+    CHECK(c->iface->wait(c, &req, &err) == ZT_OK && v == 42.5, "broadcast");
+    zt_comm *half = NULL;
+    CHECK(c->iface->split(c, r % 2, r, &half, &err) == ZT_OK, "split: %s", err.msg);
+    if (half) {
+        CHECK(half->size == (n + 1 - r % 2) / 2, "split size %d", half->size);
+        double s = 1.0;
+        CHECK(zt_comm_allreduce_sync(half, &s, 1, ZT_COMM_F64, ZT_REDUCE_SUM, &err) == ZT_OK &&
+                  s == half->size, "allreduce on the split communicator");
+        half->iface->destroy(half);
+    }
+    free(send), free(recv);
+}
+
+int main(void)
+{
+    zt_comm *c = NULL;
+    zt_error err = {0};
+    if (zt_comm_create("auto", &c, &err) != ZT_OK) {
+        fprintf(stderr, "cannot create the communicator: %s\n", err.msg);
+        return 1;
+    }
+    if (c->size < 2) {
+        fprintf(stderr, "run under mpirun with 2 or more ranks\n");
+        c->iface->destroy(c);
+        return 77;
+    }
+    check_allgather(c, 1);
+    check_allgather(c, 1000);
+    check_reduce_scatter(c, 1);
+    check_reduce_scatter(c, 4099);
+    check_bf16_allreduce_in_fp32(c);
+    check_alltoall_bcast_split(c);
+    double total = failures;
+    zt_comm_allreduce_sync(c, &total, 1, ZT_COMM_F64, ZT_REDUCE_SUM, &err);
+    if (c->rank == 0)
+        printf("mpi comm: %d ranks, %s\n", c->size, total == 0 ? "all checks passed" : "FAILED");
+    c->iface->destroy(c);
+    return total == 0 ? 0 : 1;
+}

@@ -1,0 +1,292 @@
+/* Misuse of the public API returns an argument/usage status with a message naming the
+ * problem, never a crash, and the runtime stays usable afterwards. */
+#include "ztier.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static const char *small_config = "{\"ztier\": {\"hbm_capacity\": \"16M\"}}";
+
+/* A committed runtime with one layer "l0" holding "w" [4, 8]. */
+typedef struct fixture {
+    zt_runtime *rt;
+    int layer, param;
+} fixture;
+
+static int setup_registered(void **state)
+{
+    static fixture f;
+    memset(&f, 0, sizeof f);
+    assert_int_equal(zt_runtime_create(NULL, small_config, &f.rt), ZT_OK);
+    assert_int_equal(zt_layer_add(f.rt, "l0", &f.layer), ZT_OK);
+    int64_t shape[2] = {4, 8};
+    assert_int_equal(zt_param_add(f.rt, f.layer, "w", shape, 2, NULL, &f.param), ZT_OK);
+    *state = &f;
+    return 0;
+}
+
+static int setup_committed(void **state)
+{
+    setup_registered(state);
+    fixture *f = *state;
+    assert_int_equal(zt_runtime_commit(f->rt), ZT_OK);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    zt_runtime_destroy(f->rt);
+    return 0;
+}
+
+#define EXPECT(call, status, fragment)                                                         \
+    do {                                                                                       \
+        assert_int_equal((call), (status));                                                    \
+        assert_non_null(strstr(zt_last_error(f->rt), (fragment)));                             \
+    } while (0)
+
+static void test_create_rejects_null_out(void **state)
+{
+    (void)state;
+    assert_int_equal(zt_runtime_create(NULL, NULL, NULL), ZT_ERR_ARGUMENT);
+}
+
+static void test_create_rejects_uninitialised_options(void **state)
+{
+    (void)state;
+    zt_options opts;
+    memset(&opts, 0, sizeof opts);
+    zt_runtime *rt = NULL;
+    assert_int_equal(zt_runtime_create(&opts, NULL, &rt), ZT_ERR_ARGUMENT);
+    assert_non_null(rt); /* still reports why */
+    assert_non_null(strstr(zt_last_error(rt), "ZT_OPTIONS_INIT"));
+    int id;
+    assert_int_equal(zt_layer_add(rt, "x", &id), ZT_ERR_USAGE); /* failed handle */
+    zt_runtime_destroy(rt);
+}
+
+static void test_create_reports_bad_config_on_handle(void **state)
+{
+    (void)state;
+    zt_runtime *rt = NULL;
+    assert_int_equal(zt_runtime_create(NULL, "{\"zero_optimization\": {\"stage\": \"x\"}}", &rt),
+                     ZT_ERR_CONFIG);
+    assert_non_null(strstr(zt_last_error(rt), "zero_optimization.stage"));
+    zt_runtime_destroy(rt);
+}
+
+static void test_null_handle_and_destroy_null(void **state)
+{
+    (void)state;
+    int id;
+    assert_int_equal(zt_layer_add(NULL, "x", &id), ZT_ERR_ARGUMENT);
+    assert_int_equal(zt_step(NULL, NULL, NULL), ZT_ERR_ARGUMENT);
+    assert_non_null(zt_last_error(NULL));
+    zt_runtime_destroy(NULL);
+}
+
+static void test_layer_add_bad_arguments(void **state)
+{
+    fixture *f = *state;
+    int id;
+    EXPECT(zt_layer_add(f->rt, NULL, &id), ZT_ERR_ARGUMENT, "name is NULL");
+    EXPECT(zt_layer_add(f->rt, "", &id), ZT_ERR_ARGUMENT, "empty");
+    EXPECT(zt_layer_add(f->rt, "l1", NULL), ZT_ERR_ARGUMENT, "layer_id is NULL");
+    EXPECT(zt_layer_add(f->rt, "l0", &id), ZT_ERR_ARGUMENT, "already exists");
+}
+
+static void test_param_add_unknown_layer(void **state)
+{
+    fixture *f = *state;
+    int64_t shape[1] = {3};
+    int id;
+    EXPECT(zt_param_add(f->rt, 7, "p", shape, 1, NULL, &id), ZT_ERR_ARGUMENT,
+           "unknown layer id 7");
+    EXPECT(zt_param_add(f->rt, -1, "p", shape, 1, NULL, &id), ZT_ERR_ARGUMENT,
+           "unknown layer id -1");
+}
+
+static void test_param_add_bad_shapes(void **state)
+{
+    fixture *f = *state;
+    int id;
+    int64_t zero[2] = {4, 0}, neg[1] = {-3}, huge[3] = {INT64_C(1) << 30, INT64_C(1) << 30, 16};
+    EXPECT(zt_param_add(f->rt, f->layer, "p", NULL, 1, NULL, &id), ZT_ERR_ARGUMENT,
+           "shape is NULL");
+    EXPECT(zt_param_add(f->rt, f->layer, "p", zero, 0, NULL, &id), ZT_ERR_ARGUMENT, "ndim = 0");
+    EXPECT(zt_param_add(f->rt, f->layer, "p", zero, 9, NULL, &id), ZT_ERR_ARGUMENT, "ndim = 9");
+    EXPECT(zt_param_add(f->rt, f->layer, "p", zero, 2, NULL, &id), ZT_ERR_ARGUMENT,
+           "shape[1] = 0");
+    EXPECT(zt_param_add(f->rt, f->layer, "p", neg, 1, NULL, &id), ZT_ERR_ARGUMENT,
+           "shape[0] = -3");
+    EXPECT(zt_param_add(f->rt, f->layer, "p", huge, 3, NULL, &id), ZT_ERR_ARGUMENT,
+           "overflows");
+    EXPECT(zt_param_add(f->rt, f->layer, "w", neg + 0, 0, NULL, NULL), ZT_ERR_ARGUMENT,
+           "param_id is NULL");
+}
+
+static void test_param_add_bad_init(void **state)
+{
+    fixture *f = *state;
+    int id;
+    int64_t shape[1] = {3};
+    zt_init cb = {ZT_INIT_CALLBACK, 0, 0, 0, NULL, NULL};
+    zt_init normal = {ZT_INIT_NORMAL, 0.0f, -1.0f, 0, NULL, NULL};
+    zt_init uniform = {ZT_INIT_UNIFORM, 2.0f, 1.0f, 0, NULL, NULL};
+    EXPECT(zt_param_add(f->rt, f->layer, "p", shape, 1, &cb, &id), ZT_ERR_ARGUMENT, "init->fn");
+    EXPECT(zt_param_add(f->rt, f->layer, "p", shape, 1, &normal, &id), ZT_ERR_ARGUMENT,
+           "standard deviation");
+    EXPECT(zt_param_add(f->rt, f->layer, "p", shape, 1, &uniform, &id), ZT_ERR_ARGUMENT,
+           "low 2 > high 1");
+    EXPECT(zt_param_add(f->rt, f->layer, "w", shape, 1, NULL, &id), ZT_ERR_ARGUMENT,
+           "already exists");
+}
+
+static void test_fetch_and_step_before_commit(void **state)
+{
+    fixture *f = *state;
+    zt_layer_view v;
+    float buf[32];
+    EXPECT(zt_fetch(f->rt, f->layer, ZT_FORWARD, &v), ZT_ERR_USAGE, "before zt_runtime_commit");
+    EXPECT(zt_release(f->rt, f->layer, ZT_FORWARD), ZT_ERR_USAGE, "before zt_runtime_commit");
+    EXPECT(zt_step(f->rt, NULL, NULL), ZT_ERR_USAGE, "before zt_runtime_commit");
+    EXPECT(zt_param_read(f->rt, f->param, buf, 32), ZT_ERR_USAGE, "before zt_runtime_commit");
+}
+
+static void test_commit_needs_parameters(void **state)
+{
+    (void)state;
+    zt_runtime *rt = NULL;
+    assert_int_equal(zt_runtime_create(NULL, small_config, &rt), ZT_OK);
+    assert_int_equal(zt_runtime_commit(rt), ZT_ERR_USAGE);
+    assert_non_null(strstr(zt_last_error(rt), "no layers"));
+    int id;
+    assert_int_equal(zt_layer_add(rt, "empty", &id), ZT_OK);
+    assert_int_equal(zt_runtime_commit(rt), ZT_ERR_USAGE);
+    assert_non_null(strstr(zt_last_error(rt), "'empty' has no parameters"));
+    zt_runtime_destroy(rt);
+}
+
+static void test_register_after_commit(void **state)
+{
+    fixture *f = *state;
+    int id;
+    int64_t shape[1] = {3};
+    EXPECT(zt_layer_add(f->rt, "late", &id), ZT_ERR_USAGE, "after zt_runtime_commit");
+    EXPECT(zt_param_add(f->rt, f->layer, "late", shape, 1, NULL, &id), ZT_ERR_USAGE,
+           "after zt_runtime_commit");
+    EXPECT(zt_runtime_commit(f->rt), ZT_ERR_USAGE, "after zt_runtime_commit");
+}
+
+static void test_fetch_bad_arguments(void **state)
+{
+    fixture *f = *state;
+    zt_layer_view v;
+    EXPECT(zt_fetch(f->rt, 3, ZT_FORWARD, &v), ZT_ERR_ARGUMENT, "unknown layer id 3");
+    EXPECT(zt_fetch(f->rt, f->layer, (zt_pass)5, &v), ZT_ERR_ARGUMENT, "pass 5");
+    EXPECT(zt_fetch(f->rt, f->layer, ZT_FORWARD, NULL), ZT_ERR_ARGUMENT, "view is NULL");
+    EXPECT(zt_release(f->rt, 3, ZT_FORWARD), ZT_ERR_ARGUMENT, "unknown layer id 3");
+}
+
+static void test_release_without_fetch_and_double_release(void **state)
+{
+    fixture *f = *state;
+    zt_layer_view v;
+    EXPECT(zt_release(f->rt, f->layer, ZT_FORWARD), ZT_ERR_USAGE, "without a matching fetch");
+    assert_int_equal(zt_fetch(f->rt, f->layer, ZT_FORWARD, &v), ZT_OK);
+    EXPECT(zt_release(f->rt, f->layer, ZT_BACKWARD), ZT_ERR_USAGE, "(backward) without");
+    assert_int_equal(zt_release(f->rt, f->layer, ZT_FORWARD), ZT_OK);
+    EXPECT(zt_release(f->rt, f->layer, ZT_FORWARD), ZT_ERR_USAGE, "double release");
+    /* still usable */
+    assert_int_equal(zt_fetch(f->rt, f->layer, ZT_FORWARD, &v), ZT_OK);
+    assert_int_equal(zt_release(f->rt, f->layer, ZT_FORWARD), ZT_OK);
+    assert_string_equal(zt_last_error(f->rt), "");
+}
+
+static void test_step_in_the_middle_of_backward(void **state)
+{
+    fixture *f = *state;
+    zt_layer_view v;
+    assert_int_equal(zt_fetch(f->rt, f->layer, ZT_BACKWARD, &v), ZT_OK);
+    assert_non_null(v.params[0].grad);
+    EXPECT(zt_step(f->rt, NULL, NULL), ZT_ERR_USAGE, "not released");
+    float buf[32];
+    EXPECT(zt_param_read(f->rt, f->param, buf, 32), ZT_ERR_USAGE, "layers are held");
+    assert_int_equal(zt_release(f->rt, f->layer, ZT_BACKWARD), ZT_OK);
+    zt_step_info info;
+    assert_int_equal(zt_step(f->rt, NULL, &info), ZT_OK);
+    assert_int_equal(info.step, 1);
+}
+
+static void test_step_args_uninitialised(void **state)
+{
+    fixture *f = *state;
+    zt_step_args args;
+    memset(&args, 0, sizeof args);
+    EXPECT(zt_step(f->rt, &args, NULL), ZT_ERR_ARGUMENT, "ZT_STEP_ARGS_INIT");
+}
+
+static void test_param_read_bad_arguments(void **state)
+{
+    fixture *f = *state;
+    float buf[32];
+    EXPECT(zt_param_read(f->rt, 9, buf, 32), ZT_ERR_ARGUMENT, "unknown parameter id 9");
+    EXPECT(zt_param_read(f->rt, f->param, NULL, 32), ZT_ERR_ARGUMENT, "dst is NULL");
+    EXPECT(zt_param_read(f->rt, f->param, buf, 31), ZT_ERR_ARGUMENT, "has 32 elements");
+    assert_int_equal(zt_stats_get(f->rt, NULL), ZT_ERR_ARGUMENT);
+}
+
+static void test_device_budget_exceeded_at_fetch(void **state)
+{
+    (void)state;
+    zt_runtime *rt = NULL;
+    /* The shard fits the 1 MiB budget when offloaded, but the gathered layer does not. */
+    const char *cfg = "{\"zero_optimization\": {\"offload_param\": {\"device\": \"cpu\"}},"
+                      " \"ztier\": {\"hbm_capacity\": \"1M\"}}";
+    assert_int_equal(zt_runtime_create(NULL, cfg, &rt), ZT_OK);
+    int layer, p;
+    int64_t shape[1] = {1 << 19}; /* 2 MiB of fp32 */
+    assert_int_equal(zt_layer_add(rt, "big", &layer), ZT_OK);
+    assert_int_equal(zt_param_add(rt, layer, "big.w", shape, 1, NULL, &p), ZT_OK);
+    assert_int_equal(zt_runtime_commit(rt), ZT_OK);
+    zt_layer_view v;
+    assert_int_equal(zt_fetch(rt, layer, ZT_FORWARD, &v), ZT_ERR_DEVICE_NOMEM);
+    assert_non_null(strstr(zt_last_error(rt), "layer 'big'"));
+    assert_non_null(strstr(zt_last_error(rt), "hbm_capacity"));
+    /* nothing is held after the failed fetch; step still works */
+    assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK);
+    zt_runtime_destroy(rt);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_create_rejects_null_out),
+        cmocka_unit_test(test_create_rejects_uninitialised_options),
+        cmocka_unit_test(test_create_reports_bad_config_on_handle),
+        cmocka_unit_test(test_null_handle_and_destroy_null),
+        cmocka_unit_test_setup_teardown(test_layer_add_bad_arguments, setup_registered, teardown),
+        cmocka_unit_test_setup_teardown(test_param_add_unknown_layer, setup_registered, teardown),
+        cmocka_unit_test_setup_teardown(test_param_add_bad_shapes, setup_registered, teardown),
+        cmocka_unit_test_setup_teardown(test_param_add_bad_init, setup_registered, teardown),
+        cmocka_unit_test_setup_teardown(test_fetch_and_step_before_commit, setup_registered,
+                                        teardown),
+        cmocka_unit_test(test_commit_needs_parameters),
+        cmocka_unit_test_setup_teardown(test_register_after_commit, setup_committed, teardown),
+        cmocka_unit_test_setup_teardown(test_fetch_bad_arguments, setup_committed, teardown),
+        cmocka_unit_test_setup_teardown(test_release_without_fetch_and_double_release,
+                                        setup_committed, teardown),
+        cmocka_unit_test_setup_teardown(test_step_in_the_middle_of_backward, setup_committed,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_step_args_uninitialised, setup_committed, teardown),
+        cmocka_unit_test_setup_teardown(test_param_read_bad_arguments, setup_committed, teardown),
+        cmocka_unit_test(test_device_budget_exceeded_at_fetch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,155 @@
+/* The host device backend: budgeted allocation, in-order asynchronous copies on worker
+ * threads, events and cross-stream waits, and its cast/scale kernels. */
+#include "optimizer/convert.h"
+#include "runtime/device/device.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static zt_device *make_device(uint64_t capacity)
+{
+    zt_device_config cfg = {capacity, 0, 1};
+    zt_device *dev = NULL;
+    zt_error err;
+    assert_int_equal(zt_device_host.create(&cfg, &dev, &err), ZT_OK);
+    return dev;
+}
+
+static void test_alloc_respects_budget(void **state)
+{
+    (void)state;
+    zt_device *dev = make_device(1000);
+    zt_error err = {0};
+    void *a = NULL, *b = NULL;
+    assert_int_equal(dev->iface->alloc(dev, 600, &a, &err), ZT_OK);
+    assert_int_equal(dev->iface->alloc(dev, 600, &b, &err), ZT_ERR_DEVICE_NOMEM);
+    assert_non_null(strstr(err.msg, "600 bytes requested, 600 in use of a 1000-byte budget"));
+    assert_int_equal(dev->bytes_in_use, 600);
+    dev->iface->free(dev, a);
+    assert_int_equal(dev->bytes_in_use, 0);
+    assert_int_equal(dev->bytes_peak, 600);
+    assert_int_equal(dev->iface->alloc(dev, 1000, &b, &err), ZT_OK);
+    dev->iface->free(dev, b);
+    dev->iface->destroy(dev);
+}
+
+static void test_copies_run_in_order(void **state)
+{
+    (void)state;
+    zt_device *dev = make_device(1 << 24);
+    zt_error err;
+    zt_stream *s;
+    assert_int_equal(dev->iface->stream_create(dev, &s, &err), ZT_OK);
+    enum { N = 1 << 20 };
+    unsigned char *src = malloc(N), *dst = malloc(N), *back = malloc(N);
+    void *d = NULL;
+    assert_int_equal(dev->iface->alloc(dev, N, &d, &err), ZT_OK);
+    for (int i = 0; i < N; i++)
+        src[i] = (unsigned char)(i * 31 + 7);
+    /* copy in, overwrite a part, copy out: only in-order execution gives this result */
+    assert_int_equal(dev->iface->memcpy_async(dev, d, src, N, ZT_COPY_H2D, s, &err), ZT_OK);
+    assert_int_equal(dev->iface->memset_async(dev, d, 0xab, 100, s, &err), ZT_OK);
+    assert_int_equal(dev->iface->memcpy_async(dev, back, d, N, ZT_COPY_D2H, s, &err), ZT_OK);
+    assert_int_equal(dev->iface->stream_synchronize(dev, s, &err), ZT_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(back[i], i < 100 ? 0xab : src[i]);
+    (void)dst;
+    dev->iface->free(dev, d);
+    dev->iface->stream_destroy(dev, s);
+    dev->iface->destroy(dev);
+    free(src), free(dst), free(back);
+}
+
+static void test_event_orders_two_streams(void **state)
+{
+    (void)state;
+    zt_device *dev = make_device(1 << 26);
+    zt_error err;
+    zt_stream *s1, *s2;
+    zt_event *e;
+    assert_int_equal(dev->iface->stream_create(dev, &s1, &err), ZT_OK);
+    assert_int_equal(dev->iface->stream_create(dev, &s2, &err), ZT_OK);
+    assert_int_equal(dev->iface->event_create(dev, &e, &err), ZT_OK);
+    assert_int_equal(dev->iface->event_query(dev, e), 1); /* never recorded: complete */
+    enum { N = 16 << 20 };
+    char *a = malloc(N), *b = malloc(N), *c = malloc(N);
+    memset(a, 7, N);
+    memset(b, 0, N);
+    memset(c, 0, N);
+    for (int round = 0; round < 8; round++) {
+        memset(b, 0, N);
+        /* s1: a -> b (large, slow); s2 waits on the event, then b -> c */
+        assert_int_equal(dev->iface->memcpy_async(dev, b, a, N, ZT_COPY_H2H, s1, &err), ZT_OK);
+        assert_int_equal(dev->iface->event_record(dev, e, s1, &err), ZT_OK);
+        assert_int_equal(dev->iface->stream_wait_event(dev, s2, e, &err), ZT_OK);
+        assert_int_equal(dev->iface->memcpy_async(dev, c, b, N, ZT_COPY_H2H, s2, &err), ZT_OK);
+        assert_int_equal(dev->iface->stream_synchronize(dev, s2, &err), ZT_OK);
+        assert_int_equal(dev->iface->event_query(dev, e), 1);
+        assert_int_equal(c[0], 7);
+        assert_int_equal(c[N - 1], 7);
+        memset(c, 0, N);
+    }
+    assert_int_equal(dev->iface->event_synchronize(dev, e, &err), ZT_OK);
+    dev->iface->event_destroy(dev, e);
+    dev->iface->stream_destroy(dev, s1);
+    dev->iface->stream_destroy(dev, s2);
+    dev->iface->destroy(dev);
+    free(a), free(b), free(c);
+}
+
+static void test_cast_and_scale_kernels(void **state)
+{
+    (void)state;
+    zt_device *dev = make_device(1 << 20);
+    zt_error err;
+    zt_stream *s;
+    assert_int_equal(dev->iface->stream_create(dev, &s, &err), ZT_OK);
+    enum { N = 1001 };
+    float x[N], back[N];
+    uint16_t bf[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (float)(i - 500) * 0.37f;
+    assert_int_equal(dev->iface->cast_async(dev, bf, ZT_BF16, x, ZT_F32, N, s, &err), ZT_OK);
+    assert_int_equal(dev->iface->cast_async(dev, back, ZT_F32, bf, ZT_BF16, N, s, &err), ZT_OK);
+    assert_int_equal(dev->iface->scale_async(dev, back, ZT_F32, 2.0f, N, s, &err), ZT_OK);
+    assert_int_equal(dev->iface->stream_synchronize(dev, s, &err), ZT_OK);
+    for (int i = 0; i < N; i++) {
+        /* independent reference: bf16 keeps the top 16 bits after round-to-nearest-even */
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        float r;
+        memcpy(&r, &u, 4);
+        assert_float_equal(back[i], 2.0f * r, 0.0f);
+    }
+    dev->iface->stream_destroy(dev, s);
+    dev->iface->destroy(dev);
+}
+
+static void test_find_backend(void **state)
+{
+    (void)state;
+    zt_error err = {0};
+    assert_ptr_equal(zt_device_find("host", &err), &zt_device_host);
+    assert_null(zt_device_find("tpu", &err));
+    assert_int_equal(err.status, ZT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "'tpu' is not built"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_alloc_respects_budget),
+        cmocka_unit_test(test_copies_run_in_order),
+        cmocka_unit_test(test_event_orders_two_streams),
+        cmocka_unit_test(test_cast_and_scale_kernels),
+        cmocka_unit_test(test_find_backend),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,42 @@
+#include "tiers/host_tier.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define HOST_TIER_ALIGN 4096u
+
+static uint64_t round_up(uint64_t bytes)
+{
+    return (bytes + HOST_TIER_ALIGN - 1) / HOST_TIER_ALIGN * HOST_TIER_ALIGN;
+}
+
+zt_status zt_host_tier_alloc(zt_host_tier *t, uint64_t bytes, const char *owner, void **out,
+                             zt_error *err)
+{
+    uint64_t size = round_up(bytes ? bytes : 1);
+    if (t->capacity && t->current + size > t->capacity)
+        return ZT_ERR(err, ZT_ERR_NOMEM,
+                      "host tier full allocating %llu bytes for '%s': %llu of %llu bytes in use; "
+                      "raise ztier.host_capacity or move state to NVMe (offload_*.device = "
+                      "\"nvme\")",
+                      (unsigned long long)size, owner, (unsigned long long)t->current,
+                      (unsigned long long)t->capacity);
+    void *p = NULL;
+    if (posix_memalign(&p, HOST_TIER_ALIGN, size) != 0)
+        return ZT_ERR(err, ZT_ERR_NOMEM, "out of host memory allocating %llu bytes for '%s'",
+                      (unsigned long long)size, owner);
+    memset(p, 0, size);
+    t->current += size;
+    if (t->current > t->peak)
+        t->peak = t->current;
+    *out = p;
+    return ZT_OK;
+}
+
+void zt_host_tier_free(zt_host_tier *t, void *ptr, uint64_t bytes)
+{
+    if (!ptr)
+        return;
+    t->current -= round_up(bytes ? bytes : 1);
+    free(ptr);
+}

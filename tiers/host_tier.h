@@ -1,0 +1,22 @@
+/* Host tier: page-aligned, zeroed allocations for shards whose home is host memory, counted
+ * against an optional byte bound (ztier.host_capacity) with current/peak statistics. */
+#ifndef ZT_TIERS_HOST_TIER_H
+#define ZT_TIERS_HOST_TIER_H
+
+#include "runtime/error.h"
+
+#include <stdint.h>
+
+typedef struct zt_host_tier {
+    uint64_t capacity; /* 0 = unbounded */
+    uint64_t current;
+    uint64_t peak;
+} zt_host_tier;
+
+/* Allocates `bytes` (rounded up to the page size) zeroed; owner names the tensor in errors. */
+zt_status zt_host_tier_alloc(zt_host_tier *t, uint64_t bytes, const char *owner, void **out,
+                             zt_error *err);
+/* Frees memory from zt_host_tier_alloc; bytes must be the size it was allocated with. */
+void zt_host_tier_free(zt_host_tier *t, void *ptr, uint64_t bytes);
+
+#endif

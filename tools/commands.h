@@ -1,0 +1,13 @@
+/* Entry points of the `ztier` subcommands; each takes the arguments after its name and
+ * returns the process exit code. One file per subcommand in tools/. */
+#ifndef ZT_TOOLS_COMMANDS_H
+#define ZT_TOOLS_COMMANDS_H
+
+int cmd_info(int argc, char **argv);
+int cmd_bench_copy(int argc, char **argv);
+
+/* Each bench subcommand adds one line here and its file to tools/CMakeLists.txt. */
+#define ZT_BENCH_COMMANDS                                                                      \
+    {"bench", "copy", cmd_bench_copy, "host<->device copy bandwidth vs memcpy"},
+
+#endif
