@@ -197,16 +197,20 @@ zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)
 
 zt_status zt_stats_get(const zt_runtime *rt, zt_stats *out)
 {
-    if (!rt || !out)
+    if (!rt || !out || out->struct_size < sizeof(size_t) + sizeof(uint64_t))
         return ZT_ERR_ARGUMENT;
-    *out = rt->stats;
+    zt_stats s = rt->stats;
     if (rt->dev) {
-        out->device_bytes_current = rt->dev->bytes_in_use;
-        out->device_bytes_peak = rt->dev->bytes_peak;
-        out->device_bytes_capacity = rt->dev->capacity;
+        s.device_bytes_current = rt->dev->bytes_in_use;
+        s.device_bytes_peak = rt->dev->bytes_peak;
+        s.device_bytes_capacity = rt->dev->capacity;
     }
-    out->host_bytes_current = rt->host.current;
-    out->host_bytes_peak = rt->host.peak;
+    s.host_bytes_current = rt->host.current;
+    s.host_bytes_peak = rt->host.peak;
+    s.trace_deviations = (uint64_t)rt->trace.deviations;
+    size_t n = out->struct_size < sizeof s ? out->struct_size : sizeof s;
+    s.struct_size = n;
+    memcpy(out, &s, n);
     return ZT_OK;
 }
 

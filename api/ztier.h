@@ -130,18 +130,25 @@ typedef struct zt_step_info {
     int micro_steps;   /* backward passes accumulated into this step */
 } zt_step_info;
 
-/* Byte counters. current/peak are bytes resident in that tier now / at most. */
+/* Counters since creation. current/peak are bytes resident in a tier now / at most.
+ * Set struct_size (ZT_STATS_INIT) so newer libraries never write past an older struct. */
 typedef struct zt_stats {
+    size_t struct_size;
     uint64_t device_bytes_current, device_bytes_peak, device_bytes_capacity;
     uint64_t host_bytes_current, host_bytes_peak;
     uint64_t nvme_bytes_current, nvme_bytes_peak;
     uint64_t h2d_bytes, d2h_bytes;         /* copies between host and device */
     uint64_t nvme_read_bytes, nvme_write_bytes;
     double nvme_read_s, nvme_write_s;      /* time spent waiting for NVMe transfers */
+    uint64_t gathered_bytes, reduced_bytes; /* full layers all-gathered; gradients reduced */
+    uint64_t prefetch_hits;                /* fetches whose layer was already on its way */
+    uint64_t trace_deviations;             /* steps whose layer order left the recorded one */
     double fetch_wait_s;                   /* time zt_fetch waited (stall) */
     double step_s;                         /* time spent in zt_step */
     uint64_t fetches, releases, steps, skipped_steps;
 } zt_stats;
+
+#define ZT_STATS_INIT {.struct_size = sizeof(zt_stats)}
 
 /* ---- version and status ---- */
 ZT_API int zt_version(void);                 /* ZT_VERSION of the library actually loaded */
@@ -199,6 +206,7 @@ ZT_API zt_status zt_release(zt_runtime *rt, int layer, zt_pass pass);
 ZT_API zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info);
 
 /* ---- introspection ---- */
+/* Copies the counters into *out (out->struct_size must be set, e.g. ZT_STATS_INIT). */
 ZT_API zt_status zt_stats_get(const zt_runtime *rt, zt_stats *out);
 ZT_API zt_status zt_runtime_rank(const zt_runtime *rt, int *rank, int *world_size);
 ZT_API zt_status zt_layer_count(const zt_runtime *rt, int *count);

@@ -42,6 +42,8 @@ static zt_status place_layer(zt_runtime *rt, zt_layer *L)
         st = zt_home_alloc(&rt->homes, opt, shard * 4, L->name, &L->exp_avg_sq, &rt->err);
     if (st == ZT_OK)
         st = zt_host_tier_alloc(&rt->host, shard * 4, L->name, (void **)&L->grad_acc, &rt->err);
+    if (st == ZT_OK)
+        st = rt->dev->iface->event_create(rt->dev, &L->copied, &rt->err);
     if (st == ZT_OK && !(L->views = calloc(2 * (size_t)L->n_params, sizeof *L->views)))
         st = ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory for the views of layer '%s'",
                     L->name);

@@ -1,6 +1,8 @@
 /* Per-layer execution: fetch gathers a layer's full parameters into device memory (and
  * zeroed gradient buffers for the backward pass); release frees them and, after a backward
  * pass, reduce-scatters the gradients and accumulates this rank's shard in fp32. */
+#include "prefetch/gather.h"
+#include "prefetch/prefetch.h"
 #include "runtime/log.h"
 #include "runtime/runtime.h"
 
@@ -19,30 +21,6 @@ static const char *pass_name(zt_pass pass) { return pass == ZT_FORWARD ? "forwar
 static zt_comm_dtype comm_dtype(zt_dtype t)
 {
     return t == ZT_F32 ? ZT_COMM_F32 : t == ZT_BF16 ? ZT_COMM_BF16 : ZT_COMM_F16;
-}
-
-/* Moves this rank's shard into its slot of a full-size device buffer, then all-gathers. */
-static zt_status gather_layer(zt_runtime *rt, zt_layer *L)
-{
-    size_t dsize = zt_dtype_size(rt->dtype);
-    zt_device *dev = rt->dev;
-    zt_status st = dev->iface->alloc(dev, (size_t)L->flat_numel * dsize, &L->gathered, &rt->err);
-    if (st != ZT_OK)
-        return st;
-    char *slot = (char *)L->gathered + (size_t)rt->rank * (size_t)L->shard_numel * dsize;
-    st = zt_home_to_device(&rt->homes, &L->param_home, slot, rt->staging_lp, &rt->err);
-    if (st == ZT_OK)
-        st = dev->iface->stream_synchronize(dev, rt->stream, &rt->err);
-    if (st == ZT_OK)
-        st = zt_comm_allgather_sync(rt->comm, slot, L->gathered, (size_t)L->shard_numel,
-                                    comm_dtype(rt->dtype), &rt->err);
-    if (st != ZT_OK) {
-        dev->iface->free(dev, L->gathered);
-        L->gathered = NULL;
-        return st;
-    }
-    rt->stats.h2d_bytes += L->param_home.kind == ZT_TIER_DEVICE ? 0 : L->param_home.bytes;
-    return ZT_OK;
 }
 
 static zt_status alloc_grads(zt_runtime *rt, zt_layer *L)
@@ -77,13 +55,28 @@ static void fill_views(zt_runtime *rt, zt_layer *L, zt_pass pass, zt_layer_view 
     view->params = views;
 }
 
+/* Brings the layer to READY: its copy and all-gather are issued before the prefetch window
+ * moves on, so this layer's collective precedes the ones the window issues. */
+static zt_status gather_layer(zt_runtime *rt, zt_layer *L)
+{
+    zt_status st = ZT_OK;
+    while (st == ZT_OK && (L->gstate == ZT_GATHER_NONE || L->gstate == ZT_GATHER_COPYING))
+        st = zt_gather_advance(rt, L, &rt->err);
+    if (st == ZT_OK)
+        zt_prefetch_advance(rt, (int)(L - rt->layers));
+    if (st == ZT_OK)
+        st = zt_gather_complete(rt, L, &rt->err);
+    return st;
+}
+
 zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_layer_view *view)
 {
     zt_layer *L = &rt->layers[layer];
     double t0 = now_s();
-    zt_status st = ZT_OK;
-    if (!L->gathered)
-        st = gather_layer(rt, L);
+    zt_prefetch_observe(rt, layer, pass);
+    if (L->gstate != ZT_GATHER_NONE)
+        rt->stats.prefetch_hits++;
+    zt_status st = gather_layer(rt, L);
     if (st == ZT_OK && pass == ZT_BACKWARD && !L->grads)
         st = alloc_grads(rt, L);
     if (st != ZT_OK) {
@@ -127,6 +120,7 @@ static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
     if (st != ZT_OK)
         return st;
     rt->stats.d2h_bytes += bytes;
+    rt->stats.reduced_bytes += (uint64_t)L->flat_numel * zt_dtype_size(rt->dtype);
     accumulate_shard(rt, L, rt->staging_lp);
     L->accum_count++;
     return ZT_OK;
@@ -149,10 +143,8 @@ zt_status zt_rt_release(zt_runtime *rt, int layer, zt_pass pass)
         if (st != ZT_OK)
             zt_error_prefix(&rt->err, "release of layer '%s' (backward): ", L->name);
     }
-    if (L->holds[ZT_FORWARD] + L->holds[ZT_BACKWARD] == 0) {
-        rt->dev->iface->free(rt->dev, L->gathered);
-        L->gathered = NULL;
-    }
+    if (L->holds[ZT_FORWARD] + L->holds[ZT_BACKWARD] == 0 && !zt_prefetch_keep(rt, L))
+        zt_gather_drop(rt, L);
     rt->stats.releases++;
     return st;
 }

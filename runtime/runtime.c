@@ -1,5 +1,6 @@
 /* Runtime lifecycle: configuration, backends, and the layer/parameter registry. */
 #include "runtime/runtime.h"
+#include "prefetch/gather.h"
 #include "runtime/log.h"
 
 #include <stdlib.h>
@@ -51,6 +52,8 @@ static zt_status open_device(zt_runtime *rt)
     zt_status st = rt->dev_iface->create(&dc, &rt->dev, &rt->err);
     if (st == ZT_OK)
         st = rt->dev_iface->stream_create(rt->dev, &rt->stream, &rt->err);
+    if (st == ZT_OK)
+        st = rt->dev_iface->stream_create(rt->dev, &rt->prefetch_stream, &rt->err);
     rt->homes.dev = rt->dev;
     rt->homes.stream = rt->stream;
     rt->homes.host = &rt->host;
@@ -109,7 +112,10 @@ zt_status zt_rt_create(zt_runtime *rt, const zt_options *opts, const char *confi
 static void free_layer(zt_runtime *rt, zt_layer *L)
 {
     if (rt->dev) {
-        rt->dev->iface->free(rt->dev, L->gathered);
+        if (L->gathered)
+            zt_gather_drop(rt, L);
+        if (L->copied)
+            rt->dev->iface->event_destroy(rt->dev, L->copied);
         rt->dev->iface->free(rt->dev, L->grads);
         zt_home_free(&rt->homes, &L->param_home);
     }
@@ -126,6 +132,8 @@ void zt_rt_destroy(zt_runtime *rt)
 {
     if (rt->stream)
         rt->dev->iface->stream_synchronize(rt->dev, rt->stream, NULL);
+    if (rt->prefetch_stream)
+        rt->dev->iface->stream_synchronize(rt->dev, rt->prefetch_stream, NULL);
     for (int i = 0; i < rt->n_layers; i++)
         free_layer(rt, &rt->layers[i]);
     for (int i = 0; i < rt->n_params; i++)
@@ -137,6 +145,9 @@ void zt_rt_destroy(zt_runtime *rt)
     zt_threadpool_destroy(rt->pool);
     if (rt->stream)
         rt->dev->iface->stream_destroy(rt->dev, rt->stream);
+    if (rt->prefetch_stream)
+        rt->dev->iface->stream_destroy(rt->dev, rt->prefetch_stream);
+    zt_trace_free(&rt->trace);
     if (rt->dev)
         rt->dev->iface->destroy(rt->dev);
     if (rt->comm)

@@ -12,6 +12,7 @@
 #include "runtime/error.h"
 #include "runtime/home.h"
 #include "runtime/threadpool.h"
+#include "prefetch/trace.h"
 #include "tiers/host_tier.h"
 
 #include <stdint.h>
@@ -30,6 +31,14 @@ typedef struct zt_param {
     zt_init init;
 } zt_param;
 
+/* Where a layer's gathered parameters stand (see prefetch/gather.h). */
+typedef enum zt_gather_state {
+    ZT_GATHER_NONE = 0,
+    ZT_GATHER_COPYING,
+    ZT_GATHER_COMM,
+    ZT_GATHER_READY
+} zt_gather_state;
+
 typedef struct zt_layer {
     char *name;
     int *param_ids;
@@ -44,9 +53,12 @@ typedef struct zt_layer {
     float *grad_acc; /* fp32 gradient accumulation shard, host memory */
     int accum_count; /* backward releases since the last step */
 
-    /* While fetched. */
+    /* While fetched or prefetched. */
     int holds[2];   /* outstanding fetches per pass */
     void *gathered; /* device: full flat parameters, working dtype */
+    zt_gather_state gstate;
+    zt_event *copied;  /* the shard's copy into `gathered` is done */
+    zt_comm_req req;   /* the all-gather in flight */
     void *grads;    /* device: full flat gradients, working dtype (backward only) */
     zt_tensor_view *views; /* 2 * n_params: forward views, then backward views */
 } zt_layer;
@@ -67,7 +79,9 @@ struct zt_runtime {
 
     const zt_device_iface *dev_iface;
     zt_device *dev;
-    zt_stream *stream; /* copies and kernels for fetch/release */
+    zt_stream *stream;          /* synchronous copies: gradients, optimizer writes */
+    zt_stream *prefetch_stream; /* shard copies of the gather pipeline */
+    zt_trace trace;
     zt_comm *comm;
     zt_host_tier host;
     zt_homes homes; /* the tiers a shard can live in */

@@ -1,6 +1,7 @@
 /* The optimizer step: global gradient norm and overflow check (one all-reduce), then a fused
  * Adam pass over each layer's shard on the CPU, writing the new working-dtype parameters to
  * their home tier. A step with inf/nan gradients changes nothing but the loss scale. */
+#include "prefetch/prefetch.h"
 #include "runtime/log.h"
 #include "runtime/runtime.h"
 
@@ -133,6 +134,7 @@ zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *inf
                 (long long)rt->steps + 1, nonfinite, (double)rt->loss_scale);
         rt->stats.skipped_steps++;
     } else {
+        zt_prefetch_drop_unheld(rt); /* gathered copies are about to go stale */
         zt_adam_hparams h = make_hparams(rt, args, out.clip_coef);
         for (int i = 0; st == ZT_OK && i < rt->n_layers; i++)
             st = update_layer(rt, &rt->layers[i], &h);
@@ -143,6 +145,7 @@ zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *inf
     }
     update_loss_scale(rt, out.skipped);
     clear_grads(rt);
+    zt_prefetch_after_step(rt);
     out.step = rt->steps;
     out.loss_scale = rt->loss_scale;
     if (info)

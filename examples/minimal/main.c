@@ -99,7 +99,7 @@ int main(int argc, char **argv)
             printf("step %3d  loss %.6f  grad_norm %.4f%s\n", s + 1, sum / (float)accum,
                    (double)info.grad_norm, info.skipped ? "  (skipped)" : "");
     }
-    zt_stats stats;
+    zt_stats stats = ZT_STATS_INIT;
     zt_stats_get(rt, &stats);
     if (rank == 0)
         printf("device peak %llu of %llu bytes, host peak %llu bytes, %llu fetches\n",
