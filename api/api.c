@@ -141,6 +141,8 @@ zt_status zt_runtime_commit(zt_runtime *rt)
     if (st != ZT_OK)
         return st;
     st = zt_rt_commit(rt);
+    if (st != ZT_ERR_USAGE) /* usage errors happen identically on every rank */
+        st = zt_comm_agree(rt->comm, st, "zt_runtime_commit", &rt->err);
     if (st != ZT_OK && st != ZT_ERR_USAGE) {
         /* Partially placed state cannot be trusted; only destroy is allowed now. */
         rt->state = ZT_RT_FAILED;
@@ -192,7 +194,8 @@ zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)
         return ZT_ERR(&rt->err, ZT_ERR_USAGE,
                       "zt_step while %d layer fetch(es) are not released (in the middle of a "
                       "forward or backward pass); release every layer first", held);
-    return zt_rt_step(rt, args, info);
+    /* An I/O error on one rank must stop every rank, not leave them out of step. */
+    return zt_comm_agree(rt->comm, zt_rt_step(rt, args, info), "zt_step", &rt->err);
 }
 
 zt_status zt_stats_get(const zt_runtime *rt, zt_stats *out)

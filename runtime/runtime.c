@@ -81,6 +81,17 @@ static zt_status open_optimizer(zt_runtime *rt)
     return ZT_OK;
 }
 
+/* When this rank's configuration is unusable but the launcher started several ranks, join
+ * them anyway (default backend) so the agreement below tells every rank to stop. */
+static void open_comm_for_agreement(zt_runtime *rt)
+{
+    if (rt->comm || zt_launcher_world_size() <= 1)
+        return;
+    zt_error ignored = {0};
+    if (zt_comm_create("auto", &rt->comm, &ignored) != ZT_OK)
+        rt->comm = NULL;
+}
+
 zt_status zt_rt_create(zt_runtime *rt, const zt_options *opts, const char *config_json)
 {
     zt_log_configure(opts->log_level, opts->log_fn, opts->log_user);
@@ -91,6 +102,9 @@ zt_status zt_rt_create(zt_runtime *rt, const zt_options *opts, const char *confi
         st = open_device(rt);
     if (st == ZT_OK)
         st = open_optimizer(rt);
+    if (st != ZT_OK)
+        open_comm_for_agreement(rt);
+    st = zt_comm_agree(rt->comm, st, "zt_runtime_create", &rt->err);
     if (st != ZT_OK)
         return st;
     rt->dtype = rt->cfg.bf16 ? ZT_BF16 : rt->cfg.fp16 ? ZT_F16 : ZT_F32;

@@ -24,7 +24,7 @@ size_t zt_comm_dtype_size(zt_comm_dtype dt)
 
 /* Launchers export the world size; a process started by mpirun/srun with more than one rank
  * must not silently train alone. */
-static int launcher_world_size(void)
+int zt_launcher_world_size(void)
 {
     const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
@@ -43,7 +43,7 @@ static int launcher_world_size(void)
 
 zt_status zt_comm_create(const char *backend, zt_comm **out, zt_error *err)
 {
-    int launched = launcher_world_size();
+    int launched = zt_launcher_world_size();
     if (strcmp(backend, "auto") == 0)
         backend = launched > 1 ? "mpi" : "single";
     if (strcmp(backend, "single") == 0) {
@@ -76,4 +76,33 @@ zt_status zt_comm_allgather_sync(zt_comm *c, const void *send, void *recv, size_
     zt_comm_req req = {0};
     zt_status st = c->iface->allgather(c, send, recv, count, dt, &req, err);
     return st == ZT_OK ? c->iface->wait(c, &req, err) : st;
+}
+
+zt_status zt_comm_agree(zt_comm *c, zt_status local, const char *what, zt_error *err)
+{
+    if (!c || c->size == 1)
+        return local;
+    int64_t *all = calloc((size_t)c->size, sizeof *all);
+    if (!all)
+        return local != ZT_OK ? local : ZT_ERR(err, ZT_ERR_NOMEM, "out of memory in %s", what);
+    int64_t mine = local;
+    zt_error comm_err = {0};
+    zt_status st = zt_comm_allgather_sync(c, &mine, all, 1, ZT_COMM_I64, &comm_err);
+    int bad = -1;
+    for (int r = 0; st == ZT_OK && r < c->size && bad < 0; r++)
+        if (all[r] != ZT_OK)
+            bad = r;
+    zt_status other = bad >= 0 ? (zt_status)all[bad] : ZT_OK;
+    free(all);
+    if (local != ZT_OK)
+        return local; /* this rank's own message stays */
+    if (st != ZT_OK) {
+        *err = comm_err;
+        return st;
+    }
+    if (bad >= 0)
+        return ZT_ERR(err, ZT_ERR_COMM,
+                      "%s failed on rank %d of %d (%s; see that rank's message); every rank "
+                      "stops with an error", what, bad, c->size, zt_status_string(other));
+    return ZT_OK;
 }

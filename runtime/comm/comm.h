@@ -75,6 +75,13 @@ zt_status zt_comm_allreduce_sync(zt_comm *c, void *buf, size_t count, zt_comm_dt
 zt_status zt_comm_allgather_sync(zt_comm *c, const void *send, void *recv, size_t count,
                                  zt_comm_dtype dt, zt_error *err);
 
+/* Collective: every rank contributes its status. Returns the local status if it failed,
+ * ZT_ERR_COMM naming the first failing rank if another rank failed, else ZT_OK. */
+zt_status zt_comm_agree(zt_comm *c, zt_status local, const char *what, zt_error *err);
+
+/* The number of ranks the launcher (mpirun, srun) started, 1 when not launched by one. */
+int zt_launcher_world_size(void);
+
 zt_status zt_comm_single_create(zt_comm **out, zt_error *err);
 #ifdef ZT_HAVE_MPI
 zt_status zt_comm_mpi_create(zt_comm **out, zt_error *err);

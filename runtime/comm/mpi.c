@@ -376,6 +376,9 @@ zt_status zt_comm_mpi_create(zt_comm **out, zt_error *err)
     int initialized = 0, provided = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
+        /* The progress thread blocks inside MPI; let it yield the core to compute threads
+         * while it waits (the user's own setting wins). */
+        setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
         if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
             return ZT_ERR(err, ZT_ERR_COMM, "MPI_Init_thread failed; is this run under mpirun?");
         atexit(finalize_at_exit);

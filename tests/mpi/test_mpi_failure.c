@@ -1,0 +1,67 @@
+/* A rank that fails makes every rank return an error instead of hanging: rank 1 gets an
+ * invalid config; every rank's zt_runtime_create must fail, rank 1 with the config error,
+ * the others with ZT_ERR_COMM naming rank 1. Then a short collective timeout turns a peer
+ * that stops participating into an error on the waiting ranks. */
+#include "runtime/comm/comm.h"
+
+#include "ztier.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int check_create_failure(int rank)
+{
+    const char *good = "{\"ztier\": {\"hbm_capacity\": \"16M\"}}";
+    const char *bad = "{\"zero_optimization\": {\"stage\": 2}}";
+    zt_runtime *rt = NULL;
+    zt_status st = zt_runtime_create(NULL, rank == 1 ? bad : good, &rt);
+    const char *msg = zt_last_error(rt);
+    int ok = rank == 1 ? st == ZT_ERR_CONFIG && strstr(msg, "zero_optimization.stage")
+                       : st == ZT_ERR_COMM && strstr(msg, "rank 1");
+    printf("rank %d: create -> %s: %s [%s]\n", rank, zt_status_string(st), msg,
+           ok ? "as expected" : "WRONG");
+    zt_runtime_destroy(rt);
+    return ok;
+}
+
+/* Rank 0 joins a collective late: the others must give up with an error after the timeout
+ * instead of hanging, and a retried wait then collects the completed collective. */
+static int check_timeout(int rank)
+{
+    zt_comm *c = NULL;
+    zt_error err = {0};
+    if (zt_comm_create("mpi", &c, &err) != ZT_OK)
+        return 0;
+    double x = 1.0;
+    zt_comm_req req = {0};
+    if (rank == 0)
+        sleep(5); /* the others time out after 3 s */
+    zt_status st = c->iface->allreduce(c, &x, &x, 1, ZT_COMM_F64, ZT_REDUCE_SUM, &req, &err);
+    if (st == ZT_OK)
+        st = c->iface->wait(c, &req, &err);
+    int ok = rank == 0 ? st == ZT_OK
+                       : st == ZT_ERR_COMM && strstr(err.msg, "did not complete within");
+    printf("rank %d: late peer -> %s [%s]\n", rank, st == ZT_OK ? "completed" : err.msg,
+           ok ? "as expected" : "WRONG");
+    if (rank != 0) {
+        ok = ok && c->iface->wait(c, &req, &err) == ZT_OK; /* rank 0 has joined by now */
+    }
+    ok = ok && x == (double)c->size;
+    c->iface->destroy(c);
+    return ok;
+}
+
+int main(void)
+{
+    if (zt_launcher_world_size() < 2) {
+        fprintf(stderr, "run under mpirun with 2 or more ranks\n");
+        return 77;
+    }
+    setenv("ZT_COMM_TIMEOUT", "3", 1);
+    int rank = atoi(getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK") : "0");
+    int ok = check_create_failure(rank);
+    ok = ok && check_timeout(rank);
+    return ok ? 0 : 1;
+}
