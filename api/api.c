@@ -1,5 +1,6 @@
 /* The public entry points: argument and state checks, then the runtime's internal calls.
  * Every failure leaves a message in the handle; misuse never crashes. */
+#include "runtime/checkpoint.h"
 #include "runtime/log.h"
 #include "runtime/runtime.h"
 
@@ -248,4 +249,32 @@ zt_status zt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel)
         return ZT_ERR(&rt->err, ZT_ERR_USAGE, "zt_param_read while layers are held; release "
                                               "them first");
     return zt_rt_param_read(rt, param_id, dst, numel);
+}
+
+static zt_status checkpoint_enter(zt_runtime *rt, const char *dir, const char *call)
+{
+    zt_status st = enter(rt, ZT_RT_COMMITTED, call);
+    if (st != ZT_OK)
+        return st;
+    CHECK_ARG(rt, dir && *dir, "%s: dir is NULL or empty", call);
+    if (zt_rt_layers_held(rt))
+        return ZT_ERR(&rt->err, ZT_ERR_USAGE, "%s while layers are held; release them first",
+                      call);
+    return ZT_OK;
+}
+
+zt_status zt_checkpoint_save(zt_runtime *rt, const char *dir)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    zt_status st = checkpoint_enter(rt, dir, "zt_checkpoint_save");
+    return st == ZT_OK ? zt_rt_checkpoint_save(rt, dir) : st;
+}
+
+zt_status zt_checkpoint_load(zt_runtime *rt, const char *dir)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    zt_status st = checkpoint_enter(rt, dir, "zt_checkpoint_load");
+    return st == ZT_OK ? zt_rt_checkpoint_load(rt, dir) : st;
 }

@@ -205,6 +205,19 @@ ZT_API zt_status zt_release(zt_runtime *rt, int layer, zt_pass pass);
  * nothing but the loss scale. */
 ZT_API zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info);
 
+/* ---- checkpoints ---- */
+
+/* Saves every rank's fp32 master weights and Adam state (from whatever tier holds them) and
+ * the step counters into folder dir (created if needed). Collective: every rank calls it.
+ * Synchronous; no layer may be held. The folder's manifest.json is written last, so an
+ * interrupted save is never mistaken for a checkpoint. */
+ZT_API zt_status zt_checkpoint_save(zt_runtime *rt, const char *dir);
+
+/* Restores a checkpoint saved by the same model on the same number of ranks; afterwards
+ * training continues bit-identically. A truncated, damaged or foreign checkpoint returns
+ * ZT_ERR_CORRUPT / ZT_ERR_ARGUMENT before any state changes. Collective; synchronous. */
+ZT_API zt_status zt_checkpoint_load(zt_runtime *rt, const char *dir);
+
 /* ---- introspection ---- */
 /* Copies the counters into *out (out->struct_size must be set, e.g. ZT_STATS_INIT). */
 ZT_API zt_status zt_stats_get(const zt_runtime *rt, zt_stats *out);

@@ -20,7 +20,7 @@ install(FILES ${PROJECT_BINARY_DIR}/ztierConfig.cmake ${PROJECT_BINARY_DIR}/ztie
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ztier)
 
 # pkg-config: the private requirements let `pkg-config --static` link libztier.a.
-set(ZT_PC_REQUIRES_PRIVATE "jansson liburing numa")
+set(ZT_PC_REQUIRES_PRIVATE "jansson liburing numa zlib")
 set(ZT_PC_LIBS_PRIVATE "-lpthread -lm")
 if(ZT_MPI)
   string(APPEND ZT_PC_REQUIRES_PRIVATE " ompi-c")

@@ -8,6 +8,7 @@ packages=(
   libjansson-dev   # config parsing
   liburing-dev     # NVMe tier I/O engine
   libnuma-dev      # NUMA placement of pinned buffers and optimizer threads
+  zlib1g-dev       # CRC-32 of checkpoint files
   libcmocka-dev    # test framework
   libopenmpi-dev openmpi-bin  # mpi comm backend and multi-rank tests
   libopenblas-dev  # GPT-2 example matmuls
