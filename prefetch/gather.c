@@ -1,4 +1,5 @@
 #include "prefetch/gather.h"
+#include "prefetch/prefetch.h"
 #include "runtime/log.h"
 
 static zt_comm_dtype comm_dtype(zt_dtype t)
@@ -11,11 +12,12 @@ static char *rank_slot(const zt_runtime *rt, const zt_layer *L)
     return (char *)L->gathered + (size_t)rt->rank * (size_t)L->shard_numel * zt_dtype_size(rt->dtype);
 }
 
-static zt_status start_copy(zt_runtime *rt, zt_layer *L, zt_error *err)
+static zt_status start_copy(zt_runtime *rt, zt_layer *L, int evict, zt_error *err)
 {
     zt_device *dev = rt->dev;
     size_t bytes = (size_t)L->flat_numel * zt_dtype_size(rt->dtype);
-    zt_status st = dev->iface->alloc(dev, bytes, &L->gathered, err);
+    zt_status st = evict ? zt_device_alloc_evicting(rt, bytes, &L->gathered, err)
+                         : dev->iface->alloc(dev, bytes, &L->gathered, err);
     if (st != ZT_OK)
         return st;
     zt_homes h = rt->homes;
@@ -52,12 +54,12 @@ static zt_status finish_allgather(zt_runtime *rt, zt_layer *L, zt_error *err)
     return st;
 }
 
-zt_status zt_gather_advance(zt_runtime *rt, zt_layer *L, zt_error *err)
+zt_status zt_gather_advance(zt_runtime *rt, zt_layer *L, int evict, zt_error *err)
 {
     zt_status st = ZT_OK;
     switch (L->gstate) {
     case ZT_GATHER_NONE:
-        st = start_copy(rt, L, err);
+        st = start_copy(rt, L, evict, err);
         break;
     case ZT_GATHER_COPYING:
         st = issue_allgather(rt, L, err);
@@ -77,7 +79,7 @@ zt_status zt_gather_complete(zt_runtime *rt, zt_layer *L, zt_error *err)
 {
     zt_status st = ZT_OK;
     while (st == ZT_OK && L->gstate != ZT_GATHER_READY)
-        st = zt_gather_advance(rt, L, err);
+        st = zt_gather_advance(rt, L, 1, err);
     return st;
 }
 

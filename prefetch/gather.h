@@ -9,8 +9,10 @@
 
 #include "runtime/runtime.h"
 
-zt_status zt_gather_advance(zt_runtime *rt, zt_layer *L, zt_error *err);
-/* Advances until READY. */
+/* evict: on device-memory exhaustion, evict other prefetched layers and retry (the fetch
+ * path); the prefetcher itself passes 0 and simply gives up. */
+zt_status zt_gather_advance(zt_runtime *rt, zt_layer *L, int evict, zt_error *err);
+/* Advances until READY (evicting when needed). */
 zt_status zt_gather_complete(zt_runtime *rt, zt_layer *L, zt_error *err);
 /* Waits for any stage in flight and frees the buffer (state NONE). Never fails. */
 void zt_gather_drop(zt_runtime *rt, zt_layer *L);

@@ -40,7 +40,7 @@ static void advance_window(zt_runtime *rt, int current)
         }
         ahead += L->flat_numel;
         zt_error err = {0};
-        if (zt_gather_advance(rt, L, &err) != ZT_OK)
+        if (zt_gather_advance(rt, L, 0, &err) != ZT_OK)
             ZT_LOGD("prefetch", "prefetch of layer '%s' cancelled: %s", L->name, err.msg);
     }
 }
@@ -76,6 +76,8 @@ void zt_prefetch_advance(zt_runtime *rt, int current)
 int zt_prefetch_keep(const zt_runtime *rt, const zt_layer *L)
 {
     int64_t distance = 0;
+    if (live_elements(rt) > rt->cfg.stage3_max_live_parameters)
+        return 0;
     int self = (int)(L - rt->layers);
     for (int k = 0; k < PREFETCH_MAX_LOOKAHEAD; k++) {
         zt_trace_entry e;
@@ -101,4 +103,45 @@ void zt_prefetch_after_step(zt_runtime *rt)
 {
     zt_trace_end_step(&rt->trace);
     advance_window(rt, -1);
+}
+
+/* Position of the next use of layer `id` in the trace, or a large number if none. */
+static int next_use(const zt_runtime *rt, int id)
+{
+    for (int k = 0; k < PREFETCH_MAX_LOOKAHEAD; k++) {
+        zt_trace_entry e;
+        if (!zt_trace_peek(&rt->trace, k, &e))
+            break;
+        if (e.layer == id)
+            return k;
+    }
+    return 1 << 30;
+}
+
+int zt_prefetch_evict_one(zt_runtime *rt)
+{
+    int victim = -1, furthest = -1;
+    for (int i = 0; i < rt->n_layers; i++) {
+        const zt_layer *L = &rt->layers[i];
+        if (held(L) || L->gstate == ZT_GATHER_NONE)
+            continue;
+        int k = next_use(rt, i);
+        if (k > furthest)
+            victim = i, furthest = k;
+    }
+    if (victim < 0)
+        return 0;
+    ZT_LOGD("prefetch", "evicting gathered layer '%s' to make room", rt->layers[victim].name);
+    zt_gather_drop(rt, &rt->layers[victim]);
+    rt->stats.evictions++;
+    return 1;
+}
+
+zt_status zt_device_alloc_evicting(zt_runtime *rt, size_t bytes, void **ptr, zt_error *err)
+{
+    for (;;) {
+        zt_status st = rt->dev->iface->alloc(rt->dev, bytes, ptr, err);
+        if (st != ZT_ERR_DEVICE_NOMEM || !zt_prefetch_evict_one(rt))
+            return st;
+    }
 }

@@ -20,4 +20,9 @@ void zt_prefetch_drop_unheld(zt_runtime *rt);
 /* After the step: closes the trace's step and starts the next step's first window. */
 void zt_prefetch_after_step(zt_runtime *rt);
 
+/* Frees the unheld gathered layer needed furthest in the future; 0 if there is none. */
+int zt_prefetch_evict_one(zt_runtime *rt);
+/* Device allocation for a fetch: on exhaustion, evicts prefetched layers and retries. */
+zt_status zt_device_alloc_evicting(zt_runtime *rt, size_t bytes, void **ptr, zt_error *err);
+
 #endif

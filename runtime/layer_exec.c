@@ -26,7 +26,7 @@ static zt_comm_dtype comm_dtype(zt_dtype t)
 static zt_status alloc_grads(zt_runtime *rt, zt_layer *L)
 {
     size_t bytes = (size_t)L->flat_numel * zt_dtype_size(rt->dtype);
-    zt_status st = rt->dev->iface->alloc(rt->dev, bytes, &L->grads, &rt->err);
+    zt_status st = zt_device_alloc_evicting(rt, bytes, &L->grads, &rt->err);
     if (st == ZT_OK)
         st = rt->dev->iface->memset_async(rt->dev, L->grads, 0, bytes, rt->stream, &rt->err);
     if (st == ZT_OK)
@@ -61,7 +61,7 @@ static zt_status gather_layer(zt_runtime *rt, zt_layer *L)
 {
     zt_status st = ZT_OK;
     while (st == ZT_OK && (L->gstate == ZT_GATHER_NONE || L->gstate == ZT_GATHER_COPYING))
-        st = zt_gather_advance(rt, L, &rt->err);
+        st = zt_gather_advance(rt, L, 1, &rt->err);
     if (st == ZT_OK)
         zt_prefetch_advance(rt, (int)(L - rt->layers));
     if (st == ZT_OK)
@@ -77,13 +77,17 @@ zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_layer_view *vi
     if (L->gstate != ZT_GATHER_NONE)
         rt->stats.prefetch_hits++;
     zt_status st = gather_layer(rt, L);
-    if (st == ZT_OK && pass == ZT_BACKWARD && !L->grads)
-        st = alloc_grads(rt, L);
+    if (st == ZT_OK) {
+        L->holds[pass]++; /* held from here on, so making room for gradients cannot evict it */
+        if (pass == ZT_BACKWARD && !L->grads)
+            st = alloc_grads(rt, L);
+        if (st != ZT_OK && --L->holds[pass] + L->holds[!pass] == 0)
+            zt_gather_drop(rt, L);
+    }
     if (st != ZT_OK) {
         zt_error_prefix(&rt->err, "fetch of layer '%s' (%s): ", L->name, pass_name(pass));
         return st;
     }
-    L->holds[pass]++;
     fill_views(rt, L, pass, view);
     rt->stats.fetch_wait_s += now_s() - t0;
     rt->stats.fetches++;
