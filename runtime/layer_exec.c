@@ -94,12 +94,12 @@ zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_layer_view *vi
     return ZT_OK;
 }
 
-/* grad_acc += shard, converting from the working dtype. */
-static void accumulate_shard(zt_runtime *rt, zt_layer *L, const void *shard)
+/* grad_acc += shard, converting from dtype. */
+static void accumulate_shard(zt_runtime *rt, zt_layer *L, const void *shard, zt_dtype dtype)
 {
     const float *g = shard;
-    if (rt->dtype != ZT_F32) {
-        zt_convert_array(rt->staging, ZT_F32, shard, rt->dtype, (size_t)L->shard_numel);
+    if (dtype != ZT_F32) {
+        zt_convert_array(rt->staging, ZT_F32, shard, dtype, (size_t)L->shard_numel);
         g = rt->staging;
     }
     float *acc = L->grad_acc;
@@ -107,25 +107,48 @@ static void accumulate_shard(zt_runtime *rt, zt_layer *L, const void *shard)
         acc[i] += g[i];
 }
 
+/* 16-bit gradients are widened to fp32 on the device before they are summed over ranks, so
+ * no rank's contribution is rounded to 16 bits in the sum. */
+static zt_status widen_grads(zt_runtime *rt, zt_layer *L, void **wide)
+{
+    size_t n = (size_t)L->flat_numel;
+    zt_status st = zt_device_alloc_evicting(rt, n * sizeof(float), wide, &rt->err);
+    if (st == ZT_OK)
+        st = rt->dev->iface->cast_async(rt->dev, *wide, ZT_F32, L->grads, rt->dtype, n,
+                                        rt->stream, &rt->err);
+    if (st == ZT_OK)
+        st = rt->dev->iface->stream_synchronize(rt->dev, rt->stream, &rt->err);
+    return st;
+}
+
 /* Sums the layer's gradients over ranks into this rank's shard (in place at the start of
  * the buffer), copies it to the host and adds it to the fp32 accumulator. */
 static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
 {
-    size_t bytes = (size_t)L->shard_numel * zt_dtype_size(rt->dtype);
+    void *buf = L->grads, *wide = NULL;
+    zt_dtype dt = rt->dtype;
+    zt_status st = ZT_OK;
+    if (dt != ZT_F32 && rt->world > 1) {
+        st = widen_grads(rt, L, &wide);
+        buf = wide, dt = ZT_F32;
+    }
     zt_comm_req req = {0};
-    zt_status st = rt->comm->iface->reduce_scatter(rt->comm, L->grads, L->grads,
-                                                   (size_t)L->shard_numel, comm_dtype(rt->dtype),
-                                                   ZT_REDUCE_SUM, &req, &rt->err);
+    if (st == ZT_OK)
+        st = rt->comm->iface->reduce_scatter(rt->comm, buf, buf, (size_t)L->shard_numel,
+                                             comm_dtype(dt), ZT_REDUCE_SUM, &req, &rt->err);
     if (st == ZT_OK)
         st = rt->comm->iface->wait(rt->comm, &req, &rt->err);
+    void *host = rt->staging_lp; /* holds one fp32 shard */
+    size_t bytes = (size_t)L->shard_numel * zt_dtype_size(dt);
     if (st == ZT_OK)
-        st = zt_device_copy_sync(rt->dev, rt->staging_lp, L->grads, bytes, ZT_COPY_D2H,
-                                 rt->stream, &rt->err);
+        st = zt_device_copy_sync(rt->dev, host, buf, bytes, ZT_COPY_D2H, rt->stream, &rt->err);
+    if (wide)
+        rt->dev->iface->free(rt->dev, wide);
     if (st != ZT_OK)
         return st;
     rt->stats.d2h_bytes += bytes;
-    rt->stats.reduced_bytes += (uint64_t)L->flat_numel * zt_dtype_size(rt->dtype);
-    accumulate_shard(rt, L, rt->staging_lp);
+    rt->stats.reduced_bytes += (uint64_t)L->flat_numel * zt_dtype_size(dt);
+    accumulate_shard(rt, L, host, dt);
     L->accum_count++;
     return ZT_OK;
 }

@@ -35,7 +35,9 @@ int zt_launcher_world_size(void)
     return 1;
 }
 
-#ifdef ZT_HAVE_MPI
+#if defined(ZT_HAVE_MPI) && defined(ZT_HAVE_NCCL)
+#define BUILT_COMMS "single, mpi, nccl"
+#elif defined(ZT_HAVE_MPI)
 #define BUILT_COMMS "single, mpi"
 #else
 #define BUILT_COMMS "single (mpi: install libopenmpi-dev and rebuild)"
@@ -56,6 +58,10 @@ zt_status zt_comm_create(const char *backend, zt_comm **out, zt_error *err)
 #ifdef ZT_HAVE_MPI
     if (strcmp(backend, "mpi") == 0)
         return zt_comm_mpi_create(out, err);
+#endif
+#ifdef ZT_HAVE_NCCL
+    if (strcmp(backend, "nccl") == 0)
+        return zt_comm_nccl_create(out, err);
 #endif
     return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
                   "comm backend \"%s\" is not available in this build (built: %s); "

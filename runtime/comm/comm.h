@@ -86,5 +86,8 @@ zt_status zt_comm_single_create(zt_comm **out, zt_error *err);
 #ifdef ZT_HAVE_MPI
 zt_status zt_comm_mpi_create(zt_comm **out, zt_error *err);
 #endif
+#ifdef ZT_HAVE_NCCL
+zt_status zt_comm_nccl_create(zt_comm **out, zt_error *err); /* bootstraps over MPI */
+#endif
 
 #endif

@@ -1,0 +1,297 @@
+/* The `nccl` comm backend (device memory). Collectives run on the communicator's own CUDA
+ * stream; a request is a CUDA event recorded after the collective. The unique id is
+ * bootstrapped over the MPI backend. Waits poll the event against a deadline
+ * ($ZT_COMM_TIMEOUT seconds, default 600) and abort the communicator when it passes, so a
+ * dead peer becomes an error instead of a hang. Reductions accept fp32/fp64/int64 only: the
+ * runtime widens 16-bit gradients to fp32 before reducing, so nothing is summed in 16 bits.
+ *
+ * This file is compiled and linked wherever CUDA and NCCL are present; it has never run on
+ * this project's CPU-only machines. */
+#include "runtime/comm/comm.h"
+#include "runtime/log.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct nccl_comm {
+    zt_comm base;
+    ncclComm_t comm;
+    cudaStream_t stream;
+    double timeout_s;
+} nccl_comm;
+
+static const zt_comm_iface nccl_iface;
+
+static zt_status nccl_check(ncclResult_t r, const char *what, zt_error *err)
+{
+    if (r == ncclSuccess)
+        return ZT_OK;
+    return ZT_ERR(err, ZT_ERR_COMM, "%s failed: %s", what, ncclGetErrorString(r));
+}
+
+static zt_status cuda_check(cudaError_t r, const char *what, zt_error *err)
+{
+    if (r == cudaSuccess)
+        return ZT_OK;
+    return ZT_ERR(err, ZT_ERR_DEVICE, "%s failed: %s", what, cudaGetErrorString(r));
+}
+
+static int nccl_type(zt_comm_dtype dt, ncclDataType_t *out)
+{
+    switch (dt) {
+    case ZT_COMM_U8: *out = ncclUint8; return 0;
+    case ZT_COMM_F32: *out = ncclFloat32; return 0;
+    case ZT_COMM_F64: *out = ncclFloat64; return 0;
+    case ZT_COMM_I64: *out = ncclInt64; return 0;
+    case ZT_COMM_BF16: *out = ncclBfloat16; return 1; /* moved, never reduced */
+    case ZT_COMM_F16: *out = ncclFloat16; return 1;
+    }
+    return -1;
+}
+
+static zt_status reduce_type(zt_comm_dtype dt, ncclDataType_t *t, zt_error *err)
+{
+    if (nccl_type(dt, t) != 0)
+        return ZT_ERR(err, ZT_ERR_INTERNAL,
+                      "nccl backend: reductions must be fp32/fp64/int64 (16-bit data is "
+                      "widened by the runtime first)");
+    return ZT_OK;
+}
+
+/* Records completion of everything queued so far on the comm stream into a new event. */
+static zt_status finish(nccl_comm *c, zt_status st, zt_comm_req *req, zt_error *err)
+{
+    if (st != ZT_OK)
+        return st;
+    cudaEvent_t ev;
+    st = cuda_check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate", err);
+    if (st == ZT_OK)
+        st = cuda_check(cudaEventRecord(ev, c->stream), "cudaEventRecord", err);
+    req->impl = st == ZT_OK ? (void *)ev : NULL;
+    req->done = 0;
+    return st;
+}
+
+static zt_status nccl_allgather(zt_comm *base, const void *send, void *recv, size_t count,
+                                zt_comm_dtype dt, zt_comm_req *req, zt_error *err)
+{
+    nccl_comm *c = (nccl_comm *)base;
+    ncclDataType_t t;
+    nccl_type(dt, &t);
+    zt_status st = nccl_check(ncclAllGather(send, recv, count, t, c->comm, c->stream),
+                              "ncclAllGather", err);
+    return finish(c, st, req, err);
+}
+
+static zt_status nccl_reduce_scatter(zt_comm *base, const void *send, void *recv, size_t count,
+                                     zt_comm_dtype dt, zt_reduce_op op, zt_comm_req *req,
+                                     zt_error *err)
+{
+    nccl_comm *c = (nccl_comm *)base;
+    ncclDataType_t t;
+    zt_status st = reduce_type(dt, &t, err);
+    if (st == ZT_OK)
+        /* NCCL's in-place form puts this rank's block at recv = send + rank*count; the
+         * runtime wants it at the start, so reduce into the slot and move it. */
+        st = nccl_check(ncclReduceScatter(send, (char *)send + (size_t)base->rank * count *
+                                                              zt_comm_dtype_size(dt),
+                                          count, t, op == ZT_REDUCE_MAX ? ncclMax : ncclSum,
+                                          c->comm, c->stream),
+                        "ncclReduceScatter", err);
+    if (st == ZT_OK && recv != (char *)send + (size_t)base->rank * count * zt_comm_dtype_size(dt))
+        st = cuda_check(cudaMemcpyAsync(recv,
+                                        (char *)send + (size_t)base->rank * count *
+                                                           zt_comm_dtype_size(dt),
+                                        count * zt_comm_dtype_size(dt), cudaMemcpyDeviceToDevice,
+                                        c->stream),
+                        "cudaMemcpyAsync", err);
+    return finish(c, st, req, err);
+}
+
+static zt_status nccl_allreduce(zt_comm *base, const void *send, void *recv, size_t count,
+                                zt_comm_dtype dt, zt_reduce_op op, zt_comm_req *req,
+                                zt_error *err)
+{
+    nccl_comm *c = (nccl_comm *)base;
+    ncclDataType_t t;
+    zt_status st = reduce_type(dt, &t, err);
+    if (st == ZT_OK)
+        st = nccl_check(ncclAllReduce(send, recv, count, t, op == ZT_REDUCE_MAX ? ncclMax : ncclSum,
+                                      c->comm, c->stream),
+                        "ncclAllReduce", err);
+    return finish(c, st, req, err);
+}
+
+static zt_status nccl_alltoall(zt_comm *base, const void *send, void *recv, size_t count,
+                               zt_comm_dtype dt, zt_comm_req *req, zt_error *err)
+{
+    nccl_comm *c = (nccl_comm *)base;
+    ncclDataType_t t;
+    nccl_type(dt, &t);
+    size_t block = count * zt_comm_dtype_size(dt);
+    zt_status st = nccl_check(ncclGroupStart(), "ncclGroupStart", err);
+    for (int r = 0; st == ZT_OK && r < base->size; r++) {
+        st = nccl_check(ncclSend((const char *)send + (size_t)r * block, count, t, r, c->comm,
+                                 c->stream), "ncclSend", err);
+        if (st == ZT_OK)
+            st = nccl_check(ncclRecv((char *)recv + (size_t)r * block, count, t, r, c->comm,
+                                     c->stream), "ncclRecv", err);
+    }
+    zt_status end = nccl_check(ncclGroupEnd(), "ncclGroupEnd", err);
+    return finish(c, st != ZT_OK ? st : end, req, err);
+}
+
+static zt_status nccl_broadcast(zt_comm *base, void *buf, size_t count, zt_comm_dtype dt,
+                                int root, zt_comm_req *req, zt_error *err)
+{
+    nccl_comm *c = (nccl_comm *)base;
+    ncclDataType_t t;
+    nccl_type(dt, &t);
+    zt_status st = nccl_check(ncclBroadcast(buf, buf, count, t, root, c->comm, c->stream),
+                              "ncclBroadcast", err);
+    return finish(c, st, req, err);
+}
+
+/* A barrier is an all-reduce of one float in device memory. */
+static zt_status nccl_barrier(zt_comm *base, zt_comm_req *req, zt_error *err)
+{
+    nccl_comm *c = (nccl_comm *)base;
+    float *one = NULL;
+    zt_status st = cuda_check(cudaMallocAsync((void **)&one, sizeof(float), c->stream),
+                              "cudaMallocAsync", err);
+    if (st == ZT_OK)
+        st = nccl_check(ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, c->comm, c->stream),
+                        "ncclAllReduce (barrier)", err);
+    if (one)
+        cudaFreeAsync(one, c->stream);
+    return finish(c, st, req, err);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static zt_status nccl_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
+{
+    nccl_comm *c = (nccl_comm *)base;
+    cudaEvent_t ev = req->impl;
+    if (!ev)
+        return ZT_OK;
+    double deadline = now_s() + c->timeout_s;
+    cudaError_t r;
+    while ((r = cudaEventQuery(ev)) == cudaErrorNotReady) {
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(c->comm, &async);
+        if (async != ncclSuccess)
+            return nccl_check(async, "collective (asynchronous error)", err);
+        if (now_s() > deadline) {
+            ncclCommAbort(c->comm);
+            return ZT_ERR(err, ZT_ERR_COMM,
+                          "rank %d: a collective did not complete within %.0f s; another rank has "
+                          "probably failed (the communicator was aborted; destroy the runtime)",
+                          base->rank, c->timeout_s);
+        }
+        usleep(50);
+    }
+    cudaEventDestroy(ev);
+    req->impl = NULL;
+    req->done = 1;
+    return cuda_check(r, "collective completion", err);
+}
+
+static int nccl_test(zt_comm *base, zt_comm_req *req)
+{
+    (void)base;
+    if (!req->impl)
+        return 1;
+    cudaError_t r = cudaEventQuery((cudaEvent_t)req->impl);
+    return r == cudaSuccess ? 1 : r == cudaErrorNotReady ? 0 : -1;
+}
+
+static zt_status make_comm(ncclComm_t comm, zt_comm **out, zt_error *err);
+
+static zt_status nccl_split(zt_comm *base, int color, int key, zt_comm **out, zt_error *err)
+{
+    nccl_comm *c = (nccl_comm *)base;
+    ncclComm_t sub;
+    zt_status st = nccl_check(ncclCommSplit(c->comm, color, key, &sub, NULL), "ncclCommSplit",
+                              err);
+    return st == ZT_OK ? make_comm(sub, out, err) : st;
+}
+
+static void nccl_destroy(zt_comm *base)
+{
+    nccl_comm *c = (nccl_comm *)base;
+    cudaStreamSynchronize(c->stream);
+    ncclCommDestroy(c->comm);
+    cudaStreamDestroy(c->stream);
+    free(c);
+}
+
+static const zt_comm_iface nccl_iface = {
+    /* .name = */ "nccl",
+    /* .allgather = */ nccl_allgather,
+    /* .reduce_scatter = */ nccl_reduce_scatter,
+    /* .allreduce = */ nccl_allreduce,
+    /* .alltoall = */ nccl_alltoall,
+    /* .broadcast = */ nccl_broadcast,
+    /* .barrier = */ nccl_barrier,
+    /* .wait = */ nccl_wait,
+    /* .test = */ nccl_test,
+    /* .split = */ nccl_split,
+    /* .destroy = */ nccl_destroy,
+};
+
+static zt_status make_comm(ncclComm_t comm, zt_comm **out, zt_error *err)
+{
+    nccl_comm *c = calloc(1, sizeof *c);
+    if (!c)
+        return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory creating an NCCL communicator");
+    c->base.iface = &nccl_iface;
+    c->comm = comm;
+    ncclCommUserRank(comm, &c->base.rank);
+    ncclCommCount(comm, &c->base.size);
+    const char *t = getenv("ZT_COMM_TIMEOUT");
+    c->timeout_s = t && atof(t) > 0 ? atof(t) : 600.0;
+    zt_status st = cuda_check(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking),
+                              "cudaStreamCreate", err);
+    if (st != ZT_OK) {
+        free(c);
+        return st;
+    }
+    *out = &c->base;
+    return ZT_OK;
+}
+
+zt_status zt_comm_nccl_create(zt_comm **out, zt_error *err)
+{
+    zt_comm *boot = NULL;
+    zt_status st = zt_comm_mpi_create(&boot, err);
+    if (st != ZT_OK) {
+        zt_error_prefix(err, "nccl backend bootstrap over MPI: ");
+        return st;
+    }
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (boot->rank == 0)
+        st = nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId", err);
+    zt_comm_req req = {0};
+    st = zt_comm_agree(boot, st, "ncclGetUniqueId", err);
+    if (st == ZT_OK)
+        st = boot->iface->broadcast(boot, &id, sizeof id, ZT_COMM_U8, 0, &req, err);
+    if (st == ZT_OK)
+        st = boot->iface->wait(boot, &req, err);
+    ncclComm_t comm;
+    if (st == ZT_OK)
+        st = nccl_check(ncclCommInitRank(&comm, boot->size, id, boot->rank), "ncclCommInitRank",
+                        err);
+    boot->iface->destroy(boot);
+    return st == ZT_OK ? make_comm(comm, out, err) : st;
+}
