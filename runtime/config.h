@@ -57,6 +57,7 @@ typedef struct zt_config {
 
     /* optimizer */
     zt_optimizer_kind optimizer;            /* "Adam" (with adam_w_mode) or "AdamW" */
+    int adam_w_mode;                        /* "Adam" with decoupled decay (DeepSpeed default) */
     float lr, beta1, beta2, eps, weight_decay;
 
     /* precision */

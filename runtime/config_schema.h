@@ -1,0 +1,35 @@
+/* The configuration key table shared by the parser (config.c). */
+#ifndef ZT_RUNTIME_CONFIG_SCHEMA_H
+#define ZT_RUNTIME_CONFIG_SCHEMA_H
+
+#include "runtime/config.h"
+
+#include <stddef.h>
+
+typedef enum zt_key_kind {
+    ZT_KEY_INT,      /* int field, integral JSON number (5e8 accepted when integral) */
+    ZT_KEY_I64,      /* int64_t field */
+    ZT_KEY_FLOAT,    /* float field */
+    ZT_KEY_BOOL,     /* int field: true/false or 0/1 */
+    ZT_KEY_BYTES,    /* int64_t field: integer or "2G"-style string */
+    ZT_KEY_ENUM,     /* int field: index into values (case-insensitive) */
+    ZT_KEY_ENUM_STR, /* char[16] field: one of values */
+    ZT_KEY_PATH,     /* char[ZT_PATH_MAX] field */
+    ZT_KEY_PATHS,    /* nvme_path: a string or a list of strings (zt_offload_config) */
+    ZT_KEY_BETAS,    /* [beta1, beta2], both in [0, 1) */
+    ZT_KEY_IGNORED   /* a DeepSpeed key (or subtree) ztier does not use */
+} zt_key_kind;
+
+typedef struct zt_config_key {
+    const char *path;
+    zt_key_kind kind;
+    size_t offset;
+    double min, max;
+    const char *const *values; /* ENUM / ENUM_STR, NULL-terminated */
+    int auto_ok;               /* DeepSpeed's "auto" means: keep ztier's default */
+} zt_config_key;
+
+extern const zt_config_key zt_config_keys[];   /* terminated by a NULL path */
+extern const char *const zt_config_objects[]; /* NULL-terminated */
+
+#endif
