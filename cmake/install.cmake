@@ -31,5 +31,8 @@ endif()
 if(ZT_NCCL)
   string(APPEND ZT_PC_LIBS_PRIVATE " -lnccl")
 endif()
+# Relocatable: the prefix is found relative to the .pc file, so `cmake --install --prefix`
+# anywhere gives a working ztier.pc.
+file(RELATIVE_PATH ZT_PC_TO_PREFIX "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/ztier.pc.in ${PROJECT_BINARY_DIR}/ztier.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/ztier.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

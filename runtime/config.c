@@ -195,7 +195,8 @@ static zt_status set_value(const zt_config_key *k, zt_config *cfg, json_t *v,
         ZT_LOGI("config", "%s: a DeepSpeed setting ztier does not use", k->path);
         return ZT_OK;
     }
-    if (json_is_string(v) && strcasecmp(json_string_value(v), "auto") == 0) {
+    int auto_is_value = k->values && enum_index(k->values, "auto") >= 0;
+    if (json_is_string(v) && strcasecmp(json_string_value(v), "auto") == 0 && !auto_is_value) {
         if (k->auto_ok) {
             ZT_LOGI("config", "%s = \"auto\": using ztier's default", k->path);
             return ZT_OK;

@@ -36,16 +36,18 @@ static void adamw(ref_mlp *r)
     float norm = (float)sqrt(sumsq);
     float coef = h->clip > 0 && norm > h->clip ? h->clip / (norm + 1e-6f) : 1.0f;
     int step = ++r->steps;
-    float bc1 = 1.0f - powf(h->beta1, (float)step), bc2 = 1.0f - powf(h->beta2, (float)step);
+    /* the documented update (optimizer/adam.h): bias corrections folded into the step size
+     * and the denominator, computed in double */
+    float step_size = (float)(h->lr / (1.0 - pow(h->beta1, step)));
+    float inv_sqrt_bc2 = (float)(1.0 / sqrt(1.0 - pow(h->beta2, step)));
     for (int k = 0; k < REF_TENSORS; k++) {
         ref_tensor *t = &r->t[k];
         for (int64_t i = 0; i < t->n; i++) {
             float g = t->g[i] * coef;
             t->m[i] = h->beta1 * t->m[i] + (1.0f - h->beta1) * g;
-            t->v[i] = h->beta2 * t->v[i] + (1.0f - h->beta2) * g * g;
-            float mhat = t->m[i] / bc1, vhat = t->v[i] / bc2;
+            t->v[i] = h->beta2 * t->v[i] + (1.0f - h->beta2) * (g * g);
             t->p[i] -= h->lr * h->weight_decay * t->p[i];
-            t->p[i] -= h->lr * mhat / (sqrtf(vhat) + h->eps);
+            t->p[i] -= step_size * (t->m[i] / (sqrtf(t->v[i]) * inv_sqrt_bc2 + h->eps));
             t->g[i] = 0.0f;
         }
     }

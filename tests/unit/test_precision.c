@@ -72,12 +72,13 @@ static void ref_adamw(float *w, float *m, float *v, const float *g, int step, fl
     for (int i = 0; i < N; i++)
         ss += (double)g[i] * g[i];
     float norm = (float)sqrt(ss), coef = clip > 0 && norm > clip ? clip / (norm + 1e-6f) : 1.0f;
-    float bc1 = 1.0f - powf(0.9f, (float)step), bc2 = 1.0f - powf(0.999f, (float)step);
+    float step_size = (float)((double)0.01f / (1.0 - pow(0.9f, step)));
+    float inv_sqrt_bc2 = (float)(1.0 / sqrt(1.0 - pow(0.999f, step)));
     for (int i = 0; i < N; i++) {
         float gi = g[i] * coef;
         m[i] = 0.9f * m[i] + (1.0f - 0.9f) * gi; /* as written in float, like the config */
-        v[i] = 0.999f * v[i] + (1.0f - 0.999f) * gi * gi;
-        w[i] -= 0.01f * (m[i] / bc1) / (sqrtf(v[i] / bc2) + 1e-8f);
+        v[i] = 0.999f * v[i] + (1.0f - 0.999f) * (gi * gi);
+        w[i] -= step_size * (m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + 1e-8f));
     }
 }
 
