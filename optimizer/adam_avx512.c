@@ -8,11 +8,14 @@
 
 static __mmask16 tail_mask(int64_t left) { return left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1); }
 
-static __m512 load_grad(const void *g, zt_dtype t, int64_t i, __mmask16 k)
+static inline __attribute__((always_inline)) __m512 load_grad(const void *g, zt_dtype t,
+                                                               int64_t i, __mmask16 k)
 {
     if (t == ZT_F32)
-        return _mm512_maskz_loadu_ps(k, (const float *)g + i);
-    __m256i h = _mm256_maskz_loadu_epi16(k, (const uint16_t *)g + i);
+        return k == 0xffff ? _mm512_loadu_ps((const float *)g + i)
+                           : _mm512_maskz_loadu_ps(k, (const float *)g + i);
+    __m256i h = k == 0xffff ? _mm256_loadu_si256((const __m256i *)((const uint16_t *)g + i))
+                            : _mm256_maskz_loadu_epi16(k, (const uint16_t *)g + i);
     if (t == ZT_F16)
         return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -30,15 +33,22 @@ static __m256i to_bf16(__m512 x)
     return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, q));
 }
 
-static void store_param(void *out, zt_dtype t, int64_t i, __m512 p, __mmask16 k)
+static inline __attribute__((always_inline)) void store_param(void *out, zt_dtype t, int64_t i,
+                                                               __m512 p, __mmask16 k, int full)
 {
-    if (t == ZT_F32)
-        _mm512_mask_storeu_ps((float *)out + i, k, p);
-    else if (t == ZT_BF16)
-        _mm256_mask_storeu_epi16((uint16_t *)out + i, k, to_bf16(p));
+    if (t == ZT_F32) {
+        if (full)
+            _mm512_storeu_ps((float *)out + i, p);
+        else
+            _mm512_mask_storeu_ps((float *)out + i, k, p);
+        return;
+    }
+    __m256i h = t == ZT_BF16 ? to_bf16(p)
+                             : _mm512_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    if (full)
+        _mm256_storeu_si256((__m256i *)((uint16_t *)out + i), h);
     else
-        _mm256_mask_storeu_epi16((uint16_t *)out + i, k,
-                                 _mm512_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        _mm256_mask_storeu_epi16((uint16_t *)out + i, k, h);
 }
 
 static __mmask16 nonfinite(__m512 g, __mmask16 k)
@@ -46,32 +56,47 @@ static __mmask16 nonfinite(__m512 g, __mmask16 k)
     return _mm512_mask_cmp_ps_mask(k, _mm512_abs_ps(g), _mm512_set1_ps(FLT_MAX), _CMP_NLE_UQ);
 }
 
-int64_t zt_adam_step_avx512(const zt_adam_consts *c, const zt_adam_tensors *t)
+/* One vector of 16 lanes; k masks the tail. Full vectors use unmasked loads and stores:
+ * masked stores are slow on some cores (AMD Zen 4), so only the last vector pays for them. */
+static inline __attribute__((always_inline)) int adam_vector(const zt_adam_consts *c,
+                                                               const zt_adam_tensors *t,
+                                                               int64_t i, __mmask16 k, int full)
 {
-    const __m512 b1 = _mm512_set1_ps(c->beta1), b2 = _mm512_set1_ps(c->beta2);
-    const __m512 omb1 = _mm512_set1_ps(c->one_minus_beta1), omb2 = _mm512_set1_ps(c->one_minus_beta2);
-    const __m512 step = _mm512_set1_ps(c->step_size), ibc2 = _mm512_set1_ps(c->inv_sqrt_bc2);
-    const __m512 eps = _mm512_set1_ps(c->eps), decay = _mm512_set1_ps(c->decay);
-    const __m512 l2 = _mm512_set1_ps(c->l2), gs = _mm512_set1_ps(c->grad_scale);
-    int64_t bad = 0;
-    for (int64_t i = 0; i < t->n; i += 16) {
-        __mmask16 k = tail_mask(t->n - i);
-        __m512 p = _mm512_maskz_loadu_ps(k, t->master + i);
-        __m512 g = _mm512_mul_ps(load_grad(t->grad, t->grad_dtype, i, k), gs);
-        bad += __builtin_popcount(nonfinite(g, k));
-        g = _mm512_fmadd_ps(l2, p, g);
-        __m512 m = _mm512_fmadd_ps(b1, _mm512_maskz_loadu_ps(k, t->m + i), _mm512_mul_ps(omb1, g));
-        __m512 v = _mm512_fmadd_ps(b2, _mm512_maskz_loadu_ps(k, t->v + i),
-                                   _mm512_mul_ps(omb2, _mm512_mul_ps(g, g)));
-        __m512 denom = _mm512_fmadd_ps(_mm512_sqrt_ps(v), ibc2, eps);
-        p = _mm512_fnmadd_ps(decay, p, p);
-        p = _mm512_fnmadd_ps(step, _mm512_div_ps(m, denom), p);
+    const __m512 gs = _mm512_set1_ps(c->grad_scale);
+    __m512 p = full ? _mm512_loadu_ps(t->master + i) : _mm512_maskz_loadu_ps(k, t->master + i);
+    __m512 m = full ? _mm512_loadu_ps(t->m + i) : _mm512_maskz_loadu_ps(k, t->m + i);
+    __m512 v = full ? _mm512_loadu_ps(t->v + i) : _mm512_maskz_loadu_ps(k, t->v + i);
+    __m512 g = _mm512_mul_ps(load_grad(t->grad, t->grad_dtype, i, k), gs);
+    int bad = __builtin_popcount(nonfinite(g, k));
+    g = _mm512_fmadd_ps(_mm512_set1_ps(c->l2), p, g);
+    m = _mm512_fmadd_ps(_mm512_set1_ps(c->beta1), m, _mm512_mul_ps(_mm512_set1_ps(c->one_minus_beta1), g));
+    v = _mm512_fmadd_ps(_mm512_set1_ps(c->beta2), v,
+                        _mm512_mul_ps(_mm512_set1_ps(c->one_minus_beta2), _mm512_mul_ps(g, g)));
+    __m512 denom = _mm512_fmadd_ps(_mm512_sqrt_ps(v), _mm512_set1_ps(c->inv_sqrt_bc2),
+                                   _mm512_set1_ps(c->eps));
+    p = _mm512_fnmadd_ps(_mm512_set1_ps(c->decay), p, p);
+    p = _mm512_fnmadd_ps(_mm512_set1_ps(c->step_size), _mm512_div_ps(m, denom), p);
+    if (full) {
+        _mm512_storeu_ps(t->master + i, p);
+        _mm512_storeu_ps(t->m + i, m);
+        _mm512_storeu_ps(t->v + i, v);
+    } else {
         _mm512_mask_storeu_ps(t->master + i, k, p);
         _mm512_mask_storeu_ps(t->m + i, k, m);
         _mm512_mask_storeu_ps(t->v + i, k, v);
-        if (t->param_out)
-            store_param(t->param_out, t->param_dtype, i, p, k);
     }
+    if (t->param_out)
+        store_param(t->param_out, t->param_dtype, i, p, k, full);
+    return bad;
+}
+
+int64_t zt_adam_step_avx512(const zt_adam_consts *c, const zt_adam_tensors *t)
+{
+    int64_t bad = 0, i = 0;
+    for (; i + 16 <= t->n; i += 16)
+        bad += adam_vector(c, t, i, 0xffff, 1);
+    if (i < t->n)
+        bad += adam_vector(c, t, i, tail_mask(t->n - i), 0);
     return bad;
 }
 
