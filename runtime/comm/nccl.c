@@ -80,7 +80,7 @@ static zt_status nccl_allgather(zt_comm *base, const void *send, void *recv, siz
                                 zt_comm_dtype dt, zt_comm_req *req, zt_error *err)
 {
     nccl_comm *c = (nccl_comm *)base;
-    ncclDataType_t t;
+    ncclDataType_t t = ncclUint8;
     nccl_type(dt, &t);
     zt_status st = nccl_check(ncclAllGather(send, recv, count, t, c->comm, c->stream),
                               "ncclAllGather", err);
@@ -92,7 +92,7 @@ static zt_status nccl_reduce_scatter(zt_comm *base, const void *send, void *recv
                                      zt_error *err)
 {
     nccl_comm *c = (nccl_comm *)base;
-    ncclDataType_t t;
+    ncclDataType_t t = ncclUint8;
     zt_status st = reduce_type(dt, &t, err);
     if (st == ZT_OK)
         /* NCCL's in-place form puts this rank's block at recv = send + rank*count; the
@@ -117,7 +117,7 @@ static zt_status nccl_allreduce(zt_comm *base, const void *send, void *recv, siz
                                 zt_error *err)
 {
     nccl_comm *c = (nccl_comm *)base;
-    ncclDataType_t t;
+    ncclDataType_t t = ncclUint8;
     zt_status st = reduce_type(dt, &t, err);
     if (st == ZT_OK)
         st = nccl_check(ncclAllReduce(send, recv, count, t, op == ZT_REDUCE_MAX ? ncclMax : ncclSum,
@@ -130,7 +130,7 @@ static zt_status nccl_alltoall(zt_comm *base, const void *send, void *recv, size
                                zt_comm_dtype dt, zt_comm_req *req, zt_error *err)
 {
     nccl_comm *c = (nccl_comm *)base;
-    ncclDataType_t t;
+    ncclDataType_t t = ncclUint8;
     nccl_type(dt, &t);
     size_t block = count * zt_comm_dtype_size(dt);
     zt_status st = nccl_check(ncclGroupStart(), "ncclGroupStart", err);
@@ -149,7 +149,7 @@ static zt_status nccl_broadcast(zt_comm *base, void *buf, size_t count, zt_comm_
                                 int root, zt_comm_req *req, zt_error *err)
 {
     nccl_comm *c = (nccl_comm *)base;
-    ncclDataType_t t;
+    ncclDataType_t t = ncclUint8;
     nccl_type(dt, &t);
     zt_status st = nccl_check(ncclBroadcast(buf, buf, count, t, root, c->comm, c->stream),
                               "ncclBroadcast", err);
