@@ -1,0 +1,404 @@
+/* NVMe swap space (see nvme.h). Block b of the space lives in folder b % n_paths at file
+ * offset (b / n_paths) * block_size, so every large transfer is spread over all folders.
+ *
+ * Buffers are not registered with the ring (io_uring_register_buffers needs the ring idle
+ * and every buffer known up front); transfers use plain O_DIRECT reads and writes. */
+#include "tiers/nvme.h"
+#include "runtime/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define SWAP_ALIGN 4096u
+
+typedef struct swap_file {
+    char path[ZT_PATH_MAX + 64];
+    char lock_path[ZT_PATH_MAX + 64];
+    int fd, lock_fd;
+} swap_file;
+
+struct zt_swap {
+    zt_swap_config cfg;
+    swap_file files[ZT_MAX_NVME_PATHS];
+    int fds[ZT_MAX_NVME_PATHS];
+    int n_files;
+    uint64_t total_blocks, next_block;
+    const zt_io_iface *engine_iface;
+    zt_io_engine *engine;
+    uint32_t *crc, *crc_len; /* per block, with verify_checksums */
+    pthread_mutex_t lock;
+    pthread_cond_t done;
+    int inflight;
+    zt_swap_stats stats;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+uint64_t zt_swap_footprint(uint64_t bytes, uint64_t block_size)
+{
+    uint64_t blocks = (bytes + block_size - 1) / block_size;
+    return (blocks ? blocks : 1) * block_size;
+}
+
+/* ---- files and locks ---- */
+
+static zt_status check_folder(const char *dir, zt_error *err)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "NVMe swap folder '%s' cannot be used: %s; create it, or set nvme_path to "
+                      "a folder on a fast local disk", dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "NVMe swap path '%s' is not a folder; nvme_path must name a folder", dir);
+    return ZT_OK;
+}
+
+static zt_status take_lock(swap_file *f, const char *dir, const zt_swap_config *cfg,
+                           zt_error *err)
+{
+    snprintf(f->lock_path, sizeof f->lock_path, "%s/ztier-%s-r%d.lock", dir, cfg->tag, cfg->rank);
+    f->lock_fd = open(f->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (f->lock_fd < 0)
+        return ZT_ERR(err, errno == EROFS || errno == EACCES ? ZT_ERR_CONFIG : ZT_ERR_IO,
+                      "NVMe swap folder '%s' is not writable (%s): point nvme_path to a "
+                      "writable folder", dir, strerror(errno));
+    if (flock(f->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "?";
+        ssize_t n = pread(f->lock_fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 1] = '\0';
+        close(f->lock_fd);
+        f->lock_fd = -1;
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "NVMe swap folder '%s' is in use by another ztier process (pid %s): give "
+                      "each run its own nvme_path", dir, pid);
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(f->lock_fd, 0) != 0 || pwrite(f->lock_fd, pid, (size_t)len, 0) != len)
+        ZT_LOGD("nvme", "could not record the pid in %s", f->lock_path);
+    return ZT_OK;
+}
+
+static zt_status check_space(const char *dir, uint64_t need, zt_error *err)
+{
+    struct statvfs vfs;
+    if (statvfs(dir, &vfs) != 0 || vfs.f_blocks == 0)
+        return ZT_OK; /* no size accounting here (ramfs); fallocate will tell */
+    uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+    if (avail < need)
+        return ZT_ERR(err, ZT_ERR_NOSPACE,
+                      "not enough space for the NVMe swap in '%s': %llu bytes needed, %llu free; "
+                      "free space, add folders to nvme_path, or offload less",
+                      dir, (unsigned long long)need, (unsigned long long)avail);
+    return ZT_OK;
+}
+
+static zt_status open_swap_file(swap_file *f, const char *dir, const zt_swap_config *cfg,
+                                zt_error *err)
+{
+    snprintf(f->path, sizeof f->path, "%s/ztier-%s-r%d.swap", dir, cfg->tag, cfg->rank);
+    f->fd = open(f->path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
+    if (f->fd < 0 && errno == EINVAL) { /* the filesystem has no O_DIRECT (tmpfs, ...) */
+        if (!cfg->allow_buffered) {
+            unlink(f->path);
+            return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
+                          "the filesystem of NVMe swap folder '%s' does not support O_DIRECT; "
+                          "use a folder on a local disk, or set ztier.allow_buffered_io to use "
+                          "the page cache", dir);
+        }
+        ZT_LOGW("nvme", "'%s' has no O_DIRECT; using buffered I/O as ztier.allow_buffered_io "
+                        "permits", dir);
+        f->fd = open(f->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    }
+    if (f->fd < 0)
+        return ZT_ERR(err, ZT_ERR_IO, "cannot create NVMe swap file '%s': %s", f->path,
+                      strerror(errno));
+    return ZT_OK;
+}
+
+static zt_status preallocate(swap_file *f, uint64_t bytes, zt_error *err)
+{
+    int rc = posix_fallocate(f->fd, 0, (off_t)bytes);
+    if (rc == 0)
+        return ZT_OK;
+    if (rc == ENOSPC || rc == EDQUOT || rc == EFBIG)
+        return ZT_ERR(err, ZT_ERR_NOSPACE,
+                      "not enough space to preallocate %llu bytes for NVMe swap file '%s' (%s); "
+                      "free space, add folders to nvme_path, or offload less",
+                      (unsigned long long)bytes, f->path, strerror(rc));
+    return ZT_ERR(err, ZT_ERR_IO, "preallocating NVMe swap file '%s': %s", f->path, strerror(rc));
+}
+
+static void close_file(swap_file *f)
+{
+    if (f->fd >= 0) {
+        close(f->fd);
+        unlink(f->path);
+    }
+    if (f->lock_fd >= 0) {
+        unlink(f->lock_path);
+        close(f->lock_fd);
+    }
+    f->fd = f->lock_fd = -1;
+}
+
+static zt_status open_folder(zt_swap *sw, int i, uint64_t per_file, zt_error *err)
+{
+    const char *dir = sw->cfg.paths[i];
+    swap_file *f = &sw->files[i];
+    f->fd = f->lock_fd = -1;
+    zt_status st = check_folder(dir, err);
+    if (st == ZT_OK)
+        st = take_lock(f, dir, &sw->cfg, err);
+    if (st == ZT_OK)
+        st = check_space(dir, per_file, err);
+    if (st == ZT_OK)
+        st = open_swap_file(f, dir, &sw->cfg, err);
+    if (st == ZT_OK)
+        st = preallocate(f, per_file, err);
+    if (st != ZT_OK)
+        close_file(f);
+    sw->fds[i] = f->fd;
+    return st;
+}
+
+/* ---- engine ---- */
+
+static zt_status start_engine(zt_swap *sw, zt_error *err)
+{
+    char why[256] = "";
+    int threads = sw->cfg.threads > 0 ? sw->cfg.threads : 1;
+    if (sw->cfg.engine != ZT_IO_ENGINE_THREADS) {
+        int rc = zt_io_uring_engine.create(sw->fds, sw->n_files, sw->cfg.queue_depth, threads,
+                                           &sw->engine, why, sizeof why);
+        if (rc == 0) {
+            sw->engine_iface = &zt_io_uring_engine;
+            return ZT_OK;
+        }
+        if (sw->cfg.engine == ZT_IO_ENGINE_URING)
+            return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
+                          "ztier.io_engine is \"io_uring\" but io_uring cannot be set up here "
+                          "(%s); use \"auto\" or \"threads\"", why);
+        ZT_LOGW("nvme", "io_uring is unavailable (%s); using the thread-pool I/O engine", why);
+    }
+    int rc = zt_io_threads_engine.create(sw->fds, sw->n_files, sw->cfg.queue_depth,
+                                         threads < 8 ? 8 : threads, &sw->engine, why, sizeof why);
+    if (rc != 0)
+        return ZT_ERR(err, ZT_ERR_IO, "cannot start the thread-pool I/O engine: %s",
+                      strerror(-rc));
+    sw->engine_iface = &zt_io_threads_engine;
+    return ZT_OK;
+}
+
+zt_status zt_swap_create(const zt_swap_config *cfg, uint64_t capacity, zt_swap **out,
+                         zt_error *err)
+{
+    if (cfg->n_paths < 1 || cfg->n_paths > ZT_MAX_NVME_PATHS || cfg->block_size % SWAP_ALIGN)
+        return ZT_ERR(err, ZT_ERR_CONFIG, "NVMe swap: %d folders (1..%d) and block size %llu "
+                                          "(a multiple of 4096) are required",
+                      cfg->n_paths, ZT_MAX_NVME_PATHS, (unsigned long long)cfg->block_size);
+    zt_swap *sw = calloc(1, sizeof *sw);
+    if (!sw)
+        return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory creating the NVMe swap");
+    sw->cfg = *cfg;
+    sw->total_blocks = (capacity + cfg->block_size - 1) / cfg->block_size;
+    uint64_t per_file = ((sw->total_blocks + (uint64_t)cfg->n_paths - 1) / (uint64_t)cfg->n_paths) *
+                        cfg->block_size;
+    pthread_mutex_init(&sw->lock, NULL);
+    pthread_cond_init(&sw->done, NULL);
+    zt_status st = ZT_OK;
+    for (int i = 0; st == ZT_OK && i < cfg->n_paths; i++) {
+        st = open_folder(sw, i, per_file ? per_file : cfg->block_size, err);
+        if (st == ZT_OK)
+            sw->n_files = i + 1;
+    }
+    if (st == ZT_OK && cfg->verify_checksums &&
+        (!(sw->crc = calloc(sw->total_blocks + 1, sizeof *sw->crc)) ||
+         !(sw->crc_len = calloc(sw->total_blocks + 1, sizeof *sw->crc_len))))
+        st = ZT_ERR(err, ZT_ERR_NOMEM, "out of memory for NVMe block checksums");
+    if (st == ZT_OK)
+        st = start_engine(sw, err);
+    if (st != ZT_OK) {
+        zt_swap_destroy(sw);
+        return st;
+    }
+    sw->stats.capacity = sw->total_blocks * cfg->block_size;
+    ZT_LOGI("nvme", "%s swap: %llu bytes over %d folder(s), %s engine, queue depth %d",
+            cfg->tag, (unsigned long long)sw->stats.capacity, cfg->n_paths,
+            sw->engine_iface->name, cfg->queue_depth);
+    *out = sw;
+    return ZT_OK;
+}
+
+zt_status zt_swap_alloc(zt_swap *sw, uint64_t bytes, const char *owner, zt_swap_extent *out,
+                        zt_error *err)
+{
+    uint64_t blocks = zt_swap_footprint(bytes, sw->cfg.block_size) / sw->cfg.block_size;
+    if (sw->next_block + blocks > sw->total_blocks)
+        return ZT_ERR(err, ZT_ERR_INTERNAL,
+                      "NVMe swap '%s' full placing '%s' (%llu blocks, %llu of %llu used): the "
+                      "placement plan undercounted", sw->cfg.tag, owner,
+                      (unsigned long long)blocks, (unsigned long long)sw->next_block,
+                      (unsigned long long)sw->total_blocks);
+    *out = (zt_swap_extent){sw->next_block, blocks, owner};
+    sw->next_block += blocks;
+    sw->stats.used = sw->next_block * sw->cfg.block_size;
+    return ZT_OK;
+}
+
+const char *zt_swap_locate(const zt_swap *sw, const zt_swap_extent *x, uint64_t offset,
+                           uint64_t *file_offset)
+{
+    uint64_t b = x->first_block + offset / sw->cfg.block_size;
+    int file = (int)(b % (uint64_t)sw->n_files);
+    *file_offset = (b / (uint64_t)sw->n_files) * sw->cfg.block_size + offset % sw->cfg.block_size;
+    return sw->files[file].path;
+}
+
+/* ---- transfers ---- */
+
+static void piece_done(zt_io_piece *p, int result)
+{
+    zt_swap_io *io = p->user;
+    zt_swap *sw = io->sw;
+    uint64_t k = (uint64_t)(p - io->pieces), b = io->x->first_block + k;
+    if (result == 0 && sw->crc) {
+        uint32_t crc = (uint32_t)crc32(0L, p->buf, p->len);
+        if (io->op == ZT_IO_WRITE)
+            sw->crc[b] = crc, sw->crc_len[b] = p->len;
+        else if (sw->crc_len[b] == p->len && sw->crc[b] != crc)
+            result = -EBADMSG;
+    }
+    pthread_mutex_lock(&sw->lock);
+    if (result < 0 && io->error == 0) {
+        io->error = result;
+        io->bad_offset = k * sw->cfg.block_size;
+    }
+    sw->inflight--;
+    if (--io->pending == 0)
+        pthread_cond_broadcast(&sw->done);
+    pthread_mutex_unlock(&sw->lock);
+}
+
+static zt_status start_io(zt_swap *sw, int op, const zt_swap_extent *x, void *buf, uint64_t len,
+                          zt_swap_io *io, zt_error *err)
+{
+    uint64_t bs = sw->cfg.block_size, total = (len + SWAP_ALIGN - 1) / SWAP_ALIGN * SWAP_ALIGN;
+    if (total > x->n_blocks * bs || ((uintptr_t)buf % SWAP_ALIGN) != 0)
+        return ZT_ERR(err, ZT_ERR_INTERNAL,
+                      "NVMe %s of '%s': %llu bytes at %p does not fit its extent or alignment",
+                      op == ZT_IO_READ ? "read" : "write", x->owner, (unsigned long long)len, buf);
+    int n = (int)((total + bs - 1) / bs);
+    memset(io, 0, sizeof *io);
+    io->sw = sw, io->op = op, io->x = x, io->n_pieces = n, io->pending = n;
+    io->t_start = now_s();
+    if (!(io->pieces = calloc((size_t)n, sizeof *io->pieces)))
+        return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory for an NVMe transfer of '%s'", x->owner);
+    pthread_mutex_lock(&sw->lock);
+    sw->inflight += n;
+    if (sw->inflight > sw->stats.max_inflight)
+        sw->stats.max_inflight = sw->inflight;
+    pthread_mutex_unlock(&sw->lock);
+    for (int k = 0; k < n; k++) {
+        uint64_t b = x->first_block + (uint64_t)k, off = (uint64_t)k * bs;
+        zt_io_piece *p = &io->pieces[k];
+        p->op = op;
+        p->file = (int)(b % (uint64_t)sw->n_files);
+        p->offset = (b / (uint64_t)sw->n_files) * bs;
+        p->buf = (char *)buf + off;
+        p->len = (uint32_t)(total - off < bs ? total - off : bs);
+        p->buf_index = -1;
+        p->on_done = piece_done;
+        p->user = io;
+        sw->engine_iface->submit(sw->engine, p);
+    }
+    return ZT_OK;
+}
+
+zt_status zt_swap_read(zt_swap *sw, const zt_swap_extent *x, void *buf, uint64_t len,
+                       zt_swap_io *io, zt_error *err)
+{
+    return start_io(sw, ZT_IO_READ, x, buf, len, io, err);
+}
+
+zt_status zt_swap_write(zt_swap *sw, const zt_swap_extent *x, const void *buf, uint64_t len,
+                        zt_swap_io *io, zt_error *err)
+{
+    return start_io(sw, ZT_IO_WRITE, x, (void *)buf, len, io, err);
+}
+
+zt_status zt_swap_wait(zt_swap *sw, zt_swap_io *io, zt_error *err)
+{
+    if (!io->pieces)
+        return ZT_OK;
+    pthread_mutex_lock(&sw->lock);
+    while (io->pending > 0)
+        pthread_cond_wait(&sw->done, &sw->lock);
+    double dt = now_s() - io->t_start;
+    uint64_t bytes = 0;
+    for (int k = 0; k < io->n_pieces; k++)
+        bytes += io->pieces[k].len;
+    if (io->op == ZT_IO_READ)
+        sw->stats.read_bytes += bytes, sw->stats.read_s += dt;
+    else
+        sw->stats.write_bytes += bytes, sw->stats.write_s += dt;
+    pthread_mutex_unlock(&sw->lock);
+    free(io->pieces);
+    io->pieces = NULL;
+    if (io->error == 0)
+        return ZT_OK;
+    uint64_t foff = 0;
+    const char *file = zt_swap_locate(sw, io->x, io->bad_offset, &foff);
+    if (io->error == -EBADMSG)
+        return ZT_ERR(err, ZT_ERR_CORRUPT,
+                      "NVMe data of '%s' is corrupted at byte %llu of the tensor (file '%s', "
+                      "offset %llu): the checksum does not match what was written",
+                      io->x->owner, (unsigned long long)io->bad_offset, file,
+                      (unsigned long long)foff);
+    return ZT_ERR(err, zt_status_from_errno(io->error) == ZT_ERR_NOSPACE ? ZT_ERR_NOSPACE : ZT_ERR_IO,
+                  "NVMe %s of '%s' failed at byte %llu of the tensor (file '%s', offset %llu): %s",
+                  io->op == ZT_IO_READ ? "read" : "write", io->x->owner,
+                  (unsigned long long)io->bad_offset, file, (unsigned long long)foff,
+                  strerror(-io->error));
+}
+
+void zt_swap_get_stats(zt_swap *sw, zt_swap_stats *out)
+{
+    pthread_mutex_lock(&sw->lock);
+    *out = sw->stats;
+    pthread_mutex_unlock(&sw->lock);
+}
+
+const char *zt_swap_engine_name(const zt_swap *sw) { return sw->engine_iface->name; }
+
+void zt_swap_destroy(zt_swap *sw)
+{
+    if (!sw)
+        return;
+    if (sw->engine)
+        sw->engine_iface->destroy(sw->engine);
+    for (int i = 0; i < ZT_MAX_NVME_PATHS && i < sw->cfg.n_paths; i++)
+        if (i < sw->n_files)
+            close_file(&sw->files[i]);
+    free(sw->crc);
+    free(sw->crc_len);
+    pthread_mutex_destroy(&sw->lock);
+    pthread_cond_destroy(&sw->done);
+    free(sw);
+}
