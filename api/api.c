@@ -212,6 +212,19 @@ zt_status zt_stats_get(const zt_runtime *rt, zt_stats *out)
     s.host_bytes_current = rt->host.current;
     s.host_bytes_peak = rt->host.peak;
     s.trace_deviations = (uint64_t)rt->trace.deviations;
+    zt_swap *swaps[2] = {rt->param_swap, rt->optim_swap};
+    for (int i = 0; i < 2; i++) {
+        if (!swaps[i])
+            continue;
+        zt_swap_stats ss;
+        zt_swap_get_stats(swaps[i], &ss);
+        s.nvme_bytes_current += ss.used;
+        s.nvme_bytes_peak += ss.used; /* preallocated at commit: current is the peak */
+        s.nvme_read_bytes += ss.read_bytes;
+        s.nvme_write_bytes += ss.write_bytes;
+        s.nvme_read_s += ss.read_s;
+        s.nvme_write_s += ss.write_s;
+    }
     size_t n = out->struct_size < sizeof s ? out->struct_size : sizeof s;
     s.struct_size = n;
     memcpy(out, &s, n);

@@ -12,19 +12,51 @@ static char *rank_slot(const zt_runtime *rt, const zt_layer *L)
     return (char *)L->gathered + (size_t)rt->rank * (size_t)L->shard_numel * zt_dtype_size(rt->dtype);
 }
 
-static zt_status start_copy(zt_runtime *rt, zt_layer *L, int evict, zt_error *err)
+static zt_status alloc_gathered(zt_runtime *rt, zt_layer *L, int evict, zt_error *err)
 {
-    zt_device *dev = rt->dev;
     size_t bytes = (size_t)L->flat_numel * zt_dtype_size(rt->dtype);
-    zt_status st = evict ? zt_device_alloc_evicting(rt, bytes, &L->gathered, err)
-                         : dev->iface->alloc(dev, bytes, &L->gathered, err);
-    if (st != ZT_OK)
+    return evict ? zt_device_alloc_evicting(rt, bytes, &L->gathered, err)
+                 : rt->dev->iface->alloc(rt->dev, bytes, &L->gathered, err);
+}
+
+/* The fetch path needs a staging buffer now: finish the reads of prefetched layers (each
+ * frees one when its copy is queued) until one is free. */
+static void *staging_for_fetch(zt_runtime *rt, zt_layer *self, zt_error *err)
+{
+    void *buf;
+    while (!(buf = zt_pinned_acquire(rt->param_staging))) {
+        zt_layer *holder = NULL;
+        for (int i = 0; i < rt->n_layers && !holder; i++)
+            if (&rt->layers[i] != self && rt->layers[i].nvme_buf)
+                holder = &rt->layers[i];
+        if (!holder || zt_gather_advance(rt, holder, 1, err) != ZT_OK)
+            return NULL;
+    }
+    return buf;
+}
+
+/* NONE -> READING (NVMe home) or COPYING (host/device home). */
+static zt_status start(zt_runtime *rt, zt_layer *L, int evict, zt_error *err)
+{
+    if (L->param_home.kind == ZT_TIER_NVME) {
+        L->nvme_buf = evict ? staging_for_fetch(rt, L, err) : zt_pinned_acquire(rt->param_staging);
+        if (!L->nvme_buf)
+            return evict ? ZT_ERR(err, ZT_ERR_INTERNAL, "no NVMe staging buffer for '%s'", L->name)
+                         : ZT_OK; /* prefetch: try again at a later fetch */
+        zt_status st = alloc_gathered(rt, L, evict, err);
+        if (st == ZT_OK)
+            st = zt_home_read_start(&L->param_home, L->nvme_buf, &L->nvme_io, err);
+        if (st == ZT_OK)
+            L->gstate = ZT_GATHER_READING;
         return st;
+    }
+    zt_status st = alloc_gathered(rt, L, evict, err);
     zt_homes h = rt->homes;
     h.stream = rt->prefetch_stream;
-    st = zt_home_to_device(&h, &L->param_home, rank_slot(rt, L), rt->staging_lp, err);
     if (st == ZT_OK)
-        st = dev->iface->event_record(dev, L->copied, rt->prefetch_stream, err);
+        st = zt_home_to_device(&h, &L->param_home, rank_slot(rt, L), err);
+    if (st == ZT_OK)
+        st = rt->dev->iface->event_record(rt->dev, L->copied, rt->prefetch_stream, err);
     if (st == ZT_OK) {
         L->gstate = ZT_GATHER_COPYING;
         rt->stats.h2d_bytes += L->param_home.kind == ZT_TIER_DEVICE ? 0 : L->param_home.bytes;
@@ -32,9 +64,31 @@ static zt_status start_copy(zt_runtime *rt, zt_layer *L, int evict, zt_error *er
     return st;
 }
 
+/* READING -> COPYING: the shard is in the staging buffer; queue its copy to the device. */
+static zt_status copy_staged(zt_runtime *rt, zt_layer *L, zt_error *err)
+{
+    zt_status st = zt_home_io_wait(&L->param_home, &L->nvme_io, err);
+    if (st == ZT_OK)
+        st = rt->dev->iface->memcpy_async(rt->dev, rank_slot(rt, L), L->nvme_buf,
+                                          L->param_home.bytes, ZT_COPY_H2D, rt->prefetch_stream,
+                                          err);
+    if (st == ZT_OK)
+        st = rt->dev->iface->event_record(rt->dev, L->copied, rt->prefetch_stream, err);
+    if (st == ZT_OK) {
+        L->gstate = ZT_GATHER_COPYING;
+        rt->stats.h2d_bytes += L->param_home.bytes;
+    }
+    return st;
+}
+
+/* COPYING -> COMM: the copy is done (its staging buffer is free again); all-gather. */
 static zt_status issue_allgather(zt_runtime *rt, zt_layer *L, zt_error *err)
 {
     zt_status st = rt->dev->iface->event_synchronize(rt->dev, L->copied, err);
+    if (st == ZT_OK && L->nvme_buf) {
+        zt_pinned_release(rt->param_staging, L->nvme_buf);
+        L->nvme_buf = NULL;
+    }
     if (st == ZT_OK)
         st = rt->comm->iface->allgather(rt->comm, rank_slot(rt, L), L->gathered,
                                         (size_t)L->shard_numel, comm_dtype(rt->dtype), &L->req,
@@ -59,7 +113,10 @@ zt_status zt_gather_advance(zt_runtime *rt, zt_layer *L, int evict, zt_error *er
     zt_status st = ZT_OK;
     switch (L->gstate) {
     case ZT_GATHER_NONE:
-        st = start_copy(rt, L, evict, err);
+        st = start(rt, L, evict, err);
+        break;
+    case ZT_GATHER_READING:
+        st = copy_staged(rt, L, err);
         break;
     case ZT_GATHER_COPYING:
         st = issue_allgather(rt, L, err);
@@ -85,10 +142,17 @@ zt_status zt_gather_complete(zt_runtime *rt, zt_layer *L, zt_error *err)
 
 void zt_gather_drop(zt_runtime *rt, zt_layer *L)
 {
-    if (L->gstate == ZT_GATHER_COPYING || L->gstate == ZT_GATHER_NONE)
+    if (L->nvme_io.pieces)
+        zt_home_io_wait(&L->param_home, &L->nvme_io, NULL);
+    if (L->gstate == ZT_GATHER_COPYING || L->gstate == ZT_GATHER_NONE ||
+        L->gstate == ZT_GATHER_READING)
         rt->dev->iface->stream_synchronize(rt->dev, rt->prefetch_stream, NULL);
     if (L->gstate == ZT_GATHER_COMM)
         rt->comm->iface->wait(rt->comm, &L->req, NULL);
+    if (L->nvme_buf) {
+        zt_pinned_release(rt->param_staging, L->nvme_buf);
+        L->nvme_buf = NULL;
+    }
     rt->dev->iface->free(rt->dev, L->gathered);
     L->gathered = NULL;
     L->gstate = ZT_GATHER_NONE;

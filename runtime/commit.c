@@ -31,15 +31,18 @@ static zt_status place_layer(zt_runtime *rt, zt_layer *L)
 {
     uint64_t shard = (uint64_t)L->shard_numel;
     zt_tier_kind opt = optimizer_tier(rt);
-    zt_status st = zt_home_alloc(&rt->homes, rt->cfg.offload_param.device,
+    zt_homes ph = rt->homes, oh = rt->homes;
+    ph.swap = rt->param_swap;
+    oh.swap = rt->optim_swap;
+    zt_status st = zt_home_alloc(&ph, rt->cfg.offload_param.device,
                                  shard * zt_dtype_size(rt->dtype), L->name, &L->param_home,
                                  &rt->err);
     if (st == ZT_OK)
-        st = zt_home_alloc(&rt->homes, opt, shard * 4, L->name, &L->master, &rt->err);
+        st = zt_home_alloc(&oh, opt, shard * 4, L->name, &L->master, &rt->err);
     if (st == ZT_OK)
-        st = zt_home_alloc(&rt->homes, opt, shard * 4, L->name, &L->exp_avg, &rt->err);
+        st = zt_home_alloc(&oh, opt, shard * 4, L->name, &L->exp_avg, &rt->err);
     if (st == ZT_OK)
-        st = zt_home_alloc(&rt->homes, opt, shard * 4, L->name, &L->exp_avg_sq, &rt->err);
+        st = zt_home_alloc(&oh, opt, shard * 4, L->name, &L->exp_avg_sq, &rt->err);
     if (st == ZT_OK)
         st = zt_host_tier_alloc(&rt->host, shard * 4, L->name, (void **)&L->grad_acc, &rt->err);
     if (st == ZT_OK)
@@ -76,7 +79,12 @@ static zt_status init_layer(zt_runtime *rt, zt_layer *L)
         working = rt->staging_lp;
         zt_convert_array(working, rt->dtype, master, ZT_F32, (size_t)L->shard_numel);
     }
-    return zt_home_store(&rt->homes, &L->param_home, working, &rt->err);
+    st = zt_home_store(&rt->homes, &L->param_home, working, &rt->err);
+    if (st != ZT_OK || L->exp_avg.kind != ZT_TIER_NVME)
+        return st; /* host and device homes start zeroed */
+    memset(rt->staging, 0, (size_t)L->shard_numel * sizeof(float));
+    st = zt_home_store(&rt->homes, &L->exp_avg, rt->staging, &rt->err);
+    return st == ZT_OK ? zt_home_store(&rt->homes, &L->exp_avg_sq, rt->staging, &rt->err) : st;
 }
 
 static zt_status alloc_staging(zt_runtime *rt)
@@ -85,11 +93,64 @@ static zt_status alloc_staging(zt_runtime *rt)
     for (int i = 0; i < rt->n_layers; i++)
         if (rt->layers[i].shard_numel > max_shard)
             max_shard = rt->layers[i].shard_numel;
-    /* Two halves: an fp32 shard and its working-dtype copy. */
-    rt->staging_bytes = 2 * (size_t)max_shard * sizeof(float);
+    /* Two halves, each page-aligned for O_DIRECT: an fp32 shard and its working-dtype copy. */
+    size_t half = ((size_t)max_shard * sizeof(float) + 4095) / 4096 * 4096;
+    rt->staging_bytes = 2 * half;
     zt_status st = zt_host_tier_alloc(&rt->host, rt->staging_bytes, "staging buffer",
                                       &rt->staging, &rt->err);
-    rt->staging_lp = st == ZT_OK ? (char *)rt->staging + (size_t)max_shard * sizeof(float) : NULL;
+    rt->staging_lp = st == ZT_OK ? (char *)rt->staging + half : NULL;
+    if (st != ZT_OK || optimizer_tier(rt) != ZT_TIER_NVME)
+        return st;
+    /* master, m and v of one layer while it is updated from NVMe */
+    rt->opt_buf_bytes = (size_t)max_shard * sizeof(float);
+    for (int k = 0; st == ZT_OK && k < 3; k++)
+        st = zt_host_tier_alloc(&rt->host, rt->opt_buf_bytes, "optimizer staging",
+                                (void **)&rt->opt_buf[k], &rt->err);
+    return st;
+}
+
+static zt_swap_config swap_config(const zt_runtime *rt, const zt_offload_config *off,
+                                  const char *tag)
+{
+    zt_swap_config c;
+    memset(&c, 0, sizeof c);
+    for (int i = 0; i < off->n_nvme_paths; i++)
+        c.paths[i] = off->nvme_path[i];
+    c.n_paths = off->n_nvme_paths;
+    c.tag = tag;
+    c.rank = rt->rank;
+    c.block_size = (uint64_t)rt->cfg.aio_block_size;
+    c.queue_depth = rt->cfg.aio_queue_depth;
+    c.threads = rt->cfg.aio_intra_op_parallelism;
+    c.engine = rt->cfg.io_engine;
+    c.allow_buffered = rt->cfg.allow_buffered_io;
+    c.verify_checksums = rt->cfg.verify_checksums;
+    return c;
+}
+
+/* Sizes and creates the NVMe swap spaces the placement needs, and the staging buffers. */
+static zt_status open_swaps(zt_runtime *rt)
+{
+    uint64_t bs = (uint64_t)rt->cfg.aio_block_size, pbytes = 0, obytes = 0, max_pshard = 0;
+    for (int i = 0; i < rt->n_layers; i++) {
+        uint64_t shard = (uint64_t)rt->layers[i].shard_numel;
+        uint64_t p = shard * zt_dtype_size(rt->dtype);
+        pbytes += zt_swap_footprint(p, bs);
+        obytes += 3 * zt_swap_footprint(shard * 4, bs);
+        max_pshard = p > max_pshard ? p : max_pshard;
+    }
+    zt_status st = ZT_OK;
+    if (rt->cfg.offload_param.device == ZT_TIER_NVME) {
+        zt_swap_config c = swap_config(rt, &rt->cfg.offload_param, "param");
+        st = zt_swap_create(&c, pbytes, &rt->param_swap, &rt->err);
+        if (st == ZT_OK)
+            st = zt_pinned_pool_create((int)rt->cfg.offload_param.buffer_count, max_pshard,
+                                       &rt->param_staging, &rt->err);
+    }
+    if (st == ZT_OK && optimizer_tier(rt) == ZT_TIER_NVME) {
+        zt_swap_config c = swap_config(rt, &rt->cfg.offload_optimizer, "optim");
+        st = zt_swap_create(&c, obytes, &rt->optim_swap, &rt->err);
+    }
     return st;
 }
 
@@ -106,6 +167,8 @@ zt_status zt_rt_commit(zt_runtime *rt)
     for (int i = 0; i < rt->n_layers; i++)
         layout_layer(rt, &rt->layers[i]);
     zt_status st = alloc_staging(rt);
+    if (st == ZT_OK)
+        st = open_swaps(rt);
     for (int i = 0; st == ZT_OK && i < rt->n_layers; i++)
         st = place_layer(rt, &rt->layers[i]);
     for (int i = 0; st == ZT_OK && i < rt->n_layers; i++)

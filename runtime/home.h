@@ -6,6 +6,7 @@
 #include "runtime/config.h"
 #include "runtime/device/device.h"
 #include "tiers/host_tier.h"
+#include "tiers/nvme.h"
 
 #include <stdint.h>
 
@@ -13,6 +14,8 @@ typedef struct zt_home {
     zt_tier_kind kind;
     uint64_t bytes;
     void *ptr;         /* DEVICE: device memory; HOST: host memory */
+    zt_swap *swap;     /* NVME: the swap space holding it */
+    zt_swap_extent ext;
     const char *owner; /* tensor name for messages; not owned */
 } zt_home;
 
@@ -21,6 +24,7 @@ typedef struct zt_homes {
     zt_device *dev;
     zt_stream *stream;
     zt_host_tier *host;
+    zt_swap *swap; /* where NVME homes are carved from (set per kind of state) */
 } zt_homes;
 
 zt_status zt_home_alloc(zt_homes *h, zt_tier_kind kind, uint64_t bytes, const char *owner,
@@ -30,13 +34,19 @@ void zt_home_free(zt_homes *h, zt_home *home);
 /* Host pointer of a HOST home (usable in place), NULL for other tiers. */
 void *zt_home_host_ptr(const zt_home *home);
 
-/* Copies the whole home into / out of host memory. Synchronous. */
+/* Copies the whole home into / out of host memory. Synchronous. For NVME homes the host
+ * buffer must be 4096-aligned and hold the size rounded up to 4096. */
 zt_status zt_home_load(zt_homes *h, const zt_home *home, void *dst, zt_error *err);
 zt_status zt_home_store(zt_homes *h, zt_home *home, const void *src, zt_error *err);
 
-/* Copies the home into device memory (for HOST and DEVICE homes: queued on the homes'
- * stream; the caller synchronizes). staging must hold home->bytes for other tiers. */
-zt_status zt_home_to_device(zt_homes *h, const zt_home *home, void *dst, void *staging,
-                            zt_error *err);
+/* Queues a copy of a HOST or DEVICE home into device memory on the homes' stream (the
+ * caller synchronizes). NVME homes go through zt_swap_read into a staging buffer first. */
+zt_status zt_home_to_device(zt_homes *h, const zt_home *home, void *dst, zt_error *err);
+
+/* Starts / finishes moving an NVME home into or out of a host buffer (asynchronous). */
+zt_status zt_home_read_start(const zt_home *home, void *dst, zt_swap_io *io, zt_error *err);
+zt_status zt_home_write_start(const zt_home *home, const void *src, zt_swap_io *io,
+                              zt_error *err);
+zt_status zt_home_io_wait(const zt_home *home, zt_swap_io *io, zt_error *err);
 
 #endif

@@ -60,7 +60,7 @@ static void fill_views(zt_runtime *rt, zt_layer *L, zt_pass pass, zt_layer_view 
 static zt_status gather_layer(zt_runtime *rt, zt_layer *L)
 {
     zt_status st = ZT_OK;
-    while (st == ZT_OK && (L->gstate == ZT_GATHER_NONE || L->gstate == ZT_GATHER_COPYING))
+    while (st == ZT_OK && L->gstate != ZT_GATHER_COMM && L->gstate != ZT_GATHER_READY)
         st = zt_gather_advance(rt, L, 1, &rt->err);
     if (st == ZT_OK)
         zt_prefetch_advance(rt, (int)(L - rt->layers));

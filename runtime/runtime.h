@@ -14,6 +14,7 @@
 #include "runtime/threadpool.h"
 #include "prefetch/trace.h"
 #include "tiers/host_tier.h"
+#include "tiers/pinned.h"
 
 #include <stdint.h>
 
@@ -34,6 +35,7 @@ typedef struct zt_param {
 /* Where a layer's gathered parameters stand (see prefetch/gather.h). */
 typedef enum zt_gather_state {
     ZT_GATHER_NONE = 0,
+    ZT_GATHER_READING, /* NVMe -> pinned staging buffer in flight */
     ZT_GATHER_COPYING,
     ZT_GATHER_COMM,
     ZT_GATHER_READY
@@ -59,6 +61,8 @@ typedef struct zt_layer {
     zt_gather_state gstate;
     zt_event *copied;  /* the shard's copy into `gathered` is done */
     zt_comm_req req;   /* the all-gather in flight */
+    void *nvme_buf;    /* staging buffer of an NVMe read in flight */
+    zt_swap_io nvme_io;
     void *grads;    /* device: full flat gradients, working dtype (backward only) */
     zt_tensor_view *views; /* 2 * n_params: forward views, then backward views */
 } zt_layer;
@@ -84,7 +88,12 @@ struct zt_runtime {
     zt_trace trace;
     zt_comm *comm;
     zt_host_tier host;
-    zt_homes homes; /* the tiers a shard can live in */
+    zt_homes homes;          /* the tiers a shard can live in (homes.swap: unset) */
+    zt_swap *param_swap;     /* NVMe swap for parameters (offload_param.device = nvme) */
+    zt_swap *optim_swap;     /* NVMe swap for master, m, v (offload_optimizer.device = nvme) */
+    zt_pinned_pool *param_staging; /* buffers for NVMe -> device parameter reads */
+    float *opt_buf[3];       /* host copies of master, m, v while an NVMe layer updates */
+    size_t opt_buf_bytes;
     zt_threadpool *pool;
     zt_adam_variant adam_variant;
     void *staging;        /* host buffer: one fp32 shard in transit (largest shard) */

@@ -81,22 +81,45 @@ static void update_loss_scale(zt_runtime *rt, int overflow)
     }
 }
 
+/* Reads (or writes back) master, m and v of an NVMe-resident layer, all three in flight. */
+static zt_status move_state(zt_runtime *rt, zt_layer *L, int write)
+{
+    zt_home *homes[3] = {&L->master, &L->exp_avg, &L->exp_avg_sq};
+    zt_swap_io io[3];
+    zt_status st = ZT_OK;
+    int started = 0;
+    for (; st == ZT_OK && started < 3; started++)
+        st = write ? zt_home_write_start(homes[started], rt->opt_buf[started], &io[started], &rt->err)
+                   : zt_home_read_start(homes[started], rt->opt_buf[started], &io[started], &rt->err);
+    if (st != ZT_OK)
+        started--;
+    for (int k = 0; k < started; k++) {
+        zt_status w = zt_home_io_wait(homes[k], &io[k], st == ZT_OK ? &rt->err : NULL);
+        st = st == ZT_OK ? w : st;
+    }
+    return st;
+}
+
 static zt_status update_layer(zt_runtime *rt, zt_layer *L, const zt_adam_hparams *h)
 {
-    float *master = zt_home_host_ptr(&L->master);
-    float *m = zt_home_host_ptr(&L->exp_avg);
-    float *v = zt_home_host_ptr(&L->exp_avg_sq);
-    if (!master || !m || !v)
-        return ZT_ERR(&rt->err, ZT_ERR_INTERNAL,
-                      "layer '%s': optimizer state is not in host memory", L->name);
+    int nvme = L->master.kind == ZT_TIER_NVME;
+    zt_status st = nvme ? move_state(rt, L, 0) : ZT_OK;
+    if (st != ZT_OK)
+        return st;
+    float *master = nvme ? rt->opt_buf[0] : zt_home_host_ptr(&L->master);
+    float *m = nvme ? rt->opt_buf[1] : zt_home_host_ptr(&L->exp_avg);
+    float *v = nvme ? rt->opt_buf[2] : zt_home_host_ptr(&L->exp_avg_sq);
     void *out = zt_home_host_ptr(&L->param_home);
     if (!out)
         out = rt->dtype == ZT_F32 ? rt->staging : rt->staging_lp;
     zt_adam_tensors t = {master, m, v, L->grad_acc, ZT_F32, out, rt->dtype, L->shard_numel};
     zt_adam_step_parallel(rt->pool, rt->adam_variant, h, &t);
+    if (nvme && (st = move_state(rt, L, 1)) != ZT_OK)
+        return st;
     if (out == zt_home_host_ptr(&L->param_home))
         return ZT_OK;
-    rt->stats.h2d_bytes += L->param_home.bytes;
+    if (L->param_home.kind == ZT_TIER_DEVICE)
+        rt->stats.h2d_bytes += L->param_home.bytes;
     return zt_home_store(&rt->homes, &L->param_home, out, &rt->err);
 }
 

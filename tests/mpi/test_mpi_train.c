@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define STEPS 20
 
@@ -14,6 +15,13 @@ int main(int argc, char **argv)
 {
     const char *pdev = argc > 1 ? argv[1] : "cpu", *odev = argc > 2 ? argv[2] : "cpu";
     int accum = argc > 3 ? atoi(argv[3]) : 1;
+    if (!strcmp(pdev, "nvme") || !strcmp(odev, "nvme")) { /* every rank its own files there */
+        static char dir[512];
+        const char *base = getenv("ZT_TEST_TMPDIR") ? getenv("ZT_TEST_TMPDIR") : "/tmp";
+        snprintf(dir, sizeof dir, "%s/swap-mpi", base);
+        mkdir(dir, 0755);
+        setenv("ZT_NVME_PATH", dir, 1);
+    }
     const mlp_dims dims = {16, 48, 4, 32};
     const ref_hparams hp = {0.01f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.5f};
     zt_runtime *rt = NULL;

@@ -113,6 +113,18 @@ static int truncate_file_for_test(const char *path)
     return truncate(path, sb.st_size - 100);
 }
 
+static void test_resume_is_bitwise_nvme(void **state)
+{
+    (void)state;
+    static char swap[600];
+    snprintf(swap, sizeof swap, "%s-swap", dir);
+    mkdir(swap, 0755);
+    setenv("ZT_NVME_PATH", swap, 1);
+    resume_equals_uninterrupted("nvme", "nvme");
+    unsetenv("ZT_NVME_PATH");
+    rmdir(swap);
+}
+
 static void corrupt_shard(int truncate)
 {
     char path[600];
@@ -185,6 +197,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_resume_is_bitwise_host, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_resume_is_bitwise_device, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_resume_is_bitwise_nvme, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_damaged_checkpoints_are_refused, make_dir,
                                         remove_dir),
         cmocka_unit_test_setup_teardown(test_foreign_model_is_refused, make_dir, remove_dir),

@@ -9,7 +9,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -154,6 +157,64 @@ static void test_layer_order_change_retraces(void **state)
     zt_runtime_destroy(rt);
 }
 
+static void nvme_dir(void)
+{
+    static char dir[512];
+    const char *base = getenv("ZT_TEST_TMPDIR") ? getenv("ZT_TEST_TMPDIR") : "/tmp";
+    snprintf(dir, sizeof dir, "%s/swap-minimal-%d", base, (int)getpid());
+    mkdir(dir, 0755);
+    setenv("ZT_NVME_PATH", dir, 1);
+}
+
+static void test_nvme_placements_equal_reference(void **state)
+{
+    (void)state;
+    nvme_dir();
+    train_and_compare("nvme", "cpu", "auto");
+    train_and_compare("cpu", "nvme", "auto");
+    train_and_compare("nvme", "nvme", "auto");
+}
+
+/* Parameters and optimizer state on NVMe give the same bits as everything in host memory. */
+static void test_nvme_is_bitwise_host(void **state)
+{
+    (void)state;
+    nvme_dir();
+    const char *placements[2][2] = {{"cpu", "cpu"}, {"nvme", "nvme"}};
+    float *result[2][2 * MLP_LAYERS];
+    minimal_model m;
+    for (int k = 0; k < 2; k++) {
+        zt_runtime *rt = create(ref_mlp_config(&hp, placements[k][0], placements[k][1], 1, "",
+                                               ""), &m);
+        for (int s = 0; s < 10; s++) {
+            float loss;
+            assert_int_equal(minimal_micro_step(rt, &m, s, 0, dims.batch, &loss), ZT_OK);
+            assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK);
+        }
+        zt_stats st = ZT_STATS_INIT;
+        assert_int_equal(zt_stats_get(rt, &st), ZT_OK);
+        if (k == 1)
+            assert_true(st.nvme_read_bytes > 0 && st.nvme_write_bytes > 0);
+        for (int l = 0; l < MLP_LAYERS; l++) {
+            int64_t nw = (int64_t)m.n_in[l] * m.n_out[l];
+            result[k][2 * l] = malloc(sizeof(float) * (size_t)nw);
+            result[k][2 * l + 1] = malloc(sizeof(float) * (size_t)m.n_out[l]);
+            assert_int_equal(zt_param_read(rt, m.weight[l], result[k][2 * l], nw), ZT_OK);
+            assert_int_equal(zt_param_read(rt, m.bias[l], result[k][2 * l + 1], m.n_out[l]),
+                             ZT_OK);
+        }
+        zt_runtime_destroy(rt);
+    }
+    for (int l = 0; l < MLP_LAYERS; l++) {
+        assert_memory_equal(result[0][2 * l], result[1][2 * l],
+                            sizeof(float) * (size_t)m.n_in[l] * (size_t)m.n_out[l]);
+        assert_memory_equal(result[0][2 * l + 1], result[1][2 * l + 1],
+                            sizeof(float) * (size_t)m.n_out[l]);
+        for (int k = 0; k < 2; k++)
+            free(result[k][2 * l]), free(result[k][2 * l + 1]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -164,6 +225,8 @@ int main(void)
         cmocka_unit_test(test_avx512_adam_equals_reference),
         cmocka_unit_test(test_accumulation_equals_big_batch),
         cmocka_unit_test(test_layer_order_change_retraces),
+        cmocka_unit_test(test_nvme_placements_equal_reference),
+        cmocka_unit_test(test_nvme_is_bitwise_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

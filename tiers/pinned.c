@@ -1,0 +1,81 @@
+#include "tiers/pinned.h"
+#include "runtime/log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+struct zt_pinned_pool {
+    int count, in_use, peak;
+    size_t size;
+    char *base;
+    int *free_list; /* stack of free indices */
+    int n_free;
+    int locked;
+};
+
+static int warned_mlock;
+
+zt_status zt_pinned_pool_create(int count, size_t size, zt_pinned_pool **out, zt_error *err)
+{
+    size = (size + 4095) / 4096 * 4096;
+    zt_pinned_pool *p = calloc(1, sizeof *p);
+    if (!p || count < 1)
+        return free(p), ZT_ERR(err, ZT_ERR_NOMEM, "pinned pool: cannot create %d buffers", count);
+    p->count = count;
+    p->size = size;
+    p->free_list = calloc((size_t)count, sizeof(int));
+    p->base = mmap(NULL, size * (size_t)count, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (!p->free_list || p->base == MAP_FAILED) {
+        free(p->free_list);
+        free(p);
+        return ZT_ERR(err, ZT_ERR_NOMEM, "pinned pool: cannot map %d x %zu bytes", count, size);
+    }
+    if (size >= (2u << 20))
+        madvise(p->base, size * (size_t)count, MADV_HUGEPAGE);
+    p->locked = mlock(p->base, size * (size_t)count) == 0;
+    if (!p->locked && !warned_mlock++)
+        ZT_LOGW("pinned", "mlock of %zu bytes refused (%s): staging buffers stay pageable; "
+                          "raise RLIMIT_MEMLOCK (ulimit -l) to pin them",
+                size * (size_t)count, strerror(errno));
+    for (int i = 0; i < count; i++)
+        p->free_list[i] = count - 1 - i;
+    p->n_free = count;
+    *out = p;
+    return ZT_OK;
+}
+
+void *zt_pinned_acquire(zt_pinned_pool *p)
+{
+    if (p->n_free == 0)
+        return NULL;
+    int i = p->free_list[--p->n_free];
+    if (++p->in_use > p->peak)
+        p->peak = p->in_use;
+    return p->base + (size_t)i * p->size;
+}
+
+void zt_pinned_release(zt_pinned_pool *p, void *buf)
+{
+    if (!buf)
+        return;
+    p->free_list[p->n_free++] = (int)(((char *)buf - p->base) / (ptrdiff_t)p->size);
+    p->in_use--;
+}
+
+size_t zt_pinned_size(const zt_pinned_pool *p) { return p->size; }
+int zt_pinned_in_use(const zt_pinned_pool *p) { return p->in_use; }
+uint64_t zt_pinned_bytes(const zt_pinned_pool *p) { return (uint64_t)p->size * (uint64_t)p->count; }
+
+void zt_pinned_pool_destroy(zt_pinned_pool *p)
+{
+    if (!p)
+        return;
+    if (p->locked)
+        munlock(p->base, p->size * (size_t)p->count);
+    munmap(p->base, p->size * (size_t)p->count);
+    free(p->free_list);
+    free(p);
+}

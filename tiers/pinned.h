@@ -1,0 +1,24 @@
+/* A bounded pool of page-aligned staging buffers for NVMe <-> device transfers: a fixed
+ * count of equal buffers (offload_param.buffer_count), locked in memory when the system
+ * allows (mlock; a refusal is logged once), with transparent huge pages requested. It never
+ * grows: when every buffer is in use, acquire returns NULL and the caller makes progress on
+ * the transfers that hold them. */
+#ifndef ZT_TIERS_PINNED_H
+#define ZT_TIERS_PINNED_H
+
+#include "runtime/error.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct zt_pinned_pool zt_pinned_pool;
+
+zt_status zt_pinned_pool_create(int count, size_t size, zt_pinned_pool **out, zt_error *err);
+void *zt_pinned_acquire(zt_pinned_pool *p);            /* NULL when all are in use */
+void zt_pinned_release(zt_pinned_pool *p, void *buf);
+size_t zt_pinned_size(const zt_pinned_pool *p);
+int zt_pinned_in_use(const zt_pinned_pool *p);
+uint64_t zt_pinned_bytes(const zt_pinned_pool *p);
+void zt_pinned_pool_destroy(zt_pinned_pool *p);         /* NULL is a no-op */
+
+#endif
