@@ -1,0 +1,198 @@
+/* `ztier bench nvme`: write then read S bytes through the NVMe swap space (O_DIRECT, the
+ * chosen engine, block size, queue depth) and, when fio is installed, run fio on the same
+ * folder with the same size, block size, queue depth, io_uring and O_DIRECT, interleaved
+ * (fio, ztier, fio, ztier, ...); prints medians and the median of the pairwise ratios. */
+#include "tiers/nvme.h"
+#include "tools/bench_common.h"
+#include "tools/commands.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_REPS 16
+
+typedef struct nvme_opts {
+    const char *path;
+    uint64_t size, block;
+    int qd, reps, json;
+    zt_io_engine_kind engine;
+} nvme_opts;
+
+static int parse(int argc, char **argv, nvme_opts *o)
+{
+    static const char *const known[] = {"path", "size", "block-size", "queue-depth", "engine",
+                                        "reps", NULL};
+    static const char *const flags[] = {"json", NULL};
+    if (bench_check_args(argc, argv, known, flags) != 0)
+        return -1;
+    *o = (nvme_opts){".", 1ull << 30, 1u << 20, 32, 3, bench_flag(argc, argv, "json"),
+                     ZT_IO_ENGINE_AUTO};
+    const char *v;
+    if ((v = bench_arg(argc, argv, "path")))
+        o->path = v;
+    if ((v = bench_arg(argc, argv, "size")) && (bench_parse_size(v, &o->size) || o->size < 4096))
+        return fprintf(stderr, "ztier bench nvme: --size '%s' is not a size >= 4K\n", v), -1;
+    if ((v = bench_arg(argc, argv, "block-size")) &&
+        (bench_parse_size(v, &o->block) || o->block % 4096 || o->block == 0))
+        return fprintf(stderr, "ztier bench nvme: --block-size must be a multiple of 4K\n"), -1;
+    if ((v = bench_arg(argc, argv, "queue-depth")) && ((o->qd = atoi(v)) < 1 || o->qd > 4096))
+        return fprintf(stderr, "ztier bench nvme: --queue-depth must be 1..4096\n"), -1;
+    if ((v = bench_arg(argc, argv, "reps")))
+        o->reps = atoi(v) < 3 ? 3 : atoi(v) > MAX_REPS ? MAX_REPS : atoi(v);
+    if ((v = bench_arg(argc, argv, "engine"))) {
+        if (!strcmp(v, "uring") || !strcmp(v, "io_uring"))
+            o->engine = ZT_IO_ENGINE_URING;
+        else if (!strcmp(v, "threads"))
+            o->engine = ZT_IO_ENGINE_THREADS;
+        else if (strcmp(v, "auto"))
+            return fprintf(stderr, "ztier bench nvme: --engine is uring, threads or auto\n"), -1;
+    }
+    o->size = (o->size + o->block - 1) / o->block * o->block;
+    return 0;
+}
+
+/* One fio job; returns GB/s or a negative number when fio failed. */
+static double run_fio(const nvme_opts *o, const char *rw)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "fio --name=ztier-bench --filename='%s/ztier-bench-fio.dat' --ioengine=io_uring "
+             "--direct=1 --rw=%s --bs=%llu --iodepth=%d --size=%llu --numjobs=1 "
+             "--output-format=json 2>/dev/null",
+             o->path, rw, (unsigned long long)o->block, o->qd, (unsigned long long)o->size);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    json_error_t je;
+    json_t *root = json_loadf(p, 0, &je);
+    pclose(p);
+    json_t *job = json_array_get(json_object_get(root, "jobs"), 0);
+    json_t *bw = json_object_get(json_object_get(job, !strcmp(rw, "read") ? "read" : "write"),
+                                 "bw_bytes");
+    double gbps = json_is_number(bw) ? json_number_value(bw) / 1e9 : -1;
+    json_decref(root);
+    return gbps;
+}
+
+typedef struct ztier_run {
+    zt_swap *sw;
+    zt_swap_extent x;
+    void *buf;
+} ztier_run;
+
+static double run_ztier(ztier_run *z, const nvme_opts *o, int write)
+{
+    zt_swap_io io;
+    zt_error err = {0};
+    double t0 = bench_now();
+    zt_status st = write ? zt_swap_write(z->sw, &z->x, z->buf, o->size, &io, &err)
+                         : zt_swap_read(z->sw, &z->x, z->buf, o->size, &io, &err);
+    if (st == ZT_OK)
+        st = zt_swap_wait(z->sw, &io, &err);
+    if (st != ZT_OK) {
+        fprintf(stderr, "ztier bench nvme: %s\n", err.msg);
+        return -1;
+    }
+    return (double)o->size / (bench_now() - t0) / 1e9;
+}
+
+static int open_ztier(ztier_run *z, const nvme_opts *o)
+{
+    zt_swap_config c;
+    memset(&c, 0, sizeof c);
+    c.paths[0] = o->path;
+    c.n_paths = 1;
+    c.tag = "bench";
+    c.block_size = o->block;
+    c.queue_depth = o->qd;
+    c.threads = o->qd < 16 ? o->qd : 16;
+    c.engine = o->engine;
+    zt_error err = {0};
+    if (zt_swap_create(&c, o->size, &z->sw, &err) != ZT_OK ||
+        zt_swap_alloc(z->sw, o->size, "benchmark", &z->x, &err) != ZT_OK ||
+        posix_memalign(&z->buf, 4096, o->size) != 0) {
+        fprintf(stderr, "ztier bench nvme: %s\n", err.msg[0] ? err.msg : "out of memory");
+        return -1;
+    }
+    for (uint64_t i = 0; i < o->size; i += 4096)
+        ((char *)z->buf)[i] = (char)i; /* touch every page before timing */
+    return 0;
+}
+
+static void report(const nvme_opts *o, const char *engine, int have_fio, const double v[4][MAX_REPS])
+{
+    double r[2][MAX_REPS];
+    for (int i = 0; i < o->reps; i++) {
+        r[0][i] = v[1][i] / v[0][i]; /* ztier write / fio write */
+        r[1][i] = v[3][i] / v[2][i];
+    }
+    double fw = have_fio ? bench_median(v[0], o->reps) : -1, zw = bench_median(v[1], o->reps);
+    double fr = have_fio ? bench_median(v[2], o->reps) : -1, zr = bench_median(v[3], o->reps);
+    double rw = have_fio ? bench_median(r[0], o->reps) : -1, rr = have_fio ? bench_median(r[1], o->reps) : -1;
+    char sz[32], bs[32];
+    printf("ztier bench nvme: %s in '%s', block %s, queue depth %d, O_DIRECT, engine %s, "
+           "%d interleaved rounds\n", bench_fmt_bytes(o->size, sz, sizeof sz), o->path,
+           bench_fmt_bytes(o->block, bs, sizeof bs), o->qd, engine, o->reps);
+    printf("  %-8s %12s %12s %10s\n", "", "ztier GB/s", "fio GB/s", "ratio");
+    if (have_fio) {
+        printf("  %-8s %12.3f %12.3f %10.3f\n", "write", zw, fw, rw);
+        printf("  %-8s %12.3f %12.3f %10.3f\n", "read", zr, fr, rr);
+    } else {
+        printf("  %-8s %12.3f %12s %10s\n", "write", zw, "-", "-");
+        printf("  %-8s %12.3f %12s %10s\n", "read", zr, "-", "-");
+        printf("  fio is not installed (apt-get install fio): no reference figures\n");
+    }
+    if (!o->json)
+        return;
+    if (have_fio)
+        printf("{\"size\":%llu,\"block_size\":%llu,\"queue_depth\":%d,\"engine\":\"%s\","
+               "\"read_gbps\":%.4f,\"write_gbps\":%.4f,\"fio_read_gbps\":%.4f,"
+               "\"fio_write_gbps\":%.4f,\"read_ratio\":%.4f,\"write_ratio\":%.4f}\n",
+               (unsigned long long)o->size, (unsigned long long)o->block, o->qd, engine, zr, zw,
+               fr, fw, rr, rw);
+    else
+        printf("{\"size\":%llu,\"block_size\":%llu,\"queue_depth\":%d,\"engine\":\"%s\","
+               "\"read_gbps\":%.4f,\"write_gbps\":%.4f,\"fio_read_gbps\":null,"
+               "\"fio_write_gbps\":null,\"read_ratio\":null,\"write_ratio\":null}\n",
+               (unsigned long long)o->size, (unsigned long long)o->block, o->qd, engine, zr, zw);
+}
+
+int cmd_bench_nvme(int argc, char **argv)
+{
+    nvme_opts o;
+    if (parse(argc, argv, &o) != 0)
+        return 2;
+    ztier_run z = {0};
+    if (open_ztier(&z, &o) != 0) {
+        zt_swap_destroy(z.sw);
+        free(z.buf);
+        return 1;
+    }
+    int have_fio = system("fio --version >/dev/null 2>&1") == 0;
+    double v[4][MAX_REPS] = {{0}}; /* fio write, ztier write, fio read, ztier read */
+    run_ztier(&z, &o, 1), run_ztier(&z, &o, 0); /* warm-up: allocation, first touch */
+    if (have_fio)
+        run_fio(&o, "write"), run_fio(&o, "read");
+    int ok = 1;
+    for (int i = 0; i < o.reps && ok; i++) {
+        v[0][i] = have_fio ? run_fio(&o, "write") : 1;
+        v[1][i] = run_ztier(&z, &o, 1);
+        v[2][i] = have_fio ? run_fio(&o, "read") : 1;
+        v[3][i] = run_ztier(&z, &o, 0);
+        ok = v[1][i] > 0 && v[3][i] > 0 && v[0][i] > 0 && v[2][i] > 0;
+    }
+    char fio_file[1100];
+    snprintf(fio_file, sizeof fio_file, "%s/ztier-bench-fio.dat", o.path);
+    unlink(fio_file);
+    const char *engine = zt_swap_engine_name(z.sw);
+    if (ok)
+        report(&o, engine, have_fio, (const double(*)[MAX_REPS])v);
+    else
+        fprintf(stderr, "ztier bench nvme: a run failed (see above)\n");
+    zt_swap_destroy(z.sw);
+    free(z.buf);
+    return ok ? 0 : 1;
+}
