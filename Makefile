@@ -32,7 +32,8 @@ test: build build-asan
 	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(BUILD_ASAN) --output-on-failure -j 2
 
 demo: build
-	$(BUILD)/examples/minimal/zt_minimal --steps 30
+	mkdir -p ztier-swap
+	$(BUILD)/examples/minimal/zt_minimal --nvme ztier-swap --steps 30
 
 bench: build
 	$(BUILD)/tools/ztier bench copy

@@ -1,21 +1,23 @@
 /* The smallest complete embedding of ztier: a 3-layer MLP trained on a synthetic
  * regression task through the per-layer API, printing the loss of every step.
  *
- *   zt_minimal [--config ds_config.json] [--steps N] [--accum K]
+ *   zt_minimal [--config ds_config.json] [--nvme DIR] [--steps N] [--accum K]
  *
  * Without --config it trains with parameters and optimizer state offloaded to host memory
- * and a device budget smaller than the model state. */
+ * (or, with --nvme DIR, to NVMe swap files in DIR) and a device budget smaller than the
+ * model state. */
 #include "train.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The built-in config; %s are the offload device and the nvme_path member. */
 static const char *default_config =
     "{\n"
     "  \"zero_optimization\": {\"stage\": 3,\n"
-    "    \"offload_param\": {\"device\": \"cpu\"},\n"
-    "    \"offload_optimizer\": {\"device\": \"cpu\"}},\n"
+    "    \"offload_param\": {\"device\": \"%s\"%s},\n"
+    "    \"offload_optimizer\": {\"device\": \"%s\"%s}},\n"
     "  \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003, \"weight_decay\": 0.0}},\n"
     "  \"gradient_clipping\": 1.0,\n"
     "  \"ztier\": {\"device_backend\": \"host\", \"hbm_capacity\": \"1M\"}\n"
@@ -50,17 +52,20 @@ static int fail(zt_runtime *rt, zt_status st, const char *what)
 
 int main(int argc, char **argv)
 {
-    const char *config_path = NULL;
+    const char *config_path = NULL, *nvme = NULL;
     int steps = 30, accum = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config") && i + 1 < argc)
             config_path = argv[++i];
+        else if (!strcmp(argv[i], "--nvme") && i + 1 < argc)
+            nvme = argv[++i];
         else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
             steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--accum") && i + 1 < argc)
             accum = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: zt_minimal [--config FILE] [--steps N] [--accum K]\n");
+            fprintf(stderr, "usage: zt_minimal [--config FILE] [--nvme DIR] [--steps N] "
+                            "[--accum K]\n");
             return 2;
         }
     }
@@ -69,8 +74,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "zt_minimal: cannot read config file '%s'\n", config_path);
         return 1;
     }
+    char builtin[2048], path_member[1200] = "";
+    if (nvme)
+        snprintf(path_member, sizeof path_member, ", \"nvme_path\": \"%s\"", nvme);
+    snprintf(builtin, sizeof builtin, default_config, nvme ? "nvme" : "cpu", path_member,
+             nvme ? "nvme" : "cpu", path_member);
     zt_runtime *rt = NULL;
-    zt_status st = zt_runtime_create(NULL, config ? config : default_config, &rt);
+    zt_status st = zt_runtime_create(NULL, config ? config : builtin, &rt);
     free(config);
     if (st != ZT_OK)
         return fail(rt, st, "zt_runtime_create");
@@ -102,10 +112,15 @@ int main(int argc, char **argv)
     zt_stats stats = ZT_STATS_INIT;
     zt_stats_get(rt, &stats);
     if (rank == 0)
-        printf("device peak %llu of %llu bytes, host peak %llu bytes, %llu fetches\n",
+        printf("device peak %llu of %llu bytes, host peak %llu bytes, NVMe %llu bytes "
+               "(read %llu, written %llu), %llu fetches, %llu prefetched\n",
                (unsigned long long)stats.device_bytes_peak,
                (unsigned long long)stats.device_bytes_capacity,
-               (unsigned long long)stats.host_bytes_peak, (unsigned long long)stats.fetches);
+               (unsigned long long)stats.host_bytes_peak,
+               (unsigned long long)stats.nvme_bytes_peak,
+               (unsigned long long)stats.nvme_read_bytes,
+               (unsigned long long)stats.nvme_write_bytes, (unsigned long long)stats.fetches,
+               (unsigned long long)stats.prefetch_hits);
     zt_runtime_destroy(rt);
     return 0;
 }
