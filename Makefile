@@ -5,7 +5,7 @@ BUILD_ASAN ?= build-asan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build build-asan test test-fast demo bench clean
+.PHONY: all deps build build-asan test test-fast demo demo-minimal bench clean
 
 all: build
 
@@ -31,7 +31,16 @@ test: build build-asan
 	ctest --test-dir $(BUILD) --output-on-failure -j 2
 	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(BUILD_ASAN) --output-on-failure -j 2
 
+# GPT-2 124M (d12) for 20 steps on the byte-level GPL-3 text (shipped with every Debian
+# system), parameters and optimizer state on NVMe in ./ztier-swap, a 512 MB device budget
+# (the model state is 2 GB).
+DEMO_TEXT ?= /usr/share/common-licenses/GPL-3
 demo: build
+	mkdir -p ztier-swap
+	$(BUILD)/examples/gpt2/zt_gpt2 --config d12 --text $(DEMO_TEXT) --batch 4 --seq 64 \
+	  --steps 20 --lr 3e-4 --nvme ztier-swap --hbm 512M
+
+demo-minimal: build
 	mkdir -p ztier-swap
 	$(BUILD)/examples/minimal/zt_minimal --nvme ztier-swap --steps 30
 

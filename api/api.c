@@ -248,6 +248,14 @@ zt_status zt_layer_count(const zt_runtime *rt, int *count)
     return ZT_OK;
 }
 
+zt_status zt_step_count(const zt_runtime *rt, int64_t *steps)
+{
+    if (!rt || !steps || rt->state == ZT_RT_FAILED)
+        return ZT_ERR_ARGUMENT;
+    *steps = rt->steps;
+    return ZT_OK;
+}
+
 zt_status zt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel)
 {
     if (!rt)

@@ -224,6 +224,8 @@ ZT_API zt_status zt_checkpoint_load(zt_runtime *rt, const char *dir);
 ZT_API zt_status zt_stats_get(const zt_runtime *rt, zt_stats *out);
 ZT_API zt_status zt_runtime_rank(const zt_runtime *rt, int *rank, int *world_size);
 ZT_API zt_status zt_layer_count(const zt_runtime *rt, int *count);
+/* Optimizer steps taken so far (restored by zt_checkpoint_load). */
+ZT_API zt_status zt_step_count(const zt_runtime *rt, int64_t *steps);
 
 /* Copies the current fp32 master values of a parameter (all elements, gathered from every
  * rank) into dst (numel floats, caller-owned). Synchronous; no layer may be held. */

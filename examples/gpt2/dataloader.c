@@ -1,0 +1,111 @@
+#include "dataloader.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(char *err, size_t len, const char *fmt, const char *path, const char *what)
+{
+    snprintf(err, len, fmt, path, what);
+    return -1;
+}
+
+static void scan_max(token_data *t)
+{
+    t->max_token = 0;
+    for (int64_t i = 0; i < t->n; i++)
+        if (t->tokens[i] > t->max_token)
+            t->max_token = t->tokens[i];
+}
+
+int tokens_load_shard(const char *path, token_data *out, char *err, size_t err_len)
+{
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fail(err, err_len, "cannot open token shard '%s': %s", path, strerror(errno));
+    int32_t header[256];
+    int rc = 0;
+    if (fread(header, sizeof header, 1, f) != 1)
+        rc = fail(err, err_len, "token shard '%s' is shorter than its %s", path, "1024-byte header");
+    else if (header[0] != SHARD_MAGIC)
+        rc = fail(err, err_len, "'%s' is not an llm.c token shard (%s)", path,
+                  "magic number is not 20240520");
+    else if (header[1] != SHARD_VERSION)
+        rc = fail(err, err_len, "token shard '%s': %s", path, "unsupported version (need 1)");
+    else if (header[2] <= 1)
+        rc = fail(err, err_len, "token shard '%s': %s", path, "holds fewer than 2 tokens");
+    if (rc == 0) {
+        out->n = header[2];
+        out->tokens = malloc(sizeof(uint16_t) * (size_t)out->n);
+        if (!out->tokens || fread(out->tokens, sizeof(uint16_t), (size_t)out->n, f) != (size_t)out->n)
+            rc = fail(err, err_len, "token shard '%s' is truncated: %s", path,
+                      "fewer tokens than its header says");
+    }
+    fclose(f);
+    if (rc != 0)
+        tokens_free(out);
+    else
+        scan_max(out);
+    return rc;
+}
+
+int tokens_load_text(const char *path, token_data *out, char *err, size_t err_len)
+{
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fail(err, err_len, "cannot open text '%s': %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *bytes = n > 1 ? malloc((size_t)n) : NULL;
+    int rc = 0;
+    if (!bytes || fread(bytes, 1, (size_t)n, f) != (size_t)n)
+        rc = fail(err, err_len, "cannot read text '%s' (%s)", path, n > 1 ? "read error" : "empty");
+    fclose(f);
+    if (rc == 0 && (out->tokens = malloc(sizeof(uint16_t) * (size_t)n))) {
+        for (long i = 0; i < n; i++)
+            out->tokens[i] = bytes[i];
+        out->n = n;
+        scan_max(out);
+    } else if (rc == 0) {
+        rc = fail(err, err_len, "out of memory reading '%s'%s", path, "");
+    }
+    free(bytes);
+    return rc;
+}
+
+int tokens_write_shard(const char *path, const token_data *t, char *err, size_t err_len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return fail(err, err_len, "cannot create '%s': %s", path, strerror(errno));
+    int32_t header[256] = {SHARD_MAGIC, SHARD_VERSION, (int32_t)t->n};
+    int ok = fwrite(header, sizeof header, 1, f) == 1 &&
+             fwrite(t->tokens, sizeof(uint16_t), (size_t)t->n, f) == (size_t)t->n;
+    ok = fclose(f) == 0 && ok;
+    return ok ? 0 : fail(err, err_len, "writing '%s' failed: %s", path, strerror(errno));
+}
+
+void tokens_free(token_data *t)
+{
+    free(t->tokens);
+    t->tokens = NULL;
+    t->n = 0;
+}
+
+void tokens_batch(const token_data *t, int64_t step, int batch, int T, int row0, int rows,
+                  int *inputs, int *targets)
+{
+    int64_t span = t->n - T - 1;
+    for (int r = 0; r < rows; r++) {
+        int64_t seq = step * batch + row0 + r;
+        int64_t start = (seq * T) % (span > 0 ? span : 1);
+        for (int i = 0; i < T; i++) {
+            inputs[r * T + i] = t->tokens[start + i];
+            targets[r * T + i] = t->tokens[start + i + 1];
+        }
+    }
+}

@@ -1,0 +1,294 @@
+#include "gpt2_model.h"
+#include "gpt2_kernels.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int gpt2_config_named(const char *name, int vocab, gpt2_config *c)
+{
+    static const struct { const char *name; int layers, heads, channels, max_seq; } table[] = {
+        {"tiny", 2, 2, 32, 16},       {"d12", 12, 12, 768, 1024}, {"d24", 24, 16, 1024, 1024},
+        {"d36", 36, 20, 1280, 1024}, {"d48", 48, 25, 1600, 1024},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        if (strcmp(name, table[i].name) != 0)
+            continue;
+        c->layers = table[i].layers;
+        c->heads = table[i].heads;
+        c->channels = table[i].channels;
+        c->max_seq = table[i].max_seq;
+        c->vocab = vocab > 0 ? vocab : 50257;
+        c->padded_vocab = (c->vocab + 63) / 64 * 64;
+        return 0;
+    }
+    return -1;
+}
+
+int gpt2_layer_count(const gpt2_config *c) { return c->layers + 2; }
+
+int gpt2_layer_param_count(const gpt2_config *c, int layer)
+{
+    return layer == 0 || layer == c->layers + 1 ? 2 : GPT2_BLOCK_PARAMS;
+}
+
+void gpt2_layer_name(const gpt2_config *c, int layer, char *out, size_t len)
+{
+    if (layer == 0)
+        snprintf(out, len, "embed");
+    else if (layer == c->layers + 1)
+        snprintf(out, len, "ln_f");
+    else
+        snprintf(out, len, "h.%d", layer - 1);
+}
+
+static void set_info(gpt2_param_info *p, const char *prefix, const char *name, int64_t d0,
+                     int64_t d1, float std)
+{
+    snprintf(p->name, sizeof p->name, "%s%s", prefix, name);
+    p->ndim = d1 ? 2 : 1;
+    p->shape[0] = d0;
+    p->shape[1] = d1;
+    p->init_std = std;
+}
+
+void gpt2_param_info_get(const gpt2_config *c, int layer, int k, gpt2_param_info *p)
+{
+    int64_t C = c->channels;
+    if (layer == 0) {
+        if (k == 0)
+            set_info(p, "", "wte", c->padded_vocab, C, 0.02f);
+        else
+            set_info(p, "", "wpe", c->max_seq, C, 0.01f);
+        return;
+    }
+    if (layer == c->layers + 1) {
+        set_info(p, "ln_f.", k == 0 ? "weight" : "bias", C, 0, k == 0 ? -1.0f : 0.0f);
+        return;
+    }
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "h.%d.", layer - 1);
+    float proj_std = 0.02f / sqrtf(2.0f * (float)c->layers); /* GPT-2's residual scaling */
+    switch (k) {
+    case P_LN1W: set_info(p, prefix, "ln_1.weight", C, 0, -1.0f); break;
+    case P_LN1B: set_info(p, prefix, "ln_1.bias", C, 0, 0.0f); break;
+    case P_QKVW: set_info(p, prefix, "attn.c_attn.weight", 3 * C, C, 0.02f); break;
+    case P_QKVB: set_info(p, prefix, "attn.c_attn.bias", 3 * C, 0, 0.0f); break;
+    case P_ATTW: set_info(p, prefix, "attn.c_proj.weight", C, C, proj_std); break;
+    case P_ATTB: set_info(p, prefix, "attn.c_proj.bias", C, 0, 0.0f); break;
+    case P_LN2W: set_info(p, prefix, "ln_2.weight", C, 0, -1.0f); break;
+    case P_LN2B: set_info(p, prefix, "ln_2.bias", C, 0, 0.0f); break;
+    case P_FCW: set_info(p, prefix, "mlp.c_fc.weight", 4 * C, C, 0.02f); break;
+    case P_FCB: set_info(p, prefix, "mlp.c_fc.bias", 4 * C, 0, 0.0f); break;
+    case P_PROJW: set_info(p, prefix, "mlp.c_proj.weight", C, 4 * C, proj_std); break;
+    default: set_info(p, prefix, "mlp.c_proj.bias", C, 0, 0.0f); break;
+    }
+}
+
+int64_t gpt2_num_params(const gpt2_config *c)
+{
+    int64_t n = 0;
+    for (int l = 0; l < gpt2_layer_count(c); l++)
+        for (int k = 0; k < gpt2_layer_param_count(c, l); k++) {
+            gpt2_param_info p;
+            gpt2_param_info_get(c, l, k, &p);
+            n += p.shape[0] * (p.ndim == 2 ? p.shape[1] : 1);
+        }
+    return n;
+}
+
+/* ---- activations ---- */
+
+typedef struct block_acts {
+    float *ln1, *ln1_mean, *ln1_rstd; /* [B,T,C], [B,T], [B,T] */
+    float *qkv;                       /* [B,T,3C] */
+    float *atty;                      /* [B,T,C] attention output before its projection */
+    float *att;                       /* [B,NH,T,T] softmax */
+    float *attproj, *res2;            /* [B,T,C] */
+    float *ln2, *ln2_mean, *ln2_rstd; /* [B,T,C], [B,T], [B,T] */
+    float *fch, *fch_gelu;            /* [B,T,4C] */
+    float *fcproj, *res3;             /* [B,T,C]; res3 is the block's output */
+} block_acts;
+
+struct gpt2_model {
+    gpt2_config c;
+    int B, T;
+    float *memory; /* one allocation carved into every tensor below */
+    float *encoded; /* [B,T,C] */
+    block_acts *blocks;
+    float *lnf, *lnf_mean, *lnf_rstd; /* [B,T,C], [B,T], [B,T] */
+    float *probs;                     /* [B,T,Vp] logits, then probabilities, then dlogits */
+    float *d_a, *d_b, *d_c, *d_d;     /* [B,T,C] gradient scratch */
+    float *d_qkv, *d_fch, *d_fcg;     /* [B,T,3C], [B,T,4C], [B,T,4C] */
+    int *tokens, *targets;            /* [B,T] of the last forward */
+};
+
+gpt2_model *gpt2_model_create(const gpt2_config *c, int B, int T)
+{
+    if (T > c->max_seq || c->channels % c->heads)
+        return NULL;
+    gpt2_model *m = calloc(1, sizeof *m);
+    size_t BT = (size_t)B * T, C = (size_t)c->channels, L = (size_t)c->layers;
+    size_t per_block = BT * (C * 8 + 4 + 3 * C + 8 * C) + (size_t)B * c->heads * T * T;
+    size_t total = BT * C + L * per_block + BT * (C + 2) + BT * (size_t)c->padded_vocab +
+                   BT * C * 4 + BT * (3 * C + 8 * C);
+    if (!m || !(m->memory = malloc(total * sizeof(float))) ||
+        !(m->blocks = calloc(L, sizeof *m->blocks)) ||
+        !(m->tokens = malloc(BT * sizeof(int))) || !(m->targets = malloc(BT * sizeof(int)))) {
+        gpt2_model_destroy(m);
+        return NULL;
+    }
+    m->c = *c;
+    m->B = B;
+    m->T = T;
+    float *p = m->memory;
+#define CARVE(field, n) (field = p, p += (n))
+    CARVE(m->encoded, BT * C);
+    for (size_t l = 0; l < L; l++) {
+        block_acts *a = &m->blocks[l];
+        CARVE(a->ln1, BT * C), CARVE(a->ln1_mean, BT), CARVE(a->ln1_rstd, BT);
+        CARVE(a->qkv, BT * 3 * C), CARVE(a->atty, BT * C);
+        CARVE(a->att, (size_t)B * c->heads * T * T);
+        CARVE(a->attproj, BT * C), CARVE(a->res2, BT * C);
+        CARVE(a->ln2, BT * C), CARVE(a->ln2_mean, BT), CARVE(a->ln2_rstd, BT);
+        CARVE(a->fch, BT * 4 * C), CARVE(a->fch_gelu, BT * 4 * C);
+        CARVE(a->fcproj, BT * C), CARVE(a->res3, BT * C);
+    }
+    CARVE(m->lnf, BT * C), CARVE(m->lnf_mean, BT), CARVE(m->lnf_rstd, BT);
+    CARVE(m->probs, BT * (size_t)c->padded_vocab);
+    CARVE(m->d_a, BT * C), CARVE(m->d_b, BT * C), CARVE(m->d_c, BT * C), CARVE(m->d_d, BT * C);
+    CARVE(m->d_qkv, BT * 3 * C), CARVE(m->d_fch, BT * 4 * C), CARVE(m->d_fcg, BT * 4 * C);
+#undef CARVE
+    return m;
+}
+
+void gpt2_model_destroy(gpt2_model *m)
+{
+    if (!m)
+        return;
+    free(m->memory);
+    free(m->blocks);
+    free(m->tokens);
+    free(m->targets);
+    free(m);
+}
+
+/* ---- forward ---- */
+
+static void block_forward(const gpt2_model *m, float *const *p, block_acts *a, const float *in)
+{
+    int N = m->B * m->T, C = m->c.channels;
+    layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, in, p[P_LN1W], p[P_LN1B], N, C);
+    matmul_forward(a->qkv, a->ln1, p[P_QKVW], p[P_QKVB], N, C, 3 * C);
+    attention_forward(a->atty, a->att, a->qkv, m->B, m->T, C, m->c.heads);
+    matmul_forward(a->attproj, a->atty, p[P_ATTW], p[P_ATTB], N, C, C);
+    residual_forward(a->res2, in, a->attproj, N * C);
+    layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p[P_LN2W], p[P_LN2B], N, C);
+    matmul_forward(a->fch, a->ln2, p[P_FCW], p[P_FCB], N, C, 4 * C);
+    gelu_forward(a->fch_gelu, a->fch, N * 4 * C);
+    matmul_forward(a->fcproj, a->fch_gelu, p[P_PROJW], p[P_PROJB], N, 4 * C, C);
+    residual_forward(a->res3, a->res2, a->fcproj, N * C);
+}
+
+int gpt2_forward(gpt2_model *m, const gpt2_source *src, const int *tokens, const int *targets,
+                 float *loss)
+{
+    int N = m->B * m->T, C = m->c.channels, L = m->c.layers, rc;
+    float *p[GPT2_BLOCK_PARAMS];
+    memcpy(m->tokens, tokens, sizeof(int) * (size_t)N);
+    memcpy(m->targets, targets, sizeof(int) * (size_t)N);
+    if ((rc = src->get(src->ctx, 0, 0, p, NULL)))
+        return rc;
+    encoder_forward(m->encoded, tokens, p[0], p[1], m->B, m->T, C);
+    if ((rc = src->put(src->ctx, 0, 0)))
+        return rc;
+    const float *x = m->encoded;
+    for (int l = 0; l < L; l++) {
+        if ((rc = src->get(src->ctx, l + 1, 0, p, NULL)))
+            return rc;
+        block_forward(m, p, &m->blocks[l], x);
+        if ((rc = src->put(src->ctx, l + 1, 0)))
+            return rc;
+        x = m->blocks[l].res3;
+    }
+    if ((rc = src->get(src->ctx, L + 1, 0, p, NULL)))
+        return rc;
+    layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, x, p[0], p[1], N, C);
+    if ((rc = src->put(src->ctx, L + 1, 0)) || (rc = src->get(src->ctx, 0, 0, p, NULL)))
+        return rc;
+    matmul_forward(m->probs, m->lnf, p[0], NULL, N, C, m->c.padded_vocab); /* tied head */
+    if ((rc = src->put(src->ctx, 0, 0)))
+        return rc;
+    *loss = crossentropy_forward(m->probs, m->probs, targets, N, m->c.padded_vocab);
+    return 0;
+}
+
+/* ---- backward ---- */
+
+/* dout: gradient at the block's output; din receives the gradient at its input. */
+static void block_backward(gpt2_model *m, float *const *p, float *const *g, const block_acts *a,
+                           const float *in, const float *dout, float *din)
+{
+    int N = m->B * m->T, C = m->c.channels;
+    size_t nc = (size_t)N * C;
+    float *dres2 = m->d_c;
+    /* res3 = res2 + fcproj(gelu(fc(ln2(res2)))) */
+    memcpy(dres2, dout, nc * sizeof(float));
+    memset(m->d_fcg, 0, nc * 4 * sizeof(float));
+    matmul_backward(m->d_fcg, g[P_PROJW], g[P_PROJB], dout, a->fch_gelu, p[P_PROJW], N, 4 * C, C);
+    memset(m->d_fch, 0, nc * 4 * sizeof(float));
+    gelu_backward(m->d_fch, a->fch, m->d_fcg, N * 4 * C);
+    float *dln2 = din; /* scratch until din is needed */
+    memset(dln2, 0, nc * sizeof(float));
+    matmul_backward(dln2, g[P_FCW], g[P_FCB], m->d_fch, a->ln2, p[P_FCW], N, C, 4 * C);
+    layernorm_backward(dres2, g[P_LN2W], g[P_LN2B], dln2, a->res2, p[P_LN2W], a->ln2_mean,
+                       a->ln2_rstd, N, C);
+    /* res2 = in + attproj(attention(qkv(ln1(in)))) */
+    float *datty = din;
+    memset(datty, 0, nc * sizeof(float));
+    matmul_backward(datty, g[P_ATTW], g[P_ATTB], dres2, a->atty, p[P_ATTW], N, C, C);
+    memset(m->d_qkv, 0, nc * 3 * sizeof(float));
+    attention_backward(m->d_qkv, datty, a->qkv, a->att, m->B, m->T, C, m->c.heads);
+    float *dln1 = m->d_d;
+    memset(dln1, 0, nc * sizeof(float));
+    matmul_backward(dln1, g[P_QKVW], g[P_QKVB], m->d_qkv, a->ln1, p[P_QKVW], N, C, 3 * C);
+    memcpy(din, dres2, nc * sizeof(float));
+    layernorm_backward(din, g[P_LN1W], g[P_LN1B], dln1, in, p[P_LN1W], a->ln1_mean, a->ln1_rstd,
+                       N, C);
+}
+
+int gpt2_backward(gpt2_model *m, const gpt2_source *src, void (*progress)(int layer, int total))
+{
+    int N = m->B * m->T, C = m->c.channels, L = m->c.layers, Vp = m->c.padded_vocab, rc;
+    float *ep[2], *eg[2], *p[GPT2_BLOCK_PARAMS], *g[GPT2_BLOCK_PARAMS];
+    size_t nc = (size_t)N * C;
+    /* The embedding stays held from the LM head to the token embedding. */
+    if ((rc = src->get(src->ctx, 0, 1, ep, eg)))
+        return rc;
+    crossentropy_backward(m->probs, m->probs, m->targets, N, Vp);
+    float *dx = m->d_a, *dprev = m->d_b;
+    memset(dprev, 0, nc * sizeof(float));
+    matmul_backward(dprev, eg[0], NULL, m->probs, m->lnf, ep[0], N, C, Vp);
+    if ((rc = src->get(src->ctx, L + 1, 1, p, g)))
+        return rc;
+    const float *x_last = L ? m->blocks[L - 1].res3 : m->encoded;
+    memset(dx, 0, nc * sizeof(float));
+    layernorm_backward(dx, g[0], g[1], dprev, x_last, p[0], m->lnf_mean, m->lnf_rstd, N, C);
+    if ((rc = src->put(src->ctx, L + 1, 1)))
+        return rc;
+    for (int l = L - 1; l >= 0; l--) {
+        if (progress)
+            progress(L - l, L);
+        if ((rc = src->get(src->ctx, l + 1, 1, p, g)))
+            return rc;
+        const float *in = l ? m->blocks[l - 1].res3 : m->encoded;
+        float *din = dx == m->d_a ? m->d_b : m->d_a;
+        block_backward(m, p, g, &m->blocks[l], in, dx, din);
+        dx = din;
+        if ((rc = src->put(src->ctx, l + 1, 1)))
+            return rc;
+    }
+    encoder_backward(eg[0], eg[1], dx, m->tokens, m->B, m->T, C);
+    return src->put(src->ctx, 0, 1);
+}

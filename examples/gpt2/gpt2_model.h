@@ -1,0 +1,63 @@
+/* GPT-2 on the CPU in fp32, driven layer by layer. The model never owns its parameters: a
+ * gpt2_source hands out each layer's parameter (and, in backward, gradient) pointers right
+ * before the layer runs and takes them back after — ztier's fetch/release in the trainer,
+ * plain arrays in the tests. Layers: 0 = "embed" (wte [Vp,C], wpe [maxT,C]), 1..L = the
+ * blocks "h.<i>", L+1 = "ln_f". The LM head is tied to wte: the embedding layer is fetched
+ * again for the logits and held through the whole backward pass. */
+#ifndef ZT_GPT2_MODEL_H
+#define ZT_GPT2_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct gpt2_config {
+    int vocab;        /* tokens that occur */
+    int padded_vocab; /* rows of wte (a multiple of 64) */
+    int max_seq;      /* rows of wpe */
+    int layers, heads, channels;
+} gpt2_config;
+
+/* "tiny", "d12" (124M), "d24" (350M), "d36" (774M), "d48" (1558M); vocab <= 0 keeps
+ * GPT-2's 50257. Returns -1 for an unknown name. */
+int gpt2_config_named(const char *name, int vocab, gpt2_config *out);
+int64_t gpt2_num_params(const gpt2_config *c);
+
+#define GPT2_BLOCK_PARAMS 12
+/* Parameters of a block, in registration order. */
+enum { P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTW, P_ATTB, P_LN2W, P_LN2B, P_FCW, P_FCB, P_PROJW,
+       P_PROJB };
+
+/* Name, shape and init of parameter k of layer l (see the layer numbering above). */
+typedef struct gpt2_param_info {
+    char name[64];
+    int ndim;
+    int64_t shape[2];
+    float init_std; /* < 0: constant -init_std (layernorm weights = 1); 0: zeros */
+} gpt2_param_info;
+int gpt2_layer_param_count(const gpt2_config *c, int layer);
+void gpt2_param_info_get(const gpt2_config *c, int layer, int k, gpt2_param_info *out);
+int gpt2_layer_count(const gpt2_config *c); /* L + 2 */
+void gpt2_layer_name(const gpt2_config *c, int layer, char *out, size_t len);
+
+/* Hands out a layer's parameters (and gradients when backward) as arrays of pointers
+ * in registration order; put ends the use. Both return 0 or an error code. */
+typedef struct gpt2_source {
+    int (*get)(void *ctx, int layer, int backward, float **params, float **grads);
+    int (*put)(void *ctx, int layer, int backward);
+    void *ctx;
+} gpt2_source;
+
+typedef struct gpt2_model gpt2_model; /* activations and scratch for a batch shape */
+
+gpt2_model *gpt2_model_create(const gpt2_config *c, int B, int T);
+void gpt2_model_destroy(gpt2_model *m);
+
+/* Forward over tokens[B,T] with targets[B,T]; *loss = mean cross-entropy. Returns 0 or the
+ * source's error code. */
+int gpt2_forward(gpt2_model *m, const gpt2_source *src, const int *tokens, const int *targets,
+                 float *loss);
+/* Backward of the last forward, adding parameter gradients through the source. `progress`
+ * (may be NULL) is called with the layer about to run. */
+int gpt2_backward(gpt2_model *m, const gpt2_source *src, void (*progress)(int layer, int total));
+
+#endif

@@ -1,0 +1,164 @@
+#include "gpt2_ztier.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+zt_status gpt2_ztier_register(gpt2_ztier *g, zt_runtime *rt, const gpt2_config *c,
+                              uint64_t seed)
+{
+    memset(g, 0, sizeof *g);
+    g->rt = rt;
+    g->c = *c;
+    int n = gpt2_layer_count(c);
+    g->layer_ids = calloc((size_t)n, sizeof *g->layer_ids);
+    g->param_ids = calloc((size_t)n, sizeof *g->param_ids);
+    if (!g->layer_ids || !g->param_ids)
+        return ZT_ERR_NOMEM;
+    for (int l = 0; l < n; l++) {
+        char name[32];
+        gpt2_layer_name(c, l, name, sizeof name);
+        zt_status st = zt_layer_add(rt, name, &g->layer_ids[l]);
+        for (int k = 0; st == ZT_OK && k < gpt2_layer_param_count(c, l); k++) {
+            gpt2_param_info pi;
+            gpt2_param_info_get(c, l, k, &pi);
+            zt_init init = {ZT_INIT_NORMAL, 0.0f, pi.init_std, seed, NULL, NULL};
+            if (pi.init_std <= 0)
+                init = (zt_init){ZT_INIT_CONSTANT, -pi.init_std, 0.0f, seed, NULL, NULL};
+            st = zt_param_add(rt, g->layer_ids[l], pi.name, pi.shape, pi.ndim, &init,
+                              &g->param_ids[l][k]);
+        }
+        if (st != ZT_OK)
+            return st;
+    }
+    return ZT_OK;
+}
+
+void gpt2_ztier_free(gpt2_ztier *g)
+{
+    free(g->layer_ids);
+    free(g->param_ids);
+}
+
+static int ztier_get(void *ctx, int layer, int backward, float **params, float **grads)
+{
+    gpt2_ztier *g = ctx;
+    zt_layer_view v;
+    zt_status st = zt_fetch(g->rt, g->layer_ids[layer], backward ? ZT_BACKWARD : ZT_FORWARD, &v);
+    if (st == ZT_OK && v.params[0].dtype != ZT_F32) {
+        zt_release(g->rt, g->layer_ids[layer], backward ? ZT_BACKWARD : ZT_FORWARD);
+        st = ZT_ERR_UNSUPPORTED; /* the trainer computes in fp32 */
+    }
+    if (st != ZT_OK)
+        return (int)(g->last = st);
+    for (int k = 0; k < v.n_params; k++) {
+        params[k] = v.params[k].data;
+        if (backward)
+            grads[k] = v.params[k].grad;
+    }
+    return 0;
+}
+
+static int ztier_put(void *ctx, int layer, int backward)
+{
+    gpt2_ztier *g = ctx;
+    zt_status st = zt_release(g->rt, g->layer_ids[layer], backward ? ZT_BACKWARD : ZT_FORWARD);
+    return st == ZT_OK ? 0 : (int)(g->last = st);
+}
+
+gpt2_source gpt2_ztier_source(gpt2_ztier *g) { return (gpt2_source){ztier_get, ztier_put, g}; }
+
+/* ---- export ---- */
+
+static int64_t numel(const gpt2_param_info *p) { return p->shape[0] * (p->ndim == 2 ? p->shape[1] : 1); }
+
+/* Reads parameter k of layer l (collective) and, on rank 0, appends it to f. */
+static zt_status write_param(gpt2_ztier *g, FILE *f, int l, int k)
+{
+    gpt2_param_info pi;
+    gpt2_param_info_get(&g->c, l, k, &pi);
+    float *buf = malloc(sizeof(float) * (size_t)numel(&pi));
+    if (!buf)
+        return ZT_ERR_NOMEM;
+    zt_status st = zt_param_read(g->rt, g->param_ids[l][k], buf, numel(&pi));
+    if (st == ZT_OK && f && fwrite(buf, sizeof(float), (size_t)numel(&pi), f) != (size_t)numel(&pi))
+        st = ZT_ERR_IO;
+    free(buf);
+    return st;
+}
+
+static FILE *open_on_rank0(gpt2_ztier *g, const char *path)
+{
+    int rank = 0, world = 1;
+    zt_runtime_rank(g->rt, &rank, &world);
+    return rank == 0 ? fopen(path, "wb") : NULL;
+}
+
+zt_status gpt2_export_llmc(gpt2_ztier *g, const char *path)
+{
+    const gpt2_config *c = &g->c;
+    FILE *f = open_on_rank0(g, path);
+    int rank = 0, world = 1;
+    zt_runtime_rank(g->rt, &rank, &world);
+    if (rank == 0 && !f)
+        return ZT_ERR_IO;
+    int32_t header[256] = {20240326, 3, c->max_seq, c->vocab, c->layers, c->heads, c->channels,
+                           c->padded_vocab};
+    zt_status st = ZT_OK;
+    if (f && fwrite(header, sizeof header, 1, f) != 1)
+        st = ZT_ERR_IO;
+    /* llm.c's order: wte, wpe, then each block tensor for all layers in turn, then ln_f */
+    for (int k = 0; st == ZT_OK && k < 2; k++)
+        st = write_param(g, f, 0, k);
+    for (int k = 0; st == ZT_OK && k < GPT2_BLOCK_PARAMS; k++)
+        for (int l = 1; st == ZT_OK && l <= c->layers; l++)
+            st = write_param(g, f, l, k);
+    for (int k = 0; st == ZT_OK && k < 2; k++)
+        st = write_param(g, f, c->layers + 1, k);
+    if (f && fclose(f) != 0 && st == ZT_OK)
+        st = ZT_ERR_IO;
+    return st;
+}
+
+zt_status gpt2_export_safetensors(gpt2_ztier *g, const char *path)
+{
+    const gpt2_config *c = &g->c;
+    size_t cap = 1 << 20, len = 1;
+    char *json = malloc(cap);
+    if (!json)
+        return ZT_ERR_NOMEM;
+    strcpy(json, "{");
+    uint64_t offset = 0;
+    for (int l = 0; l < gpt2_layer_count(c); l++)
+        for (int k = 0; k < gpt2_layer_param_count(c, l); k++) {
+            gpt2_param_info pi;
+            gpt2_param_info_get(c, l, k, &pi);
+            uint64_t bytes = (uint64_t)numel(&pi) * 4;
+            char shape[64];
+            snprintf(shape, sizeof shape, pi.ndim == 2 ? "[%lld,%lld]" : "[%lld]",
+                     (long long)pi.shape[0], (long long)pi.shape[1]);
+            len += (size_t)snprintf(json + len, cap - len,
+                                    "%s\"%s\":{\"dtype\":\"F32\",\"shape\":%s,\"data_offsets\":[%llu,%llu]}",
+                                    len > 1 ? "," : "", pi.name, shape,
+                                    (unsigned long long)offset,
+                                    (unsigned long long)(offset + bytes));
+            offset += bytes;
+        }
+    len += (size_t)snprintf(json + len, cap - len, "}");
+    while (len % 8) /* the header is padded with spaces to keep the data aligned */
+        json[len++] = ' ';
+    FILE *f = open_on_rank0(g, path);
+    int rank = 0, world = 1;
+    zt_runtime_rank(g->rt, &rank, &world);
+    uint64_t hlen = len;
+    zt_status st = rank == 0 && (!f || fwrite(&hlen, 8, 1, f) != 1 || fwrite(json, 1, len, f) != len)
+                       ? ZT_ERR_IO
+                       : ZT_OK;
+    free(json);
+    for (int l = 0; st == ZT_OK && l < gpt2_layer_count(c); l++)
+        for (int k = 0; st == ZT_OK && k < gpt2_layer_param_count(c, l); k++)
+            st = write_param(g, f, l, k);
+    if (f && fclose(f) != 0 && st == ZT_OK)
+        st = ZT_ERR_IO;
+    return st;
+}

@@ -1,0 +1,30 @@
+/* GPT-2 on ztier: parameter registration, the gpt2_source that fetches and releases each
+ * layer through the runtime, and weight export (llm.c model file, safetensors). Uses only
+ * ztier.h. */
+#ifndef ZT_GPT2_ZTIER_H
+#define ZT_GPT2_ZTIER_H
+
+#include "gpt2_model.h"
+#include "ztier.h"
+
+typedef struct gpt2_ztier {
+    zt_runtime *rt;
+    gpt2_config c;
+    int *layer_ids;                           /* per model layer */
+    int (*param_ids)[GPT2_BLOCK_PARAMS];      /* per model layer */
+    zt_status last;                           /* status of the last failed call */
+} gpt2_ztier;
+
+/* Registers every layer and parameter (GPT-2 initialisation from `seed`). */
+zt_status gpt2_ztier_register(gpt2_ztier *g, zt_runtime *rt, const gpt2_config *c,
+                              uint64_t seed);
+void gpt2_ztier_free(gpt2_ztier *g);
+/* A source whose get/put are zt_fetch/zt_release (errors: the zt_status, also in g->last). */
+gpt2_source gpt2_ztier_source(gpt2_ztier *g);
+
+/* Writes fp32 weights in llm.c's model format (magic 20240326, version 3) or as
+ * safetensors. Collective under MPI (every rank calls it); rank 0 writes the file. */
+zt_status gpt2_export_llmc(gpt2_ztier *g, const char *path);
+zt_status gpt2_export_safetensors(gpt2_ztier *g, const char *path);
+
+#endif
