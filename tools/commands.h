@@ -8,12 +8,21 @@ int cmd_bench_copy(int argc, char **argv);
 int cmd_bench_prefetch(int argc, char **argv);
 int cmd_bench_adam(int argc, char **argv);
 int cmd_bench_nvme(int argc, char **argv);
+int cmd_bench_gpt2(int argc, char **argv);
 
 /* Each bench subcommand adds one line here and its file to tools/CMakeLists.txt. */
 #define ZT_BENCH_COMMANDS                                                                      \
     {"bench", "adam", cmd_bench_adam, "fused CPU Adam vs a STREAM triad"},                    \
     {"bench", "copy", cmd_bench_copy, "host<->device copy bandwidth vs memcpy"},              \
     {"bench", "nvme", cmd_bench_nvme, "NVMe swap write/read bandwidth vs fio"},               \
-    {"bench", "prefetch", cmd_bench_prefetch, "fetch stall of an offloaded layer stack"},
+    {"bench", "prefetch", cmd_bench_prefetch, "fetch stall of an offloaded layer stack"},    \
+    ZT_BENCH_GPT2
+
+/* The GPT-2 benchmark needs the example model (ZT_BUILD_EXAMPLES). */
+#ifdef ZT_HAVE_GPT2_BENCH
+#define ZT_BENCH_GPT2 {"bench", "gpt2", cmd_bench_gpt2, "GPT-2 step: resident vs NVMe offload"},
+#else
+#define ZT_BENCH_GPT2
+#endif
 
 #endif

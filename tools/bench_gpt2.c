@@ -1,0 +1,130 @@
+/* `ztier bench gpt2`: GPT-2 training step time with everything in memory (resident) against
+ * the same model with its optimizer state (or also its parameters) on NVMe, interleaved
+ * (resident, offloaded, ...), and the floor max(compute, NVMe bytes / measured bandwidth):
+ * compute is the resident step, the bandwidth is what the offloaded run's transfers achieved. */
+#include "dataloader.h"
+#include "gpt2_ztier.h"
+#include "tools/bench_common.h"
+#include "tools/commands.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_STEPS 16
+
+typedef struct run {
+    zt_runtime *rt;
+    gpt2_ztier g;
+    gpt2_model *model;
+} run;
+
+static int open_run(run *r, const gpt2_config *c, int B, int T, const char *offload,
+                    const char *nvme)
+{
+    char cfg[2048];
+    snprintf(cfg, sizeof cfg,
+             "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
+             "\"%s\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"}},"
+             " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}},"
+             " \"ztier\": {\"hbm_capacity\": \"16G\"}}",
+             !strcmp(offload, "all") ? "nvme" : "none", nvme, strcmp(offload, "none") ? "nvme" : "cpu",
+             nvme);
+    memset(r, 0, sizeof *r);
+    if (zt_runtime_create(NULL, cfg, &r->rt) != ZT_OK ||
+        gpt2_ztier_register(&r->g, r->rt, c, 1) != ZT_OK || zt_runtime_commit(r->rt) != ZT_OK) {
+        fprintf(stderr, "ztier bench gpt2: %s\n", zt_last_error(r->rt));
+        return -1;
+    }
+    r->model = gpt2_model_create(c, B, T);
+    return r->model ? 0 : -1;
+}
+
+static void close_run(run *r)
+{
+    gpt2_model_destroy(r->model);
+    gpt2_ztier_free(&r->g);
+    zt_runtime_destroy(r->rt);
+}
+
+static double step_once(run *r, const token_data *d, int64_t step, int B, int T, int *in, int *tg)
+{
+    gpt2_source src = gpt2_ztier_source(&r->g);
+    float loss;
+    tokens_batch(d, step, B, T, 0, B, in, tg);
+    double t0 = bench_now();
+    if (gpt2_forward(r->model, &src, in, tg, &loss) || gpt2_backward(r->model, &src, NULL) ||
+        zt_step(r->rt, NULL, NULL) != ZT_OK) {
+        fprintf(stderr, "ztier bench gpt2: %s\n", zt_last_error(r->rt));
+        return -1;
+    }
+    return bench_now() - t0;
+}
+
+int cmd_bench_gpt2(int argc, char **argv)
+{
+    static const char *const known[] = {"config", "batch", "seq", "steps", "nvme-path",
+                                        "offload", "text", NULL};
+    static const char *const flags[] = {"json", NULL};
+    if (bench_check_args(argc, argv, known, flags) != 0)
+        return 2;
+    const char *v, *name = (v = bench_arg(argc, argv, "config")) ? v : "d12";
+    const char *nvme = (v = bench_arg(argc, argv, "nvme-path")) ? v : ".";
+    const char *offload = (v = bench_arg(argc, argv, "offload")) ? v : "optimizer";
+    const char *text = (v = bench_arg(argc, argv, "text")) ? v : "/usr/share/common-licenses/GPL-3";
+    int B = (v = bench_arg(argc, argv, "batch")) ? atoi(v) : 4;
+    int T = (v = bench_arg(argc, argv, "seq")) ? atoi(v) : 64;
+    int steps = (v = bench_arg(argc, argv, "steps")) ? atoi(v) : 3;
+    gpt2_config c;
+    token_data d;
+    char err[512];
+    if (gpt2_config_named(name, 0, &c) || B < 1 || T < 2 || steps < 1 || steps > MAX_STEPS ||
+        (strcmp(offload, "optimizer") && strcmp(offload, "all"))) {
+        fprintf(stderr, "ztier bench gpt2: --config tiny|d12|d24|d36|d48, --steps 1..16, "
+                        "--offload optimizer|all\n");
+        return 2;
+    }
+    if (tokens_load_text(text, &d, err, sizeof err) != 0)
+        return fprintf(stderr, "ztier bench gpt2: %s\n", err), 1;
+    run res, off;
+    int *in = malloc(sizeof(int) * (size_t)B * T), *tg = malloc(sizeof(int) * (size_t)B * T);
+    if (open_run(&res, &c, B, T, "none", nvme) || open_run(&off, &c, B, T, offload, nvme)) {
+        tokens_free(&d);
+        return 1;
+    }
+    step_once(&res, &d, 0, B, T, in, tg), step_once(&off, &d, 0, B, T, in, tg); /* warm-up */
+    zt_stats s0 = ZT_STATS_INIT, s1 = ZT_STATS_INIT;
+    zt_stats_get(off.rt, &s0);
+    double rt_s[MAX_STEPS], ot_s[MAX_STEPS];
+    for (int i = 0; i < steps; i++) {
+        rt_s[i] = step_once(&res, &d, i + 1, B, T, in, tg);
+        ot_s[i] = step_once(&off, &d, i + 1, B, T, in, tg);
+    }
+    zt_stats_get(off.rt, &s1);
+    double resident = bench_median(rt_s, steps), offloaded = bench_median(ot_s, steps);
+    double rb = (double)(s1.nvme_read_bytes - s0.nvme_read_bytes) / steps;
+    double wb = (double)(s1.nvme_write_bytes - s0.nvme_write_bytes) / steps;
+    double rbw = (double)(s1.nvme_read_bytes - s0.nvme_read_bytes) / (s1.nvme_read_s - s0.nvme_read_s);
+    double wbw = (double)(s1.nvme_write_bytes - s0.nvme_write_bytes) / (s1.nvme_write_s - s0.nvme_write_s);
+    double io = rb / rbw + wb / wbw, floor_s = resident > io ? resident : io;
+    printf("ztier bench gpt2: %s (%.1fM parameters), batch %d x %d tokens, %s on NVMe in '%s', "
+           "%d interleaved steps\n", name, (double)gpt2_num_params(&c) / 1e6, B, T,
+           strcmp(offload, "all") ? "optimizer state" : "parameters and optimizer state", nvme,
+           steps);
+    printf("  resident step      %8.3f s  (%.0f tokens/s)\n", resident, B * T / resident);
+    printf("  offloaded step     %8.3f s  (%.0f tokens/s)\n", offloaded, B * T / offloaded);
+    printf("  NVMe per step      %8.2f GB read at %.2f GB/s, %.2f GB written at %.2f GB/s = %.3f s\n",
+           rb / 1e9, rbw / 1e9, wb / 1e9, wbw / 1e9, io);
+    printf("  floor max(compute, I/O) %.3f s; offloaded / resident %.3f; offloaded / floor %.3f\n",
+           floor_s, offloaded / resident, offloaded / floor_s);
+    if (bench_flag(argc, argv, "json"))
+        printf("{\"config\":\"%s\",\"batch\":%d,\"seq\":%d,\"offload\":\"%s\",\"resident_step_s\":%.4f,"
+               "\"offload_step_s\":%.4f,\"ratio\":%.4f,\"floor_s\":%.4f,\"ratio_vs_floor\":%.4f,"
+               "\"tokens_per_s\":%.1f}\n",
+               name, B, T, offload, resident, offloaded, offloaded / resident, floor_s,
+               offloaded / floor_s, B * T / offloaded);
+    close_run(&res), close_run(&off);
+    tokens_free(&d);
+    free(in), free(tg);
+    return 0;
+}
