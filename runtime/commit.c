@@ -2,6 +2,7 @@
  * ranks, place every shard on its tier, and write the initial values. */
 #include "runtime/log.h"
 #include "runtime/runtime.h"
+#include "runtime/step_nvme.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -101,9 +102,10 @@ static zt_status alloc_staging(zt_runtime *rt)
     rt->staging_lp = st == ZT_OK ? (char *)rt->staging + half : NULL;
     if (st != ZT_OK || optimizer_tier(rt) != ZT_TIER_NVME)
         return st;
-    /* master, m and v of one layer while it is updated from NVMe */
-    rt->opt_buf_bytes = (size_t)max_shard * sizeof(float);
-    for (int k = 0; st == ZT_OK && k < 3; k++)
+    /* three sets of master, m and v sub-group buffers for the pipelined NVMe step */
+    int64_t per = zt_step_nvme_chunk_elems(rt, (uint64_t)rt->cfg.aio_block_size);
+    rt->opt_buf_bytes = (size_t)(per < max_shard ? per : max_shard) * sizeof(float);
+    for (int k = 0; st == ZT_OK && k < 9; k++)
         st = zt_host_tier_alloc(&rt->host, rt->opt_buf_bytes, "optimizer staging",
                                 (void **)&rt->opt_buf[k], &rt->err);
     return st;

@@ -156,7 +156,7 @@ void zt_rt_destroy(zt_runtime *rt)
     free(rt->params);
     if (rt->staging)
         zt_host_tier_free(&rt->host, rt->staging, rt->staging_bytes);
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 9; k++)
         zt_host_tier_free(&rt->host, rt->opt_buf[k], rt->opt_buf_bytes);
     zt_pinned_pool_destroy(rt->param_staging);
     zt_swap_destroy(rt->param_swap);

@@ -92,7 +92,7 @@ struct zt_runtime {
     zt_swap *param_swap;     /* NVMe swap for parameters (offload_param.device = nvme) */
     zt_swap *optim_swap;     /* NVMe swap for master, m, v (offload_optimizer.device = nvme) */
     zt_pinned_pool *param_staging; /* buffers for NVMe -> device parameter reads */
-    float *opt_buf[3];       /* host copies of master, m, v while an NVMe layer updates */
+    float *opt_buf[9];       /* 3 sets x (master, m, v) sub-group buffers for the NVMe step */
     size_t opt_buf_bytes;
     zt_threadpool *pool;
     zt_adam_variant adam_variant;

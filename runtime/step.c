@@ -2,6 +2,7 @@
  * Adam pass over each layer's shard on the CPU, writing the new working-dtype parameters to
  * their home tier. A step with inf/nan gradients changes nothing but the loss scale. */
 #include "prefetch/prefetch.h"
+#include "runtime/step_nvme.h"
 #include "runtime/log.h"
 #include "runtime/runtime.h"
 
@@ -81,41 +82,15 @@ static void update_loss_scale(zt_runtime *rt, int overflow)
     }
 }
 
-/* Reads (or writes back) master, m and v of an NVMe-resident layer, all three in flight. */
-static zt_status move_state(zt_runtime *rt, zt_layer *L, int write)
-{
-    zt_home *homes[3] = {&L->master, &L->exp_avg, &L->exp_avg_sq};
-    zt_swap_io io[3];
-    zt_status st = ZT_OK;
-    int started = 0;
-    for (; st == ZT_OK && started < 3; started++)
-        st = write ? zt_home_write_start(homes[started], rt->opt_buf[started], &io[started], &rt->err)
-                   : zt_home_read_start(homes[started], rt->opt_buf[started], &io[started], &rt->err);
-    if (st != ZT_OK)
-        started--;
-    for (int k = 0; k < started; k++) {
-        zt_status w = zt_home_io_wait(homes[k], &io[k], st == ZT_OK ? &rt->err : NULL);
-        st = st == ZT_OK ? w : st;
-    }
-    return st;
-}
-
 static zt_status update_layer(zt_runtime *rt, zt_layer *L, const zt_adam_hparams *h)
 {
-    int nvme = L->master.kind == ZT_TIER_NVME;
-    zt_status st = nvme ? move_state(rt, L, 0) : ZT_OK;
-    if (st != ZT_OK)
-        return st;
-    float *master = nvme ? rt->opt_buf[0] : zt_home_host_ptr(&L->master);
-    float *m = nvme ? rt->opt_buf[1] : zt_home_host_ptr(&L->exp_avg);
-    float *v = nvme ? rt->opt_buf[2] : zt_home_host_ptr(&L->exp_avg_sq);
+    float *master = zt_home_host_ptr(&L->master);
+    float *m = zt_home_host_ptr(&L->exp_avg), *v = zt_home_host_ptr(&L->exp_avg_sq);
     void *out = zt_home_host_ptr(&L->param_home);
     if (!out)
         out = rt->dtype == ZT_F32 ? rt->staging : rt->staging_lp;
     zt_adam_tensors t = {master, m, v, L->grad_acc, ZT_F32, out, rt->dtype, L->shard_numel};
     zt_adam_step_parallel(rt->pool, rt->adam_variant, h, &t);
-    if (nvme && (st = move_state(rt, L, 1)) != ZT_OK)
-        return st;
     if (out == zt_home_host_ptr(&L->param_home))
         return ZT_OK;
     if (L->param_home.kind == ZT_TIER_DEVICE)
@@ -159,7 +134,9 @@ zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *inf
     } else {
         zt_prefetch_drop_unheld(rt); /* gathered copies are about to go stale */
         zt_adam_hparams h = make_hparams(rt, args, out.clip_coef);
-        for (int i = 0; st == ZT_OK && i < rt->n_layers; i++)
+        if (rt->optim_swap)
+            st = zt_step_nvme(rt, &h);
+        for (int i = 0; !rt->optim_swap && st == ZT_OK && i < rt->n_layers; i++)
             st = update_layer(rt, &rt->layers[i], &h);
         if (st != ZT_OK)
             return st;

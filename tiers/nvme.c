@@ -277,7 +277,7 @@ static void piece_done(zt_io_piece *p, int result)
 {
     zt_swap_io *io = p->user;
     zt_swap *sw = io->sw;
-    uint64_t k = (uint64_t)(p - io->pieces), b = io->x->first_block + k;
+    uint64_t k = (uint64_t)(p - io->pieces), b = io->x->first_block + io->first_block + k;
     if (result == 0 && sw->crc) {
         uint32_t crc = (uint32_t)crc32(0L, p->buf, p->len);
         if (io->op == ZT_IO_WRITE)
@@ -288,7 +288,7 @@ static void piece_done(zt_io_piece *p, int result)
     pthread_mutex_lock(&sw->lock);
     if (result < 0 && io->error == 0) {
         io->error = result;
-        io->bad_offset = k * sw->cfg.block_size;
+        io->bad_offset = (io->first_block + k) * sw->cfg.block_size;
     }
     sw->inflight--;
     if (--io->pending == 0)
@@ -296,17 +296,18 @@ static void piece_done(zt_io_piece *p, int result)
     pthread_mutex_unlock(&sw->lock);
 }
 
-static zt_status start_io(zt_swap *sw, int op, const zt_swap_extent *x, void *buf, uint64_t len,
-                          zt_swap_io *io, zt_error *err)
+static zt_status start_io(zt_swap *sw, int op, const zt_swap_extent *x, uint64_t offset,
+                          void *buf, uint64_t len, zt_swap_io *io, zt_error *err)
 {
     uint64_t bs = sw->cfg.block_size, total = (len + SWAP_ALIGN - 1) / SWAP_ALIGN * SWAP_ALIGN;
-    if (total > x->n_blocks * bs || ((uintptr_t)buf % SWAP_ALIGN) != 0)
+    if (offset % bs || offset + total > x->n_blocks * bs || ((uintptr_t)buf % SWAP_ALIGN) != 0)
         return ZT_ERR(err, ZT_ERR_INTERNAL,
                       "NVMe %s of '%s': %llu bytes at %p does not fit its extent or alignment",
                       op == ZT_IO_READ ? "read" : "write", x->owner, (unsigned long long)len, buf);
     int n = (int)((total + bs - 1) / bs);
     memset(io, 0, sizeof *io);
     io->sw = sw, io->op = op, io->x = x, io->n_pieces = n, io->pending = n;
+    io->first_block = offset / bs;
     io->t_start = now_s();
     if (!(io->pieces = calloc((size_t)n, sizeof *io->pieces)))
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory for an NVMe transfer of '%s'", x->owner);
@@ -316,7 +317,7 @@ static zt_status start_io(zt_swap *sw, int op, const zt_swap_extent *x, void *bu
         sw->stats.max_inflight = sw->inflight;
     pthread_mutex_unlock(&sw->lock);
     for (int k = 0; k < n; k++) {
-        uint64_t b = x->first_block + (uint64_t)k, off = (uint64_t)k * bs;
+        uint64_t b = x->first_block + io->first_block + (uint64_t)k, off = (uint64_t)k * bs;
         zt_io_piece *p = &io->pieces[k];
         p->op = op;
         p->file = (int)(b % (uint64_t)sw->n_files);
@@ -334,14 +335,28 @@ static zt_status start_io(zt_swap *sw, int op, const zt_swap_extent *x, void *bu
 zt_status zt_swap_read(zt_swap *sw, const zt_swap_extent *x, void *buf, uint64_t len,
                        zt_swap_io *io, zt_error *err)
 {
-    return start_io(sw, ZT_IO_READ, x, buf, len, io, err);
+    return start_io(sw, ZT_IO_READ, x, 0, buf, len, io, err);
 }
 
 zt_status zt_swap_write(zt_swap *sw, const zt_swap_extent *x, const void *buf, uint64_t len,
                         zt_swap_io *io, zt_error *err)
 {
-    return start_io(sw, ZT_IO_WRITE, x, (void *)buf, len, io, err);
+    return start_io(sw, ZT_IO_WRITE, x, 0, (void *)buf, len, io, err);
 }
+
+zt_status zt_swap_read_at(zt_swap *sw, const zt_swap_extent *x, uint64_t offset, void *buf,
+                          uint64_t len, zt_swap_io *io, zt_error *err)
+{
+    return start_io(sw, ZT_IO_READ, x, offset, buf, len, io, err);
+}
+
+zt_status zt_swap_write_at(zt_swap *sw, const zt_swap_extent *x, uint64_t offset,
+                           const void *buf, uint64_t len, zt_swap_io *io, zt_error *err)
+{
+    return start_io(sw, ZT_IO_WRITE, x, offset, (void *)buf, len, io, err);
+}
+
+uint64_t zt_swap_block_size(const zt_swap *sw) { return sw->cfg.block_size; }
 
 zt_status zt_swap_wait(zt_swap *sw, zt_swap_io *io, zt_error *err)
 {

@@ -42,6 +42,7 @@ typedef struct zt_swap_io {
     int pending;
     int error;           /* first -errno, or -EBADMSG for a checksum mismatch */
     uint64_t bad_offset; /* byte offset inside the extent of the failed block */
+    uint64_t first_block; /* block of the extent where this transfer starts */
     zt_io_piece *pieces;
     int n_pieces;
     double t_start;
@@ -71,6 +72,13 @@ zt_status zt_swap_read(zt_swap *sw, const zt_swap_extent *x, void *buf, uint64_t
                        zt_swap_io *io, zt_error *err);
 zt_status zt_swap_write(zt_swap *sw, const zt_swap_extent *x, const void *buf, uint64_t len,
                         zt_swap_io *io, zt_error *err);
+/* The same for a range that starts `offset` bytes into the extent; offset must be a
+ * multiple of the block size. */
+zt_status zt_swap_read_at(zt_swap *sw, const zt_swap_extent *x, uint64_t offset, void *buf,
+                          uint64_t len, zt_swap_io *io, zt_error *err);
+zt_status zt_swap_write_at(zt_swap *sw, const zt_swap_extent *x, uint64_t offset,
+                           const void *buf, uint64_t len, zt_swap_io *io, zt_error *err);
+uint64_t zt_swap_block_size(const zt_swap *sw);
 /* Waits for a transfer; errors name the tensor, the file and the offset. */
 zt_status zt_swap_wait(zt_swap *sw, zt_swap_io *io, zt_error *err);
 

@@ -1,0 +1,13 @@
+/* The NVMe-pipelined optimizer step (see step_nvme.c). */
+#ifndef ZT_RUNTIME_STEP_NVME_H
+#define ZT_RUNTIME_STEP_NVME_H
+
+#include "runtime/runtime.h"
+
+/* Elements per sub-group: sub_group_size, capped at 16M, in whole swap blocks. */
+int64_t zt_step_nvme_chunk_elems(const zt_runtime *rt, uint64_t block_size);
+
+/* Updates every layer whose master, m and v are on NVMe (rt->opt_buf holds 3 x 3 buffers). */
+zt_status zt_step_nvme(zt_runtime *rt, const zt_adam_hparams *h);
+
+#endif
