@@ -1,0 +1,130 @@
+/* NVMe failures seen through the runtime: an I/O error while fetching a layer or while the
+ * optimizer writes its state back returns ZT_ERR_IO naming the tensor, the file and the
+ * offset, and the runtime still destroys cleanly (checked under ASan); a read-only or full
+ * swap folder fails the commit with the cause and leaves nothing behind. */
+#include "tiers/io.h"
+#include "train.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static const mlp_dims dims = {16, 48, 4, 32};
+static char dir[512];
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *base = getenv("ZT_TEST_TMPDIR") ? getenv("ZT_TEST_TMPDIR") : "/tmp";
+    snprintf(dir, sizeof dir, "%s/nvme-errors-%d", base, (int)getpid());
+    mkdir(dir, 0755);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    umount2(dir, MNT_DETACH);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static const char *config(const char *param, const char *optim)
+{
+    static char buf[2048];
+    snprintf(buf, sizeof buf,
+             "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
+             "\"%s\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"}},"
+             " \"aio\": {\"block_size\": 4096}, \"ztier\": {\"hbm_capacity\": \"16M\"}}",
+             param, dir, optim, dir);
+    return buf;
+}
+
+static zt_runtime *make(const char *param, const char *optim, minimal_model *m, zt_status want)
+{
+    zt_runtime *rt = NULL;
+    assert_int_equal(zt_runtime_create(NULL, config(param, optim), &rt), ZT_OK);
+    assert_int_equal(minimal_register(rt, &dims, 1, m), ZT_OK);
+    assert_int_equal(zt_runtime_commit(rt), want);
+    return rt;
+}
+
+static void test_read_error_during_fetch(void **state)
+{
+    (void)state;
+    minimal_model m;
+    zt_runtime *rt = make("nvme", "cpu", &m, ZT_OK);
+    zt_io_test_fail(ZT_IO_READ, EIO, 0);
+    zt_layer_view v;
+    assert_int_equal(zt_fetch(rt, m.layer[0], ZT_FORWARD, &v), ZT_ERR_IO);
+    const char *msg = zt_last_error(rt);
+    assert_non_null(strstr(msg, "fetch of layer 'fc1'"));
+    assert_non_null(strstr(msg, "NVMe read of 'fc1' failed"));
+    assert_non_null(strstr(msg, "ztier-param-r0.swap"));
+    /* the failure is not sticky: the next fetch reads the data again */
+    float loss;
+    assert_int_equal(minimal_micro_step(rt, &m, 0, 0, dims.batch, &loss), ZT_OK);
+    zt_runtime_destroy(rt);
+}
+
+static void test_write_error_during_step(void **state)
+{
+    (void)state;
+    minimal_model m;
+    zt_runtime *rt = make("cpu", "nvme", &m, ZT_OK);
+    float loss;
+    assert_int_equal(minimal_micro_step(rt, &m, 0, 0, dims.batch, &loss), ZT_OK);
+    zt_io_test_fail(ZT_IO_WRITE, EIO, 1);
+    assert_int_equal(zt_step(rt, NULL, NULL), ZT_ERR_IO);
+    assert_non_null(strstr(zt_last_error(rt), "NVMe write of 'fc"));
+    assert_non_null(strstr(zt_last_error(rt), "ztier-optim-r0.swap"));
+    zt_runtime_destroy(rt); /* clean shutdown after the error */
+}
+
+static void test_read_only_folder(void **state)
+{
+    (void)state;
+    if (mount("tmpfs", dir, "tmpfs", MS_RDONLY, "size=1m") != 0)
+        skip(); /* no mount rights here */
+    minimal_model m;
+    zt_runtime *rt = make("nvme", "cpu", &m, ZT_ERR_CONFIG);
+    assert_non_null(strstr(zt_last_error(rt), "is not writable"));
+    zt_runtime_destroy(rt);
+}
+
+static void test_full_folder(void **state)
+{
+    (void)state;
+    if (mount("tmpfs", dir, "tmpfs", 0, "size=64k") != 0)
+        skip();
+    minimal_model m;
+    zt_runtime *rt = make("nvme", "nvme", &m, ZT_ERR_NOSPACE);
+    assert_non_null(strstr(zt_last_error(rt), "bytes needed"));
+    zt_runtime_destroy(rt);
+    char path[700];
+    snprintf(path, sizeof path, "%s/ztier-param-r0.swap", dir);
+    assert_int_equal(access(path, F_OK), -1);
+    snprintf(path, sizeof path, "%s/ztier-optim-r0.swap", dir);
+    assert_int_equal(access(path, F_OK), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_read_error_during_fetch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_error_during_step, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_only_folder, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_folder, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
