@@ -2,10 +2,15 @@
  * the same size, same thread count, interleaved (triad, adam, triad, adam, ...), medians and
  * the median of the pairwise ratios. Bytes counted per parameter: read master, m, v (12) +
  * gradient (4 fp32 / 2 bf16) + write master, m, v (12) + bf16 parameter copy (2) = 30 / 28;
- * the triad counts 24 bytes per element (two reads, one write), as STREAM does. */
+ * the triad counts 24 bytes per element (two reads, one write), as STREAM does.
+ * With --nvme DIR it also times the runtime's NVMe-pipelined step (master, m, v on NVMe)
+ * against its floor max(read bytes / read bandwidth, write bytes / write bandwidth,
+ * in-memory step), with the folder's bandwidth measured in the same run. */
 #include "optimizer/adam.h"
 #include "optimizer/convert.h"
 #include "tools/bench_common.h"
+#include "tools/bench_disk.h"
+#include "ztier.h"
 #include "tools/commands.h"
 
 #include <stdio.h>
@@ -68,6 +73,37 @@ static double adam_pass(adam_bench *b, zt_threadpool *pool, zt_adam_variant var,
     return bench_now() - t0;
 }
 
+/* Median time of zt_step with one layer of n parameters whose optimizer state is on NVMe. */
+static double nvme_step(const char *dir, int64_t n, int threads, int reps)
+{
+    char cfg[1600];
+    snprintf(cfg, sizeof cfg,
+             "{\"zero_optimization\": {\"offload_param\": {\"device\": \"cpu\"},"
+             " \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"},"
+             " \"sub_group_size\": 4e6}, \"ztier\": {\"hbm_capacity\": \"1M\","
+             " \"optimizer_threads\": %d}}", dir, threads);
+    zt_runtime *rt = NULL;
+    int layer, p;
+    int64_t shape[1] = {n};
+    double t[MAX_REPS + 1];
+    zt_status st = zt_runtime_create(NULL, cfg, &rt);
+    if (st == ZT_OK)
+        st = zt_layer_add(rt, "adam", &layer);
+    if (st == ZT_OK)
+        st = zt_param_add(rt, layer, "adam.w", shape, 1, NULL, &p);
+    if (st == ZT_OK)
+        st = zt_runtime_commit(rt);
+    for (int r = 0; st == ZT_OK && r <= reps; r++) {
+        double t0 = bench_now();
+        st = zt_step(rt, NULL, NULL);
+        t[r] = bench_now() - t0;
+    }
+    if (st != ZT_OK)
+        fprintf(stderr, "ztier bench adam: %s\n", zt_last_error(rt));
+    zt_runtime_destroy(rt);
+    return st == ZT_OK ? bench_median(t + 1, reps) : -1; /* t[0] is the warm-up */
+}
+
 static int parse_args(int argc, char **argv, int64_t *params, int *threads, zt_dtype *gdt,
                       zt_adam_variant *var, int *reps)
 {
@@ -77,10 +113,6 @@ static int parse_args(int argc, char **argv, int64_t *params, int *threads, zt_d
     if (bench_check_args(argc, argv, known, flags) != 0)
         return -1;
     const char *v;
-    if (bench_arg(argc, argv, "nvme")) {
-        fprintf(stderr, "ztier bench adam: --nvme (the NVMe-pipelined step) is not built yet\n");
-        return -1;
-    }
     if ((v = bench_arg(argc, argv, "params")) && (*params = (int64_t)atof(v)) < 1024) {
         fprintf(stderr, "ztier bench adam: --params must be >= 1024 (e.g. 1e8)\n");
         return -1;
@@ -148,14 +180,39 @@ int cmd_bench_adam(int argc, char **argv)
     printf("  %-22s %12.2f %12s\n", "STREAM triad", tri_gbps, "");
     printf("  %-22s %12.2f %12.3g\n", "fused Adam step", adam_gbps, pps);
     printf("  ratio_vs_triad (median of pairs): %.3f\n", rmed);
-    if (bench_flag(argc, argv, "json"))
+    const char *nvme = bench_arg(argc, argv, "nvme");
+    double step_s = -1, floor_s = -1, rbw = 0, wbw = 0;
+    if (nvme) {
+        bench_triad_destroy(triad), triad = NULL; /* give the memory back first */
+        bench_free(&b);
+        step_s = nvme_step(nvme, params, threads, reps);
+        if (step_s < 0 || bench_disk_bandwidth(nvme, 1u << 30, &rbw, &wbw) != 0) {
+            zt_threadpool_destroy(pool);
+            return 1;
+        }
+        double mem_s = (double)params * bytes_per_param / (adam_gbps * 1e9);
+        double io_r = (double)params * 12 / rbw, io_w = (double)params * 12 / wbw;
+        floor_s = mem_s > io_r ? mem_s : io_r;
+        floor_s = floor_s > io_w ? floor_s : io_w;
+        printf("  NVMe-pipelined step (master, m, v on NVMe in '%s'): %.3f s; floor %.3f s = "
+               "max(in-memory %.3f s, read %.2f GB at %.2f GB/s, write %.2f GB at %.2f GB/s); "
+               "ratio_vs_floor %.3f\n", nvme, step_s, floor_s, mem_s, params * 12 / 1e9,
+               rbw / 1e9, params * 12 / 1e9, wbw / 1e9, step_s / floor_s);
+    }
+    if (bench_flag(argc, argv, "json")) {
         printf("{\"variant\":\"%s\",\"params\":%lld,\"threads\":%d,\"grad_dtype\":\"%s\","
                "\"params_per_s\":%.4g,\"effective_gbps\":%.3f,\"triad_gbps\":%.3f,"
-               "\"ratio_vs_triad\":%.4f}\n",
+               "\"ratio_vs_triad\":%.4f",
                zt_adam_variant_name(var), (long long)params, threads,
                gdt == ZT_F32 ? "fp32" : "bf16", pps, adam_gbps, tri_gbps, rmed);
+        if (nvme)
+            printf(",\"step_s\":%.4f,\"floor_s\":%.4f,\"ratio_vs_floor\":%.4f", step_s,
+                   floor_s, step_s / floor_s);
+        printf("}\n");
+    }
     bench_triad_destroy(triad);
-    bench_free(&b);
+    if (!nvme)
+        bench_free(&b);
     zt_threadpool_destroy(pool);
     return 0;
 }

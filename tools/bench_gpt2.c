@@ -6,7 +6,7 @@
 #include "gpt2_ztier.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
-#include "tiers/nvme.h"
+#include "tools/bench_disk.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,40 +62,6 @@ static double step_once(run *r, const token_data *d, int64_t step, int B, int T,
     return bench_now() - t0;
 }
 
-/* The folder's own bandwidth: one 512 MiB write and read through the swap, O_DIRECT. */
-static int measure_disk(const char *path, double *read_bps, double *write_bps)
-{
-    const uint64_t size = 512u << 20;
-    zt_swap_config c;
-    memset(&c, 0, sizeof c);
-    c.paths[0] = path, c.n_paths = 1, c.tag = "bench-gpt2", c.block_size = 1 << 20;
-    c.queue_depth = 32, c.threads = 8;
-    zt_swap *sw = NULL;
-    zt_swap_extent x;
-    zt_swap_io io;
-    zt_error err = {0};
-    void *buf = NULL;
-    int ok = zt_swap_create(&c, size, &sw, &err) == ZT_OK &&
-             zt_swap_alloc(sw, size, "bandwidth probe", &x, &err) == ZT_OK &&
-             posix_memalign(&buf, 4096, size) == 0;
-    if (ok) {
-        memset(buf, 1, size);
-        double t0 = bench_now();
-        ok = zt_swap_write(sw, &x, buf, size, &io, &err) == ZT_OK &&
-             zt_swap_wait(sw, &io, &err) == ZT_OK;
-        double t1 = bench_now();
-        ok = ok && zt_swap_read(sw, &x, buf, size, &io, &err) == ZT_OK &&
-             zt_swap_wait(sw, &io, &err) == ZT_OK;
-        *write_bps = (double)size / (t1 - t0);
-        *read_bps = (double)size / (bench_now() - t1);
-    }
-    if (!ok)
-        fprintf(stderr, "ztier bench gpt2: measuring '%s': %s\n", path, err.msg);
-    free(buf);
-    zt_swap_destroy(sw);
-    return ok ? 0 : -1;
-}
-
 int cmd_bench_gpt2(int argc, char **argv)
 {
     static const char *const known[] = {"config", "batch", "seq", "steps", "nvme-path",
@@ -141,7 +107,7 @@ int cmd_bench_gpt2(int argc, char **argv)
     double wb = (double)(s1.nvme_write_bytes - s0.nvme_write_bytes) / steps;
     double rbw = 1, wbw = 1;
     close_run(&off); /* free its swap before probing the disk */
-    if (measure_disk(nvme, &rbw, &wbw) != 0) {
+    if (bench_disk_bandwidth(nvme, 512u << 20, &rbw, &wbw) != 0) {
         close_run(&res);
         tokens_free(&d);
         free(in), free(tg);
