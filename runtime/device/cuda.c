@@ -52,7 +52,7 @@ static zt_status cuda_create(const zt_device_config *cfg, zt_device **out, zt_er
     cuda_device *d = calloc(1, sizeof *d);
     if (!d)
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory creating the cuda backend");
-    d->base.iface = &zt_device_cuda;
+    zt_device_base_init(&d->base, &zt_device_cuda, 0);
     d->index = cfg->device_index;
     pthread_mutex_init(&d->lock, NULL);
     size_t free_b = 0, total_b = 0;
@@ -79,6 +79,7 @@ static void cuda_destroy(zt_device *dev)
     cuda_device *d = (cuda_device *)dev;
     cudaStreamDestroy(d->alloc_stream);
     pthread_mutex_destroy(&d->lock);
+    zt_device_base_fini(dev);
     free(d);
 }
 
@@ -88,35 +89,24 @@ static zt_status cuda_alloc_mem(zt_device *dev, size_t bytes, void **ptr, zt_err
     cuda_alloc *rec = malloc(sizeof *rec);
     if (!rec)
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of host memory tracking a device allocation");
-    pthread_mutex_lock(&d->lock);
-    int over = dev->bytes_in_use + bytes > dev->capacity;
-    unsigned long long in_use = dev->bytes_in_use;
-    if (!over)
-        dev->bytes_in_use += bytes;
-    pthread_mutex_unlock(&d->lock);
-    if (over) {
+    zt_status st = zt_device_budget_take(dev, bytes, err);
+    if (st != ZT_OK) {
         free(rec);
-        return ZT_ERR(err, ZT_ERR_DEVICE_NOMEM,
-                      "device memory exhausted: %zu bytes requested, %llu in use of a %llu-byte "
-                      "budget; raise ztier.hbm_capacity or offload more (offload_param.device)",
-                      bytes, in_use, (unsigned long long)dev->capacity);
+        return st;
     }
-    zt_status st = check(cudaMallocAsync(ptr, bytes ? bytes : 1, d->alloc_stream),
-                         "cudaMallocAsync", err);
+    st = check(cudaMallocAsync(ptr, bytes ? bytes : 1, d->alloc_stream), "cudaMallocAsync", err);
     if (st == ZT_OK)
         st = check(cudaStreamSynchronize(d->alloc_stream), "cudaStreamSynchronize", err);
-    pthread_mutex_lock(&d->lock);
     if (st != ZT_OK) {
-        dev->bytes_in_use -= bytes;
+        zt_device_budget_return(dev, bytes);
         free(rec);
-    } else {
-        *rec = (cuda_alloc){*ptr, bytes, g_allocs};
-        g_allocs = rec;
-        if (dev->bytes_in_use > dev->bytes_peak)
-            dev->bytes_peak = dev->bytes_in_use;
+        return st;
     }
+    pthread_mutex_lock(&d->lock);
+    *rec = (cuda_alloc){*ptr, bytes, g_allocs};
+    g_allocs = rec;
     pthread_mutex_unlock(&d->lock);
-    return st;
+    return ZT_OK;
 }
 
 static void cuda_free_mem(zt_device *dev, void *ptr)
@@ -124,16 +114,18 @@ static void cuda_free_mem(zt_device *dev, void *ptr)
     if (!ptr)
         return;
     cuda_device *d = (cuda_device *)dev;
+    size_t bytes = 0;
     pthread_mutex_lock(&d->lock);
     for (cuda_alloc **p = &g_allocs; *p; p = &(*p)->next)
         if ((*p)->ptr == ptr) {
             cuda_alloc *rec = *p;
             *p = rec->next;
-            dev->bytes_in_use -= rec->bytes;
+            bytes = rec->bytes;
             free(rec);
             break;
         }
     pthread_mutex_unlock(&d->lock);
+    zt_device_budget_return(dev, bytes);
     /* Other streams may still use it: wait for the device, then return it to the pool. */
     cudaDeviceSynchronize();
     cudaFreeAsync(ptr, d->alloc_stream);

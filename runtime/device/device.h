@@ -12,6 +12,7 @@
 
 #include "runtime/error.h"
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -72,7 +73,17 @@ struct zt_device {
     uint64_t capacity;
     uint64_t bytes_in_use;
     uint64_t bytes_peak;
+    pthread_mutex_t budget_lock; /* guards the three counters */
 };
+
+/* Sets up the common header of a backend instance (and tears it down). */
+void zt_device_base_init(zt_device *dev, const zt_device_iface *iface, uint64_t capacity);
+void zt_device_base_fini(zt_device *dev);
+
+/* Counts bytes against the capacity, or returns ZT_ERR_DEVICE_NOMEM naming the request, the
+ * use and the fix. Thread-safe. Every backend's alloc goes through it. */
+zt_status zt_device_budget_take(zt_device *dev, size_t bytes, zt_error *err);
+void zt_device_budget_return(zt_device *dev, size_t bytes);
 
 extern const zt_device_iface zt_device_host;
 #ifdef ZT_HAVE_CUDA

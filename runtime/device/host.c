@@ -132,8 +132,7 @@ static zt_status host_create(const zt_device_config *cfg, zt_device **out, zt_er
     host_device *d = calloc(1, sizeof *d);
     if (!d)
         return ZT_ERR(err, ZT_ERR_NOMEM, "host backend: out of memory");
-    d->base.iface = &zt_device_host;
-    d->base.capacity = cfg->capacity_bytes;
+    zt_device_base_init(&d->base, &zt_device_host, cfg->capacity_bytes);
     pthread_mutex_init(&d->lock, NULL);
     pthread_cond_init(&d->progress, NULL);
     *out = &d->base;
@@ -145,35 +144,21 @@ static void host_destroy(zt_device *dev)
     host_device *d = (host_device *)dev;
     pthread_mutex_destroy(&d->lock);
     pthread_cond_destroy(&d->progress);
+    zt_device_base_fini(dev);
     free(d);
 }
 
 static zt_status host_alloc(zt_device *dev, size_t bytes, void **ptr, zt_error *err)
 {
-    host_device *d = (host_device *)dev;
-    pthread_mutex_lock(&d->lock);
-    int over = dev->bytes_in_use + bytes > dev->capacity;
-    unsigned long long in_use = dev->bytes_in_use;
-    if (!over)
-        dev->bytes_in_use += bytes;
-    pthread_mutex_unlock(&d->lock);
-    if (over)
-        return ZT_ERR(err, ZT_ERR_DEVICE_NOMEM,
-                      "device memory exhausted: %zu bytes requested, %llu in use of a %llu-byte "
-                      "budget; raise ztier.hbm_capacity or offload more (offload_param.device)",
-                      bytes, in_use, (unsigned long long)dev->capacity);
+    zt_status st = zt_device_budget_take(dev, bytes, err);
+    if (st != ZT_OK)
+        return st;
     void *raw = NULL;
     if (posix_memalign(&raw, 64, sizeof(alloc_header) + (bytes ? bytes : 1)) != 0) {
-        pthread_mutex_lock(&d->lock);
-        dev->bytes_in_use -= bytes;
-        pthread_mutex_unlock(&d->lock);
+        zt_device_budget_return(dev, bytes);
         return ZT_ERR(err, ZT_ERR_NOMEM, "host backend: malloc of %zu bytes failed", bytes);
     }
     ((alloc_header *)raw)->bytes = bytes;
-    pthread_mutex_lock(&d->lock);
-    if (dev->bytes_in_use > dev->bytes_peak)
-        dev->bytes_peak = dev->bytes_in_use;
-    pthread_mutex_unlock(&d->lock);
     *ptr = (alloc_header *)raw + 1;
     return ZT_OK;
 }
@@ -182,11 +167,8 @@ static void host_free(zt_device *dev, void *ptr)
 {
     if (!ptr)
         return;
-    host_device *d = (host_device *)dev;
     alloc_header *h = (alloc_header *)ptr - 1;
-    pthread_mutex_lock(&d->lock);
-    dev->bytes_in_use -= h->bytes;
-    pthread_mutex_unlock(&d->lock);
+    zt_device_budget_return(dev, h->bytes);
     free(h);
 }
 
