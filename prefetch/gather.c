@@ -111,6 +111,11 @@ static zt_status finish_allgather(zt_runtime *rt, zt_layer *L, zt_error *err)
 zt_status zt_gather_advance(zt_runtime *rt, zt_layer *L, int evict, zt_error *err)
 {
     zt_status st = ZT_OK;
+    if (L->persistent) { /* its full parameters are its home: nothing to move */
+        L->gathered = L->param_home.ptr;
+        L->gstate = ZT_GATHER_READY;
+        return ZT_OK;
+    }
     switch (L->gstate) {
     case ZT_GATHER_NONE:
         st = start(rt, L, evict, err);
@@ -142,6 +147,8 @@ zt_status zt_gather_complete(zt_runtime *rt, zt_layer *L, zt_error *err)
 
 void zt_gather_drop(zt_runtime *rt, zt_layer *L)
 {
+    if (L->persistent)
+        return; /* resident: the buffer is the parameters' home */
     if (L->nvme_io.pieces)
         zt_home_io_wait(&L->param_home, &L->nvme_io, NULL);
     if (L->gstate == ZT_GATHER_COPYING || L->gstate == ZT_GATHER_NONE ||

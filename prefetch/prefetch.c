@@ -11,7 +11,7 @@ static int64_t live_elements(const zt_runtime *rt)
 {
     int64_t live = 0;
     for (int i = 0; i < rt->n_layers; i++)
-        if (rt->layers[i].gstate != ZT_GATHER_NONE)
+        if (rt->layers[i].gstate != ZT_GATHER_NONE && !rt->layers[i].persistent)
             live += rt->layers[i].flat_numel;
     return live;
 }
@@ -123,7 +123,7 @@ int zt_prefetch_evict_one(zt_runtime *rt)
     int victim = -1, furthest = -1;
     for (int i = 0; i < rt->n_layers; i++) {
         const zt_layer *L = &rt->layers[i];
-        if (held(L) || L->gstate == ZT_GATHER_NONE)
+        if (held(L) || L->gstate == ZT_GATHER_NONE || L->persistent)
             continue;
         int k = next_use(rt, i);
         if (k > furthest)

@@ -17,8 +17,11 @@ static void layout_layer(zt_runtime *rt, zt_layer *L)
         p->offset = off;
         off += round_up(p->numel, ZT_PARAM_ALIGN_ELEMS);
     }
-    L->flat_numel = round_up(off ? off : 1, (int64_t)rt->world * ZT_PARAM_ALIGN_ELEMS);
-    L->shard_numel = L->flat_numel / rt->world;
+    /* Small layers are not worth a collective per use: every rank keeps all of them. */
+    L->persistent = off < rt->cfg.stage3_param_persistence_threshold;
+    int64_t ranks = L->persistent ? 1 : rt->world;
+    L->flat_numel = round_up(off ? off : 1, ranks * ZT_PARAM_ALIGN_ELEMS);
+    L->shard_numel = L->flat_numel / ranks;
 }
 
 /* The optimizer runs on the CPU, so "none" (device) keeps its state in host memory. */
@@ -35,7 +38,8 @@ static zt_status place_layer(zt_runtime *rt, zt_layer *L)
     zt_homes ph = rt->homes, oh = rt->homes;
     ph.swap = rt->param_swap;
     oh.swap = rt->optim_swap;
-    zt_status st = zt_home_alloc(&ph, rt->cfg.offload_param.device,
+    zt_tier_kind param_tier = L->persistent ? ZT_TIER_DEVICE : rt->cfg.offload_param.device;
+    zt_status st = zt_home_alloc(&ph, param_tier,
                                  shard * zt_dtype_size(rt->dtype), L->name, &L->param_home,
                                  &rt->err);
     if (st == ZT_OK)
@@ -57,7 +61,7 @@ static zt_status place_layer(zt_runtime *rt, zt_layer *L)
 /* Fills this rank's fp32 master shard of a layer from the parameters' initialisers. */
 static void init_master_shard(zt_runtime *rt, const zt_layer *L, float *master)
 {
-    int64_t lo = (int64_t)rt->rank * L->shard_numel, hi = lo + L->shard_numel;
+    int64_t lo = L->persistent ? 0 : (int64_t)rt->rank * L->shard_numel, hi = lo + L->shard_numel;
     memset(master, 0, (size_t)L->shard_numel * sizeof(float));
     for (int i = 0; i < L->n_params; i++) {
         const zt_param *p = &rt->params[L->param_ids[i]];

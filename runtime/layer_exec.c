@@ -74,7 +74,7 @@ zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_layer_view *vi
     zt_layer *L = &rt->layers[layer];
     double t0 = now_s();
     zt_prefetch_observe(rt, layer, pass);
-    if (L->gstate != ZT_GATHER_NONE)
+    if (L->gstate != ZT_GATHER_NONE && !L->persistent)
         rt->stats.prefetch_hits++;
     zt_status st = gather_layer(rt, L);
     if (st == ZT_OK) {
@@ -133,7 +133,10 @@ static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
         buf = wide, dt = ZT_F32;
     }
     zt_comm_req req = {0};
-    if (st == ZT_OK)
+    if (st == ZT_OK && L->persistent) /* replicated: every rank needs the whole sum */
+        st = rt->comm->iface->allreduce(rt->comm, buf, buf, (size_t)L->shard_numel,
+                                        comm_dtype(dt), ZT_REDUCE_SUM, &req, &rt->err);
+    else if (st == ZT_OK)
         st = rt->comm->iface->reduce_scatter(rt->comm, buf, buf, (size_t)L->shard_numel,
                                              comm_dtype(dt), ZT_REDUCE_SUM, &req, &rt->err);
     if (st == ZT_OK)

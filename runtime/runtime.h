@@ -47,7 +47,9 @@ typedef struct zt_layer {
     int n_params, cap_params;
 
     int64_t flat_numel;  /* padded so it splits evenly over ranks */
-    int64_t shard_numel; /* flat_numel / world_size */
+    int64_t shard_numel; /* flat_numel / world_size; flat_numel when persistent */
+    int persistent;      /* below stage3_param_persistence_threshold: replicated on every rank
+                            and resident in device memory, never gathered or released */
 
     /* This rank's shard: working-dtype parameters and fp32 optimizer state. */
     zt_home param_home;

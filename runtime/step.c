@@ -33,6 +33,8 @@ static zt_status global_grad_stats(zt_runtime *rt, double *sumsq, double *nonfin
     float scale = grad_average_factor(rt);
     for (int i = 0; i < rt->n_layers; i++) {
         zt_layer *L = &rt->layers[i];
+        if (L->persistent && rt->rank != 0)
+            continue; /* replicated: every rank holds the same sum; count it once */
         int64_t bad = 0;
         acc[0] += zt_grad_sumsq(rt->adam_variant, L->grad_acc, ZT_F32, L->shard_numel, scale,
                                 &bad);
@@ -166,7 +168,9 @@ zt_status zt_rt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t num
     if (!full)
         return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory reading parameter '%s'", p->name);
     zt_status st = zt_home_load(&rt->homes, &L->master, rt->staging, &rt->err);
-    if (st == ZT_OK)
+    if (st == ZT_OK && L->persistent) /* every rank holds all of it */
+        memcpy(full, rt->staging, (size_t)L->flat_numel * sizeof(float));
+    else if (st == ZT_OK)
         st = zt_comm_allgather_sync(rt->comm, rt->staging, full, (size_t)L->shard_numel,
                                     ZT_COMM_F32, &rt->err);
     if (st == ZT_OK)

@@ -34,8 +34,9 @@ float ref_mlp_step(ref_mlp *r, int64_t first_batch, int accum);
 double ref_mlp_max_rel_error(const ref_mlp *r, zt_runtime *rt, const minimal_model *m);
 void ref_mlp_free(ref_mlp *r);
 
-/* A config JSON for the same hyper-parameters with the given placements and extra "ztier"
- * members (may be ""). Returns a static buffer. */
+/* A config JSON for the same hyper-parameters with the given placements and extra
+ * "zero_optimization" / "ztier" members (may be ""). Every layer is sharded (persistence
+ * threshold 0) unless extra_zero sets the threshold again. Returns a static buffer. */
 const char *ref_mlp_config(const ref_hparams *h, const char *param_dev, const char *opt_dev,
                            int accum, const char *extra_zero, const char *extra_ztier);
 

@@ -15,6 +15,10 @@ int main(int argc, char **argv)
 {
     const char *pdev = argc > 1 ? argv[1] : "cpu", *odev = argc > 2 ? argv[2] : "cpu";
     int accum = argc > 3 ? atoi(argv[3]) : 1;
+    const char *persist = argc > 4 ? argv[4] : "0"; /* stage3_param_persistence_threshold */
+    char extra_zero[96];
+    snprintf(extra_zero, sizeof extra_zero, ", \"stage3_param_persistence_threshold\": %s",
+             persist);
     if (!strcmp(pdev, "nvme") || !strcmp(odev, "nvme")) { /* every rank its own files there */
         static char dir[512];
         const char *base = getenv("ZT_TEST_TMPDIR") ? getenv("ZT_TEST_TMPDIR") : "/tmp";
@@ -22,10 +26,10 @@ int main(int argc, char **argv)
         mkdir(dir, 0755);
         setenv("ZT_NVME_PATH", dir, 1);
     }
-    const mlp_dims dims = {16, 48, 4, 32};
+    const mlp_dims dims = {16, 48, 4, 48}; /* the batch splits over 2, 3 and 4 ranks */
     const ref_hparams hp = {0.01f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.5f};
     zt_runtime *rt = NULL;
-    if (zt_runtime_create(NULL, ref_mlp_config(&hp, pdev, odev, accum, "", ""), &rt) != ZT_OK) {
+    if (zt_runtime_create(NULL, ref_mlp_config(&hp, pdev, odev, accum, extra_zero, ""), &rt) != ZT_OK) {
         fprintf(stderr, "create: %s\n", zt_last_error(rt));
         zt_runtime_destroy(rt);
         return 1;

@@ -157,6 +157,34 @@ static void test_layer_order_change_retraces(void **state)
     zt_runtime_destroy(rt);
 }
 
+/* Layers below the persistence threshold are replicated and resident (fc1 and fc3 here),
+ * the others sharded: training still equals the reference, and the resident layers are
+ * never counted as prefetches. */
+static void test_persistent_small_layers_equal_reference(void **state)
+{
+    (void)state;
+    minimal_model m;
+    zt_runtime *rt = create(ref_mlp_config(&hp, "cpu", "cpu", 1,
+                                           ", \"stage3_param_persistence_threshold\": 1000", ""),
+                            &m);
+    ref_mlp ref;
+    assert_int_equal(ref_mlp_init(&ref, rt, &m, &hp), 0);
+    for (int s = 0; s < STEPS; s++) {
+        float loss;
+        assert_int_equal(minimal_micro_step(rt, &m, s, 0, dims.batch, &loss), ZT_OK);
+        assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK);
+        ref_mlp_step(&ref, s, 1);
+    }
+    double err = ref_mlp_max_rel_error(&ref, rt, &m);
+    if (err > 1e-6)
+        fail_msg("persistent layers: relative error %g", err);
+    zt_stats st = ZT_STATS_INIT;
+    assert_int_equal(zt_stats_get(rt, &st), ZT_OK);
+    assert_true(st.prefetch_hits <= (uint64_t)STEPS * 2); /* only fc2 is ever prefetched */
+    ref_mlp_free(&ref);
+    zt_runtime_destroy(rt);
+}
+
 static void nvme_dir(void)
 {
     static char dir[512];
@@ -231,6 +259,7 @@ int main(void)
         cmocka_unit_test(test_avx512_adam_equals_reference),
         cmocka_unit_test(test_accumulation_equals_big_batch),
         cmocka_unit_test(test_layer_order_change_retraces),
+        cmocka_unit_test(test_persistent_small_layers_equal_reference),
         cmocka_unit_test(test_nvme_placements_equal_reference),
         cmocka_unit_test(test_nvme_is_bitwise_host),
     };

@@ -44,7 +44,8 @@ static const char *config(const char *param, const char *optim)
     static char buf[2048];
     snprintf(buf, sizeof buf,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
-             "\"%s\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"}},"
+             "\"%s\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
+             " \"stage3_param_persistence_threshold\": 0},"
              " \"aio\": {\"block_size\": 4096}, \"ztier\": {\"hbm_capacity\": \"16M\"}}",
              param, dir, optim, dir);
     return buf;
