@@ -1,0 +1,98 @@
+/* AVX-512 block quantization (F, BW, VL, DQ), matching the scalar reference bit for bit:
+ * the same division, round-to-nearest-even and saturation. Blocks are walked one at a time
+ * in 16-lane steps, the last step of a block masked. */
+#include "runtime/comm/quant.h"
+
+#include <immintrin.h>
+
+static inline __attribute__((always_inline)) __mmask16 lanes(int64_t left)
+{
+    return left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+}
+
+static inline __attribute__((always_inline)) __m512 load(const void *x, zt_dtype dt, int64_t i,
+                                                          __mmask16 k)
+{
+    if (dt == ZT_F32)
+        return _mm512_maskz_loadu_ps(k, (const float *)x + i);
+    __m256i h = _mm256_maskz_loadu_epi16(k, (const uint16_t *)x + i);
+    if (dt == ZT_F16)
+        return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+static __m256i to_bf16(__m512 x) /* round to nearest even, NaN kept NaN (as the scalar) */
+{
+    __m512i u = _mm512_castps_si512(x);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+    __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    __m512i q = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, q));
+}
+
+static inline __attribute__((always_inline)) void store(void *out, zt_dtype dt, int64_t i,
+                                                         __m512 v, __mmask16 k)
+{
+    if (dt == ZT_F32)
+        _mm512_mask_storeu_ps((float *)out + i, k, v);
+    else if (dt == ZT_BF16)
+        _mm256_mask_storeu_epi16((uint16_t *)out + i, k, to_bf16(v));
+    else
+        _mm256_mask_storeu_epi16((uint16_t *)out + i, k,
+                                 _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+void zt_quant8_avx512(const void *x, zt_dtype dt, int64_t n, int block, int8_t *q, float *scales)
+{
+    for (int64_t b = 0, lo = 0; lo < n; b++, lo += block) {
+        int64_t hi = lo + block < n ? lo + block : n;
+        __m512 mx = _mm512_setzero_ps();
+        for (int64_t i = lo; i < hi; i += 16)
+            mx = _mm512_max_ps(mx, _mm512_abs_ps(load(x, dt, i, lanes(hi - i))));
+        float s = _mm512_reduce_max_ps(mx) / 127.0f;
+        scales[b] = s;
+        __m512 vs = _mm512_set1_ps(s);
+        for (int64_t i = lo; i < hi; i += 16) {
+            __mmask16 k = lanes(hi - i);
+            __m512i v = s > 0 ? _mm512_cvtps_epi32(_mm512_div_ps(load(x, dt, i, k), vs))
+                              : _mm512_setzero_si512();
+            _mm_mask_storeu_epi8(q + i, k, _mm512_cvtsepi32_epi8(v));
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) __m512 dequant(const int8_t *q, int64_t i,
+                                                             __mmask16 k, __m512 scale)
+{
+    __m512i v = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(k, q + i));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(v), scale);
+}
+
+void zt_dequant8_avx512(const int8_t *q, const float *scales, int64_t n, int block, void *out,
+                        zt_dtype dt)
+{
+    for (int64_t b = 0, lo = 0; lo < n; b++, lo += block) {
+        int64_t hi = lo + block < n ? lo + block : n;
+        __m512 s = _mm512_set1_ps(scales[b]);
+        for (int64_t i = lo; i < hi; i += 16) {
+            __mmask16 k = lanes(hi - i);
+            store(out, dt, i, dequant(q, i, k, s), k);
+        }
+    }
+}
+
+void zt_dequant8_add_avx512(const int8_t *q, const float *scales, int64_t n, int block,
+                            float *acc)
+{
+    for (int64_t b = 0, lo = 0; lo < n; b++, lo += block) {
+        int64_t hi = lo + block < n ? lo + block : n;
+        __m512 s = _mm512_set1_ps(scales[b]);
+        for (int64_t i = lo; i < hi; i += 16) {
+            __mmask16 k = lanes(hi - i);
+            __m512 a = _mm512_maskz_loadu_ps(k, acc + i);
+            _mm512_mask_storeu_ps(acc + i, k, _mm512_add_ps(a, dequant(q, i, k, s)));
+        }
+    }
+}

@@ -1,0 +1,113 @@
+/* Scalar reference block quantization (see quant.h), and the run-time choice of variant. */
+#include "runtime/comm/quant.h"
+#include "optimizer/adam.h"
+#include "optimizer/convert.h"
+
+#include <math.h>
+
+static float load(const void *x, zt_dtype dt, int64_t i)
+{
+    if (dt == ZT_BF16)
+        return zt_bf16_to_f32(((const uint16_t *)x)[i]);
+    if (dt == ZT_F16)
+        return zt_f16_to_f32(((const uint16_t *)x)[i]);
+    return ((const float *)x)[i];
+}
+
+static void store(void *out, zt_dtype dt, int64_t i, float v)
+{
+    if (dt == ZT_BF16)
+        ((uint16_t *)out)[i] = zt_f32_to_bf16(v);
+    else if (dt == ZT_F16)
+        ((uint16_t *)out)[i] = zt_f32_to_f16(v);
+    else
+        ((float *)out)[i] = v;
+}
+
+static float block_scale(const void *x, zt_dtype dt, int64_t lo, int64_t hi, float levels)
+{
+    float m = 0.0f;
+    for (int64_t i = lo; i < hi; i++)
+        m = fmaxf(m, fabsf(load(x, dt, i)));
+    return m / levels;
+}
+
+void zt_quant8_scalar(const void *x, zt_dtype dt, int64_t n, int block, int8_t *q, float *scales)
+{
+    for (int64_t b = 0; b * block < n; b++) {
+        int64_t lo = b * block, hi = lo + block < n ? lo + block : n;
+        float s = block_scale(x, dt, lo, hi, 127.0f);
+        scales[b] = s;
+        for (int64_t i = lo; i < hi; i++)
+            q[i] = s > 0 ? (int8_t)nearbyintf(load(x, dt, i) / s) : 0;
+    }
+}
+
+void zt_dequant8_scalar(const int8_t *q, const float *scales, int64_t n, int block, void *out,
+                        zt_dtype dt)
+{
+    for (int64_t i = 0; i < n; i++)
+        store(out, dt, i, (float)q[i] * scales[i / block]);
+}
+
+void zt_dequant8_add_scalar(const int8_t *q, const float *scales, int64_t n, int block,
+                            float *acc)
+{
+    for (int64_t i = 0; i < n; i++)
+        acc[i] += (float)q[i] * scales[i / block];
+}
+
+void zt_quant4(const float *x, int64_t n, int block, uint8_t *q, float *scales)
+{
+    for (int64_t i = 0; i < (n + 1) / 2; i++)
+        q[i] = 0;
+    for (int64_t b = 0; b * block < n; b++) {
+        int64_t lo = b * block, hi = lo + block < n ? lo + block : n;
+        float s = block_scale(x, ZT_F32, lo, hi, 7.0f);
+        scales[b] = s;
+        for (int64_t i = lo; i < hi; i++) {
+            int v = s > 0 ? (int)nearbyintf(x[i] / s) : 0;
+            q[i / 2] |= (uint8_t)((v & 0xf) << (4 * (i & 1)));
+        }
+    }
+}
+
+void zt_dequant4_add(const uint8_t *q, const float *scales, int64_t n, int block, float *acc)
+{
+    for (int64_t i = 0; i < n; i++) {
+        int v = (q[i / 2] >> (4 * (i & 1))) & 0xf;
+        v = v >= 8 ? v - 16 : v; /* sign-extend the nibble */
+        acc[i] += (float)v * scales[i / block];
+    }
+}
+
+int zt_quant_variant_supported(zt_quant_variant v)
+{
+    return v == ZT_QUANT_SCALAR || zt_adam_variant_supported(ZT_ADAM_AVX512);
+}
+
+zt_quant_variant zt_quant_variant_best(void)
+{
+    return zt_quant_variant_supported(ZT_QUANT_AVX512) ? ZT_QUANT_AVX512 : ZT_QUANT_SCALAR;
+}
+
+const char *zt_quant_variant_name(zt_quant_variant v) { return v == ZT_QUANT_AVX512 ? "avx512" : "scalar"; }
+
+void zt_quant8(zt_quant_variant v, const void *x, zt_dtype dt, int64_t n, int block, int8_t *q,
+               float *scales)
+{
+    (v == ZT_QUANT_AVX512 ? zt_quant8_avx512 : zt_quant8_scalar)(x, dt, n, block, q, scales);
+}
+
+void zt_dequant8(zt_quant_variant v, const int8_t *q, const float *scales, int64_t n, int block,
+                 void *out, zt_dtype dt)
+{
+    (v == ZT_QUANT_AVX512 ? zt_dequant8_avx512 : zt_dequant8_scalar)(q, scales, n, block, out, dt);
+}
+
+void zt_dequant8_add(zt_quant_variant v, const int8_t *q, const float *scales, int64_t n,
+                     int block, float *acc)
+{
+    (v == ZT_QUANT_AVX512 ? zt_dequant8_add_avx512 : zt_dequant8_add_scalar)(q, scales, n, block,
+                                                                             acc);
+}

