@@ -9,12 +9,14 @@ int cmd_bench_prefetch(int argc, char **argv);
 int cmd_bench_adam(int argc, char **argv);
 int cmd_bench_nvme(int argc, char **argv);
 int cmd_bench_gpt2(int argc, char **argv);
+int cmd_bench_quant(int argc, char **argv);
 
 /* Each bench subcommand adds one line here and its file to tools/CMakeLists.txt. */
 #define ZT_BENCH_COMMANDS                                                                      \
     {"bench", "adam", cmd_bench_adam, "fused CPU Adam vs a STREAM triad"},                    \
     {"bench", "copy", cmd_bench_copy, "host<->device copy bandwidth vs memcpy"},              \
     {"bench", "nvme", cmd_bench_nvme, "NVMe swap write/read bandwidth vs fio"},               \
+    {"bench", "quant", cmd_bench_quant, "ZeRO++ int8 (de)quantization vs memcpy"},            \
     {"bench", "prefetch", cmd_bench_prefetch, "fetch stall of an offloaded layer stack"},    \
     ZT_BENCH_GPT2
 

@@ -1,6 +1,7 @@
 /* Block quantization for ZeRO++ communication: symmetric int8 (weights, qwZ) and int4
  * (gradients, qgZ) with one fp32 scale per block of `block` elements:
- *   scale = max|x| over the block / 127 (int8) or / 7 (int4);  q = round_to_nearest_even(x / scale)
+ *   scale = max|x| over the block / 127 (int8) or / 7 (int4);
+ *   q = round_to_nearest_even(x * (1 / scale))
  * so the error of every element is at most half a step (scale / 2). A block of zeros has
  * scale 0 and quantizes to zeros. Lengths need not be multiples of the block or of 8: the
  * last block is shorter. int4 values are packed two per byte, element 2i in the low nibble.

@@ -14,7 +14,8 @@ static inline __attribute__((always_inline)) __m512 load(const void *x, zt_dtype
                                                           __mmask16 k)
 {
     if (dt == ZT_F32)
-        return _mm512_maskz_loadu_ps(k, (const float *)x + i);
+        return k == 0xffff ? _mm512_loadu_ps((const float *)x + i)
+                           : _mm512_maskz_loadu_ps(k, (const float *)x + i);
     __m256i h = _mm256_maskz_loadu_epi16(k, (const uint16_t *)x + i);
     if (dt == ZT_F16)
         return _mm512_cvtph_ps(h);
@@ -35,7 +36,9 @@ static __m256i to_bf16(__m512 x) /* round to nearest even, NaN kept NaN (as the 
 static inline __attribute__((always_inline)) void store(void *out, zt_dtype dt, int64_t i,
                                                          __m512 v, __mmask16 k)
 {
-    if (dt == ZT_F32)
+    if (dt == ZT_F32 && k == 0xffff)
+        _mm512_storeu_ps((float *)out + i, v);
+    else if (dt == ZT_F32)
         _mm512_mask_storeu_ps((float *)out + i, k, v);
     else if (dt == ZT_BF16)
         _mm256_mask_storeu_epi16((uint16_t *)out + i, k, to_bf16(v));
@@ -53,12 +56,14 @@ void zt_quant8_avx512(const void *x, zt_dtype dt, int64_t n, int block, int8_t *
             mx = _mm512_max_ps(mx, _mm512_abs_ps(load(x, dt, i, lanes(hi - i))));
         float s = _mm512_reduce_max_ps(mx) / 127.0f;
         scales[b] = s;
-        __m512 vs = _mm512_set1_ps(s);
+        __m512 inv = _mm512_set1_ps(s > 0 ? 1.0f / s : 0.0f);
         for (int64_t i = lo; i < hi; i += 16) {
             __mmask16 k = lanes(hi - i);
-            __m512i v = s > 0 ? _mm512_cvtps_epi32(_mm512_div_ps(load(x, dt, i, k), vs))
-                              : _mm512_setzero_si512();
-            _mm_mask_storeu_epi8(q + i, k, _mm512_cvtsepi32_epi8(v));
+            __m128i v = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(load(x, dt, i, k), inv)));
+            if (k == 0xffff) /* masked stores are slow on some cores: only for the tail */
+                _mm_storeu_si128((__m128i *)(q + i), v);
+            else
+                _mm_mask_storeu_epi8(q + i, k, v);
         }
     }
 }
@@ -66,7 +71,8 @@ void zt_quant8_avx512(const void *x, zt_dtype dt, int64_t n, int block, int8_t *
 static inline __attribute__((always_inline)) __m512 dequant(const int8_t *q, int64_t i,
                                                              __mmask16 k, __m512 scale)
 {
-    __m512i v = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(k, q + i));
+    __m128i b = k == 0xffff ? _mm_loadu_si128((const __m128i *)(q + i)) : _mm_maskz_loadu_epi8(k, q + i);
+    __m512i v = _mm512_cvtepi8_epi32(b);
     return _mm512_mul_ps(_mm512_cvtepi32_ps(v), scale);
 }
 
@@ -91,6 +97,10 @@ void zt_dequant8_add_avx512(const int8_t *q, const float *scales, int64_t n, int
         __m512 s = _mm512_set1_ps(scales[b]);
         for (int64_t i = lo; i < hi; i += 16) {
             __mmask16 k = lanes(hi - i);
+            if (k == 0xffff) {
+                _mm512_storeu_ps(acc + i, _mm512_add_ps(_mm512_loadu_ps(acc + i), dequant(q, i, k, s)));
+                continue;
+            }
             __m512 a = _mm512_maskz_loadu_ps(k, acc + i);
             _mm512_mask_storeu_ps(acc + i, k, _mm512_add_ps(a, dequant(q, i, k, s)));
         }

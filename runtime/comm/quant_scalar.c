@@ -36,10 +36,12 @@ void zt_quant8_scalar(const void *x, zt_dtype dt, int64_t n, int block, int8_t *
 {
     for (int64_t b = 0; b * block < n; b++) {
         int64_t lo = b * block, hi = lo + block < n ? lo + block : n;
-        float s = block_scale(x, dt, lo, hi, 127.0f);
+        float s = block_scale(x, dt, lo, hi, 127.0f), inv = s > 0 ? 1.0f / s : 0.0f;
         scales[b] = s;
-        for (int64_t i = lo; i < hi; i++)
-            q[i] = s > 0 ? (int8_t)nearbyintf(load(x, dt, i) / s) : 0;
+        for (int64_t i = lo; i < hi; i++) {
+            float v = nearbyintf(load(x, dt, i) * inv);
+            q[i] = (int8_t)(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v);
+        }
     }
 }
 
@@ -63,10 +65,11 @@ void zt_quant4(const float *x, int64_t n, int block, uint8_t *q, float *scales)
         q[i] = 0;
     for (int64_t b = 0; b * block < n; b++) {
         int64_t lo = b * block, hi = lo + block < n ? lo + block : n;
-        float s = block_scale(x, ZT_F32, lo, hi, 7.0f);
+        float s = block_scale(x, ZT_F32, lo, hi, 7.0f), inv = s > 0 ? 1.0f / s : 0.0f;
         scales[b] = s;
         for (int64_t i = lo; i < hi; i++) {
-            int v = s > 0 ? (int)nearbyintf(x[i] / s) : 0;
+            int v = (int)nearbyintf(x[i] * inv);
+            v = v > 7 ? 7 : v < -7 ? -7 : v;
             q[i / 2] |= (uint8_t)((v & 0xf) << (4 * (i & 1)));
         }
     }

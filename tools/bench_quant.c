@@ -1,0 +1,95 @@
+/* `ztier bench quant`: int8 block quantize and dequantize throughput of each variant against
+ * memcpy over the same bytes, interleaved; then the bytes a GPT-2 config sends per step and
+ * rank under ZeRO-3 (fp16 weights and gradients) and under ZeRO++ (qwZ int8 weights, hpZ
+ * node-local backward gather, qgZ int4 gradients), total and across nodes. Throughput counts
+ * bytes read plus written (memcpy: 2 x size; quantize: 4 + 1 B/element + scales). */
+#include "runtime/comm/quant.h"
+#include "tools/bench_common.h"
+#include "tools/commands.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REPS 5
+
+static double time_quant(zt_quant_variant v, const float *x, int64_t n, int8_t *q, float *s)
+{
+    double t0 = bench_now();
+    zt_quant8(v, x, ZT_F32, n, 256, q, s);
+    return bench_now() - t0;
+}
+
+static double time_dequant(zt_quant_variant v, const int8_t *q, const float *s, int64_t n, float *y)
+{
+    double t0 = bench_now();
+    zt_dequant8(v, q, s, n, 256, y, ZT_F32);
+    return bench_now() - t0;
+}
+
+static void bytes_table(double params)
+{
+    /* per rank and step, (w-1)/w ~ 1: ZeRO-3 gathers fp16 weights twice, reduces fp16 grads */
+    double z3 = params * (2 + 2 + 2), zpp = params * (1 + 1.0 / 64 + 1 + 0.5 + 1.0 / 64);
+    double z3_x = z3, zpp_x = params * (1 + 1.0 / 64 + 0.5 + 1.0 / 64);
+    printf("  bytes per step and rank for %.1fM parameters (block 256, fp32 scales):\n",
+           params / 1e6);
+    printf("    %-8s %10s %14s\n", "", "total GB", "across nodes");
+    printf("    %-8s %10.3f %14.3f\n", "ZeRO-3", z3 / 1e9, z3_x / 1e9);
+    printf("    %-8s %10.3f %14.3f  (%.2fx of ZeRO-3 across nodes)\n", "ZeRO++", zpp / 1e9,
+           zpp_x / 1e9, zpp_x / z3_x);
+}
+
+int cmd_bench_quant(int argc, char **argv)
+{
+    static const char *const known[] = {"size", NULL};
+    static const char *const flags[] = {"json", NULL};
+    if (bench_check_args(argc, argv, known, flags) != 0)
+        return 2;
+    uint64_t bytes = 256u << 20;
+    const char *v = bench_arg(argc, argv, "size");
+    if (v && (bench_parse_size(v, &bytes) || bytes < 4096))
+        return fprintf(stderr, "ztier bench quant: --size is a size >= 4K\n"), 2;
+    int64_t n = (int64_t)(bytes / 4);
+    float *x = malloc(bytes), *y = malloc(bytes), *s = malloc(sizeof(float) * (size_t)(n / 256 + 1));
+    int8_t *q = malloc((size_t)n);
+    char *a = malloc(bytes), *b = malloc(bytes);
+    if (!x || !y || !s || !q || !a || !b)
+        return fprintf(stderr, "ztier bench quant: out of memory\n"), 1;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)(i % 1000) * 0.001f - 0.5f;
+    memset(a, 1, bytes), memset(b, 2, bytes), memset(y, 0, bytes), memset(q, 0, (size_t)n);
+    double qbytes = (double)n * 5 + (double)(n / 256) * 4;
+    printf("ztier bench quant: %s of fp32, int8 blocks of 256, 1 thread, %d interleaved rounds\n",
+           bench_fmt_bytes(bytes, (char[32]){0}, 32), REPS);
+    printf("  %-8s %12s %12s %12s %8s\n", "variant", "quant GB/s", "dequant GB/s", "memcpy GB/s",
+           "ratio");
+    char json[1024] = "";
+    for (zt_quant_variant var = ZT_QUANT_SCALAR; var <= ZT_QUANT_AVX512; var++) {
+        if (!zt_quant_variant_supported(var))
+            continue;
+        double mq[REPS], md[REPS], mm[REPS], r[REPS];
+        time_quant(var, x, n, q, s), time_dequant(var, q, s, n, y); /* warm-up */
+        for (int i = 0; i < REPS; i++) {
+            double t0 = bench_now();
+            memcpy(b, a, bytes);
+            mm[i] = 2.0 * (double)bytes / (bench_now() - t0) / 1e9;
+            mq[i] = qbytes / time_quant(var, x, n, q, s) / 1e9;
+            md[i] = qbytes / time_dequant(var, q, s, n, y) / 1e9;
+            r[i] = (mq[i] < md[i] ? mq[i] : md[i]) / mm[i];
+        }
+        double gq = bench_median(mq, REPS), gd = bench_median(md, REPS), gm = bench_median(mm, REPS);
+        double gr = bench_median(r, REPS);
+        printf("  %-8s %12.2f %12.2f %12.2f %8.3f\n", zt_quant_variant_name(var), gq, gd, gm, gr);
+        snprintf(json + strlen(json), sizeof json - strlen(json),
+                 "%s{\"variant\":\"%s\",\"quant_gbps\":%.3f,\"dequant_gbps\":%.3f,"
+                 "\"memcpy_gbps\":%.3f,\"ratio_vs_memcpy\":%.4f}", json[0] ? "," : "",
+                 zt_quant_variant_name(var), gq,
+                 gd, gm, gr);
+    }
+    bytes_table(124.5e6);
+    if (bench_flag(argc, argv, "json"))
+        printf("{\"bytes\":%llu,\"variants\":[%s]}\n", (unsigned long long)bytes, json);
+    free(x), free(y), free(s), free(q), free(a), free(b);
+    return 0;
+}
