@@ -143,6 +143,7 @@ typedef struct zt_stats {
     uint64_t gathered_bytes, reduced_bytes; /* full layers all-gathered; gradients reduced */
     uint64_t prefetch_hits;                /* fetches whose layer was already on its way */
     uint64_t evictions;                    /* prefetched layers freed to make room */
+    uint64_t comm_bytes_intra, comm_bytes_inter; /* bytes this rank sent within / across nodes */
     uint64_t trace_deviations;             /* steps whose layer order left the recorded one */
     double fetch_wait_s;                   /* time zt_fetch waited (stall) */
     double step_s;                         /* time spent in zt_step */

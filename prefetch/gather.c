@@ -1,6 +1,7 @@
 #include "prefetch/gather.h"
 #include "prefetch/prefetch.h"
 #include "runtime/log.h"
+#include "runtime/zeropp.h"
 
 static zt_comm_dtype comm_dtype(zt_dtype t)
 {
@@ -89,10 +90,14 @@ static zt_status issue_allgather(zt_runtime *rt, zt_layer *L, zt_error *err)
         zt_pinned_release(rt->param_staging, L->nvme_buf);
         L->nvme_buf = NULL;
     }
-    if (st == ZT_OK)
+    if (st == ZT_OK && rt->cfg.zero_quantized_weights && rt->world > 1) {
+        st = zt_qwz_start(rt, L, rank_slot(rt, L), err);
+    } else if (st == ZT_OK) {
+        zt_comm_count(rt, (uint64_t)L->shard_numel * zt_dtype_size(rt->dtype));
         st = rt->comm->iface->allgather(rt->comm, rank_slot(rt, L), L->gathered,
                                         (size_t)L->shard_numel, comm_dtype(rt->dtype), &L->req,
                                         err);
+    }
     if (st == ZT_OK)
         L->gstate = ZT_GATHER_COMM;
     return st;
@@ -101,6 +106,8 @@ static zt_status issue_allgather(zt_runtime *rt, zt_layer *L, zt_error *err)
 static zt_status finish_allgather(zt_runtime *rt, zt_layer *L, zt_error *err)
 {
     zt_status st = rt->comm->iface->wait(rt->comm, &L->req, err);
+    if (st == ZT_OK && L->qrecv)
+        zt_qwz_finish(rt, L);
     if (st == ZT_OK) {
         L->gstate = ZT_GATHER_READY;
         rt->stats.gathered_bytes += (uint64_t)L->flat_numel * zt_dtype_size(rt->dtype);
@@ -156,6 +163,7 @@ void zt_gather_drop(zt_runtime *rt, zt_layer *L)
         rt->dev->iface->stream_synchronize(rt->dev, rt->prefetch_stream, NULL);
     if (L->gstate == ZT_GATHER_COMM)
         rt->comm->iface->wait(rt->comm, &L->req, NULL);
+    zt_qwz_free(L);
     if (L->nvme_buf) {
         zt_pinned_release(rt->param_staging, L->nvme_buf);
         L->nvme_buf = NULL;

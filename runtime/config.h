@@ -83,6 +83,7 @@ typedef struct zt_config {
     int optimizer_threads;                  /* 0 = all cores */
     char adam_variant[16];                  /* "auto" | "scalar" | "avx2" | "avx512" */
     int ranks_per_node;                     /* 0 = from the launcher's environment */
+    int quant_block_size;                   /* elements per ZeRO++ quantization block */
     char trace_path[ZT_PATH_MAX];           /* "" = no trace */
     int log_level;                          /* -1 = unset */
 } zt_config;

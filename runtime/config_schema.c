@@ -95,6 +95,7 @@ const zt_config_key zt_config_keys[] = {
     {"ztier.optimizer_threads", ZT_KEY_INT, F(optimizer_threads), 0, 4096, NULL, 0},
     {"ztier.adam_variant", ZT_KEY_ENUM_STR, F(adam_variant), 0, 0, adam_variants, 0},
     {"ztier.ranks_per_node", ZT_KEY_INT, F(ranks_per_node), 0, 1 << 20, NULL, 0},
+    {"ztier.quant_block_size", ZT_KEY_INT, F(quant_block_size), 16, 1 << 16, NULL, 0},
     {"ztier.trace_path", ZT_KEY_PATH, F(trace_path), 0, 0, NULL, 0},
     {"ztier.log_level", ZT_KEY_ENUM, F(log_level), 0, 0, log_levels, 0},
     /* DeepSpeed keys (whole subtrees) that configure things outside ztier's scope. */

@@ -4,6 +4,7 @@
 #include "prefetch/gather.h"
 #include "prefetch/prefetch.h"
 #include "runtime/log.h"
+#include "runtime/zeropp.h"
 #include "runtime/runtime.h"
 
 #include <string.h>
@@ -132,7 +133,17 @@ static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
         st = widen_grads(rt, L, &wide);
         buf = wide, dt = ZT_F32;
     }
+    if (st == ZT_OK && rt->cfg.zero_quantized_gradients && rt->world > 1 && !L->persistent) {
+        st = zt_qgz_reduce(rt, L, buf, &rt->err); /* host memory: the host device backend */
+        if (wide)
+            rt->dev->iface->free(rt->dev, wide);
+        if (st == ZT_OK)
+            L->accum_count++;
+        return st;
+    }
     zt_comm_req req = {0};
+    if (st == ZT_OK)
+        zt_comm_count(rt, (uint64_t)L->shard_numel * zt_dtype_size(dt) * (L->persistent ? 2 : 1));
     if (st == ZT_OK && L->persistent) /* replicated: every rank needs the whole sum */
         st = rt->comm->iface->allreduce(rt->comm, buf, buf, (size_t)L->shard_numel,
                                         comm_dtype(dt), ZT_REDUCE_SUM, &req, &rt->err);

@@ -2,6 +2,7 @@
 #include "runtime/runtime.h"
 #include "prefetch/gather.h"
 #include "runtime/log.h"
+#include "runtime/zeropp.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +117,7 @@ zt_status zt_rt_create(zt_runtime *rt, const zt_options *opts, const char *confi
         rt->hysteresis_left = rt->cfg.fp16_hysteresis;
     }
     rt->stats.device_bytes_capacity = rt->dev->capacity;
+    zt_topology_init(rt);
     rt->state = ZT_RT_REGISTERING;
     ZT_LOGI("runtime", "rank %d of %d, device backend %s, comm %s, dtype %s", rt->rank,
             rt->world, rt->dev_iface->name, rt->comm->iface->name,

@@ -64,6 +64,7 @@ typedef struct zt_layer {
     zt_event *copied;  /* the shard's copy into `gathered` is done */
     zt_comm_req req;   /* the all-gather in flight */
     void *nvme_buf;    /* staging buffer of an NVMe read in flight */
+    void *qsend, *qrecv; /* qwZ: packed int8 shard and the gathered packed shards */
     zt_swap_io nvme_io;
     void *grads;    /* device: full flat gradients, working dtype (backward only) */
     zt_tensor_view *views; /* 2 * n_params: forward views, then backward views */
@@ -76,6 +77,7 @@ struct zt_runtime {
     zt_error err; /* last error of this handle */
     zt_config cfg;
     int rank, world;
+    int node_size; /* ranks on this rank's node (for the intra/inter-node byte counters) */
     zt_dtype dtype; /* working dtype of parameters and gradients */
 
     zt_param *params;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define STEPS 20
 
@@ -22,7 +23,7 @@ int main(int argc, char **argv)
     if (!strcmp(pdev, "nvme") || !strcmp(odev, "nvme")) { /* every rank its own files there */
         static char dir[512];
         const char *base = getenv("ZT_TEST_TMPDIR") ? getenv("ZT_TEST_TMPDIR") : "/tmp";
-        snprintf(dir, sizeof dir, "%s/swap-mpi", base);
+        snprintf(dir, sizeof dir, "%s/swap-mpi-%d", base, (int)getpid()); /* tests run in parallel */
         mkdir(dir, 0755);
         setenv("ZT_NVME_PATH", dir, 1);
     }
