@@ -39,6 +39,14 @@ static void *staging_for_fetch(zt_runtime *rt, zt_layer *self, zt_error *err)
 /* NONE -> READING (NVMe home) or COPYING (host/device home). */
 static zt_status start(zt_runtime *rt, zt_layer *L, int evict, zt_error *err)
 {
+    if (L->secondary) { /* hpZ: everything comes from the node's secondary slices */
+        zt_status st = alloc_gathered(rt, L, evict, err);
+        if (st == ZT_OK)
+            st = rt->dev->iface->event_record(rt->dev, L->copied, rt->prefetch_stream, err);
+        if (st == ZT_OK)
+            L->gstate = ZT_GATHER_COPYING;
+        return st;
+    }
     if (L->param_home.kind == ZT_TIER_NVME) {
         L->nvme_buf = evict ? staging_for_fetch(rt, L, err) : zt_pinned_acquire(rt->param_staging);
         if (!L->nvme_buf)
@@ -90,7 +98,9 @@ static zt_status issue_allgather(zt_runtime *rt, zt_layer *L, zt_error *err)
         zt_pinned_release(rt->param_staging, L->nvme_buf);
         L->nvme_buf = NULL;
     }
-    if (st == ZT_OK && rt->cfg.zero_quantized_weights && rt->world > 1) {
+    if (st == ZT_OK && L->secondary) {
+        st = zt_hpz_issue(rt, L, err);
+    } else if (st == ZT_OK && rt->cfg.zero_quantized_weights && rt->world > 1) {
         st = zt_qwz_start(rt, L, rank_slot(rt, L), err);
     } else if (st == ZT_OK) {
         zt_comm_count(rt, (uint64_t)L->shard_numel * zt_dtype_size(rt->dtype));
@@ -105,9 +115,14 @@ static zt_status issue_allgather(zt_runtime *rt, zt_layer *L, zt_error *err)
 
 static zt_status finish_allgather(zt_runtime *rt, zt_layer *L, zt_error *err)
 {
-    zt_status st = rt->comm->iface->wait(rt->comm, &L->req, err);
+    zt_comm *c = L->from_secondary ? rt->intra : rt->comm;
+    zt_status st = c->iface->wait(c, &L->req, err);
     if (st == ZT_OK && L->qrecv)
         zt_qwz_finish(rt, L);
+    if (st == ZT_OK && L->from_secondary)
+        zt_hpz_release(rt, L); /* used once: by the backward pass */
+    else if (st == ZT_OK)
+        zt_hpz_keep(rt, L);
     if (st == ZT_OK) {
         L->gstate = ZT_GATHER_READY;
         rt->stats.gathered_bytes += (uint64_t)L->flat_numel * zt_dtype_size(rt->dtype);
@@ -161,8 +176,12 @@ void zt_gather_drop(zt_runtime *rt, zt_layer *L)
     if (L->gstate == ZT_GATHER_COPYING || L->gstate == ZT_GATHER_NONE ||
         L->gstate == ZT_GATHER_READING)
         rt->dev->iface->stream_synchronize(rt->dev, rt->prefetch_stream, NULL);
-    if (L->gstate == ZT_GATHER_COMM)
-        rt->comm->iface->wait(rt->comm, &L->req, NULL);
+    if (L->gstate == ZT_GATHER_COMM) {
+        zt_comm *c = L->from_secondary ? rt->intra : rt->comm;
+        c->iface->wait(c, &L->req, NULL);
+    }
+    if (L->from_secondary) /* the slices were being gathered: they are consumed either way */
+        zt_hpz_release(rt, L);
     zt_qwz_free(L);
     if (L->nvme_buf) {
         zt_pinned_release(rt->param_staging, L->nvme_buf);

@@ -1,6 +1,7 @@
 #include "prefetch/prefetch.h"
 #include "prefetch/gather.h"
 #include "runtime/log.h"
+#include "runtime/zeropp.h"
 
 /* Look no further than this many trace entries ahead. */
 #define PREFETCH_MAX_LOOKAHEAD 64
@@ -92,6 +93,9 @@ int zt_prefetch_keep(const zt_runtime *rt, const zt_layer *L)
 
 void zt_prefetch_drop_unheld(zt_runtime *rt)
 {
+    for (int i = 0; i < rt->n_layers; i++) /* hpZ slices of the old parameters go too */
+        if (rt->layers[i].secondary && !rt->layers[i].from_secondary)
+            zt_hpz_release(rt, &rt->layers[i]);
     for (int i = 0; i < rt->n_layers; i++) {
         zt_layer *L = &rt->layers[i];
         if (!held(L) && L->gstate != ZT_GATHER_NONE)

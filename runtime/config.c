@@ -442,15 +442,12 @@ zt_status zt_config_validate(const zt_config *cfg, zt_error *err)
                       "zero_optimization.offload_optimizer.nvme_path is not set: give a folder "
                       "on a fast disk (or set ZT_NVME_PATH)");
     if (strcmp(cfg->device_backend, "cuda") == 0 &&
-        (cfg->zero_quantized_weights || cfg->zero_quantized_gradients))
+        (cfg->zero_quantized_weights || cfg->zero_quantized_gradients ||
+         cfg->zero_hpz_partition_size > 1))
         return ZT_ERR(err, ZT_ERR_CONFIG,
-                      "zero_quantized_weights/zero_quantized_gradients run on host memory only "
+                      "zero_quantized_weights/zero_quantized_gradients/hpZ run on host memory only "
                       "in this build (no CUDA quantization path yet); turn them off with "
                       "ztier.device_backend \"cuda\"");
-    if (cfg->zero_hpz_partition_size > 1)
-        return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
-                      "zero_optimization.zero_hpz_partition_size = %d: hpZ (node-local secondary "
-                      "shards) is not built yet; use 1", cfg->zero_hpz_partition_size);
     if (strcmp(cfg->device_backend, "cuda") == 0 && strcmp(cfg->comm_backend, "mpi") == 0)
         return ZT_ERR(err, ZT_ERR_CONFIG,
                       "ztier.comm_backend \"mpi\" works on host memory; with "

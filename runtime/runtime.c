@@ -118,6 +118,8 @@ zt_status zt_rt_create(zt_runtime *rt, const zt_options *opts, const char *confi
     }
     rt->stats.device_bytes_capacity = rt->dev->capacity;
     zt_topology_init(rt);
+    if ((st = zt_hpz_init(rt, &rt->err)) != ZT_OK)
+        return st;
     rt->state = ZT_RT_REGISTERING;
     ZT_LOGI("runtime", "rank %d of %d, device backend %s, comm %s, dtype %s", rt->rank,
             rt->world, rt->dev_iface->name, rt->comm->iface->name,
@@ -130,6 +132,8 @@ static void free_layer(zt_runtime *rt, zt_layer *L)
     if (rt->dev) {
         if (L->gathered)
             zt_gather_drop(rt, L);
+        if (L->secondary)
+            zt_hpz_release(rt, L);
         if (L->copied)
             rt->dev->iface->event_destroy(rt->dev, L->copied);
         rt->dev->iface->free(rt->dev, L->grads);
@@ -171,6 +175,8 @@ void zt_rt_destroy(zt_runtime *rt)
     zt_trace_free(&rt->trace);
     if (rt->dev)
         rt->dev->iface->destroy(rt->dev);
+    if (rt->intra)
+        rt->intra->iface->destroy(rt->intra);
     if (rt->comm)
         rt->comm->iface->destroy(rt->comm);
 }

@@ -65,6 +65,8 @@ typedef struct zt_layer {
     zt_comm_req req;   /* the all-gather in flight */
     void *nvme_buf;    /* staging buffer of an NVMe read in flight */
     void *qsend, *qrecv; /* qwZ: packed int8 shard and the gathered packed shards */
+    void *secondary;     /* hpZ: this rank's 1/node_size slice of the gathered layer */
+    int from_secondary;  /* the gather in flight reads the node's secondary slices */
     zt_swap_io nvme_io;
     void *grads;    /* device: full flat gradients, working dtype (backward only) */
     zt_tensor_view *views; /* 2 * n_params: forward views, then backward views */
@@ -78,6 +80,8 @@ struct zt_runtime {
     zt_config cfg;
     int rank, world;
     int node_size; /* ranks on this rank's node (for the intra/inter-node byte counters) */
+    int local_rank; /* index of this rank inside its node */
+    zt_comm *intra; /* the ranks of this node (hpZ), or NULL */
     zt_dtype dtype; /* working dtype of parameters and gradients */
 
     zt_param *params;

@@ -5,10 +5,15 @@
  *  - qgZ: the gradient reduce-scatter becomes an all-to-all of int4 blocks (each rank
  *    quantizes the piece of its gradient that every other rank owns), dequantized and summed
  *    in fp32 into the owner's accumulator. One level: uneven node sizes work as they are.
+ *  - hpZ: after a layer's all-gather, each rank keeps its 1/node_size slice of the full
+ *    layer (device memory, counted in the device tier); the next gather of that layer in the
+ *    same step (the backward pass) is an all-gather inside the node only. Secondary slices
+ *    are dropped before the optimizer changes the parameters.
  * Byte counters split what this rank sends into traffic inside its node and across nodes,
  * by ztier.ranks_per_node (or the launcher's local size). */
 #include "runtime/zeropp.h"
 #include "runtime/comm/quant.h"
+#include "runtime/log.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +29,47 @@ void zt_topology_init(zt_runtime *rt)
     int node = rt->rank / rpn;
     int first = node * rpn;
     rt->node_size = first + rpn <= rt->world ? rpn : rt->world - first;
+    rt->local_rank = rt->rank - first;
+}
+
+zt_status zt_hpz_init(zt_runtime *rt, zt_error *err)
+{
+    if (rt->cfg.zero_hpz_partition_size <= 1 || rt->world == 1)
+        return ZT_OK;
+    if (rt->cfg.zero_hpz_partition_size != rt->node_size)
+        ZT_LOGW("zeropp", "zero_hpz_partition_size = %d: ztier keeps secondary shards per node "
+                          "(%d ranks here, from ztier.ranks_per_node)",
+                rt->cfg.zero_hpz_partition_size, rt->node_size);
+    return rt->comm->iface->split(rt->comm, rt->rank - rt->local_rank, rt->rank, &rt->intra, err);
+}
+
+void zt_hpz_keep(zt_runtime *rt, zt_layer *L)
+{
+    if (!rt->intra || L->persistent || L->secondary || L->flat_numel % rt->node_size != 0)
+        return;
+    size_t part = (size_t)(L->flat_numel / rt->node_size) * zt_dtype_size(rt->dtype);
+    zt_error ignored = {0};
+    if (rt->dev->iface->alloc(rt->dev, part, &L->secondary, &ignored) != ZT_OK) {
+        L->secondary = NULL; /* no room: the backward gather crosses nodes as usual */
+        return;
+    }
+    memcpy(L->secondary, (char *)L->gathered + part * (size_t)rt->local_rank, part);
+}
+
+zt_status zt_hpz_issue(zt_runtime *rt, zt_layer *L, zt_error *err)
+{
+    size_t part = (size_t)(L->flat_numel / rt->node_size) * zt_dtype_size(rt->dtype);
+    L->from_secondary = 1;
+    rt->stats.comm_bytes_intra += part * (uint64_t)(rt->node_size - 1);
+    return rt->intra->iface->allgather(rt->intra, L->secondary, L->gathered, part, ZT_COMM_U8,
+                                       &L->req, err);
+}
+
+void zt_hpz_release(zt_runtime *rt, zt_layer *L)
+{
+    rt->dev->iface->free(rt->dev, L->secondary);
+    L->secondary = NULL;
+    L->from_secondary = 0;
 }
 
 void zt_comm_count(zt_runtime *rt, uint64_t bytes_per_peer)

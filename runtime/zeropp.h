@@ -9,6 +9,15 @@ void zt_topology_init(zt_runtime *rt);
 /* Counts a collective in which this rank sends bytes_per_peer to every other rank. */
 void zt_comm_count(zt_runtime *rt, uint64_t bytes_per_peer);
 
+/* hpZ: the node communicator (when zero_hpz_partition_size > 1 on several ranks). */
+zt_status zt_hpz_init(zt_runtime *rt, zt_error *err);
+/* After a full all-gather: keep this rank's slice of the layer for the node-local gather. */
+void zt_hpz_keep(zt_runtime *rt, zt_layer *L);
+/* Starts the node-local all-gather of the secondary slices into L->gathered (L->req). */
+zt_status zt_hpz_issue(zt_runtime *rt, zt_layer *L, zt_error *err);
+/* Frees the layer's secondary slice. */
+void zt_hpz_release(zt_runtime *rt, zt_layer *L);
+
 /* qwZ: quantize this rank's shard (own_slot, working dtype) and start the all-gather of
  * int8 blocks + scales (completes through L->req). */
 zt_status zt_qwz_start(zt_runtime *rt, zt_layer *L, const void *own_slot, zt_error *err);

@@ -1,8 +1,9 @@
 /* ZeRO++ under mpirun (ranks_per_node = 2: 4 ranks are two nodes, 3 ranks two uneven nodes):
- * the minimal MLP trains with qwZ, qgZ and both, with and without NVMe offload; after 50
+ * the minimal MLP trains with qwZ, qgZ, hpZ (which must change nothing) and all three, with
+ * and without NVMe offload; after 50
  * steps every configuration's loss is within 10% of the unquantized run's and its parameters
- * within 10% (relative L2; int4 gradients move them most); with both on, the bytes each rank sends across nodes per step are
- * at most 0.30x of the unquantized (fp32) run. */
+ * within 10% (relative L2; int4 gradients move them most); with all three on, the bytes each
+ * rank sends across nodes per step are at most 0.30x of the unquantized (fp32) run. */
 #include "ref_mlp.h"
 
 #include <math.h>
@@ -23,12 +24,13 @@ typedef struct outcome {
     double inter_bytes_per_step;
 } outcome;
 
-static int train(const char *qw, const char *qg, const char *offload, outcome *o)
+static int train(const char *qw, const char *qg, int hpz, const char *offload, outcome *o)
 {
-    char extra_zero[256], cfg[2600];
+    char extra_zero[320], cfg[2600];
     snprintf(extra_zero, sizeof extra_zero,
-             ", \"stage3_param_persistence_threshold\": 0, \"zero_quantized_weights\": %s,"
-             " \"zero_quantized_gradients\": %s", qw, qg);
+             ", \"stage3_param_persistence_threshold\": 0, \"stage3_max_reuse_distance\": 0,"
+             " \"zero_quantized_weights\": %s,"
+             " \"zero_quantized_gradients\": %s, \"zero_hpz_partition_size\": %d", qw, qg, hpz);
     const char *base = ref_mlp_config(&hp, offload, offload, 1, extra_zero,
                                       ", \"ranks_per_node\": 2, \"quant_block_size\": 64");
     snprintf(cfg, sizeof cfg, "%s", base);
@@ -36,7 +38,7 @@ static int train(const char *qw, const char *qg, const char *offload, outcome *o
     minimal_model m;
     if (zt_runtime_create(NULL, cfg, &rt) != ZT_OK || minimal_register(rt, &dims, 42, &m) ||
         zt_runtime_commit(rt) != ZT_OK) {
-        fprintf(stderr, "setup (%s/%s/%s): %s\n", qw, qg, offload, zt_last_error(rt));
+        fprintf(stderr, "setup (%s/%s/%d/%s): %s\n", qw, qg, hpz, offload, zt_last_error(rt));
         zt_runtime_destroy(rt);
         return -1;
     }
@@ -92,26 +94,28 @@ int main(void)
     snprintf(swap, sizeof swap, "%s/swap-zeropp-%d", base, (int)getpid()); /* own folder */
     mkdir(swap, 0755);
     setenv("ZT_NVME_PATH", swap, 1);
-    const char *modes[4][2] = {{"false", "false"}, {"true", "false"}, {"false", "true"},
-                               {"true", "true"}};
+    const struct { const char *qw, *qg; int hpz; } modes[5] = {
+        {"false", "false", 1}, {"true", "false", 1}, {"false", "true", 1}, {"false", "false", 2},
+        {"true", "true", 2}};
     const char *offloads[2] = {"cpu", "nvme"};
     outcome baseline;
-    if (train("false", "false", "cpu", &baseline) != 0)
+    if (train("false", "false", 1, "cpu", &baseline) != 0)
         return 1;
     int failures = 0;
     for (int off = 0; off < 2; off++)
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 5; i++) {
             outcome o;
-            if (train(modes[i][0], modes[i][1], offloads[off], &o) != 0)
+            if (train(modes[i].qw, modes[i].qg, modes[i].hpz, offloads[off], &o) != 0)
                 return 1;
             double d = rel_diff(&o, &baseline);
             double dl = fabs(o.loss - baseline.loss) / baseline.loss;
             double bytes = o.inter_bytes_per_step / baseline.inter_bytes_per_step;
-            int ok = d <= 0.10 && dl <= 0.10 && (i < 3 || bytes <= 0.30);
-            printf("qwZ=%-5s qgZ=%-5s %-4s: loss %.5f (unquantized %.5f, %.1f%%), parameters "
-                   "%.2g relative, inter-node bytes/step %.0f (%.2fx) %s\n",
-                   modes[i][0], modes[i][1], offloads[off], o.loss, baseline.loss, 100 * dl, d,
-                   o.inter_bytes_per_step, bytes, ok ? "ok" : "FAIL");
+            /* hpZ alone changes no value: it must equal the baseline bitwise */
+            int ok = d <= (i == 3 ? 0.0 : 0.10) && dl <= 0.10 && (i < 4 || bytes <= 0.30);
+            printf("qwZ=%-5s qgZ=%-5s hpZ=%d %-4s: loss %.5f (unquantized %.5f, %.1f%%), "
+                   "parameters %.2g relative, inter-node bytes/step %.0f (%.2fx) %s\n",
+                   modes[i].qw, modes[i].qg, modes[i].hpz, offloads[off], o.loss, baseline.loss,
+                   100 * dl, d, o.inter_bytes_per_step, bytes, ok ? "ok" : "FAIL");
             failures += !ok;
         }
     rmdir(swap);
