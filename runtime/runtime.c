@@ -118,7 +118,7 @@ zt_status zt_rt_create(zt_runtime *rt, const zt_options *opts, const char *confi
     }
     rt->stats.device_bytes_capacity = rt->dev->capacity;
     zt_topology_init(rt);
-    if ((st = zt_hpz_init(rt, &rt->err)) != ZT_OK)
+    if ((st = zt_zeropp_init(rt, &rt->err)) != ZT_OK)
         return st;
     rt->state = ZT_RT_REGISTERING;
     ZT_LOGI("runtime", "rank %d of %d, device backend %s, comm %s, dtype %s", rt->rank,
@@ -175,6 +175,8 @@ void zt_rt_destroy(zt_runtime *rt)
     zt_trace_free(&rt->trace);
     if (rt->dev)
         rt->dev->iface->destroy(rt->dev);
+    if (rt->inter)
+        rt->inter->iface->destroy(rt->inter);
     if (rt->intra)
         rt->intra->iface->destroy(rt->intra);
     if (rt->comm)

@@ -81,7 +81,8 @@ struct zt_runtime {
     int rank, world;
     int node_size; /* ranks on this rank's node (for the intra/inter-node byte counters) */
     int local_rank; /* index of this rank inside its node */
-    zt_comm *intra; /* the ranks of this node (hpZ), or NULL */
+    zt_comm *intra; /* the ranks of this node (hpZ, hierarchical qgZ), or NULL */
+    zt_comm *inter; /* the ranks with this local index on every node (qgZ), or NULL */
     zt_dtype dtype; /* working dtype of parameters and gradients */
 
     zt_param *params;

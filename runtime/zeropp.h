@@ -9,8 +9,8 @@ void zt_topology_init(zt_runtime *rt);
 /* Counts a collective in which this rank sends bytes_per_peer to every other rank. */
 void zt_comm_count(zt_runtime *rt, uint64_t bytes_per_peer);
 
-/* hpZ: the node communicator (when zero_hpz_partition_size > 1 on several ranks). */
-zt_status zt_hpz_init(zt_runtime *rt, zt_error *err);
+/* The node and cross-node communicators hpZ and hierarchical qgZ need. Collective. */
+zt_status zt_zeropp_init(zt_runtime *rt, zt_error *err);
 /* After a full all-gather: keep this rank's slice of the layer for the node-local gather. */
 void zt_hpz_keep(zt_runtime *rt, zt_layer *L);
 /* Starts the node-local all-gather of the secondary slices into L->gathered (L->req). */
