@@ -5,7 +5,8 @@
  * so the error of every element is at most half a step (scale / 2). A block of zeros has
  * scale 0 and quantizes to zeros. Lengths need not be multiples of the block or of 8: the
  * last block is shorter. int4 values are packed two per byte, element 2i in the low nibble.
- * Variants: a scalar reference and AVX-512 (int8), chosen at run time. */
+ * Variants: a scalar reference, AVX2 and AVX-512 (int8; int4 is scalar), chosen at run time.
+ * All variants give the same bits. */
 #ifndef ZT_RUNTIME_COMM_QUANT_H
 #define ZT_RUNTIME_COMM_QUANT_H
 
@@ -14,7 +15,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum zt_quant_variant { ZT_QUANT_SCALAR = 0, ZT_QUANT_AVX512 = 1 } zt_quant_variant;
+typedef enum zt_quant_variant {
+    ZT_QUANT_SCALAR = 0,
+    ZT_QUANT_AVX2 = 1,
+    ZT_QUANT_AVX512 = 2
+} zt_quant_variant;
 
 zt_quant_variant zt_quant_variant_best(void);
 const char *zt_quant_variant_name(zt_quant_variant v);
@@ -42,6 +47,10 @@ void zt_dequant8_scalar(const int8_t *q, const float *scales, int64_t n, int blo
                         zt_dtype dt);
 void zt_dequant8_add_scalar(const int8_t *q, const float *scales, int64_t n, int block,
                             float *acc);
+void zt_quant8_avx2(const void *x, zt_dtype dt, int64_t n, int block, int8_t *q, float *scales);
+void zt_dequant8_avx2(const int8_t *q, const float *scales, int64_t n, int block, void *out,
+                      zt_dtype dt);
+void zt_dequant8_add_avx2(const int8_t *q, const float *scales, int64_t n, int block, float *acc);
 void zt_quant8_avx512(const void *x, zt_dtype dt, int64_t n, int block, int8_t *q, float *scales);
 void zt_dequant8_avx512(const int8_t *q, const float *scales, int64_t n, int block, void *out,
                         zt_dtype dt);

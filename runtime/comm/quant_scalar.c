@@ -86,6 +86,8 @@ void zt_dequant4_add(const uint8_t *q, const float *scales, int64_t n, int block
 
 int zt_quant_variant_supported(zt_quant_variant v)
 {
+    if (v == ZT_QUANT_AVX2)
+        return zt_adam_variant_supported(ZT_ADAM_AVX2);
     return v == ZT_QUANT_SCALAR || zt_adam_variant_supported(ZT_ADAM_AVX512);
 }
 
@@ -94,23 +96,37 @@ zt_quant_variant zt_quant_variant_best(void)
     return zt_quant_variant_supported(ZT_QUANT_AVX512) ? ZT_QUANT_AVX512 : ZT_QUANT_SCALAR;
 }
 
-const char *zt_quant_variant_name(zt_quant_variant v) { return v == ZT_QUANT_AVX512 ? "avx512" : "scalar"; }
+const char *zt_quant_variant_name(zt_quant_variant v)
+{
+    return v == ZT_QUANT_AVX512 ? "avx512" : v == ZT_QUANT_AVX2 ? "avx2" : "scalar";
+}
+
+typedef struct quant_kernels {
+    void (*quant)(const void *, zt_dtype, int64_t, int, int8_t *, float *);
+    void (*dequant)(const int8_t *, const float *, int64_t, int, void *, zt_dtype);
+    void (*dequant_add)(const int8_t *, const float *, int64_t, int, float *);
+} quant_kernels;
+
+static const quant_kernels kernels[] = {
+    {zt_quant8_scalar, zt_dequant8_scalar, zt_dequant8_add_scalar},
+    {zt_quant8_avx2, zt_dequant8_avx2, zt_dequant8_add_avx2},
+    {zt_quant8_avx512, zt_dequant8_avx512, zt_dequant8_add_avx512},
+};
 
 void zt_quant8(zt_quant_variant v, const void *x, zt_dtype dt, int64_t n, int block, int8_t *q,
                float *scales)
 {
-    (v == ZT_QUANT_AVX512 ? zt_quant8_avx512 : zt_quant8_scalar)(x, dt, n, block, q, scales);
+    kernels[v].quant(x, dt, n, block, q, scales);
 }
 
 void zt_dequant8(zt_quant_variant v, const int8_t *q, const float *scales, int64_t n, int block,
                  void *out, zt_dtype dt)
 {
-    (v == ZT_QUANT_AVX512 ? zt_dequant8_avx512 : zt_dequant8_scalar)(q, scales, n, block, out, dt);
+    kernels[v].dequant(q, scales, n, block, out, dt);
 }
 
 void zt_dequant8_add(zt_quant_variant v, const int8_t *q, const float *scales, int64_t n,
                      int block, float *acc)
 {
-    (v == ZT_QUANT_AVX512 ? zt_dequant8_add_avx512 : zt_dequant8_add_scalar)(q, scales, n, block,
-                                                                             acc);
+    kernels[v].dequant_add(q, scales, n, block, acc);
 }

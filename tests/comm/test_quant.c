@@ -1,7 +1,7 @@
-/* ZeRO++ block quantization kernels: the AVX-512 variant equals the scalar reference bit for
- * bit over dtypes, odd lengths and block sizes; every element's error is within half a step
- * of its block's scale (checked in double); zero blocks stay zero; int4 packs and unpacks
- * within its bound. */
+/* ZeRO++ block quantization kernels: the AVX2 and AVX-512 variants equal the scalar reference
+ * bit for bit over dtypes, odd lengths and block sizes; every element's error is within half
+ * a step of its block's scale (checked in double); zero blocks stay zero; int4 packs and
+ * unpacks within its bound. */
 #include "optimizer/convert.h"
 #include "runtime/comm/quant.h"
 
@@ -45,7 +45,7 @@ static void test_int8_variants_match_and_bound(void **state)
     (void)state;
     const int64_t lengths[] = {1, 15, 17, 64, 1000, 4099};
     const int blocks[] = {16, 64, 100, 2048};
-    int have_simd = zt_quant_variant_supported(ZT_QUANT_AVX512);
+    zt_quant_variant simd[2] = {ZT_QUANT_AVX2, ZT_QUANT_AVX512};
     for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
         for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++)
             for (zt_dtype dt = ZT_F32; dt <= ZT_F16; dt++) {
@@ -64,16 +64,19 @@ static void test_int8_variants_match_and_bound(void **state)
                 zt_quant8(ZT_QUANT_SCALAR, in, dt, n, blocks[bi], q1, s1);
                 zt_dequant8(ZT_QUANT_SCALAR, q1, s1, n, blocks[bi], y, ZT_F32);
                 check_bound(x, y, s1, n, blocks[bi]);
-                if (have_simd) {
-                    zt_quant8(ZT_QUANT_AVX512, in, dt, n, blocks[bi], q2, s2);
+                for (int vi = 0; vi < 2; vi++) {
+                    zt_quant_variant var = simd[vi];
+                    if (!zt_quant_variant_supported(var))
+                        continue;
+                    zt_quant8(var, in, dt, n, blocks[bi], q2, s2);
                     assert_memory_equal(q1, q2, (size_t)n);
                     assert_memory_equal(s1, s2, sizeof(float) * (size_t)nb);
                     zt_dequant8(ZT_QUANT_SCALAR, q1, s1, n, blocks[bi], h, dt == ZT_F32 ? ZT_BF16 : dt);
-                    zt_dequant8(ZT_QUANT_AVX512, q1, s1, n, blocks[bi], h2, dt == ZT_F32 ? ZT_BF16 : dt);
+                    zt_dequant8(var, q1, s1, n, blocks[bi], h2, dt == ZT_F32 ? ZT_BF16 : dt);
                     assert_memory_equal(h, h2, sizeof(uint16_t) * (size_t)n);
                     float *a1 = calloc((size_t)n, sizeof(float)), *a2 = calloc((size_t)n, sizeof(float));
                     zt_dequant8_add(ZT_QUANT_SCALAR, q1, s1, n, blocks[bi], a1);
-                    zt_dequant8_add(ZT_QUANT_AVX512, q1, s1, n, blocks[bi], a2);
+                    zt_dequant8_add(var, q1, s1, n, blocks[bi], a2);
                     assert_memory_equal(a1, a2, sizeof(float) * (size_t)n);
                     free(a1), free(a2);
                 }
