@@ -49,6 +49,40 @@ __global__ void nonfinite_kernel(const void *x, zt_dtype t, size_t n, int *flag)
             *flag = 1;
 }
 
+// One thread block per quantization block: a shared-memory max, then the rounding pass.
+__global__ void quant8_kernel(const void *x, zt_dtype t, size_t n, int block, signed char *q,
+                              float *scales)
+{
+    __shared__ float partial[1024];
+    size_t lo = (size_t)blockIdx.x * block;
+    size_t hi = lo + block < n ? lo + block : n;
+    float m = 0.0f;
+    for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
+        m = fmaxf(m, fabsf(load(x, t, i)));
+    partial[threadIdx.x] = m;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            partial[threadIdx.x] = fmaxf(partial[threadIdx.x], partial[threadIdx.x + s]);
+        __syncthreads();
+    }
+    float scale = partial[0] / 127.0f, inv = scale > 0 ? 1.0f / scale : 0.0f;
+    if (threadIdx.x == 0)
+        scales[blockIdx.x] = scale;
+    for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        float v = fminf(fmaxf(rintf(load(x, t, i) * inv), -127.0f), 127.0f);
+        q[i] = static_cast<signed char>(v);
+    }
+}
+
+__global__ void dequant8_kernel(const signed char *q, const float *scales, size_t n, int block,
+                                void *out, zt_dtype t)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        store(out, t, i, static_cast<float>(q[i]) * scales[i / block]);
+}
+
 unsigned blocks_for(size_t n)
 {
     size_t b = (n + 255) / 256;
@@ -75,5 +109,28 @@ extern "C" int zt_cuda_nonfinite(const void *x, zt_dtype type, size_t n, int *fl
 {
     nonfinite_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(x, type, n,
                                                                                   flag);
+    return static_cast<int>(cudaGetLastError());
+}
+
+extern "C" int zt_cuda_quant8(const void *x, zt_dtype type, size_t n, int block, signed char *q,
+                              float *scales, void *stream)
+{
+    if (block < 1 || block > 1024)
+        return static_cast<int>(cudaErrorInvalidValue);
+    unsigned threads = 1;
+    while (threads < static_cast<unsigned>(block) && threads < 1024)
+        threads <<= 1; /* a power of two for the reduction */
+    unsigned nblocks = static_cast<unsigned>((n + block - 1) / block);
+    if (nblocks)
+        quant8_kernel<<<nblocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(x, type, n, block,
+                                                                                q, scales);
+    return static_cast<int>(cudaGetLastError());
+}
+
+extern "C" int zt_cuda_dequant8(const signed char *q, const float *scales, size_t n, int block,
+                                void *out, zt_dtype type, void *stream)
+{
+    dequant8_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(q, scales, n,
+                                                                                  block, out, type);
     return static_cast<int>(cudaGetLastError());
 }

@@ -2,6 +2,8 @@
  * event ordering across two streams, and the cast/scale kernels against a scalar reference.
  * Exits 77 (skipped) where no GPU is visible, as on this project's CI machines. */
 #include "optimizer/convert.h"
+#include "runtime/comm/quant.h"
+#include "runtime/device/cuda_kernels.h"
 #include "runtime/device/device.h"
 
 #include <cuda_runtime_api.h>
@@ -112,6 +114,36 @@ static void test_cast_and_scale(void **state)
     free(x), free(back);
 }
 
+/* The ZeRO++ quantization kernels on the GPU give the CPU reference's bits. */
+static void test_quant_kernels_match_cpu(void **state)
+{
+    (void)state;
+    enum { N = 10007, BLOCK = 256 };
+    int nb = (N + BLOCK - 1) / BLOCK;
+    zt_stream *s;
+    assert_int_equal(dev->iface->stream_create(dev, &s, &err), ZT_OK);
+    float *x = malloc(N * sizeof(float)), *scales = malloc((size_t)nb * sizeof(float));
+    float *gpu_scales = malloc((size_t)nb * sizeof(float));
+    int8_t *q = malloc(N), *gpu_q = malloc(N);
+    for (int i = 0; i < N; i++)
+        x[i] = (float)((i * 7919) % 2001 - 1000) * 1e-3f;
+    zt_quant8(ZT_QUANT_SCALAR, x, ZT_F32, N, BLOCK, q, scales);
+    void *dx, *dq, *ds;
+    assert_int_equal(dev->iface->alloc(dev, N * 4, &dx, &err), ZT_OK);
+    assert_int_equal(dev->iface->alloc(dev, N, &dq, &err), ZT_OK);
+    assert_int_equal(dev->iface->alloc(dev, (size_t)nb * 4, &ds, &err), ZT_OK);
+    assert_int_equal(zt_device_copy_sync(dev, dx, x, N * 4, ZT_COPY_H2D, s, &err), ZT_OK);
+    assert_int_equal(zt_cuda_quant8(dx, ZT_F32, N, BLOCK, dq, ds, s), 0);
+    assert_int_equal(zt_device_copy_sync(dev, gpu_q, dq, N, ZT_COPY_D2H, s, &err), ZT_OK);
+    assert_int_equal(zt_device_copy_sync(dev, gpu_scales, ds, (size_t)nb * 4, ZT_COPY_D2H, s, &err),
+                     ZT_OK);
+    assert_memory_equal(q, gpu_q, N);
+    assert_memory_equal(scales, gpu_scales, (size_t)nb * 4);
+    dev->iface->free(dev, dx), dev->iface->free(dev, dq), dev->iface->free(dev, ds);
+    dev->iface->stream_destroy(dev, s);
+    free(x), free(scales), free(gpu_scales), free(q), free(gpu_q);
+}
+
 int main(void)
 {
     int count = 0;
@@ -131,6 +163,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_and_memset),
         cmocka_unit_test(test_event_orders_streams),
         cmocka_unit_test(test_cast_and_scale),
+        cmocka_unit_test(test_quant_kernels_match_cpu),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     zt_device_cuda.destroy(dev);
