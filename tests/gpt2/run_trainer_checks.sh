@@ -2,7 +2,8 @@
 # Trainer checks on the tiny GPT-2 with the byte-level GPL-3 text:
 #  1. parameters and optimizer on NVMe over 2 MPI ranks == everything in memory on 1 rank
 #     after 10 steps (relative L2 difference <= 1e-5 over all weights);
-#  2. save at step 5, resume, and steps 6-10 == the uninterrupted run, bitwise.
+#  2. save at step 5, resume, and steps 6-10 == the uninterrupted run, bitwise;
+#  3. ZeRO++ on 4 ranks (two nodes of two) stays within 10% of the unquantized loss.
 #   run_trainer_checks.sh <zt_gpt2> <compare_weights> <mpirun or "">
 set -euo pipefail
 trainer=$1 compare=$2 mpirun=${3:-}
@@ -30,6 +31,24 @@ if [ -n "$mpirun" ]; then
     --export "$work/offload.bin" > "$work/offload.log"
   grep -q "NVMe 0.0 MB" "$work/offload.log" && { echo "the NVMe tier was not used"; exit 1; }
   "$compare" "$work/offload.bin" "$work/resident.bin" 1e-5
+fi
+
+# 3. ZeRO++ (qwZ + qgZ + hpZ) on 4 ranks as two nodes of 2: the loss after 50 steps stays
+#    within 10% of the unquantized single-rank run's
+if [ -n "$mpirun" ]; then
+  cat > "$work/zeropp.json" <<JSON
+{"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0,
+  "stage3_max_reuse_distance": 0, "zero_quantized_weights": true,
+  "zero_quantized_gradients": true, "zero_hpz_partition_size": 2},
+ "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.9, 0.95], "weight_decay": 0.1}},
+ "gradient_clipping": 1.0, "ztier": {"ranks_per_node": 2, "quant_block_size": 64}}
+JSON
+  "$trainer" "${common[@]}" --steps 50 > "$work/plain50.log"
+  $mpirun -np 4 "$trainer" "${common[@]}" --steps 50 --ds-config "$work/zeropp.json" > "$work/zeropp50.log"
+  a=$(awk '$1 == "step" && $2 == 50 {print $5}' "$work/plain50.log")
+  b=$(awk '$1 == "step" && $2 == 50 {print $5}' "$work/zeropp50.log")
+  echo "GPT-2 tiny, 50 steps: loss $a unquantized on 1 rank, $b with qwZ+qgZ+hpZ on 4 ranks"
+  awk -v a="$a" -v b="$b" 'BEGIN { d = (b - a) / a; if (d < 0) d = -d; exit !(d <= 0.10) }'
 fi
 
 "$trainer" "${common[@]}" --steps 5 --checkpoint "$work/ckpt" --save-every 5 > /dev/null
