@@ -13,7 +13,8 @@ zt_status gpt2_ztier_register(gpt2_ztier *g, zt_runtime *rt, const gpt2_config *
     int n = gpt2_layer_count(c);
     g->layer_ids = calloc((size_t)n, sizeof *g->layer_ids);
     g->param_ids = calloc((size_t)n, sizeof *g->param_ids);
-    if (!g->layer_ids || !g->param_ids)
+    g->wide = calloc((size_t)n, sizeof *g->wide);
+    if (!g->layer_ids || !g->param_ids || !g->wide)
         return ZT_ERR_NOMEM;
     for (int l = 0; l < n; l++) {
         char name[32];
@@ -38,16 +39,80 @@ void gpt2_ztier_free(gpt2_ztier *g)
 {
     free(g->layer_ids);
     free(g->param_ids);
+    free(g->wide);
+}
+
+static float bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint16_t f32_to_bf16(float f) /* round to nearest even */
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* Widens a bf16 layer into fp32 buffers (parameters, and zeroed gradients in backward). */
+static int widen(gpt2_widened *w, const zt_layer_view *v, int backward, float **params,
+                 float **grads)
+{
+    int64_t total = 0;
+    for (int k = 0; k < v->n_params; k++)
+        total += v->params[k].numel;
+    w->buf = calloc((size_t)total * (backward ? 2 : 1), sizeof(float));
+    if (!w->buf)
+        return -1;
+    w->view = *v;
+    int64_t off = 0;
+    for (int k = 0; k < v->n_params; k++) {
+        const uint16_t *src = v->params[k].data;
+        params[k] = w->buf + off;
+        for (int64_t i = 0; i < v->params[k].numel; i++)
+            params[k][i] = bf16_to_f32(src[i]);
+        if (backward)
+            grads[k] = w->buf + total + off;
+        off += v->params[k].numel;
+    }
+    return 0;
+}
+
+/* Rounds the fp32 gradients into the layer's bf16 gradient buffers and frees the copy. */
+static void narrow(gpt2_widened *w, int backward)
+{
+    int64_t total = 0, off = 0;
+    for (int k = 0; k < w->view.n_params; k++)
+        total += w->view.params[k].numel;
+    for (int k = 0; backward && k < w->view.n_params; k++) {
+        uint16_t *dst = w->view.params[k].grad;
+        for (int64_t i = 0; i < w->view.params[k].numel; i++)
+            dst[i] = f32_to_bf16(w->buf[total + off + i]);
+        off += w->view.params[k].numel;
+    }
+    free(w->buf);
+    w->buf = NULL;
 }
 
 static int ztier_get(void *ctx, int layer, int backward, float **params, float **grads)
 {
     gpt2_ztier *g = ctx;
     zt_layer_view v;
-    zt_status st = zt_fetch(g->rt, g->layer_ids[layer], backward ? ZT_BACKWARD : ZT_FORWARD, &v);
-    if (st == ZT_OK && v.params[0].dtype != ZT_F32) {
-        zt_release(g->rt, g->layer_ids[layer], backward ? ZT_BACKWARD : ZT_FORWARD);
-        st = ZT_ERR_UNSUPPORTED; /* the trainer computes in fp32 */
+    zt_pass pass = backward ? ZT_BACKWARD : ZT_FORWARD;
+    zt_status st = zt_fetch(g->rt, g->layer_ids[layer], pass, &v);
+    if (st == ZT_OK && v.params[0].dtype == ZT_BF16) {
+        if (widen(&g->wide[layer][backward], &v, backward, params, grads) == 0)
+            return 0;
+        zt_release(g->rt, g->layer_ids[layer], pass);
+        st = ZT_ERR_NOMEM;
+    } else if (st == ZT_OK && v.params[0].dtype != ZT_F32) {
+        zt_release(g->rt, g->layer_ids[layer], pass);
+        st = ZT_ERR_UNSUPPORTED; /* fp16 parameters: the kernels compute in fp32 from fp32/bf16 */
     }
     if (st != ZT_OK)
         return (int)(g->last = st);
@@ -62,6 +127,8 @@ static int ztier_get(void *ctx, int layer, int backward, float **params, float *
 static int ztier_put(void *ctx, int layer, int backward)
 {
     gpt2_ztier *g = ctx;
+    if (g->wide[layer][backward].buf)
+        narrow(&g->wide[layer][backward], backward);
     zt_status st = zt_release(g->rt, g->layer_ids[layer], backward ? ZT_BACKWARD : ZT_FORWARD);
     return st == ZT_OK ? 0 : (int)(g->last = st);
 }

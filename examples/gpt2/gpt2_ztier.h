@@ -1,17 +1,25 @@
 /* GPT-2 on ztier: parameter registration, the gpt2_source that fetches and releases each
- * layer through the runtime, and weight export (llm.c model file, safetensors). Uses only
- * ztier.h. */
+ * layer through the runtime (fp32 or bf16 parameters; compute is fp32), and weight export
+ * (llm.c model file, safetensors). Uses only ztier.h. */
 #ifndef ZT_GPT2_ZTIER_H
 #define ZT_GPT2_ZTIER_H
 
 #include "gpt2_model.h"
 #include "ztier.h"
 
+/* With bf16 parameters (bf16.enabled), a fetched layer is widened to fp32 for the fp32
+ * kernels, and its fp32 gradients are rounded back to bf16 at release. */
+typedef struct gpt2_widened {
+    float *buf; /* the layer's fp32 parameters, then (backward) its fp32 gradients */
+    zt_layer_view view;
+} gpt2_widened;
+
 typedef struct gpt2_ztier {
     zt_runtime *rt;
     gpt2_config c;
     int *layer_ids;                           /* per model layer */
     int (*param_ids)[GPT2_BLOCK_PARAMS];      /* per model layer */
+    gpt2_widened (*wide)[2];                  /* per model layer and pass */
     zt_status last;                           /* status of the last failed call */
 } gpt2_ztier;
 

@@ -3,7 +3,8 @@
 #  1. parameters and optimizer on NVMe over 2 MPI ranks == everything in memory on 1 rank
 #     after 10 steps (relative L2 difference <= 1e-5 over all weights);
 #  2. save at step 5, resume, and steps 6-10 == the uninterrupted run, bitwise;
-#  3. ZeRO++ on 4 ranks (two nodes of two) stays within 10% of the unquantized loss.
+#  3. ZeRO++ on 4 ranks (two nodes of two) stays within 10% of the unquantized loss;
+#  4. bf16 parameter copies stay within 5% of the fp32 loss.
 #   run_trainer_checks.sh <zt_gpt2> <compare_weights> <mpirun or "">
 set -euo pipefail
 trainer=$1 compare=$2 mpirun=${3:-}
@@ -50,6 +51,19 @@ JSON
   echo "GPT-2 tiny, 50 steps: loss $a unquantized on 1 rank, $b with qwZ+qgZ+hpZ on 4 ranks"
   awk -v a="$a" -v b="$b" 'BEGIN { d = (b - a) / a; if (d < 0) d = -d; exit !(d <= 0.10) }'
 fi
+
+# 4. bf16 parameter copies (fp32 master weights and compute): within 5% of fp32 after 50 steps
+cat > "$work/bf16.json" <<JSON
+{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3},
+ "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.9, 0.95], "weight_decay": 0.1}},
+ "gradient_clipping": 1.0}
+JSON
+[ -f "$work/plain50.log" ] || "$trainer" "${common[@]}" --steps 50 > "$work/plain50.log"
+"$trainer" "${common[@]}" --steps 50 --ds-config "$work/bf16.json" > "$work/bf16.log"
+a=$(awk '$1 == "step" && $2 == 50 {print $5}' "$work/plain50.log")
+b=$(awk '$1 == "step" && $2 == 50 {print $5}' "$work/bf16.log")
+echo "GPT-2 tiny, 50 steps: loss $a with fp32 parameters, $b with bf16 parameter copies"
+awk -v a="$a" -v b="$b" 'BEGIN { d = (b - a) / a; if (d < 0) d = -d; exit !(d <= 0.05) }'
 
 "$trainer" "${common[@]}" --steps 5 --checkpoint "$work/ckpt" --save-every 5 > /dev/null
 "$trainer" "${common[@]}" --steps 10 --resume "$work/ckpt" --export "$work/resumed.bin" > "$work/resumed.log"
