@@ -134,6 +134,23 @@ static zt_swap_config swap_config(const zt_runtime *rt, const zt_offload_config 
     return c;
 }
 
+/* The buffers NVMe transfers use, registered with io_uring so requests skip page pinning. */
+static void register_buffers(zt_runtime *rt)
+{
+    void *bufs[10];
+    size_t lens[10];
+    int n = 0;
+    bufs[n] = rt->staging, lens[n++] = rt->staging_bytes;
+    if (rt->param_swap) {
+        zt_pinned_region(rt->param_staging, &bufs[n], &lens[n]);
+        zt_swap_register_buffers(rt->param_swap, bufs, lens, n + 1);
+    }
+    for (int k = 0; k < 9 && rt->optim_swap; k++)
+        bufs[n] = rt->opt_buf[k], lens[n++] = rt->opt_buf_bytes;
+    if (rt->optim_swap)
+        zt_swap_register_buffers(rt->optim_swap, bufs, lens, n);
+}
+
 /* Sizes and creates the NVMe swap spaces the placement needs, and the staging buffers. */
 static zt_status open_swaps(zt_runtime *rt)
 {
@@ -157,6 +174,8 @@ static zt_status open_swaps(zt_runtime *rt)
         zt_swap_config c = swap_config(rt, &rt->cfg.offload_optimizer, "optim");
         st = zt_swap_create(&c, obytes, &rt->optim_swap, &rt->err);
     }
+    if (st == ZT_OK)
+        register_buffers(rt);
     return st;
 }
 

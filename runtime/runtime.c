@@ -160,13 +160,13 @@ void zt_rt_destroy(zt_runtime *rt)
         free(rt->params[i].name);
     free(rt->layers);
     free(rt->params);
+    zt_swap_destroy(rt->param_swap); /* first: they hold registrations of the buffers below */
+    zt_swap_destroy(rt->optim_swap);
     if (rt->staging)
         zt_host_tier_free(&rt->host, rt->staging, rt->staging_bytes);
     for (int k = 0; k < 9; k++)
         zt_host_tier_free(&rt->host, rt->opt_buf[k], rt->opt_buf_bytes);
     zt_pinned_pool_destroy(rt->param_staging);
-    zt_swap_destroy(rt->param_swap);
-    zt_swap_destroy(rt->optim_swap);
     zt_threadpool_destroy(rt->pool);
     if (rt->stream)
         rt->dev->iface->stream_destroy(rt->dev, rt->stream);

@@ -42,6 +42,8 @@ typedef struct zt_io_iface {
 } zt_io_iface;
 
 extern const zt_io_iface zt_io_uring_engine;
+/* Pieces the io_uring engine ran from registered buffers. */
+uint64_t zt_io_uring_fixed_ios(const zt_io_engine *e);
 extern const zt_io_iface zt_io_threads_engine;
 
 #ifdef ZT_TEST_HOOKS

@@ -1,8 +1,8 @@
 /* NVMe swap space (see nvme.h). Block b of the space lives in folder b % n_paths at file
  * offset (b / n_paths) * block_size, so every large transfer is spread over all folders.
  *
- * Buffers are not registered with the ring (io_uring_register_buffers needs the ring idle
- * and every buffer known up front); transfers use plain O_DIRECT reads and writes. */
+ * Buffers the caller registers (zt_swap_register_buffers) are used with fixed reads and
+ * writes; any other buffer works through plain O_DIRECT reads and writes. */
 #include "tiers/nvme.h"
 #include "runtime/log.h"
 
@@ -393,11 +393,24 @@ zt_status zt_swap_wait(zt_swap *sw, zt_swap_io *io, zt_error *err)
                   strerror(-io->error));
 }
 
+int zt_swap_register_buffers(zt_swap *sw, void *const *bufs, const size_t *lens, int n)
+{
+    if (!sw->engine_iface->register_buffers || n == 0)
+        return 0;
+    int rc = sw->engine_iface->register_buffers(sw->engine, bufs, lens, n);
+    if (rc < 0)
+        ZT_LOGI("nvme", "buffers not registered with io_uring (%s); transfers still work",
+                strerror(-rc));
+    return rc;
+}
+
 void zt_swap_get_stats(zt_swap *sw, zt_swap_stats *out)
 {
     pthread_mutex_lock(&sw->lock);
     *out = sw->stats;
     pthread_mutex_unlock(&sw->lock);
+    if (sw->engine_iface == &zt_io_uring_engine)
+        out->fixed_ios = zt_io_uring_fixed_ios(sw->engine);
 }
 
 const char *zt_swap_engine_name(const zt_swap *sw) { return sw->engine_iface->name; }

@@ -53,6 +53,7 @@ typedef struct zt_swap_stats {
     uint64_t read_bytes, write_bytes;
     double read_s, write_s; /* time callers spent waiting for transfers */
     int max_inflight;
+    uint64_t fixed_ios; /* transfers from registered buffers */
 } zt_swap_stats;
 
 /* Checks the folders, takes their locks and preallocates capacity bytes striped over them.
@@ -81,6 +82,11 @@ zt_status zt_swap_write_at(zt_swap *sw, const zt_swap_extent *x, uint64_t offset
 uint64_t zt_swap_block_size(const zt_swap *sw);
 /* Waits for a transfer; errors name the tensor, the file and the offset. */
 zt_status zt_swap_wait(zt_swap *sw, zt_swap_io *io, zt_error *err);
+
+/* Registers up to 16 buffers with the io_uring engine before the first transfer, so reads and
+ * writes from them skip per-request page pinning. A no-op (0) with the thread-pool engine;
+ * otherwise 0 or -errno (the swap works unregistered either way). */
+int zt_swap_register_buffers(zt_swap *sw, void *const *bufs, const size_t *lens, int n);
 
 void zt_swap_get_stats(zt_swap *sw, zt_swap_stats *out);
 const char *zt_swap_engine_name(const zt_swap *sw);

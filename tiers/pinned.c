@@ -66,6 +66,12 @@ void zt_pinned_release(zt_pinned_pool *p, void *buf)
 }
 
 size_t zt_pinned_size(const zt_pinned_pool *p) { return p->size; }
+
+void zt_pinned_region(const zt_pinned_pool *p, void **base, size_t *len)
+{
+    *base = p->base;
+    *len = p->size * (size_t)p->count;
+}
 int zt_pinned_in_use(const zt_pinned_pool *p) { return p->in_use; }
 uint64_t zt_pinned_bytes(const zt_pinned_pool *p) { return (uint64_t)p->size * (uint64_t)p->count; }
 

@@ -17,6 +17,8 @@ zt_status zt_pinned_pool_create(int count, size_t size, zt_pinned_pool **out, zt
 void *zt_pinned_acquire(zt_pinned_pool *p);            /* NULL when all are in use */
 void zt_pinned_release(zt_pinned_pool *p, void *buf);
 size_t zt_pinned_size(const zt_pinned_pool *p);
+/* The one mapping every buffer of the pool lives in (for registering it with io_uring). */
+void zt_pinned_region(const zt_pinned_pool *p, void **base, size_t *len);
 int zt_pinned_in_use(const zt_pinned_pool *p);
 uint64_t zt_pinned_bytes(const zt_pinned_pool *p);
 void zt_pinned_pool_destroy(zt_pinned_pool *p);         /* NULL is a no-op */

@@ -119,6 +119,8 @@ static int open_ztier(ztier_run *z, const nvme_opts *o)
     }
     for (uint64_t i = 0; i < o->size; i += 4096)
         ((char *)z->buf)[i] = (char)i; /* touch every page before timing */
+    size_t len = o->size;
+    zt_swap_register_buffers(z->sw, &z->buf, &len, 1); /* as the runtime does */
     return 0;
 }
 
