@@ -9,9 +9,14 @@ run in the same process tree. Prints params/s and the ratio of each peer to ztie
 Nothing here is needed by CI; the README reports the figures measured with it."""
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import time
+
+# torch's OpenMP threads would otherwise spin after each step and steal the cores from the
+# ztier process measured next
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def time_torch(params, threads, fused, reps):
@@ -47,6 +52,7 @@ def time_deepspeed(params, threads, reps):
 
 
 def time_ztier(binary, params, threads):
+    time.sleep(0.5)  # let the previous peer's threads go to sleep
     out = subprocess.run([binary, "bench", "adam", "--params", str(params), "--threads",
                           str(threads), "--json"], check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])["params_per_s"]
@@ -57,24 +63,36 @@ def main():
     ap.add_argument("--ztier", required=True, help="path to the ztier command")
     ap.add_argument("--params", type=float, default=1e8)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=5, help="timed steps per measurement")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (this machine is noisy)")
     args = ap.parse_args()
     n = int(args.params)
-    results = {"ztier": time_ztier(args.ztier, n, args.threads)}
-    peers = [("torch AdamW fused", lambda: time_torch(n, args.threads, True, args.reps)),
-             ("torch AdamW foreach", lambda: time_torch(n, args.threads, False, args.reps)),
-             ("DeepSpeedCPUAdam", lambda: time_deepspeed(n, args.threads, args.reps))]
-    for name, fn in peers:
-        try:
-            results[name] = fn()
-        except ImportError as e:
-            print(f"{name}: not importable ({e}); skipped")
-        except Exception as e:  # a peer that fails to run is reported, not fatal
-            print(f"{name}: failed ({e}); skipped")
-    print(f"{n} parameters, {args.threads} threads, fp32 gradients")
+    runners = [("ztier", lambda: time_ztier(args.ztier, n, args.threads)),
+               ("torch AdamW fused", lambda: time_torch(n, args.threads, True, args.reps)),
+               ("torch AdamW foreach", lambda: time_torch(n, args.threads, False, args.reps)),
+               ("DeepSpeedCPUAdam", lambda: time_deepspeed(n, args.threads, args.reps))]
+    samples = {}
+    for _ in range(args.rounds):  # ztier, peer, peer, ..., then again
+        for name, fn in runners:
+            if name in samples and samples[name] is None:
+                continue
+            try:
+                samples.setdefault(name, []).append(fn())
+            except ImportError as e:
+                print(f"{name}: not importable ({e}); skipped")
+                samples[name] = None
+            except Exception as e:  # a peer that fails to run is reported, not fatal
+                print(f"{name}: failed ({e}); skipped")
+                samples[name] = None
+    results = {k: statistics.median(v) for k, v in samples.items() if v}
+    ratios = {k: statistics.median(z / p for z, p in zip(samples["ztier"], v))
+              for k, v in samples.items() if v}
+    print(f"{n} parameters, {args.threads} threads, fp32 gradients, {args.rounds} interleaved rounds "
+          "(ztier also writes a bf16 copy of the parameters)")
     for name, pps in results.items():
-        print(f"  {name:22s} {pps:12.3g} params/s   ztier / this: {results['ztier'] / pps:6.2f}")
-    print(json.dumps(results))
+        print(f"  {name:22s} {pps:12.3g} params/s (median)   ztier / this: {ratios[name]:6.2f} "
+              "(median of rounds)")
+    print(json.dumps({"params_per_s": results, "ztier_over_peer": ratios}))
 
 
 if __name__ == "__main__":

@@ -45,8 +45,11 @@ static inline __attribute__((always_inline)) void store_param(void *out, zt_dtyp
     }
     __m256i h = t == ZT_BF16 ? to_bf16(p)
                              : _mm512_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    if (full)
-        _mm256_storeu_si256((__m256i *)((uint16_t *)out + i), h);
+    uint16_t *dst = (uint16_t *)out + i;
+    if (full && ((uintptr_t)dst & 31) == 0) /* written, never read here: skip the cache */
+        _mm256_stream_si256((__m256i *)dst, h);
+    else if (full)
+        _mm256_storeu_si256((__m256i *)dst, h);
     else
         _mm256_mask_storeu_epi16((uint16_t *)out + i, k, h);
 }
@@ -97,6 +100,7 @@ int64_t zt_adam_step_avx512(const zt_adam_consts *c, const zt_adam_tensors *t)
         bad += adam_vector(c, t, i, 0xffff, 1);
     if (i < t->n)
         bad += adam_vector(c, t, i, tail_mask(t->n - i), 0);
+    _mm_sfence(); /* order the streaming stores before the caller reads the copy */
     return bad;
 }
 

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define MAX_REPS 32
 
@@ -47,12 +48,22 @@ static void fill_chunk(void *arg, int64_t begin, int64_t end, int worker)
     }
 }
 
+/* 2 MiB-aligned and advised for transparent huge pages, as the runtime's host tier does. */
+static void *big_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 2u << 20, bytes) != 0)
+        return NULL;
+    madvise(p, bytes & ~(size_t)((2u << 20) - 1), MADV_HUGEPAGE);
+    return p;
+}
+
 static int bench_alloc(adam_bench *b, zt_threadpool *pool)
 {
     size_t n = (size_t)b->n;
-    if (posix_memalign((void **)&b->master, 64, n * 4) || posix_memalign((void **)&b->m, 64, n * 4) ||
-        posix_memalign((void **)&b->v, 64, n * 4) || posix_memalign((void **)&b->grad, 64, n * 4) ||
-        posix_memalign((void **)&b->out, 64, n * 2))
+    if (!(b->master = big_alloc(n * 4)) || !(b->m = big_alloc(n * 4)) ||
+        !(b->v = big_alloc(n * 4)) || !(b->grad = big_alloc(n * 4)) ||
+        !(b->out = big_alloc(n * 2)))
         return -1;
     fill_ctx ctx = {b};
     zt_threadpool_run(pool, b->n, 64 * 1024, fill_chunk, &ctx);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 double bench_now(void)
@@ -110,12 +111,16 @@ bench_triad *bench_triad_create(size_t n, int threads)
     t->n = n;
     t->threads = threads;
     t->chunks = calloc((size_t)threads, sizeof *t->chunks);
-    if (!t->chunks || posix_memalign((void **)&t->a, 64, n * sizeof(double)) ||
-        posix_memalign((void **)&t->b, 64, n * sizeof(double)) ||
-        posix_memalign((void **)&t->c, 64, n * sizeof(double))) {
+    size_t bytes = n * sizeof(double), huge = 2u << 20;
+    if (!t->chunks || posix_memalign((void **)&t->a, huge, bytes) ||
+        posix_memalign((void **)&t->b, huge, bytes) || posix_memalign((void **)&t->c, huge, bytes)) {
         bench_triad_destroy(t);
         return NULL;
     }
+    /* the same page size as the kernels it is compared with */
+    madvise(t->a, bytes & ~(huge - 1), MADV_HUGEPAGE);
+    madvise(t->b, bytes & ~(huge - 1), MADV_HUGEPAGE);
+    madvise(t->c, bytes & ~(huge - 1), MADV_HUGEPAGE);
     size_t per = (n + (size_t)threads - 1) / (size_t)threads;
     for (int i = 0; i < threads; i++) {
         size_t lo = (size_t)i * per, hi = lo + per > n ? n : lo + per;
