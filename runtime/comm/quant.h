@@ -5,7 +5,8 @@
  * so the error of every element is at most half a step (scale / 2). A block of zeros has
  * scale 0 and quantizes to zeros. Lengths need not be multiples of the block or of 8: the
  * last block is shorter. int4 values are packed two per byte, element 2i in the low nibble.
- * Variants: a scalar reference, AVX2 and AVX-512 (int8; int4 is scalar), chosen at run time.
+ * Variants: a scalar reference, AVX2 and AVX-512 (int8), scalar and AVX-512 (int4), chosen
+ * at run time.
  * All variants give the same bits. */
 #ifndef ZT_RUNTIME_COMM_QUANT_H
 #define ZT_RUNTIME_COMM_QUANT_H
@@ -37,9 +38,15 @@ void zt_dequant8(zt_quant_variant v, const int8_t *q, const float *scales, int64
 void zt_dequant8_add(zt_quant_variant v, const int8_t *q, const float *scales, int64_t n,
                      int block, float *acc);
 
-/* int4: q holds (n + 1) / 2 bytes. Scalar only. */
+/* int4: q holds (n + 1) / 2 bytes. The best variant the CPU has (AVX-512 or scalar). */
 void zt_quant4(const float *x, int64_t n, int block, uint8_t *q, float *scales);
 void zt_dequant4_add(const uint8_t *q, const float *scales, int64_t n, int block, float *acc);
+void zt_quant4_scalar(const float *x, int64_t n, int block, uint8_t *q, float *scales);
+void zt_dequant4_add_scalar(const uint8_t *q, const float *scales, int64_t n, int block,
+                            float *acc);
+void zt_quant4_avx512(const float *x, int64_t n, int block, uint8_t *q, float *scales);
+void zt_dequant4_add_avx512(const uint8_t *q, const float *scales, int64_t n, int block,
+                            float *acc);
 
 /* scalar kernels (the reference) and the AVX-512 ones */
 void zt_quant8_scalar(const void *x, zt_dtype dt, int64_t n, int block, int8_t *q, float *scales);

@@ -4,6 +4,7 @@
 #include "runtime/comm/quant.h"
 
 #include <immintrin.h>
+#include <math.h>
 
 static inline __attribute__((always_inline)) __mmask16 lanes(int64_t left)
 {
@@ -103,6 +104,63 @@ void zt_dequant8_add_avx512(const int8_t *q, const float *scales, int64_t n, int
             }
             __m512 a = _mm512_maskz_loadu_ps(k, acc + i);
             _mm512_mask_storeu_ps(acc + i, k, _mm512_add_ps(a, dequant(q, i, k, s)));
+        }
+    }
+}
+
+/* int4: 16 values per step -> 8 bytes, element 2k in the low nibble of byte k. Blocks of odd
+ * size shift the pairing, so they (and each block's last n % 16 values) take the scalar
+ * formula; the result is the scalar reference's. */
+static uint8_t nibble(float x, float inv)
+{
+    int v = (int)nearbyintf(x * inv);
+    return (uint8_t)((v > 7 ? 7 : v < -7 ? -7 : v) & 0xf);
+}
+
+void zt_quant4_avx512(const float *x, int64_t n, int block, uint8_t *q, float *scales)
+{
+    for (int64_t i = 0; i < (n + 1) / 2; i++)
+        q[i] = 0;
+    for (int64_t b = 0, lo = 0; lo < n; b++, lo += block) {
+        int64_t hi = lo + block < n ? lo + block : n, i = lo;
+        __m512 mx = _mm512_setzero_ps();
+        for (int64_t k = lo; k < hi; k += 16)
+            mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_maskz_loadu_ps(lanes(hi - k), x + k)));
+        float s = _mm512_reduce_max_ps(mx) / 7.0f, inv = s > 0 ? 1.0f / s : 0.0f;
+        scales[b] = s;
+        __m512 vinv = _mm512_set1_ps(inv);
+        for (; (block & 1) == 0 && i + 16 <= hi; i += 16) {
+            __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv));
+            v = _mm512_max_epi32(_mm512_min_epi32(v, _mm512_set1_epi32(7)), _mm512_set1_epi32(-7));
+            __m128i b16 = _mm512_cvtepi32_epi8(v);
+            __m128i lo4 = _mm_and_si128(b16, _mm_set1_epi16(0x000f));
+            __m128i hi4 = _mm_and_si128(_mm_srli_epi16(b16, 8), _mm_set1_epi16(0x000f));
+            __m128i r = _mm_or_si128(lo4, _mm_slli_epi16(hi4, 4));
+            _mm_storel_epi64((__m128i *)(q + i / 2), _mm_packus_epi16(r, r));
+        }
+        for (; i < hi; i++)
+            q[i / 2] |= (uint8_t)(nibble(x[i], inv) << (4 * (i & 1)));
+    }
+}
+
+void zt_dequant4_add_avx512(const uint8_t *q, const float *scales, int64_t n, int block,
+                            float *acc)
+{
+    for (int64_t b = 0, lo = 0; lo < n; b++, lo += block) {
+        int64_t hi = lo + block < n ? lo + block : n, i = lo;
+        __m512 s = _mm512_set1_ps(scales[b]);
+        for (; (block & 1) == 0 && i + 16 <= hi; i += 16) {
+            __m128i bytes = _mm_loadl_epi64((const __m128i *)(q + i / 2));
+            __m128i lo4 = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
+            __m128i hi4 = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0f));
+            __m128i v = _mm_unpacklo_epi8(lo4, hi4); /* element order */
+            v = _mm_sub_epi8(_mm_xor_si128(v, _mm_set1_epi8(8)), _mm_set1_epi8(8)); /* sign */
+            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)), s);
+            _mm512_storeu_ps(acc + i, _mm512_add_ps(_mm512_loadu_ps(acc + i), f));
+        }
+        for (; i < hi; i++) {
+            int v = (q[i / 2] >> (4 * (i & 1))) & 0xf;
+            acc[i] += (float)(v >= 8 ? v - 16 : v) * scales[b];
         }
     }
 }

@@ -61,6 +61,19 @@ void zt_dequant8_add_scalar(const int8_t *q, const float *scales, int64_t n, int
 
 void zt_quant4(const float *x, int64_t n, int block, uint8_t *q, float *scales)
 {
+    (zt_quant_variant_supported(ZT_QUANT_AVX512) ? zt_quant4_avx512 : zt_quant4_scalar)(
+        x, n, block, q, scales);
+}
+
+void zt_dequant4_add(const uint8_t *q, const float *scales, int64_t n, int block, float *acc)
+{
+    (zt_quant_variant_supported(ZT_QUANT_AVX512) ? zt_dequant4_add_avx512
+                                                 : zt_dequant4_add_scalar)(q, scales, n, block,
+                                                                           acc);
+}
+
+void zt_quant4_scalar(const float *x, int64_t n, int block, uint8_t *q, float *scales)
+{
     for (int64_t i = 0; i < (n + 1) / 2; i++)
         q[i] = 0;
     for (int64_t b = 0; b * block < n; b++) {
@@ -75,7 +88,8 @@ void zt_quant4(const float *x, int64_t n, int block, uint8_t *q, float *scales)
     }
 }
 
-void zt_dequant4_add(const uint8_t *q, const float *scales, int64_t n, int block, float *acc)
+void zt_dequant4_add_scalar(const uint8_t *q, const float *scales, int64_t n, int block,
+                            float *acc)
 {
     for (int64_t i = 0; i < n; i++) {
         int v = (q[i / 2] >> (4 * (i & 1))) & 0xf;

@@ -94,9 +94,22 @@ static void test_int4_roundtrip_bound(void **state)
     float x[1001], y[1001] = {0}, scales[32];
     uint8_t q[501];
     fill(x, n);
-    zt_quant4(x, n, block, q, scales);
-    zt_dequant4_add(q, scales, n, block, y);
+    zt_quant4_scalar(x, n, block, q, scales);
+    zt_dequant4_add_scalar(q, scales, n, block, y);
     check_bound(x, y, scales, n, block);
+    if (zt_quant_variant_supported(ZT_QUANT_AVX512)) /* same bits, also for odd blocks */
+        for (int bi = 0; bi < 3; bi++) {
+            int blk = (int[]){32, 33, 256}[bi];
+            float s1[64], s2[64], a1[1001] = {0}, a2[1001] = {0};
+            uint8_t q1[501], q2[501];
+            zt_quant4_scalar(x, n, blk, q1, s1);
+            zt_quant4_avx512(x, n, blk, q2, s2);
+            assert_memory_equal(q1, q2, sizeof q1);
+            assert_memory_equal(s1, s2, sizeof(float) * (size_t)zt_quant_blocks(n, blk));
+            zt_dequant4_add_scalar(q1, s1, n, blk, a1);
+            zt_dequant4_add_avx512(q1, s1, n, blk, a2);
+            assert_memory_equal(a1, a2, sizeof a1);
+        }
     /* the extreme of each block is represented exactly as +-7 steps */
     for (int64_t b = 0; b < zt_quant_blocks(n, block); b++)
         assert_true(scales[b] >= 0);
