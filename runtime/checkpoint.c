@@ -6,6 +6,7 @@
  * resumes bit-identically. */
 #include "runtime/checkpoint.h"
 #include "runtime/log.h"
+#include "runtime/step_nvme.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -149,7 +150,9 @@ zt_status zt_rt_checkpoint_save(zt_runtime *rt, const char *dir)
     if (strlen(dir) >= ZT_PATH_MAX)
         return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT, "checkpoint path longer than %d bytes",
                       ZT_PATH_MAX);
-    zt_status st = prepare_dir(rt, dir);
+    zt_status st = zt_step_nvme_drain(rt); /* the optimizer state on disk is complete */
+    if (st == ZT_OK)
+        st = prepare_dir(rt, dir);
     st = zt_comm_agree(rt->comm, st, "checkpoint save (folder)", &rt->err);
     uint64_t bytes = 0;
     uLong crc = 0;
@@ -323,7 +326,9 @@ static zt_status load_shards(zt_runtime *rt, const char *dir, json_t *m)
 zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
 {
     json_t *m = NULL;
-    zt_status st = read_manifest(rt, dir, &m);
+    zt_status st = zt_step_nvme_drain(rt); /* no write-back may land after the restore */
+    if (st == ZT_OK)
+        st = read_manifest(rt, dir, &m);
     if (st == ZT_OK)
         st = zt_comm_agree(rt->comm, ZT_OK, "checkpoint load (manifest)", &rt->err);
     else

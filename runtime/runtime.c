@@ -2,6 +2,7 @@
 #include "runtime/runtime.h"
 #include "prefetch/gather.h"
 #include "runtime/log.h"
+#include "runtime/step_nvme.h"
 #include "runtime/zeropp.h"
 
 #include <stdlib.h>
@@ -160,6 +161,8 @@ void zt_rt_destroy(zt_runtime *rt)
         free(rt->params[i].name);
     free(rt->layers);
     free(rt->params);
+    if (rt->optim_swap)
+        zt_step_nvme_drain(rt);
     zt_swap_destroy(rt->param_swap); /* first: they hold registrations of the buffers below */
     zt_swap_destroy(rt->optim_swap);
     if (rt->staging)

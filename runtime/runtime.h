@@ -74,6 +74,15 @@ typedef struct zt_layer {
 
 typedef enum zt_rt_state { ZT_RT_FAILED = 0, ZT_RT_REGISTERING, ZT_RT_COMMITTED } zt_rt_state;
 
+/* One buffer set of the NVMe-pipelined optimizer step and the transfers it has in flight.
+ * The last write-backs of a step stay in flight until the optimizer state is needed again. */
+typedef struct zt_opt_set {
+    zt_swap_io io[3]; /* master, m, v */
+    int state;        /* 0 idle, 1 reading, 2 writing */
+    zt_layer *L;      /* the sub-group it holds */
+    int64_t begin, n;
+} zt_opt_set;
+
 struct zt_runtime {
     zt_rt_state state;
     zt_error err; /* last error of this handle */
@@ -102,6 +111,7 @@ struct zt_runtime {
     zt_swap *optim_swap;     /* NVMe swap for master, m, v (offload_optimizer.device = nvme) */
     zt_pinned_pool *param_staging; /* buffers for NVMe -> device parameter reads */
     float *opt_buf[9];       /* 3 sets x (master, m, v) sub-group buffers for the NVMe step */
+    zt_opt_set opt_sets[3];
     size_t opt_buf_bytes;
     zt_threadpool *pool;
     zt_adam_variant adam_variant;

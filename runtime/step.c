@@ -164,10 +164,13 @@ zt_status zt_rt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t num
         return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
                       "parameter '%s' has %lld elements, the destination holds %lld", p->name,
                       (long long)p->numel, (long long)numel);
-    float *full = malloc((size_t)L->flat_numel * sizeof(float));
+    zt_status st = zt_step_nvme_drain(rt);
+    float *full = st == ZT_OK ? malloc((size_t)L->flat_numel * sizeof(float)) : NULL;
     if (!full)
-        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory reading parameter '%s'", p->name);
-    zt_status st = zt_home_load(&rt->homes, &L->master, rt->staging, &rt->err);
+        return st != ZT_OK ? st
+                           : ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory reading parameter '%s'",
+                                    p->name);
+    st = zt_home_load(&rt->homes, &L->master, rt->staging, &rt->err);
     if (st == ZT_OK && L->persistent) /* every rank holds all of it */
         memcpy(full, rt->staging, (size_t)L->flat_numel * sizeof(float));
     else if (st == ZT_OK)

@@ -1,17 +1,13 @@
 /* The optimizer step when master, m and v live on NVMe: the shards are cut into sub-groups
  * (sub_group_size elements, capped so 9 buffers stay small, whole swap blocks) and
  * pipelined over three buffer sets — sub-group i+1 is read while i is updated and i-1 is
- * written back. The result is bit-identical to the in-memory step: the same kernel runs on
- * the same values, only the order of transfers differs. */
+ * written back; the step's last write-backs complete in the background. The result is
+ * bit-identical to the in-memory step: the same kernel runs on the same values, only the
+ * order of transfers differs. */
 #include "runtime/step_nvme.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct opt_set {
-    zt_swap_io io[3];
-    int state; /* 0 idle, 1 reading, 2 writing */
-} opt_set;
 
 typedef struct chunk {
     zt_layer *L;
@@ -33,8 +29,10 @@ static zt_home *state_home(zt_layer *L, int k)
 
 static float *set_buf(zt_runtime *rt, int set, int k) { return rt->opt_buf[set * 3 + k]; }
 
-static zt_status start(zt_runtime *rt, const chunk *c, int set, opt_set *s, int write)
+static zt_status start(zt_runtime *rt, const chunk *c, int set, int write)
 {
+    zt_opt_set *s = &rt->opt_sets[set];
+    s->L = c->L, s->begin = c->begin, s->n = c->n;
     zt_status st = ZT_OK;
     uint64_t off = (uint64_t)c->begin * sizeof(float), len = (uint64_t)c->n * sizeof(float);
     for (int k = 0; k < 3 && st == ZT_OK; k++) {
@@ -51,11 +49,11 @@ static zt_status start(zt_runtime *rt, const chunk *c, int set, opt_set *s, int 
     return st;
 }
 
-static zt_status finish(zt_runtime *rt, const chunk *c, opt_set *s)
+static zt_status finish(zt_runtime *rt, zt_opt_set *s)
 {
     zt_status st = ZT_OK;
     for (int k = 0; k < 3 && s->state; k++) {
-        zt_status w = zt_swap_wait(state_home(c->L, k)->swap, &s->io[k],
+        zt_status w = zt_swap_wait(state_home(s->L, k)->swap, &s->io[k],
                                    st == ZT_OK ? &rt->err : NULL);
         st = st == ZT_OK ? w : st;
     }
@@ -96,40 +94,49 @@ static int make_chunks(zt_runtime *rt, int64_t per, chunk *out)
     return n;
 }
 
+zt_status zt_step_nvme_drain(zt_runtime *rt)
+{
+    zt_status st = ZT_OK;
+    for (int k = 0; k < 3; k++)
+        if (rt->opt_sets[k].state) {
+            zt_status w = finish(rt, &rt->opt_sets[k]);
+            st = st == ZT_OK ? w : st;
+        }
+    return st;
+}
+
 zt_status zt_step_nvme(zt_runtime *rt, const zt_adam_hparams *h)
 {
+    zt_status st = zt_step_nvme_drain(rt); /* the previous step's last write-backs */
+    if (st != ZT_OK)
+        return st;
     int64_t per = zt_step_nvme_chunk_elems(rt, zt_swap_block_size(rt->optim_swap));
     int n = make_chunks(rt, per, NULL);
     chunk *chunks = calloc((size_t)n, sizeof *chunks);
     if (!chunks)
         return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory planning the optimizer step");
     make_chunks(rt, per, chunks);
-    opt_set sets[3];
-    memset(sets, 0, sizeof sets);
-    int owner[3] = {-1, -1, -1}; /* chunk each set holds */
-    zt_status st = start(rt, &chunks[0], 0, &sets[0], 0);
-    owner[0] = 0;
+    zt_opt_set *sets = rt->opt_sets;
+    st = start(rt, &chunks[0], 0, 0);
     for (int i = 0; i < n && st == ZT_OK; i++) {
         int cur = i % 3, next = (i + 1) % 3;
         if (i + 1 < n) { /* read ahead into the set written two sub-groups ago */
             if (sets[next].state)
-                st = finish(rt, &chunks[owner[next]], &sets[next]);
+                st = finish(rt, &sets[next]);
             if (st == ZT_OK)
-                st = start(rt, &chunks[i + 1], next, &sets[next], 0);
-            owner[next] = i + 1;
+                st = start(rt, &chunks[i + 1], next, 0);
         }
         if (st == ZT_OK)
-            st = finish(rt, &chunks[i], &sets[cur]);
+            st = finish(rt, &sets[cur]);
         if (st == ZT_OK)
             st = update(rt, &chunks[i], cur, h);
         if (st == ZT_OK)
-            st = start(rt, &chunks[i], cur, &sets[cur], 1);
+            st = start(rt, &chunks[i], cur, 1);
     }
-    for (int s = 0; s < 3; s++) /* drain: wait for every transfer still in flight */
-        if (sets[s].state) {
-            zt_status w = finish(rt, &chunks[owner[s]], &sets[s]);
-            st = st == ZT_OK ? w : st;
-        }
     free(chunks);
+    if (st != ZT_OK) /* nothing may stay in flight after a failure */
+        zt_step_nvme_drain(rt);
+    /* On success the last write-backs finish while the caller computes the next step; the
+     * next use of the optimizer state (step, checkpoint, parameter read) waits for them. */
     return st;
 }

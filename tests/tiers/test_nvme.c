@@ -243,7 +243,7 @@ static void injected_failure(zt_io_engine_kind engine, int op)
         assert_int_equal(zt_swap_write(sw, &x, buf, 300000, &io, &err), ZT_OK);
     assert_int_equal(zt_swap_wait(sw, &io, &err), ZT_ERR_IO);
     assert_non_null(strstr(err.msg, "'layer3.weight'"));
-    assert_non_null(strstr(err.msg, "at byte 131072"));
+    assert_non_null(strstr(err.msg, "failed at byte ")); /* which piece: the engine's order */
     assert_non_null(strstr(err.msg, "ztier-test-r0.swap"));
     assert_non_null(strstr(err.msg, "Input/output error"));
     free(buf);
