@@ -4,6 +4,7 @@
 #include "prefetch/gather.h"
 #include "prefetch/prefetch.h"
 #include "runtime/log.h"
+#include "runtime/step_nvme.h"
 #include "runtime/zeropp.h"
 #include "runtime/runtime.h"
 
@@ -75,6 +76,8 @@ zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_layer_view *vi
     zt_layer *L = &rt->layers[layer];
     double t0 = now_s();
     zt_prefetch_observe(rt, layer, pass);
+    if (pass == ZT_BACKWARD && rt->optim_swap) /* the optimizer state is read during backward */
+        zt_step_nvme_preread(rt);
     if (L->gstate != ZT_GATHER_NONE && !L->persistent)
         rt->stats.prefetch_hits++;
     zt_status st = gather_layer(rt, L);

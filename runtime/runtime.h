@@ -112,6 +112,7 @@ struct zt_runtime {
     zt_pinned_pool *param_staging; /* buffers for NVMe -> device parameter reads */
     float *opt_buf[9];       /* 3 sets x (master, m, v) sub-group buffers for the NVMe step */
     zt_opt_set opt_sets[3];
+    int opt_preread; /* sub-groups of the next step already being read into sets 0..n-1 */
     size_t opt_buf_bytes;
     zt_threadpool *pool;
     zt_adam_variant adam_variant;

@@ -1,7 +1,9 @@
 /* The optimizer step when master, m and v live on NVMe: the shards are cut into sub-groups
  * (sub_group_size elements, capped so 9 buffers stay small, whole swap blocks) and
  * pipelined over three buffer sets — sub-group i+1 is read while i is updated and i-1 is
- * written back; the step's last write-backs complete in the background. The result is
+ * written back; the step's last write-backs complete in the background, and the first
+ * sub-groups of the next step are read while the caller runs its backward pass (the state
+ * does not depend on the gradients). The result is
  * bit-identical to the in-memory step: the same kernel runs on the same values, only the
  * order of transfers differs. */
 #include "runtime/step_nvme.h"
@@ -94,33 +96,66 @@ static int make_chunks(zt_runtime *rt, int64_t per, chunk *out)
     return n;
 }
 
-zt_status zt_step_nvme_drain(zt_runtime *rt)
+/* Waits for the sets in the given state (1 reading, 2 writing; 0: both). */
+static zt_status finish_sets(zt_runtime *rt, int which)
 {
     zt_status st = ZT_OK;
     for (int k = 0; k < 3; k++)
-        if (rt->opt_sets[k].state) {
+        if (rt->opt_sets[k].state && (!which || rt->opt_sets[k].state == which)) {
             zt_status w = finish(rt, &rt->opt_sets[k]);
             st = st == ZT_OK ? w : st;
         }
     return st;
 }
 
+zt_status zt_step_nvme_drain(zt_runtime *rt)
+{
+    rt->opt_preread = 0; /* read-ahead data may go stale: the step reads again */
+    return finish_sets(rt, 0);
+}
+
+static chunk *plan(zt_runtime *rt, int *n)
+{
+    int64_t per = zt_step_nvme_chunk_elems(rt, zt_swap_block_size(rt->optim_swap));
+    *n = make_chunks(rt, per, NULL);
+    chunk *chunks = calloc((size_t)*n, sizeof *chunks);
+    if (chunks)
+        make_chunks(rt, per, chunks);
+    return chunks;
+}
+
+void zt_step_nvme_preread(zt_runtime *rt)
+{
+    if (rt->opt_preread > 0)
+        return;
+    int n = 0;
+    chunk *chunks = plan(rt, &n);
+    if (!chunks || finish_sets(rt, 2) != ZT_OK) { /* a failed write-back: the step reports it */
+        free(chunks);
+        return;
+    }
+    int k = 0;
+    for (; k < 3 && k < n; k++)
+        if (start(rt, &chunks[k], k, 0) != ZT_OK)
+            break;
+    rt->opt_preread = k;
+    free(chunks);
+}
+
 zt_status zt_step_nvme(zt_runtime *rt, const zt_adam_hparams *h)
 {
-    zt_status st = zt_step_nvme_drain(rt); /* the previous step's last write-backs */
-    if (st != ZT_OK)
-        return st;
-    int64_t per = zt_step_nvme_chunk_elems(rt, zt_swap_block_size(rt->optim_swap));
-    int n = make_chunks(rt, per, NULL);
-    chunk *chunks = calloc((size_t)n, sizeof *chunks);
-    if (!chunks)
-        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory planning the optimizer step");
-    make_chunks(rt, per, chunks);
+    int pre = rt->opt_preread, n = 0;
+    rt->opt_preread = 0;
+    zt_status st = finish_sets(rt, 2); /* the previous step's last write-backs */
+    chunk *chunks = st == ZT_OK ? plan(rt, &n) : NULL;
+    if (st == ZT_OK && !chunks)
+        st = ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory planning the optimizer step");
     zt_opt_set *sets = rt->opt_sets;
-    st = start(rt, &chunks[0], 0, 0);
+    if (st == ZT_OK && pre == 0)
+        st = start(rt, &chunks[0], 0, 0);
     for (int i = 0; i < n && st == ZT_OK; i++) {
         int cur = i % 3, next = (i + 1) % 3;
-        if (i + 1 < n) { /* read ahead into the set written two sub-groups ago */
+        if (i + 1 < n && i + 1 >= pre) { /* read ahead into the set written two sub-groups ago */
             if (sets[next].state)
                 st = finish(rt, &sets[next]);
             if (st == ZT_OK)

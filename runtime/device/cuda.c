@@ -1,11 +1,33 @@
-/* The `cuda` device backend: device memory from CUDA's stream-ordered pool (cudaMallocAsync
- * on a dedicated allocation stream, synchronised so a returned pointer is usable on any
- * stream) counted against a byte capacity, pinned host memory (cudaHostAlloc,
- * cudaHostRegister), non-blocking streams, timing-free events and the kernels in
- * cuda_kernels.cu. Every CUDA error becomes ZT_ERR_DEVICE naming the call.
+/* The `cuda` device backend, on the CUDA runtime API.
+ *
+ * Device memory: a private stream-ordered pool per backend instance (cudaMemPoolCreate on the
+ * chosen GPU, release threshold = the byte budget, so freed blocks stay cached for the next
+ * layer instead of going back to the driver at every synchronisation). The private pool
+ * leaves the trainer's own use of the device's default pool alone. alloc() takes the bytes
+ * from the shared budget (device.c), allocates on a dedicated allocation stream and waits
+ * for it, so the pointer is usable on any stream as soon as alloc() returns. Devices without
+ * memory-pool support fall back to cudaMalloc/cudaFree. A per-device hash table maps each
+ * pointer to its size so free() can return the bytes to the budget.
+ *
+ * free() waits for the whole device (cudaDeviceSynchronize) before releasing: the runtime
+ * frees a layer's buffer at release(), when the trainer's kernels on its own streams, which
+ * ztier cannot see, may still read it. Frees happen about once per layer and pass.
+ *
+ * Pinned host memory: cudaHostAlloc / cudaHostRegister, both portable (usable from every
+ * context). Streams are non-blocking (no implicit ordering with the legacy default stream);
+ * events have timing disabled. A zt_stream * is a cudaStream_t and a zt_event * a
+ * cudaEvent_t. Copies between pageable host memory and the device are legal but
+ * synchronous in practice; the runtime copies from pinned or registered buffers.
+ *
+ * Every call first makes the instance's GPU current on the calling thread (the runtime
+ * calls in from its worker threads too). Every CUDA error becomes ZT_ERR_DEVICE naming the
+ * call and cudaGetErrorString, except that out-of-memory is ZT_ERR_DEVICE_NOMEM for device
+ * memory (so the prefetcher evicts and retries) and ZT_ERR_NOMEM for pinned host memory.
+ * A reported error is cleared from the thread's CUDA error state so that it does not
+ * reappear in the next kernel launch's status.
  *
  * Compiled and linked wherever the CUDA toolkit is present; this project's machines have no
- * GPU, so it has not run here (its test skips). */
+ * GPU, so it has not run here (its test, tests/cuda, skips). */
 #include "runtime/device/cuda_kernels.h"
 #include "runtime/device/device.h"
 #include "runtime/log.h"
@@ -14,98 +36,273 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-typedef struct cuda_device {
-    zt_device base;
-    int index;
-    cudaStream_t alloc_stream;
-    pthread_mutex_t lock;
-} cuda_device;
-
-/* Size header kept on the host for each allocation (pointer -> bytes). */
 typedef struct cuda_alloc {
     void *ptr;
     size_t bytes;
     struct cuda_alloc *next;
 } cuda_alloc;
 
-static cuda_alloc *g_allocs; /* guarded by the device lock; one list per process is enough */
+typedef struct cuda_device {
+    zt_device base;
+    int index;
+    cudaMemPool_t pool; /* NULL: no memory-pool support, plain cudaMalloc */
+    cudaStream_t alloc_stream;
+    pthread_mutex_t lock; /* guards the allocation table */
+    cuda_alloc **buckets;
+    size_t nbuckets, count;
+} cuda_device;
 
-static zt_status check(cudaError_t r, const char *call, zt_error *err)
+static cuda_device *as_cuda(zt_device *dev) { return (cuda_device *)dev; }
+
+static zt_status fail(const cuda_device *d, zt_status s, cudaError_t r, const char *call,
+                      zt_error *err)
 {
-    if (r == cudaSuccess)
-        return ZT_OK;
-    return ZT_ERR(err, r == cudaErrorMemoryAllocation ? ZT_ERR_DEVICE_NOMEM : ZT_ERR_DEVICE,
-                  "%s failed: %s", call, cudaGetErrorString(r));
+    (void)cudaGetLastError(); /* reported here: keep it out of later launches' status */
+    return ZT_ERR(err, s, "cuda device %d: %s failed: %s (%s)", d->index, call,
+                  cudaGetErrorString(r), cudaGetErrorName(r));
 }
+
+static zt_status check(const cuda_device *d, cudaError_t r, const char *call, zt_error *err)
+{
+    return r == cudaSuccess ? ZT_OK : fail(d, ZT_ERR_DEVICE, r, call, err);
+}
+
+/* For the slots that return nothing: the error can only be logged. */
+static void check_log(const cuda_device *d, cudaError_t r, const char *call)
+{
+    zt_error e;
+    if (r != cudaSuccess) {
+        fail(d, ZT_ERR_DEVICE, r, call, &e);
+        ZT_LOGE("device", "%s", e.msg);
+    }
+}
+
+static zt_status use(const cuda_device *d, zt_error *err)
+{
+    return check(d, cudaSetDevice(d->index), "cudaSetDevice", err);
+}
+
+/* ---- pointer -> size table -------------------------------------------------------------- */
+
+static size_t bucket_of(const void *ptr, size_t nbuckets)
+{
+    uint64_t h = (uint64_t)(uintptr_t)ptr >> 8; /* allocations are 256-byte aligned at least */
+    h *= 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 32) & (nbuckets - 1);
+}
+
+/* Inserts rec; grows the table (a power of two) to keep chains short. Caller holds lock. */
+static void table_insert(cuda_device *d, cuda_alloc *rec)
+{
+    if (d->count >= d->nbuckets) {
+        size_t n = d->nbuckets ? d->nbuckets * 2 : 64;
+        cuda_alloc **b = calloc(n, sizeof *b);
+        if (b) { /* on failure keep the old table: longer chains, still correct */
+            for (size_t i = 0; i < d->nbuckets; i++)
+                for (cuda_alloc *r = d->buckets[i], *next; r; r = next) {
+                    next = r->next;
+                    size_t k = bucket_of(r->ptr, n);
+                    r->next = b[k];
+                    b[k] = r;
+                }
+            free(d->buckets);
+            d->buckets = b;
+            d->nbuckets = n;
+        }
+    }
+    size_t k = bucket_of(rec->ptr, d->nbuckets);
+    rec->next = d->buckets[k];
+    d->buckets[k] = rec;
+    d->count++;
+}
+
+/* Removes and returns the record of ptr, NULL if ptr is unknown. Caller holds lock. */
+static cuda_alloc *table_remove(cuda_device *d, const void *ptr)
+{
+    if (!d->nbuckets)
+        return NULL;
+    for (cuda_alloc **p = &d->buckets[bucket_of(ptr, d->nbuckets)]; *p; p = &(*p)->next)
+        if ((*p)->ptr == ptr) {
+            cuda_alloc *rec = *p;
+            *p = rec->next;
+            d->count--;
+            return rec;
+        }
+    return NULL;
+}
+
+/* ---- lifecycle -------------------------------------------------------------------------- */
+
+static zt_status create_pool(cuda_device *d, zt_error *err)
+{
+    int supported = 0;
+    zt_status st = check(d,
+                         cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported,
+                                                d->index),
+                         "cudaDeviceGetAttribute(cudaDevAttrMemoryPoolsSupported)", err);
+    if (st != ZT_OK || !supported) {
+        if (st == ZT_OK)
+            ZT_LOGI("device", "cuda device %d has no memory pools: plain cudaMalloc/cudaFree",
+                    d->index);
+        return st;
+    }
+    struct cudaMemPoolProps props = {0};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = d->index;
+    st = check(d, cudaMemPoolCreate(&d->pool, &props), "cudaMemPoolCreate", err);
+    if (st != ZT_OK) {
+        d->pool = NULL;
+        return st;
+    }
+    uint64_t keep = d->base.capacity; /* cache up to the budget; never trim it back */
+    return check(d, cudaMemPoolSetAttribute(d->pool, cudaMemPoolAttrReleaseThreshold, &keep),
+                 "cudaMemPoolSetAttribute(cudaMemPoolAttrReleaseThreshold)", err);
+}
+
+static void cuda_destroy(zt_device *dev);
 
 static zt_status cuda_create(const zt_device_config *cfg, zt_device **out, zt_error *err)
 {
+    *out = NULL;
     int count = 0;
     cudaError_t r = cudaGetDeviceCount(&count);
-    if (r != cudaSuccess || count == 0)
+    if (r != cudaSuccess || count == 0) {
+        (void)cudaGetLastError();
         return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
-                      "cuda device backend: no usable GPU (%s); use ztier.device_backend \"host\"",
-                      r != cudaSuccess ? cudaGetErrorString(r) : "no devices");
+                      "cuda device backend: no usable GPU (%s); use ztier.device_backend "
+                      "\"host\" on machines without one",
+                      r != cudaSuccess ? cudaGetErrorString(r) : "cudaGetDeviceCount found 0 devices");
+    }
     if (cfg->device_index < 0 || cfg->device_index >= count)
-        return ZT_ERR(err, ZT_ERR_CONFIG, "cuda device %d requested, %d present",
-                      cfg->device_index, count);
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "cuda device backend: device %d requested, %d present (0..%d)",
+                      cfg->device_index, count, count - 1);
     cuda_device *d = calloc(1, sizeof *d);
     if (!d)
-        return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory creating the cuda backend");
-    zt_device_base_init(&d->base, &zt_device_cuda, 0);
+        return ZT_ERR(err, ZT_ERR_NOMEM, "out of host memory creating the cuda backend");
     d->index = cfg->device_index;
+    zt_device_base_init(&d->base, &zt_device_cuda, 0);
     pthread_mutex_init(&d->lock, NULL);
+
     size_t free_b = 0, total_b = 0;
-    zt_status st = check(cudaSetDevice(d->index), "cudaSetDevice", err);
+    zt_status st = use(d, err);
     if (st == ZT_OK)
-        st = check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo", err);
+        st = check(d, cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo", err);
+    if (st == ZT_OK) {
+        uint64_t cap = cfg->capacity_bytes ? cfg->capacity_bytes : free_b;
+        if (cap > free_b) {
+            ZT_LOGW("device",
+                    "cuda device %d: budget of %llu bytes asked, only %zu free: using %zu",
+                    d->index, (unsigned long long)cap, free_b, free_b);
+            cap = free_b;
+        }
+        d->base.capacity = cap;
+        st = check(d, cudaStreamCreateWithFlags(&d->alloc_stream, cudaStreamNonBlocking),
+                   "cudaStreamCreateWithFlags", err);
+    }
     if (st == ZT_OK)
-        st = check(cudaStreamCreateWithFlags(&d->alloc_stream, cudaStreamNonBlocking),
-                   "cudaStreamCreate", err);
+        st = create_pool(d, err);
     if (st != ZT_OK) {
-        free(d);
+        cuda_destroy(&d->base);
         return st;
     }
-    d->base.capacity = cfg->capacity_bytes && cfg->capacity_bytes < free_b ? cfg->capacity_bytes
-                                                                           : free_b;
-    ZT_LOGI("device", "cuda device %d: %zu of %zu bytes free, budget %llu", d->index, free_b,
-            total_b, (unsigned long long)d->base.capacity);
+    ZT_LOGI("device", "cuda device %d: %zu of %zu bytes free, budget %llu bytes, %s", d->index,
+            free_b, total_b, (unsigned long long)d->base.capacity,
+            d->pool ? "stream-ordered pool" : "cudaMalloc");
     *out = &d->base;
     return ZT_OK;
 }
 
+static void release_mem(cuda_device *d, void *ptr)
+{
+    if (d->pool) {
+        check_log(d, cudaFreeAsync(ptr, d->alloc_stream), "cudaFreeAsync");
+        check_log(d, cudaStreamSynchronize(d->alloc_stream), "cudaStreamSynchronize");
+    } else {
+        check_log(d, cudaFree(ptr), "cudaFree");
+    }
+}
+
+/* Also the cleanup of a failed create: every field may still be empty. */
 static void cuda_destroy(zt_device *dev)
 {
-    cuda_device *d = (cuda_device *)dev;
-    cudaStreamDestroy(d->alloc_stream);
+    if (!dev)
+        return;
+    cuda_device *d = as_cuda(dev);
+    zt_error e;
+    if (use(d, &e) != ZT_OK)
+        ZT_LOGE("device", "%s", e.msg);
+    if (d->count) {
+        ZT_LOGW("device", "cuda device %d destroyed with %zu allocations (%llu bytes) not freed",
+                d->index, d->count, (unsigned long long)d->base.bytes_in_use);
+        check_log(d, cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+        for (size_t i = 0; i < d->nbuckets; i++)
+            for (cuda_alloc *r = d->buckets[i], *next; r; r = next) {
+                next = r->next;
+                release_mem(d, r->ptr);
+                free(r);
+            }
+    }
+    free(d->buckets);
+    if (d->pool)
+        check_log(d, cudaMemPoolDestroy(d->pool), "cudaMemPoolDestroy");
+    if (d->alloc_stream)
+        check_log(d, cudaStreamDestroy(d->alloc_stream), "cudaStreamDestroy");
     pthread_mutex_destroy(&d->lock);
-    zt_device_base_fini(dev);
+    zt_device_base_fini(&d->base);
     free(d);
 }
 
+/* ---- memory ----------------------------------------------------------------------------- */
+
 static zt_status cuda_alloc_mem(zt_device *dev, size_t bytes, void **ptr, zt_error *err)
 {
-    cuda_device *d = (cuda_device *)dev;
+    cuda_device *d = as_cuda(dev);
+    *ptr = NULL;
+    zt_status st = use(d, err);
+    if (st != ZT_OK)
+        return st;
     cuda_alloc *rec = malloc(sizeof *rec);
     if (!rec)
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of host memory tracking a device allocation");
-    zt_status st = zt_device_budget_take(dev, bytes, err);
+    st = zt_device_budget_take(dev, bytes, err);
     if (st != ZT_OK) {
         free(rec);
         return st;
     }
-    st = check(cudaMallocAsync(ptr, bytes ? bytes : 1, d->alloc_stream), "cudaMallocAsync", err);
-    if (st == ZT_OK)
-        st = check(cudaStreamSynchronize(d->alloc_stream), "cudaStreamSynchronize", err);
-    if (st != ZT_OK) {
+    void *p = NULL;
+    const char *call = d->pool ? "cudaMallocFromPoolAsync" : "cudaMalloc";
+    cudaError_t r = d->pool ? cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, d->pool,
+                                                      d->alloc_stream)
+                            : cudaMalloc(&p, bytes ? bytes : 1);
+    if (r == cudaSuccess && d->pool) { /* usable on any stream once the allocation is done */
+        call = "cudaStreamSynchronize (allocation stream)";
+        r = cudaStreamSynchronize(d->alloc_stream);
+    }
+    if (r != cudaSuccess) {
         zt_device_budget_return(dev, bytes);
         free(rec);
-        return st;
+        if (r != cudaErrorMemoryAllocation)
+            return fail(d, ZT_ERR_DEVICE, r, call, err);
+        (void)cudaGetLastError();
+        pthread_mutex_lock(&dev->budget_lock);
+        unsigned long long in_use = dev->bytes_in_use;
+        pthread_mutex_unlock(&dev->budget_lock);
+        return ZT_ERR(err, ZT_ERR_DEVICE_NOMEM,
+                      "cuda device %d: %zu bytes requested, %llu in use of a %llu-byte "
+                      "budget, but %s failed: %s; other allocations on the GPU hold the rest "
+                      "(lower ztier.hbm_capacity or offload more)",
+                      d->index, bytes, in_use, (unsigned long long)dev->capacity, call,
+                      cudaGetErrorString(r));
     }
+    rec->ptr = p;
+    rec->bytes = bytes;
     pthread_mutex_lock(&d->lock);
-    *rec = (cuda_alloc){*ptr, bytes, g_allocs};
-    g_allocs = rec;
+    table_insert(d, rec);
     pthread_mutex_unlock(&d->lock);
+    *ptr = p;
     return ZT_OK;
 }
 
@@ -113,145 +310,245 @@ static void cuda_free_mem(zt_device *dev, void *ptr)
 {
     if (!ptr)
         return;
-    cuda_device *d = (cuda_device *)dev;
-    size_t bytes = 0;
+    cuda_device *d = as_cuda(dev);
     pthread_mutex_lock(&d->lock);
-    for (cuda_alloc **p = &g_allocs; *p; p = &(*p)->next)
-        if ((*p)->ptr == ptr) {
-            cuda_alloc *rec = *p;
-            *p = rec->next;
-            bytes = rec->bytes;
-            free(rec);
-            break;
-        }
+    cuda_alloc *rec = table_remove(d, ptr);
     pthread_mutex_unlock(&d->lock);
-    zt_device_budget_return(dev, bytes);
-    /* Other streams may still use it: wait for the device, then return it to the pool. */
-    cudaDeviceSynchronize();
-    cudaFreeAsync(ptr, d->alloc_stream);
+    if (!rec) {
+        ZT_LOGE("device", "cuda device %d: free of %p, which this device did not allocate "
+                          "(ignored)",
+                d->index, ptr);
+        return;
+    }
+    zt_error e;
+    if (use(d, &e) != ZT_OK)
+        ZT_LOGE("device", "%s", e.msg);
+    /* The trainer's streams may still read it (see the top of the file). */
+    check_log(d, cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    release_mem(d, ptr);
+    zt_device_budget_return(dev, rec->bytes);
+    free(rec);
 }
 
 static zt_status cuda_host_alloc(zt_device *dev, size_t bytes, void **ptr, zt_error *err)
 {
-    (void)dev;
-    return check(cudaHostAlloc(ptr, bytes ? bytes : 1, cudaHostAllocPortable), "cudaHostAlloc",
-                 err);
+    cuda_device *d = as_cuda(dev);
+    *ptr = NULL;
+    zt_status st = use(d, err);
+    if (st != ZT_OK)
+        return st;
+    cudaError_t r = cudaHostAlloc(ptr, bytes ? bytes : 1, cudaHostAllocPortable);
+    if (r == cudaSuccess)
+        return ZT_OK;
+    *ptr = NULL;
+    st = fail(d, r == cudaErrorMemoryAllocation ? ZT_ERR_NOMEM : ZT_ERR_DEVICE, r,
+              "cudaHostAlloc", err);
+    zt_error_prefix(err, "pinning %zu bytes of host memory: ", bytes);
+    return st;
 }
 
 static void cuda_host_free(zt_device *dev, void *ptr)
 {
-    (void)dev;
-    cudaFreeHost(ptr);
+    cuda_device *d = as_cuda(dev);
+    if (ptr)
+        check_log(d, cudaFreeHost(ptr), "cudaFreeHost");
 }
 
 static zt_status cuda_host_register(zt_device *dev, void *ptr, size_t bytes, zt_error *err)
 {
-    (void)dev;
-    return check(cudaHostRegister(ptr, bytes, cudaHostRegisterPortable), "cudaHostRegister", err);
+    cuda_device *d = as_cuda(dev);
+    zt_status st = use(d, err);
+    if (st != ZT_OK)
+        return st;
+    cudaError_t r = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
+    if (r == cudaSuccess)
+        return ZT_OK;
+    st = fail(d, r == cudaErrorMemoryAllocation ? ZT_ERR_NOMEM : ZT_ERR_DEVICE, r,
+              "cudaHostRegister", err);
+    zt_error_prefix(err, "registering %zu bytes of host memory at %p: ", bytes, ptr);
+    return st;
 }
 
 static void cuda_host_unregister(zt_device *dev, void *ptr)
 {
-    (void)dev;
-    cudaHostUnregister(ptr);
+    cuda_device *d = as_cuda(dev);
+    if (ptr)
+        check_log(d, cudaHostUnregister(ptr), "cudaHostUnregister");
 }
+
+/* ---- streams and events ----------------------------------------------------------------- */
 
 static zt_status cuda_stream_create(zt_device *dev, zt_stream **out, zt_error *err)
 {
-    (void)dev;
-    cudaStream_t s;
-    zt_status st = check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate",
-                         err);
-    *out = st == ZT_OK ? (zt_stream *)s : NULL;
+    cuda_device *d = as_cuda(dev);
+    cudaStream_t s = NULL;
+    *out = NULL;
+    zt_status st = use(d, err);
+    if (st == ZT_OK)
+        st = check(d, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+                   "cudaStreamCreateWithFlags", err);
+    if (st == ZT_OK)
+        *out = (zt_stream *)s;
     return st;
 }
 
 static void cuda_stream_destroy(zt_device *dev, zt_stream *s)
 {
-    (void)dev;
-    if (s)
-        cudaStreamDestroy((cudaStream_t)s);
+    cuda_device *d = as_cuda(dev);
+    if (!s)
+        return;
+    zt_error e;
+    if (use(d, &e) != ZT_OK)
+        ZT_LOGE("device", "%s", e.msg);
+    /* Returns at once; queued work still completes before the stream goes away. */
+    check_log(d, cudaStreamDestroy((cudaStream_t)s), "cudaStreamDestroy");
 }
 
 static zt_status cuda_stream_synchronize(zt_device *dev, zt_stream *s, zt_error *err)
 {
-    (void)dev;
-    return check(cudaStreamSynchronize((cudaStream_t)s), "cudaStreamSynchronize", err);
+    cuda_device *d = as_cuda(dev);
+    zt_status st = use(d, err);
+    return st != ZT_OK ? st
+                       : check(d, cudaStreamSynchronize((cudaStream_t)s), "cudaStreamSynchronize",
+                               err);
 }
 
 static zt_status cuda_event_create(zt_device *dev, zt_event **out, zt_error *err)
 {
-    (void)dev;
-    cudaEvent_t e;
-    zt_status st = check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate",
-                         err);
-    *out = st == ZT_OK ? (zt_event *)e : NULL;
+    cuda_device *d = as_cuda(dev);
+    cudaEvent_t e = NULL;
+    *out = NULL;
+    zt_status st = use(d, err);
+    if (st == ZT_OK)
+        st = check(d, cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                   "cudaEventCreateWithFlags", err);
+    if (st == ZT_OK)
+        *out = (zt_event *)e;
     return st;
 }
 
 static void cuda_event_destroy(zt_device *dev, zt_event *e)
 {
-    (void)dev;
-    if (e)
-        cudaEventDestroy((cudaEvent_t)e);
+    cuda_device *d = as_cuda(dev);
+    if (!e)
+        return;
+    zt_error er;
+    if (use(d, &er) != ZT_OK)
+        ZT_LOGE("device", "%s", er.msg);
+    check_log(d, cudaEventDestroy((cudaEvent_t)e), "cudaEventDestroy");
 }
 
 static zt_status cuda_event_record(zt_device *dev, zt_event *e, zt_stream *s, zt_error *err)
 {
-    (void)dev;
-    return check(cudaEventRecord((cudaEvent_t)e, (cudaStream_t)s), "cudaEventRecord", err);
+    cuda_device *d = as_cuda(dev);
+    zt_status st = use(d, err);
+    return st != ZT_OK ? st
+                       : check(d, cudaEventRecord((cudaEvent_t)e, (cudaStream_t)s),
+                               "cudaEventRecord", err);
 }
 
 static zt_status cuda_stream_wait_event(zt_device *dev, zt_stream *s, zt_event *e, zt_error *err)
 {
-    (void)dev;
-    return check(cudaStreamWaitEvent((cudaStream_t)s, (cudaEvent_t)e, 0), "cudaStreamWaitEvent",
-                 err);
+    cuda_device *d = as_cuda(dev);
+    zt_status st = use(d, err);
+    return st != ZT_OK ? st
+                       : check(d, cudaStreamWaitEvent((cudaStream_t)s, (cudaEvent_t)e, 0),
+                               "cudaStreamWaitEvent", err);
 }
 
 static int cuda_event_query(zt_device *dev, zt_event *e)
 {
-    (void)dev;
+    cuda_device *d = as_cuda(dev);
+    zt_error er;
+    if (use(d, &er) != ZT_OK) {
+        ZT_LOGE("device", "%s", er.msg);
+        return -1;
+    }
     cudaError_t r = cudaEventQuery((cudaEvent_t)e);
-    return r == cudaSuccess ? 1 : r == cudaErrorNotReady ? 0 : -1;
+    if (r == cudaSuccess)
+        return 1;
+    if (r == cudaErrorNotReady) {
+        (void)cudaGetLastError(); /* "not ready" is an answer, not an error to carry on */
+        return 0;
+    }
+    check_log(d, r, "cudaEventQuery");
+    return -1;
 }
 
 static zt_status cuda_event_synchronize(zt_device *dev, zt_event *e, zt_error *err)
 {
-    (void)dev;
-    return check(cudaEventSynchronize((cudaEvent_t)e), "cudaEventSynchronize", err);
+    cuda_device *d = as_cuda(dev);
+    zt_status st = use(d, err);
+    return st != ZT_OK ? st
+                       : check(d, cudaEventSynchronize((cudaEvent_t)e), "cudaEventSynchronize",
+                               err);
 }
+
+/* ---- copies and kernels ----------------------------------------------------------------- */
 
 static zt_status cuda_memcpy_async(zt_device *dev, void *dst, const void *src, size_t bytes,
                                    zt_copy_kind kind, zt_stream *s, zt_error *err)
 {
-    (void)dev;
-    static const enum cudaMemcpyKind kinds[] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
-                                                cudaMemcpyDeviceToDevice, cudaMemcpyHostToHost};
-    return check(cudaMemcpyAsync(dst, src, bytes, kinds[kind], (cudaStream_t)s),
-                 "cudaMemcpyAsync", err);
+    static const enum cudaMemcpyKind kinds[] = {
+        [ZT_COPY_H2D] = cudaMemcpyHostToDevice,
+        [ZT_COPY_D2H] = cudaMemcpyDeviceToHost,
+        [ZT_COPY_D2D] = cudaMemcpyDeviceToDevice,
+        [ZT_COPY_H2H] = cudaMemcpyHostToHost,
+    };
+    cuda_device *d = as_cuda(dev);
+    if ((unsigned)kind >= sizeof kinds / sizeof kinds[0])
+        return ZT_ERR(err, ZT_ERR_ARGUMENT, "cuda device %d: unknown copy kind %d", d->index,
+                      (int)kind);
+    if (bytes == 0)
+        return ZT_OK;
+    zt_status st = use(d, err);
+    return st != ZT_OK ? st
+                       : check(d, cudaMemcpyAsync(dst, src, bytes, kinds[kind], (cudaStream_t)s),
+                               "cudaMemcpyAsync", err);
 }
 
 static zt_status cuda_memset_async(zt_device *dev, void *dst, int value, size_t bytes,
                                    zt_stream *s, zt_error *err)
 {
-    (void)dev;
-    return check(cudaMemsetAsync(dst, value, bytes, (cudaStream_t)s), "cudaMemsetAsync", err);
+    cuda_device *d = as_cuda(dev);
+    if (bytes == 0)
+        return ZT_OK;
+    zt_status st = use(d, err);
+    return st != ZT_OK ? st
+                       : check(d, cudaMemsetAsync(dst, value, bytes, (cudaStream_t)s),
+                               "cudaMemsetAsync", err);
 }
+
+static int dtype_known(zt_dtype t) { return t == ZT_F32 || t == ZT_BF16 || t == ZT_F16; }
 
 static zt_status cuda_cast_async(zt_device *dev, void *dst, zt_dtype dst_type, const void *src,
                                  zt_dtype src_type, size_t n, zt_stream *s, zt_error *err)
 {
-    (void)dev;
-    return check((cudaError_t)zt_cuda_cast(dst, dst_type, src, src_type, n, s), "cast kernel",
-                 err);
+    cuda_device *d = as_cuda(dev);
+    if (!dtype_known(dst_type) || !dtype_known(src_type))
+        return ZT_ERR(err, ZT_ERR_ARGUMENT, "cuda device %d: cast from dtype %d to %d",
+                      d->index, (int)src_type, (int)dst_type);
+    if (n == 0)
+        return ZT_OK;
+    zt_status st = use(d, err);
+    return st != ZT_OK ? st
+                       : check(d, (cudaError_t)zt_cuda_cast(dst, dst_type, src, src_type, n, s),
+                               "cast kernel launch", err);
 }
 
 static zt_status cuda_scale_async(zt_device *dev, void *x, zt_dtype type, float alpha, size_t n,
                                   zt_stream *s, zt_error *err)
 {
-    (void)dev;
-    return check((cudaError_t)zt_cuda_scale(x, type, alpha, n, s), "scale kernel", err);
+    cuda_device *d = as_cuda(dev);
+    if (!dtype_known(type))
+        return ZT_ERR(err, ZT_ERR_ARGUMENT, "cuda device %d: scale of dtype %d", d->index,
+                      (int)type);
+    if (n == 0)
+        return ZT_OK;
+    zt_status st = use(d, err);
+    return st != ZT_OK ? st
+                       : check(d, (cudaError_t)zt_cuda_scale(x, type, alpha, n, s),
+                               "scale kernel launch", err);
 }
 
 const zt_device_iface zt_device_cuda = {

@@ -1,5 +1,8 @@
 // CUDA kernels for the cuda device backend: casts, scaling and a non-finite check over
-// fp32/bf16/fp16 arrays, in grid-stride loops. Compiled wherever the toolkit is present.
+// fp32/bf16/fp16 arrays in grid-stride loops, and ZeRO++ int8 block quantization. Every
+// element goes through fp32: bf16/fp16 results are rounded to nearest even exactly once, so
+// the bits match the CPU references (optimizer/convert.h, runtime/comm/quant_scalar.c).
+// Compiled wherever the toolkit is present; not run on this project's GPU-less machines.
 #include "runtime/device/cuda_kernels.h"
 
 #include <cuda_bf16.h>
@@ -49,7 +52,8 @@ __global__ void nonfinite_kernel(const void *x, zt_dtype t, size_t n, int *flag)
             *flag = 1;
 }
 
-// One thread block per quantization block: a shared-memory max, then the rounding pass.
+// One thread block per quantization block (up to 1024 threads striding over it): a
+// shared-memory max, then the rounding pass. blockDim.x is a power of two.
 __global__ void quant8_kernel(const void *x, zt_dtype t, size_t n, int block, signed char *q,
                               float *scales)
 {
@@ -115,14 +119,14 @@ extern "C" int zt_cuda_nonfinite(const void *x, zt_dtype type, size_t n, int *fl
 extern "C" int zt_cuda_quant8(const void *x, zt_dtype type, size_t n, int block, signed char *q,
                               float *scales, void *stream)
 {
-    if (block < 1 || block > 1024)
+    size_t nblocks = block < 1 ? 0 : (n + block - 1) / block;
+    if (block < 1 || nblocks > 0x7fffffffu)
         return static_cast<int>(cudaErrorInvalidValue);
     unsigned threads = 1;
     while (threads < static_cast<unsigned>(block) && threads < 1024)
         threads <<= 1; /* a power of two for the reduction */
-    unsigned nblocks = static_cast<unsigned>((n + block - 1) / block);
     if (nblocks)
-        quant8_kernel<<<nblocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(x, type, n, block,
+        quant8_kernel<<<static_cast<unsigned>(nblocks), threads, 0, static_cast<cudaStream_t>(stream)>>>(x, type, n, block,
                                                                                 q, scales);
     return static_cast<int>(cudaGetLastError());
 }
@@ -130,6 +134,8 @@ extern "C" int zt_cuda_quant8(const void *x, zt_dtype type, size_t n, int block,
 extern "C" int zt_cuda_dequant8(const signed char *q, const float *scales, size_t n, int block,
                                 void *out, zt_dtype type, void *stream)
 {
+    if (block < 1)
+        return static_cast<int>(cudaErrorInvalidValue);
     dequant8_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(q, scales, n,
                                                                                   block, out, type);
     return static_cast<int>(cudaGetLastError());

@@ -1,5 +1,7 @@
 /* C-callable launchers of the CUDA kernels the cuda device backend needs. Each queues its
- * kernel on `stream` (a cudaStream_t) and returns the launch's cudaError_t as an int. */
+ * kernel on `stream` (a cudaStream_t, on the calling thread's current device) and returns
+ * the launch's cudaError_t as an int (0 = queued; errors while running show up at the next
+ * synchronisation). All pointers are device memory; n counts elements. */
 #ifndef ZT_RUNTIME_CUDA_KERNELS_H
 #define ZT_RUNTIME_CUDA_KERNELS_H
 
@@ -19,12 +21,13 @@ int zt_cuda_scale(void *x, zt_dtype type, float alpha, size_t n, void *stream);
 /* *flag = 1 if any element is inf or nan (flag is device memory, left untouched otherwise). */
 int zt_cuda_nonfinite(const void *x, zt_dtype type, size_t n, int *flag, void *stream);
 
-/* ZeRO++ block quantization with the same definition as runtime/comm/quant.h: one CUDA
- * block per quantization block (block <= 1024 elements), scale = max|x| / 127, values
- * rounded to nearest even. x is fp32/bf16/fp16; q holds n bytes, scales one float per block. */
+/* ZeRO++ block quantization with the same definition (and bits) as runtime/comm/quant.h:
+ * one CUDA block per quantization block of `block` >= 1 elements, scale = max|x| / 127,
+ * values rounded to nearest even. x is fp32/bf16/fp16; q holds n bytes, scales one float
+ * per block. cudaErrorInvalidValue for block < 1. */
 int zt_cuda_quant8(const void *x, zt_dtype type, size_t n, int block, signed char *q,
                    float *scales, void *stream);
-/* out[i] = q[i] * scale of its block, written as `type` */
+/* out[i] = q[i] * scale of its block, written as `type`; cudaErrorInvalidValue for block < 1 */
 int zt_cuda_dequant8(const signed char *q, const float *scales, size_t n, int block, void *out,
                      zt_dtype type, void *stream);
 
