@@ -19,13 +19,13 @@ import time
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-def time_torch(params, threads, fused, reps):
+def params_per_s(make_optimizer, params, threads, reps):
+    """Median steps of an optimizer over one fp32 tensor of `params` with a fixed gradient."""
     import torch
     torch.set_num_threads(threads)
     p = torch.zeros(params, dtype=torch.float32, requires_grad=True)
     p.grad = torch.full_like(p, 1e-3)
-    kwargs = {"fused": True} if fused else {"foreach": True}
-    opt = torch.optim.AdamW([p], lr=1e-4, weight_decay=0.01, **kwargs)
+    opt = make_optimizer([p])
     opt.step()  # warm-up: allocates the state
     times = []
     for _ in range(reps):
@@ -35,20 +35,17 @@ def time_torch(params, threads, fused, reps):
     return params / statistics.median(times)
 
 
-def time_deepspeed(params, threads, reps):
+def time_torch(params, threads, fused, reps):
     import torch
+    kwargs = {"fused": True} if fused else {"foreach": True}
+    return params_per_s(lambda ps: torch.optim.AdamW(ps, lr=1e-4, weight_decay=0.01, **kwargs),
+                        params, threads, reps)
+
+
+def time_deepspeed(params, threads, reps):
     from deepspeed.ops.adam import DeepSpeedCPUAdam
-    torch.set_num_threads(threads)
-    p = torch.zeros(params, dtype=torch.float32, requires_grad=True)
-    p.grad = torch.full_like(p, 1e-3)
-    opt = DeepSpeedCPUAdam([p], lr=1e-4, weight_decay=0.01, adamw_mode=True)
-    opt.step()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        opt.step()
-        times.append(time.perf_counter() - t0)
-    return params / statistics.median(times)
+    return params_per_s(lambda ps: DeepSpeedCPUAdam(ps, lr=1e-4, weight_decay=0.01,
+                                                    adamw_mode=True), params, threads, reps)
 
 
 def time_ztier(binary, params, threads):

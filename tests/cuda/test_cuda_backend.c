@@ -1,147 +1,675 @@
-/* The cuda device backend on a GPU: budgeted allocation, host<->device round trips, memset,
- * event ordering across two streams, and the cast/scale kernels against a scalar reference.
- * Exits 77 (skipped) where no GPU is visible, as on this project's CI machines. */
+/* The cuda device backend on a GPU: budgeted allocation and its errors, host<->device round
+ * trips of random data (pinned and registered), memset, event ordering across two streams,
+ * and the kernels (cast, scale, non-finite check, int8 block quantization) against scalar
+ * references. Exits 77 (skipped) where no GPU is visible, as on this project's CI machines.
+ *
+ * This is a backend-specific test: it relies on a zt_stream * being a cudaStream_t to gate a
+ * stream with a host function. */
 #include "optimizer/convert.h"
 #include "runtime/comm/quant.h"
 #include "runtime/device/cuda_kernels.h"
 #include "runtime/device/device.h"
 
 #include <cuda_runtime_api.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
+
+#define BUDGET (256ull << 20)
 
 static zt_device *dev;
 static zt_error err;
 
-static void test_budget(void **state)
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+
+static uint64_t rng_next(void) /* splitmix64 */
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void fill_random(void *p, size_t n)
+{
+    unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        b[i] = (unsigned char)rng_next();
+}
+
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float float_of(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Test-local fp32 -> bf16, round to nearest, ties to even, written from the definition
+ * (compare the dropped half with one half-ulp) rather than the library's add-and-shift. */
+static uint16_t ref_bf16(float f)
+{
+    if (isnan(f))
+        return 0x7fc0; /* NaN payloads may differ: callers compare NaN-ness only */
+    uint32_t u = bits_of(f), kept = u >> 16, dropped = u & 0xffffu;
+    if (dropped > 0x8000u || (dropped == 0x8000u && (kept & 1u)))
+        kept++; /* carries into the exponent: the largest finite rounds up to inf */
+    return (uint16_t)kept;
+}
+
+static int is_nan_bf16(uint16_t h) { return (h & 0x7f80u) == 0x7f80u && (h & 0x7fu); }
+static int is_nan_f16(uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu); }
+
+/* fp32 inputs that exercise rounding: ties both ways, subnormals, overflow, specials, then
+ * random bit patterns over every exponent. */
+static float *edge_and_random_floats(size_t n)
+{
+    static const uint32_t edges[] = {
+        0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00800000u, /* zeros, subnormals */
+        0x3f800000u, 0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f807fffu, /* bf16 ties, near */
+        0xbf808000u, 0xbf818000u, 0x7f7fffffu, 0xff7fffffu, 0x7f7f8000u, /* overflow to inf */
+        0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u, /* inf, NaN */
+        0x477fe000u, 0x477fefffu, 0x477ff000u, 0x33800000u, 0x33000000u, /* f16: 65504.., 2^-24 */
+        0x33000001u, 0x387fc000u, 0x38800000u, 0x3f801000u, 0x3f803000u, /* f16 ties */
+    };
+    size_t ne = sizeof edges / sizeof edges[0];
+    float *x = malloc(n * sizeof *x);
+    assert_non_null(x);
+    for (size_t i = 0; i < n; i++) {
+        if (i < ne) {
+            x[i] = float_of(edges[i]);
+        } else if (i % 3 == 0) { /* around 1: where the training values live */
+            x[i] = (float)((int64_t)(rng_next() % 2000001) - 1000000) * 1e-5f;
+        } else {
+            x[i] = float_of((uint32_t)rng_next());
+        }
+    }
+    return x;
+}
+
+typedef struct dbuf { /* a device buffer and its host mirror */
+    void *d;
+    void *h;
+    size_t bytes;
+} dbuf;
+
+static dbuf dbuf_new(size_t bytes)
+{
+    dbuf b = {NULL, NULL, bytes};
+    assert_int_equal(dev->iface->alloc(dev, bytes, &b.d, &err), ZT_OK);
+    assert_int_equal(dev->iface->host_alloc(dev, bytes, &b.h, &err), ZT_OK);
+    return b;
+}
+
+static void dbuf_free(dbuf *b)
+{
+    dev->iface->free(dev, b->d);
+    dev->iface->host_free(dev, b->h);
+}
+
+static void to_device(zt_stream *s, dbuf *b)
+{
+    assert_int_equal(zt_device_copy_sync(dev, b->d, b->h, b->bytes, ZT_COPY_H2D, s, &err), ZT_OK);
+}
+
+static void to_host(zt_stream *s, dbuf *b)
+{
+    assert_int_equal(zt_device_copy_sync(dev, b->h, b->d, b->bytes, ZT_COPY_D2H, s, &err), ZT_OK);
+}
+
+static zt_stream *stream_new(void)
+{
+    zt_stream *s = NULL;
+    assert_int_equal(dev->iface->stream_create(dev, &s, &err), ZT_OK);
+    assert_non_null(s);
+    return s;
+}
+
+/* ---- creation --------------------------------------------------------------------------- */
+
+static void test_create_checks_index_and_clamps_budget(void **state)
+{
+    (void)state;
+    int count = 0;
+    assert_int_equal(cudaGetDeviceCount(&count), cudaSuccess);
+    zt_error e;
+    zt_device *other = NULL;
+    zt_device_config bad = {0, count, 1};
+    assert_int_equal(zt_device_cuda.create(&bad, &other, &e), ZT_ERR_CONFIG);
+    assert_null(other);
+
+    size_t free_b = 0, total_b = 0;
+    assert_int_equal(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
+    zt_device_config all = {0, 0, 1}, huge = {UINT64_MAX / 2, 0, 1};
+    assert_int_equal(zt_device_cuda.create(&all, &other, &e), ZT_OK);
+    assert_true(other->capacity > 0 && other->capacity <= total_b);
+    zt_device_cuda.destroy(other);
+    assert_int_equal(zt_device_cuda.create(&huge, &other, &e), ZT_OK);
+    assert_true(other->capacity <= total_b);
+    zt_device_cuda.destroy(other);
+
+    assert_ptr_equal(zt_device_find("cuda", &e), &zt_device_cuda);
+}
+
+/* ---- memory ----------------------------------------------------------------------------- */
+
+static void test_alloc_counts_bytes(void **state)
+{
+    (void)state;
+    void *a = NULL, *b = NULL, *z = NULL;
+    uint64_t peak0 = dev->bytes_peak;
+    assert_int_equal(dev->bytes_in_use, 0);
+    assert_int_equal(dev->iface->alloc(dev, 1 << 20, &a, &err), ZT_OK);
+    assert_int_equal(dev->iface->alloc(dev, (3 << 20) + 5, &b, &err), ZT_OK);
+    assert_int_equal(dev->iface->alloc(dev, 0, &z, &err), ZT_OK);
+    assert_non_null(a), assert_non_null(b), assert_non_null(z);
+    assert_true(a != b && b != z && a != z);
+    assert_int_equal((uintptr_t)a % 256, 0);
+    assert_int_equal((uintptr_t)b % 256, 0);
+    assert_int_equal(dev->bytes_in_use, (1 << 20) + (3 << 20) + 5);
+    dev->iface->free(dev, a);
+    assert_int_equal(dev->bytes_in_use, (3 << 20) + 5);
+    assert_true(dev->bytes_peak >= (1 << 20) + (3 << 20) + 5 && dev->bytes_peak >= peak0);
+    dev->iface->free(dev, NULL); /* a no-op */
+    dev->iface->free(dev, z);
+    dev->iface->free(dev, b);
+    assert_int_equal(dev->bytes_in_use, 0);
+}
+
+static void test_alloc_beyond_capacity_fails_and_says_why(void **state)
 {
     (void)state;
     void *a = NULL, *b = NULL;
-    uint64_t cap = dev->capacity;
     assert_int_equal(dev->iface->alloc(dev, 1 << 20, &a, &err), ZT_OK);
-    assert_int_equal(dev->iface->alloc(dev, cap, &b, &err), ZT_ERR_DEVICE_NOMEM);
-    assert_non_null(strstr(err.msg, "hbm_capacity"));
+    size_t too_much = (size_t)(dev->capacity - (1 << 20)) + 1;
+    assert_int_equal(dev->iface->alloc(dev, too_much, &b, &err), ZT_ERR_DEVICE_NOMEM);
+    assert_null(b);
+    char want[64];
+    snprintf(want, sizeof want, "%zu bytes requested", too_much);
+    assert_non_null(strstr(err.msg, want));
+    snprintf(want, sizeof want, "%llu", (unsigned long long)dev->capacity);
+    assert_non_null(strstr(err.msg, want));
+    assert_non_null(strstr(err.msg, "1048576 in use"));
     assert_int_equal(dev->bytes_in_use, 1 << 20);
+    /* exactly the rest still fits */
+    assert_int_equal(dev->iface->alloc(dev, too_much - 1, &b, &err), ZT_OK);
+    assert_int_equal(dev->bytes_in_use, dev->capacity);
+    dev->iface->free(dev, b);
     dev->iface->free(dev, a);
     assert_int_equal(dev->bytes_in_use, 0);
 }
 
-static void test_round_trip_and_memset(void **state)
+/* Many live allocations (the pointer table grows), each usable, freed in shuffled order. */
+static void test_many_allocations_are_distinct_and_freed(void **state)
 {
     (void)state;
-    enum { N = 1 << 22 };
-    zt_stream *s;
-    assert_int_equal(dev->iface->stream_create(dev, &s, &err), ZT_OK);
-    unsigned char *h = NULL, *back = NULL;
-    void *d = NULL;
-    assert_int_equal(dev->iface->host_alloc(dev, N, (void **)&h, &err), ZT_OK);
-    assert_int_equal(dev->iface->host_alloc(dev, N, (void **)&back, &err), ZT_OK);
-    assert_int_equal(dev->iface->alloc(dev, N, &d, &err), ZT_OK);
-    for (int i = 0; i < N; i++)
-        h[i] = (unsigned char)(i * 7 + 3);
-    assert_int_equal(dev->iface->memcpy_async(dev, d, h, N, ZT_COPY_H2D, s, &err), ZT_OK);
-    assert_int_equal(dev->iface->memset_async(dev, d, 0x5a, 64, s, &err), ZT_OK);
-    assert_int_equal(dev->iface->memcpy_async(dev, back, d, N, ZT_COPY_D2H, s, &err), ZT_OK);
+    enum { N = 3000 };
+    void **p = calloc(N, sizeof *p);
+    size_t *sz = calloc(N, sizeof *sz);
+    uint64_t sum = 0;
+    zt_stream *s = stream_new();
+    for (int i = 0; i < N; i++) {
+        sz[i] = 1 + rng_next() % 20000;
+        assert_int_equal(dev->iface->alloc(dev, sz[i], &p[i], &err), ZT_OK);
+        assert_int_equal(dev->iface->memset_async(dev, p[i], i & 0xff, sz[i], s, &err), ZT_OK);
+        sum += sz[i];
+    }
+    assert_int_equal(dev->bytes_in_use, sum);
+    for (int i = 0; i < N; i += 97) { /* a sample keeps its own contents: no overlap */
+        unsigned char last = 0;
+        assert_int_equal(zt_device_copy_sync(dev, &last, (char *)p[i] + sz[i] - 1, 1, ZT_COPY_D2H,
+                                             s, &err),
+                         ZT_OK);
+        assert_int_equal(last, i & 0xff);
+    }
+    for (int i = N - 1; i > 0; i--) {
+        int j = (int)(rng_next() % (uint64_t)(i + 1));
+        void *tp = p[i];
+        size_t ts = sz[i];
+        p[i] = p[j], sz[i] = sz[j], p[j] = tp, sz[j] = ts;
+    }
+    for (int i = 0; i < N; i++) {
+        dev->iface->free(dev, p[i]);
+        sum -= sz[i];
+        assert_int_equal(dev->bytes_in_use, sum);
+    }
+    dev->iface->stream_destroy(dev, s);
+    free(p), free(sz);
+}
+
+static void test_free_of_foreign_pointer_is_ignored(void **state)
+{
+    (void)state;
+    int not_ours;
+    void *a = NULL;
+    assert_int_equal(dev->iface->alloc(dev, 4096, &a, &err), ZT_OK);
+    dev->iface->free(dev, &not_ours);
+    dev->iface->free(dev, (char *)a + 256); /* inside, but not the start */
+    assert_int_equal(dev->bytes_in_use, 4096);
+    dev->iface->free(dev, a);
+    assert_int_equal(dev->bytes_in_use, 0);
+}
+
+/* ---- copies ----------------------------------------------------------------------------- */
+
+static void test_round_trip_of_random_data(void **state)
+{
+    (void)state;
+    const size_t n = (3u << 20) + 17; /* odd length */
+    zt_stream *s = stream_new();
+    unsigned char *src, *back;
+    void *d;
+    assert_int_equal(dev->iface->host_alloc(dev, n + 8, (void **)&src, &err), ZT_OK);
+    assert_int_equal(dev->iface->host_alloc(dev, n + 8, (void **)&back, &err), ZT_OK);
+    assert_int_equal(dev->iface->alloc(dev, n + 8, &d, &err), ZT_OK);
+    fill_random(src, n + 8);
+    memset(back, 0, n + 8);
+    /* unaligned on both sides: host +3, device +1, host back +5 */
+    assert_int_equal(dev->iface->memcpy_async(dev, (char *)d + 1, src + 3, n, ZT_COPY_H2D, s, &err),
+                     ZT_OK);
+    assert_int_equal(dev->iface->memcpy_async(dev, back + 5, (char *)d + 1, n, ZT_COPY_D2H, s, &err),
+                     ZT_OK);
     assert_int_equal(dev->iface->stream_synchronize(dev, s, &err), ZT_OK);
-    for (int i = 0; i < N; i++)
-        assert_int_equal(back[i], i < 64 ? 0x5a : h[i]);
-    dev->iface->free(dev, d);
-    dev->iface->host_free(dev, h);
-    dev->iface->host_free(dev, back);
+    assert_memory_equal(back + 5, src + 3, n);
+    assert_int_equal(back[4], 0);
+    assert_int_equal(back[n + 5], 0);
+    /* device to device, then host to host */
+    void *d2;
+    assert_int_equal(dev->iface->alloc(dev, n, &d2, &err), ZT_OK);
+    assert_int_equal(dev->iface->memcpy_async(dev, d2, (char *)d + 1, n, ZT_COPY_D2D, s, &err), ZT_OK);
+    memset(back, 0, n + 8);
+    assert_int_equal(dev->iface->memcpy_async(dev, back, d2, n, ZT_COPY_D2H, s, &err), ZT_OK);
+    assert_int_equal(dev->iface->memcpy_async(dev, back + n, src, 8, ZT_COPY_H2H, s, &err), ZT_OK);
+    assert_int_equal(dev->iface->stream_synchronize(dev, s, &err), ZT_OK);
+    assert_memory_equal(back, src + 3, n);
+    assert_memory_equal(back + n, src, 8);
+    dev->iface->free(dev, d), dev->iface->free(dev, d2);
+    dev->iface->host_free(dev, src), dev->iface->host_free(dev, back);
     dev->iface->stream_destroy(dev, s);
 }
 
-static void test_event_orders_streams(void **state)
+static void test_registered_host_memory_round_trip(void **state)
 {
     (void)state;
-    enum { N = 1 << 24 };
-    zt_stream *s1, *s2;
-    zt_event *e;
-    assert_int_equal(dev->iface->stream_create(dev, &s1, &err), ZT_OK);
-    assert_int_equal(dev->iface->stream_create(dev, &s2, &err), ZT_OK);
+    const size_t n = 1u << 21;
+    zt_stream *s = stream_new();
+    unsigned char *src = aligned_alloc(4096, n), *back = aligned_alloc(4096, n);
+    assert_non_null(src), assert_non_null(back);
+    assert_int_equal(dev->iface->host_register(dev, src, n, &err), ZT_OK);
+    assert_int_equal(dev->iface->host_register(dev, back, n, &err), ZT_OK);
+    fill_random(src, n);
+    memset(back, 0, n);
+    void *d;
+    assert_int_equal(dev->iface->alloc(dev, n, &d, &err), ZT_OK);
+    assert_int_equal(dev->iface->memcpy_async(dev, d, src, n, ZT_COPY_H2D, s, &err), ZT_OK);
+    assert_int_equal(dev->iface->memcpy_async(dev, back, d, n, ZT_COPY_D2H, s, &err), ZT_OK);
+    assert_int_equal(dev->iface->stream_synchronize(dev, s, &err), ZT_OK);
+    assert_memory_equal(src, back, n);
+    /* registering twice is an error that names the call and CUDA's text, and it does not
+     * stick to the thread: the next kernel launch still reports success */
+    assert_int_equal(dev->iface->host_register(dev, src, n, &err), ZT_ERR_DEVICE);
+    assert_non_null(strstr(err.msg, "cudaHostRegister failed: "));
+    assert_non_null(strstr(err.msg, cudaGetErrorString(cudaErrorHostMemoryAlreadyRegistered)));
+    assert_int_equal(dev->iface->scale_async(dev, d, ZT_F32, 1.0f, n / 4, s, &err), ZT_OK);
+    assert_int_equal(dev->iface->stream_synchronize(dev, s, &err), ZT_OK);
+    dev->iface->host_unregister(dev, src);
+    dev->iface->host_unregister(dev, back);
+    dev->iface->free(dev, d);
+    dev->iface->stream_destroy(dev, s);
+    free(src), free(back);
+}
+
+static void test_memset_sets_only_its_range(void **state)
+{
+    (void)state;
+    const size_t n = 100000, lo = 1001, len = 33333;
+    zt_stream *s = stream_new();
+    dbuf b = dbuf_new(n);
+    unsigned char *orig = malloc(n);
+    fill_random(b.h, n);
+    memcpy(orig, b.h, n);
+    to_device(s, &b);
+    assert_int_equal(dev->iface->memset_async(dev, (char *)b.d + lo, 0xa5, len, s, &err), ZT_OK);
+    assert_int_equal(dev->iface->memset_async(dev, b.d, 0x5a, 0, s, &err), ZT_OK); /* nothing */
+    memset(b.h, 0, n);
+    to_host(s, &b);
+    const unsigned char *h = b.h;
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(h[i], i >= lo && i < lo + len ? 0xa5 : orig[i]);
+    dbuf_free(&b);
+    free(orig);
+    dev->iface->stream_destroy(dev, s);
+}
+
+static void test_bad_arguments_are_reported(void **state)
+{
+    (void)state;
+    zt_stream *s = stream_new();
+    void *d;
+    assert_int_equal(dev->iface->alloc(dev, 64, &d, &err), ZT_OK);
+    assert_int_equal(dev->iface->memcpy_async(dev, d, d, 64, (zt_copy_kind)9, s, &err),
+                     ZT_ERR_ARGUMENT);
+    assert_int_equal(dev->iface->cast_async(dev, d, (zt_dtype)7, d, ZT_F32, 4, s, &err),
+                     ZT_ERR_ARGUMENT);
+    assert_int_equal(dev->iface->scale_async(dev, d, (zt_dtype)7, 2.0f, 4, s, &err),
+                     ZT_ERR_ARGUMENT);
+    assert_int_not_equal(zt_cuda_quant8(d, ZT_F32, 16, 0, d, d, s), 0);
+    assert_int_not_equal(zt_cuda_dequant8(d, d, 16, 0, d, ZT_F32, s), 0);
+    assert_int_equal(dev->iface->stream_synchronize(dev, s, &err), ZT_OK);
+    dev->iface->free(dev, d);
+    dev->iface->stream_destroy(dev, s);
+}
+
+/* ---- streams and events ----------------------------------------------------------------- */
+
+static atomic_int gate_open;
+
+static void CUDART_CB wait_for_gate(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&gate_open)) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* s1 is held by a host function until the test opens the gate: the event recorded after
+ * s1's memset must stay pending, and s2 (waiting on it) must not copy the old contents. */
+static void test_event_orders_two_streams(void **state)
+{
+    (void)state;
+    const size_t n = 1u << 24;
+    zt_stream *s1 = stream_new(), *s2 = stream_new();
+    zt_event *e = NULL;
     assert_int_equal(dev->iface->event_create(dev, &e, &err), ZT_OK);
-    void *a, *b;
-    unsigned char *h;
-    assert_int_equal(dev->iface->alloc(dev, N, &a, &err), ZT_OK);
-    assert_int_equal(dev->iface->alloc(dev, N, &b, &err), ZT_OK);
-    assert_int_equal(dev->iface->host_alloc(dev, N, (void **)&h, &err), ZT_OK);
-    assert_int_equal(dev->iface->memset_async(dev, a, 9, N, s1, &err), ZT_OK);
-    assert_int_equal(dev->iface->event_record(dev, e, s1, &err), ZT_OK);
-    assert_int_equal(dev->iface->stream_wait_event(dev, s2, e, &err), ZT_OK);
-    assert_int_equal(dev->iface->memcpy_async(dev, b, a, N, ZT_COPY_D2D, s2, &err), ZT_OK);
-    assert_int_equal(dev->iface->memcpy_async(dev, h, b, N, ZT_COPY_D2H, s2, &err), ZT_OK);
+    dbuf b = dbuf_new(n);
+    assert_int_equal(dev->iface->memset_async(dev, b.d, 0x11, n, s1, &err), ZT_OK);
+    assert_int_equal(dev->iface->stream_synchronize(dev, s1, &err), ZT_OK);
+    memset(b.h, 0, n);
+
+    atomic_store(&gate_open, 0);
+    cudaError_t launched = cudaLaunchHostFunc((cudaStream_t)s1, wait_for_gate, NULL);
+    zt_status st_set = dev->iface->memset_async(dev, b.d, 0x77, n, s1, &err);
+    zt_status st_rec = dev->iface->event_record(dev, e, s1, &err);
+    zt_status st_wait = dev->iface->stream_wait_event(dev, s2, e, &err);
+    zt_status st_copy = dev->iface->memcpy_async(dev, b.h, b.d, n, ZT_COPY_D2H, s2, &err);
+    struct timespec ts = {0, 50000000};
+    nanosleep(&ts, NULL);
+    int pending = dev->iface->event_query(dev, e);
+    unsigned char early = ((volatile unsigned char *)b.h)[0];
+    atomic_store(&gate_open, 1); /* before any assert: a failed one must not leave s1 stuck */
+
+    assert_int_equal(launched, cudaSuccess);
+    assert_int_equal(st_set, ZT_OK), assert_int_equal(st_rec, ZT_OK);
+    assert_int_equal(st_wait, ZT_OK), assert_int_equal(st_copy, ZT_OK);
+    assert_int_equal(pending, 0);
+    assert_int_equal(early, 0);
     assert_int_equal(dev->iface->stream_synchronize(dev, s2, &err), ZT_OK);
     assert_int_equal(dev->iface->event_query(dev, e), 1);
-    assert_int_equal(h[0], 9);
-    assert_int_equal(h[N - 1], 9);
-    dev->iface->free(dev, a), dev->iface->free(dev, b), dev->iface->host_free(dev, h);
+    assert_int_equal(dev->iface->event_synchronize(dev, e, &err), ZT_OK);
+    const unsigned char *h = b.h;
+    for (size_t i = 0; i < n; i += 4093)
+        assert_int_equal(h[i], 0x77);
+    assert_int_equal(h[n - 1], 0x77);
+    dbuf_free(&b);
     dev->iface->event_destroy(dev, e);
     dev->iface->stream_destroy(dev, s1), dev->iface->stream_destroy(dev, s2);
 }
 
-static void test_cast_and_scale(void **state)
+/* ---- kernels ---------------------------------------------------------------------------- */
+
+enum { NK = 100003 }; /* odd: the grid-stride tails */
+
+static void test_cast_f32_bf16_f32_matches_rne_reference(void **state)
 {
     (void)state;
-    enum { N = 100003 };
-    zt_stream *s;
-    assert_int_equal(dev->iface->stream_create(dev, &s, &err), ZT_OK);
-    float *x = malloc(N * sizeof(float)), *back = malloc(N * sizeof(float));
-    for (int i = 0; i < N; i++)
-        x[i] = (float)(i - N / 2) * 1.37e-3f;
-    void *dx, *dh;
-    assert_int_equal(dev->iface->alloc(dev, N * 4, &dx, &err), ZT_OK);
-    assert_int_equal(dev->iface->alloc(dev, N * 2, &dh, &err), ZT_OK);
-    for (zt_dtype t = ZT_BF16; t <= ZT_F16; t++) {
-        assert_int_equal(zt_device_copy_sync(dev, dx, x, N * 4, ZT_COPY_H2D, s, &err), ZT_OK);
-        assert_int_equal(dev->iface->cast_async(dev, dh, t, dx, ZT_F32, N, s, &err), ZT_OK);
-        assert_int_equal(dev->iface->cast_async(dev, dx, ZT_F32, dh, t, N, s, &err), ZT_OK);
-        assert_int_equal(dev->iface->scale_async(dev, dx, ZT_F32, -2.0f, N, s, &err), ZT_OK);
-        assert_int_equal(zt_device_copy_sync(dev, back, dx, N * 4, ZT_COPY_D2H, s, &err), ZT_OK);
-        for (int i = 0; i < N; i++) {
-            float r = t == ZT_BF16 ? zt_bf16_to_f32(zt_f32_to_bf16(x[i]))
-                                   : zt_f16_to_f32(zt_f32_to_f16(x[i]));
-            assert_float_equal(back[i], -2.0f * r, 0.0f);
+    zt_stream *s = stream_new();
+    float *x = edge_and_random_floats(NK);
+    dbuf f = dbuf_new(NK * sizeof(float)), h = dbuf_new(NK * sizeof(uint16_t));
+    memcpy(f.h, x, NK * sizeof(float));
+    to_device(s, &f);
+    assert_int_equal(dev->iface->cast_async(dev, h.d, ZT_BF16, f.d, ZT_F32, NK, s, &err), ZT_OK);
+    assert_int_equal(dev->iface->cast_async(dev, f.d, ZT_F32, h.d, ZT_BF16, NK, s, &err), ZT_OK);
+    to_host(s, &h);
+    to_host(s, &f);
+    const uint16_t *hb = h.h;
+    const float *back = f.h;
+    for (int i = 0; i < NK; i++) {
+        uint16_t want = ref_bf16(x[i]);
+        if (isnan(x[i])) {
+            assert_true(is_nan_bf16(hb[i]));
+            assert_true(isnan(back[i]));
+            continue;
         }
+        if (hb[i] != want)
+            fail_msg("bf16 of %a (0x%08x): got 0x%04x, want 0x%04x", (double)x[i], bits_of(x[i]),
+                     hb[i], want);
+        assert_int_equal(bits_of(back[i]), (uint32_t)want << 16); /* widening is exact */
     }
-    dev->iface->free(dev, dx), dev->iface->free(dev, dh);
+    dbuf_free(&f), dbuf_free(&h);
+    free(x);
     dev->iface->stream_destroy(dev, s);
-    free(x), free(back);
 }
 
-/* The ZeRO++ quantization kernels on the GPU give the CPU reference's bits. */
-static void test_quant_kernels_match_cpu(void **state)
+static void test_cast_f16_matches_host_conversion(void **state)
 {
     (void)state;
-    enum { N = 10007, BLOCK = 256 };
-    int nb = (N + BLOCK - 1) / BLOCK;
-    zt_stream *s;
-    assert_int_equal(dev->iface->stream_create(dev, &s, &err), ZT_OK);
-    float *x = malloc(N * sizeof(float)), *scales = malloc((size_t)nb * sizeof(float));
-    float *gpu_scales = malloc((size_t)nb * sizeof(float));
-    int8_t *q = malloc(N), *gpu_q = malloc(N);
-    for (int i = 0; i < N; i++)
-        x[i] = (float)((i * 7919) % 2001 - 1000) * 1e-3f;
-    zt_quant8(ZT_QUANT_SCALAR, x, ZT_F32, N, BLOCK, q, scales);
-    void *dx, *dq, *ds;
-    assert_int_equal(dev->iface->alloc(dev, N * 4, &dx, &err), ZT_OK);
-    assert_int_equal(dev->iface->alloc(dev, N, &dq, &err), ZT_OK);
-    assert_int_equal(dev->iface->alloc(dev, (size_t)nb * 4, &ds, &err), ZT_OK);
-    assert_int_equal(zt_device_copy_sync(dev, dx, x, N * 4, ZT_COPY_H2D, s, &err), ZT_OK);
-    assert_int_equal(zt_cuda_quant8(dx, ZT_F32, N, BLOCK, dq, ds, s), 0);
-    assert_int_equal(zt_device_copy_sync(dev, gpu_q, dq, N, ZT_COPY_D2H, s, &err), ZT_OK);
-    assert_int_equal(zt_device_copy_sync(dev, gpu_scales, ds, (size_t)nb * 4, ZT_COPY_D2H, s, &err),
-                     ZT_OK);
-    assert_memory_equal(q, gpu_q, N);
-    assert_memory_equal(scales, gpu_scales, (size_t)nb * 4);
-    dev->iface->free(dev, dx), dev->iface->free(dev, dq), dev->iface->free(dev, ds);
+    zt_stream *s = stream_new();
+    float *x = edge_and_random_floats(NK);
+    dbuf f = dbuf_new(NK * sizeof(float)), h = dbuf_new(NK * sizeof(uint16_t));
+    memcpy(f.h, x, NK * sizeof(float));
+    to_device(s, &f);
+    assert_int_equal(dev->iface->cast_async(dev, h.d, ZT_F16, f.d, ZT_F32, NK, s, &err), ZT_OK);
+    to_host(s, &h);
+    const uint16_t *hh = h.h;
+    for (int i = 0; i < NK; i++) {
+        uint16_t want = zt_f32_to_f16(x[i]);
+        if (isnan(x[i]))
+            assert_true(is_nan_f16(hh[i]));
+        else if (hh[i] != want)
+            fail_msg("f16 of %a (0x%08x): got 0x%04x, want 0x%04x", (double)x[i], bits_of(x[i]),
+                     hh[i], want);
+    }
+    dbuf_free(&f), dbuf_free(&h);
+    free(x);
     dev->iface->stream_destroy(dev, s);
-    free(x), free(scales), free(gpu_scales), free(q), free(gpu_q);
+}
+
+/* Every 16-bit pattern: widening to fp32 is exact, and bf16 -> f16 rounds once. */
+static void test_cast_all_16bit_patterns(void **state)
+{
+    (void)state;
+    enum { N = 65536 };
+    zt_stream *s = stream_new();
+    dbuf in = dbuf_new(N * 2), wide = dbuf_new(N * 4), narrow = dbuf_new(N * 2);
+    uint16_t *p = in.h;
+    for (int i = 0; i < N; i++)
+        p[i] = (uint16_t)i;
+    to_device(s, &in);
+    for (zt_dtype t = ZT_BF16; t <= ZT_F16; t++) {
+        assert_int_equal(dev->iface->cast_async(dev, wide.d, ZT_F32, in.d, t, N, s, &err), ZT_OK);
+        to_host(s, &wide);
+        const float *w = wide.h;
+        for (int i = 0; i < N; i++) {
+            float want = t == ZT_BF16 ? zt_bf16_to_f32((uint16_t)i) : zt_f16_to_f32((uint16_t)i);
+            if (isnan(want))
+                assert_true(isnan(w[i]));
+            else
+                assert_int_equal(bits_of(w[i]), bits_of(want));
+        }
+    }
+    assert_int_equal(dev->iface->cast_async(dev, narrow.d, ZT_F16, in.d, ZT_BF16, N, s, &err),
+                     ZT_OK);
+    to_host(s, &narrow);
+    const uint16_t *q = narrow.h;
+    for (int i = 0; i < N; i++) {
+        float v = zt_bf16_to_f32((uint16_t)i);
+        if (isnan(v))
+            assert_true(is_nan_f16(q[i]));
+        else
+            assert_int_equal(q[i], zt_f32_to_f16(v));
+    }
+    dbuf_free(&in), dbuf_free(&wide), dbuf_free(&narrow);
+    dev->iface->stream_destroy(dev, s);
+}
+
+static void test_scale_matches_reference(void **state)
+{
+    (void)state;
+    const float alpha = 0.37f;
+    zt_stream *s = stream_new();
+    dbuf b = dbuf_new(NK * sizeof(float));
+    float *x = malloc(NK * sizeof(float));
+    for (int i = 0; i < NK; i++)
+        x[i] = (float)((int64_t)(rng_next() % 2000001) - 1000000) * 1e-3f;
+    for (zt_dtype t = ZT_F32; t <= ZT_F16; t++) {
+        uint16_t *h16 = b.h;
+        float *h32 = b.h;
+        for (int i = 0; i < NK; i++) { /* the input, already in type t */
+            if (t == ZT_F32)
+                h32[i] = x[i];
+            else
+                h16[i] = t == ZT_BF16 ? ref_bf16(x[i]) : zt_f32_to_f16(x[i]);
+        }
+        to_device(s, &b);
+        assert_int_equal(dev->iface->scale_async(dev, b.d, t, alpha, NK, s, &err), ZT_OK);
+        to_host(s, &b);
+        for (int i = 0; i < NK; i++) {
+            if (t == ZT_F32) {
+                assert_int_equal(bits_of(h32[i]), bits_of(x[i] * alpha));
+            } else if (t == ZT_BF16) {
+                float in = zt_bf16_to_f32(ref_bf16(x[i]));
+                assert_int_equal(h16[i], ref_bf16(in * alpha));
+            } else {
+                float in = zt_f16_to_f32(zt_f32_to_f16(x[i]));
+                assert_int_equal(h16[i], zt_f32_to_f16(in * alpha));
+            }
+        }
+    }
+    dbuf_free(&b);
+    free(x);
+    dev->iface->stream_destroy(dev, s);
+}
+
+static void test_nonfinite_flag(void **state)
+{
+    (void)state;
+    zt_stream *s = stream_new();
+    dbuf x = dbuf_new(NK * sizeof(float)), flag = dbuf_new(sizeof(int));
+    float *h = x.h;
+    for (int i = 0; i < NK; i++)
+        h[i] = (float)(i % 1000) * 1e30f; /* large, finite */
+    static const struct {
+        int at;
+        uint32_t bits;
+        int want;
+    } cases[] = {{-1, 0, 0}, {NK - 1, 0x7f800000u, 1}, {0, 0xff800000u, 1}, {NK / 2, 0x7fc00000u, 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        float keep = 0;
+        if (cases[c].at >= 0)
+            keep = h[cases[c].at], h[cases[c].at] = float_of(cases[c].bits);
+        to_device(s, &x);
+        *(int *)flag.h = 0;
+        to_device(s, &flag);
+        assert_int_equal(zt_cuda_nonfinite(x.d, ZT_F32, NK, flag.d, s), 0);
+        to_host(s, &flag);
+        assert_int_equal(*(int *)flag.h, cases[c].want);
+        if (cases[c].at >= 0)
+            h[cases[c].at] = keep;
+    }
+    /* 16-bit inputs: a bf16 NaN at the tail, then 0x7c00: inf as fp16, 2^121 as bf16 */
+    uint16_t *h16 = x.h;
+    for (int i = 0; i < NK; i++)
+        h16[i] = 0x3c00; /* 1.0 in fp16, 2^-7 in bf16 */
+    h16[NK - 1] = 0x7fc1;
+    to_device(s, &x);
+    *(int *)flag.h = 0;
+    to_device(s, &flag);
+    assert_int_equal(zt_cuda_nonfinite(x.d, ZT_BF16, NK - 1, flag.d, s), 0); /* tail excluded */
+    to_host(s, &flag);
+    assert_int_equal(*(int *)flag.h, 0);
+    assert_int_equal(zt_cuda_nonfinite(x.d, ZT_BF16, NK, flag.d, s), 0);
+    to_host(s, &flag);
+    assert_int_equal(*(int *)flag.h, 1);
+    h16[NK - 1] = 0x7c00;
+    to_device(s, &x);
+    *(int *)flag.h = 0;
+    to_device(s, &flag);
+    assert_int_equal(zt_cuda_nonfinite(x.d, ZT_BF16, NK, flag.d, s), 0);
+    to_host(s, &flag);
+    assert_int_equal(*(int *)flag.h, 0);
+    assert_int_equal(zt_cuda_nonfinite(x.d, ZT_F16, NK, flag.d, s), 0);
+    to_host(s, &flag);
+    assert_int_equal(*(int *)flag.h, 1);
+    dbuf_free(&x), dbuf_free(&flag);
+    dev->iface->stream_destroy(dev, s);
+}
+
+/* The ZeRO++ quantization kernels on the GPU give the CPU reference's bits, for block sizes
+ * below, at and above one CUDA block's threads, and for fp32 and bf16 input. */
+static void test_quant8_matches_cpu_reference(void **state)
+{
+    (void)state;
+    enum { N = 10007 };
+    static const int blocks[] = {256, 100, 2048, 1};
+    zt_stream *s = stream_new();
+    float *x = malloc(N * sizeof(float));
+    uint16_t *xb = malloc(N * sizeof(uint16_t));
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)((int64_t)(rng_next() % 2001) - 1000) * 1e-3f;
+        xb[i] = ref_bf16(x[i]);
+    }
+    for (int i = 3000; i < 3300; i++)
+        x[i] = 0.0f, xb[i] = 0; /* whole zero blocks: scale 0 */
+    dbuf dx = dbuf_new(N * sizeof(float)), dq = dbuf_new(N), ds = dbuf_new(N * sizeof(float));
+    dbuf dout = dbuf_new(N * sizeof(float));
+    int8_t *q = malloc(N);
+    uint16_t *out16 = malloc(N * sizeof(uint16_t));
+    float *scales = malloc(N * sizeof(float)), *out = malloc(N * sizeof(float));
+    for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
+        for (zt_dtype t = ZT_F32; t <= ZT_BF16; t++) {
+            int block = blocks[bi];
+            size_t nb = (size_t)zt_quant_blocks(N, block);
+            const void *in = t == ZT_F32 ? (const void *)x : (const void *)xb;
+            memcpy(dx.h, in, N * (t == ZT_F32 ? 4 : 2));
+            to_device(s, &dx);
+            zt_quant8_scalar(in, t, N, block, q, scales);
+            assert_int_equal(zt_cuda_quant8(dx.d, t, N, block, dq.d, ds.d, s), 0);
+            to_host(s, &dq);
+            to_host(s, &ds);
+            assert_memory_equal(q, dq.h, N);
+            assert_memory_equal(scales, ds.h, nb * sizeof(float));
+            /* and back, as fp32 and as the input type */
+            zt_dequant8_scalar(q, scales, N, block, out, ZT_F32);
+            assert_int_equal(zt_cuda_dequant8(dq.d, ds.d, N, block, dout.d, ZT_F32, s), 0);
+            to_host(s, &dout);
+            assert_memory_equal(out, dout.h, N * sizeof(float));
+            zt_dequant8_scalar(q, scales, N, block, out16, ZT_BF16);
+            assert_int_equal(zt_cuda_dequant8(dq.d, ds.d, N, block, dout.d, ZT_BF16, s), 0);
+            to_host(s, &dout);
+            assert_memory_equal(out16, dout.h, N * sizeof(uint16_t));
+        }
+    }
+    dbuf_free(&dx), dbuf_free(&dq), dbuf_free(&ds), dbuf_free(&dout);
+    free(x), free(xb), free(q), free(out16), free(scales), free(out);
+    dev->iface->stream_destroy(dev, s);
 }
 
 int main(void)
@@ -153,17 +681,28 @@ int main(void)
                r != cudaSuccess ? cudaGetErrorString(r) : "0 devices");
         return 77;
     }
-    zt_device_config cfg = {256u << 20, 0, 1};
+    zt_device_config cfg = {BUDGET, 0, 1};
     if (zt_device_cuda.create(&cfg, &dev, &err) != ZT_OK) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_budget),
-        cmocka_unit_test(test_round_trip_and_memset),
-        cmocka_unit_test(test_event_orders_streams),
-        cmocka_unit_test(test_cast_and_scale),
-        cmocka_unit_test(test_quant_kernels_match_cpu),
+        cmocka_unit_test(test_create_checks_index_and_clamps_budget),
+        cmocka_unit_test(test_alloc_counts_bytes),
+        cmocka_unit_test(test_alloc_beyond_capacity_fails_and_says_why),
+        cmocka_unit_test(test_many_allocations_are_distinct_and_freed),
+        cmocka_unit_test(test_free_of_foreign_pointer_is_ignored),
+        cmocka_unit_test(test_round_trip_of_random_data),
+        cmocka_unit_test(test_registered_host_memory_round_trip),
+        cmocka_unit_test(test_memset_sets_only_its_range),
+        cmocka_unit_test(test_bad_arguments_are_reported),
+        cmocka_unit_test(test_event_orders_two_streams),
+        cmocka_unit_test(test_cast_f32_bf16_f32_matches_rne_reference),
+        cmocka_unit_test(test_cast_f16_matches_host_conversion),
+        cmocka_unit_test(test_cast_all_16bit_patterns),
+        cmocka_unit_test(test_scale_matches_reference),
+        cmocka_unit_test(test_nonfinite_flag),
+        cmocka_unit_test(test_quant8_matches_cpu_reference),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     zt_device_cuda.destroy(dev);
