@@ -151,6 +151,8 @@ static void free_layer(zt_runtime *rt, zt_layer *L)
 
 void zt_rt_destroy(zt_runtime *rt)
 {
+    if (rt->optim_swap) /* write-backs still in flight refer to the layers freed below */
+        zt_step_nvme_drain(rt);
     if (rt->stream)
         rt->dev->iface->stream_synchronize(rt->dev, rt->stream, NULL);
     if (rt->prefetch_stream)
@@ -161,8 +163,6 @@ void zt_rt_destroy(zt_runtime *rt)
         free(rt->params[i].name);
     free(rt->layers);
     free(rt->params);
-    if (rt->optim_swap)
-        zt_step_nvme_drain(rt);
     zt_swap_destroy(rt->param_swap); /* first: they hold registrations of the buffers below */
     zt_swap_destroy(rt->optim_swap);
     if (rt->staging)
