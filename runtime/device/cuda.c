@@ -136,10 +136,9 @@ static cuda_alloc *table_remove(cuda_device *d, const void *ptr)
 static zt_status create_pool(cuda_device *d, zt_error *err)
 {
     int supported = 0;
-    zt_status st = check(d,
-                         cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported,
-                                                d->index),
-                         "cudaDeviceGetAttribute(cudaDevAttrMemoryPoolsSupported)", err);
+    zt_status st =
+        check(d, cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, d->index),
+              "cudaDeviceGetAttribute(cudaDevAttrMemoryPoolsSupported)", err);
     if (st != ZT_OK || !supported) {
         if (st == ZT_OK)
             ZT_LOGI("device", "cuda device %d has no memory pools: plain cudaMalloc/cudaFree",
@@ -173,7 +172,8 @@ static zt_status cuda_create(const zt_device_config *cfg, zt_device **out, zt_er
         return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
                       "cuda device backend: no usable GPU (%s); use ztier.device_backend "
                       "\"host\" on machines without one",
-                      r != cudaSuccess ? cudaGetErrorString(r) : "cudaGetDeviceCount found 0 devices");
+                      r != cudaSuccess ? cudaGetErrorString(r)
+                                       : "cudaGetDeviceCount found 0 devices");
     }
     if (cfg->device_index < 0 || cfg->device_index >= count)
         return ZT_ERR(err, ZT_ERR_CONFIG,
@@ -274,9 +274,9 @@ static zt_status cuda_alloc_mem(zt_device *dev, size_t bytes, void **ptr, zt_err
     }
     void *p = NULL;
     const char *call = d->pool ? "cudaMallocFromPoolAsync" : "cudaMalloc";
-    cudaError_t r = d->pool ? cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, d->pool,
-                                                      d->alloc_stream)
-                            : cudaMalloc(&p, bytes ? bytes : 1);
+    cudaError_t r = d->pool
+                        ? cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, d->pool, d->alloc_stream)
+                        : cudaMalloc(&p, bytes ? bytes : 1);
     if (r == cudaSuccess && d->pool) { /* usable on any stream once the allocation is done */
         call = "cudaStreamSynchronize (allocation stream)";
         r = cudaStreamSynchronize(d->alloc_stream);
@@ -315,8 +315,9 @@ static void cuda_free_mem(zt_device *dev, void *ptr)
     cuda_alloc *rec = table_remove(d, ptr);
     pthread_mutex_unlock(&d->lock);
     if (!rec) {
-        ZT_LOGE("device", "cuda device %d: free of %p, which this device did not allocate "
-                          "(ignored)",
+        ZT_LOGE("device",
+                "cuda device %d: free of %p, which this device did not allocate "
+                "(ignored)",
                 d->index, ptr);
         return;
     }
@@ -341,8 +342,8 @@ static zt_status cuda_host_alloc(zt_device *dev, size_t bytes, void **ptr, zt_er
     if (r == cudaSuccess)
         return ZT_OK;
     *ptr = NULL;
-    st = fail(d, r == cudaErrorMemoryAllocation ? ZT_ERR_NOMEM : ZT_ERR_DEVICE, r,
-              "cudaHostAlloc", err);
+    st = fail(d, r == cudaErrorMemoryAllocation ? ZT_ERR_NOMEM : ZT_ERR_DEVICE, r, "cudaHostAlloc",
+              err);
     zt_error_prefix(err, "pinning %zu bytes of host memory: ", bytes);
     return st;
 }
@@ -408,9 +409,9 @@ static zt_status cuda_stream_synchronize(zt_device *dev, zt_stream *s, zt_error 
 {
     cuda_device *d = as_cuda(dev);
     zt_status st = use(d, err);
-    return st != ZT_OK ? st
-                       : check(d, cudaStreamSynchronize((cudaStream_t)s), "cudaStreamSynchronize",
-                               err);
+    return st != ZT_OK
+               ? st
+               : check(d, cudaStreamSynchronize((cudaStream_t)s), "cudaStreamSynchronize", err);
 }
 
 static zt_status cuda_event_create(zt_device *dev, zt_event **out, zt_error *err)
@@ -442,9 +443,9 @@ static zt_status cuda_event_record(zt_device *dev, zt_event *e, zt_stream *s, zt
 {
     cuda_device *d = as_cuda(dev);
     zt_status st = use(d, err);
-    return st != ZT_OK ? st
-                       : check(d, cudaEventRecord((cudaEvent_t)e, (cudaStream_t)s),
-                               "cudaEventRecord", err);
+    return st != ZT_OK
+               ? st
+               : check(d, cudaEventRecord((cudaEvent_t)e, (cudaStream_t)s), "cudaEventRecord", err);
 }
 
 static zt_status cuda_stream_wait_event(zt_device *dev, zt_stream *s, zt_event *e, zt_error *err)
@@ -479,9 +480,9 @@ static zt_status cuda_event_synchronize(zt_device *dev, zt_event *e, zt_error *e
 {
     cuda_device *d = as_cuda(dev);
     zt_status st = use(d, err);
-    return st != ZT_OK ? st
-                       : check(d, cudaEventSynchronize((cudaEvent_t)e), "cudaEventSynchronize",
-                               err);
+    return st != ZT_OK
+               ? st
+               : check(d, cudaEventSynchronize((cudaEvent_t)e), "cudaEventSynchronize", err);
 }
 
 /* ---- copies and kernels ----------------------------------------------------------------- */
@@ -507,8 +508,8 @@ static zt_status cuda_memcpy_async(zt_device *dev, void *dst, const void *src, s
                                "cudaMemcpyAsync", err);
 }
 
-static zt_status cuda_memset_async(zt_device *dev, void *dst, int value, size_t bytes,
-                                   zt_stream *s, zt_error *err)
+static zt_status cuda_memset_async(zt_device *dev, void *dst, int value, size_t bytes, zt_stream *s,
+                                   zt_error *err)
 {
     cuda_device *d = as_cuda(dev);
     if (bytes == 0)
@@ -526,8 +527,8 @@ static zt_status cuda_cast_async(zt_device *dev, void *dst, zt_dtype dst_type, c
 {
     cuda_device *d = as_cuda(dev);
     if (!dtype_known(dst_type) || !dtype_known(src_type))
-        return ZT_ERR(err, ZT_ERR_ARGUMENT, "cuda device %d: cast from dtype %d to %d",
-                      d->index, (int)src_type, (int)dst_type);
+        return ZT_ERR(err, ZT_ERR_ARGUMENT, "cuda device %d: cast from dtype %d to %d", d->index,
+                      (int)src_type, (int)dst_type);
     if (n == 0)
         return ZT_OK;
     zt_status st = use(d, err);

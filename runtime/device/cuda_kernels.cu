@@ -9,7 +9,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-namespace {
+namespace
+{
 
 __device__ float load(const void *p, zt_dtype t, size_t i)
 {
@@ -99,7 +100,7 @@ extern "C" int zt_cuda_cast(void *dst, zt_dtype dst_type, const void *src, zt_dt
                             size_t n, void *stream)
 {
     cast_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(dst, dst_type, src,
-                                                                             src_type, n);
+                                                                              src_type, n);
     return static_cast<int>(cudaGetLastError());
 }
 
@@ -112,7 +113,7 @@ extern "C" int zt_cuda_scale(void *x, zt_dtype type, float alpha, size_t n, void
 extern "C" int zt_cuda_nonfinite(const void *x, zt_dtype type, size_t n, int *flag, void *stream)
 {
     nonfinite_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(x, type, n,
-                                                                                  flag);
+                                                                                   flag);
     return static_cast<int>(cudaGetLastError());
 }
 
@@ -126,8 +127,8 @@ extern "C" int zt_cuda_quant8(const void *x, zt_dtype type, size_t n, int block,
     while (threads < static_cast<unsigned>(block) && threads < 1024)
         threads <<= 1; /* a power of two for the reduction */
     if (nblocks)
-        quant8_kernel<<<static_cast<unsigned>(nblocks), threads, 0, static_cast<cudaStream_t>(stream)>>>(x, type, n, block,
-                                                                                q, scales);
+        quant8_kernel<<<static_cast<unsigned>(nblocks), threads, 0,
+                        static_cast<cudaStream_t>(stream)>>>(x, type, n, block, q, scales);
     return static_cast<int>(cudaGetLastError());
 }
 

@@ -25,8 +25,8 @@ int zt_cuda_nonfinite(const void *x, zt_dtype type, size_t n, int *flag, void *s
  * one CUDA block per quantization block of `block` >= 1 elements, scale = max|x| / 127,
  * values rounded to nearest even. x is fp32/bf16/fp16; q holds n bytes, scales one float
  * per block. cudaErrorInvalidValue for block < 1. */
-int zt_cuda_quant8(const void *x, zt_dtype type, size_t n, int block, signed char *q,
-                   float *scales, void *stream);
+int zt_cuda_quant8(const void *x, zt_dtype type, size_t n, int block, signed char *q, float *scales,
+                   void *stream);
 /* out[i] = q[i] * scale of its block, written as `type`; cudaErrorInvalidValue for block < 1 */
 int zt_cuda_dequant8(const signed char *q, const float *scales, size_t n, int block, void *out,
                      zt_dtype type, void *stream);

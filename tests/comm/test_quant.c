@@ -43,8 +43,8 @@ static void check_bound(const float *x, const float *y, const float *scales, int
 static void test_int8_variants_match_and_bound(void **state)
 {
     (void)state;
-    const int64_t lengths[] = {1, 15, 17, 64, 1000, 4099};
-    const int blocks[] = {16, 64, 100, 2048};
+    const int64_t lengths[] = {1, 15, 17, 64, 1000, 4099, 2560};
+    const int blocks[] = {16, 64, 100, 256, 2048}; /* 256: the register-resident fast path */
     zt_quant_variant simd[2] = {ZT_QUANT_AVX2, ZT_QUANT_AVX512};
     for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
         for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++)

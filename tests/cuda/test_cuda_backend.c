@@ -234,9 +234,9 @@ static void test_many_allocations_are_distinct_and_freed(void **state)
     assert_int_equal(dev->bytes_in_use, sum);
     for (int i = 0; i < N; i += 97) { /* a sample keeps its own contents: no overlap */
         unsigned char last = 0;
-        assert_int_equal(zt_device_copy_sync(dev, &last, (char *)p[i] + sz[i] - 1, 1, ZT_COPY_D2H,
-                                             s, &err),
-                         ZT_OK);
+        assert_int_equal(
+            zt_device_copy_sync(dev, &last, (char *)p[i] + sz[i] - 1, 1, ZT_COPY_D2H, s, &err),
+            ZT_OK);
         assert_int_equal(last, i & 0xff);
     }
     for (int i = N - 1; i > 0; i--) {
@@ -284,8 +284,8 @@ static void test_round_trip_of_random_data(void **state)
     /* unaligned on both sides: host +3, device +1, host back +5 */
     assert_int_equal(dev->iface->memcpy_async(dev, (char *)d + 1, src + 3, n, ZT_COPY_H2D, s, &err),
                      ZT_OK);
-    assert_int_equal(dev->iface->memcpy_async(dev, back + 5, (char *)d + 1, n, ZT_COPY_D2H, s, &err),
-                     ZT_OK);
+    assert_int_equal(
+        dev->iface->memcpy_async(dev, back + 5, (char *)d + 1, n, ZT_COPY_D2H, s, &err), ZT_OK);
     assert_int_equal(dev->iface->stream_synchronize(dev, s, &err), ZT_OK);
     assert_memory_equal(back + 5, src + 3, n);
     assert_int_equal(back[4], 0);
@@ -293,7 +293,8 @@ static void test_round_trip_of_random_data(void **state)
     /* device to device, then host to host */
     void *d2;
     assert_int_equal(dev->iface->alloc(dev, n, &d2, &err), ZT_OK);
-    assert_int_equal(dev->iface->memcpy_async(dev, d2, (char *)d + 1, n, ZT_COPY_D2D, s, &err), ZT_OK);
+    assert_int_equal(dev->iface->memcpy_async(dev, d2, (char *)d + 1, n, ZT_COPY_D2D, s, &err),
+                     ZT_OK);
     memset(back, 0, n + 8);
     assert_int_equal(dev->iface->memcpy_async(dev, back, d2, n, ZT_COPY_D2H, s, &err), ZT_OK);
     assert_int_equal(dev->iface->memcpy_async(dev, back + n, src, 8, ZT_COPY_H2H, s, &err), ZT_OK);
@@ -580,7 +581,8 @@ static void test_nonfinite_flag(void **state)
         int at;
         uint32_t bits;
         int want;
-    } cases[] = {{-1, 0, 0}, {NK - 1, 0x7f800000u, 1}, {0, 0xff800000u, 1}, {NK / 2, 0x7fc00000u, 1}};
+    } cases[] = {
+        {-1, 0, 0}, {NK - 1, 0x7f800000u, 1}, {0, 0xff800000u, 1}, {NK / 2, 0x7fc00000u, 1}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         float keep = 0;
         if (cases[c].at >= 0)
