@@ -1,6 +1,8 @@
 /* DeepSpeed-style JSON configuration: walks the document, looks every key up in the table
- * (config_schema.c), stores valid values, warns about unknown keys with the closest known
- * one, and rejects invalid values with the JSON path, the value and what is allowed. */
+ * (config_schema.c), stores valid values, logs DeepSpeed keys ztier does not use, warns
+ * about unknown keys with the closest known one, and rejects invalid values with the JSON
+ * path, the value and what is allowed. zt_config_validate checks the same table again on
+ * the final struct (after environment overrides or edits by the caller). */
 #include "runtime/config.h"
 #include "runtime/config_schema.h"
 #include "runtime/log.h"
@@ -58,194 +60,285 @@ void zt_config_defaults(zt_config *c)
     c->quant_block_size = 256;
 }
 
-/* ---- value parsing ---- */
-
-static char *value_text(json_t *v)
+int zt_config_parse_bytes(const char *s, int64_t *out)
 {
-    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    return s ? s : strdup("?");
-}
-
-static zt_status bad_value(zt_error *err, const char *origin, const char *path, json_t *v,
-                           const char *allowed)
-{
-    char *text = value_text(v);
-    ZT_ERR(err, ZT_ERR_CONFIG, "%s: %s = %s: %s", origin, path, text, allowed);
-    free(text);
-    return ZT_ERR_CONFIG;
-}
-
-/* Parses "2G", "512M", "64K", "1024" (powers of 1024); -1 on error. */
-static int64_t parse_bytes(const char *s)
-{
+    static const char units[] = "KMGT";
     char *end = NULL;
     errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || v < 0)
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || end == s || errno || !isfinite(v) || v < 0)
         return -1;
-    double mult = 1;
-    switch (toupper((unsigned char)*end)) {
-    case '\0': break;
-    case 'K': mult = 1024.0, end++; break;
-    case 'M': mult = 1048576.0, end++; break;
-    case 'G': mult = 1073741824.0, end++; break;
-    case 'T': mult = 1099511627776.0, end++; break;
-    default: return -1;
-    }
-    if (*end == 'i' || *end == 'I')
+    const char *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+    if (u) {
+        v = ldexp(v, 10 * (int)(u - units + 1));
         end++;
+        if (*end == 'i' || *end == 'I')
+            end++;
+    }
     if (*end == 'B' || *end == 'b')
         end++;
-    return *end ? -1 : (int64_t)(v * mult);
-}
-
-static int integral_number(json_t *v, double *out)
-{
-    if (json_is_integer(v)) {
-        *out = (double)json_integer_value(v);
-        return 1;
-    }
-    if (json_is_real(v) && floor(json_real_value(v)) == json_real_value(v)) {
-        *out = json_real_value(v);
-        return 1;
-    }
+    if (*end || v != floor(v) || v >= ZT_KEY_NO_MAX)
+        return -1;
+    *out = (int64_t)v;
     return 0;
 }
 
-static zt_status set_number(const zt_config_key *k, char *base, json_t *v, const char *origin,
-                            zt_error *err)
+/* ---- describing values and what is allowed ---- */
+
+static char *value_text(const json_t *v)
 {
-    char allowed[160];
-    double x;
-    int ok = k->kind == ZT_KEY_FLOAT ? json_is_number(v) : integral_number(v, &x);
-    if (k->kind == ZT_KEY_FLOAT && ok)
-        x = json_number_value(v);
-    if (k->kind == ZT_KEY_BYTES && json_is_string(v)) {
-        x = (double)parse_bytes(json_string_value(v));
-        ok = x >= 0;
-    }
-    snprintf(allowed, sizeof allowed, "must be %s in [%.17g, %.17g]%s",
-             k->kind == ZT_KEY_FLOAT ? "a number" : "an integer", k->min, k->max,
-             k->kind == ZT_KEY_BYTES ? " (bytes; strings like \"2G\" or \"512M\" work too)" : "");
-    if (!ok || x < k->min || x > k->max)
-        return bad_value(err, origin, k->path, v, allowed);
-    if (k->kind == ZT_KEY_INT)
-        *(int *)(base + k->offset) = (int)x;
-    else if (k->kind == ZT_KEY_FLOAT)
-        *(float *)(base + k->offset) = (float)x;
-    else
-        *(int64_t *)(base + k->offset) = (int64_t)x;
-    return ZT_OK;
+    char *s = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(15)) : NULL;
+    return s ? s : strdup("?");
 }
 
-static int enum_index(const char *const *values, const char *s)
+static size_t enum_list(const char *const *values, char *buf, size_t n)
 {
-    for (int i = 0; values[i]; i++)
-        if (strcasecmp(values[i], s) == 0)
-            return i;
-    return -1;
+    size_t len = 0;
+    for (int i = 0; values[i] && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s\"%s\"", i ? ", " : "", values[i]);
+    return len;
 }
 
-static zt_status set_enum(const zt_config_key *k, char *base, json_t *v, const char *origin,
-                          zt_error *err)
+static void describe_allowed(const zt_config_key *k, char *buf, size_t n)
 {
-    char allowed[256] = "must be one of";
-    for (int i = 0; k->values[i]; i++)
-        snprintf(allowed + strlen(allowed), sizeof allowed - strlen(allowed), "%s \"%s\"",
-                 i ? "," : "", k->values[i]);
-    int idx = json_is_string(v) ? enum_index(k->values, json_string_value(v)) : -1;
-    if (idx < 0)
-        return bad_value(err, origin, k->path, v, allowed);
-    if (k->kind == ZT_KEY_ENUM)
-        *(int *)(base + k->offset) = idx;
-    else
-        snprintf(base + k->offset, 16, "%s", k->values[idx]);
-    return ZT_OK;
-}
-
-static zt_status set_paths(const zt_config_key *k, char *base, json_t *v, const char *origin,
-                           zt_error *err)
-{
-    zt_offload_config *off = (zt_offload_config *)(base + k->offset -
-                                                   offsetof(zt_offload_config, nvme_path));
-    json_t *list = json_is_string(v) ? json_pack("[O]", v) : json_incref(v);
-    size_t n = json_is_array(list) ? json_array_size(list) : 0;
-    zt_status st = ZT_OK;
-    if (n == 0 || n > ZT_MAX_NVME_PATHS)
-        st = bad_value(err, origin, k->path, v,
-                       "must be a folder path or a list of 1 to 8 folder paths");
-    for (size_t i = 0; st == ZT_OK && i < n; i++) {
-        json_t *p = json_array_get(list, i);
-        if (!json_is_string(p) || !*json_string_value(p) ||
-            strlen(json_string_value(p)) >= ZT_PATH_MAX)
-            st = bad_value(err, origin, k->path, v, "every entry must be a non-empty path");
-        else
-            snprintf(off->nvme_path[i], ZT_PATH_MAX, "%s", json_string_value(p));
-    }
-    if (st == ZT_OK)
-        off->n_nvme_paths = (int)n;
-    json_decref(list);
-    return st;
-}
-
-static zt_status set_value(const zt_config_key *k, zt_config *cfg, json_t *v,
-                           const char *origin, zt_error *err)
-{
-    char *base = (char *)cfg;
-    if (k->kind == ZT_KEY_IGNORED) {
-        ZT_LOGI("config", "%s: a DeepSpeed setting ztier does not use", k->path);
-        return ZT_OK;
-    }
-    int auto_is_value = k->values && enum_index(k->values, "auto") >= 0;
-    if (json_is_string(v) && strcasecmp(json_string_value(v), "auto") == 0 && !auto_is_value) {
-        if (k->auto_ok) {
-            ZT_LOGI("config", "%s = \"auto\": using ztier's default", k->path);
-            return ZT_OK;
-        }
-        return bad_value(err, origin, k->path, v,
-                         "ztier cannot honour \"auto\" here; give an explicit value");
-    }
+    const char *what = k->kind == ZT_KEY_FLOAT ? "a number" : "an integer";
+    size_t len = 0;
     switch (k->kind) {
     case ZT_KEY_INT:
     case ZT_KEY_I64:
     case ZT_KEY_FLOAT:
     case ZT_KEY_BYTES:
-        return set_number(k, base, v, origin, err);
-    case ZT_KEY_BOOL:
-        if (json_is_boolean(v) || (json_is_integer(v) && (json_integer_value(v) == 0 ||
-                                                          json_integer_value(v) == 1))) {
-            *(int *)(base + k->offset) = json_is_boolean(v) ? json_is_true(v)
-                                                             : (int)json_integer_value(v);
-            return ZT_OK;
-        }
-        return bad_value(err, origin, k->path, v, "must be true or false");
+        if (k->max >= ZT_KEY_NO_MAX)
+            len = (size_t)snprintf(buf, n, "must be %s >= %.17g", what, k->min);
+        else
+            len = (size_t)snprintf(buf, n, "must be %s in [%.17g, %.17g]", what, k->min, k->max);
+        if (k->multiple && len < n)
+            len += (size_t)snprintf(buf + len, n - len, " and a multiple of %d", k->multiple);
+        if (k->kind == ZT_KEY_BYTES && len < n)
+            snprintf(buf + len, n - len, " (bytes; a string like \"2G\" or \"512M\" works too)");
+        return;
+    case ZT_KEY_BOOL: snprintf(buf, n, "must be true or false"); return;
     case ZT_KEY_ENUM:
     case ZT_KEY_ENUM_STR:
-        return set_enum(k, base, v, origin, err);
-    case ZT_KEY_PATH:
-        if (!json_is_string(v) || strlen(json_string_value(v)) >= ZT_PATH_MAX)
-            return bad_value(err, origin, k->path, v, "must be a path string");
-        snprintf(base + k->offset, ZT_PATH_MAX, "%s", json_string_value(v));
-        return ZT_OK;
+        len = (size_t)snprintf(buf, n, "must be one of ");
+        enum_list(k->values, buf + len, n - len);
+        return;
+    case ZT_KEY_PATH: snprintf(buf, n, "must be a path string (\"\" for none)"); return;
     case ZT_KEY_PATHS:
-        return set_paths(k, base, v, origin, err);
-    case ZT_KEY_BETAS: {
-        json_t *b1 = json_array_get(v, 0), *b2 = json_array_get(v, 1);
-        if (!json_is_array(v) || json_array_size(v) != 2 || !json_is_number(b1) ||
-            !json_is_number(b2) || json_number_value(b1) < 0 || json_number_value(b1) >= 1 ||
-            json_number_value(b2) < 0 || json_number_value(b2) >= 1)
-            return bad_value(err, origin, k->path, v, "must be [beta1, beta2], each in [0, 1)");
-        cfg->beta1 = (float)json_number_value(b1);
-        cfg->beta2 = (float)json_number_value(b2);
+        snprintf(buf, n, "must be a folder path or a list of 1 to %d folder paths",
+                 ZT_MAX_NVME_PATHS);
+        return;
+    case ZT_KEY_BETAS: snprintf(buf, n, "must be [beta1, beta2], each a number in [0, 1)"); return;
+    case ZT_KEY_IGNORED: break;
+    }
+    snprintf(buf, n, "is not used");
+}
+
+/* "origin: path = value: allowed" (origin may be NULL for checks on the final struct). */
+static zt_status fail_text(zt_error *err, const char *origin, const char *path, const char *text,
+                           const char *allowed)
+{
+    return ZT_ERR(err, ZT_ERR_CONFIG, "%s%s%s = %s: %s", origin ? origin : "", origin ? ": " : "",
+                  path, text, allowed);
+}
+
+static zt_status fail_value(zt_error *err, const char *origin, const char *path, const json_t *v,
+                            const char *allowed)
+{
+    char *text = value_text(v);
+    zt_status st = fail_text(err, origin, path, text, allowed);
+    free(text);
+    return st;
+}
+
+static zt_status fail_key(const zt_config_key *k, zt_error *err, const char *origin,
+                          const json_t *v)
+{
+    char allowed[512];
+    describe_allowed(k, allowed, sizeof allowed);
+    return fail_value(err, origin, k->path, v, allowed);
+}
+
+/* ---- storing values ---- */
+
+static int enum_index(const char *const *values, const char *s)
+{
+    for (int i = 0; values && values[i]; i++)
+        if (strcasecmp(values[i], s) == 0)
+            return i;
+    return -1;
+}
+
+/* An integer, or a real with no fractional part (DeepSpeed configs write 5e8). */
+static int integral_value(const json_t *v, int64_t *out)
+{
+    if (json_is_integer(v)) {
+        *out = (int64_t)json_integer_value(v);
+        return 1;
+    }
+    double x = json_is_real(v) ? json_real_value(v) : 0.5;
+    if (x != floor(x) || fabs(x) >= ZT_KEY_NO_MAX)
+        return 0;
+    *out = (int64_t)x;
+    return 1;
+}
+
+static int int_in_range(const zt_config_key *k, int64_t i)
+{
+    return (double)i >= k->min && (double)i <= k->max && (!k->multiple || i % k->multiple == 0);
+}
+
+static zt_status set_number(const zt_config_key *k, zt_config *cfg, const json_t *v,
+                            const char *origin, zt_error *err)
+{
+    char *field = (char *)cfg + k->offset;
+    if (k->kind == ZT_KEY_FLOAT) {
+        double x = json_number_value(v);
+        if (!json_is_number(v) || x < k->min || x > k->max)
+            return fail_key(k, err, origin, v);
+        *(float *)field = (float)x;
         return ZT_OK;
     }
-    case ZT_KEY_IGNORED:
-        break;
+    int64_t i = 0;
+    int ok = integral_value(v, &i) ||
+             (k->kind == ZT_KEY_BYTES && json_is_string(v) &&
+              zt_config_parse_bytes(json_string_value(v), &i) == 0);
+    if (!ok || !int_in_range(k, i))
+        return fail_key(k, err, origin, v);
+    if (k->kind == ZT_KEY_INT)
+        *(int *)field = (int)i;
+    else
+        *(int64_t *)field = i;
+    return ZT_OK;
+}
+
+static zt_status set_bool(const zt_config_key *k, zt_config *cfg, const json_t *v,
+                          const char *origin, zt_error *err)
+{
+    int *field = (int *)((char *)cfg + k->offset);
+    if (json_is_boolean(v))
+        *field = json_is_true(v);
+    else if (json_is_integer(v) && (json_integer_value(v) == 0 || json_integer_value(v) == 1))
+        *field = (int)json_integer_value(v);
+    else
+        return fail_key(k, err, origin, v);
+    return ZT_OK;
+}
+
+static zt_status set_enum(const zt_config_key *k, zt_config *cfg, const json_t *v,
+                          const char *origin, zt_error *err)
+{
+    char *field = (char *)cfg + k->offset;
+    int idx = json_is_string(v) ? enum_index(k->values, json_string_value(v)) : -1;
+    if (idx < 0)
+        return fail_key(k, err, origin, v);
+    if (k->kind == ZT_KEY_ENUM)
+        *(int *)field = idx;
+    else
+        snprintf(field, sizeof cfg->adam_variant, "%s", k->values[idx]);
+    return ZT_OK;
+}
+
+static zt_status set_path(const zt_config_key *k, zt_config *cfg, const json_t *v,
+                          const char *origin, zt_error *err)
+{
+    const char *s = json_is_null(v) ? "" : json_string_value(v);
+    if (!s || strlen(s) >= ZT_PATH_MAX)
+        return fail_key(k, err, origin, v);
+    snprintf((char *)cfg + k->offset, ZT_PATH_MAX, "%s", s);
+    return ZT_OK;
+}
+
+/* nvme_path: a string, a list of strings, or null (no path). */
+static zt_status set_paths(const zt_config_key *k, zt_config *cfg, const json_t *v,
+                           const char *origin, zt_error *err)
+{
+    zt_offload_config *off =
+        (zt_offload_config *)((char *)cfg + k->offset - offsetof(zt_offload_config, nvme_path));
+    size_t n = json_is_string(v) ? 1 : json_is_array(v) ? json_array_size(v) : 0;
+    if (json_is_null(v)) {
+        off->n_nvme_paths = 0;
+        return ZT_OK;
+    }
+    if (n == 0 || n > ZT_MAX_NVME_PATHS)
+        return fail_key(k, err, origin, v);
+    for (size_t i = 0; i < n; i++) {
+        const char *s = json_string_value(json_is_string(v) ? v : json_array_get(v, i));
+        if (!s || !*s || strlen(s) >= ZT_PATH_MAX)
+            return fail_value(err, origin, k->path, v,
+                              "every entry must be a non-empty folder path string");
+    }
+    for (size_t i = 0; i < n; i++)
+        snprintf(off->nvme_path[i], ZT_PATH_MAX, "%s",
+                 json_string_value(json_is_string(v) ? v : json_array_get(v, i)));
+    off->n_nvme_paths = (int)n;
+    return ZT_OK;
+}
+
+static int beta_ok(const json_t *b)
+{
+    return json_is_number(b) && json_number_value(b) >= 0 && json_number_value(b) < 1;
+}
+
+static zt_status set_betas(const zt_config_key *k, zt_config *cfg, const json_t *v,
+                           const char *origin, zt_error *err)
+{
+    json_t *b1 = json_array_get(v, 0), *b2 = json_array_get(v, 1);
+    if (!json_is_array(v) || json_array_size(v) != 2 || !beta_ok(b1) || !beta_ok(b2))
+        return fail_key(k, err, origin, v);
+    cfg->beta1 = (float)json_number_value(b1);
+    cfg->beta2 = (float)json_number_value(b2);
+    return ZT_OK;
+}
+
+/* DeepSpeed's "auto" (filled in by HF Trainer/Accelerate): kept as ztier's default where that
+ * is meaningful, an error elsewhere. Returns 1 when v was "auto" (and *st says the outcome). */
+static int handle_auto(const zt_config_key *k, const json_t *v, const char *origin,
+                       zt_error *err, zt_status *st)
+{
+    if (!json_is_string(v) || strcasecmp(json_string_value(v), "auto") != 0 ||
+        enum_index(k->values, "auto") >= 0)
+        return 0;
+    *st = ZT_OK;
+    if (k->auto_ok) {
+        ZT_LOGI("config", "%s = \"auto\": using ztier's default", k->path);
+        return 1;
+    }
+    char allowed[600], what[512];
+    describe_allowed(k, what, sizeof what);
+    snprintf(allowed, sizeof allowed,
+             "ztier cannot honour \"auto\" here; put an explicit value instead: it %s", what);
+    *st = fail_value(err, origin, k->path, v, allowed);
+    return 1;
+}
+
+static zt_status set_value(const zt_config_key *k, zt_config *cfg, const json_t *v,
+                           const char *origin, zt_error *err)
+{
+    zt_status st = ZT_OK;
+    if (k->kind == ZT_KEY_IGNORED) {
+        ZT_LOGI("config", "%s: not used by ztier (ignored)", k->path);
+        return ZT_OK;
+    }
+    if (handle_auto(k, v, origin, err, &st))
+        return st;
+    switch (k->kind) {
+    case ZT_KEY_INT:
+    case ZT_KEY_I64:
+    case ZT_KEY_FLOAT:
+    case ZT_KEY_BYTES: return set_number(k, cfg, v, origin, err);
+    case ZT_KEY_BOOL: return set_bool(k, cfg, v, origin, err);
+    case ZT_KEY_ENUM:
+    case ZT_KEY_ENUM_STR: return set_enum(k, cfg, v, origin, err);
+    case ZT_KEY_PATH: return set_path(k, cfg, v, origin, err);
+    case ZT_KEY_PATHS: return set_paths(k, cfg, v, origin, err);
+    case ZT_KEY_BETAS: return set_betas(k, cfg, v, origin, err);
+    case ZT_KEY_IGNORED: break;
     }
     return ZT_OK;
 }
 
-/* ---- walking the document ---- */
+/* ---- unknown keys ---- */
 
 static const zt_config_key *find_key(const char *path)
 {
@@ -263,11 +356,12 @@ static int is_object_path(const char *path)
     return 0;
 }
 
+/* Levenshtein distance, capped at 3 (all that matters for suggestions). */
 static size_t edit_distance(const char *a, const char *b)
 {
-    size_t la = strlen(a), lb = strlen(b), prev[256], cur[256];
-    if (la > 255 || lb > 255)
-        return 1000;
+    size_t la = strlen(a), lb = strlen(b), prev[128], cur[128];
+    if (la >= 128 || lb >= 128 || (la > lb ? la - lb : lb - la) > 2)
+        return 3;
     for (size_t j = 0; j <= lb; j++)
         prev[j] = j;
     for (size_t i = 1; i <= la; i++) {
@@ -279,23 +373,50 @@ static size_t edit_distance(const char *a, const char *b)
         }
         memcpy(prev, cur, sizeof(size_t) * (lb + 1));
     }
-    return prev[lb];
+    return prev[lb] < 3 ? prev[lb] : 3;
 }
 
-static void warn_unknown(const char *path)
+static const char *last_name(const char *path)
 {
-    const char *best = NULL;
+    const char *dot = strrchr(path, '.');
+    return dot ? dot + 1 : path;
+}
+
+/* The known key or object closest to `path` (edit distance <= 2), else a known key with the
+ * same name under another object (a key put at the wrong level), else NULL. */
+static const char *suggest(const char *path)
+{
+    const char *best = NULL, *moved = NULL;
     size_t best_d = 3;
     for (const zt_config_key *k = zt_config_keys; k->path; k++) {
         size_t d = edit_distance(path, k->path);
         if (d < best_d)
             best = k->path, best_d = d;
+        if (!moved && strcmp(last_name(path), last_name(k->path)) == 0)
+            moved = k->path;
     }
-    if (best)
-        ZT_LOGW("config", "unknown key '%s' ignored; did you mean '%s'?", path, best);
+    for (int i = 0; zt_config_objects[i]; i++) {
+        size_t d = edit_distance(path, zt_config_objects[i]);
+        if (d < best_d)
+            best = zt_config_objects[i], best_d = d;
+        if (!moved && strcmp(last_name(path), last_name(zt_config_objects[i])) == 0)
+            moved = zt_config_objects[i];
+    }
+    return best ? best : moved;
+}
+
+static void warn_unknown(const char *path, const char *name)
+{
+    const char *hint = strchr(name, '.') ? NULL : suggest(path);
+    if (strchr(name, '.'))
+        ZT_LOGW("config", "unknown key '%s' ignored; write dotted paths as nested objects", path);
+    else if (hint)
+        ZT_LOGW("config", "unknown key '%s' ignored; did you mean '%s'?", path, hint);
     else
         ZT_LOGW("config", "unknown key '%s' ignored", path);
 }
+
+/* ---- walking the document ---- */
 
 static zt_status walk(zt_config *cfg, json_t *obj, const char *prefix, const char *origin,
                       zt_error *err)
@@ -305,17 +426,21 @@ static zt_status walk(zt_config *cfg, json_t *obj, const char *prefix, const cha
     json_object_foreach(obj, name, v)
     {
         char path[512];
-        snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", name);
-        const zt_config_key *k = find_key(path);
+        int n = snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", name);
+        int plain = n < (int)sizeof path && !strchr(name, '.'); /* "a.b" keys are not paths */
+        const zt_config_key *k = plain ? find_key(path) : NULL;
+        int object = plain && !k && is_object_path(path);
         zt_status st = ZT_OK;
         if (k)
             st = set_value(k, cfg, v, origin, err);
-        else if (is_object_path(path) && json_is_object(v))
+        else if (object && json_is_object(v))
             st = walk(cfg, v, path, origin, err);
-        else if (is_object_path(path))
-            st = bad_value(err, origin, path, v, "must be an object");
+        else if (object && json_is_null(v))
+            ZT_LOGI("config", "%s = null: using ztier's defaults", path);
+        else if (object)
+            st = fail_value(err, origin, path, v, "must be an object");
         else
-            warn_unknown(path);
+            warn_unknown(path, name);
         if (st != ZT_OK)
             return st;
     }
@@ -329,23 +454,33 @@ static json_t *get_path(json_t *root, const char *a, const char *b, const char *
     return v && c ? json_object_get(v, c) : v;
 }
 
-/* Rules that involve more than one key. */
-static zt_status resolve(zt_config *cfg, json_t *root, const char *origin, zt_error *err)
+/* DeepSpeed's optimizer defaults depend on the type: "Adam" has weight_decay 0 and, with
+ * adam_w_mode (default true), decoupled decay, i.e. AdamW; "AdamW" is always decoupled. */
+static void resolve_optimizer(zt_config *cfg, json_t *root)
 {
-    json_t *type = get_path(root, "optimizer", "type", NULL);
-    if (type && cfg->optimizer == ZT_OPT_ADAM && cfg->adam_w_mode)
-        cfg->optimizer = ZT_OPT_ADAMW; /* DeepSpeed's Adam defaults to decoupled decay */
-    if (type && !get_path(root, "optimizer", "params", "weight_decay"))
-        cfg->weight_decay = 0.0f; /* DeepSpeed's Adam/AdamW default */
+    if (!get_path(root, "optimizer", "type", NULL))
+        return;
+    int adam = cfg->optimizer == ZT_OPT_ADAM;
+    json_t *wd = get_path(root, "optimizer", "params", "weight_decay");
+    if (!wd || json_is_string(wd)) /* absent or "auto" */
+        cfg->weight_decay = adam ? 0.0f : 0.01f;
+    if (adam && cfg->adam_w_mode)
+        cfg->optimizer = ZT_OPT_ADAMW;
+    cfg->adam_w_mode = cfg->optimizer == ZT_OPT_ADAMW;
+}
+
+/* Rules checked both after parsing and by zt_config_validate. */
+static zt_status check_core(const zt_config *cfg, zt_error *err)
+{
     if (cfg->stage != 3)
         return ZT_ERR(err, ZT_ERR_CONFIG,
-                      "%s: zero_optimization.stage = %d: ztier implements ZeRO stage 3 only "
-                      "(parameters, gradients and optimizer state partitioned); set it to 3",
-                      origin, cfg->stage);
+                      "zero_optimization.stage = %d: ztier implements ZeRO stage 3 only "
+                      "(parameters, gradients and optimizer states all partitioned); set it to 3 "
+                      "or leave it out",
+                      cfg->stage);
     if (cfg->bf16 && cfg->fp16)
         return ZT_ERR(err, ZT_ERR_CONFIG,
-                      "%s: bf16.enabled and fp16.enabled are both true: enable at most one",
-                      origin);
+                      "bf16.enabled and fp16.enabled are both true: enable at most one");
     return ZT_OK;
 }
 
@@ -353,104 +488,237 @@ zt_status zt_config_parse(zt_config *cfg, const char *json_text, const char *ori
                           zt_error *err)
 {
     json_error_t je;
-    json_t *root = json_loads(json_text, 0, &je);
+    origin = origin ? origin : "config text";
+    json_t *root = json_text ? json_loads(json_text, 0, &je) : NULL;
+    if (!json_text)
+        return ZT_ERR(err, ZT_ERR_CONFIG, "%s: no JSON text given", origin);
     if (!root)
         return ZT_ERR(err, ZT_ERR_CONFIG, "%s: JSON syntax error at line %d, column %d: %s",
                       origin, je.line, je.column, je.text);
     zt_status st = ZT_OK;
     if (!json_is_object(root))
-        st = ZT_ERR(err, ZT_ERR_CONFIG, "%s: the configuration must be a JSON object", origin);
+        st = ZT_ERR(err, ZT_ERR_CONFIG, "%s: the configuration must be a JSON object ({...})",
+                    origin);
     if (st == ZT_OK)
         st = walk(cfg, root, "", origin, err);
-    if (st == ZT_OK)
-        st = resolve(cfg, root, origin, err);
+    if (st == ZT_OK) {
+        resolve_optimizer(cfg, root);
+        if ((st = check_core(cfg, err)) != ZT_OK)
+            zt_error_prefix(err, "%s: ", origin);
+    }
     json_decref(root);
     return st;
 }
 
-zt_status zt_config_load_file(zt_config *cfg, const char *path, zt_error *err)
+/* Reads a whole file (pipes too) into a NUL-terminated malloc'd buffer the caller frees. */
+static zt_status read_text(const char *path, char **out, zt_error *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return ZT_ERR(err, ZT_ERR_CONFIG, "cannot read config file '%s': %s", path,
                       strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = n >= 0 && n < (64l << 20) ? malloc((size_t)n + 1) : NULL;
-    zt_status st = ZT_OK;
-    if (!text || fread(text, 1, (size_t)n, f) != (size_t)n)
-        st = ZT_ERR(err, ZT_ERR_CONFIG, "cannot read config file '%s'", path);
-    fclose(f);
-    if (st == ZT_OK) {
-        text[n] = '\0';
-        st = zt_config_parse(cfg, text, path, err);
+    size_t cap = 0, len = 0;
+    char *text = NULL;
+    const char *why = NULL;
+    while (!why) {
+        if (len + 1 >= cap) {
+            char *bigger = cap < (64u << 20) ? realloc(text, cap ? cap * 2 : 4096) : NULL;
+            if (!bigger) {
+                why = cap < (64u << 20) ? "out of memory" : "larger than 64 MiB";
+                break;
+            }
+            text = bigger, cap = cap ? cap * 2 : 4096;
+        }
+        size_t got = fread(text + len, 1, cap - len - 1, f);
+        len += got;
+        if (got == 0)
+            why = ferror(f) ? strerror(errno) : "";
     }
+    fclose(f);
+    if (*why) {
+        free(text);
+        return ZT_ERR(err, ZT_ERR_CONFIG, "cannot read config file '%s': %s", path, why);
+    }
+    text[len] = '\0';
+    *out = text;
+    return ZT_OK;
+}
+
+zt_status zt_config_load_file(zt_config *cfg, const char *path, zt_error *err)
+{
+    char *text = NULL;
+    if (!path)
+        return ZT_ERR(err, ZT_ERR_CONFIG, "no config file path given");
+    zt_status st = read_text(path, &text, err);
+    if (st == ZT_OK)
+        st = zt_config_parse(cfg, text, path, err);
     free(text);
     return st;
 }
 
-/* ---- environment and cross-checks ---- */
+/* ---- environment ---- */
 
-static zt_status env_enum(const char *var, const char *path, zt_config *cfg, zt_error *err)
+static const char *env_value(const char *var)
 {
     const char *v = getenv(var);
-    if (!v || !*v)
+    return v && *v ? v : NULL;
+}
+
+/* An environment variable that sets a table key; messages are "$VAR: path = value: ...". */
+static zt_status env_key(const char *var, const char *path, zt_config *cfg, zt_error *err)
+{
+    const char *v = env_value(var);
+    if (!v)
         return ZT_OK;
+    char origin[64];
+    snprintf(origin, sizeof origin, "environment variable %s", var);
     json_t *s = json_string(v);
-    zt_status st = set_value(find_key(path), cfg, s, var, err);
+    zt_status st = s ? set_value(find_key(path), cfg, s, origin, err)
+                     : ZT_ERR(err, ZT_ERR_CONFIG, "%s: not valid UTF-8 text", origin);
     json_decref(s);
     return st;
 }
 
+/* ZT_NVME_PATH: one folder, or several separated by ':' (striped over, like a list). */
+static zt_status env_nvme_paths(zt_config *cfg, zt_error *err)
+{
+    const char *v = env_value("ZT_NVME_PATH");
+    if (!v)
+        return ZT_OK;
+    zt_offload_config tmp = {0};
+    for (const char *p = v;; p++) {
+        size_t len = strcspn(p, ":");
+        if (len == 0 || len >= ZT_PATH_MAX || tmp.n_nvme_paths == ZT_MAX_NVME_PATHS)
+            return ZT_ERR(err, ZT_ERR_CONFIG,
+                          "environment variable ZT_NVME_PATH = \"%s\": must be a folder path or "
+                          "up to %d non-empty folder paths separated by ':'",
+                          v, ZT_MAX_NVME_PATHS);
+        memcpy(tmp.nvme_path[tmp.n_nvme_paths++], p, len);
+        p += len;
+        if (!*p)
+            break;
+    }
+    cfg->offload_param.n_nvme_paths = cfg->offload_optimizer.n_nvme_paths = tmp.n_nvme_paths;
+    memcpy(cfg->offload_param.nvme_path, tmp.nvme_path, sizeof tmp.nvme_path);
+    memcpy(cfg->offload_optimizer.nvme_path, tmp.nvme_path, sizeof tmp.nvme_path);
+    return ZT_OK;
+}
+
 zt_status zt_config_apply_env(zt_config *cfg, zt_error *err)
 {
-    const char *log = getenv("ZT_LOG");
-    if (log && *log && (cfg->log_level = zt_log_level_parse(log)) < 0)
-        return ZT_ERR(err, ZT_ERR_CONFIG, "ZT_LOG = \"%s\": must be error, warn, info or debug",
+    const char *log = env_value("ZT_LOG");
+    int level = log ? zt_log_level_parse(log) : -1;
+    if (log && level < 0)
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "environment variable ZT_LOG = \"%s\": must be one of \"error\", \"warn\", "
+                      "\"info\", \"debug\" (or 0 to 3)",
                       log);
-    const char *hbm = getenv("ZT_HBM_CAPACITY");
-    if (hbm && *hbm) {
-        int64_t b = parse_bytes(hbm);
-        if (b < (1 << 20))
-            return ZT_ERR(err, ZT_ERR_CONFIG,
-                          "ZT_HBM_CAPACITY = \"%s\": must be a byte count >= 1M (e.g. 2G)", hbm);
-        cfg->hbm_capacity = b;
+    if (log)
+        cfg->log_level = level;
+    zt_status st = env_key("ZT_HBM_CAPACITY", "ztier.hbm_capacity", cfg, err);
+    if (st == ZT_OK)
+        st = env_nvme_paths(cfg, err);
+    if (st == ZT_OK)
+        st = env_key("ZT_IO_ENGINE", "ztier.io_engine", cfg, err);
+    if (st == ZT_OK)
+        st = env_key("ZT_ADAM_VARIANT", "ztier.adam_variant", cfg, err);
+    return st;
+}
+
+/* ---- validation of the final struct ---- */
+
+/* Checks one table key against the value now in *cfg; 1 when allowed. */
+static int field_ok(const zt_config_key *k, const zt_config *cfg, char *text, size_t n)
+{
+    const char *field = (const char *)cfg + k->offset;
+    switch (k->kind) {
+    case ZT_KEY_INT:
+    case ZT_KEY_BOOL:
+        snprintf(text, n, "%d", *(const int *)field);
+        return int_in_range(k, *(const int *)field);
+    case ZT_KEY_I64:
+    case ZT_KEY_BYTES:
+        snprintf(text, n, "%lld", (long long)*(const int64_t *)field);
+        return int_in_range(k, *(const int64_t *)field);
+    case ZT_KEY_FLOAT:
+        snprintf(text, n, "%.7g", (double)*(const float *)field);
+        return *(const float *)field >= k->min && *(const float *)field <= k->max;
+    case ZT_KEY_ENUM: {
+        int i = *(const int *)field, count = 0;
+        while (k->values[count])
+            count++;
+        if (i >= 0 && i < count)
+            return snprintf(text, n, "\"%s\"", k->values[i]), 1;
+        snprintf(text, n, "%d", i);
+        return 0;
     }
-    const char *nvme = getenv("ZT_NVME_PATH");
-    if (nvme && *nvme) {
-        if (strlen(nvme) >= ZT_PATH_MAX)
-            return ZT_ERR(err, ZT_ERR_CONFIG, "ZT_NVME_PATH is longer than %d bytes", ZT_PATH_MAX);
-        snprintf(cfg->offload_param.nvme_path[0], ZT_PATH_MAX, "%s", nvme);
-        snprintf(cfg->offload_optimizer.nvme_path[0], ZT_PATH_MAX, "%s", nvme);
-        cfg->offload_param.n_nvme_paths = cfg->offload_optimizer.n_nvme_paths = 1;
+    case ZT_KEY_ENUM_STR:
+        snprintf(text, n, "\"%.15s\"", field);
+        return enum_index(k->values, field) >= 0;
+    case ZT_KEY_BETAS:
+        snprintf(text, n, "[%.7g, %.7g]", (double)cfg->beta1, (double)cfg->beta2);
+        return cfg->beta1 >= 0 && cfg->beta1 < 1 && cfg->beta2 >= 0 && cfg->beta2 < 1;
+    default: return 1;
     }
-    zt_status st = env_enum("ZT_IO_ENGINE", "ztier.io_engine", cfg, err);
-    return st == ZT_OK ? env_enum("ZT_ADAM_VARIANT", "ztier.adam_variant", cfg, err) : st;
+}
+
+static zt_status check_ranges(const zt_config *cfg, zt_error *err)
+{
+    for (const zt_config_key *k = zt_config_keys; k->path; k++) {
+        char text[64], allowed[512];
+        if (k->kind == ZT_KEY_ENUM && k->offset == offsetof(zt_config, log_level) &&
+            cfg->log_level == -1)
+            continue; /* -1: unset */
+        if (field_ok(k, cfg, text, sizeof text))
+            continue;
+        describe_allowed(k, allowed, sizeof allowed);
+        return fail_text(err, NULL, k->path, text, allowed);
+    }
+    return ZT_OK;
+}
+
+static zt_status check_nvme(const zt_offload_config *off, const char *name, zt_error *err)
+{
+    if (off->n_nvme_paths < 0 || off->n_nvme_paths > ZT_MAX_NVME_PATHS)
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "zero_optimization.%s.nvme_path: %d paths given, at most %d are supported",
+                      name, off->n_nvme_paths, ZT_MAX_NVME_PATHS);
+    if (off->device == ZT_TIER_NVME && off->n_nvme_paths == 0)
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "zero_optimization.%s.device is \"nvme\" but zero_optimization.%s.nvme_path "
+                      "is not set: set it to a folder on a fast local disk (or a list of folders), "
+                      "or set ZT_NVME_PATH",
+                      name, name);
+    return ZT_OK;
+}
+
+static zt_status check_backends(const zt_config *cfg, zt_error *err)
+{
+    if (strcmp(cfg->device_backend, "cuda") != 0)
+        return ZT_OK;
+    if (cfg->zero_quantized_weights || cfg->zero_quantized_gradients ||
+        cfg->zero_hpz_partition_size > 1)
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "zero_optimization.zero_quantized_weights/zero_quantized_gradients/"
+                      "zero_hpz_partition_size run on host memory only in this build (no CUDA "
+                      "quantization path yet); turn them off with ztier.device_backend \"cuda\"");
+    if (strcmp(cfg->comm_backend, "mpi") == 0)
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "ztier.comm_backend = \"mpi\" works on host memory; with "
+                      "ztier.device_backend \"cuda\" use \"nccl\" (or \"single\")");
+    return ZT_OK;
 }
 
 zt_status zt_config_validate(const zt_config *cfg, zt_error *err)
 {
-    if (cfg->offload_param.device == ZT_TIER_NVME && cfg->offload_param.n_nvme_paths == 0)
-        return ZT_ERR(err, ZT_ERR_CONFIG,
-                      "zero_optimization.offload_param.device is \"nvme\" but "
-                      "zero_optimization.offload_param.nvme_path is not set: give a folder on "
-                      "a fast disk (or set ZT_NVME_PATH)");
-    if (cfg->offload_optimizer.device == ZT_TIER_NVME && cfg->offload_optimizer.n_nvme_paths == 0)
-        return ZT_ERR(err, ZT_ERR_CONFIG,
-                      "zero_optimization.offload_optimizer.device is \"nvme\" but "
-                      "zero_optimization.offload_optimizer.nvme_path is not set: give a folder "
-                      "on a fast disk (or set ZT_NVME_PATH)");
-    if (strcmp(cfg->device_backend, "cuda") == 0 &&
-        (cfg->zero_quantized_weights || cfg->zero_quantized_gradients ||
-         cfg->zero_hpz_partition_size > 1))
-        return ZT_ERR(err, ZT_ERR_CONFIG,
-                      "zero_quantized_weights/zero_quantized_gradients/hpZ run on host memory only "
-                      "in this build (no CUDA quantization path yet); turn them off with "
-                      "ztier.device_backend \"cuda\"");
-    if (strcmp(cfg->device_backend, "cuda") == 0 && strcmp(cfg->comm_backend, "mpi") == 0)
-        return ZT_ERR(err, ZT_ERR_CONFIG,
-                      "ztier.comm_backend \"mpi\" works on host memory; with "
-                      "ztier.device_backend \"cuda\" use \"nccl\" (or \"single\")");
-    return ZT_OK;
+    zt_status st = check_core(cfg, err);
+    if (st == ZT_OK)
+        st = check_ranges(cfg, err);
+    if (st == ZT_OK)
+        st = check_nvme(&cfg->offload_param, "offload_param", err);
+    if (st == ZT_OK)
+        st = check_nvme(&cfg->offload_optimizer, "offload_optimizer", err);
+    if (st == ZT_OK)
+        st = check_backends(cfg, err);
+    return st;
 }

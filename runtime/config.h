@@ -91,8 +91,10 @@ typedef struct zt_config {
 void zt_config_defaults(zt_config *cfg);
 
 /* Parses JSON text over the defaults already in *cfg. Unknown keys are logged as warnings
- * naming the full path ("zero_optimization.stage3_prefetch_bucketsize"); invalid values
- * return ZT_ERR_CONFIG with a message naming the path, the value and what is allowed.
+ * naming the full path ("zero_optimization.stage3_prefetch_bucketsize") and the closest
+ * known key; DeepSpeed keys ztier does not use are logged at info; invalid values return
+ * ZT_ERR_CONFIG with a message naming the path, the value and what is allowed. DeepSpeed's
+ * "auto" keeps the value in *cfg where ztier has a default for it, and is an error elsewhere.
  * `origin` names the source in messages (a file path or "config text"). */
 zt_status zt_config_parse(zt_config *cfg, const char *json_text, const char *origin,
                           zt_error *err);
@@ -101,10 +103,17 @@ zt_status zt_config_parse(zt_config *cfg, const char *json_text, const char *ori
 zt_status zt_config_load_file(zt_config *cfg, const char *path, zt_error *err);
 
 /* Applies environment overrides: ZT_LOG (log level), ZT_HBM_CAPACITY (bytes, K/M/G),
- * ZT_NVME_PATH (replaces both offload nvme paths), ZT_IO_ENGINE, ZT_ADAM_VARIANT. */
+ * ZT_NVME_PATH (replaces both offload nvme paths; several folders separated by ':'),
+ * ZT_IO_ENGINE, ZT_ADAM_VARIANT. An invalid value is ZT_ERR_CONFIG naming the variable. */
 zt_status zt_config_apply_env(zt_config *cfg, zt_error *err);
 
-/* Checks cross-field rules after parsing (e.g. nvme device without a path). */
+/* Checks the final struct: every field against the key table's range (for structs edited by
+ * the caller or the environment), and cross-field rules (stage 3, at most one of fp16/bf16,
+ * an nvme device needs a path, backend combinations). Synchronous; touches nothing. */
 zt_status zt_config_validate(const zt_config *cfg, zt_error *err);
+
+/* Parses a byte count: "1048576", "512K", "2G", "1.5GiB", "4GB" (K/M/G/T are powers of
+ * 1024). Returns 0 and sets *out, or -1 (leaving *out alone) when s is not such a count. */
+int zt_config_parse_bytes(const char *s, int64_t *out);
 
 #endif

@@ -1,10 +1,13 @@
-/* The configuration key table shared by the parser (config.c). */
+/* The configuration key table shared by the parser and the validator (config.c). */
 #ifndef ZT_RUNTIME_CONFIG_SCHEMA_H
 #define ZT_RUNTIME_CONFIG_SCHEMA_H
 
 #include "runtime/config.h"
 
 #include <stddef.h>
+
+/* Upper bound of keys that have none (fits int64_t and float). */
+#define ZT_KEY_NO_MAX 9.2e18
 
 typedef enum zt_key_kind {
     ZT_KEY_INT,      /* int field, integral JSON number (5e8 accepted when integral) */
@@ -17,19 +20,22 @@ typedef enum zt_key_kind {
     ZT_KEY_PATH,     /* char[ZT_PATH_MAX] field */
     ZT_KEY_PATHS,    /* nvme_path: a string or a list of strings (zt_offload_config) */
     ZT_KEY_BETAS,    /* [beta1, beta2], both in [0, 1) */
-    ZT_KEY_IGNORED   /* a DeepSpeed key (or subtree) ztier does not use */
+    ZT_KEY_IGNORED   /* a DeepSpeed key (or whole subtree) ztier knowingly does not use */
 } zt_key_kind;
 
 typedef struct zt_config_key {
-    const char *path;
+    const char *path;          /* full dotted JSON path */
     zt_key_kind kind;
-    size_t offset;
-    double min, max;
-    const char *const *values; /* ENUM / ENUM_STR, NULL-terminated */
+    size_t offset;             /* of the field in zt_config */
+    double min, max;           /* numeric kinds: inclusive range */
+    const char *const *values; /* ENUM / ENUM_STR: NULL-terminated, shown as written here */
     int auto_ok;               /* DeepSpeed's "auto" means: keep ztier's default */
+    int multiple;              /* numeric kinds: the value must be a multiple of this (0: any) */
 } zt_config_key;
 
-extern const zt_config_key zt_config_keys[];   /* terminated by a NULL path */
-extern const char *const zt_config_objects[]; /* NULL-terminated */
+/* Terminated by a NULL path. A canonical key comes before its aliases (same offset). */
+extern const zt_config_key zt_config_keys[];
+/* Objects whose members are looked up in the table; NULL-terminated. */
+extern const char *const zt_config_objects[];
 
 #endif

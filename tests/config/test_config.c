@@ -1,19 +1,25 @@
-/* Configuration: real DeepSpeed ZeRO-3 configs load as they are; unknown keys warn with
- * their full path and the closest known key; every invalid value is an error naming the
- * JSON path, the value and what is allowed; environment overrides are checked too. */
+/* Configuration: real DeepSpeed ZeRO-3 configs load as they are; DeepSpeed keys ztier does not
+ * use are logged at info; unknown keys warn with their full path and the closest known key;
+ * every invalid value is ZT_ERR_CONFIG naming the JSON path, the value and what is allowed;
+ * environment overrides and the final validation are checked the same way. */
 #include "runtime/config.h"
 #include "runtime/log.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
-static char logbuf[8192];
+#ifndef ZT_TEST_DATA
+#define ZT_TEST_DATA "tests/config/data"
+#endif
+
+static char logbuf[16384];
 
 static void capture(void *user, int level, const char *msg)
 {
@@ -22,13 +28,24 @@ static void capture(void *user, int level, const char *msg)
     strcat(logbuf, "\n");
 }
 
+static const char *const env_vars[] = {"ZT_LOG", "ZT_HBM_CAPACITY", "ZT_NVME_PATH",
+                                       "ZT_IO_ENGINE", "ZT_ADAM_VARIANT", NULL};
+
 static int setup(void **state)
 {
     (void)state;
     logbuf[0] = '\0';
-    zt_log_configure(ZT_LOG_INFO, capture, NULL);
-    unsetenv("ZT_LOG"), unsetenv("ZT_HBM_CAPACITY"), unsetenv("ZT_NVME_PATH");
-    unsetenv("ZT_IO_ENGINE"), unsetenv("ZT_ADAM_VARIANT");
+    zt_log_configure(ZT_LOG_DEBUG, capture, NULL);
+    for (int i = 0; env_vars[i]; i++)
+        unsetenv(env_vars[i]);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    for (int i = 0; env_vars[i]; i++)
+        unsetenv(env_vars[i]);
     return 0;
 }
 
@@ -39,185 +56,465 @@ static zt_status parse(const char *json, zt_config *cfg, zt_error *err)
     return zt_config_parse(cfg, json, "test", err);
 }
 
-static void expect_error(const char *json, const char *fragment1, const char *fragment2)
+static void parse_ok(const char *json, zt_config *cfg)
 {
-    zt_config cfg;
     zt_error err;
-    assert_int_equal(parse(json, &cfg, &err), ZT_ERR_CONFIG);
-    if (!strstr(err.msg, fragment1) || (fragment2 && !strstr(err.msg, fragment2)))
-        fail_msg("message '%s' lacks '%s' / '%s'", err.msg, fragment1, fragment2 ? fragment2 : "");
+    if (parse(json, cfg, &err) != ZT_OK)
+        fail_msg("'%s' was rejected: %s", json, err.msg);
 }
 
-static void test_defaults(void **state)
+/* The message must contain every fragment (NULL-terminated list). */
+static void assert_msg_has(const char *msg, const char *const *fragments)
+{
+    for (int i = 0; fragments[i]; i++)
+        if (!strstr(msg, fragments[i]))
+            fail_msg("message '%s' lacks '%s'", msg, fragments[i]);
+}
+
+#define expect_error(json, ...)                                                                \
+    do {                                                                                       \
+        zt_config cfg_;                                                                        \
+        zt_error err_;                                                                         \
+        assert_int_equal(parse((json), &cfg_, &err_), ZT_ERR_CONFIG);                          \
+        assert_int_equal(err_.status, ZT_ERR_CONFIG);                                          \
+        assert_msg_has(err_.msg, (const char *const[]){__VA_ARGS__, NULL});                    \
+    } while (0)
+
+static void assert_log_has(const char *fragment)
+{
+    if (!strstr(logbuf, fragment))
+        fail_msg("log lacks '%s'; log:\n%s", fragment, logbuf);
+}
+
+/* ---- defaults and real configs ---- */
+
+static void test_defaults_are_the_documented_values(void **state)
 {
     (void)state;
     zt_config c;
     zt_error err;
-    assert_int_equal(parse("{}", &c, &err), ZT_OK);
+    zt_config_defaults(&c);
     assert_int_equal(c.stage, 3);
     assert_int_equal(c.offload_param.device, ZT_TIER_DEVICE);
-    assert_int_equal(c.aio_block_size, 1 << 20);
-    assert_int_equal(c.aio_queue_depth, 32);
+    assert_int_equal(c.offload_optimizer.device, ZT_TIER_DEVICE);
+    assert_int_equal(c.offload_param.pin_memory, 1);
+    assert_int_equal(c.offload_param.buffer_count, 4);
+    assert_int_equal(c.offload_optimizer.buffer_size, 100000000);
+    assert_int_equal(c.offload_param.max_in_cpu, 1000000000);
     assert_int_equal(c.stage3_prefetch_bucket_size, 50000000);
-    assert_string_equal(c.device_backend, "host");
-    assert_int_equal(c.hbm_capacity, (int64_t)8 << 30);
-    assert_int_equal(zt_config_validate(&c, &err), ZT_OK);
-}
-
-static void test_deepspeed_nvme_config_loads(void **state)
-{
-    (void)state;
-    zt_config c;
-    zt_error err;
-    zt_config_defaults(&c);
-    assert_int_equal(zt_config_load_file(&c, ZT_TEST_DATA "/ds_zero3_nvme.json", &err), ZT_OK);
-    assert_int_equal(c.offload_param.device, ZT_TIER_NVME);
-    assert_string_equal(c.offload_param.nvme_path[0], "/local_nvme");
-    assert_int_equal(c.offload_optimizer.n_nvme_paths, 2);
-    assert_string_equal(c.offload_optimizer.nvme_path[1], "/local_nvme1");
-    assert_int_equal(c.offload_param.buffer_count, 5);
-    assert_int_equal(c.sub_group_size, 100000000);
+    assert_int_equal(c.stage3_max_live_parameters, 1000000000);
+    assert_int_equal(c.stage3_max_reuse_distance, 1000000000);
+    assert_int_equal(c.stage3_param_persistence_threshold, 100000);
     assert_int_equal(c.reduce_bucket_size, 500000000);
-    assert_int_equal(c.gradient_accumulation_steps, 8);
-    assert_int_equal(c.aio_queue_depth, 16);
-    assert_int_equal(c.aio_intra_op_parallelism, 2);
-    assert_int_equal(c.bf16, 1);
+    assert_int_equal(c.sub_group_size, 1000000000);
+    assert_int_equal(c.zero_hpz_partition_size, 1);
+    assert_int_equal(c.aio_block_size, 1048576);
+    assert_int_equal(c.aio_queue_depth, 32);
+    assert_int_equal(c.aio_intra_op_parallelism, 1);
+    assert_int_equal(c.aio_single_submit, 0);
+    assert_int_equal(c.aio_overlap_events, 1);
     assert_int_equal(c.optimizer, ZT_OPT_ADAMW);
-    assert_float_equal(c.beta2, 0.95f, 1e-7f);
-    assert_float_equal(c.weight_decay, 0.1f, 1e-7f);
-    assert_float_equal(c.gradient_clipping, 1.0f, 0.0f);
+    assert_float_equal(c.lr, 1e-3f, 0);
+    assert_float_equal(c.beta1, 0.9f, 0);
+    assert_float_equal(c.beta2, 0.999f, 0);
+    assert_float_equal(c.eps, 1e-8f, 0);
+    assert_float_equal(c.weight_decay, 0.01f, 0);
+    assert_int_equal(c.gradient_accumulation_steps, 1);
+    assert_float_equal(c.gradient_clipping, 0, 0);
+    assert_float_equal(c.fp16_loss_scale, 0, 0);
+    assert_int_equal(c.fp16_initial_scale_power, 16);
+    assert_int_equal(c.fp16_loss_scale_window, 1000);
+    assert_int_equal(c.fp16_hysteresis, 2);
+    assert_float_equal(c.fp16_min_loss_scale, 1, 0);
+    assert_string_equal(c.device_backend, "host");
+    assert_string_equal(c.comm_backend, "auto");
+    assert_int_equal(c.hbm_capacity, (int64_t)8 << 30);
+    assert_int_equal(c.host_capacity, 0);
+    assert_int_equal(c.io_engine, ZT_IO_ENGINE_AUTO);
+    assert_string_equal(c.adam_variant, "auto");
+    assert_int_equal(c.ranks_per_node, 0);
+    assert_string_equal(c.trace_path, "");
+    assert_int_equal(c.log_level, -1);
     assert_int_equal(zt_config_validate(&c, &err), ZT_OK);
-    assert_non_null(strstr(logbuf, "scheduler: a DeepSpeed setting ztier does not use"));
-    assert_null(strstr(logbuf, "unknown key"));
 }
 
-static void test_huggingface_auto_config_loads(void **state)
+static void test_empty_object_keeps_defaults(void **state)
+{
+    (void)state;
+    zt_config c, d;
+    parse_ok("{}", &c);
+    zt_config_defaults(&d);
+    assert_memory_equal(&c, &d, sizeof c);
+    assert_string_equal(logbuf, "");
+}
+
+static void test_hf_zero3_nvme_config_loads(void **state)
 {
     (void)state;
     zt_config c;
     zt_error err;
     zt_config_defaults(&c);
-    assert_int_equal(zt_config_load_file(&c, ZT_TEST_DATA "/ds_zero3_cpu_hf.json", &err), ZT_OK);
+    if (zt_config_load_file(&c, ZT_TEST_DATA "/ds_zero3_nvme.json", &err) != ZT_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(c.offload_param.device, ZT_TIER_NVME);
+    assert_int_equal(c.offload_optimizer.device, ZT_TIER_NVME);
+    assert_int_equal(c.offload_param.n_nvme_paths, 1);
+    assert_string_equal(c.offload_param.nvme_path[0], "/local_nvme");
+    assert_string_equal(c.offload_optimizer.nvme_path[0], "/local_nvme");
+    assert_int_equal(c.offload_param.buffer_count, 5);
+    assert_int_equal(c.offload_param.buffer_size, 100000000);
+    assert_int_equal(c.offload_optimizer.buffer_count, 4);
+    assert_int_equal(c.reduce_bucket_size, 10000000);
+    assert_int_equal(c.stage3_prefetch_bucket_size, 10000000);
+    assert_int_equal(c.stage3_param_persistence_threshold, 100000); /* "auto" */
+    assert_int_equal(c.aio_block_size, 262144);
+    assert_int_equal(c.aio_queue_depth, 16);
+    assert_int_equal(c.aio_intra_op_parallelism, 2); /* thread_count, the older name */
+    assert_int_equal(c.fp16, 0);                     /* "auto" */
+    assert_int_equal(c.gradient_accumulation_steps, 1);
+    assert_float_equal(c.gradient_clipping, 1.0f, 0);
+    assert_int_equal(c.optimizer, ZT_OPT_ADAMW);
+    assert_float_equal(c.lr, 1e-3f, 0);
+    assert_float_equal(c.weight_decay, 0.01f, 0);
+    assert_int_equal(zt_config_validate(&c, &err), ZT_OK);
+    assert_log_has("ztier info [config] scheduler: not used by ztier");
+    assert_log_has("train_batch_size: not used by ztier");
+    assert_log_has("zero_optimization.stage3_gather_16bit_weights_on_model_save: not used");
+    assert_log_has("optimizer.params.lr = \"auto\": using ztier's default");
+    assert_null(strstr(logbuf, "warn"));
+}
+
+static void test_striped_nvme_bf16_config_loads(void **state)
+{
+    (void)state;
+    zt_config c;
+    zt_error err;
+    zt_config_defaults(&c);
+    if (zt_config_load_file(&c, ZT_TEST_DATA "/ds_zero3_nvme_striped.json", &err) != ZT_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(c.offload_optimizer.n_nvme_paths, 2);
+    assert_string_equal(c.offload_optimizer.nvme_path[0], "/local_nvme0");
+    assert_string_equal(c.offload_optimizer.nvme_path[1], "/local_nvme1");
+    assert_int_equal(c.sub_group_size, 100000000);
+    assert_int_equal(c.gradient_accumulation_steps, 8);
+    assert_int_equal(c.bf16, 1);
+    assert_float_equal(c.lr, 3e-4f, 0);
+    assert_float_equal(c.beta2, 0.95f, 0);
+    assert_float_equal(c.weight_decay, 0.1f, 0);
+    assert_int_equal(zt_config_validate(&c, &err), ZT_OK);
+    assert_log_has("activation_checkpointing: not used by ztier");
+    assert_null(strstr(logbuf, "warn"));
+}
+
+static void test_hf_zero3_cpu_config_loads(void **state)
+{
+    (void)state;
+    zt_config c;
+    zt_error err;
+    zt_config_defaults(&c);
+    if (zt_config_load_file(&c, ZT_TEST_DATA "/ds_zero3_cpu_hf.json", &err) != ZT_OK)
+        fail_msg("%s", err.msg);
     assert_int_equal(c.offload_param.device, ZT_TIER_HOST);
     assert_int_equal(c.offload_optimizer.device, ZT_TIER_HOST);
-    assert_int_equal(c.fp16, 0); /* "auto" keeps the default */
+    assert_int_equal(c.offload_param.n_nvme_paths, 0);
+    assert_int_equal(c.fp16, 0);
     assert_int_equal(c.stage3_prefetch_bucket_size, 50000000);
-    assert_int_equal(c.gradient_accumulation_steps, 1);
-    assert_non_null(strstr(logbuf, "optimizer.params.lr = \"auto\""));
+    assert_int_equal(c.reduce_bucket_size, 500000000);
+    assert_float_equal(c.gradient_clipping, 0, 0);
+    assert_float_equal(c.beta2, 0.999f, 0);
+    assert_int_equal(zt_config_validate(&c, &err), ZT_OK);
+    assert_null(strstr(logbuf, "warn"));
 }
 
-static void test_unknown_key_warns_with_suggestion(void **state)
+static void test_ignored_keys_are_silent_at_warn_level(void **state)
+{
+    (void)state;
+    zt_config c;
+    zt_log_configure(ZT_LOG_WARN, capture, NULL);
+    parse_ok("{\"train_batch_size\": 32, \"scheduler\": {\"type\": \"WarmupLR\"},"
+             " \"zero_optimization\": {\"round_robin_gradients\": true},"
+             " \"aio\": {\"use_gds\": false}, \"optimizer\": {\"params\": {\"torch_adam\": true}}}",
+             &c);
+    assert_string_equal(logbuf, "");
+}
+
+static void test_pydantic_field_names_are_aliases(void **state)
+{
+    (void)state;
+    zt_config c;
+    parse_ok("{\"zero_optimization\": {\"prefetch_bucket_size\": 123, \"max_live_parameters\": 4,"
+             " \"max_reuse_distance\": 5, \"param_persistence_threshold\": 6}}",
+             &c);
+    assert_int_equal(c.stage3_prefetch_bucket_size, 123);
+    assert_int_equal(c.stage3_max_live_parameters, 4);
+    assert_int_equal(c.stage3_max_reuse_distance, 5);
+    assert_int_equal(c.stage3_param_persistence_threshold, 6);
+}
+
+static void test_ztier_object_values_land(void **state)
+{
+    (void)state;
+    zt_config c;
+    parse_ok("{\"ztier\": {\"device_backend\": \"CUDA\", \"comm_backend\": \"nccl\","
+             " \"hbm_capacity\": \"2G\", \"host_capacity\": 1073741824, \"io_engine\": \"threads\","
+             " \"verify_checksums\": true, \"allow_buffered_io\": 1, \"optimizer_threads\": 6,"
+             " \"adam_variant\": \"avx2\", \"ranks_per_node\": 4, \"trace_path\": \"/tmp/t.json\","
+             " \"log_level\": \"debug\"}}",
+             &c);
+    assert_string_equal(c.device_backend, "cuda");
+    assert_string_equal(c.comm_backend, "nccl");
+    assert_int_equal(c.hbm_capacity, (int64_t)2 << 30);
+    assert_int_equal(c.host_capacity, (int64_t)1 << 30);
+    assert_int_equal(c.io_engine, ZT_IO_ENGINE_THREADS);
+    assert_int_equal(c.verify_checksums, 1);
+    assert_int_equal(c.allow_buffered_io, 1);
+    assert_int_equal(c.optimizer_threads, 6);
+    assert_string_equal(c.adam_variant, "avx2");
+    assert_int_equal(c.ranks_per_node, 4);
+    assert_string_equal(c.trace_path, "/tmp/t.json");
+    assert_int_equal(c.log_level, ZT_LOG_DEBUG);
+}
+
+/* ---- unknown keys ---- */
+
+static void test_unknown_key_warns_with_full_path_and_suggestion(void **state)
+{
+    (void)state;
+    zt_config c;
+    parse_ok("{\"zero_optimization\": {\"stage3_prefetch_bucketsize\": 5,"
+             " \"offload_param\": {\"devise\": \"cpu\"}}, \"frobnicate\": 1}",
+             &c);
+    assert_log_has("ztier warn [config] unknown key 'zero_optimization.stage3_prefetch_bucketsize'"
+                   " ignored; did you mean 'zero_optimization.stage3_prefetch_bucket_size'?");
+    assert_log_has("unknown key 'zero_optimization.offload_param.devise' ignored; did you mean "
+                   "'zero_optimization.offload_param.device'?");
+    assert_log_has("unknown key 'frobnicate' ignored\n");
+    assert_int_equal(c.stage3_prefetch_bucket_size, 50000000); /* untouched */
+    assert_int_equal(c.offload_param.device, ZT_TIER_DEVICE);
+}
+
+static void test_misspelt_object_and_misplaced_key_get_suggestions(void **state)
+{
+    (void)state;
+    zt_config c;
+    parse_ok("{\"zero_optimisation\": {\"stage\": 3}, \"offload_param\": {\"device\": \"cpu\"},"
+             " \"zero_optimization.stage\": 3, \"stage\": 3}",
+             &c);
+    assert_log_has("unknown key 'zero_optimisation' ignored; did you mean 'zero_optimization'?");
+    assert_log_has("unknown key 'offload_param' ignored; did you mean "
+                   "'zero_optimization.offload_param'?");
+    assert_log_has("unknown key 'stage' ignored; did you mean 'zero_optimization.stage'?");
+    assert_log_has("unknown key 'zero_optimization.stage' ignored; write dotted paths as nested");
+}
+
+/* ---- invalid values ---- */
+
+static void test_negative_size_is_error_with_exact_message(void **state)
 {
     (void)state;
     zt_config c;
     zt_error err;
-    assert_int_equal(parse("{\"zero_optimization\": {\"stage3_prefetch_bucketsize\": 5,"
-                           " \"offload_param\": {\"devise\": \"cpu\"}}, \"frobnicate\": 1}",
-                           &c, &err),
-                     ZT_OK);
-    assert_non_null(strstr(logbuf, "unknown key 'zero_optimization.stage3_prefetch_bucketsize' "
-                                   "ignored; did you mean "
-                                   "'zero_optimization.stage3_prefetch_bucket_size'?"));
-    assert_non_null(strstr(logbuf, "'zero_optimization.offload_param.devise'"));
-    assert_non_null(strstr(logbuf, "unknown key 'frobnicate' ignored\n"));
+    assert_int_equal(parse("{\"zero_optimization\": {\"stage3_prefetch_bucket_size\": -5}}", &c,
+                           &err),
+                     ZT_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "test: zero_optimization.stage3_prefetch_bucket_size = -5: "
+                                    "must be an integer >= 0"));
+    expect_error("{\"zero_optimization\": {\"offload_param\": {\"max_in_cpu\": -1}}}",
+                 "zero_optimization.offload_param.max_in_cpu = -1", ">= 0");
+    expect_error("{\"ztier\": {\"host_capacity\": \"-1G\"}}", "ztier.host_capacity = \"-1G\"");
 }
 
-static void test_invalid_values_name_path_value_and_range(void **state)
+static void test_wrong_json_type_is_error(void **state)
 {
     (void)state;
-    expect_error("{\"zero_optimization\": {\"stage3_prefetch_bucket_size\": -5}}",
-                 "zero_optimization.stage3_prefetch_bucket_size = -5", "integer in [0");
     expect_error("{\"zero_optimization\": {\"stage\": \"three\"}}",
-                 "zero_optimization.stage = \"three\"", "must be an integer");
-    expect_error("{\"zero_optimization\": {\"stage\": 2}}", "zero_optimization.stage = 2",
-                 "stage 3 only");
+                 "zero_optimization.stage = \"three\"", "must be an integer in [0, 3]");
+    expect_error("{\"bf16\": {\"enabled\": \"yes\"}}", "bf16.enabled = \"yes\"",
+                 "must be true or false");
+    expect_error("{\"zero_optimization\": {\"sub_group_size\": [1]}}",
+                 "zero_optimization.sub_group_size = [1]", "an integer");
+    expect_error("{\"optimizer\": {\"params\": {\"lr\": \"0.1\"}}}",
+                 "optimizer.params.lr = \"0.1\"", "a number");
+    expect_error("{\"optimizer\": {\"params\": {\"betas\": 0.9}}}", "optimizer.params.betas = 0.9",
+                 "[beta1, beta2]");
+    expect_error("{\"ztier\": {\"trace_path\": 5}}", "ztier.trace_path = 5", "path string");
+    expect_error("{\"zero_optimization\": 3}", "zero_optimization = 3", "must be an object");
+    expect_error("{\"zero_optimization\": {\"offload_param\": \"cpu\"}}",
+                 "zero_optimization.offload_param = \"cpu\"", "must be an object");
+    expect_error("{\"aio\": {\"single_submit\": null}}", "aio.single_submit = null");
+    expect_error("[1, 2]", "test: the configuration must be a JSON object");
+}
+
+static void test_out_of_range_is_error(void **state)
+{
+    (void)state;
+    expect_error("{\"aio\": {\"queue_depth\": 0}}", "test: aio.queue_depth = 0",
+                 "must be an integer in [1, 4096]");
+    expect_error("{\"aio\": {\"block_size\": 1000000}}", "aio.block_size = 1000000",
+                 "multiple of 4096");
+    expect_error("{\"zero_optimization\": {\"zero_hpz_partition_size\": 0}}",
+                 "zero_optimization.zero_hpz_partition_size = 0");
+    expect_error("{\"zero_optimization\": {\"reduce_bucket_size\": 0}}",
+                 "zero_optimization.reduce_bucket_size = 0", ">= 1");
+    expect_error("{\"optimizer\": {\"params\": {\"betas\": [0.9, 1.0]}}}",
+                 "optimizer.params.betas = [0.9, 1.0]", "each a number in [0, 1)");
+    expect_error("{\"optimizer\": {\"params\": {\"eps\": -1e-8}}}", "optimizer.params.eps");
+    expect_error("{\"gradient_accumulation_steps\": 0}", "gradient_accumulation_steps = 0");
+    expect_error("{\"ztier\": {\"hbm_capacity\": \"512K\"}}", "ztier.hbm_capacity = \"512K\"",
+                 ">= 1048576");
+    expect_error("{\"zero_optimization\": {\"offload_param\": {\"pin_memory\": 2}}}",
+                 "zero_optimization.offload_param.pin_memory = 2", "true or false");
+}
+
+static void test_unknown_enum_string_is_error(void **state)
+{
+    (void)state;
     expect_error("{\"zero_optimization\": {\"offload_param\": {\"device\": \"gpu\"}}}",
                  "zero_optimization.offload_param.device = \"gpu\"",
-                 "one of \"none\", \"cpu\", \"nvme\"");
-    expect_error("{\"aio\": {\"queue_depth\": 0}}", "aio.queue_depth = 0", "[1, 4096]");
-    expect_error("{\"aio\": {\"block_size\": 1.5}}", "aio.block_size = 1.5", "integer");
-    expect_error("{\"zero_optimization\": {\"sub_group_size\": [1]}}",
-                 "zero_optimization.sub_group_size = [1]", NULL);
-    expect_error("{\"aio\": {\"queue_depth\": \"auto\"}}", "aio.queue_depth = \"auto\"",
-                 "cannot honour \"auto\"");
-    expect_error("{\"bf16\": {\"enabled\": true}, \"fp16\": {\"enabled\": true}}",
-                 "bf16.enabled and fp16.enabled", NULL);
-    expect_error("{\"optimizer\": {\"type\": \"SGD\"}}", "optimizer.type = \"SGD\"", "adamw");
-    expect_error("{\"optimizer\": {\"params\": {\"betas\": [0.9]}}}", "optimizer.params.betas",
-                 "[beta1, beta2]");
-    expect_error("{\"ztier\": {\"hbm_capacity\": \"lots\"}}", "ztier.hbm_capacity = \"lots\"",
-                 "\"2G\"");
+                 "must be one of \"none\", \"cpu\", \"nvme\"");
+    expect_error("{\"optimizer\": {\"type\": \"SGD\"}}", "optimizer.type = \"SGD\"",
+                 "\"AdamW\", \"Adam\"");
     expect_error("{\"ztier\": {\"device_backend\": \"tpu\"}}", "ztier.device_backend = \"tpu\"",
-                 NULL);
-    expect_error("{\"bf16\": {\"enabled\": \"yes\"}}", "bf16.enabled = \"yes\"", "true or false");
-    expect_error("{\"zero_optimization\": 3}", "zero_optimization = 3", "must be an object");
-    expect_error("[1, 2]", "must be a JSON object", NULL);
-    expect_error("{\n  \"aio\": {\n    \"queue_depth\": 4,,\n  }\n}", "syntax error at line 3",
-                 NULL);
+                 "\"host\", \"cuda\"");
+    expect_error("{\"ztier\": {\"comm_backend\": \"gloo\"}}", "ztier.comm_backend = \"gloo\"");
+    expect_error("{\"ztier\": {\"io_engine\": \"aio\"}}", "ztier.io_engine = \"aio\"",
+                 "\"io_uring\"");
+    expect_error("{\"ztier\": {\"adam_variant\": \"neon\"}}", "ztier.adam_variant = \"neon\"");
+    expect_error("{\"ztier\": {\"log_level\": \"loud\"}}", "ztier.log_level = \"loud\"");
 }
 
-static void test_sizes_and_paths(void **state)
+static void test_enum_strings_are_case_insensitive(void **state)
 {
     (void)state;
     zt_config c;
-    zt_error err;
-    assert_int_equal(parse("{\"ztier\": {\"hbm_capacity\": \"2G\", \"host_capacity\": 1048576},"
-                           " \"zero_optimization\": {\"reduce_bucket_size\": 5e8}}",
-                           &c, &err),
-                     ZT_OK);
-    assert_int_equal(c.hbm_capacity, (int64_t)2 << 30);
-    assert_int_equal(c.host_capacity, 1048576);
-    assert_int_equal(c.reduce_bucket_size, 500000000);
-    assert_int_equal(parse("{\"zero_optimization\": {\"offload_optimizer\": {\"device\": "
-                           "\"nvme\"}}}", &c, &err),
-                     ZT_OK);
-    assert_int_equal(zt_config_validate(&c, &err), ZT_ERR_CONFIG);
-    assert_non_null(strstr(err.msg, "zero_optimization.offload_optimizer.nvme_path is not set"));
-}
-
-static void test_adam_mode_and_weight_decay_defaults(void **state)
-{
-    (void)state;
-    zt_config c;
-    zt_error err;
-    assert_int_equal(parse("{\"optimizer\": {\"type\": \"Adam\", \"params\": {\"adam_w_mode\": "
-                           "false}}}", &c, &err),
-                     ZT_OK);
-    assert_int_equal(c.optimizer, ZT_OPT_ADAM);
-    assert_float_equal(c.weight_decay, 0.0f, 0.0f);
-    assert_int_equal(parse("{\"optimizer\": {\"type\": \"Adam\"}}", &c, &err), ZT_OK);
+    parse_ok("{\"optimizer\": {\"type\": \"adamw\"}, \"zero_optimization\": {\"offload_param\":"
+             " {\"device\": \"CPU\"}}}",
+             &c);
     assert_int_equal(c.optimizer, ZT_OPT_ADAMW);
+    assert_int_equal(c.offload_param.device, ZT_TIER_HOST);
 }
 
-static void test_environment_overrides(void **state)
+static void test_auto_where_not_allowed_is_error(void **state)
 {
     (void)state;
+    expect_error("{\"aio\": {\"queue_depth\": \"auto\"}}", "aio.queue_depth = \"auto\"",
+                 "ztier cannot honour \"auto\" here", "integer in [1, 4096]");
+    expect_error("{\"zero_optimization\": {\"stage\": \"auto\"}}",
+                 "zero_optimization.stage = \"auto\"", "cannot honour \"auto\"");
+    expect_error("{\"zero_optimization\": {\"offload_param\": {\"device\": \"auto\"}}}",
+                 "zero_optimization.offload_param.device = \"auto\"", "\"none\", \"cpu\"");
+    expect_error("{\"ztier\": {\"hbm_capacity\": \"auto\"}}", "ztier.hbm_capacity = \"auto\"",
+                 "cannot honour");
+}
+
+static void test_auto_where_allowed_keeps_defaults(void **state)
+{
+    (void)state;
+    zt_config c, d;
+    parse_ok("{\"zero_optimization\": {\"stage3_prefetch_bucket_size\": \"auto\","
+             " \"stage3_param_persistence_threshold\": \"auto\", \"stage3_max_live_parameters\":"
+             " \"auto\", \"stage3_max_reuse_distance\": \"auto\", \"reduce_bucket_size\": \"auto\","
+             " \"sub_group_size\": \"auto\"}, \"gradient_accumulation_steps\": \"auto\","
+             " \"gradient_clipping\": \"auto\", \"bf16\": {\"enabled\": \"auto\"},"
+             " \"fp16\": {\"enabled\": \"auto\"}, \"optimizer\": {\"params\": {\"lr\": \"auto\","
+             " \"betas\": \"auto\", \"eps\": \"auto\", \"weight_decay\": \"auto\"}},"
+             " \"ztier\": {\"comm_backend\": \"auto\", \"io_engine\": \"auto\"}}",
+             &c);
+    zt_config_defaults(&d);
+    assert_memory_equal(&c, &d, sizeof c);
+    assert_log_has("zero_optimization.sub_group_size = \"auto\": using ztier's default");
+    assert_log_has("gradient_clipping = \"auto\"");
+}
+
+static void test_integers_accept_integral_scientific_notation(void **state)
+{
+    (void)state;
+    zt_config c;
+    parse_ok("{\"zero_optimization\": {\"reduce_bucket_size\": 5e8, \"stage\": 3.0,"
+             " \"offload_param\": {\"max_in_cpu\": 9007199254740993}}, \"aio\": {\"queue_depth\":"
+             " 6.4e1}}",
+             &c);
+    assert_int_equal(c.reduce_bucket_size, 500000000);
+    assert_int_equal(c.aio_queue_depth, 64);
+    assert_int_equal(c.offload_param.max_in_cpu, INT64_C(9007199254740993)); /* > 2^53, exact */
+    expect_error("{\"aio\": {\"block_size\": 1.5}}", "aio.block_size = 1.5", "an integer");
+    expect_error("{\"zero_optimization\": {\"reduce_bucket_size\": 2.5e-1}}",
+                 "zero_optimization.reduce_bucket_size = 0.25");
+}
+
+static void test_booleans_accept_0_and_1(void **state)
+{
+    (void)state;
+    zt_config c;
+    parse_ok("{\"zero_optimization\": {\"overlap_comm\": 0, \"zero_quantized_weights\": 1,"
+             " \"zero_quantized_gradients\": true}, \"aio\": {\"overlap_events\": false}}",
+             &c);
+    assert_int_equal(c.overlap_comm, 0);
+    assert_int_equal(c.zero_quantized_weights, 1);
+    assert_int_equal(c.zero_quantized_gradients, 1);
+    assert_int_equal(c.aio_overlap_events, 0);
+    expect_error("{\"zero_optimization\": {\"overlap_comm\": 1.0}}",
+                 "zero_optimization.overlap_comm = 1.0", "true or false");
+}
+
+static void test_stage_other_than_3_is_error(void **state)
+{
+    (void)state;
+    for (int s = 0; s < 3; s++) {
+        char json[64];
+        snprintf(json, sizeof json, "{\"zero_optimization\": {\"stage\": %d}}", s);
+        zt_config c;
+        zt_error err;
+        assert_int_equal(parse(json, &c, &err), ZT_ERR_CONFIG);
+        char want[64];
+        snprintf(want, sizeof want, "test: zero_optimization.stage = %d", s);
+        assert_msg_has(err.msg, (const char *const[]){want, "ZeRO stage 3 only", NULL});
+    }
+    expect_error("{\"zero_optimization\": {\"stage\": 4}}", "zero_optimization.stage = 4",
+                 "[0, 3]");
+    zt_config c;
+    parse_ok("{\"zero_optimization\": {\"overlap_comm\": true}}", &c);
+    assert_int_equal(c.stage, 3); /* absent means 3 */
+}
+
+static void test_fp16_and_bf16_together_is_error(void **state)
+{
+    (void)state;
+    expect_error("{\"bf16\": {\"enabled\": true}, \"fp16\": {\"enabled\": true}}",
+                 "test: bf16.enabled and fp16.enabled are both true", "at most one");
+    zt_config c;
+    parse_ok("{\"bf16\": {\"enabled\": true}, \"fp16\": {\"enabled\": false}}", &c);
+    assert_int_equal(c.bf16, 1);
+    assert_int_equal(c.fp16, 0);
+}
+
+static void test_syntax_error_reports_line_and_column(void **state)
+{
+    (void)state;
+    expect_error("{\n  \"aio\": {\n    \"queue_depth\": 4,,\n  }\n}",
+                 "test: JSON syntax error at line 3, column");
+    expect_error("", "JSON syntax error at line");
+}
+
+static void test_syntax_error_in_file_names_the_file(void **state)
+{
+    (void)state;
+    const char *dir = getenv("ZT_TEST_TMPDIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/test_config_bad.json", dir && *dir ? dir : "/tmp");
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\n  \"zero_optimization\": {\n    \"stage\": 3\n  \n}\n", f);
+    fclose(f);
     zt_config c;
     zt_error err;
     zt_config_defaults(&c);
-    setenv("ZT_HBM_CAPACITY", "512M", 1);
-    setenv("ZT_NVME_PATH", "/tmp/swap", 1);
-    setenv("ZT_IO_ENGINE", "threads", 1);
-    assert_int_equal(zt_config_apply_env(&c, &err), ZT_OK);
-    assert_int_equal(c.hbm_capacity, (int64_t)512 << 20);
-    assert_string_equal(c.offload_optimizer.nvme_path[0], "/tmp/swap");
-    assert_int_equal(c.io_engine, ZT_IO_ENGINE_THREADS);
-    setenv("ZT_IO_ENGINE", "floppy", 1);
-    assert_int_equal(zt_config_apply_env(&c, &err), ZT_ERR_CONFIG);
-    assert_non_null(strstr(err.msg, "ZT_IO_ENGINE"));
-    unsetenv("ZT_IO_ENGINE");
-    setenv("ZT_LOG", "chatty", 1);
-    assert_int_equal(zt_config_apply_env(&c, &err), ZT_ERR_CONFIG);
-    assert_non_null(strstr(err.msg, "ZT_LOG = \"chatty\""));
-    unsetenv("ZT_LOG");
-    setenv("ZT_HBM_CAPACITY", "12", 1);
-    assert_int_equal(zt_config_apply_env(&c, &err), ZT_ERR_CONFIG);
-    assert_non_null(strstr(err.msg, "ZT_HBM_CAPACITY"));
-    unsetenv("ZT_HBM_CAPACITY");
-    unsetenv("ZT_NVME_PATH");
+    assert_int_equal(zt_config_load_file(&c, path, &err), ZT_ERR_CONFIG);
+    assert_msg_has(err.msg, (const char *const[]){path, "JSON syntax error at line", NULL});
+    remove(path);
 }
 
-static void test_missing_file(void **state)
+static void test_missing_file_is_error(void **state)
 {
     (void)state;
     zt_config c;
@@ -227,18 +524,279 @@ static void test_missing_file(void **state)
     assert_non_null(strstr(err.msg, "cannot read config file '/nonexistent/ds.json'"));
 }
 
+static void test_null_offload_object_keeps_defaults(void **state)
+{
+    (void)state;
+    zt_config c;
+    parse_ok("{\"zero_optimization\": {\"offload_param\": null, \"offload_optimizer\": {\"device\":"
+             " \"cpu\", \"nvme_path\": null}}}",
+             &c);
+    assert_int_equal(c.offload_param.device, ZT_TIER_DEVICE);
+    assert_int_equal(c.offload_optimizer.device, ZT_TIER_HOST);
+    assert_int_equal(c.offload_optimizer.n_nvme_paths, 0);
+}
+
+/* ---- nvme paths and byte sizes ---- */
+
+static void test_nvme_path_is_a_string_or_a_list(void **state)
+{
+    (void)state;
+    zt_config c;
+    parse_ok("{\"zero_optimization\": {\"offload_param\": {\"nvme_path\": [\"/a\", \"/b\", \"/c\"]},"
+             " \"offload_optimizer\": {\"nvme_path\": \"/d\"}}}",
+             &c);
+    assert_int_equal(c.offload_param.n_nvme_paths, 3);
+    assert_string_equal(c.offload_param.nvme_path[2], "/c");
+    assert_int_equal(c.offload_optimizer.n_nvme_paths, 1);
+    assert_string_equal(c.offload_optimizer.nvme_path[0], "/d");
+    expect_error("{\"zero_optimization\": {\"offload_param\": {\"nvme_path\": []}}}",
+                 "zero_optimization.offload_param.nvme_path = []", "list of 1 to 8");
+    expect_error("{\"zero_optimization\": {\"offload_param\": {\"nvme_path\": [\"/a\", \"/a\","
+                 " \"/a\", \"/a\", \"/a\", \"/a\", \"/a\", \"/a\", \"/a\"]}}}",
+                 "zero_optimization.offload_param.nvme_path = [", "list of 1 to 8");
+    expect_error("{\"zero_optimization\": {\"offload_optimizer\": {\"nvme_path\": [\"/a\", 7]}}}",
+                 "zero_optimization.offload_optimizer.nvme_path = [\"/a\", 7]", "non-empty");
+    expect_error("{\"zero_optimization\": {\"offload_optimizer\": {\"nvme_path\": \"\"}}}",
+                 "zero_optimization.offload_optimizer.nvme_path = \"\"", "non-empty");
+}
+
+static void test_nvme_device_without_path_fails_validation(void **state)
+{
+    (void)state;
+    zt_config c;
+    zt_error err;
+    parse_ok("{\"zero_optimization\": {\"offload_param\": {\"device\": \"nvme\"}}}", &c);
+    assert_int_equal(zt_config_validate(&c, &err), ZT_ERR_CONFIG);
+    assert_msg_has(err.msg, (const char *const[]){"zero_optimization.offload_param.nvme_path",
+                                                  "set it", NULL});
+    parse_ok("{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"nvme\"}}}", &c);
+    assert_int_equal(zt_config_validate(&c, &err), ZT_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "zero_optimization.offload_optimizer.nvme_path is not set"));
+    setenv("ZT_NVME_PATH", "/scratch", 1); /* the environment can supply it */
+    assert_int_equal(zt_config_apply_env(&c, &err), ZT_OK);
+    assert_int_equal(zt_config_validate(&c, &err), ZT_OK);
+}
+
+static void test_byte_sizes_accept_suffixes(void **state)
+{
+    (void)state;
+    zt_config c;
+    parse_ok("{\"ztier\": {\"hbm_capacity\": \"2G\", \"host_capacity\": \"1.5KiB\"}}", &c);
+    assert_int_equal(c.hbm_capacity, (int64_t)2 << 30);
+    assert_int_equal(c.host_capacity, 1536);
+    parse_ok("{\"ztier\": {\"hbm_capacity\": \"512MB\", \"host_capacity\": 4e9}}", &c);
+    assert_int_equal(c.hbm_capacity, (int64_t)512 << 20);
+    assert_int_equal(c.host_capacity, 4000000000);
+    expect_error("{\"ztier\": {\"hbm_capacity\": \"lots\"}}", "ztier.hbm_capacity = \"lots\"",
+                 "\"2G\"");
+    expect_error("{\"ztier\": {\"hbm_capacity\": \"1e30G\"}}", "ztier.hbm_capacity = \"1e30G\"");
+    expect_error("{\"ztier\": {\"hbm_capacity\": \"2Q\"}}", "ztier.hbm_capacity = \"2Q\"");
+}
+
+static void test_parse_bytes_helper(void **state)
+{
+    (void)state;
+    int64_t v = -7;
+    assert_int_equal(zt_config_parse_bytes("1024", &v), 0);
+    assert_int_equal(v, 1024);
+    assert_int_equal(zt_config_parse_bytes("3t", &v), 0);
+    assert_int_equal(v, (int64_t)3 << 40);
+    assert_int_equal(zt_config_parse_bytes("64k", &v), 0);
+    assert_int_equal(v, 65536);
+    v = -7;
+    assert_int_equal(zt_config_parse_bytes("", &v), -1);
+    assert_int_equal(zt_config_parse_bytes("G", &v), -1);
+    assert_int_equal(zt_config_parse_bytes("0.3", &v), -1);
+    assert_int_equal(zt_config_parse_bytes("inf", &v), -1);
+    assert_int_equal(zt_config_parse_bytes("2GG", &v), -1);
+    assert_int_equal(zt_config_parse_bytes(NULL, &v), -1);
+    assert_int_equal(v, -7);
+}
+
+/* ---- optimizer ---- */
+
+static void test_optimizer_type_sets_deepspeed_defaults(void **state)
+{
+    (void)state;
+    zt_config c;
+    parse_ok("{\"optimizer\": {\"type\": \"Adam\"}}", &c);
+    assert_int_equal(c.optimizer, ZT_OPT_ADAMW); /* adam_w_mode defaults to true */
+    assert_float_equal(c.weight_decay, 0.0f, 0);
+    parse_ok("{\"optimizer\": {\"type\": \"Adam\", \"params\": {\"adam_w_mode\": false}}}", &c);
+    assert_int_equal(c.optimizer, ZT_OPT_ADAM);
+    assert_int_equal(c.adam_w_mode, 0);
+    parse_ok("{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"adam_w_mode\": false}}}", &c);
+    assert_int_equal(c.optimizer, ZT_OPT_ADAMW); /* AdamW is always decoupled */
+    assert_float_equal(c.weight_decay, 0.01f, 0);
+    parse_ok("{\"optimizer\": {\"type\": \"Adam\", \"params\": {\"weight_decay\": \"auto\"}}}", &c);
+    assert_float_equal(c.weight_decay, 0.0f, 0);
+    parse_ok("{\"optimizer\": {\"type\": \"Adam\", \"params\": {\"lr\": 2e-4, \"betas\":"
+             " [0.8, 0.99], \"eps\": 1e-6, \"weight_decay\": 0.05}}}",
+             &c);
+    assert_float_equal(c.lr, 2e-4f, 0);
+    assert_float_equal(c.beta1, 0.8f, 0);
+    assert_float_equal(c.beta2, 0.99f, 0);
+    assert_float_equal(c.eps, 1e-6f, 0);
+    assert_float_equal(c.weight_decay, 0.05f, 0);
+}
+
+static void test_fp16_settings_land(void **state)
+{
+    (void)state;
+    zt_config c;
+    parse_ok("{\"fp16\": {\"enabled\": true, \"loss_scale\": 128, \"initial_scale_power\": 12,"
+             " \"loss_scale_window\": 500, \"hysteresis\": 3, \"min_loss_scale\": 0.5},"
+             " \"gradient_clipping\": 0.5, \"gradient_accumulation_steps\": 4}",
+             &c);
+    assert_int_equal(c.fp16, 1);
+    assert_float_equal(c.fp16_loss_scale, 128, 0);
+    assert_int_equal(c.fp16_initial_scale_power, 12);
+    assert_int_equal(c.fp16_loss_scale_window, 500);
+    assert_int_equal(c.fp16_hysteresis, 3);
+    assert_float_equal(c.fp16_min_loss_scale, 0.5f, 0);
+    assert_float_equal(c.gradient_clipping, 0.5f, 0);
+    assert_int_equal(c.gradient_accumulation_steps, 4);
+}
+
+/* ---- validation of an edited struct ---- */
+
+static void expect_invalid(const zt_config *c, const char *fragment1, const char *fragment2)
+{
+    zt_error err;
+    zt_error_clear(&err);
+    assert_int_equal(zt_config_validate(c, &err), ZT_ERR_CONFIG);
+    assert_msg_has(err.msg, (const char *const[]){fragment1, fragment2, NULL});
+}
+
+static void test_validate_checks_the_final_struct(void **state)
+{
+    (void)state;
+    zt_config c;
+    zt_config_defaults(&c);
+    c.hbm_capacity = 1000;
+    expect_invalid(&c, "ztier.hbm_capacity = 1000", ">= 1048576");
+    zt_config_defaults(&c);
+    c.aio_block_size = 5000;
+    expect_invalid(&c, "aio.block_size = 5000", "multiple of 4096");
+    zt_config_defaults(&c);
+    c.stage = 2;
+    expect_invalid(&c, "zero_optimization.stage = 2", "stage 3 only");
+    zt_config_defaults(&c);
+    c.bf16 = c.fp16 = 1;
+    expect_invalid(&c, "bf16.enabled", "fp16.enabled");
+    zt_config_defaults(&c);
+    c.offload_param.buffer_count = 0;
+    expect_invalid(&c, "zero_optimization.offload_param.buffer_count = 0", "[1, 1000000]");
+    zt_config_defaults(&c);
+    c.beta2 = 1.5f;
+    expect_invalid(&c, "optimizer.params.betas = [0.9, 1.5]", "[0, 1)");
+    zt_config_defaults(&c);
+    strcpy(c.adam_variant, "sse");
+    expect_invalid(&c, "ztier.adam_variant = \"sse\"", "\"avx512\"");
+    zt_config_defaults(&c);
+    c.io_engine = (zt_io_engine_kind)7;
+    expect_invalid(&c, "ztier.io_engine = 7", "\"threads\"");
+}
+
+static void test_validate_rejects_unsupported_backend_combinations(void **state)
+{
+    (void)state;
+    zt_config c;
+    parse_ok("{\"ztier\": {\"device_backend\": \"cuda\"}, \"zero_optimization\":"
+             " {\"zero_quantized_weights\": true}}",
+             &c);
+    expect_invalid(&c, "zero_quantized_weights", "ztier.device_backend \"cuda\"");
+    parse_ok("{\"ztier\": {\"device_backend\": \"cuda\", \"comm_backend\": \"mpi\"}}", &c);
+    expect_invalid(&c, "ztier.comm_backend = \"mpi\"", "\"nccl\"");
+}
+
+/* ---- environment ---- */
+
+static void test_environment_overrides_apply(void **state)
+{
+    (void)state;
+    zt_config c;
+    zt_error err;
+    zt_config_defaults(&c);
+    setenv("ZT_LOG", "info", 1);
+    setenv("ZT_HBM_CAPACITY", "512M", 1);
+    setenv("ZT_NVME_PATH", "/nvme0/swap:/nvme1/swap", 1);
+    setenv("ZT_IO_ENGINE", "threads", 1);
+    setenv("ZT_ADAM_VARIANT", "scalar", 1);
+    if (zt_config_apply_env(&c, &err) != ZT_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(c.log_level, ZT_LOG_INFO);
+    assert_int_equal(c.hbm_capacity, (int64_t)512 << 20);
+    assert_int_equal(c.offload_param.n_nvme_paths, 2);
+    assert_string_equal(c.offload_param.nvme_path[1], "/nvme1/swap");
+    assert_string_equal(c.offload_optimizer.nvme_path[0], "/nvme0/swap");
+    assert_int_equal(c.io_engine, ZT_IO_ENGINE_THREADS);
+    assert_string_equal(c.adam_variant, "scalar");
+    assert_int_equal(zt_config_validate(&c, &err), ZT_OK);
+}
+
+static void expect_env_error(const char *var, const char *value, const char *fragment)
+{
+    zt_config c;
+    zt_error err;
+    zt_config_defaults(&c);
+    setenv(var, value, 1);
+    assert_int_equal(zt_config_apply_env(&c, &err), ZT_ERR_CONFIG);
+    assert_msg_has(err.msg, (const char *const[]){var, fragment, NULL});
+    unsetenv(var);
+}
+
+static void test_bad_environment_values_are_errors(void **state)
+{
+    (void)state;
+    expect_env_error("ZT_LOG", "chatty", "ZT_LOG = \"chatty\"");
+    expect_env_error("ZT_HBM_CAPACITY", "12", "ztier.hbm_capacity = \"12\"");
+    expect_env_error("ZT_HBM_CAPACITY", "big", ">= 1048576");
+    expect_env_error("ZT_IO_ENGINE", "floppy", "\"io_uring\"");
+    expect_env_error("ZT_ADAM_VARIANT", "neon", "\"avx2\"");
+    expect_env_error("ZT_NVME_PATH", "/a::/b", "separated by ':'");
+}
+
 int main(void)
 {
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_defaults, setup),
-        cmocka_unit_test_setup(test_deepspeed_nvme_config_loads, setup),
-        cmocka_unit_test_setup(test_huggingface_auto_config_loads, setup),
-        cmocka_unit_test_setup(test_unknown_key_warns_with_suggestion, setup),
-        cmocka_unit_test_setup(test_invalid_values_name_path_value_and_range, setup),
-        cmocka_unit_test_setup(test_sizes_and_paths, setup),
-        cmocka_unit_test_setup(test_adam_mode_and_weight_decay_defaults, setup),
-        cmocka_unit_test_setup(test_environment_overrides, setup),
-        cmocka_unit_test_setup(test_missing_file, setup),
+        T(test_defaults_are_the_documented_values),
+        T(test_empty_object_keeps_defaults),
+        T(test_hf_zero3_nvme_config_loads),
+        T(test_striped_nvme_bf16_config_loads),
+        T(test_hf_zero3_cpu_config_loads),
+        T(test_ignored_keys_are_silent_at_warn_level),
+        T(test_pydantic_field_names_are_aliases),
+        T(test_ztier_object_values_land),
+        T(test_unknown_key_warns_with_full_path_and_suggestion),
+        T(test_misspelt_object_and_misplaced_key_get_suggestions),
+        T(test_negative_size_is_error_with_exact_message),
+        T(test_wrong_json_type_is_error),
+        T(test_out_of_range_is_error),
+        T(test_unknown_enum_string_is_error),
+        T(test_enum_strings_are_case_insensitive),
+        T(test_auto_where_not_allowed_is_error),
+        T(test_auto_where_allowed_keeps_defaults),
+        T(test_integers_accept_integral_scientific_notation),
+        T(test_booleans_accept_0_and_1),
+        T(test_stage_other_than_3_is_error),
+        T(test_fp16_and_bf16_together_is_error),
+        T(test_syntax_error_reports_line_and_column),
+        T(test_syntax_error_in_file_names_the_file),
+        T(test_missing_file_is_error),
+        T(test_null_offload_object_keeps_defaults),
+        T(test_nvme_path_is_a_string_or_a_list),
+        T(test_nvme_device_without_path_fails_validation),
+        T(test_byte_sizes_accept_suffixes),
+        T(test_parse_bytes_helper),
+        T(test_optimizer_type_sets_deepspeed_defaults),
+        T(test_fp16_settings_land),
+        T(test_validate_checks_the_final_struct),
+        T(test_validate_rejects_unsupported_backend_combinations),
+        T(test_environment_overrides_apply),
+        T(test_bad_environment_values_are_errors),
     };
+#undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
