@@ -19,6 +19,18 @@ static void scan_max(token_data *t)
             t->max_token = t->tokens[i];
 }
 
+/* The header's complaint, or NULL when the header is a valid version-1 shard header. */
+static const char *header_problem(const int32_t *h)
+{
+    if (h[0] != SHARD_MAGIC)
+        return "bad magic number (expected 20240520): not an llm.c token shard";
+    if (h[1] != SHARD_VERSION)
+        return "bad version (expected 1)";
+    if (h[2] < 2)
+        return "its header declares fewer than 2 tokens";
+    return NULL;
+}
+
 int tokens_load_shard(const char *path, token_data *out, char *err, size_t err_len)
 {
     memset(out, 0, sizeof *out);
@@ -26,29 +38,38 @@ int tokens_load_shard(const char *path, token_data *out, char *err, size_t err_l
     if (!f)
         return fail(err, err_len, "cannot open token shard '%s': %s", path, strerror(errno));
     int32_t header[256];
-    int rc = 0;
+    const char *problem = NULL;
+    char buf[160];
     if (fread(header, sizeof header, 1, f) != 1)
-        rc = fail(err, err_len, "token shard '%s' is shorter than its %s", path, "1024-byte header");
-    else if (header[0] != SHARD_MAGIC)
-        rc = fail(err, err_len, "'%s' is not an llm.c token shard (%s)", path,
-                  "magic number is not 20240520");
-    else if (header[1] != SHARD_VERSION)
-        rc = fail(err, err_len, "token shard '%s': %s", path, "unsupported version (need 1)");
-    else if (header[2] <= 1)
-        rc = fail(err, err_len, "token shard '%s': %s", path, "holds fewer than 2 tokens");
-    if (rc == 0) {
+        problem = "truncated: shorter than its 1024-byte header";
+    else
+        problem = header_problem(header);
+    if (!problem) {
+        fseek(f, 0, SEEK_END);
+        long long bytes = ftell(f) - (long long)sizeof header, want = 2LL * header[2];
+        fseek(f, (long)sizeof header, SEEK_SET);
+        if (bytes != want) {
+            snprintf(buf, sizeof buf, "%s: the header declares %d tokens (%lld bytes) but %lld "
+                     "bytes follow it", bytes < want ? "truncated" : "trailing data", header[2],
+                     want, bytes);
+            problem = buf;
+        }
+    }
+    if (!problem) {
         out->n = header[2];
         out->tokens = malloc(sizeof(uint16_t) * (size_t)out->n);
-        if (!out->tokens || fread(out->tokens, sizeof(uint16_t), (size_t)out->n, f) != (size_t)out->n)
-            rc = fail(err, err_len, "token shard '%s' is truncated: %s", path,
-                      "fewer tokens than its header says");
+        if (!out->tokens)
+            problem = "out of memory for its tokens";
+        else if (fread(out->tokens, sizeof(uint16_t), (size_t)out->n, f) != (size_t)out->n)
+            problem = "read error";
     }
     fclose(f);
-    if (rc != 0)
+    if (problem) {
         tokens_free(out);
-    else
-        scan_max(out);
-    return rc;
+        return fail(err, err_len, "token shard '%s': %s", path, problem);
+    }
+    scan_max(out);
+    return 0;
 }
 
 int tokens_load_text(const char *path, token_data *out, char *err, size_t err_len)
@@ -63,7 +84,8 @@ int tokens_load_text(const char *path, token_data *out, char *err, size_t err_le
     unsigned char *bytes = n > 1 ? malloc((size_t)n) : NULL;
     int rc = 0;
     if (!bytes || fread(bytes, 1, (size_t)n, f) != (size_t)n)
-        rc = fail(err, err_len, "cannot read text '%s' (%s)", path, n > 1 ? "read error" : "empty");
+        rc = fail(err, err_len, "cannot read text '%s' (%s)", path,
+                  n > 1 ? "read error" : "it holds fewer than 2 bytes");
     fclose(f);
     if (rc == 0 && (out->tokens = malloc(sizeof(uint16_t) * (size_t)n))) {
         for (long i = 0; i < n; i++)
@@ -79,6 +101,9 @@ int tokens_load_text(const char *path, token_data *out, char *err, size_t err_le
 
 int tokens_write_shard(const char *path, const token_data *t, char *err, size_t err_len)
 {
+    if (t->n < 2 || t->n > INT32_MAX) /* header[2] is an int32 */
+        return fail(err, err_len, "cannot write '%s': %s", path,
+                    "a shard holds 2 to 2^31-1 tokens");
     FILE *f = fopen(path, "wb");
     if (!f)
         return fail(err, err_len, "cannot create '%s': %s", path, strerror(errno));

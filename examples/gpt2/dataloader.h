@@ -16,15 +16,21 @@ typedef struct token_data {
     int max_token; /* largest token id present */
 } token_data;
 
-/* 0 on success; on failure -1 with a message naming the file and the problem in err. */
+/* Each returns 0 on success; on failure -1 with a message in err that names the file and the
+ * problem ("bad magic number", "bad version", "truncated", "trailing data", ...). *out owns
+ * its tokens until tokens_free (also safe after a failure).
+ * tokens_load_shard: an llm.c shard; its size must match the header's token count exactly.
+ * tokens_load_text: the byte-level tokenizer: token = byte (0..255), so V = 256 suffices.
+ * tokens_write_shard: writes t as a version-1 shard (text -> shard: load_text, then this). */
 int tokens_load_shard(const char *path, token_data *out, char *err, size_t err_len);
 int tokens_load_text(const char *path, token_data *out, char *err, size_t err_len);
 int tokens_write_shard(const char *path, const token_data *t, char *err, size_t err_len);
 void tokens_free(token_data *t);
 
-/* Rows [row0, row0 + rows) of global batch `step` (batch sequences of T + 1 tokens);
- * inputs and targets hold rows * T ints. Sequence i of step s starts at token
- * ((s * batch + i) * T) mod (n - T - 1). */
+/* Rows [row0, row0 + rows) of global batch `step` (batch sequences of T + 1 tokens), so rank
+ * r of n takes row0 = r * batch / n; inputs and targets hold rows * T ints, targets are the
+ * inputs shifted by one. Sequence i of step s starts at token ((s * batch + i) * T) mod
+ * (n - T - 1): deterministic, and independent of how the batch is split. Needs n >= T + 2. */
 void tokens_batch(const token_data *t, int64_t step, int batch, int T, int row0, int rows,
                   int *inputs, int *targets);
 

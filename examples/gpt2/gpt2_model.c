@@ -59,7 +59,7 @@ void gpt2_param_info_get(const gpt2_config *c, int layer, int k, gpt2_param_info
     if (layer == 0) {
         if (k == 0)
             set_info(p, "", "wte", c->padded_vocab, C, 0.02f);
-        else
+        else /* 0.01 as in OpenAI's GPT-2 (model.py); wte and the weights use 0.02 */
             set_info(p, "", "wpe", c->max_seq, C, 0.01f);
         return;
     }
@@ -124,17 +124,38 @@ struct gpt2_model {
     int *tokens, *targets;            /* [B,T] of the last forward */
 };
 
+/* Points every activation tensor into `base` (NULL: only counts) and returns the floats used,
+ * so the size of the one allocation and its carving can never disagree. */
+static size_t carve(gpt2_model *m, float *base)
+{
+    size_t BT = (size_t)m->B * m->T, C = (size_t)m->c.channels, off = 0;
+    size_t att = (size_t)m->B * m->c.heads * m->T * m->T;
+#define CARVE(field, n) (field = base ? base + off : NULL, off += (n))
+    CARVE(m->encoded, BT * C);
+    for (int l = 0; l < m->c.layers; l++) {
+        block_acts *a = &m->blocks[l];
+        CARVE(a->ln1, BT * C), CARVE(a->ln1_mean, BT), CARVE(a->ln1_rstd, BT);
+        CARVE(a->qkv, BT * 3 * C), CARVE(a->atty, BT * C), CARVE(a->att, att);
+        CARVE(a->attproj, BT * C), CARVE(a->res2, BT * C);
+        CARVE(a->ln2, BT * C), CARVE(a->ln2_mean, BT), CARVE(a->ln2_rstd, BT);
+        CARVE(a->fch, BT * 4 * C), CARVE(a->fch_gelu, BT * 4 * C);
+        CARVE(a->fcproj, BT * C), CARVE(a->res3, BT * C);
+    }
+    CARVE(m->lnf, BT * C), CARVE(m->lnf_mean, BT), CARVE(m->lnf_rstd, BT);
+    CARVE(m->probs, BT * (size_t)m->c.padded_vocab);
+    CARVE(m->d_a, BT * C), CARVE(m->d_b, BT * C), CARVE(m->d_c, BT * C), CARVE(m->d_d, BT * C);
+    CARVE(m->d_qkv, BT * 3 * C), CARVE(m->d_fch, BT * 4 * C), CARVE(m->d_fcg, BT * 4 * C);
+#undef CARVE
+    return off;
+}
+
 gpt2_model *gpt2_model_create(const gpt2_config *c, int B, int T)
 {
-    if (T > c->max_seq || c->channels % c->heads)
+    if (B < 1 || T < 1 || T > c->max_seq || c->heads < 1 || c->channels % c->heads)
         return NULL;
     gpt2_model *m = calloc(1, sizeof *m);
-    size_t BT = (size_t)B * T, C = (size_t)c->channels, L = (size_t)c->layers;
-    size_t per_block = BT * (C * 8 + 4 + 3 * C + 8 * C) + (size_t)B * c->heads * T * T;
-    size_t total = BT * C + L * per_block + BT * (C + 2) + BT * (size_t)c->padded_vocab +
-                   BT * C * 4 + BT * (3 * C + 8 * C);
-    if (!m || !(m->memory = malloc(total * sizeof(float))) ||
-        !(m->blocks = calloc(L, sizeof *m->blocks)) ||
+    size_t BT = (size_t)B * T;
+    if (!m || !(m->blocks = calloc((size_t)c->layers, sizeof *m->blocks)) ||
         !(m->tokens = malloc(BT * sizeof(int))) || !(m->targets = malloc(BT * sizeof(int)))) {
         gpt2_model_destroy(m);
         return NULL;
@@ -142,24 +163,11 @@ gpt2_model *gpt2_model_create(const gpt2_config *c, int B, int T)
     m->c = *c;
     m->B = B;
     m->T = T;
-    float *p = m->memory;
-#define CARVE(field, n) (field = p, p += (n))
-    CARVE(m->encoded, BT * C);
-    for (size_t l = 0; l < L; l++) {
-        block_acts *a = &m->blocks[l];
-        CARVE(a->ln1, BT * C), CARVE(a->ln1_mean, BT), CARVE(a->ln1_rstd, BT);
-        CARVE(a->qkv, BT * 3 * C), CARVE(a->atty, BT * C);
-        CARVE(a->att, (size_t)B * c->heads * T * T);
-        CARVE(a->attproj, BT * C), CARVE(a->res2, BT * C);
-        CARVE(a->ln2, BT * C), CARVE(a->ln2_mean, BT), CARVE(a->ln2_rstd, BT);
-        CARVE(a->fch, BT * 4 * C), CARVE(a->fch_gelu, BT * 4 * C);
-        CARVE(a->fcproj, BT * C), CARVE(a->res3, BT * C);
+    if (!(m->memory = malloc(carve(m, NULL) * sizeof(float)))) {
+        gpt2_model_destroy(m);
+        return NULL;
     }
-    CARVE(m->lnf, BT * C), CARVE(m->lnf_mean, BT), CARVE(m->lnf_rstd, BT);
-    CARVE(m->probs, BT * (size_t)c->padded_vocab);
-    CARVE(m->d_a, BT * C), CARVE(m->d_b, BT * C), CARVE(m->d_c, BT * C), CARVE(m->d_d, BT * C);
-    CARVE(m->d_qkv, BT * 3 * C), CARVE(m->d_fch, BT * 4 * C), CARVE(m->d_fcg, BT * 4 * C);
-#undef CARVE
+    carve(m, m->memory);
     return m;
 }
 

@@ -11,14 +11,16 @@
 #include <stdint.h>
 
 typedef struct gpt2_config {
-    int vocab;        /* tokens that occur */
-    int padded_vocab; /* rows of wte (a multiple of 64) */
-    int max_seq;      /* rows of wpe */
-    int layers, heads, channels;
+    int vocab;        /* V: token ids that may occur (50257 for GPT-2's BPE, 256 for bytes) */
+    int padded_vocab; /* Vp: rows of wte, V rounded up to a multiple of 64 (50257 -> 50304) */
+    int max_seq;      /* maxT: rows of wpe; a run may use any sequence length up to it */
+    int layers, heads, channels; /* L, NH, C */
 } gpt2_config;
 
-/* "tiny", "d12" (124M), "d24" (350M), "d36" (774M), "d48" (1558M); vocab <= 0 keeps
- * GPT-2's 50257. Returns -1 for an unknown name. */
+/* Named shapes: "tiny" (L2 NH2 C32, maxT 16; the tests use it with V 64), "d12" (124M:
+ * L12 NH12 C768), "d24" (350M: L24 NH16 C1024), "d36" (774M: L36 NH20 C1280), "d48" (1558M:
+ * L48 NH25 C1600), the last four with maxT 1024. vocab overrides V (256: byte-level text);
+ * vocab <= 0 keeps GPT-2's 50257. Returns -1 for an unknown name. */
 int gpt2_config_named(const char *name, int vocab, gpt2_config *out);
 int64_t gpt2_num_params(const gpt2_config *c);
 
@@ -47,8 +49,11 @@ typedef struct gpt2_source {
     void *ctx;
 } gpt2_source;
 
-typedef struct gpt2_model gpt2_model; /* activations and scratch for a batch shape */
+/* Activations and gradient scratch for one batch shape [B,T]: one allocation carved into
+ * shape-commented tensors (see gpt2_model.c), owned by the model, never by ztier. */
+typedef struct gpt2_model gpt2_model;
 
+/* NULL when out of memory or the shape is invalid (B < 1, T < 1, T > maxT, C % NH != 0). */
 gpt2_model *gpt2_model_create(const gpt2_config *c, int B, int T);
 void gpt2_model_destroy(gpt2_model *m);
 

@@ -99,24 +99,47 @@ static void narrow(gpt2_widened *w, int backward)
     w->buf = NULL;
 }
 
+static const char *dtype_name(zt_dtype d)
+{
+    return d == ZT_F32 ? "fp32" : d == ZT_BF16 ? "bf16" : d == ZT_F16 ? "fp16" : "unknown";
+}
+
+/* The dtype every parameter of the view shares, or -1 (with g->error set) when the kernels
+ * cannot compute from it. */
+static int view_dtype(gpt2_ztier *g, int layer, const zt_layer_view *v)
+{
+    zt_dtype d = v->params[0].dtype;
+    for (int k = 0; k < v->n_params; k++) {
+        if (v->params[k].dtype == d && (d == ZT_F32 || d == ZT_BF16))
+            continue;
+        char name[32];
+        gpt2_layer_name(&g->c, layer, name, sizeof name);
+        snprintf(g->error, sizeof g->error,
+                 "layer %s: parameter %s is %s; the GPT-2 kernels compute in fp32 from fp32 or "
+                 "bf16 parameters (disable fp16 in the DeepSpeed config)",
+                 name, v->params[k].name, dtype_name(v->params[k].dtype));
+        return -1;
+    }
+    return (int)d;
+}
+
 static int ztier_get(void *ctx, int layer, int backward, float **params, float **grads)
 {
     gpt2_ztier *g = ctx;
     zt_layer_view v;
     zt_pass pass = backward ? ZT_BACKWARD : ZT_FORWARD;
+    g->error[0] = '\0';
     zt_status st = zt_fetch(g->rt, g->layer_ids[layer], pass, &v);
-    if (st == ZT_OK && v.params[0].dtype == ZT_BF16) {
-        if (widen(&g->wide[layer][backward], &v, backward, params, grads) == 0)
-            return 0;
-        zt_release(g->rt, g->layer_ids[layer], pass);
-        st = ZT_ERR_NOMEM;
-    } else if (st == ZT_OK && v.params[0].dtype != ZT_F32) {
-        zt_release(g->rt, g->layer_ids[layer], pass);
-        st = ZT_ERR_UNSUPPORTED; /* fp16 parameters: the kernels compute in fp32 from fp32/bf16 */
-    }
     if (st != ZT_OK)
         return (int)(g->last = st);
-    for (int k = 0; k < v.n_params; k++) {
+    int dtype = view_dtype(g, layer, &v);
+    if (dtype == ZT_BF16 && widen(&g->wide[layer][backward], &v, backward, params, grads) != 0)
+        snprintf(g->error, sizeof g->error, "out of memory widening a bf16 layer to fp32");
+    if (g->error[0]) {
+        zt_release(g->rt, g->layer_ids[layer], pass);
+        return (int)(g->last = dtype < 0 ? ZT_ERR_UNSUPPORTED : ZT_ERR_NOMEM);
+    }
+    for (int k = 0; dtype == ZT_F32 && k < v.n_params; k++) {
         params[k] = v.params[k].data;
         if (backward)
             grads[k] = v.params[k].grad;
@@ -127,6 +150,7 @@ static int ztier_get(void *ctx, int layer, int backward, float **params, float *
 static int ztier_put(void *ctx, int layer, int backward)
 {
     gpt2_ztier *g = ctx;
+    g->error[0] = '\0';
     if (g->wide[layer][backward].buf)
         narrow(&g->wide[layer][backward], backward);
     zt_status st = zt_release(g->rt, g->layer_ids[layer], backward ? ZT_BACKWARD : ZT_FORWARD);
@@ -134,6 +158,11 @@ static int ztier_put(void *ctx, int layer, int backward)
 }
 
 gpt2_source gpt2_ztier_source(gpt2_ztier *g) { return (gpt2_source){ztier_get, ztier_put, g}; }
+
+const char *gpt2_ztier_error(const gpt2_ztier *g)
+{
+    return g->error[0] ? g->error : zt_last_error(g->rt);
+}
 
 /* ---- export ---- */
 

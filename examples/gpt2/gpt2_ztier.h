@@ -21,14 +21,19 @@ typedef struct gpt2_ztier {
     int (*param_ids)[GPT2_BLOCK_PARAMS];      /* per model layer */
     gpt2_widened (*wide)[2];                  /* per model layer and pass */
     zt_status last;                           /* status of the last failed call */
+    char error[256]; /* why the source failed when ztier itself did not ("" otherwise) */
 } gpt2_ztier;
 
 /* Registers every layer and parameter (GPT-2 initialisation from `seed`). */
 zt_status gpt2_ztier_register(gpt2_ztier *g, zt_runtime *rt, const gpt2_config *c,
                               uint64_t seed);
 void gpt2_ztier_free(gpt2_ztier *g);
-/* A source whose get/put are zt_fetch/zt_release (errors: the zt_status, also in g->last). */
+/* A source whose get/put are zt_fetch/zt_release (errors: the zt_status, also in g->last).
+ * Parameters must be ZT_F32 or ZT_BF16 (widened to fp32); any other dtype fails with
+ * ZT_ERR_UNSUPPORTED and a message naming the parameter. */
 gpt2_source gpt2_ztier_source(gpt2_ztier *g);
+/* Why the last get/put failed: the source's own message, else zt_last_error(). */
+const char *gpt2_ztier_error(const gpt2_ztier *g);
 
 /* Writes fp32 weights in llm.c's model format (magic 20240326, version 3) or as
  * safetensors. Collective under MPI (every rank calls it); rank 0 writes the file. */

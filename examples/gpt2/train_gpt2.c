@@ -1,16 +1,25 @@
 /* zt_gpt2: trains GPT-2 with every parameter, gradient and optimizer state owned by ztier
- * and fetched per layer. Runs as data-parallel ranks under mpirun.
+ * and fetched per layer. Runs as data-parallel ranks under mpirun (each rank takes its rows
+ * of every global batch; rank 0 prints).
  *
- *   zt_gpt2 [--config tiny|d12|d24|d36|d48] [--vocab N] (--data shard.bin | --text file)
+ *   zt_gpt2 [--config tiny|d12|d24|d36|d48] [--vocab byte|gpt2|N] (--data shard.bin | --text file)
  *           [--batch B] [--seq T] [--steps N] [--accum K] [--lr LR] [--seed S]
  *           [--ds-config ds.json | --nvme DIR [--hbm SIZE]]
  *           [--checkpoint DIR [--save-every N]] [--resume DIR]
  *           [--export model.bin] [--safetensors model.safetensors]
+ *   zt_gpt2 --text file --write-shard out.bin     (byte-level text -> llm.c token shard)
  *
- * Ctrl-C stops at the next step boundary (saving a checkpoint when --checkpoint is given). */
+ * --vocab byte (= 256) trains a byte-level model on --text; the default is GPT-2's 50257
+ * (padded to 50304 rows of wte). --batch is the global batch. --lr (default 3e-4) sets the
+ * built-in config's AdamW; with --ds-config the file's optimizer lr applies unless --lr is
+ * given, which then overrides it at every step. One line per optimizer step: the
+ * loss (rank 0's rows), time, tokens/s, each tier's current/peak bytes and the bytes moved
+ * in the step; a summary at the end. Ctrl-C stops at the next step boundary (a second one
+ * kills the program). */
 #include "dataloader.h"
 #include "gpt2_ztier.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,14 +29,25 @@
 
 typedef struct options {
     const char *config, *data, *text, *ds_config, *nvme, *hbm, *checkpoint, *resume;
-    const char *export_llmc, *export_st;
+    const char *export_llmc, *export_st, *write_shard;
     int vocab, batch, seq, steps, accum, save_every;
     float lr;
+    int lr_given; /* --lr on the command line: it overrides a --ds-config's optimizer lr */
     uint64_t seed;
 } options;
 
 static volatile sig_atomic_t stop_requested;
 static void on_sigint(int sig) { (void)sig, stop_requested = 1; }
+
+static void catch_sigint(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND; /* the second Ctrl-C is not caught: it ends the program */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+}
 
 static double now_s(void)
 {
@@ -38,25 +58,33 @@ static double now_s(void)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: zt_gpt2 [--config tiny|d12|d24|d36|d48] [--vocab N] (--data FILE.bin "
-                    "| --text FILE) [--batch B] [--seq T] [--steps N] [--accum K] [--lr LR] "
-                    "[--seed S] [--ds-config FILE | --nvme DIR [--hbm SIZE]] [--checkpoint DIR "
-                    "[--save-every N]] [--resume DIR] [--export FILE] [--safetensors FILE]\n");
+    fprintf(stderr, "usage: zt_gpt2 [--config tiny|d12|d24|d36|d48] [--vocab byte|gpt2|N] "
+                    "(--data FILE.bin | --text FILE) [--batch B] [--seq T] [--steps N] [--accum K] "
+                    "[--lr LR] [--seed S] [--ds-config FILE | --nvme DIR [--hbm SIZE]] "
+                    "[--checkpoint DIR [--save-every N]] [--resume DIR] [--export FILE] "
+                    "[--safetensors FILE]\n"
+                    "       zt_gpt2 --text FILE --write-shard OUT.bin\n");
     return 2;
 }
 
 static int parse(int argc, char **argv, options *o)
 {
-    *o = (options){"tiny", NULL, NULL, NULL, NULL, "2G", NULL, NULL, NULL, NULL,
-                   0, 4, 64, 20, 1, 0, 3e-4f, 1337};
+    *o = (options){.config = "tiny", .hbm = "2G", .batch = 4, .seq = 64, .steps = 20, .accum = 1,
+                   .lr = 3e-4f, .seed = 1337};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (v && !strcmp(a, "--vocab") && (!strcmp(v, "byte") || !strcmp(v, "gpt2"))) {
+            o->vocab = !strcmp(v, "byte") ? 256 : 50257;
+            i++;
+            continue;
+        }
         const char **s = !strcmp(a, "--config") ? &o->config : !strcmp(a, "--data") ? &o->data
                        : !strcmp(a, "--text") ? &o->text : !strcmp(a, "--ds-config") ? &o->ds_config
                        : !strcmp(a, "--nvme") ? &o->nvme : !strcmp(a, "--hbm") ? &o->hbm
                        : !strcmp(a, "--checkpoint") ? &o->checkpoint : !strcmp(a, "--resume") ? &o->resume
                        : !strcmp(a, "--export") ? &o->export_llmc
-                       : !strcmp(a, "--safetensors") ? &o->export_st : NULL;
+                       : !strcmp(a, "--safetensors") ? &o->export_st
+                       : !strcmp(a, "--write-shard") ? &o->write_shard : NULL;
         int *n = !strcmp(a, "--vocab") ? &o->vocab : !strcmp(a, "--batch") ? &o->batch
                : !strcmp(a, "--seq") ? &o->seq : !strcmp(a, "--steps") ? &o->steps
                : !strcmp(a, "--accum") ? &o->accum : !strcmp(a, "--save-every") ? &o->save_every
@@ -68,13 +96,15 @@ static int parse(int argc, char **argv, options *o)
         else if (n)
             *n = atoi(v);
         else if (!strcmp(a, "--lr"))
-            o->lr = (float)atof(v);
+            o->lr = (float)atof(v), o->lr_given = 1;
         else
             o->seed = strtoull(v, NULL, 10);
         i++;
     }
-    if ((!o->data) == (!o->text) || o->batch < 1 || o->seq < 2 || o->steps < 0 || o->accum < 1) {
-        fprintf(stderr, "zt_gpt2: give exactly one of --data or --text, and positive sizes\n");
+    if ((!o->data) == (!o->text) || o->batch < 1 || o->seq < 2 || o->steps < 0 || o->accum < 1 ||
+        o->vocab < 0 || !(o->lr >= 0) || (o->write_shard && !o->text)) {
+        fprintf(stderr, "zt_gpt2: give exactly one of --data or --text (--write-shard needs "
+                        "--text), and positive sizes\n");
         return usage();
     }
     return 0;
@@ -103,6 +133,8 @@ static char *make_ds_config(const options *o)
     if (o->ds_config)
         return read_file(o->ds_config);
     char *cfg = malloc(4096);
+    if (!cfg)
+        return NULL;
     char offload[1200] = "\"device\": \"cpu\"";
     if (o->nvme)
         snprintf(offload, sizeof offload, "\"device\": \"nvme\", \"nvme_path\": \"%s\"", o->nvme);
@@ -117,33 +149,81 @@ static char *make_ds_config(const options *o)
     return cfg;
 }
 
+/* Progress of a long step on a terminal: the backward pass's layer once the step has run
+ * for more than 2 s. Only rank 0 with stderr on a TTY passes this callback. */
+static double progress_t0;
+static int progress_shown;
+
 static void progress(int layer, int total)
 {
-    fprintf(stderr, "\r  backward %3d/%-3d", layer, total);
+    if (now_s() - progress_t0 < 2.0)
+        return;
+    fprintf(stderr, "\r  step running: backward layer %d/%d ", layer, total);
+    progress_shown = 1;
 }
 
-static void print_step(int step, float loss, double dt, int tokens, const zt_step_info *info,
-                       const zt_stats *s)
+/* Bytes as "12.3M" or "1.23G" into one of a few rotating buffers (several per printf). */
+static const char *human(uint64_t bytes)
 {
-    printf("step %4d | loss %.4f | %7.1f ms | %8.0f tok/s | norm %.3f%s | dev %6.1f MB | host "
-           "%7.1f MB | nvme r/w %.2f/%.2f GB\n",
+    static char buf[16][16];
+    static int next;
+    char *b = buf[next++ % 16];
+    if (bytes >= 1000000000ull)
+        snprintf(b, sizeof buf[0], "%.2fG", (double)bytes / 1e9);
+    else
+        snprintf(b, sizeof buf[0], "%.1fM", (double)bytes / 1e6);
+    return b;
+}
+
+/* s: counters now; p: counters at the start of the step (traffic is printed per step). */
+static void print_step(int step, float loss, double dt, int tokens, const zt_step_info *info,
+                       const zt_stats *s, const zt_stats *p)
+{
+    printf("step %4d | loss %.4f | %7.1f ms | %7.0f tok/s | norm %.3f%s | dev %s/%s host %s/%s "
+           "nvme %s/%s | h2d %s d2h %s nvme r %s w %s\n",
            step, (double)loss, dt * 1e3, tokens / dt, (double)info->grad_norm,
-           info->skipped ? " (skipped)" : "", (double)s->device_bytes_peak / 1e6,
-           (double)s->host_bytes_current / 1e6, (double)s->nvme_read_bytes / 1e9,
-           (double)s->nvme_write_bytes / 1e9);
+           info->skipped ? " (skipped)" : "", human(s->device_bytes_current),
+           human(s->device_bytes_peak), human(s->host_bytes_current), human(s->host_bytes_peak),
+           human(s->nvme_bytes_current), human(s->nvme_bytes_peak), human(s->h2d_bytes - p->h2d_bytes),
+           human(s->d2h_bytes - p->d2h_bytes), human(s->nvme_read_bytes - p->nvme_read_bytes),
+           human(s->nvme_write_bytes - p->nvme_write_bytes));
     fflush(stdout);
 }
 
-static void print_summary(const zt_stats *s, double fwd, double bwd, double opt, int steps)
+/* Where the time of a run went. */
+typedef struct timing {
+    double forward, backward, optimizer, total;
+    double *step_s; /* the last `cap` step times, for the median */
+    int steps, cap;
+} timing;
+
+static int cmp_double(const void *a, const void *b)
 {
-    printf("summary: %d steps; forward %.1f s, backward %.1f s, optimizer %.1f s; fetch stall "
-           "%.2f s\n", steps, fwd, bwd, opt, s->fetch_wait_s);
-    printf("  device peak %.1f MB of %.1f MB; host peak %.1f MB; NVMe %.1f MB (read %.2f GB in "
-           "%.1f s, written %.2f GB in %.1f s)\n",
-           (double)s->device_bytes_peak / 1e6, (double)s->device_bytes_capacity / 1e6,
-           (double)s->host_bytes_peak / 1e6, (double)s->nvme_bytes_peak / 1e6,
-           (double)s->nvme_read_bytes / 1e9, s->nvme_read_s, (double)s->nvme_write_bytes / 1e9,
-           s->nvme_write_s);
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void print_summary(const zt_stats *s, timing *tm, int tokens_per_step)
+{
+    double total = tm->total > 0 ? tm->total : 1e-9, median = 0;
+    int n = tm->steps < tm->cap ? tm->steps : tm->cap;
+    if (n > 0) {
+        qsort(tm->step_s, (size_t)n, sizeof(double), cmp_double);
+        median = (tm->step_s[(n - 1) / 2] + tm->step_s[n / 2]) / 2;
+    }
+    printf("summary: %d steps in %.2f s: %.1f ms/step (median %.1f ms), %.0f tokens/s\n",
+           tm->steps, tm->total, tm->steps ? tm->total / tm->steps * 1e3 : 0.0, median * 1e3,
+           (double)tokens_per_step * tm->steps / total);
+    printf("  time: forward %.2f s (%.0f%%), backward %.2f s (%.0f%%), optimizer %.2f s (%.0f%%); "
+           "fetch stall %.2f s (%.0f%%)\n",
+           tm->forward, 100 * tm->forward / total, tm->backward, 100 * tm->backward / total,
+           tm->optimizer, 100 * tm->optimizer / total, s->fetch_wait_s,
+           100 * s->fetch_wait_s / total);
+    printf("  tier peaks: device %s of %s, host %s, nvme %s\n", human(s->device_bytes_peak),
+           human(s->device_bytes_capacity), human(s->host_bytes_peak), human(s->nvme_bytes_peak));
+    printf("  moved: h2d %s, d2h %s, nvme read %s in %.1f s, written %s in %.1f s\n",
+           human(s->h2d_bytes), human(s->d2h_bytes), human(s->nvme_read_bytes), s->nvme_read_s,
+           human(s->nvme_write_bytes), s->nvme_write_s);
     printf("  %llu fetches, %llu prefetched, %llu evictions, %llu skipped steps\n",
            (unsigned long long)s->fetches, (unsigned long long)s->prefetch_hits,
            (unsigned long long)s->evictions, (unsigned long long)s->skipped_steps);
@@ -166,23 +246,48 @@ static int fail(trainer *t, const char *what)
     return 1;
 }
 
-static int setup(trainer *t)
+/* A failed forward/backward: the source knows why (a dtype it cannot compute, or ztier). */
+static int fail_pass(trainer *t, const char *what)
+{
+    fprintf(stderr, "zt_gpt2: %s: %s\n", what, gpt2_ztier_error(&t->g));
+    return 1;
+}
+
+static int load_data(trainer *t)
 {
     char err[512];
-    int rc = t->o.data ? tokens_load_shard(t->o.data, &t->data, err, sizeof err)
-                       : tokens_load_text(t->o.text, &t->data, err, sizeof err);
+    const char *path = t->o.data ? t->o.data : t->o.text;
+    int rc = t->o.data ? tokens_load_shard(path, &t->data, err, sizeof err)
+                       : tokens_load_text(path, &t->data, err, sizeof err);
     if (rc != 0)
         return fprintf(stderr, "zt_gpt2: %s\n", err), 1;
     if (gpt2_config_named(t->o.config, t->o.vocab, &t->c) != 0)
         return fprintf(stderr, "zt_gpt2: unknown --config '%s'\n", t->o.config), 1;
     if (t->data.max_token >= t->c.vocab)
-        return fprintf(stderr, "zt_gpt2: the data holds token %d, beyond the vocabulary of %d\n",
+        return fprintf(stderr, "zt_gpt2: '%s' holds token %d, beyond the vocabulary of %d "
+                       "(--vocab sets it; byte-level text needs 256)\n", path,
                        t->data.max_token, t->c.vocab), 1;
+    if (t->o.seq > t->c.max_seq)
+        return fprintf(stderr, "zt_gpt2: --seq %d is longer than the %d positions of config "
+                       "%s\n", t->o.seq, t->c.max_seq, t->o.config), 1;
+    if (t->data.n < (int64_t)t->o.seq + 2)
+        return fprintf(stderr, "zt_gpt2: '%s' holds %lld tokens; --seq %d needs at least %d\n",
+                       path, (long long)t->data.n, t->o.seq, t->o.seq + 2), 1;
+    return 0;
+}
+
+static int setup(trainer *t)
+{
+    if (load_data(t) != 0)
+        return 1;
     char *cfg = make_ds_config(&t->o);
-    zt_status st = cfg ? zt_runtime_create(NULL, cfg, &t->rt) : ZT_ERR_CONFIG;
+    if (!cfg)
+        return fprintf(stderr, "zt_gpt2: cannot read --ds-config '%s': %s\n",
+                       t->o.ds_config ? t->o.ds_config : "", strerror(errno)), 1;
+    zt_status st = zt_runtime_create(NULL, cfg, &t->rt);
     free(cfg);
     if (st != ZT_OK)
-        return fail(t, t->o.ds_config && !cfg ? "cannot read --ds-config" : "zt_runtime_create");
+        return fail(t, "zt_runtime_create");
     zt_runtime_rank(t->rt, &t->rank, &t->world);
     if (t->o.batch % t->world)
         return fprintf(stderr, "zt_gpt2: --batch %d does not split over %d ranks\n", t->o.batch,
@@ -198,12 +303,16 @@ static int setup(trainer *t)
     t->inputs = malloc(sizeof(int) * (size_t)t->rows * (size_t)t->o.seq);
     t->targets = malloc(sizeof(int) * (size_t)t->rows * (size_t)t->o.seq);
     if (!t->model || !t->inputs || !t->targets)
-        return fprintf(stderr, "zt_gpt2: out of memory for activations (or --seq > %d)\n",
-                       t->c.max_seq), 1;
-    if (t->rank == 0)
-        printf("GPT-2 %s: %.1fM parameters, %d layers, %d ranks, batch %d x %d tokens, %d "
-               "accumulation steps\n", t->o.config, (double)gpt2_num_params(&t->c) / 1e6,
-               t->c.layers, t->world, t->o.batch, t->o.seq, t->o.accum);
+        return fprintf(stderr, "zt_gpt2: out of memory for the activations of %d x %d tokens\n",
+                       t->rows, t->o.seq), 1;
+    if (t->rank == 0) {
+        printf("GPT-2 %s: %.2fM parameters (V %d, Vp %d, L %d, NH %d, C %d), %d ranks, batch %d "
+               "x %d tokens, %d accumulation steps\n", t->o.config,
+               (double)gpt2_num_params(&t->c) / 1e6, t->c.vocab, t->c.padded_vocab, t->c.layers,
+               t->c.heads, t->c.channels, t->world, t->o.batch, t->o.seq, t->o.accum);
+        printf("per step: loss%s, time, tokens/s, grad norm; dev/host/nvme: current/peak bytes; "
+               "h2d d2h nvme r/w: bytes moved in the step\n", t->world > 1 ? " of rank 0's rows" : "");
+    }
     return 0;
 }
 
@@ -218,51 +327,88 @@ static int save(trainer *t, const char *why)
     return 0;
 }
 
-static int train(trainer *t)
+/* One optimizer step: accum micro-steps of forward and backward, then zt_step. */
+static int train_step(trainer *t, int64_t step, int show_progress, timing *tm, float *loss,
+                      zt_step_info *info)
 {
     gpt2_source src = gpt2_ztier_source(&t->g);
-    int tty = isatty(2) && t->rank == 0;
-    double fwd = 0, bwd = 0, opt = 0;
-    zt_step_info info = {0};
-    zt_stats s = ZT_STATS_INIT;
-    int done = 0;
+    float sum = 0;
+    for (int k = 0; k < t->o.accum; k++) {
+        float l = 0;
+        tokens_batch(&t->data, step * t->o.accum + k, t->o.batch, t->o.seq, t->rank * t->rows,
+                     t->rows, t->inputs, t->targets);
+        double a = now_s();
+        if (gpt2_forward(t->model, &src, t->inputs, t->targets, &l) != 0)
+            return fail_pass(t, "forward");
+        double b = now_s();
+        if (gpt2_backward(t->model, &src, show_progress ? progress : NULL) != 0)
+            return fail_pass(t, "backward");
+        tm->forward += b - a, tm->backward += now_s() - b, sum += l;
+    }
+    double c = now_s();
+    zt_step_args args = ZT_STEP_ARGS_INIT;
+    if (t->o.lr_given && t->o.ds_config)
+        args.lr = t->o.lr;
+    if (zt_step(t->rt, &args, info) != ZT_OK)
+        return fail(t, "zt_step");
+    tm->optimizer += now_s() - c;
+    *loss = sum / (float)t->o.accum;
+    return 0;
+}
+
+static int train(trainer *t)
+{
+    int show_progress = isatty(2) && t->rank == 0;
+    timing tm = {0, 0, 0, 0, NULL, 0, t->o.steps < 65536 ? t->o.steps + 1 : 65536};
+    if (!(tm.step_s = calloc((size_t)tm.cap, sizeof(double))))
+        return fprintf(stderr, "zt_gpt2: out of memory\n"), 1;
+    zt_stats s = ZT_STATS_INIT, prev = ZT_STATS_INIT;
     int64_t first = 0;
     zt_step_count(t->rt, &first); /* > 0 after --resume */
+    zt_stats_get(t->rt, &s);
     for (int64_t step = first; step < t->o.steps && !stop_requested; step++) {
-        double t0 = now_s();
-        float loss = 0, sum = 0;
-        for (int k = 0; k < t->o.accum; k++) {
-            tokens_batch(&t->data, step * t->o.accum + k, t->o.batch, t->o.seq, t->rank * t->rows,
-                         t->rows, t->inputs, t->targets);
-            double a = now_s();
-            if (gpt2_forward(t->model, &src, t->inputs, t->targets, &loss) != 0)
-                return fail(t, "forward");
-            double b = now_s();
-            if (gpt2_backward(t->model, &src, tty && now_s() - t0 > 2 ? progress : NULL) != 0)
-                return fail(t, "backward");
-            fwd += b - a, bwd += now_s() - b, sum += loss;
-        }
-        double c = now_s();
-        if (zt_step(t->rt, NULL, &info) != ZT_OK)
-            return fail(t, "zt_step");
-        opt += now_s() - c;
+        float loss = 0;
+        zt_step_info info = {0};
+        prev = s;
+        progress_t0 = now_s();
+        if (train_step(t, step, show_progress, &tm, &loss, &info) != 0)
+            return free(tm.step_s), 1;
+        double dt = now_s() - progress_t0;
+        if (progress_shown)
+            fprintf(stderr, "\r%40s\r", ""), progress_shown = 0;
         zt_stats_get(t->rt, &s);
-        if (tty && now_s() - t0 > 2)
-            fprintf(stderr, "\r%20s\r", "");
+        tm.total += dt;
+        tm.step_s[tm.steps++ % tm.cap] = dt;
         if (t->rank == 0)
-            print_step((int)step + 1, sum / (float)t->o.accum, now_s() - t0,
-                       t->o.batch * t->o.seq * t->o.accum, &info, &s);
-        done++;
+            print_step((int)step + 1, loss, dt, t->o.batch * t->o.seq * t->o.accum, &info, &s,
+                       &prev);
         if (t->o.save_every > 0 && (step + 1) % t->o.save_every == 0 && save(t, "periodic"))
-            return 1;
+            return free(tm.step_s), 1;
     }
     if (stop_requested && t->rank == 0)
         printf("stopped by Ctrl-C at a step boundary\n");
+    /* The checkpoint call site for an interrupted run: with --checkpoint DIR the state is
+     * saved here, after the last complete step, so --resume DIR continues from it. */
     if (stop_requested && save(t, "interrupted"))
-        return 1;
+        return free(tm.step_s), 1;
     if (t->rank == 0)
-        print_summary(&s, fwd, bwd, opt, done);
+        print_summary(&s, &tm, t->o.batch * t->o.seq * t->o.accum);
+    free(tm.step_s);
     return 0;
+}
+
+/* --write-shard: the byte-level tokens of a text file as an llm.c shard. */
+static int write_shard(const char *text, const char *out)
+{
+    token_data d;
+    char err[512];
+    int rc = tokens_load_text(text, &d, err, sizeof err);
+    if (rc == 0 && (rc = tokens_write_shard(out, &d, err, sizeof err)) == 0)
+        printf("wrote %lld byte tokens of '%s' to '%s'\n", (long long)d.n, text, out);
+    else
+        fprintf(stderr, "zt_gpt2: %s\n", err);
+    tokens_free(&d);
+    return rc != 0;
 }
 
 static int finish(trainer *t)
@@ -280,7 +426,9 @@ int main(int argc, char **argv)
     memset(&t, 0, sizeof t);
     if (parse(argc, argv, &t.o) != 0)
         return 2;
-    signal(SIGINT, on_sigint);
+    if (t.o.write_shard)
+        return write_shard(t.o.text, t.o.write_shard);
+    catch_sigint();
     int rc = setup(&t);
     if (rc == 0)
         rc = train(&t);

@@ -4,7 +4,8 @@
 #     after 10 steps (relative L2 difference <= 1e-5 over all weights);
 #  2. save at step 5, resume, and steps 6-10 == the uninterrupted run, bitwise;
 #  3. ZeRO++ on 4 ranks (two nodes of two) stays within 10% of the unquantized loss;
-#  4. bf16 parameter copies stay within 5% of the fp32 loss.
+#  4. bf16 parameter copies stay within 5% of the fp32 loss;
+#  5. the text converted to an llm.c shard (--write-shard) trains bitwise like the text.
 #   run_trainer_checks.sh <zt_gpt2> <compare_weights> <mpirun or "">
 set -euo pipefail
 trainer=$1 compare=$2 mpirun=${3:-}
@@ -30,7 +31,7 @@ JSON
 if [ -n "$mpirun" ]; then
   $mpirun -np 2 "$trainer" "${common[@]}" --steps 10 --ds-config "$work/offload.json" \
     --export "$work/offload.bin" > "$work/offload.log"
-  grep -q "NVMe 0.0 MB" "$work/offload.log" && { echo "the NVMe tier was not used"; exit 1; }
+  grep -q "tier peaks:.*nvme 0.0M$" "$work/offload.log" && { echo "the NVMe tier was not used"; exit 1; }
   "$compare" "$work/offload.bin" "$work/resident.bin" 1e-5
 fi
 
@@ -69,4 +70,10 @@ awk -v a="$a" -v b="$b" 'BEGIN { d = (b - a) / a; if (d < 0) d = -d; exit !(d <=
 "$trainer" "${common[@]}" --steps 10 --resume "$work/ckpt" --export "$work/resumed.bin" > "$work/resumed.log"
 "$compare" "$work/resumed.bin" "$work/resident.bin"
 grep -q "^step    6 " "$work/resumed.log"   # the resumed run started at step 6
+
+# 5. text -> shard -> training equals training on the text
+"$trainer" --text "$text" --write-shard "$work/corpus.bin" > /dev/null
+args=("${common[@]}"); args[4]=--data; args[5]=$work/corpus.bin
+"$trainer" "${args[@]}" --steps 10 --export "$work/shard.bin" > /dev/null
+"$compare" "$work/shard.bin" "$work/resident.bin"
 echo "trainer checks passed"

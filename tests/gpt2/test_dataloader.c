@@ -1,6 +1,7 @@
-/* Token data: an llm.c shard written and read back; a bad magic number, a truncated file and
- * a missing file are refused with messages naming the file and the problem; the rank slices
- * of a global batch tile it exactly; targets are the inputs shifted by one. */
+/* Token data: an llm.c shard written and read back; a bad magic number, a bad version, a
+ * truncated file or header, trailing data and a missing file are refused with messages
+ * naming the file and the problem; byte-level text converts to a shard losslessly; the rank
+ * slices of a global batch tile it exactly; targets are the inputs shifted by one. */
 #include "dataloader.h"
 
 #include <setjmp.h>
@@ -21,33 +22,102 @@ static void make_path(const char *name)
     snprintf(path, sizeof path, "%s/%s-%d.bin", base, name, (int)getpid());
 }
 
-static void test_shard_roundtrip_and_errors(void **state)
+static void write_tokens(int n, token_data *t, uint16_t *toks)
+{
+    for (int i = 0; i < n; i++)
+        toks[i] = (uint16_t)(i * 37 % 50257);
+    *t = (token_data){toks, n, 0};
+    char err[512];
+    assert_int_equal(tokens_write_shard(path, t, err, sizeof err), 0);
+}
+
+/* Loading `path` fails with a message naming the file and containing `what`. */
+static void assert_refused(const char *what)
+{
+    token_data back;
+    char err[512];
+    assert_int_equal(tokens_load_shard(path, &back, err, sizeof err), -1);
+    if (!strstr(err, what) || !strstr(err, path))
+        fail_msg("expected '%s' and the path in: %s", what, err);
+    assert_null(back.tokens);
+}
+
+static void patch_int32(long offset, int32_t value)
+{
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    fseek(f, offset, SEEK_SET);
+    assert_int_equal(fwrite(&value, 4, 1, f), 1);
+    fclose(f);
+}
+
+static void test_shard_roundtrip(void **state)
 {
     (void)state;
     uint16_t toks[1000];
-    for (int i = 0; i < 1000; i++)
-        toks[i] = (uint16_t)(i * 37 % 50257);
-    token_data t = {toks, 1000, 0}, back;
+    token_data t, back;
     char err[512];
     make_path("shard");
-    assert_int_equal(tokens_write_shard(path, &t, err, sizeof err), 0);
+    write_tokens(1000, &t, toks);
     assert_int_equal(tokens_load_shard(path, &back, err, sizeof err), 0);
     assert_int_equal(back.n, 1000);
     assert_memory_equal(back.tokens, toks, sizeof toks);
+    int max = 0;
+    for (int i = 0; i < 1000; i++)
+        max = toks[i] > max ? toks[i] : max;
+    assert_int_equal(back.max_token, max);
     tokens_free(&back);
-    assert_int_equal(truncate(path, 1024 + 500), 0);
-    assert_int_equal(tokens_load_shard(path, &back, err, sizeof err), -1);
-    assert_non_null(strstr(err, "is truncated"));
-    assert_non_null(strstr(err, path));
-    FILE *f = fopen(path, "r+b");
-    int32_t bad = 12345;
-    fwrite(&bad, 4, 1, f);
-    fclose(f);
-    assert_int_equal(tokens_load_shard(path, &back, err, sizeof err), -1);
-    assert_non_null(strstr(err, "not an llm.c token shard"));
     unlink(path);
-    assert_int_equal(tokens_load_shard(path, &back, err, sizeof err), -1);
-    assert_non_null(strstr(err, "cannot open"));
+}
+
+static void test_shard_errors_name_file_and_problem(void **state)
+{
+    (void)state;
+    uint16_t toks[1000];
+    token_data t;
+    make_path("bad");
+    write_tokens(1000, &t, toks);
+    patch_int32(0, 12345);
+    assert_refused("bad magic number");
+    write_tokens(1000, &t, toks);
+    patch_int32(4, 2);
+    assert_refused("bad version");
+    write_tokens(1000, &t, toks);
+    assert_int_equal(truncate(path, 1024 + 500), 0);
+    assert_refused("truncated: the header declares 1000 tokens (2000 bytes) but 500");
+    assert_int_equal(truncate(path, 1000), 0);
+    assert_refused("truncated: shorter than its 1024-byte header");
+    write_tokens(1000, &t, toks);
+    patch_int32(8, 900);
+    assert_refused("trailing data");
+    unlink(path);
+    assert_refused("cannot open");
+}
+
+/* Text read as bytes and written as a shard reads back as the same tokens. */
+static void test_text_to_shard(void **state)
+{
+    (void)state;
+    make_path("text");
+    const char text[] = "It is a truth universally acknowledged\n\xc3\xa9\xff";
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite(text, 1, sizeof text - 1, f);
+    fclose(f);
+    token_data t, back;
+    char err[512], shard[600];
+    assert_int_equal(tokens_load_text(path, &t, err, sizeof err), 0);
+    assert_int_equal(t.n, (int64_t)sizeof text - 1);
+    assert_int_equal(t.max_token, 255);
+    for (int64_t i = 0; i < t.n; i++)
+        assert_int_equal(t.tokens[i], (unsigned char)text[i]);
+    snprintf(shard, sizeof shard, "%s.bin", path);
+    assert_int_equal(tokens_write_shard(shard, &t, err, sizeof err), 0);
+    assert_int_equal(tokens_load_shard(shard, &back, err, sizeof err), 0);
+    assert_int_equal(back.n, t.n);
+    assert_memory_equal(back.tokens, t.tokens, sizeof(uint16_t) * (size_t)t.n);
+    tokens_free(&t), tokens_free(&back);
+    unlink(shard), unlink(path);
 }
 
 static void test_rank_slices_tile_the_batch(void **state)
@@ -76,7 +146,9 @@ static void test_rank_slices_tile_the_batch(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_shard_roundtrip_and_errors),
+        cmocka_unit_test(test_shard_roundtrip),
+        cmocka_unit_test(test_shard_errors_name_file_and_problem),
+        cmocka_unit_test(test_text_to_shard),
         cmocka_unit_test(test_rank_slices_tile_the_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,15 @@
-/* GPT-2 gradients: the fp32 forward/backward of the tiny config against central finite
- * differences of an independent double-precision forward written here (plain loops), on
- * every parameter tensor. */
+/* GPT-2 gradients and driving:
+ *  - the fp32 forward/backward of the tiny config (kernels called on plain arrays) against
+ *    central finite differences of an independent double-precision forward written here
+ *    (plain loops, no BLAS), 20 entries of every parameter tensor;
+ *  - the layer order of one micro-step: forward fetch/release per layer, the embedding
+ *    fetched again for the tied LM head, and held through the whole backward pass;
+ *  - through the runtime: the gradients ztier accumulates equal the plain-array ones
+ *    (recovered from one Adam step), with the layers resident and with them sharded and
+ *    offloaded; fp16 parameters are refused with a message; training on a repeated batch
+ *    lowers the loss. */
 #include "gpt2_model.h"
+#include "gpt2_ztier.h"
 
 #include <math.h>
 #include <setjmp.h>
@@ -16,6 +24,7 @@
 
 #define B 2
 #define T 8
+#define SAMPLES 20 /* entries checked per tensor */
 
 typedef struct plain {
     gpt2_config c;
@@ -191,10 +200,13 @@ static void test_gradients_match_finite_differences(void **state)
         for (int k = 0; k < gpt2_layer_param_count(&s.c, l); k++) {
             gpt2_param_info pi;
             gpt2_param_info_get(&s.c, l, k, &pi);
-            for (int j = 0; j < 12; j++) {
+            for (int j = 0; j < SAMPLES; j++) {
                 int64_t i = (int64_t)(urand() * (double)s.n[l][k]);
                 if (l == 0 && k == 0) /* wte: a row of a token that occurs */
                     i = (int64_t)tok[j % (B * T)] * s.c.channels + j;
+                /* eps: the truncation error (eps^2 times the third derivative, ~1e-10) and
+                 * the rounding of the double loss (~1e-16 / eps) stay far below the error
+                 * of the fp32 analytic gradient that is being checked */
                 double keep = d.p[l][k][i], eps = 1e-5;
                 d.p[l][k][i] = keep + eps;
                 double up = d_loss(&d, tok, tgt);
@@ -209,17 +221,240 @@ static void test_gradients_match_finite_differences(void **state)
             }
         }
     printf("checked %d gradient entries over %d tensors; loss %.6f (double %.6f)\n", checked,
-           checked / 12, (double)loss, ref);
+           checked / SAMPLES, (double)loss, ref);
     for (int l = 0; l < s.n_layers; l++)
         for (int k = 0; k < gpt2_layer_param_count(&s.c, l); k++)
             free(s.p[l][k]), free(s.g[l][k]), free(d.p[l][k]);
     gpt2_model_destroy(m);
 }
 
+/* ---- the layer order of one micro-step ---- */
+
+typedef struct recorder {
+    plain *inner;
+    char log[1024];
+    int held[64][2];            /* fetches minus releases per layer and pass */
+    int embed_held_in_backward; /* stays 1 while embed (backward) is held at every block */
+} recorder;
+
+static int rec_get(void *ctx, int layer, int backward, float **params, float **grads)
+{
+    recorder *r = ctx;
+    size_t n = strlen(r->log);
+    snprintf(r->log + n, sizeof r->log - n, "%s+%d%s", n ? " " : "", layer, backward ? "b" : "");
+    r->held[layer][backward]++;
+    if (backward && layer >= 1 && layer <= r->inner->c.layers && r->held[0][1] != 1)
+        r->embed_held_in_backward = 0;
+    return plain_get(r->inner, layer, backward, params, grads);
+}
+
+static int rec_put(void *ctx, int layer, int backward)
+{
+    recorder *r = ctx;
+    size_t n = strlen(r->log);
+    snprintf(r->log + n, sizeof r->log - n, " -%d%s", layer, backward ? "b" : "");
+    r->held[layer][backward]--;
+    return 0;
+}
+
+static void free_plain(plain *s)
+{
+    for (int l = 0; l < s->n_layers; l++)
+        for (int k = 0; k < gpt2_layer_param_count(&s->c, l); k++)
+            free(s->p[l][k]), free(s->g[l][k]);
+}
+
+static void test_layer_order_with_tied_head(void **state)
+{
+    (void)state;
+    plain s;
+    memset(&s, 0, sizeof s);
+    assert_int_equal(gpt2_config_named("tiny", 64, &s.c), 0);
+    init_plain(&s);
+    recorder r = {&s, "", {{0}}, 1};
+    gpt2_source src = {rec_get, rec_put, &r};
+    int tok[B * T], tgt[B * T];
+    for (int i = 0; i < B * T; i++)
+        tok[i] = i % 64, tgt[i] = (i + 1) % 64;
+    gpt2_model *m = gpt2_model_create(&s.c, B, T);
+    assert_non_null(m);
+    float loss;
+    assert_int_equal(gpt2_forward(m, &src, tok, tgt, &loss), 0);
+    /* layers: 0 embed, 1..2 the blocks h.0 h.1, 3 ln_f; +get -put, b = backward */
+    assert_string_equal(r.log, "+0 -0 +1 -1 +2 -2 +3 -3 +0 -0");
+    r.log[0] = '\0';
+    assert_int_equal(gpt2_backward(m, &src, NULL), 0);
+    assert_string_equal(r.log, "+0b +3b -3b +2b -2b +1b -1b -0b");
+    assert_int_equal(r.embed_held_in_backward, 1);
+    for (int l = 0; l < 4; l++)
+        assert_true(r.held[l][0] == 0 && r.held[l][1] == 0);
+    gpt2_model_destroy(m);
+    free_plain(&s);
+}
+
+/* ---- through the runtime ---- */
+
+static zt_runtime *runtime_with_tiny(const char *config, gpt2_ztier *g)
+{
+    zt_runtime *rt = NULL;
+    gpt2_config c;
+    assert_int_equal(gpt2_config_named("tiny", 64, &c), 0);
+    if (zt_runtime_create(NULL, config, &rt) != ZT_OK)
+        fail_msg("zt_runtime_create: %s", zt_last_error(rt));
+    assert_int_equal(gpt2_ztier_register(g, rt, &c, 1234), ZT_OK);
+    if (zt_runtime_commit(rt) != ZT_OK)
+        fail_msg("zt_runtime_commit: %s", zt_last_error(rt));
+    return rt;
+}
+
+/* Reads every parameter of the runtime into plain arrays (gradients zeroed). */
+static void read_params(gpt2_ztier *g, plain *s)
+{
+    memset(s, 0, sizeof *s);
+    s->c = g->c;
+    s->n_layers = gpt2_layer_count(&s->c);
+    for (int l = 0; l < s->n_layers; l++)
+        for (int k = 0; k < gpt2_layer_param_count(&s->c, l); k++) {
+            gpt2_param_info pi;
+            gpt2_param_info_get(&s->c, l, k, &pi);
+            s->n[l][k] = pi.shape[0] * (pi.ndim == 2 ? pi.shape[1] : 1);
+            s->p[l][k] = malloc(sizeof(float) * (size_t)s->n[l][k]);
+            s->g[l][k] = calloc((size_t)s->n[l][k], sizeof(float));
+            assert_int_equal(zt_param_read(g->rt, g->param_ids[l][k], s->p[l][k], s->n[l][k]),
+                             ZT_OK);
+        }
+}
+
+static void make_batch(int *tok, int *tgt)
+{
+    for (int i = 0; i < B * T; i++)
+        tok[i] = (int)(urand() * 64), tgt[i] = (int)(urand() * 64);
+}
+
+/* With Adam's eps = 1 and no weight decay or clipping, the first step moves each parameter by
+ * -lr * g / (|g| + 1) (m_hat = g, sqrt(v_hat) = |g|), so u = -delta / lr gives the gradient
+ * back: g = u / (1 - |u|). A large lr keeps delta far above the rounding of p. */
+#define ADAM_PROBE_LR 1000.0
+#define ADAM_PROBE                                                                             \
+    "\"optimizer\": {\"type\": \"Adam\", \"params\": {\"lr\": 1000, \"eps\": 1, "              \
+    "\"betas\": [0.9, 0.999], \"weight_decay\": 0}}"
+
+static void check_runtime_gradients(const char *config)
+{
+    gpt2_ztier g;
+    zt_runtime *rt = runtime_with_tiny(config, &g);
+    plain before, after;
+    read_params(&g, &before);
+    int tok[B * T], tgt[B * T];
+    make_batch(tok, tgt);
+    gpt2_model *m = gpt2_model_create(&g.c, B, T);
+    assert_non_null(m);
+    gpt2_source zsrc = gpt2_ztier_source(&g), psrc = {plain_get, plain_put, &before};
+    float zloss, ploss;
+    assert_int_equal(gpt2_forward(m, &zsrc, tok, tgt, &zloss), 0);
+    assert_int_equal(gpt2_backward(m, &zsrc, NULL), 0);
+    zt_step_info info;
+    assert_int_equal(zt_step(rt, NULL, &info), ZT_OK);
+    assert_int_equal(info.skipped, 0);
+    read_params(&g, &after);
+    assert_int_equal(gpt2_forward(m, &psrc, tok, tgt, &ploss), 0);
+    assert_int_equal(gpt2_backward(m, &psrc, NULL), 0);
+    assert_true(fabsf(zloss - ploss) <= 1e-6f * fabsf(ploss));
+    for (int l = 0; l < before.n_layers; l++)
+        for (int k = 0; k < gpt2_layer_param_count(&g.c, l); k++) {
+            double gmax = 0;
+            for (int64_t i = 0; i < before.n[l][k]; i++)
+                gmax = fmax(gmax, fabs(before.g[l][k][i]));
+            assert_true(gmax > 0); /* every tensor gets a gradient */
+            for (int64_t i = 0; i < before.n[l][k]; i++) {
+                double u = -((double)after.p[l][k][i] - before.p[l][k][i]) / ADAM_PROBE_LR;
+                double grt = u / (1 - fabs(u)), gp = before.g[l][k][i];
+                if (fabs(grt - gp) > 1e-3 * fabs(gp) + 1e-5 * gmax) {
+                    gpt2_param_info pi;
+                    gpt2_param_info_get(&g.c, l, k, &pi);
+                    fail_msg("%s[%lld]: gradient through ztier %.8g, on plain arrays %.8g",
+                             pi.name, (long long)i, grt, gp);
+                }
+            }
+        }
+    free_plain(&before), free_plain(&after);
+    gpt2_model_destroy(m);
+    gpt2_ztier_free(&g);
+    zt_runtime_destroy(rt);
+}
+
+static void test_runtime_gradients_equal_plain_resident(void **state)
+{
+    (void)state;
+    check_runtime_gradients("{" ADAM_PROBE ", \"ztier\": {\"hbm_capacity\": \"64M\"}}");
+}
+
+static void test_runtime_gradients_equal_plain_offloaded(void **state)
+{
+    (void)state;
+    check_runtime_gradients("{" ADAM_PROBE ", \"zero_optimization\": {\"stage\": 3, "
+                            "\"stage3_param_persistence_threshold\": 0, "
+                            "\"offload_param\": {\"device\": \"cpu\"}, "
+                            "\"offload_optimizer\": {\"device\": \"cpu\"}}, "
+                            "\"ztier\": {\"hbm_capacity\": \"1M\"}}");
+}
+
+static void test_fp16_parameters_are_refused_with_a_message(void **state)
+{
+    (void)state;
+    gpt2_ztier g;
+    zt_runtime *rt = runtime_with_tiny("{\"fp16\": {\"enabled\": true}}", &g);
+    gpt2_model *m = gpt2_model_create(&g.c, B, T);
+    gpt2_source src = gpt2_ztier_source(&g);
+    int tok[B * T], tgt[B * T];
+    make_batch(tok, tgt);
+    float loss;
+    assert_int_equal(gpt2_forward(m, &src, tok, tgt, &loss), ZT_ERR_UNSUPPORTED);
+    const char *msg = gpt2_ztier_error(&g);
+    if (!strstr(msg, "layer embed: parameter wte is fp16"))
+        fail_msg("unexpected message: %s", msg);
+    assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK); /* no layer was left held */
+    gpt2_model_destroy(m);
+    gpt2_ztier_free(&g);
+    zt_runtime_destroy(rt);
+}
+
+static void test_training_lowers_the_loss(void **state)
+{
+    (void)state;
+    gpt2_ztier g;
+    zt_runtime *rt = runtime_with_tiny(
+        "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"weight_decay\": 0}},"
+        " \"ztier\": {\"hbm_capacity\": \"64M\"}}",
+        &g);
+    gpt2_model *m = gpt2_model_create(&g.c, B, T);
+    gpt2_source src = gpt2_ztier_source(&g);
+    int tok[B * T], tgt[B * T];
+    make_batch(tok, tgt);
+    float first = 0, loss = 0;
+    for (int step = 0; step < 30; step++) {
+        assert_int_equal(gpt2_forward(m, &src, tok, tgt, &loss), 0);
+        assert_int_equal(gpt2_backward(m, &src, NULL), 0);
+        assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK);
+        first = step == 0 ? loss : first;
+    }
+    printf("repeated batch: loss %.4f -> %.4f after 30 steps\n", (double)first, (double)loss);
+    assert_true(first > 3.5f);        /* about ln(64) at the start */
+    assert_true(loss < 0.3f * first); /* it memorises the batch */
+    gpt2_model_destroy(m);
+    gpt2_ztier_free(&g);
+    zt_runtime_destroy(rt);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradients_match_finite_differences),
+        cmocka_unit_test(test_layer_order_with_tied_head),
+        cmocka_unit_test(test_runtime_gradients_equal_plain_resident),
+        cmocka_unit_test(test_runtime_gradients_equal_plain_offloaded),
+        cmocka_unit_test(test_fp16_parameters_are_refused_with_a_message),
+        cmocka_unit_test(test_training_lowers_the_loss),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
