@@ -1,65 +1,43 @@
 /* AVX2 + FMA + F16C Adam/AdamW kernel: 8 lanes; the last n % 8 elements go through the
- * scalar reference. Compiled with those flags; only called when the CPU reports them. */
+ * scalar reference, which computes the same bits. Compiled with those flags; only called
+ * when the CPU reports them. */
 #include "optimizer/adam.h"
+#include "optimizer/convert_simd.h"
 
 #include <float.h>
 #include <immintrin.h>
 
-static __m256 load_grad(const void *g, zt_dtype t, int64_t i)
+static inline __m256 load_grad(const void *g, zt_dtype t, int64_t i)
 {
     if (t == ZT_F32)
         return _mm256_loadu_ps((const float *)g + i);
     __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)g + i));
-    if (t == ZT_F16)
-        return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return t == ZT_F16 ? _mm256_cvtph_ps(h) : zt_avx2_bf16_to_f32(h);
 }
 
-/* fp32 -> bf16, round to nearest even; NaN stays NaN (quiet bit set), like the scalar. */
-static __m128i to_bf16(__m256 x)
-{
-    __m256i u = _mm256_castps_si256(x);
-    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
-    __m256i mag = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
-    __m256i nan = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7f800000));
-    __m256i q = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
-    r = _mm256_blendv_epi8(r, q, nan);
-    return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
-}
-
-static void store_param(void *out, zt_dtype t, int64_t i, __m256 p)
+static inline void store_param(void *out, zt_dtype t, int64_t i, __m256 p)
 {
     if (t == ZT_F32)
         _mm256_storeu_ps((float *)out + i, p);
     else if (t == ZT_BF16)
-        _mm_storeu_si128((__m128i *)((uint16_t *)out + i), to_bf16(p));
+        _mm_storeu_si128((__m128i *)((uint16_t *)out + i), zt_avx2_f32_to_bf16(p));
     else
         _mm_storeu_si128((__m128i *)((uint16_t *)out + i),
                          _mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
-static int nonfinite(__m256 g)
+/* Lanes where |g| is not <= FLT_MAX (inf or NaN), as a bit mask. */
+static inline __m256 nonfinite(__m256 g)
 {
     __m256 mag = _mm256_and_ps(g, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
-    return _mm256_movemask_ps(_mm256_cmp_ps(mag, _mm256_set1_ps(FLT_MAX), _CMP_NLE_UQ));
-}
-
-static zt_adam_tensors tail_of(const zt_adam_tensors *t, int64_t i)
-{
-    size_t gsz = t->grad_dtype == ZT_F32 ? 4 : 2, psz = t->param_dtype == ZT_F32 ? 4 : 2;
-    zt_adam_tensors r = *t;
-    r.master += i, r.m += i, r.v += i;
-    r.grad = (const char *)t->grad + (size_t)i * gsz;
-    r.param_out = t->param_out ? (char *)t->param_out + (size_t)i * psz : NULL;
-    r.n = t->n - i;
-    return r;
+    return _mm256_cmp_ps(mag, _mm256_set1_ps(FLT_MAX), _CMP_NLE_UQ);
 }
 
 int64_t zt_adam_step_avx2(const zt_adam_consts *c, const zt_adam_tensors *t)
 {
     const __m256 b1 = _mm256_set1_ps(c->beta1), b2 = _mm256_set1_ps(c->beta2);
-    const __m256 omb1 = _mm256_set1_ps(c->one_minus_beta1), omb2 = _mm256_set1_ps(c->one_minus_beta2);
+    const __m256 omb1 = _mm256_set1_ps(c->one_minus_beta1);
+    const __m256 omb2 = _mm256_set1_ps(c->one_minus_beta2);
     const __m256 step = _mm256_set1_ps(c->step_size), ibc2 = _mm256_set1_ps(c->inv_sqrt_bc2);
     const __m256 eps = _mm256_set1_ps(c->eps), decay = _mm256_set1_ps(c->decay);
     const __m256 l2 = _mm256_set1_ps(c->l2), gs = _mm256_set1_ps(c->grad_scale);
@@ -67,7 +45,7 @@ int64_t zt_adam_step_avx2(const zt_adam_consts *c, const zt_adam_tensors *t)
     for (; i + 8 <= t->n; i += 8) {
         __m256 p = _mm256_loadu_ps(t->master + i);
         __m256 g = _mm256_mul_ps(load_grad(t->grad, t->grad_dtype, i), gs);
-        bad += __builtin_popcount((unsigned)nonfinite(g));
+        bad += __builtin_popcount((unsigned)_mm256_movemask_ps(nonfinite(g)));
         g = _mm256_fmadd_ps(l2, p, g);
         __m256 m = _mm256_fmadd_ps(b1, _mm256_loadu_ps(t->m + i), _mm256_mul_ps(omb1, g));
         __m256 v = _mm256_fmadd_ps(b2, _mm256_loadu_ps(t->v + i),
@@ -82,7 +60,7 @@ int64_t zt_adam_step_avx2(const zt_adam_consts *c, const zt_adam_tensors *t)
             store_param(t->param_out, t->param_dtype, i, p);
     }
     if (i < t->n) {
-        zt_adam_tensors rest = tail_of(t, i);
+        zt_adam_tensors rest = zt_adam_tensors_slice(t, i, t->n - i);
         bad += zt_adam_step_scalar(c, &rest);
     }
     return bad;
@@ -95,11 +73,9 @@ double zt_grad_sumsq_avx2(const void *grad, zt_dtype dt, int64_t n, float scale,
     int64_t nonfin = 0, i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 g = _mm256_mul_ps(load_grad(grad, dt, i), gs);
-        int badm = nonfinite(g);
-        nonfin += __builtin_popcount((unsigned)badm);
-        if (badm) /* drop the non-finite lanes from the sum */
-            g = _mm256_andnot_ps(_mm256_cmp_ps(_mm256_and_ps(g, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))),
-                                               _mm256_set1_ps(FLT_MAX), _CMP_NLE_UQ), g);
+        __m256 badv = nonfinite(g);
+        nonfin += __builtin_popcount((unsigned)_mm256_movemask_ps(badv));
+        g = _mm256_andnot_ps(badv, g); /* non-finite lanes add 0 */
         __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(g));
         __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(g, 1));
         acc_lo = _mm256_fmadd_pd(lo, lo, acc_lo);
@@ -107,7 +83,7 @@ double zt_grad_sumsq_avx2(const void *grad, zt_dtype dt, int64_t n, float scale,
     }
     double lanes[4];
     _mm256_storeu_pd(lanes, _mm256_add_pd(acc_lo, acc_hi));
-    double sum = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+    double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
     int64_t tail_bad = 0;
     size_t gsz = dt == ZT_F32 ? 4 : 2;
     sum += zt_grad_sumsq_scalar((const char *)grad + (size_t)i * gsz, dt, n - i, scale, &tail_bad);

@@ -1,40 +1,63 @@
-/* AVX-512 (F, BW, VL, DQ) Adam/AdamW kernel: 16 lanes, masked loads and stores for the tail,
- * so any length and alignment runs through one loop. Compiled with AVX-512 flags; only
- * called when the CPU reports them. */
+/* AVX-512 (F, BW, VL, DQ) Adam/AdamW kernel: 16 lanes. A masked head vector brings master
+ * to a 64-byte boundary, full vectors use plain loads and stores, a masked vector takes the
+ * tail; so any length and alignment runs, and since every lane computes the same operations
+ * the split never changes a result. Compiled with AVX-512 flags (and -mavx512bf16, whose
+ * instruction is only executed when zt_adam_consts.bf16_insn says the CPU has it); only
+ * called when the CPU reports AVX-512 F/BW/VL/DQ. */
 #include "optimizer/adam.h"
 
 #include <float.h>
 #include <immintrin.h>
 
-static __mmask16 tail_mask(int64_t left) { return left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1); }
+#define ALWAYS_INLINE inline __attribute__((always_inline))
 
-static inline __attribute__((always_inline)) __m512 load_grad(const void *g, zt_dtype t,
-                                                               int64_t i, __mmask16 k)
+static ALWAYS_INLINE __mmask16 lanes(int64_t left)
+{
+    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+}
+
+static ALWAYS_INLINE __m512 load_grad(const void *g, zt_dtype t, int64_t i, __mmask16 k,
+                                      int full)
 {
     if (t == ZT_F32)
-        return k == 0xffff ? _mm512_loadu_ps((const float *)g + i)
-                           : _mm512_maskz_loadu_ps(k, (const float *)g + i);
-    __m256i h = k == 0xffff ? _mm256_loadu_si256((const __m256i *)((const uint16_t *)g + i))
-                            : _mm256_maskz_loadu_epi16(k, (const uint16_t *)g + i);
+        return full ? _mm512_loadu_ps((const float *)g + i)
+                    : _mm512_maskz_loadu_ps(k, (const float *)g + i);
+    const uint16_t *src = (const uint16_t *)g + i;
+    __m256i h = full ? _mm256_loadu_si256((const __m256i *)src) : _mm256_maskz_loadu_epi16(k, src);
     if (t == ZT_F16)
         return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* fp32 -> bf16, round to nearest even; NaN stays NaN (quiet bit set), like the scalar. */
-static __m256i to_bf16(__m512 x)
+/* fp32 -> bf16 in integer arithmetic: round to nearest even, NaN quieted (as the scalar). */
+static ALWAYS_INLINE __m256i to_bf16_int(__m512 x)
 {
-    __m512i u = _mm512_castps_si512(x);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
-    __m512i mag = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-    __mmask16 nan = _mm512_cmpgt_epi32_mask(mag, _mm512_set1_epi32(0x7f800000));
-    __m512i q = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, q));
+    __m512i u = _mm512_castps_si512(x), hi = _mm512_srli_epi32(u, 16);
+    __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
+    r = _mm512_srli_epi32(r, 16);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x40));
+    return _mm512_cvtepi32_epi16(r);
 }
 
-static inline __attribute__((always_inline)) void store_param(void *out, zt_dtype t, int64_t i,
-                                                               __m512 p, __mmask16 k, int full)
+/* vcvtneps2bf16 rounds to nearest even and quiets NaNs exactly as the scalar does, but it
+ * flushes subnormal inputs to zero; vectors holding one (rare) take the integer path. */
+static ALWAYS_INLINE __m256i to_bf16(__m512 x, int insn)
+{
+    if (!insn)
+        return to_bf16_int(x);
+    __m512i u = _mm512_castps_si512(x);
+    __mmask16 sub = _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000)) &
+                    _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x007fffff));
+    if (__builtin_expect(sub != 0, 0))
+        return to_bf16_int(x);
+    return (__m256i)_mm512_cvtneps_pbh(x);
+}
+
+static ALWAYS_INLINE void store_param(void *out, zt_dtype t, int64_t i, __m512 p, __mmask16 k,
+                                      int full, int insn)
 {
     if (t == ZT_F32) {
         if (full)
@@ -43,7 +66,7 @@ static inline __attribute__((always_inline)) void store_param(void *out, zt_dtyp
             _mm512_mask_storeu_ps((float *)out + i, k, p);
         return;
     }
-    __m256i h = t == ZT_BF16 ? to_bf16(p)
+    __m256i h = t == ZT_BF16 ? to_bf16(p, insn)
                              : _mm512_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     uint16_t *dst = (uint16_t *)out + i;
     if (full && ((uintptr_t)dst & 31) == 0) /* written, never read here: skip the cache */
@@ -51,28 +74,29 @@ static inline __attribute__((always_inline)) void store_param(void *out, zt_dtyp
     else if (full)
         _mm256_storeu_si256((__m256i *)dst, h);
     else
-        _mm256_mask_storeu_epi16((uint16_t *)out + i, k, h);
+        _mm256_mask_storeu_epi16(dst, k, h);
 }
 
-static __mmask16 nonfinite(__m512 g, __mmask16 k)
+static ALWAYS_INLINE __mmask16 nonfinite(__m512 g, __mmask16 k)
 {
     return _mm512_mask_cmp_ps_mask(k, _mm512_abs_ps(g), _mm512_set1_ps(FLT_MAX), _CMP_NLE_UQ);
 }
 
-/* One vector of 16 lanes; k masks the tail. Full vectors use unmasked loads and stores:
- * masked stores are slow on some cores (AMD Zen 4), so only the last vector pays for them. */
-static inline __attribute__((always_inline)) int adam_vector(const zt_adam_consts *c,
-                                                               const zt_adam_tensors *t,
-                                                               int64_t i, __mmask16 k, int full)
+/* One vector of 16 lanes; k masks the head or the tail. Full vectors use unmasked loads and
+ * stores: masked stores cost more on some cores (AMD Zen 4), so only the ends pay for them.
+ * The operations are those of the scalar reference, in the same order (adam.h). */
+static ALWAYS_INLINE int adam_vector(const zt_adam_consts *c, const zt_adam_tensors *t,
+                                     int64_t i, __mmask16 k, int full)
 {
-    const __m512 gs = _mm512_set1_ps(c->grad_scale);
     __m512 p = full ? _mm512_loadu_ps(t->master + i) : _mm512_maskz_loadu_ps(k, t->master + i);
     __m512 m = full ? _mm512_loadu_ps(t->m + i) : _mm512_maskz_loadu_ps(k, t->m + i);
     __m512 v = full ? _mm512_loadu_ps(t->v + i) : _mm512_maskz_loadu_ps(k, t->v + i);
-    __m512 g = _mm512_mul_ps(load_grad(t->grad, t->grad_dtype, i, k), gs);
+    __m512 g = _mm512_mul_ps(load_grad(t->grad, t->grad_dtype, i, k, full),
+                             _mm512_set1_ps(c->grad_scale));
     int bad = __builtin_popcount(nonfinite(g, k));
     g = _mm512_fmadd_ps(_mm512_set1_ps(c->l2), p, g);
-    m = _mm512_fmadd_ps(_mm512_set1_ps(c->beta1), m, _mm512_mul_ps(_mm512_set1_ps(c->one_minus_beta1), g));
+    m = _mm512_fmadd_ps(_mm512_set1_ps(c->beta1), m,
+                        _mm512_mul_ps(_mm512_set1_ps(c->one_minus_beta1), g));
     v = _mm512_fmadd_ps(_mm512_set1_ps(c->beta2), v,
                         _mm512_mul_ps(_mm512_set1_ps(c->one_minus_beta2), _mm512_mul_ps(g, g)));
     __m512 denom = _mm512_fmadd_ps(_mm512_sqrt_ps(v), _mm512_set1_ps(c->inv_sqrt_bc2),
@@ -89,17 +113,25 @@ static inline __attribute__((always_inline)) int adam_vector(const zt_adam_const
         _mm512_mask_storeu_ps(t->v + i, k, v);
     }
     if (t->param_out)
-        store_param(t->param_out, t->param_dtype, i, p, k, full);
+        store_param(t->param_out, t->param_dtype, i, p, k, full, c->bf16_insn);
     return bad;
 }
 
 int64_t zt_adam_step_avx512(const zt_adam_consts *c, const zt_adam_tensors *t)
 {
-    int64_t bad = 0, i = 0;
-    for (; i + 16 <= t->n; i += 16)
+    int64_t bad = 0, i = 0, n = t->n;
+    /* head: up to the first 64-byte boundary of master (when the buffers share an alignment,
+     * as the runtime's do, every full vector is then aligned) */
+    int64_t head = (int64_t)((64 - ((uintptr_t)t->master & 63)) & 63) / 4;
+    if (head > 0 && ((uintptr_t)t->master & 3) == 0) {
+        head = head < n ? head : n;
+        bad += adam_vector(c, t, 0, lanes(head), 0);
+        i = head;
+    }
+    for (; i + 16 <= n; i += 16)
         bad += adam_vector(c, t, i, 0xffff, 1);
-    if (i < t->n)
-        bad += adam_vector(c, t, i, tail_mask(t->n - i), 0);
+    if (i < n)
+        bad += adam_vector(c, t, i, lanes(n - i), 0);
     _mm_sfence(); /* order the streaming stores before the caller reads the copy */
     return bad;
 }
@@ -110,11 +142,11 @@ double zt_grad_sumsq_avx512(const void *grad, zt_dtype dt, int64_t n, float scal
     const __m512 gs = _mm512_set1_ps(scale);
     int64_t nonfin = 0;
     for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 k = tail_mask(n - i);
-        __m512 g = _mm512_mul_ps(load_grad(grad, dt, i, k), gs);
+        __mmask16 k = lanes(n - i);
+        __m512 g = _mm512_mul_ps(load_grad(grad, dt, i, k, k == 0xffff), gs);
         __mmask16 badk = nonfinite(g, k);
         nonfin += __builtin_popcount(badk);
-        g = _mm512_maskz_mov_ps((__mmask16)(k & ~badk), g);
+        g = _mm512_maskz_mov_ps((__mmask16)(k & ~badk), g); /* skipped lanes add 0 */
         __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(g));
         __m512d hi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(g, 1));
         acc_lo = _mm512_fmadd_pd(lo, lo, acc_lo);

@@ -1,13 +1,14 @@
-/* Run-time choice of the Adam kernel and the thread-parallel step. */
+/* Run-time choice of the Adam kernel, the per-call constants, and the serial entry points. */
 #include "optimizer/adam.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <string.h>
 
-/* Elements per work item: 64 Ki fp32 = 256 KiB per stream, a multiple of every vector width
- * so chunk boundaries never split a vector (results equal the single-threaded pass). */
-#define ADAM_CHUNK (64 * 1024)
+static int cpu_has_avx512_bf16(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16");
+}
 
 void zt_adam_consts_init(zt_adam_consts *c, const zt_adam_hparams *h)
 {
@@ -23,6 +24,7 @@ void zt_adam_consts_init(zt_adam_consts *c, const zt_adam_hparams *h)
     c->decay = h->adamw ? h->lr * h->weight_decay : 0.0f;
     c->l2 = h->adamw ? 0.0f : h->weight_decay;
     c->grad_scale = h->grad_scale;
+    c->bf16_insn = cpu_has_avx512_bf16();
 }
 
 int zt_adam_variant_supported(zt_adam_variant v)
@@ -52,7 +54,7 @@ static const char *const names[] = {"scalar", "avx2", "avx512"};
 
 const char *zt_adam_variant_name(zt_adam_variant v)
 {
-    return (unsigned)v < 3 ? names[v] : "unknown";
+    return (unsigned)v < sizeof names / sizeof names[0] ? names[v] : "unknown";
 }
 
 int zt_adam_variant_parse(const char *name, zt_adam_variant *out)
@@ -61,7 +63,7 @@ int zt_adam_variant_parse(const char *name, zt_adam_variant *out)
         *out = zt_adam_variant_best();
         return 0;
     }
-    for (int i = 0; i < 3; i++)
+    for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(name, names[i]) && zt_adam_variant_supported((zt_adam_variant)i)) {
             *out = (zt_adam_variant)i;
             return 0;
@@ -69,7 +71,18 @@ int zt_adam_variant_parse(const char *name, zt_adam_variant *out)
     return -1;
 }
 
-static int64_t run_kernel(zt_adam_variant v, const zt_adam_consts *c, const zt_adam_tensors *t)
+zt_adam_tensors zt_adam_tensors_slice(const zt_adam_tensors *t, int64_t first, int64_t count)
+{
+    size_t gsz = t->grad_dtype == ZT_F32 ? 4 : 2, psz = t->param_dtype == ZT_F32 ? 4 : 2;
+    zt_adam_tensors r = *t;
+    r.master += first, r.m += first, r.v += first;
+    r.grad = (const char *)t->grad + (size_t)first * gsz;
+    r.param_out = t->param_out ? (char *)t->param_out + (size_t)first * psz : NULL;
+    r.n = count;
+    return r;
+}
+
+int64_t zt_adam_step_consts(zt_adam_variant v, const zt_adam_consts *c, const zt_adam_tensors *t)
 {
     switch (v) {
     case ZT_ADAM_AVX512:
@@ -85,7 +98,7 @@ int64_t zt_adam_step(zt_adam_variant v, const zt_adam_hparams *h, const zt_adam_
 {
     zt_adam_consts c;
     zt_adam_consts_init(&c, h);
-    return run_kernel(v, &c, t);
+    return zt_adam_step_consts(v, &c, t);
 }
 
 double zt_grad_sumsq(zt_adam_variant v, const void *grad, zt_dtype dt, int64_t n, float scale,
@@ -99,35 +112,4 @@ double zt_grad_sumsq(zt_adam_variant v, const void *grad, zt_dtype dt, int64_t n
     default:
         return zt_grad_sumsq_scalar(grad, dt, n, scale, nonfinite);
     }
-}
-
-typedef struct parallel_ctx {
-    zt_adam_variant variant;
-    zt_adam_consts consts;
-    const zt_adam_tensors *t;
-    atomic_llong bad;
-} parallel_ctx;
-
-static void adam_chunk(void *arg, int64_t begin, int64_t end, int worker)
-{
-    (void)worker;
-    parallel_ctx *ctx = arg;
-    const zt_adam_tensors *t = ctx->t;
-    size_t gsz = t->grad_dtype == ZT_F32 ? 4 : 2, psz = t->param_dtype == ZT_F32 ? 4 : 2;
-    zt_adam_tensors part = *t;
-    part.master += begin, part.m += begin, part.v += begin;
-    part.grad = (const char *)t->grad + (size_t)begin * gsz;
-    part.param_out = t->param_out ? (char *)t->param_out + (size_t)begin * psz : NULL;
-    part.n = end - begin;
-    atomic_fetch_add(&ctx->bad, run_kernel(ctx->variant, &ctx->consts, &part));
-}
-
-int64_t zt_adam_step_parallel(zt_threadpool *pool, zt_adam_variant v, const zt_adam_hparams *h,
-                              const zt_adam_tensors *t)
-{
-    parallel_ctx ctx = {.variant = v, .t = t};
-    atomic_init(&ctx.bad, 0);
-    zt_adam_consts_init(&ctx.consts, h);
-    zt_threadpool_run(pool, t->n, ADAM_CHUNK, adam_chunk, &ctx);
-    return atomic_load(&ctx.bad);
 }

@@ -1,48 +1,31 @@
 /* The scalar reference Adam/AdamW kernel: the definition the SIMD variants are tested
- * against (see adam.h for the update). */
+ * against. It performs the vector kernels' operations one element at a time, fmaf() where
+ * they use an FMA instruction, so all variants agree bitwise (see adam.h). This file is
+ * compiled with -ffp-contract=off: the compiler must not fuse any other multiply and add. */
 #include "optimizer/adam.h"
 #include "optimizer/convert.h"
 
 #include <float.h>
 #include <math.h>
 
-static float load_grad(const void *g, zt_dtype t, int64_t i)
-{
-    if (t == ZT_BF16)
-        return zt_bf16_to_f32(((const uint16_t *)g)[i]);
-    if (t == ZT_F16)
-        return zt_f16_to_f32(((const uint16_t *)g)[i]);
-    return ((const float *)g)[i];
-}
-
-static void store_param(void *out, zt_dtype t, int64_t i, float p)
-{
-    if (t == ZT_BF16)
-        ((uint16_t *)out)[i] = zt_f32_to_bf16(p);
-    else if (t == ZT_F16)
-        ((uint16_t *)out)[i] = zt_f32_to_f16(p);
-    else
-        ((float *)out)[i] = p;
-}
-
 int64_t zt_adam_step_scalar(const zt_adam_consts *c, const zt_adam_tensors *t)
 {
     int64_t bad = 0;
     for (int64_t i = 0; i < t->n; i++) {
         float p = t->master[i];
-        float g = load_grad(t->grad, t->grad_dtype, i) * c->grad_scale;
+        float g = zt_load_f32(t->grad, t->grad_dtype, (size_t)i) * c->grad_scale;
         bad += !(fabsf(g) <= FLT_MAX);
-        g = g + c->l2 * p;
-        float m = c->beta1 * t->m[i] + c->one_minus_beta1 * g;
-        float v = c->beta2 * t->v[i] + c->one_minus_beta2 * (g * g);
-        float denom = sqrtf(v) * c->inv_sqrt_bc2 + c->eps;
-        p = p - c->decay * p;
-        p = p - c->step_size * (m / denom);
+        g = fmaf(c->l2, p, g);
+        float m = fmaf(c->beta1, t->m[i], c->one_minus_beta1 * g);
+        float v = fmaf(c->beta2, t->v[i], c->one_minus_beta2 * (g * g));
+        float denom = fmaf(sqrtf(v), c->inv_sqrt_bc2, c->eps);
+        p = fmaf(-c->decay, p, p);
+        p = fmaf(-c->step_size, m / denom, p);
         t->master[i] = p;
         t->m[i] = m;
         t->v[i] = v;
         if (t->param_out)
-            store_param(t->param_out, t->param_dtype, i, p);
+            zt_store_f32(t->param_out, t->param_dtype, (size_t)i, p);
     }
     return bad;
 }
@@ -52,7 +35,7 @@ double zt_grad_sumsq_scalar(const void *grad, zt_dtype dt, int64_t n, float scal
     double sum = 0.0;
     int64_t nonfinite = 0;
     for (int64_t i = 0; i < n; i++) {
-        float g = load_grad(grad, dt, i) * scale;
+        float g = zt_load_f32(grad, dt, (size_t)i) * scale;
         if (!(fabsf(g) <= FLT_MAX))
             nonfinite++;
         else

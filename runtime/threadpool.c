@@ -1,3 +1,6 @@
+/* Workers wait for a new generation number under the pool's mutex; zt_threadpool_run
+ * publishes a loop, bumps the generation, works through chunks itself and waits until every
+ * worker has reported back, so the next loop never starts while a worker is in the last one. */
 #include "runtime/threadpool.h"
 #include "runtime/log.h"
 
@@ -13,28 +16,29 @@ typedef struct worker_arg {
 
 struct zt_threadpool {
     int threads;
-    int numa_node;
+    int numa_node; /* -1: not bound */
     pthread_t *tids;
     worker_arg *args;
     pthread_mutex_t lock;
     pthread_cond_t start, finished;
-    uint64_t generation; /* bumped for every loop */
-    int busy;            /* workers still in the current loop */
+    uint64_t generation; /* bumped for every loop; guarded by lock */
+    int busy;            /* workers still in the current loop; guarded by lock */
     int stop;
-    /* the current loop */
+    atomic_int running;  /* a loop is in progress (nested or concurrent calls run alone) */
+    /* the current loop, written before the generation is bumped */
     zt_parallel_fn fn;
     void *ctx;
     int64_t n_items, chunk;
-    atomic_llong next;
+    atomic_llong next; /* first item of the next chunk to hand out */
 };
 
 static void run_chunks(zt_threadpool *p, int worker)
 {
     for (;;) {
-        int64_t begin = atomic_fetch_add(&p->next, p->chunk);
+        int64_t begin = atomic_fetch_add_explicit(&p->next, p->chunk, memory_order_relaxed);
         if (begin >= p->n_items)
             return;
-        int64_t end = begin + p->chunk < p->n_items ? begin + p->chunk : p->n_items;
+        int64_t end = p->n_items - begin > p->chunk ? begin + p->chunk : p->n_items;
         p->fn(p->ctx, begin, end, worker);
     }
 }
@@ -43,8 +47,8 @@ static void *worker_main(void *arg)
 {
     worker_arg *a = arg;
     zt_threadpool *p = a->pool;
-    if (p->numa_node >= 0)
-        numa_run_on_node(p->numa_node);
+    if (p->numa_node >= 0 && numa_run_on_node(p->numa_node) != 0)
+        ZT_LOGW("threadpool", "worker %d: cannot bind to NUMA node %d", a->index, p->numa_node);
     uint64_t seen = 0;
     pthread_mutex_lock(&p->lock);
     for (;;) {
@@ -63,18 +67,41 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+static zt_status check_numa_node(int node, int *bound, zt_error *err)
+{
+    *bound = -1;
+    if (node < 0)
+        return ZT_OK;
+    if (numa_available() < 0) {
+        ZT_LOGI("threadpool", "libnuma reports no NUMA support; threads are not bound to node %d",
+                node);
+        return ZT_OK;
+    }
+    if (node > numa_max_node())
+        return ZT_ERR(err, ZT_ERR_ARGUMENT, "NUMA node %d does not exist (nodes 0..%d)", node,
+                      numa_max_node());
+    *bound = node;
+    return ZT_OK;
+}
+
 zt_status zt_threadpool_create(int threads, int numa_node, zt_threadpool **out, zt_error *err)
 {
+    int bound;
+    zt_status st = check_numa_node(numa_node, &bound, err);
+    if (st != ZT_OK)
+        return st;
     if (threads < 1)
         threads = 1;
     zt_threadpool *p = calloc(1, sizeof *p);
     if (!p)
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory creating a thread pool");
-    p->threads = threads;
-    p->numa_node = numa_node >= 0 && numa_available() >= 0 ? numa_node : -1;
+    p->threads = 1; /* destroy joins only the workers that started */
+    p->numa_node = bound;
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->start, NULL);
     pthread_cond_init(&p->finished, NULL);
+    atomic_init(&p->running, 0);
+    atomic_init(&p->next, 0);
     p->tids = calloc((size_t)threads, sizeof *p->tids);
     p->args = calloc((size_t)threads, sizeof *p->args);
     if (!p->tids || !p->args) {
@@ -84,12 +111,14 @@ zt_status zt_threadpool_create(int threads, int numa_node, zt_threadpool **out, 
     for (int i = 1; i < threads; i++) {
         p->args[i] = (worker_arg){p, i};
         if (pthread_create(&p->tids[i], NULL, worker_main, &p->args[i]) != 0) {
-            p->threads = i; /* destroy joins the ones that started */
             zt_threadpool_destroy(p);
             return ZT_ERR(err, ZT_ERR_NOMEM, "cannot start thread %d of %d for the pool", i,
                           threads);
         }
+        p->threads = i + 1;
     }
+    if (bound >= 0)
+        ZT_LOGI("threadpool", "%d threads, workers bound to NUMA node %d", threads, bound);
     *out = p;
     return ZT_OK;
 }
@@ -101,8 +130,9 @@ void zt_threadpool_run(zt_threadpool *p, int64_t n_items, int64_t chunk, zt_para
         return;
     if (chunk < 1)
         chunk = 1;
-    if (p->threads == 1 || n_items <= chunk) {
-        fn(ctx, 0, n_items, 0);
+    if (!p || p->threads == 1 || n_items <= chunk || atomic_exchange(&p->running, 1)) {
+        for (int64_t begin = 0; begin < n_items; begin += chunk) /* alone, same chunks */
+            fn(ctx, begin, n_items - begin > chunk ? begin + chunk : n_items, 0);
         return;
     }
     pthread_mutex_lock(&p->lock);
@@ -110,7 +140,7 @@ void zt_threadpool_run(zt_threadpool *p, int64_t n_items, int64_t chunk, zt_para
     p->ctx = ctx;
     p->n_items = n_items;
     p->chunk = chunk;
-    atomic_store(&p->next, 0);
+    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
     p->busy = p->threads - 1;
     p->generation++;
     pthread_cond_broadcast(&p->start);
@@ -120,9 +150,10 @@ void zt_threadpool_run(zt_threadpool *p, int64_t n_items, int64_t chunk, zt_para
     while (p->busy > 0)
         pthread_cond_wait(&p->finished, &p->lock);
     pthread_mutex_unlock(&p->lock);
+    atomic_store(&p->running, 0);
 }
 
-int zt_threadpool_size(const zt_threadpool *p) { return p->threads; }
+int zt_threadpool_size(const zt_threadpool *p) { return p ? p->threads : 1; }
 
 void zt_threadpool_destroy(zt_threadpool *p)
 {
@@ -132,7 +163,7 @@ void zt_threadpool_destroy(zt_threadpool *p)
     p->stop = 1;
     pthread_cond_broadcast(&p->start);
     pthread_mutex_unlock(&p->lock);
-    for (int i = 1; i < p->threads && p->tids; i++)
+    for (int i = 1; i < p->threads; i++)
         pthread_join(p->tids[i], NULL);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->start);

@@ -185,8 +185,12 @@ int cmd_bench_adam(int argc, char **argv)
            "variant %s, %d interleaved pairs\n",
            (long long)params, threads, gdt == ZT_F32 ? "fp32" : "bf16", zt_adam_variant_name(var),
            reps);
-    printf("  bytes counted per parameter: %.0f (read master,m,v,grad; write master,m,v,bf16 "
-           "copy); triad: 24 per element over %.2f GB\n", bytes_per_param, working_set / 1e9);
+    printf("  bytes counted per parameter: %.0f = read master,m,v (12) + %s grad (%d) + write "
+           "master,m,v (12) + bf16 copy (2)\n",
+           bytes_per_param, gdt == ZT_F32 ? "fp32" : "bf16", gdt == ZT_F32 ? 4 : 2);
+    printf("  triad a[i] = b[i] + s*c[i]: 24 bytes per element counted (as STREAM: the "
+           "write-allocate read of a[] is not), %.2f GB working set = the step's\n",
+           working_set / 1e9);
     printf("  %-22s %12s %12s\n", "", "GB/s", "params/s");
     printf("  %-22s %12.2f %12s\n", "STREAM triad", tri_gbps, "");
     printf("  %-22s %12.2f %12.3g\n", "fused Adam step", adam_gbps, pps);
@@ -213,9 +217,11 @@ int cmd_bench_adam(int argc, char **argv)
     if (bench_flag(argc, argv, "json")) {
         printf("{\"variant\":\"%s\",\"params\":%lld,\"threads\":%d,\"grad_dtype\":\"%s\","
                "\"params_per_s\":%.4g,\"effective_gbps\":%.3f,\"triad_gbps\":%.3f,"
-               "\"ratio_vs_triad\":%.4f",
+               "\"ratio_vs_triad\":%.4f,\"bytes_per_param\":%.0f,\"triad_bytes_per_elem\":24,"
+               "\"working_set_bytes\":%.0f,\"pairs\":%d",
                zt_adam_variant_name(var), (long long)params, threads,
-               gdt == ZT_F32 ? "fp32" : "bf16", pps, adam_gbps, tri_gbps, rmed);
+               gdt == ZT_F32 ? "fp32" : "bf16", pps, adam_gbps, tri_gbps, rmed, bytes_per_param,
+               working_set, reps);
         if (nvme)
             printf(",\"step_s\":%.4f,\"floor_s\":%.4f,\"ratio_vs_floor\":%.4f", step_s,
                    floor_s, step_s / floor_s);
