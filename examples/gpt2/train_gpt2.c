@@ -19,7 +19,6 @@
 #include "dataloader.h"
 #include "gpt2_ztier.h"
 
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,28 +109,9 @@ static int parse(int argc, char **argv, options *o)
     return 0;
 }
 
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *t = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (t && fread(t, 1, (size_t)n, f) == (size_t)n)
-        t[n] = '\0';
-    else
-        free(t), t = NULL;
-    fclose(f);
-    return t;
-}
-
-/* The DeepSpeed config: the user's file, or a built-in one that offloads everything. */
+/* The built-in DeepSpeed config used without --ds-config: it offloads everything. */
 static char *make_ds_config(const options *o)
 {
-    if (o->ds_config)
-        return read_file(o->ds_config);
     char *cfg = malloc(4096);
     if (!cfg)
         return NULL;
@@ -280,11 +260,13 @@ static int setup(trainer *t)
 {
     if (load_data(t) != 0)
         return 1;
-    char *cfg = make_ds_config(&t->o);
-    if (!cfg)
-        return fprintf(stderr, "zt_gpt2: cannot read --ds-config '%s': %s\n",
-                       t->o.ds_config ? t->o.ds_config : "", strerror(errno)), 1;
-    zt_status st = zt_runtime_create(NULL, cfg, &t->rt);
+    /* --ds-config is read by the runtime, whose error names the file and the JSON path. */
+    zt_options opts = ZT_OPTIONS_INIT;
+    opts.config_path = t->o.ds_config;
+    char *cfg = t->o.ds_config ? NULL : make_ds_config(&t->o);
+    if (!t->o.ds_config && !cfg)
+        return fprintf(stderr, "zt_gpt2: out of memory\n"), 1;
+    zt_status st = zt_runtime_create(&opts, cfg, &t->rt);
     free(cfg);
     if (st != ZT_OK)
         return fail(t, "zt_runtime_create");

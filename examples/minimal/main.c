@@ -23,23 +23,6 @@ static const char *default_config =
     "  \"ztier\": {\"device_backend\": \"host\", \"hbm_capacity\": \"1M\"}\n"
     "}\n";
 
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (text && fread(text, 1, (size_t)n, f) == (size_t)n)
-        text[n] = '\0';
-    else
-        free(text), text = NULL;
-    fclose(f);
-    return text;
-}
-
 static int fail(zt_runtime *rt, zt_status st, const char *what)
 {
     fprintf(stderr, "zt_minimal: %s failed: %s: %s\n", what, zt_status_string(st),
@@ -69,19 +52,15 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    char *config = config_path ? read_file(config_path) : NULL;
-    if (config_path && !config) {
-        fprintf(stderr, "zt_minimal: cannot read config file '%s'\n", config_path);
-        return 1;
-    }
     char builtin[2048], path_member[1200] = "";
     if (nvme)
         snprintf(path_member, sizeof path_member, ", \"nvme_path\": \"%s\"", nvme);
     snprintf(builtin, sizeof builtin, default_config, nvme ? "nvme" : "cpu", path_member,
              nvme ? "nvme" : "cpu", path_member);
+    zt_options opts = ZT_OPTIONS_INIT; /* the runtime reads --config and names its errors */
+    opts.config_path = config_path;
     zt_runtime *rt = NULL;
-    zt_status st = zt_runtime_create(NULL, config ? config : builtin, &rt);
-    free(config);
+    zt_status st = zt_runtime_create(&opts, config_path ? NULL : builtin, &rt);
     if (st != ZT_OK)
         return fail(rt, st, "zt_runtime_create");
     int rank = 0, world = 1;
