@@ -93,21 +93,18 @@ static zt_status nccl_reduce_scatter(zt_comm *base, const void *send, void *recv
 {
     nccl_comm *c = (nccl_comm *)base;
     ncclDataType_t t = ncclUint8;
+    /* NCCL's in-place form puts this rank's block at send + rank*count; the runtime wants
+     * it at recv, so reduce into that slot and move it when recv is elsewhere. */
+    size_t block = count * zt_comm_dtype_size(dt);
+    char *slot = (char *)send + (size_t)base->rank * block;
     zt_status st = reduce_type(dt, &t, err);
     if (st == ZT_OK)
-        /* NCCL's in-place form puts this rank's block at recv = send + rank*count; the
-         * runtime wants it at the start, so reduce into the slot and move it. */
-        st = nccl_check(ncclReduceScatter(send, (char *)send + (size_t)base->rank * count *
-                                                              zt_comm_dtype_size(dt),
-                                          count, t, op == ZT_REDUCE_MAX ? ncclMax : ncclSum,
-                                          c->comm, c->stream),
+        st = nccl_check(ncclReduceScatter(send, slot, count, t,
+                                          op == ZT_REDUCE_MAX ? ncclMax : ncclSum, c->comm,
+                                          c->stream),
                         "ncclReduceScatter", err);
-    if (st == ZT_OK && recv != (char *)send + (size_t)base->rank * count * zt_comm_dtype_size(dt))
-        st = cuda_check(cudaMemcpyAsync(recv,
-                                        (char *)send + (size_t)base->rank * count *
-                                                           zt_comm_dtype_size(dt),
-                                        count * zt_comm_dtype_size(dt), cudaMemcpyDeviceToDevice,
-                                        c->stream),
+    if (st == ZT_OK && recv != slot)
+        st = cuda_check(cudaMemcpyAsync(recv, slot, block, cudaMemcpyDeviceToDevice, c->stream),
                         "cudaMemcpyAsync", err);
     return finish(c, st, req, err);
 }
