@@ -210,14 +210,21 @@ ZT_API zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info 
 /* ---- checkpoints ---- */
 
 /* Saves every rank's fp32 master weights and Adam state (from whatever tier holds them) and
- * the step counters into folder dir (created if needed). Collective: every rank calls it.
- * Synchronous; no layer may be held. The folder's manifest.json is written last, so an
- * interrupted save is never mistaken for a checkpoint. */
+ * the step counters as a new checkpoint in the root folder `dir` (created if needed):
+ * dir/step-NNNNNNNN/ holds the files and dir/latest lists the committed checkpoints, newest
+ * first. The new folder is written beside the previous checkpoints, synced, and committed by
+ * an atomic replacement of dir/latest; a save that fails or is killed at any point leaves
+ * the previous checkpoint the latest one and loadable. The newest ztier.checkpoint_keep
+ * checkpoints (default 2) are kept, older ones removed. Collective: every rank calls it (the
+ * folder must be on a filesystem every rank sees). Synchronous; no layer may be held. */
 ZT_API zt_status zt_checkpoint_save(zt_runtime *rt, const char *dir);
 
 /* Restores a checkpoint saved by the same model on the same number of ranks; afterwards
- * training continues bit-identically. A truncated, damaged or foreign checkpoint returns
- * ZT_ERR_CORRUPT / ZT_ERR_ARGUMENT before any state changes. Collective; synchronous. */
+ * training continues bit-identically. dir is a root folder (its latest checkpoint is loaded)
+ * or one checkpoint's folder (dir/step-NNNNNNNN). Every field of the manifest and every file
+ * is checked first: a truncated, damaged, edited or foreign checkpoint returns
+ * ZT_ERR_CORRUPT / ZT_ERR_ARGUMENT naming the cause before any state changes. Collective;
+ * synchronous; no layer may be held. */
 ZT_API zt_status zt_checkpoint_load(zt_runtime *rt, const char *dir);
 
 /* ---- introspection ---- */

@@ -58,6 +58,7 @@ void zt_config_defaults(zt_config *c)
     strcpy(c->adam_variant, "auto");
     c->log_level = -1;
     c->quant_block_size = 256;
+    c->checkpoint_keep = 2;
 }
 
 int zt_config_parse_bytes(const char *s, int64_t *out)

@@ -121,16 +121,20 @@ void tokens_free(token_data *t)
     t->n = 0;
 }
 
-void tokens_batch(const token_data *t, int64_t step, int batch, int T, int row0, int rows,
-                  int *inputs, int *targets)
+int tokens_batch(const token_data *t, int64_t step, int batch, int T, int row0, int rows,
+                 int *inputs, int *targets)
 {
-    int64_t span = t->n - T - 1;
+    if (step < 0)
+        return -1;
+    uint64_t span = t->n - T - 1 > 0 ? (uint64_t)(t->n - T - 1) : 1;
     for (int r = 0; r < rows; r++) {
-        int64_t seq = step * batch + row0 + r;
-        int64_t start = (seq * T) % (span > 0 ? span : 1);
+        /* ((step * batch + row) * T) mod span, in 128 bits: no step count overflows it */
+        unsigned __int128 seq = (unsigned __int128)step * (unsigned)batch + (unsigned)(row0 + r);
+        int64_t start = (int64_t)((seq % span) * (unsigned)T % span);
         for (int i = 0; i < T; i++) {
             inputs[r * T + i] = t->tokens[start + i];
             targets[r * T + i] = t->tokens[start + i + 1];
         }
     }
+    return 0;
 }

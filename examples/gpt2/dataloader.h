@@ -30,8 +30,10 @@ void tokens_free(token_data *t);
 /* Rows [row0, row0 + rows) of global batch `step` (batch sequences of T + 1 tokens), so rank
  * r of n takes row0 = r * batch / n; inputs and targets hold rows * T ints, targets are the
  * inputs shifted by one. Sequence i of step s starts at token ((s * batch + i) * T) mod
- * (n - T - 1): deterministic, and independent of how the batch is split. Needs n >= T + 2. */
-void tokens_batch(const token_data *t, int64_t step, int batch, int T, int row0, int rows,
+ * (n - T - 1): deterministic, and independent of how the batch is split, for any step >= 0
+ * (the position is computed without overflow). Needs n >= T + 2. Returns 0, or -1 for a
+ * negative step (nothing written). */
+int tokens_batch(const token_data *t, int64_t step, int batch, int T, int row0, int rows,
                   int *inputs, int *targets);
 
 #endif

@@ -317,8 +317,9 @@ static int train_step(trainer *t, int64_t step, int show_progress, timing *tm, f
     float sum = 0;
     for (int k = 0; k < t->o.accum; k++) {
         float l = 0;
-        tokens_batch(&t->data, step * t->o.accum + k, t->o.batch, t->o.seq, t->rank * t->rows,
-                     t->rows, t->inputs, t->targets);
+        if (tokens_batch(&t->data, step * t->o.accum + k, t->o.batch, t->o.seq,
+                         t->rank * t->rows, t->rows, t->inputs, t->targets) != 0)
+            return fprintf(stderr, "zt_gpt2: step %lld has no batch\n", (long long)step), 1;
         double a = now_s();
         if (gpt2_forward(t->model, &src, t->inputs, t->targets, &l) != 0)
             return fail_pass(t, "forward");
@@ -346,7 +347,15 @@ static int train(trainer *t)
         return fprintf(stderr, "zt_gpt2: out of memory\n"), 1;
     zt_stats s = ZT_STATS_INIT, prev = ZT_STATS_INIT;
     int64_t first = 0;
-    zt_step_count(t->rt, &first); /* > 0 after --resume */
+    if (zt_step_count(t->rt, &first) != ZT_OK) /* > 0 after --resume */
+        return free(tm.step_s), fail(t, "zt_step_count");
+    if (first > INT64_MAX / t->o.accum / t->o.batch)
+        return free(tm.step_s), fprintf(stderr, "zt_gpt2: the checkpoint is at step %lld, "
+                                        "beyond any batch this data can index\n",
+                                        (long long)first), 1;
+    if (first >= t->o.steps && t->rank == 0)
+        printf("the checkpoint is at step %lld and --steps is %d: nothing left to train\n",
+               (long long)first, t->o.steps);
     zt_stats_get(t->rt, &s);
     for (int64_t step = first; step < t->o.steps && !stop_requested; step++) {
         float loss = 0;

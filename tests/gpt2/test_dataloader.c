@@ -1,7 +1,8 @@
 /* Token data: an llm.c shard written and read back; a bad magic number, a bad version, a
  * truncated file or header, trailing data and a missing file are refused with messages
  * naming the file and the problem; byte-level text converts to a shard losslessly; the rank
- * slices of a global batch tile it exactly; targets are the inputs shifted by one. */
+ * slices of a global batch tile it exactly; targets are the inputs shifted by one; any step
+ * count (up to 2^62) gives a batch from inside the data, a negative one is refused. */
 #include "dataloader.h"
 
 #include <setjmp.h>
@@ -143,6 +144,34 @@ static void test_rank_slices_tile_the_batch(void **state)
     }
 }
 
+/* The start of each sequence follows the documented formula, computed here in exact
+ * integer arithmetic (long division by hand, no overflow) for step counts near 2^62. */
+static void test_any_step_stays_inside_the_data(void **state)
+{
+    (void)state;
+    uint16_t toks[1000];
+    for (int i = 0; i < 1000; i++)
+        toks[i] = (uint16_t)i;
+    token_data t = {toks, 1000, 999};
+    enum { BATCH = 4, T = 8 };
+    const uint64_t span = 1000 - T - 1;
+    int in[BATCH * T], tg[BATCH * T];
+    int64_t steps[] = {0, 1, 123456789, INT64_C(1) << 40, (INT64_C(1) << 62) - 1};
+    for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
+        assert_int_equal(tokens_batch(&t, steps[k], BATCH, T, 0, BATCH, in, tg), 0);
+        for (int r = 0; r < BATCH; r++) {
+            /* ((step * BATCH + r) * T) mod span, reduced factor by factor */
+            uint64_t seq = ((uint64_t)steps[k] % span * BATCH + (uint64_t)r) % span;
+            uint64_t start = seq * T % span;
+            assert_int_equal(in[r * T], (int)start);
+            assert_int_equal(tg[r * T + T - 1], (int)(start + T));
+        }
+    }
+    memset(in, 0x55, sizeof in);
+    assert_int_equal(tokens_batch(&t, -5, BATCH, T, 0, BATCH, in, tg), -1);
+    assert_int_equal(in[0], 0x55555555); /* nothing written */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -150,6 +179,7 @@ int main(void)
         cmocka_unit_test(test_shard_errors_name_file_and_problem),
         cmocka_unit_test(test_text_to_shard),
         cmocka_unit_test(test_rank_slices_tile_the_batch),
+        cmocka_unit_test(test_any_step_stays_inside_the_data),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,9 @@
 /* Checkpoints: save at step 5, resume in a fresh runtime, and steps 6-10 equal the
- * uninterrupted run bitwise; truncated, damaged, incomplete and foreign checkpoints are
- * refused with a message naming the cause, and the runtime stays usable. */
+ * uninterrupted run bitwise; truncated, damaged, incomplete, edited and foreign checkpoints
+ * are refused with a message naming the cause (the field, for an edited manifest), and the
+ * runtime stays usable; the root folder keeps the newest checkpoints and `latest` names
+ * them. */
+#include "runtime/checkpoint_manifest.h"
 #include "ref_mlp.h"
 
 #include <setjmp.h>
@@ -9,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -125,10 +130,23 @@ static void test_resume_is_bitwise_nvme(void **state)
     rmdir(swap);
 }
 
+/* root/<name of the latest checkpoint>/<file> */
+static void latest_file(const char *file, char *out, size_t len)
+{
+    char list[600], name[64] = "";
+    snprintf(list, sizeof list, "%s/latest", dir);
+    FILE *f = fopen(list, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(name, sizeof name, f));
+    fclose(f);
+    name[strcspn(name, "\n")] = '\0';
+    snprintf(out, len, "%s/%s/%s", dir, name, file);
+}
+
 static void corrupt_shard(int truncate)
 {
-    char path[600];
-    snprintf(path, sizeof path, "%s/rank-00000-of-00001.zts", dir);
+    char path[700];
+    latest_file("rank-00000-of-00001.zts", path, sizeof path);
     if (truncate) {
         assert_int_equal(truncate_file_for_test(path), 0);
         return;
@@ -168,10 +186,14 @@ static void test_damaged_checkpoints_are_refused(void **state)
     assert_int_equal(zt_checkpoint_save(rt, dir), ZT_OK);
     corrupt_shard(1);
     expect_refused(rt, &m, ZT_ERR_CORRUPT, "truncated");
-    char manifest[600];
-    snprintf(manifest, sizeof manifest, "%s/manifest.json", dir);
+    char manifest[700];
+    latest_file("manifest.json", manifest, sizeof manifest);
     unlink(manifest);
-    expect_refused(rt, &m, ZT_ERR_CORRUPT, "save was interrupted");
+    expect_refused(rt, &m, ZT_ERR_CORRUPT, "is missing");
+    char list[600];
+    snprintf(list, sizeof list, "%s/latest", dir);
+    unlink(list);
+    expect_refused(rt, &m, ZT_ERR_CORRUPT, "first save was interrupted");
     zt_runtime_destroy(rt);
 }
 
@@ -192,6 +214,203 @@ static void test_foreign_model_is_refused(void **state)
     zt_runtime_destroy(rt);
 }
 
+/* ---- an edited manifest: every field is checked, and so is its checksum ---- */
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char *text = calloc(1, 1 << 20);
+    size_t n = fread(text, 1, (1 << 20) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    return text;
+}
+
+static void spill(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Sets manifest member `key` to the JSON value `value`; with fix_checksum the checksum is
+ * recomputed as ztier would, so only the field checks can catch the edit. */
+static void edit_manifest(const char *path, const char *original, const char *key,
+                          const char *value, int fix_checksum)
+{
+    json_error_t je;
+    json_t *m = json_loads(original, 0, &je), *v = json_loads(value, JSON_DECODE_ANY, &je);
+    assert_non_null(m);
+    assert_non_null(v);
+    json_object_set_new(m, key, v);
+    if (fix_checksum) {
+        char sum[16];
+        zt_manifest_checksum(m, sum);
+        json_object_set_new(m, "checksum", json_string(sum));
+    }
+    assert_int_equal(json_dump_file(m, path, JSON_INDENT(1) | JSON_REAL_PRECISION(17)), 0);
+    json_decref(m);
+}
+
+static void test_edited_manifests_are_refused(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *key, *value;
+        int fix;
+        const char *fragment;
+    } cases[] = {
+        {"step", "1", 0, "checksum"},              /* edited by hand */
+        {"step", "1", 1, "holds step 2"},          /* the shards hold another step */
+        {"step", "\"2\"", 1, "\"step\" is \"2\""}, /* wrong type */
+        {"step", "-5", 1, "\"step\" is -5"},       /* out of range */
+        {"loss_scale", "0.5", 1, "loss_scale"},    /* would silently scale fp32 gradients */
+        {"loss_scale", "\"1\"", 1, "loss_scale"},
+        {"good_steps", "1.5", 1, "\"good_steps\" is 1.5"},
+        {"fp16", "3", 1, "\"fp16\" is 3"},
+        {"files", "[{\"name\": \"rank-00000-of-00001.zts\", \"bytes\": 1, \"crc32\": \"x\"}]", 1,
+         "files[0].crc32"},
+        {"version", "7", 1, "\"version\" is 7"},
+    };
+    minimal_model m;
+    zt_runtime *rt = create("cpu", "cpu", &m, dims);
+    train(rt, &m, 0, 2);
+    assert_int_equal(zt_checkpoint_save(rt, dir), ZT_OK);
+    char path[700];
+    latest_file("manifest.json", path, sizeof path);
+    char *original = slurp(path);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        edit_manifest(path, original, cases[i].key, cases[i].value, cases[i].fix);
+        expect_refused(rt, &m, ZT_ERR_CORRUPT, cases[i].fragment);
+    }
+    /* An integer loss scale of 1 is the same number as 1.0: it loads, and steps still apply. */
+    edit_manifest(path, original, "loss_scale", "1", 1);
+    assert_int_equal(zt_checkpoint_load(rt, dir), ZT_OK);
+    int64_t steps = 0;
+    assert_int_equal(zt_step_count(rt, &steps), ZT_OK);
+    assert_int_equal(steps, 2);
+    float loss;
+    zt_step_info info;
+    assert_int_equal(minimal_micro_step(rt, &m, 2, 0, dims.batch, &loss), ZT_OK);
+    assert_int_equal(zt_step(rt, NULL, &info), ZT_OK);
+    assert_int_equal(info.skipped, 0);
+    assert_true(info.loss_scale == 1.0f);
+    assert_int_equal(info.step, 3);
+    spill(path, original);
+    free(original);
+    zt_runtime_destroy(rt);
+}
+
+/* ---- the root folder: newest checkpoints kept, any of them loadable by folder ---- */
+
+static int count_checkpoint_folders(void)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += strncmp(e->d_name, "step-", 5) == 0;
+    closedir(d);
+    return n;
+}
+
+static void test_root_keeps_newest_checkpoints(void **state)
+{
+    (void)state;
+    minimal_model m;
+    zt_runtime *rt = NULL;
+    assert_int_equal(zt_runtime_create(NULL, ref_mlp_config(&hp, "cpu", "cpu", 1, "",
+                                                            ", \"checkpoint_keep\": 3"), &rt),
+                     ZT_OK);
+    assert_int_equal(minimal_register(rt, &dims, 42, &m), ZT_OK);
+    assert_int_equal(zt_runtime_commit(rt), ZT_OK);
+    int64_t n = 0, n2 = 0;
+    float *at4 = NULL;
+    for (int s = 1; s <= 5; s++) {
+        train(rt, &m, s - 1, s);
+        assert_int_equal(zt_checkpoint_save(rt, dir), ZT_OK);
+        if (s == 4)
+            at4 = read_all(rt, &m, &n);
+    }
+    assert_int_equal(count_checkpoint_folders(), 3);
+    char path[700];
+    latest_file("manifest.json", path, sizeof path);
+    assert_non_null(strstr(path, "/step-00000005/"));
+    /* the same step saved twice gets its own folder, and becomes the latest */
+    assert_int_equal(zt_checkpoint_save(rt, dir), ZT_OK);
+    latest_file("manifest.json", path, sizeof path);
+    assert_non_null(strstr(path, "/step-00000005.1/"));
+    assert_int_equal(count_checkpoint_folders(), 3);
+    /* an older checkpoint loads by its folder (5.1, 5 and 4 are kept) */
+    char folder[600];
+    snprintf(folder, sizeof folder, "%s/step-00000004", dir);
+    assert_int_equal(zt_checkpoint_load(rt, folder), ZT_OK);
+    float *got = read_all(rt, &m, &n2);
+    assert_memory_equal(at4, got, sizeof(float) * (size_t)n);
+    free(at4), free(got);
+    zt_runtime_destroy(rt);
+}
+
+/* ---- a full disk: the save fails, the previous checkpoint stays the latest ---- */
+
+static uint64_t folder_bytes(const char *path)
+{
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    uint64_t total = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char file[1200];
+        struct stat sb;
+        snprintf(file, sizeof file, "%s/%s", path, e->d_name);
+        if (e->d_name[0] != '.' && stat(file, &sb) == 0 && S_ISREG(sb.st_mode))
+            total += ((uint64_t)sb.st_size + 4095) / 4096 * 4096;
+    }
+    closedir(d);
+    return total;
+}
+
+static void test_full_disk_keeps_previous_checkpoint(void **state)
+{
+    (void)state;
+    minimal_model m;
+    zt_runtime *rt = create("cpu", "cpu", &m, dims);
+    train(rt, &m, 0, 2);
+    /* measure one checkpoint, then give the disk room for one and a half */
+    assert_int_equal(zt_checkpoint_save(rt, dir), ZT_OK);
+    char path[700];
+    latest_file("", path, sizeof path);
+    uint64_t one = folder_bytes(path);
+    assert_int_equal(remove_dir(NULL), 0);
+    mkdir(dir, 0755);
+    char opts[64];
+    snprintf(opts, sizeof opts, "size=%llu", (unsigned long long)(one * 3 / 2 + 8192));
+    if (mount("tmpfs", dir, "tmpfs", 0, opts) != 0) {
+        zt_runtime_destroy(rt);
+        skip(); /* no mount rights here */
+    }
+    int64_t n = 0, n2 = 0;
+    assert_int_equal(zt_checkpoint_save(rt, dir), ZT_OK);
+    float *saved = read_all(rt, &m, &n);
+    train(rt, &m, 2, 4);
+    assert_int_equal(zt_checkpoint_save(rt, dir), ZT_ERR_NOSPACE);
+    assert_non_null(strstr(zt_last_error(rt), dir));
+    assert_int_equal(zt_checkpoint_save(rt, dir), ZT_ERR_NOSPACE); /* again: nothing piles up */
+    zt_runtime_destroy(rt);
+
+    rt = create("cpu", "cpu", &m, dims);
+    assert_int_equal(zt_checkpoint_load(rt, dir), ZT_OK);
+    float *got = read_all(rt, &m, &n2);
+    assert_memory_equal(saved, got, sizeof(float) * (size_t)n);
+    assert_int_equal(count_checkpoint_folders(), 1);
+    free(saved), free(got);
+    zt_runtime_destroy(rt);
+    umount2(dir, MNT_DETACH);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -201,6 +420,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_damaged_checkpoints_are_refused, make_dir,
                                         remove_dir),
         cmocka_unit_test_setup_teardown(test_foreign_model_is_refused, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_edited_manifests_are_refused, make_dir,
+                                        remove_dir),
+        cmocka_unit_test_setup_teardown(test_root_keeps_newest_checkpoints, make_dir,
+                                        remove_dir),
+        cmocka_unit_test_setup_teardown(test_full_disk_keeps_previous_checkpoint, make_dir,
+                                        remove_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

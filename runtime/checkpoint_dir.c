@@ -1,0 +1,289 @@
+/* The checkpoint root folder and its `latest` list (see checkpoint_dir.h). */
+#include "runtime/checkpoint_dir.h"
+#include "runtime/config.h"
+#include "runtime/log.h"
+#include "runtime/test_hooks.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define LIST_FILE "latest"
+#define PARTIAL_PREFIX ".partial-"
+#define LIST_MAX 1024 /* entries read from `latest`; ztier.checkpoint_keep is at most 1000 */
+#define PATH_LEN (ZT_PATH_MAX + 2 * ZT_CKPT_NAME_MAX)
+
+typedef struct ckpt_list {
+    char names[LIST_MAX][ZT_CKPT_NAME_MAX];
+    int n;
+} ckpt_list;
+
+int zt_fsync_path(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) == 0 ? 0 : -errno;
+    close(fd);
+    return rc;
+}
+
+/* step-<digits> with an optional .<digits> suffix: the only folder names ztier creates. */
+static int valid_name(const char *s)
+{
+    if (strncmp(s, "step-", 5) != 0 || !s[5] || strlen(s) >= ZT_CKPT_NAME_MAX)
+        return 0;
+    int dots = 0;
+    for (const char *p = s + 5; *p; p++) {
+        if (*p == '.' && p[1] && p[-1] != '.' && !dots++)
+            continue;
+        if (*p < '0' || *p > '9')
+            return 0;
+    }
+    return 1;
+}
+
+static zt_status read_list(const char *root, ckpt_list *l, zt_error *err)
+{
+    char path[PATH_LEN];
+    snprintf(path, sizeof path, "%s/" LIST_FILE, root);
+    l->n = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return errno == ENOENT ? ZT_OK
+                               : ZT_ERR(err, ZT_ERR_IO, "cannot read '%s': %s", path,
+                                        strerror(errno));
+    char line[256];
+    zt_status st = ZT_OK;
+    while (st == ZT_OK && l->n < LIST_MAX && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (!*line)
+            continue;
+        if (!valid_name(line))
+            st = ZT_ERR(err, ZT_ERR_CORRUPT,
+                        "'%s' is damaged: line %d is \"%.80s\", not a checkpoint folder name "
+                        "(step-NNNNNNNN); restore it or move it away to start a new list",
+                        path, l->n + 1, line);
+        else /* valid_name checked the length */
+            memcpy(l->names[l->n++], line, strlen(line) + 1);
+    }
+    fclose(f);
+    return st;
+}
+
+static int list_has(const ckpt_list *l, const char *name)
+{
+    for (int i = 0; i < l->n; i++)
+        if (strcmp(l->names[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+/* Replaces `latest` with the first n names of l, atomically and durably. */
+static zt_status write_list(const char *root, const ckpt_list *l, int n, zt_error *err)
+{
+    char path[PATH_LEN], tmp[PATH_LEN];
+    snprintf(path, sizeof path, "%s/" LIST_FILE, root);
+    snprintf(tmp, sizeof tmp, "%s/" LIST_FILE ".tmp", root);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return ZT_ERR(err, zt_status_from_errno(errno), "cannot write '%s': %s", tmp,
+                      strerror(errno));
+    int ok = 1;
+    for (int i = 0; i < n && i < l->n; i++)
+        ok = ok && fprintf(f, "%s\n", l->names[i]) > 0;
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int e = errno;
+    ok = fclose(f) == 0 && ok;
+    zt_test_crash_point("latest.tmp written");
+    if (!ok || rename(tmp, path) != 0) {
+        e = ok ? errno : e;
+        unlink(tmp);
+        return ZT_ERR(err, zt_status_from_errno(e), "cannot write '%s': %s", path, strerror(e));
+    }
+    zt_test_crash_point("latest renamed");
+    int rc = zt_fsync_path(root);
+    if (rc != 0)
+        return ZT_ERR(err, zt_status_from_errno(rc), "syncing folder '%s': %s", root,
+                      strerror(-rc));
+    return ZT_OK;
+}
+
+/* Removes a checkpoint folder: the files ztier writes into it, then the folder. Anything
+ * else found inside stays, and so does the folder (with a warning). */
+static int ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), t = strlen(tail);
+    return n >= t && strcmp(s + n - t, tail) == 0;
+}
+
+static void remove_folder(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        int ours = !strcmp(n, "manifest.json") ||
+                   (!strncmp(n, "rank-", 5) && (ends_with(n, ".zts") || ends_with(n, ".zts.tmp")));
+        char file[PATH_LEN + 256];
+        snprintf(file, sizeof file, "%s/%s", path, n);
+        if (ours)
+            unlink(file);
+    }
+    closedir(d);
+    if (rmdir(path) != 0)
+        ZT_LOGW("checkpoint", "could not remove '%s' (%s); remove it by hand", path,
+                strerror(errno));
+}
+
+/* Partial folders are never loadable: whatever an interrupted save left goes. */
+static void remove_partials(const char *root)
+{
+    DIR *d = opendir(root);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, PARTIAL_PREFIX, strlen(PARTIAL_PREFIX)) != 0)
+            continue;
+        char path[PATH_LEN + 256];
+        snprintf(path, sizeof path, "%s/%s", root, e->d_name);
+        ZT_LOGI("checkpoint", "removing '%s', left by an interrupted save", path);
+        remove_folder(path);
+    }
+    closedir(d);
+}
+
+static int exists(const char *root, const char *name)
+{
+    char path[PATH_LEN];
+    snprintf(path, sizeof path, "%s/%s", root, name);
+    return access(path, F_OK) == 0;
+}
+
+void zt_ckpt_partial_path(const char *root, const char *name, char *out, size_t len)
+{
+    snprintf(out, len, "%s/" PARTIAL_PREFIX "%s", root, name);
+}
+
+static zt_status make_root(const char *root, zt_error *err)
+{
+    struct stat sb;
+    if (mkdir(root, 0755) != 0 && errno != EEXIST)
+        return ZT_ERR(err, zt_status_from_errno(errno),
+                      "cannot create checkpoint folder '%s': %s", root, strerror(errno));
+    if (stat(root, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return ZT_ERR(err, ZT_ERR_ARGUMENT, "checkpoint path '%s' is not a folder", root);
+    return ZT_OK;
+}
+
+zt_status zt_ckpt_begin(const char *root, int64_t step, char *name, zt_error *err)
+{
+    static ckpt_list list; /* rank 0's saves run one at a time (the API is not reentrant) */
+    zt_status st = make_root(root, err);
+    if (st == ZT_OK)
+        st = read_list(root, &list, err);
+    if (st != ZT_OK)
+        return st;
+    remove_partials(root);
+    snprintf(name, ZT_CKPT_NAME_MAX, "step-%08lld", (long long)step);
+    for (int k = 1; exists(root, name) || list_has(&list, name); k++)
+        snprintf(name, ZT_CKPT_NAME_MAX, "step-%08lld.%d", (long long)step, k);
+    char partial[PATH_LEN];
+    zt_ckpt_partial_path(root, name, partial, sizeof partial);
+    if (mkdir(partial, 0755) != 0)
+        return ZT_ERR(err, zt_status_from_errno(errno), "cannot create folder '%s': %s", partial,
+                      strerror(errno));
+    zt_test_crash_point("partial folder created");
+    return ZT_OK;
+}
+
+zt_status zt_ckpt_commit(const char *root, const char *name, int keep, zt_error *err)
+{
+    static ckpt_list list;
+    char partial[PATH_LEN], final[PATH_LEN];
+    zt_ckpt_partial_path(root, name, partial, sizeof partial);
+    snprintf(final, sizeof final, "%s/%s", root, name);
+    int rc = zt_fsync_path(partial);
+    if (rc != 0)
+        return ZT_ERR(err, zt_status_from_errno(rc), "syncing folder '%s': %s", partial,
+                      strerror(-rc));
+    if (rename(partial, final) != 0)
+        return ZT_ERR(err, zt_status_from_errno(errno), "renaming '%s' to '%s': %s", partial,
+                      final, strerror(errno));
+    zt_test_crash_point("checkpoint folder renamed");
+    if ((rc = zt_fsync_path(root)) != 0)
+        return ZT_ERR(err, zt_status_from_errno(rc), "syncing folder '%s': %s", root,
+                      strerror(-rc));
+    zt_status st = read_list(root, &list, err);
+    if (st != ZT_OK)
+        return st;
+    /* the new list: this checkpoint, then the older ones */
+    int old = list.n < LIST_MAX - 1 ? list.n : LIST_MAX - 1;
+    memmove(list.names[1], list.names[0], (size_t)old * ZT_CKPT_NAME_MAX);
+    snprintf(list.names[0], ZT_CKPT_NAME_MAX, "%s", name);
+    list.n = old + 1;
+    if ((st = write_list(root, &list, keep, err)) != ZT_OK)
+        return st;
+    for (int i = keep; i < list.n; i++) {
+        snprintf(final, sizeof final, "%s/%s", root, list.names[i]);
+        remove_folder(final);
+    }
+    zt_test_crash_point("older checkpoints removed");
+    return ZT_OK;
+}
+
+void zt_ckpt_abort(const char *root, const char *name)
+{
+    static ckpt_list list;
+    char path[PATH_LEN];
+    zt_ckpt_partial_path(root, name, path, sizeof path);
+    remove_folder(path);
+    zt_error ignored = {0};
+    if (read_list(root, &list, &ignored) == ZT_OK && !list_has(&list, name)) {
+        snprintf(path, sizeof path, "%s/%s", root, name);
+        remove_folder(path);
+    }
+}
+
+zt_status zt_ckpt_resolve(const char *dir, char *folder, size_t len, zt_error *err)
+{
+    static ckpt_list list;
+    char path[PATH_LEN];
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return ZT_ERR(err, ZT_ERR_ARGUMENT, "checkpoint folder '%s' cannot be read: %s", dir,
+                      stat(dir, &sb) != 0 ? strerror(errno) : "not a folder");
+    snprintf(path, sizeof path, "%s/" LIST_FILE, dir);
+    if (access(path, F_OK) == 0) {
+        zt_status st = read_list(dir, &list, err);
+        if (st != ZT_OK)
+            return st;
+        if (list.n == 0)
+            return ZT_ERR(err, ZT_ERR_CORRUPT, "'%s' lists no checkpoint", path);
+        snprintf(folder, len, "%s/%s", dir, list.names[0]);
+        snprintf(path, sizeof path, "%s/manifest.json", folder);
+        if (access(path, F_OK) != 0)
+            return ZT_ERR(err, ZT_ERR_CORRUPT,
+                          "the latest checkpoint of '%s' is '%s', but '%s' is missing (was the "
+                          "folder removed?); pass an older checkpoint's folder to load it", dir,
+                          list.names[0], path);
+        return ZT_OK;
+    }
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    if (access(path, F_OK) == 0) {
+        snprintf(folder, len, "%s", dir);
+        return ZT_OK;
+    }
+    return ZT_ERR(err, ZT_ERR_CORRUPT,
+                  "no checkpoint in '%s': it has neither a 'latest' file nor a manifest.json "
+                  "(not a ztier checkpoint folder, or its first save was interrupted before it "
+                  "finished)", dir);
+}

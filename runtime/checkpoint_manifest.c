@@ -1,0 +1,316 @@
+/* manifest.json: building, checksumming and validating (see checkpoint_manifest.h). */
+#include "runtime/checkpoint_manifest.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define CKPT_FORMAT "ztier-checkpoint"
+/* Every dump of a manifest uses these flags, so the checksum is reproducible on load. */
+#define DUMP_FLAGS (JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17))
+
+void zt_ckpt_shard_name(int rank, int world, char *out, size_t len)
+{
+    snprintf(out, len, "rank-%05d-of-%05d.zts", rank, world);
+}
+
+void zt_manifest_checksum(json_t *m, char out[16])
+{
+    json_t *copy = json_copy(m);
+    json_object_del(copy, "checksum");
+    char *text = json_dumps(copy, DUMP_FLAGS);
+    uLong crc = crc32(0L, Z_NULL, 0);
+    if (text)
+        crc = crc32(crc, (const Bytef *)text, (uInt)strlen(text));
+    snprintf(out, 16, "crc32:%08lx", (unsigned long)crc);
+    free(text);
+    json_decref(copy);
+}
+
+/* ---- writing ---- */
+
+static json_t *model_json(const zt_runtime *rt)
+{
+    json_t *layers = json_array();
+    for (int i = 0; i < rt->n_layers; i++) {
+        const zt_layer *L = &rt->layers[i];
+        json_t *params = json_array();
+        for (int k = 0; k < L->n_params; k++) {
+            const zt_param *p = &rt->params[L->param_ids[k]];
+            json_t *shape = json_array();
+            for (int d = 0; d < p->ndim; d++)
+                json_array_append_new(shape, json_integer(p->shape[d]));
+            json_array_append_new(params, json_pack("{s:s, s:o, s:I}", "name", p->name, "shape",
+                                                    shape, "offset", (json_int_t)p->offset));
+        }
+        json_array_append_new(layers, json_pack("{s:s, s:I, s:o}", "name", L->name, "flat_numel",
+                                                (json_int_t)L->flat_numel, "params", params));
+    }
+    return layers;
+}
+
+static json_t *files_json(const zt_runtime *rt, const int64_t *files)
+{
+    json_t *list = json_array();
+    for (int r = 0; r < rt->world; r++) {
+        char name[64];
+        zt_ckpt_shard_name(r, rt->world, name, sizeof name);
+        json_array_append_new(list, json_pack("{s:s, s:I, s:I}", "name", name, "bytes",
+                                              (json_int_t)files[2 * r], "crc32",
+                                              (json_int_t)files[2 * r + 1]));
+    }
+    return list;
+}
+
+static zt_status dump_synced(json_t *m, const char *path, zt_error *err)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ZT_ERR(err, zt_status_from_errno(errno), "cannot create '%s': %s", path,
+                      strerror(errno));
+    int ok = json_dumpf(m, f, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) == 0 &&
+             fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int e = errno;
+    ok = fclose(f) == 0 && ok;
+    if (!ok)
+        return ZT_ERR(err, zt_status_from_errno(e), "cannot write '%s': %s", path, strerror(e));
+    return ZT_OK;
+}
+
+zt_status zt_manifest_write(const zt_runtime *rt, const zt_ckpt_state *s, const int64_t *files,
+                            const char *folder, zt_error *err)
+{
+    json_t *m = json_pack("{s:s, s:i, s:i, s:I, s:f, s:i, s:i, s:b, s:o, s:o}", "format",
+                          CKPT_FORMAT, "version", ZT_CKPT_VERSION, "world_size", rt->world,
+                          "step", (json_int_t)s->step, "loss_scale", (double)s->loss_scale,
+                          "good_steps", (int)s->good_steps, "hysteresis_left",
+                          (int)s->hysteresis_left, "fp16", s->fp16 > 0, "layers",
+                          model_json(rt), "files", files_json(rt, files));
+    if (!m)
+        return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory building a checkpoint manifest");
+    char sum[16];
+    zt_manifest_checksum(m, sum);
+    json_object_set_new(m, "checksum", json_string(sum));
+    char path[ZT_PATH_MAX + 200];
+    snprintf(path, sizeof path, "%s/manifest.json", folder);
+    zt_status st = dump_synced(m, path, err);
+    json_decref(m);
+    return st;
+}
+
+/* ---- reading: every field is checked before it is used ---- */
+
+typedef struct mctx {
+    const char *path;
+    zt_error *err;
+} mctx;
+
+static zt_status bad(const mctx *c, const char *field, const json_t *v, const char *allowed)
+{
+    char *text = v ? json_dumps(v, JSON_ENCODE_ANY) : NULL;
+    zt_status st = ZT_ERR(c->err, ZT_ERR_CORRUPT,
+                          "checkpoint manifest '%s' is damaged or was edited: \"%s\" is %.80s; %s",
+                          c->path, field, text ? text : "missing", allowed);
+    free(text);
+    return st;
+}
+
+static zt_status get_int(const mctx *c, json_t *obj, const char *key, const char *field,
+                         int64_t lo, int64_t hi, int64_t *out)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+        char allowed[96];
+        snprintf(allowed, sizeof allowed, "it must be an integer in [%lld, %lld]", (long long)lo,
+                 (long long)hi);
+        return bad(c, field, v, allowed);
+    }
+    *out = (int64_t)json_integer_value(v);
+    return ZT_OK;
+}
+
+static zt_status check_header(const zt_runtime *rt, const mctx *c, json_t *m, int *version)
+{
+    json_t *fmt = json_object_get(m, "format");
+    if (!json_is_string(fmt) || strcmp(json_string_value(fmt), CKPT_FORMAT) != 0)
+        return ZT_ERR(c->err, ZT_ERR_CORRUPT, "'%s' is not a ztier checkpoint manifest", c->path);
+    int64_t v = 0, world = 0;
+    zt_status st = get_int(c, m, "version", "version", 1, ZT_CKPT_VERSION, &v);
+    if (st != ZT_OK)
+        return st;
+    *version = (int)v;
+    if (v >= 2) {
+        json_t *sum = json_object_get(m, "checksum");
+        char want[16];
+        zt_manifest_checksum(m, want);
+        if (!json_is_string(sum) || strcmp(json_string_value(sum), want) != 0)
+            return ZT_ERR(c->err, ZT_ERR_CORRUPT,
+                          "checkpoint manifest '%s' is damaged or was edited: its checksum is "
+                          "%s, the content gives %s; load an older checkpoint",
+                          c->path, json_is_string(sum) ? json_string_value(sum) : "missing",
+                          want);
+    }
+    if ((st = get_int(c, m, "world_size", "world_size", 1, 1 << 24, &world)) != ZT_OK)
+        return st;
+    if (world != rt->world)
+        return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
+                      "checkpoint '%s' was saved by %lld ranks and this run has %d: resume with "
+                      "the same number of ranks", c->path, (long long)world, rt->world);
+    return ZT_OK;
+}
+
+static zt_status check_loss_scale(const zt_runtime *rt, const mctx *c, json_t *m,
+                                  zt_ckpt_state *s)
+{
+    json_t *v = json_object_get(m, "loss_scale"), *fp16 = json_object_get(m, "fp16");
+    double x = json_is_number(v) ? json_number_value(v) : NAN;
+    if (!(isfinite(x) && x > 0 && x <= 3.4e38))
+        return bad(c, "loss_scale", v, "it must be a finite number > 0");
+    if (fp16 && !json_is_boolean(fp16))
+        return bad(c, "fp16", fp16, "it must be true or false");
+    s->fp16 = fp16 ? json_is_true(fp16) : -1;
+    s->loss_scale = (float)x;
+    /* Only fp16 scales the loss: any other scale in a run that did not is not a real state. */
+    if (s->fp16 != 1 && x != 1.0 && (s->fp16 == 0 || !rt->cfg.fp16))
+        return bad(c, "loss_scale", v,
+                   "a run without fp16 loss scaling saves exactly 1 (a loss scale here would "
+                   "silently change the gradients)");
+    return ZT_OK;
+}
+
+static zt_status check_state(const zt_runtime *rt, const mctx *c, json_t *m, zt_ckpt_state *s)
+{
+    int64_t step = 0, good = 0, hyst = 0;
+    zt_status st = get_int(c, m, "step", "step", 0, INT64_C(1) << 53, &step);
+    if (st == ZT_OK)
+        st = check_loss_scale(rt, c, m, s);
+    if (st == ZT_OK)
+        st = get_int(c, m, "good_steps", "good_steps", 0, INT32_MAX, &good);
+    if (st == ZT_OK)
+        st = get_int(c, m, "hysteresis_left", "hysteresis_left", 0, 1 << 20, &hyst);
+    s->step = step;
+    s->good_steps = (int32_t)good;
+    s->hysteresis_left = (int32_t)hyst;
+    return st;
+}
+
+static zt_status foreign(const mctx *c, const char *what, const char *there, const char *here)
+{
+    return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
+                  "checkpoint '%s': %s is '%s' there and '%s' here: it was saved from a "
+                  "different model", c->path, what, there, here);
+}
+
+static zt_status check_param(const mctx *c, const zt_param *p, json_t *jp, const char *field)
+{
+    json_t *name = json_object_get(jp, "name"), *shape = json_object_get(jp, "shape");
+    if (!json_is_string(name))
+        return bad(c, field, name, "a parameter needs a \"name\" string");
+    if (strcmp(json_string_value(name), p->name) != 0)
+        return foreign(c, "a parameter", json_string_value(name), p->name);
+    int same = json_is_array(shape) && (int)json_array_size(shape) == p->ndim;
+    for (int d = 0; same && d < p->ndim; d++) {
+        json_t *dim = json_array_get(shape, (size_t)d);
+        same = json_is_integer(dim) && json_integer_value(dim) == p->shape[d];
+    }
+    if (!same)
+        return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
+                      "checkpoint '%s': parameter '%s' has another shape there: it was saved "
+                      "from a different model", c->path, p->name);
+    return ZT_OK;
+}
+
+static zt_status check_layer(const zt_runtime *rt, const mctx *c, const zt_layer *L, json_t *jl,
+                             int i)
+{
+    char field[64];
+    snprintf(field, sizeof field, "layers[%d]", i);
+    json_t *name = json_object_get(jl, "name"), *params = json_object_get(jl, "params");
+    if (!json_is_string(name) || !json_is_array(params))
+        return bad(c, field, jl, "a layer needs a \"name\" string and a \"params\" list");
+    if (strcmp(json_string_value(name), L->name) != 0)
+        return foreign(c, "a layer", json_string_value(name), L->name);
+    int64_t flat = 0;
+    snprintf(field, sizeof field, "layers[%d].flat_numel", i);
+    zt_status st = get_int(c, jl, "flat_numel", field, 1, INT64_MAX, &flat);
+    if (st == ZT_OK && ((int)json_array_size(params) != L->n_params || flat != L->flat_numel))
+        return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
+                      "checkpoint '%s': layer '%s' has other parameters there: it was saved "
+                      "from a different model", c->path, L->name);
+    for (int k = 0; st == ZT_OK && k < L->n_params; k++) {
+        snprintf(field, sizeof field, "layers[%d].params[%d]", i, k);
+        st = check_param(c, &rt->params[L->param_ids[k]], json_array_get(params, (size_t)k),
+                         field);
+    }
+    return st;
+}
+
+static zt_status check_model(const zt_runtime *rt, const mctx *c, json_t *m)
+{
+    json_t *layers = json_object_get(m, "layers");
+    if (!json_is_array(layers))
+        return bad(c, "layers", layers, "it must be the list of the model's layers");
+    if ((int)json_array_size(layers) != rt->n_layers)
+        return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
+                      "checkpoint '%s' holds %d layers, this model has %d: it was saved from a "
+                      "different model", c->path, (int)json_array_size(layers), rt->n_layers);
+    zt_status st = ZT_OK;
+    for (int i = 0; st == ZT_OK && i < rt->n_layers; i++)
+        st = check_layer(rt, c, &rt->layers[i], json_array_get(layers, (size_t)i), i);
+    return st;
+}
+
+static zt_status check_files(const zt_runtime *rt, const mctx *c, json_t *m, zt_manifest *out)
+{
+    json_t *files = json_object_get(m, "files");
+    if (!json_is_array(files) || (int)json_array_size(files) != rt->world)
+        return bad(c, "files", files, "it must list one file per rank");
+    for (int r = 0; r < rt->world; r++) {
+        json_t *e = json_array_get(files, (size_t)r), *name = json_object_get(e, "name");
+        char want[64], field[64];
+        zt_ckpt_shard_name(r, rt->world, want, sizeof want);
+        snprintf(field, sizeof field, "files[%d].name", r);
+        if (!json_is_string(name) || strcmp(json_string_value(name), want) != 0)
+            return bad(c, field, name, "it must name that rank's shard file");
+        int64_t bytes = 0, crc = 0;
+        snprintf(field, sizeof field, "files[%d].bytes", r);
+        zt_status st = get_int(c, e, "bytes", field, 0, INT64_MAX, &bytes);
+        snprintf(field, sizeof field, "files[%d].crc32", r);
+        if (st == ZT_OK)
+            st = get_int(c, e, "crc32", field, 0, UINT32_MAX, &crc);
+        if (st != ZT_OK)
+            return st;
+        if (r == rt->rank)
+            out->file_bytes = (uint64_t)bytes, out->file_crc = (uint32_t)crc;
+    }
+    return ZT_OK;
+}
+
+zt_status zt_manifest_read(const zt_runtime *rt, const char *folder, zt_manifest *out,
+                           zt_error *err)
+{
+    char path[ZT_PATH_MAX + 200];
+    snprintf(path, sizeof path, "%s/manifest.json", folder);
+    mctx c = {path, err};
+    json_error_t je;
+    json_t *m = json_load_file(path, 0, &je);
+    if (!m)
+        return ZT_ERR(err, ZT_ERR_CORRUPT, "checkpoint manifest '%s' cannot be read: line %d: %s",
+                      path, je.line, je.text);
+    memset(out, 0, sizeof *out);
+    zt_status st = json_is_object(m) ? check_header(rt, &c, m, &out->version)
+                                     : ZT_ERR(err, ZT_ERR_CORRUPT, "'%s' is not a JSON object",
+                                              path);
+    if (st == ZT_OK)
+        st = check_state(rt, &c, m, &out->state);
+    if (st == ZT_OK)
+        st = check_model(rt, &c, m);
+    if (st == ZT_OK)
+        st = check_files(rt, &c, m, out);
+    json_decref(m);
+    return st;
+}

@@ -1,0 +1,46 @@
+/* manifest.json of a checkpoint folder: the model it was saved from, the step state, each
+ * rank's file with its size and CRC-32, and a checksum over all of it. Reading validates
+ * every field's type and range and refuses a damaged or edited manifest with
+ * ZT_ERR_CORRUPT naming the field, and a foreign model with ZT_ERR_ARGUMENT. */
+#ifndef ZT_RUNTIME_CHECKPOINT_MANIFEST_H
+#define ZT_RUNTIME_CHECKPOINT_MANIFEST_H
+
+#include "runtime/runtime.h"
+
+#include <jansson.h>
+#include <stdint.h>
+
+#define ZT_CKPT_VERSION 2
+
+/* The optimizer's scalar state, saved in the manifest and in every shard header. */
+typedef struct zt_ckpt_state {
+    int64_t step;
+    float loss_scale;
+    int32_t good_steps, hysteresis_left;
+    int32_t fp16; /* the saving run scaled its loss (fp16); -1: unknown (version 1) */
+} zt_ckpt_state;
+
+typedef struct zt_manifest {
+    int version;
+    zt_ckpt_state state;
+    uint64_t file_bytes; /* this rank's file */
+    uint32_t file_crc;
+} zt_manifest;
+
+/* "rank-00003-of-00008.zts" */
+void zt_ckpt_shard_name(int rank, int world, char *out, size_t len);
+
+/* The checksum field's value for a manifest: "crc32:" and 8 hex digits over the manifest's
+ * compact, key-sorted JSON without its "checksum" member. */
+void zt_manifest_checksum(json_t *m, char out[16]);
+
+/* Writes folder/manifest.json for the runtime's model and state; files holds (bytes, crc)
+ * per rank. The file is synced before this returns. */
+zt_status zt_manifest_write(const zt_runtime *rt, const zt_ckpt_state *s, const int64_t *files,
+                            const char *folder, zt_error *err);
+
+/* Reads and validates folder/manifest.json against this runtime's model and rank. */
+zt_status zt_manifest_read(const zt_runtime *rt, const char *folder, zt_manifest *out,
+                           zt_error *err);
+
+#endif
