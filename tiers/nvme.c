@@ -6,6 +6,7 @@
 #include "tiers/nvme.h"
 #include "runtime/log.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -69,24 +70,83 @@ static zt_status check_folder(const char *dir, zt_error *err)
     return ZT_OK;
 }
 
-static zt_status take_lock(swap_file *f, const char *dir, const zt_swap_config *cfg,
-                           zt_error *err)
+static void name_files(swap_file *f, const char *dir, const zt_swap_config *cfg)
 {
+    snprintf(f->path, sizeof f->path, "%s/ztier-%s-r%d.swap", dir, cfg->tag, cfg->rank);
     snprintf(f->lock_path, sizeof f->lock_path, "%s/ztier-%s-r%d.lock", dir, cfg->tag, cfg->rank);
+}
+
+/* The pid the lock holder wrote, or -1 where it has not written it yet (it takes the lock
+ * first) or the file holds something else. */
+static long read_lock_pid(int fd)
+{
+    char text[32];
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    if (n <= 0)
+        return -1;
+    text[n] = '\0';
+    char *end = NULL;
+    long pid = strtol(text, &end, 10);
+    while (end && (*end == '\n' || *end == ' ' || *end == '\t' || *end == '\r'))
+        end++;
+    return end != text && end && *end == '\0' && pid > 0 ? pid : -1;
+}
+
+/* Whether this process has the lock file open through a descriptor other than fd, i.e. the
+ * lock is held by another ztier runtime of this process. The recorded pid alone cannot tell:
+ * a process in another PID namespace (a container sharing the folder) may have our number.
+ * -1 where /proc is not mounted. */
+static int lock_held_here(int fd)
+{
+    struct stat mine, sb;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    int found = fstat(fd, &mine) == 0 ? 0 : -1;
+    for (struct dirent *e; found == 0 && (e = readdir(d));) {
+        int other = atoi(e->d_name);
+        found = e->d_name[0] != '.' && other != fd && other != dirfd(d) &&
+                fstat(other, &sb) == 0 && sb.st_dev == mine.st_dev && sb.st_ino == mine.st_ino;
+    }
+    closedir(d);
+    return found;
+}
+
+/* The lock is taken: says who holds it, so the user knows which run to stop or move. */
+static zt_status lock_conflict(const swap_file *f, const char *dir, zt_error *err)
+{
+    long pid = read_lock_pid(f->lock_fd);
+    int here = lock_held_here(f->lock_fd);
+    if (here < 0)
+        here = pid == (long)getpid();
+    if (here)
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "NVMe swap folder '%s' is in use by another ztier runtime in this process: "
+                      "destroy the first runtime before creating the next, or give each its own "
+                      "nvme_path", dir);
+    if (pid < 0)
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "NVMe swap folder '%s' is in use by another ztier process (its pid could "
+                      "not be read from '%s'): give each run its own nvme_path", dir, f->lock_path);
+    return ZT_ERR(err, ZT_ERR_CONFIG,
+                  "NVMe swap folder '%s' is in use by another ztier process (pid %ld%s): give "
+                  "each run its own nvme_path", dir, pid,
+                  pid == (long)getpid() ? " in another PID namespace, such as another container"
+                                        : "");
+}
+
+static zt_status take_lock(swap_file *f, const char *dir, zt_error *err)
+{
     f->lock_fd = open(f->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (f->lock_fd < 0)
         return ZT_ERR(err, errno == EROFS || errno == EACCES ? ZT_ERR_CONFIG : ZT_ERR_IO,
                       "NVMe swap folder '%s' is not writable (%s): point nvme_path to a "
                       "writable folder", dir, strerror(errno));
     if (flock(f->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-        char pid[32] = "?";
-        ssize_t n = pread(f->lock_fd, pid, sizeof pid - 1, 0);
-        pid[n > 0 ? n : 1] = '\0';
+        zt_status st = lock_conflict(f, dir, err);
         close(f->lock_fd);
         f->lock_fd = -1;
-        return ZT_ERR(err, ZT_ERR_CONFIG,
-                      "NVMe swap folder '%s' is in use by another ztier process (pid %s): give "
-                      "each run its own nvme_path", dir, pid);
+        return st;
     }
     char pid[32];
     int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
@@ -95,24 +155,81 @@ static zt_status take_lock(swap_file *f, const char *dir, const zt_swap_config *
     return ZT_OK;
 }
 
-static zt_status check_space(const char *dir, uint64_t need, zt_error *err)
+/* With our lock granted, a swap file of our name was left by a run of this tag and rank that
+ * died before its destroy (kill -9, the OOM killer): nobody else can own it, and it would be
+ * truncated anyway, so its space is given back before the space check counts it as used.
+ * Truncating frees the blocks even while a dead process's io_uring still holds the file;
+ * removing the name keeps "a failure leaves nothing behind". */
+static void reclaim_stale_swap(const swap_file *f)
+{
+    struct stat sb;
+    if (lstat(f->path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return; /* none; anything else is left for open_swap_file to report */
+    if (truncate(f->path, 0) != 0 || unlink(f->path) != 0) {
+        ZT_LOGD("nvme", "could not reclaim stale swap file %s: %s", f->path, strerror(errno));
+        return;
+    }
+    ZT_LOGI("nvme", "reclaimed stale swap file '%s' (%llu bytes) left by an earlier run that did "
+                    "not shut down", f->path, (unsigned long long)sb.st_blocks * 512);
+}
+
+static int is_swap_name(const char *name)
+{
+    size_t len = strlen(name);
+    return strncmp(name, "ztier-", 6) == 0 && len > 11 && strcmp(name + len - 5, ".swap") == 0;
+}
+
+/* Bytes held by other ztier swap files in the folder: other tags or ranks, live or left by a
+ * killed run. Their locks are not tried, as holding one even briefly would make a rank that
+ * is starting up fail with "in use"; so whether this space is free is not known. */
+static uint64_t other_swap_bytes(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    uint64_t bytes = 0;
+    struct stat sb;
+    for (struct dirent *e; (e = readdir(d));)
+        if (is_swap_name(e->d_name) &&
+            fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode))
+            bytes += (uint64_t)sb.st_blocks * 512;
+    closedir(d);
+    return bytes;
+}
+
+/* Free bytes in the folder's filesystem; 0 (false) where it keeps no account (ramfs). */
+static int free_bytes(const char *dir, uint64_t *out)
 {
     struct statvfs vfs;
     if (statvfs(dir, &vfs) != 0 || vfs.f_blocks == 0)
-        return ZT_OK; /* no size accounting here (ramfs); fallocate will tell */
-    uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-    if (avail < need)
-        return ZT_ERR(err, ZT_ERR_NOSPACE,
-                      "not enough space for the NVMe swap in '%s': %llu bytes needed, %llu free; "
-                      "free space, add folders to nvme_path, or offload less",
-                      dir, (unsigned long long)need, (unsigned long long)avail);
-    return ZT_OK;
+        return 0;
+    *out = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+    return 1;
+}
+
+/* An early, clear refusal. Other swap files count as free here, since they may be stale; the
+ * preallocation is the final judge. */
+static zt_status check_space(const char *dir, uint64_t need, zt_error *err)
+{
+    uint64_t avail = 0;
+    if (!free_bytes(dir, &avail))
+        return ZT_OK; /* fallocate will tell */
+    uint64_t others = other_swap_bytes(dir);
+    if (avail + others >= need)
+        return ZT_OK;
+    char note[160] = "";
+    if (others)
+        snprintf(note, sizeof note, " (counting the %llu bytes of other ztier swap files there "
+                                    "as free)", (unsigned long long)others);
+    return ZT_ERR(err, ZT_ERR_NOSPACE,
+                  "not enough space for the NVMe swap in '%s': %llu bytes needed, %llu free%s; "
+                  "free space, add folders to nvme_path, or offload less", dir,
+                  (unsigned long long)need, (unsigned long long)(avail + others), note);
 }
 
 static zt_status open_swap_file(swap_file *f, const char *dir, const zt_swap_config *cfg,
                                 zt_error *err)
 {
-    snprintf(f->path, sizeof f->path, "%s/ztier-%s-r%d.swap", dir, cfg->tag, cfg->rank);
     f->fd = open(f->path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
     if (f->fd < 0 && errno == EINVAL) { /* the filesystem has no O_DIRECT (tmpfs, ...) */
         if (!cfg->allow_buffered) {
@@ -132,16 +249,32 @@ static zt_status open_swap_file(swap_file *f, const char *dir, const zt_swap_con
     return ZT_OK;
 }
 
-static zt_status preallocate(swap_file *f, uint64_t bytes, zt_error *err)
+/* The no-space failure of the preallocation: check_space let it through counting other swap
+ * files as free, so they are named as the likely cause. */
+static zt_status no_space(swap_file *f, const char *dir, uint64_t bytes, int rc, zt_error *err)
+{
+    if (ftruncate(f->fd, 0) != 0) /* give back a partial allocation before measuring */
+        ZT_LOGD("nvme", "could not truncate %s: %s", f->path, strerror(errno));
+    uint64_t avail = 0, others = other_swap_bytes(dir);
+    char free_text[48] = "", note[200] = "";
+    if (free_bytes(dir, &avail))
+        snprintf(free_text, sizeof free_text, ", %llu free", (unsigned long long)avail);
+    if (others)
+        snprintf(note, sizeof note, "; other ztier swap files there hold %llu bytes: remove "
+                                    "those whose run is gone", (unsigned long long)others);
+    return ZT_ERR(err, ZT_ERR_NOSPACE,
+                  "not enough space for the NVMe swap in '%s': %llu bytes needed%s (%s)%s; free "
+                  "space, add folders to nvme_path, or offload less", dir,
+                  (unsigned long long)bytes, free_text, strerror(rc), note);
+}
+
+static zt_status preallocate(swap_file *f, const char *dir, uint64_t bytes, zt_error *err)
 {
     int rc = posix_fallocate(f->fd, 0, (off_t)bytes);
     if (rc == 0)
         return ZT_OK;
     if (rc == ENOSPC || rc == EDQUOT || rc == EFBIG)
-        return ZT_ERR(err, ZT_ERR_NOSPACE,
-                      "not enough space to preallocate %llu bytes for NVMe swap file '%s' (%s); "
-                      "free space, add folders to nvme_path, or offload less",
-                      (unsigned long long)bytes, f->path, strerror(rc));
+        return no_space(f, dir, bytes, rc, err);
     return ZT_ERR(err, ZT_ERR_IO, "preallocating NVMe swap file '%s': %s", f->path, strerror(rc));
 }
 
@@ -163,15 +296,18 @@ static zt_status open_folder(zt_swap *sw, int i, uint64_t per_file, zt_error *er
     const char *dir = sw->cfg.paths[i];
     swap_file *f = &sw->files[i];
     f->fd = f->lock_fd = -1;
+    name_files(f, dir, &sw->cfg);
     zt_status st = check_folder(dir, err);
     if (st == ZT_OK)
-        st = take_lock(f, dir, &sw->cfg, err);
-    if (st == ZT_OK)
+        st = take_lock(f, dir, err);
+    if (st == ZT_OK) {
+        reclaim_stale_swap(f);
         st = check_space(dir, per_file, err);
+    }
     if (st == ZT_OK)
         st = open_swap_file(f, dir, &sw->cfg, err);
     if (st == ZT_OK)
-        st = preallocate(f, per_file, err);
+        st = preallocate(f, dir, per_file, err);
     if (st != ZT_OK)
         close_file(f);
     sw->fds[i] = f->fd;

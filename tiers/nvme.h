@@ -57,7 +57,9 @@ typedef struct zt_swap_stats {
 } zt_swap_stats;
 
 /* Checks the folders, takes their locks and preallocates capacity bytes striped over them.
- * On failure nothing is left behind and the message names the folder and the fix. */
+ * A swap file of this tag and rank left by a killed run is reclaimed (logged at info level);
+ * those of other tags or ranks are left alone. On failure nothing is left behind and the
+ * message names the folder and the fix. */
 zt_status zt_swap_create(const zt_swap_config *cfg, uint64_t capacity, zt_swap **out,
                          zt_error *err);
 

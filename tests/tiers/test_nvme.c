@@ -1,12 +1,16 @@
 /* The NVMe swap space: data written through each I/O engine reads back intact with many
  * transfers in flight and striping over several folders; files have stable names and are
- * removed on destroy; a second run on the same folder is refused; bad folders, a full disk,
- * a filesystem without O_DIRECT, injected I/O errors and a flipped byte each give a clear
- * error naming the cause, and destroy stays clean. */
+ * removed on destroy; a second run on the same folder is refused, naming who holds it; bad
+ * folders, a full disk, a filesystem without O_DIRECT, injected I/O errors and a flipped byte
+ * each give a clear error naming the cause, and destroy stays clean; a restart after kill -9
+ * on a tight disk reuses the space of the swap file the killed run left behind. */
+#include "runtime/log.h"
 #include "tiers/nvme.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -14,6 +18,8 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -39,10 +45,13 @@ static int teardown(void **state)
 {
     (void)state;
     char cmd[600], d[600];
-    snprintf(d, sizeof d, "%s/small", base);
-    umount2(d, MNT_DETACH); /* left mounted when a test failed half-way */
-    snprintf(d, sizeof d, "%s/ramfs", base);
-    umount2(d, MNT_DETACH); /* io_uring drops its file references asynchronously */
+    /* left mounted when a test failed half-way; io_uring drops its file references
+     * asynchronously, hence the lazy unmounts */
+    const char *mounts[] = {"small", "ramfs", "tight", "tight-ranks"};
+    for (size_t i = 0; i < sizeof mounts / sizeof mounts[0]; i++) {
+        snprintf(d, sizeof d, "%s/%s", base, mounts[i]);
+        umount2(d, MNT_DETACH);
+    }
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
     return system(cmd) == 0 ? 0 : -1;
 }
@@ -136,7 +145,48 @@ static void test_roundtrip_threads(void **state)
     roundtrip(ZT_IO_ENGINE_THREADS, "threads");
 }
 
-static void test_second_run_is_refused(void **state)
+/* A child process that creates a swap space, reports the status through a pipe and then
+ * either dies by SIGKILL at once (kill_it: its files stay behind, as after kill -9) or holds
+ * the swap until the parent closes its end of `hold`. */
+static pid_t start_holder(const zt_swap_config *c, uint64_t capacity, int kill_it, int *hold)
+{
+    int status_pipe[2], hold_pipe[2];
+    assert_int_equal(pipe(status_pipe), 0);
+    assert_int_equal(pipe(hold_pipe), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(status_pipe[0]), close(hold_pipe[1]);
+        zt_swap *sw = NULL;
+        zt_error err = {0};
+        char st = (char)zt_swap_create(c, capacity, &sw, &err);
+        if (write(status_pipe[1], &st, 1) != 1 || kill_it)
+            raise(SIGKILL);
+        char ch;
+        while (read(hold_pipe[0], &ch, 1) > 0) {
+        }
+        zt_swap_destroy(sw);
+        _exit(0);
+    }
+    close(status_pipe[1]), close(hold_pipe[0]);
+    char st = -1;
+    assert_int_equal(read(status_pipe[0], &st, 1), 1);
+    assert_int_equal(st, ZT_OK);
+    close(status_pipe[0]);
+    *hold = hold_pipe[1];
+    return pid;
+}
+
+static int wait_child(pid_t pid)
+{
+    int ws = 0;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    return ws;
+}
+
+/* Two runtimes of one process on one folder: the message says so, not "another process"
+ * with our own pid (and no newline from the lock file). */
+static void test_second_runtime_in_this_process(void **state)
 {
     (void)state;
     char d[600];
@@ -147,8 +197,38 @@ static void test_second_run_is_refused(void **state)
     zt_error err = {0};
     assert_int_equal(zt_swap_create(&c, 1 << 20, &a, &err), ZT_OK);
     assert_int_equal(zt_swap_create(&c, 1 << 20, &b, &err), ZT_ERR_CONFIG);
-    assert_non_null(strstr(err.msg, "in use by another ztier process"));
+    assert_non_null(strstr(err.msg, "in use by another ztier runtime in this process"));
+    assert_non_null(strstr(err.msg, "destroy the first runtime"));
+    assert_null(strchr(err.msg, '\n'));
     zt_swap_destroy(a);
+    assert_int_equal(zt_swap_create(&c, 1 << 20, &b, &err), ZT_OK); /* free again */
+    zt_swap_destroy(b);
+}
+
+static void test_second_run_is_refused(void **state)
+{
+    (void)state;
+    char d[600], lock[700], want[64];
+    make_dir(d, sizeof d, "shared-proc");
+    const char *dirs[1] = {d};
+    zt_swap_config c = config(dirs, 1, ZT_IO_ENGINE_THREADS);
+    int hold = -1;
+    pid_t pid = start_holder(&c, 1 << 20, 0, &hold);
+    zt_swap *b = NULL;
+    zt_error err = {0};
+    assert_int_equal(zt_swap_create(&c, 1 << 20, &b, &err), ZT_ERR_CONFIG);
+    snprintf(want, sizeof want, "in use by another ztier process (pid %d)", (int)pid);
+    assert_non_null(strstr(err.msg, want));
+    assert_non_null(strstr(err.msg, "give each run its own nvme_path"));
+    assert_null(strchr(err.msg, '\n'));
+    /* the holder has not written its pid yet (or the file was emptied): say it is unknown */
+    snprintf(lock, sizeof lock, "%s/ztier-test-r0.lock", d);
+    assert_int_equal(truncate(lock, 0), 0);
+    assert_int_equal(zt_swap_create(&c, 1 << 20, &b, &err), ZT_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "in use by another ztier process"));
+    assert_non_null(strstr(err.msg, "could not be read"));
+    close(hold);
+    assert_int_equal(wait_child(pid), 0);
     assert_int_equal(zt_swap_create(&c, 1 << 20, &b, &err), ZT_OK); /* free again */
     zt_swap_destroy(b);
 }
@@ -216,6 +296,109 @@ static void test_disk_full(void **state)
     assert_int_equal(zt_swap_create(&c, 1 << 20, &sw, &err), ZT_OK); /* what fits works */
     zt_swap_destroy(sw);
     umount2(d, MNT_DETACH); /* io_uring drops its file references asynchronously */
+}
+
+static int mount_tight(char *d, size_t len, const char *name)
+{
+    make_dir(d, len, name);
+    return mount("tmpfs", d, "tmpfs", 0, "size=4m");
+}
+
+static int count_swap_files(const char *dir)
+{
+    DIR *dp = opendir(dir);
+    assert_non_null(dp);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(dp));) {
+        size_t len = strlen(e->d_name);
+        n += len > 5 && strcmp(e->d_name + len - 5, ".swap") == 0;
+    }
+    closedir(dp);
+    return n;
+}
+
+static void capture_log(void *user, int level, const char *msg)
+{
+    char *buf = user;
+    if (level == ZT_LOG_INFO && strstr(msg, "stale"))
+        snprintf(buf, 512, "%s", msg);
+}
+
+/* kill -9 leaves a 3 MiB swap file on a 4 MiB disk: the restart must reuse its space rather
+ * than count it as used (the file is ours once our lock is granted). */
+static void test_restart_after_kill_reuses_stale_swap(void **state)
+{
+    (void)state;
+    char d[600];
+    if (mount_tight(d, sizeof d, "tight") != 0)
+        skip();
+    const char *dirs[1] = {d};
+    zt_swap_config c = config(dirs, 1, ZT_IO_ENGINE_AUTO);
+    c.allow_buffered = 1;
+    const uint64_t cap = 3 << 20;
+    int hold = -1;
+    pid_t pid = start_holder(&c, cap, 1, &hold);
+    int ws = wait_child(pid);
+    assert_true(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL);
+    close(hold);
+    assert_int_equal(count_swap_files(d), 1); /* left behind */
+    char logged[512] = "";
+    zt_log_configure(ZT_LOG_INFO, capture_log, logged);
+    zt_swap *sw = NULL;
+    zt_error err = {0};
+    zt_status st = zt_swap_create(&c, cap, &sw, &err);
+    zt_log_configure(-1, NULL, NULL);
+    if (st != ZT_OK)
+        fail_msg("restart refused: %s", err.msg);
+    assert_non_null(strstr(logged, "ztier-test-r0.swap"));
+    assert_non_null(strstr(logged, "3145728 bytes"));
+    /* the old space was reused: one swap file, and the disk holds about one swap's worth */
+    assert_int_equal(count_swap_files(d), 1);
+    struct statvfs vfs;
+    assert_int_equal(statvfs(d, &vfs), 0);
+    uint64_t used = (uint64_t)(vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize;
+    assert_true(used >= cap && used < cap + (256 << 10));
+    zt_swap_destroy(sw);
+    assert_int_equal(count_swap_files(d), 0);
+    umount2(d, MNT_DETACH);
+}
+
+/* Another rank's swap file may belong to a live run: it is left alone (its lock is not
+ * touched) and counted as possibly free only for the early check; the preallocation then
+ * tells, with a message naming the folder, the bytes needed and free, and that file. */
+static void test_other_ranks_swap_is_left_alone(void **state)
+{
+    (void)state;
+    char d[600], other[700];
+    if (mount_tight(d, sizeof d, "tight-ranks") != 0)
+        skip();
+    const char *dirs[1] = {d};
+    zt_swap_config c = config(dirs, 1, ZT_IO_ENGINE_AUTO);
+    c.allow_buffered = 1;
+    c.rank = 1;
+    const uint64_t cap = 3 << 20;
+    int hold = -1;
+    pid_t pid = start_holder(&c, cap, 1, &hold);
+    wait_child(pid);
+    close(hold);
+    c.rank = 0;
+    zt_swap *sw = NULL;
+    zt_error err = {0};
+    assert_int_equal(zt_swap_create(&c, cap, &sw, &err), ZT_ERR_NOSPACE);
+    assert_non_null(strstr(err.msg, d));
+    assert_non_null(strstr(err.msg, "3145728 bytes needed"));
+    assert_non_null(strstr(err.msg, " free"));
+    assert_non_null(strstr(err.msg, "other ztier swap files"));
+    snprintf(other, sizeof other, "%s/ztier-test-r0.swap", d);
+    assert_int_equal(access(other, F_OK), -1); /* nothing of rank 0 left behind */
+    snprintf(other, sizeof other, "%s/ztier-test-r1.swap", d);
+    struct stat sb;
+    assert_int_equal(stat(other, &sb), 0); /* rank 1's file untouched */
+    assert_true((uint64_t)sb.st_blocks * 512 >= cap);
+    c.rank = 1; /* rank 1 itself restarting takes its file back */
+    assert_int_equal(zt_swap_create(&c, cap, &sw, &err), ZT_OK);
+    zt_swap_destroy(sw);
+    umount2(d, MNT_DETACH);
 }
 
 static void injected_failure(zt_io_engine_kind engine, int op)
@@ -302,10 +485,13 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_io_uring),
         cmocka_unit_test(test_roundtrip_threads),
+        cmocka_unit_test(test_second_runtime_in_this_process),
         cmocka_unit_test(test_second_run_is_refused),
         cmocka_unit_test(test_bad_folders),
         cmocka_unit_test(test_no_direct_io),
         cmocka_unit_test(test_disk_full),
+        cmocka_unit_test(test_restart_after_kill_reuses_stale_swap),
+        cmocka_unit_test(test_other_ranks_swap_is_left_alone),
         cmocka_unit_test(test_injected_io_errors),
         cmocka_unit_test(test_checksum_detects_flipped_byte),
     };
