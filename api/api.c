@@ -38,6 +38,22 @@ static zt_status check_layer(zt_runtime *rt, int layer)
     return ZT_OK;
 }
 
+/* Calls that need the whole model at rest: the message names what is still fetched. */
+static zt_status check_nothing_held(zt_runtime *rt, const char *call)
+{
+    if (!zt_rt_layers_held(rt))
+        return ZT_OK;
+    char held[512];
+    zt_rt_describe_held(rt, held, sizeof held);
+    return ZT_ERR(&rt->err, ZT_ERR_USAGE,
+                  "%s while layers are fetched and not released: %s; release every fetched "
+                  "layer first", call, held);
+}
+
+/* The getters take a const handle but still reset or set its last-error text, which is
+ * per-handle state outside the model. */
+static zt_error *err_of(const zt_runtime *rt) { return &((zt_runtime *)rt)->err; }
+
 static zt_status check_options(const zt_options *o, zt_error *err)
 {
     if (o->struct_size < offsetof(zt_options, world_size) + sizeof(int) ||
@@ -65,12 +81,17 @@ zt_status zt_runtime_create(const zt_options *opts, const char *config_json, zt_
     zt_status st = check_options(opts ? opts : &defaults, &rt->err);
     if (st == ZT_OK)
         st = zt_rt_create(rt, opts ? opts : &defaults, config_json);
-    if (st != ZT_OK) {
+    if (st != ZT_OK) /* the message stays in the handle; the caller decides to print it */
         rt->state = ZT_RT_FAILED;
-        zt_error_prefix(&rt->err, "zt_runtime_create: ");
-        ZT_LOGE("runtime", "%s", rt->err.msg);
-    }
     return st;
+}
+
+zt_status zt_config_set(zt_runtime *rt, const char *path, const char *value)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    zt_status st = enter(rt, ZT_RT_REGISTERING, "zt_config_set");
+    return st == ZT_OK ? zt_rt_config_set(rt, path, value) : st;
 }
 
 const char *zt_last_error(const zt_runtime *rt)
@@ -104,10 +125,12 @@ static zt_status check_init(zt_runtime *rt, const char *name, const zt_init *in)
 {
     if (!in)
         return ZT_OK;
-    CHECK_ARG(rt, in->kind >= ZT_INIT_ZEROS && in->kind <= ZT_INIT_CALLBACK,
+    CHECK_ARG(rt, in->kind >= ZT_INIT_ZEROS && in->kind <= ZT_INIT_COPY,
               "parameter '%s': unknown init kind %d", name, (int)in->kind);
     CHECK_ARG(rt, in->kind != ZT_INIT_CALLBACK || in->fn,
               "parameter '%s': ZT_INIT_CALLBACK needs init->fn", name);
+    CHECK_ARG(rt, in->kind != ZT_INIT_COPY || in->user,
+              "parameter '%s': ZT_INIT_COPY needs init->user, the array to copy from", name);
     CHECK_ARG(rt, in->kind != ZT_INIT_NORMAL || in->b >= 0.0f,
               "parameter '%s': normal init with standard deviation %g (must be >= 0)", name,
               (double)in->b);
@@ -161,8 +184,8 @@ zt_status zt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_layer_view *view)
         st = check_layer(rt, layer);
     if (st != ZT_OK)
         return st;
-    CHECK_ARG(rt, pass == ZT_FORWARD || pass == ZT_BACKWARD,
-              "zt_fetch: pass %d is neither ZT_FORWARD nor ZT_BACKWARD", (int)pass);
+    CHECK_ARG(rt, pass >= ZT_FORWARD && pass <= ZT_INFERENCE,
+              "zt_fetch: pass %d is not ZT_FORWARD, ZT_BACKWARD or ZT_INFERENCE", (int)pass);
     CHECK_ARG(rt, view, "zt_fetch(layer %d): view is NULL", layer);
     return zt_rt_fetch(rt, layer, pass, view);
 }
@@ -176,8 +199,8 @@ zt_status zt_release(zt_runtime *rt, int layer, zt_pass pass)
         st = check_layer(rt, layer);
     if (st != ZT_OK)
         return st;
-    CHECK_ARG(rt, pass == ZT_FORWARD || pass == ZT_BACKWARD,
-              "zt_release: pass %d is neither ZT_FORWARD nor ZT_BACKWARD", (int)pass);
+    CHECK_ARG(rt, pass >= ZT_FORWARD && pass <= ZT_INFERENCE,
+              "zt_release: pass %d is not ZT_FORWARD, ZT_BACKWARD or ZT_INFERENCE", (int)pass);
     return zt_rt_release(rt, layer, pass);
 }
 
@@ -190,19 +213,19 @@ zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)
         return st;
     CHECK_ARG(rt, !args || args->struct_size >= offsetof(zt_step_args, lr) + sizeof(float),
               "zt_step: args was not initialised with ZT_STEP_ARGS_INIT");
-    int held = zt_rt_layers_held(rt);
-    if (held)
-        return ZT_ERR(&rt->err, ZT_ERR_USAGE,
-                      "zt_step while %d layer fetch(es) are not released (in the middle of a "
-                      "forward or backward pass); release every layer first", held);
+    if ((st = check_nothing_held(rt, "zt_step")) != ZT_OK)
+        return st;
     /* An I/O error on one rank must stop every rank, not leave them out of step. */
     return zt_comm_agree(rt->comm, zt_rt_step(rt, args, info), "zt_step", &rt->err);
 }
 
 zt_status zt_stats_get(const zt_runtime *rt, zt_stats *out)
 {
-    if (!rt || !out || out->struct_size < sizeof(size_t) + sizeof(uint64_t))
+    if (!rt)
         return ZT_ERR_ARGUMENT;
+    if (!out || out->struct_size < sizeof(size_t) + sizeof(uint64_t))
+        return ZT_ERR(err_of(rt), ZT_ERR_ARGUMENT,
+                      "zt_stats_get: out is NULL or out->struct_size is unset (use ZT_STATS_INIT)");
     zt_stats s = rt->stats;
     if (rt->dev) {
         s.device_bytes_current = rt->dev->bytes_in_use;
@@ -228,31 +251,70 @@ zt_status zt_stats_get(const zt_runtime *rt, zt_stats *out)
     size_t n = out->struct_size < sizeof s ? out->struct_size : sizeof s;
     s.struct_size = n;
     memcpy(out, &s, n);
+    zt_error_clear(err_of(rt));
+    return ZT_OK;
+}
+
+/* The introspection calls answer on a failed handle too, except where the value they would
+ * give was never set up. */
+static zt_status answer(const zt_runtime *rt, const void *out, const char *call)
+{
+    if (!out)
+        return ZT_ERR(err_of(rt), ZT_ERR_ARGUMENT, "%s: an output pointer is NULL", call);
+    zt_error_clear(err_of(rt));
     return ZT_OK;
 }
 
 zt_status zt_runtime_rank(const zt_runtime *rt, int *rank, int *world_size)
 {
-    if (!rt || !rank || !world_size || rt->state == ZT_RT_FAILED)
+    if (!rt)
         return ZT_ERR_ARGUMENT;
-    *rank = rt->rank;
-    *world_size = rt->world;
-    return ZT_OK;
+    if (rt->state == ZT_RT_FAILED)
+        return ZT_ERR_USAGE; /* the message still says why creation failed */
+    zt_status st = answer(rt, rank && world_size ? rank : NULL, "zt_runtime_rank");
+    if (st == ZT_OK)
+        *rank = rt->rank, *world_size = rt->world;
+    return st;
 }
 
 zt_status zt_layer_count(const zt_runtime *rt, int *count)
 {
-    if (!rt || !count)
+    if (!rt)
         return ZT_ERR_ARGUMENT;
-    *count = rt->n_layers;
-    return ZT_OK;
+    zt_status st = answer(rt, count, "zt_layer_count");
+    if (st == ZT_OK)
+        *count = rt->n_layers;
+    return st;
 }
 
 zt_status zt_step_count(const zt_runtime *rt, int64_t *steps)
 {
-    if (!rt || !steps || rt->state == ZT_RT_FAILED)
+    if (!rt)
         return ZT_ERR_ARGUMENT;
-    *steps = rt->steps;
+    if (rt->state == ZT_RT_FAILED)
+        return ZT_ERR_USAGE;
+    zt_status st = answer(rt, steps, "zt_step_count");
+    if (st == ZT_OK)
+        *steps = rt->steps;
+    return st;
+}
+
+zt_status zt_optimizer_get(const zt_runtime *rt, zt_optimizer_info *out)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    if (rt->state == ZT_RT_FAILED)
+        return ZT_ERR_USAGE;
+    if (!out || out->struct_size < offsetof(zt_optimizer_info, adamw) + sizeof(int))
+        return ZT_ERR(err_of(rt), ZT_ERR_ARGUMENT,
+                      "zt_optimizer_get: out is NULL or out->struct_size is unset (use "
+                      "ZT_OPTIMIZER_INFO_INIT)");
+    zt_optimizer_info o;
+    zt_rt_optimizer_info(rt, &o);
+    size_t n = out->struct_size < sizeof o ? out->struct_size : sizeof o;
+    o.struct_size = n;
+    memcpy(out, &o, n);
+    zt_error_clear(err_of(rt));
     return ZT_OK;
 }
 
@@ -266,10 +328,26 @@ zt_status zt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel)
     CHECK_ARG(rt, param_id >= 0 && param_id < rt->n_params,
               "unknown parameter id %d (the runtime has %d parameters)", param_id, rt->n_params);
     CHECK_ARG(rt, dst, "zt_param_read: dst is NULL");
-    if (zt_rt_layers_held(rt))
-        return ZT_ERR(&rt->err, ZT_ERR_USAGE, "zt_param_read while layers are held; release "
-                                              "them first");
+    if ((st = check_nothing_held(rt, "zt_param_read")) != ZT_OK)
+        return st;
     return zt_rt_param_read(rt, param_id, dst, numel);
+}
+
+zt_status zt_param_write(zt_runtime *rt, int param_id, const float *src, int64_t numel)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    zt_status st = enter(rt, ZT_RT_COMMITTED, "zt_param_write");
+    if (st != ZT_OK)
+        return st;
+    CHECK_ARG(rt, param_id >= 0 && param_id < rt->n_params,
+              "unknown parameter id %d (the runtime has %d parameters)", param_id, rt->n_params);
+    CHECK_ARG(rt, src, "zt_param_write: src is NULL");
+    if ((st = check_nothing_held(rt, "zt_param_write")) != ZT_OK)
+        return st;
+    /* an I/O error on one rank must not leave the ranks with different parameters unnoticed */
+    return zt_comm_agree(rt->comm, zt_rt_param_write(rt, param_id, src, numel),
+                         "zt_param_write", &rt->err);
 }
 
 static zt_status checkpoint_enter(zt_runtime *rt, const char *dir, const char *call)
@@ -278,10 +356,7 @@ static zt_status checkpoint_enter(zt_runtime *rt, const char *dir, const char *c
     if (st != ZT_OK)
         return st;
     CHECK_ARG(rt, dir && *dir, "%s: dir is NULL or empty", call);
-    if (zt_rt_layers_held(rt))
-        return ZT_ERR(&rt->err, ZT_ERR_USAGE, "%s while layers are held; release them first",
-                      call);
-    return ZT_OK;
+    return check_nothing_held(rt, call);
 }
 
 zt_status zt_checkpoint_save(zt_runtime *rt, const char *dir)

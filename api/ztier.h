@@ -6,7 +6,10 @@
  * optimizer-state shard and keeps each on device memory, pinned host memory or NVMe.
  *
  * Conventions (every call):
- *  - returns a zt_status; ZT_OK is 0. On failure zt_last_error(rt) says why, with context.
+ *  - returns a zt_status; ZT_OK is 0. On failure zt_last_error(rt) says why, naming the
+ *    object (layer, parameter, file, JSON path) and the fix. The library does not log an
+ *    error it returns: printing it is the caller's choice. Logged are only events that are
+ *    not errors of a call (a skipped fp16 step, a fallback, a configuration warning).
  *  - outputs go through pointers; inputs are never retained unless the call says so.
  *  - calls on one zt_runtime must not run concurrently from several threads.
  */
@@ -53,7 +56,11 @@ typedef enum zt_status {
 } zt_status;
 
 typedef enum zt_dtype { ZT_F32 = 0, ZT_BF16 = 1, ZT_F16 = 2 } zt_dtype;
-typedef enum zt_pass { ZT_FORWARD = 0, ZT_BACKWARD = 1 } zt_pass;
+/* ZT_FORWARD / ZT_BACKWARD: the passes of a training step; their order is recorded in the
+ * first step and drives prefetching afterwards. ZT_INFERENCE: a forward without gradients
+ * outside the training order (validation, sampling, between steps or during one): it is not
+ * recorded, never counts as a change of order, and its layers are gathered on demand. */
+typedef enum zt_pass { ZT_FORWARD = 0, ZT_BACKWARD = 1, ZT_INFERENCE = 2 } zt_pass;
 
 typedef struct zt_runtime zt_runtime;
 
@@ -81,18 +88,23 @@ typedef enum zt_init_kind {
     ZT_INIT_CONSTANT, /* every element = a */
     ZT_INIT_NORMAL,   /* mean a, standard deviation b */
     ZT_INIT_UNIFORM,  /* uniform in [a, b) */
-    ZT_INIT_CALLBACK  /* fn fills elements [first, first + count) of the flattened tensor */
+    ZT_INIT_CALLBACK, /* fn fills elements [first, first + count) of the flattened tensor */
+    ZT_INIT_COPY      /* copied from the caller's array: user points to numel floats (the
+                         whole tensor, row-major), read during zt_runtime_commit */
 } zt_init_kind;
 
-typedef void (*zt_init_fn)(void *user, const char *param_name, int64_t first, int64_t count,
-                           float *dst);
+/* Fills dst[0, count) with elements [first, first + count) of the flattened tensor and
+ * returns ZT_OK; any other status stops zt_runtime_commit with that status and a message
+ * naming the parameter and the range. */
+typedef zt_status (*zt_init_fn)(void *user, const char *param_name, int64_t first,
+                                int64_t count, float *dst);
 
 typedef struct zt_init {
     zt_init_kind kind;
     float a, b;
     uint64_t seed;
     zt_init_fn fn; /* ZT_INIT_CALLBACK only; called synchronously from zt_runtime_commit */
-    void *user;
+    void *user;    /* passed to fn; ZT_INIT_COPY: the source array (kept until commit) */
 } zt_init;
 
 /* One tensor of a fetched layer. data/grad point into memory owned by ztier (device memory
@@ -116,10 +128,23 @@ typedef struct zt_layer_view {
 
 typedef struct zt_step_args {
     size_t struct_size; /* sizeof(zt_step_args) */
-    float lr;           /* learning rate for this step; < 0 uses the configured optimizer lr */
+    float lr;           /* learning rate for this step, in [0, 1000]; < 0: the configured lr */
+    float weight_decay; /* weight decay for this step, in [0, 1000]; < 0: the configured one */
 } zt_step_args;
 
-#define ZT_STEP_ARGS_INIT {sizeof(zt_step_args), -1.0f}
+#define ZT_STEP_ARGS_INIT {sizeof(zt_step_args), -1.0f, -1.0f}
+
+/* The optimizer as it will run (zt_optimizer_get): the configuration after defaults, the
+ * DeepSpeed type rules ("Adam" has weight decay 0 unless given) and every override. */
+typedef struct zt_optimizer_info {
+    size_t struct_size; /* sizeof(zt_optimizer_info) */
+    int adamw;          /* 1: decoupled weight decay (AdamW); 0: decay added to the gradient */
+    float lr, beta1, beta2, eps, weight_decay;
+    float gradient_clipping;         /* max global gradient norm; 0: off */
+    int gradient_accumulation_steps; /* micro-steps averaged per step */
+} zt_optimizer_info;
+
+#define ZT_OPTIMIZER_INFO_INIT {.struct_size = sizeof(zt_optimizer_info)}
 
 typedef struct zt_step_info {
     int64_t step;      /* optimizer steps taken so far (skipped steps not counted) */
@@ -130,7 +155,8 @@ typedef struct zt_step_info {
     int micro_steps;   /* backward passes accumulated into this step */
 } zt_step_info;
 
-/* Counters since creation. current/peak are bytes resident in a tier now / at most.
+/* Counters since creation (zeros before commit). current/peak are bytes resident in a tier
+ * now / at most.
  * Set struct_size (ZT_STATS_INIT) so newer libraries never write past an older struct. */
 typedef struct zt_stats {
     size_t struct_size;
@@ -148,6 +174,10 @@ typedef struct zt_stats {
     double fetch_wait_s;                   /* time zt_fetch waited (stall) */
     double step_s;                         /* time spent in zt_step */
     uint64_t fetches, releases, steps, skipped_steps;
+    /* parameter bytes kept resident in device memory on every rank because their layer is
+     * below zero_optimization.stage3_param_persistence_threshold (never offloaded) */
+    uint64_t persistent_bytes;
+    uint32_t persistent_layers;
 } zt_stats;
 
 #define ZT_STATS_INIT {.struct_size = sizeof(zt_stats)}
@@ -159,12 +189,30 @@ ZT_API const char *zt_status_string(zt_status s); /* static storage; never NULL 
 
 /* ---- lifecycle ---- */
 
-/* Creates a runtime from options and an optional JSON config text (config_json overrides
- * opts->config_path; both NULL means defaults). Synchronous.
+/* Creates a runtime from options and an optional JSON config text (merged over the file of
+ * opts->config_path or $ZT_CONFIG; see zt_config_set for the order). Reads the
+ * configuration and joins the ranks; the device, the optimizer and every tier open at
+ * zt_runtime_commit. Collective under MPI. Synchronous.
  * On failure *out is still set when possible: that handle only answers zt_last_error()
  * and must be passed to zt_runtime_destroy(). *out is NULL only if memory ran out. */
 ZT_API zt_status zt_runtime_create(const zt_options *opts, const char *config_json,
                                    zt_runtime **out);
+
+/* Changes one configuration key, or merges a JSON object, before zt_runtime_commit:
+ *   zt_config_set(rt, "zero_optimization.offload_param.device", "nvme");
+ *   zt_config_set(rt, "optimizer.params.lr", "3e-4");
+ *   zt_config_set(rt, "optimizer.params.betas", "[0.9, 0.95]");
+ *   zt_config_set(rt, "zero_optimization.offload_param", "{\"device\": \"cpu\"}");
+ *   zt_config_set(rt, NULL, "{\"gradient_clipping\": 1.0}");   (a whole document)
+ * path: a dotted path of the DeepSpeed schema (see README), or NULL/"" to merge the object in
+ * value. value: JSON text; text that is not valid JSON is taken as a string ("nvme", a folder
+ * path). Same checks and messages as the config file, except that an unknown key is an error.
+ * Merge order, later wins: defaults, the config file (zt_options.config_path, else
+ * $ZT_CONFIG), the config_json text of zt_runtime_create, zt_config_set calls in call order,
+ * then the environment variables (ZT_HBM_CAPACITY, ZT_NVME_PATH, ...). A rejected call
+ * changes nothing. Not collective, but every rank must end with the same configuration.
+ * ZT_ERR_USAGE after commit, and for ztier.comm_backend (the ranks are joined at create). */
+ZT_API zt_status zt_config_set(zt_runtime *rt, const char *path, const char *value);
 
 /* The last error message of this handle, with context; "" after a successful call.
  * Owned by the handle; valid until the next call on it. rt == NULL gives a fixed text. */
@@ -192,7 +240,11 @@ ZT_API zt_status zt_runtime_commit(zt_runtime *rt);
 /* Makes the layer's full parameters available (and, for ZT_BACKWARD, zeroed gradient
  * buffers). Blocks until that layer is ready. view is filled; its arrays are owned by the
  * runtime and valid until zt_release(rt, layer, pass). A layer can be fetched again while
- * held (nested fetches need as many releases). */
+ * held, also for another pass (nested fetches need as many releases): a layer used twice in
+ * a step, such as an embedding tied to the output projection, is fetched for each use and
+ * released after each. ZT_INFERENCE fetches (no gradients) may come between training steps
+ * or inside one. Collective under several ranks: every rank fetches the same layers for the
+ * same passes in the same order. */
 ZT_API zt_status zt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_layer_view *view);
 
 /* Ends the use of a fetched layer. For ZT_BACKWARD the gradients written since the fetch
@@ -203,8 +255,9 @@ ZT_API zt_status zt_release(zt_runtime *rt, int layer, zt_pass pass);
 
 /* Applies one optimizer step with the accumulated gradients (averaged over
  * gradient_accumulation_steps and ranks), then zeroes them. No layer may be held.
- * Synchronous. info may be NULL. A step with inf/nan gradients is skipped and changes
- * nothing but the loss scale. */
+ * Synchronous. args may be NULL (the configured lr and weight decay); info may be NULL. A
+ * step with inf/nan gradients is skipped and changes nothing but the loss scale. A lr or
+ * weight decay that is NaN, infinite or above 1000 is ZT_ERR_ARGUMENT. */
 ZT_API zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info);
 
 /* ---- checkpoints ---- */
@@ -234,10 +287,20 @@ ZT_API zt_status zt_runtime_rank(const zt_runtime *rt, int *rank, int *world_siz
 ZT_API zt_status zt_layer_count(const zt_runtime *rt, int *count);
 /* Optimizer steps taken so far (restored by zt_checkpoint_load). */
 ZT_API zt_status zt_step_count(const zt_runtime *rt, int64_t *steps);
+/* The optimizer as configured (any time after create; zt_step_args override per step).
+ * out->struct_size must be set (ZT_OPTIMIZER_INFO_INIT). Commit also logs it at info. */
+ZT_API zt_status zt_optimizer_get(const zt_runtime *rt, zt_optimizer_info *out);
 
 /* Copies the current fp32 master values of a parameter (all elements, gathered from every
- * rank) into dst (numel floats, caller-owned). Synchronous; no layer may be held. */
+ * rank) into dst (numel floats, caller-owned). Collective; synchronous; no layer may be
+ * held. */
 ZT_API zt_status zt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel);
+
+/* The mirror of zt_param_read: sets a parameter's fp32 master values (and the working-dtype
+ * copy every later fetch sees) from src (numel floats, the whole tensor, caller-owned,
+ * identical on every rank). The optimizer state (Adam m, v, step count) is left as it is.
+ * Collective; synchronous; no layer may be held. Non-finite values are ZT_ERR_ARGUMENT. */
+ZT_API zt_status zt_param_write(zt_runtime *rt, int param_id, const float *src, int64_t numel);
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,7 @@
 /* Look no further than this many trace entries ahead. */
 #define PREFETCH_MAX_LOOKAHEAD 64
 
-static int held(const zt_layer *L) { return L->holds[ZT_FORWARD] + L->holds[ZT_BACKWARD]; }
+static int held(const zt_layer *L) { return zt_layer_holds(L); }
 
 static int64_t live_elements(const zt_runtime *rt)
 {

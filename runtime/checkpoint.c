@@ -249,25 +249,16 @@ static zt_status verify_shard_file(zt_runtime *rt, FILE *f, const char *path,
     return st == ZT_OK ? cross_check(rt, &h, m, path) : st;
 }
 
-static zt_status read_home(zt_runtime *rt, FILE *f, zt_home *h, const char *path)
+/* Reads the file's next fp32 shard of layer L into rt->staging. */
+static zt_status read_shard(zt_runtime *rt, FILE *f, const zt_layer *L, const char *path)
 {
-    if (fread(rt->staging, 1, h->bytes, f) != h->bytes)
+    size_t bytes = (size_t)L->shard_numel * sizeof(float);
+    if (fread(rt->staging, 1, bytes, f) != bytes)
         return ZT_ERR(&rt->err, ZT_ERR_IO, "reading '%s': %s", path, strerror(errno));
-    return zt_home_store(&rt->homes, h, rt->staging, &rt->err);
+    return ZT_OK;
 }
 
-/* Re-derives the working-dtype parameters from the restored fp32 master. */
-static zt_status refresh_params(zt_runtime *rt, zt_layer *L)
-{
-    zt_status st = zt_home_load(&rt->homes, &L->master, rt->staging, &rt->err);
-    void *working = rt->staging;
-    if (st == ZT_OK && rt->dtype != ZT_F32) {
-        working = rt->staging_lp;
-        zt_convert_array(working, rt->dtype, rt->staging, ZT_F32, (size_t)L->shard_numel);
-    }
-    return st == ZT_OK ? zt_home_store(&rt->homes, &L->param_home, working, &rt->err) : st;
-}
-
+/* Per layer the file holds master, m, v; the working-dtype parameters follow the master. */
 static zt_status restore_layers(zt_runtime *rt, FILE *f, const char *path, int version)
 {
     zt_status st = fseek(f, (long)header_bytes(version), SEEK_SET) == 0
@@ -275,13 +266,17 @@ static zt_status restore_layers(zt_runtime *rt, FILE *f, const char *path, int v
                        : ZT_ERR(&rt->err, ZT_ERR_IO, "reading '%s': %s", path, strerror(errno));
     for (int i = 0; st == ZT_OK && i < rt->n_layers; i++) {
         zt_layer *L = &rt->layers[i];
-        st = read_home(rt, f, &L->master, path);
+        st = read_shard(rt, f, L, path);
         if (st == ZT_OK)
-            st = read_home(rt, f, &L->exp_avg, path);
+            st = zt_layer_set_master(rt, L, rt->staging);
         if (st == ZT_OK)
-            st = read_home(rt, f, &L->exp_avg_sq, path);
+            st = read_shard(rt, f, L, path);
         if (st == ZT_OK)
-            st = refresh_params(rt, L);
+            st = zt_home_store(&rt->homes, &L->exp_avg, rt->staging, &rt->err);
+        if (st == ZT_OK)
+            st = read_shard(rt, f, L, path);
+        if (st == ZT_OK)
+            st = zt_home_store(&rt->homes, &L->exp_avg_sq, rt->staging, &rt->err);
     }
     return st;
 }

@@ -59,32 +59,25 @@ static zt_status place_layer(zt_runtime *rt, zt_layer *L)
 }
 
 /* Fills this rank's fp32 master shard of a layer from the parameters' initialisers. */
-static void init_master_shard(zt_runtime *rt, const zt_layer *L, float *master)
+static zt_status init_master_shard(zt_runtime *rt, const zt_layer *L, float *master)
 {
-    int64_t lo = L->persistent ? 0 : (int64_t)rt->rank * L->shard_numel, hi = lo + L->shard_numel;
     memset(master, 0, (size_t)L->shard_numel * sizeof(float));
-    for (int i = 0; i < L->n_params; i++) {
+    zt_status st = ZT_OK;
+    for (int i = 0; st == ZT_OK && i < L->n_params; i++) {
         const zt_param *p = &rt->params[L->param_ids[i]];
-        int64_t a = p->offset > lo ? p->offset : lo;
-        int64_t b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+        int64_t a, b, at;
+        zt_param_in_shard(rt, p, &a, &b, &at);
         if (a < b)
-            zt_param_init_fill(p, a - p->offset, b - a, master + (a - lo));
+            st = zt_param_init_fill(p, a, b - a, master + at, &rt->err);
     }
+    return st;
 }
 
 static zt_status init_layer(zt_runtime *rt, zt_layer *L)
 {
-    float *master = rt->staging;
-    init_master_shard(rt, L, master);
-    zt_status st = zt_home_store(&rt->homes, &L->master, master, &rt->err);
-    if (st != ZT_OK)
-        return st;
-    void *working = master;
-    if (rt->dtype != ZT_F32) {
-        working = rt->staging_lp;
-        zt_convert_array(working, rt->dtype, master, ZT_F32, (size_t)L->shard_numel);
-    }
-    st = zt_home_store(&rt->homes, &L->param_home, working, &rt->err);
+    zt_status st = init_master_shard(rt, L, rt->staging);
+    if (st == ZT_OK)
+        st = zt_layer_set_master(rt, L, rt->staging);
     if (st != ZT_OK || L->exp_avg.kind != ZT_TIER_NVME)
         return st; /* host and device homes start zeroed */
     memset(rt->staging, 0, (size_t)L->shard_numel * sizeof(float));
@@ -179,6 +172,69 @@ static zt_status open_swaps(zt_runtime *rt)
     return st;
 }
 
+/* Layers below the persistence threshold stay resident in device memory whatever
+ * offload_param says: a configuration that asks for offload is told how much stays. */
+static void report_persistent(zt_runtime *rt)
+{
+    uint64_t bytes = 0;
+    uint32_t n = 0;
+    for (int i = 0; i < rt->n_layers; i++)
+        if (rt->layers[i].persistent) {
+            bytes += (uint64_t)rt->layers[i].flat_numel * zt_dtype_size(rt->dtype);
+            n++;
+        }
+    rt->stats.persistent_bytes = bytes;
+    rt->stats.persistent_layers = n;
+    if (n == 0 || rt->cfg.offload_param.device == ZT_TIER_DEVICE)
+        return;
+    const char *where = rt->cfg.offload_param.device == ZT_TIER_NVME ? "nvme" : "cpu";
+    long long threshold = (long long)rt->cfg.stage3_param_persistence_threshold;
+    if (n == (uint32_t)rt->n_layers)
+        ZT_LOGW("runtime",
+                "zero_optimization.offload_param.device is \"%s\", but all %d layers are below "
+                "zero_optimization.stage3_param_persistence_threshold (%lld elements): their "
+                "%llu bytes of parameters stay in device memory and no parameter is offloaded; "
+                "lower the threshold (0 offloads every layer)",
+                where, rt->n_layers, threshold, (unsigned long long)bytes);
+    else
+        ZT_LOGI("runtime",
+                "%u of %d layers (%llu bytes of parameters) stay in device memory, not on %s: "
+                "they are below zero_optimization.stage3_param_persistence_threshold (%lld "
+                "elements; 0 offloads every layer)",
+                n, rt->n_layers, (unsigned long long)bytes, where, threshold);
+}
+
+/* The device budget must hold the parameters that live there plus the largest layer while
+ * its backward pass runs (gathered parameters, gradients, and their fp32 copy for the
+ * reduction of 16-bit gradients over ranks); below that no schedule can run. */
+static zt_status check_device_budget(zt_runtime *rt)
+{
+    uint64_t ds = zt_dtype_size(rt->dtype), resident = 0, worst = 0;
+    const zt_layer *big = NULL;
+    for (int i = 0; i < rt->n_layers; i++) {
+        const zt_layer *L = &rt->layers[i];
+        uint64_t flat = (uint64_t)L->flat_numel;
+        if (L->persistent || rt->cfg.offload_param.device == ZT_TIER_DEVICE)
+            resident += (uint64_t)L->shard_numel * ds;
+        uint64_t need = flat * ds * (L->persistent ? 1 : 2);
+        if (rt->dtype != ZT_F32 && rt->world > 1)
+            need += flat * 4;
+        if (need > worst)
+            worst = need, big = L;
+    }
+    if (resident + worst <= rt->dev->capacity)
+        return ZT_OK;
+    return ZT_ERR(&rt->err, ZT_ERR_DEVICE_NOMEM,
+                  "the device memory budget of %llu bytes (ztier.hbm_capacity on the host "
+                  "backend) is below the %llu bytes this model needs at least: %llu bytes of "
+                  "parameters that live in device memory plus %llu bytes while layer '%s' runs "
+                  "its backward pass (parameters and gradients); raise the budget, offload "
+                  "parameters (zero_optimization.offload_param.device) or split that layer",
+                  (unsigned long long)rt->dev->capacity,
+                  (unsigned long long)(resident + worst), (unsigned long long)resident,
+                  (unsigned long long)worst, big->name);
+}
+
 zt_status zt_rt_commit(zt_runtime *rt)
 {
     if (rt->n_layers == 0)
@@ -189,9 +245,15 @@ zt_status zt_rt_commit(zt_runtime *rt)
             return ZT_ERR(&rt->err, ZT_ERR_USAGE,
                           "layer '%s' has no parameters; add at least one with zt_param_add",
                           rt->layers[i].name);
+    zt_status st = zt_rt_open(rt);
+    if (st != ZT_OK)
+        return st;
     for (int i = 0; i < rt->n_layers; i++)
         layout_layer(rt, &rt->layers[i]);
-    zt_status st = alloc_staging(rt);
+    report_persistent(rt);
+    if ((st = check_device_budget(rt)) != ZT_OK)
+        return st;
+    st = alloc_staging(rt);
     if (st == ZT_OK)
         st = open_swaps(rt);
     for (int i = 0; st == ZT_OK && i < rt->n_layers; i++)
@@ -204,5 +266,6 @@ zt_status zt_rt_commit(zt_runtime *rt)
     ZT_LOGI("runtime", "committed %d layers, %d parameters; host tier %llu bytes, device %llu",
             rt->n_layers, rt->n_params, (unsigned long long)rt->host.current,
             (unsigned long long)rt->dev->bytes_in_use);
+    zt_rt_log_optimizer(rt);
     return ZT_OK;
 }

@@ -40,7 +40,7 @@ void zt_config_defaults(zt_config *c)
     c->aio_queue_depth = 32;
     c->aio_intra_op_parallelism = 1;
     c->aio_overlap_events = 1;
-    c->optimizer = ZT_OPT_ADAMW;
+    c->optimizer_type = c->optimizer = ZT_OPT_ADAMW;
     c->adam_w_mode = 1;
     c->lr = 1e-3f;
     c->beta1 = 0.9f;
@@ -125,6 +125,7 @@ static void describe_allowed(const zt_config_key *k, char *buf, size_t n)
         enum_list(k->values, buf + len, n - len);
         return;
     case ZT_KEY_PATH: snprintf(buf, n, "must be a path string (\"\" for none)"); return;
+    case ZT_KEY_LEGACY: snprintf(buf, n, "must be true or false"); return;
     case ZT_KEY_PATHS:
         snprintf(buf, n, "must be a folder path or a list of 1 to %d folder paths",
                  ZT_MAX_NVME_PATHS);
@@ -321,8 +322,12 @@ static zt_status set_value(const zt_config_key *k, zt_config *cfg, const json_t 
         ZT_LOGI("config", "%s: not used by ztier (ignored)", k->path);
         return ZT_OK;
     }
+    if (k->kind == ZT_KEY_LEGACY) /* applied after the walk (apply_legacy) */
+        return json_is_boolean(v) ? ZT_OK : fail_key(k, err, origin, v);
     if (handle_auto(k, v, origin, err, &st))
         return st;
+    if (k->offset == offsetof(zt_config, weight_decay) && k->kind == ZT_KEY_FLOAT)
+        cfg->weight_decay_set = 1;
     switch (k->kind) {
     case ZT_KEY_INT:
     case ZT_KEY_I64:
@@ -334,7 +339,8 @@ static zt_status set_value(const zt_config_key *k, zt_config *cfg, const json_t 
     case ZT_KEY_PATH: return set_path(k, cfg, v, origin, err);
     case ZT_KEY_PATHS: return set_paths(k, cfg, v, origin, err);
     case ZT_KEY_BETAS: return set_betas(k, cfg, v, origin, err);
-    case ZT_KEY_IGNORED: break;
+    case ZT_KEY_IGNORED:
+    case ZT_KEY_LEGACY: break;
     }
     return ZT_OK;
 }
@@ -406,21 +412,36 @@ static const char *suggest(const char *path)
     return best ? best : moved;
 }
 
-static void warn_unknown(const char *path, const char *name)
+static zt_status unknown_key(const char *path, const char *name, const char *origin, int strict,
+                             zt_error *err)
 {
     const char *hint = strchr(name, '.') ? NULL : suggest(path);
+    char advice[600] = "";
     if (strchr(name, '.'))
-        ZT_LOGW("config", "unknown key '%s' ignored; write dotted paths as nested objects", path);
+        snprintf(advice, sizeof advice, "; write dotted paths as nested objects");
     else if (hint)
-        ZT_LOGW("config", "unknown key '%s' ignored; did you mean '%s'?", path, hint);
-    else
-        ZT_LOGW("config", "unknown key '%s' ignored", path);
+        snprintf(advice, sizeof advice, "; did you mean '%s'?", hint);
+    if (strict) /* a key set from code: a typo there must not pass silently */
+        return ZT_ERR(err, ZT_ERR_CONFIG, "%s: unknown key '%s'%s", origin, path, advice);
+    ZT_LOGW("config", "unknown key '%s' ignored%s", path, advice);
+    return ZT_OK;
+}
+
+/* Older DeepSpeed names of whole objects, read as the current ones (with a warning). */
+static const char *const object_aliases[][2] = {{"bfloat16", "bf16"}, {NULL, NULL}};
+
+static const char *object_alias(const char *path)
+{
+    for (int i = 0; object_aliases[i][0]; i++)
+        if (strcmp(path, object_aliases[i][0]) == 0)
+            return object_aliases[i][1];
+    return NULL;
 }
 
 /* ---- walking the document ---- */
 
 static zt_status walk(zt_config *cfg, json_t *obj, const char *prefix, const char *origin,
-                      zt_error *err)
+                      int strict, zt_error *err)
 {
     const char *name;
     json_t *v;
@@ -430,18 +451,22 @@ static zt_status walk(zt_config *cfg, json_t *obj, const char *prefix, const cha
         int n = snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", name);
         int plain = n < (int)sizeof path && !strchr(name, '.'); /* "a.b" keys are not paths */
         const zt_config_key *k = plain ? find_key(path) : NULL;
-        int object = plain && !k && is_object_path(path);
+        const char *alias = plain && !k ? object_alias(path) : NULL;
+        int object = plain && !k && (alias || is_object_path(path));
         zt_status st = ZT_OK;
+        if (alias)
+            ZT_LOGW("config", "'%s' is DeepSpeed's older name of '%s': read as '%s' (write "
+                              "'%s' instead)", path, alias, alias, alias);
         if (k)
             st = set_value(k, cfg, v, origin, err);
         else if (object && json_is_object(v))
-            st = walk(cfg, v, path, origin, err);
+            st = walk(cfg, v, alias ? alias : path, origin, strict, err);
         else if (object && json_is_null(v))
             ZT_LOGI("config", "%s = null: using ztier's defaults", path);
         else if (object)
             st = fail_value(err, origin, path, v, "must be an object");
         else
-            warn_unknown(path, name);
+            st = unknown_key(path, name, origin, strict, err);
         if (st != ZT_OK)
             return st;
     }
@@ -456,18 +481,67 @@ static json_t *get_path(json_t *root, const char *a, const char *b, const char *
 }
 
 /* DeepSpeed's optimizer defaults depend on the type: "Adam" has weight_decay 0 and, with
- * adam_w_mode (default true), decoupled decay, i.e. AdamW; "AdamW" is always decoupled. */
-static void resolve_optimizer(zt_config *cfg, json_t *root)
+ * adam_w_mode (default true), decoupled decay, i.e. AdamW; "AdamW" is always decoupled.
+ * Derived from the fields as written, so it gives the same answer whatever order the file,
+ * the text and zt_config_set calls gave them in. */
+static void resolve(zt_config *cfg)
 {
-    if (!get_path(root, "optimizer", "type", NULL))
-        return;
-    int adam = cfg->optimizer == ZT_OPT_ADAM;
-    json_t *wd = get_path(root, "optimizer", "params", "weight_decay");
-    if (!wd || json_is_string(wd)) /* absent or "auto" */
+    int adam = cfg->optimizer_type == ZT_OPT_ADAM;
+    if (!cfg->weight_decay_set)
         cfg->weight_decay = adam ? 0.0f : 0.01f;
-    if (adam && cfg->adam_w_mode)
-        cfg->optimizer = ZT_OPT_ADAMW;
-    cfg->adam_w_mode = cfg->optimizer == ZT_OPT_ADAMW;
+    cfg->optimizer = !adam || cfg->adam_w_mode ? ZT_OPT_ADAMW : ZT_OPT_ADAM;
+    if (cfg->sub_group_size == 0) {
+        ZT_LOGI("config", "zero_optimization.sub_group_size = 0: using the default (1e9)");
+        cfg->sub_group_size = 1000000000;
+    }
+}
+
+/* Deprecated DeepSpeed switches and the keys that replaced them. A true switch sets its
+ * modern key, unless the same document sets that key too (DeepSpeed refuses the pair). */
+static const struct legacy_key {
+    const char *path, *modern_object, *modern_key, *value; /* value NULL: the switch's own */
+} legacy_keys[] = {
+    {"zero_optimization.cpu_offload", "zero_optimization.offload_optimizer", "device", "cpu"},
+    {"zero_optimization.cpu_offload_param", "zero_optimization.offload_param", "device", "cpu"},
+    {"zero_optimization.cpu_offload_params", "zero_optimization.offload_param", "device", "cpu"},
+    {"zero_optimization.cpu_offload_use_pin_memory", "zero_optimization.offload_param",
+     "pin_memory", NULL},
+    {"zero_optimization.cpu_offload_use_pin_memory", "zero_optimization.offload_optimizer",
+     "pin_memory", NULL},
+    {NULL, NULL, NULL, NULL},
+};
+
+static zt_status apply_legacy_key(const struct legacy_key *lk, zt_config *cfg, json_t *root,
+                                  const char *origin, zt_error *err)
+{
+    json_t *v = get_path(root, "zero_optimization", lk->path + strlen("zero_optimization."),
+                         NULL);
+    if (!json_is_boolean(v) || (lk->value && !json_is_true(v)))
+        return ZT_OK;
+    char modern[160];
+    snprintf(modern, sizeof modern, "%s.%s", lk->modern_object, lk->modern_key);
+    if (get_path(root, "zero_optimization", lk->modern_object + strlen("zero_optimization."),
+                 lk->modern_key))
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "%s: %s and %s are both set: %s is the deprecated form of %s; keep only "
+                      "%s", origin, lk->path, modern, lk->path, modern, modern);
+    json_t *val = lk->value ? json_string(lk->value) : json_incref(v);
+    zt_status st = set_value(find_key(modern), cfg, val, origin, err);
+    char *text = value_text(val);
+    if (st == ZT_OK)
+        ZT_LOGW("config", "%s is deprecated in DeepSpeed: read as %s = %s (write that instead)",
+                lk->path, modern, text);
+    free(text);
+    json_decref(val);
+    return st;
+}
+
+static zt_status apply_legacy(zt_config *cfg, json_t *root, const char *origin, zt_error *err)
+{
+    zt_status st = ZT_OK;
+    for (const struct legacy_key *lk = legacy_keys; st == ZT_OK && lk->path; lk++)
+        st = apply_legacy_key(lk, cfg, root, origin, err);
+    return st;
 }
 
 /* Rules checked both after parsing and by zt_config_validate. */
@@ -485,6 +559,24 @@ static zt_status check_core(const zt_config *cfg, zt_error *err)
     return ZT_OK;
 }
 
+static zt_status parse_doc(zt_config *cfg, json_t *root, const char *origin, int strict,
+                           zt_error *err)
+{
+    if (!json_is_object(root))
+        return ZT_ERR(err, ZT_ERR_CONFIG, "%s: the configuration must be a JSON object ({...})",
+                      origin);
+    zt_status st = walk(cfg, root, "", origin, strict, err);
+    if (st == ZT_OK)
+        st = apply_legacy(cfg, root, origin, err);
+    if (st != ZT_OK)
+        return st;
+    resolve(cfg);
+    /* rules between keys wait for the whole configuration when keys come one at a time */
+    if (!strict && (st = check_core(cfg, err)) != ZT_OK)
+        zt_error_prefix(err, "%s: ", origin);
+    return st;
+}
+
 zt_status zt_config_parse(zt_config *cfg, const char *json_text, const char *origin,
                           zt_error *err)
 {
@@ -496,18 +588,55 @@ zt_status zt_config_parse(zt_config *cfg, const char *json_text, const char *ori
     if (!root)
         return ZT_ERR(err, ZT_ERR_CONFIG, "%s: JSON syntax error at line %d, column %d: %s",
                       origin, je.line, je.column, je.text);
-    zt_status st = ZT_OK;
-    if (!json_is_object(root))
-        st = ZT_ERR(err, ZT_ERR_CONFIG, "%s: the configuration must be a JSON object ({...})",
-                    origin);
-    if (st == ZT_OK)
-        st = walk(cfg, root, "", origin, err);
-    if (st == ZT_OK) {
-        resolve_optimizer(cfg, root);
-        if ((st = check_core(cfg, err)) != ZT_OK)
-            zt_error_prefix(err, "%s: ", origin);
-    }
+    zt_status st = parse_doc(cfg, root, origin, 0, err);
     json_decref(root);
+    return st;
+}
+
+/* {"a": {"b": {"c": value}}} for path "a.b.c"; takes value; NULL for an empty part. */
+static json_t *nest(const char *path, json_t *value)
+{
+    json_t *doc = value;
+    for (const char *end = path + strlen(path); doc && end > path;) {
+        const char *dot = end;
+        while (dot > path && dot[-1] != '.')
+            dot--;
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(end - dot), dot);
+        json_t *obj = *name ? json_object() : NULL;
+        if (!obj || json_object_set_new(obj, name, doc) != 0) {
+            json_decref(obj ? obj : doc);
+            return NULL;
+        }
+        doc = obj;
+        if (dot == path)
+            break;
+        end = dot - 1;
+        if (end == path) { /* a leading '.' */
+            json_decref(doc);
+            return NULL;
+        }
+    }
+    return doc;
+}
+
+zt_status zt_config_set_value(zt_config *cfg, const char *path, const char *value,
+                              zt_error *err)
+{
+    if (!value)
+        return ZT_ERR(err, ZT_ERR_CONFIG, "zt_config_set(\"%s\"): value is NULL",
+                      path ? path : "");
+    char origin[320];
+    snprintf(origin, sizeof origin, "zt_config_set(\"%.256s\")", path ? path : "");
+    json_error_t je;
+    json_t *v = json_loads(value, JSON_DECODE_ANY, &je);
+    if (!v) /* not JSON: the text itself is the (string) value */
+        v = json_string(value);
+    json_t *doc = v && path && *path ? nest(path, v) : v;
+    zt_status st = doc ? parse_doc(cfg, doc, origin, 1, err)
+                       : ZT_ERR(err, ZT_ERR_CONFIG, "%s: the path has an empty part or the "
+                                "value is not UTF-8 text", origin);
+    json_decref(doc);
     return st;
 }
 

@@ -56,9 +56,12 @@ typedef struct zt_config {
     int aio_overlap_events;
 
     /* optimizer */
-    zt_optimizer_kind optimizer;            /* "Adam" (with adam_w_mode) or "AdamW" */
+    zt_optimizer_kind optimizer_type;       /* optimizer.type as written */
     int adam_w_mode;                        /* "Adam" with decoupled decay (DeepSpeed default) */
     float lr, beta1, beta2, eps, weight_decay;
+    int weight_decay_set;                   /* weight_decay was given (else: type's default) */
+    zt_optimizer_kind optimizer;            /* resolved: AdamW for "AdamW" and "Adam" with
+                                               adam_w_mode, else Adam (L2 decay) */
 
     /* precision */
     int bf16;                               /* bf16.enabled */
@@ -99,6 +102,15 @@ void zt_config_defaults(zt_config *cfg);
  * `origin` names the source in messages (a file path or "config text"). */
 zt_status zt_config_parse(zt_config *cfg, const char *json_text, const char *origin,
                           zt_error *err);
+
+/* Sets one key, or a whole object, from code (zt_config_set): path is a dotted JSON path
+ * ("zero_optimization.offload_param.device") or NULL/"" for a whole document; value is JSON
+ * text ("3e-4", "true", "[0.9, 0.95]", "{...}") or, when it is not valid JSON, a string
+ * ("nvme"). Same validation and messages as a file, except that an unknown key is an error
+ * (ZT_ERR_CONFIG with the closest known key) rather than a warning, and that rules between
+ * keys (zt_config_validate) are left for the caller to check once all keys are set. */
+zt_status zt_config_set_value(zt_config *cfg, const char *path, const char *value,
+                              zt_error *err);
 
 /* Reads and parses a file (ZT_ERR_CONFIG naming the path when it cannot be read). */
 zt_status zt_config_load_file(zt_config *cfg, const char *path, zt_error *err);

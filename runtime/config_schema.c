@@ -15,6 +15,7 @@
 #define BOOL(path, off, auto_ok) {path, ZT_KEY_BOOL, off, 0, 1, NULL, auto_ok, 0}
 #define ENUM(path, kind, off, values) {path, kind, off, 0, 0, values, 0, 0}
 #define IGNORE(path) {path, ZT_KEY_IGNORED, 0, 0, 0, NULL, 0, 0}
+#define LEGACY(path) {path, ZT_KEY_LEGACY, 0, 0, 1, NULL, 0, 0}
 
 static const char *const offload_devices[] = {"none", "cpu", "nvme", NULL};
 static const char *const optimizer_types[] = {"AdamW", "Adam", NULL}; /* = zt_optimizer_kind */
@@ -57,7 +58,8 @@ const zt_config_key zt_config_keys[] = {
     NUM("zero_optimization.param_persistence_threshold", ZT_KEY_I64,
         F(stage3_param_persistence_threshold), 0, NOMAX, 1),
     NUM("zero_optimization.reduce_bucket_size", ZT_KEY_I64, F(reduce_bucket_size), 1, NOMAX, 1),
-    NUM("zero_optimization.sub_group_size", ZT_KEY_I64, F(sub_group_size), 1, NOMAX, 1),
+    /* 0 (accepted by DeepSpeed, common in public configs) means the default */
+    NUM("zero_optimization.sub_group_size", ZT_KEY_I64, F(sub_group_size), 0, NOMAX, 1),
     BOOL("zero_optimization.overlap_comm", F(overlap_comm), 0),
     BOOL("zero_optimization.contiguous_gradients", F(contiguous_gradients), 0),
     BOOL("zero_optimization.zero_quantized_weights", F(zero_quantized_weights), 0),
@@ -84,9 +86,10 @@ const zt_config_key zt_config_keys[] = {
     IGNORE("zero_optimization.mics_shard_size"),
     IGNORE("zero_optimization.mics_hierarchical_params_gather"),
     IGNORE("zero_optimization.legacy_stage1"),
-    IGNORE("zero_optimization.cpu_offload"),
-    IGNORE("zero_optimization.cpu_offload_param"),
-    IGNORE("zero_optimization.cpu_offload_use_pin_memory"),
+    LEGACY("zero_optimization.cpu_offload"),
+    LEGACY("zero_optimization.cpu_offload_param"),
+    LEGACY("zero_optimization.cpu_offload_params"),
+    LEGACY("zero_optimization.cpu_offload_use_pin_memory"),
     {"aio.block_size", ZT_KEY_I64, F(aio_block_size), 4096, 1 << 30, NULL, 0, 4096},
     NUM("aio.queue_depth", ZT_KEY_INT, F(aio_queue_depth), 1, 4096, 0),
     NUM("aio.intra_op_parallelism", ZT_KEY_INT, F(aio_intra_op_parallelism), 1, 256, 0),
@@ -94,7 +97,7 @@ const zt_config_key zt_config_keys[] = {
     BOOL("aio.single_submit", F(aio_single_submit), 0),
     BOOL("aio.overlap_events", F(aio_overlap_events), 0),
     IGNORE("aio.use_gds"),
-    ENUM("optimizer.type", ZT_KEY_ENUM, F(optimizer), optimizer_types),
+    ENUM("optimizer.type", ZT_KEY_ENUM, F(optimizer_type), optimizer_types),
     NUM("optimizer.params.lr", ZT_KEY_FLOAT, F(lr), 0, 1e3, 1),
     {"optimizer.params.betas", ZT_KEY_BETAS, F(beta1), 0, 1, NULL, 1, 0},
     NUM("optimizer.params.eps", ZT_KEY_FLOAT, F(eps), 0, 1, 1),
@@ -120,7 +123,8 @@ const zt_config_key zt_config_keys[] = {
     NUM("gradient_accumulation_steps", ZT_KEY_INT, F(gradient_accumulation_steps), 1, 1 << 20, 1),
     ENUM("ztier.device_backend", ZT_KEY_ENUM_STR, F(device_backend), device_backends),
     ENUM("ztier.comm_backend", ZT_KEY_ENUM_STR, F(comm_backend), comm_backends),
-    NUM("ztier.hbm_capacity", ZT_KEY_BYTES, F(hbm_capacity), 1 << 20, NOMAX, 0),
+    /* any budget: commit refuses one below what the largest layer needs */
+    NUM("ztier.hbm_capacity", ZT_KEY_BYTES, F(hbm_capacity), 1, NOMAX, 0),
     NUM("ztier.host_capacity", ZT_KEY_BYTES, F(host_capacity), 0, NOMAX, 0),
     ENUM("ztier.io_engine", ZT_KEY_ENUM, F(io_engine), io_engines),
     BOOL("ztier.verify_checksums", F(verify_checksums), 0),

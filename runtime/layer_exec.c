@@ -8,6 +8,7 @@
 #include "runtime/zeropp.h"
 #include "runtime/runtime.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -18,7 +19,10 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static const char *pass_name(zt_pass pass) { return pass == ZT_FORWARD ? "forward" : "backward"; }
+static const char *pass_name(zt_pass pass)
+{
+    return pass == ZT_FORWARD ? "forward" : pass == ZT_BACKWARD ? "backward" : "inference";
+}
 
 static zt_comm_dtype comm_dtype(zt_dtype t)
 {
@@ -39,7 +43,8 @@ static zt_status alloc_grads(zt_runtime *rt, zt_layer *L)
 static void fill_views(zt_runtime *rt, zt_layer *L, zt_pass pass, zt_layer_view *view)
 {
     size_t dsize = zt_dtype_size(rt->dtype);
-    zt_tensor_view *views = L->views + (pass == ZT_BACKWARD ? L->n_params : 0);
+    zt_tensor_view *views = L->views + (pass == ZT_BACKWARD ? L->n_params : 0); /* inference:
+                                                                    the forward views */
     for (int i = 0; i < L->n_params; i++) {
         const zt_param *p = &rt->params[L->param_ids[i]];
         zt_tensor_view *v = &views[i];
@@ -58,13 +63,14 @@ static void fill_views(zt_runtime *rt, zt_layer *L, zt_pass pass, zt_layer_view 
 }
 
 /* Brings the layer to READY: its copy and all-gather are issued before the prefetch window
- * moves on, so this layer's collective precedes the ones the window issues. */
-static zt_status gather_layer(zt_runtime *rt, zt_layer *L)
+ * moves on, so this layer's collective precedes the ones the window issues. An inference
+ * fetch does not move the window: it is outside the recorded order. */
+static zt_status gather_layer(zt_runtime *rt, zt_layer *L, int move_window)
 {
     zt_status st = ZT_OK;
     while (st == ZT_OK && L->gstate != ZT_GATHER_COMM && L->gstate != ZT_GATHER_READY)
         st = zt_gather_advance(rt, L, 1, &rt->err);
-    if (st == ZT_OK)
+    if (st == ZT_OK && move_window)
         zt_prefetch_advance(rt, (int)(L - rt->layers));
     if (st == ZT_OK)
         st = zt_gather_complete(rt, L, &rt->err);
@@ -75,17 +81,19 @@ zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_layer_view *vi
 {
     zt_layer *L = &rt->layers[layer];
     double t0 = now_s();
-    zt_prefetch_observe(rt, layer, pass);
+    int training = pass != ZT_INFERENCE;
+    if (training)
+        zt_prefetch_observe(rt, layer, pass);
     if (pass == ZT_BACKWARD && rt->optim_swap) /* the optimizer state is read during backward */
         zt_step_nvme_preread(rt);
     if (L->gstate != ZT_GATHER_NONE && !L->persistent)
         rt->stats.prefetch_hits++;
-    zt_status st = gather_layer(rt, L);
+    zt_status st = gather_layer(rt, L, training);
     if (st == ZT_OK) {
         L->holds[pass]++; /* held from here on, so making room for gradients cannot evict it */
         if (pass == ZT_BACKWARD && !L->grads)
             st = alloc_grads(rt, L);
-        if (st != ZT_OK && --L->holds[pass] + L->holds[!pass] == 0)
+        if (st != ZT_OK && --L->holds[pass] == 0 && zt_layer_holds(L) == 0)
             zt_gather_drop(rt, L);
     }
     if (st != ZT_OK) {
@@ -187,7 +195,7 @@ zt_status zt_rt_release(zt_runtime *rt, int layer, zt_pass pass)
         if (st != ZT_OK)
             zt_error_prefix(&rt->err, "release of layer '%s' (backward): ", L->name);
     }
-    if (L->holds[ZT_FORWARD] + L->holds[ZT_BACKWARD] == 0 && !zt_prefetch_keep(rt, L))
+    if (zt_layer_holds(L) == 0 && !zt_prefetch_keep(rt, L))
         zt_gather_drop(rt, L);
     rt->stats.releases++;
     return st;
@@ -197,6 +205,26 @@ int zt_rt_layers_held(const zt_runtime *rt)
 {
     int held = 0;
     for (int i = 0; i < rt->n_layers; i++)
-        held += rt->layers[i].holds[ZT_FORWARD] + rt->layers[i].holds[ZT_BACKWARD];
+        held += zt_layer_holds(&rt->layers[i]);
     return held;
+}
+
+void zt_rt_describe_held(const zt_runtime *rt, char *out, size_t len)
+{
+    size_t used = 0;
+    int shown = 0;
+    out[0] = '\0';
+    for (int i = 0; i < rt->n_layers && used < len; i++)
+        for (int p = 0; p < 3 && used < len; p++) {
+            if (!rt->layers[i].holds[p])
+                continue;
+            if (shown++ == 8) { /* enough to find the missing release */
+                snprintf(out + used, len - used, ", ...");
+                return;
+            }
+            int n = snprintf(out + used, len - used, "%s'%s' (%s%s)", used ? ", " : "",
+                             rt->layers[i].name, pass_name((zt_pass)p),
+                             rt->layers[i].holds[p] > 1 ? ", nested" : "");
+            used += n > 0 ? (size_t)n : 0;
+        }
 }

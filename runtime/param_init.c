@@ -4,6 +4,7 @@
 #include "runtime/runtime.h"
 
 #include <math.h>
+#include <string.h>
 
 static uint64_t mix64(uint64_t z)
 {
@@ -27,7 +28,8 @@ static double uniform01(uint64_t key, uint64_t i)
     return ((double)(mix64(key ^ mix64(i)) >> 11) + 0.5) * 0x1.0p-53;
 }
 
-void zt_param_init_fill(const zt_param *p, int64_t first, int64_t count, float *dst)
+zt_status zt_param_init_fill(const zt_param *p, int64_t first, int64_t count, float *dst,
+                             zt_error *err)
 {
     const zt_init *in = &p->init;
     uint64_t key = mix64(in->seed) ^ name_hash(p->name);
@@ -52,8 +54,18 @@ void zt_param_init_fill(const zt_param *p, int64_t first, int64_t count, float *
             dst[i] = (float)(in->a + in->b * z);
         }
         break;
-    case ZT_INIT_CALLBACK:
-        in->fn(in->user, p->name, first, count, dst);
+    case ZT_INIT_COPY:
+        memcpy(dst, (const float *)in->user + first, (size_t)count * sizeof(float));
+        break;
+    case ZT_INIT_CALLBACK: {
+        zt_status st = in->fn(in->user, p->name, first, count, dst);
+        if (st != ZT_OK)
+            return ZT_ERR(err, st,
+                          "parameter '%s': its init callback returned %s for elements [%lld, "
+                          "%lld)", p->name, zt_status_string(st), (long long)first,
+                          (long long)(first + count));
         break;
     }
+    }
+    return ZT_OK;
 }

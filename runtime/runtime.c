@@ -5,21 +5,47 @@
 #include "runtime/step_nvme.h"
 #include "runtime/zeropp.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 size_t zt_dtype_size(zt_dtype t) { return t == ZT_F32 ? 4 : 2; }
 
+zt_status zt_layer_set_master(zt_runtime *rt, zt_layer *L, const float *master)
+{
+    zt_status st = zt_home_store(&rt->homes, &L->master, master, &rt->err);
+    const void *working = master;
+    if (st == ZT_OK && rt->dtype != ZT_F32) {
+        working = rt->staging_lp;
+        zt_convert_array(rt->staging_lp, rt->dtype, master, ZT_F32, (size_t)L->shard_numel);
+    }
+    return st == ZT_OK ? zt_home_store(&rt->homes, &L->param_home, working, &rt->err) : st;
+}
+
+void zt_param_in_shard(const zt_runtime *rt, const zt_param *p, int64_t *first, int64_t *last,
+                       int64_t *shard_offset)
+{
+    const zt_layer *L = &rt->layers[p->layer];
+    int64_t lo = L->persistent ? 0 : (int64_t)rt->rank * L->shard_numel, hi = lo + L->shard_numel;
+    int64_t a = p->offset > lo ? p->offset : lo;
+    int64_t b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+    *first = a - p->offset;
+    *last = b > a ? b - p->offset : *first;
+    *shard_offset = a - lo;
+}
+
+/* Merge order, lowest first: defaults, the file (opts->config_path, else $ZT_CONFIG), the
+ * JSON text, zt_config_set calls (runtime_config_set below), then the environment. */
 static zt_status load_config(zt_runtime *rt, const zt_options *opts, const char *config_json)
 {
     zt_config_defaults(&rt->cfg);
     const char *path = opts->config_path ? opts->config_path : getenv("ZT_CONFIG");
     zt_status st = ZT_OK;
-    if (config_json)
-        st = zt_config_parse(&rt->cfg, config_json, "config text", &rt->err);
-    else if (path && *path)
+    if (path && *path)
         st = zt_config_load_file(&rt->cfg, path, &rt->err);
+    if (st == ZT_OK && config_json)
+        st = zt_config_parse(&rt->cfg, config_json, "config text", &rt->err);
     if (st == ZT_OK)
         st = zt_config_apply_env(&rt->cfg, &rt->err);
     if (st == ZT_OK)
@@ -27,6 +53,24 @@ static zt_status load_config(zt_runtime *rt, const zt_options *opts, const char 
     if (st == ZT_OK && opts->log_level < 0 && rt->cfg.log_level >= 0)
         zt_log_configure(rt->cfg.log_level, opts->log_fn, opts->log_user);
     return st;
+}
+
+zt_status zt_rt_config_set(zt_runtime *rt, const char *path, const char *value)
+{
+    zt_config next = rt->cfg;
+    zt_status st = zt_config_set_value(&next, path, value, &rt->err);
+    if (st == ZT_OK)
+        st = zt_config_apply_env(&next, &rt->err); /* the environment keeps the last word */
+    if (st == ZT_OK && strcmp(next.comm_backend, rt->cfg.comm_backend) != 0)
+        st = ZT_ERR(&rt->err, ZT_ERR_USAGE,
+                    "zt_config_set: ztier.comm_backend cannot change after zt_runtime_create "
+                    "(the ranks are already connected); set it in the config text or file");
+    if (st != ZT_OK)
+        return st;
+    if (rt->log_level_option < 0 && next.log_level >= 0 && next.log_level != rt->cfg.log_level)
+        zt_log_configure(next.log_level, rt->log_fn, rt->log_user);
+    rt->cfg = next;
+    return ZT_OK;
 }
 
 static zt_status open_comm(zt_runtime *rt, const zt_options *opts)
@@ -78,9 +122,35 @@ static zt_status open_optimizer(zt_runtime *rt)
                       "ztier.adam_variant = \"%s\": this CPU or build lacks it; use \"auto\", "
                       "\"scalar\", \"avx2\" or \"avx512\" as the CPU supports",
                       rt->cfg.adam_variant);
-    ZT_LOGI("optimizer", "Adam variant %s, %d threads", zt_adam_variant_name(rt->adam_variant),
-            threads);
+    rt->optimizer_threads = threads;
     return ZT_OK;
+}
+
+void zt_rt_optimizer_info(const zt_runtime *rt, zt_optimizer_info *out)
+{
+    const zt_config *c = &rt->cfg;
+    zt_optimizer_info o = {sizeof o, c->optimizer == ZT_OPT_ADAMW, c->lr, c->beta1, c->beta2,
+                           c->eps, c->weight_decay, c->gradient_clipping,
+                           c->gradient_accumulation_steps};
+    *out = o;
+}
+
+void zt_rt_log_optimizer(const zt_runtime *rt)
+{
+    zt_optimizer_info o;
+    zt_rt_optimizer_info(rt, &o);
+    static const char *const tiers[] = {"host memory", "host memory", "NVMe"};
+    char clip[32] = "off";
+    if (o.gradient_clipping > 0)
+        snprintf(clip, sizeof clip, "at norm %g", (double)o.gradient_clipping);
+    ZT_LOGI("optimizer",
+            "%s: lr %g, betas (%g, %g), eps %g, weight decay %g%s, gradient clipping %s, %d "
+            "accumulation steps; state in %s, %d threads, %s kernels",
+            o.adamw ? "AdamW" : "Adam (L2 weight decay)", (double)o.lr, (double)o.beta1,
+            (double)o.beta2, (double)o.eps, (double)o.weight_decay,
+            rt->cfg.weight_decay_set ? "" : " (the type's default)", clip,
+            o.gradient_accumulation_steps, tiers[rt->cfg.offload_optimizer.device],
+            rt->optimizer_threads, zt_adam_variant_name(rt->adam_variant));
 }
 
 /* When this rank's configuration is unusable but the launcher started several ranks, join
@@ -94,19 +164,36 @@ static void open_comm_for_agreement(zt_runtime *rt)
         rt->comm = NULL;
 }
 
+/* Reads the configuration and joins the ranks; everything the configuration shapes (device,
+ * optimizer, node topology) opens at commit, so zt_config_set can still change it. */
 zt_status zt_rt_create(zt_runtime *rt, const zt_options *opts, const char *config_json)
 {
     zt_log_configure(opts->log_level, opts->log_fn, opts->log_user);
+    rt->log_level_option = opts->log_level;
+    rt->log_fn = opts->log_fn;
+    rt->log_user = opts->log_user;
     zt_status st = load_config(rt, opts, config_json);
     if (st == ZT_OK)
         st = open_comm(rt, opts);
-    if (st == ZT_OK)
-        st = open_device(rt);
-    if (st == ZT_OK)
-        st = open_optimizer(rt);
     if (st != ZT_OK)
         open_comm_for_agreement(rt);
     st = zt_comm_agree(rt->comm, st, "zt_runtime_create", &rt->err);
+    if (st != ZT_OK)
+        return st;
+    rt->state = ZT_RT_REGISTERING;
+    ZT_LOGI("runtime", "rank %d of %d, comm %s", rt->rank, rt->world, rt->comm->iface->name);
+    return ZT_OK;
+}
+
+zt_status zt_rt_open(zt_runtime *rt)
+{
+    /* keys set one by one are checked against each other once, here */
+    zt_status st = zt_config_validate(&rt->cfg, &rt->err);
+    if (st != ZT_OK)
+        return st;
+    st = open_device(rt);
+    if (st == ZT_OK)
+        st = open_optimizer(rt);
     if (st != ZT_OK)
         return st;
     rt->dtype = rt->cfg.bf16 ? ZT_BF16 : rt->cfg.fp16 ? ZT_F16 : ZT_F32;
@@ -121,9 +208,7 @@ zt_status zt_rt_create(zt_runtime *rt, const zt_options *opts, const char *confi
     zt_topology_init(rt);
     if ((st = zt_zeropp_init(rt, &rt->err)) != ZT_OK)
         return st;
-    rt->state = ZT_RT_REGISTERING;
-    ZT_LOGI("runtime", "rank %d of %d, device backend %s, comm %s, dtype %s", rt->rank,
-            rt->world, rt->dev_iface->name, rt->comm->iface->name,
+    ZT_LOGI("runtime", "device backend %s, dtype %s", rt->dev_iface->name,
             rt->dtype == ZT_F32 ? "fp32" : rt->dtype == ZT_BF16 ? "bf16" : "fp16");
     return ZT_OK;
 }

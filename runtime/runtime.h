@@ -58,7 +58,7 @@ typedef struct zt_layer {
     int accum_count; /* backward releases since the last step */
 
     /* While fetched or prefetched. */
-    int holds[2];   /* outstanding fetches per pass */
+    int holds[3];   /* outstanding fetches per pass (forward, backward, inference) */
     void *gathered; /* device: full flat parameters, working dtype */
     zt_gather_state gstate;
     zt_event *copied;  /* the shard's copy into `gathered` is done */
@@ -71,6 +71,12 @@ typedef struct zt_layer {
     void *grads;    /* device: full flat gradients, working dtype (backward only) */
     zt_tensor_view *views; /* 2 * n_params: forward views, then backward views */
 } zt_layer;
+
+/* Outstanding fetches of a layer, over every pass. */
+static inline int zt_layer_holds(const zt_layer *L)
+{
+    return L->holds[ZT_FORWARD] + L->holds[ZT_BACKWARD] + L->holds[ZT_INFERENCE];
+}
 
 typedef enum zt_rt_state { ZT_RT_FAILED = 0, ZT_RT_REGISTERING, ZT_RT_COMMITTED } zt_rt_state;
 
@@ -87,6 +93,9 @@ struct zt_runtime {
     zt_rt_state state;
     zt_error err; /* last error of this handle */
     zt_config cfg;
+    int log_level_option; /* zt_options.log_level: >= 0 wins over the config's */
+    zt_log_fn log_fn;
+    void *log_user;
     int rank, world;
     int node_size; /* ranks on this rank's node (for the intra/inter-node byte counters) */
     int local_rank; /* index of this rank inside its node */
@@ -115,6 +124,7 @@ struct zt_runtime {
     int opt_preread; /* sub-groups of the next step already being read into sets 0..n-1 */
     size_t opt_buf_bytes;
     zt_threadpool *pool;
+    int optimizer_threads;
     zt_adam_variant adam_variant;
     void *staging;        /* host buffer: one fp32 shard in transit (largest shard) */
     void *staging_lp;     /* second half of it: the same shard in the working dtype */
@@ -129,8 +139,24 @@ struct zt_runtime {
 
 size_t zt_dtype_size(zt_dtype t);
 
+/* Stores a layer's fp32 master shard (a host buffer of shard_numel floats, 4096-aligned for
+ * NVMe homes) and the working-dtype parameters derived from it (through rt->staging_lp). */
+zt_status zt_layer_set_master(zt_runtime *rt, zt_layer *L, const float *master);
+
+/* The elements [*first, *last) of a parameter that lie in this rank's shard of its layer,
+ * and where they start in that shard; *first == *last when none do. */
+void zt_param_in_shard(const zt_runtime *rt, const zt_param *p, int64_t *first, int64_t *last,
+                       int64_t *shard_offset);
+
 /* lifecycle (runtime/runtime.c) */
 zt_status zt_rt_create(zt_runtime *rt, const zt_options *opts, const char *config_json);
+/* Changes the configuration before commit (zt_config_set). */
+zt_status zt_rt_config_set(zt_runtime *rt, const char *path, const char *value);
+/* Opens what the configuration shapes: device, optimizer threads, node topology. At commit. */
+zt_status zt_rt_open(zt_runtime *rt);
+/* The optimizer as it will run (from the configuration), and its log line at commit. */
+void zt_rt_optimizer_info(const zt_runtime *rt, zt_optimizer_info *out);
+void zt_rt_log_optimizer(const zt_runtime *rt);
 void zt_rt_destroy(zt_runtime *rt);
 zt_status zt_rt_layer_add(zt_runtime *rt, const char *name, int *layer_id);
 zt_status zt_rt_param_add(zt_runtime *rt, int layer, const char *name, const int64_t *shape,
@@ -147,9 +173,13 @@ int zt_rt_layers_held(const zt_runtime *rt);
 /* optimizer step (runtime/step.c) */
 zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info);
 zt_status zt_rt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel);
+zt_status zt_rt_param_write(zt_runtime *rt, int param_id, const float *src, int64_t numel);
+/* The names of held layers and their passes, for messages ("'h3' (backward), ..."). */
+void zt_rt_describe_held(const zt_runtime *rt, char *out, size_t len);
 
 /* parameter initialisation (runtime/param_init.c): values of elements [first, first+count)
- * of a parameter, independent of sharding. */
-void zt_param_init_fill(const zt_param *p, int64_t first, int64_t count, float *dst);
+ * of a parameter, independent of sharding; fails only when a callback does. */
+zt_status zt_param_init_fill(const zt_param *p, int64_t first, int64_t count, float *dst,
+                             zt_error *err);
 
 #endif

@@ -7,6 +7,7 @@
 #include "runtime/runtime.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -100,15 +101,41 @@ static zt_status update_layer(zt_runtime *rt, zt_layer *L, const zt_adam_hparams
     return zt_home_store(&rt->homes, &L->param_home, out, &rt->err);
 }
 
-static zt_adam_hparams make_hparams(const zt_runtime *rt, const zt_step_args *args, float coef)
+/* A per-step value: NaN, infinities and values above the config's bound are refused like
+ * the config refuses them; < 0 means the configured value. */
+static zt_status step_value(zt_runtime *rt, const char *name, float v, float configured,
+                            float *out)
+{
+    if (!isfinite(v) || v > 1e3f)
+        return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
+                      "zt_step: zt_step_args.%s = %g; it must be a number in [0, 1000], or < 0 "
+                      "for the configured value (%g)", name, (double)v, (double)configured);
+    *out = v >= 0.0f ? v : configured;
+    return ZT_OK;
+}
+
+/* The step's lr and weight decay (args may be NULL or an older, shorter struct). */
+static zt_status step_values(zt_runtime *rt, const zt_step_args *args, float *lr, float *wd)
+{
+    *lr = rt->cfg.lr;
+    *wd = rt->cfg.weight_decay;
+    if (!args)
+        return ZT_OK;
+    zt_status st = step_value(rt, "lr", args->lr, rt->cfg.lr, lr);
+    if (st == ZT_OK && args->struct_size >= offsetof(zt_step_args, weight_decay) + sizeof(float))
+        st = step_value(rt, "weight_decay", args->weight_decay, rt->cfg.weight_decay, wd);
+    return st;
+}
+
+static zt_adam_hparams make_hparams(const zt_runtime *rt, float lr, float wd, float coef)
 {
     zt_adam_hparams h;
     memset(&h, 0, sizeof h);
-    h.lr = args && args->lr >= 0.0f ? args->lr : rt->cfg.lr;
+    h.lr = lr;
     h.beta1 = rt->cfg.beta1;
     h.beta2 = rt->cfg.beta2;
     h.eps = rt->cfg.eps;
-    h.weight_decay = rt->cfg.weight_decay;
+    h.weight_decay = wd;
     h.adamw = rt->cfg.optimizer == ZT_OPT_ADAMW;
     h.step = rt->steps + 1;
     h.grad_scale = coef * grad_average_factor(rt);
@@ -119,7 +146,10 @@ zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *inf
 {
     double t0 = now_s();
     double sumsq = 0, nonfinite = 0;
-    zt_status st = global_grad_stats(rt, &sumsq, &nonfinite);
+    float lr, wd;
+    zt_status st = step_values(rt, args, &lr, &wd);
+    if (st == ZT_OK)
+        st = global_grad_stats(rt, &sumsq, &nonfinite);
     if (st != ZT_OK)
         return st;
     zt_step_info out = {0};
@@ -135,7 +165,7 @@ zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *inf
         rt->stats.skipped_steps++;
     } else {
         zt_prefetch_drop_unheld(rt); /* gathered copies are about to go stale */
-        zt_adam_hparams h = make_hparams(rt, args, out.clip_coef);
+        zt_adam_hparams h = make_hparams(rt, lr, wd, out.clip_coef);
         if (rt->optim_swap)
             st = zt_step_nvme(rt, &h);
         for (int i = 0; !rt->optim_swap && st == ZT_OK && i < rt->n_layers; i++)
@@ -180,4 +210,32 @@ zt_status zt_rt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t num
         memcpy(dst, full + p->offset, (size_t)numel * sizeof(float));
     free(full);
     return st;
+}
+
+/* Sets the overlap of the parameter with this rank's shard in the fp32 master, and the
+ * working-dtype copy derived from it. Gathered copies of the layer are dropped first so no
+ * fetch sees the old values. */
+zt_status zt_rt_param_write(zt_runtime *rt, int param_id, const float *src, int64_t numel)
+{
+    const zt_param *p = &rt->params[param_id];
+    zt_layer *L = &rt->layers[p->layer];
+    if (numel != p->numel)
+        return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
+                      "parameter '%s' has %lld elements, the source holds %lld", p->name,
+                      (long long)p->numel, (long long)numel);
+    for (int64_t i = 0; i < numel; i++)
+        if (!isfinite(src[i]))
+            return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
+                          "zt_param_write('%s'): element %lld is %g; parameters must be finite",
+                          p->name, (long long)i, (double)src[i]);
+    zt_status st = zt_step_nvme_drain(rt);
+    if (st == ZT_OK)
+        st = zt_home_load(&rt->homes, &L->master, rt->staging, &rt->err);
+    if (st != ZT_OK)
+        return st;
+    zt_prefetch_drop_unheld(rt);
+    int64_t a, b, at;
+    zt_param_in_shard(rt, p, &a, &b, &at);
+    memcpy((float *)rt->staging + at, src + a, (size_t)(b - a) * sizeof(float));
+    return zt_layer_set_master(rt, L, rt->staging);
 }

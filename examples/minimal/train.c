@@ -64,22 +64,24 @@ static int alloc_acts(const minimal_model *m, int rows, activations *a)
     return ok ? 0 : -1;
 }
 
-static zt_status forward(zt_runtime *rt, const minimal_model *m, activations *a, int rows)
+/* pass: ZT_FORWARD in training, ZT_INFERENCE for an evaluation. */
+static zt_status forward(zt_runtime *rt, const minimal_model *m, activations *a, int rows,
+                         zt_pass pass)
 {
     for (int l = 0; l < MLP_LAYERS; l++) {
         zt_layer_view v;
-        zt_status st = zt_fetch(rt, m->layer[l], ZT_FORWARD, &v);
+        zt_status st = zt_fetch(rt, m->layer[l], pass, &v);
         if (st != ZT_OK)
             return st;
         if (v.params[0].dtype != ZT_F32) {
-            zt_release(rt, m->layer[l], ZT_FORWARD);
+            zt_release(rt, m->layer[l], pass);
             return ZT_ERR_UNSUPPORTED; /* this example computes in fp32 */
         }
         dense_forward(a->acts[l], v.params[0].data, v.params[1].data, a->acts[l + 1], rows,
                       m->n_in[l], m->n_out[l]);
         if (l < MLP_LAYERS - 1)
             tanh_forward(a->acts[l + 1], (int64_t)rows * m->n_out[l]);
-        st = zt_release(rt, m->layer[l], ZT_FORWARD);
+        st = zt_release(rt, m->layer[l], pass);
         if (st != ZT_OK)
             return st;
     }
@@ -109,8 +111,9 @@ static zt_status backward(zt_runtime *rt, const minimal_model *m, activations *a
     return ZT_OK;
 }
 
-zt_status minimal_micro_step(zt_runtime *rt, const minimal_model *m, int64_t step, int row0,
-                             int rows, float *loss)
+/* Forward (and with `train`, backward) of rows [row0, row0 + rows) of batch `step`. */
+static zt_status run_batch(zt_runtime *rt, const minimal_model *m, int64_t step, int row0,
+                           int rows, int train, float *loss)
 {
     activations a;
     if (alloc_acts(m, rows, &a) != 0) {
@@ -121,11 +124,24 @@ zt_status minimal_micro_step(zt_runtime *rt, const minimal_model *m, int64_t ste
     /* this rank's rows of the global batch */
     memmove(a.acts[0], a.acts[0] + (size_t)row0 * m->d.in, sizeof(float) * (size_t)rows * m->d.in);
     const float *target = a.target + (size_t)row0 * m->d.out;
-    zt_status st = forward(rt, m, &a, rows);
+    zt_status st = forward(rt, m, &a, rows, train ? ZT_FORWARD : ZT_INFERENCE);
     if (st == ZT_OK) {
         *loss = mse_loss(a.acts[MLP_LAYERS], target, a.grad_out, (int64_t)rows * m->d.out);
-        st = backward(rt, m, &a, rows);
+        if (train)
+            st = backward(rt, m, &a, rows);
     }
     free_acts(&a);
     return st;
+}
+
+zt_status minimal_micro_step(zt_runtime *rt, const minimal_model *m, int64_t step, int row0,
+                             int rows, float *loss)
+{
+    return run_batch(rt, m, step, row0, rows, 1, loss);
+}
+
+zt_status minimal_evaluate(zt_runtime *rt, const minimal_model *m, int64_t batch, int row0,
+                           int rows, float *loss)
+{
+    return run_batch(rt, m, batch, row0, rows, 0, loss);
 }

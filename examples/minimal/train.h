@@ -24,4 +24,10 @@ zt_status minimal_register(zt_runtime *rt, const mlp_dims *d, uint64_t seed, min
 zt_status minimal_micro_step(zt_runtime *rt, const minimal_model *m, int64_t step, int row0,
                              int rows, float *loss);
 
+/* The loss of rows [row0, row0 + rows) of batch `batch` without gradients: a forward with
+ * ZT_INFERENCE fetches, which may run between or inside training steps without disturbing
+ * the recorded layer order. */
+zt_status minimal_evaluate(zt_runtime *rt, const minimal_model *m, int64_t batch, int row0,
+                           int rows, float *loss);
+
 #endif

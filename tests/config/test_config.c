@@ -360,8 +360,7 @@ static void test_out_of_range_is_error(void **state)
                  "optimizer.params.betas = [0.9, 1.0]", "each a number in [0, 1)");
     expect_error("{\"optimizer\": {\"params\": {\"eps\": -1e-8}}}", "optimizer.params.eps");
     expect_error("{\"gradient_accumulation_steps\": 0}", "gradient_accumulation_steps = 0");
-    expect_error("{\"ztier\": {\"hbm_capacity\": \"512K\"}}", "ztier.hbm_capacity = \"512K\"",
-                 ">= 1048576");
+    expect_error("{\"ztier\": {\"hbm_capacity\": 0}}", "ztier.hbm_capacity = 0", ">= 1");
     expect_error("{\"zero_optimization\": {\"offload_param\": {\"pin_memory\": 2}}}",
                  "zero_optimization.offload_param.pin_memory = 2", "true or false");
 }
@@ -673,8 +672,8 @@ static void test_validate_checks_the_final_struct(void **state)
     (void)state;
     zt_config c;
     zt_config_defaults(&c);
-    c.hbm_capacity = 1000;
-    expect_invalid(&c, "ztier.hbm_capacity = 1000", ">= 1048576");
+    c.hbm_capacity = 0;
+    expect_invalid(&c, "ztier.hbm_capacity = 0", ">= 1");
     zt_config_defaults(&c);
     c.aio_block_size = 5000;
     expect_invalid(&c, "aio.block_size = 5000", "multiple of 4096");
@@ -750,11 +749,106 @@ static void test_bad_environment_values_are_errors(void **state)
 {
     (void)state;
     expect_env_error("ZT_LOG", "chatty", "ZT_LOG = \"chatty\"");
-    expect_env_error("ZT_HBM_CAPACITY", "12", "ztier.hbm_capacity = \"12\"");
-    expect_env_error("ZT_HBM_CAPACITY", "big", ">= 1048576");
+    expect_env_error("ZT_HBM_CAPACITY", "0", "ztier.hbm_capacity = \"0\"");
+    expect_env_error("ZT_HBM_CAPACITY", "big", ">= 1");
     expect_env_error("ZT_IO_ENGINE", "floppy", "\"io_uring\"");
     expect_env_error("ZT_ADAM_VARIANT", "neon", "\"avx2\"");
     expect_env_error("ZT_NVME_PATH", "/a::/b", "separated by ':'");
+}
+
+/* ---- DeepSpeed's older spellings ---- */
+
+static void test_legacy_offload_switches_map_to_modern_keys(void **state)
+{
+    (void)state;
+    zt_config c;
+    parse_ok("{\"zero_optimization\": {\"cpu_offload\": true}}", &c);
+    assert_int_equal(c.offload_optimizer.device, ZT_TIER_HOST);
+    assert_int_equal(c.offload_param.device, ZT_TIER_DEVICE);
+    assert_log_has("ztier warn [config] zero_optimization.cpu_offload is deprecated in "
+                   "DeepSpeed: read as zero_optimization.offload_optimizer.device = \"cpu\"");
+    parse_ok("{\"zero_optimization\": {\"cpu_offload_param\": true, "
+             "\"cpu_offload_use_pin_memory\": false}}", &c);
+    assert_int_equal(c.offload_param.device, ZT_TIER_HOST);
+    assert_int_equal(c.offload_param.pin_memory, 0);
+    assert_int_equal(c.offload_optimizer.pin_memory, 0);
+    parse_ok("{\"zero_optimization\": {\"cpu_offload_params\": true}}", &c);
+    assert_int_equal(c.offload_param.device, ZT_TIER_HOST);
+    parse_ok("{\"zero_optimization\": {\"cpu_offload\": false}}", &c); /* changes nothing */
+    assert_int_equal(c.offload_optimizer.device, ZT_TIER_DEVICE);
+    expect_error("{\"zero_optimization\": {\"cpu_offload\": true, \"offload_optimizer\": "
+                 "{\"device\": \"nvme\", \"nvme_path\": \"/tmp\"}}}",
+                 "zero_optimization.cpu_offload and zero_optimization.offload_optimizer.device "
+                 "are both set", "keep only zero_optimization.offload_optimizer.device");
+    expect_error("{\"zero_optimization\": {\"cpu_offload\": \"yes\"}}",
+                 "zero_optimization.cpu_offload = \"yes\"", "true or false");
+}
+
+static void test_deepspeed_spellings_are_understood(void **state)
+{
+    (void)state;
+    zt_config c;
+    parse_ok("{\"zero_optimization\": {\"sub_group_size\": 0}}", &c); /* axolotl's configs */
+    assert_int_equal(c.sub_group_size, 1000000000);
+    parse_ok("{\"bfloat16\": {\"enabled\": true}}", &c);
+    assert_int_equal(c.bf16, 1);
+    assert_log_has("'bfloat16' is DeepSpeed's older name of 'bf16': read as 'bf16'");
+}
+
+/* The weight decay default follows the type whatever order sources gave them in. */
+static void test_optimizer_defaults_follow_the_final_type(void **state)
+{
+    (void)state;
+    zt_config c;
+    zt_error err;
+    parse_ok("{\"optimizer\": {\"params\": {\"weight_decay\": 0.1}}}", &c);
+    assert_int_equal(zt_config_set_value(&c, "optimizer.type", "Adam", &err), ZT_OK);
+    assert_float_equal(c.weight_decay, 0.1f, 0); /* given: kept */
+    parse_ok("{\"optimizer\": {\"type\": \"AdamW\"}}", &c);
+    assert_float_equal(c.weight_decay, 0.01f, 0);
+    assert_int_equal(zt_config_set_value(&c, "optimizer.type", "\"Adam\"", &err), ZT_OK);
+    assert_float_equal(c.weight_decay, 0.0f, 0); /* Adam's default */
+    assert_int_equal(c.optimizer, ZT_OPT_ADAMW); /* adam_w_mode */
+    assert_int_equal(zt_config_set_value(&c, "optimizer.params.adam_w_mode", "false", &err),
+                     ZT_OK);
+    assert_int_equal(c.optimizer, ZT_OPT_ADAM);
+}
+
+static void test_set_value_checks_like_a_file(void **state)
+{
+    (void)state;
+    zt_config c;
+    zt_error err;
+    zt_config_defaults(&c);
+    assert_int_equal(zt_config_set_value(&c, "zero_optimization.offload_param.device", "nvme",
+                                         &err), ZT_OK);
+    assert_int_equal(c.offload_param.device, ZT_TIER_NVME);
+    assert_int_equal(zt_config_set_value(&c, "optimizer.params.betas", "[0.8, 0.95]", &err),
+                     ZT_OK);
+    assert_float_equal(c.beta2, 0.95f, 0);
+    assert_int_equal(zt_config_set_value(&c, "zero_optimization.offload_optimizer",
+                                         "{\"device\": \"cpu\", \"pin_memory\": false}", &err),
+                     ZT_OK);
+    assert_int_equal(c.offload_optimizer.device, ZT_TIER_HOST);
+    assert_int_equal(zt_config_set_value(&c, NULL, "{\"gradient_clipping\": 0.5}", &err), ZT_OK);
+    assert_float_equal(c.gradient_clipping, 0.5f, 0);
+    assert_int_equal(zt_config_set_value(&c, "zero_optimization.offload_param.nvme_path",
+                                         "/mnt/fast disk/swap", &err), ZT_OK);
+    assert_string_equal(c.offload_param.nvme_path[0], "/mnt/fast disk/swap");
+    /* errors: the path, the value and what is allowed; unknown keys are errors here */
+    assert_int_equal(zt_config_set_value(&c, "aio.queue_depth", "0", &err), ZT_ERR_CONFIG);
+    assert_msg_has(err.msg, (const char *const[]){"zt_config_set(\"aio.queue_depth\")",
+                                                  "aio.queue_depth = 0", "[1, 4096]", NULL});
+    assert_int_equal(zt_config_set_value(&c, "zero_optimization.offload_param.devce", "nvme",
+                                         &err), ZT_ERR_CONFIG);
+    assert_msg_has(err.msg, (const char *const[]){"unknown key",
+                                                  "did you mean "
+                                                  "'zero_optimization.offload_param.device'?",
+                                                  NULL});
+    assert_int_equal(zt_config_set_value(&c, "optimizer..lr", "1", &err), ZT_ERR_CONFIG);
+    assert_msg_has(err.msg, (const char *const[]){"empty part", NULL});
+    assert_int_equal(zt_config_set_value(&c, ".lr", "1", &err), ZT_ERR_CONFIG);
+    assert_int_equal(zt_config_set_value(&c, "optimizer.params.lr", NULL, &err), ZT_ERR_CONFIG);
 }
 
 int main(void)
@@ -762,6 +856,10 @@ int main(void)
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_defaults_are_the_documented_values),
+        T(test_legacy_offload_switches_map_to_modern_keys),
+        T(test_deepspeed_spellings_are_understood),
+        T(test_optimizer_defaults_follow_the_final_type),
+        T(test_set_value_checks_like_a_file),
         T(test_empty_object_keeps_defaults),
         T(test_hf_zero3_nvme_config_loads),
         T(test_striped_nvme_bf16_config_loads),
