@@ -61,7 +61,7 @@ zt_status zt_param_init_fill(const zt_param *p, int64_t first, int64_t count, fl
         zt_status st = in->fn(in->user, p->name, first, count, dst);
         if (st != ZT_OK)
             return ZT_ERR(err, st,
-                          "parameter '%s': its init callback returned %s for elements [%lld, "
+                          "parameter '%s': its init callback failed (%s) for elements [%lld, "
                           "%lld)", p->name, zt_status_string(st), (long long)first,
                           (long long)(first + count));
         break;
