@@ -11,17 +11,61 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
+/* The longest '...' quoted part of s (a path, a name), as [*start, *end) inside the quotes;
+ * 0 when there is none. */
+static int longest_quoted(const char *s, size_t *start, size_t *end)
+{
+    size_t best = 0;
+    for (const char *open = strchr(s, '\''); open; open = strchr(open + 1, '\'')) {
+        const char *close = strchr(open + 1, '\'');
+        if (!close)
+            break;
+        if ((size_t)(close - open - 1) > best) {
+            best = (size_t)(close - open - 1);
+            *start = (size_t)(open + 1 - s), *end = (size_t)(close - s);
+        }
+        open = close;
+    }
+    return best > 0;
+}
+
+void zt_text_shorten(char *s, size_t max)
+{
+    static const char dots[] = "...";
+    size_t len = strlen(s), a = 0, b = 0;
+    while (len > max) {
+        size_t excess = len - max;
+        int quoted = longest_quoted(s, &a, &b) && b - a > 24;
+        if (!quoted) /* no long name to shorten: drop the middle of the text */
+            a = 0, b = len;
+        size_t seg = b - a, keep = seg > excess + 3 + 16 ? seg - excess - 3 : 16;
+        if (keep + 3 >= seg)
+            keep = seg > 8 ? seg / 2 : 0;
+        size_t head = keep / 2, tail = keep - head;
+        memcpy(s + a + head, dots, 3);
+        memmove(s + a + head + 3, s + b - tail, len - (b - tail) + 1);
+        len = strlen(s);
+        if (keep == 0)
+            break;
+    }
+    s[max < len ? max : len] = '\0';
+}
+
 zt_status zt_error_set(zt_error *e, zt_status s, const char *file, int line, const char *fmt, ...)
 {
     if (!e)
         return s;
     e->status = s;
+    char text[4 * ZT_ERROR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    int n = vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n < sizeof e->msg)
-        snprintf(e->msg + n, sizeof e->msg - (size_t)n, " [%s:%d]", base_name(file), line);
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof text ? (size_t)n : sizeof text - 1;
+    snprintf(text + len, sizeof text - len, " [%s:%d]", base_name(file), line);
+    /* long paths are shortened in the middle, so the cause and the fix always fit */
+    zt_text_shorten(text, sizeof e->msg - 1);
+    memcpy(e->msg, text, strlen(text) + 1);
     return s;
 }
 
@@ -29,19 +73,15 @@ void zt_error_prefix(zt_error *e, const char *fmt, ...)
 {
     if (!e)
         return;
-    char prefix[256];
+    char text[2 * ZT_ERROR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    int n = vsnprintf(text, ZT_ERROR_MSG_MAX, fmt, ap);
     va_end(ap);
-    size_t plen = strlen(prefix), mlen = strlen(e->msg);
-    if (plen >= sizeof e->msg)
-        plen = sizeof e->msg - 1;
-    if (plen + mlen >= sizeof e->msg)
-        mlen = sizeof e->msg - 1 - plen; /* keep the prefix, cut the tail of the message */
-    memmove(e->msg + plen, e->msg, mlen);
-    memcpy(e->msg, prefix, plen);
-    e->msg[plen + mlen] = '\0';
+    size_t plen = n < 0 ? 0 : (size_t)n < ZT_ERROR_MSG_MAX ? (size_t)n : ZT_ERROR_MSG_MAX - 1;
+    memcpy(text + plen, e->msg, strlen(e->msg) + 1);
+    zt_text_shorten(text, sizeof e->msg - 1);
+    memcpy(e->msg, text, strlen(text) + 1);
 }
 
 void zt_error_clear(zt_error *e)

@@ -24,6 +24,11 @@ void zt_error_prefix(zt_error *e, const char *fmt, ...) __attribute__((format(pr
 
 void zt_error_clear(zt_error *e);
 
+/* Shortens s in place to at most max characters by eliding the middle of its longest
+ * '...'-quoted part (a path, a name) with "...", else the middle of the text: a message
+ * keeps its start (what failed) and its end (why, and the fix). */
+void zt_text_shorten(char *s, size_t max);
+
 #define ZT_ERR(e, s, ...) zt_error_set((e), (s), __FILE__, __LINE__, __VA_ARGS__)
 
 /* Maps -errno from the I/O layer to a status: ENOSPC/EDQUOT -> NOSPACE, ENOMEM -> NOMEM, ... */

@@ -1,4 +1,5 @@
 #include "runtime/log.h"
+#include "runtime/error.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -44,13 +45,14 @@ void zt_log_configure(int level, zt_log_fn fn, void *user)
 
 void zt_log_write(int level, const char *subsys, const char *fmt, ...)
 {
-    char msg[1536];
+    char msg[4096];
     int n = snprintf(msg, sizeof msg, "ztier %s [%s] ", level_names[level & 3], subsys);
     va_list ap;
     va_start(ap, fmt);
     if (n > 0 && (size_t)n < sizeof msg)
         vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
     va_end(ap);
+    zt_text_shorten(msg, 1535); /* long paths lose their middle, not the message's end */
     if (g_fn)
         g_fn(g_user, level, msg);
     else

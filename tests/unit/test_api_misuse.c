@@ -297,6 +297,34 @@ static void test_device_budget_exceeded_at_fetch(void **state)
     zt_runtime_destroy(rt);
 }
 
+/* A message with a path near ZT_PATH_MAX keeps its cause and fix: the path loses its middle. */
+static void test_long_path_keeps_the_reason(void **state)
+{
+    (void)state;
+    char path[1001], cfg[1400];
+    memset(path, 'd', sizeof path - 1);
+    for (int i = 0; i < (int)sizeof path - 1; i += 100)
+        path[i] = '/'; /* components below NAME_MAX: the folder is missing, not misnamed */
+    path[sizeof path - 1] = '\0';
+    snprintf(cfg, sizeof cfg,
+             "{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"nvme\", "
+             "\"nvme_path\": \"%s\"}}, \"ztier\": {\"hbm_capacity\": \"16M\"}}", path);
+    zt_runtime *rt = NULL;
+    assert_int_equal(zt_runtime_create(NULL, cfg, &rt), ZT_OK);
+    int layer, p;
+    assert_int_equal(zt_layer_add(rt, "l", &layer), ZT_OK);
+    assert_int_equal(zt_param_add(rt, layer, "l.w", (int64_t[]){64}, 1, NULL, &p), ZT_OK);
+    assert_int_equal(zt_runtime_commit(rt), ZT_ERR_CONFIG);
+    const char *msg = zt_last_error(rt);
+    assert_true(strlen(msg) < 1024);
+    assert_non_null(strstr(msg, "NVMe swap folder '/ddd"));
+    assert_non_null(strstr(msg, "zt_runtime_commit failed"));
+    assert_non_null(strstr(msg, "ddd...ddd"));
+    assert_non_null(strstr(msg, "cannot be used: No such file or directory; create it"));
+    assert_non_null(strstr(msg, "fast local disk [nvme.c:"));
+    zt_runtime_destroy(rt);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -320,6 +348,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_step_args_uninitialised, setup_committed, teardown),
         cmocka_unit_test_setup_teardown(test_param_read_bad_arguments, setup_committed, teardown),
         cmocka_unit_test(test_device_budget_below_the_largest_layer),
+        cmocka_unit_test(test_long_path_keeps_the_reason),
         cmocka_unit_test(test_device_budget_exceeded_at_fetch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
