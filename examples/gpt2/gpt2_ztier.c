@@ -127,7 +127,7 @@ static int ztier_get(void *ctx, int layer, int backward, float **params, float *
 {
     gpt2_ztier *g = ctx;
     zt_layer_view v;
-    zt_pass pass = backward ? ZT_BACKWARD : ZT_FORWARD;
+    zt_pass pass = backward ? ZT_BACKWARD : g->inference ? ZT_INFERENCE : ZT_FORWARD;
     g->error[0] = '\0';
     zt_status st = zt_fetch(g->rt, g->layer_ids[layer], pass, &v);
     if (st != ZT_OK)
@@ -153,7 +153,8 @@ static int ztier_put(void *ctx, int layer, int backward)
     g->error[0] = '\0';
     if (g->wide[layer][backward].buf)
         narrow(&g->wide[layer][backward], backward);
-    zt_status st = zt_release(g->rt, g->layer_ids[layer], backward ? ZT_BACKWARD : ZT_FORWARD);
+    zt_pass pass = backward ? ZT_BACKWARD : g->inference ? ZT_INFERENCE : ZT_FORWARD;
+    zt_status st = zt_release(g->rt, g->layer_ids[layer], pass);
     return st == ZT_OK ? 0 : (int)(g->last = st);
 }
 

@@ -21,6 +21,7 @@ typedef struct gpt2_ztier {
     int (*param_ids)[GPT2_BLOCK_PARAMS];      /* per model layer */
     gpt2_widened (*wide)[2];                  /* per model layer and pass */
     zt_status last;                           /* status of the last failed call */
+    int inference; /* forward fetches use ZT_INFERENCE (evaluation outside training) */
     char error[256]; /* why the source failed when ztier itself did not ("" otherwise) */
 } gpt2_ztier;
 

@@ -4,18 +4,21 @@
  *
  *   zt_gpt2 [--config tiny|d12|d24|d36|d48] [--vocab byte|gpt2|N] (--data shard.bin | --text file)
  *           [--batch B] [--seq T] [--steps N] [--accum K] [--lr LR] [--seed S]
- *           [--ds-config ds.json | --nvme DIR [--hbm SIZE]]
- *           [--checkpoint DIR [--save-every N]] [--resume DIR]
+ *           [--ds-config ds.json] [--nvme DIR] [--hbm SIZE] [--eval-every N]
+ *           [--checkpoint DIR [--save-every N] [--keep N]] [--resume DIR]
  *           [--export model.bin] [--safetensors model.safetensors]
  *   zt_gpt2 --text file --write-shard out.bin     (byte-level text -> llm.c token shard)
  *
  * --vocab byte (= 256) trains a byte-level model on --text; the default is GPT-2's 50257
- * (padded to 50304 rows of wte). --batch is the global batch. --lr (default 3e-4) sets the
- * built-in config's AdamW; with --ds-config the file's optimizer lr applies unless --lr is
- * given, which then overrides it at every step. One line per optimizer step: the
- * loss (rank 0's rows), time, tokens/s, each tier's current/peak bytes and the bytes moved
- * in the step; a summary at the end. Ctrl-C stops at the next step boundary (a second one
- * kills the program). */
+ * (padded to 50304 rows of wte). --batch is the global batch. The configuration is the
+ * built-in one (everything offloaded to host memory, AdamW with lr 3e-4) or --ds-config's
+ * file; the options given on the command line (--lr, --nvme, --hbm, --accum, --keep) are set
+ * over it with zt_config_set. --checkpoint DIR saves into DIR/step-N folders and keeps the
+ * newest --keep (default 2); --resume DIR continues from DIR's latest checkpoint.
+ * --eval-every N prints the loss of a fixed evaluation batch every N steps, computed with
+ * ZT_INFERENCE fetches. One line per optimizer step: the loss (rank 0's rows), time,
+ * tokens/s, each tier's current/peak bytes and the bytes moved in the step; a summary at the
+ * end. Ctrl-C stops at the next step boundary (a second one kills the program). */
 #include "dataloader.h"
 #include "gpt2_ztier.h"
 
@@ -29,9 +32,8 @@
 typedef struct options {
     const char *config, *data, *text, *ds_config, *nvme, *hbm, *checkpoint, *resume;
     const char *export_llmc, *export_st, *write_shard;
-    int vocab, batch, seq, steps, accum, save_every;
-    float lr;
-    int lr_given; /* --lr on the command line: it overrides a --ds-config's optimizer lr */
+    const char *lr, *keep;
+    int vocab, batch, seq, steps, accum, save_every, eval_every;
     uint64_t seed;
 } options;
 
@@ -59,17 +61,16 @@ static int usage(void)
 {
     fprintf(stderr, "usage: zt_gpt2 [--config tiny|d12|d24|d36|d48] [--vocab byte|gpt2|N] "
                     "(--data FILE.bin | --text FILE) [--batch B] [--seq T] [--steps N] [--accum K] "
-                    "[--lr LR] [--seed S] [--ds-config FILE | --nvme DIR [--hbm SIZE]] "
-                    "[--checkpoint DIR [--save-every N]] [--resume DIR] [--export FILE] "
-                    "[--safetensors FILE]\n"
+                    "[--lr LR] [--seed S] [--ds-config FILE] [--nvme DIR] [--hbm SIZE] "
+                    "[--eval-every N] [--checkpoint DIR [--save-every N] [--keep N]] "
+                    "[--resume DIR] [--export FILE] [--safetensors FILE]\n"
                     "       zt_gpt2 --text FILE --write-shard OUT.bin\n");
     return 2;
 }
 
 static int parse(int argc, char **argv, options *o)
 {
-    *o = (options){.config = "tiny", .hbm = "2G", .batch = 4, .seq = 64, .steps = 20, .accum = 1,
-                   .lr = 3e-4f, .seed = 1337};
+    *o = (options){.config = "tiny", .batch = 4, .seq = 64, .steps = 20, .seed = 1337};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (v && !strcmp(a, "--vocab") && (!strcmp(v, "byte") || !strcmp(v, "gpt2"))) {
@@ -83,25 +84,24 @@ static int parse(int argc, char **argv, options *o)
                        : !strcmp(a, "--checkpoint") ? &o->checkpoint : !strcmp(a, "--resume") ? &o->resume
                        : !strcmp(a, "--export") ? &o->export_llmc
                        : !strcmp(a, "--safetensors") ? &o->export_st
+                       : !strcmp(a, "--lr") ? &o->lr : !strcmp(a, "--keep") ? &o->keep
                        : !strcmp(a, "--write-shard") ? &o->write_shard : NULL;
         int *n = !strcmp(a, "--vocab") ? &o->vocab : !strcmp(a, "--batch") ? &o->batch
                : !strcmp(a, "--seq") ? &o->seq : !strcmp(a, "--steps") ? &o->steps
                : !strcmp(a, "--accum") ? &o->accum : !strcmp(a, "--save-every") ? &o->save_every
-               : NULL;
-        if (!v || (!s && !n && strcmp(a, "--lr") && strcmp(a, "--seed")))
+               : !strcmp(a, "--eval-every") ? &o->eval_every : NULL;
+        if (!v || (!s && !n && strcmp(a, "--seed")))
             return usage();
         if (s)
             *s = v;
         else if (n)
             *n = atoi(v);
-        else if (!strcmp(a, "--lr"))
-            o->lr = (float)atof(v), o->lr_given = 1;
         else
             o->seed = strtoull(v, NULL, 10);
         i++;
     }
-    if ((!o->data) == (!o->text) || o->batch < 1 || o->seq < 2 || o->steps < 0 || o->accum < 1 ||
-        o->vocab < 0 || !(o->lr >= 0) || (o->write_shard && !o->text)) {
+    if ((!o->data) == (!o->text) || o->batch < 1 || o->seq < 2 || o->steps < 0 || o->accum < 0 ||
+        o->vocab < 0 || o->eval_every < 0 || (o->write_shard && !o->text)) {
         fprintf(stderr, "zt_gpt2: give exactly one of --data or --text (--write-shard needs "
                         "--text), and positive sizes\n");
         return usage();
@@ -109,24 +109,34 @@ static int parse(int argc, char **argv, options *o)
     return 0;
 }
 
-/* The built-in DeepSpeed config used without --ds-config: it offloads everything. */
-static char *make_ds_config(const options *o)
+/* The built-in configuration, used without --ds-config: everything offloaded to host
+ * memory (--nvme: to NVMe), AdamW. */
+static const char *const builtin_config =
+    "{\"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"cpu\"},"
+    " \"offload_optimizer\": {\"device\": \"cpu\"}, \"stage3_prefetch_bucket_size\": 5e7},"
+    " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 3e-4, \"betas\": [0.9, 0.95],"
+    " \"weight_decay\": 0.1}}, \"gradient_clipping\": 1.0, \"ztier\": {\"hbm_capacity\": \"2G\"}}";
+
+/* The command line's settings over the configuration (a value NULL: not given). */
+static zt_status apply_options(zt_runtime *rt, const options *o)
 {
-    char *cfg = malloc(4096);
-    if (!cfg)
-        return NULL;
-    char offload[1200] = "\"device\": \"cpu\"";
-    if (o->nvme)
-        snprintf(offload, sizeof offload, "\"device\": \"nvme\", \"nvme_path\": \"%s\"", o->nvme);
-    snprintf(cfg, 4096,
-             "{\"zero_optimization\": {\"stage\": 3, \"offload_param\": {%s},"
-             " \"offload_optimizer\": {%s}, \"stage3_prefetch_bucket_size\": 5e7},"
-             " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": %g, \"betas\": [0.9, 0.95],"
-             " \"weight_decay\": 0.1}}, \"gradient_clipping\": 1.0,"
-             " \"gradient_accumulation_steps\": %d,"
-             " \"ztier\": {\"hbm_capacity\": \"%s\"}}",
-             offload, offload, (double)o->lr, o->accum, o->hbm);
-    return cfg;
+    char accum[16];
+    snprintf(accum, sizeof accum, "%d", o->accum);
+    const char *set[][2] = {
+        {"optimizer.params.lr", o->lr},
+        {"zero_optimization.offload_param.device", o->nvme ? "nvme" : NULL},
+        {"zero_optimization.offload_optimizer.device", o->nvme ? "nvme" : NULL},
+        {"zero_optimization.offload_param.nvme_path", o->nvme},
+        {"zero_optimization.offload_optimizer.nvme_path", o->nvme},
+        {"ztier.hbm_capacity", o->hbm},
+        {"gradient_accumulation_steps", o->accum > 0 ? accum : NULL},
+        {"ztier.checkpoint_keep", o->keep},
+    };
+    zt_status st = ZT_OK;
+    for (size_t i = 0; st == ZT_OK && i < sizeof set / sizeof set[0]; i++)
+        if (set[i][1])
+            st = zt_config_set(rt, set[i][0], set[i][1]);
+    return st;
 }
 
 /* Progress of a long step on a terminal: the backward pass's layer once the step has run
@@ -263,13 +273,15 @@ static int setup(trainer *t)
     /* --ds-config is read by the runtime, whose error names the file and the JSON path. */
     zt_options opts = ZT_OPTIONS_INIT;
     opts.config_path = t->o.ds_config;
-    char *cfg = t->o.ds_config ? NULL : make_ds_config(&t->o);
-    if (!t->o.ds_config && !cfg)
-        return fprintf(stderr, "zt_gpt2: out of memory\n"), 1;
-    zt_status st = zt_runtime_create(&opts, cfg, &t->rt);
-    free(cfg);
+    zt_status st = zt_runtime_create(&opts, t->o.ds_config ? NULL : builtin_config, &t->rt);
     if (st != ZT_OK)
         return fail(t, "zt_runtime_create");
+    if (apply_options(t->rt, &t->o) != ZT_OK)
+        return fail(t, "the command line's settings");
+    zt_optimizer_info oi = ZT_OPTIMIZER_INFO_INIT; /* --accum, or the config's */
+    if (zt_optimizer_get(t->rt, &oi) != ZT_OK)
+        return fail(t, "zt_optimizer_get");
+    t->o.accum = oi.gradient_accumulation_steps;
     zt_runtime_rank(t->rt, &t->rank, &t->world);
     if (t->o.batch % t->world)
         return fprintf(stderr, "zt_gpt2: --batch %d does not split over %d ranks\n", t->o.batch,
@@ -329,13 +341,28 @@ static int train_step(trainer *t, int64_t step, int show_progress, timing *tm, f
         tm->forward += b - a, tm->backward += now_s() - b, sum += l;
     }
     double c = now_s();
-    zt_step_args args = ZT_STEP_ARGS_INIT;
-    if (t->o.lr_given && t->o.ds_config)
-        args.lr = t->o.lr;
-    if (zt_step(t->rt, &args, info) != ZT_OK)
+    if (zt_step(t->rt, NULL, info) != ZT_OK)
         return fail(t, "zt_step");
     tm->optimizer += now_s() - c;
     *loss = sum / (float)t->o.accum;
+    return 0;
+}
+
+/* The loss of a fixed evaluation batch (batch 0 of the data), with ZT_INFERENCE fetches:
+ * no gradients, and the recorded layer order of training stays undisturbed. */
+static int evaluate(trainer *t)
+{
+    gpt2_source src = gpt2_ztier_source(&t->g);
+    float loss = 0;
+    tokens_batch(&t->data, 0, t->o.batch, t->o.seq, t->rank * t->rows, t->rows, t->inputs,
+                 t->targets);
+    t->g.inference = 1;
+    int rc = gpt2_forward(t->model, &src, t->inputs, t->targets, &loss);
+    t->g.inference = 0;
+    if (rc != 0)
+        return fail_pass(t, "evaluation forward");
+    if (t->rank == 0)
+        printf("eval | loss %.4f on the fixed evaluation batch (rank 0's rows)\n", (double)loss);
     return 0;
 }
 
@@ -353,7 +380,7 @@ static int train(trainer *t)
         return free(tm.step_s), fprintf(stderr, "zt_gpt2: the checkpoint is at step %lld, "
                                         "beyond any batch this data can index\n",
                                         (long long)first), 1;
-    if (first >= t->o.steps && t->rank == 0)
+    if (first >= t->o.steps && t->rank == 0 && t->o.steps > 0)
         printf("the checkpoint is at step %lld and --steps is %d: nothing left to train\n",
                (long long)first, t->o.steps);
     zt_stats_get(t->rt, &s);
@@ -374,6 +401,8 @@ static int train(trainer *t)
             print_step((int)step + 1, loss, dt, t->o.batch * t->o.seq * t->o.accum, &info, &s,
                        &prev);
         if (t->o.save_every > 0 && (step + 1) % t->o.save_every == 0 && save(t, "periodic"))
+            return free(tm.step_s), 1;
+        if (t->o.eval_every > 0 && (step + 1) % t->o.eval_every == 0 && evaluate(t) != 0)
             return free(tm.step_s), 1;
     }
     if (stop_requested && t->rank == 0)

@@ -5,7 +5,10 @@
 #  2. save at step 5, resume, and steps 6-10 == the uninterrupted run, bitwise;
 #  3. ZeRO++ on 4 ranks (two nodes of two) stays within 10% of the unquantized loss;
 #  4. bf16 parameter copies stay within 5% of the fp32 loss;
-#  5. the text converted to an llm.c shard (--write-shard) trains bitwise like the text.
+#  5. the text converted to an llm.c shard (--write-shard) trains bitwise like the text;
+#  6. --eval-every (ZT_INFERENCE forwards between steps) leaves training bitwise unchanged;
+#  7. --keep 2 keeps the newest two checkpoints; an edited manifest stops --resume with the
+#     field named, before any training.
 #   run_trainer_checks.sh <zt_gpt2> <compare_weights> <mpirun or "">
 set -euo pipefail
 trainer=$1 compare=$2 mpirun=${3:-}
@@ -76,4 +79,19 @@ grep -q "^step    6 " "$work/resumed.log"   # the resumed run started at step 6
 args=("${common[@]}"); args[4]=--data; args[5]=$work/corpus.bin
 "$trainer" "${args[@]}" --steps 10 --export "$work/shard.bin" > /dev/null
 "$compare" "$work/shard.bin" "$work/resident.bin"
+# 6. evaluations between steps change nothing in training
+"$trainer" "${common[@]}" --steps 10 --eval-every 3 --export "$work/eval.bin" > "$work/eval.log"
+"$compare" "$work/eval.bin" "$work/resident.bin"
+[ "$(grep -c '^eval | loss' "$work/eval.log")" -eq 3 ]
+
+# 7. the newest two checkpoints stay; a resume refuses an edited manifest
+"$trainer" "${common[@]}" --steps 10 --checkpoint "$work/keep" --save-every 2 --keep 2 > /dev/null
+[ "$(ls -d "$work"/keep/step-* | wc -l)" -eq 2 ]
+[ "$(head -n1 "$work/keep/latest")" = step-00000010 ]
+sed -i 's/"step": 10,/"step": -5,/' "$work/keep/step-00000010/manifest.json"
+if "$trainer" "${common[@]}" --steps 12 --resume "$work/keep" > "$work/bad.log" 2>&1; then
+  echo "a resume from an edited manifest did not fail"; exit 1
+fi
+grep -q 'manifest.*damaged or was edited' "$work/bad.log"
+! grep -q '^step' "$work/bad.log"
 echo "trainer checks passed"
