@@ -3,7 +3,22 @@
  * caller entering MPI (MPI is initialised with MPI_THREAD_MULTIPLE).
  * bf16/fp16 reductions are carried out in fp32 (converted before and after the MPI call) so
  * gradients are never summed in 16-bit. A wait that exceeds the timeout ($ZT_COMM_TIMEOUT
- * seconds, default 600) returns ZT_ERR_COMM instead of hanging when a peer has failed. */
+ * seconds, default 600) returns ZT_ERR_COMM instead of hanging when a peer has failed.
+ *
+ * Exit after a peer stopped responding: a collective whose wait timed out stays inside MPI
+ * in its worker thread, given up on ("abandoned"; so are collectives still queued when their
+ * communicator is destroyed). While one is, nothing in the process blocks on the lost peer:
+ * other waits fail at once instead of after one more timeout each, new communicators are
+ * refused (MPI_Comm_dup), MPI_Comm_free is skipped (collective in the standard), and the
+ * exit handler does not call MPI_Finalize, which would wait forever (it logs a warning).
+ * So each rank that sees the failure returns ZT_ERR_COMM within one timeout and its process
+ * exits with the program's status; the launcher then ends the job (Open MPI's mpirun kills
+ * the remaining ranks, the stopped one included, and reports a process that exited without
+ * finalising). MPI_Abort is not called: the library never ends the process itself, and it
+ * would kill the other ranks before they report their own error. An abandoned collective
+ * that completes after all (a late, not a dead, peer) no longer counts: MPI is then
+ * finalised as usual. An application that initialised MPI itself finalises it itself, so
+ * must not call MPI_Finalize after ztier reported a collective that did not complete. */
 #include "optimizer/convert.h"
 #include "runtime/comm/comm.h"
 #include "runtime/log.h"
@@ -11,6 +26,7 @@
 #include <errno.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +46,7 @@ typedef struct mpi_op {
     zt_comm **split_out;
     /* completion */
     int done;
+    int abandoned; /* given up on before it completed; counted in g_abandoned */
     zt_status status;
     char msg[ZT_ERROR_MSG_MAX];
     struct mpi_op *next;
@@ -47,6 +64,21 @@ typedef struct mpi_comm {
 } mpi_comm;
 
 static const zt_comm_iface mpi_iface;
+
+/* Collectives given up on (their wait timed out, or their communicator was destroyed with
+ * them queued) that have not completed. While any remain, a peer has stopped responding and
+ * MPI calls that synchronise with it (later collectives, MPI_Comm_free, MPI_Finalize) would
+ * block: process-wide, because every communicator reaches that peer. */
+static atomic_int g_abandoned;
+
+/* Counts op as given up on, once (c->lock held). */
+static void abandon(mpi_op *op)
+{
+    if (!op->abandoned) {
+        op->abandoned = 1;
+        atomic_fetch_add(&g_abandoned, 1);
+    }
+}
 
 static MPI_Datatype mpi_type(zt_comm_dtype dt)
 {
@@ -173,6 +205,8 @@ static void *worker(void *arg)
         if (!c->head)
             c->tail = NULL;
         op->done = 1;
+        if (op->abandoned) /* the peer came back after all */
+            atomic_fetch_sub(&g_abandoned, 1);
         pthread_cond_broadcast(&c->done);
     }
     pthread_mutex_unlock(&c->lock);
@@ -214,11 +248,24 @@ static zt_status mpi_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
     deadline.tv_sec += (time_t)c->timeout_s;
     int rc = 0;
     pthread_mutex_lock(&c->lock);
-    while (!op->done && rc != ETIMEDOUT)
+    /* Once another collective has been given up on, this one is not waited for either: it
+     * would only take one more timeout each (e.g. zt_step's agreement after a timed-out
+     * reduction) and a rank must report a stopped peer within one timeout. A retried wait
+     * for the given-up collective itself waits again (a late peer may still join). */
+    int after_abandoned = atomic_load(&g_abandoned) > op->abandoned;
+    while (!op->done && !after_abandoned && rc != ETIMEDOUT)
         rc = pthread_cond_timedwait(&c->done, &c->lock, &deadline);
     int done = op->done;
-    pthread_mutex_unlock(&c->lock);
     if (!done) /* the op stays queued (the worker owns it); this runtime must be destroyed */
+        abandon(op);
+    pthread_mutex_unlock(&c->lock);
+    if (!done && after_abandoned)
+        return ZT_ERR(err, ZT_ERR_COMM,
+                      "rank %d: a collective was not waited for because an earlier one never "
+                      "completed; another rank has probably failed or stopped (destroy this "
+                      "runtime; raise ZT_COMM_TIMEOUT, now %.0f s, if that rank is just slow)",
+                      base->rank, c->timeout_s);
+    if (!done)
         return ZT_ERR(err, ZT_ERR_COMM,
                       "rank %d: a collective did not complete within %.0f s; another rank has "
                       "probably failed or stopped (raise ZT_COMM_TIMEOUT if it is just slow)",
@@ -304,19 +351,24 @@ static void mpi_destroy(zt_comm *base)
 {
     mpi_comm *c = (mpi_comm *)base;
     pthread_mutex_lock(&c->lock);
-    int stuck = c->head != NULL;
+    int stuck = 0;
+    for (mpi_op *op = c->head; op; op = op->next, stuck++)
+        abandon(op); /* nobody can wait for them any more */
     c->stop = 1;
     pthread_cond_signal(&c->work);
     pthread_mutex_unlock(&c->lock);
     if (stuck) {
-        /* A collective never completed (a peer failed): its thread cannot be joined. */
-        ZT_LOGW("comm", "rank %d: leaving a collective that never completed; MPI is not "
-                        "finalised", base->rank);
+        /* A collective never completed (a peer failed): its thread cannot be joined, and
+         * the communicator and the queue stay allocated for it until the process ends. */
+        ZT_LOGW("comm", "rank %d: leaving %d collective(s) that never completed", base->rank,
+                stuck);
         pthread_detach(c->thread);
         return;
     }
     pthread_join(c->thread, NULL);
-    if (c->comm != MPI_COMM_WORLD)
+    /* MPI_Comm_free is collective and could block on a peer that stopped responding; the
+     * handle goes away with the process then. */
+    if (c->comm != MPI_COMM_WORLD && atomic_load(&g_abandoned) == 0)
         MPI_Comm_free(&c->comm);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->work);
@@ -361,14 +413,31 @@ static zt_status make_comm(MPI_Comm comm, zt_comm **out, zt_error *err)
     return ZT_OK;
 }
 
+static int world_rank(void)
+{
+    int rank = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank;
+}
+
 /* MPI is initialised once per process and finalised at exit, so several runtimes can be
- * created and destroyed in one program. */
+ * created and destroyed in one program. Not when a collective was given up on: MPI_Finalize
+ * would wait for the stopped peer forever (and must not run while a worker thread is still
+ * inside a collective), so the process exits without it and the launcher ends the job. */
 static void finalize_at_exit(void)
 {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized)
-        MPI_Finalize();
+    if (finalized)
+        return;
+    int abandoned = atomic_load(&g_abandoned);
+    if (abandoned) {
+        ZT_LOGW("comm", "rank %d: MPI is not finalised because a peer stopped responding (%d "
+                        "collective(s) never completed); the launcher may report that this "
+                        "process exited without finalising", world_rank(), abandoned);
+        return;
+    }
+    MPI_Finalize();
 }
 
 zt_status zt_comm_mpi_create(zt_comm **out, zt_error *err)
@@ -390,6 +459,11 @@ zt_status zt_comm_mpi_create(zt_comm **out, zt_error *err)
                       "MPI provides thread level %d; ztier's MPI backend needs "
                       "MPI_THREAD_MULTIPLE (call MPI_Init_thread with it, or let ztier "
                       "initialise MPI)", provided);
+    if (atomic_load(&g_abandoned)) /* MPI_Comm_dup would wait for the stopped peer forever */
+        return ZT_ERR(err, ZT_ERR_COMM,
+                      "rank %d: a collective of an earlier runtime never completed (another "
+                      "rank has probably failed or stopped), so MPI cannot be used again in "
+                      "this process; end it and restart the job", world_rank());
     MPI_Comm dup;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     return make_comm(dup, out, err);
