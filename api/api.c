@@ -235,6 +235,7 @@ zt_status zt_stats_get(const zt_runtime *rt, zt_stats *out)
     s.host_bytes_current = rt->host.current;
     s.host_bytes_peak = rt->host.peak;
     s.trace_deviations = (uint64_t)rt->trace.deviations;
+    s.pinned_bytes = rt->param_staging ? zt_pinned_bytes(rt->param_staging) : 0;
     zt_swap *swaps[2] = {rt->param_swap, rt->optim_swap};
     for (int i = 0; i < 2; i++) {
         if (!swaps[i])

@@ -178,6 +178,7 @@ typedef struct zt_stats {
      * below zero_optimization.stage3_param_persistence_threshold (never offloaded) */
     uint64_t persistent_bytes;
     uint32_t persistent_layers;
+    uint64_t pinned_bytes; /* host staging buffers of NVMe parameter reads (locked when allowed) */
 } zt_stats;
 
 #define ZT_STATS_INIT {.struct_size = sizeof(zt_stats)}

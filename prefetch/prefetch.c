@@ -1,45 +1,43 @@
 #include "prefetch/prefetch.h"
 #include "prefetch/gather.h"
+#include "prefetch/schedule.h"
 #include "runtime/log.h"
 #include "runtime/zeropp.h"
 
-/* Look no further than this many trace entries ahead. */
-#define PREFETCH_MAX_LOOKAHEAD 64
+#include <stdlib.h>
 
 static int held(const zt_layer *L) { return zt_layer_holds(L); }
 
-static int64_t live_elements(const zt_runtime *rt)
+static zt_sched_limits limits(const zt_runtime *rt)
 {
-    int64_t live = 0;
-    for (int i = 0; i < rt->n_layers; i++)
-        if (rt->layers[i].gstate != ZT_GATHER_NONE && !rt->layers[i].persistent)
-            live += rt->layers[i].flat_numel;
-    return live;
+    zt_sched_limits lim = {rt->cfg.stage3_prefetch_bucket_size,
+                           rt->cfg.stage3_max_live_parameters,
+                           rt->cfg.stage3_max_reuse_distance};
+    return lim;
+}
+
+/* The scheduler's view of every layer now (rt->sched, sized at commit). */
+static const zt_sched_layer *snapshot(const zt_runtime *rt)
+{
+    for (int i = 0; i < rt->n_layers; i++) {
+        const zt_layer *L = &rt->layers[i];
+        rt->sched[i] = (zt_sched_layer){L->flat_numel, L->persistent,
+                                        L->gstate != ZT_GATHER_NONE,
+                                        L->gstate == ZT_GATHER_READY, held(L)};
+    }
+    return rt->sched;
 }
 
 /* Moves each layer of the window one stage on. A failure only cancels that layer's
  * prefetch: its own fetch redoes the work and reports the error with its context. */
 static void advance_window(zt_runtime *rt, int current)
 {
-    int64_t bucket = rt->cfg.stage3_prefetch_bucket_size;
-    int64_t live = live_elements(rt), ahead = 0;
-    if (bucket <= 0)
-        return;
-    for (int k = 0; k < PREFETCH_MAX_LOOKAHEAD; k++) {
-        zt_trace_entry e;
-        if (!zt_trace_peek(&rt->trace, k, &e))
-            break;
-        zt_layer *L = &rt->layers[e.layer];
-        if (e.layer == current || L->gstate == ZT_GATHER_READY)
-            continue;
-        if (ahead > 0 && ahead + L->flat_numel > bucket)
-            break;
-        if (L->gstate == ZT_GATHER_NONE) {
-            if (live + L->flat_numel > rt->cfg.stage3_max_live_parameters)
-                break;
-            live += L->flat_numel;
-        }
-        ahead += L->flat_numel;
+    int ids[ZT_SCHED_LOOKAHEAD];
+    zt_sched_limits lim = limits(rt);
+    int n = zt_sched_window(&lim, &rt->trace, snapshot(rt), rt->n_layers, current, ids,
+                            ZT_SCHED_LOOKAHEAD);
+    for (int i = 0; i < n; i++) {
+        zt_layer *L = &rt->layers[ids[i]];
         zt_error err = {0};
         if (zt_gather_advance(rt, L, 0, &err) != ZT_OK)
             ZT_LOGD("prefetch", "prefetch of layer '%s' cancelled: %s", L->name, err.msg);
@@ -76,19 +74,8 @@ void zt_prefetch_advance(zt_runtime *rt, int current)
 
 int zt_prefetch_keep(const zt_runtime *rt, const zt_layer *L)
 {
-    int64_t distance = 0;
-    if (live_elements(rt) > rt->cfg.stage3_max_live_parameters)
-        return 0;
-    int self = (int)(L - rt->layers);
-    for (int k = 0; k < PREFETCH_MAX_LOOKAHEAD; k++) {
-        zt_trace_entry e;
-        if (!zt_trace_peek(&rt->trace, k, &e))
-            return 0;
-        if (e.layer == self)
-            return distance <= rt->cfg.stage3_max_reuse_distance;
-        distance += rt->layers[e.layer].flat_numel;
-    }
-    return 0;
+    zt_sched_limits lim = limits(rt);
+    return zt_sched_keep(&lim, &rt->trace, snapshot(rt), rt->n_layers, (int)(L - rt->layers));
 }
 
 void zt_prefetch_drop_unheld(zt_runtime *rt)
@@ -109,30 +96,9 @@ void zt_prefetch_after_step(zt_runtime *rt)
     advance_window(rt, -1);
 }
 
-/* Position of the next use of layer `id` in the trace, or a large number if none. */
-static int next_use(const zt_runtime *rt, int id)
-{
-    for (int k = 0; k < PREFETCH_MAX_LOOKAHEAD; k++) {
-        zt_trace_entry e;
-        if (!zt_trace_peek(&rt->trace, k, &e))
-            break;
-        if (e.layer == id)
-            return k;
-    }
-    return 1 << 30;
-}
-
 int zt_prefetch_evict_one(zt_runtime *rt)
 {
-    int victim = -1, furthest = -1;
-    for (int i = 0; i < rt->n_layers; i++) {
-        const zt_layer *L = &rt->layers[i];
-        if (held(L) || L->gstate == ZT_GATHER_NONE || L->persistent)
-            continue;
-        int k = next_use(rt, i);
-        if (k > furthest)
-            victim = i, furthest = k;
-    }
+    int victim = zt_sched_victim(&rt->trace, snapshot(rt), rt->n_layers);
     if (victim < 0)
         return 0;
     ZT_LOGD("prefetch", "evicting gathered layer '%s' to make room", rt->layers[victim].name);

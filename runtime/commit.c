@@ -1,44 +1,22 @@
 /* Commit: freeze the registry, lay each layer out as one flat buffer split evenly over
  * ranks, place every shard on its tier, and write the initial values. */
 #include "runtime/log.h"
+#include "runtime/plan.h"
 #include "runtime/runtime.h"
 #include "runtime/step_nvme.h"
+#include "prefetch/schedule.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-static void layout_layer(zt_runtime *rt, zt_layer *L)
-{
-    int64_t off = 0;
-    for (int i = 0; i < L->n_params; i++) {
-        zt_param *p = &rt->params[L->param_ids[i]];
-        p->offset = off;
-        off += round_up(p->numel, ZT_PARAM_ALIGN_ELEMS);
-    }
-    /* Small layers are not worth a collective per use: every rank keeps all of them. */
-    L->persistent = off < rt->cfg.stage3_param_persistence_threshold;
-    int64_t ranks = L->persistent ? 1 : rt->world;
-    L->flat_numel = round_up(off ? off : 1, ranks * ZT_PARAM_ALIGN_ELEMS);
-    L->shard_numel = L->flat_numel / ranks;
-}
-
-/* The optimizer runs on the CPU, so "none" (device) keeps its state in host memory. */
-static zt_tier_kind optimizer_tier(const zt_runtime *rt)
-{
-    zt_tier_kind k = rt->cfg.offload_optimizer.device;
-    return k == ZT_TIER_DEVICE ? ZT_TIER_HOST : k;
-}
-
-static zt_status place_layer(zt_runtime *rt, zt_layer *L)
+static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
 {
     uint64_t shard = (uint64_t)L->shard_numel;
-    zt_tier_kind opt = optimizer_tier(rt);
+    zt_tier_kind opt = plan->optim_tier;
     zt_homes ph = rt->homes, oh = rt->homes;
     ph.swap = rt->param_swap;
     oh.swap = rt->optim_swap;
-    zt_tier_kind param_tier = L->persistent ? ZT_TIER_DEVICE : rt->cfg.offload_param.device;
+    zt_tier_kind param_tier = L->persistent ? ZT_TIER_DEVICE : plan->param_tier;
     zt_status st = zt_home_alloc(&ph, param_tier,
                                  shard * zt_dtype_size(rt->dtype), L->name, &L->param_home,
                                  &rt->err);
@@ -85,24 +63,14 @@ static zt_status init_layer(zt_runtime *rt, zt_layer *L)
     return st == ZT_OK ? zt_home_store(&rt->homes, &L->exp_avg_sq, rt->staging, &rt->err) : st;
 }
 
-static zt_status alloc_staging(zt_runtime *rt)
+static zt_status alloc_staging(zt_runtime *rt, const zt_plan *plan)
 {
-    int64_t max_shard = 1;
-    for (int i = 0; i < rt->n_layers; i++)
-        if (rt->layers[i].shard_numel > max_shard)
-            max_shard = rt->layers[i].shard_numel;
-    /* Two halves, each page-aligned for O_DIRECT: an fp32 shard and its working-dtype copy. */
-    size_t half = ((size_t)max_shard * sizeof(float) + 4095) / 4096 * 4096;
-    rt->staging_bytes = 2 * half;
+    rt->staging_bytes = plan->staging_bytes;
     zt_status st = zt_host_tier_alloc(&rt->host, rt->staging_bytes, "staging buffer",
                                       &rt->staging, &rt->err);
-    rt->staging_lp = st == ZT_OK ? (char *)rt->staging + half : NULL;
-    if (st != ZT_OK || optimizer_tier(rt) != ZT_TIER_NVME)
-        return st;
-    /* three sets of master, m and v sub-group buffers for the pipelined NVMe step */
-    int64_t per = zt_step_nvme_chunk_elems(rt, (uint64_t)rt->cfg.aio_block_size);
-    rt->opt_buf_bytes = (size_t)(per < max_shard ? per : max_shard) * sizeof(float);
-    for (int k = 0; st == ZT_OK && k < 9; k++)
+    rt->staging_lp = st == ZT_OK ? (char *)rt->staging + rt->staging_bytes / 2 : NULL;
+    rt->opt_buf_bytes = plan->opt_buf_bytes;
+    for (int k = 0; st == ZT_OK && rt->opt_buf_bytes && k < 9; k++)
         st = zt_host_tier_alloc(&rt->host, rt->opt_buf_bytes, "optimizer staging",
                                 (void **)&rt->opt_buf[k], &rt->err);
     return st;
@@ -144,28 +112,21 @@ static void register_buffers(zt_runtime *rt)
         zt_swap_register_buffers(rt->optim_swap, bufs, lens, n);
 }
 
-/* Sizes and creates the NVMe swap spaces the placement needs, and the staging buffers. */
-static zt_status open_swaps(zt_runtime *rt)
+/* Creates the NVMe swap spaces the plan sizes, and the parameters' staging buffers. */
+static zt_status open_swaps(zt_runtime *rt, const zt_plan *plan)
 {
-    uint64_t bs = (uint64_t)rt->cfg.aio_block_size, pbytes = 0, obytes = 0, max_pshard = 0;
-    for (int i = 0; i < rt->n_layers; i++) {
-        uint64_t shard = (uint64_t)rt->layers[i].shard_numel;
-        uint64_t p = shard * zt_dtype_size(rt->dtype);
-        pbytes += zt_swap_footprint(p, bs);
-        obytes += 3 * zt_swap_footprint(shard * 4, bs);
-        max_pshard = p > max_pshard ? p : max_pshard;
-    }
     zt_status st = ZT_OK;
-    if (rt->cfg.offload_param.device == ZT_TIER_NVME) {
+    if (plan->nvme_param_bytes) {
         zt_swap_config c = swap_config(rt, &rt->cfg.offload_param, "param");
-        st = zt_swap_create(&c, pbytes, &rt->param_swap, &rt->err);
+        st = zt_swap_create(&c, plan->nvme_param_bytes, &rt->param_swap, &rt->err);
         if (st == ZT_OK)
-            st = zt_pinned_pool_create((int)rt->cfg.offload_param.buffer_count, max_pshard,
-                                       &rt->param_staging, &rt->err);
+            st = zt_pinned_pool_create((int)rt->cfg.offload_param.buffer_count,
+                                       plan->max_param_shard_bytes, &rt->param_staging,
+                                       &rt->err);
     }
-    if (st == ZT_OK && optimizer_tier(rt) == ZT_TIER_NVME) {
+    if (st == ZT_OK && plan->nvme_optim_bytes) {
         zt_swap_config c = swap_config(rt, &rt->cfg.offload_optimizer, "optim");
-        st = zt_swap_create(&c, obytes, &rt->optim_swap, &rt->err);
+        st = zt_swap_create(&c, plan->nvme_optim_bytes, &rt->optim_swap, &rt->err);
     }
     if (st == ZT_OK)
         register_buffers(rt);
@@ -174,55 +135,36 @@ static zt_status open_swaps(zt_runtime *rt)
 
 /* Layers below the persistence threshold stay resident in device memory whatever
  * offload_param says: a configuration that asks for offload is told how much stays. */
-static void report_persistent(zt_runtime *rt)
+static void report_persistent(zt_runtime *rt, const zt_plan *plan)
 {
-    uint64_t bytes = 0;
-    uint32_t n = 0;
-    for (int i = 0; i < rt->n_layers; i++)
-        if (rt->layers[i].persistent) {
-            bytes += (uint64_t)rt->layers[i].flat_numel * zt_dtype_size(rt->dtype);
-            n++;
-        }
+    unsigned long long bytes = plan->persistent_bytes;
+    int n = plan->persistent_layers;
     rt->stats.persistent_bytes = bytes;
-    rt->stats.persistent_layers = n;
-    if (n == 0 || rt->cfg.offload_param.device == ZT_TIER_DEVICE)
+    rt->stats.persistent_layers = (uint32_t)n;
+    if (n == 0 || plan->param_tier == ZT_TIER_DEVICE)
         return;
-    const char *where = rt->cfg.offload_param.device == ZT_TIER_NVME ? "nvme" : "cpu";
+    const char *where = plan->param_tier == ZT_TIER_NVME ? "nvme" : "cpu";
     long long threshold = (long long)rt->cfg.stage3_param_persistence_threshold;
-    if (n == (uint32_t)rt->n_layers)
+    if (n == rt->n_layers)
         ZT_LOGW("runtime",
                 "zero_optimization.offload_param.device is \"%s\", but all %d layers are below "
                 "zero_optimization.stage3_param_persistence_threshold (%lld elements): their "
                 "%llu bytes of parameters stay in device memory and no parameter is offloaded; "
                 "lower the threshold (0 offloads every layer)",
-                where, rt->n_layers, threshold, (unsigned long long)bytes);
+                where, rt->n_layers, threshold, bytes);
     else
         ZT_LOGI("runtime",
-                "%u of %d layers (%llu bytes of parameters) stay in device memory, not on %s: "
+                "%d of %d layers (%llu bytes of parameters) stay in device memory, not on %s: "
                 "they are below zero_optimization.stage3_param_persistence_threshold (%lld "
                 "elements; 0 offloads every layer)",
-                n, rt->n_layers, (unsigned long long)bytes, where, threshold);
+                n, rt->n_layers, bytes, where, threshold);
 }
 
 /* The device budget must hold the parameters that live there plus the largest layer while
- * its backward pass runs (gathered parameters, gradients, and their fp32 copy for the
- * reduction of 16-bit gradients over ranks); below that no schedule can run. */
-static zt_status check_device_budget(zt_runtime *rt)
+ * its backward pass runs; below that no schedule can run. */
+static zt_status check_device_budget(zt_runtime *rt, const zt_plan *plan)
 {
-    uint64_t ds = zt_dtype_size(rt->dtype), resident = 0, worst = 0;
-    const zt_layer *big = NULL;
-    for (int i = 0; i < rt->n_layers; i++) {
-        const zt_layer *L = &rt->layers[i];
-        uint64_t flat = (uint64_t)L->flat_numel;
-        if (L->persistent || rt->cfg.offload_param.device == ZT_TIER_DEVICE)
-            resident += (uint64_t)L->shard_numel * ds;
-        uint64_t need = flat * ds * (L->persistent ? 1 : 2);
-        if (rt->dtype != ZT_F32 && rt->world > 1)
-            need += flat * 4;
-        if (need > worst)
-            worst = need, big = L;
-    }
-    if (resident + worst <= rt->dev->capacity)
+    if (plan->device_min <= rt->dev->capacity)
         return ZT_OK;
     return ZT_ERR(&rt->err, ZT_ERR_DEVICE_NOMEM,
                   "the device memory budget of %llu bytes (ztier.hbm_capacity on the host "
@@ -230,9 +172,10 @@ static zt_status check_device_budget(zt_runtime *rt)
                   "parameters that live in device memory plus %llu bytes while layer '%s' runs "
                   "its backward pass (parameters and gradients); raise the budget, offload "
                   "parameters (zero_optimization.offload_param.device) or split that layer",
-                  (unsigned long long)rt->dev->capacity,
-                  (unsigned long long)(resident + worst), (unsigned long long)resident,
-                  (unsigned long long)worst, big->name);
+                  (unsigned long long)rt->dev->capacity, (unsigned long long)plan->device_min,
+                  (unsigned long long)plan->device_resident,
+                  (unsigned long long)(plan->device_min - plan->device_resident),
+                  plan->device_min_layer);
 }
 
 zt_status zt_rt_commit(zt_runtime *rt)
@@ -248,16 +191,20 @@ zt_status zt_rt_commit(zt_runtime *rt)
     zt_status st = zt_rt_open(rt);
     if (st != ZT_OK)
         return st;
-    for (int i = 0; i < rt->n_layers; i++)
-        layout_layer(rt, &rt->layers[i]);
-    report_persistent(rt);
-    if ((st = check_device_budget(rt)) != ZT_OK)
+    zt_plan plan;
+    zt_plan_layout(rt, rt->world);
+    zt_plan_make(rt, rt->world, &plan);
+    report_persistent(rt, &plan);
+    if ((st = check_device_budget(rt, &plan)) != ZT_OK)
         return st;
-    st = alloc_staging(rt);
+    size_t n = (size_t)(rt->n_layers > 0 ? rt->n_layers : 1);
+    if (!(rt->sched = calloc(n, sizeof *rt->sched)))
+        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory for the prefetch schedule");
+    st = alloc_staging(rt, &plan);
     if (st == ZT_OK)
-        st = open_swaps(rt);
+        st = open_swaps(rt, &plan);
     for (int i = 0; st == ZT_OK && i < rt->n_layers; i++)
-        st = place_layer(rt, &rt->layers[i]);
+        st = place_layer(rt, &plan, &rt->layers[i]);
     for (int i = 0; st == ZT_OK && i < rt->n_layers; i++)
         st = init_layer(rt, &rt->layers[i]);
     if (st != ZT_OK)

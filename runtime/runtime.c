@@ -1,5 +1,6 @@
 /* Runtime lifecycle: configuration, backends, and the layer/parameter registry. */
 #include "runtime/runtime.h"
+#include "runtime/plan.h"
 #include "prefetch/gather.h"
 #include "runtime/log.h"
 #include "runtime/step_nvme.h"
@@ -196,7 +197,7 @@ zt_status zt_rt_open(zt_runtime *rt)
         st = open_optimizer(rt);
     if (st != ZT_OK)
         return st;
-    rt->dtype = rt->cfg.bf16 ? ZT_BF16 : rt->cfg.fp16 ? ZT_F16 : ZT_F32;
+    rt->dtype = zt_config_dtype(&rt->cfg);
     rt->loss_scale = 1.0f;
     if (rt->cfg.fp16) {
         rt->loss_scale = rt->cfg.fp16_loss_scale > 0
@@ -261,6 +262,7 @@ void zt_rt_destroy(zt_runtime *rt)
     if (rt->prefetch_stream)
         rt->dev->iface->stream_destroy(rt->dev, rt->prefetch_stream);
     zt_trace_free(&rt->trace);
+    free(rt->sched);
     if (rt->dev)
         rt->dev->iface->destroy(rt->dev);
     if (rt->inter)

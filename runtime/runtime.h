@@ -113,6 +113,7 @@ struct zt_runtime {
     zt_stream *stream;          /* synchronous copies: gradients, optimizer writes */
     zt_stream *prefetch_stream; /* shard copies of the gather pipeline */
     zt_trace trace;
+    struct zt_sched_layer *sched; /* n_layers: the prefetch scheduler's view (prefetch.c) */
     zt_comm *comm;
     zt_host_tier host;
     zt_homes homes;          /* the tiers a shard can live in (homes.swap: unset) */

@@ -12,10 +12,12 @@ static uint64_t round_up(uint64_t bytes)
     return (bytes + HOST_TIER_ALIGN - 1) / HOST_TIER_ALIGN * HOST_TIER_ALIGN;
 }
 
+uint64_t zt_host_tier_footprint(uint64_t bytes) { return round_up(bytes ? bytes : 1); }
+
 zt_status zt_host_tier_alloc(zt_host_tier *t, uint64_t bytes, const char *owner, void **out,
                              zt_error *err)
 {
-    uint64_t size = round_up(bytes ? bytes : 1);
+    uint64_t size = zt_host_tier_footprint(bytes);
     if (t->capacity && t->current + size > t->capacity)
         return ZT_ERR(err, ZT_ERR_NOMEM,
                       "host tier full allocating %llu bytes for '%s': %llu of %llu bytes in use; "
@@ -44,6 +46,6 @@ void zt_host_tier_free(zt_host_tier *t, void *ptr, uint64_t bytes)
 {
     if (!ptr)
         return;
-    t->current -= round_up(bytes ? bytes : 1);
+    t->current -= zt_host_tier_footprint(bytes);
     free(ptr);
 }

@@ -13,6 +13,9 @@ typedef struct zt_host_tier {
     uint64_t peak;
 } zt_host_tier;
 
+/* Bytes an allocation of `bytes` counts for (whole pages). */
+uint64_t zt_host_tier_footprint(uint64_t bytes);
+
 /* Allocates `bytes` (rounded up to the page size) zeroed; owner names the tensor in errors. */
 zt_status zt_host_tier_alloc(zt_host_tier *t, uint64_t bytes, const char *owner, void **out,
                              zt_error *err);

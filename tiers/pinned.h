@@ -14,6 +14,8 @@
 typedef struct zt_pinned_pool zt_pinned_pool;
 
 zt_status zt_pinned_pool_create(int count, size_t size, zt_pinned_pool **out, zt_error *err);
+/* Bytes a pool of count buffers of size bytes maps (buffers are whole pages). */
+uint64_t zt_pinned_pool_footprint(int count, size_t size);
 void *zt_pinned_acquire(zt_pinned_pool *p);            /* NULL when all are in use */
 void zt_pinned_release(zt_pinned_pool *p, void *buf);
 size_t zt_pinned_size(const zt_pinned_pool *p);

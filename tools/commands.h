@@ -4,6 +4,7 @@
 #define ZT_TOOLS_COMMANDS_H
 
 int cmd_info(int argc, char **argv);
+int cmd_estimate(int argc, char **argv);
 int cmd_bench_copy(int argc, char **argv);
 int cmd_bench_prefetch(int argc, char **argv);
 int cmd_bench_adam(int argc, char **argv);

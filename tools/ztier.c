@@ -15,6 +15,8 @@ typedef struct command {
 
 static const command commands[] = {
     {NULL, "info", cmd_info, "print version, build options and CPU features"},
+    {NULL, "estimate", cmd_estimate, "the bytes each tier needs for a model, and which "
+                                     "placements fit"},
     /* bench entries (alphabetical) */
     ZT_BENCH_COMMANDS
 };
@@ -25,7 +27,8 @@ static void usage(FILE *out)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %s%s%-10s %s\n", commands[i].group ? commands[i].group : "",
                 commands[i].group ? " " : "", commands[i].name, commands[i].help);
-    fprintf(out, "\nAdd --json to a bench command for one JSON object on the last line.\n");
+    fprintf(out, "\nAdd --json to a bench or estimate command for one JSON object on the last "
+                 "line.\n");
 }
 
 int main(int argc, char **argv)

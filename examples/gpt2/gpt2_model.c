@@ -300,3 +300,25 @@ int gpt2_backward(gpt2_model *m, const gpt2_source *src, void (*progress)(int la
     encoder_backward(eg[0], eg[1], dx, m->tokens, m->B, m->T, C);
     return src->put(src->ctx, 0, 1);
 }
+
+static void add_call(gpt2_call *out, int max, int *n, int layer, int backward, int release)
+{
+    if (*n < max)
+        out[*n] = (gpt2_call){layer, backward, release};
+    (*n)++;
+}
+
+/* Mirrors gpt2_forward and gpt2_backward above (a test compares the two). */
+int gpt2_micro_step_calls(const gpt2_config *c, gpt2_call *out, int max)
+{
+    int n = 0, L = c->layers;
+    for (int l = 0; l <= L + 1; l++) /* embed, the blocks, ln_f */
+        add_call(out, max, &n, l, 0, 0), add_call(out, max, &n, l, 0, 1);
+    add_call(out, max, &n, 0, 0, 0); /* the tied LM head */
+    add_call(out, max, &n, 0, 0, 1);
+    add_call(out, max, &n, 0, 1, 0); /* held through the whole backward pass */
+    for (int l = L + 1; l >= 1; l--)
+        add_call(out, max, &n, l, 1, 0), add_call(out, max, &n, l, 1, 1);
+    add_call(out, max, &n, 0, 1, 1);
+    return n;
+}

@@ -65,4 +65,14 @@ int gpt2_forward(gpt2_model *m, const gpt2_source *src, const int *tokens, const
  * (may be NULL) is called with the layer about to run. */
 int gpt2_backward(gpt2_model *m, const gpt2_source *src, void (*progress)(int layer, int total));
 
+/* One call a micro-step (gpt2_forward, then gpt2_backward) makes on its source: get
+ * (release 0) or put (release 1) of a layer for the forward or backward pass. */
+typedef struct gpt2_call {
+    int layer, backward, release;
+} gpt2_call;
+
+/* The calls of one micro-step, in order, without running it (for sizing a run): writes at
+ * most max to out and returns how many there are (4 * gpt2_layer_count(c) + 2). */
+int gpt2_micro_step_calls(const gpt2_config *c, gpt2_call *out, int max);
+
 #endif

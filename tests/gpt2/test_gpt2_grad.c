@@ -286,6 +286,17 @@ static void test_layer_order_with_tied_head(void **state)
     assert_int_equal(gpt2_backward(m, &src, NULL), 0);
     assert_string_equal(r.log, "+0b +3b -3b +2b -2b +1b -1b -0b");
     assert_int_equal(r.embed_held_in_backward, 1);
+    /* the order the sizing code replays is the order the model calls */
+    gpt2_call calls[64];
+    int n = gpt2_micro_step_calls(&s.c, calls, 64);
+    char want[1024] = "";
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(want);
+        snprintf(want + len, sizeof want - len, "%s%c%d%s", len ? " " : "",
+                 calls[i].release ? '-' : '+', calls[i].layer, calls[i].backward ? "b" : "");
+    }
+    assert_string_equal(want, "+0 -0 +1 -1 +2 -2 +3 -3 +0 -0 +0b +3b -3b +2b -2b +1b -1b -0b");
+    assert_int_equal(n, 4 * 4 + 2);
     for (int l = 0; l < 4; l++)
         assert_true(r.held[l][0] == 0 && r.held[l][1] == 0);
     gpt2_model_destroy(m);

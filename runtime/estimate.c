@@ -1,0 +1,280 @@
+/* The replay behind zt_rt_estimate: a model of the device memory of each layer's gather
+ * pipeline (gather.c), fetch and release (layer_exec.c) and step (step.c), driven by the
+ * same trace and scheduler decisions as the runtime. What it models, per layer: the gathered
+ * buffer (allocated when its gather starts, freed when dropped), the gradient buffer of a
+ * backward pass, and the fp32 copy a 16-bit gradient sum over ranks takes at release. Not
+ * modelled: hpZ's secondary slices (ZeRO++), which the runtime only keeps where room is. */
+#include "runtime/estimate.h"
+#include "prefetch/schedule.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct sim_layer {
+    int64_t numel;
+    int persistent;
+    int gathered, stages_left; /* stages_left: window moves until ready (0: ready) */
+    int holds[3];
+    int grads;
+} sim_layer;
+
+typedef struct sim {
+    const zt_runtime *rt;
+    zt_sched_limits lim;
+    sim_layer *layers;
+    zt_sched_layer *view;
+    int n;
+    zt_trace trace;
+    uint64_t ds, current, peak, capacity, evictions;
+    int world, nvme_params;
+} sim;
+
+static int holds(const sim_layer *L) { return L->holds[0] + L->holds[1] + L->holds[2]; }
+
+static const zt_sched_layer *snapshot(sim *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        const sim_layer *L = &s->layers[i];
+        s->view[i] = (zt_sched_layer){L->numel, L->persistent, L->gathered,
+                                      L->gathered && L->stages_left == 0, holds(L)};
+    }
+    return s->view;
+}
+
+static uint64_t gathered_bytes(const sim *s, const sim_layer *L)
+{
+    return L->persistent ? 0 : (uint64_t)L->numel * s->ds;
+}
+
+static void drop(sim *s, sim_layer *L)
+{
+    if (!L->gathered || L->persistent)
+        return;
+    s->current -= gathered_bytes(s, L);
+    L->gathered = 0, L->stages_left = 0;
+}
+
+/* Device allocation; with `evict`, frees the unheld layer needed furthest away until the
+ * bytes fit (zt_device_alloc_evicting). 0 when they cannot. */
+static int alloc(sim *s, uint64_t bytes, int evict)
+{
+    while (s->current + bytes > s->capacity) {
+        int victim = evict ? zt_sched_victim(&s->trace, snapshot(s), s->n) : -1;
+        if (victim < 0)
+            return 0;
+        drop(s, &s->layers[victim]);
+        s->evictions++;
+    }
+    s->current += bytes;
+    if (s->current > s->peak)
+        s->peak = s->current;
+    return 1;
+}
+
+/* One stage of the gather pipeline: the start allocates the full buffer; then READING (an
+ * NVMe home), COPYING and COMM precede READY. */
+static int advance(sim *s, sim_layer *L, int evict)
+{
+    if (L->persistent) {
+        L->gathered = 1, L->stages_left = 0;
+        return 1;
+    }
+    if (!L->gathered) {
+        if (!alloc(s, gathered_bytes(s, L), evict))
+            return 0;
+        L->gathered = 1;
+        L->stages_left = s->nvme_params ? 3 : 2;
+        return 1;
+    }
+    if (L->stages_left > 0)
+        L->stages_left--;
+    return 1;
+}
+
+static void move_window(sim *s, int current)
+{
+    int ids[ZT_SCHED_LOOKAHEAD];
+    int k = zt_sched_window(&s->lim, &s->trace, snapshot(s), s->n, current, ids,
+                            ZT_SCHED_LOOKAHEAD);
+    for (int i = 0; i < k; i++)
+        advance(s, &s->layers[ids[i]], 0); /* a prefetch that does not fit is cancelled */
+}
+
+static int fetch(sim *s, int id, zt_pass pass)
+{
+    sim_layer *L = &s->layers[id];
+    int training = pass != ZT_INFERENCE;
+    if (training) {
+        int was_valid = s->trace.valid && !s->trace.deviated;
+        if (zt_trace_observe(&s->trace, id, pass) == 0 && was_valid)
+            for (int i = 0; i < s->n; i++) /* a changed order drops the window */
+                if (i != id && !holds(&s->layers[i]))
+                    drop(s, &s->layers[i]);
+    }
+    while (!(L->gathered && L->stages_left <= 1))
+        if (!advance(s, L, 1))
+            return 0;
+    if (training && s->trace.valid && !s->trace.deviated)
+        move_window(s, id);
+    L->stages_left = 0;
+    L->holds[pass]++;
+    if (pass == ZT_BACKWARD && !L->grads) {
+        if (!alloc(s, (uint64_t)L->numel * s->ds, 1))
+            return 0;
+        L->grads = 1;
+    }
+    return 1;
+}
+
+static int release(sim *s, int id, zt_pass pass)
+{
+    sim_layer *L = &s->layers[id];
+    if (L->holds[pass] == 0)
+        return 0;
+    L->holds[pass]--;
+    if (pass == ZT_BACKWARD && L->holds[ZT_BACKWARD] == 0) {
+        if (s->ds != 4 && s->world > 1) { /* 16-bit gradients widened for the sum */
+            if (!alloc(s, (uint64_t)L->numel * 4, 1))
+                return 0;
+            s->current -= (uint64_t)L->numel * 4;
+        }
+        s->current -= (uint64_t)L->numel * s->ds;
+        L->grads = 0;
+    }
+    if (!holds(L) && !zt_sched_keep(&s->lim, &s->trace, snapshot(s), s->n, id))
+        drop(s, L);
+    return 1;
+}
+
+static void step(sim *s)
+{
+    for (int i = 0; i < s->n; i++)
+        if (!holds(&s->layers[i]))
+            drop(s, &s->layers[i]);
+    zt_trace_end_step(&s->trace);
+    move_window(s, -1);
+}
+
+static zt_status replay(zt_runtime *rt, sim *s, const zt_est_event *ev, int n, int steps)
+{
+    int accum = rt->cfg.gradient_accumulation_steps;
+    for (int t = 0; t < steps; t++) {
+        for (int m = 0; m < accum; m++)
+            for (int i = 0; i < n; i++) {
+                int ok = ev[i].release ? release(s, ev[i].layer, ev[i].pass)
+                                       : fetch(s, ev[i].layer, ev[i].pass);
+                if (!ok)
+                    return ZT_ERR(&rt->err, ev[i].release ? ZT_ERR_ARGUMENT : ZT_ERR_DEVICE_NOMEM,
+                                  ev[i].release
+                                      ? "estimate: event %d releases layer '%s', which is not "
+                                        "fetched for that pass"
+                                      : "estimate: event %d, the fetch of layer '%s', does not "
+                                        "fit the device budget",
+                                  i, rt->layers[ev[i].layer].name);
+            }
+        step(s);
+    }
+    return ZT_OK;
+}
+
+static zt_status simulate(zt_runtime *rt, const zt_plan *plan, uint64_t capacity,
+                          const zt_est_event *ev, int n, int steps, sim *s)
+{
+    memset(s, 0, sizeof *s);
+    s->rt = rt;
+    s->n = rt->n_layers;
+    s->lim = (zt_sched_limits){rt->cfg.stage3_prefetch_bucket_size,
+                               rt->cfg.stage3_max_live_parameters,
+                               rt->cfg.stage3_max_reuse_distance};
+    s->ds = zt_dtype_size(plan->dtype);
+    s->world = plan->world;
+    s->nvme_params = plan->param_tier == ZT_TIER_NVME;
+    s->capacity = capacity;
+    s->current = s->peak = plan->device_resident;
+    s->layers = calloc((size_t)s->n, sizeof *s->layers);
+    s->view = calloc((size_t)s->n, sizeof *s->view);
+    zt_status st = s->layers && s->view
+                       ? ZT_OK
+                       : ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory estimating");
+    for (int i = 0; st == ZT_OK && i < s->n; i++)
+        s->layers[i] = (sim_layer){rt->layers[i].flat_numel, rt->layers[i].persistent, 0, 0,
+                                   {0, 0, 0}, 0};
+    if (st == ZT_OK)
+        st = replay(rt, s, ev, n, steps);
+    free(s->layers), free(s->view);
+    zt_trace_free(&s->trace);
+    return st;
+}
+
+/* Each layer forward in order, then backward in reverse. */
+static zt_est_event *default_events(int layers, int *n)
+{
+    zt_est_event *ev = calloc(4 * (size_t)layers, sizeof *ev);
+    *n = 0;
+    for (int i = 0; ev && i < 2 * layers; i++) {
+        int l = i < layers ? i : 2 * layers - 1 - i;
+        zt_pass pass = i < layers ? ZT_FORWARD : ZT_BACKWARD;
+        ev[(*n)++] = (zt_est_event){l, pass, 0};
+        ev[(*n)++] = (zt_est_event){l, pass, 1};
+    }
+    return ev;
+}
+
+/* The smallest budget the replay succeeds with, between the plan's minimum (a lower bound)
+ * and the unbounded peak (enough): a bisection, replays being cheap. */
+static uint64_t order_minimum(zt_runtime *rt, const zt_plan *plan, uint64_t hi,
+                              const zt_est_event *ev, int n, int steps)
+{
+    uint64_t lo = plan->device_min; /* fails below; hi succeeds */
+    zt_error saved = rt->err;
+    sim s;
+    if (simulate(rt, plan, lo, ev, n, steps, &s) == ZT_OK)
+        hi = lo;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (simulate(rt, plan, mid, ev, n, steps, &s) == ZT_OK)
+            hi = mid;
+        else
+            lo = mid;
+    }
+    rt->err = saved;
+    return hi;
+}
+
+zt_status zt_rt_estimate(zt_runtime *rt, int world, uint64_t device_capacity,
+                         const zt_est_event *events, int n, int steps, zt_estimate *out)
+{
+    memset(out, 0, sizeof *out);
+    if (rt->n_layers == 0)
+        return ZT_ERR(&rt->err, ZT_ERR_USAGE, "estimate: no layers registered");
+    zt_est_event *own = NULL;
+    if (!events && !(events = own = default_events(rt->n_layers, &n)))
+        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory estimating");
+    for (int i = 0; i < n; i++)
+        if (events[i].layer < 0 || events[i].layer >= rt->n_layers)
+            return free(own), ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
+                                     "estimate: event %d names layer %d of %d", i,
+                                     events[i].layer, rt->n_layers);
+    zt_plan_layout(rt, world);
+    zt_plan_make(rt, world, &out->plan);
+    out->device_capacity = device_capacity;
+    sim s;
+    zt_status st = simulate(rt, &out->plan, UINT64_MAX, events, n, steps, &s);
+    out->device_window = s.peak;
+    if (st == ZT_OK)
+        out->device_min_order = order_minimum(rt, &out->plan, s.peak, events, n, steps);
+    if (st == ZT_OK && device_capacity < out->device_min_order)
+        st = ZT_ERR(&rt->err, ZT_ERR_DEVICE_NOMEM,
+                    "estimate: the device budget of %llu bytes is below the %llu bytes these "
+                    "steps need at least (%llu for layer '%s' in its backward pass alone; "
+                    "layers held at the same time need more)",
+                    (unsigned long long)device_capacity,
+                    (unsigned long long)out->device_min_order,
+                    (unsigned long long)out->plan.device_min, out->plan.device_min_layer);
+    if (st == ZT_OK)
+        st = simulate(rt, &out->plan, device_capacity, events, n, steps, &s);
+    out->device_peak = s.peak;
+    out->evictions = steps > 0 ? s.evictions / (uint64_t)steps : 0;
+    free(own);
+    return st;
+}

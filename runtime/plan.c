@@ -1,0 +1,98 @@
+/* The placement plan (see plan.h). Every size here is the one commit allocates: the host
+ * tier's and the pinned pool's page rounding and the swap space's block rounding come from
+ * those modules, so the plan and a committed runtime's zt_stats agree. */
+#include "runtime/plan.h"
+#include "runtime/step_nvme.h"
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+zt_dtype zt_config_dtype(const zt_config *cfg)
+{
+    return cfg->bf16 ? ZT_BF16 : cfg->fp16 ? ZT_F16 : ZT_F32;
+}
+
+static void layout_layer(zt_runtime *rt, zt_layer *L, int world)
+{
+    int64_t off = 0;
+    for (int i = 0; i < L->n_params; i++) {
+        zt_param *p = &rt->params[L->param_ids[i]];
+        p->offset = off;
+        off += round_up(p->numel, ZT_PARAM_ALIGN_ELEMS);
+    }
+    /* Small layers are not worth a collective per use: every rank keeps all of them. */
+    L->persistent = off < rt->cfg.stage3_param_persistence_threshold;
+    int64_t ranks = L->persistent ? 1 : world;
+    L->flat_numel = round_up(off ? off : 1, ranks * ZT_PARAM_ALIGN_ELEMS);
+    L->shard_numel = L->flat_numel / ranks;
+}
+
+void zt_plan_layout(zt_runtime *rt, int world)
+{
+    for (int i = 0; i < rt->n_layers; i++)
+        layout_layer(rt, &rt->layers[i], world);
+}
+
+/* Device bytes while layer L runs its backward pass: its gathered parameters (resident when
+ * persistent), its gradients, and their fp32 copy for a sum over ranks of 16-bit gradients. */
+static uint64_t backward_need(const zt_layer *L, const zt_plan *p)
+{
+    uint64_t flat = (uint64_t)L->flat_numel, ds = zt_dtype_size(p->dtype);
+    uint64_t need = flat * ds * (L->persistent ? 1 : 2);
+    return p->dtype != ZT_F32 && p->world > 1 ? need + flat * 4 : need;
+}
+
+static void plan_layer(const zt_runtime *rt, const zt_layer *L, zt_plan *p)
+{
+    uint64_t shard = (uint64_t)L->shard_numel, ds = zt_dtype_size(p->dtype);
+    uint64_t bs = (uint64_t)rt->cfg.aio_block_size, param_bytes = shard * ds;
+    p->host_bytes += zt_host_tier_footprint(shard * 4); /* gradient accumulator */
+    if (p->optim_tier == ZT_TIER_HOST)
+        p->host_bytes += 3 * zt_host_tier_footprint(shard * 4);
+    else
+        p->nvme_optim_bytes += 3 * zt_swap_footprint(shard * 4, bs);
+    if (L->persistent) {
+        p->device_resident += param_bytes;
+        p->persistent_bytes += param_bytes;
+        p->persistent_layers++;
+    } else if (p->param_tier == ZT_TIER_DEVICE) {
+        p->device_resident += param_bytes;
+    } else if (p->param_tier == ZT_TIER_HOST) {
+        p->host_bytes += zt_host_tier_footprint(param_bytes);
+    } else {
+        p->nvme_param_bytes += zt_swap_footprint(param_bytes, bs);
+        if (param_bytes > p->max_param_shard_bytes)
+            p->max_param_shard_bytes = param_bytes;
+    }
+    if (backward_need(L, p) > p->device_min) {
+        p->device_min = backward_need(L, p);
+        p->device_min_layer = L->name;
+    }
+    if (L->shard_numel > p->max_shard)
+        p->max_shard = L->shard_numel;
+}
+
+void zt_plan_make(const zt_runtime *rt, int world, zt_plan *p)
+{
+    *p = (zt_plan){0};
+    p->world = world;
+    p->dtype = zt_config_dtype(&rt->cfg);
+    p->param_tier = rt->cfg.offload_param.device;
+    p->optim_tier = rt->cfg.offload_optimizer.device == ZT_TIER_NVME ? ZT_TIER_NVME
+                                                                       : ZT_TIER_HOST;
+    p->max_shard = 1;
+    for (int i = 0; i < rt->n_layers; i++)
+        plan_layer(rt, &rt->layers[i], p);
+    p->device_min += p->device_resident; /* the largest backward need, on top */
+    /* Two halves, each page-aligned for O_DIRECT: an fp32 shard and its working-dtype copy. */
+    p->staging_bytes = 2 * (uint64_t)round_up(p->max_shard * (int64_t)sizeof(float), 4096);
+    p->host_bytes += zt_host_tier_footprint(p->staging_bytes);
+    if (p->optim_tier == ZT_TIER_NVME) {
+        /* three sets of master, m and v sub-group buffers for the pipelined NVMe step */
+        int64_t per = zt_step_nvme_chunk_elems(rt, (uint64_t)rt->cfg.aio_block_size);
+        p->opt_buf_bytes = (uint64_t)(per < p->max_shard ? per : p->max_shard) * sizeof(float);
+        p->host_bytes += 9 * zt_host_tier_footprint(p->opt_buf_bytes);
+    }
+    if (p->max_param_shard_bytes)
+        p->pinned_bytes = zt_pinned_pool_footprint((int)rt->cfg.offload_param.buffer_count,
+                                                   p->max_param_shard_bytes);
+}

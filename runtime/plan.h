@@ -1,0 +1,38 @@
+/* The placement plan: how every layer is laid out over the ranks and what each tier holds
+ * on one rank, from the registry and the configuration alone. Commit lays out and allocates
+ * by it; `ztier estimate` prints it for a world size the caller chooses. */
+#ifndef ZT_RUNTIME_PLAN_H
+#define ZT_RUNTIME_PLAN_H
+
+#include "runtime/runtime.h"
+
+typedef struct zt_plan {
+    int world;
+    zt_dtype dtype;          /* of parameters and gradients */
+    zt_tier_kind param_tier; /* home of sharded parameters (persistent ones: device) */
+    zt_tier_kind optim_tier; /* home of master, m, v: host or NVMe (the optimizer is on the CPU) */
+    int64_t max_shard;       /* elements of the largest shard */
+    uint64_t staging_bytes;  /* host: one fp32 shard in transit and its working-dtype copy */
+    uint64_t opt_buf_bytes;  /* host: each of the NVMe step's 9 sub-group buffers (or 0) */
+    uint64_t host_bytes;     /* host tier in all: the above, gradient accumulators, homes */
+    uint64_t pinned_bytes;   /* NVMe parameter staging pool */
+    uint64_t nvme_param_bytes, nvme_optim_bytes; /* swap files */
+    uint64_t max_param_shard_bytes;              /* one staging buffer of the pool */
+    uint64_t device_resident; /* parameters that live in device memory */
+    uint64_t device_min;      /* resident + the largest need of one backward pass */
+    const char *device_min_layer;
+    uint64_t persistent_bytes;
+    int persistent_layers;
+} zt_plan;
+
+/* The working dtype the configuration asks for. */
+zt_dtype zt_config_dtype(const zt_config *cfg);
+
+/* Lays every layer out for `world` ranks: parameter offsets, flat and shard sizes, and
+ * whether it is persistent (below stage3_param_persistence_threshold). */
+void zt_plan_layout(zt_runtime *rt, int world);
+
+/* The bytes of each tier on one rank for the layout zt_plan_layout made. */
+void zt_plan_make(const zt_runtime *rt, int world, zt_plan *out);
+
+#endif

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# `ztier estimate --layers` against a real run of the same model and configuration: the
+# minimal example's MLP (dims 32-256-256-8) described as a layers file, trained for 3 steps
+# by zt_minimal; the estimate's host bytes equal the run's host peak and its device peak is
+# within 5% of the run's, for host and NVMe placements.
+#   estimate_cli.sh <ztier> <zt_minimal>
+set -euo pipefail
+ztier=$1 minimal=$2
+work=$(mktemp -d "${ZT_TEST_TMPDIR:-/tmp}/estimate-cli.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cat > "$work/mlp.json" <<JSON
+{"layers": [
+  {"name": "fc1", "params": [{"name": "fc1.weight", "shape": [256, 32]}, {"name": "fc1.bias", "shape": [256]}]},
+  {"name": "fc2", "params": [{"name": "fc2.weight", "shape": [256, 256]}, {"name": "fc2.bias", "shape": [256]}]},
+  {"name": "fc3", "params": [{"name": "fc3.weight", "shape": [8, 256]}, {"name": "fc3.bias", "shape": [8]}]}]}
+JSON
+mkdir -p "$work/swap"
+for placement in "cpu cpu 1M" "nvme nvme 1M" "cpu cpu 600K"; do
+  read -r pdev odev hbm <<<"$placement"
+  cat > "$work/ds.json" <<JSON
+{"zero_optimization": {"stage3_param_persistence_threshold": 0,
+  "offload_param": {"device": "$pdev", "nvme_path": "$work/swap"},
+  "offload_optimizer": {"device": "$odev", "nvme_path": "$work/swap"}},
+ "aio": {"block_size": 4096}, "ztier": {"hbm_capacity": "$hbm"}}
+JSON
+  run=$("$minimal" --config "$work/ds.json" --steps 3 | tail -n 1)
+  est=$("$ztier" estimate --layers "$work/mlp.json" --ds-config "$work/ds.json" --json | tail -n 1)
+  dev_run=$(sed -E 's/^device peak ([0-9]+) .*/\1/' <<<"$run")
+  host_run=$(sed -E 's/.*host peak ([0-9]+) bytes.*/\1/' <<<"$run")
+  dev_est=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["per_rank"]["device_peak"])' "$est")
+  host_est=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["per_rank"]["host"])' "$est")
+  echo "$pdev/$odev, budget $hbm: device peak $dev_run, estimated $dev_est; host $host_run, estimated $host_est"
+  [ "$host_run" -eq "$host_est" ]
+  awk -v a="$dev_run" -v b="$dev_est" 'BEGIN { r = b / a; exit !(r >= 0.95 && r <= 1.05) }'
+done
+# bad input names the problem
+if "$ztier" estimate --layers "$work/missing.json" 2> "$work/err"; then exit 1; fi
+grep -q "missing.json" "$work/err"
+echo '{"layers": [{"name": "a", "params": [{"name": "a.w", "shape": [0]}]}]}' > "$work/bad.json"
+if "$ztier" estimate --layers "$work/bad.json" 2> "$work/err"; then exit 1; fi
+grep -q "layers\[0\].params\[0\]" "$work/err"
+echo "estimate CLI checks passed"
