@@ -6,6 +6,8 @@
 #include "gpt2_ztier.h"
 #include "runtime/estimate.h"
 
+#include "scratch.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -134,18 +136,14 @@ static void test_gpt2_estimate_matches_runs(void **state)
 static int setup(void **state)
 {
     (void)state;
-    const char *base = getenv("ZT_TEST_TMPDIR") ? getenv("ZT_TEST_TMPDIR") : "/tmp";
-    snprintf(dir, sizeof dir, "%s/gpt2-estimate-%d", base, (int)getpid());
-    mkdir(dir, 0755);
+    scratch_make("gpt2-estimate", dir, sizeof dir);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return scratch_remove(dir);
 }
 
 int main(void)

@@ -14,6 +14,8 @@
 #include "train.h"
 
 #include <math.h>
+#include "scratch.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -463,18 +465,14 @@ static void test_errors_are_returned_not_logged(void **state)
 static int setup(void **state)
 {
     (void)state;
-    const char *base = getenv("ZT_TEST_TMPDIR") ? getenv("ZT_TEST_TMPDIR") : "/tmp";
-    snprintf(dir, sizeof dir, "%s/embedding-%d", base, (int)getpid());
-    mkdir(dir, 0755);
+    scratch_make("embedding", dir, sizeof dir);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return scratch_remove(dir);
 }
 
 int main(void)

@@ -5,6 +5,8 @@
 #include "runtime/estimate.h"
 #include "train.h"
 
+#include "scratch.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -204,18 +206,14 @@ static void test_estimate_refuses_a_budget_below_the_minimum(void **state)
 static int setup(void **state)
 {
     (void)state;
-    const char *base = getenv("ZT_TEST_TMPDIR") ? getenv("ZT_TEST_TMPDIR") : "/tmp";
-    snprintf(dir, sizeof dir, "%s/estimate-%d", base, (int)getpid());
-    mkdir(dir, 0755);
+    scratch_make("estimate", dir, sizeof dir);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return scratch_remove(dir);
 }
 
 int main(void)
