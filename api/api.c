@@ -1,7 +1,7 @@
 /* The public entry points: argument and state checks, then the runtime's internal calls.
  * Every failure leaves a message in the handle; misuse never crashes. */
 #include "runtime/checkpoint.h"
-#include "runtime/log.h"
+#include "core/log.h"
 #include "runtime/runtime.h"
 
 #include <stdio.h>

@@ -30,7 +30,7 @@
 #ifndef ZT_OPTIMIZER_ADAM_H
 #define ZT_OPTIMIZER_ADAM_H
 
-#include "runtime/threadpool.h"
+#include "core/threadpool.h"
 #include "ztier.h"
 
 #include <stdint.h>

@@ -2,7 +2,7 @@
  * scalar reference, which computes the same bits. Compiled with those flags; only called
  * when the CPU reports them. */
 #include "optimizer/adam.h"
-#include "optimizer/convert_simd.h"
+#include "core/convert_simd.h"
 
 #include <float.h>
 #include <immintrin.h>

@@ -1,14 +1,9 @@
 /* Run-time choice of the Adam kernel, the per-call constants, and the serial entry points. */
 #include "optimizer/adam.h"
+#include "core/cpu.h"
 
 #include <math.h>
 #include <string.h>
-
-static int cpu_has_avx512_bf16(void)
-{
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512bf16");
-}
 
 void zt_adam_consts_init(zt_adam_consts *c, const zt_adam_hparams *h)
 {
@@ -24,21 +19,18 @@ void zt_adam_consts_init(zt_adam_consts *c, const zt_adam_hparams *h)
     c->decay = h->adamw ? h->lr * h->weight_decay : 0.0f;
     c->l2 = h->adamw ? 0.0f : h->weight_decay;
     c->grad_scale = h->grad_scale;
-    c->bf16_insn = cpu_has_avx512_bf16();
+    c->bf16_insn = zt_cpu_has(ZT_CPU_AVX512_BF16);
 }
 
 int zt_adam_variant_supported(zt_adam_variant v)
 {
-    __builtin_cpu_init();
     switch (v) {
     case ZT_ADAM_SCALAR:
         return 1;
     case ZT_ADAM_AVX2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+        return zt_cpu_has(ZT_CPU_AVX2_FMA_F16C);
     case ZT_ADAM_AVX512:
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+        return zt_cpu_has(ZT_CPU_AVX512);
     }
     return 0;
 }

@@ -3,7 +3,7 @@
  * they use an FMA instruction, so all variants agree bitwise (see adam.h). This file is
  * compiled with -ffp-contract=off: the compiler must not fuse any other multiply and add. */
 #include "optimizer/adam.h"
-#include "optimizer/convert.h"
+#include "core/convert.h"
 
 #include <float.h>
 #include <math.h>

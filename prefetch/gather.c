@@ -1,12 +1,7 @@
 #include "prefetch/gather.h"
 #include "prefetch/prefetch.h"
-#include "runtime/log.h"
+#include "core/log.h"
 #include "runtime/zeropp.h"
-
-static zt_comm_dtype comm_dtype(zt_dtype t)
-{
-    return t == ZT_F32 ? ZT_COMM_F32 : t == ZT_BF16 ? ZT_COMM_BF16 : ZT_COMM_F16;
-}
 
 static char *rank_slot(const zt_runtime *rt, const zt_layer *L)
 {
@@ -105,7 +100,7 @@ static zt_status issue_allgather(zt_runtime *rt, zt_layer *L, zt_error *err)
     } else if (st == ZT_OK) {
         zt_comm_count(rt, (uint64_t)L->shard_numel * zt_dtype_size(rt->dtype));
         st = rt->comm->iface->allgather(rt->comm, rank_slot(rt, L), L->gathered,
-                                        (size_t)L->shard_numel, comm_dtype(rt->dtype), &L->req,
+                                        (size_t)L->shard_numel, zt_comm_dtype_of(rt->dtype), &L->req,
                                         err);
     }
     if (st == ZT_OK)

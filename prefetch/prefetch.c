@@ -1,7 +1,7 @@
 #include "prefetch/prefetch.h"
 #include "prefetch/gather.h"
 #include "prefetch/schedule.h"
-#include "runtime/log.h"
+#include "core/log.h"
 #include "runtime/zeropp.h"
 
 #include <stdlib.h>

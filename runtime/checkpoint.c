@@ -8,9 +8,9 @@
 #include "runtime/checkpoint.h"
 #include "runtime/checkpoint_dir.h"
 #include "runtime/checkpoint_manifest.h"
-#include "runtime/log.h"
+#include "core/log.h"
 #include "runtime/step_nvme.h"
-#include "runtime/test_hooks.h"
+#include "core/test_hooks.h"
 
 #include <errno.h>
 #include <stdio.h>

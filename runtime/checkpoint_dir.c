@@ -1,8 +1,8 @@
 /* The checkpoint root folder and its `latest` list (see checkpoint_dir.h). */
 #include "runtime/checkpoint_dir.h"
 #include "runtime/config.h"
-#include "runtime/log.h"
-#include "runtime/test_hooks.h"
+#include "core/log.h"
+#include "core/test_hooks.h"
 
 #include <dirent.h>
 #include <errno.h>

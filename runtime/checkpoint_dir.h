@@ -13,7 +13,7 @@
 #ifndef ZT_RUNTIME_CHECKPOINT_DIR_H
 #define ZT_RUNTIME_CHECKPOINT_DIR_H
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* Commit: freeze the registry, lay each layer out as one flat buffer split evenly over
  * ranks, place every shard on its tier, and write the initial values. */
-#include "runtime/log.h"
+#include "core/log.h"
 #include "runtime/plan.h"
 #include "runtime/runtime.h"
 #include "runtime/step_nvme.h"

@@ -5,7 +5,7 @@
  * the final struct (after environment overrides or edits by the caller). */
 #include "runtime/config.h"
 #include "runtime/config_schema.h"
-#include "runtime/log.h"
+#include "core/log.h"
 
 #include <ctype.h>
 #include <errno.h>

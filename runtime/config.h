@@ -3,7 +3,7 @@
 #ifndef ZT_RUNTIME_CONFIG_H
 #define ZT_RUNTIME_CONFIG_H
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 #include <stdint.h>
 

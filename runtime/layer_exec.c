@@ -2,8 +2,9 @@
  * zeroed gradient buffers for the backward pass); release frees them and, after a backward
  * pass, reduce-scatters the gradients and accumulates this rank's shard in fp32. */
 #include "prefetch/gather.h"
+#include "core/time.h"
 #include "prefetch/prefetch.h"
-#include "runtime/log.h"
+#include "core/log.h"
 #include "runtime/step_nvme.h"
 #include "runtime/zeropp.h"
 #include "runtime/runtime.h"
@@ -12,21 +13,9 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static const char *pass_name(zt_pass pass)
 {
     return pass == ZT_FORWARD ? "forward" : pass == ZT_BACKWARD ? "backward" : "inference";
-}
-
-static zt_comm_dtype comm_dtype(zt_dtype t)
-{
-    return t == ZT_F32 ? ZT_COMM_F32 : t == ZT_BF16 ? ZT_COMM_BF16 : ZT_COMM_F16;
 }
 
 static zt_status alloc_grads(zt_runtime *rt, zt_layer *L)
@@ -80,7 +69,7 @@ static zt_status gather_layer(zt_runtime *rt, zt_layer *L, int move_window)
 zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_layer_view *view)
 {
     zt_layer *L = &rt->layers[layer];
-    double t0 = now_s();
+    double t0 = zt_now_s();
     int training = pass != ZT_INFERENCE;
     if (training)
         zt_prefetch_observe(rt, layer, pass);
@@ -101,7 +90,7 @@ zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_layer_view *vi
         return st;
     }
     fill_views(rt, L, pass, view);
-    rt->stats.fetch_wait_s += now_s() - t0;
+    rt->stats.fetch_wait_s += zt_now_s() - t0;
     rt->stats.fetches++;
     return ZT_OK;
 }
@@ -157,10 +146,10 @@ static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
         zt_comm_count(rt, (uint64_t)L->shard_numel * zt_dtype_size(dt) * (L->persistent ? 2 : 1));
     if (st == ZT_OK && L->persistent) /* replicated: every rank needs the whole sum */
         st = rt->comm->iface->allreduce(rt->comm, buf, buf, (size_t)L->shard_numel,
-                                        comm_dtype(dt), ZT_REDUCE_SUM, &req, &rt->err);
+                                        zt_comm_dtype_of(dt), ZT_REDUCE_SUM, &req, &rt->err);
     else if (st == ZT_OK)
         st = rt->comm->iface->reduce_scatter(rt->comm, buf, buf, (size_t)L->shard_numel,
-                                             comm_dtype(dt), ZT_REDUCE_SUM, &req, &rt->err);
+                                             zt_comm_dtype_of(dt), ZT_REDUCE_SUM, &req, &rt->err);
     if (st == ZT_OK)
         st = rt->comm->iface->wait(rt->comm, &req, &rt->err);
     void *host = rt->staging_lp; /* holds one fp32 shard */

@@ -2,9 +2,13 @@
  * tier's and the pinned pool's page rounding and the swap space's block rounding come from
  * those modules, so the plan and a committed runtime's zt_stats agree. */
 #include "runtime/plan.h"
+#include "core/align.h"
 #include "runtime/step_nvme.h"
 
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+static int64_t round_up(int64_t x, int64_t m)
+{
+    return (int64_t)zt_round_up((uint64_t)x, (uint64_t)m);
+}
 
 zt_dtype zt_config_dtype(const zt_config *cfg)
 {
@@ -84,7 +88,7 @@ void zt_plan_make(const zt_runtime *rt, int world, zt_plan *p)
         plan_layer(rt, &rt->layers[i], p);
     p->device_min += p->device_resident; /* the largest backward need, on top */
     /* Two halves, each page-aligned for O_DIRECT: an fp32 shard and its working-dtype copy. */
-    p->staging_bytes = 2 * (uint64_t)round_up(p->max_shard * (int64_t)sizeof(float), 4096);
+    p->staging_bytes = 2 * zt_round_up((uint64_t)p->max_shard * sizeof(float), ZT_PAGE_BYTES);
     p->host_bytes += zt_host_tier_footprint(p->staging_bytes);
     if (p->optim_tier == ZT_TIER_NVME) {
         /* three sets of master, m and v sub-group buffers for the pipelined NVMe step */

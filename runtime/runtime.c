@@ -2,7 +2,7 @@
 #include "runtime/runtime.h"
 #include "runtime/plan.h"
 #include "prefetch/gather.h"
-#include "runtime/log.h"
+#include "core/log.h"
 #include "runtime/step_nvme.h"
 #include "runtime/zeropp.h"
 
@@ -10,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-size_t zt_dtype_size(zt_dtype t) { return t == ZT_F32 ? 4 : 2; }
 
 zt_status zt_layer_set_master(zt_runtime *rt, zt_layer *L, const float *master)
 {

@@ -5,13 +5,13 @@
 #define ZT_RUNTIME_RUNTIME_H
 
 #include "optimizer/adam.h"
-#include "optimizer/convert.h"
+#include "core/convert.h"
 #include "runtime/comm/comm.h"
 #include "runtime/config.h"
 #include "runtime/device/device.h"
-#include "runtime/error.h"
+#include "core/error.h"
 #include "runtime/home.h"
-#include "runtime/threadpool.h"
+#include "core/threadpool.h"
 #include "prefetch/trace.h"
 #include "tiers/host_tier.h"
 #include "tiers/pinned.h"
@@ -137,8 +137,6 @@ struct zt_runtime {
     int hysteresis_left;
     zt_stats stats;
 };
-
-size_t zt_dtype_size(zt_dtype t);
 
 /* Stores a layer's fp32 master shard (a host buffer of shard_numel floats, 4096-aligned for
  * NVMe homes) and the working-dtype parameters derived from it (through rt->staging_lp). */

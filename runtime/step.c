@@ -2,8 +2,9 @@
  * Adam pass over each layer's shard on the CPU, writing the new working-dtype parameters to
  * their home tier. A step with inf/nan gradients changes nothing but the loss scale. */
 #include "prefetch/prefetch.h"
+#include "core/time.h"
 #include "runtime/step_nvme.h"
-#include "runtime/log.h"
+#include "core/log.h"
 #include "runtime/runtime.h"
 
 #include <math.h>
@@ -11,13 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Gradients are summed over micro-steps and ranks and scaled by the loss scale; this factor
  * turns them into the average gradient of the unscaled loss. */
@@ -144,7 +138,7 @@ static zt_adam_hparams make_hparams(const zt_runtime *rt, float lr, float wd, fl
 
 zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)
 {
-    double t0 = now_s();
+    double t0 = zt_now_s();
     double sumsq = 0, nonfinite = 0;
     float lr, wd;
     zt_status st = step_values(rt, args, &lr, &wd);
@@ -182,7 +176,7 @@ zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *inf
     out.loss_scale = rt->loss_scale;
     if (info)
         *info = out;
-    rt->stats.step_s += now_s() - t0;
+    rt->stats.step_s += zt_now_s() - t0;
     return ZT_OK;
 }
 

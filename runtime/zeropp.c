@@ -13,7 +13,7 @@
  * by ztier.ranks_per_node (or the launcher's local size). */
 #include "runtime/zeropp.h"
 #include "runtime/comm/quant.h"
-#include "runtime/log.h"
+#include "core/log.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,18 +1,16 @@
 #include "tiers/host_tier.h"
+#include "core/align.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
-#define HOST_TIER_ALIGN 4096u
 #define HUGE_PAGE (2u << 20)
 
-static uint64_t round_up(uint64_t bytes)
+uint64_t zt_host_tier_footprint(uint64_t bytes)
 {
-    return (bytes + HOST_TIER_ALIGN - 1) / HOST_TIER_ALIGN * HOST_TIER_ALIGN;
+    return zt_round_up(bytes ? bytes : 1, ZT_PAGE_BYTES);
 }
-
-uint64_t zt_host_tier_footprint(uint64_t bytes) { return round_up(bytes ? bytes : 1); }
 
 zt_status zt_host_tier_alloc(zt_host_tier *t, uint64_t bytes, const char *owner, void **out,
                              zt_error *err)
@@ -28,7 +26,7 @@ zt_status zt_host_tier_alloc(zt_host_tier *t, uint64_t bytes, const char *owner,
     void *p = NULL;
     /* Large shards are streamed by the optimizer: 2 MiB alignment lets transparent huge
      * pages back them (fewer TLB misses), where the system allows it. */
-    size_t align = size >= HUGE_PAGE ? HUGE_PAGE : HOST_TIER_ALIGN;
+    size_t align = size >= HUGE_PAGE ? HUGE_PAGE : ZT_PAGE_BYTES;
     if (posix_memalign(&p, align, size) != 0)
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of host memory allocating %llu bytes for '%s'",
                       (unsigned long long)size, owner);

@@ -3,7 +3,7 @@
 #ifndef ZT_TIERS_HOST_TIER_H
 #define ZT_TIERS_HOST_TIER_H
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 #include <stdint.h>
 

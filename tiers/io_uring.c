@@ -2,6 +2,7 @@
  * queue_depth pieces in flight, resubmits the rest of short transfers, and sleeps in
  * io_uring_wait_cqe (no polling). New pieces wake it through an eventfd watched by the ring. */
 #include "tiers/io.h"
+#include "core/log.h"
 
 #include <errno.h>
 #include <liburing.h>
@@ -167,7 +168,7 @@ static void *ring_thread(void *arg)
             if (io_uring_cqe_get_data64(cqe) == WAKE_TAG) {
                 uint64_t v;
                 if (read(e->efd, &v, sizeof v) < 0 && errno != EAGAIN)
-                    perror("ztier io_uring eventfd");
+                    ZT_LOGW("io_uring", "reading the wake-up eventfd: %s", strerror(errno));
                 e->poll_armed = 0;
                 continue;
             }
@@ -217,7 +218,7 @@ static void wake(zt_io_engine *e)
 {
     uint64_t one = 1;
     if (write(e->efd, &one, sizeof one) < 0 && errno != EAGAIN)
-        perror("ztier io_uring eventfd");
+        ZT_LOGW("io_uring", "waking the completion thread: %s", strerror(errno));
 }
 
 static void uring_submit(zt_io_engine *e, zt_io_piece *p)

@@ -4,7 +4,9 @@
  * Buffers the caller registers (zt_swap_register_buffers) are used with fixed reads and
  * writes; any other buffer works through plain O_DIRECT reads and writes. */
 #include "tiers/nvme.h"
-#include "runtime/log.h"
+#include "core/align.h"
+#include "core/time.h"
+#include "core/log.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,7 +21,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define SWAP_ALIGN 4096u
 
 typedef struct swap_file {
     char path[ZT_PATH_MAX + 64];
@@ -41,13 +42,6 @@ struct zt_swap {
     int inflight;
     zt_swap_stats stats;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 uint64_t zt_swap_footprint(uint64_t bytes, uint64_t block_size)
 {
@@ -345,7 +339,7 @@ static zt_status start_engine(zt_swap *sw, zt_error *err)
 zt_status zt_swap_create(const zt_swap_config *cfg, uint64_t capacity, zt_swap **out,
                          zt_error *err)
 {
-    if (cfg->n_paths < 1 || cfg->n_paths > ZT_MAX_NVME_PATHS || cfg->block_size % SWAP_ALIGN)
+    if (cfg->n_paths < 1 || cfg->n_paths > ZT_MAX_NVME_PATHS || cfg->block_size % ZT_PAGE_BYTES)
         return ZT_ERR(err, ZT_ERR_CONFIG, "NVMe swap: %d folders (1..%d) and block size %llu "
                                           "(a multiple of 4096) are required",
                       cfg->n_paths, ZT_MAX_NVME_PATHS, (unsigned long long)cfg->block_size);
@@ -435,8 +429,8 @@ static void piece_done(zt_io_piece *p, int result)
 static zt_status start_io(zt_swap *sw, int op, const zt_swap_extent *x, uint64_t offset,
                           void *buf, uint64_t len, zt_swap_io *io, zt_error *err)
 {
-    uint64_t bs = sw->cfg.block_size, total = (len + SWAP_ALIGN - 1) / SWAP_ALIGN * SWAP_ALIGN;
-    if (offset % bs || offset + total > x->n_blocks * bs || ((uintptr_t)buf % SWAP_ALIGN) != 0)
+    uint64_t bs = sw->cfg.block_size, total = zt_round_up(len, ZT_PAGE_BYTES);
+    if (offset % bs || offset + total > x->n_blocks * bs || ((uintptr_t)buf % ZT_PAGE_BYTES) != 0)
         return ZT_ERR(err, ZT_ERR_INTERNAL,
                       "NVMe %s of '%s': %llu bytes at %p does not fit its extent or alignment",
                       op == ZT_IO_READ ? "read" : "write", x->owner, (unsigned long long)len, buf);
@@ -444,7 +438,7 @@ static zt_status start_io(zt_swap *sw, int op, const zt_swap_extent *x, uint64_t
     memset(io, 0, sizeof *io);
     io->sw = sw, io->op = op, io->x = x, io->n_pieces = n, io->pending = n;
     io->first_block = offset / bs;
-    io->t_start = now_s();
+    io->t_start = zt_now_s();
     if (!(io->pieces = calloc((size_t)n, sizeof *io->pieces)))
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory for an NVMe transfer of '%s'", x->owner);
     pthread_mutex_lock(&sw->lock);
@@ -501,7 +495,7 @@ zt_status zt_swap_wait(zt_swap *sw, zt_swap_io *io, zt_error *err)
     pthread_mutex_lock(&sw->lock);
     while (io->pending > 0)
         pthread_cond_wait(&sw->done, &sw->lock);
-    double dt = now_s() - io->t_start;
+    double dt = zt_now_s() - io->t_start;
     uint64_t bytes = 0;
     for (int k = 0; k < io->n_pieces; k++)
         bytes += io->pieces[k].len;

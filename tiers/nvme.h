@@ -7,7 +7,7 @@
 #define ZT_TIERS_NVME_H
 
 #include "runtime/config.h"
-#include "runtime/error.h"
+#include "core/error.h"
 #include "tiers/io.h"
 
 #include <pthread.h>

@@ -1,5 +1,6 @@
 #include "tiers/pinned.h"
-#include "runtime/log.h"
+#include "core/align.h"
+#include "core/log.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -17,16 +18,14 @@ struct zt_pinned_pool {
 
 static int warned_mlock;
 
-static size_t page_round(size_t size) { return (size + 4095) / 4096 * 4096; }
-
 uint64_t zt_pinned_pool_footprint(int count, size_t size)
 {
-    return (uint64_t)count * page_round(size);
+    return (uint64_t)count * zt_round_up(size, ZT_PAGE_BYTES);
 }
 
 zt_status zt_pinned_pool_create(int count, size_t size, zt_pinned_pool **out, zt_error *err)
 {
-    size = page_round(size);
+    size = zt_round_up(size, ZT_PAGE_BYTES);
     zt_pinned_pool *p = calloc(1, sizeof *p);
     if (!p || count < 1)
         return free(p), ZT_ERR(err, ZT_ERR_NOMEM, "pinned pool: cannot create %d buffers", count);

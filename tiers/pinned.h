@@ -6,7 +6,7 @@
 #ifndef ZT_TIERS_PINNED_H
 #define ZT_TIERS_PINNED_H
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 #include <stddef.h>
 #include <stdint.h>

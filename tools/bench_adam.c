@@ -7,7 +7,7 @@
  * against its floor max(read bytes / read bandwidth, write bytes / write bandwidth,
  * in-memory step), with the folder's bandwidth measured in the same run. */
 #include "optimizer/adam.h"
-#include "optimizer/convert.h"
+#include "core/convert.h"
 #include "tools/bench_common.h"
 #include "tools/bench_disk.h"
 #include "ztier.h"

@@ -1,6 +1,6 @@
 /* Backend selection and synchronous helpers shared by every comm backend. */
 #include "runtime/comm/comm.h"
-#include "runtime/log.h"
+#include "core/log.h"
 
 #include <stdlib.h>
 #include <string.h>

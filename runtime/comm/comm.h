@@ -7,7 +7,7 @@
 #ifndef ZT_RUNTIME_COMM_H
 #define ZT_RUNTIME_COMM_H
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -64,6 +64,12 @@ struct zt_comm {
 };
 
 size_t zt_comm_dtype_size(zt_comm_dtype dt);
+
+/* The comm dtype that carries elements of a zt_dtype. */
+static inline zt_comm_dtype zt_comm_dtype_of(zt_dtype t)
+{
+    return t == ZT_F32 ? ZT_COMM_F32 : t == ZT_BF16 ? ZT_COMM_BF16 : ZT_COMM_F16;
+}
 
 /* The world communicator of a backend ("single", "mpi", "nccl", "auto": mpi when launched
  * by mpirun with more than one rank, else single). */

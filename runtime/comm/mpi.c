@@ -19,9 +19,9 @@
  * that completes after all (a late, not a dead, peer) no longer counts: MPI is then
  * finalised as usual. An application that initialised MPI itself finalises it itself, so
  * must not call MPI_Finalize after ztier reported a collective that did not complete. */
-#include "optimizer/convert.h"
+#include "core/convert.h"
 #include "runtime/comm/comm.h"
-#include "runtime/log.h"
+#include "core/log.h"
 
 #include <errno.h>
 #include <mpi.h>

@@ -8,7 +8,8 @@
  * This file is compiled and linked wherever CUDA and NCCL are present; it has never run on
  * this project's CPU-only machines. */
 #include "runtime/comm/comm.h"
-#include "runtime/log.h"
+#include "core/time.h"
+#include "core/log.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -168,27 +169,20 @@ static zt_status nccl_barrier(zt_comm *base, zt_comm_req *req, zt_error *err)
     return finish(c, st, req, err);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static zt_status nccl_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
 {
     nccl_comm *c = (nccl_comm *)base;
     cudaEvent_t ev = req->impl;
     if (!ev)
         return ZT_OK;
-    double deadline = now_s() + c->timeout_s;
+    double deadline = zt_now_s() + c->timeout_s;
     cudaError_t r;
     while ((r = cudaEventQuery(ev)) == cudaErrorNotReady) {
         ncclResult_t async = ncclSuccess;
         ncclCommGetAsyncError(c->comm, &async);
         if (async != ncclSuccess)
             return nccl_check(async, "collective (asynchronous error)", err);
-        if (now_s() > deadline) {
+        if (zt_now_s() > deadline) {
             ncclCommAbort(c->comm);
             return ZT_ERR(err, ZT_ERR_COMM,
                           "rank %d: a collective did not complete within %.0f s; another rank has "

@@ -1,6 +1,6 @@
 /* AVX2 (+F16C) block quantization, bit-identical to the scalar reference: 8 lanes, the last
  * n % 8 elements of a block through the same scalar formula. */
-#include "optimizer/convert.h"
+#include "core/convert.h"
 #include "runtime/comm/quant.h"
 
 #include <immintrin.h>

@@ -1,7 +1,7 @@
 /* Scalar reference block quantization (see quant.h), and the run-time choice of variant. */
 #include "runtime/comm/quant.h"
-#include "optimizer/adam.h"
-#include "optimizer/convert.h"
+#include "core/cpu.h"
+#include "core/convert.h"
 
 #include <math.h>
 
@@ -101,8 +101,8 @@ void zt_dequant4_add_scalar(const uint8_t *q, const float *scales, int64_t n, in
 int zt_quant_variant_supported(zt_quant_variant v)
 {
     if (v == ZT_QUANT_AVX2)
-        return zt_adam_variant_supported(ZT_ADAM_AVX2);
-    return v == ZT_QUANT_SCALAR || zt_adam_variant_supported(ZT_ADAM_AVX512);
+        return zt_cpu_has(ZT_CPU_AVX2_FMA_F16C);
+    return v == ZT_QUANT_SCALAR || zt_cpu_has(ZT_CPU_AVX512);
 }
 
 zt_quant_variant zt_quant_variant_best(void)

@@ -30,7 +30,7 @@
  * GPU, so it has not run here (its test, tests/cuda, skips). */
 #include "runtime/device/cuda_kernels.h"
 #include "runtime/device/device.h"
-#include "runtime/log.h"
+#include "core/log.h"
 
 #include <cuda_runtime_api.h>
 #include <pthread.h>

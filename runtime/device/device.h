@@ -10,7 +10,7 @@
 #ifndef ZT_RUNTIME_DEVICE_H
 #define ZT_RUNTIME_DEVICE_H
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 #include <pthread.h>
 #include <stddef.h>

@@ -6,7 +6,7 @@
  * sequence number when queued; an event recorded on a stream captures the stream's last
  * queued sequence number and is complete once the stream's completed count reaches it. */
 #include "runtime/device/device.h"
-#include "optimizer/convert.h"
+#include "core/convert.h"
 
 #include <pthread.h>
 #include <stdlib.h>

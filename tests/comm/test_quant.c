@@ -2,7 +2,7 @@
  * bit for bit over dtypes, odd lengths and block sizes; every element's error is within half
  * a step of its block's scale (checked in double); zero blocks stay zero; int4 packs and
  * unpacks within its bound. */
-#include "optimizer/convert.h"
+#include "core/convert.h"
 #include "runtime/comm/quant.h"
 
 #include <math.h>

@@ -3,7 +3,7 @@
  * every invalid value is ZT_ERR_CONFIG naming the JSON path, the value and what is allowed;
  * environment overrides and the final validation are checked the same way. */
 #include "runtime/config.h"
-#include "runtime/log.h"
+#include "core/log.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

@@ -5,7 +5,7 @@
  *
  * This is a backend-specific test: it relies on a zt_stream * being a cudaStream_t to gate a
  * stream with a host function. */
-#include "optimizer/convert.h"
+#include "core/convert.h"
 #include "runtime/comm/quant.h"
 #include "runtime/device/cuda_kernels.h"
 #include "runtime/device/device.h"

@@ -1,6 +1,6 @@
 /* The mpi comm backend under mpirun: every collective against values each rank can compute
  * on its own, 16-bit reductions carried out in fp32, splitting, and the bounded wait. */
-#include "optimizer/convert.h"
+#include "core/convert.h"
 #include "runtime/comm/comm.h"
 
 #include <math.h>

@@ -4,7 +4,7 @@
  * thread-pool step bitwise against the serial one; the gradient sum of squares against a
  * double sum; the per-call constants; variant names. */
 #include "optimizer/adam.h"
-#include "optimizer/convert.h"
+#include "core/convert.h"
 
 #include <float.h>
 #include <math.h>

@@ -2,7 +2,7 @@
  * textbook nearest-even rule for bf16; every fp16 value; a rounding computed in double and
  * the compiler's _Float16 casts for fp32 -> fp16), and the array functions, whose AVX2/F16C
  * loops must give the scalar functions' bits at every length and alignment. */
-#include "optimizer/convert.h"
+#include "core/convert.h"
 
 #include <math.h>
 #include <setjmp.h>

@@ -2,7 +2,7 @@
  * count, chunk size and item count; worker indices stay in range; many loops in a row reuse
  * the same threads; a loop started from inside a loop runs on its caller; NULL and one-thread
  * pools run on the caller; NUMA binding accepts real nodes and rejects missing ones. */
-#include "runtime/threadpool.h"
+#include "core/threadpool.h"
 
 #include <numa.h>
 #include <setjmp.h>

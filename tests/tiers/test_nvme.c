@@ -4,7 +4,7 @@
  * folders, a full disk, a filesystem without O_DIRECT, injected I/O errors and a flipped byte
  * each give a clear error naming the cause, and destroy stays clean; a restart after kill -9
  * on a tight disk reuses the space of the swap file the killed run left behind. */
-#include "runtime/log.h"
+#include "core/log.h"
 #include "tiers/nvme.h"
 
 #include <dirent.h>

@@ -1,6 +1,6 @@
 /* The host device backend: budgeted allocation, in-order asynchronous copies on worker
  * threads, events and cross-stream waits, and its cast/scale kernels. */
-#include "optimizer/convert.h"
+#include "core/convert.h"
 #include "runtime/device/device.h"
 
 #include <setjmp.h>

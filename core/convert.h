@@ -8,14 +8,17 @@
  *    exactly, NaN quieted (sign | 0x7e00 | top 9 payload bits).
  *  - bf16/fp16 -> fp32: exact; an fp16 NaN comes back quieted.
  * Integer arithmetic only: independent of the MXCSR rounding mode and DAZ/FTZ. */
-#ifndef ZT_OPTIMIZER_CONVERT_H
-#define ZT_OPTIMIZER_CONVERT_H
+#ifndef ZT_CORE_CONVERT_H
+#define ZT_CORE_CONVERT_H
 
 #include "ztier.h"
 
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+/* Bytes of one element. */
+static inline size_t zt_dtype_size(zt_dtype t) { return t == ZT_F32 ? 4 : 2; }
 
 static inline uint32_t zt_f32_bits(float f)
 {

@@ -1,4 +1,4 @@
-#include "runtime/error.h"
+#include "core/error.h"
 
 #include <errno.h>
 #include <stdarg.h>

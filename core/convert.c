@@ -2,8 +2,8 @@
  * on CPUs with AVX2 and F16C the loops run 8 elements at a time through functions compiled
  * for those instructions (target attributes, chosen at run time), with the scalar functions
  * of convert.h for the tails. Both give the same bits (tests/optimizer/test_convert.c). */
-#include "optimizer/convert.h"
-#include "optimizer/convert_simd.h"
+#include "core/convert.h"
+#include "core/convert_simd.h"
 
 #include <stdatomic.h>
 

@@ -1,5 +1,5 @@
-#include "runtime/log.h"
-#include "runtime/error.h"
+#include "core/log.h"
+#include "core/error.h"
 
 #include <stdarg.h>
 #include <stdio.h>

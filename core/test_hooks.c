@@ -1,7 +1,7 @@
-#include "runtime/test_hooks.h"
+#include "core/test_hooks.h"
 
 #ifdef ZT_TEST_HOOKS
-#include "runtime/log.h"
+#include "core/log.h"
 
 #include <signal.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* Leveled logging with subsystem names. The level comes from zt_options, else $ZT_LOG
  * (error|warn|info|debug), else warn. Messages go to the caller's callback or stderr. */
-#ifndef ZT_RUNTIME_LOG_H
-#define ZT_RUNTIME_LOG_H
+#ifndef ZT_CORE_LOG_H
+#define ZT_CORE_LOG_H
 
 #include "ztier.h"
 

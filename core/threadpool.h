@@ -1,10 +1,10 @@
 /* A persistent pool of worker threads running blocking parallel-for loops. The calling thread
  * takes part; between loops the workers sleep on a condition variable (no spinning, no thread
  * creation per loop). With a NUMA node given, the workers run only on that node's cores. */
-#ifndef ZT_RUNTIME_THREADPOOL_H
-#define ZT_RUNTIME_THREADPOOL_H
+#ifndef ZT_CORE_THREADPOOL_H
+#define ZT_CORE_THREADPOOL_H
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 #include <stdint.h>
 

@@ -1,7 +1,7 @@
 /* Internal error records: a status plus a message with file:line, filled by the module that
  * found the problem and copied into the runtime's last-error text by the API layer. */
-#ifndef ZT_RUNTIME_ERROR_H
-#define ZT_RUNTIME_ERROR_H
+#ifndef ZT_CORE_ERROR_H
+#define ZT_CORE_ERROR_H
 
 #include "ztier.h"
 

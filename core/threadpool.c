@@ -1,8 +1,8 @@
 /* Workers wait for a new generation number under the pool's mutex; zt_threadpool_run
  * publishes a loop, bumps the generation, works through chunks itself and waits until every
  * worker has reported back, so the next loop never starts while a worker is in the last one. */
-#include "runtime/threadpool.h"
-#include "runtime/log.h"
+#include "core/threadpool.h"
+#include "core/log.h"
 
 #include <numa.h>
 #include <pthread.h>
