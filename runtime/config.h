@@ -4,20 +4,10 @@
 #define ZT_RUNTIME_CONFIG_H
 
 #include "core/error.h"
+#include "tiers/home.h" /* zt_tier_kind */
+#include "tiers/nvme.h" /* ZT_MAX_NVME_PATHS, ZT_PATH_MAX, zt_io_engine_kind */
 
 #include <stdint.h>
-
-#define ZT_MAX_NVME_PATHS 8
-#define ZT_PATH_MAX 1024
-
-/* Where a kind of state lives. "none" for offload_* means: not offloaded (device). */
-typedef enum zt_tier_kind { ZT_TIER_DEVICE = 0, ZT_TIER_HOST = 1, ZT_TIER_NVME = 2 } zt_tier_kind;
-
-typedef enum zt_io_engine_kind {
-    ZT_IO_ENGINE_AUTO = 0, /* io_uring, falling back to threads with a log line saying why */
-    ZT_IO_ENGINE_URING,
-    ZT_IO_ENGINE_THREADS
-} zt_io_engine_kind;
 
 typedef enum zt_optimizer_kind { ZT_OPT_ADAMW = 0, ZT_OPT_ADAM = 1 } zt_optimizer_kind;
 
@@ -92,38 +82,10 @@ typedef struct zt_config {
     int log_level;                          /* -1 = unset */
 } zt_config;
 
+/* Upper bound of byte counts and of keys without one. */
+#define ZT_CONFIG_NO_MAX 9.2e18
+
 void zt_config_defaults(zt_config *cfg);
-
-/* Parses JSON text over the defaults already in *cfg. Unknown keys are logged as warnings
- * naming the full path ("zero_optimization.stage3_prefetch_bucketsize") and the closest
- * known key; DeepSpeed keys ztier does not use are logged at info; invalid values return
- * ZT_ERR_CONFIG with a message naming the path, the value and what is allowed. DeepSpeed's
- * "auto" keeps the value in *cfg where ztier has a default for it, and is an error elsewhere.
- * `origin` names the source in messages (a file path or "config text"). */
-zt_status zt_config_parse(zt_config *cfg, const char *json_text, const char *origin,
-                          zt_error *err);
-
-/* Sets one key, or a whole object, from code (zt_config_set): path is a dotted JSON path
- * ("zero_optimization.offload_param.device") or NULL/"" for a whole document; value is JSON
- * text ("3e-4", "true", "[0.9, 0.95]", "{...}") or, when it is not valid JSON, a string
- * ("nvme"). Same validation and messages as a file, except that an unknown key is an error
- * (ZT_ERR_CONFIG with the closest known key) rather than a warning, and that rules between
- * keys (zt_config_validate) are left for the caller to check once all keys are set. */
-zt_status zt_config_set_value(zt_config *cfg, const char *path, const char *value,
-                              zt_error *err);
-
-/* Reads and parses a file (ZT_ERR_CONFIG naming the path when it cannot be read). */
-zt_status zt_config_load_file(zt_config *cfg, const char *path, zt_error *err);
-
-/* Applies environment overrides: ZT_LOG (log level), ZT_HBM_CAPACITY (bytes, K/M/G),
- * ZT_NVME_PATH (replaces both offload nvme paths; several folders separated by ':'),
- * ZT_IO_ENGINE, ZT_ADAM_VARIANT. An invalid value is ZT_ERR_CONFIG naming the variable. */
-zt_status zt_config_apply_env(zt_config *cfg, zt_error *err);
-
-/* Checks the final struct: every field against the key table's range (for structs edited by
- * the caller or the environment), and cross-field rules (stage 3, at most one of fp16/bf16,
- * an nvme device needs a path, backend combinations). Synchronous; touches nothing. */
-zt_status zt_config_validate(const zt_config *cfg, zt_error *err);
 
 /* Parses a byte count: "1048576", "512K", "2G", "1.5GiB", "4GB" (K/M/G/T are powers of
  * 1024). Returns 0 and sets *out, or -1 (leaving *out alone) when s is not such a count. */

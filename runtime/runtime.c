@@ -1,6 +1,7 @@
 /* Runtime lifecycle: configuration, backends, and the layer/parameter registry. */
 #include "runtime/runtime.h"
 #include "runtime/plan.h"
+#include "runtime/config_parse.h"
 #include "prefetch/gather.h"
 #include "core/log.h"
 #include "runtime/step_nvme.h"

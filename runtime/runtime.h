@@ -10,7 +10,7 @@
 #include "runtime/config.h"
 #include "runtime/device/device.h"
 #include "core/error.h"
-#include "runtime/home.h"
+#include "tiers/home.h"
 #include "core/threadpool.h"
 #include "prefetch/trace.h"
 #include "tiers/host_tier.h"

@@ -10,6 +10,13 @@
 
 enum { ZT_IO_READ = 0, ZT_IO_WRITE = 1 };
 
+/* Which engine a swap space runs (zt_swap_config.engine). */
+typedef enum zt_io_engine_kind {
+    ZT_IO_ENGINE_AUTO = 0, /* io_uring, falling back to threads with a log line saying why */
+    ZT_IO_ENGINE_URING,
+    ZT_IO_ENGINE_THREADS
+} zt_io_engine_kind;
+
 typedef struct zt_io_piece zt_io_piece;
 typedef void (*zt_io_done_fn)(zt_io_piece *piece, int result); /* result: 0 or -errno */
 

@@ -6,9 +6,11 @@
 #ifndef ZT_TIERS_NVME_H
 #define ZT_TIERS_NVME_H
 
-#include "runtime/config.h"
 #include "core/error.h"
 #include "tiers/io.h"
+
+#define ZT_MAX_NVME_PATHS 8 /* folders a swap space stripes over */
+#define ZT_PATH_MAX 1024    /* bytes of a folder path, NUL included */
 
 #include <pthread.h>
 #include <stdint.h>

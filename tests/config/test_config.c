@@ -2,7 +2,7 @@
  * use are logged at info; unknown keys warn with their full path and the closest known key;
  * every invalid value is ZT_ERR_CONFIG naming the JSON path, the value and what is allowed;
  * environment overrides and the final validation are checked the same way. */
-#include "runtime/config.h"
+#include "runtime/config_parse.h"
 #include "core/log.h"
 
 #include <setjmp.h>

@@ -1,4 +1,4 @@
-#include "runtime/home.h"
+#include "tiers/home.h"
 
 #include <string.h>
 

@@ -1,14 +1,16 @@
 /* A shard's home: the tier where a piece of state lives between uses (device memory, host
  * memory or NVMe), and the synchronous moves between a home and host or device memory. */
-#ifndef ZT_RUNTIME_HOME_H
-#define ZT_RUNTIME_HOME_H
+#ifndef ZT_TIERS_HOME_H
+#define ZT_TIERS_HOME_H
 
-#include "runtime/config.h"
 #include "runtime/device/device.h"
 #include "tiers/host_tier.h"
 #include "tiers/nvme.h"
 
 #include <stdint.h>
+
+/* Where a kind of state lives. "none" for offload_* means: not offloaded (device). */
+typedef enum zt_tier_kind { ZT_TIER_DEVICE = 0, ZT_TIER_HOST = 1, ZT_TIER_NVME = 2 } zt_tier_kind;
 
 typedef struct zt_home {
     zt_tier_kind kind;

@@ -1,7 +1,8 @@
 /* The table of configuration keys ztier understands: JSON path, type, where the value
  * lands in zt_config, and what is allowed. DeepSpeed keys ztier knowingly ignores are
  * listed too, so that they are logged as "not used" instead of being reported as typos. */
-#include "runtime/config_schema.h"
+#include "runtime/config_keys.h"
+#include "runtime/config.h"
 
 #include <stddef.h>
 

@@ -1,12 +1,12 @@
-/* The configuration key table shared by the parser and the validator (config.c). */
-#ifndef ZT_RUNTIME_CONFIG_SCHEMA_H
-#define ZT_RUNTIME_CONFIG_SCHEMA_H
-
-#include "runtime/config.h"
+/* The configuration key table shared by the parser and the validator (config_parse.c): every
+ * key's JSON path, kind, place in zt_config (an offset: this header needs no zt_config), and
+ * what is allowed. */
+#ifndef ZT_RUNTIME_CONFIG_KEYS_H
+#define ZT_RUNTIME_CONFIG_KEYS_H
 
 #include <stddef.h>
 
-/* Upper bound of keys that have none (fits int64_t and float). */
+/* Upper bound of keys that have none (fits int64_t and float; = ZT_CONFIG_NO_MAX). */
 #define ZT_KEY_NO_MAX 9.2e18
 
 typedef enum zt_key_kind {

@@ -1,0 +1,39 @@
+/* Reading the configuration: DeepSpeed JSON text or files, single keys from code
+ * (zt_config_set), environment overrides, and the checks of the final struct. */
+#ifndef ZT_RUNTIME_CONFIG_PARSE_H
+#define ZT_RUNTIME_CONFIG_PARSE_H
+
+#include "runtime/config.h"
+
+/* Parses JSON text over the defaults already in *cfg. Unknown keys are logged as warnings
+ * naming the full path ("zero_optimization.stage3_prefetch_bucketsize") and the closest
+ * known key; DeepSpeed keys ztier does not use are logged at info; invalid values return
+ * ZT_ERR_CONFIG with a message naming the path, the value and what is allowed. DeepSpeed's
+ * "auto" keeps the value in *cfg where ztier has a default for it, and is an error elsewhere.
+ * `origin` names the source in messages (a file path or "config text"). */
+zt_status zt_config_parse(zt_config *cfg, const char *json_text, const char *origin,
+                          zt_error *err);
+
+/* Sets one key, or a whole object, from code (zt_config_set): path is a dotted JSON path
+ * ("zero_optimization.offload_param.device") or NULL/"" for a whole document; value is JSON
+ * text ("3e-4", "true", "[0.9, 0.95]", "{...}") or, when it is not valid JSON, a string
+ * ("nvme"). Same validation and messages as a file, except that an unknown key is an error
+ * (ZT_ERR_CONFIG with the closest known key) rather than a warning, and that rules between
+ * keys (zt_config_validate) are left for the caller to check once all keys are set. */
+zt_status zt_config_set_value(zt_config *cfg, const char *path, const char *value,
+                              zt_error *err);
+
+/* Reads and parses a file (ZT_ERR_CONFIG naming the path when it cannot be read). */
+zt_status zt_config_load_file(zt_config *cfg, const char *path, zt_error *err);
+
+/* Applies environment overrides: ZT_LOG (log level), ZT_HBM_CAPACITY (bytes, K/M/G),
+ * ZT_NVME_PATH (replaces both offload nvme paths; several folders separated by ':'),
+ * ZT_IO_ENGINE, ZT_ADAM_VARIANT. An invalid value is ZT_ERR_CONFIG naming the variable. */
+zt_status zt_config_apply_env(zt_config *cfg, zt_error *err);
+
+/* Checks the final struct: every field against the key table's range (for structs edited by
+ * the caller or the environment), and cross-field rules (stage 3, at most one of fp16/bf16,
+ * an nvme device needs a path, backend combinations). Synchronous; touches nothing. */
+zt_status zt_config_validate(const zt_config *cfg, zt_error *err);
+
+#endif
