@@ -226,29 +226,8 @@ zt_status zt_stats_get(const zt_runtime *rt, zt_stats *out)
     if (!out || out->struct_size < sizeof(size_t) + sizeof(uint64_t))
         return ZT_ERR(err_of(rt), ZT_ERR_ARGUMENT,
                       "zt_stats_get: out is NULL or out->struct_size is unset (use ZT_STATS_INIT)");
-    zt_stats s = rt->stats;
-    if (rt->dev) {
-        s.device_bytes_current = rt->dev->bytes_in_use;
-        s.device_bytes_peak = rt->dev->bytes_peak;
-        s.device_bytes_capacity = rt->dev->capacity;
-    }
-    s.host_bytes_current = rt->host.current;
-    s.host_bytes_peak = rt->host.peak;
-    s.trace_deviations = (uint64_t)rt->trace.deviations;
-    s.pinned_bytes = rt->param_staging ? zt_pinned_bytes(rt->param_staging) : 0;
-    zt_swap *swaps[2] = {rt->param_swap, rt->optim_swap};
-    for (int i = 0; i < 2; i++) {
-        if (!swaps[i])
-            continue;
-        zt_swap_stats ss;
-        zt_swap_get_stats(swaps[i], &ss);
-        s.nvme_bytes_current += ss.used;
-        s.nvme_bytes_peak += ss.used; /* preallocated at commit: current is the peak */
-        s.nvme_read_bytes += ss.read_bytes;
-        s.nvme_write_bytes += ss.write_bytes;
-        s.nvme_read_s += ss.read_s;
-        s.nvme_write_s += ss.write_s;
-    }
+    zt_stats s;
+    zt_rt_stats(rt, &s);
     size_t n = out->struct_size < sizeof s ? out->struct_size : sizeof s;
     s.struct_size = n;
     memcpy(out, &s, n);

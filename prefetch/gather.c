@@ -1,188 +1,222 @@
 #include "prefetch/gather.h"
-#include "prefetch/prefetch.h"
-#include "core/log.h"
-#include "runtime/zeropp.h"
+#include "core/convert.h"
 
-static char *rank_slot(const zt_runtime *rt, const zt_layer *L)
+static size_t dsize(const zt_gather_env *env) { return zt_dtype_size(env->dtype); }
+
+static char *rank_slot(const zt_gather *g, const zt_gather_env *env)
 {
-    return (char *)L->gathered + (size_t)rt->rank * (size_t)L->shard_numel * zt_dtype_size(rt->dtype);
+    return (char *)g->buf + (size_t)env->topo->rank * (size_t)g->shard_numel * dsize(env);
 }
 
-static zt_status alloc_gathered(zt_runtime *rt, zt_layer *L, int evict, zt_error *err)
+static zt_comm *gather_comm(const zt_gather *g, const zt_gather_env *env)
 {
-    size_t bytes = (size_t)L->flat_numel * zt_dtype_size(rt->dtype);
-    return evict ? zt_device_alloc_evicting(rt, bytes, &L->gathered, err)
-                 : rt->dev->iface->alloc(rt->dev, bytes, &L->gathered, err);
+    return g->from_secondary ? env->topo->intra : env->topo->world;
 }
 
-/* The fetch path needs a staging buffer now: finish the reads of prefetched layers (each
- * frees one when its copy is queued) until one is free. */
-static void *staging_for_fetch(zt_runtime *rt, zt_layer *self, zt_error *err)
+zt_status zt_gather_init(zt_gather *g, zt_gather_env *env, const char *name, int64_t flat_numel,
+                         int64_t shard_numel, int persistent, const zt_home *home,
+                         zt_error *err)
 {
-    void *buf;
-    while (!(buf = zt_pinned_acquire(rt->param_staging))) {
-        zt_layer *holder = NULL;
-        for (int i = 0; i < rt->n_layers && !holder; i++)
-            if (&rt->layers[i] != self && rt->layers[i].nvme_buf)
-                holder = &rt->layers[i];
-        if (!holder || zt_gather_advance(rt, holder, 1, err) != ZT_OK)
-            return NULL;
-    }
-    return buf;
+    *g = (zt_gather){0};
+    g->name = name;
+    g->flat_numel = flat_numel;
+    g->shard_numel = shard_numel;
+    g->persistent = persistent;
+    g->home = home;
+    return env->dev->iface->event_create(env->dev, &g->copied, err);
 }
 
-/* NONE -> READING (NVMe home) or COPYING (host/device home). */
-static zt_status start(zt_runtime *rt, zt_layer *L, int evict, zt_error *err)
+void zt_gather_fini(zt_gather *g, zt_gather_env *env)
 {
-    if (L->secondary) { /* hpZ: everything comes from the node's secondary slices */
-        zt_status st = alloc_gathered(rt, L, evict, err);
+    zt_gather_drop(g, env);
+    zt_gather_release_secondary(g, env);
+    if (g->copied)
+        env->dev->iface->event_destroy(env->dev, g->copied);
+    g->copied = NULL;
+}
+
+static zt_status alloc_full(zt_gather *g, zt_gather_env *env, int evict, zt_error *err)
+{
+    size_t bytes = (size_t)g->flat_numel * dsize(env);
+    return zt_device_tier_alloc(env->dtier, bytes, evict, &g->buf, err);
+}
+
+/* NONE -> READING (NVMe home) or COPYING (host/device home, or hpZ's slices). */
+static zt_status start(zt_gather *g, zt_gather_env *env, int evict, int *needs_staging,
+                       zt_error *err)
+{
+    zt_status st = ZT_OK;
+    if (g->secondary) { /* hpZ: everything comes from the node's slices */
+        st = alloc_full(g, env, evict, err);
         if (st == ZT_OK)
-            st = rt->dev->iface->event_record(rt->dev, L->copied, rt->prefetch_stream, err);
+            st = env->dev->iface->event_record(env->dev, g->copied, env->stream, err);
         if (st == ZT_OK)
-            L->gstate = ZT_GATHER_COPYING;
+            g->state = ZT_GATHER_COPYING;
         return st;
     }
-    if (L->param_home.kind == ZT_TIER_NVME) {
-        L->nvme_buf = evict ? staging_for_fetch(rt, L, err) : zt_pinned_acquire(rt->param_staging);
-        if (!L->nvme_buf)
-            return evict ? ZT_ERR(err, ZT_ERR_INTERNAL, "no NVMe staging buffer for '%s'", L->name)
-                         : ZT_OK; /* prefetch: try again at a later fetch */
-        zt_status st = alloc_gathered(rt, L, evict, err);
+    if (g->home->kind == ZT_TIER_NVME) {
+        if (!(g->nvme_buf = zt_pinned_acquire(env->staging))) {
+            *needs_staging = evict; /* a prefetch simply tries again at a later fetch */
+            return ZT_OK;
+        }
+        st = alloc_full(g, env, evict, err);
         if (st == ZT_OK)
-            st = zt_home_read_start(&L->param_home, L->nvme_buf, &L->nvme_io, err);
+            st = zt_home_read_start(g->home, g->nvme_buf, &g->nvme_io, err);
         if (st == ZT_OK)
-            L->gstate = ZT_GATHER_READING;
+            g->state = ZT_GATHER_READING;
         return st;
     }
-    zt_status st = alloc_gathered(rt, L, evict, err);
-    zt_homes h = rt->homes;
-    h.stream = rt->prefetch_stream;
+    zt_homes h = {env->dev, env->stream, NULL, NULL};
+    st = alloc_full(g, env, evict, err);
     if (st == ZT_OK)
-        st = zt_home_to_device(&h, &L->param_home, rank_slot(rt, L), err);
+        st = zt_home_to_device(&h, g->home, rank_slot(g, env), err);
     if (st == ZT_OK)
-        st = rt->dev->iface->event_record(rt->dev, L->copied, rt->prefetch_stream, err);
+        st = env->dev->iface->event_record(env->dev, g->copied, env->stream, err);
     if (st == ZT_OK) {
-        L->gstate = ZT_GATHER_COPYING;
-        rt->stats.h2d_bytes += L->param_home.kind == ZT_TIER_DEVICE ? 0 : L->param_home.bytes;
+        g->state = ZT_GATHER_COPYING;
+        env->h2d_bytes += g->home->kind == ZT_TIER_DEVICE ? 0 : g->home->bytes;
     }
     return st;
 }
 
 /* READING -> COPYING: the shard is in the staging buffer; queue its copy to the device. */
-static zt_status copy_staged(zt_runtime *rt, zt_layer *L, zt_error *err)
+static zt_status copy_staged(zt_gather *g, zt_gather_env *env, zt_error *err)
 {
-    zt_status st = zt_home_io_wait(&L->param_home, &L->nvme_io, err);
+    zt_status st = zt_home_io_wait(g->home, &g->nvme_io, err);
     if (st == ZT_OK)
-        st = rt->dev->iface->memcpy_async(rt->dev, rank_slot(rt, L), L->nvme_buf,
-                                          L->param_home.bytes, ZT_COPY_H2D, rt->prefetch_stream,
-                                          err);
+        st = env->dev->iface->memcpy_async(env->dev, rank_slot(g, env), g->nvme_buf,
+                                           g->home->bytes, ZT_COPY_H2D, env->stream, err);
     if (st == ZT_OK)
-        st = rt->dev->iface->event_record(rt->dev, L->copied, rt->prefetch_stream, err);
+        st = env->dev->iface->event_record(env->dev, g->copied, env->stream, err);
     if (st == ZT_OK) {
-        L->gstate = ZT_GATHER_COPYING;
-        rt->stats.h2d_bytes += L->param_home.bytes;
+        g->state = ZT_GATHER_COPYING;
+        env->h2d_bytes += g->home->bytes;
     }
     return st;
 }
 
 /* COPYING -> COMM: the copy is done (its staging buffer is free again); all-gather. */
-static zt_status issue_allgather(zt_runtime *rt, zt_layer *L, zt_error *err)
+static zt_status issue_allgather(zt_gather *g, zt_gather_env *env, zt_error *err)
 {
-    zt_status st = rt->dev->iface->event_synchronize(rt->dev, L->copied, err);
-    if (st == ZT_OK && L->nvme_buf) {
-        zt_pinned_release(rt->param_staging, L->nvme_buf);
-        L->nvme_buf = NULL;
+    zt_topology *t = env->topo;
+    zt_status st = env->dev->iface->event_synchronize(env->dev, g->copied, err);
+    if (st == ZT_OK && g->nvme_buf) {
+        zt_pinned_release(env->staging, g->nvme_buf);
+        g->nvme_buf = NULL;
     }
-    if (st == ZT_OK && L->secondary) {
-        st = zt_hpz_issue(rt, L, err);
-    } else if (st == ZT_OK && rt->cfg.zero_quantized_weights && rt->world > 1) {
-        st = zt_qwz_start(rt, L, rank_slot(rt, L), err);
+    if (st == ZT_OK && g->secondary) {
+        size_t part = (size_t)(g->flat_numel / t->node_size) * dsize(env);
+        g->from_secondary = 1;
+        st = zt_hpz_gather(t, g->secondary, g->buf, part, &g->req, err);
+    } else if (st == ZT_OK && env->qwz && t->size > 1) {
+        st = zt_qwz_start(&g->qwz, t, rank_slot(g, env), env->dtype, g->shard_numel,
+                          env->quant_block, &g->req, err);
     } else if (st == ZT_OK) {
-        zt_comm_count(rt, (uint64_t)L->shard_numel * zt_dtype_size(rt->dtype));
-        st = rt->comm->iface->allgather(rt->comm, rank_slot(rt, L), L->gathered,
-                                        (size_t)L->shard_numel, zt_comm_dtype_of(rt->dtype), &L->req,
-                                        err);
+        zt_topology_count(t, (uint64_t)g->shard_numel * dsize(env));
+        st = t->world->iface->allgather(t->world, rank_slot(g, env), g->buf,
+                                        (size_t)g->shard_numel, zt_comm_dtype_of(env->dtype),
+                                        &g->req, err);
     }
     if (st == ZT_OK)
-        L->gstate = ZT_GATHER_COMM;
+        g->state = ZT_GATHER_COMM;
     return st;
 }
 
-static zt_status finish_allgather(zt_runtime *rt, zt_layer *L, zt_error *err)
+/* hpZ: after a full gather, keep this rank's 1/node_size slice for the node-local gather of
+ * the backward pass; with no room for it, that gather crosses nodes as usual. */
+static void keep_secondary(zt_gather *g, zt_gather_env *env)
 {
-    zt_comm *c = L->from_secondary ? rt->intra : rt->comm;
-    zt_status st = c->iface->wait(c, &L->req, err);
-    if (st == ZT_OK && L->qrecv)
-        zt_qwz_finish(rt, L);
-    if (st == ZT_OK && L->from_secondary)
-        zt_hpz_release(rt, L); /* used once: by the backward pass */
+    zt_topology *t = env->topo;
+    if (!env->hpz || !t->intra || g->persistent || g->secondary ||
+        g->flat_numel % t->node_size != 0)
+        return;
+    size_t part = (size_t)(g->flat_numel / t->node_size) * dsize(env);
+    zt_error ignored = {0};
+    if (zt_device_tier_alloc(env->dtier, part, 0, &g->secondary, &ignored) != ZT_OK) {
+        g->secondary = NULL;
+        return;
+    }
+    if (zt_device_copy_sync(env->dev, g->secondary, (char *)g->buf + part * (size_t)t->local_rank,
+                            part, ZT_COPY_D2D, env->stream, &ignored) != ZT_OK)
+        zt_gather_release_secondary(g, env);
+}
+
+static zt_status finish_allgather(zt_gather *g, zt_gather_env *env, zt_error *err)
+{
+    zt_comm *c = gather_comm(g, env);
+    zt_status st = c->iface->wait(c, &g->req, err);
+    if (st == ZT_OK && g->qwz.recv)
+        zt_qwz_finish(&g->qwz, env->topo, g->buf, env->dtype, g->shard_numel, env->quant_block);
+    if (st == ZT_OK && g->from_secondary)
+        zt_gather_release_secondary(g, env); /* used once: by the backward pass */
     else if (st == ZT_OK)
-        zt_hpz_keep(rt, L);
+        keep_secondary(g, env);
     if (st == ZT_OK) {
-        L->gstate = ZT_GATHER_READY;
-        rt->stats.gathered_bytes += (uint64_t)L->flat_numel * zt_dtype_size(rt->dtype);
+        g->state = ZT_GATHER_READY;
+        env->gathered_bytes += (uint64_t)g->flat_numel * dsize(env);
     }
     return st;
 }
 
-zt_status zt_gather_advance(zt_runtime *rt, zt_layer *L, int evict, zt_error *err)
+zt_status zt_gather_advance(zt_gather *g, zt_gather_env *env, int evict, int *needs_staging,
+                            zt_error *err)
 {
     zt_status st = ZT_OK;
-    if (L->persistent) { /* its full parameters are its home: nothing to move */
-        L->gathered = L->param_home.ptr;
-        L->gstate = ZT_GATHER_READY;
+    *needs_staging = 0;
+    if (g->persistent) { /* its full parameters are its home: nothing to move */
+        g->buf = g->home->ptr;
+        g->state = ZT_GATHER_READY;
         return ZT_OK;
     }
-    switch (L->gstate) {
+    switch (g->state) {
     case ZT_GATHER_NONE:
-        st = start(rt, L, evict, err);
+        st = start(g, env, evict, needs_staging, err);
         break;
     case ZT_GATHER_READING:
-        st = copy_staged(rt, L, err);
+        st = copy_staged(g, env, err);
         break;
     case ZT_GATHER_COPYING:
-        st = issue_allgather(rt, L, err);
+        st = issue_allgather(g, env, err);
         break;
     case ZT_GATHER_COMM:
-        st = finish_allgather(rt, L, err);
+        st = finish_allgather(g, env, err);
         break;
     case ZT_GATHER_READY:
         break;
     }
     if (st != ZT_OK)
-        zt_gather_drop(rt, L);
+        zt_gather_drop(g, env);
     return st;
 }
 
-zt_status zt_gather_complete(zt_runtime *rt, zt_layer *L, zt_error *err)
+void zt_gather_drop(zt_gather *g, zt_gather_env *env)
 {
-    zt_status st = ZT_OK;
-    while (st == ZT_OK && L->gstate != ZT_GATHER_READY)
-        st = zt_gather_advance(rt, L, 1, err);
-    return st;
-}
-
-void zt_gather_drop(zt_runtime *rt, zt_layer *L)
-{
-    if (L->persistent)
+    if (g->persistent)
         return; /* resident: the buffer is the parameters' home */
-    if (L->nvme_io.pieces)
-        zt_home_io_wait(&L->param_home, &L->nvme_io, NULL);
-    if (L->gstate == ZT_GATHER_COPYING || L->gstate == ZT_GATHER_NONE ||
-        L->gstate == ZT_GATHER_READING)
-        rt->dev->iface->stream_synchronize(rt->dev, rt->prefetch_stream, NULL);
-    if (L->gstate == ZT_GATHER_COMM) {
-        zt_comm *c = L->from_secondary ? rt->intra : rt->comm;
-        c->iface->wait(c, &L->req, NULL);
+    if (g->nvme_io.pieces)
+        zt_home_io_wait(g->home, &g->nvme_io, NULL);
+    if (g->state == ZT_GATHER_COPYING || g->state == ZT_GATHER_NONE ||
+        g->state == ZT_GATHER_READING)
+        env->dev->iface->stream_synchronize(env->dev, env->stream, NULL);
+    if (g->state == ZT_GATHER_COMM) {
+        zt_comm *c = gather_comm(g, env);
+        c->iface->wait(c, &g->req, NULL);
     }
-    if (L->from_secondary) /* the slices were being gathered: they are consumed either way */
-        zt_hpz_release(rt, L);
-    zt_qwz_free(L);
-    if (L->nvme_buf) {
-        zt_pinned_release(rt->param_staging, L->nvme_buf);
-        L->nvme_buf = NULL;
+    if (g->from_secondary) /* the slices were being gathered: they are consumed either way */
+        zt_gather_release_secondary(g, env);
+    zt_qwz_free(&g->qwz);
+    if (g->nvme_buf) {
+        zt_pinned_release(env->staging, g->nvme_buf);
+        g->nvme_buf = NULL;
     }
-    rt->dev->iface->free(rt->dev, L->gathered);
-    L->gathered = NULL;
-    L->gstate = ZT_GATHER_NONE;
+    zt_device_tier_free(env->dtier, g->buf);
+    g->buf = NULL;
+    g->state = ZT_GATHER_NONE;
+}
+
+void zt_gather_release_secondary(zt_gather *g, zt_gather_env *env)
+{
+    zt_device_tier_free(env->dtier, g->secondary);
+    g->secondary = NULL;
+    g->from_secondary = 0;
 }

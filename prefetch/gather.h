@@ -1,20 +1,76 @@
-/* The staged pipeline that brings one layer's full parameters into device memory:
- *   NONE -> COPYING (shard copied from its home into its slot of a full-size device
- *   buffer, on the prefetch stream) -> COMM (all-gather issued) -> READY.
- * Each call of zt_gather_advance moves a layer one stage, waiting only for the stage before
- * it; collectives are therefore issued at points that depend on the call sequence alone,
- * identical on every rank. */
+/* One layer's gather: the staged pipeline that brings its full parameters into device
+ * memory,
+ *   NONE -> [READING: NVMe home -> pinned staging buffer] -> COPYING (the shard copied into
+ *   its slot of a full-size device buffer, on the prefetch stream) -> COMM (all-gather, or
+ *   qwZ's int8 all-gather, or hpZ's node-local gather) -> READY.
+ * Each zt_gather_advance moves the layer one stage, waiting only for the stage before it, so
+ * collectives are issued at points that depend on the call sequence alone, identical on
+ * every rank. A gather knows its own layer only; which layers advance, stay or are dropped
+ * is the prefetcher's decision (prefetch.h). */
 #ifndef ZT_PREFETCH_GATHER_H
 #define ZT_PREFETCH_GATHER_H
 
-#include "runtime/runtime.h"
+#include "runtime/comm/zeropp.h"
+#include "tiers/device_tier.h"
+#include "tiers/home.h"
+#include "tiers/pinned.h"
 
-/* evict: on device-memory exhaustion, evict other prefetched layers and retry (the fetch
- * path); the prefetcher itself passes 0 and simply gives up. */
-zt_status zt_gather_advance(zt_runtime *rt, zt_layer *L, int evict, zt_error *err);
-/* Advances until READY (evicting when needed). */
-zt_status zt_gather_complete(zt_runtime *rt, zt_layer *L, zt_error *err);
-/* Waits for any stage in flight and frees the buffer (state NONE). Never fails. */
-void zt_gather_drop(zt_runtime *rt, zt_layer *L);
+typedef enum zt_gather_state {
+    ZT_GATHER_NONE = 0,
+    ZT_GATHER_READING, /* NVMe -> pinned staging buffer in flight */
+    ZT_GATHER_COPYING,
+    ZT_GATHER_COMM,
+    ZT_GATHER_READY
+} zt_gather_state;
+
+/* What every layer's gather shares. */
+typedef struct zt_gather_env {
+    zt_device *dev;
+    zt_stream *stream;       /* the prefetch stream: shard copies */
+    zt_device_tier *dtier;   /* full buffers, secondary slices */
+    zt_pinned_pool *staging; /* NVMe reads (NULL without parameters on NVMe) */
+    zt_topology *topo;
+    zt_dtype dtype;
+    int qwz;         /* int8 all-gather (zero_quantized_weights) */
+    int hpz;         /* keep node-local slices (zero_hpz_partition_size > 1) */
+    int quant_block; /* elements per quantization block */
+    uint64_t h2d_bytes, gathered_bytes; /* counters */
+} zt_gather_env;
+
+typedef struct zt_gather {
+    const char *name;      /* not owned */
+    int64_t flat_numel;    /* the full layer */
+    int64_t shard_numel;   /* this rank's part (persistent: flat_numel) */
+    int persistent;        /* the home is the full layer in device memory: nothing to move */
+    const zt_home *home;   /* this rank's shard of the working-dtype parameters */
+    zt_gather_state state;
+    void *buf;             /* device: the full parameters while gathered */
+    zt_event *copied;      /* the shard's copy into buf is done */
+    zt_comm_req req;       /* the all-gather in flight */
+    void *nvme_buf;        /* staging buffer of an NVMe read in flight */
+    zt_swap_io nvme_io;
+    zt_qwz qwz;
+    void *secondary;       /* hpZ: this rank's 1/node_size slice of the layer */
+    int from_secondary;    /* the gather in flight reads the node's slices */
+} zt_gather;
+
+zt_status zt_gather_init(zt_gather *g, zt_gather_env *env, const char *name, int64_t flat_numel,
+                         int64_t shard_numel, int persistent, const zt_home *home,
+                         zt_error *err);
+/* Drops whatever is gathered (waiting for stages in flight) and frees the event. */
+void zt_gather_fini(zt_gather *g, zt_gather_env *env);
+
+/* Moves the gather one stage on. evict: on device-memory exhaustion, let the device tier
+ * evict (the fetch path); a prefetch passes 0 and gives up instead. *needs_staging is set
+ * (and nothing changes) when an NVMe read needs a staging buffer and every one is in use:
+ * the caller finishes another layer's read and tries again. A failure drops the gather. */
+zt_status zt_gather_advance(zt_gather *g, zt_gather_env *env, int evict, int *needs_staging,
+                            zt_error *err);
+
+/* Waits for any stage in flight and frees the full buffer (state NONE). Never fails. */
+void zt_gather_drop(zt_gather *g, zt_gather_env *env);
+
+/* Frees the hpZ slice (before the parameters change). */
+void zt_gather_release_secondary(zt_gather *g, zt_gather_env *env);
 
 #endif

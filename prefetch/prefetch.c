@@ -1,117 +1,216 @@
 #include "prefetch/prefetch.h"
-#include "prefetch/gather.h"
-#include "prefetch/schedule.h"
 #include "core/log.h"
-#include "runtime/zeropp.h"
 
 #include <stdlib.h>
 
-static int held(const zt_layer *L) { return zt_layer_holds(L); }
+struct zt_prefetcher {
+    zt_sched_limits lim;
+    zt_gather_env *env;
+    int n;
+    zt_gather *gathers;
+    int (*holds)[3];     /* per layer and pass */
+    zt_sched_layer *view; /* the scheduler's view, refreshed before each decision */
+    zt_trace trace;
+    zt_prefetch_stats stats;
+};
 
-static zt_sched_limits limits(const zt_runtime *rt)
+static int held(const zt_prefetcher *pf, int i)
 {
-    zt_sched_limits lim = {rt->cfg.stage3_prefetch_bucket_size,
-                           rt->cfg.stage3_max_live_parameters,
-                           rt->cfg.stage3_max_reuse_distance};
-    return lim;
+    return pf->holds[i][ZT_FORWARD] + pf->holds[i][ZT_BACKWARD] + pf->holds[i][ZT_INFERENCE];
 }
 
-/* The scheduler's view of every layer now (rt->sched, sized at commit). */
-static const zt_sched_layer *snapshot(const zt_runtime *rt)
+static const zt_sched_layer *snapshot(zt_prefetcher *pf)
 {
-    for (int i = 0; i < rt->n_layers; i++) {
-        const zt_layer *L = &rt->layers[i];
-        rt->sched[i] = (zt_sched_layer){L->flat_numel, L->persistent,
-                                        L->gstate != ZT_GATHER_NONE,
-                                        L->gstate == ZT_GATHER_READY, held(L)};
+    for (int i = 0; i < pf->n; i++) {
+        const zt_gather *g = &pf->gathers[i];
+        pf->view[i] = (zt_sched_layer){g->flat_numel, g->persistent, g->state != ZT_GATHER_NONE,
+                                       g->state == ZT_GATHER_READY, held(pf, i)};
     }
-    return rt->sched;
+    return pf->view;
 }
 
-/* Moves each layer of the window one stage on. A failure only cancels that layer's
- * prefetch: its own fetch redoes the work and reports the error with its context. */
-static void advance_window(zt_runtime *rt, int current)
+/* The device tier's evictor: frees the unheld gathered layer needed furthest away. */
+static int evict_one(void *user)
 {
-    int ids[ZT_SCHED_LOOKAHEAD];
-    zt_sched_limits lim = limits(rt);
-    int n = zt_sched_window(&lim, &rt->trace, snapshot(rt), rt->n_layers, current, ids,
-                            ZT_SCHED_LOOKAHEAD);
-    for (int i = 0; i < n; i++) {
-        zt_layer *L = &rt->layers[ids[i]];
-        zt_error err = {0};
-        if (zt_gather_advance(rt, L, 0, &err) != ZT_OK)
-            ZT_LOGD("prefetch", "prefetch of layer '%s' cancelled: %s", L->name, err.msg);
-    }
-}
-
-static void report_deviation(zt_runtime *rt, int layer, zt_pass pass)
-{
-    ZT_LOGW("prefetch",
-            "layer order changed: fetch of '%s' (%s) at call %d of the step differs from the "
-            "recorded order; prefetching pauses and the order is re-recorded this step",
-            rt->layers[layer].name, pass == ZT_FORWARD ? "forward" : "backward",
-            rt->trace.next_n);
-    for (int i = 0; i < rt->n_layers; i++) {
-        zt_layer *L = &rt->layers[i];
-        if (i != layer && !held(L) && L->gstate != ZT_GATHER_NONE)
-            zt_gather_drop(rt, L);
-    }
-}
-
-void zt_prefetch_observe(zt_runtime *rt, int layer, zt_pass pass)
-{
-    int was_valid = rt->trace.valid && !rt->trace.deviated;
-    int r = zt_trace_observe(&rt->trace, layer, pass);
-    if (r == 0 && was_valid)
-        report_deviation(rt, layer, pass);
-}
-
-void zt_prefetch_advance(zt_runtime *rt, int current)
-{
-    if (rt->trace.valid && !rt->trace.deviated)
-        advance_window(rt, current);
-}
-
-int zt_prefetch_keep(const zt_runtime *rt, const zt_layer *L)
-{
-    zt_sched_limits lim = limits(rt);
-    return zt_sched_keep(&lim, &rt->trace, snapshot(rt), rt->n_layers, (int)(L - rt->layers));
-}
-
-void zt_prefetch_drop_unheld(zt_runtime *rt)
-{
-    for (int i = 0; i < rt->n_layers; i++) /* hpZ slices of the old parameters go too */
-        if (rt->layers[i].secondary && !rt->layers[i].from_secondary)
-            zt_hpz_release(rt, &rt->layers[i]);
-    for (int i = 0; i < rt->n_layers; i++) {
-        zt_layer *L = &rt->layers[i];
-        if (!held(L) && L->gstate != ZT_GATHER_NONE)
-            zt_gather_drop(rt, L);
-    }
-}
-
-void zt_prefetch_after_step(zt_runtime *rt)
-{
-    zt_trace_end_step(&rt->trace);
-    advance_window(rt, -1);
-}
-
-int zt_prefetch_evict_one(zt_runtime *rt)
-{
-    int victim = zt_sched_victim(&rt->trace, snapshot(rt), rt->n_layers);
+    zt_prefetcher *pf = user;
+    int victim = zt_sched_victim(&pf->trace, snapshot(pf), pf->n);
     if (victim < 0)
         return 0;
-    ZT_LOGD("prefetch", "evicting gathered layer '%s' to make room", rt->layers[victim].name);
-    zt_gather_drop(rt, &rt->layers[victim]);
-    rt->stats.evictions++;
+    ZT_LOGD("prefetch", "evicting gathered layer '%s' to make room", pf->gathers[victim].name);
+    zt_gather_drop(&pf->gathers[victim], pf->env);
+    pf->stats.evictions++;
     return 1;
 }
 
-zt_status zt_device_alloc_evicting(zt_runtime *rt, size_t bytes, void **ptr, zt_error *err)
+zt_status zt_prefetcher_create(const zt_sched_limits *lim, zt_gather_env *env, int n_layers,
+                               zt_prefetcher **out, zt_error *err)
 {
-    for (;;) {
-        zt_status st = rt->dev->iface->alloc(rt->dev, bytes, ptr, err);
-        if (st != ZT_ERR_DEVICE_NOMEM || !zt_prefetch_evict_one(rt))
-            return st;
+    zt_prefetcher *pf = calloc(1, sizeof *pf);
+    size_t n = (size_t)(n_layers > 0 ? n_layers : 1);
+    if (pf) {
+        pf->gathers = calloc(n, sizeof *pf->gathers);
+        pf->holds = calloc(n, sizeof *pf->holds);
+        pf->view = calloc(n, sizeof *pf->view);
     }
+    if (!pf || !pf->gathers || !pf->holds || !pf->view) {
+        if (pf)
+            free(pf->gathers), free(pf->holds), free(pf->view);
+        free(pf);
+        return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory for the prefetcher of %d layers",
+                      n_layers);
+    }
+    pf->lim = *lim;
+    pf->env = env;
+    pf->n = n_layers;
+    env->dtier->evict = evict_one;
+    env->dtier->evict_user = pf;
+    *out = pf;
+    return ZT_OK;
+}
+
+void zt_prefetcher_destroy(zt_prefetcher *pf)
+{
+    if (!pf)
+        return;
+    for (int i = 0; i < pf->n; i++)
+        zt_gather_fini(&pf->gathers[i], pf->env);
+    if (pf->env->dtier->evict_user == pf)
+        pf->env->dtier->evict = NULL, pf->env->dtier->evict_user = NULL;
+    zt_trace_free(&pf->trace);
+    free(pf->gathers), free(pf->holds), free(pf->view);
+    free(pf);
+}
+
+zt_gather *zt_prefetcher_gather(zt_prefetcher *pf, int layer) { return &pf->gathers[layer]; }
+
+/* Moves each layer of the window one stage on. A failure only cancels that layer's
+ * prefetch: its own fetch redoes the work and reports the error with its context. */
+static void move_window(zt_prefetcher *pf, int current)
+{
+    int ids[ZT_SCHED_LOOKAHEAD];
+    int k = zt_sched_window(&pf->lim, &pf->trace, snapshot(pf), pf->n, current, ids,
+                            ZT_SCHED_LOOKAHEAD);
+    for (int i = 0; i < k; i++) {
+        zt_gather *g = &pf->gathers[ids[i]];
+        zt_error err = {0};
+        int needs_staging;
+        if (zt_gather_advance(g, pf->env, 0, &needs_staging, &err) != ZT_OK)
+            ZT_LOGD("prefetch", "prefetch of layer '%s' cancelled: %s", g->name, err.msg);
+    }
+}
+
+static void drop_unheld(zt_prefetcher *pf, int except)
+{
+    for (int i = 0; i < pf->n; i++)
+        if (i != except && !held(pf, i) && pf->gathers[i].state != ZT_GATHER_NONE)
+            zt_gather_drop(&pf->gathers[i], pf->env);
+}
+
+/* Checks a training fetch against the recorded order; a change drops the window. */
+static void observe(zt_prefetcher *pf, int layer, zt_pass pass)
+{
+    int was_valid = pf->trace.valid && !pf->trace.deviated;
+    if (zt_trace_observe(&pf->trace, layer, pass) != 0 || !was_valid)
+        return;
+    ZT_LOGW("prefetch",
+            "layer order changed: fetch of '%s' (%s) at call %d of the step differs from the "
+            "recorded order; prefetching pauses and the order is re-recorded this step",
+            pf->gathers[layer].name, pass == ZT_FORWARD ? "forward" : "backward",
+            pf->trace.next_n);
+    drop_unheld(pf, layer);
+}
+
+/* An NVMe read of the fetched layer waits for a staging buffer: the read of another layer
+ * that holds one moves on (each buffer is free again once its copy is done). */
+static zt_status free_staging(zt_prefetcher *pf, const zt_gather *self, zt_error *err)
+{
+    for (int i = 0; i < pf->n; i++) {
+        zt_gather *g = &pf->gathers[i];
+        int needs;
+        if (g != self && g->nvme_buf)
+            return zt_gather_advance(g, pf->env, 1, &needs, err);
+    }
+    return ZT_ERR(err, ZT_ERR_INTERNAL, "no NVMe staging buffer for layer '%s'", self->name);
+}
+
+/* Brings the layer to COMM (its collective is issued before the window's) or READY. */
+static zt_status start_gather(zt_prefetcher *pf, zt_gather *g, zt_error *err)
+{
+    zt_status st = ZT_OK;
+    while (st == ZT_OK && g->state != ZT_GATHER_COMM && g->state != ZT_GATHER_READY) {
+        int needs_staging = 0;
+        st = zt_gather_advance(g, pf->env, 1, &needs_staging, err);
+        if (st == ZT_OK && needs_staging)
+            st = free_staging(pf, g, err);
+    }
+    return st;
+}
+
+zt_status zt_prefetcher_fetch(zt_prefetcher *pf, int layer, zt_pass pass, void **full,
+                              zt_error *err)
+{
+    zt_gather *g = &pf->gathers[layer];
+    int training = pass != ZT_INFERENCE;
+    if (training)
+        observe(pf, layer, pass);
+    if (g->state != ZT_GATHER_NONE && !g->persistent)
+        pf->stats.prefetch_hits++;
+    zt_status st = start_gather(pf, g, err);
+    if (st == ZT_OK && training && pf->trace.valid && !pf->trace.deviated)
+        move_window(pf, layer);
+    while (st == ZT_OK && g->state != ZT_GATHER_READY) {
+        int needs_staging;
+        st = zt_gather_advance(g, pf->env, 1, &needs_staging, err);
+    }
+    if (st != ZT_OK)
+        return st;
+    pf->holds[layer][pass]++;
+    *full = g->buf;
+    return ZT_OK;
+}
+
+void zt_prefetcher_release(zt_prefetcher *pf, int layer, zt_pass pass)
+{
+    pf->holds[layer][pass]--;
+    if (held(pf, layer) == 0 &&
+        !zt_sched_keep(&pf->lim, &pf->trace, snapshot(pf), pf->n, layer))
+        zt_gather_drop(&pf->gathers[layer], pf->env);
+}
+
+int zt_prefetcher_holds(const zt_prefetcher *pf, int layer, zt_pass pass)
+{
+    return pf->holds[layer][pass];
+}
+
+int zt_prefetcher_held(const zt_prefetcher *pf)
+{
+    int n = 0;
+    for (int i = 0; i < pf->n; i++)
+        n += held(pf, i);
+    return n;
+}
+
+zt_status zt_prefetcher_alloc(zt_prefetcher *pf, size_t bytes, void **ptr, zt_error *err)
+{
+    return zt_device_tier_alloc(pf->env->dtier, bytes, 1, ptr, err);
+}
+
+void zt_prefetcher_invalidate(zt_prefetcher *pf)
+{
+    for (int i = 0; i < pf->n; i++) /* hpZ slices of the old parameters go too */
+        if (pf->gathers[i].secondary && !pf->gathers[i].from_secondary)
+            zt_gather_release_secondary(&pf->gathers[i], pf->env);
+    drop_unheld(pf, -1);
+}
+
+void zt_prefetcher_step_done(zt_prefetcher *pf)
+{
+    zt_trace_end_step(&pf->trace);
+    move_window(pf, -1);
+}
+
+void zt_prefetcher_stats(const zt_prefetcher *pf, zt_prefetch_stats *out)
+{
+    *out = pf->stats;
+    out->deviations = (uint64_t)pf->trace.deviations;
 }

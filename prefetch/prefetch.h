@@ -1,28 +1,59 @@
-/* Layer-ahead prefetch: on each fetch, the layers the trace expects next are moved one
- * stage further through the gather pipeline, within a byte window
- * (stage3_prefetch_bucket_size) and a live limit (stage3_max_live_parameters); a released
- * layer stays gathered when the trace says it is needed again within
- * stage3_max_reuse_distance elements. All decisions depend only on the call sequence and
- * the config, so every rank issues the same collectives in the same order. */
+/* The prefetcher: one object that owns every layer's gather (gather.h), the recorded layer
+ * order (trace.h) and who holds which layer, and makes every read-ahead, keep, drop and
+ * eviction decision through the scheduler (schedule.h):
+ *  - at a training fetch, the layers the trace expects next move one stage further, within
+ *    stage3_prefetch_bucket_size and stage3_max_live_parameters;
+ *  - a released layer stays gathered when the trace needs it again within
+ *    stage3_max_reuse_distance elements;
+ *  - device memory runs out: the unheld gathered layer needed furthest away is evicted (the
+ *    device tier calls back);
+ *  - a changed order drops the window and is re-recorded; inference fetches are outside the
+ *    order.
+ * Every decision depends only on the call sequence and the configuration, so every rank
+ * issues the same collectives in the same order. */
 #ifndef ZT_PREFETCH_PREFETCH_H
 #define ZT_PREFETCH_PREFETCH_H
 
-#include "runtime/runtime.h"
+#include "prefetch/gather.h"
+#include "prefetch/schedule.h"
 
-/* At zt_fetch(layer, pass): checks the call against the trace (re-recording on a change). */
-void zt_prefetch_observe(zt_runtime *rt, int layer, zt_pass pass);
-/* Moves the window after `current` (-1: none) one stage on. */
-void zt_prefetch_advance(zt_runtime *rt, int current);
-/* At a release that leaves the layer unheld: 1 to keep its gathered parameters. */
-int zt_prefetch_keep(const zt_runtime *rt, const zt_layer *L);
-/* Before the optimizer writes new parameters: drops every unheld gathered layer. */
-void zt_prefetch_drop_unheld(zt_runtime *rt);
-/* After the step: closes the trace's step and starts the next step's first window. */
-void zt_prefetch_after_step(zt_runtime *rt);
+typedef struct zt_prefetcher zt_prefetcher;
 
-/* Frees the unheld gathered layer needed furthest in the future; 0 if there is none. */
-int zt_prefetch_evict_one(zt_runtime *rt);
-/* Device allocation for a fetch: on exhaustion, evicts prefetched layers and retries. */
-zt_status zt_device_alloc_evicting(zt_runtime *rt, size_t bytes, void **ptr, zt_error *err);
+typedef struct zt_prefetch_stats {
+    uint64_t prefetch_hits; /* fetches whose layer was already on its way */
+    uint64_t evictions;     /* gathered layers freed to make room */
+    uint64_t deviations;    /* steps whose layer order left the recorded one */
+} zt_prefetch_stats;
+
+/* n_layers gathers, each to be set up with zt_gather_init on zt_prefetcher_gather(pf, i).
+ * Registers itself as env->dtier's evictor. env must outlive the prefetcher. */
+zt_status zt_prefetcher_create(const zt_sched_limits *lim, zt_gather_env *env, int n_layers,
+                               zt_prefetcher **out, zt_error *err);
+/* Drops every gather; NULL is a no-op. */
+void zt_prefetcher_destroy(zt_prefetcher *pf);
+
+zt_gather *zt_prefetcher_gather(zt_prefetcher *pf, int layer);
+
+/* Makes the layer's full parameters ready and holds it for pass; *full receives them.
+ * Training passes are checked against the recorded order and move the window on. On failure
+ * nothing is held. */
+zt_status zt_prefetcher_fetch(zt_prefetcher *pf, int layer, zt_pass pass, void **full,
+                              zt_error *err);
+/* Ends one hold of (layer, pass); once nothing holds the layer it is kept or dropped. */
+void zt_prefetcher_release(zt_prefetcher *pf, int layer, zt_pass pass);
+
+int zt_prefetcher_holds(const zt_prefetcher *pf, int layer, zt_pass pass);
+int zt_prefetcher_held(const zt_prefetcher *pf); /* holds over every layer and pass */
+
+/* Device memory for the caller (gradients), evicting gathered layers when needed. */
+zt_status zt_prefetcher_alloc(zt_prefetcher *pf, size_t bytes, void **ptr, zt_error *err);
+
+/* The parameters are about to change: drops every unheld gathered copy and hpZ slice. */
+void zt_prefetcher_invalidate(zt_prefetcher *pf);
+/* The optimizer step is done: the step just recorded becomes the order, and the next step's
+ * first layers start moving. */
+void zt_prefetcher_step_done(zt_prefetcher *pf);
+
+void zt_prefetcher_stats(const zt_prefetcher *pf, zt_prefetch_stats *out);
 
 #endif

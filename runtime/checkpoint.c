@@ -9,7 +9,6 @@
 #include "runtime/checkpoint_dir.h"
 #include "runtime/checkpoint_manifest.h"
 #include "core/log.h"
-#include "runtime/step_nvme.h"
 #include "core/test_hooks.h"
 
 #include <errno.h>
@@ -120,7 +119,7 @@ static zt_status write_shard_file(zt_runtime *rt, const char *folder, uint64_t *
 /* Rank 0 prepares the folder; every rank learns its name. */
 static zt_status begin_save(zt_runtime *rt, const char *root, char *name)
 {
-    zt_status st = zt_step_nvme_drain(rt); /* the optimizer state on disk is complete */
+    zt_status st = zt_rt_drain_optimizer(rt); /* the optimizer state on disk is complete */
     if (st == ZT_OK && rt->rank == 0)
         st = zt_ckpt_begin(root, rt->steps, name, &rt->err);
     st = zt_comm_agree(rt->comm, st, "checkpoint save (folder)", &rt->err);
@@ -305,7 +304,7 @@ static zt_status open_checked(zt_runtime *rt, const char *dir, char *folder, siz
                               zt_manifest *m, FILE **out)
 {
     char path[ZT_PATH_MAX + 240];
-    zt_status st = zt_step_nvme_drain(rt); /* no write-back may land after the restore */
+    zt_status st = zt_rt_drain_optimizer(rt); /* no write-back may land after the restore */
     if (st == ZT_OK)
         st = zt_ckpt_resolve(dir, folder, len, &rt->err);
     if (st == ZT_OK)
@@ -328,7 +327,7 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
     FILE *f = NULL;
     zt_status st = open_checked(rt, dir, folder, sizeof folder, &m, &f);
     if (st == ZT_OK) {
-        zt_prefetch_drop_unheld(rt);
+        zt_prefetcher_invalidate(rt->prefetch);
         shard_path(folder, rt, path, sizeof path);
         st = restore_layers(rt, f, path, m.version);
     }

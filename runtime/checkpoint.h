@@ -2,7 +2,6 @@
 #ifndef ZT_RUNTIME_CHECKPOINT_H
 #define ZT_RUNTIME_CHECKPOINT_H
 
-#include "prefetch/prefetch.h"
 #include "runtime/runtime.h"
 
 /* Collective. No layer may be held. */

@@ -1,10 +1,10 @@
 /* Commit: freeze the registry, lay each layer out as one flat buffer split evenly over
- * ranks, place every shard on its tier, and write the initial values. */
+ * ranks (the plan), place every shard on its tier, set up the modules that move them (the
+ * prefetcher with one gather per layer, the NVMe optimizer step), and write the initial
+ * values. */
 #include "core/log.h"
 #include "runtime/plan.h"
 #include "runtime/runtime.h"
-#include "runtime/step_nvme.h"
-#include "prefetch/schedule.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +29,9 @@ static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
     if (st == ZT_OK)
         st = zt_host_tier_alloc(&rt->host, shard * 4, L->name, (void **)&L->grad_acc, &rt->err);
     if (st == ZT_OK)
-        st = rt->dev->iface->event_create(rt->dev, &L->copied, &rt->err);
+        st = zt_gather_init(zt_prefetcher_gather(rt->prefetch, (int)(L - rt->layers)),
+                            &rt->gather_env, L->name, L->flat_numel, L->shard_numel,
+                            L->persistent, &L->param_home, &rt->err);
     if (st == ZT_OK && !(L->views = calloc(2 * (size_t)L->n_params, sizeof *L->views)))
         st = ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory for the views of layer '%s'",
                     L->name);
@@ -70,7 +72,7 @@ static zt_status alloc_staging(zt_runtime *rt, const zt_plan *plan)
                                       &rt->staging, &rt->err);
     rt->staging_lp = st == ZT_OK ? (char *)rt->staging + rt->staging_bytes / 2 : NULL;
     rt->opt_buf_bytes = plan->opt_buf_bytes;
-    for (int k = 0; st == ZT_OK && rt->opt_buf_bytes && k < 9; k++)
+    for (int k = 0; st == ZT_OK && rt->opt_buf_bytes && k < ZT_NVME_STEP_BUFS; k++)
         st = zt_host_tier_alloc(&rt->host, rt->opt_buf_bytes, "optimizer staging",
                                 (void **)&rt->opt_buf[k], &rt->err);
     return st;
@@ -98,15 +100,15 @@ static zt_swap_config swap_config(const zt_runtime *rt, const zt_offload_config 
 /* The buffers NVMe transfers use, registered with io_uring so requests skip page pinning. */
 static void register_buffers(zt_runtime *rt)
 {
-    void *bufs[10];
-    size_t lens[10];
+    void *bufs[ZT_NVME_STEP_BUFS + 1];
+    size_t lens[ZT_NVME_STEP_BUFS + 1];
     int n = 0;
     bufs[n] = rt->staging, lens[n++] = rt->staging_bytes;
     if (rt->param_swap) {
         zt_pinned_region(rt->param_staging, &bufs[n], &lens[n]);
         zt_swap_register_buffers(rt->param_swap, bufs, lens, n + 1);
     }
-    for (int k = 0; k < 9 && rt->optim_swap; k++)
+    for (int k = 0; k < ZT_NVME_STEP_BUFS && rt->optim_swap; k++)
         bufs[n] = rt->opt_buf[k], lens[n++] = rt->opt_buf_bytes;
     if (rt->optim_swap)
         zt_swap_register_buffers(rt->optim_swap, bufs, lens, n);
@@ -178,6 +180,44 @@ static zt_status check_device_budget(zt_runtime *rt, const zt_plan *plan)
                   plan->device_min_layer);
 }
 
+/* The prefetcher and the gather pipeline's shared environment. */
+static zt_status open_prefetch(zt_runtime *rt)
+{
+    rt->gather_env = (zt_gather_env){rt->dev,
+                                     rt->prefetch_stream,
+                                     &rt->dtier,
+                                     rt->param_staging,
+                                     &rt->topo,
+                                     rt->dtype,
+                                     rt->cfg.zero_quantized_weights,
+                                     rt->cfg.zero_hpz_partition_size > 1,
+                                     rt->cfg.quant_block_size,
+                                     0,
+                                     0};
+    zt_sched_limits lim = {rt->cfg.stage3_prefetch_bucket_size,
+                           rt->cfg.stage3_max_live_parameters,
+                           rt->cfg.stage3_max_reuse_distance};
+    return zt_prefetcher_create(&lim, &rt->gather_env, rt->n_layers, &rt->prefetch, &rt->err);
+}
+
+/* With the optimizer state on NVMe: the pipelined step over every layer's shard. */
+static zt_status open_nvme_step(zt_runtime *rt)
+{
+    if (!rt->optim_swap)
+        return ZT_OK;
+    rt->opt_shards = calloc((size_t)rt->n_layers, sizeof *rt->opt_shards);
+    if (!rt->opt_shards)
+        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory for the optimizer's shard list");
+    for (int i = 0; i < rt->n_layers; i++) {
+        zt_layer *L = &rt->layers[i];
+        rt->opt_shards[i] = (zt_opt_shard){&L->master, &L->exp_avg, &L->exp_avg_sq,
+                                           &L->param_home, L->grad_acc, L->shard_numel};
+    }
+    void *param_out = rt->dtype == ZT_F32 ? rt->staging : rt->staging_lp;
+    return zt_nvme_step_create(rt->opt_buf, (int64_t)(rt->opt_buf_bytes / sizeof(float)),
+                               param_out, &rt->nvme_step, &rt->err);
+}
+
 zt_status zt_rt_commit(zt_runtime *rt)
 {
     if (rt->n_layers == 0)
@@ -197,14 +237,15 @@ zt_status zt_rt_commit(zt_runtime *rt)
     report_persistent(rt, &plan);
     if ((st = check_device_budget(rt, &plan)) != ZT_OK)
         return st;
-    size_t n = (size_t)(rt->n_layers > 0 ? rt->n_layers : 1);
-    if (!(rt->sched = calloc(n, sizeof *rt->sched)))
-        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory for the prefetch schedule");
     st = alloc_staging(rt, &plan);
     if (st == ZT_OK)
         st = open_swaps(rt, &plan);
+    if (st == ZT_OK)
+        st = open_prefetch(rt);
     for (int i = 0; st == ZT_OK && i < rt->n_layers; i++)
         st = place_layer(rt, &plan, &rt->layers[i]);
+    if (st == ZT_OK)
+        st = open_nvme_step(rt);
     for (int i = 0; st == ZT_OK && i < rt->n_layers; i++)
         st = init_layer(rt, &rt->layers[i]);
     if (st != ZT_OK)

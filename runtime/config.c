@@ -74,3 +74,8 @@ int zt_config_parse_bytes(const char *s, int64_t *out)
     *out = (int64_t)v;
     return 0;
 }
+
+zt_dtype zt_config_dtype(const zt_config *cfg)
+{
+    return cfg->bf16 ? ZT_BF16 : cfg->fp16 ? ZT_F16 : ZT_F32;
+}

@@ -87,6 +87,9 @@ typedef struct zt_config {
 
 void zt_config_defaults(zt_config *cfg);
 
+/* The working dtype of parameters and gradients the configuration asks for. */
+zt_dtype zt_config_dtype(const zt_config *cfg);
+
 /* Parses a byte count: "1048576", "512K", "2G", "1.5GiB", "4GB" (K/M/G/T are powers of
  * 1024). Returns 0 and sets *out, or -1 (leaving *out alone) when s is not such a count. */
 int zt_config_parse_bytes(const char *s, int64_t *out);

@@ -3,16 +3,11 @@
  * those modules, so the plan and a committed runtime's zt_stats agree. */
 #include "runtime/plan.h"
 #include "core/align.h"
-#include "runtime/step_nvme.h"
+#include "core/convert.h"
 
 static int64_t round_up(int64_t x, int64_t m)
 {
     return (int64_t)zt_round_up((uint64_t)x, (uint64_t)m);
-}
-
-zt_dtype zt_config_dtype(const zt_config *cfg)
-{
-    return cfg->bf16 ? ZT_BF16 : cfg->fp16 ? ZT_F16 : ZT_F32;
 }
 
 static void layout_layer(zt_runtime *rt, zt_layer *L, int world)
@@ -92,9 +87,10 @@ void zt_plan_make(const zt_runtime *rt, int world, zt_plan *p)
     p->host_bytes += zt_host_tier_footprint(p->staging_bytes);
     if (p->optim_tier == ZT_TIER_NVME) {
         /* three sets of master, m and v sub-group buffers for the pipelined NVMe step */
-        int64_t per = zt_step_nvme_chunk_elems(rt, (uint64_t)rt->cfg.aio_block_size);
+        int64_t per = zt_nvme_step_chunk_elems(rt->cfg.sub_group_size,
+                                               (uint64_t)rt->cfg.aio_block_size);
         p->opt_buf_bytes = (uint64_t)(per < p->max_shard ? per : p->max_shard) * sizeof(float);
-        p->host_bytes += 9 * zt_host_tier_footprint(p->opt_buf_bytes);
+        p->host_bytes += ZT_NVME_STEP_BUFS * zt_host_tier_footprint(p->opt_buf_bytes);
     }
     if (p->max_param_shard_bytes)
         p->pinned_bytes = zt_pinned_pool_footprint((int)rt->cfg.offload_param.buffer_count,

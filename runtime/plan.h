@@ -13,7 +13,7 @@ typedef struct zt_plan {
     zt_tier_kind optim_tier; /* home of master, m, v: host or NVMe (the optimizer is on the CPU) */
     int64_t max_shard;       /* elements of the largest shard */
     uint64_t staging_bytes;  /* host: one fp32 shard in transit and its working-dtype copy */
-    uint64_t opt_buf_bytes;  /* host: each of the NVMe step's 9 sub-group buffers (or 0) */
+    uint64_t opt_buf_bytes;  /* host: each of the NVMe step's sub-group buffers (or 0) */
     uint64_t host_bytes;     /* host tier in all: the above, gradient accumulators, homes */
     uint64_t pinned_bytes;   /* NVMe parameter staging pool */
     uint64_t nvme_param_bytes, nvme_optim_bytes; /* swap files */
@@ -24,9 +24,6 @@ typedef struct zt_plan {
     uint64_t persistent_bytes;
     int persistent_layers;
 } zt_plan;
-
-/* The working dtype the configuration asks for. */
-zt_dtype zt_config_dtype(const zt_config *cfg);
 
 /* Lays every layer out for `world` ranks: parameter offsets, flat and shard sizes, and
  * whether it is persistent (below stage3_param_persistence_threshold). */

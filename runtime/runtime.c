@@ -1,39 +1,13 @@
-/* Runtime lifecycle: configuration, backends, and the layer/parameter registry. */
+/* Runtime lifecycle: the configuration, the modules it opens (comm at create; device,
+ * optimizer and topology at commit), their teardown, and the counters gathered from them. */
 #include "runtime/runtime.h"
-#include "runtime/plan.h"
-#include "runtime/config_parse.h"
-#include "prefetch/gather.h"
 #include "core/log.h"
-#include "runtime/step_nvme.h"
-#include "runtime/zeropp.h"
+#include "runtime/config_parse.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-zt_status zt_layer_set_master(zt_runtime *rt, zt_layer *L, const float *master)
-{
-    zt_status st = zt_home_store(&rt->homes, &L->master, master, &rt->err);
-    const void *working = master;
-    if (st == ZT_OK && rt->dtype != ZT_F32) {
-        working = rt->staging_lp;
-        zt_convert_array(rt->staging_lp, rt->dtype, master, ZT_F32, (size_t)L->shard_numel);
-    }
-    return st == ZT_OK ? zt_home_store(&rt->homes, &L->param_home, working, &rt->err) : st;
-}
-
-void zt_param_in_shard(const zt_runtime *rt, const zt_param *p, int64_t *first, int64_t *last,
-                       int64_t *shard_offset)
-{
-    const zt_layer *L = &rt->layers[p->layer];
-    int64_t lo = L->persistent ? 0 : (int64_t)rt->rank * L->shard_numel, hi = lo + L->shard_numel;
-    int64_t a = p->offset > lo ? p->offset : lo;
-    int64_t b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
-    *first = a - p->offset;
-    *last = b > a ? b - p->offset : *first;
-    *shard_offset = a - lo;
-}
 
 /* Merge order, lowest first: defaults, the file (opts->config_path, else $ZT_CONFIG), the
  * JSON text, zt_config_set calls (runtime_config_set below), then the environment. */
@@ -96,6 +70,7 @@ static zt_status open_device(zt_runtime *rt)
         return rt->err.status;
     zt_device_config dc = {(uint64_t)rt->cfg.hbm_capacity, 0, 1};
     zt_status st = rt->dev_iface->create(&dc, &rt->dev, &rt->err);
+    rt->dtier.dev = rt->dev;
     if (st == ZT_OK)
         st = rt->dev_iface->stream_create(rt->dev, &rt->stream, &rt->err);
     if (st == ZT_OK)
@@ -204,9 +179,10 @@ zt_status zt_rt_open(zt_runtime *rt)
                              : (float)(1u << rt->cfg.fp16_initial_scale_power);
         rt->hysteresis_left = rt->cfg.fp16_hysteresis;
     }
-    rt->stats.device_bytes_capacity = rt->dev->capacity;
-    zt_topology_init(rt);
-    if ((st = zt_zeropp_init(rt, &rt->err)) != ZT_OK)
+    st = zt_topology_open(&rt->topo, rt->comm, rt->cfg.ranks_per_node,
+                          rt->cfg.zero_hpz_partition_size, rt->cfg.zero_quantized_gradients,
+                          &rt->err);
+    if (st != ZT_OK)
         return st;
     ZT_LOGI("runtime", "device backend %s, dtype %s", rt->dev_iface->name,
             rt->dtype == ZT_F32 ? "fp32" : rt->dtype == ZT_BF16 ? "bf16" : "fp16");
@@ -216,13 +192,7 @@ zt_status zt_rt_open(zt_runtime *rt)
 static void free_layer(zt_runtime *rt, zt_layer *L)
 {
     if (rt->dev) {
-        if (L->gathered)
-            zt_gather_drop(rt, L);
-        if (L->secondary)
-            zt_hpz_release(rt, L);
-        if (L->copied)
-            rt->dev->iface->event_destroy(rt->dev, L->copied);
-        rt->dev->iface->free(rt->dev, L->grads);
+        zt_device_tier_free(&rt->dtier, L->grads);
         zt_home_free(&rt->homes, &L->param_home);
     }
     zt_home_free(&rt->homes, &L->master);
@@ -236,8 +206,10 @@ static void free_layer(zt_runtime *rt, zt_layer *L)
 
 void zt_rt_destroy(zt_runtime *rt)
 {
-    if (rt->optim_swap) /* write-backs still in flight refer to the layers freed below */
-        zt_step_nvme_drain(rt);
+    /* first what may still move data: the optimizer's write-backs refer to the layers'
+     * homes, the gathers to the homes and the staging pool */
+    zt_nvme_step_destroy(rt->nvme_step);
+    zt_prefetcher_destroy(rt->prefetch);
     if (rt->stream)
         rt->dev->iface->stream_synchronize(rt->dev, rt->stream, NULL);
     if (rt->prefetch_stream)
@@ -248,11 +220,12 @@ void zt_rt_destroy(zt_runtime *rt)
         free(rt->params[i].name);
     free(rt->layers);
     free(rt->params);
+    free(rt->opt_shards);
     zt_swap_destroy(rt->param_swap); /* first: they hold registrations of the buffers below */
     zt_swap_destroy(rt->optim_swap);
     if (rt->staging)
         zt_host_tier_free(&rt->host, rt->staging, rt->staging_bytes);
-    for (int k = 0; k < 9; k++)
+    for (int k = 0; k < ZT_NVME_STEP_BUFS; k++)
         zt_host_tier_free(&rt->host, rt->opt_buf[k], rt->opt_buf_bytes);
     zt_pinned_pool_destroy(rt->param_staging);
     zt_threadpool_destroy(rt->pool);
@@ -260,97 +233,45 @@ void zt_rt_destroy(zt_runtime *rt)
         rt->dev->iface->stream_destroy(rt->dev, rt->stream);
     if (rt->prefetch_stream)
         rt->dev->iface->stream_destroy(rt->dev, rt->prefetch_stream);
-    zt_trace_free(&rt->trace);
-    free(rt->sched);
     if (rt->dev)
         rt->dev->iface->destroy(rt->dev);
-    if (rt->inter)
-        rt->inter->iface->destroy(rt->inter);
-    if (rt->intra)
-        rt->intra->iface->destroy(rt->intra);
+    zt_topology_close(&rt->topo);
     if (rt->comm)
         rt->comm->iface->destroy(rt->comm);
 }
 
-static int grow(void **arr, int *cap, int need, size_t elem)
+void zt_rt_stats(const zt_runtime *rt, zt_stats *out)
 {
-    if (need <= *cap)
-        return 0;
-    int ncap = *cap ? *cap * 2 : 8;
-    while (ncap < need)
-        ncap *= 2;
-    void *p = realloc(*arr, (size_t)ncap * elem);
-    if (!p)
-        return -1;
-    memset((char *)p + (size_t)*cap * elem, 0, (size_t)(ncap - *cap) * elem);
-    *arr = p;
-    *cap = ncap;
-    return 0;
-}
-
-zt_status zt_rt_layer_add(zt_runtime *rt, const char *name, int *layer_id)
-{
-    for (int i = 0; i < rt->n_layers; i++)
-        if (strcmp(rt->layers[i].name, name) == 0)
-            return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT, "a layer named '%s' already exists (id %d)",
-                          name, i);
-    if (grow((void **)&rt->layers, &rt->cap_layers, rt->n_layers + 1, sizeof(zt_layer)))
-        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory adding layer '%s'", name);
-    zt_layer *L = &rt->layers[rt->n_layers];
-    memset(L, 0, sizeof *L);
-    if (!(L->name = strdup(name)))
-        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory adding layer '%s'", name);
-    *layer_id = rt->n_layers++;
-    return ZT_OK;
-}
-
-static zt_status check_shape(zt_runtime *rt, const char *name, const int64_t *shape, int ndim,
-                             int64_t *numel)
-{
-    if (ndim < 1 || ndim > ZT_MAX_DIMS)
-        return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT, "parameter '%s': ndim = %d, must be 1..%d", name,
-                      ndim, ZT_MAX_DIMS);
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 1)
-            return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
-                          "parameter '%s': shape[%d] = %lld, every dimension must be >= 1", name,
-                          d, (long long)shape[d]);
-        if (n > (INT64_MAX / 4) / shape[d])
-            return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
-                          "parameter '%s': shape overflows (element count beyond 2^61)", name);
-        n *= shape[d];
+    zt_stats s = rt->stats; /* the driver's own counters */
+    zt_device_tier_usage(&rt->dtier, &s.device_bytes_current, &s.device_bytes_peak,
+                         &s.device_bytes_capacity);
+    s.host_bytes_current = rt->host.current;
+    s.host_bytes_peak = rt->host.peak;
+    s.h2d_bytes += rt->gather_env.h2d_bytes;
+    s.gathered_bytes = rt->gather_env.gathered_bytes;
+    s.comm_bytes_intra = rt->topo.bytes_intra;
+    s.comm_bytes_inter = rt->topo.bytes_inter;
+    s.pinned_bytes = rt->param_staging ? zt_pinned_bytes(rt->param_staging) : 0;
+    if (rt->prefetch) {
+        zt_prefetch_stats ps;
+        zt_prefetcher_stats(rt->prefetch, &ps);
+        s.prefetch_hits = ps.prefetch_hits;
+        s.evictions = ps.evictions;
+        s.trace_deviations = ps.deviations;
     }
-    *numel = n;
-    return ZT_OK;
+    zt_swap *swaps[2] = {rt->param_swap, rt->optim_swap};
+    for (int i = 0; i < 2; i++) {
+        if (!swaps[i])
+            continue;
+        zt_swap_stats ss;
+        zt_swap_get_stats(swaps[i], &ss);
+        s.nvme_bytes_current += ss.used;
+        s.nvme_bytes_peak += ss.used; /* preallocated at commit: current is the peak */
+        s.nvme_read_bytes += ss.read_bytes;
+        s.nvme_write_bytes += ss.write_bytes;
+        s.nvme_read_s += ss.read_s;
+        s.nvme_write_s += ss.write_s;
+    }
+    *out = s;
 }
 
-zt_status zt_rt_param_add(zt_runtime *rt, int layer, const char *name, const int64_t *shape,
-                          int ndim, const zt_init *init, int *param_id)
-{
-    int64_t numel = 0;
-    zt_status st = check_shape(rt, name, shape, ndim, &numel);
-    if (st != ZT_OK)
-        return st;
-    zt_layer *L = &rt->layers[layer];
-    for (int i = 0; i < rt->n_params; i++)
-        if (strcmp(rt->params[i].name, name) == 0)
-            return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT, "a parameter named '%s' already exists",
-                          name);
-    if (grow((void **)&rt->params, &rt->cap_params, rt->n_params + 1, sizeof(zt_param)) ||
-        grow((void **)&L->param_ids, &L->cap_params, L->n_params + 1, sizeof(int)))
-        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory adding parameter '%s'", name);
-    zt_param *p = &rt->params[rt->n_params];
-    memset(p, 0, sizeof *p);
-    if (!(p->name = strdup(name)))
-        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory adding parameter '%s'", name);
-    p->layer = layer;
-    p->ndim = ndim;
-    memcpy(p->shape, shape, sizeof(int64_t) * (size_t)ndim);
-    p->numel = numel;
-    if (init)
-        p->init = *init;
-    L->param_ids[L->n_params++] = rt->n_params;
-    *param_id = rt->n_params++;
-    return ZT_OK;
-}

@@ -1,9 +1,7 @@
 /* The optimizer step: global gradient norm and overflow check (one all-reduce), then a fused
  * Adam pass over each layer's shard on the CPU, writing the new working-dtype parameters to
  * their home tier. A step with inf/nan gradients changes nothing but the loss scale. */
-#include "prefetch/prefetch.h"
 #include "core/time.h"
-#include "runtime/step_nvme.h"
 #include "core/log.h"
 #include "runtime/runtime.h"
 
@@ -158,11 +156,13 @@ zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *inf
                 (long long)rt->steps + 1, nonfinite, (double)rt->loss_scale);
         rt->stats.skipped_steps++;
     } else {
-        zt_prefetch_drop_unheld(rt); /* gathered copies are about to go stale */
+        zt_prefetcher_invalidate(rt->prefetch); /* gathered copies are about to go stale */
         zt_adam_hparams h = make_hparams(rt, lr, wd, out.clip_coef);
-        if (rt->optim_swap)
-            st = zt_step_nvme(rt, &h);
-        for (int i = 0; !rt->optim_swap && st == ZT_OK && i < rt->n_layers; i++)
+        if (rt->nvme_step)
+            st = zt_nvme_step_run(rt->nvme_step, rt->opt_shards, rt->n_layers, &h, rt->pool,
+                                  rt->adam_variant, &rt->homes, rt->dtype, &rt->stats.h2d_bytes,
+                                  &rt->err);
+        for (int i = 0; !rt->nvme_step && st == ZT_OK && i < rt->n_layers; i++)
             st = update_layer(rt, &rt->layers[i], &h);
         if (st != ZT_OK)
             return st;
@@ -171,7 +171,7 @@ zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *inf
     }
     update_loss_scale(rt, out.skipped);
     clear_grads(rt);
-    zt_prefetch_after_step(rt);
+    zt_prefetcher_step_done(rt->prefetch);
     out.step = rt->steps;
     out.loss_scale = rt->loss_scale;
     if (info)
@@ -188,7 +188,7 @@ zt_status zt_rt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t num
         return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
                       "parameter '%s' has %lld elements, the destination holds %lld", p->name,
                       (long long)p->numel, (long long)numel);
-    zt_status st = zt_step_nvme_drain(rt);
+    zt_status st = zt_rt_drain_optimizer(rt);
     float *full = st == ZT_OK ? malloc((size_t)L->flat_numel * sizeof(float)) : NULL;
     if (!full)
         return st != ZT_OK ? st
@@ -222,14 +222,19 @@ zt_status zt_rt_param_write(zt_runtime *rt, int param_id, const float *src, int6
             return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
                           "zt_param_write('%s'): element %lld is %g; parameters must be finite",
                           p->name, (long long)i, (double)src[i]);
-    zt_status st = zt_step_nvme_drain(rt);
+    zt_status st = zt_rt_drain_optimizer(rt);
     if (st == ZT_OK)
         st = zt_home_load(&rt->homes, &L->master, rt->staging, &rt->err);
     if (st != ZT_OK)
         return st;
-    zt_prefetch_drop_unheld(rt);
+    zt_prefetcher_invalidate(rt->prefetch);
     int64_t a, b, at;
     zt_param_in_shard(rt, p, &a, &b, &at);
     memcpy((float *)rt->staging + at, src + a, (size_t)(b - a) * sizeof(float));
     return zt_layer_set_master(rt, L, rt->staging);
+}
+
+zt_status zt_rt_drain_optimizer(zt_runtime *rt)
+{
+    return zt_nvme_step_drain(rt->nvme_step, &rt->err);
 }

@@ -99,6 +99,42 @@ static void test_write_error_during_step(void **state)
     zt_runtime_destroy(rt); /* clean shutdown after the error */
 }
 
+/* A write-back that fails after zt_step returned is not lost: the next reader of the
+ * optimizer state that comes first is zt_fetch(BACKWARD) (it starts the next step's
+ * read-ahead); it returns ZT_OK with no error text, and the failure stays until zt_step
+ * reports it. */
+static void test_background_write_error_is_reported_by_the_step(void **state)
+{
+    (void)state;
+    int found = 0;
+    for (int k = 0; k < 256 && !found; k++) {
+        minimal_model m;
+        zt_runtime *rt = make("cpu", "nvme", &m, ZT_OK);
+        float loss;
+        assert_int_equal(minimal_micro_step(rt, &m, 0, 0, dims.batch, &loss), ZT_OK);
+        zt_io_test_fail(ZT_IO_WRITE, EIO, k);
+        zt_status st = zt_step(rt, NULL, NULL);
+        if (st != ZT_OK) { /* the k-th write ran before the step returned */
+            assert_int_equal(st, ZT_ERR_IO);
+            zt_io_test_fail(-1, 0, 0);
+            zt_runtime_destroy(rt);
+            continue;
+        }
+        /* the k-th write is the first one still in flight when the step returned */
+        found = 1;
+        assert_int_equal(minimal_micro_step(rt, &m, 1, 0, dims.batch, &loss), ZT_OK);
+        assert_string_equal(zt_last_error(rt), "");
+        assert_int_equal(zt_step(rt, NULL, NULL), ZT_ERR_IO);
+        assert_non_null(strstr(zt_last_error(rt), "NVMe write of 'fc"));
+        zt_io_test_fail(-1, 0, 0);
+        /* reported once: the runtime goes on (the state on disk is what it is) */
+        assert_int_equal(minimal_micro_step(rt, &m, 2, 0, dims.batch, &loss), ZT_OK);
+        assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK);
+        zt_runtime_destroy(rt);
+    }
+    assert_true(found);
+}
+
 static void test_read_only_folder(void **state)
 {
     (void)state;
@@ -131,6 +167,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_read_error_during_fetch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_error_during_step, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_background_write_error_is_reported_by_the_step,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_only_folder, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_folder, setup, teardown),
     };

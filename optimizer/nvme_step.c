@@ -1,0 +1,235 @@
+/* The NVMe-pipelined optimizer step (see nvme_step.h). */
+#include "optimizer/nvme_step.h"
+#include "core/convert.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct chunk {
+    const zt_opt_shard *shard;
+    int64_t begin, n;
+} chunk;
+
+typedef enum set_state { SET_IDLE = 0, SET_READING, SET_WRITING } set_state;
+
+/* One buffer set (master, m, v of one sub-group) and its transfers in flight. */
+typedef struct opt_set {
+    zt_swap_io io[3];
+    set_state state;
+    const zt_opt_shard *shard;
+    int64_t begin, n;
+} opt_set;
+
+struct zt_nvme_step {
+    float *bufs[ZT_NVME_STEP_BUFS];
+    int64_t buf_elems;
+    void *param_staging;
+    opt_set sets[ZT_NVME_STEP_SETS];
+    int preread;     /* sub-groups of the next step already being read into sets 0..n-1 */
+    zt_error failed; /* a background failure not reported yet (status ZT_OK: none) */
+};
+
+int64_t zt_nvme_step_chunk_elems(int64_t sub_group_size, uint64_t block_size)
+{
+    int64_t cap = (int64_t)16 << 20, per_block = (int64_t)(block_size / sizeof(float));
+    int64_t n = sub_group_size < cap ? sub_group_size : cap;
+    n = n / per_block * per_block;
+    return n < per_block ? per_block : n;
+}
+
+zt_status zt_nvme_step_create(float *const *bufs, int64_t buf_elems, void *param_staging,
+                              zt_nvme_step **out, zt_error *err)
+{
+    zt_nvme_step *s = calloc(1, sizeof *s);
+    if (!s)
+        return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory for the NVMe optimizer step");
+    memcpy(s->bufs, bufs, sizeof s->bufs);
+    s->buf_elems = buf_elems;
+    s->param_staging = param_staging;
+    *out = s;
+    return ZT_OK;
+}
+
+static zt_home *state_home(const zt_opt_shard *sh, int k)
+{
+    return k == 0 ? sh->master : k == 1 ? sh->m : sh->v;
+}
+
+static float *set_buf(zt_nvme_step *s, int set, int k) { return s->bufs[set * 3 + k]; }
+
+static zt_status start(zt_nvme_step *s, const chunk *c, int set, int write, zt_error *err)
+{
+    opt_set *os = &s->sets[set];
+    os->shard = c->shard, os->begin = c->begin, os->n = c->n;
+    zt_status st = ZT_OK;
+    uint64_t off = (uint64_t)c->begin * sizeof(float), len = (uint64_t)c->n * sizeof(float);
+    for (int k = 0; k < 3 && st == ZT_OK; k++) {
+        zt_home *h = state_home(c->shard, k);
+        st = write ? zt_swap_write_at(h->swap, &h->ext, off, set_buf(s, set, k), len, &os->io[k],
+                                      err)
+                   : zt_swap_read_at(h->swap, &h->ext, off, set_buf(s, set, k), len, &os->io[k],
+                                     err);
+        if (st != ZT_OK)
+            for (int j = 0; j < k; j++)
+                zt_swap_wait(h->swap, &os->io[j], NULL);
+    }
+    os->state = st != ZT_OK ? SET_IDLE : write ? SET_WRITING : SET_READING;
+    return st;
+}
+
+/* Waits for a set's transfers; the first failure goes to err. */
+static zt_status finish(opt_set *os, zt_error *err)
+{
+    zt_status st = ZT_OK;
+    for (int k = 0; k < 3 && os->state != SET_IDLE; k++) {
+        zt_status w = zt_swap_wait(state_home(os->shard, k)->swap, &os->io[k],
+                                   st == ZT_OK ? err : NULL);
+        st = st == ZT_OK ? w : st;
+    }
+    os->state = SET_IDLE;
+    return st;
+}
+
+/* Waits for the sets in state `which` (SET_IDLE: every busy set). */
+static zt_status finish_sets(zt_nvme_step *s, set_state which, zt_error *err)
+{
+    zt_status st = ZT_OK;
+    for (int k = 0; k < ZT_NVME_STEP_SETS; k++)
+        if (s->sets[k].state && (which == SET_IDLE || s->sets[k].state == which)) {
+            zt_status w = finish(&s->sets[k], st == ZT_OK ? err : NULL);
+            st = st == ZT_OK ? w : st;
+        }
+    return st;
+}
+
+/* A failure kept from the background, reported once (and then forgotten). */
+static zt_status take_failure(zt_nvme_step *s, zt_error *err)
+{
+    zt_status st = s->failed.status;
+    if (st != ZT_OK && err)
+        *err = s->failed;
+    zt_error_clear(&s->failed);
+    return st;
+}
+
+zt_status zt_nvme_step_drain(zt_nvme_step *s, zt_error *err)
+{
+    if (!s)
+        return ZT_OK;
+    s->preread = 0; /* read-ahead data may go stale: the step reads again */
+    zt_status st = take_failure(s, err);
+    zt_status w = finish_sets(s, SET_IDLE, st == ZT_OK ? err : NULL);
+    return st != ZT_OK ? st : w;
+}
+
+void zt_nvme_step_destroy(zt_nvme_step *s)
+{
+    if (!s)
+        return;
+    finish_sets(s, SET_IDLE, NULL);
+    free(s);
+}
+
+static void *param_out(zt_nvme_step *s, const zt_opt_shard *sh)
+{
+    void *host = zt_home_host_ptr(sh->param);
+    return host ? host : s->param_staging;
+}
+
+static zt_status update(zt_nvme_step *s, const chunk *c, int set, const zt_adam_hparams *h,
+                        zt_threadpool *pool, zt_adam_variant v, zt_homes *homes, zt_dtype dtype,
+                        uint64_t *h2d_bytes, zt_error *err)
+{
+    const zt_opt_shard *sh = c->shard;
+    size_t dsize = zt_dtype_size(dtype);
+    zt_adam_tensors t = {set_buf(s, set, 0), set_buf(s, set, 1), set_buf(s, set, 2),
+                         sh->grad + c->begin, ZT_F32,
+                         (char *)param_out(s, sh) + (size_t)c->begin * dsize, dtype, c->n};
+    zt_adam_step_parallel(pool, v, h, &t);
+    if (c->begin + c->n < sh->numel || zt_home_host_ptr(sh->param))
+        return ZT_OK; /* the shard's working copy is stored once, after its last sub-group */
+    if (sh->param->kind == ZT_TIER_DEVICE)
+        *h2d_bytes += sh->param->bytes;
+    return zt_home_store(homes, sh->param, param_out(s, sh), err);
+}
+
+/* The sub-groups of every shard, in order (count only when out is NULL). */
+static int make_chunks(const zt_opt_shard *shards, int n, int64_t per, chunk *out)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        for (int64_t b = 0; b < shards[i].numel; b += per) {
+            int64_t left = shards[i].numel - b;
+            if (out)
+                out[k] = (chunk){&shards[i], b, left < per ? left : per};
+            k++;
+        }
+    return k;
+}
+
+static chunk *plan(zt_nvme_step *s, const zt_opt_shard *shards, int n, int *count)
+{
+    *count = make_chunks(shards, n, s->buf_elems, NULL);
+    chunk *chunks = calloc((size_t)(*count > 0 ? *count : 1), sizeof *chunks);
+    if (chunks)
+        make_chunks(shards, n, s->buf_elems, chunks);
+    return chunks;
+}
+
+void zt_nvme_step_preread(zt_nvme_step *s, const zt_opt_shard *shards, int n)
+{
+    if (!s || s->preread > 0 || s->failed.status != ZT_OK)
+        return;
+    /* the previous step's last write-backs first; a failure in them is kept for the step */
+    if (finish_sets(s, SET_WRITING, &s->failed) != ZT_OK)
+        return;
+    int count = 0;
+    chunk *chunks = plan(s, shards, n, &count);
+    int k = 0;
+    for (; chunks && k < ZT_NVME_STEP_SETS && k < count; k++) {
+        zt_error ignored = {0}; /* a read that cannot start is started again by the step */
+        if (start(s, &chunks[k], k, 0, &ignored) != ZT_OK)
+            break;
+    }
+    s->preread = k;
+    free(chunks);
+}
+
+zt_status zt_nvme_step_run(zt_nvme_step *s, const zt_opt_shard *shards, int n,
+                           const zt_adam_hparams *h, zt_threadpool *pool, zt_adam_variant v,
+                           zt_homes *homes, zt_dtype dtype, uint64_t *h2d_bytes,
+                           zt_error *err)
+{
+    int pre = s->preread, count = 0;
+    s->preread = 0;
+    zt_status st = take_failure(s, err);
+    if (st == ZT_OK)
+        st = finish_sets(s, SET_WRITING, err); /* the previous step's last write-backs */
+    chunk *chunks = st == ZT_OK ? plan(s, shards, n, &count) : NULL;
+    if (st == ZT_OK && !chunks)
+        st = ZT_ERR(err, ZT_ERR_NOMEM, "out of memory planning the optimizer step");
+    opt_set *sets = s->sets;
+    if (st == ZT_OK && pre == 0 && count > 0)
+        st = start(s, &chunks[0], 0, 0, err);
+    for (int i = 0; i < count && st == ZT_OK; i++) {
+        int cur = i % ZT_NVME_STEP_SETS, next = (i + 1) % ZT_NVME_STEP_SETS;
+        if (i + 1 < count && i + 1 >= pre) { /* read ahead into the set written two ago */
+            if (sets[next].state)
+                st = finish(&sets[next], err);
+            if (st == ZT_OK)
+                st = start(s, &chunks[i + 1], next, 0, err);
+        }
+        if (st == ZT_OK)
+            st = finish(&sets[cur], err);
+        if (st == ZT_OK)
+            st = update(s, &chunks[i], cur, h, pool, v, homes, dtype, h2d_bytes, err);
+        if (st == ZT_OK)
+            st = start(s, &chunks[i], cur, 1, err);
+    }
+    free(chunks);
+    if (st != ZT_OK) /* nothing may stay in flight after a failure */
+        finish_sets(s, SET_IDLE, NULL);
+    /* On success the last write-backs finish while the caller computes the next step; the
+     * next use of the optimizer state (step, checkpoint, parameter read) waits for them. */
+    return st;
+}

@@ -1,0 +1,56 @@
+/* The optimizer step when master, m and v live on NVMe: every shard is cut into sub-groups
+ * (sub_group_size elements, capped so the buffers stay small, whole swap blocks) and
+ * pipelined over three buffer sets — sub-group i+1 is read while i is updated and i-1 is
+ * written back. The step's last write-backs complete in the background, and the first
+ * sub-groups of the next step may be read while the caller runs its backward pass (the
+ * state does not depend on the gradients). The result is bit-identical to the in-memory
+ * step: the same kernel runs on the same values, only the order of transfers differs.
+ *
+ * The state is reached through its homes (tiers/home.h): this module knows shards, not
+ * layers. A transfer that fails in the background is kept and reported by the next call
+ * that returns a status (run or drain), never lost. */
+#ifndef ZT_OPTIMIZER_NVME_STEP_H
+#define ZT_OPTIMIZER_NVME_STEP_H
+
+#include "optimizer/adam.h"
+#include "tiers/home.h"
+
+#define ZT_NVME_STEP_SETS 3                    /* buffer sets in the pipeline */
+#define ZT_NVME_STEP_BUFS (3 * ZT_NVME_STEP_SETS) /* master, m, v per set */
+
+/* One shard of optimizer state and what its update reads and writes. */
+typedef struct zt_opt_shard {
+    zt_home *master, *m, *v; /* fp32, NVMe homes of equal size */
+    zt_home *param;          /* the working-dtype parameters: any tier */
+    const float *grad;       /* fp32 gradient shard, host memory */
+    int64_t numel;
+} zt_opt_shard;
+
+typedef struct zt_nvme_step zt_nvme_step;
+
+/* Elements per sub-group: sub_group_size, capped at 16M, in whole swap blocks. */
+int64_t zt_nvme_step_chunk_elems(int64_t sub_group_size, uint64_t block_size);
+
+/* bufs: ZT_NVME_STEP_BUFS host buffers of buf_elems floats each, 4096-aligned, owned by the
+ * caller; param_staging: a host buffer for one shard's working-dtype parameters. */
+zt_status zt_nvme_step_create(float *const *bufs, int64_t buf_elems, void *param_staging,
+                              zt_nvme_step **out, zt_error *err);
+/* Waits for transfers still in flight. NULL is a no-op. */
+void zt_nvme_step_destroy(zt_nvme_step *s);
+
+/* Starts reading the first sub-groups of the next step (when a backward pass begins). */
+void zt_nvme_step_preread(zt_nvme_step *s, const zt_opt_shard *shards, int n);
+
+/* Updates every shard; the working-dtype parameters go to their homes through homes
+ * (h2d_bytes counts those that go to device memory). Returns with the last write-backs
+ * still in flight. */
+zt_status zt_nvme_step_run(zt_nvme_step *s, const zt_opt_shard *shards, int n,
+                           const zt_adam_hparams *h, zt_threadpool *pool, zt_adam_variant v,
+                           zt_homes *homes, zt_dtype dtype, uint64_t *h2d_bytes,
+                           zt_error *err);
+
+/* Waits for every transfer in flight and reports the first failure not yet reported. Every
+ * reader of the state on NVMe calls it first; read-ahead data is dropped (it may go stale). */
+zt_status zt_nvme_step_drain(zt_nvme_step *s, zt_error *err);
+
+#endif

@@ -1,0 +1,59 @@
+/* ZeRO++ on top of a communicator: the node topology it needs, with counters of the bytes
+ * this rank sends inside and across nodes, and the three collectives:
+ *  - qwZ: an all-gather of int8 blocks plus fp32 scales instead of the parameters; every rank
+ *    (its own slot too) dequantizes, so all ranks compute with the same weights;
+ *  - qgZ: a gradient reduce-scatter done as int4 all-to-alls summed in fp32: two levels
+ *    (inside nodes, then across them) on equal nodes, one level otherwise;
+ *  - hpZ: the all-gather of node-local slices (the slices themselves live in device memory,
+ *    kept by the gather pipeline).
+ * Buffers are host memory (the host device backend, the mpi comm backend). Nothing here
+ * knows about layers or the runtime: callers pass buffers, sizes and the topology. */
+#ifndef ZT_RUNTIME_COMM_ZEROPP_H
+#define ZT_RUNTIME_COMM_ZEROPP_H
+
+#include "runtime/comm/comm.h"
+
+#include <stdint.h>
+
+typedef struct zt_topology {
+    zt_comm *world;         /* not owned */
+    zt_comm *intra, *inter; /* owned; NULL unless hpZ or hierarchical qgZ needs them */
+    int rank, size;
+    int node_size;  /* ranks on this rank's node */
+    int local_rank; /* index of this rank inside its node */
+    uint64_t bytes_intra, bytes_inter; /* sent by this rank */
+} zt_topology;
+
+/* Groups the ranks into nodes of ranks_per_node (0: the launcher's local size, else the
+ * whole world) and, when hpZ (hpz: zero_hpz_partition_size, > 1 to use it) or hierarchical
+ * qgZ (qgz: 1 when on) needs them, splits the node and cross-node communicators
+ * (collective: every rank calls it with the same arguments). */
+zt_status zt_topology_open(zt_topology *t, zt_comm *world, int ranks_per_node, int hpz,
+                           int qgz, zt_error *err);
+void zt_topology_close(zt_topology *t);
+
+/* Counts a collective in which this rank sends bytes_per_peer to every other rank. */
+void zt_topology_count(zt_topology *t, uint64_t bytes_per_peer);
+
+/* qwZ: quantizes one rank's shard (n elements of dtype at own) and starts the all-gather of
+ * every rank's packed shard into q (completes through req). */
+typedef struct zt_qwz {
+    void *send, *recv;
+} zt_qwz;
+zt_status zt_qwz_start(zt_qwz *q, zt_topology *t, const void *own, zt_dtype dtype, int64_t n,
+                       int block, zt_comm_req *req, zt_error *err);
+/* After the all-gather: dequantizes every rank's shard into full (size * n elements). */
+void zt_qwz_finish(zt_qwz *q, const zt_topology *t, void *full, zt_dtype dtype, int64_t n,
+                   int block);
+void zt_qwz_free(zt_qwz *q);
+
+/* qgZ: reduces the full fp32 gradients of a layer (size * n elements) and adds this rank's
+ * summed shard of n elements to acc. Synchronous; name is for messages. */
+zt_status zt_qgz_reduce(zt_topology *t, const float *grads, int64_t n, int block, float *acc,
+                        const char *name, zt_error *err);
+
+/* hpZ: starts the all-gather of the node's slices (bytes each) into full. */
+zt_status zt_hpz_gather(zt_topology *t, const void *slice, void *full, size_t bytes,
+                        zt_comm_req *req, zt_error *err);
+
+#endif
