@@ -313,6 +313,14 @@ zt_status zt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel)
     return zt_rt_param_read(rt, param_id, dst, numel);
 }
 
+zt_status zt_async_error(zt_runtime *rt)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    zt_status st = enter(rt, ZT_RT_COMMITTED, "zt_async_error");
+    return st == ZT_OK ? zt_rt_async_error(rt) : st;
+}
+
 zt_status zt_param_write(zt_runtime *rt, int param_id, const float *src, int64_t numel)
 {
     if (!rt)

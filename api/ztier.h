@@ -292,6 +292,16 @@ ZT_API zt_status zt_step_count(const zt_runtime *rt, int64_t *steps);
  * out->struct_size must be set (ZT_OPTIMIZER_INFO_INIT). Commit also logs it at info. */
 ZT_API zt_status zt_optimizer_get(const zt_runtime *rt, zt_optimizer_info *out);
 
+/* Failures of work that outlives its call. zt_step returns while the last NVMe write-backs of
+ * the optimizer state are still in flight; if one fails, the state on NVMe is inconsistent.
+ * zt_async_error collects what has completed, without waiting, and returns the first such
+ * failure (ZT_OK when none; zt_last_error says which tensor, file and offset). The failure
+ * stays: every later call that reads or writes the optimizer state (zt_step, zt_param_read,
+ * zt_param_write, zt_checkpoint_save) returns it too, until zt_checkpoint_load restores a
+ * consistent state. Per-layer calls go on (under several ranks their collectives stay in
+ * step) and report nothing. */
+ZT_API zt_status zt_async_error(zt_runtime *rt);
+
 /* Copies the current fp32 master values of a parameter (all elements, gathered from every
  * rank) into dst (numel floats, caller-owned). Collective; synchronous; no layer may be
  * held. */

@@ -122,6 +122,21 @@ zt_status zt_nvme_step_drain(zt_nvme_step *s, zt_error *err)
     return st != ZT_OK ? st : w;
 }
 
+zt_status zt_nvme_step_poll(zt_nvme_step *s, zt_error *err)
+{
+    if (!s)
+        return ZT_OK;
+    for (int k = 0; k < ZT_NVME_STEP_SETS; k++) {
+        opt_set *os = &s->sets[k];
+        int done = os->state == SET_WRITING;
+        for (int j = 0; done && j < 3; j++)
+            done = zt_swap_done(state_home(os->shard, j)->swap, &os->io[j]);
+        if (done) /* the first failure is kept, with its message */
+            finish(os, s->failed.status == ZT_OK ? &s->failed : NULL);
+    }
+    return take_failure(s, err);
+}
+
 void zt_nvme_step_destroy(zt_nvme_step *s)
 {
     if (!s)

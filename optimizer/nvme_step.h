@@ -53,4 +53,8 @@ zt_status zt_nvme_step_run(zt_nvme_step *s, const zt_opt_shard *shards, int n,
  * reader of the state on NVMe calls it first; read-ahead data is dropped (it may go stale). */
 zt_status zt_nvme_step_drain(zt_nvme_step *s, zt_error *err);
 
+/* Collects the write-backs that have completed, without waiting, and reports the first
+ * failure not yet reported (ZT_OK when there is none). */
+zt_status zt_nvme_step_poll(zt_nvme_step *s, zt_error *err);
+
 #endif

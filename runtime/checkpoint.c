@@ -304,7 +304,9 @@ static zt_status open_checked(zt_runtime *rt, const char *dir, char *folder, siz
                               zt_manifest *m, FILE **out)
 {
     char path[ZT_PATH_MAX + 240];
-    zt_status st = zt_rt_drain_optimizer(rt); /* no write-back may land after the restore */
+    /* no write-back may land after the restore; a failed one does not matter any more */
+    zt_status st = ZT_OK;
+    zt_nvme_step_drain(rt->nvme_step, NULL);
     if (st == ZT_OK)
         st = zt_ckpt_resolve(dir, folder, len, &rt->err);
     if (st == ZT_OK)
@@ -333,8 +335,10 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
     }
     if (f)
         fclose(f);
-    if (st == ZT_OK)
+    if (st == ZT_OK) {
         restore_state(rt, &m.state);
+        zt_error_clear(&rt->async_err); /* the state is consistent again */
+    }
     st = zt_comm_agree(rt->comm, st, "checkpoint load (shard files)", &rt->err);
     if (st == ZT_OK)
         ZT_LOGI("checkpoint", "resumed step %lld from %s", (long long)rt->steps, folder);

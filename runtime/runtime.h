@@ -108,6 +108,10 @@ struct zt_runtime {
     int good_steps; /* fp16: steps since the last overflow */
     int hysteresis_left;
     zt_stats stats; /* the driver's own counters (the modules report theirs) */
+    /* The first failure of work that outlived its call (the optimizer's write-backs): it
+     * leaves the state inconsistent, so every later reader of that state gets it, until a
+     * checkpoint is loaded. */
+    zt_error async_err;
 };
 
 /* Stores a layer's fp32 master shard (a host buffer of shard_numel floats, 4096-aligned for
@@ -149,9 +153,13 @@ void zt_rt_describe_held(const zt_runtime *rt, char *out, size_t len);
 zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info);
 zt_status zt_rt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel);
 zt_status zt_rt_param_write(zt_runtime *rt, int param_id, const float *src, int64_t numel);
-/* Waits for the optimizer's background transfers and reports any failure of theirs; every
+/* Waits for the optimizer's background transfers and reports any failure of theirs (kept in
+ * rt->async_err, and reported again at every later call until a checkpoint load); every
  * reader of the optimizer state calls it first. */
 zt_status zt_rt_drain_optimizer(zt_runtime *rt);
+/* The kept failure of background work, after collecting what has completed (zt_async_error).
+ * Does not wait. */
+zt_status zt_rt_async_error(zt_runtime *rt);
 
 /* parameter initialisation (runtime/param_init.c): values of elements [first, first+count)
  * of a parameter, independent of sharding; fails only when a callback does. */

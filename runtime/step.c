@@ -134,6 +134,33 @@ static zt_adam_hparams make_hparams(const zt_runtime *rt, float lr, float wd, fl
     return h;
 }
 
+/* Keeps the first background failure; reports the kept one into the handle's error. */
+static zt_status keep_async(zt_runtime *rt, zt_status st, const zt_error *e)
+{
+    if (st != ZT_OK && rt->async_err.status == ZT_OK) {
+        rt->async_err = *e;
+        zt_error_prefix(&rt->async_err, "the optimizer state is inconsistent since its NVMe "
+                                        "write-back failed (load a checkpoint to go on): ");
+    }
+    if (rt->async_err.status != ZT_OK)
+        rt->err = rt->async_err;
+    return rt->async_err.status;
+}
+
+zt_status zt_rt_drain_optimizer(zt_runtime *rt)
+{
+    zt_error e = {0};
+    if (rt->async_err.status != ZT_OK)
+        return keep_async(rt, ZT_OK, NULL);
+    return keep_async(rt, zt_nvme_step_drain(rt->nvme_step, &e), &e);
+}
+
+zt_status zt_rt_async_error(zt_runtime *rt)
+{
+    zt_error e = {0};
+    return keep_async(rt, zt_nvme_step_poll(rt->nvme_step, &e), &e);
+}
+
 zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)
 {
     double t0 = zt_now_s();
@@ -158,10 +185,15 @@ zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *inf
     } else {
         zt_prefetcher_invalidate(rt->prefetch); /* gathered copies are about to go stale */
         zt_adam_hparams h = make_hparams(rt, lr, wd, out.clip_coef);
-        if (rt->nvme_step)
-            st = zt_nvme_step_run(rt->nvme_step, rt->opt_shards, rt->n_layers, &h, rt->pool,
-                                  rt->adam_variant, &rt->homes, rt->dtype, &rt->stats.h2d_bytes,
-                                  &rt->err);
+        if (rt->nvme_step) { /* a failed step leaves the state on NVMe half updated */
+            zt_error e = {0};
+            st = rt->async_err.status;
+            if (st == ZT_OK)
+                st = zt_nvme_step_run(rt->nvme_step, rt->opt_shards, rt->n_layers, &h, rt->pool,
+                                      rt->adam_variant, &rt->homes, rt->dtype,
+                                      &rt->stats.h2d_bytes, &e);
+            st = keep_async(rt, st, &e);
+        }
         for (int i = 0; !rt->nvme_step && st == ZT_OK && i < rt->n_layers; i++)
             st = update_layer(rt, &rt->layers[i], &h);
         if (st != ZT_OK)
@@ -232,9 +264,4 @@ zt_status zt_rt_param_write(zt_runtime *rt, int param_id, const float *src, int6
     zt_param_in_shard(rt, p, &a, &b, &at);
     memcpy((float *)rt->staging + at, src + a, (size_t)(b - a) * sizeof(float));
     return zt_layer_set_master(rt, L, rt->staging);
-}
-
-zt_status zt_rt_drain_optimizer(zt_runtime *rt)
-{
-    return zt_nvme_step_drain(rt->nvme_step, &rt->err);
 }

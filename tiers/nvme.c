@@ -488,6 +488,16 @@ zt_status zt_swap_write_at(zt_swap *sw, const zt_swap_extent *x, uint64_t offset
 
 uint64_t zt_swap_block_size(const zt_swap *sw) { return sw->cfg.block_size; }
 
+int zt_swap_done(zt_swap *sw, const zt_swap_io *io)
+{
+    if (!io->pieces)
+        return 1;
+    pthread_mutex_lock(&sw->lock);
+    int done = io->pending == 0;
+    pthread_mutex_unlock(&sw->lock);
+    return done;
+}
+
 zt_status zt_swap_wait(zt_swap *sw, zt_swap_io *io, zt_error *err)
 {
     if (!io->pieces)

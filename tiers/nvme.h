@@ -86,6 +86,8 @@ zt_status zt_swap_write_at(zt_swap *sw, const zt_swap_extent *x, uint64_t offset
 uint64_t zt_swap_block_size(const zt_swap *sw);
 /* Waits for a transfer; errors name the tensor, the file and the offset. */
 zt_status zt_swap_wait(zt_swap *sw, zt_swap_io *io, zt_error *err);
+/* 1 when the transfer has completed (zt_swap_wait then returns at once), else 0. */
+int zt_swap_done(zt_swap *sw, const zt_swap_io *io);
 
 /* Registers up to 16 buffers with the io_uring engine before the first transfer, so reads and
  * writes from them skip per-request page pinning. A no-op (0) with the thread-pool engine;

@@ -99,18 +99,22 @@ static void test_write_error_during_step(void **state)
     zt_runtime_destroy(rt); /* clean shutdown after the error */
 }
 
-/* A write-back that fails after zt_step returned is not lost: the next reader of the
- * optimizer state that comes first is zt_fetch(BACKWARD) (it starts the next step's
- * read-ahead); it returns ZT_OK with no error text, and the failure stays until zt_step
- * reports it. */
-static void test_background_write_error_is_reported_by_the_step(void **state)
+/* A write-back that fails after zt_step returned is not lost. The first reader of the
+ * optimizer state is zt_fetch(BACKWARD) (it starts the next step's read-ahead): it returns
+ * ZT_OK with no error text, as per-layer calls go on; zt_async_error then reports the
+ * failure, and so does every later call that uses the optimizer state (zt_step,
+ * zt_param_read, zt_checkpoint_save), until a checkpoint load makes the state consistent. */
+static void test_background_write_error_is_kept_until_a_load(void **state)
 {
     (void)state;
+    char ckpt[600];
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt", dir);
     int found = 0;
     for (int k = 0; k < 256 && !found; k++) {
         minimal_model m;
         zt_runtime *rt = make("cpu", "nvme", &m, ZT_OK);
-        float loss;
+        float loss, w[16 * 48];
+        assert_int_equal(zt_checkpoint_save(rt, ckpt), ZT_OK);
         assert_int_equal(minimal_micro_step(rt, &m, 0, 0, dims.batch, &loss), ZT_OK);
         zt_io_test_fail(ZT_IO_WRITE, EIO, k);
         zt_status st = zt_step(rt, NULL, NULL);
@@ -124,12 +128,50 @@ static void test_background_write_error_is_reported_by_the_step(void **state)
         found = 1;
         assert_int_equal(minimal_micro_step(rt, &m, 1, 0, dims.batch, &loss), ZT_OK);
         assert_string_equal(zt_last_error(rt), "");
+        zt_io_test_fail(-1, 0, 0);
+        assert_int_equal(zt_async_error(rt), ZT_ERR_IO);
+        assert_non_null(strstr(zt_last_error(rt), "NVMe write of 'fc"));
+        assert_non_null(strstr(zt_last_error(rt), "load a checkpoint"));
         assert_int_equal(zt_step(rt, NULL, NULL), ZT_ERR_IO);
         assert_non_null(strstr(zt_last_error(rt), "NVMe write of 'fc"));
-        zt_io_test_fail(-1, 0, 0);
-        /* reported once: the runtime goes on (the state on disk is what it is) */
+        assert_int_equal(zt_step(rt, NULL, NULL), ZT_ERR_IO); /* every time */
+        assert_int_equal(zt_param_read(rt, m.weight[0], w, 16 * 48), ZT_ERR_IO);
+        assert_int_equal(zt_checkpoint_save(rt, ckpt), ZT_ERR_IO); /* no damaged checkpoint */
+        assert_int_equal(zt_async_error(rt), ZT_ERR_IO);
+        /* a load makes the state consistent again: training goes on */
+        assert_int_equal(zt_checkpoint_load(rt, ckpt), ZT_OK);
+        assert_int_equal(zt_async_error(rt), ZT_OK);
         assert_int_equal(minimal_micro_step(rt, &m, 2, 0, dims.batch, &loss), ZT_OK);
         assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK);
+        assert_int_equal(zt_param_read(rt, m.weight[0], w, 16 * 48), ZT_OK);
+        zt_runtime_destroy(rt);
+    }
+    assert_true(found);
+}
+
+/* zt_async_error finds a failed write-back by itself, without another call waiting for it. */
+static void test_async_error_polls_without_waiting(void **state)
+{
+    (void)state;
+    int found = 0;
+    for (int k = 0; k < 256 && !found; k++) {
+        minimal_model m;
+        zt_runtime *rt = make("cpu", "nvme", &m, ZT_OK);
+        float loss;
+        assert_int_equal(minimal_micro_step(rt, &m, 0, 0, dims.batch, &loss), ZT_OK);
+        zt_io_test_fail(ZT_IO_WRITE, EIO, k);
+        zt_status st = zt_step(rt, NULL, NULL);
+        zt_io_test_fail(-1, 0, 0);
+        if (st == ZT_OK) {
+            found = 1;
+            for (int i = 0; i < 2000 && st == ZT_OK; i++) { /* the write completes soon */
+                st = zt_async_error(rt);
+                if (st == ZT_OK)
+                    usleep(1000);
+            }
+            assert_int_equal(st, ZT_ERR_IO);
+            assert_non_null(strstr(zt_last_error(rt), "NVMe write of 'fc"));
+        }
         zt_runtime_destroy(rt);
     }
     assert_true(found);
@@ -167,8 +209,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_read_error_during_fetch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_error_during_step, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_background_write_error_is_reported_by_the_step,
+        cmocka_unit_test_setup_teardown(test_background_write_error_is_kept_until_a_load,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_async_error_polls_without_waiting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_only_folder, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_folder, setup, teardown),
     };
