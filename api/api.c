@@ -175,33 +175,118 @@ zt_status zt_runtime_commit(zt_runtime *rt)
     return st;
 }
 
-zt_status zt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_layer_view *view)
+/* The caller's stream of an async call: not NULL, and one this runtime accepts. */
+static zt_status check_stream(zt_runtime *rt, const void *stream, const char *call)
+{
+    CHECK_ARG(rt, stream,
+              "%s: stream is NULL; pass the stream your work runs on (a cudaStream_t with the "
+              "cuda backend, a stream from zt_stream_create with the host backend), or call "
+              "the blocking form", call);
+    CHECK_ARG(rt, zt_rt_stream_known(rt, stream),
+              "%s: %p is not a stream of this runtime: with the host device backend, make "
+              "streams with zt_stream_create", call, stream);
+    return ZT_OK;
+}
+
+static zt_status fetch(zt_runtime *rt, int layer, zt_pass pass, void *stream,
+                       zt_layer_view *view, const char *call)
 {
     if (!rt)
         return ZT_ERR_ARGUMENT;
-    zt_status st = enter(rt, ZT_RT_COMMITTED, "zt_fetch");
+    zt_status st = enter(rt, ZT_RT_COMMITTED, call);
     if (st == ZT_OK)
         st = check_layer(rt, layer);
+    if (st == ZT_OK && strcmp(call, "zt_fetch") != 0)
+        st = check_stream(rt, stream, call);
     if (st != ZT_OK)
         return st;
     CHECK_ARG(rt, pass >= ZT_FORWARD && pass <= ZT_INFERENCE,
-              "zt_fetch: pass %d is not ZT_FORWARD, ZT_BACKWARD or ZT_INFERENCE", (int)pass);
-    CHECK_ARG(rt, view, "zt_fetch(layer %d): view is NULL", layer);
-    return zt_rt_fetch(rt, layer, pass, view);
+              "%s: pass %d is not ZT_FORWARD, ZT_BACKWARD or ZT_INFERENCE", call, (int)pass);
+    CHECK_ARG(rt, view, "%s(layer %d): view is NULL", call, layer);
+    return zt_rt_fetch(rt, layer, pass, stream, view);
+}
+
+static zt_status release(zt_runtime *rt, int layer, zt_pass pass, void *stream,
+                         const char *call)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    zt_status st = enter(rt, ZT_RT_COMMITTED, call);
+    if (st == ZT_OK)
+        st = check_layer(rt, layer);
+    if (st == ZT_OK && strcmp(call, "zt_release") != 0)
+        st = check_stream(rt, stream, call);
+    if (st != ZT_OK)
+        return st;
+    CHECK_ARG(rt, pass >= ZT_FORWARD && pass <= ZT_INFERENCE,
+              "%s: pass %d is not ZT_FORWARD, ZT_BACKWARD or ZT_INFERENCE", call, (int)pass);
+    return zt_rt_release(rt, layer, pass, stream);
+}
+
+zt_status zt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_layer_view *view)
+{
+    return fetch(rt, layer, pass, NULL, view, "zt_fetch");
 }
 
 zt_status zt_release(zt_runtime *rt, int layer, zt_pass pass)
 {
+    return release(rt, layer, pass, NULL, "zt_release");
+}
+
+zt_status zt_fetch_async(zt_runtime *rt, int layer, zt_pass pass, void *stream,
+                         zt_layer_view *view)
+{
+    return fetch(rt, layer, pass, stream, view, "zt_fetch_async");
+}
+
+zt_status zt_release_async(zt_runtime *rt, int layer, zt_pass pass, void *stream)
+{
+    return release(rt, layer, pass, stream, "zt_release_async");
+}
+
+zt_status zt_stream_create(zt_runtime *rt, void **stream)
+{
     if (!rt)
         return ZT_ERR_ARGUMENT;
-    zt_status st = enter(rt, ZT_RT_COMMITTED, "zt_release");
-    if (st == ZT_OK)
-        st = check_layer(rt, layer);
+    zt_status st = enter(rt, ZT_RT_COMMITTED, "zt_stream_create");
     if (st != ZT_OK)
         return st;
-    CHECK_ARG(rt, pass >= ZT_FORWARD && pass <= ZT_INFERENCE,
-              "zt_release: pass %d is not ZT_FORWARD, ZT_BACKWARD or ZT_INFERENCE", (int)pass);
-    return zt_rt_release(rt, layer, pass);
+    CHECK_ARG(rt, stream, "zt_stream_create: stream is NULL");
+    zt_stream *s = NULL;
+    st = zt_rt_stream_create(rt, &s);
+    *stream = s;
+    return st;
+}
+
+zt_status zt_stream_destroy(zt_runtime *rt, void *stream)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    zt_status st = enter(rt, ZT_RT_COMMITTED, "zt_stream_destroy");
+    return st == ZT_OK ? zt_rt_stream_destroy(rt, stream) : st;
+}
+
+zt_status zt_stream_launch(zt_runtime *rt, void *stream, void (*fn)(void *), void *arg)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    zt_status st = enter(rt, ZT_RT_COMMITTED, "zt_stream_launch");
+    if (st == ZT_OK)
+        st = check_stream(rt, stream, "zt_stream_launch");
+    if (st != ZT_OK)
+        return st;
+    CHECK_ARG(rt, fn, "zt_stream_launch: fn is NULL");
+    return rt->dev->iface->launch_host_fn(rt->dev, stream, fn, arg, &rt->err);
+}
+
+zt_status zt_stream_synchronize(zt_runtime *rt, void *stream)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    zt_status st = enter(rt, ZT_RT_COMMITTED, "zt_stream_synchronize");
+    if (st == ZT_OK)
+        st = check_stream(rt, stream, "zt_stream_synchronize");
+    return st == ZT_OK ? rt->dev->iface->stream_synchronize(rt->dev, stream, &rt->err) : st;
 }
 
 zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)

@@ -179,6 +179,10 @@ typedef struct zt_stats {
     uint64_t persistent_bytes;
     uint32_t persistent_layers;
     uint64_t pinned_bytes; /* host staging buffers of NVMe parameter reads (locked when allowed) */
+    /* Waits of the host for the device inside zt_fetch/zt_release and the frees they make
+     * (a blocking call's own waits included). With the stream-ordered calls on one rank
+     * there are none per layer: see zt_fetch_async. */
+    uint64_t host_syncs;
 } zt_stats;
 
 #define ZT_STATS_INIT {.struct_size = sizeof(zt_stats)}
@@ -251,6 +255,54 @@ ZT_API zt_status zt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_layer_view
 /* Ends the use of a fetched layer. For ZT_BACKWARD the gradients written since the fetch
  * are reduced and accumulated into this rank's fp32 gradient shard before it returns. */
 ZT_API zt_status zt_release(zt_runtime *rt, int layer, zt_pass pass);
+
+/* ---- stream-ordered per-layer calls ----
+ *
+ * A trainer that computes on a stream (CUDA: its cudaStream_t; the host device backend: a
+ * stream from zt_stream_create, whose work is host functions queued with zt_stream_launch)
+ * passes that stream, and ztier orders its own work against it instead of waiting on the
+ * host — NCCL's habit: each call returns once its work is enqueued.
+ *
+ * zt_fetch_async: the view is filled at once; the parameters and the zeroed gradient
+ * buffers are complete for every operation queued on `stream` after the call (ztier
+ * enqueues a wait for the layer's copy and the gradients' memset on `stream`). The host
+ * waits only for what only the host can do: a layer not requested yet whose NVMe read or
+ * collective has to finish. Do not read view data on the host before `stream` reaches the
+ * point of the call.
+ *
+ * zt_release_async: ends the use at the current end of `stream`. The layer's buffers are
+ * reused or freed, and for ZT_BACKWARD its gradients copied off the device and summed,
+ * only after `stream` has run everything queued on it before the call, so the caller
+ * queues its last kernels on the layer and releases without synchronizing. On one rank the
+ * call never waits for the device. Under several ranks the gradient collective runs on the
+ * host (MPI), so the backward release waits for `stream` before it.
+ *
+ * Between the two forms: zt_fetch and zt_release block (the caller's own work on the layer
+ * must be complete before zt_release). zt_step, zt_param_read/zt_param_write and the
+ * checkpoint calls first wait for every stream given to zt_release_async up to its last
+ * release and add every gradient still on its way; they are the points where the host
+ * waits, once per step. A failure found after a call returned (a gradient copy that failed)
+ * is kept and reported by zt_async_error and by zt_step. Every wait of the host for the
+ * device inside fetch/release is counted in zt_stats.host_syncs. */
+
+/* Stream-ordered zt_fetch (see above). stream: never NULL. */
+ZT_API zt_status zt_fetch_async(zt_runtime *rt, int layer, zt_pass pass, void *stream,
+                                zt_layer_view *view);
+/* Stream-ordered zt_release (see above). stream: never NULL. */
+ZT_API zt_status zt_release_async(zt_runtime *rt, int layer, zt_pass pass, void *stream);
+
+/* A stream of the runtime's device backend (after commit): a cudaStream_t with cuda, a
+ * worker thread with the host backend (the only streams the host backend accepts). Its
+ * work: your kernels (cuda), or host functions (zt_stream_launch). */
+ZT_API zt_status zt_stream_create(zt_runtime *rt, void **stream);
+/* Waits for the stream's work, then destroys it. Streams still alive are destroyed with
+ * the runtime. */
+ZT_API zt_status zt_stream_destroy(zt_runtime *rt, void *stream);
+/* Queues fn(arg) on the stream: it runs after the work queued before it, and work queued
+ * later waits for it. fn must not call ztier or the device API (cudaLaunchHostFunc's rule). */
+ZT_API zt_status zt_stream_launch(zt_runtime *rt, void *stream, void (*fn)(void *), void *arg);
+/* Waits until the stream has run everything queued on it. */
+ZT_API zt_status zt_stream_synchronize(zt_runtime *rt, void *stream);
 
 /* ---- optimizer ---- */
 

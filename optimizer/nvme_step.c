@@ -1,6 +1,8 @@
 /* The NVMe-pipelined optimizer step (see nvme_step.h). */
 #include "optimizer/nvme_step.h"
 #include "core/convert.h"
+#include "core/time.h"
+#include "core/trace.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -160,7 +162,10 @@ static zt_status update(zt_nvme_step *s, const chunk *c, int set, const zt_adam_
     zt_adam_tensors t = {set_buf(s, set, 0), set_buf(s, set, 1), set_buf(s, set, 2),
                          sh->grad + c->begin, ZT_F32,
                          (char *)param_out(s, sh) + (size_t)c->begin * dsize, dtype, c->n};
+    double t0 = zt_now_s();
     zt_adam_step_parallel(pool, v, h, &t);
+    zt_trace_span("optimizer", t0, "adam '%s' [%lld, %lld)", sh->master->owner,
+                  (long long)c->begin, (long long)(c->begin + c->n));
     if (c->begin + c->n < sh->numel || zt_home_host_ptr(sh->param))
         return ZT_OK; /* the shard's working copy is stored once, after its last sub-group */
     if (sh->param->kind == ZT_TIER_DEVICE)

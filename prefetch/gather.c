@@ -95,10 +95,24 @@ static zt_status copy_staged(zt_gather *g, zt_gather_env *env, zt_error *err)
     return st;
 }
 
+/* A single rank gathers nothing: the copied shard is the full layer. Unless a staging
+ * buffer waits to be recycled, the layer is READY at once and its consumer orders itself
+ * after the copy (zt_gather_ready_event) instead of the host waiting for it. */
+static int nothing_to_gather(const zt_gather *g, const zt_gather_env *env)
+{
+    return env->topo->size == 1 && !g->secondary && !g->nvme_buf;
+}
+
 /* COPYING -> COMM: the copy is done (its staging buffer is free again); all-gather. */
 static zt_status issue_allgather(zt_gather *g, zt_gather_env *env, zt_error *err)
 {
     zt_topology *t = env->topo;
+    if (nothing_to_gather(g, env)) {
+        g->state = ZT_GATHER_READY;
+        env->gathered_bytes += (uint64_t)g->flat_numel * dsize(env);
+        return ZT_OK;
+    }
+    env->host_syncs++;
     zt_status st = env->dev->iface->event_synchronize(env->dev, g->copied, err);
     if (st == ZT_OK && g->nvme_buf) {
         zt_pinned_release(env->staging, g->nvme_buf);
@@ -136,6 +150,7 @@ static void keep_secondary(zt_gather *g, zt_gather_env *env)
         g->secondary = NULL;
         return;
     }
+    env->host_syncs++;
     if (zt_device_copy_sync(env->dev, g->secondary, (char *)g->buf + part * (size_t)t->local_rank,
                             part, ZT_COPY_D2D, env->stream, &ignored) != ZT_OK)
         zt_gather_release_secondary(g, env);
@@ -189,6 +204,11 @@ zt_status zt_gather_advance(zt_gather *g, zt_gather_env *env, int evict, int *ne
     return st;
 }
 
+zt_event *zt_gather_ready_event(const zt_gather *g)
+{
+    return g->persistent ? NULL : g->copied;
+}
+
 void zt_gather_drop(zt_gather *g, zt_gather_env *env)
 {
     if (g->persistent)
@@ -198,6 +218,7 @@ void zt_gather_drop(zt_gather *g, zt_gather_env *env)
     if (g->state == ZT_GATHER_COPYING || g->state == ZT_GATHER_NONE ||
         g->state == ZT_GATHER_READING)
         env->dev->iface->stream_synchronize(env->dev, env->stream, NULL);
+
     if (g->state == ZT_GATHER_COMM) {
         zt_comm *c = gather_comm(g, env);
         c->iface->wait(c, &g->req, NULL);
@@ -209,7 +230,13 @@ void zt_gather_drop(zt_gather *g, zt_gather_env *env)
         zt_pinned_release(env->staging, g->nvme_buf);
         g->nvme_buf = NULL;
     }
-    zt_device_tier_free(env->dtier, g->buf);
+    /* a single rank's READY layer may still be receiving its copy: freed after it */
+    zt_event *copy = g->state == ZT_GATHER_READY && g->buf ? g->copied : NULL;
+    if (copy && !env->fenced_drops && env->dev->iface->event_query(env->dev, copy) == 0) {
+        env->host_syncs++;
+        env->dev->iface->event_synchronize(env->dev, copy, NULL);
+    }
+    zt_device_tier_free_after(env->dtier, g->buf, env->fenced_drops ? copy : NULL);
     g->buf = NULL;
     g->state = ZT_GATHER_NONE;
 }

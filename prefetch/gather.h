@@ -35,6 +35,11 @@ typedef struct zt_gather_env {
     int hpz;         /* keep node-local slices (zero_hpz_partition_size > 1) */
     int quant_block; /* elements per quantization block */
     uint64_t h2d_bytes, gathered_bytes; /* counters */
+    uint64_t host_syncs; /* times the host waited for a device stream */
+    /* set once the caller hands ztier its stream: a dropped layer's copy still in flight is
+     * then fenced (freed after it) instead of waited for; until then drops wait, so that
+     * device memory stays a function of the calls (what ztier estimate replays) */
+    int fenced_drops;
 } zt_gather_env;
 
 typedef struct zt_gather {
@@ -66,6 +71,11 @@ void zt_gather_fini(zt_gather *g, zt_gather_env *env);
  * the caller finishes another layer's read and tries again. A failure drops the gather. */
 zt_status zt_gather_advance(zt_gather *g, zt_gather_env *env, int evict, int *needs_staging,
                             zt_error *err);
+
+/* A READY gather's buffer is complete once this event is (a single rank's copy to the device
+ * may still be in flight: the consumer orders its work after the event or waits for it);
+ * NULL when there is nothing to wait for (persistent layers). */
+zt_event *zt_gather_ready_event(const zt_gather *g);
 
 /* Waits for any stage in flight and frees the full buffer (state NONE). Never fails. */
 void zt_gather_drop(zt_gather *g, zt_gather_env *env);

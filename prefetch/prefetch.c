@@ -147,7 +147,7 @@ static zt_status start_gather(zt_prefetcher *pf, zt_gather *g, zt_error *err)
 }
 
 zt_status zt_prefetcher_fetch(zt_prefetcher *pf, int layer, zt_pass pass, void **full,
-                              zt_error *err)
+                              zt_event **ready, zt_error *err)
 {
     zt_gather *g = &pf->gathers[layer];
     int training = pass != ZT_INFERENCE;
@@ -166,6 +166,7 @@ zt_status zt_prefetcher_fetch(zt_prefetcher *pf, int layer, zt_pass pass, void *
         return st;
     pf->holds[layer][pass]++;
     *full = g->buf;
+    *ready = zt_gather_ready_event(g);
     return ZT_OK;
 }
 

@@ -34,11 +34,13 @@ void zt_prefetcher_destroy(zt_prefetcher *pf);
 
 zt_gather *zt_prefetcher_gather(zt_prefetcher *pf, int layer);
 
-/* Makes the layer's full parameters ready and holds it for pass; *full receives them.
- * Training passes are checked against the recorded order and move the window on. On failure
- * nothing is held. */
+/* Makes the layer's full parameters ready and holds it for pass; *full receives them and
+ * *ready the event after which they are complete (NULL: already complete; see
+ * zt_gather_ready_event): the caller waits for it or orders its stream after it. Training
+ * passes are checked against the recorded order and move the window on. On failure nothing
+ * is held. */
 zt_status zt_prefetcher_fetch(zt_prefetcher *pf, int layer, zt_pass pass, void **full,
-                              zt_error *err);
+                              zt_event **ready, zt_error *err);
 /* Ends one hold of (layer, pass); once nothing holds the layer it is kept or dropped. */
 void zt_prefetcher_release(zt_prefetcher *pf, int layer, zt_pass pass);
 

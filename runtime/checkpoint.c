@@ -10,6 +10,8 @@
 #include "runtime/checkpoint_manifest.h"
 #include "core/log.h"
 #include "core/test_hooks.h"
+#include "core/time.h"
+#include "core/trace.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -162,10 +164,12 @@ zt_status zt_rt_checkpoint_save(zt_runtime *rt, const char *root)
         return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT, "checkpoint path longer than %d bytes",
                       ZT_PATH_MAX - 1);
     char name[ZT_CKPT_NAME_MAX] = "";
+    double t0 = zt_now_s();
     zt_status st = begin_save(rt, root, name);
     if (st != ZT_OK)
         return st;
     st = write_checkpoint(rt, root, name);
+    zt_trace_span("checkpoint", t0, "save %s", name);
     st = zt_comm_agree(rt->comm, st, "checkpoint save", &rt->err);
     if (st != ZT_OK && rt->rank == 0)
         zt_ckpt_abort(root, name); /* the previous checkpoint stays the latest */
@@ -324,10 +328,15 @@ static zt_status open_checked(zt_runtime *rt, const char *dir, char *folder, siz
 
 zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
 {
-    char folder[ZT_PATH_MAX + 160], path[ZT_PATH_MAX + 240];
+    char folder[ZT_PATH_MAX + 160] = "", path[ZT_PATH_MAX + 240];
     zt_manifest m;
     FILE *f = NULL;
-    zt_status st = open_checked(rt, dir, folder, sizeof folder, &m, &f);
+    double t0 = zt_now_s();
+    /* no reduction still to land in the accumulators the load clears, no caller stream
+     * still reading parameters it replaces */
+    zt_status st = zt_rt_finish_reductions(rt);
+    if (st == ZT_OK)
+        st = open_checked(rt, dir, folder, sizeof folder, &m, &f);
     if (st == ZT_OK) {
         zt_prefetcher_invalidate(rt->prefetch);
         shard_path(folder, rt, path, sizeof path);
@@ -339,6 +348,7 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
         restore_state(rt, &m.state);
         zt_error_clear(&rt->async_err); /* the state is consistent again */
     }
+    zt_trace_span("checkpoint", t0, "load %s", folder);
     st = zt_comm_agree(rt->comm, st, "checkpoint load (shard files)", &rt->err);
     if (st == ZT_OK)
         ZT_LOGI("checkpoint", "resumed step %lld from %s", (long long)rt->steps, folder);

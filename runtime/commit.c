@@ -183,17 +183,15 @@ static zt_status check_device_budget(zt_runtime *rt, const zt_plan *plan)
 /* The prefetcher and the gather pipeline's shared environment. */
 static zt_status open_prefetch(zt_runtime *rt)
 {
-    rt->gather_env = (zt_gather_env){rt->dev,
-                                     rt->prefetch_stream,
-                                     &rt->dtier,
-                                     rt->param_staging,
-                                     &rt->topo,
-                                     rt->dtype,
-                                     rt->cfg.zero_quantized_weights,
-                                     rt->cfg.zero_hpz_partition_size > 1,
-                                     rt->cfg.quant_block_size,
-                                     0,
-                                     0};
+    rt->gather_env = (zt_gather_env){.dev = rt->dev,
+                                     .stream = rt->prefetch_stream,
+                                     .dtier = &rt->dtier,
+                                     .staging = rt->param_staging,
+                                     .topo = &rt->topo,
+                                     .dtype = rt->dtype,
+                                     .qwz = rt->cfg.zero_quantized_weights,
+                                     .hpz = rt->cfg.zero_hpz_partition_size > 1,
+                                     .quant_block = rt->cfg.quant_block_size};
     zt_sched_limits lim = {rt->cfg.stage3_prefetch_bucket_size,
                            rt->cfg.stage3_max_live_parameters,
                            rt->cfg.stage3_max_reuse_distance};

@@ -50,6 +50,8 @@ void zt_config_defaults(zt_config *c)
     c->log_level = -1;
     c->quant_block_size = 256;
     c->checkpoint_keep = 2;
+    c->device_index = -1;
+    c->gradient_landing_buffers = 4;
 }
 
 int zt_config_parse_bytes(const char *s, int64_t *out)

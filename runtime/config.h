@@ -78,6 +78,8 @@ typedef struct zt_config {
     int ranks_per_node;                     /* 0 = from the launcher's environment */
     int quant_block_size;                   /* elements per ZeRO++ quantization block */
     char trace_path[ZT_PATH_MAX];           /* "" = no trace */
+    int device_index;                       /* cuda: -1 = the caller's current device */
+    int gradient_landing_buffers;           /* async releases whose copies may be pending */
     int checkpoint_keep;                    /* committed checkpoints kept per root folder */
     int log_level;                          /* -1 = unset */
 } zt_config;

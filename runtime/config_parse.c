@@ -683,6 +683,8 @@ zt_status zt_config_apply_env(zt_config *cfg, zt_error *err)
         st = env_key("ZT_IO_ENGINE", "ztier.io_engine", cfg, err);
     if (st == ZT_OK)
         st = env_key("ZT_ADAM_VARIANT", "ztier.adam_variant", cfg, err);
+    if (st == ZT_OK)
+        st = env_key("ZT_TRACE", "ztier.trace_path", cfg, err);
     return st;
 }
 

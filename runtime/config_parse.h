@@ -28,7 +28,7 @@ zt_status zt_config_load_file(zt_config *cfg, const char *path, zt_error *err);
 
 /* Applies environment overrides: ZT_LOG (log level), ZT_HBM_CAPACITY (bytes, K/M/G),
  * ZT_NVME_PATH (replaces both offload nvme paths; several folders separated by ':'),
- * ZT_IO_ENGINE, ZT_ADAM_VARIANT. An invalid value is ZT_ERR_CONFIG naming the variable. */
+ * ZT_IO_ENGINE, ZT_ADAM_VARIANT, ZT_TRACE (ztier.trace_path). An invalid value is ZT_ERR_CONFIG naming the variable. */
 zt_status zt_config_apply_env(zt_config *cfg, zt_error *err);
 
 /* Checks the final struct: every field against the key table's range (for structs edited by

@@ -72,7 +72,7 @@ static int alloc(sim *s, uint64_t bytes, int evict)
 }
 
 /* One stage of the gather pipeline: the start allocates the full buffer; then READING (an
- * NVMe home), COPYING and COMM precede READY. */
+ * NVMe home), COPYING and COMM (several ranks, or an NVMe home) precede READY. */
 static int advance(sim *s, sim_layer *L, int evict)
 {
     if (L->persistent) {
@@ -83,7 +83,8 @@ static int advance(sim *s, sim_layer *L, int evict)
         if (!alloc(s, gathered_bytes(s, L), evict))
             return 0;
         L->gathered = 1;
-        L->stages_left = s->nvme_params ? 3 : 2;
+        /* a single rank's copied shard is ready at once (gather.c: nothing to gather) */
+        L->stages_left = s->nvme_params ? 3 : s->world == 1 ? 1 : 2;
         return 1;
     }
     if (L->stages_left > 0)

@@ -1,12 +1,24 @@
 /* Per-layer execution: fetch makes a layer's full parameters ready through the prefetcher
  * (and allocates zeroed gradient buffers for the backward pass); release ends the hold and,
  * after a backward pass, reduce-scatters the gradients and accumulates this rank's shard in
- * fp32. */
+ * fp32.
+ *
+ * With the caller's stream (zt_fetch_async / zt_release_async) nothing here waits for the
+ * device on a single rank: a fetch orders the caller's stream after the layer's copy and
+ * zeroes gradients on that stream; a release records the caller's stream on rt->stream (the
+ * fence of every device free: no buffer is reused before the caller's stream passes its
+ * release), queues the gradients' copy to a landing buffer on rt->stream, and the copied
+ * shard is added to the fp32 accumulator later (pending reductions, first in first out) by
+ * the first call that finds the copy done, or by the next call that needs the sums. Under
+ * several ranks the gradient collective runs on the host (MPI), so a release waits for the
+ * caller's stream there. Every wait for the device is counted (zt_stats.host_syncs). */
 #include "core/convert.h"
 #include "core/time.h"
+#include "core/trace.h"
 #include "runtime/runtime.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *pass_name(zt_pass pass)
@@ -14,15 +26,43 @@ static const char *pass_name(zt_pass pass)
     return pass == ZT_FORWARD ? "forward" : pass == ZT_BACKWARD ? "backward" : "inference";
 }
 
-static zt_status alloc_grads(zt_runtime *rt, zt_layer *L)
+/* Waits for a stream, counted. */
+static zt_status sync_stream(zt_runtime *rt, zt_stream *s)
+{
+    rt->stats.host_syncs++;
+    return rt->dev->iface->stream_synchronize(rt->dev, s, &rt->err);
+}
+
+static zt_status sync_event(zt_runtime *rt, zt_event *e)
+{
+    rt->stats.host_syncs++;
+    return rt->dev->iface->event_synchronize(rt->dev, e, &rt->err);
+}
+
+/* Zeroed gradient buffers: on the caller's stream, or on rt->stream and waited for. */
+static zt_status alloc_grads(zt_runtime *rt, zt_layer *L, zt_stream *caller)
 {
     size_t bytes = (size_t)L->flat_numel * zt_dtype_size(rt->dtype);
     zt_status st = zt_prefetcher_alloc(rt->prefetch, bytes, &L->grads, &rt->err);
+    zt_stream *s = caller ? caller : rt->stream;
     if (st == ZT_OK)
-        st = rt->dev->iface->memset_async(rt->dev, L->grads, 0, bytes, rt->stream, &rt->err);
-    if (st == ZT_OK)
-        st = rt->dev->iface->stream_synchronize(rt->dev, rt->stream, &rt->err);
+        st = rt->dev->iface->memset_async(rt->dev, L->grads, 0, bytes, s, &rt->err);
+    if (st == ZT_OK && !caller)
+        st = sync_stream(rt, s);
     return st;
+}
+
+/* The parameters are complete once `ready` is: the caller's stream waits for it, or the
+ * host does. */
+static zt_status order_after(zt_runtime *rt, zt_event *ready, zt_stream *caller)
+{
+    if (!ready)
+        return ZT_OK;
+    if (caller)
+        return rt->dev->iface->stream_wait_event(rt->dev, caller, ready, &rt->err);
+    if (rt->dev->iface->event_query(rt->dev, ready) == 1)
+        return ZT_OK;
+    return sync_event(rt, ready);
 }
 
 static void fill_views(zt_runtime *rt, zt_layer *L, zt_pass pass, void *full,
@@ -48,24 +88,36 @@ static void fill_views(zt_runtime *rt, zt_layer *L, zt_pass pass, void *full,
     view->params = views;
 }
 
-zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_layer_view *view)
+zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_stream *caller,
+                      zt_layer_view *view)
 {
     zt_layer *L = &rt->layers[layer];
     double t0 = zt_now_s();
+    zt_rt_poll_reductions(rt);
     if (pass == ZT_BACKWARD) /* the optimizer state is read while the backward pass runs */
         zt_nvme_step_preread(rt->nvme_step, rt->opt_shards, rt->n_layers);
     void *full = NULL;
-    zt_status st = zt_prefetcher_fetch(rt->prefetch, layer, pass, &full, &rt->err);
+    zt_event *ready = NULL;
+    zt_status st = zt_prefetcher_fetch(rt->prefetch, layer, pass, &full, &ready, &rt->err);
+    int held = st == ZT_OK;
     /* held from here on, so making room for the gradients cannot evict it */
-    if (st == ZT_OK && pass == ZT_BACKWARD && !L->grads && (st = alloc_grads(rt, L)) != ZT_OK)
-        zt_prefetcher_release(rt->prefetch, layer, pass);
+    if (st == ZT_OK && pass == ZT_BACKWARD && !L->grads)
+        st = alloc_grads(rt, L, caller);
+    if (st == ZT_OK)
+        st = order_after(rt, ready, caller);
     if (st != ZT_OK) {
+        if (held) /* this call's hold is undone */
+            zt_prefetcher_release(rt->prefetch, layer, pass);
         zt_error_prefix(&rt->err, "fetch of layer '%s' (%s): ", L->name, pass_name(pass));
         return st;
     }
     fill_views(rt, L, pass, full, view);
-    rt->stats.fetch_wait_s += zt_now_s() - t0;
+    double t1 = zt_now_s();
+    rt->stats.fetch_wait_s += t1 - t0;
     rt->stats.fetches++;
+    zt_trace_span("fetch", t0, "fetch %s (%s)", L->name, pass_name(pass));
+    if (zt_prefetcher_holds(rt->prefetch, layer, pass) == 1)
+        L->fetched_at[pass] = t1;
     return ZT_OK;
 }
 
@@ -152,7 +204,178 @@ static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
     return st;
 }
 
-zt_status zt_rt_release(zt_runtime *rt, int layer, zt_pass pass)
+/* ---- pending reductions (single rank, stream-ordered release) ---- */
+
+static zt_pending_reduction *pending_at(zt_runtime *rt, int k)
+{
+    return &rt->pending[(rt->pending_head + k) % rt->n_landing];
+}
+
+/* Adds the oldest pending reduction to its accumulator; with wait, waits for its copy. 0 when
+ * it is not done yet (only without wait). */
+static int complete_oldest(zt_runtime *rt, int wait)
+{
+    zt_pending_reduction *p = pending_at(rt, 0);
+    zt_event *copied = rt->landing_copied[p->buf];
+    int done = rt->dev->iface->event_query(rt->dev, copied);
+    if (done == 0 && !wait)
+        return 0;
+    zt_layer *L = &rt->layers[p->layer];
+    zt_error e = {0};
+    if (done == 0) {
+        rt->stats.host_syncs++;
+        done = rt->dev->iface->event_synchronize(rt->dev, copied, &e) == ZT_OK ? 1 : -1;
+    }
+    if (done < 0 && rt->async_err.status == ZT_OK) /* the copy failed: this step's sums are */
+        ZT_ERR(&rt->async_err, ZT_ERR_DEVICE,  /* incomplete */
+               "the copy of layer '%s''s gradients to the host failed (%s); the gradients of "
+               "this step are incomplete: load a checkpoint",
+               L->name, e.msg[0] ? e.msg : "event query failed");
+    if (done > 0) {
+        accumulate_shard(rt, L, rt->landing[p->buf], rt->dtype);
+        L->accum_count++;
+        size_t bytes = (size_t)L->shard_numel * zt_dtype_size(rt->dtype);
+        rt->stats.d2h_bytes += bytes;
+        rt->stats.reduced_bytes += bytes;
+    }
+    rt->pending_head = (rt->pending_head + 1) % rt->n_landing;
+    rt->n_pending--;
+    return 1;
+}
+
+void zt_rt_poll_reductions(zt_runtime *rt)
+{
+    while (rt->n_pending && complete_oldest(rt, 0))
+        ;
+}
+
+zt_status zt_rt_finish_reductions(zt_runtime *rt)
+{
+    while (rt->n_pending)
+        complete_oldest(rt, 1);
+    zt_status st = ZT_OK;
+    if (rt->caller_done) { /* rt->stream waits for every caller release: wait for it */
+        st = sync_stream(rt, rt->stream);
+        zt_device_tier_reclaim(&rt->dtier, 0);
+    }
+    return st;
+}
+
+/* Pinned landing buffers, made at the first stream-ordered backward release. */
+static zt_status open_landing(zt_runtime *rt)
+{
+    size_t largest = 0;
+    for (int i = 0; i < rt->n_layers; i++) {
+        size_t b = (size_t)rt->layers[i].shard_numel * zt_dtype_size(rt->dtype);
+        largest = b > largest ? b : largest;
+    }
+    int n = rt->cfg.gradient_landing_buffers;
+    rt->landing = calloc((size_t)n, sizeof *rt->landing);
+    rt->landing_copied = calloc((size_t)n, sizeof *rt->landing_copied);
+    rt->pending = calloc((size_t)n, sizeof *rt->pending);
+    if (!rt->landing || !rt->landing_copied || !rt->pending) {
+        zt_rt_free_landing(rt);
+        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of host memory for the landing buffers");
+    }
+    rt->landing_bytes = largest;
+    rt->n_landing = n;
+    zt_status st = ZT_OK;
+    for (int k = 0; k < n && st == ZT_OK; k++) {
+        st = rt->dev->iface->host_alloc(rt->dev, largest, &rt->landing[k], &rt->err);
+        if (st == ZT_OK)
+            st = rt->dev->iface->event_create(rt->dev, &rt->landing_copied[k], &rt->err);
+    }
+    if (st != ZT_OK) {
+        zt_error_prefix(&rt->err, "%d gradient landing buffers of %zu bytes "
+                                  "(ztier.gradient_landing_buffers): ", n, largest);
+        zt_rt_free_landing(rt);
+    }
+    return st;
+}
+
+void zt_rt_free_landing(zt_runtime *rt)
+{
+    for (int k = 0; k < rt->n_landing; k++) {
+        if (rt->landing[k])
+            rt->dev->iface->host_free(rt->dev, rt->landing[k]);
+        if (rt->landing_copied[k])
+            rt->dev->iface->event_destroy(rt->dev, rt->landing_copied[k]);
+    }
+    free(rt->landing), free(rt->landing_copied), free(rt->pending);
+    rt->landing = NULL, rt->landing_copied = NULL, rt->pending = NULL;
+    rt->n_landing = rt->n_pending = rt->pending_head = 0;
+}
+
+/* A landing buffer no pending reduction uses (waiting for the oldest when all are). */
+static int free_landing(zt_runtime *rt)
+{
+    if (rt->n_pending == rt->n_landing)
+        complete_oldest(rt, 1);
+    for (int k = 0; k < rt->n_landing; k++) {
+        int used = 0;
+        for (int j = 0; j < rt->n_pending; j++)
+            used |= pending_at(rt, j)->buf == k;
+        if (!used)
+            return k;
+    }
+    return -1; /* not reached: n_pending < n_landing */
+}
+
+/* Single rank: the gradients are the shard. Their copy to a landing buffer is queued on
+ * rt->stream (which already waits for the caller's release) and added later. */
+static zt_status queue_reduction(zt_runtime *rt, zt_layer *L)
+{
+    zt_status st = rt->landing ? ZT_OK : open_landing(rt);
+    if (st != ZT_OK)
+        return st;
+    int k = free_landing(rt);
+    size_t bytes = (size_t)L->shard_numel * zt_dtype_size(rt->dtype);
+    st = rt->dev->iface->memcpy_async(rt->dev, rt->landing[k], L->grads, bytes, ZT_COPY_D2H,
+                                      rt->stream, &rt->err);
+    if (st == ZT_OK)
+        st = rt->dev->iface->event_record(rt->dev, rt->landing_copied[k], rt->stream, &rt->err);
+    if (st != ZT_OK)
+        return st;
+    *pending_at(rt, rt->n_pending) = (zt_pending_reduction){(int)(L - rt->layers), k};
+    rt->n_pending++;
+    return ZT_OK;
+}
+
+/* rt->stream (the fence of every free, the stream of the gradient copies) waits for the
+ * caller's stream to reach this point. */
+static zt_status fence_after_caller(zt_runtime *rt, zt_stream *caller)
+{
+    zt_status st = ZT_OK;
+    rt->gather_env.fenced_drops = 1;
+    if (!rt->caller_done)
+        st = rt->dev->iface->event_create(rt->dev, &rt->caller_done, &rt->err);
+    if (st == ZT_OK)
+        st = rt->dev->iface->event_record(rt->dev, rt->caller_done, caller, &rt->err);
+    if (st == ZT_OK)
+        st = rt->dev->iface->stream_wait_event(rt->dev, rt->stream, rt->caller_done, &rt->err);
+    return st;
+}
+
+/* The gradients of a backward pass that ended: summed over ranks into the accumulator. */
+static zt_status release_grads(zt_runtime *rt, zt_layer *L, zt_stream *caller)
+{
+    zt_status st = ZT_OK;
+    if (caller && rt->world == 1) {
+        st = queue_reduction(rt, L);
+    } else {
+        if (caller) /* the collective reads them on the host: the caller's work must be done */
+            st = sync_event(rt, rt->caller_done);
+        else /* the layer's own earlier micro-steps are summed first */
+            zt_rt_poll_reductions(rt), st = zt_rt_finish_reductions(rt);
+        if (st == ZT_OK)
+            st = reduce_grads(rt, L);
+    }
+    zt_device_tier_free(&rt->dtier, L->grads); /* after rt->stream's copy of them */
+    L->grads = NULL;
+    return st;
+}
+
+zt_status zt_rt_release(zt_runtime *rt, int layer, zt_pass pass, zt_stream *caller)
 {
     zt_layer *L = &rt->layers[layer];
     int holds = zt_prefetcher_holds(rt->prefetch, layer, pass);
@@ -161,19 +384,72 @@ zt_status zt_rt_release(zt_runtime *rt, int layer, zt_pass pass)
                       "release of layer '%s' (%s) without a matching fetch: it is not held "
                       "for that pass (double release?)",
                       L->name, pass_name(pass));
+    double t0 = zt_now_s();
+    /* first, so that every free below (and the kept buffer's later one) waits for the
+     * caller's stream */
+    zt_status st = caller ? fence_after_caller(rt, caller) : ZT_OK;
+    if (st != ZT_OK) {
+        zt_error_prefix(&rt->err, "release of layer '%s' (%s): ", L->name, pass_name(pass));
+        return st; /* still held: the caller may retry or destroy */
+    }
+    if (holds == 1)
+        zt_trace_async("layer", L->fetched_at[pass], "%s (%s)", L->name, pass_name(pass));
     /* released first: its parameters are no longer needed, so the reduction below may use
      * their room */
     zt_prefetcher_release(rt->prefetch, layer, pass);
-    zt_status st = ZT_OK;
-    if (pass == ZT_BACKWARD && holds == 1) {
-        st = reduce_grads(rt, L);
-        zt_device_tier_free(&rt->dtier, L->grads);
-        L->grads = NULL;
-        if (st != ZT_OK)
-            zt_error_prefix(&rt->err, "release of layer '%s' (backward): ", L->name);
-    }
+    if (pass == ZT_BACKWARD && holds == 1 && (st = release_grads(rt, L, caller)) != ZT_OK)
+        zt_error_prefix(&rt->err, "release of layer '%s' (backward): ", L->name);
+    zt_rt_poll_reductions(rt);
     rt->stats.releases++;
+    zt_trace_span("release", t0, "release %s (%s)", L->name, pass_name(pass));
     return st;
+}
+
+/* ---- caller streams ---- */
+
+zt_status zt_rt_stream_create(zt_runtime *rt, zt_stream **out)
+{
+    zt_caller_streams *cs = &rt->caller_streams;
+    if (cs->n == cs->cap) {
+        int cap = cs->cap ? cs->cap * 2 : 4;
+        zt_stream **s = realloc(cs->s, (size_t)cap * sizeof *s);
+        if (!s)
+            return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of host memory for a stream");
+        cs->s = s, cs->cap = cap;
+    }
+    zt_status st = rt->dev->iface->stream_create(rt->dev, out, &rt->err);
+    if (st == ZT_OK)
+        cs->s[cs->n++] = *out;
+    return st;
+}
+
+int zt_rt_stream_known(const zt_runtime *rt, const zt_stream *s)
+{
+    if (rt->dev_iface != &zt_device_host)
+        return 1; /* a cudaStream_t of the caller's: the backend cannot tell */
+    for (int i = 0; i < rt->caller_streams.n; i++)
+        if (rt->caller_streams.s[i] == s)
+            return 1;
+    return 0;
+}
+
+zt_status zt_rt_stream_destroy(zt_runtime *rt, zt_stream *s)
+{
+    zt_caller_streams *cs = &rt->caller_streams;
+    for (int i = 0; i < cs->n; i++)
+        if (cs->s[i] == s) {
+            /* its work up to the last release is what rt->stream and the frees wait for:
+             * both pass that point before the stream goes */
+            zt_status st = rt->dev->iface->stream_synchronize(rt->dev, s, &rt->err);
+            if (st == ZT_OK)
+                st = rt->dev->iface->stream_synchronize(rt->dev, rt->stream, &rt->err);
+            rt->dev->iface->stream_destroy(rt->dev, s);
+            cs->s[i] = cs->s[--cs->n];
+            return st;
+        }
+    return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
+                  "zt_stream_destroy: %p is not a stream made by zt_stream_create on this "
+                  "runtime (or it was destroyed already)", (void *)s);
 }
 
 int zt_rt_layers_held(const zt_runtime *rt)

@@ -2,6 +2,7 @@
  * optimizer and topology at commit), their teardown, and the counters gathered from them. */
 #include "runtime/runtime.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "runtime/config_parse.h"
 
 #include <stdio.h>
@@ -68,11 +69,12 @@ static zt_status open_device(zt_runtime *rt)
     rt->dev_iface = zt_device_find(rt->cfg.device_backend, &rt->err);
     if (!rt->dev_iface)
         return rt->err.status;
-    zt_device_config dc = {(uint64_t)rt->cfg.hbm_capacity, 0, 1};
+    zt_device_config dc = {(uint64_t)rt->cfg.hbm_capacity, rt->cfg.device_index, 1};
     zt_status st = rt->dev_iface->create(&dc, &rt->dev, &rt->err);
     rt->dtier.dev = rt->dev;
     if (st == ZT_OK)
         st = rt->dev_iface->stream_create(rt->dev, &rt->stream, &rt->err);
+    rt->dtier.fence = rt->stream; /* waits for every caller release (layer_exec.c) */
     if (st == ZT_OK)
         st = rt->dev_iface->stream_create(rt->dev, &rt->prefetch_stream, &rt->err);
     rt->homes.dev = rt->dev;
@@ -160,12 +162,33 @@ zt_status zt_rt_create(zt_runtime *rt, const zt_options *opts, const char *confi
     return ZT_OK;
 }
 
+/* ztier.trace_path, with "{rank}" replaced by the rank; under several ranks without it,
+ * ".<rank>" is appended so ranks never share a file. */
+static zt_status open_trace(zt_runtime *rt)
+{
+    char path[ZT_PATH_MAX + 32];
+    const char *p = rt->cfg.trace_path, *at = strstr(p, "{rank}");
+    if (at)
+        snprintf(path, sizeof path, "%.*s%d%s", (int)(at - p), p, rt->rank, at + 6);
+    else if (rt->world > 1)
+        snprintf(path, sizeof path, "%s.%d", p, rt->rank);
+    else
+        snprintf(path, sizeof path, "%s", p);
+    return zt_trace_open(path, &rt->err);
+}
+
 zt_status zt_rt_open(zt_runtime *rt)
 {
     /* keys set one by one are checked against each other once, here */
     zt_status st = zt_config_validate(&rt->cfg, &rt->err);
     if (st != ZT_OK)
         return st;
+    if (rt->cfg.trace_path[0]) {
+        if ((st = open_trace(rt)) != ZT_OK)
+            return st;
+        rt->tracing = 1;
+        zt_trace_thread_name("caller");
+    }
     st = open_device(rt);
     if (st == ZT_OK)
         st = open_optimizer(rt);
@@ -209,6 +232,14 @@ void zt_rt_destroy(zt_runtime *rt)
     /* first what may still move data: the optimizer's write-backs refer to the layers'
      * homes, the gathers to the homes and the staging pool */
     zt_nvme_step_destroy(rt->nvme_step);
+    /* the caller's streams made here go first: rt->stream may wait for them */
+    for (int i = 0; i < rt->caller_streams.n; i++) {
+        rt->dev->iface->stream_synchronize(rt->dev, rt->caller_streams.s[i], NULL);
+        if (rt->stream)
+            rt->dev->iface->stream_synchronize(rt->dev, rt->stream, NULL);
+        rt->dev->iface->stream_destroy(rt->dev, rt->caller_streams.s[i]);
+    }
+    free(rt->caller_streams.s);
     zt_prefetcher_destroy(rt->prefetch);
     if (rt->stream)
         rt->dev->iface->stream_synchronize(rt->dev, rt->stream, NULL);
@@ -216,6 +247,12 @@ void zt_rt_destroy(zt_runtime *rt)
         rt->dev->iface->stream_synchronize(rt->dev, rt->prefetch_stream, NULL);
     for (int i = 0; i < rt->n_layers; i++)
         free_layer(rt, &rt->layers[i]);
+    if (rt->dev) {
+        zt_device_tier_fini(&rt->dtier);
+        zt_rt_free_landing(rt);
+        if (rt->caller_done)
+            rt->dev->iface->event_destroy(rt->dev, rt->caller_done);
+    }
     for (int i = 0; i < rt->n_params; i++)
         free(rt->params[i].name);
     free(rt->layers);
@@ -238,6 +275,8 @@ void zt_rt_destroy(zt_runtime *rt)
     zt_topology_close(&rt->topo);
     if (rt->comm)
         rt->comm->iface->destroy(rt->comm);
+    if (rt->tracing)
+        zt_trace_close();
 }
 
 void zt_rt_stats(const zt_runtime *rt, zt_stats *out)
@@ -248,6 +287,7 @@ void zt_rt_stats(const zt_runtime *rt, zt_stats *out)
     s.host_bytes_current = rt->host.current;
     s.host_bytes_peak = rt->host.peak;
     s.h2d_bytes += rt->gather_env.h2d_bytes;
+    s.host_syncs += rt->gather_env.host_syncs + rt->dtier.fence_waits;
     s.gathered_bytes = rt->gather_env.gathered_bytes;
     s.comm_bytes_intra = rt->topo.bytes_intra;
     s.comm_bytes_inter = rt->topo.bytes_inter;

@@ -55,8 +55,22 @@ typedef struct zt_layer {
     int accum_count; /* backward releases since the last step */
 
     void *grads;           /* device: full flat gradients while a backward pass holds it */
+    double fetched_at[3];  /* per pass: when the caller got it (the trace's layer spans) */
     zt_tensor_view *views; /* 2 * n_params: forward views, then backward views */
 } zt_layer;
+
+/* A backward release whose gradients are on their way to a landing buffer (single rank,
+ * stream-ordered release): added to the layer's fp32 accumulator once the copy is done. */
+typedef struct zt_pending_reduction {
+    int layer;
+    int buf; /* landing buffer index */
+} zt_pending_reduction;
+
+/* Caller streams made by zt_stream_create (host backend: the only streams it accepts). */
+typedef struct zt_caller_streams {
+    zt_stream **s;
+    int n, cap;
+} zt_caller_streams;
 
 typedef enum zt_rt_state { ZT_RT_FAILED = 0, ZT_RT_REGISTERING, ZT_RT_COMMITTED } zt_rt_state;
 
@@ -112,6 +126,17 @@ struct zt_runtime {
      * leaves the state inconsistent, so every later reader of that state gets it, until a
      * checkpoint is loaded. */
     zt_error async_err;
+
+    /* stream-ordered calls (runtime/layer_exec.c) */
+    zt_caller_streams caller_streams;
+    zt_event *caller_done;       /* recorded on the caller's stream at an async release */
+    void **landing;              /* gradient_landing_buffers pinned host buffers, one shard */
+    zt_event **landing_copied;   /* per buffer: its copy from the device is done */
+    size_t landing_bytes;
+    int n_landing;
+    zt_pending_reduction *pending; /* first in first out, n_landing slots */
+    int pending_head, n_pending;
+    int tracing; /* this runtime holds the process's timeline trace open */
 };
 
 /* Stores a layer's fp32 master shard (a host buffer of shard_numel floats, 4096-aligned for
@@ -142,9 +167,24 @@ void zt_rt_stats(const zt_runtime *rt, zt_stats *out);
 /* commit: placement by the plan and initial values (runtime/commit.c) */
 zt_status zt_rt_commit(zt_runtime *rt);
 
-/* per-layer fetch/release (runtime/layer_exec.c) */
-zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_layer_view *view);
-zt_status zt_rt_release(zt_runtime *rt, int layer, zt_pass pass);
+/* per-layer fetch/release (runtime/layer_exec.c); caller: the caller's stream, NULL for
+ * the blocking calls */
+zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_stream *caller,
+                      zt_layer_view *view);
+zt_status zt_rt_release(zt_runtime *rt, int layer, zt_pass pass, zt_stream *caller);
+/* Adds the pending reductions whose copies are done to their accumulators, without
+ * waiting. */
+void zt_rt_poll_reductions(zt_runtime *rt);
+/* Waits for the caller's streams up to their last release and completes every pending
+ * reduction: the accumulators are whole and no device buffer is in use by a caller. */
+zt_status zt_rt_finish_reductions(zt_runtime *rt);
+/* Frees the landing buffers and their events (destroy). */
+void zt_rt_free_landing(zt_runtime *rt);
+/* Caller streams (zt_stream_create and friends; runtime/layer_exec.c). */
+zt_status zt_rt_stream_create(zt_runtime *rt, zt_stream **out);
+zt_status zt_rt_stream_destroy(zt_runtime *rt, zt_stream *s);
+/* 1 when s may be passed as a caller stream (cuda: any stream; host: one made here). */
+int zt_rt_stream_known(const zt_runtime *rt, const zt_stream *s);
 int zt_rt_layers_held(const zt_runtime *rt);
 /* The names of held layers and their passes, for messages ("'h3' (backward), ..."). */
 void zt_rt_describe_held(const zt_runtime *rt, char *out, size_t len);
@@ -153,9 +193,10 @@ void zt_rt_describe_held(const zt_runtime *rt, char *out, size_t len);
 zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info);
 zt_status zt_rt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel);
 zt_status zt_rt_param_write(zt_runtime *rt, int param_id, const float *src, int64_t numel);
-/* Waits for the optimizer's background transfers and reports any failure of theirs (kept in
- * rt->async_err, and reported again at every later call until a checkpoint load); every
- * reader of the optimizer state calls it first. */
+/* Completes the pending gradient reductions (waiting for the caller's streams up to their
+ * last release), waits for the optimizer's background transfers and reports any failure of
+ * theirs (kept in rt->async_err, and reported again at every later call until a checkpoint
+ * load); every reader or writer of the model's state calls it first. */
 zt_status zt_rt_drain_optimizer(zt_runtime *rt);
 /* The kept failure of background work, after collecting what has completed (zt_async_error).
  * Does not wait. */

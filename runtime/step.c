@@ -2,6 +2,7 @@
  * Adam pass over each layer's shard on the CPU, writing the new working-dtype parameters to
  * their home tier. A step with inf/nan gradients changes nothing but the loss scale. */
 #include "core/time.h"
+#include "core/trace.h"
 #include "core/log.h"
 #include "runtime/runtime.h"
 
@@ -85,7 +86,10 @@ static zt_status update_layer(zt_runtime *rt, zt_layer *L, const zt_adam_hparams
     if (!out)
         out = rt->dtype == ZT_F32 ? rt->staging : rt->staging_lp;
     zt_adam_tensors t = {master, m, v, L->grad_acc, ZT_F32, out, rt->dtype, L->shard_numel};
+    double t0 = zt_now_s();
     zt_adam_step_parallel(rt->pool, rt->adam_variant, h, &t);
+    zt_trace_span("optimizer", t0, "adam %s (%lld elements)", L->name,
+                  (long long)L->shard_numel);
     if (out == zt_home_host_ptr(&L->param_home))
         return ZT_OK;
     if (L->param_home.kind == ZT_TIER_DEVICE)
@@ -149,6 +153,9 @@ static zt_status keep_async(zt_runtime *rt, zt_status st, const zt_error *e)
 
 zt_status zt_rt_drain_optimizer(zt_runtime *rt)
 {
+    zt_status st = zt_rt_finish_reductions(rt); /* and the caller's streams, up to release */
+    if (st != ZT_OK)
+        return st;
     zt_error e = {0};
     if (rt->async_err.status != ZT_OK)
         return keep_async(rt, ZT_OK, NULL);
@@ -157,6 +164,7 @@ zt_status zt_rt_drain_optimizer(zt_runtime *rt)
 
 zt_status zt_rt_async_error(zt_runtime *rt)
 {
+    zt_rt_poll_reductions(rt); /* a failed gradient copy is kept like a failed write-back */
     zt_error e = {0};
     return keep_async(rt, zt_nvme_step_poll(rt->nvme_step, &e), &e);
 }
@@ -166,7 +174,10 @@ zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *inf
     double t0 = zt_now_s();
     double sumsq = 0, nonfinite = 0;
     float lr, wd;
-    zt_status st = step_values(rt, args, &lr, &wd);
+    /* every release's gradients summed; the caller's streams past their last release */
+    zt_status st = zt_rt_finish_reductions(rt);
+    if (st == ZT_OK)
+        st = step_values(rt, args, &lr, &wd);
     if (st == ZT_OK)
         st = global_grad_stats(rt, &sumsq, &nonfinite);
     if (st != ZT_OK)
@@ -209,6 +220,7 @@ zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *inf
     if (info)
         *info = out;
     rt->stats.step_s += zt_now_s() - t0;
+    zt_trace_span("step", t0, "step %lld%s", (long long)rt->steps, out.skipped ? " (skipped)" : "");
     return ZT_OK;
 }
 

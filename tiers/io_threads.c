@@ -1,6 +1,7 @@
 /* The thread-pool engine: worker threads run pread/pwrite on queued pieces. The fallback
  * where io_uring cannot be set up (seccomp, old kernels) or when asked for by config. */
 #include "tiers/io.h"
+#include "core/trace.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -45,6 +46,7 @@ static int transfer(const zt_io_engine *e, zt_io_piece *p)
 static void *worker(void *arg)
 {
     zt_io_engine *e = arg;
+    zt_trace_thread_name("io thread");
     pthread_mutex_lock(&e->lock);
     for (;;) {
         while (!e->head && !e->stop)
@@ -136,6 +138,8 @@ void zt_io_test_fail(int op, int err, int after_n)
     atomic_store(&fail_after, after_n);
     atomic_store(&fail_op, op);
 }
+
+int zt_io_test_failure_pending(void) { return atomic_load(&fail_op) != -1; }
 
 int zt_io_test_take_failure(int op)
 {

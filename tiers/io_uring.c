@@ -3,6 +3,7 @@
  * io_uring_wait_cqe (no polling). New pieces wake it through an eventfd watched by the ring. */
 #include "tiers/io.h"
 #include "core/log.h"
+#include "core/trace.h"
 
 #include <errno.h>
 #include <liburing.h>
@@ -150,6 +151,7 @@ static void complete(zt_io_engine *e, zt_io_piece *p, int res)
 static void *ring_thread(void *arg)
 {
     zt_io_engine *e = arg;
+    zt_trace_thread_name("io_uring completions");
     for (;;) {
         fill_sq(e);
         io_uring_submit(&e->ring);

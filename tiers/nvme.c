@@ -6,6 +6,7 @@
 #include "tiers/nvme.h"
 #include "core/align.h"
 #include "core/time.h"
+#include "core/trace.h"
 #include "core/log.h"
 
 #include <dirent.h>
@@ -421,9 +422,19 @@ static void piece_done(zt_io_piece *p, int result)
         io->bad_offset = (io->first_block + k) * sw->cfg.block_size;
     }
     sw->inflight--;
-    if (--io->pending == 0)
+    int last = --io->pending == 0;
+    /* the span's name is made before the waiter, woken below, may reuse io or free the
+     * extent's owner */
+    char span[160] = "";
+    double t0 = io->t_start;
+    if (last && zt_trace_on())
+        snprintf(span, sizeof span, "NVMe %s '%s' %.2f MB",
+                 io->op == ZT_IO_READ ? "read" : "write", io->x->owner, (double)io->bytes / 1e6);
+    if (last)
         pthread_cond_broadcast(&sw->done);
     pthread_mutex_unlock(&sw->lock);
+    if (span[0])
+        zt_trace_async("nvme", t0, "%s", span);
 }
 
 static zt_status start_io(zt_swap *sw, int op, const zt_swap_extent *x, uint64_t offset,
@@ -438,6 +449,7 @@ static zt_status start_io(zt_swap *sw, int op, const zt_swap_extent *x, uint64_t
     memset(io, 0, sizeof *io);
     io->sw = sw, io->op = op, io->x = x, io->n_pieces = n, io->pending = n;
     io->first_block = offset / bs;
+    io->bytes = len;
     io->t_start = zt_now_s();
     if (!(io->pieces = calloc((size_t)n, sizeof *io->pieces)))
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory for an NVMe transfer of '%s'", x->owner);

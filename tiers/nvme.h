@@ -48,6 +48,7 @@ typedef struct zt_swap_io {
     zt_io_piece *pieces;
     int n_pieces;
     double t_start;
+    uint64_t bytes;
 } zt_swap_io;
 
 typedef struct zt_swap_stats {

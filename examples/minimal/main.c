@@ -1,8 +1,11 @@
 /* The smallest complete embedding of ztier: a 3-layer MLP trained on a synthetic
  * regression task through the per-layer API, printing the loss of every step.
  *
- *   zt_minimal [--config ds_config.json] [--nvme DIR] [--steps N] [--accum K]
+ *   zt_minimal [--config ds_config.json] [--nvme DIR] [--steps N] [--accum K] [--stream]
  *
+ * --stream computes every layer on a stream (zt_fetch_async / zt_release_async; on the host
+ * backend the layers' work runs as host functions on a zt_stream_create stream), the way a
+ * CUDA trainer drives ztier; the losses are the same.
  * Without --config it trains with parameters and optimizer state offloaded to host memory
  * (or, with --nvme DIR, to NVMe swap files in DIR) and a device budget smaller than the
  * model state, set from code with zt_config_set. Every 10 steps it prints the loss of a
@@ -53,7 +56,7 @@ static int fail(zt_runtime *rt, zt_status st, const char *what)
 int main(int argc, char **argv)
 {
     const char *config_path = NULL, *nvme = NULL;
-    int steps = 30, accum = 1;
+    int steps = 30, accum = 1, on_stream = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config") && i + 1 < argc)
             config_path = argv[++i];
@@ -63,9 +66,11 @@ int main(int argc, char **argv)
             steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--accum") && i + 1 < argc)
             accum = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--stream"))
+            on_stream = 1;
         else {
             fprintf(stderr, "usage: zt_minimal [--config FILE] [--nvme DIR] [--steps N] "
-                            "[--accum K]\n");
+                            "[--accum K] [--stream]\n");
             return 2;
         }
     }
@@ -85,11 +90,17 @@ int main(int argc, char **argv)
         return fail(rt, st, "registering the model");
     if ((st = zt_runtime_commit(rt)) != ZT_OK)
         return fail(rt, st, "zt_runtime_commit");
+    void *stream = NULL;
+    if (on_stream && (st = zt_stream_create(rt, &stream)) != ZT_OK)
+        return fail(rt, st, "zt_stream_create");
     int rows = dims.batch / world;
     for (int s = 0; s < steps; s++) {
         float loss = 0.0f, sum = 0.0f;
         for (int k = 0; k < accum; k++) {
-            st = minimal_micro_step(rt, &model, (int64_t)s * accum + k, rank * rows, rows, &loss);
+            int64_t batch = (int64_t)s * accum + k;
+            st = stream ? minimal_micro_step_on(rt, &model, stream, batch, rank * rows, rows, 0,
+                                                &loss)
+                        : minimal_micro_step(rt, &model, batch, rank * rows, rows, &loss);
             if (st != ZT_OK)
                 return fail(rt, st, "training micro-step");
             sum += loss;
@@ -112,14 +123,14 @@ int main(int argc, char **argv)
     zt_stats_get(rt, &stats);
     if (rank == 0)
         printf("device peak %llu of %llu bytes, host peak %llu bytes, NVMe %llu bytes "
-               "(read %llu, written %llu), %llu fetches, %llu prefetched\n",
+               "(read %llu, written %llu), %llu fetches, %llu prefetched, %llu host waits\n",
                (unsigned long long)stats.device_bytes_peak,
                (unsigned long long)stats.device_bytes_capacity,
                (unsigned long long)stats.host_bytes_peak,
                (unsigned long long)stats.nvme_bytes_peak,
                (unsigned long long)stats.nvme_read_bytes,
                (unsigned long long)stats.nvme_write_bytes, (unsigned long long)stats.fetches,
-               (unsigned long long)stats.prefetch_hits);
+               (unsigned long long)stats.prefetch_hits, (unsigned long long)stats.host_syncs);
     zt_runtime_destroy(rt);
     return 0;
 }

@@ -24,6 +24,23 @@ zt_status minimal_register(zt_runtime *rt, const mlp_dims *d, uint64_t seed, min
 zt_status minimal_micro_step(zt_runtime *rt, const minimal_model *m, int64_t step, int row0,
                              int rows, float *loss);
 
+/* minimal_micro_step with every layer's compute queued on `stream` (from zt_stream_create:
+ * host functions on the host backend) between zt_fetch_async and zt_release_async; the host
+ * waits for the stream once, at the end, for the loss. delay_us > 0 makes each layer's work
+ * sleep first (a slow device, for tests). */
+zt_status minimal_micro_step_on(zt_runtime *rt, const minimal_model *m, void *stream,
+                                int64_t step, int row0, int rows, int delay_us, float *loss);
+
+/* The same in two halves: queue returns once every layer's work is queued and every fetch
+ * and release made (the host does not wait for the stream); finish waits for the stream and
+ * gives the loss. finish is called once per queue, also after a failed queue. */
+typedef struct minimal_stream_step minimal_stream_step;
+zt_status minimal_micro_step_queue(zt_runtime *rt, const minimal_model *m, void *stream,
+                                   int64_t step, int row0, int rows, int delay_us,
+                                   minimal_stream_step **out);
+zt_status minimal_micro_step_finish(zt_runtime *rt, void *stream, minimal_stream_step *q,
+                                    float *loss);
+
 /* The loss of rows [row0, row0 + rows) of batch `batch` without gradients: a forward with
  * ZT_INFERENCE fetches, which may run between or inside training steps without disturbing
  * the recorded layer order. */

@@ -22,6 +22,8 @@
 #include "core/convert.h"
 #include "runtime/comm/comm.h"
 #include "core/log.h"
+#include "core/time.h"
+#include "core/trace.h"
 
 #include <errno.h>
 #include <mpi.h>
@@ -61,6 +63,7 @@ typedef struct mpi_comm {
     mpi_op *head, *tail;
     int stop;
     double timeout_s;
+    char track[48]; /* the worker's name in the timeline trace */
 } mpi_comm;
 
 static const zt_comm_iface mpi_iface;
@@ -188,9 +191,18 @@ static void run_op(mpi_comm *c, mpi_op *op)
     }
 }
 
+static const char *op_name(enum mpi_op_kind k)
+{
+    static const char *const names[] = {"all-gather", "reduce-scatter", "all-reduce",
+                                        "all-to-all", "broadcast",      "barrier", "split"};
+    return names[k];
+}
+
 static void *worker(void *arg)
 {
     mpi_comm *c = arg;
+    snprintf(c->track, sizeof c->track, "mpi comm (%d ranks)", c->base.size);
+    zt_trace_thread_name(c->track);
     pthread_mutex_lock(&c->lock);
     for (;;) {
         while (!c->head && !c->stop)
@@ -199,7 +211,10 @@ static void *worker(void *arg)
             break;
         mpi_op *op = c->head;
         pthread_mutex_unlock(&c->lock);
+        double t0 = zt_now_s();
         run_op(c, op);
+        zt_trace_span("comm", t0, "%s %.2f MB", op_name(op->kind),
+                      (double)(op->count * zt_comm_dtype_size(op->dt)) / 1e6);
         pthread_mutex_lock(&c->lock);
         c->head = op->next;
         if (!c->head)

@@ -175,14 +175,20 @@ static zt_status cuda_create(const zt_device_config *cfg, zt_device **out, zt_er
                       r != cudaSuccess ? cudaGetErrorString(r)
                                        : "cudaGetDeviceCount found 0 devices");
     }
-    if (cfg->device_index < 0 || cfg->device_index >= count)
+    int index = cfg->device_index;
+    if (index < 0 && (r = cudaGetDevice(&index)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return ZT_ERR(err, ZT_ERR_DEVICE, "cuda device backend: cudaGetDevice failed: %s",
+                      cudaGetErrorString(r));
+    }
+    if (index >= count)
         return ZT_ERR(err, ZT_ERR_CONFIG,
-                      "cuda device backend: device %d requested, %d present (0..%d)",
-                      cfg->device_index, count, count - 1);
+                      "cuda device backend: ztier.device_index %d requested, %d present (0..%d)",
+                      index, count, count - 1);
     cuda_device *d = calloc(1, sizeof *d);
     if (!d)
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of host memory creating the cuda backend");
-    d->index = cfg->device_index;
+    d->index = index;
     zt_device_base_init(&d->base, &zt_device_cuda, 0);
     pthread_mutex_init(&d->lock, NULL);
 
@@ -552,6 +558,16 @@ static zt_status cuda_scale_async(zt_device *dev, void *x, zt_dtype type, float 
                                "scale kernel launch", err);
 }
 
+static zt_status cuda_launch_host_fn(zt_device *dev, zt_stream *s, void (*fn)(void *),
+                                     void *arg, zt_error *err)
+{
+    cuda_device *d = as_cuda(dev);
+    zt_status st = use(d, err);
+    return st != ZT_OK ? st
+                       : check(d, cudaLaunchHostFunc((cudaStream_t)s, fn, arg),
+                               "cudaLaunchHostFunc", err);
+}
+
 const zt_device_iface zt_device_cuda = {
     /* .name = */ "cuda",
     /* .create = */ cuda_create,
@@ -575,4 +591,5 @@ const zt_device_iface zt_device_cuda = {
     /* .memset_async = */ cuda_memset_async,
     /* .cast_async = */ cuda_cast_async,
     /* .scale_async = */ cuda_scale_async,
+    /* .launch_host_fn = */ cuda_launch_host_fn,
 };

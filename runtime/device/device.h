@@ -24,7 +24,7 @@ typedef enum zt_copy_kind { ZT_COPY_H2D, ZT_COPY_D2H, ZT_COPY_D2D, ZT_COPY_H2H }
 
 typedef struct zt_device_config {
     uint64_t capacity_bytes; /* host backend: the "HBM" budget; cuda: 0 = all free memory */
-    int device_index;        /* cuda: which GPU */
+    int device_index;        /* cuda: which GPU; -1: the calling thread's current device */
     int copy_threads;        /* host backend: worker threads per stream (>= 1) */
 } zt_device_config;
 
@@ -64,6 +64,10 @@ typedef struct zt_device_iface {
     /* x[i] *= alpha for n elements in device memory */
     zt_status (*scale_async)(zt_device *dev, void *x, zt_dtype type, float alpha, size_t n,
                              zt_stream *s, zt_error *err);
+    /* Runs fn(arg) on the host once the work queued on s before it is done; later work on s
+     * waits for it. fn must not call the backend (cuda: cudaLaunchHostFunc's rule). */
+    zt_status (*launch_host_fn)(zt_device *dev, zt_stream *s, void (*fn)(void *), void *arg,
+                                zt_error *err);
 } zt_device_iface;
 
 /* Every device backend instance starts with this header so generic code can reach its table

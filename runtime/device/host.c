@@ -7,12 +7,16 @@
  * queued sequence number and is complete once the stream's completed count reaches it. */
 #include "runtime/device/device.h"
 #include "core/convert.h"
+#include "core/time.h"
+#include "core/trace.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum host_op_kind { OP_COPY, OP_SET, OP_CAST, OP_SCALE, OP_WAIT };
+enum host_op_kind { OP_COPY, OP_SET, OP_CAST, OP_SCALE, OP_WAIT, OP_FN };
 
 typedef struct host_op {
     enum host_op_kind kind;
@@ -24,6 +28,8 @@ typedef struct host_op {
     float alpha;
     zt_stream *wait_stream; /* OP_WAIT */
     uint64_t wait_seq;
+    void (*fn)(void *); /* OP_FN */
+    void *arg;
 } host_op;
 
 typedef struct host_device host_device;
@@ -36,6 +42,7 @@ struct zt_stream {
     size_t cap, head, count;
     uint64_t queued, completed;
     int stop;
+    char track[32]; /* the worker's name in the timeline trace */
 };
 
 struct zt_event {
@@ -70,15 +77,28 @@ static void run_op(const host_op *op)
     case OP_SCALE:
         zt_scale_array(op->dst, op->dst_type, op->alpha, op->bytes);
         break;
+    case OP_FN:
+        op->fn(op->arg);
+        break;
     case OP_WAIT:
         break; /* handled by the worker under the lock */
     }
+}
+
+static void trace_op(const host_op *op, double t0)
+{
+    static const char *const names[] = {"copy", "memset", "cast", "scale", "wait", "host function"};
+    if (op->kind == OP_COPY || op->kind == OP_SET)
+        zt_trace_span("stream", t0, "%s %.2f MB", names[op->kind], (double)op->bytes / 1e6);
+    else
+        zt_trace_span("stream", t0, "%s", names[op->kind]);
 }
 
 static void *stream_worker(void *arg)
 {
     zt_stream *s = arg;
     host_device *d = s->dev;
+    zt_trace_thread_name(s->track);
     pthread_mutex_lock(&d->lock);
     for (;;) {
         while (s->count == 0 && !s->stop)
@@ -86,12 +106,18 @@ static void *stream_worker(void *arg)
         if (s->count == 0 && s->stop)
             break;
         host_op op = s->ops[s->head];
+        double t0 = zt_now_s();
         if (op.kind == OP_WAIT) {
             while (op.wait_stream->completed < op.wait_seq)
                 pthread_cond_wait(&d->progress, &d->lock);
         } else {
             pthread_mutex_unlock(&d->lock);
             run_op(&op);
+            pthread_mutex_lock(&d->lock);
+        }
+        if (zt_trace_on()) { /* not under the device lock: the trace takes its own */
+            pthread_mutex_unlock(&d->lock);
+            trace_op(&op, t0);
             pthread_mutex_lock(&d->lock);
         }
         s->head = (s->head + 1) % s->cap;
@@ -191,7 +217,9 @@ static zt_status host_stream_create(zt_device *dev, zt_stream **out, zt_error *e
     zt_stream *s = calloc(1, sizeof *s);
     if (!s)
         return ZT_ERR(err, ZT_ERR_NOMEM, "host backend: out of memory for a stream");
+    static atomic_int streams;
     s->dev = (host_device *)dev;
+    snprintf(s->track, sizeof s->track, "host stream %d", atomic_fetch_add(&streams, 1) + 1);
     pthread_cond_init(&s->work, NULL);
     if (pthread_create(&s->thread, NULL, stream_worker, s) != 0) {
         pthread_cond_destroy(&s->work);
@@ -311,6 +339,14 @@ static zt_status host_cast_async(zt_device *dev, void *dst, zt_dtype dst_type, c
     return enqueue(s, &op, err);
 }
 
+static zt_status host_launch_host_fn(zt_device *dev, zt_stream *s, void (*fn)(void *),
+                                     void *arg, zt_error *err)
+{
+    (void)dev;
+    host_op op = {.kind = OP_FN, .fn = fn, .arg = arg};
+    return enqueue(s, &op, err);
+}
+
 static zt_status host_scale_async(zt_device *dev, void *x, zt_dtype type, float alpha, size_t n,
                                   zt_stream *s, zt_error *err)
 {
@@ -342,4 +378,5 @@ const zt_device_iface zt_device_host = {
     /* .memset_async = */ host_memset_async,
     /* .cast_async = */ host_cast_async,
     /* .scale_async = */ host_scale_async,
+    /* .launch_host_fn = */ host_launch_host_fn,
 };

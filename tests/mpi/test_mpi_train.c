@@ -1,7 +1,9 @@
 /* ZeRO-3 across ranks (run under mpirun): the minimal MLP trained on N ranks, each taking
  * its slice of the global batch, equals the independent single-process reference trained on
  * the whole batch, for each placement given on the command line:
- *   test_mpi_train <param_device> <optimizer_device> [accum] */
+ *   test_mpi_train <param_device> <optimizer_device> [accum] [persistence] [stream]
+ * With "stream" every layer is computed on a stream between zt_fetch_async and
+ * zt_release_async. */
 #include "ref_mlp.h"
 
 #include <stdio.h>
@@ -17,6 +19,7 @@ int main(int argc, char **argv)
     const char *pdev = argc > 1 ? argv[1] : "cpu", *odev = argc > 2 ? argv[2] : "cpu";
     int accum = argc > 3 ? atoi(argv[3]) : 1;
     const char *persist = argc > 4 ? argv[4] : "0"; /* stage3_param_persistence_threshold */
+    int on_stream = argc > 5 && !strcmp(argv[5], "stream");
     char extra_zero[96];
     snprintf(extra_zero, sizeof extra_zero, ", \"stage3_param_persistence_threshold\": %s",
              persist);
@@ -51,11 +54,19 @@ int main(int argc, char **argv)
         zt_runtime_destroy(rt);
         return 1;
     }
+    void *stream = NULL;
+    if (on_stream && zt_stream_create(rt, &stream) != ZT_OK) {
+        fprintf(stderr, "rank %d: zt_stream_create: %s\n", rank, zt_last_error(rt));
+        zt_runtime_destroy(rt);
+        return 1;
+    }
     for (int s = 0; s < STEPS; s++) {
         for (int k = 0; k < accum; k++) {
             float loss;
-            zt_status st = minimal_micro_step(rt, &m, (int64_t)s * accum + k, rank * rows, rows,
-                                              &loss);
+            int64_t batch = (int64_t)s * accum + k;
+            zt_status st = stream ? minimal_micro_step_on(rt, &m, stream, batch, rank * rows,
+                                                          rows, 0, &loss)
+                                  : minimal_micro_step(rt, &m, batch, rank * rows, rows, &loss);
             if (st != ZT_OK) {
                 fprintf(stderr, "rank %d: step %d: %s\n", rank, s, zt_last_error(rt));
                 return 1;

@@ -1,0 +1,318 @@
+/* The stream-ordered calls under the host backend, whose streams are worker threads: the
+ * ordering rules of zt_fetch_async / zt_release_async hold against a caller stream that is
+ * slow or stopped on purpose.
+ *  - Training on a stream equals training with the blocking calls bit for bit, for
+ *    parameters in host memory, device memory and on NVMe.
+ *  - Every fetch and release of a micro-step returns while the caller's stream is stopped
+ *    (the host never waits for it); until it runs, no gradient is summed and no buffer it may
+ *    use goes back to the budget; zt_step then waits for it.
+ *  - No host waits per layer on one rank with parameters in host or device memory
+ *    (zt_stats.host_syncs); a device budget that needs the caller's buffers back, or too few
+ *    landing buffers, makes the host wait (counted) and changes no result.
+ *  - Misuse: a NULL or foreign stream, streams before commit, a double destroy. */
+#include "train.h"
+#include "scratch.h"
+
+#include <pthread.h>
+#include <semaphore.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static const mlp_dims dims = {16, 48, 4, 32};
+static char dir[512];
+#define STEPS 4
+#define ACCUM 2
+#define NW (MLP_LAYERS * 2) /* weights and biases */
+
+static int setup(void **state)
+{
+    (void)state;
+    scratch_make("stream-order", dir, sizeof dir);
+    alarm(120); /* a wait that should not happen fails the test instead of hanging it */
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    alarm(0);
+    return scratch_remove(dir);
+}
+
+static const char *config(const char *param, const char *hbm, int landing)
+{
+    static char buf[2048];
+    snprintf(buf, sizeof buf,
+             "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
+             "\"%s\"}, \"offload_optimizer\": {\"device\": \"cpu\"},"
+             " \"stage3_param_persistence_threshold\": 0},"
+             " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003}},"
+             " \"gradient_accumulation_steps\": %d, \"gradient_clipping\": 1.0,"
+             " \"aio\": {\"block_size\": 4096},"
+             " \"ztier\": {\"hbm_capacity\": \"%s\", \"gradient_landing_buffers\": %d}}",
+             param, dir, ACCUM, hbm, landing);
+    return buf;
+}
+
+static zt_runtime *make(const char *cfg, minimal_model *m)
+{
+    zt_runtime *rt = NULL;
+    if (zt_runtime_create(NULL, cfg, &rt) != ZT_OK)
+        fail_msg("create: %s", zt_last_error(rt));
+    assert_int_equal(minimal_register(rt, &dims, 7, m), ZT_OK);
+    if (zt_runtime_commit(rt) != ZT_OK)
+        fail_msg("commit: %s", zt_last_error(rt));
+    return rt;
+}
+
+typedef struct weights {
+    float *w[NW];
+    int64_t n[NW];
+} weights;
+
+static void read_weights(zt_runtime *rt, const minimal_model *m, weights *out)
+{
+    for (int l = 0; l < MLP_LAYERS; l++) {
+        int ids[2] = {m->weight[l], m->bias[l]};
+        int64_t n[2] = {(int64_t)m->n_out[l] * m->n_in[l], m->n_out[l]};
+        for (int k = 0; k < 2; k++) {
+            out->n[2 * l + k] = n[k];
+            out->w[2 * l + k] = malloc(sizeof(float) * (size_t)n[k]);
+            assert_int_equal(zt_param_read(rt, ids[k], out->w[2 * l + k], n[k]), ZT_OK);
+        }
+    }
+}
+
+static void free_weights(weights *w)
+{
+    for (int i = 0; i < NW; i++)
+        free(w->w[i]);
+}
+
+static void assert_same_weights(const weights *a, const weights *b, const char *what)
+{
+    for (int i = 0; i < NW; i++)
+        if (memcmp(a->w[i], b->w[i], sizeof(float) * (size_t)a->n[i]) != 0)
+            fail_msg("%s: tensor %d differs from the blocking run", what, i);
+}
+
+/* STEPS steps of ACCUM micro-steps with the blocking calls. */
+static void train_blocking(const char *cfg, weights *out, float *losses)
+{
+    minimal_model m;
+    zt_runtime *rt = make(cfg, &m);
+    int rows = dims.batch / ACCUM;
+    for (int s = 0; s < STEPS; s++) {
+        for (int k = 0; k < ACCUM; k++)
+            assert_int_equal(minimal_micro_step(rt, &m, s, k * rows, rows, &losses[s * ACCUM + k]),
+                             ZT_OK);
+        assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK);
+    }
+    read_weights(rt, &m, out);
+    zt_runtime_destroy(rt);
+}
+
+static uint64_t host_syncs(zt_runtime *rt)
+{
+    zt_stats st = ZT_STATS_INIT;
+    assert_int_equal(zt_stats_get(rt, &st), ZT_OK);
+    return st.host_syncs;
+}
+
+/* The same on a stream; *layer_syncs: host waits inside the micro-steps' fetch/release. */
+static void train_on_stream(const char *cfg, int delay_us, weights *out, float *losses,
+                            uint64_t *layer_syncs)
+{
+    minimal_model m;
+    zt_runtime *rt = make(cfg, &m);
+    void *stream = NULL;
+    assert_int_equal(zt_stream_create(rt, &stream), ZT_OK);
+    int rows = dims.batch / ACCUM;
+    *layer_syncs = 0;
+    for (int s = 0; s < STEPS; s++) {
+        for (int k = 0; k < ACCUM; k++) {
+            minimal_stream_step *q = NULL;
+            uint64_t before = host_syncs(rt);
+            zt_status st = minimal_micro_step_queue(rt, &m, stream, s, k * rows, rows, delay_us,
+                                                    &q);
+            if (st != ZT_OK)
+                fail_msg("step %d: %s", s, zt_last_error(rt));
+            *layer_syncs += host_syncs(rt) - before;
+            assert_int_equal(minimal_micro_step_finish(rt, stream, q, &losses[s * ACCUM + k]),
+                             ZT_OK);
+        }
+        assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK);
+    }
+    read_weights(rt, &m, out);
+    assert_int_equal(zt_stream_destroy(rt, stream), ZT_OK);
+    zt_runtime_destroy(rt);
+}
+
+static void check_placement(const char *param, int expect_no_waits)
+{
+    weights ref, got;
+    float ref_loss[STEPS * ACCUM], loss[STEPS * ACCUM];
+    uint64_t syncs;
+    train_blocking(config(param, "16M", 8), &ref, ref_loss);
+    train_on_stream(config(param, "16M", 8), 0, &got, loss, &syncs);
+    assert_same_weights(&ref, &got, param);
+    assert_memory_equal(ref_loss, loss, sizeof loss);
+    print_message("params %-5s: %llu host waits in %d stream-ordered micro-steps\n", param,
+                  (unsigned long long)syncs, STEPS * ACCUM);
+    if (expect_no_waits)
+        assert_int_equal(syncs, 0);
+    free_weights(&ref);
+    free_weights(&got);
+}
+
+static void test_stream_training_equals_blocking_cpu(void **state)
+{
+    (void)state;
+    check_placement("cpu", 1);
+}
+
+static void test_stream_training_equals_blocking_device(void **state)
+{
+    (void)state;
+    check_placement("none", 1);
+}
+
+/* NVMe: the host waits for each staged copy to recycle its buffer (counted, not zero). */
+static void test_stream_training_equals_blocking_nvme(void **state)
+{
+    (void)state;
+    check_placement("nvme", 0);
+}
+
+/* A slow stream, one landing buffer and a device budget that the caller's deferred frees
+ * must make room in: the host waits (counted) and the result is unchanged. */
+static void test_slow_stream_under_pressure(void **state)
+{
+    (void)state;
+    weights ref, got;
+    float ref_loss[STEPS * ACCUM], loss[STEPS * ACCUM];
+    uint64_t syncs;
+    train_blocking(config("cpu", "24K", 1), &ref, ref_loss);
+    train_on_stream(config("cpu", "24K", 1), 300, &got, loss, &syncs);
+    assert_same_weights(&ref, &got, "slow stream, 24K budget, 1 landing buffer");
+    assert_memory_equal(ref_loss, loss, sizeof loss);
+    assert_true(syncs > 0);
+    free_weights(&ref);
+    free_weights(&got);
+}
+
+static sem_t gate;
+static void wait_at_gate(void *arg)
+{
+    (void)arg;
+    sem_wait(&gate);
+}
+
+/* The caller's stream is stopped while a whole micro-step is fetched, queued and released:
+ * every call returns, nothing is summed, no buffer returns to the budget. zt_step, called
+ * right after the gate opens, waits for the stream and equals the blocking run. */
+static void test_calls_do_not_wait_for_a_stopped_stream(void **state)
+{
+    (void)state;
+    weights ref, got;
+    float ref_loss[STEPS * ACCUM], loss;
+    train_blocking(config("cpu", "16M", 8), &ref, ref_loss);
+
+    minimal_model m;
+    zt_runtime *rt = make(config("cpu", "16M", 8), &m);
+    void *stream = NULL;
+    assert_int_equal(zt_stream_create(rt, &stream), ZT_OK);
+    int rows = dims.batch / ACCUM;
+    for (int s = 0; s < STEPS; s++) {
+        minimal_stream_step *q[ACCUM];
+        sem_init(&gate, 0, 0);
+        assert_int_equal(zt_stream_launch(rt, stream, wait_at_gate, NULL), ZT_OK);
+        zt_stats before = ZT_STATS_INIT, during = ZT_STATS_INIT;
+        assert_int_equal(zt_stats_get(rt, &before), ZT_OK);
+        for (int k = 0; k < ACCUM; k++)
+            assert_int_equal(minimal_micro_step_queue(rt, &m, stream, s, k * rows, rows, 200,
+                                                      &q[k]),
+                             ZT_OK);
+        assert_int_equal(zt_stats_get(rt, &during), ZT_OK);
+        assert_int_equal(during.releases - before.releases, 2 * MLP_LAYERS * ACCUM);
+        assert_int_equal(during.reduced_bytes, before.reduced_bytes); /* nothing summed yet */
+        assert_int_equal(during.host_syncs, before.host_syncs);
+        assert_int_equal(zt_async_error(rt), ZT_OK); /* polls without waiting */
+        sem_post(&gate);
+        assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK); /* waits for the stream */
+        for (int k = 0; k < ACCUM; k++) {
+            assert_int_equal(minimal_micro_step_finish(rt, stream, q[k], &loss), ZT_OK);
+            assert_float_equal(loss, ref_loss[s * ACCUM + k], 0);
+        }
+        /* while the stream was stopped, the gradient buffers of both micro-steps (released,
+         * their copies not run) were still allocated: at least the model's size twice more
+         * than now, with the step done and the next step's layers prefetched */
+        zt_stats after = ZT_STATS_INIT;
+        assert_int_equal(zt_stats_get(rt, &after), ZT_OK);
+        uint64_t model = (16 * 48 + 48 + 48 * 48 + 48 + 48 * 4 + 4) * sizeof(float);
+        assert_true(during.device_bytes_current >= after.device_bytes_current + ACCUM * model);
+        sem_destroy(&gate);
+    }
+    read_weights(rt, &m, &got);
+    assert_same_weights(&ref, &got, "stopped stream");
+    zt_stats end = ZT_STATS_INIT;
+    assert_int_equal(zt_stats_get(rt, &end), ZT_OK);
+    assert_true(end.reduced_bytes > 0);
+    zt_runtime_destroy(rt); /* the stream goes with it */
+    free_weights(&ref);
+    free_weights(&got);
+}
+
+static void test_stream_misuse(void **state)
+{
+    (void)state;
+    zt_runtime *rt = NULL;
+    minimal_model m;
+    void *stream = NULL;
+    assert_int_equal(zt_runtime_create(NULL, config("cpu", "16M", 2), &rt), ZT_OK);
+    assert_int_equal(minimal_register(rt, &dims, 7, &m), ZT_OK);
+    assert_int_equal(zt_stream_create(rt, &stream), ZT_ERR_USAGE);
+    assert_non_null(strstr(zt_last_error(rt), "before zt_runtime_commit"));
+    assert_int_equal(zt_runtime_commit(rt), ZT_OK);
+    zt_layer_view v;
+    assert_int_equal(zt_fetch_async(rt, m.layer[0], ZT_FORWARD, NULL, &v), ZT_ERR_ARGUMENT);
+    assert_non_null(strstr(zt_last_error(rt), "stream is NULL"));
+    int not_a_stream;
+    assert_int_equal(zt_fetch_async(rt, m.layer[0], ZT_FORWARD, &not_a_stream, &v),
+                     ZT_ERR_ARGUMENT);
+    assert_non_null(strstr(zt_last_error(rt), "zt_stream_create"));
+    assert_int_equal(zt_stream_create(rt, &stream), ZT_OK);
+    assert_int_equal(zt_stream_launch(rt, stream, NULL, NULL), ZT_ERR_ARGUMENT);
+    assert_int_equal(zt_release_async(rt, m.layer[0], ZT_FORWARD, stream), ZT_ERR_USAGE);
+    assert_non_null(strstr(zt_last_error(rt), "without a matching fetch"));
+    /* the blocking and the stream-ordered forms mix */
+    assert_int_equal(zt_fetch_async(rt, m.layer[0], ZT_FORWARD, stream, &v), ZT_OK);
+    assert_int_equal(zt_release(rt, m.layer[0], ZT_FORWARD), ZT_OK);
+    assert_int_equal(zt_fetch(rt, m.layer[0], ZT_FORWARD, &v), ZT_OK);
+    assert_int_equal(zt_release_async(rt, m.layer[0], ZT_FORWARD, stream), ZT_OK);
+    assert_int_equal(zt_stream_destroy(rt, stream), ZT_OK);
+    assert_int_equal(zt_stream_destroy(rt, stream), ZT_ERR_ARGUMENT);
+    assert_non_null(strstr(zt_last_error(rt), "destroyed already"));
+    assert_int_equal(zt_release_async(rt, m.layer[0], ZT_FORWARD, stream), ZT_ERR_ARGUMENT);
+    zt_runtime_destroy(rt);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stream_training_equals_blocking_cpu),
+        cmocka_unit_test(test_stream_training_equals_blocking_device),
+        cmocka_unit_test(test_stream_training_equals_blocking_nvme),
+        cmocka_unit_test(test_slow_stream_under_pressure),
+        cmocka_unit_test(test_calls_do_not_wait_for_a_stopped_stream),
+        cmocka_unit_test(test_stream_misuse),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
