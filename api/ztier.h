@@ -178,11 +178,16 @@ typedef struct zt_stats {
      * below zero_optimization.stage3_param_persistence_threshold (never offloaded) */
     uint64_t persistent_bytes;
     uint32_t persistent_layers;
-    uint64_t pinned_bytes; /* host staging buffers of NVMe parameter reads (locked when allowed) */
+    uint64_t pinned_bytes; /* host staging buffers of NVMe parameter reads */
     /* Waits of the host for the device inside zt_fetch/zt_release and the frees they make
      * (a blocking call's own waits included). With the stream-ordered calls on one rank
      * there are none per layer: see zt_fetch_async. */
     uint64_t host_syncs;
+    /* Host memory the device copies from or to (parameters' host homes, staging buffers,
+     * gradient landing buffers), pinned through the device backend (cudaHostRegister; mlock
+     * on the host backend) within ztier.pinned_limit: bytes pinned now, at most, and bytes
+     * left pageable because the limit or the system refused (logged once). */
+    uint64_t host_pinned_bytes, host_pinned_peak_bytes, pinned_refused_bytes;
 } zt_stats;
 
 #define ZT_STATS_INIT {.struct_size = sizeof(zt_stats)}

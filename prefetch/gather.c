@@ -66,7 +66,7 @@ static zt_status start(zt_gather *g, zt_gather_env *env, int evict, int *needs_s
             g->state = ZT_GATHER_READING;
         return st;
     }
-    zt_homes h = {env->dev, env->stream, NULL, NULL};
+    zt_homes h = {.dev = env->dev, .stream = env->stream};
     st = alloc_full(g, env, evict, err);
     if (st == ZT_OK)
         st = zt_home_to_device(&h, g->home, rank_slot(g, env), err);

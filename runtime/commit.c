@@ -15,6 +15,7 @@ static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
     zt_tier_kind opt = plan->optim_tier;
     zt_homes ph = rt->homes, oh = rt->homes;
     ph.swap = rt->param_swap;
+    ph.pin = rt->cfg.offload_param.pin_memory; /* the device copies parameters from home */
     oh.swap = rt->optim_swap;
     zt_tier_kind param_tier = L->persistent ? ZT_TIER_DEVICE : plan->param_tier;
     zt_status st = zt_home_alloc(&ph, param_tier,
@@ -68,8 +69,9 @@ static zt_status init_layer(zt_runtime *rt, zt_layer *L)
 static zt_status alloc_staging(zt_runtime *rt, const zt_plan *plan)
 {
     rt->staging_bytes = plan->staging_bytes;
-    zt_status st = zt_host_tier_alloc(&rt->host, rt->staging_bytes, "staging buffer",
-                                      &rt->staging, &rt->err);
+    /* gradients are copied into it from the device */
+    zt_status st = zt_host_tier_alloc_pinned(&rt->host, rt->staging_bytes, "staging buffer",
+                                             &rt->staging, &rt->err);
     rt->staging_lp = st == ZT_OK ? (char *)rt->staging + rt->staging_bytes / 2 : NULL;
     rt->opt_buf_bytes = plan->opt_buf_bytes;
     for (int k = 0; st == ZT_OK && rt->opt_buf_bytes && k < ZT_NVME_STEP_BUFS; k++)
@@ -123,8 +125,9 @@ static zt_status open_swaps(zt_runtime *rt, const zt_plan *plan)
         st = zt_swap_create(&c, plan->nvme_param_bytes, &rt->param_swap, &rt->err);
         if (st == ZT_OK)
             st = zt_pinned_pool_create((int)rt->cfg.offload_param.buffer_count,
-                                       plan->max_param_shard_bytes, &rt->param_staging,
-                                       &rt->err);
+                                       plan->max_param_shard_bytes,
+                                       rt->cfg.offload_param.pin_memory ? &rt->pinner : NULL,
+                                       &rt->param_staging, &rt->err);
     }
     if (st == ZT_OK && plan->nvme_optim_bytes) {
         zt_swap_config c = swap_config(rt, &rt->cfg.offload_optimizer, "optim");

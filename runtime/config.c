@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void zt_config_defaults(zt_config *c)
 {
@@ -52,6 +53,9 @@ void zt_config_defaults(zt_config *c)
     c->checkpoint_keep = 2;
     c->device_index = -1;
     c->gradient_landing_buffers = 4;
+    /* half of the machine's memory: pinned pages cannot be swapped or moved */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    c->pinned_limit = pages > 0 && page > 0 ? (int64_t)pages * page / 2 : (int64_t)1 << 30;
 }
 
 int zt_config_parse_bytes(const char *s, int64_t *out)

@@ -80,6 +80,7 @@ typedef struct zt_config {
     char trace_path[ZT_PATH_MAX];           /* "" = no trace */
     int device_index;                       /* cuda: -1 = the caller's current device */
     int gradient_landing_buffers;           /* async releases whose copies may be pending */
+    int64_t pinned_limit;                   /* bytes of host memory that may be pinned */
     int checkpoint_keep;                    /* committed checkpoints kept per root folder */
     int log_level;                          /* -1 = unset */
 } zt_config;

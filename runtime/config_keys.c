@@ -136,6 +136,7 @@ const zt_config_key zt_config_keys[] = {
     NUM("ztier.quant_block_size", ZT_KEY_INT, F(quant_block_size), 16, 1 << 16, 0),
     {"ztier.trace_path", ZT_KEY_PATH, F(trace_path), 0, 0, NULL, 0, 0},
     NUM("ztier.device_index", ZT_KEY_INT, F(device_index), -1, 1024, 0),
+    NUM("ztier.pinned_limit", ZT_KEY_BYTES, F(pinned_limit), 0, NOMAX, 1),
     NUM("ztier.gradient_landing_buffers", ZT_KEY_INT, F(gradient_landing_buffers), 1, 64, 0),
     NUM("ztier.checkpoint_keep", ZT_KEY_INT, F(checkpoint_keep), 1, 1000, 0),
     ENUM("ztier.log_level", ZT_KEY_ENUM, F(log_level), log_levels),

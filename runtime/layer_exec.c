@@ -12,6 +12,7 @@
  * the first call that finds the copy done, or by the next call that needs the sums. Under
  * several ranks the gradient collective runs on the host (MPI), so a release waits for the
  * caller's stream there. Every wait for the device is counted (zt_stats.host_syncs). */
+#include "core/align.h"
 #include "core/convert.h"
 #include "core/time.h"
 #include "core/trace.h"
@@ -280,10 +281,15 @@ static zt_status open_landing(zt_runtime *rt)
     rt->landing_bytes = largest;
     rt->n_landing = n;
     zt_status st = ZT_OK;
+    size_t bytes = zt_round_up(largest ? largest : 1, ZT_PAGE_BYTES);
     for (int k = 0; k < n && st == ZT_OK; k++) {
-        st = rt->dev->iface->host_alloc(rt->dev, largest, &rt->landing[k], &rt->err);
-        if (st == ZT_OK)
-            st = rt->dev->iface->event_create(rt->dev, &rt->landing_copied[k], &rt->err);
+        if (posix_memalign(&rt->landing[k], ZT_PAGE_BYTES, bytes) != 0) {
+            rt->landing[k] = NULL;
+            st = ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of host memory");
+            break;
+        }
+        zt_pin(&rt->pinner, rt->landing[k], bytes, "gradient landing buffers");
+        st = rt->dev->iface->event_create(rt->dev, &rt->landing_copied[k], &rt->err);
     }
     if (st != ZT_OK) {
         zt_error_prefix(&rt->err, "%d gradient landing buffers of %zu bytes "
@@ -296,8 +302,8 @@ static zt_status open_landing(zt_runtime *rt)
 void zt_rt_free_landing(zt_runtime *rt)
 {
     for (int k = 0; k < rt->n_landing; k++) {
-        if (rt->landing[k])
-            rt->dev->iface->host_free(rt->dev, rt->landing[k]);
+        zt_unpin(&rt->pinner, rt->landing[k]);
+        free(rt->landing[k]);
         if (rt->landing_copied[k])
             rt->dev->iface->event_destroy(rt->dev, rt->landing_copied[k]);
     }

@@ -81,6 +81,9 @@ static zt_status open_device(zt_runtime *rt)
     rt->homes.stream = rt->stream;
     rt->homes.host = &rt->host;
     rt->host.capacity = (uint64_t)rt->cfg.host_capacity;
+    rt->pinner.dev = rt->dev;
+    rt->pinner.limit = (uint64_t)rt->cfg.pinned_limit;
+    rt->host.pin = &rt->pinner;
     return st;
 }
 
@@ -265,6 +268,7 @@ void zt_rt_destroy(zt_runtime *rt)
     for (int k = 0; k < ZT_NVME_STEP_BUFS; k++)
         zt_host_tier_free(&rt->host, rt->opt_buf[k], rt->opt_buf_bytes);
     zt_pinned_pool_destroy(rt->param_staging);
+    zt_pinner_fini(&rt->pinner);
     zt_threadpool_destroy(rt->pool);
     if (rt->stream)
         rt->dev->iface->stream_destroy(rt->dev, rt->stream);
@@ -292,6 +296,9 @@ void zt_rt_stats(const zt_runtime *rt, zt_stats *out)
     s.comm_bytes_intra = rt->topo.bytes_intra;
     s.comm_bytes_inter = rt->topo.bytes_inter;
     s.pinned_bytes = rt->param_staging ? zt_pinned_bytes(rt->param_staging) : 0;
+    s.host_pinned_bytes = rt->pinner.pinned;
+    s.host_pinned_peak_bytes = rt->pinner.peak;
+    s.pinned_refused_bytes = rt->pinner.refused;
     if (rt->prefetch) {
         zt_prefetch_stats ps;
         zt_prefetcher_stats(rt->prefetch, &ps);

@@ -99,6 +99,7 @@ struct zt_runtime {
     zt_stream *prefetch_stream; /* shard copies of the gather pipeline */
     zt_device_tier dtier;
     zt_host_tier host;
+    zt_pinner pinner;            /* host memory the device copies from or to */
     zt_homes homes;              /* the tiers a shard can live in (homes.swap: unset) */
     zt_swap *param_swap;         /* NVMe swap for parameters (offload_param.device = nvme) */
     zt_swap *optim_swap;         /* NVMe swap for master, m, v (offload_optimizer = nvme) */
@@ -130,7 +131,7 @@ struct zt_runtime {
     /* stream-ordered calls (runtime/layer_exec.c) */
     zt_caller_streams caller_streams;
     zt_event *caller_done;       /* recorded on the caller's stream at an async release */
-    void **landing;              /* gradient_landing_buffers pinned host buffers, one shard */
+    void **landing;              /* gradient_landing_buffers host buffers (pinned), a shard */
     zt_event **landing_copied;   /* per buffer: its copy from the device is done */
     size_t landing_bytes;
     int n_landing;

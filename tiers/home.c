@@ -24,7 +24,8 @@ zt_status zt_home_alloc(zt_homes *h, zt_tier_kind kind, uint64_t bytes, const ch
             st = h->dev->iface->stream_synchronize(h->dev, h->stream, err);
         break;
     case ZT_TIER_HOST:
-        st = zt_host_tier_alloc(h->host, bytes, owner, &out->ptr, err);
+        st = h->pin ? zt_host_tier_alloc_pinned(h->host, bytes, owner, &out->ptr, err)
+                    : zt_host_tier_alloc(h->host, bytes, owner, &out->ptr, err);
         break;
     case ZT_TIER_NVME:
         out->swap = h->swap;

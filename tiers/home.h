@@ -27,6 +27,7 @@ typedef struct zt_homes {
     zt_stream *stream;
     zt_host_tier *host;
     zt_swap *swap; /* where NVME homes are carved from (set per kind of state) */
+    int pin;       /* HOST homes are pinned (the device copies from them) */
 } zt_homes;
 
 zt_status zt_home_alloc(zt_homes *h, zt_tier_kind kind, uint64_t bytes, const char *owner,

@@ -40,10 +40,20 @@ zt_status zt_host_tier_alloc(zt_host_tier *t, uint64_t bytes, const char *owner,
     return ZT_OK;
 }
 
+zt_status zt_host_tier_alloc_pinned(zt_host_tier *t, uint64_t bytes, const char *owner,
+                                    void **out, zt_error *err)
+{
+    zt_status st = zt_host_tier_alloc(t, bytes, owner, out, err);
+    if (st == ZT_OK)
+        zt_pin(t->pin, *out, zt_host_tier_footprint(bytes), owner);
+    return st;
+}
+
 void zt_host_tier_free(zt_host_tier *t, void *ptr, uint64_t bytes)
 {
     if (!ptr)
         return;
+    zt_unpin(t->pin, ptr);
     t->current -= zt_host_tier_footprint(bytes);
     free(ptr);
 }

@@ -3,7 +3,7 @@
 #ifndef ZT_TIERS_HOST_TIER_H
 #define ZT_TIERS_HOST_TIER_H
 
-#include "core/error.h"
+#include "tiers/pin.h"
 
 #include <stdint.h>
 
@@ -11,6 +11,7 @@ typedef struct zt_host_tier {
     uint64_t capacity; /* 0 = unbounded */
     uint64_t current;
     uint64_t peak;
+    zt_pinner *pin; /* pins what the device copies from or to; NULL: nothing is pinned */
 } zt_host_tier;
 
 /* Bytes an allocation of `bytes` counts for (whole pages). */
@@ -19,7 +20,12 @@ uint64_t zt_host_tier_footprint(uint64_t bytes);
 /* Allocates `bytes` (rounded up to the page size) zeroed; owner names the tensor in errors. */
 zt_status zt_host_tier_alloc(zt_host_tier *t, uint64_t bytes, const char *owner, void **out,
                              zt_error *err);
-/* Frees memory from zt_host_tier_alloc; bytes must be the size it was allocated with. */
+/* The same, for memory the device copies from or to: pinned through t->pin where the limit
+ * and the system allow (else pageable, counted and logged by the pinner). */
+zt_status zt_host_tier_alloc_pinned(zt_host_tier *t, uint64_t bytes, const char *owner,
+                                    void **out, zt_error *err);
+/* Frees memory from zt_host_tier_alloc(_pinned); bytes must be the size it was allocated
+ * with. */
 void zt_host_tier_free(zt_host_tier *t, void *ptr, uint64_t bytes);
 
 #endif

@@ -1,8 +1,6 @@
 #include "tiers/pinned.h"
 #include "core/align.h"
-#include "core/log.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -13,17 +11,17 @@ struct zt_pinned_pool {
     char *base;
     int *free_list; /* stack of free indices */
     int n_free;
-    int locked;
+    int locked;      /* pinned through pin */
+    zt_pinner *pin;
 };
-
-static int warned_mlock;
 
 uint64_t zt_pinned_pool_footprint(int count, size_t size)
 {
     return (uint64_t)count * zt_round_up(size, ZT_PAGE_BYTES);
 }
 
-zt_status zt_pinned_pool_create(int count, size_t size, zt_pinned_pool **out, zt_error *err)
+zt_status zt_pinned_pool_create(int count, size_t size, zt_pinner *pin, zt_pinned_pool **out,
+                                zt_error *err)
 {
     size = zt_round_up(size, ZT_PAGE_BYTES);
     zt_pinned_pool *p = calloc(1, sizeof *p);
@@ -41,11 +39,8 @@ zt_status zt_pinned_pool_create(int count, size_t size, zt_pinned_pool **out, zt
     }
     if (size >= (2u << 20))
         madvise(p->base, size * (size_t)count, MADV_HUGEPAGE);
-    p->locked = mlock(p->base, size * (size_t)count) == 0;
-    if (!p->locked && !warned_mlock++)
-        ZT_LOGW("pinned", "mlock of %zu bytes refused (%s): staging buffers stay pageable; "
-                          "raise RLIMIT_MEMLOCK (ulimit -l) to pin them",
-                size * (size_t)count, strerror(errno));
+    p->pin = pin;
+    p->locked = zt_pin(pin, p->base, size * (size_t)count, "NVMe staging buffers");
     for (int i = 0; i < count; i++)
         p->free_list[i] = count - 1 - i;
     p->n_free = count;
@@ -86,7 +81,7 @@ void zt_pinned_pool_destroy(zt_pinned_pool *p)
     if (!p)
         return;
     if (p->locked)
-        munlock(p->base, p->size * (size_t)p->count);
+        zt_unpin(p->pin, p->base);
     munmap(p->base, p->size * (size_t)p->count);
     free(p->free_list);
     free(p);

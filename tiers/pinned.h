@@ -1,19 +1,20 @@
 /* A bounded pool of page-aligned staging buffers for NVMe <-> device transfers: a fixed
- * count of equal buffers (offload_param.buffer_count), locked in memory when the system
- * allows (mlock; a refusal is logged once), with transparent huge pages requested. It never
- * grows: when every buffer is in use, acquire returns NULL and the caller makes progress on
- * the transfers that hold them. */
+ * count of equal buffers (offload_param.buffer_count) in one mapping, pinned through the
+ * pinner when given (pin.h: the device backend, within ztier.pinned_limit), with transparent
+ * huge pages requested. It never grows: when every buffer is in use, acquire returns NULL
+ * and the caller makes progress on the transfers that hold them. */
 #ifndef ZT_TIERS_PINNED_H
 #define ZT_TIERS_PINNED_H
 
-#include "core/error.h"
+#include "tiers/pin.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
 typedef struct zt_pinned_pool zt_pinned_pool;
 
-zt_status zt_pinned_pool_create(int count, size_t size, zt_pinned_pool **out, zt_error *err);
+zt_status zt_pinned_pool_create(int count, size_t size, zt_pinner *pin, zt_pinned_pool **out,
+                                zt_error *err);
 /* Bytes a pool of count buffers of size bytes maps (buffers are whole pages). */
 uint64_t zt_pinned_pool_footprint(int count, size_t size);
 void *zt_pinned_acquire(zt_pinned_pool *p);            /* NULL when all are in use */

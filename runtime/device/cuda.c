@@ -376,8 +376,9 @@ static zt_status cuda_host_register(zt_device *dev, void *ptr, size_t bytes, zt_
     return st;
 }
 
-static void cuda_host_unregister(zt_device *dev, void *ptr)
+static void cuda_host_unregister(zt_device *dev, void *ptr, size_t bytes)
 {
+    (void)bytes;
     cuda_device *d = as_cuda(dev);
     if (ptr)
         check_log(d, cudaHostUnregister(ptr), "cudaHostUnregister");

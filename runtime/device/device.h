@@ -40,7 +40,7 @@ typedef struct zt_device_iface {
     zt_status (*host_alloc)(zt_device *dev, size_t bytes, void **ptr, zt_error *err);
     void (*host_free)(zt_device *dev, void *ptr);
     zt_status (*host_register)(zt_device *dev, void *ptr, size_t bytes, zt_error *err);
-    void (*host_unregister)(zt_device *dev, void *ptr);
+    void (*host_unregister)(zt_device *dev, void *ptr, size_t bytes);
 
     zt_status (*stream_create)(zt_device *dev, zt_stream **out, zt_error *err);
     void (*stream_destroy)(zt_device *dev, zt_stream *s);

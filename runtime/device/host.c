@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <errno.h>
 
 enum host_op_kind { OP_COPY, OP_SET, OP_CAST, OP_SCALE, OP_WAIT, OP_FN };
 
@@ -212,6 +214,24 @@ static void host_pinned_free(zt_device *dev, void *ptr)
     free(ptr);
 }
 
+/* Pinning is page locking: the pages stay resident, as the DMA of a real device needs. */
+static zt_status host_register(zt_device *dev, void *ptr, size_t bytes, zt_error *err)
+{
+    (void)dev;
+    if (mlock(ptr, bytes) == 0)
+        return ZT_OK;
+    int e = errno;
+    return ZT_ERR(err, e == ENOMEM || e == EPERM ? ZT_ERR_NOMEM : ZT_ERR_DEVICE,
+                  "host backend: mlock of %zu bytes failed (%s); raise RLIMIT_MEMLOCK "
+                  "(ulimit -l) to pin it", bytes, strerror(e));
+}
+
+static void host_unregister(zt_device *dev, void *ptr, size_t bytes)
+{
+    (void)dev;
+    munlock(ptr, bytes);
+}
+
 static zt_status host_stream_create(zt_device *dev, zt_stream **out, zt_error *err)
 {
     zt_stream *s = calloc(1, sizeof *s);
@@ -363,8 +383,8 @@ const zt_device_iface zt_device_host = {
     /* .free = */ host_free,
     /* .host_alloc = */ host_pinned_alloc,
     /* .host_free = */ host_pinned_free,
-    /* .host_register = */ NULL,
-    /* .host_unregister = */ NULL,
+    /* .host_register = */ host_register,
+    /* .host_unregister = */ host_unregister,
     /* .stream_create = */ host_stream_create,
     /* .stream_destroy = */ host_stream_destroy,
     /* .stream_synchronize = */ host_stream_synchronize,

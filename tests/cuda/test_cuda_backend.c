@@ -330,8 +330,8 @@ static void test_registered_host_memory_round_trip(void **state)
     assert_non_null(strstr(err.msg, cudaGetErrorString(cudaErrorHostMemoryAlreadyRegistered)));
     assert_int_equal(dev->iface->scale_async(dev, d, ZT_F32, 1.0f, n / 4, s, &err), ZT_OK);
     assert_int_equal(dev->iface->stream_synchronize(dev, s, &err), ZT_OK);
-    dev->iface->host_unregister(dev, src);
-    dev->iface->host_unregister(dev, back);
+    dev->iface->host_unregister(dev, src, n);
+    dev->iface->host_unregister(dev, back, n);
     dev->iface->free(dev, d);
     dev->iface->stream_destroy(dev, s);
     free(src), free(back);
