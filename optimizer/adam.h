@@ -31,6 +31,7 @@
 #define ZT_OPTIMIZER_ADAM_H
 
 #include "core/threadpool.h"
+#include "core/adam_elem.h"
 #include "ztier.h"
 
 #include <stdint.h>
@@ -85,12 +86,8 @@ int zt_adam_variant_parse(const char *name, zt_adam_variant *out);
 
 /* ---- internal: the per-variant kernels (optimizer/adam_<variant>.c) and their inputs ---- */
 
-/* Constants derived once per call from the hyper-parameters (see the top of this file). */
-typedef struct zt_adam_consts {
-    float beta1, beta2, one_minus_beta1, one_minus_beta2;
-    float step_size, inv_sqrt_bc2, eps, decay, l2, grad_scale;
-    int bf16_insn; /* AVX-512 kernel: round the bf16 copy with vcvtneps2bf16 (AVX512_BF16) */
-} zt_adam_consts;
+/* zt_adam_consts: the constants derived once per call from the hyper-parameters, defined
+ * with the per-element update they feed (adam_elem.h). */
 
 /* Fills c from h; bf16_insn is set when the CPU has AVX512_BF16. */
 void zt_adam_consts_init(zt_adam_consts *c, const zt_adam_hparams *h);

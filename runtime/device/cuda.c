@@ -9,9 +9,10 @@
  * memory-pool support fall back to cudaMalloc/cudaFree. A per-device hash table maps each
  * pointer to its size so free() can return the bytes to the budget.
  *
- * free() waits for the whole device (cudaDeviceSynchronize) before releasing: the runtime
- * frees a layer's buffer at release(), when the trainer's kernels on its own streams, which
- * ztier cannot see, may still read it. Frees happen about once per layer and pass.
+ * free() releases at once, with no device-wide synchronisation: the runtime frees a buffer
+ * only after every stream that used it has passed its last use (the device tier's fence
+ * waits for the caller's stream at zt_release_async; the blocking zt_release requires the
+ * caller's work on the layer to be complete), so the pool may hand the memory out again.
  *
  * Pinned host memory: cudaHostAlloc / cudaHostRegister, both portable (usable from every
  * context). Streams are non-blocking (no implicit ordering with the legacy default stream);
@@ -19,8 +20,9 @@
  * cudaEvent_t. Copies between pageable host memory and the device are legal but
  * synchronous in practice; the runtime copies from pinned or registered buffers.
  *
- * Every call first makes the instance's GPU current on the calling thread (the runtime
- * calls in from its worker threads too). Every CUDA error becomes ZT_ERR_DEVICE naming the
+ * Every call makes the instance's GPU (ztier.device_index, by default the caller's current
+ * device at create) current for its duration and then gives the calling thread its own
+ * current device back. Every CUDA error becomes ZT_ERR_DEVICE naming the
  * call and cudaGetErrorString, except that out-of-memory is ZT_ERR_DEVICE_NOMEM for device
  * memory (so the prefetcher evicts and retries) and ZT_ERR_NOMEM for pinned host memory.
  * A reported error is cleared from the thread's CUDA error state so that it does not
@@ -330,9 +332,7 @@ static void cuda_free_mem(zt_device *dev, void *ptr)
     zt_error e;
     if (use(d, &e) != ZT_OK)
         ZT_LOGE("device", "%s", e.msg);
-    /* The trainer's streams may still read it (see the top of the file). */
-    check_log(d, cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    release_mem(d, ptr);
+    release_mem(d, ptr); /* every stream is past its last use (see the top of the file) */
     zt_device_budget_return(dev, rec->bytes);
     free(rec);
 }
@@ -569,28 +569,149 @@ static zt_status cuda_launch_host_fn(zt_device *dev, zt_stream *s, void (*fn)(vo
                                "cudaLaunchHostFunc", err);
 }
 
+/* ---- the calling thread's device --------------------------------------------------------
+ * Every slot runs on this instance's GPU (use()) and then gives the calling thread its own
+ * current device back: ztier never leaves the caller's thread on another GPU. */
+
+static int caller_device(void)
+{
+    int cur = -1;
+    if (cudaGetDevice(&cur) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return cur;
+}
+
+static void restore_device(int cur)
+{
+    int now = -1;
+    if (cur >= 0 && cudaGetDevice(&now) == cudaSuccess && now != cur)
+        (void)cudaSetDevice(cur);
+    (void)cudaGetLastError();
+}
+
+#define KEEP_DEVICE(type, call)                                                                \
+    do {                                                                                       \
+        int cur_ = caller_device();                                                            \
+        type r_ = call;                                                                        \
+        restore_device(cur_);                                                                  \
+        return r_;                                                                             \
+    } while (0)
+#define KEEP_DEVICE_VOID(call)                                                                 \
+    do {                                                                                       \
+        int cur_ = caller_device();                                                            \
+        call;                                                                                  \
+        restore_device(cur_);                                                                  \
+    } while (0)
+
+static zt_status k_create(const zt_device_config *cfg, zt_device **out, zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_create(cfg, out, err));
+}
+static void k_destroy(zt_device *dev) { KEEP_DEVICE_VOID(cuda_destroy(dev)); }
+static zt_status k_alloc(zt_device *dev, size_t bytes, void **ptr, zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_alloc_mem(dev, bytes, ptr, err));
+}
+static void k_free(zt_device *dev, void *ptr) { KEEP_DEVICE_VOID(cuda_free_mem(dev, ptr)); }
+static zt_status k_host_alloc(zt_device *dev, size_t bytes, void **ptr, zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_host_alloc(dev, bytes, ptr, err));
+}
+static void k_host_free(zt_device *dev, void *ptr) { KEEP_DEVICE_VOID(cuda_host_free(dev, ptr)); }
+static zt_status k_host_register(zt_device *dev, void *ptr, size_t bytes, zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_host_register(dev, ptr, bytes, err));
+}
+static void k_host_unregister(zt_device *dev, void *ptr, size_t bytes)
+{
+    KEEP_DEVICE_VOID(cuda_host_unregister(dev, ptr, bytes));
+}
+static zt_status k_stream_create(zt_device *dev, zt_stream **out, zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_stream_create(dev, out, err));
+}
+static void k_stream_destroy(zt_device *dev, zt_stream *s)
+{
+    KEEP_DEVICE_VOID(cuda_stream_destroy(dev, s));
+}
+static zt_status k_stream_synchronize(zt_device *dev, zt_stream *s, zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_stream_synchronize(dev, s, err));
+}
+static zt_status k_event_create(zt_device *dev, zt_event **out, zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_event_create(dev, out, err));
+}
+static void k_event_destroy(zt_device *dev, zt_event *e)
+{
+    KEEP_DEVICE_VOID(cuda_event_destroy(dev, e));
+}
+static zt_status k_event_record(zt_device *dev, zt_event *e, zt_stream *s, zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_event_record(dev, e, s, err));
+}
+static zt_status k_stream_wait_event(zt_device *dev, zt_stream *s, zt_event *e, zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_stream_wait_event(dev, s, e, err));
+}
+static int k_event_query(zt_device *dev, zt_event *e)
+{
+    KEEP_DEVICE(int, cuda_event_query(dev, e));
+}
+static zt_status k_event_synchronize(zt_device *dev, zt_event *e, zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_event_synchronize(dev, e, err));
+}
+static zt_status k_memcpy_async(zt_device *dev, void *dst, const void *src, size_t bytes,
+                                zt_copy_kind kind, zt_stream *s, zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_memcpy_async(dev, dst, src, bytes, kind, s, err));
+}
+static zt_status k_memset_async(zt_device *dev, void *dst, int value, size_t bytes, zt_stream *s,
+                                zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_memset_async(dev, dst, value, bytes, s, err));
+}
+static zt_status k_cast_async(zt_device *dev, void *dst, zt_dtype dst_type, const void *src,
+                              zt_dtype src_type, size_t n, zt_stream *s, zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_cast_async(dev, dst, dst_type, src, src_type, n, s, err));
+}
+static zt_status k_scale_async(zt_device *dev, void *x, zt_dtype type, float alpha, size_t n,
+                               zt_stream *s, zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_scale_async(dev, x, type, alpha, n, s, err));
+}
+static zt_status k_launch_host_fn(zt_device *dev, zt_stream *s, void (*fn)(void *), void *arg,
+                                  zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_launch_host_fn(dev, s, fn, arg, err));
+}
+
 const zt_device_iface zt_device_cuda = {
     /* .name = */ "cuda",
-    /* .create = */ cuda_create,
-    /* .destroy = */ cuda_destroy,
-    /* .alloc = */ cuda_alloc_mem,
-    /* .free = */ cuda_free_mem,
-    /* .host_alloc = */ cuda_host_alloc,
-    /* .host_free = */ cuda_host_free,
-    /* .host_register = */ cuda_host_register,
-    /* .host_unregister = */ cuda_host_unregister,
-    /* .stream_create = */ cuda_stream_create,
-    /* .stream_destroy = */ cuda_stream_destroy,
-    /* .stream_synchronize = */ cuda_stream_synchronize,
-    /* .event_create = */ cuda_event_create,
-    /* .event_destroy = */ cuda_event_destroy,
-    /* .event_record = */ cuda_event_record,
-    /* .stream_wait_event = */ cuda_stream_wait_event,
-    /* .event_query = */ cuda_event_query,
-    /* .event_synchronize = */ cuda_event_synchronize,
-    /* .memcpy_async = */ cuda_memcpy_async,
-    /* .memset_async = */ cuda_memset_async,
-    /* .cast_async = */ cuda_cast_async,
-    /* .scale_async = */ cuda_scale_async,
-    /* .launch_host_fn = */ cuda_launch_host_fn,
+    /* .create = */ k_create,
+    /* .destroy = */ k_destroy,
+    /* .alloc = */ k_alloc,
+    /* .free = */ k_free,
+    /* .host_alloc = */ k_host_alloc,
+    /* .host_free = */ k_host_free,
+    /* .host_register = */ k_host_register,
+    /* .host_unregister = */ k_host_unregister,
+    /* .stream_create = */ k_stream_create,
+    /* .stream_destroy = */ k_stream_destroy,
+    /* .stream_synchronize = */ k_stream_synchronize,
+    /* .event_create = */ k_event_create,
+    /* .event_destroy = */ k_event_destroy,
+    /* .event_record = */ k_event_record,
+    /* .stream_wait_event = */ k_stream_wait_event,
+    /* .event_query = */ k_event_query,
+    /* .event_synchronize = */ k_event_synchronize,
+    /* .memcpy_async = */ k_memcpy_async,
+    /* .memset_async = */ k_memset_async,
+    /* .cast_async = */ k_cast_async,
+    /* .scale_async = */ k_scale_async,
+    /* .launch_host_fn = */ k_launch_host_fn,
 };

@@ -4,6 +4,7 @@
 // the bits match the CPU references (optimizer/convert.h, runtime/comm/quant_scalar.c).
 // Compiled wherever the toolkit is present; not run on this project's GPU-less machines.
 #include "runtime/device/cuda_kernels.h"
+#include "core/adam_elem.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -139,5 +140,43 @@ extern "C" int zt_cuda_dequant8(const signed char *q, const float *scales, size_
         return static_cast<int>(cudaErrorInvalidValue);
     dequant8_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(q, scales, n,
                                                                                   block, out, type);
+    return static_cast<int>(cudaGetLastError());
+}
+
+namespace
+{
+
+// The fused Adam/AdamW step of optimizer/adam.h, element by element through the same
+// zt_adam_elem as the CPU's scalar reference (compiled with --fmad=false, so the bits
+// match). Non-finite scaled gradients are counted into *nonfinite.
+__global__ void adam_kernel(zt_adam_consts c, float *master, float *m, float *v,
+                            const void *grad, zt_dtype gt, void *param_out, zt_dtype pt, size_t n,
+                            unsigned long long *nonfinite)
+{
+    unsigned long long bad = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float p = master[i], mm = m[i], vv = v[i];
+        float g = zt_adam_elem(&c, load(grad, gt, i), &p, &mm, &vv);
+        bad += !(fabsf(g) <= 3.402823466e+38f);
+        master[i] = p;
+        m[i] = mm;
+        v[i] = vv;
+        if (param_out)
+            store(param_out, pt, i, p);
+    }
+    if (bad)
+        atomicAdd(nonfinite, bad);
+}
+
+} // namespace
+
+extern "C" int zt_cuda_adam(const zt_adam_consts *c, float *master, float *m, float *v,
+                            const void *grad, zt_dtype grad_dtype, void *param_out,
+                            zt_dtype param_dtype, size_t n, unsigned long long *nonfinite,
+                            void *stream)
+{
+    adam_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+        *c, master, m, v, grad, grad_dtype, param_out, param_dtype, n, nonfinite);
     return static_cast<int>(cudaGetLastError());
 }

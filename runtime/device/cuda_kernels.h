@@ -31,6 +31,15 @@ int zt_cuda_quant8(const void *x, zt_dtype type, size_t n, int block, signed cha
 int zt_cuda_dequant8(const signed char *q, const float *scales, size_t n, int block, void *out,
                      zt_dtype type, void *stream);
 
+/* The fused Adam/AdamW step (optimizer/adam.h) over n elements: master, m, v updated in
+ * place, param_out (or NULL) receives the master rounded to param_dtype; the count of
+ * non-finite scaled gradients is added to *nonfinite (device memory). Bitwise equal to the
+ * CPU's scalar reference (the shared zt_adam_elem); a NaN's payload may differ. */
+typedef struct zt_adam_consts zt_adam_consts;
+int zt_cuda_adam(const zt_adam_consts *c, float *master, float *m, float *v, const void *grad,
+                 zt_dtype grad_dtype, void *param_out, zt_dtype param_dtype, size_t n,
+                 unsigned long long *nonfinite, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

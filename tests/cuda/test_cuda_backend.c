@@ -168,6 +168,35 @@ static void test_create_checks_index_and_clamps_budget(void **state)
     assert_ptr_equal(zt_device_find("cuda", &e), &zt_device_cuda);
 }
 
+/* device_index -1 takes the caller's current device; every call gives the calling thread its
+ * current device back, also when the instance lives on another GPU. */
+static void test_caller_device_is_kept(void **state)
+{
+    (void)state;
+    int count = 0, cur = -1;
+    assert_int_equal(cudaGetDeviceCount(&count), cudaSuccess);
+    zt_error e;
+    zt_device *d = NULL;
+    zt_device_config mine = {64u << 20, -1, 1}, last = {64u << 20, count - 1, 1};
+    assert_int_equal(cudaSetDevice(0), cudaSuccess);
+    assert_int_equal(zt_device_cuda.create(&mine, &d, &e), ZT_OK);
+    void *p = NULL;
+    assert_int_equal(d->iface->alloc(d, 4096, &p, &e), ZT_OK);
+    struct cudaPointerAttributes a;
+    assert_int_equal(cudaPointerGetAttributes(&a, p), cudaSuccess);
+    assert_int_equal(a.device, 0);
+    d->iface->free(d, p);
+    zt_device_cuda.destroy(d);
+    assert_int_equal(zt_device_cuda.create(&last, &d, &e), ZT_OK);
+    assert_int_equal(d->iface->alloc(d, 4096, &p, &e), ZT_OK);
+    assert_int_equal(cudaGetDevice(&cur), cudaSuccess);
+    assert_int_equal(cur, 0); /* the instance is on device count-1; the thread stays on 0 */
+    assert_int_equal(cudaPointerGetAttributes(&a, p), cudaSuccess);
+    assert_int_equal(a.device, count - 1);
+    d->iface->free(d, p);
+    zt_device_cuda.destroy(d);
+}
+
 /* ---- memory ----------------------------------------------------------------------------- */
 
 static void test_alloc_counts_bytes(void **state)
@@ -690,6 +719,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_create_checks_index_and_clamps_budget),
+        cmocka_unit_test(test_caller_device_is_kept),
         cmocka_unit_test(test_alloc_counts_bytes),
         cmocka_unit_test(test_alloc_beyond_capacity_fails_and_says_why),
         cmocka_unit_test(test_many_allocations_are_distinct_and_freed),
