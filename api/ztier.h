@@ -142,6 +142,9 @@ typedef struct zt_optimizer_info {
     float lr, beta1, beta2, eps, weight_decay;
     float gradient_clipping;         /* max global gradient norm; 0: off */
     int gradient_accumulation_steps; /* micro-steps averaged per step */
+    /* 1: Adam, its state and the gradient sums are in device memory (offload_optimizer
+     * "none" with ztier.device_optimizer on, or auto with the cuda backend); 0: on the CPU */
+    int on_device;
 } zt_optimizer_info;
 
 #define ZT_OPTIMIZER_INFO_INIT {.struct_size = sizeof(zt_optimizer_info)}

@@ -297,10 +297,22 @@ static void restore_state(zt_runtime *rt, const zt_ckpt_state *s)
         ZT_LOGI("checkpoint", "the checkpoint's fp16 loss scale %g is not used: this run "
                               "does not scale its loss", (double)s->loss_scale);
     }
-    for (int i = 0; i < rt->n_layers; i++) {
-        memset(rt->layers[i].grad_acc, 0, (size_t)rt->layers[i].shard_numel * sizeof(float));
-        rt->layers[i].accum_count = 0;
+}
+
+/* A loaded checkpoint starts with no accumulated gradients. */
+static zt_status clear_accumulators(zt_runtime *rt)
+{
+    zt_status st = ZT_OK;
+    for (int i = 0; st == ZT_OK && i < rt->n_layers; i++) {
+        zt_layer *L = &rt->layers[i];
+        if (rt->dev_opt) {
+            st = zt_dev_opt_zero_acc(rt, L);
+        } else {
+            memset(L->grad_acc, 0, (size_t)L->shard_numel * sizeof(float));
+            L->accum_count = 0;
+        }
     }
+    return st;
 }
 
 /* Every rank checks its manifest and file; nothing changes unless all of them pass. */
@@ -346,8 +358,10 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
         fclose(f);
     if (st == ZT_OK) {
         restore_state(rt, &m.state);
-        zt_error_clear(&rt->async_err); /* the state is consistent again */
+        st = clear_accumulators(rt);
     }
+    if (st == ZT_OK)
+        zt_error_clear(&rt->async_err); /* the state is consistent again */
     zt_trace_span("checkpoint", t0, "load %s", folder);
     st = zt_comm_agree(rt->comm, st, "checkpoint load (shard files)", &rt->err);
     if (st == ZT_OK)

@@ -27,7 +27,9 @@ static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
         st = zt_home_alloc(&oh, opt, shard * 4, L->name, &L->exp_avg, &rt->err);
     if (st == ZT_OK)
         st = zt_home_alloc(&oh, opt, shard * 4, L->name, &L->exp_avg_sq, &rt->err);
-    if (st == ZT_OK)
+    if (st == ZT_OK && rt->dev_opt)
+        st = zt_dev_opt_alloc_acc(rt, L);
+    else if (st == ZT_OK)
         st = zt_host_tier_alloc(&rt->host, shard * 4, L->name, (void **)&L->grad_acc, &rt->err);
     if (st == ZT_OK)
         st = zt_gather_init(zt_prefetcher_gather(rt->prefetch, (int)(L - rt->layers)),
@@ -239,6 +241,8 @@ zt_status zt_rt_commit(zt_runtime *rt)
     if ((st = check_device_budget(rt, &plan)) != ZT_OK)
         return st;
     st = alloc_staging(rt, &plan);
+    if (st == ZT_OK && plan.optim_tier == ZT_TIER_DEVICE)
+        st = zt_dev_opt_open(rt, plan.device_param_tmp);
     if (st == ZT_OK)
         st = open_swaps(rt, &plan);
     if (st == ZT_OK)

@@ -58,6 +58,14 @@ void zt_config_defaults(zt_config *c)
     c->pinned_limit = pages > 0 && page > 0 ? (int64_t)pages * page / 2 : (int64_t)1 << 30;
 }
 
+int zt_config_device_optimizer(const zt_config *cfg)
+{
+    if (cfg->offload_optimizer.device != ZT_TIER_DEVICE)
+        return 0;
+    return cfg->device_optimizer == ZT_DEVOPT_ON ||
+           (cfg->device_optimizer == ZT_DEVOPT_AUTO && !strcmp(cfg->device_backend, "cuda"));
+}
+
 int zt_config_parse_bytes(const char *s, int64_t *out)
 {
     static const char units[] = "KMGT";

@@ -81,6 +81,7 @@ typedef struct zt_config {
     int device_index;                       /* cuda: -1 = the caller's current device */
     int gradient_landing_buffers;           /* async releases whose copies may be pending */
     int64_t pinned_limit;                   /* bytes of host memory that may be pinned */
+    int device_optimizer;                   /* zt_device_optimizer_mode */
     int checkpoint_keep;                    /* committed checkpoints kept per root folder */
     int log_level;                          /* -1 = unset */
 } zt_config;
@@ -88,7 +89,19 @@ typedef struct zt_config {
 /* Upper bound of byte counts and of keys without one. */
 #define ZT_CONFIG_NO_MAX 9.2e18
 
+/* ztier.device_optimizer: where the optimizer runs when its state is not offloaded. */
+typedef enum zt_device_optimizer_mode {
+    ZT_DEVOPT_AUTO = 0, /* on the device with the cuda backend, on the CPU with the host one */
+    ZT_DEVOPT_ON = 1,
+    ZT_DEVOPT_OFF = 2
+} zt_device_optimizer_mode;
+
 void zt_config_defaults(zt_config *cfg);
+
+/* 1 when the optimizer state, the gradient accumulators and Adam live in device memory:
+ * offload_optimizer.device is "none" and ztier.device_optimizer is on (or auto with the
+ * cuda backend). */
+int zt_config_device_optimizer(const zt_config *cfg);
 
 /* The working dtype of parameters and gradients the configuration asks for. */
 zt_dtype zt_config_dtype(const zt_config *cfg);

@@ -757,6 +757,17 @@ static zt_status check_nvme(const zt_offload_config *off, const char *name, zt_e
 
 static zt_status check_backends(const zt_config *cfg, zt_error *err)
 {
+    if (cfg->device_optimizer == ZT_DEVOPT_ON && cfg->offload_optimizer.device != ZT_TIER_DEVICE)
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "ztier.device_optimizer = \"on\" runs Adam on optimizer state in device "
+                      "memory: set zero_optimization.offload_optimizer.device to \"none\", or "
+                      "ztier.device_optimizer to \"auto\"");
+    if (zt_config_device_optimizer(cfg) && cfg->zero_quantized_gradients)
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "zero_optimization.zero_quantized_gradients sums gradients on the host; "
+                      "with the optimizer on the device (offload_optimizer.device \"none\", "
+                      "ztier.device_optimizer) turn it off, or set ztier.device_optimizer "
+                      "\"off\"");
     if (strcmp(cfg->device_backend, "cuda") != 0)
         return ZT_OK;
     if (cfg->zero_quantized_weights || cfg->zero_quantized_gradients ||

@@ -166,6 +166,8 @@ static zt_status reduce_in_place(zt_runtime *rt, zt_layer *L, void *buf, zt_dtyp
                                                          &req, &rt->err);
     if (st == ZT_OK)
         st = rt->comm->iface->wait(rt->comm, &req, &rt->err);
+    if (st == ZT_OK && rt->dev_opt) /* summed on the device, on ztier's stream */
+        return zt_dev_opt_accumulate(rt, L, buf, dt);
     void *host = rt->staging_lp; /* holds one fp32 shard */
     size_t bytes = (size_t)L->shard_numel * zt_dtype_size(dt);
     if (st == ZT_OK)
@@ -175,6 +177,7 @@ static zt_status reduce_in_place(zt_runtime *rt, zt_layer *L, void *buf, zt_dtyp
     rt->stats.d2h_bytes += bytes;
     rt->stats.reduced_bytes += (uint64_t)L->flat_numel * zt_dtype_size(dt);
     accumulate_shard(rt, L, host, dt);
+    L->accum_count++;
     return ZT_OK;
 }
 
@@ -194,14 +197,14 @@ static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
     }
     if (widen || qgz) /* the same on every rank: the configuration decides */
         st = zt_comm_agree(rt->comm, st, "the gradient reduction", &rt->err);
-    if (st == ZT_OK && qgz) /* host memory: the host device backend */
+    if (st == ZT_OK && qgz) { /* host memory: the host device backend */
         st = zt_qgz_reduce(&rt->topo, buf, L->shard_numel, rt->cfg.quant_block_size,
                            L->grad_acc, L->name, &rt->err);
-    else if (st == ZT_OK)
+        L->accum_count += st == ZT_OK;
+    } else if (st == ZT_OK) {
         st = reduce_in_place(rt, L, buf, dt);
+    }
     zt_device_tier_free(&rt->dtier, wide);
-    if (st == ZT_OK)
-        L->accum_count++;
     return st;
 }
 
@@ -366,7 +369,14 @@ static zt_status fence_after_caller(zt_runtime *rt, zt_stream *caller)
 static zt_status release_grads(zt_runtime *rt, zt_layer *L, zt_stream *caller)
 {
     zt_status st = ZT_OK;
-    if (caller && rt->world == 1) {
+    if (rt->dev_opt && (rt->world == 1 || !caller)) {
+        /* summed on the device after the caller's stream: one rank has no collective, and
+         * the blocking form's caller finished its work; the blocking form returns with the
+         * sum done (and so its buffers free at once, as ztier estimate replays) */
+        st = reduce_grads(rt, L);
+        if (st == ZT_OK && !caller)
+            st = sync_stream(rt, rt->stream);
+    } else if (caller && rt->world == 1) {
         st = queue_reduction(rt, L);
     } else {
         if (caller) /* the collective reads them on the host: the caller's work must be done */

@@ -44,10 +44,13 @@ static void plan_layer(const zt_runtime *rt, const zt_layer *L, zt_plan *p)
 {
     uint64_t shard = (uint64_t)L->shard_numel, ds = zt_dtype_size(p->dtype);
     uint64_t bs = (uint64_t)rt->cfg.aio_block_size, param_bytes = shard * ds;
-    p->host_bytes += zt_host_tier_footprint(shard * 4); /* gradient accumulator */
+    if (p->optim_tier == ZT_TIER_DEVICE) /* master, m, v and the gradient accumulator */
+        p->device_resident += 4 * shard * 4;
+    else
+        p->host_bytes += zt_host_tier_footprint(shard * 4); /* gradient accumulator */
     if (p->optim_tier == ZT_TIER_HOST)
         p->host_bytes += 3 * zt_host_tier_footprint(shard * 4);
-    else
+    else if (p->optim_tier == ZT_TIER_NVME)
         p->nvme_optim_bytes += 3 * zt_swap_footprint(shard * 4, bs);
     if (L->persistent) {
         p->device_resident += param_bytes;
@@ -76,11 +79,19 @@ void zt_plan_make(const zt_runtime *rt, int world, zt_plan *p)
     p->world = world;
     p->dtype = zt_config_dtype(&rt->cfg);
     p->param_tier = rt->cfg.offload_param.device;
-    p->optim_tier = rt->cfg.offload_optimizer.device == ZT_TIER_NVME ? ZT_TIER_NVME
+    p->optim_tier = zt_config_device_optimizer(&rt->cfg)             ? ZT_TIER_DEVICE
+                    : rt->cfg.offload_optimizer.device == ZT_TIER_NVME ? ZT_TIER_NVME
                                                                        : ZT_TIER_HOST;
     p->max_shard = 1;
     for (int i = 0; i < rt->n_layers; i++)
         plan_layer(rt, &rt->layers[i], p);
+    if (p->optim_tier == ZT_TIER_DEVICE) {
+        /* the step's sums and counter; new parameters bound for a home off the device */
+        p->device_resident += ZT_DEVICE_STEP_STATS_BYTES;
+        if (p->param_tier != ZT_TIER_DEVICE)
+            p->device_param_tmp = (uint64_t)p->max_shard * zt_dtype_size(p->dtype);
+        p->device_resident += p->device_param_tmp;
+    }
     p->device_min += p->device_resident; /* the largest backward need, on top */
     /* Two halves, each page-aligned for O_DIRECT: an fp32 shard and its working-dtype copy. */
     p->staging_bytes = 2 * zt_round_up((uint64_t)p->max_shard * sizeof(float), ZT_PAGE_BYTES);

@@ -10,7 +10,9 @@ typedef struct zt_plan {
     int world;
     zt_dtype dtype;          /* of parameters and gradients */
     zt_tier_kind param_tier; /* home of sharded parameters (persistent ones: device) */
-    zt_tier_kind optim_tier; /* home of master, m, v: host or NVMe (the optimizer is on the CPU) */
+    zt_tier_kind optim_tier; /* home of master, m, v: host or NVMe (Adam on the CPU), or the
+                                device (ztier.device_optimizer: Adam and the gradient
+                                accumulators on the device too) */
     int64_t max_shard;       /* elements of the largest shard */
     uint64_t staging_bytes;  /* host: one fp32 shard in transit and its working-dtype copy */
     uint64_t opt_buf_bytes;  /* host: each of the NVMe step's sub-group buffers (or 0) */
@@ -18,7 +20,8 @@ typedef struct zt_plan {
     uint64_t pinned_bytes;   /* NVMe parameter staging pool */
     uint64_t nvme_param_bytes, nvme_optim_bytes; /* swap files */
     uint64_t max_param_shard_bytes;              /* one staging buffer of the pool */
-    uint64_t device_resident; /* parameters that live in device memory */
+    uint64_t device_resident; /* parameters (and a device optimizer's state) in device memory */
+    uint64_t device_param_tmp; /* device optimizer: one shard's new parameters in transit */
     uint64_t device_min;      /* resident + the largest need of one backward pass */
     const char *device_min_layer;
     uint64_t persistent_bytes;

@@ -111,7 +111,7 @@ void zt_rt_optimizer_info(const zt_runtime *rt, zt_optimizer_info *out)
     const zt_config *c = &rt->cfg;
     zt_optimizer_info o = {sizeof o, c->optimizer == ZT_OPT_ADAMW, c->lr, c->beta1, c->beta2,
                            c->eps, c->weight_decay, c->gradient_clipping,
-                           c->gradient_accumulation_steps};
+                           c->gradient_accumulation_steps, zt_config_device_optimizer(c)};
     *out = o;
 }
 
@@ -120,6 +120,17 @@ void zt_rt_log_optimizer(const zt_runtime *rt)
     zt_optimizer_info o;
     zt_rt_optimizer_info(rt, &o);
     static const char *const tiers[] = {"host memory", "host memory", "NVMe"};
+    if (o.on_device) {
+        ZT_LOGI("optimizer",
+                "%s: lr %g, betas (%g, %g), eps %g, weight decay %g, gradient clipping %g, "
+                "%d accumulation steps; state, gradient sums and Adam in device memory (%s "
+                "kernels)",
+                o.adamw ? "AdamW" : "Adam (L2 weight decay)", (double)o.lr, (double)o.beta1,
+                (double)o.beta2, (double)o.eps, (double)o.weight_decay,
+                (double)o.gradient_clipping, o.gradient_accumulation_steps,
+                rt->cfg.device_backend);
+        return;
+    }
     char clip[32] = "off";
     if (o.gradient_clipping > 0)
         snprintf(clip, sizeof clip, "at norm %g", (double)o.gradient_clipping);
@@ -224,7 +235,10 @@ static void free_layer(zt_runtime *rt, zt_layer *L)
     zt_home_free(&rt->homes, &L->master);
     zt_home_free(&rt->homes, &L->exp_avg);
     zt_home_free(&rt->homes, &L->exp_avg_sq);
-    zt_host_tier_free(&rt->host, L->grad_acc, (uint64_t)L->shard_numel * sizeof(float));
+    if (rt->dev_opt && rt->dev)
+        rt->dev->iface->free(rt->dev, L->grad_acc);
+    else
+        zt_host_tier_free(&rt->host, L->grad_acc, (uint64_t)L->shard_numel * sizeof(float));
     free(L->views);
     free(L->param_ids);
     free(L->name);
@@ -251,6 +265,7 @@ void zt_rt_destroy(zt_runtime *rt)
     for (int i = 0; i < rt->n_layers; i++)
         free_layer(rt, &rt->layers[i]);
     if (rt->dev) {
+        zt_dev_opt_close(rt);
         zt_device_tier_fini(&rt->dtier);
         zt_rt_free_landing(rt);
         if (rt->caller_done)

@@ -51,7 +51,8 @@ typedef struct zt_layer {
     /* This rank's shard: working-dtype parameters and fp32 optimizer state. */
     zt_home param_home;
     zt_home master, exp_avg, exp_avg_sq;
-    float *grad_acc; /* fp32 gradient accumulation shard, host memory */
+    float *grad_acc; /* fp32 gradient accumulation shard: host memory, or device memory with
+                        the device optimizer (rt->dev_opt) */
     int accum_count; /* backward releases since the last step */
 
     void *grads;           /* device: full flat gradients while a backward pass holds it */
@@ -137,6 +138,12 @@ struct zt_runtime {
     int n_landing;
     zt_pending_reduction *pending; /* first in first out, n_landing slots */
     int pending_head, n_pending;
+
+    /* the optimizer on the device (runtime/step_device.c) */
+    int dev_opt;
+    void *dev_step_stats;        /* two doubles and a counter */
+    void *dev_param_tmp;         /* one shard's new parameters bound for an off-device home */
+    uint64_t dev_param_tmp_bytes;
     int tracing; /* this runtime holds the process's timeline trace open */
 };
 
@@ -202,6 +209,25 @@ zt_status zt_rt_drain_optimizer(zt_runtime *rt);
 /* The kept failure of background work, after collecting what has completed (zt_async_error).
  * Does not wait. */
 zt_status zt_rt_async_error(zt_runtime *rt);
+
+/* the optimizer on the device (runtime/step_device.c), used when rt->dev_opt is set:
+ * accumulators in device memory, the norm's sums and Adam as device kernels on ztier's
+ * stream. The step's sums and counter take ZT_DEVICE_STEP_STATS_BYTES of device memory. */
+#define ZT_DEVICE_STEP_STATS_BYTES 32
+/* The step's sums and the new-parameter buffer of param_tmp_bytes (the plan's
+ * device_param_tmp; 0: none), at commit; close frees them. */
+zt_status zt_dev_opt_open(zt_runtime *rt, uint64_t param_tmp_bytes);
+void zt_dev_opt_close(zt_runtime *rt);
+/* A layer's fp32 accumulator in device memory, zeroed; zeroing it again (on the stream). */
+zt_status zt_dev_opt_alloc_acc(zt_runtime *rt, zt_layer *L);
+zt_status zt_dev_opt_zero_acc(zt_runtime *rt, zt_layer *L);
+/* acc += the reduced shard (device memory, dtype dt), on ztier's stream. */
+zt_status zt_dev_opt_accumulate(zt_runtime *rt, zt_layer *L, const void *shard, zt_dtype dt);
+/* out[0]: sum of squares of the scaled accumulators, out[1]: non-finite count (this rank). */
+zt_status zt_dev_opt_grad_stats(zt_runtime *rt, float scale, double out[2]);
+/* Adam on the layer's shard; the new parameters reach their home. */
+zt_status zt_dev_opt_update(zt_runtime *rt, zt_layer *L, const zt_adam_hparams *h);
+
 
 /* parameter initialisation (runtime/param_init.c): values of elements [first, first+count)
  * of a parameter, independent of sharding; fails only when a callback does. */

@@ -25,7 +25,8 @@ static zt_status global_grad_stats(zt_runtime *rt, double *sumsq, double *nonfin
 {
     double acc[2] = {0.0, 0.0};
     float scale = grad_average_factor(rt);
-    for (int i = 0; i < rt->n_layers; i++) {
+    zt_status st = rt->dev_opt ? zt_dev_opt_grad_stats(rt, scale, acc) : ZT_OK;
+    for (int i = 0; !rt->dev_opt && i < rt->n_layers; i++) {
         zt_layer *L = &rt->layers[i];
         if (L->persistent && rt->rank != 0)
             continue; /* replicated: every rank holds the same sum; count it once */
@@ -34,19 +35,29 @@ static zt_status global_grad_stats(zt_runtime *rt, double *sumsq, double *nonfin
                                 &bad);
         acc[1] += (double)bad;
     }
-    zt_status st = zt_comm_allreduce_sync(rt->comm, acc, 2, ZT_COMM_F64, ZT_REDUCE_SUM, &rt->err);
+    /* every rank joins the collective, also one whose sums failed (its error comes first) */
+    zt_status red = zt_comm_allreduce_sync(rt->comm, acc, 2, ZT_COMM_F64, ZT_REDUCE_SUM, &rt->err);
+    st = st != ZT_OK ? st : red;
     *sumsq = acc[0];
     *nonfinite = acc[1];
     return st;
 }
 
-static void clear_grads(zt_runtime *rt)
+static zt_status clear_grads(zt_runtime *rt)
 {
-    for (int i = 0; i < rt->n_layers; i++) {
+    zt_status st = ZT_OK;
+    for (int i = 0; st == ZT_OK && i < rt->n_layers; i++) {
         zt_layer *L = &rt->layers[i];
+        if (rt->dev_opt) {
+            st = zt_dev_opt_zero_acc(rt, L);
+            continue;
+        }
         memset(L->grad_acc, 0, (size_t)L->shard_numel * sizeof(float));
         L->accum_count = 0;
     }
+    if (st == ZT_OK && rt->dev_opt) /* the step returns with its device work done */
+        st = rt->dev->iface->stream_synchronize(rt->dev, rt->stream, &rt->err);
+    return st;
 }
 
 static int max_accum_count(const zt_runtime *rt)
@@ -206,14 +217,16 @@ zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *inf
             st = keep_async(rt, st, &e);
         }
         for (int i = 0; !rt->nvme_step && st == ZT_OK && i < rt->n_layers; i++)
-            st = update_layer(rt, &rt->layers[i], &h);
+            st = rt->dev_opt ? zt_dev_opt_update(rt, &rt->layers[i], &h)
+                             : update_layer(rt, &rt->layers[i], &h);
         if (st != ZT_OK)
             return st;
         rt->steps++;
         rt->stats.steps++;
     }
     update_loss_scale(rt, out.skipped);
-    clear_grads(rt);
+    if ((st = clear_grads(rt)) != ZT_OK)
+        return st;
     zt_prefetcher_step_done(rt->prefetch);
     out.step = rt->steps;
     out.loss_scale = rt->loss_scale;

@@ -569,6 +569,52 @@ static zt_status cuda_launch_host_fn(zt_device *dev, zt_stream *s, void (*fn)(vo
                                "cudaLaunchHostFunc", err);
 }
 
+static zt_status cuda_accumulate_async(zt_device *dev, float *acc, const void *src,
+                                       zt_dtype src_type, size_t n, zt_stream *s, zt_error *err)
+{
+    cuda_device *d = as_cuda(dev);
+    if (!dtype_known(src_type))
+        return ZT_ERR(err, ZT_ERR_ARGUMENT, "cuda device %d: accumulate of dtype %d", d->index,
+                      (int)src_type);
+    if (n == 0)
+        return ZT_OK;
+    zt_status st = use(d, err);
+    return st != ZT_OK ? st
+                       : check(d, (cudaError_t)zt_cuda_accumulate(acc, src, src_type, n, s),
+                               "accumulate kernel launch", err);
+}
+
+static zt_status cuda_sumsq_async(zt_device *dev, const float *x, size_t n, float scale,
+                                  double *out, zt_stream *s, zt_error *err)
+{
+    cuda_device *d = as_cuda(dev);
+    if (n == 0)
+        return ZT_OK;
+    zt_status st = use(d, err);
+    return st != ZT_OK ? st
+                       : check(d, (cudaError_t)zt_cuda_sumsq(x, n, scale, out, s),
+                               "sum-of-squares kernel launch", err);
+}
+
+static zt_status cuda_adam_async(zt_device *dev, const zt_adam_consts *c, float *master,
+                                 float *m, float *v, const float *grad, void *param_out,
+                                 zt_dtype param_type, size_t n, unsigned long long *nonfinite,
+                                 zt_stream *s, zt_error *err)
+{
+    cuda_device *d = as_cuda(dev);
+    if (!dtype_known(param_type))
+        return ZT_ERR(err, ZT_ERR_ARGUMENT, "cuda device %d: Adam into dtype %d", d->index,
+                      (int)param_type);
+    if (n == 0)
+        return ZT_OK;
+    zt_status st = use(d, err);
+    return st != ZT_OK ? st
+                       : check(d,
+                               (cudaError_t)zt_cuda_adam(c, master, m, v, grad, ZT_F32,
+                                                         param_out, param_type, n, nonfinite, s),
+                               "Adam kernel launch", err);
+}
+
 /* ---- the calling thread's device --------------------------------------------------------
  * Every slot runs on this instance's GPU (use()) and then gives the calling thread its own
  * current device back: ztier never leaves the caller's thread on another GPU. */
@@ -690,6 +736,25 @@ static zt_status k_launch_host_fn(zt_device *dev, zt_stream *s, void (*fn)(void 
     KEEP_DEVICE(zt_status, cuda_launch_host_fn(dev, s, fn, arg, err));
 }
 
+static zt_status k_accumulate_async(zt_device *dev, float *acc, const void *src,
+                                    zt_dtype src_type, size_t n, zt_stream *s, zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_accumulate_async(dev, acc, src, src_type, n, s, err));
+}
+static zt_status k_sumsq_async(zt_device *dev, const float *x, size_t n, float scale,
+                               double *out, zt_stream *s, zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_sumsq_async(dev, x, n, scale, out, s, err));
+}
+static zt_status k_adam_async(zt_device *dev, const zt_adam_consts *c, float *master, float *m,
+                              float *v, const float *grad, void *param_out, zt_dtype param_type,
+                              size_t n, unsigned long long *nonfinite, zt_stream *s,
+                              zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_adam_async(dev, c, master, m, v, grad, param_out, param_type, n,
+                                           nonfinite, s, err));
+}
+
 const zt_device_iface zt_device_cuda = {
     /* .name = */ "cuda",
     /* .create = */ k_create,
@@ -714,4 +779,7 @@ const zt_device_iface zt_device_cuda = {
     /* .cast_async = */ k_cast_async,
     /* .scale_async = */ k_scale_async,
     /* .launch_host_fn = */ k_launch_host_fn,
+    /* .accumulate_async = */ k_accumulate_async,
+    /* .sumsq_async = */ k_sumsq_async,
+    /* .adam_async = */ k_adam_async,
 };

@@ -171,6 +171,62 @@ __global__ void adam_kernel(zt_adam_consts c, float *master, float *m, float *v,
 
 } // namespace
 
+namespace
+{
+
+__global__ void accumulate_kernel(float *acc, const void *src, zt_dtype t, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        acc[i] += load(src, t, i);
+}
+
+// Per-block partial sums in double, added to out[0] and out[1] with atomics (the order of
+// the additions differs from the CPU's: sums agree to double rounding, as adam.h says).
+__global__ void sumsq_kernel(const float *x, size_t n, float scale, double *out)
+{
+    __shared__ double part[256], badp[256];
+    double sum = 0.0, bad = 0.0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float g = x[i] * scale;
+        if (!(fabsf(g) <= 3.402823466e+38f))
+            bad += 1.0;
+        else
+            sum += (double)g * (double)g;
+    }
+    part[threadIdx.x] = sum;
+    badp[threadIdx.x] = bad;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            part[threadIdx.x] += part[threadIdx.x + s];
+            badp[threadIdx.x] += badp[threadIdx.x + s];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        atomicAdd(&out[0], part[0]);
+        atomicAdd(&out[1], badp[0]);
+    }
+}
+
+} // namespace
+
+extern "C" int zt_cuda_accumulate(float *acc, const void *src, zt_dtype src_type, size_t n,
+                                  void *stream)
+{
+    accumulate_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(acc, src,
+                                                                                    src_type, n);
+    return static_cast<int>(cudaGetLastError());
+}
+
+extern "C" int zt_cuda_sumsq(const float *x, size_t n, float scale, double *out, void *stream)
+{
+    sumsq_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(x, n, scale, out);
+    return static_cast<int>(cudaGetLastError());
+}
+
 extern "C" int zt_cuda_adam(const zt_adam_consts *c, float *master, float *m, float *v,
                             const void *grad, zt_dtype grad_dtype, void *param_out,
                             zt_dtype param_dtype, size_t n, unsigned long long *nonfinite,

@@ -31,6 +31,11 @@ int zt_cuda_quant8(const void *x, zt_dtype type, size_t n, int block, signed cha
 int zt_cuda_dequant8(const signed char *q, const float *scales, size_t n, int block, void *out,
                      zt_dtype type, void *stream);
 
+/* acc[i] += (float)src[i] */
+int zt_cuda_accumulate(float *acc, const void *src, zt_dtype src_type, size_t n, void *stream);
+/* out[0] += sum of (x[i] * scale)^2 over finite products (double), out[1] += non-finite count */
+int zt_cuda_sumsq(const float *x, size_t n, float scale, double *out, void *stream);
+
 /* The fused Adam/AdamW step (optimizer/adam.h) over n elements: master, m, v updated in
  * place, param_out (or NULL) receives the master rounded to param_dtype; the count of
  * non-finite scaled gradients is added to *nonfinite (device memory). Bitwise equal to the

@@ -10,6 +10,7 @@
 #ifndef ZT_RUNTIME_DEVICE_H
 #define ZT_RUNTIME_DEVICE_H
 
+#include "core/adam_elem.h"
 #include "core/error.h"
 
 #include <pthread.h>
@@ -68,6 +69,20 @@ typedef struct zt_device_iface {
      * waits for it. fn must not call the backend (cuda: cudaLaunchHostFunc's rule). */
     zt_status (*launch_host_fn)(zt_device *dev, zt_stream *s, void (*fn)(void *), void *arg,
                                 zt_error *err);
+
+    /* The optimizer on the device (ztier.device_optimizer), all in device memory: */
+    /* acc[i] += (float)src[i] for n elements (fp32 accumulation of gradients) */
+    zt_status (*accumulate_async)(zt_device *dev, float *acc, const void *src, zt_dtype src_type,
+                                  size_t n, zt_stream *s, zt_error *err);
+    /* out[0] += sum of (x[i] * scale)^2 over the finite products, in double; out[1] += the
+     * count of non-finite ones. out: two doubles. */
+    zt_status (*sumsq_async)(zt_device *dev, const float *x, size_t n, float scale, double *out,
+                             zt_stream *s, zt_error *err);
+    /* The fused Adam/AdamW step (core/adam_elem.h) over n elements; param_out (or NULL)
+     * receives the master rounded to param_type; *nonfinite += the non-finite gradients. */
+    zt_status (*adam_async)(zt_device *dev, const zt_adam_consts *c, float *master, float *m,
+                            float *v, const float *grad, void *param_out, zt_dtype param_type,
+                            size_t n, unsigned long long *nonfinite, zt_stream *s, zt_error *err);
 } zt_device_iface;
 
 /* Every device backend instance starts with this header so generic code can reach its table

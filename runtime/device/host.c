@@ -17,8 +17,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 
-enum host_op_kind { OP_COPY, OP_SET, OP_CAST, OP_SCALE, OP_WAIT, OP_FN };
+enum host_op_kind { OP_COPY, OP_SET, OP_CAST, OP_SCALE, OP_WAIT, OP_FN, OP_ACC, OP_SUMSQ, OP_ADAM };
 
 typedef struct host_op {
     enum host_op_kind kind;
@@ -32,6 +34,10 @@ typedef struct host_op {
     uint64_t wait_seq;
     void (*fn)(void *); /* OP_FN */
     void *arg;
+    zt_adam_consts consts; /* OP_ADAM: master = dst, grad = src, m, v, out, count */
+    float *m, *v;
+    void *out;
+    unsigned long long *count;
 } host_op;
 
 typedef struct host_device host_device;
@@ -64,6 +70,43 @@ struct host_device {
     pthread_cond_t progress; /* broadcast whenever any stream completes an operation */
 };
 
+/* The device-optimizer kernels, element by element as the CUDA ones. */
+static void accumulate(float *acc, const void *src, zt_dtype t, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        acc[i] += zt_load_f32(src, t, i);
+}
+
+static void sumsq(const float *x, size_t n, float scale, double *out)
+{
+    double sum = 0.0, bad = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        float g = x[i] * scale;
+        if (!(fabsf(g) <= FLT_MAX))
+            bad += 1.0;
+        else
+            sum += (double)g * (double)g;
+    }
+    out[0] += sum;
+    out[1] += bad;
+}
+
+static void adam(const host_op *op)
+{
+    float *master = op->dst;
+    const float *grad = op->src;
+    unsigned long long bad = 0;
+    for (size_t i = 0; i < op->bytes; i++) {
+        float p = master[i], m = op->m[i], v = op->v[i];
+        float g = zt_adam_elem(&op->consts, grad[i], &p, &m, &v);
+        bad += !(fabsf(g) <= FLT_MAX);
+        master[i] = p, op->m[i] = m, op->v[i] = v;
+        if (op->out)
+            zt_store_f32(op->out, op->dst_type, i, p);
+    }
+    *op->count += bad;
+}
+
 static void run_op(const host_op *op)
 {
     switch (op->kind) {
@@ -82,6 +125,15 @@ static void run_op(const host_op *op)
     case OP_FN:
         op->fn(op->arg);
         break;
+    case OP_ACC:
+        accumulate(op->dst, op->src, op->src_type, op->bytes);
+        break;
+    case OP_SUMSQ:
+        sumsq(op->src, op->bytes, op->alpha, op->dst);
+        break;
+    case OP_ADAM:
+        adam(op);
+        break;
     case OP_WAIT:
         break; /* handled by the worker under the lock */
     }
@@ -89,7 +141,9 @@ static void run_op(const host_op *op)
 
 static void trace_op(const host_op *op, double t0)
 {
-    static const char *const names[] = {"copy", "memset", "cast", "scale", "wait", "host function"};
+    static const char *const names[] = {"copy",          "memset",     "cast",
+                                        "scale",         "wait",       "host function",
+                                        "accumulate",    "sum of squares", "adam"};
     if (op->kind == OP_COPY || op->kind == OP_SET)
         zt_trace_span("stream", t0, "%s %.2f MB", names[op->kind], (double)op->bytes / 1e6);
     else
@@ -375,6 +429,33 @@ static zt_status host_scale_async(zt_device *dev, void *x, zt_dtype type, float 
     return enqueue(s, &op, err);
 }
 
+static zt_status host_accumulate_async(zt_device *dev, float *acc, const void *src,
+                                       zt_dtype src_type, size_t n, zt_stream *s, zt_error *err)
+{
+    (void)dev;
+    host_op op = {.kind = OP_ACC, .dst = acc, .src = src, .src_type = src_type, .bytes = n};
+    return enqueue(s, &op, err);
+}
+
+static zt_status host_sumsq_async(zt_device *dev, const float *x, size_t n, float scale,
+                                  double *out, zt_stream *s, zt_error *err)
+{
+    (void)dev;
+    host_op op = {.kind = OP_SUMSQ, .dst = out, .src = x, .bytes = n, .alpha = scale};
+    return enqueue(s, &op, err);
+}
+
+static zt_status host_adam_async(zt_device *dev, const zt_adam_consts *c, float *master,
+                                 float *m, float *v, const float *grad, void *param_out,
+                                 zt_dtype param_type, size_t n, unsigned long long *nonfinite,
+                                 zt_stream *s, zt_error *err)
+{
+    (void)dev;
+    host_op op = {.kind = OP_ADAM, .dst = master, .src = grad, .bytes = n, .consts = *c,
+                  .m = m, .v = v, .out = param_out, .dst_type = param_type, .count = nonfinite};
+    return enqueue(s, &op, err);
+}
+
 const zt_device_iface zt_device_host = {
     /* .name = */ "host",
     /* .create = */ host_create,
@@ -399,4 +480,7 @@ const zt_device_iface zt_device_host = {
     /* .cast_async = */ host_cast_async,
     /* .scale_async = */ host_scale_async,
     /* .launch_host_fn = */ host_launch_host_fn,
+    /* .accumulate_async = */ host_accumulate_async,
+    /* .sumsq_async = */ host_sumsq_async,
+    /* .adam_async = */ host_adam_async,
 };

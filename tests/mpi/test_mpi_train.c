@@ -1,9 +1,9 @@
 /* ZeRO-3 across ranks (run under mpirun): the minimal MLP trained on N ranks, each taking
  * its slice of the global batch, equals the independent single-process reference trained on
  * the whole batch, for each placement given on the command line:
- *   test_mpi_train <param_device> <optimizer_device> [accum] [persistence] [stream]
+ *   test_mpi_train <param_device> <optimizer_device> [accum] [persistence] [stream,devopt]
  * With "stream" every layer is computed on a stream between zt_fetch_async and
- * zt_release_async. */
+ * zt_release_async; with "devopt" (and optimizer "none") the optimizer runs on the device. */
 #include "ref_mlp.h"
 
 #include <stdio.h>
@@ -19,7 +19,9 @@ int main(int argc, char **argv)
     const char *pdev = argc > 1 ? argv[1] : "cpu", *odev = argc > 2 ? argv[2] : "cpu";
     int accum = argc > 3 ? atoi(argv[3]) : 1;
     const char *persist = argc > 4 ? argv[4] : "0"; /* stage3_param_persistence_threshold */
-    int on_stream = argc > 5 && !strcmp(argv[5], "stream");
+    int on_stream = argc > 5 && strstr(argv[5], "stream");
+    const char *devopt = argc > 5 && strstr(argv[5], "devopt") ? ", \"device_optimizer\": \"on\""
+                                                                : "";
     char extra_zero[96];
     snprintf(extra_zero, sizeof extra_zero, ", \"stage3_param_persistence_threshold\": %s",
              persist);
@@ -33,7 +35,7 @@ int main(int argc, char **argv)
     const mlp_dims dims = {16, 48, 4, 48}; /* the batch splits over 2, 3 and 4 ranks */
     const ref_hparams hp = {0.01f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.5f};
     zt_runtime *rt = NULL;
-    if (zt_runtime_create(NULL, ref_mlp_config(&hp, pdev, odev, accum, extra_zero, ""), &rt) != ZT_OK) {
+    if (zt_runtime_create(NULL, ref_mlp_config(&hp, pdev, odev, accum, extra_zero, devopt), &rt) != ZT_OK) {
         fprintf(stderr, "create: %s\n", zt_last_error(rt));
         zt_runtime_destroy(rt);
         return 1;
@@ -51,6 +53,13 @@ int main(int argc, char **argv)
     if (minimal_register(rt, &dims, 42, &m) != ZT_OK || zt_runtime_commit(rt) != ZT_OK ||
         ref_mlp_init(&ref, rt, &m, &hp) != 0) {
         fprintf(stderr, "rank %d: setup: %s\n", rank, zt_last_error(rt));
+        zt_runtime_destroy(rt);
+        return 1;
+    }
+    zt_optimizer_info oi = ZT_OPTIMIZER_INFO_INIT;
+    if (zt_optimizer_get(rt, &oi) != ZT_OK || oi.on_device != (*devopt != 0)) {
+        fprintf(stderr, "rank %d: the optimizer is %s the device, asked %s\n", rank,
+                oi.on_device ? "on" : "not on", *devopt ? "on" : "off");
         zt_runtime_destroy(rt);
         return 1;
     }

@@ -126,7 +126,7 @@ static void test_effective_optimizer_is_logged_and_readable(void **state)
     assert_true(o.lr == 2e-4f && o.beta1 == 0.9f && o.beta2 == 0.999f && o.eps == 1e-8f);
     assert_true(o.weight_decay == 0.0f && o.gradient_clipping == 1.5f);
     assert_int_equal(o.gradient_accumulation_steps, 1);
-    zt_optimizer_info small = {offsetof(zt_optimizer_info, lr), 0, 123.0f, 0, 0, 0, 0, 0, 0};
+    zt_optimizer_info small = {offsetof(zt_optimizer_info, lr), 0, 123.0f, 0, 0, 0, 0, 0, 0, 0};
     assert_int_equal(zt_optimizer_get(rt, &small), ZT_OK); /* an older, shorter struct */
     assert_true(small.lr == 123.0f);                        /* untouched beyond its size */
     zt_runtime_destroy(rt);

@@ -36,10 +36,11 @@ static zt_runtime *create(const char *config, minimal_model *m)
     return rt;
 }
 
-static void train_and_compare(const char *param_dev, const char *opt_dev, const char *variant)
+static void train_and_compare_with(const char *param_dev, const char *opt_dev,
+                                   const char *variant, const char *more_ztier)
 {
-    char extra[64];
-    snprintf(extra, sizeof extra, ", \"adam_variant\": \"%s\"", variant);
+    char extra[160];
+    snprintf(extra, sizeof extra, ", \"adam_variant\": \"%s\"%s", variant, more_ztier);
     minimal_model m;
     zt_runtime *rt = create(ref_mlp_config(&hp, param_dev, opt_dev, 1, "", extra), &m);
     if (!rt)
@@ -69,6 +70,19 @@ static void train_and_compare(const char *param_dev, const char *opt_dev, const 
     assert_true(last < 0.7f * first); /* it learns */
     ref_mlp_free(&ref);
     zt_runtime_destroy(rt);
+}
+
+static void train_and_compare(const char *param_dev, const char *opt_dev, const char *variant)
+{
+    train_and_compare_with(param_dev, opt_dev, variant, "");
+}
+
+/* Adam, the norm and the gradient sums on the device (the host backend's kernels). */
+static void test_device_optimizer_equals_reference(void **state)
+{
+    (void)state;
+    train_and_compare_with("none", "none", "auto", ", \"device_optimizer\": \"on\"");
+    train_and_compare_with("cpu", "none", "auto", ", \"device_optimizer\": \"on\"");
 }
 
 static void test_host_placement_equals_reference(void **state)
@@ -261,6 +275,7 @@ int main(void)
         cmocka_unit_test(test_layer_order_change_retraces),
         cmocka_unit_test(test_persistent_small_layers_equal_reference),
         cmocka_unit_test(test_nvme_placements_equal_reference),
+        cmocka_unit_test(test_device_optimizer_equals_reference),
         cmocka_unit_test(test_nvme_is_bitwise_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
