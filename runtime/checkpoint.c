@@ -127,10 +127,7 @@ static zt_status begin_save(zt_runtime *rt, const char *root, char *name)
     st = zt_comm_agree(rt->comm, st, "checkpoint save (folder)", &rt->err);
     if (st != ZT_OK || rt->world == 1)
         return st;
-    zt_comm_req req = {0};
-    st = rt->comm->iface->broadcast(rt->comm, name, ZT_CKPT_NAME_MAX, ZT_COMM_U8, 0, &req,
-                                    &rt->err);
-    return st == ZT_OK ? rt->comm->iface->wait(rt->comm, &req, &rt->err) : st;
+    return zt_comm_broadcast_sync(rt->comm, name, ZT_CKPT_NAME_MAX, ZT_COMM_U8, 0, &rt->err);
 }
 
 /* Every rank writes its shard; rank 0 writes the manifest and commits the folder. */

@@ -72,6 +72,7 @@ zt_status zt_comm_allreduce_sync(zt_comm *c, void *buf, size_t count, zt_comm_dt
                                  zt_reduce_op op, zt_error *err)
 {
     zt_comm_req req = {0};
+    c = zt_comm_host(c);
     zt_status st = c->iface->allreduce(c, buf, buf, count, dt, op, &req, err);
     return st == ZT_OK ? c->iface->wait(c, &req, err) : st;
 }
@@ -80,7 +81,17 @@ zt_status zt_comm_allgather_sync(zt_comm *c, const void *send, void *recv, size_
                                  zt_comm_dtype dt, zt_error *err)
 {
     zt_comm_req req = {0};
+    c = zt_comm_host(c);
     zt_status st = c->iface->allgather(c, send, recv, count, dt, &req, err);
+    return st == ZT_OK ? c->iface->wait(c, &req, err) : st;
+}
+
+zt_status zt_comm_broadcast_sync(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt, int root,
+                                 zt_error *err)
+{
+    zt_comm_req req = {0};
+    c = zt_comm_host(c);
+    zt_status st = c->iface->broadcast(c, buf, count, dt, root, &req, err);
     return st == ZT_OK ? c->iface->wait(c, &req, err) : st;
 }
 

@@ -61,7 +61,14 @@ struct zt_comm {
     const zt_comm_iface *iface;
     int rank;
     int size;
+    /* The communicator for collectives over host memory (agreements, the norm's sums,
+     * parameter reads, checkpoint names) over the same ranks in the same order: NULL means
+     * this one (single, mpi); the nccl backend keeps its MPI bootstrap for it. */
+    zt_comm *host;
 };
+
+/* The communicator that takes host-memory buffers for c's ranks. */
+static inline zt_comm *zt_comm_host(zt_comm *c) { return c->host ? c->host : c; }
 
 size_t zt_comm_dtype_size(zt_comm_dtype dt);
 
@@ -75,11 +82,15 @@ static inline zt_comm_dtype zt_comm_dtype_of(zt_dtype t)
  * by mpirun with more than one rank, else single). */
 zt_status zt_comm_create(const char *backend, zt_comm **out, zt_error *err);
 
-/* Issue + wait, for the synchronous call sites. */
+/* Issue + wait, for the synchronous call sites; host memory (on zt_comm_host(c)). */
 zt_status zt_comm_allreduce_sync(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt,
                                  zt_reduce_op op, zt_error *err);
 zt_status zt_comm_allgather_sync(zt_comm *c, const void *send, void *recv, size_t count,
                                  zt_comm_dtype dt, zt_error *err);
+
+/* Host memory, issue + wait. */
+zt_status zt_comm_broadcast_sync(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt, int root,
+                                 zt_error *err);
 
 /* Collective: every rank contributes its status. Returns the local status if it failed,
  * ZT_ERR_COMM naming the first failing rank if another rank failed, else ZT_OK. */

@@ -2,7 +2,11 @@
  * stream; a request is a CUDA event recorded after the collective. The unique id is
  * bootstrapped over the MPI backend. Waits poll the event against a deadline
  * ($ZT_COMM_TIMEOUT seconds, default 600) and abort the communicator when it passes, so a
- * dead peer becomes an error instead of a hang. Reductions accept fp32/fp64/int64 only: the
+ * dead peer becomes an error instead of a hang. The MPI bootstrap stays open as the
+ * communicator's host side (zt_comm_host): the runtime's agreements, the norm's sums, the
+ * parameter reads and checkpoint names go over it in host memory, the same sequence of
+ * collectives the MPI tests prove; the device buffers go over NCCL. On one GPU it runs with
+ * world size 1 (MPI starts as a singleton without mpirun). Reductions accept fp32/fp64/int64 only: the
  * runtime widens 16-bit gradients to fp32 before reducing, so nothing is summed in 16 bits.
  *
  * This file is compiled and linked wherever CUDA and NCCL are present; it has never run on
@@ -206,15 +210,23 @@ static int nccl_test(zt_comm *base, zt_comm_req *req)
     return r == cudaSuccess ? 1 : r == cudaErrorNotReady ? 0 : -1;
 }
 
-static zt_status make_comm(ncclComm_t comm, zt_comm **out, zt_error *err);
+static zt_status make_comm(ncclComm_t comm, zt_comm *host, zt_comm **out, zt_error *err);
 
+/* The host communicator is split alike, so agreements stay over the same ranks. */
 static zt_status nccl_split(zt_comm *base, int color, int key, zt_comm **out, zt_error *err)
 {
     nccl_comm *c = (nccl_comm *)base;
+    zt_comm *host = NULL;
+    zt_status st = base->host->iface->split(base->host, color, key, &host, err);
     ncclComm_t sub;
-    zt_status st = nccl_check(ncclCommSplit(c->comm, color, key, &sub, NULL), "ncclCommSplit",
-                              err);
-    return st == ZT_OK ? make_comm(sub, out, err) : st;
+    if (st == ZT_OK)
+        st = nccl_check(ncclCommSplit(c->comm, color, key, &sub, NULL), "ncclCommSplit", err);
+    if (st != ZT_OK) {
+        if (host)
+            host->iface->destroy(host);
+        return st;
+    }
+    return make_comm(sub, host, out, err);
 }
 
 static void nccl_destroy(zt_comm *base)
@@ -223,6 +235,8 @@ static void nccl_destroy(zt_comm *base)
     cudaStreamSynchronize(c->stream);
     ncclCommDestroy(c->comm);
     cudaStreamDestroy(c->stream);
+    if (base->host)
+        base->host->iface->destroy(base->host);
     free(c);
 }
 
@@ -240,12 +254,17 @@ static const zt_comm_iface nccl_iface = {
     /* .destroy = */ nccl_destroy,
 };
 
-static zt_status make_comm(ncclComm_t comm, zt_comm **out, zt_error *err)
+/* Takes ownership of comm and of host (the MPI communicator for host-memory collectives). */
+static zt_status make_comm(ncclComm_t comm, zt_comm *host, zt_comm **out, zt_error *err)
 {
     nccl_comm *c = calloc(1, sizeof *c);
-    if (!c)
+    if (!c) {
+        ncclCommDestroy(comm);
+        host->iface->destroy(host);
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory creating an NCCL communicator");
+    }
     c->base.iface = &nccl_iface;
+    c->base.host = host;
     c->comm = comm;
     ncclCommUserRank(comm, &c->base.rank);
     ncclCommCount(comm, &c->base.size);
@@ -254,6 +273,8 @@ static zt_status make_comm(ncclComm_t comm, zt_comm **out, zt_error *err)
     zt_status st = cuda_check(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking),
                               "cudaStreamCreate", err);
     if (st != ZT_OK) {
+        ncclCommDestroy(comm);
+        host->iface->destroy(host);
         free(c);
         return st;
     }
@@ -283,6 +304,9 @@ zt_status zt_comm_nccl_create(zt_comm **out, zt_error *err)
     if (st == ZT_OK)
         st = nccl_check(ncclCommInitRank(&comm, boot->size, id, boot->rank), "ncclCommInitRank",
                         err);
-    boot->iface->destroy(boot);
-    return st == ZT_OK ? make_comm(comm, out, err) : st;
+    if (st != ZT_OK) {
+        boot->iface->destroy(boot);
+        return st;
+    }
+    return make_comm(comm, boot, out, err); /* the bootstrap stays: host-memory agreements */
 }
