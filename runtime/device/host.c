@@ -64,10 +64,21 @@ typedef struct alloc_header {
     size_t pad[7]; /* keep the payload 64-byte aligned */
 } alloc_header;
 
+/* Freed allocations are kept for reuse, as the cuda backend's stream-ordered pool keeps
+ * its blocks: a layer gathered again gets warm memory instead of fresh pages to fault in.
+ * The cache holds at most the budget's bytes; an allocation takes a block of its exact size. */
+typedef struct cached_block {
+    alloc_header *h;
+    struct cached_block *next;
+} cached_block;
+
 struct host_device {
     zt_device base;
     pthread_mutex_t lock;
     pthread_cond_t progress; /* broadcast whenever any stream completes an operation */
+    pthread_mutex_t cache_lock;
+    cached_block *cache; /* most recently freed first */
+    uint64_t cached_bytes;
 };
 
 /* The device-optimizer kernels, element by element as the CUDA ones. */
@@ -217,6 +228,7 @@ static zt_status host_create(const zt_device_config *cfg, zt_device **out, zt_er
     zt_device_base_init(&d->base, &zt_device_host, cfg->capacity_bytes);
     pthread_mutex_init(&d->lock, NULL);
     pthread_cond_init(&d->progress, NULL);
+    pthread_mutex_init(&d->cache_lock, NULL);
     *out = &d->base;
     return ZT_OK;
 }
@@ -224,10 +236,63 @@ static zt_status host_create(const zt_device_config *cfg, zt_device **out, zt_er
 static void host_destroy(zt_device *dev)
 {
     host_device *d = (host_device *)dev;
+    for (cached_block *b = d->cache, *next; b; b = next) {
+        next = b->next;
+        free(b->h);
+        free(b);
+    }
+    pthread_mutex_destroy(&d->cache_lock);
     pthread_mutex_destroy(&d->lock);
     pthread_cond_destroy(&d->progress);
     zt_device_base_fini(dev);
     free(d);
+}
+
+/* A cached block of exactly `bytes`, or NULL. */
+static alloc_header *cache_take(host_device *d, size_t bytes)
+{
+    pthread_mutex_lock(&d->cache_lock);
+    alloc_header *h = NULL;
+    for (cached_block **p = &d->cache; *p; p = &(*p)->next)
+        if ((*p)->h->bytes == bytes) {
+            cached_block *b = *p;
+            *p = b->next;
+            h = b->h;
+            d->cached_bytes -= bytes;
+            free(b);
+            break;
+        }
+    pthread_mutex_unlock(&d->cache_lock);
+    return h;
+}
+
+/* Keeps h for reuse, trimming the oldest blocks beyond the budget's bytes. */
+static void cache_put(host_device *d, alloc_header *h)
+{
+    cached_block *b = malloc(sizeof *b);
+    if (!b) {
+        free(h);
+        return;
+    }
+    pthread_mutex_lock(&d->cache_lock);
+    b->h = h, b->next = d->cache;
+    d->cache = b;
+    d->cached_bytes += h->bytes;
+    cached_block **p = &d->cache;
+    uint64_t kept = 0;
+    while (*p) { /* keep the newest blocks up to the capacity */
+        if (kept + (*p)->h->bytes > d->base.capacity) {
+            cached_block *old = *p;
+            *p = old->next;
+            d->cached_bytes -= old->h->bytes;
+            free(old->h);
+            free(old);
+            continue;
+        }
+        kept += (*p)->h->bytes;
+        p = &(*p)->next;
+    }
+    pthread_mutex_unlock(&d->cache_lock);
 }
 
 static zt_status host_alloc(zt_device *dev, size_t bytes, void **ptr, zt_error *err)
@@ -235,6 +300,11 @@ static zt_status host_alloc(zt_device *dev, size_t bytes, void **ptr, zt_error *
     zt_status st = zt_device_budget_take(dev, bytes, err);
     if (st != ZT_OK)
         return st;
+    alloc_header *cached = cache_take((host_device *)dev, bytes);
+    if (cached) {
+        *ptr = cached + 1;
+        return ZT_OK;
+    }
     void *raw = NULL;
     if (posix_memalign(&raw, 64, sizeof(alloc_header) + (bytes ? bytes : 1)) != 0) {
         zt_device_budget_return(dev, bytes);
@@ -251,7 +321,7 @@ static void host_free(zt_device *dev, void *ptr)
         return;
     alloc_header *h = (alloc_header *)ptr - 1;
     zt_device_budget_return(dev, h->bytes);
-    free(h);
+    cache_put((host_device *)dev, h);
 }
 
 static zt_status host_pinned_alloc(zt_device *dev, size_t bytes, void **ptr, zt_error *err)

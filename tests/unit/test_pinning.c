@@ -18,6 +18,11 @@
 #include <cmocka.h>
 
 static const mlp_dims dims = {16, 48, 4, 32};
+#if defined(__SANITIZE_ADDRESS__)
+static const int sanitized = 1;
+#else
+static const int sanitized = 0;
+#endif
 static char dir[512];
 
 static int setup(void **state)
@@ -134,9 +139,12 @@ static void check_placement(const char *param)
     assert_true(s->host_pinned_bytes > 0);
     assert_int_equal(s->pinned_refused_bytes, 0);
     assert_int_equal(full.log.pin_warnings, 0);
-    /* the kernel sees the pages locked, and unlocked again after destroy */
-    assert_true(full.locked_delta >= (long long)s->host_pinned_bytes);
-    assert_int_equal(full.locked_left, 0);
+    /* the kernel sees the pages locked, and unlocked again after destroy (AddressSanitizer
+     * turns mlock into a no-op: there the kernel sees nothing) */
+    if (!sanitized) {
+        assert_true(full.locked_delta >= (long long)s->host_pinned_bytes);
+        assert_int_equal(full.locked_left, 0);
+    }
     /* the stream-ordered micro-step pinned its landing buffers too */
     assert_true(full.after_steps.host_pinned_bytes > s->host_pinned_bytes);
     assert_int_equal(full.after_steps.host_pinned_peak_bytes,
@@ -163,7 +171,8 @@ static void check_placement(const char *param)
                      full.after_steps.host_pinned_bytes);
     assert_int_equal(half.log.pin_warnings, 1);
     assert_memory_equal(half.w, full.w, sizeof full.w);
-    assert_int_equal(half.locked_left, 0);
+    if (!sanitized)
+        assert_int_equal(half.locked_left, 0);
 }
 
 static void test_host_parameters_are_pinned(void **state)
