@@ -2,9 +2,13 @@
  * A stack of square layers with real compute (one sgemm forward, two backward) runs
  * (a) resident: the same matmuls on weights already in memory — compute alone — and
  * (b) through ztier with parameters offloaded, interleaved, and reports step time, the
- * time zt_fetch waited (stall) and stall_ratio = stall / step. */
+ * time zt_fetch waited (stall) and stall_ratio = stall / step. --backend cuda runs the GPU
+ * version (bench_prefetch_cuda.c: cuBLAS on the trainer's stream, stream-ordered calls). */
 #include "tools/bench_common.h"
 #include "tools/commands.h"
+#ifdef ZT_HAVE_CUDA
+#include "tools/bench_prefetch_cuda.h"
+#endif
 
 #include "ztier.h"
 
@@ -126,7 +130,7 @@ static void free_model(bench_model *m)
 int cmd_bench_prefetch(int argc, char **argv)
 {
     static const char *const known[] = {"layers", "hidden", "batch", "steps", "offload",
-                                        "nvme-path", NULL};
+                                        "nvme-path", "backend", NULL};
     static const char *const flags[] = {"json", NULL};
     if (bench_check_args(argc, argv, known, flags) != 0)
         return 2;
@@ -145,6 +149,20 @@ int cmd_bench_prefetch(int argc, char **argv)
         (strcmp(offload, "cpu") && strcmp(offload, "nvme")) || (!strcmp(offload, "nvme") && !nvme)) {
         fprintf(stderr, "ztier bench prefetch: need --layers >= 2, --hidden >= 16, --steps 3..64, "
                         "--offload cpu|nvme (nvme needs --nvme-path DIR)\n");
+        return 2;
+    }
+    const char *backend = (v = bench_arg(argc, argv, "backend")) ? v : "host";
+    if (!strcmp(backend, "cuda")) {
+#ifdef ZT_HAVE_CUDA
+        return bench_prefetch_cuda(m.layers, m.hidden, m.batch, steps, offload, nvme,
+                                   bench_flag(argc, argv, "json"));
+#else
+        fprintf(stderr, "ztier bench prefetch: --backend cuda needs a build with CUDA\n");
+        return 2;
+#endif
+    }
+    if (strcmp(backend, "host") != 0) {
+        fprintf(stderr, "ztier bench prefetch: --backend '%s': use host or cuda\n", backend);
         return 2;
     }
     if (alloc_model(&m) != 0) {
