@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Everything the GPU-side issues ask to measure, in one run on a GPU machine, logs under
+# $OUT (or ./gpu-logs): the cuda-labelled tests, compute-sanitizer memcheck on each of
+# them, and the two GPU benchmarks. With the lent machines:
+#   ../shared/gpu/pack
+#   device run: bash .gpu/remote.sh 'bash scripts/gpu-check.sh'   (carry: [".gpu"])
+set -uo pipefail
+out=${OUT:-gpu-logs}
+build=${BUILD:-build-gpu}
+mkdir -p "$out"
+nvidia-smi > "$out/nvidia-smi.txt" 2>&1
+ctest --test-dir "$build" -L cuda --output-on-failure > "$out/ctest-cuda.txt" 2>&1
+echo "ctest -L cuda: rc=$?" | tee -a "$out/summary.txt"
+for t in "$build"/tests/cuda/test_cuda_backend "$build"/tests/cuda/test_cuda_mlp; do
+  name=$(basename "$t")
+  compute-sanitizer --tool memcheck "$t" > "$out/memcheck-$name.txt" 2>&1
+  echo "memcheck $name: rc=$? $(grep -h 'ERROR SUMMARY' "$out/memcheck-$name.txt")" |
+    tee -a "$out/summary.txt"
+done
+"$build"/tools/ztier bench copy --backend cuda --size 1G --reps 9 --json \
+  > "$out/bench-copy.txt" 2>&1
+echo "bench copy: rc=$? $(tail -1 "$out/bench-copy.txt")" | tee -a "$out/summary.txt"
+"$build"/tools/ztier bench prefetch --backend cuda --layers 12 --hidden 4096 --batch 2048 \
+  --steps 7 --json > "$out/bench-prefetch.txt" 2>&1
+echo "bench prefetch: rc=$? $(tail -1 "$out/bench-prefetch.txt")" | tee -a "$out/summary.txt"
