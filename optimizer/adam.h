@@ -74,6 +74,11 @@ int64_t zt_adam_step_parallel(zt_threadpool *pool, zt_adam_variant v, const zt_a
 double zt_grad_sumsq(zt_adam_variant v, const void *grad, zt_dtype dt, int64_t n, float scale,
                      int64_t *nonfinite);
 
+/* zt_grad_sumsq split over a thread pool (NULL: this thread) in ZT_ADAM_CHUNK chunks whose
+ * partial sums are added in chunk order: the same result for every thread count. */
+double zt_grad_sumsq_parallel(zt_threadpool *pool, zt_adam_variant v, const void *grad,
+                              zt_dtype dt, int64_t n, float scale, int64_t *nonfinite);
+
 /* The fastest variant this CPU supports. */
 zt_adam_variant zt_adam_variant_best(void);
 /* 1 if this CPU can run variant v. */

@@ -5,7 +5,10 @@
  * result is bitwise that of the serial pass. */
 #include "optimizer/adam.h"
 
+#include "core/convert.h"
+
 #include <stdatomic.h>
+#include <stdlib.h>
 
 typedef struct parallel_ctx {
     zt_adam_variant variant;
@@ -22,6 +25,50 @@ static void adam_chunk(void *arg, int64_t begin, int64_t end, int worker)
     int64_t bad = zt_adam_step_consts(ctx->variant, &ctx->consts, &part);
     if (bad)
         atomic_fetch_add_explicit(&ctx->bad, bad, memory_order_relaxed);
+}
+
+/* The gradient-norm pass: one partial sum per chunk, added in chunk order, so the result is
+ * the same for any number of threads. */
+typedef struct sumsq_ctx {
+    zt_adam_variant variant;
+    const void *grad;
+    zt_dtype dt;
+    float scale;
+    double *partial;     /* per chunk */
+    int64_t *nonfinite;  /* per chunk */
+} sumsq_ctx;
+
+static void sumsq_chunk(void *arg, int64_t begin, int64_t end, int worker)
+{
+    (void)worker;
+    sumsq_ctx *c = arg;
+    int64_t k = begin / ZT_ADAM_CHUNK;
+    const char *g = (const char *)c->grad + (size_t)begin * zt_dtype_size(c->dt);
+    c->partial[k] = zt_grad_sumsq(c->variant, g, c->dt, end - begin, c->scale, &c->nonfinite[k]);
+}
+
+double zt_grad_sumsq_parallel(zt_threadpool *pool, zt_adam_variant v, const void *grad,
+                              zt_dtype dt, int64_t n, float scale, int64_t *nonfinite)
+{
+    int64_t chunks = (n + ZT_ADAM_CHUNK - 1) / ZT_ADAM_CHUNK;
+    double stack_partial[64];
+    int64_t stack_bad[64];
+    double *partial = chunks <= 64 ? stack_partial : malloc((size_t)chunks * sizeof(double));
+    int64_t *bad = chunks <= 64 ? stack_bad : malloc((size_t)chunks * sizeof(int64_t));
+    if (!pool || chunks < 2 || !partial || !bad) { /* one pass on this thread */
+        if (chunks > 64)
+            free(partial), free(bad);
+        return zt_grad_sumsq(v, grad, dt, n, scale, nonfinite);
+    }
+    sumsq_ctx c = {v, grad, dt, scale, partial, bad};
+    zt_threadpool_run(pool, n, ZT_ADAM_CHUNK, sumsq_chunk, &c);
+    double sum = 0;
+    *nonfinite = 0;
+    for (int64_t k = 0; k < chunks; k++)
+        sum += partial[k], *nonfinite += bad[k];
+    if (chunks > 64)
+        free(partial), free(bad);
+    return sum;
 }
 
 int64_t zt_adam_step_parallel(zt_threadpool *pool, zt_adam_variant v, const zt_adam_hparams *h,

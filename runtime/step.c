@@ -31,8 +31,8 @@ static zt_status global_grad_stats(zt_runtime *rt, double *sumsq, double *nonfin
         if (L->persistent && rt->rank != 0)
             continue; /* replicated: every rank holds the same sum; count it once */
         int64_t bad = 0;
-        acc[0] += zt_grad_sumsq(rt->adam_variant, L->grad_acc, ZT_F32, L->shard_numel, scale,
-                                &bad);
+        acc[0] += zt_grad_sumsq_parallel(rt->pool, rt->adam_variant, L->grad_acc, ZT_F32,
+                                         L->shard_numel, scale, &bad);
         acc[1] += (double)bad;
     }
     /* every rank joins the collective, also one whose sums failed (its error comes first) */

@@ -430,6 +430,43 @@ static void test_grad_sumsq_matches_double(void **state)
     free(g), free(hb), free(hf);
 }
 
+/* The norm pass over a thread pool: the double-precision sum to rounding, the same bits for
+ * 1, 2 and 3 threads, the non-finite elements counted in every chunk. */
+static void test_grad_sumsq_parallel(void **state)
+{
+    (void)state;
+    int64_t n = 5 * ZT_ADAM_CHUNK + 777;
+    float *g = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        g[i] = frand(-2, 2);
+    g[3] = NAN, g[2 * ZT_ADAM_CHUNK + 1] = INFINITY, g[n - 1] = -INFINITY;
+    double want = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(g[i]))
+            want += (double)(g[i] * 0.25f) * (double)(g[i] * 0.25f);
+    zt_adam_variant var = zt_adam_variant_best();
+    double first = 0;
+    for (int threads = 1; threads <= 3; threads++) {
+        zt_threadpool *pool = NULL;
+        zt_error err = {0};
+        assert_int_equal(zt_threadpool_create(threads, -1, &pool, &err), ZT_OK);
+        int64_t bad = -1;
+        double got = zt_grad_sumsq_parallel(pool, var, g, ZT_F32, n, 0.25f, &bad);
+        zt_threadpool_destroy(pool);
+        assert_int_equal(bad, 3);
+        if (!(fabs(got - want) <= 1e-12 * want))
+            fail_msg("%d threads: %.17g, double %.17g", threads, got, want);
+        if (threads == 1)
+            first = got;
+        assert_memory_equal(&got, &first, sizeof got); /* the same bits */
+    }
+    int64_t bad = -1; /* no pool: the serial pass */
+    assert_true(fabs(zt_grad_sumsq_parallel(NULL, var, g, ZT_F32, n, 0.25f, &bad) - want) <=
+                1e-12 * want);
+    assert_int_equal(bad, 3);
+    free(g);
+}
+
 /* The per-call constants: bias corrections in double, rounded once. */
 static void test_consts_from_hparams(void **state)
 {
@@ -477,6 +514,7 @@ int main(void)
         cmocka_unit_test(test_nonfinite_gradients_counted),
         cmocka_unit_test(test_parallel_step_is_bitwise_serial),
         cmocka_unit_test(test_grad_sumsq_matches_double),
+        cmocka_unit_test(test_grad_sumsq_parallel),
         cmocka_unit_test(test_consts_from_hparams),
         cmocka_unit_test(test_variant_names),
     };
