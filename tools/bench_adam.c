@@ -177,7 +177,16 @@ int cmd_bench_adam(int argc, char **argv)
     }
     adam_pass(&b, pool, var, 1); /* warm-up */
     double tri[MAX_REPS], adam[MAX_REPS], ratio[MAX_REPS], probe[MAX_REPS], rprobe[MAX_REPS];
+    double norm1[MAX_REPS], normp[MAX_REPS]; /* the gradient-norm pass: one thread, the pool */
+    double gbytes = (double)params * (gdt == ZT_F32 ? 4 : 2);
     for (int r = 0; r < reps; r++) {
+        int64_t bad;
+        double t1 = bench_now();
+        zt_grad_sumsq(var, b.grad, gdt, b.n, 1.0f, &bad);
+        norm1[r] = gbytes / (bench_now() - t1) / 1e9;
+        t1 = bench_now();
+        zt_grad_sumsq_parallel(pool, var, b.grad, gdt, b.n, 1.0f, &bad);
+        normp[r] = gbytes / (bench_now() - t1) / 1e9;
         double t0 = bench_now();
         bench_adam_probe(pool, var, b.master, b.m, b.v, b.grad, gdt == ZT_BF16, b.out, b.n);
         probe[r] = (double)params * bytes_per_param / (bench_now() - t0) / 1e9;
@@ -206,6 +215,9 @@ int cmd_bench_adam(int argc, char **argv)
            probe_gbps * 1e9 / bytes_per_param);
     printf("  %-22s %12.2f %12s\n", "STREAM triad", tri_gbps, "");
     printf("  %-22s %12.2f %12.3g\n", "fused Adam step", adam_gbps, pps);
+    printf("  gradient-norm pass (reads the gradient): %.2f GB/s on one thread, %.2f GB/s on "
+           "the pool of %d\n",
+           bench_median(norm1, reps), bench_median(normp, reps), threads);
     printf("  ratio_vs_limit (median of pairs): %.3f%s\n", rp,
            rp > 1.05 ? "  (above 1.05: the limit is wrong)" : "");
     printf("  ratio_vs_triad (median of pairs): %.3f%s\n", rmed,
@@ -233,10 +245,12 @@ int cmd_bench_adam(int argc, char **argv)
         printf("{\"variant\":\"%s\",\"params\":%lld,\"threads\":%d,\"grad_dtype\":\"%s\","
                "\"params_per_s\":%.4g,\"effective_gbps\":%.3f,\"triad_gbps\":%.3f,"
                "\"ratio_vs_triad\":%.4f,\"probe_gbps\":%.3f,\"ratio_vs_limit\":%.4f,"
+               "\"norm_1thread_gbps\":%.3f,\"norm_pool_gbps\":%.3f,"
                "\"bytes_per_param\":%.0f,\"triad_bytes_per_elem\":32,"
                "\"working_set_bytes\":%.0f,\"pairs\":%d",
                zt_adam_variant_name(var), (long long)params, threads,
                gdt == ZT_F32 ? "fp32" : "bf16", pps, adam_gbps, tri_gbps, rmed, probe_gbps, rp,
+               bench_median(norm1, reps), bench_median(normp, reps),
                bytes_per_param, working_set, reps);
         if (nvme)
             printf(",\"step_s\":%.4f,\"floor_s\":%.4f,\"ratio_vs_floor\":%.4f", step_s,
