@@ -11,6 +11,7 @@
 #ifndef ZT_RUNTIME_COMM_QUANT_H
 #define ZT_RUNTIME_COMM_QUANT_H
 
+#include "core/threadpool.h"
 #include "ztier.h"
 
 #include <stddef.h>
@@ -37,6 +38,13 @@ void zt_dequant8(zt_quant_variant v, const int8_t *q, const float *scales, int64
 /* acc[i] += q[i] * scale (fp32 accumulation) */
 void zt_dequant8_add(zt_quant_variant v, const int8_t *q, const float *scales, int64_t n,
                      int block, float *acc);
+
+/* The same split over a thread pool (NULL: this thread) in chunks of whole blocks: the same
+ * bits as the serial kernels (runtime/comm/quant_parallel.c). */
+void zt_quant8_parallel(zt_threadpool *pool, zt_quant_variant v, const void *x, zt_dtype dt,
+                        int64_t n, int block, int8_t *q, float *scales);
+void zt_dequant8_parallel(zt_threadpool *pool, zt_quant_variant v, const int8_t *q,
+                          const float *scales, int64_t n, int block, void *out, zt_dtype dt);
 
 /* int4: q holds (n + 1) / 2 bytes. The best variant the CPU has (AVX-512 or scalar). */
 void zt_quant4(const float *x, int64_t n, int block, uint8_t *q, float *scales);

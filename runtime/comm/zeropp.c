@@ -82,8 +82,8 @@ zt_status zt_qwz_start(zt_qwz *q, zt_topology *t, const void *own, zt_dtype dtyp
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory quantizing %lld elements for qwZ",
                       (long long)n);
     char *p = q->send;
-    zt_quant8(zt_quant_variant_best(), own, dtype, n, block, (int8_t *)p,
-              (float *)(p + values_bytes(n, 8)));
+    zt_quant8_parallel(t->pool, zt_quant_variant_best(), own, dtype, n, block, (int8_t *)p,
+                       (float *)(p + values_bytes(n, 8)));
     zt_topology_count(t, pb);
     return t->world->iface->allgather(t->world, q->send, q->recv, pb, ZT_COMM_U8, req, err);
 }
@@ -94,8 +94,9 @@ void zt_qwz_finish(zt_qwz *q, const zt_topology *t, void *full, zt_dtype dtype, 
     size_t pb = packed_bytes(n, block, 8), vb = values_bytes(n, 8);
     for (int r = 0; r < t->size; r++) {
         const char *p = (const char *)q->recv + pb * (size_t)r;
-        zt_dequant8(zt_quant_variant_best(), (const int8_t *)p, (const float *)(p + vb), n,
-                    block, (char *)full + (size_t)r * (size_t)n * zt_dtype_size(dtype), dtype);
+        zt_dequant8_parallel(t->pool, zt_quant_variant_best(), (const int8_t *)p,
+                             (const float *)(p + vb), n, block,
+                             (char *)full + (size_t)r * (size_t)n * zt_dtype_size(dtype), dtype);
     }
     zt_qwz_free(q);
 }

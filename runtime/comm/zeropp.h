@@ -11,6 +11,7 @@
 #ifndef ZT_RUNTIME_COMM_ZEROPP_H
 #define ZT_RUNTIME_COMM_ZEROPP_H
 
+#include "core/threadpool.h"
 #include "runtime/comm/comm.h"
 
 #include <stdint.h>
@@ -22,6 +23,7 @@ typedef struct zt_topology {
     int node_size;  /* ranks on this rank's node */
     int local_rank; /* index of this rank inside its node */
     uint64_t bytes_intra, bytes_inter; /* sent by this rank */
+    zt_threadpool *pool; /* quantizes on these threads (NULL: the calling one); not owned */
 } zt_topology;
 
 /* Groups the ranks into nodes of ranks_per_node (0: the launcher's local size, else the

@@ -115,11 +115,44 @@ static void test_int4_roundtrip_bound(void **state)
         assert_true(scales[b] >= 0);
 }
 
+/* The pool-split quantizer equals the serial one bit for bit, for lengths and blocks that do
+ * and do not divide its chunks, on 1 to 3 threads. */
+static void test_int8_parallel_equals_serial(void **state)
+{
+    (void)state;
+    const int64_t lengths[] = {100, 65536 * 3 + 17, 250000};
+    const int blocks[] = {64, 256, 1000};
+    for (size_t li = 0; li < 3; li++)
+        for (size_t bi = 0; bi < 3; bi++)
+            for (int threads = 1; threads <= 3; threads++) {
+                int64_t n = lengths[li], nb = zt_quant_blocks(n, blocks[bi]);
+                float *x = malloc(sizeof(float) * (size_t)n), *y1 = malloc(sizeof(float) * (size_t)n);
+                float *y2 = malloc(sizeof(float) * (size_t)n);
+                int8_t *q1 = malloc((size_t)n), *q2 = malloc((size_t)n);
+                float *s1 = malloc(sizeof(float) * (size_t)nb), *s2 = malloc(sizeof(float) * (size_t)nb);
+                fill(x, n);
+                zt_threadpool *pool = NULL;
+                zt_error err = {0};
+                assert_int_equal(zt_threadpool_create(threads, -1, &pool, &err), ZT_OK);
+                zt_quant_variant v = zt_quant_variant_best();
+                zt_quant8(v, x, ZT_F32, n, blocks[bi], q1, s1);
+                zt_quant8_parallel(pool, v, x, ZT_F32, n, blocks[bi], q2, s2);
+                assert_memory_equal(q1, q2, (size_t)n);
+                assert_memory_equal(s1, s2, sizeof(float) * (size_t)nb);
+                zt_dequant8(v, q1, s1, n, blocks[bi], y1, ZT_F32);
+                zt_dequant8_parallel(pool, v, q2, s2, n, blocks[bi], y2, ZT_F32);
+                assert_memory_equal(y1, y2, sizeof(float) * (size_t)n);
+                zt_threadpool_destroy(pool);
+                free(x), free(y1), free(y2), free(q1), free(q2), free(s1), free(s2);
+            }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_int8_variants_match_and_bound),
         cmocka_unit_test(test_int4_roundtrip_bound),
+        cmocka_unit_test(test_int8_parallel_equals_serial),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
