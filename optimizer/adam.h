@@ -75,9 +75,17 @@ double zt_grad_sumsq(zt_adam_variant v, const void *grad, zt_dtype dt, int64_t n
                      int64_t *nonfinite);
 
 /* zt_grad_sumsq split over a thread pool (NULL: this thread) in ZT_ADAM_CHUNK chunks whose
- * partial sums are added in chunk order: the same result for every thread count. */
+ * partial sums are added in chunk order: the same result for every thread count, with or
+ * without a pool. */
 double zt_grad_sumsq_parallel(zt_threadpool *pool, zt_adam_variant v, const void *grad,
                               zt_dtype dt, int64_t n, float scale, int64_t *nonfinite);
+
+/* acc[i] += grad[i] (grad fp32, bf16 or fp16) for n elements over the pool (NULL: this
+ * thread). With nonfinite non-NULL it also returns zt_grad_sumsq_parallel(acc) — the same
+ * bits — computed chunk by chunk right after each chunk's addition (the gradient-norm pass
+ * folded into the last accumulation); else returns 0. */
+double zt_grad_accumulate(zt_threadpool *pool, zt_adam_variant v, float *acc, const void *grad,
+                          zt_dtype dt, int64_t n, float scale, int64_t *nonfinite);
 
 /* The fastest variant this CPU supports. */
 zt_adam_variant zt_adam_variant_best(void);

@@ -55,19 +55,85 @@ double zt_grad_sumsq_parallel(zt_threadpool *pool, zt_adam_variant v, const void
     int64_t stack_bad[64];
     double *partial = chunks <= 64 ? stack_partial : malloc((size_t)chunks * sizeof(double));
     int64_t *bad = chunks <= 64 ? stack_bad : malloc((size_t)chunks * sizeof(int64_t));
-    if (!pool || chunks < 2 || !partial || !bad) { /* one pass on this thread */
+    if (chunks < 2 || !partial || !bad) { /* one pass on this thread */
         if (chunks > 64)
             free(partial), free(bad);
         return zt_grad_sumsq(v, grad, dt, n, scale, nonfinite);
     }
     sumsq_ctx c = {v, grad, dt, scale, partial, bad};
-    zt_threadpool_run(pool, n, ZT_ADAM_CHUNK, sumsq_chunk, &c);
+    if (pool)
+        zt_threadpool_run(pool, n, ZT_ADAM_CHUNK, sumsq_chunk, &c);
+    else /* the same chunks in order: the same bits without a pool */
+        for (int64_t b = 0; b < n; b += ZT_ADAM_CHUNK)
+            sumsq_chunk(&c, b, b + ZT_ADAM_CHUNK < n ? b + ZT_ADAM_CHUNK : n, 0);
     double sum = 0;
     *nonfinite = 0;
     for (int64_t k = 0; k < chunks; k++)
         sum += partial[k], *nonfinite += bad[k];
     if (chunks > 64)
         free(partial), free(bad);
+    return sum;
+}
+
+/* acc += grad in chunks; with a norm wanted, each chunk's sum of squares is taken right after
+ * its addition, while the chunk is still in cache, and the partials are added in chunk
+ * order (as zt_grad_sumsq_parallel does). */
+typedef struct accumulate_ctx {
+    zt_adam_variant variant;
+    float *acc;
+    const void *grad;
+    zt_dtype dt;
+    float scale;
+    int want;
+    double *partial;
+    int64_t *nonfinite;
+} accumulate_ctx;
+
+static void accumulate_chunk(void *arg, int64_t begin, int64_t end, int worker)
+{
+    (void)worker;
+    accumulate_ctx *c = arg;
+    float *acc = c->acc + begin;
+    int64_t n = end - begin;
+    if (c->dt == ZT_F32) {
+        const float *g = (const float *)c->grad + begin;
+        for (int64_t i = 0; i < n; i++)
+            acc[i] += g[i];
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            acc[i] += zt_load_f32(c->grad, c->dt, (size_t)(begin + i));
+    }
+    if (c->want) {
+        int64_t k = begin / ZT_ADAM_CHUNK;
+        c->partial[k] = zt_grad_sumsq(c->variant, acc, ZT_F32, n, c->scale, &c->nonfinite[k]);
+    }
+}
+
+double zt_grad_accumulate(zt_threadpool *pool, zt_adam_variant v, float *acc, const void *grad,
+                          zt_dtype dt, int64_t n, float scale, int64_t *nonfinite)
+{
+    int64_t chunks = (n + ZT_ADAM_CHUNK - 1) / ZT_ADAM_CHUNK;
+    int want = nonfinite != NULL;
+    double *partial = want ? malloc((size_t)(chunks ? chunks : 1) * sizeof(double)) : NULL;
+    int64_t *bad = want ? malloc((size_t)(chunks ? chunks : 1) * sizeof(int64_t)) : NULL;
+    if (want && (!partial || !bad)) { /* no room for the partials: two passes */
+        free(partial), free(bad);
+        zt_grad_accumulate(pool, v, acc, grad, dt, n, scale, NULL);
+        return zt_grad_sumsq_parallel(pool, v, acc, ZT_F32, n, scale, nonfinite);
+    }
+    accumulate_ctx c = {v, acc, grad, dt, scale, want, partial, bad};
+    if (pool)
+        zt_threadpool_run(pool, n, ZT_ADAM_CHUNK, accumulate_chunk, &c);
+    else
+        for (int64_t b = 0; b < n; b += ZT_ADAM_CHUNK)
+            accumulate_chunk(&c, b, b + ZT_ADAM_CHUNK < n ? b + ZT_ADAM_CHUNK : n, 0);
+    double sum = 0;
+    if (want) {
+        *nonfinite = 0;
+        for (int64_t k = 0; k < chunks; k++)
+            sum += partial[k], *nonfinite += bad[k];
+    }
+    free(partial), free(bad);
     return sum;
 }
 

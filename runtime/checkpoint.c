@@ -307,6 +307,7 @@ static zt_status clear_accumulators(zt_runtime *rt)
         } else {
             memset(L->grad_acc, 0, (size_t)L->shard_numel * sizeof(float));
             L->accum_count = 0;
+            L->norm_valid = 0;
         }
     }
     return st;

@@ -122,17 +122,19 @@ zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_stream *caller
     return ZT_OK;
 }
 
-/* grad_acc += shard, converting from dtype. */
+/* grad_acc += shard (of dtype), on the optimizer pool. The step's last accumulation also
+ * takes the gradient norm's sums while each chunk is in cache, so zt_step need not read the
+ * accumulator again for them. */
 static void accumulate_shard(zt_runtime *rt, zt_layer *L, const void *shard, zt_dtype dtype)
 {
-    const float *g = shard;
-    if (dtype != ZT_F32) {
-        zt_convert_array(rt->staging, ZT_F32, shard, dtype, (size_t)L->shard_numel);
-        g = rt->staging;
-    }
-    float *acc = L->grad_acc;
-    for (int64_t i = 0; i < L->shard_numel; i++)
-        acc[i] += g[i];
+    int last = L->accum_count + 1 >= rt->cfg.gradient_accumulation_steps;
+    int64_t bad = 0;
+    double sum = zt_grad_accumulate(rt->pool, rt->adam_variant, L->grad_acc, shard, dtype,
+                                    L->shard_numel, zt_rt_grad_average_factor(rt),
+                                    last ? &bad : NULL);
+    L->norm_valid = last;
+    L->norm_sumsq = sum;
+    L->norm_bad = bad;
 }
 
 /* 16-bit gradients are widened to fp32 on the device before they are summed over ranks, so
@@ -201,6 +203,7 @@ static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
         st = zt_qgz_reduce(&rt->topo, buf, L->shard_numel, rt->cfg.quant_block_size,
                            L->grad_acc, L->name, &rt->err);
         L->accum_count += st == ZT_OK;
+        L->norm_valid = 0; /* summed into the accumulator by the quantized path */
     } else if (st == ZT_OK) {
         st = reduce_in_place(rt, L, buf, dt);
     }

@@ -54,6 +54,11 @@ typedef struct zt_layer {
     float *grad_acc; /* fp32 gradient accumulation shard: host memory, or device memory with
                         the device optimizer (rt->dev_opt) */
     int accum_count; /* backward releases since the last step */
+    /* The gradient norm's sums of grad_acc, folded into its last accumulation of the step
+     * (valid until grad_acc changes otherwise); zt_step then skips its pass over the layer. */
+    double norm_sumsq;
+    int64_t norm_bad;
+    int norm_valid;
 
     void *grads;           /* device: full flat gradients while a backward pass holds it */
     double fetched_at[3];  /* per pass: when the caller got it (the trace's layer spans) */
@@ -199,6 +204,9 @@ void zt_rt_describe_held(const zt_runtime *rt, char *out, size_t len);
 
 /* optimizer step (runtime/step.c) */
 zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info);
+/* The factor that turns summed gradients into the step's average (1 / (accumulation steps x
+ * ranks x loss scale)): the norm's scale. */
+float zt_rt_grad_average_factor(const zt_runtime *rt);
 zt_status zt_rt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel);
 zt_status zt_rt_param_write(zt_runtime *rt, int param_id, const float *src, int64_t numel);
 /* Completes the pending gradient reductions (waiting for the caller's streams up to their

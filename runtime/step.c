@@ -14,7 +14,7 @@
 
 /* Gradients are summed over micro-steps and ranks and scaled by the loss scale; this factor
  * turns them into the average gradient of the unscaled loss. */
-static float grad_average_factor(const zt_runtime *rt)
+float zt_rt_grad_average_factor(const zt_runtime *rt)
 {
     return 1.0f / ((float)rt->cfg.gradient_accumulation_steps * (float)rt->world * rt->loss_scale);
 }
@@ -24,15 +24,18 @@ static float grad_average_factor(const zt_runtime *rt)
 static zt_status global_grad_stats(zt_runtime *rt, double *sumsq, double *nonfinite)
 {
     double acc[2] = {0.0, 0.0};
-    float scale = grad_average_factor(rt);
+    float scale = zt_rt_grad_average_factor(rt);
     zt_status st = rt->dev_opt ? zt_dev_opt_grad_stats(rt, scale, acc) : ZT_OK;
     for (int i = 0; !rt->dev_opt && i < rt->n_layers; i++) {
         zt_layer *L = &rt->layers[i];
         if (L->persistent && rt->rank != 0)
             continue; /* replicated: every rank holds the same sum; count it once */
         int64_t bad = 0;
-        acc[0] += zt_grad_sumsq_parallel(rt->pool, rt->adam_variant, L->grad_acc, ZT_F32,
-                                         L->shard_numel, scale, &bad);
+        double sum = L->norm_valid /* folded into the last accumulation */
+                         ? (bad = L->norm_bad, L->norm_sumsq)
+                         : zt_grad_sumsq_parallel(rt->pool, rt->adam_variant, L->grad_acc,
+                                                  ZT_F32, L->shard_numel, scale, &bad);
+        acc[0] += sum;
         acc[1] += (double)bad;
     }
     /* every rank joins the collective, also one whose sums failed (its error comes first) */
@@ -54,6 +57,7 @@ static zt_status clear_grads(zt_runtime *rt)
         }
         memset(L->grad_acc, 0, (size_t)L->shard_numel * sizeof(float));
         L->accum_count = 0;
+        L->norm_valid = 0;
     }
     if (st == ZT_OK && rt->dev_opt) /* the step returns with its device work done */
         st = rt->dev->iface->stream_synchronize(rt->dev, rt->stream, &rt->err);
@@ -145,7 +149,7 @@ static zt_adam_hparams make_hparams(const zt_runtime *rt, float lr, float wd, fl
     h.weight_decay = wd;
     h.adamw = rt->cfg.optimizer == ZT_OPT_ADAMW;
     h.step = rt->steps + 1;
-    h.grad_scale = coef * grad_average_factor(rt);
+    h.grad_scale = coef * zt_rt_grad_average_factor(rt);
     return h;
 }
 

@@ -460,11 +460,54 @@ static void test_grad_sumsq_parallel(void **state)
             first = got;
         assert_memory_equal(&got, &first, sizeof got); /* the same bits */
     }
-    int64_t bad = -1; /* no pool: the serial pass */
-    assert_true(fabs(zt_grad_sumsq_parallel(NULL, var, g, ZT_F32, n, 0.25f, &bad) - want) <=
-                1e-12 * want);
+    int64_t bad = -1; /* no pool: the same chunks in order, the same bits */
+    double nopool = zt_grad_sumsq_parallel(NULL, var, g, ZT_F32, n, 0.25f, &bad);
+    assert_memory_equal(&nopool, &first, sizeof first);
     assert_int_equal(bad, 3);
     free(g);
+}
+
+/* The accumulation with the norm folded in: acc += grad exactly as element-wise fp32 adds,
+ * and the returned sum has the bits of a separate zt_grad_sumsq_parallel pass over the
+ * result, for fp32 and bf16 gradients, with and without a pool. */
+static void test_grad_accumulate_folds_the_norm(void **state)
+{
+    (void)state;
+    int64_t n = 3 * ZT_ADAM_CHUNK + 1001;
+    float *acc = malloc(sizeof(float) * (size_t)n), *want = malloc(sizeof(float) * (size_t)n);
+    float *g = malloc(sizeof(float) * (size_t)n);
+    uint16_t *gb = malloc(sizeof(uint16_t) * (size_t)n);
+    zt_threadpool *pool = NULL;
+    zt_error err = {0};
+    assert_int_equal(zt_threadpool_create(2, -1, &pool, &err), ZT_OK);
+    zt_adam_variant var = zt_adam_variant_best();
+    for (int with_pool = 0; with_pool < 2; with_pool++)
+        for (int dt = 0; dt < 2; dt++) {
+            for (int64_t i = 0; i < n; i++) {
+                acc[i] = frand(-1, 1);
+                g[i] = frand(-1, 1);
+                gb[i] = zt_f32_to_bf16(g[i]);
+                want[i] = acc[i] + (dt ? zt_bf16_to_f32(gb[i]) : g[i]);
+            }
+            g[ZT_ADAM_CHUNK + 5] = NAN, gb[ZT_ADAM_CHUNK + 5] = 0x7fc0;
+            want[ZT_ADAM_CHUNK + 5] = NAN;
+            int64_t bad = -1, bad2 = -1;
+            double got = zt_grad_accumulate(with_pool ? pool : NULL, var, acc,
+                                            dt ? (const void *)gb : g, dt ? ZT_BF16 : ZT_F32, n,
+                                            0.5f, &bad);
+            for (int64_t i = 0; i < n; i++)
+                if (!(acc[i] == want[i] || (isnan(acc[i]) && isnan(want[i]))))
+                    fail_msg("element %lld: %g, want %g", (long long)i, (double)acc[i],
+                             (double)want[i]);
+            double pass = zt_grad_sumsq_parallel(pool, var, acc, ZT_F32, n, 0.5f, &bad2);
+            assert_memory_equal(&got, &pass, sizeof got);
+            assert_int_equal(bad, 1);
+            assert_int_equal(bad2, 1);
+            /* without a norm wanted it only adds */
+            assert_true(zt_grad_accumulate(pool, var, acc, g, ZT_F32, 10, 1.0f, NULL) == 0.0);
+        }
+    zt_threadpool_destroy(pool);
+    free(acc), free(want), free(g), free(gb);
 }
 
 /* The per-call constants: bias corrections in double, rounded once. */
@@ -515,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_parallel_step_is_bitwise_serial),
         cmocka_unit_test(test_grad_sumsq_matches_double),
         cmocka_unit_test(test_grad_sumsq_parallel),
+        cmocka_unit_test(test_grad_accumulate_folds_the_norm),
         cmocka_unit_test(test_consts_from_hparams),
         cmocka_unit_test(test_variant_names),
     };
