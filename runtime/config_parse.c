@@ -633,8 +633,16 @@ static zt_status env_key(const char *var, const char *path, zt_config *cfg, zt_e
         return ZT_OK;
     char origin[64];
     snprintf(origin, sizeof origin, "environment variable %s", var);
-    json_t *s = json_string(v);
-    zt_status st = s ? set_value(find_key(path), cfg, s, origin, err)
+    const zt_config_key *k = find_key(path);
+    json_t *s = NULL;
+    if (k->kind == ZT_KEY_INT || k->kind == ZT_KEY_I64 || k->kind == ZT_KEY_FLOAT) {
+        s = json_loads(v, JSON_DECODE_ANY, NULL); /* a number, as in a config file */
+        if (s && !json_is_number(s))
+            json_decref(s), s = NULL;
+    }
+    if (!s)
+        s = json_string(v);
+    zt_status st = s ? set_value(k, cfg, s, origin, err)
                      : ZT_ERR(err, ZT_ERR_CONFIG, "%s: not valid UTF-8 text", origin);
     json_decref(s);
     return st;
@@ -685,6 +693,8 @@ zt_status zt_config_apply_env(zt_config *cfg, zt_error *err)
         st = env_key("ZT_ADAM_VARIANT", "ztier.adam_variant", cfg, err);
     if (st == ZT_OK)
         st = env_key("ZT_TRACE", "ztier.trace_path", cfg, err);
+    if (st == ZT_OK)
+        st = env_key("ZT_THREADS", "ztier.optimizer_threads", cfg, err);
     return st;
 }
 

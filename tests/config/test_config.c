@@ -29,7 +29,8 @@ static void capture(void *user, int level, const char *msg)
 }
 
 static const char *const env_vars[] = {"ZT_LOG", "ZT_HBM_CAPACITY", "ZT_NVME_PATH",
-                                       "ZT_IO_ENGINE", "ZT_ADAM_VARIANT", NULL};
+                                       "ZT_IO_ENGINE", "ZT_ADAM_VARIANT", "ZT_THREADS",
+                                       "ZT_TRACE", NULL};
 
 static int setup(void **state)
 {
@@ -722,6 +723,8 @@ static void test_environment_overrides_apply(void **state)
     setenv("ZT_NVME_PATH", "/nvme0/swap:/nvme1/swap", 1);
     setenv("ZT_IO_ENGINE", "threads", 1);
     setenv("ZT_ADAM_VARIANT", "scalar", 1);
+    setenv("ZT_THREADS", "3", 1);
+    setenv("ZT_TRACE", "/tmp/run.json", 1);
     if (zt_config_apply_env(&c, &err) != ZT_OK)
         fail_msg("%s", err.msg);
     assert_int_equal(c.log_level, ZT_LOG_INFO);
@@ -731,7 +734,10 @@ static void test_environment_overrides_apply(void **state)
     assert_string_equal(c.offload_optimizer.nvme_path[0], "/nvme0/swap");
     assert_int_equal(c.io_engine, ZT_IO_ENGINE_THREADS);
     assert_string_equal(c.adam_variant, "scalar");
+    assert_int_equal(c.optimizer_threads, 3);
+    assert_string_equal(c.trace_path, "/tmp/run.json");
     assert_int_equal(zt_config_validate(&c, &err), ZT_OK);
+    unsetenv("ZT_THREADS"), unsetenv("ZT_TRACE");
 }
 
 static void expect_env_error(const char *var, const char *value, const char *fragment)
@@ -754,6 +760,7 @@ static void test_bad_environment_values_are_errors(void **state)
     expect_env_error("ZT_IO_ENGINE", "floppy", "\"io_uring\"");
     expect_env_error("ZT_ADAM_VARIANT", "neon", "\"avx2\"");
     expect_env_error("ZT_NVME_PATH", "/a::/b", "separated by ':'");
+    expect_env_error("ZT_THREADS", "-2", "ztier.optimizer_threads");
 }
 
 /* ---- DeepSpeed's older spellings ---- */
