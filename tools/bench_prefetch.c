@@ -6,9 +6,7 @@
  * version (bench_prefetch_cuda.c: cuBLAS on the trainer's stream, stream-ordered calls). */
 #include "tools/bench_common.h"
 #include "tools/commands.h"
-#ifdef ZT_HAVE_CUDA
-#include "tools/bench_prefetch_cuda.h"
-#endif
+#include "tools/bench_prefetch.h"
 
 #include "ztier.h"
 
@@ -73,24 +71,27 @@ static int offload_step(zt_runtime *rt, bench_model *m, double *step_s)
     return 0;
 }
 
-static zt_runtime *make_runtime(const bench_model *m, const char *offload, const char *nvme)
+zt_runtime *bench_prefetch_runtime(int layers, int hidden, const char *offload,
+                                   const char *nvme, const char *extra_zero,
+                                   const char *extra_ztier)
 {
     char cfg[2048];
     snprintf(cfg, sizeof cfg,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\"%s%s%s},"
-             " \"offload_optimizer\": {\"device\": \"cpu\"}},"
+             " \"offload_optimizer\": {\"device\": \"cpu\"}%s},"
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}},"
-             " \"ztier\": {\"hbm_capacity\": %zu}}",
+             " \"ztier\": {\"hbm_capacity\": %zu%s}}",
              offload, nvme ? ", \"nvme_path\": \"" : "", nvme ? nvme : "", nvme ? "\"" : "",
+             extra_zero,
              /* room for the prefetch window: a few layers' parameters and gradients */
-             (size_t)m->hidden * (size_t)m->hidden * 4 * 8);
+             (size_t)hidden * (size_t)hidden * 4 * 8, extra_ztier);
     zt_runtime *rt = NULL;
     zt_status st = zt_runtime_create(NULL, cfg, &rt);
-    for (int l = 0; st == ZT_OK && l < m->layers; l++) {
+    for (int l = 0; st == ZT_OK && l < layers; l++) {
         char name[32];
         int id, pid;
         snprintf(name, sizeof name, "layer%d", l);
-        int64_t shape[2] = {m->hidden, m->hidden};
+        int64_t shape[2] = {hidden, hidden};
         zt_init init = {ZT_INIT_NORMAL, 0.0f, 0.02f, 1, NULL, NULL};
         st = zt_layer_add(rt, name, &id);
         if (st == ZT_OK)
@@ -169,7 +170,7 @@ int cmd_bench_prefetch(int argc, char **argv)
         fprintf(stderr, "ztier bench prefetch: out of memory\n");
         return 1;
     }
-    zt_runtime *rt = make_runtime(&m, offload, nvme);
+    zt_runtime *rt = bench_prefetch_runtime(m.layers, m.hidden, offload, nvme, "", "");
     if (!rt) {
         free_model(&m);
         return 1;

@@ -5,7 +5,7 @@
  * waits once). The GPU's stall is the offloaded step minus the resident compute minus the
  * time zt_step took (the CPU Adam): stall_ratio = stall / step. Interleaved, medians. */
 #include "tools/bench_common.h"
-#include "tools/bench_prefetch_cuda.h"
+#include "tools/bench_prefetch.h"
 
 #include "ztier.h"
 
@@ -76,40 +76,6 @@ static int offload_step(zt_runtime *rt, gpu_model *m, double *step_s)
     return 0;
 }
 
-static zt_runtime *make_runtime(const gpu_model *m, const char *offload, const char *nvme)
-{
-    char cfg[2048];
-    snprintf(cfg, sizeof cfg,
-             "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\"%s%s%s},"
-             " \"offload_optimizer\": {\"device\": \"cpu\"},"
-             " \"stage3_param_persistence_threshold\": 0},"
-             " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}},"
-             " \"ztier\": {\"device_backend\": \"cuda\", \"comm_backend\": \"single\","
-             " \"hbm_capacity\": %zu}}",
-             offload, nvme ? ", \"nvme_path\": \"" : "", nvme ? nvme : "", nvme ? "\"" : "",
-             (size_t)m->hidden * (size_t)m->hidden * 4 * 8);
-    zt_runtime *rt = NULL;
-    zt_status st = zt_runtime_create(NULL, cfg, &rt);
-    for (int l = 0; st == ZT_OK && l < m->layers; l++) {
-        char name[32];
-        int id, pid;
-        snprintf(name, sizeof name, "layer%d", l);
-        int64_t shape[2] = {m->hidden, m->hidden};
-        zt_init init = {ZT_INIT_NORMAL, 0.0f, 0.02f, 1, NULL, NULL};
-        st = zt_layer_add(rt, name, &id);
-        if (st == ZT_OK)
-            st = zt_param_add(rt, id, strcat(name, ".w"), shape, 2, &init, &pid);
-    }
-    if (st == ZT_OK)
-        st = zt_runtime_commit(rt);
-    if (st != ZT_OK) {
-        fprintf(stderr, "ztier bench prefetch: %s\n", zt_last_error(rt));
-        zt_runtime_destroy(rt);
-        return NULL;
-    }
-    return rt;
-}
-
 static int open_model(gpu_model *m)
 {
     size_t act = (size_t)m->batch * m->hidden * sizeof(float);
@@ -149,7 +115,9 @@ int bench_prefetch_cuda(int layers, int hidden, int batch, int steps, const char
         close_model(&m);
         return 1;
     }
-    zt_runtime *rt = make_runtime(&m, offload, nvme);
+    zt_runtime *rt = bench_prefetch_runtime(
+        layers, hidden, offload, nvme, ", \"stage3_param_persistence_threshold\": 0",
+        ", \"device_backend\": \"cuda\", \"comm_backend\": \"single\"");
     if (!rt) {
         close_model(&m);
         return 1;

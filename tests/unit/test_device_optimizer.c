@@ -8,8 +8,9 @@
  *  - stream-ordered releases never wait for the device (no landing buffers needed);
  *  - a checkpoint saved from device memory resumes bit for bit;
  *  - configurations that cannot work are refused with the fix. */
-#include "train.h"
+#include "mlp_weights.h"
 #include "scratch.h"
+#include "train.h"
 
 #include <math.h>
 #include <setjmp.h>
@@ -25,7 +26,6 @@
 static const mlp_dims dims = {16, 48, 4, 32};
 static char dir[512];
 #define STEPS 4
-#define NW (MLP_LAYERS * 2)
 
 static int setup(void **state)
 {
@@ -67,41 +67,10 @@ static zt_runtime *make(const char *cfg, minimal_model *m)
     return rt;
 }
 
-typedef struct weights {
-    float *w[NW];
-    int64_t n[NW];
-} weights;
-
-static void read_weights(zt_runtime *rt, const minimal_model *m, weights *out)
+static void read_weights(zt_runtime *rt, const minimal_model *m, mlp_weights *out)
 {
-    for (int l = 0; l < MLP_LAYERS; l++) {
-        int ids[2] = {m->weight[l], m->bias[l]};
-        int64_t n[2] = {(int64_t)m->n_out[l] * m->n_in[l], m->n_out[l]};
-        for (int k = 0; k < 2; k++) {
-            out->n[2 * l + k] = n[k];
-            out->w[2 * l + k] = malloc(sizeof(float) * (size_t)n[k]);
-            assert_int_equal(zt_param_read(rt, ids[k], out->w[2 * l + k], n[k]), ZT_OK);
-        }
-    }
-}
-
-static void free_weights(weights *w)
-{
-    for (int i = 0; i < NW; i++)
-        free(w->w[i]);
-}
-
-/* 0 when bitwise equal, else the largest relative difference. */
-static double max_rel_diff(const weights *a, const weights *b)
-{
-    double worst = 0;
-    for (int i = 0; i < NW; i++)
-        for (int64_t j = 0; j < a->n[i]; j++) {
-            double x = a->w[i][j], y = b->w[i][j];
-            double d = fabs(x - y) / fmax(fabs(y), 1e-3);
-            worst = d > worst ? d : worst;
-        }
-    return worst;
+    if (mlp_weights_read(rt, m, out) != ZT_OK)
+        fail_msg("zt_param_read: %s", zt_last_error(rt));
 }
 
 /* Trains from step `from` to `to`; on_stream: stream-ordered calls. *layer_syncs: host
@@ -136,7 +105,7 @@ static void train(zt_runtime *rt, const minimal_model *m, int from, int to, int 
         assert_int_equal(zt_stream_destroy(rt, stream), ZT_OK);
 }
 
-static void run(const char *cfg, int on_stream, weights *out, uint64_t *layer_syncs,
+static void run(const char *cfg, int on_stream, mlp_weights *out, uint64_t *layer_syncs,
                 zt_stats *stats, zt_optimizer_info *info)
 {
     minimal_model m;
@@ -152,7 +121,7 @@ static void run(const char *cfg, int on_stream, weights *out, uint64_t *layer_sy
 
 static void check_placement(const char *param)
 {
-    weights cpu, dev, dev_stream;
+    mlp_weights cpu, dev, dev_stream;
     zt_stats cs = ZT_STATS_INIT, ds = ZT_STATS_INIT;
     zt_optimizer_info ci = ZT_OPTIMIZER_INFO_INIT, di = ZT_OPTIMIZER_INFO_INIT;
     uint64_t syncs = 0;
@@ -165,7 +134,8 @@ static void check_placement(const char *param)
     uint64_t state = 4 * 3364 * sizeof(float);
     assert_true(cs.host_bytes_peak >= ds.host_bytes_peak + state);
     assert_true(ds.device_bytes_peak >= cs.device_bytes_peak + state);
-    double d1 = max_rel_diff(&dev, &cpu), d2 = max_rel_diff(&dev_stream, &cpu);
+    double d1 = mlp_weights_max_rel_diff(&dev, &cpu);
+    double d2 = mlp_weights_max_rel_diff(&dev_stream, &cpu);
     print_message("params %-4s: device optimizer vs CPU %g, on a stream %g; %llu host waits in "
                   "the stream-ordered micro-steps\n",
                   param, d1, d2, (unsigned long long)syncs);
@@ -173,7 +143,7 @@ static void check_placement(const char *param)
     assert_true(d2 == 0.0);
     if (strcmp(param, "nvme") != 0)
         assert_int_equal(syncs, 0);
-    free_weights(&cpu), free_weights(&dev), free_weights(&dev_stream);
+    mlp_weights_free(&cpu), mlp_weights_free(&dev), mlp_weights_free(&dev_stream);
 }
 
 static void test_device_params(void **state)
@@ -198,13 +168,13 @@ static void test_nvme_params(void **state)
 static void test_clipped_steps_agree(void **state)
 {
     (void)state;
-    weights cpu, dev;
+    mlp_weights cpu, dev;
     run(config("cpu", "off", 0.05f), 0, &cpu, NULL, NULL, NULL);
     run(config("cpu", "on", 0.05f), 0, &dev, NULL, NULL, NULL);
-    double d = max_rel_diff(&dev, &cpu);
+    double d = mlp_weights_max_rel_diff(&dev, &cpu);
     print_message("clipped: device optimizer vs CPU %g\n", d);
     assert_true(d < 1e-5);
-    free_weights(&cpu), free_weights(&dev);
+    mlp_weights_free(&cpu), mlp_weights_free(&dev);
 }
 
 /* Save after 2 steps, go on to 4; a new runtime loads the checkpoint and goes on to 4 too. */
@@ -214,7 +184,7 @@ static void test_checkpoint_resumes_bitwise(void **state)
     char ckpt[600];
     snprintf(ckpt, sizeof ckpt, "%s/ckpt", dir);
     minimal_model m;
-    weights straight, resumed;
+    mlp_weights straight, resumed;
     zt_runtime *rt = make(config("cpu", "on", 0.05f), &m);
     train(rt, &m, 0, 2, 0, NULL);
     assert_int_equal(zt_checkpoint_save(rt, ckpt), ZT_OK);
@@ -229,8 +199,8 @@ static void test_checkpoint_resumes_bitwise(void **state)
     train(rt, &m, 2, 4, 0, NULL);
     read_weights(rt, &m, &resumed);
     zt_runtime_destroy(rt);
-    assert_true(max_rel_diff(&resumed, &straight) == 0.0);
-    free_weights(&straight), free_weights(&resumed);
+    assert_true(mlp_weights_max_rel_diff(&resumed, &straight) == 0.0);
+    mlp_weights_free(&straight), mlp_weights_free(&resumed);
 }
 
 static void expect_config_error(const char *cfg, const char *needle)

@@ -10,8 +10,9 @@
  *    (zt_stats.host_syncs); a device budget that needs the caller's buffers back, or too few
  *    landing buffers, makes the host wait (counted) and changes no result.
  *  - Misuse: a NULL or foreign stream, streams before commit, a double destroy. */
-#include "train.h"
+#include "mlp_weights.h"
 #include "scratch.h"
+#include "train.h"
 
 #include <pthread.h>
 #include <semaphore.h>
@@ -29,7 +30,6 @@ static const mlp_dims dims = {16, 48, 4, 32};
 static char dir[512];
 #define STEPS 4
 #define ACCUM 2
-#define NW (MLP_LAYERS * 2) /* weights and biases */
 
 static int setup(void **state)
 {
@@ -72,39 +72,21 @@ static zt_runtime *make(const char *cfg, minimal_model *m)
     return rt;
 }
 
-typedef struct weights {
-    float *w[NW];
-    int64_t n[NW];
-} weights;
-
-static void read_weights(zt_runtime *rt, const minimal_model *m, weights *out)
+static void read_weights(zt_runtime *rt, const minimal_model *m, mlp_weights *out)
 {
-    for (int l = 0; l < MLP_LAYERS; l++) {
-        int ids[2] = {m->weight[l], m->bias[l]};
-        int64_t n[2] = {(int64_t)m->n_out[l] * m->n_in[l], m->n_out[l]};
-        for (int k = 0; k < 2; k++) {
-            out->n[2 * l + k] = n[k];
-            out->w[2 * l + k] = malloc(sizeof(float) * (size_t)n[k]);
-            assert_int_equal(zt_param_read(rt, ids[k], out->w[2 * l + k], n[k]), ZT_OK);
-        }
-    }
+    if (mlp_weights_read(rt, m, out) != ZT_OK)
+        fail_msg("zt_param_read: %s", zt_last_error(rt));
 }
 
-static void free_weights(weights *w)
+static void assert_same_weights(const mlp_weights *a, const mlp_weights *b, const char *what)
 {
-    for (int i = 0; i < NW; i++)
-        free(w->w[i]);
-}
-
-static void assert_same_weights(const weights *a, const weights *b, const char *what)
-{
-    for (int i = 0; i < NW; i++)
-        if (memcmp(a->w[i], b->w[i], sizeof(float) * (size_t)a->n[i]) != 0)
-            fail_msg("%s: tensor %d differs from the blocking run", what, i);
+    double d = mlp_weights_max_rel_diff(a, b);
+    if (d != 0.0)
+        fail_msg("%s: the weights differ from the blocking run (largest relative %g)", what, d);
 }
 
 /* STEPS steps of ACCUM micro-steps with the blocking calls. */
-static void train_blocking(const char *cfg, weights *out, float *losses)
+static void train_blocking(const char *cfg, mlp_weights *out, float *losses)
 {
     minimal_model m;
     zt_runtime *rt = make(cfg, &m);
@@ -127,7 +109,7 @@ static uint64_t host_syncs(zt_runtime *rt)
 }
 
 /* The same on a stream; *layer_syncs: host waits inside the micro-steps' fetch/release. */
-static void train_on_stream(const char *cfg, int delay_us, weights *out, float *losses,
+static void train_on_stream(const char *cfg, int delay_us, mlp_weights *out, float *losses,
                             uint64_t *layer_syncs)
 {
     minimal_model m;
@@ -157,7 +139,7 @@ static void train_on_stream(const char *cfg, int delay_us, weights *out, float *
 
 static void check_placement(const char *param, int expect_no_waits)
 {
-    weights ref, got;
+    mlp_weights ref, got;
     float ref_loss[STEPS * ACCUM], loss[STEPS * ACCUM];
     uint64_t syncs;
     train_blocking(config(param, "16M", 8), &ref, ref_loss);
@@ -168,8 +150,8 @@ static void check_placement(const char *param, int expect_no_waits)
                   (unsigned long long)syncs, STEPS * ACCUM);
     if (expect_no_waits)
         assert_int_equal(syncs, 0);
-    free_weights(&ref);
-    free_weights(&got);
+    mlp_weights_free(&ref);
+    mlp_weights_free(&got);
 }
 
 static void test_stream_training_equals_blocking_cpu(void **state)
@@ -196,7 +178,7 @@ static void test_stream_training_equals_blocking_nvme(void **state)
 static void test_slow_stream_under_pressure(void **state)
 {
     (void)state;
-    weights ref, got;
+    mlp_weights ref, got;
     float ref_loss[STEPS * ACCUM], loss[STEPS * ACCUM];
     uint64_t syncs;
     train_blocking(config("cpu", "24K", 1), &ref, ref_loss);
@@ -204,8 +186,8 @@ static void test_slow_stream_under_pressure(void **state)
     assert_same_weights(&ref, &got, "slow stream, 24K budget, 1 landing buffer");
     assert_memory_equal(ref_loss, loss, sizeof loss);
     assert_true(syncs > 0);
-    free_weights(&ref);
-    free_weights(&got);
+    mlp_weights_free(&ref);
+    mlp_weights_free(&got);
 }
 
 static sem_t gate;
@@ -221,7 +203,7 @@ static void wait_at_gate(void *arg)
 static void test_calls_do_not_wait_for_a_stopped_stream(void **state)
 {
     (void)state;
-    weights ref, got;
+    mlp_weights ref, got;
     float ref_loss[STEPS * ACCUM], loss;
     train_blocking(config("cpu", "16M", 8), &ref, ref_loss);
 
@@ -266,8 +248,8 @@ static void test_calls_do_not_wait_for_a_stopped_stream(void **state)
     assert_int_equal(zt_stats_get(rt, &end), ZT_OK);
     assert_true(end.reduced_bytes > 0);
     zt_runtime_destroy(rt); /* the stream goes with it */
-    free_weights(&ref);
-    free_weights(&got);
+    mlp_weights_free(&ref);
+    mlp_weights_free(&got);
 }
 
 static void test_stream_misuse(void **state)

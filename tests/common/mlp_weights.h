@@ -1,0 +1,19 @@
+/* Every weight and bias of the minimal model read back through zt_param_read, for tests that
+ * compare two runs. */
+#ifndef ZT_TESTS_MLP_WEIGHTS_H
+#define ZT_TESTS_MLP_WEIGHTS_H
+
+#include "train.h"
+
+typedef struct mlp_weights {
+    float *w[2 * MLP_LAYERS]; /* weight, bias of each layer */
+    int64_t n[2 * MLP_LAYERS];
+} mlp_weights;
+
+/* ZT_OK, or the status of the read that failed (what was read is freed). */
+zt_status mlp_weights_read(zt_runtime *rt, const minimal_model *m, mlp_weights *out);
+void mlp_weights_free(mlp_weights *w);
+/* 0 when bitwise equal, else the largest |a - b| / max(|b|, 1e-3). */
+double mlp_weights_max_rel_diff(const mlp_weights *a, const mlp_weights *b);
+
+#endif
