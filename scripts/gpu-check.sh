@@ -11,7 +11,8 @@ mkdir -p "$out"
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
 ctest --test-dir "$build" -L cuda --output-on-failure > "$out/ctest-cuda.txt" 2>&1
 echo "ctest -L cuda: rc=$?" | tee -a "$out/summary.txt"
-for t in "$build"/tests/cuda/test_cuda_backend "$build"/tests/cuda/test_cuda_mlp; do
+for t in "$build"/tests/cuda/test_cuda_backend "$build"/tests/cuda/test_cuda_mlp \
+         "$build"/tests/gpt2/test_gpt2_cuda_kernels; do
   name=$(basename "$t")
   compute-sanitizer --tool memcheck "$t" > "$out/memcheck-$name.txt" 2>&1
   echo "memcheck $name: rc=$? $(grep -h 'ERROR SUMMARY' "$out/memcheck-$name.txt")" |

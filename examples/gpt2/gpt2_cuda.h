@@ -1,0 +1,40 @@
+/* The GPT-2 kernels on the GPU (gpt2_kernels.cu, built with CUDA): the same math as the CPU
+ * kernels (gpt2_rows.h), one thread per row or element, queued on `stream` (a cudaStream_t).
+ * Pointers are device memory; shapes and accumulation rules as in gpt2_kernels.h (backward
+ * kernels add into gradients, atomically where rows share them). Each returns the launch's
+ * cudaError_t as an int (0: queued). The matmuls go through cuBLAS in the trainer. */
+#ifndef ZT_GPT2_CUDA_H
+#define ZT_GPT2_CUDA_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int gpt2_cuda_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe,
+                              int B, int T, int C, void *stream);
+int gpt2_cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
+                               int B, int T, int C, void *stream);
+int gpt2_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                                const float *w, const float *b, int N, int C, void *stream);
+int gpt2_cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                                 const float *inp, const float *w, const float *mean,
+                                 const float *rstd, int N, int C, void *stream);
+int gpt2_cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
+                                int NH, void *stream);
+int gpt2_cuda_attention_backward(float *dqkv, const float *dout, const float *qkv,
+                                 const float *att, int B, int T, int C, int NH, void *stream);
+int gpt2_cuda_gelu_forward(float *out, const float *inp, int n, void *stream);
+int gpt2_cuda_gelu_backward(float *dinp, const float *inp, const float *dout, int n,
+                            void *stream);
+int gpt2_cuda_residual_forward(float *out, const float *a, const float *b, int n, void *stream);
+/* probs = softmax(logits) per row; losses[n] = -log probs[n][targets[n]] (the caller sums
+ * them in row order, as the CPU kernel does). */
+int gpt2_cuda_crossentropy_forward(float *probs, double *losses, const float *logits,
+                                   const int *targets, int N, int V, void *stream);
+int gpt2_cuda_crossentropy_backward(float *dlogits, const float *probs, const int *targets,
+                                    int N, int V, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

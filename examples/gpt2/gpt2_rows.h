@@ -1,0 +1,187 @@
+/* The GPT-2 kernels' math, written once per row or element and compiled twice: by the C
+ * compiler for the CPU kernels (gpt2_kernels.c loops over rows and calls these — so the
+ * trainer's finite-difference and end-to-end tests check this math in CI), and by nvcc for
+ * the CUDA kernels (gpt2_kernels.cu: one thread per row or element), where GPT2_HD makes
+ * them __host__ __device__ and GPT2_ADD adds atomically into gradients that several rows
+ * share (a token's embedding, layernorm's weights, attention's keys and values). Every loop
+ * keeps the CPU kernels' order of operations, so the CPU results are those of the kernels
+ * before this split, bit for bit. Arrays are row-major fp32; shapes as in gpt2_kernels.h. */
+#ifndef ZT_GPT2_ROWS_H
+#define ZT_GPT2_ROWS_H
+
+#ifdef __CUDACC__
+#define GPT2_HD __host__ __device__
+#ifdef __CUDA_ARCH__
+#define GPT2_ADD(p, v) atomicAdd((p), (v))
+#else
+#define GPT2_ADD(p, v) (*(p) += (v))
+#endif
+#else
+#define GPT2_HD
+#define GPT2_ADD(p, v) (*(p) += (v))
+#include <math.h>
+#endif
+
+#include <stddef.h>
+
+#define GPT2_GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
+
+/* ---- encoder: one (b, t) row ---- */
+static inline GPT2_HD void encoder_row_forward(float *o, const float *te, const float *pe,
+                                               int C)
+{
+    for (int c = 0; c < C; c++)
+        o[c] = te[c] + pe[c];
+}
+
+static inline GPT2_HD void encoder_row_backward(float *dte, float *dpe, const float *d, int C)
+{
+    for (int c = 0; c < C; c++) {
+        GPT2_ADD(&dte[c], d[c]);
+        GPT2_ADD(&dpe[c], d[c]);
+    }
+}
+
+/* ---- layernorm: one row of C ---- */
+static inline GPT2_HD void layernorm_row_forward(float *o, float *mean, float *rstd,
+                                                 const float *x, const float *w, const float *b,
+                                                 int C)
+{
+    float m = 0, v = 0;
+    for (int c = 0; c < C; c++)
+        m += x[c];
+    m /= (float)C;
+    for (int c = 0; c < C; c++)
+        v += (x[c] - m) * (x[c] - m);
+    float s = 1.0f / sqrtf(v / (float)C + 1e-5f);
+    for (int c = 0; c < C; c++)
+        o[c] = (x[c] - m) * s * w[c] + b[c];
+    *mean = m;
+    *rstd = s;
+}
+
+static inline GPT2_HD void layernorm_row_backward(float *dx, float *dw, float *db,
+                                                  const float *d, const float *x,
+                                                  const float *w, float mean, float rstd, int C)
+{
+    float dnorm_mean = 0, dnorm_norm_mean = 0;
+    for (int c = 0; c < C; c++) {
+        float norm = (x[c] - mean) * rstd, dnorm = w[c] * d[c];
+        dnorm_mean += dnorm;
+        dnorm_norm_mean += dnorm * norm;
+    }
+    dnorm_mean /= (float)C;
+    dnorm_norm_mean /= (float)C;
+    for (int c = 0; c < C; c++) {
+        float norm = (x[c] - mean) * rstd, dnorm = w[c] * d[c];
+        GPT2_ADD(&db[c], d[c]);
+        GPT2_ADD(&dw[c], norm * d[c]);
+        dx[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * rstd;
+    }
+}
+
+/* ---- causal attention: one (b, h, t) row; qkv rows of 3C, head size hs ---- */
+static inline GPT2_HD void attention_row_forward(float *o, float *a, const float *qkv_b,
+                                                 int t, int T, int C, int h, int hs)
+{
+    float scale = 1.0f / sqrtf((float)hs);
+    const float *q = qkv_b + (size_t)t * 3 * C + h * hs;
+    float maxv = -INFINITY;
+    for (int s = 0; s <= t; s++) {
+        const float *k = qkv_b + (size_t)s * 3 * C + C + h * hs;
+        float dot = 0;
+        for (int i = 0; i < hs; i++)
+            dot += q[i] * k[i];
+        a[s] = dot * scale;
+        maxv = fmaxf(maxv, a[s]);
+    }
+    float sum = 0;
+    for (int s = 0; s <= t; s++)
+        sum += (a[s] = expf(a[s] - maxv));
+    for (int s = 0; s < T; s++)
+        a[s] = s <= t ? a[s] / sum : 0.0f;
+    for (int i = 0; i < hs; i++)
+        o[i] = 0.0f;
+    for (int s = 0; s <= t; s++) {
+        const float *v = qkv_b + (size_t)s * 3 * C + 2 * C + h * hs;
+        for (int i = 0; i < hs; i++)
+            o[i] += a[s] * v[i];
+    }
+}
+
+/* d: this row's output gradient; dqkv_b: the batch element's qkv gradient (its k and v rows
+ * are shared with the other rows of the head). datt[s] = d . v_s is computed twice rather
+ * than kept, so no scratch of T floats is needed. */
+static inline GPT2_HD void attention_row_backward(float *dqkv_b, const float *d,
+                                                  const float *qkv_b, const float *a, int t,
+                                                  int C, int h, int hs)
+{
+    float scale = 1.0f / sqrtf((float)hs);
+    const float *q = qkv_b + (size_t)t * 3 * C + h * hs;
+    float *dq = dqkv_b + (size_t)t * 3 * C + h * hs;
+    float dot_sum = 0;
+    for (int s = 0; s <= t; s++) { /* through out = att @ v */
+        const float *v = qkv_b + (size_t)s * 3 * C + 2 * C + h * hs;
+        float *dv = dqkv_b + (size_t)s * 3 * C + 2 * C + h * hs;
+        float datt = 0;
+        for (int i = 0; i < hs; i++) {
+            datt += d[i] * v[i];
+            GPT2_ADD(&dv[i], a[s] * d[i]);
+        }
+        dot_sum += datt * a[s];
+    }
+    for (int s = 0; s <= t; s++) { /* through the softmax and q.k scaling */
+        const float *v = qkv_b + (size_t)s * 3 * C + 2 * C + h * hs;
+        float datt = 0;
+        for (int i = 0; i < hs; i++)
+            datt += d[i] * v[i];
+        float dpre = a[s] * (datt - dot_sum) * scale;
+        const float *k = qkv_b + (size_t)s * 3 * C + C + h * hs;
+        float *dk = dqkv_b + (size_t)s * 3 * C + C + h * hs;
+        for (int i = 0; i < hs; i++) {
+            dq[i] += dpre * k[i];
+            GPT2_ADD(&dk[i], dpre * q[i]);
+        }
+    }
+}
+
+/* ---- element-wise ---- */
+static inline GPT2_HD float gelu_elem_forward(float x)
+{
+    return 0.5f * x * (1.0f + tanhf(GPT2_GELU_K * (x + 0.044715f * x * x * x)));
+}
+
+/* d(gelu)/dx at x, times dout */
+static inline GPT2_HD float gelu_elem_backward(float x, float dout)
+{
+    float u = GPT2_GELU_K * (x + 0.044715f * x * x * x), th = tanhf(u);
+    float sech2 = 1.0f - th * th;
+    float local =
+        0.5f * (1.0f + th) + 0.5f * x * sech2 * GPT2_GELU_K * (1.0f + 3 * 0.044715f * x * x);
+    return local * dout;
+}
+
+/* ---- softmax + cross-entropy: one row of V ---- */
+/* p = softmax(l); returns -log p[target] (in double, floored at 1e-30) */
+static inline GPT2_HD double crossentropy_row_forward(float *p, const float *l, int target,
+                                                      int V)
+{
+    float maxv = -INFINITY;
+    for (int v = 0; v < V; v++)
+        maxv = fmaxf(maxv, l[v]);
+    double sum = 0;
+    for (int v = 0; v < V; v++)
+        sum += (p[v] = expf(l[v] - maxv));
+    for (int v = 0; v < V; v++)
+        p[v] = (float)(p[v] / sum);
+    return -log(fmax((double)p[target], 1e-30));
+}
+
+static inline GPT2_HD void crossentropy_row_backward(float *dl, const float *p, int target,
+                                                     int V, float inv_n)
+{
+    for (int v = 0; v < V; v++)
+        dl[v] = (p[v] - (v == target ? 1.0f : 0.0f)) * inv_n;
+}
+
+#endif

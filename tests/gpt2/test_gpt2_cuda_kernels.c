@@ -1,0 +1,159 @@
+/* The GPT-2 CUDA kernels (gpt2_kernels.cu) against the CPU kernels, which run the same
+ * per-row math (gpt2_rows.h) and are checked against finite differences in CI: every
+ * forward and backward on random inputs, to float tolerance (the GPU's expf/tanhf differ
+ * from glibc's by an ulp or two, and atomic additions reorder sums). Exits 77 (skipped)
+ * where no GPU is visible, as on this project's CI machines. */
+#include "gpt2_cuda.h"
+#include "gpt2_kernels.h"
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { B = 2, T = 16, C = 64, NH = 4, V = 97, N = B * T };
+
+static unsigned long long rs = 88172645463325252ull;
+static float frand(void)
+{
+    rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
+    return (float)((double)(rs >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+}
+
+static int failures;
+
+static float *dev_copy(const void *h, size_t bytes)
+{
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes) != cudaSuccess || cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice))
+        exit(1);
+    return d;
+}
+
+/* Compares a device array with the CPU result. */
+static void check(const char *what, const float *want, const float *dev, size_t n, double tol)
+{
+    float *got = malloc(n * sizeof(float));
+    cudaDeviceSynchronize();
+    if (cudaMemcpy(got, dev, n * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess) {
+        printf("%s: copy failed: %s\n", what, cudaGetErrorString(cudaGetLastError()));
+        failures++;
+        free(got);
+        return;
+    }
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]) / (fabs((double)want[i]) + 1e-3);
+        worst = d > worst ? d : worst;
+    }
+    printf("%-28s max relative difference %.3g\n", what, worst);
+    if (!(worst <= tol))
+        failures++;
+    free(got);
+}
+
+static float *randoms(size_t n)
+{
+    float *p = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        p[i] = frand();
+    return p;
+}
+
+int main(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        printf("no GPU visible: skipping\n");
+        return 77;
+    }
+    void *s = NULL; /* the legacy default stream */
+    const double tol = 1e-4;
+    int tok[N], tgt[N];
+    for (int i = 0; i < N; i++)
+        tok[i] = (i * 7) % V, tgt[i] = (i * 5 + 3) % V;
+    int *dtok = (int *)dev_copy(tok, sizeof tok), *dtgt = (int *)dev_copy(tgt, sizeof tgt);
+
+    /* encoder */
+    float *wte = randoms(V * C), *wpe = randoms(T * C), *d = randoms(N * 3 * C);
+    float *out = calloc(N * 3 * C, sizeof(float)), *dwte = calloc(V * C, 4), *dwpe = calloc(T * C, 4);
+    float *g_wte = dev_copy(wte, V * C * 4), *g_wpe = dev_copy(wpe, T * C * 4);
+    float *g_d = dev_copy(d, N * 3 * C * 4), *g_out = dev_copy(out, N * 3 * C * 4);
+    float *g_dwte = dev_copy(dwte, V * C * 4), *g_dwpe = dev_copy(dwpe, T * C * 4);
+    encoder_forward(out, tok, wte, wpe, B, T, C);
+    gpt2_cuda_encoder_forward(g_out, dtok, g_wte, g_wpe, B, T, C, s);
+    check("encoder forward", out, g_out, N * C, tol);
+    encoder_backward(dwte, dwpe, d, tok, B, T, C);
+    gpt2_cuda_encoder_backward(g_dwte, g_dwpe, g_d, dtok, B, T, C, s);
+    check("encoder backward (dwte)", dwte, g_dwte, V * C, tol);
+    check("encoder backward (dwpe)", dwpe, g_dwpe, T * C, tol);
+
+    /* layernorm */
+    float *x = randoms(N * C), *w = randoms(C), *b = randoms(C);
+    float mean[N], rstd[N], *dx = calloc(N * C, 4), *dw = calloc(C, 4), *db = calloc(C, 4);
+    float *g_x = dev_copy(x, N * C * 4), *g_w = dev_copy(w, C * 4), *g_b = dev_copy(b, C * 4);
+    float *g_mean = dev_copy(mean, sizeof mean), *g_rstd = dev_copy(rstd, sizeof rstd);
+    float *g_dx = dev_copy(dx, N * C * 4), *g_dw = dev_copy(dw, C * 4), *g_db = dev_copy(db, C * 4);
+    layernorm_forward(out, mean, rstd, x, w, b, N, C);
+    gpt2_cuda_layernorm_forward(g_out, g_mean, g_rstd, g_x, g_w, g_b, N, C, s);
+    check("layernorm forward", out, g_out, N * C, tol);
+    check("layernorm forward (rstd)", rstd, g_rstd, N, tol);
+    layernorm_backward(dx, dw, db, d, x, w, mean, rstd, N, C);
+    gpt2_cuda_layernorm_backward(g_dx, g_dw, g_db, g_d, g_x, g_w, g_mean, g_rstd, N, C, s);
+    check("layernorm backward (dinp)", dx, g_dx, N * C, tol);
+    check("layernorm backward (dw)", dw, g_dw, C, tol);
+    check("layernorm backward (db)", db, g_db, C, tol);
+
+    /* attention */
+    float *qkv = randoms(N * 3 * C), *att = calloc(B * NH * T * T, 4), *dqkv = calloc(N * 3 * C, 4);
+    float *g_qkv = dev_copy(qkv, N * 3 * C * 4), *g_att = dev_copy(att, B * NH * T * T * 4);
+    float *g_dqkv = dev_copy(dqkv, N * 3 * C * 4);
+    attention_forward(out, att, qkv, B, T, C, NH);
+    gpt2_cuda_attention_forward(g_out, g_att, g_qkv, B, T, C, NH, s);
+    check("attention forward", out, g_out, N * C, tol);
+    check("attention forward (att)", att, g_att, B * NH * T * T, tol);
+    attention_backward(dqkv, d, qkv, att, B, T, C, NH);
+    gpt2_cuda_attention_backward(g_dqkv, g_d, g_qkv, g_att, B, T, C, NH, s);
+    check("attention backward", dqkv, g_dqkv, N * 3 * C, tol);
+
+    /* gelu, residual */
+    float *gx = calloc(N * C, 4), *g_gx = dev_copy(gx, N * C * 4);
+    gelu_forward(out, x, N * C);
+    gpt2_cuda_gelu_forward(g_out, g_x, N * C, s);
+    check("gelu forward", out, g_out, N * C, tol);
+    gelu_backward(gx, x, d, N * C);
+    gpt2_cuda_gelu_backward(g_gx, g_x, g_d, N * C, s);
+    check("gelu backward", gx, g_gx, N * C, tol);
+    residual_forward(out, x, d, N * C);
+    gpt2_cuda_residual_forward(g_out, g_x, g_d, N * C, s);
+    check("residual forward", out, g_out, N * C, tol);
+
+    /* softmax + cross-entropy */
+    float *logits = randoms(N * V), *probs = calloc(N * V, 4), *dl = calloc(N * V, 4);
+    float *g_logits = dev_copy(logits, N * V * 4), *g_probs = dev_copy(probs, N * V * 4);
+    float *g_dl = dev_copy(dl, N * V * 4);
+    double *g_losses = NULL, losses[N];
+    cudaMalloc((void **)&g_losses, sizeof losses);
+    float loss = crossentropy_forward(probs, logits, tgt, N, V);
+    gpt2_cuda_crossentropy_forward(g_probs, g_losses, g_logits, dtgt, N, V, s);
+    check("crossentropy forward", probs, g_probs, N * V, tol);
+    cudaMemcpy(losses, g_losses, sizeof losses, cudaMemcpyDeviceToHost);
+    double sum = 0;
+    for (int n = 0; n < N; n++)
+        sum += losses[n];
+    float gloss = (float)(sum / N);
+    printf("%-28s %.7f vs %.7f\n", "crossentropy loss", (double)gloss, (double)loss);
+    if (!(fabsf(gloss - loss) <= 1e-5f * fabsf(loss)))
+        failures++;
+    crossentropy_backward(dl, probs, tgt, N, V);
+    gpt2_cuda_crossentropy_backward(g_dl, g_probs, dtgt, N, V, s);
+    check("crossentropy backward", dl, g_dl, N * V, tol);
+
+    if (cudaDeviceSynchronize() != cudaSuccess) {
+        printf("a kernel failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+        failures++;
+    }
+    printf("%d failures\n", failures);
+    return failures != 0;
+}
