@@ -12,7 +12,7 @@ nvidia-smi > "$out/nvidia-smi.txt" 2>&1
 ctest --test-dir "$build" -L cuda --output-on-failure > "$out/ctest-cuda.txt" 2>&1
 echo "ctest -L cuda: rc=$?" | tee -a "$out/summary.txt"
 for t in "$build"/tests/cuda/test_cuda_backend "$build"/tests/cuda/test_cuda_mlp \
-         "$build"/tests/gpt2/test_gpt2_cuda_kernels; do
+         "$build"/tests/gpt2/test_gpt2_cuda_kernels "$build"/tests/gpt2/test_gpt2_cuda_train; do
   name=$(basename "$t")
   compute-sanitizer --tool memcheck "$t" > "$out/memcheck-$name.txt" 2>&1
   echo "memcheck $name: rc=$? $(grep -h 'ERROR SUMMARY' "$out/memcheck-$name.txt")" |
@@ -24,3 +24,8 @@ echo "bench copy: rc=$? $(tail -1 "$out/bench-copy.txt")" | tee -a "$out/summary
 "$build"/tools/ztier bench prefetch --backend cuda --layers 12 --hidden 4096 --batch 2048 \
   --steps 7 --json > "$out/bench-prefetch.txt" 2>&1
 echo "bench prefetch: rc=$? $(tail -1 "$out/bench-prefetch.txt")" | tee -a "$out/summary.txt"
+printf 'The quick brown fox jumps over the lazy dog. %.0s' $(seq 200) > "$out/text.txt"
+"$build"/examples/gpt2/zt_gpt2 --text "$out/text.txt" --vocab byte --seq 16 --steps 20 \
+  --device cuda > "$out/zt_gpt2-cuda.txt" 2>&1
+echo "zt_gpt2 --device cuda: rc=$? $(grep -E '^step +20' "$out/zt_gpt2-cuda.txt")" |
+  tee -a "$out/summary.txt"

@@ -1,5 +1,5 @@
 #include "gpt2_model.h"
-#include "gpt2_kernels.h"
+#include "gpt2_ops.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -114,6 +114,7 @@ typedef struct block_acts {
 struct gpt2_model {
     gpt2_config c;
     int B, T;
+    gpt2_ops ops; /* where it computes */
     float *memory; /* one allocation carved into every tensor below */
     float *encoded; /* [B,T,C] */
     block_acts *blocks;
@@ -121,7 +122,7 @@ struct gpt2_model {
     float *probs;                     /* [B,T,Vp] logits, then probabilities, then dlogits */
     float *d_a, *d_b, *d_c, *d_d;     /* [B,T,C] gradient scratch */
     float *d_qkv, *d_fch, *d_fcg;     /* [B,T,3C], [B,T,4C], [B,T,4C] */
-    int *tokens, *targets;            /* [B,T] of the last forward */
+    int *tokens, *targets;            /* [B,T] of the last forward, in the ops' memory */
 };
 
 /* Points every activation tensor into `base` (NULL: only counts) and returns the floats used,
@@ -149,21 +150,25 @@ static size_t carve(gpt2_model *m, float *base)
     return off;
 }
 
-gpt2_model *gpt2_model_create(const gpt2_config *c, int B, int T)
+gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const gpt2_ops *ops)
 {
     if (B < 1 || T < 1 || T > c->max_seq || c->heads < 1 || c->channels % c->heads)
         return NULL;
     gpt2_model *m = calloc(1, sizeof *m);
     size_t BT = (size_t)B * T;
-    if (!m || !(m->blocks = calloc((size_t)c->layers, sizeof *m->blocks)) ||
-        !(m->tokens = malloc(BT * sizeof(int))) || !(m->targets = malloc(BT * sizeof(int)))) {
+    if (!m)
+        return NULL;
+    m->ops = *ops;
+    if (!(m->blocks = calloc((size_t)c->layers, sizeof *m->blocks)) ||
+        !(m->tokens = ops->alloc(ops->ctx, BT * sizeof(int))) ||
+        !(m->targets = ops->alloc(ops->ctx, BT * sizeof(int)))) {
         gpt2_model_destroy(m);
         return NULL;
     }
     m->c = *c;
     m->B = B;
     m->T = T;
-    if (!(m->memory = malloc(carve(m, NULL) * sizeof(float)))) {
+    if (!(m->memory = ops->alloc(ops->ctx, carve(m, NULL) * sizeof(float)))) {
         gpt2_model_destroy(m);
         return NULL;
     }
@@ -171,14 +176,24 @@ gpt2_model *gpt2_model_create(const gpt2_config *c, int B, int T)
     return m;
 }
 
+gpt2_model *gpt2_model_create(const gpt2_config *c, int B, int T)
+{
+    return gpt2_model_create_on(c, B, T, &gpt2_ops_cpu);
+}
+
+int gpt2_model_status(const gpt2_model *m) { return m->ops.status(m->ops.ctx); }
+
 void gpt2_model_destroy(gpt2_model *m)
 {
     if (!m)
         return;
-    free(m->memory);
+    if (m->memory)
+        m->ops.free(m->ops.ctx, m->memory);
+    if (m->tokens)
+        m->ops.free(m->ops.ctx, m->tokens);
+    if (m->targets)
+        m->ops.free(m->ops.ctx, m->targets);
     free(m->blocks);
-    free(m->tokens);
-    free(m->targets);
     free(m);
 }
 
@@ -187,16 +202,18 @@ void gpt2_model_destroy(gpt2_model *m)
 static void block_forward(const gpt2_model *m, float *const *p, block_acts *a, const float *in)
 {
     int N = m->B * m->T, C = m->c.channels;
-    layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, in, p[P_LN1W], p[P_LN1B], N, C);
-    matmul_forward(a->qkv, a->ln1, p[P_QKVW], p[P_QKVB], N, C, 3 * C);
-    attention_forward(a->atty, a->att, a->qkv, m->B, m->T, C, m->c.heads);
-    matmul_forward(a->attproj, a->atty, p[P_ATTW], p[P_ATTB], N, C, C);
-    residual_forward(a->res2, in, a->attproj, N * C);
-    layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p[P_LN2W], p[P_LN2B], N, C);
-    matmul_forward(a->fch, a->ln2, p[P_FCW], p[P_FCB], N, C, 4 * C);
-    gelu_forward(a->fch_gelu, a->fch, N * 4 * C);
-    matmul_forward(a->fcproj, a->fch_gelu, p[P_PROJW], p[P_PROJB], N, 4 * C, C);
-    residual_forward(a->res3, a->res2, a->fcproj, N * C);
+    m->ops.layernorm_forward(m->ops.ctx, a->ln1, a->ln1_mean, a->ln1_rstd, in, p[P_LN1W], p[P_LN1B],
+                             N, C);
+    m->ops.matmul_forward(m->ops.ctx, a->qkv, a->ln1, p[P_QKVW], p[P_QKVB], N, C, 3 * C);
+    m->ops.attention_forward(m->ops.ctx, a->atty, a->att, a->qkv, m->B, m->T, C, m->c.heads);
+    m->ops.matmul_forward(m->ops.ctx, a->attproj, a->atty, p[P_ATTW], p[P_ATTB], N, C, C);
+    m->ops.residual_forward(m->ops.ctx, a->res2, in, a->attproj, N * C);
+    m->ops.layernorm_forward(m->ops.ctx, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p[P_LN2W],
+                             p[P_LN2B], N, C);
+    m->ops.matmul_forward(m->ops.ctx, a->fch, a->ln2, p[P_FCW], p[P_FCB], N, C, 4 * C);
+    m->ops.gelu_forward(m->ops.ctx, a->fch_gelu, a->fch, N * 4 * C);
+    m->ops.matmul_forward(m->ops.ctx, a->fcproj, a->fch_gelu, p[P_PROJW], p[P_PROJB], N, 4 * C, C);
+    m->ops.residual_forward(m->ops.ctx, a->res3, a->res2, a->fcproj, N * C);
 }
 
 int gpt2_forward(gpt2_model *m, const gpt2_source *src, const int *tokens, const int *targets,
@@ -204,11 +221,11 @@ int gpt2_forward(gpt2_model *m, const gpt2_source *src, const int *tokens, const
 {
     int N = m->B * m->T, C = m->c.channels, L = m->c.layers, rc;
     float *p[GPT2_BLOCK_PARAMS];
-    memcpy(m->tokens, tokens, sizeof(int) * (size_t)N);
-    memcpy(m->targets, targets, sizeof(int) * (size_t)N);
+    m->ops.upload(m->ops.ctx, m->tokens, tokens, sizeof(int) * (size_t)N);
+    m->ops.upload(m->ops.ctx, m->targets, targets, sizeof(int) * (size_t)N);
     if ((rc = src->get(src->ctx, 0, 0, p, NULL)))
         return rc;
-    encoder_forward(m->encoded, tokens, p[0], p[1], m->B, m->T, C);
+    m->ops.encoder_forward(m->ops.ctx, m->encoded, m->tokens, p[0], p[1], m->B, m->T, C);
     if ((rc = src->put(src->ctx, 0, 0)))
         return rc;
     const float *x = m->encoded;
@@ -222,13 +239,15 @@ int gpt2_forward(gpt2_model *m, const gpt2_source *src, const int *tokens, const
     }
     if ((rc = src->get(src->ctx, L + 1, 0, p, NULL)))
         return rc;
-    layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, x, p[0], p[1], N, C);
+    m->ops.layernorm_forward(m->ops.ctx, m->lnf, m->lnf_mean, m->lnf_rstd, x, p[0], p[1], N, C);
     if ((rc = src->put(src->ctx, L + 1, 0)) || (rc = src->get(src->ctx, 0, 0, p, NULL)))
         return rc;
-    matmul_forward(m->probs, m->lnf, p[0], NULL, N, C, m->c.padded_vocab); /* tied head */
+    m->ops.matmul_forward(m->ops.ctx, m->probs, m->lnf, p[0], NULL, N, C,
+                          m->c.padded_vocab); /* tied head */
     if ((rc = src->put(src->ctx, 0, 0)))
         return rc;
-    *loss = crossentropy_forward(m->probs, m->probs, targets, N, m->c.padded_vocab);
+    *loss = m->ops.crossentropy_forward(m->ops.ctx, m->probs, m->probs, m->targets, N,
+                                        m->c.padded_vocab);
     return 0;
 }
 
@@ -242,28 +261,33 @@ static void block_backward(gpt2_model *m, float *const *p, float *const *g, cons
     size_t nc = (size_t)N * C;
     float *dres2 = m->d_c;
     /* res3 = res2 + fcproj(gelu(fc(ln2(res2)))) */
-    memcpy(dres2, dout, nc * sizeof(float));
-    memset(m->d_fcg, 0, nc * 4 * sizeof(float));
-    matmul_backward(m->d_fcg, g[P_PROJW], g[P_PROJB], dout, a->fch_gelu, p[P_PROJW], N, 4 * C, C);
-    memset(m->d_fch, 0, nc * 4 * sizeof(float));
-    gelu_backward(m->d_fch, a->fch, m->d_fcg, N * 4 * C);
+    m->ops.copy(m->ops.ctx, dres2, dout, nc * sizeof(float));
+    m->ops.zero(m->ops.ctx, m->d_fcg, nc * 4 * sizeof(float));
+    m->ops.matmul_backward(m->ops.ctx, m->d_fcg, g[P_PROJW], g[P_PROJB], dout, a->fch_gelu,
+                           p[P_PROJW], N, 4 * C, C);
+    m->ops.zero(m->ops.ctx, m->d_fch, nc * 4 * sizeof(float));
+    m->ops.gelu_backward(m->ops.ctx, m->d_fch, a->fch, m->d_fcg, N * 4 * C);
     float *dln2 = din; /* scratch until din is needed */
-    memset(dln2, 0, nc * sizeof(float));
-    matmul_backward(dln2, g[P_FCW], g[P_FCB], m->d_fch, a->ln2, p[P_FCW], N, C, 4 * C);
-    layernorm_backward(dres2, g[P_LN2W], g[P_LN2B], dln2, a->res2, p[P_LN2W], a->ln2_mean,
-                       a->ln2_rstd, N, C);
+    m->ops.zero(m->ops.ctx, dln2, nc * sizeof(float));
+    m->ops.matmul_backward(m->ops.ctx, dln2, g[P_FCW], g[P_FCB], m->d_fch, a->ln2, p[P_FCW], N, C,
+                           4 * C);
+    m->ops.layernorm_backward(m->ops.ctx, dres2, g[P_LN2W], g[P_LN2B], dln2, a->res2, p[P_LN2W],
+                              a->ln2_mean, a->ln2_rstd, N, C);
     /* res2 = in + attproj(attention(qkv(ln1(in)))) */
     float *datty = din;
-    memset(datty, 0, nc * sizeof(float));
-    matmul_backward(datty, g[P_ATTW], g[P_ATTB], dres2, a->atty, p[P_ATTW], N, C, C);
-    memset(m->d_qkv, 0, nc * 3 * sizeof(float));
-    attention_backward(m->d_qkv, datty, a->qkv, a->att, m->B, m->T, C, m->c.heads);
+    m->ops.zero(m->ops.ctx, datty, nc * sizeof(float));
+    m->ops.matmul_backward(m->ops.ctx, datty, g[P_ATTW], g[P_ATTB], dres2, a->atty, p[P_ATTW], N, C,
+                           C);
+    m->ops.zero(m->ops.ctx, m->d_qkv, nc * 3 * sizeof(float));
+    m->ops.attention_backward(m->ops.ctx, m->d_qkv, datty, a->qkv, a->att, m->B, m->T, C,
+                              m->c.heads);
     float *dln1 = m->d_d;
-    memset(dln1, 0, nc * sizeof(float));
-    matmul_backward(dln1, g[P_QKVW], g[P_QKVB], m->d_qkv, a->ln1, p[P_QKVW], N, C, 3 * C);
-    memcpy(din, dres2, nc * sizeof(float));
-    layernorm_backward(din, g[P_LN1W], g[P_LN1B], dln1, in, p[P_LN1W], a->ln1_mean, a->ln1_rstd,
-                       N, C);
+    m->ops.zero(m->ops.ctx, dln1, nc * sizeof(float));
+    m->ops.matmul_backward(m->ops.ctx, dln1, g[P_QKVW], g[P_QKVB], m->d_qkv, a->ln1, p[P_QKVW], N,
+                           C, 3 * C);
+    m->ops.copy(m->ops.ctx, din, dres2, nc * sizeof(float));
+    m->ops.layernorm_backward(m->ops.ctx, din, g[P_LN1W], g[P_LN1B], dln1, in, p[P_LN1W],
+                              a->ln1_mean, a->ln1_rstd, N, C);
 }
 
 int gpt2_backward(gpt2_model *m, const gpt2_source *src, void (*progress)(int layer, int total))
@@ -274,15 +298,16 @@ int gpt2_backward(gpt2_model *m, const gpt2_source *src, void (*progress)(int la
     /* The embedding stays held from the LM head to the token embedding. */
     if ((rc = src->get(src->ctx, 0, 1, ep, eg)))
         return rc;
-    crossentropy_backward(m->probs, m->probs, m->targets, N, Vp);
+    m->ops.crossentropy_backward(m->ops.ctx, m->probs, m->probs, m->targets, N, Vp);
     float *dx = m->d_a, *dprev = m->d_b;
-    memset(dprev, 0, nc * sizeof(float));
-    matmul_backward(dprev, eg[0], NULL, m->probs, m->lnf, ep[0], N, C, Vp);
+    m->ops.zero(m->ops.ctx, dprev, nc * sizeof(float));
+    m->ops.matmul_backward(m->ops.ctx, dprev, eg[0], NULL, m->probs, m->lnf, ep[0], N, C, Vp);
     if ((rc = src->get(src->ctx, L + 1, 1, p, g)))
         return rc;
     const float *x_last = L ? m->blocks[L - 1].res3 : m->encoded;
-    memset(dx, 0, nc * sizeof(float));
-    layernorm_backward(dx, g[0], g[1], dprev, x_last, p[0], m->lnf_mean, m->lnf_rstd, N, C);
+    m->ops.zero(m->ops.ctx, dx, nc * sizeof(float));
+    m->ops.layernorm_backward(m->ops.ctx, dx, g[0], g[1], dprev, x_last, p[0], m->lnf_mean,
+                              m->lnf_rstd, N, C);
     if ((rc = src->put(src->ctx, L + 1, 1)))
         return rc;
     for (int l = L - 1; l >= 0; l--) {
@@ -297,7 +322,7 @@ int gpt2_backward(gpt2_model *m, const gpt2_source *src, void (*progress)(int la
         if ((rc = src->put(src->ctx, l + 1, 1)))
             return rc;
     }
-    encoder_backward(eg[0], eg[1], dx, m->tokens, m->B, m->T, C);
+    m->ops.encoder_backward(m->ops.ctx, eg[0], eg[1], dx, m->tokens, m->B, m->T, C);
     return src->put(src->ctx, 0, 1);
 }
 

@@ -53,8 +53,14 @@ typedef struct gpt2_source {
  * shape-commented tensors (see gpt2_model.c), owned by the model, never by ztier. */
 typedef struct gpt2_model gpt2_model;
 
-/* NULL when out of memory or the shape is invalid (B < 1, T < 1, T > maxT, C % NH != 0). */
+/* NULL when out of memory or the shape is invalid (B < 1, T < 1, T > maxT, C % NH != 0).
+ * The model computes on the CPU; gpt2_model_create_on takes where (gpt2_ops.h: the CPU or a
+ * GPU stream). The source then hands out parameters in that memory. */
 gpt2_model *gpt2_model_create(const gpt2_config *c, int B, int T);
+struct gpt2_ops;
+gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const struct gpt2_ops *ops);
+/* 0, or the first error the ops met (a GPU launch or allocation failure). */
+int gpt2_model_status(const gpt2_model *m);
 void gpt2_model_destroy(gpt2_model *m);
 
 /* Forward over tokens[B,T] with targets[B,T]; *loss = mean cross-entropy. Returns 0 or the

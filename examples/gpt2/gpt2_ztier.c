@@ -129,14 +129,23 @@ static int ztier_get(void *ctx, int layer, int backward, float **params, float *
     zt_layer_view v;
     zt_pass pass = backward ? ZT_BACKWARD : g->inference ? ZT_INFERENCE : ZT_FORWARD;
     g->error[0] = '\0';
-    zt_status st = zt_fetch(g->rt, g->layer_ids[layer], pass, &v);
+    zt_status st = g->stream ? zt_fetch_async(g->rt, g->layer_ids[layer], pass, g->stream, &v)
+                             : zt_fetch(g->rt, g->layer_ids[layer], pass, &v);
     if (st != ZT_OK)
         return (int)(g->last = st);
     int dtype = view_dtype(g, layer, &v);
-    if (dtype == ZT_BF16 && widen(&g->wide[layer][backward], &v, backward, params, grads) != 0)
+    if (dtype == ZT_BF16 && g->stream) /* widening reads the parameters on the host */
+        snprintf(g->error, sizeof g->error,
+                 "bf16 parameters are widened on the host: on a GPU stream the trainer computes "
+                 "from fp32 parameters only so far (disable bf16)");
+    if (!g->error[0] && dtype == ZT_BF16 &&
+        widen(&g->wide[layer][backward], &v, backward, params, grads) != 0)
         snprintf(g->error, sizeof g->error, "out of memory widening a bf16 layer to fp32");
     if (g->error[0]) {
-        zt_release(g->rt, g->layer_ids[layer], pass);
+        if (g->stream)
+            zt_release_async(g->rt, g->layer_ids[layer], pass, g->stream);
+        else
+            zt_release(g->rt, g->layer_ids[layer], pass);
         return (int)(g->last = dtype < 0 ? ZT_ERR_UNSUPPORTED : ZT_ERR_NOMEM);
     }
     for (int k = 0; dtype == ZT_F32 && k < v.n_params; k++) {
@@ -154,7 +163,8 @@ static int ztier_put(void *ctx, int layer, int backward)
     if (g->wide[layer][backward].buf)
         narrow(&g->wide[layer][backward], backward);
     zt_pass pass = backward ? ZT_BACKWARD : g->inference ? ZT_INFERENCE : ZT_FORWARD;
-    zt_status st = zt_release(g->rt, g->layer_ids[layer], pass);
+    zt_status st = g->stream ? zt_release_async(g->rt, g->layer_ids[layer], pass, g->stream)
+                             : zt_release(g->rt, g->layer_ids[layer], pass);
     return st == ZT_OK ? 0 : (int)(g->last = st);
 }
 

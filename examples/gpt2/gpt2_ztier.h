@@ -22,6 +22,9 @@ typedef struct gpt2_ztier {
     gpt2_widened (*wide)[2];                  /* per model layer and pass */
     zt_status last;                           /* status of the last failed call */
     int inference; /* forward fetches use ZT_INFERENCE (evaluation outside training) */
+    /* The model's stream (a cudaStream_t with the cuda backend): fetch and release are
+     * stream-ordered on it (zt_fetch_async / zt_release_async). NULL: the blocking calls. */
+    void *stream;
     char error[256]; /* why the source failed when ztier itself did not ("" otherwise) */
 } gpt2_ztier;
 

@@ -20,6 +20,7 @@
  * tokens/s, each tier's current/peak bytes and the bytes moved in the step; a summary at the
  * end. Ctrl-C stops at the next step boundary (a second one kills the program). */
 #include "dataloader.h"
+#include "gpt2_ops.h"
 #include "gpt2_ztier.h"
 
 #include <signal.h>
@@ -33,6 +34,7 @@ typedef struct options {
     const char *config, *data, *text, *ds_config, *nvme, *hbm, *checkpoint, *resume;
     const char *export_llmc, *export_st, *write_shard;
     const char *lr, *keep;
+    const char *device; /* "cpu", or "cuda": compute on the GPU, ztier's cuda backend */
     int vocab, batch, seq, steps, accum, save_every, eval_every;
     uint64_t seed;
 } options;
@@ -63,14 +65,15 @@ static int usage(void)
                     "(--data FILE.bin | --text FILE) [--batch B] [--seq T] [--steps N] [--accum K] "
                     "[--lr LR] [--seed S] [--ds-config FILE] [--nvme DIR] [--hbm SIZE] "
                     "[--eval-every N] [--checkpoint DIR [--save-every N] [--keep N]] "
-                    "[--resume DIR] [--export FILE] [--safetensors FILE]\n"
+                    "[--resume DIR] [--export FILE] [--safetensors FILE] [--device cpu|cuda]\n"
                     "       zt_gpt2 --text FILE --write-shard OUT.bin\n");
     return 2;
 }
 
 static int parse(int argc, char **argv, options *o)
 {
-    *o = (options){.config = "tiny", .batch = 4, .seq = 64, .steps = 20, .seed = 1337};
+    *o = (options){.config = "tiny", .batch = 4, .seq = 64, .steps = 20, .seed = 1337,
+                   .device = "cpu"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (v && !strcmp(a, "--vocab") && (!strcmp(v, "byte") || !strcmp(v, "gpt2"))) {
@@ -85,7 +88,8 @@ static int parse(int argc, char **argv, options *o)
                        : !strcmp(a, "--export") ? &o->export_llmc
                        : !strcmp(a, "--safetensors") ? &o->export_st
                        : !strcmp(a, "--lr") ? &o->lr : !strcmp(a, "--keep") ? &o->keep
-                       : !strcmp(a, "--write-shard") ? &o->write_shard : NULL;
+                       : !strcmp(a, "--write-shard") ? &o->write_shard
+                       : !strcmp(a, "--device") ? &o->device : NULL;
         int *n = !strcmp(a, "--vocab") ? &o->vocab : !strcmp(a, "--batch") ? &o->batch
                : !strcmp(a, "--seq") ? &o->seq : !strcmp(a, "--steps") ? &o->steps
                : !strcmp(a, "--accum") ? &o->accum : !strcmp(a, "--save-every") ? &o->save_every
@@ -99,6 +103,10 @@ static int parse(int argc, char **argv, options *o)
         else
             o->seed = strtoull(v, NULL, 10);
         i++;
+    }
+    if (strcmp(o->device, "cpu") != 0 && strcmp(o->device, "cuda") != 0) {
+        fprintf(stderr, "zt_gpt2: --device is cpu or cuda\n");
+        return usage();
     }
     if ((!o->data) == (!o->text) || o->batch < 1 || o->seq < 2 || o->steps < 0 || o->accum < 0 ||
         o->vocab < 0 || o->eval_every < 0 || (o->write_shard && !o->text)) {
@@ -225,6 +233,7 @@ typedef struct trainer {
     zt_runtime *rt;
     gpt2_ztier g;
     gpt2_model *model;
+    gpt2_ops ops; /* where the model computes (--device) */
     token_data data;
     int rank, world, rows;
     int *inputs, *targets;
@@ -266,6 +275,36 @@ static int load_data(trainer *t)
     return 0;
 }
 
+/* The CPU kernels, or on --device cuda the CUDA ones on a stream of ztier's cuda backend,
+ * which fetch and release then order against (TF32 matmuls). */
+static int open_ops(trainer *t)
+{
+    t->ops = gpt2_ops_cpu;
+    if (strcmp(t->o.device, "cuda") != 0)
+        return 0;
+#ifdef GPT2_HAVE_CUDA
+    char why[256] = "";
+    if (zt_stream_create(t->rt, &t->g.stream) != ZT_OK)
+        return fail(t, "zt_stream_create");
+    if (gpt2_ops_cuda_create(&t->ops, t->g.stream, 0, why, sizeof why) != 0)
+        return fprintf(stderr, "zt_gpt2: --device cuda: %s\n", why), 1;
+    return 0;
+#else
+    return fprintf(stderr, "zt_gpt2: --device cuda: this build has no CUDA (rebuild where the "
+                           "CUDA toolkit is installed)\n"), 1;
+#endif
+}
+
+static void close_ops(trainer *t)
+{
+#ifdef GPT2_HAVE_CUDA
+    if (t->ops.ctx)
+        gpt2_ops_cuda_destroy(&t->ops);
+#else
+    (void)t;
+#endif
+}
+
 static int setup(trainer *t)
 {
     if (load_data(t) != 0)
@@ -278,6 +317,8 @@ static int setup(trainer *t)
         return fail(t, "zt_runtime_create");
     if (apply_options(t->rt, &t->o) != ZT_OK)
         return fail(t, "the command line's settings");
+    if (!strcmp(t->o.device, "cuda") && zt_config_set(t->rt, "ztier.device_backend", "cuda") != ZT_OK)
+        return fail(t, "--device cuda");
     zt_optimizer_info oi = ZT_OPTIMIZER_INFO_INIT; /* --accum, or the config's */
     if (zt_optimizer_get(t->rt, &oi) != ZT_OK)
         return fail(t, "zt_optimizer_get");
@@ -293,7 +334,9 @@ static int setup(trainer *t)
         return fail(t, "zt_runtime_commit");
     if (t->o.resume && zt_checkpoint_load(t->rt, t->o.resume) != ZT_OK)
         return fail(t, "--resume");
-    t->model = gpt2_model_create(&t->c, t->rows, t->o.seq);
+    if (open_ops(t) != 0)
+        return 1;
+    t->model = gpt2_model_create_on(&t->c, t->rows, t->o.seq, &t->ops);
     t->inputs = malloc(sizeof(int) * (size_t)t->rows * (size_t)t->o.seq);
     t->targets = malloc(sizeof(int) * (size_t)t->rows * (size_t)t->o.seq);
     if (!t->model || !t->inputs || !t->targets)
@@ -338,6 +381,9 @@ static int train_step(trainer *t, int64_t step, int show_progress, timing *tm, f
         double b = now_s();
         if (gpt2_backward(t->model, &src, show_progress ? progress : NULL) != 0)
             return fail_pass(t, "backward");
+        if (gpt2_model_status(t->model) != 0)
+            return fprintf(stderr, "zt_gpt2: a GPU kernel or copy failed (CUDA error %d)\n",
+                           gpt2_model_status(t->model)), 1;
         tm->forward += b - a, tm->backward += now_s() - b, sum += l;
     }
     double c = now_s();
@@ -455,6 +501,7 @@ int main(int argc, char **argv)
     if (rc == 0)
         rc = finish(&t);
     gpt2_model_destroy(t.model);
+    close_ops(&t);
     gpt2_ztier_free(&t.g);
     zt_runtime_destroy(t.rt);
     tokens_free(&t.data);

@@ -1,0 +1,57 @@
+/* Where the GPT-2 model computes: its memory and kernels as a table, so the model code
+ * (gpt2_model.c) is the same on the CPU (gpt2_ops_cpu: malloc, the OpenBLAS kernels) and on
+ * a GPU (gpt2_ops_cuda.c: device memory, the CUDA kernels of gpt2_rows.h and cuBLAS, all
+ * queued on one stream). Pointers handed to the kernels are in the ops' memory. */
+#ifndef ZT_GPT2_OPS_H
+#define ZT_GPT2_OPS_H
+
+#include <stddef.h>
+
+typedef struct gpt2_ops {
+    void *ctx;
+    void *(*alloc)(void *ctx, size_t bytes); /* NULL when out of memory */
+    void (*free)(void *ctx, void *p);
+    void (*upload)(void *ctx, void *dst, const void *host, size_t bytes);
+    void (*copy)(void *ctx, void *dst, const void *src, size_t bytes);
+    void (*zero)(void *ctx, void *p, size_t bytes);
+    /* the kernels of gpt2_kernels.h */
+    void (*encoder_forward)(void *ctx, float *out, const int *tokens, const float *wte,
+                            const float *wpe, int B, int T, int C);
+    void (*encoder_backward)(void *ctx, float *dwte, float *dwpe, const float *dout,
+                             const int *tokens, int B, int T, int C);
+    void (*layernorm_forward)(void *ctx, float *out, float *mean, float *rstd, const float *inp,
+                              const float *w, const float *b, int N, int C);
+    void (*layernorm_backward)(void *ctx, float *dinp, float *dw, float *db, const float *dout,
+                               const float *inp, const float *w, const float *mean,
+                               const float *rstd, int N, int C);
+    void (*matmul_forward)(void *ctx, float *out, const float *inp, const float *w,
+                           const float *bias, int N, int C, int OC);
+    void (*matmul_backward)(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
+                            const float *inp, const float *w, int N, int C, int OC);
+    void (*attention_forward)(void *ctx, float *out, float *att, const float *qkv, int B, int T,
+                              int C, int NH);
+    void (*attention_backward)(void *ctx, float *dqkv, const float *dout, const float *qkv,
+                               const float *att, int B, int T, int C, int NH);
+    void (*gelu_forward)(void *ctx, float *out, const float *inp, int n);
+    void (*gelu_backward)(void *ctx, float *dinp, const float *inp, const float *dout, int n);
+    void (*residual_forward)(void *ctx, float *out, const float *a, const float *b, int n);
+    /* returns the mean loss on the host (a GPU waits for it) */
+    float (*crossentropy_forward)(void *ctx, float *probs, const float *logits,
+                                  const int *targets, int N, int V);
+    void (*crossentropy_backward)(void *ctx, float *dlogits, const float *probs,
+                                  const int *targets, int N, int V);
+    /* 0, or the first error any call met since the ops were made (a GPU's launch or
+     * allocation failure); the model reports it */
+    int (*status)(void *ctx);
+} gpt2_ops;
+
+/* The CPU: host memory and the kernels of gpt2_kernels.c. */
+extern const gpt2_ops gpt2_ops_cpu;
+
+/* The GPU (built with CUDA): fills *out for work queued on `stream` (a cudaStream_t, e.g.
+ * from zt_stream_create with the cuda backend). cuBLAS in fp32 with TF32 off when fp32_exact
+ * (checks), else TF32 tensor cores. 0, or -1 with a message in why. */
+int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int fp32_exact, char *why, size_t len);
+void gpt2_ops_cuda_destroy(gpt2_ops *ops);
+
+#endif

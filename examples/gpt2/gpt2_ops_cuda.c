@@ -1,0 +1,259 @@
+/* gpt2_ops on a GPU: device memory, the CUDA kernels of gpt2_kernels.cu and cuBLAS for the
+ * matmuls, everything queued on one stream. Nothing here waits for the GPU except the loss
+ * (crossentropy_forward copies the per-row losses back). The first error of any call is
+ * kept for gpt2_model_status. Compiled with CUDA; not run on this project's CPU-only
+ * machines (tests/gpt2/test_gpt2_cuda_train.c compares it with the CPU on a GPU). */
+#include "gpt2_cuda.h"
+#include "gpt2_ops.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct cuda_ctx {
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    double *losses; /* device: one per row of the last crossentropy_forward */
+    double *host_losses;
+    int cap;
+    float *ones; /* device: ones_n 1.0f, for the bias as a rank-1 GEMM and its gradient */
+    int ones_n;
+    int error; /* the first cudaError_t / cublasStatus_t met, 0 when none */
+} cuda_ctx;
+
+static void keep(cuda_ctx *c, int err)
+{
+    if (err && !c->error)
+        c->error = err;
+}
+
+static void *g_alloc(void *ctx, size_t bytes)
+{
+    void *p = NULL;
+    int r = (int)cudaMalloc(&p, bytes ? bytes : 1);
+    keep(ctx, r);
+    return r ? NULL : p;
+}
+
+static void g_free(void *ctx, void *p)
+{
+    cuda_ctx *c = ctx;
+    cudaStreamSynchronize(c->stream); /* queued kernels may still use it */
+    cudaFree(p);
+}
+
+static void g_upload(void *ctx, void *dst, const void *host, size_t bytes)
+{
+    cuda_ctx *c = ctx;
+    /* pageable source: the copy completes before the call returns, so host may change */
+    keep(c, (int)cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, c->stream));
+}
+
+static void g_copy(void *ctx, void *dst, const void *src, size_t bytes)
+{
+    cuda_ctx *c = ctx;
+    keep(c, (int)cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
+}
+
+static void g_zero(void *ctx, void *p, size_t bytes)
+{
+    cuda_ctx *c = ctx;
+    keep(c, (int)cudaMemsetAsync(p, 0, bytes, c->stream));
+}
+
+static int g_status(void *ctx) { return ((cuda_ctx *)ctx)->error; }
+
+#define S(ctx) ((void *)((cuda_ctx *)(ctx))->stream)
+
+static void enc_f(void *ctx, float *out, const int *tok, const float *wte, const float *wpe,
+                  int B, int T, int C)
+{
+    keep(ctx, gpt2_cuda_encoder_forward(out, tok, wte, wpe, B, T, C, S(ctx)));
+}
+static void enc_b(void *ctx, float *dwte, float *dwpe, const float *dout, const int *tok, int B,
+                  int T, int C)
+{
+    keep(ctx, gpt2_cuda_encoder_backward(dwte, dwpe, dout, tok, B, T, C, S(ctx)));
+}
+static void ln_f(void *ctx, float *out, float *mean, float *rstd, const float *inp,
+                 const float *w, const float *b, int N, int C)
+{
+    keep(ctx, gpt2_cuda_layernorm_forward(out, mean, rstd, inp, w, b, N, C, S(ctx)));
+}
+static void ln_b(void *ctx, float *dinp, float *dw, float *db, const float *dout,
+                 const float *inp, const float *w, const float *mean, const float *rstd, int N,
+                 int C)
+{
+    keep(ctx, gpt2_cuda_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, S(ctx)));
+}
+
+/* A device vector of at least n ones (grown once, the host waits then only). */
+static const float *ones(cuda_ctx *c, int n)
+{
+    if (n <= c->ones_n)
+        return c->ones;
+    float *h = malloc(sizeof(float) * (size_t)n);
+    if (!h) {
+        keep(c, (int)cudaErrorMemoryAllocation);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++)
+        h[i] = 1.0f;
+    cudaStreamSynchronize(c->stream);
+    cudaFree(c->ones);
+    c->ones = NULL, c->ones_n = 0;
+    int r = (int)cudaMalloc((void **)&c->ones, sizeof(float) * (size_t)n);
+    if (!r)
+        r = (int)cudaMemcpy(c->ones, h, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice);
+    free(h);
+    keep(c, r);
+    c->ones_n = r ? 0 : n;
+    return r ? NULL : c->ones;
+}
+
+/* Row-major out[N,OC] = inp[N,C] @ w[OC,C]^T (+ bias): column-major out^T = w inp^T. The
+ * bias goes down first as the rank-1 product bias 1^T, then the GEMM adds with beta 1. */
+static void mm_f(void *ctx, float *out, const float *inp, const float *w, const float *bias,
+                 int N, int C, int OC)
+{
+    cuda_ctx *c = ctx;
+    const float one = 1, zero = 0;
+    const float *e = bias ? ones(c, N) : NULL;
+    if (bias && e)
+        keep(c, (int)cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, OC, N, 1, &one, bias, OC, e,
+                                 1, &zero, out, OC));
+    keep(c, (int)cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one, w, C, inp, C,
+                             bias ? &one : &zero, out, OC));
+}
+
+/* dinp[N,C] += dout @ w; dw[OC,C] += dout^T @ inp; dbias[OC] += the column sums of dout
+ * (as a GEMV with a vector of ones). */
+static void mm_b(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
+                 const float *inp, const float *w, int N, int C, int OC)
+{
+    cuda_ctx *c = ctx;
+    const float one = 1;
+    keep(c, (int)cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, w, C, dout, OC,
+                             &one, dinp, C));
+    keep(c, (int)cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C, dout, OC,
+                             &one, dw, C));
+    const float *e = dbias ? ones(c, N) : NULL;
+    if (dbias && e)
+        keep(c, (int)cublasSgemv(c->blas, CUBLAS_OP_N, OC, N, &one, dout, OC, e, 1, &one, dbias,
+                                 1));
+}
+
+static void att_f(void *ctx, float *out, float *att, const float *qkv, int B, int T, int C,
+                  int NH)
+{
+    keep(ctx, gpt2_cuda_attention_forward(out, att, qkv, B, T, C, NH, S(ctx)));
+}
+static void att_b(void *ctx, float *dqkv, const float *dout, const float *qkv, const float *att,
+                  int B, int T, int C, int NH)
+{
+    keep(ctx, gpt2_cuda_attention_backward(dqkv, dout, qkv, att, B, T, C, NH, S(ctx)));
+}
+static void gelu_f(void *ctx, float *out, const float *inp, int n)
+{
+    keep(ctx, gpt2_cuda_gelu_forward(out, inp, n, S(ctx)));
+}
+static void gelu_b(void *ctx, float *dinp, const float *inp, const float *dout, int n)
+{
+    keep(ctx, gpt2_cuda_gelu_backward(dinp, inp, dout, n, S(ctx)));
+}
+static void res_f(void *ctx, float *out, const float *a, const float *b, int n)
+{
+    keep(ctx, gpt2_cuda_residual_forward(out, a, b, n, S(ctx)));
+}
+
+static float xent_f(void *ctx, float *probs, const float *logits, const int *targets, int N,
+                    int V)
+{
+    cuda_ctx *c = ctx;
+    if (N > c->cap) {
+        cudaFree(c->losses);
+        free(c->host_losses);
+        c->losses = NULL;
+        c->host_losses = malloc(sizeof(double) * (size_t)N);
+        keep(c, (int)cudaMalloc((void **)&c->losses, sizeof(double) * (size_t)N));
+        c->cap = c->losses && c->host_losses ? N : 0;
+        if (!c->cap)
+            return NAN;
+    }
+    keep(c, gpt2_cuda_crossentropy_forward(probs, c->losses, logits, targets, N, V, c->stream));
+    keep(c, (int)cudaMemcpyAsync(c->host_losses, c->losses, sizeof(double) * (size_t)N,
+                                 cudaMemcpyDeviceToHost, c->stream));
+    keep(c, (int)cudaStreamSynchronize(c->stream));
+    double loss = 0;
+    for (int n = 0; n < N; n++) /* in row order, as the CPU kernel adds them */
+        loss += c->host_losses[n];
+    return (float)(loss / N);
+}
+
+static void xent_b(void *ctx, float *dlogits, const float *probs, const int *targets, int N,
+                   int V)
+{
+    keep(ctx, gpt2_cuda_crossentropy_backward(dlogits, probs, targets, N, V, S(ctx)));
+}
+
+int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int fp32_exact, char *why, size_t len)
+{
+    cuda_ctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(why, len, "out of host memory");
+        return -1;
+    }
+    c->stream = (cudaStream_t)stream;
+    cublasStatus_t s = cublasCreate(&c->blas);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasSetStream(c->blas, c->stream);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasSetMathMode(c->blas, fp32_exact ? CUBLAS_DEFAULT_MATH
+                                                  : CUBLAS_TF32_TENSOR_OP_MATH);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        snprintf(why, len, "cuBLAS: status %d (is a GPU usable?)", (int)s);
+        if (c->blas)
+            cublasDestroy(c->blas);
+        free(c);
+        return -1;
+    }
+    *out = (gpt2_ops){
+        .ctx = c,
+        .alloc = g_alloc,
+        .free = g_free,
+        .upload = g_upload,
+        .copy = g_copy,
+        .zero = g_zero,
+        .encoder_forward = enc_f,
+        .encoder_backward = enc_b,
+        .layernorm_forward = ln_f,
+        .layernorm_backward = ln_b,
+        .matmul_forward = mm_f,
+        .matmul_backward = mm_b,
+        .attention_forward = att_f,
+        .attention_backward = att_b,
+        .gelu_forward = gelu_f,
+        .gelu_backward = gelu_b,
+        .residual_forward = res_f,
+        .crossentropy_forward = xent_f,
+        .crossentropy_backward = xent_b,
+        .status = g_status,
+    };
+    return 0;
+}
+
+void gpt2_ops_cuda_destroy(gpt2_ops *ops)
+{
+    cuda_ctx *c = ops->ctx;
+    if (!c)
+        return;
+    cudaStreamSynchronize(c->stream);
+    cudaFree(c->losses);
+    cudaFree(c->ones);
+    free(c->host_losses);
+    cublasDestroy(c->blas);
+    free(c);
+    ops->ctx = NULL;
+}
