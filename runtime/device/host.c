@@ -66,7 +66,8 @@ typedef struct alloc_header {
 
 /* Freed allocations are kept for reuse, as the cuda backend's stream-ordered pool keeps
  * its blocks: a layer gathered again gets warm memory instead of fresh pages to fault in.
- * The cache holds at most the budget's bytes; an allocation takes a block of its exact size. */
+ * Cached and allocated bytes together stay within the budget (as a GPU's pool stays within
+ * its memory); an allocation takes a block of its exact size. */
 typedef struct cached_block {
     alloc_header *h;
     struct cached_block *next;
@@ -266,9 +267,13 @@ static alloc_header *cache_take(host_device *d, size_t bytes)
     return h;
 }
 
-/* Keeps h for reuse, trimming the oldest blocks beyond the budget's bytes. */
+/* Keeps h for reuse, trimming the oldest blocks that would not fit beside what is in use. */
 static void cache_put(host_device *d, alloc_header *h)
 {
+    pthread_mutex_lock(&d->base.budget_lock);
+    uint64_t in_use = d->base.bytes_in_use;
+    pthread_mutex_unlock(&d->base.budget_lock);
+    uint64_t room = d->base.capacity > in_use ? d->base.capacity - in_use : 0;
     cached_block *b = malloc(sizeof *b);
     if (!b) {
         free(h);
@@ -280,8 +285,8 @@ static void cache_put(host_device *d, alloc_header *h)
     d->cached_bytes += h->bytes;
     cached_block **p = &d->cache;
     uint64_t kept = 0;
-    while (*p) { /* keep the newest blocks up to the capacity */
-        if (kept + (*p)->h->bytes > d->base.capacity) {
+    while (*p) { /* keep the newest blocks that fit */
+        if (kept + (*p)->h->bytes > room) {
             cached_block *old = *p;
             *p = old->next;
             d->cached_bytes -= old->h->bytes;

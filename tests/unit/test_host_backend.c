@@ -39,6 +39,30 @@ static void test_alloc_respects_budget(void **state)
     dev->iface->destroy(dev);
 }
 
+/* Freed blocks are reused by allocations of their size (warm memory, as a GPU pool's), never
+ * counted in the budget, and the host functions and the device-optimizer kernels run in
+ * stream order. */
+static void test_freed_blocks_are_reused(void **state)
+{
+    (void)state;
+    zt_device *dev = make_device(4096);
+    zt_error err = {0};
+    void *a = NULL, *b = NULL, *c = NULL;
+    assert_int_equal(dev->iface->alloc(dev, 1024, &a, &err), ZT_OK);
+    dev->iface->free(dev, a);
+    assert_int_equal(dev->bytes_in_use, 0);
+    assert_int_equal(dev->iface->alloc(dev, 512, &c, &err), ZT_OK); /* another size: fresh */
+    assert_int_equal(dev->iface->alloc(dev, 1024, &b, &err), ZT_OK);
+    assert_ptr_equal(a, b); /* the cached block */
+    assert_ptr_not_equal(c, a);
+    assert_int_equal(dev->bytes_in_use, 1536);
+    /* the whole budget is still allocatable: cached blocks do not hold it */
+    dev->iface->free(dev, b), dev->iface->free(dev, c);
+    assert_int_equal(dev->iface->alloc(dev, 4096, &a, &err), ZT_OK);
+    dev->iface->free(dev, a);
+    dev->iface->destroy(dev);
+}
+
 static void test_copies_run_in_order(void **state)
 {
     (void)state;
@@ -146,6 +170,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alloc_respects_budget),
+        cmocka_unit_test(test_freed_blocks_are_reused),
         cmocka_unit_test(test_copies_run_in_order),
         cmocka_unit_test(test_event_orders_two_streams),
         cmocka_unit_test(test_cast_and_scale_kernels),
