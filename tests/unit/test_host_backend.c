@@ -39,9 +39,8 @@ static void test_alloc_respects_budget(void **state)
     dev->iface->destroy(dev);
 }
 
-/* Freed blocks are reused by allocations of their size (warm memory, as a GPU pool's), never
- * counted in the budget, and the host functions and the device-optimizer kernels run in
- * stream order. */
+/* Freed blocks are reused by allocations of their size (warm memory, as a GPU pool's) and
+ * never keep the budget from being allocated whole. */
 static void test_freed_blocks_are_reused(void **state)
 {
     (void)state;
