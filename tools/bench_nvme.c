@@ -54,14 +54,17 @@ static int parse(int argc, char **argv, nvme_opts *o)
     return 0;
 }
 
-/* One fio job; returns GB/s or a negative number when fio failed. */
+/* One fio job with ztier's settings: io_uring, O_DIRECT, the same block size and queue depth,
+ * a file written in place (ztier's swap files are preallocated: --overwrite) and registered
+ * buffers and file (as ztier registers its buffers: --fixedbufs --registerfiles). Returns
+ * GB/s or a negative number when fio failed. */
 static double run_fio(const nvme_opts *o, const char *rw)
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "fio --name=ztier-bench --filename='%s/ztier-bench-fio.dat' --ioengine=io_uring "
              "--direct=1 --rw=%s --bs=%llu --iodepth=%d --size=%llu --numjobs=1 "
-             "--output-format=json 2>/dev/null",
+             "--overwrite=1 --fixedbufs --registerfiles --output-format=json 2>/dev/null",
              o->path, rw, (unsigned long long)o->block, o->qd, (unsigned long long)o->size);
     FILE *p = popen(cmd, "r");
     if (!p)
