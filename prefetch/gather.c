@@ -124,7 +124,7 @@ static zt_status issue_allgather(zt_gather *g, zt_gather_env *env, zt_error *err
         st = zt_hpz_gather(t, g->secondary, g->buf, part, &g->req, err);
     } else if (st == ZT_OK && env->qwz && t->size > 1) {
         st = zt_qwz_start(&g->qwz, t, rank_slot(g, env), env->dtype, g->shard_numel,
-                          env->quant_block, &g->req, err);
+                          env->quant_block, env->stream, &g->req, err);
     } else if (st == ZT_OK) {
         zt_topology_count(t, (uint64_t)g->shard_numel * dsize(env));
         st = t->world->iface->allgather(t->world, rank_slot(g, env), g->buf,
@@ -161,7 +161,8 @@ static zt_status finish_allgather(zt_gather *g, zt_gather_env *env, zt_error *er
     zt_comm *c = gather_comm(g, env);
     zt_status st = c->iface->wait(c, &g->req, err);
     if (st == ZT_OK && g->qwz.recv)
-        zt_qwz_finish(&g->qwz, env->topo, g->buf, env->dtype, g->shard_numel, env->quant_block);
+        st = zt_qwz_finish(&g->qwz, env->topo, g->buf, env->dtype, g->shard_numel,
+                           env->quant_block, env->stream, err);
     if (st == ZT_OK && g->from_secondary)
         zt_gather_release_secondary(g, env); /* used once: by the backward pass */
     else if (st == ZT_OK)

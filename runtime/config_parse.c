@@ -772,20 +772,8 @@ static zt_status check_backends(const zt_config *cfg, zt_error *err)
                       "ztier.device_optimizer = \"on\" runs Adam on optimizer state in device "
                       "memory: set zero_optimization.offload_optimizer.device to \"none\", or "
                       "ztier.device_optimizer to \"auto\"");
-    if (zt_config_device_optimizer(cfg) && cfg->zero_quantized_gradients)
-        return ZT_ERR(err, ZT_ERR_CONFIG,
-                      "zero_optimization.zero_quantized_gradients sums gradients on the host; "
-                      "with the optimizer on the device (offload_optimizer.device \"none\", "
-                      "ztier.device_optimizer) turn it off, or set ztier.device_optimizer "
-                      "\"off\"");
     if (strcmp(cfg->device_backend, "cuda") != 0)
         return ZT_OK;
-    if (cfg->zero_quantized_weights || cfg->zero_quantized_gradients ||
-        cfg->zero_hpz_partition_size > 1)
-        return ZT_ERR(err, ZT_ERR_CONFIG,
-                      "zero_optimization.zero_quantized_weights/zero_quantized_gradients/"
-                      "zero_hpz_partition_size run on host memory only in this build (no CUDA "
-                      "quantization path yet); turn them off with ztier.device_backend \"cuda\"");
     if (strcmp(cfg->comm_backend, "mpi") == 0)
         return ZT_ERR(err, ZT_ERR_CONFIG,
                       "ztier.comm_backend = \"mpi\" works on host memory; with "

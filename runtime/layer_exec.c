@@ -183,6 +183,39 @@ static zt_status reduce_in_place(zt_runtime *rt, zt_layer *L, void *buf, zt_dtyp
     return ZT_OK;
 }
 
+/* qgZ: the int4 reduction of fp32 gradients in device memory; its sum goes straight into a
+ * device accumulator (the optimizer on the device), else through a device buffer and the
+ * host staging buffer into the host accumulator, as an unquantized reduction's does. */
+static zt_status qgz_reduce(zt_runtime *rt, zt_layer *L, const float *grads)
+{
+    int block = rt->cfg.quant_block_size;
+    zt_status st;
+    if (rt->dev_opt) {
+        st = zt_qgz_reduce(&rt->topo, grads, L->shard_numel, block, L->grad_acc, L->name,
+                           rt->stream, &rt->err);
+        L->accum_count += st == ZT_OK;
+        return st;
+    }
+    size_t bytes = (size_t)L->shard_numel * sizeof(float);
+    void *sum = NULL;
+    st = zt_prefetcher_alloc(rt->prefetch, bytes, &sum, &rt->err);
+    if (st == ZT_OK)
+        st = rt->dev->iface->memset_async(rt->dev, sum, 0, bytes, rt->stream, &rt->err);
+    if (st == ZT_OK)
+        st = zt_qgz_reduce(&rt->topo, grads, L->shard_numel, block, sum, L->name, rt->stream,
+                           &rt->err);
+    if (st == ZT_OK)
+        st = zt_device_copy_sync(rt->dev, rt->staging, sum, bytes, ZT_COPY_D2H, rt->stream,
+                                 &rt->err);
+    zt_device_tier_free(&rt->dtier, sum);
+    if (st != ZT_OK)
+        return st;
+    rt->stats.d2h_bytes += bytes;
+    accumulate_shard(rt, L, rt->staging, ZT_F32);
+    L->accum_count++;
+    return ZT_OK;
+}
+
 /* Sums the layer's gradients over ranks into this rank's fp32 accumulator. What can fail
  * before the collective (widening, qgZ's buffers) is agreed on first, so a rank that fails
  * there stops every rank at once instead of leaving them in the collective. */
@@ -199,11 +232,8 @@ static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
     }
     if (widen || qgz) /* the same on every rank: the configuration decides */
         st = zt_comm_agree(rt->comm, st, "the gradient reduction", &rt->err);
-    if (st == ZT_OK && qgz) { /* host memory: the host device backend */
-        st = zt_qgz_reduce(&rt->topo, buf, L->shard_numel, rt->cfg.quant_block_size,
-                           L->grad_acc, L->name, &rt->err);
-        L->accum_count += st == ZT_OK;
-        L->norm_valid = 0; /* summed into the accumulator by the quantized path */
+    if (st == ZT_OK && qgz) {
+        st = qgz_reduce(rt, L, buf);
     } else if (st == ZT_OK) {
         st = reduce_in_place(rt, L, buf, dt);
     }

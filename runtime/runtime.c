@@ -221,7 +221,7 @@ zt_status zt_rt_open(zt_runtime *rt)
                           &rt->err);
     if (st != ZT_OK)
         return st;
-    rt->topo.pool = rt->pool; /* ZeRO++ quantizes on the optimizer's threads */
+    rt->topo.dev = rt->dev; /* ZeRO++'s buffers and kernels */
     ZT_LOGI("runtime", "device backend %s, dtype %s", rt->dev_iface->name,
             rt->dtype == ZT_F32 ? "fp32" : rt->dtype == ZT_BF16 ? "bf16" : "fp16");
     return ZT_OK;

@@ -2,6 +2,7 @@
 #include "runtime/comm/quant.h"
 #include "core/cpu.h"
 #include "core/convert.h"
+#include "core/quant_elem.h"
 
 #include <math.h>
 
@@ -36,12 +37,10 @@ void zt_quant8_scalar(const void *x, zt_dtype dt, int64_t n, int block, int8_t *
 {
     for (int64_t b = 0; b * block < n; b++) {
         int64_t lo = b * block, hi = lo + block < n ? lo + block : n;
-        float s = block_scale(x, dt, lo, hi, 127.0f), inv = s > 0 ? 1.0f / s : 0.0f;
+        float s = block_scale(x, dt, lo, hi, 127.0f), inv = zt_quant_inv(s);
         scales[b] = s;
-        for (int64_t i = lo; i < hi; i++) {
-            float v = nearbyintf(load(x, dt, i) * inv);
-            q[i] = (int8_t)(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v);
-        }
+        for (int64_t i = lo; i < hi; i++)
+            q[i] = zt_quant8_value(load(x, dt, i), inv);
     }
 }
 
@@ -78,24 +77,18 @@ void zt_quant4_scalar(const float *x, int64_t n, int block, uint8_t *q, float *s
         q[i] = 0;
     for (int64_t b = 0; b * block < n; b++) {
         int64_t lo = b * block, hi = lo + block < n ? lo + block : n;
-        float s = block_scale(x, ZT_F32, lo, hi, 7.0f), inv = s > 0 ? 1.0f / s : 0.0f;
+        float s = block_scale(x, ZT_F32, lo, hi, 7.0f), inv = zt_quant_inv(s);
         scales[b] = s;
-        for (int64_t i = lo; i < hi; i++) {
-            int v = (int)nearbyintf(x[i] * inv);
-            v = v > 7 ? 7 : v < -7 ? -7 : v;
-            q[i / 2] |= (uint8_t)((v & 0xf) << (4 * (i & 1)));
-        }
+        for (int64_t i = lo; i < hi; i++)
+            q[i / 2] |= (uint8_t)(zt_quant4_code(x[i], inv) << (4 * (i & 1)));
     }
 }
 
 void zt_dequant4_add_scalar(const uint8_t *q, const float *scales, int64_t n, int block,
                             float *acc)
 {
-    for (int64_t i = 0; i < n; i++) {
-        int v = (q[i / 2] >> (4 * (i & 1))) & 0xf;
-        v = v >= 8 ? v - 16 : v; /* sign-extend the nibble */
-        acc[i] += (float)v * scales[i / block];
-    }
+    for (int64_t i = 0; i < n; i++)
+        acc[i] += (float)zt_quant4_value(q[i / 2], i) * scales[i / block];
 }
 
 int zt_quant_variant_supported(zt_quant_variant v)

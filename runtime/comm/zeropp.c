@@ -58,6 +58,24 @@ void zt_topology_count(zt_topology *t, uint64_t bytes_per_peer)
     t->bytes_inter += bytes_per_peer * (uint64_t)(t->size - t->node_size);
 }
 
+/* ---- device memory and kernels ---- */
+
+static zt_status dalloc(const zt_topology *t, size_t bytes, void **p, zt_error *err)
+{
+    return t->dev->iface->alloc(t->dev, bytes ? bytes : 1, p, err);
+}
+
+static void dfree(zt_device *dev, void *p)
+{
+    if (p)
+        dev->iface->free(dev, p);
+}
+
+static zt_status dsync(const zt_topology *t, zt_stream *s, zt_error *err)
+{
+    return t->dev->iface->stream_synchronize(t->dev, s, err);
+}
+
 /* ---- qwZ ---- */
 
 static size_t values_bytes(int64_t n, int bits)
@@ -73,52 +91,72 @@ static size_t packed_bytes(int64_t n, int block, int bits)
 }
 
 zt_status zt_qwz_start(zt_qwz *q, zt_topology *t, const void *own, zt_dtype dtype, int64_t n,
-                       int block, zt_comm_req *req, zt_error *err)
+                       int block, zt_stream *s, zt_comm_req *req, zt_error *err)
 {
     size_t pb = packed_bytes(n, block, 8);
-    q->send = calloc(1, pb); /* padding bytes are sent too */
-    q->recv = malloc(pb * (size_t)t->size);
-    if (!q->send || !q->recv)
-        return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory quantizing %lld elements for qwZ",
-                      (long long)n);
+    const zt_device_iface *d = t->dev->iface;
+    q->dev = t->dev;
+    zt_status st = dalloc(t, pb, &q->send, err);
+    if (st == ZT_OK)
+        st = dalloc(t, pb * (size_t)t->size, &q->recv, err);
     char *p = q->send;
-    zt_quant8_parallel(t->pool, zt_quant_variant_best(), own, dtype, n, block, (int8_t *)p,
-                       (float *)(p + values_bytes(n, 8)));
+    if (st == ZT_OK) /* padding bytes are sent too */
+        st = d->memset_async(t->dev, p, 0, pb, s, err);
+    if (st == ZT_OK)
+        st = d->quant8_async(t->dev, own, dtype, (size_t)n, block, (int8_t *)p,
+                             (float *)(p + values_bytes(n, 8)), s, err);
+    if (st == ZT_OK) /* the collective is driven by the host */
+        st = dsync(t, s, err);
+    if (st != ZT_OK) {
+        zt_error_prefix(err, "qwZ quantization of %lld elements: ", (long long)n);
+        return st;
+    }
     zt_topology_count(t, pb);
     return t->world->iface->allgather(t->world, q->send, q->recv, pb, ZT_COMM_U8, req, err);
 }
 
-void zt_qwz_finish(zt_qwz *q, const zt_topology *t, void *full, zt_dtype dtype, int64_t n,
-                   int block)
+zt_status zt_qwz_finish(zt_qwz *q, const zt_topology *t, void *full, zt_dtype dtype, int64_t n,
+                        int block, zt_stream *s, zt_error *err)
 {
     size_t pb = packed_bytes(n, block, 8), vb = values_bytes(n, 8);
-    for (int r = 0; r < t->size; r++) {
+    zt_status st = ZT_OK;
+    for (int r = 0; st == ZT_OK && r < t->size; r++) {
         const char *p = (const char *)q->recv + pb * (size_t)r;
-        zt_dequant8_parallel(t->pool, zt_quant_variant_best(), (const int8_t *)p,
-                             (const float *)(p + vb), n, block,
-                             (char *)full + (size_t)r * (size_t)n * zt_dtype_size(dtype), dtype);
+        st = t->dev->iface->dequant8_async(
+            t->dev, (const int8_t *)p, (const float *)(p + vb), (size_t)n, block,
+            (char *)full + (size_t)r * (size_t)n * zt_dtype_size(dtype), dtype, s, err);
     }
+    if (st == ZT_OK)
+        st = dsync(t, s, err);
     zt_qwz_free(q);
+    return st;
 }
 
 void zt_qwz_free(zt_qwz *q)
 {
-    free(q->send);
-    free(q->recv);
+    if (q->dev) {
+        dfree(q->dev, q->send);
+        dfree(q->dev, q->recv);
+    }
     q->send = q->recv = NULL;
 }
 
 /* ---- qgZ ---- */
 
-/* Quantizes n fp32 values into a packed int4 block list at p. */
-static void pack4(const float *x, int64_t n, int block, char *p)
+/* Quantizes n fp32 values into a packed int4 block list at p (queued on s). */
+static zt_status pack4(const zt_topology *t, const float *x, int64_t n, int block, char *p,
+                       zt_stream *s, zt_error *err)
 {
-    zt_quant4(x, n, block, (uint8_t *)p, (float *)(p + values_bytes(n, 4)));
+    return t->dev->iface->quant4_async(t->dev, x, (size_t)n, block, (uint8_t *)p,
+                                       (float *)(p + values_bytes(n, 4)), s, err);
 }
 
-static void unpack4_add(const char *p, int64_t n, int block, float *acc)
+static zt_status unpack4_add(const zt_topology *t, const char *p, int64_t n, int block,
+                             float *acc, zt_stream *s, zt_error *err)
 {
-    zt_dequant4_add((const uint8_t *)p, (const float *)(p + values_bytes(n, 4)), n, block, acc);
+    return t->dev->iface->dequant4_add_async(t->dev, (const uint8_t *)p,
+                                             (const float *)(p + values_bytes(n, 4)), (size_t)n,
+                                             block, acc, s, err);
 }
 
 static zt_status alltoall_sync(zt_comm *c, const void *send, void *recv, size_t bytes,
@@ -131,21 +169,29 @@ static zt_status alltoall_sync(zt_comm *c, const void *send, void *recv, size_t 
 
 /* One level: every rank sends every owner its piece. Any world size and node layout. */
 static zt_status qgz_flat(zt_topology *t, const float *grads, int64_t shard, int block,
-                          float *acc, const char *name, zt_error *err)
+                          float *acc, zt_stream *s, zt_error *err)
 {
     size_t pb = packed_bytes(shard, block, 4);
-    char *send = calloc(pb, (size_t)t->size), *recv = malloc(pb * (size_t)t->size);
-    zt_status st = send && recv ? ZT_OK
-                                : ZT_ERR(err, ZT_ERR_NOMEM, "out of memory for qgZ of '%s'", name);
+    char *send = NULL, *recv = NULL;
+    zt_status st = dalloc(t, pb * (size_t)t->size, (void **)&send, err);
+    if (st == ZT_OK)
+        st = dalloc(t, pb * (size_t)t->size, (void **)&recv, err);
+    if (st == ZT_OK)
+        st = t->dev->iface->memset_async(t->dev, send, 0, pb * (size_t)t->size, s, err);
     for (int r = 0; st == ZT_OK && r < t->size; r++)
-        pack4(grads + (size_t)r * (size_t)shard, shard, block, send + pb * (size_t)r);
+        st = pack4(t, grads + (size_t)r * (size_t)shard, shard, block, send + pb * (size_t)r, s,
+                   err);
+    if (st == ZT_OK)
+        st = dsync(t, s, err);
     if (st == ZT_OK) {
         zt_topology_count(t, pb);
         st = alltoall_sync(t->world, send, recv, pb, err);
     }
     for (int q = 0; st == ZT_OK && q < t->size; q++) /* sum in fp32 */
-        unpack4_add(recv + pb * (size_t)q, shard, block, acc);
-    free(send), free(recv);
+        st = unpack4_add(t, recv + pb * (size_t)q, shard, block, acc, s, err);
+    if (st == ZT_OK)
+        st = dsync(t, s, err);
+    dfree(t->dev, send), dfree(t->dev, recv);
     return st;
 }
 
@@ -155,45 +201,68 @@ static zt_status qgz_flat(zt_topology *t, const float *grads, int64_t shard, int
  * all-to-all among the ranks with local index j, fp32 sum). Inter-node traffic is 1/L of
  * the one-level exchange. */
 static zt_status qgz_hierarchical(zt_topology *t, const float *grads, int64_t shard, int block,
-                                  float *acc, const char *name, zt_error *err)
+                                  float *acc, zt_stream *s, zt_error *err)
 {
+    const zt_device_iface *d = t->dev->iface;
     int Ln = t->node_size, N = t->size / Ln;
     size_t p1 = packed_bytes((int64_t)N * shard, block, 4), p2 = packed_bytes(shard, block, 4);
     size_t nshard = (size_t)N * (size_t)shard;
-    char *send = calloc(p1, (size_t)Ln), *recv = malloc(p1 * (size_t)Ln);
-    float *group = malloc(nshard * sizeof(float)), *partial = calloc(nshard, sizeof(float));
-    zt_status st = send && recv && group && partial
-                       ? ZT_OK
-                       : ZT_ERR(err, ZT_ERR_NOMEM, "out of memory for qgZ of '%s'", name);
+    char *send = NULL, *recv = NULL;
+    float *group = NULL, *partial = NULL;
+    zt_status st = dalloc(t, p1 * (size_t)Ln, (void **)&send, err);
+    if (st == ZT_OK)
+        st = dalloc(t, p1 * (size_t)Ln, (void **)&recv, err);
+    if (st == ZT_OK)
+        st = dalloc(t, nshard * sizeof(float), (void **)&group, err);
+    if (st == ZT_OK)
+        st = dalloc(t, nshard * sizeof(float), (void **)&partial, err);
+    if (st == ZT_OK)
+        st = d->memset_async(t->dev, send, 0, p1 * (size_t)Ln, s, err);
+    if (st == ZT_OK)
+        st = d->memset_async(t->dev, partial, 0, nshard * sizeof(float), s, err);
     for (int j = 0; st == ZT_OK && j < Ln; j++) { /* to local peer j: the shards of m*Ln + j */
-        for (int m = 0; m < N; m++)
-            memcpy(group + (size_t)m * (size_t)shard,
-                   grads + (size_t)(m * Ln + j) * (size_t)shard, sizeof(float) * (size_t)shard);
-        pack4(group, (int64_t)nshard, block, send + p1 * (size_t)j);
+        for (int m = 0; st == ZT_OK && m < N; m++)
+            st = d->memcpy_async(t->dev, group + (size_t)m * (size_t)shard,
+                                 grads + (size_t)(m * Ln + j) * (size_t)shard,
+                                 sizeof(float) * (size_t)shard, ZT_COPY_D2D, s, err);
+        if (st == ZT_OK)
+            st = pack4(t, group, (int64_t)nshard, block, send + p1 * (size_t)j, s, err);
     }
+    if (st == ZT_OK)
+        st = dsync(t, s, err);
     if (st == ZT_OK) {
         t->bytes_intra += p1 * (uint64_t)(Ln - 1);
         st = alltoall_sync(t->intra, send, recv, p1, err);
     }
     for (int i = 0; st == ZT_OK && i < Ln; i++)
-        unpack4_add(recv + p1 * (size_t)i, (int64_t)nshard, block, partial);
-    for (int m = 0; st == ZT_OK && m < N; m++) /* requantize: to node m, its owner's part */
-        pack4(partial + (size_t)m * (size_t)shard, shard, block, send + p2 * (size_t)m);
+        st = unpack4_add(t, recv + p1 * (size_t)i, (int64_t)nshard, block, partial, s, err);
+    if (st == ZT_OK) /* requantize: to node m, its owner's part (send is free again) */
+        st = d->memset_async(t->dev, send, 0, p2 * (size_t)N, s, err);
+    for (int m = 0; st == ZT_OK && m < N; m++)
+        st = pack4(t, partial + (size_t)m * (size_t)shard, shard, block, send + p2 * (size_t)m,
+                   s, err);
+    if (st == ZT_OK)
+        st = dsync(t, s, err);
     if (st == ZT_OK) {
         t->bytes_inter += p2 * (uint64_t)(N - 1);
         st = alltoall_sync(t->inter, send, recv, p2, err);
     }
     for (int m = 0; st == ZT_OK && m < N; m++)
-        unpack4_add(recv + p2 * (size_t)m, shard, block, acc);
-    free(send), free(recv), free(group), free(partial);
+        st = unpack4_add(t, recv + p2 * (size_t)m, shard, block, acc, s, err);
+    if (st == ZT_OK)
+        st = dsync(t, s, err);
+    dfree(t->dev, send), dfree(t->dev, recv), dfree(t->dev, group), dfree(t->dev, partial);
     return st;
 }
 
 zt_status zt_qgz_reduce(zt_topology *t, const float *grads, int64_t n, int block, float *acc,
-                        const char *name, zt_error *err)
+                        const char *name, zt_stream *s, zt_error *err)
 {
-    return t->inter ? qgz_hierarchical(t, grads, n, block, acc, name, err)
-                    : qgz_flat(t, grads, n, block, acc, name, err);
+    zt_status st = t->inter ? qgz_hierarchical(t, grads, n, block, acc, s, err)
+                            : qgz_flat(t, grads, n, block, acc, s, err);
+    if (st != ZT_OK)
+        zt_error_prefix(err, "qgZ of '%s': ", name);
+    return st;
 }
 
 /* ---- hpZ ---- */

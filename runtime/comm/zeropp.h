@@ -6,13 +6,18 @@
  *    (inside nodes, then across them) on equal nodes, one level otherwise;
  *  - hpZ: the all-gather of node-local slices (the slices themselves live in device memory,
  *    kept by the gather pipeline).
- * Buffers are host memory (the host device backend, the mpi comm backend). Nothing here
- * knows about layers or the runtime: callers pass buffers, sizes and the topology. */
+ * Every buffer is in the memory of the topology's device backend (host memory with the host
+ * backend, GPU memory with cuda), which the comm backend moves (mpi: host memory; nccl:
+ * device memory); quantization runs through the device's kernels (core/quant_elem.h's math:
+ * CPU kernels on a host stream, CUDA kernels on a GPU stream) on the stream the caller
+ * gives, synchronized before each host-driven collective. Nothing here knows about layers or
+ * the runtime: callers pass buffers, sizes and the topology. */
 #ifndef ZT_RUNTIME_COMM_ZEROPP_H
 #define ZT_RUNTIME_COMM_ZEROPP_H
 
 #include "core/threadpool.h"
 #include "runtime/comm/comm.h"
+#include "runtime/device/device.h"
 
 #include <stdint.h>
 
@@ -23,7 +28,7 @@ typedef struct zt_topology {
     int node_size;  /* ranks on this rank's node */
     int local_rank; /* index of this rank inside its node */
     uint64_t bytes_intra, bytes_inter; /* sent by this rank */
-    zt_threadpool *pool; /* quantizes on these threads (NULL: the calling one); not owned */
+    zt_device *dev; /* where the buffers live and the kernels run; not owned (set after open) */
 } zt_topology;
 
 /* Groups the ranks into nodes of ranks_per_node (0: the launcher's local size, else the
@@ -37,22 +42,25 @@ void zt_topology_close(zt_topology *t);
 /* Counts a collective in which this rank sends bytes_per_peer to every other rank. */
 void zt_topology_count(zt_topology *t, uint64_t bytes_per_peer);
 
-/* qwZ: quantizes one rank's shard (n elements of dtype at own) and starts the all-gather of
- * every rank's packed shard into q (completes through req). */
+/* qwZ: quantizes one rank's shard (n elements of dtype at own, device memory) on stream s
+ * and starts the all-gather of every rank's packed shard (completes through req). */
 typedef struct zt_qwz {
     void *send, *recv;
+    zt_device *dev;
 } zt_qwz;
 zt_status zt_qwz_start(zt_qwz *q, zt_topology *t, const void *own, zt_dtype dtype, int64_t n,
-                       int block, zt_comm_req *req, zt_error *err);
-/* After the all-gather: dequantizes every rank's shard into full (size * n elements). */
-void zt_qwz_finish(zt_qwz *q, const zt_topology *t, void *full, zt_dtype dtype, int64_t n,
-                   int block);
+                       int block, zt_stream *s, zt_comm_req *req, zt_error *err);
+/* After the all-gather: dequantizes every rank's shard into full (size * n elements) on s,
+ * waits for it, and frees the buffers. */
+zt_status zt_qwz_finish(zt_qwz *q, const zt_topology *t, void *full, zt_dtype dtype, int64_t n,
+                        int block, zt_stream *s, zt_error *err);
 void zt_qwz_free(zt_qwz *q);
 
-/* qgZ: reduces the full fp32 gradients of a layer (size * n elements) and adds this rank's
- * summed shard of n elements to acc. Synchronous; name is for messages. */
+/* qgZ: reduces the full fp32 gradients of a layer (size * n elements, device memory, complete
+ * on s) and adds this rank's summed shard of n elements to acc (device memory). Returns with
+ * the sum done; name is for messages. */
 zt_status zt_qgz_reduce(zt_topology *t, const float *grads, int64_t n, int block, float *acc,
-                        const char *name, zt_error *err);
+                        const char *name, zt_stream *s, zt_error *err);
 
 /* hpZ: starts the all-gather of the node's slices (bytes each) into full. */
 zt_status zt_hpz_gather(zt_topology *t, const void *slice, void *full, size_t bytes,

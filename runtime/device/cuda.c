@@ -615,6 +615,56 @@ static zt_status cuda_adam_async(zt_device *dev, const zt_adam_consts *c, float 
                                "Adam kernel launch", err);
 }
 
+static zt_status launched(cuda_device *d, int r, const char *what, size_t n, zt_error *err)
+{
+    return n == 0 ? ZT_OK : check(d, (cudaError_t)r, what, err);
+}
+
+static zt_status cuda_quant8_async(zt_device *dev, const void *x, zt_dtype type, size_t n,
+                                   int block, int8_t *q, float *scales, zt_stream *s,
+                                   zt_error *err)
+{
+    cuda_device *d = as_cuda(dev);
+    zt_status st = use(d, err);
+    return st != ZT_OK ? st
+                       : launched(d, zt_cuda_quant8(x, type, n, block, (signed char *)q, scales,
+                                                    s),
+                                  "int8 quantize kernel launch", n, err);
+}
+
+static zt_status cuda_dequant8_async(zt_device *dev, const int8_t *q, const float *scales,
+                                     size_t n, int block, void *out, zt_dtype type, zt_stream *s,
+                                     zt_error *err)
+{
+    cuda_device *d = as_cuda(dev);
+    zt_status st = use(d, err);
+    return st != ZT_OK ? st
+                       : launched(d, zt_cuda_dequant8((const signed char *)q, scales, n, block,
+                                                      out, type, s),
+                                  "int8 dequantize kernel launch", n, err);
+}
+
+static zt_status cuda_quant4_async(zt_device *dev, const float *x, size_t n, int block,
+                                   uint8_t *q, float *scales, zt_stream *s, zt_error *err)
+{
+    cuda_device *d = as_cuda(dev);
+    zt_status st = use(d, err);
+    return st != ZT_OK ? st
+                       : launched(d, zt_cuda_quant4(x, n, block, q, scales, s),
+                                  "int4 quantize kernel launch", n, err);
+}
+
+static zt_status cuda_dequant4_add_async(zt_device *dev, const uint8_t *q, const float *scales,
+                                         size_t n, int block, float *acc, zt_stream *s,
+                                         zt_error *err)
+{
+    cuda_device *d = as_cuda(dev);
+    zt_status st = use(d, err);
+    return st != ZT_OK ? st
+                       : launched(d, zt_cuda_dequant4_add(q, scales, n, block, acc, s),
+                                  "int4 dequantize-add kernel launch", n, err);
+}
+
 /* ---- the calling thread's device --------------------------------------------------------
  * Every slot runs on this instance's GPU (use()) and then gives the calling thread its own
  * current device back: ztier never leaves the caller's thread on another GPU. */
@@ -755,6 +805,29 @@ static zt_status k_adam_async(zt_device *dev, const zt_adam_consts *c, float *ma
                                            nonfinite, s, err));
 }
 
+static zt_status k_quant8_async(zt_device *dev, const void *x, zt_dtype type, size_t n,
+                                int block, int8_t *q, float *scales, zt_stream *s, zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_quant8_async(dev, x, type, n, block, q, scales, s, err));
+}
+static zt_status k_dequant8_async(zt_device *dev, const int8_t *q, const float *scales, size_t n,
+                                  int block, void *out, zt_dtype type, zt_stream *s,
+                                  zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_dequant8_async(dev, q, scales, n, block, out, type, s, err));
+}
+static zt_status k_quant4_async(zt_device *dev, const float *x, size_t n, int block, uint8_t *q,
+                                float *scales, zt_stream *s, zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_quant4_async(dev, x, n, block, q, scales, s, err));
+}
+static zt_status k_dequant4_add_async(zt_device *dev, const uint8_t *q, const float *scales,
+                                      size_t n, int block, float *acc, zt_stream *s,
+                                      zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_dequant4_add_async(dev, q, scales, n, block, acc, s, err));
+}
+
 const zt_device_iface zt_device_cuda = {
     /* .name = */ "cuda",
     /* .create = */ k_create,
@@ -782,4 +855,8 @@ const zt_device_iface zt_device_cuda = {
     /* .accumulate_async = */ k_accumulate_async,
     /* .sumsq_async = */ k_sumsq_async,
     /* .adam_async = */ k_adam_async,
+    /* .quant8_async = */ k_quant8_async,
+    /* .dequant8_async = */ k_dequant8_async,
+    /* .quant4_async = */ k_quant4_async,
+    /* .dequant4_add_async = */ k_dequant4_add_async,
 };

@@ -5,6 +5,7 @@
 // Compiled wherever the toolkit is present; not run on this project's GPU-less machines.
 #include "runtime/device/cuda_kernels.h"
 #include "core/adam_elem.h"
+#include "core/quant_elem.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -72,13 +73,11 @@ __global__ void quant8_kernel(const void *x, zt_dtype t, size_t n, int block, si
             partial[threadIdx.x] = fmaxf(partial[threadIdx.x], partial[threadIdx.x + s]);
         __syncthreads();
     }
-    float scale = partial[0] / 127.0f, inv = scale > 0 ? 1.0f / scale : 0.0f;
+    float scale = partial[0] / 127.0f, inv = zt_quant_inv(scale);
     if (threadIdx.x == 0)
         scales[blockIdx.x] = scale;
-    for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-        float v = fminf(fmaxf(rintf(load(x, t, i) * inv), -127.0f), 127.0f);
-        q[i] = static_cast<signed char>(v);
-    }
+    for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
+        q[i] = static_cast<signed char>(zt_quant8_value(load(x, t, i), inv));
 }
 
 __global__ void dequant8_kernel(const signed char *q, const float *scales, size_t n, int block,
@@ -234,5 +233,80 @@ extern "C" int zt_cuda_adam(const zt_adam_consts *c, float *master, float *m, fl
 {
     adam_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(
         *c, master, m, v, grad, grad_dtype, param_out, param_dtype, n, nonfinite);
+    return static_cast<int>(cudaGetLastError());
+}
+
+namespace
+{
+
+// int4 (qgZ): first each block's scale (max|x| / 7, one thread block per quantization block),
+// then one thread per packed byte: its two elements may belong to two blocks.
+__global__ void scale4_kernel(const float *x, size_t n, int block, float *scales)
+{
+    __shared__ float partial[1024];
+    size_t lo = (size_t)blockIdx.x * block;
+    size_t hi = lo + block < n ? lo + block : n;
+    float m = 0.0f;
+    for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
+        m = fmaxf(m, fabsf(x[i]));
+    partial[threadIdx.x] = m;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            partial[threadIdx.x] = fmaxf(partial[threadIdx.x], partial[threadIdx.x + s]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        scales[blockIdx.x] = partial[0] / 7.0f;
+}
+
+__global__ void pack4_kernel(const float *x, size_t n, int block, const float *scales,
+                             unsigned char *q)
+{
+    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < (n + 1) / 2;
+         j += (size_t)gridDim.x * blockDim.x) {
+        size_t i = 2 * j;
+        unsigned char b = zt_quant4_code(x[i], zt_quant_inv(scales[i / block]));
+        if (i + 1 < n)
+            b |= (unsigned char)(zt_quant4_code(x[i + 1], zt_quant_inv(scales[(i + 1) / block]))
+                                 << 4);
+        q[j] = b;
+    }
+}
+
+__global__ void dequant4_add_kernel(const unsigned char *q, const float *scales, size_t n,
+                                    int block, float *acc)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        acc[i] += (float)zt_quant4_value(q[i / 2], (int64_t)i) * scales[i / block];
+}
+
+} // namespace
+
+extern "C" int zt_cuda_quant4(const float *x, size_t n, int block, unsigned char *q,
+                              float *scales, void *stream)
+{
+    size_t nblocks = block < 1 ? 0 : (n + block - 1) / block;
+    if (block < 1 || nblocks > 0x7fffffffu)
+        return static_cast<int>(cudaErrorInvalidValue);
+    unsigned threads = 1;
+    while (threads < static_cast<unsigned>(block) && threads < 1024)
+        threads <<= 1;
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if (nblocks) {
+        scale4_kernel<<<static_cast<unsigned>(nblocks), threads, 0, s>>>(x, n, block, scales);
+        pack4_kernel<<<blocks_for((n + 1) / 2), 256, 0, s>>>(x, n, block, scales, q);
+    }
+    return static_cast<int>(cudaGetLastError());
+}
+
+extern "C" int zt_cuda_dequant4_add(const unsigned char *q, const float *scales, size_t n,
+                                    int block, float *acc, void *stream)
+{
+    if (block < 1)
+        return static_cast<int>(cudaErrorInvalidValue);
+    dequant4_add_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+        q, scales, n, block, acc);
     return static_cast<int>(cudaGetLastError());
 }

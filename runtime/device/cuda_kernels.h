@@ -31,6 +31,13 @@ int zt_cuda_quant8(const void *x, zt_dtype type, size_t n, int block, signed cha
 int zt_cuda_dequant8(const signed char *q, const float *scales, size_t n, int block, void *out,
                      zt_dtype type, void *stream);
 
+/* qgZ's int4: scales (max|x| / 7 per block), then q[(n + 1) / 2] packed (core/quant_elem.h);
+ * and acc[i] += value[i] * scale of its block. The bits of runtime/comm/quant.h's kernels. */
+int zt_cuda_quant4(const float *x, size_t n, int block, unsigned char *q, float *scales,
+                   void *stream);
+int zt_cuda_dequant4_add(const unsigned char *q, const float *scales, size_t n, int block,
+                         float *acc, void *stream);
+
 /* acc[i] += (float)src[i] */
 int zt_cuda_accumulate(float *acc, const void *src, zt_dtype src_type, size_t n, void *stream);
 /* out[0] += sum of (x[i] * scale)^2 over finite products (double), out[1] += non-finite count */

@@ -83,6 +83,20 @@ typedef struct zt_device_iface {
     zt_status (*adam_async)(zt_device *dev, const zt_adam_consts *c, float *master, float *m,
                             float *v, const float *grad, void *param_out, zt_dtype param_type,
                             size_t n, unsigned long long *nonfinite, zt_stream *s, zt_error *err);
+
+    /* ZeRO++ block quantization in device memory, with the definition and bits of
+     * runtime/comm/quant.h (core/quant_elem.h): int8 of fp32/bf16/fp16 values (qwZ) ... */
+    zt_status (*quant8_async)(zt_device *dev, const void *x, zt_dtype type, size_t n, int block,
+                              int8_t *q, float *scales, zt_stream *s, zt_error *err);
+    zt_status (*dequant8_async)(zt_device *dev, const int8_t *q, const float *scales, size_t n,
+                                int block, void *out, zt_dtype type, zt_stream *s,
+                                zt_error *err);
+    /* ... and int4 of fp32 gradients (qgZ): q holds (n + 1) / 2 bytes; acc += the values */
+    zt_status (*quant4_async)(zt_device *dev, const float *x, size_t n, int block, uint8_t *q,
+                              float *scales, zt_stream *s, zt_error *err);
+    zt_status (*dequant4_add_async)(zt_device *dev, const uint8_t *q, const float *scales,
+                                    size_t n, int block, float *acc, zt_stream *s,
+                                    zt_error *err);
 } zt_device_iface;
 
 /* Every device backend instance starts with this header so generic code can reach its table

@@ -7,6 +7,7 @@
  * queued sequence number and is complete once the stream's completed count reaches it. */
 #include "runtime/device/device.h"
 #include "core/convert.h"
+#include "runtime/comm/quant.h"
 #include "core/time.h"
 #include "core/trace.h"
 
@@ -20,7 +21,10 @@
 #include <float.h>
 #include <math.h>
 
-enum host_op_kind { OP_COPY, OP_SET, OP_CAST, OP_SCALE, OP_WAIT, OP_FN, OP_ACC, OP_SUMSQ, OP_ADAM };
+enum host_op_kind {
+    OP_COPY, OP_SET, OP_CAST, OP_SCALE, OP_WAIT, OP_FN, OP_ACC, OP_SUMSQ, OP_ADAM,
+    OP_Q8, OP_DQ8, OP_Q4, OP_DQ4
+};
 
 typedef struct host_op {
     enum host_op_kind kind;
@@ -38,6 +42,7 @@ typedef struct host_op {
     float *m, *v;
     void *out;
     unsigned long long *count;
+    int block; /* OP_Q8..OP_DQ4: q = dst or src, scales = m */
 } host_op;
 
 typedef struct host_device host_device;
@@ -146,6 +151,20 @@ static void run_op(const host_op *op)
     case OP_ADAM:
         adam(op);
         break;
+    case OP_Q8: /* x = src (src_type), q = dst, scales = m */
+        zt_quant8(zt_quant_variant_best(), op->src, op->src_type, (int64_t)op->bytes, op->block,
+                  op->dst, op->m);
+        break;
+    case OP_DQ8: /* q = src, scales = m, out = dst (dst_type) */
+        zt_dequant8(zt_quant_variant_best(), op->src, op->m, (int64_t)op->bytes, op->block,
+                    op->dst, op->dst_type);
+        break;
+    case OP_Q4:
+        zt_quant4(op->src, (int64_t)op->bytes, op->block, op->dst, op->m);
+        break;
+    case OP_DQ4:
+        zt_dequant4_add(op->src, op->m, (int64_t)op->bytes, op->block, op->dst);
+        break;
     case OP_WAIT:
         break; /* handled by the worker under the lock */
     }
@@ -153,9 +172,11 @@ static void run_op(const host_op *op)
 
 static void trace_op(const host_op *op, double t0)
 {
-    static const char *const names[] = {"copy",          "memset",     "cast",
-                                        "scale",         "wait",       "host function",
-                                        "accumulate",    "sum of squares", "adam"};
+    static const char *const names[] = {"copy",       "memset",         "cast",
+                                        "scale",      "wait",           "host function",
+                                        "accumulate", "sum of squares", "adam",
+                                        "quantize 8", "dequantize 8",   "quantize 4",
+                                        "dequantize-add 4"};
     if (op->kind == OP_COPY || op->kind == OP_SET)
         zt_trace_span("stream", t0, "%s %.2f MB", names[op->kind], (double)op->bytes / 1e6);
     else
@@ -531,6 +552,44 @@ static zt_status host_adam_async(zt_device *dev, const zt_adam_consts *c, float 
     return enqueue(s, &op, err);
 }
 
+static zt_status host_quant8_async(zt_device *dev, const void *x, zt_dtype type, size_t n,
+                                   int block, int8_t *q, float *scales, zt_stream *s,
+                                   zt_error *err)
+{
+    (void)dev;
+    host_op op = {.kind = OP_Q8, .src = x, .src_type = type, .bytes = n, .block = block,
+                  .dst = q, .m = scales};
+    return enqueue(s, &op, err);
+}
+
+static zt_status host_dequant8_async(zt_device *dev, const int8_t *q, const float *scales,
+                                     size_t n, int block, void *out, zt_dtype type, zt_stream *s,
+                                     zt_error *err)
+{
+    (void)dev;
+    host_op op = {.kind = OP_DQ8, .src = q, .m = (float *)scales, .bytes = n, .block = block,
+                  .dst = out, .dst_type = type};
+    return enqueue(s, &op, err);
+}
+
+static zt_status host_quant4_async(zt_device *dev, const float *x, size_t n, int block,
+                                   uint8_t *q, float *scales, zt_stream *s, zt_error *err)
+{
+    (void)dev;
+    host_op op = {.kind = OP_Q4, .src = x, .bytes = n, .block = block, .dst = q, .m = scales};
+    return enqueue(s, &op, err);
+}
+
+static zt_status host_dequant4_add_async(zt_device *dev, const uint8_t *q, const float *scales,
+                                         size_t n, int block, float *acc, zt_stream *s,
+                                         zt_error *err)
+{
+    (void)dev;
+    host_op op = {.kind = OP_DQ4, .src = q, .m = (float *)scales, .bytes = n, .block = block,
+                  .dst = acc};
+    return enqueue(s, &op, err);
+}
+
 const zt_device_iface zt_device_host = {
     /* .name = */ "host",
     /* .create = */ host_create,
@@ -558,4 +617,8 @@ const zt_device_iface zt_device_host = {
     /* .accumulate_async = */ host_accumulate_async,
     /* .sumsq_async = */ host_sumsq_async,
     /* .adam_async = */ host_adam_async,
+    /* .quant8_async = */ host_quant8_async,
+    /* .dequant8_async = */ host_dequant8_async,
+    /* .quant4_async = */ host_quant4_async,
+    /* .dequant4_add_async = */ host_dequant4_add_async,
 };

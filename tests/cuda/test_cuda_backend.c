@@ -703,6 +703,48 @@ static void test_quant8_matches_cpu_reference(void **state)
     dev->iface->stream_destroy(dev, s);
 }
 
+/* qgZ's int4 kernels against the CPU's scalar reference, bit for bit: odd lengths and odd
+ * blocks (a packed byte then spans two blocks), through the backend's vtable. */
+static void test_quant4_matches_cpu_reference(void **state)
+{
+    (void)state;
+    enum { N = 10007 };
+    static const int blocks[] = {256, 101, 1};
+    zt_stream *s = stream_new();
+    float *x = malloc(N * sizeof(float)), *acc = malloc(N * sizeof(float));
+    for (int i = 0; i < N; i++)
+        x[i] = (float)((int64_t)(rng_next() % 2001) - 1000) * 1e-3f;
+    dbuf dx = dbuf_new(N * sizeof(float)), dq = dbuf_new(N), ds = dbuf_new(N * sizeof(float));
+    dbuf dacc = dbuf_new(N * sizeof(float));
+    uint8_t *q = malloc(N);
+    float *scales = malloc(N * sizeof(float));
+    for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
+        int block = blocks[bi];
+        size_t nb = (size_t)zt_quant_blocks(N, block);
+        memcpy(dx.h, x, N * sizeof(float));
+        to_device(s, &dx);
+        zt_quant4_scalar(x, N, block, q, scales);
+        assert_int_equal(dev->iface->quant4_async(dev, dx.d, N, block, dq.d, ds.d, s, &err), ZT_OK);
+        to_host(s, &dq);
+        to_host(s, &ds);
+        assert_memory_equal(q, dq.h, (N + 1) / 2);
+        assert_memory_equal(scales, ds.h, nb * sizeof(float));
+        for (int i = 0; i < N; i++)
+            acc[i] = 0.25f * (float)(i % 5);
+        memcpy(dacc.h, acc, N * sizeof(float));
+        to_device(s, &dacc);
+        zt_dequant4_add_scalar(q, scales, N, block, acc);
+        assert_int_equal(dev->iface->dequant4_add_async(dev, dq.d, ds.d, N, block, dacc.d, s,
+                                                        &err),
+                         ZT_OK);
+        to_host(s, &dacc);
+        assert_memory_equal(acc, dacc.h, N * sizeof(float));
+    }
+    dbuf_free(&dx), dbuf_free(&dq), dbuf_free(&ds), dbuf_free(&dacc);
+    free(x), free(acc), free(q), free(scales);
+    dev->iface->stream_destroy(dev, s);
+}
+
 int main(void)
 {
     int count = 0;
@@ -735,6 +777,7 @@ int main(void)
         cmocka_unit_test(test_scale_matches_reference),
         cmocka_unit_test(test_nonfinite_flag),
         cmocka_unit_test(test_quant8_matches_cpu_reference),
+        cmocka_unit_test(test_quant4_matches_cpu_reference),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     zt_device_cuda.destroy(dev);

@@ -1,6 +1,6 @@
 /* ZeRO++ under mpirun (ranks_per_node = 2: 4 ranks are two nodes, 3 ranks two uneven nodes):
  * the minimal MLP trains with qwZ, qgZ, hpZ (which must change nothing) and all three, with
- * and without NVMe offload; after 50
+ * and without NVMe offload and with the optimizer on the device; after 50
  * steps every configuration's loss is within 10% of the unquantized run's and its parameters
  * within 10% (relative L2; int4 gradients move them most); with all three on, the bytes each
  * rank sends across nodes per step are at most 0.30x of the unquantized (fp32) run. */
@@ -31,8 +31,14 @@ static int train(const char *qw, const char *qg, int hpz, const char *offload, o
              ", \"stage3_param_persistence_threshold\": 0, \"stage3_max_reuse_distance\": 0,"
              " \"zero_quantized_weights\": %s,"
              " \"zero_quantized_gradients\": %s, \"zero_hpz_partition_size\": %d", qw, qg, hpz);
-    const char *base = ref_mlp_config(&hp, offload, offload, 1, extra_zero,
-                                      ", \"ranks_per_node\": 2, \"quant_block_size\": 64");
+    /* "devopt": parameters in host memory, the optimizer and the gradient sums on the device
+     * (qgZ adds straight into the device accumulators) */
+    int devopt = !strcmp(offload, "devopt");
+    const char *base =
+        ref_mlp_config(&hp, devopt ? "cpu" : offload, devopt ? "none" : offload, 1, extra_zero,
+                       devopt ? ", \"ranks_per_node\": 2, \"quant_block_size\": 64,"
+                                " \"device_optimizer\": \"on\""
+                              : ", \"ranks_per_node\": 2, \"quant_block_size\": 64");
     snprintf(cfg, sizeof cfg, "%s", base);
     zt_runtime *rt = NULL;
     minimal_model m;
@@ -97,12 +103,12 @@ int main(void)
     const struct { const char *qw, *qg; int hpz; } modes[5] = {
         {"false", "false", 1}, {"true", "false", 1}, {"false", "true", 1}, {"false", "false", 2},
         {"true", "true", 2}};
-    const char *offloads[2] = {"cpu", "nvme"};
+    const char *offloads[3] = {"cpu", "nvme", "devopt"};
     outcome baseline;
     if (train("false", "false", 1, "cpu", &baseline) != 0)
         return 1;
     int failures = 0;
-    for (int off = 0; off < 2; off++)
+    for (int off = 0; off < 3; off++)
         for (int i = 0; i < 5; i++) {
             outcome o;
             if (train(modes[i].qw, modes[i].qg, modes[i].hpz, offloads[off], &o) != 0)

@@ -226,10 +226,6 @@ static void test_bad_configurations(void **state)
                         "offload_optimizer.device to \"none\"");
     expect_config_error("{\"ztier\": {\"device_optimizer\": \"sometimes\"}}",
                         "ztier.device_optimizer");
-    expect_config_error("{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"none\"},"
-                        " \"zero_quantized_gradients\": true},"
-                        " \"ztier\": {\"device_optimizer\": \"on\"}}",
-                        "zero_quantized_gradients");
 }
 
 int main(void)

@@ -1,0 +1,38 @@
+/* The per-element steps of ZeRO++ block quantization (runtime/comm/quant.h), written once and
+ * compiled twice: by the C compiler for the CPU's scalar reference (which CI tests bitwise
+ * against the AVX2/AVX-512 kernels) and by nvcc for the cuda backend's kernels, where ZT_HD
+ * makes them __host__ __device__. A block's scale is max|x| / 127 (int8) or / 7 (int4);
+ * values are x * (1 / scale) rounded to nearest even and clamped; int4 values are packed
+ * two per byte, element 2i in the low nibble. */
+#ifndef ZT_CORE_QUANT_ELEM_H
+#define ZT_CORE_QUANT_ELEM_H
+
+#include "core/adam_elem.h" /* ZT_HD */
+
+#include <stdint.h>
+
+/* 1 / scale, or 0 for a block of zeros (which then quantizes to zeros). */
+static inline ZT_HD float zt_quant_inv(float scale) { return scale > 0 ? 1.0f / scale : 0.0f; }
+
+static inline ZT_HD int8_t zt_quant8_value(float x, float inv)
+{
+    float v = nearbyintf(x * inv);
+    return (int8_t)(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v);
+}
+
+/* The 4-bit two's complement code of x (its low nibble). */
+static inline ZT_HD uint8_t zt_quant4_code(float x, float inv)
+{
+    int v = (int)nearbyintf(x * inv);
+    v = v > 7 ? 7 : v < -7 ? -7 : v;
+    return (uint8_t)(v & 0xf);
+}
+
+/* Element i's value from its packed byte. */
+static inline ZT_HD int zt_quant4_value(uint8_t byte, int64_t i)
+{
+    int v = (byte >> (4 * (i & 1))) & 0xf;
+    return v >= 8 ? v - 16 : v; /* sign-extend the nibble */
+}
+
+#endif
