@@ -55,14 +55,10 @@ __global__ void nonfinite_kernel(const void *x, zt_dtype t, size_t n, int *flag)
             *flag = 1;
 }
 
-// One thread block per quantization block (up to 1024 threads striding over it): a
-// shared-memory max, then the rounding pass. blockDim.x is a power of two.
-__global__ void quant8_kernel(const void *x, zt_dtype t, size_t n, int block, signed char *q,
-                              float *scales)
+// max|x| over [lo, hi) by the whole thread block (blockDim.x a power of two, <= 1024).
+__device__ float block_absmax(const void *x, zt_dtype t, size_t lo, size_t hi)
 {
     __shared__ float partial[1024];
-    size_t lo = (size_t)blockIdx.x * block;
-    size_t hi = lo + block < n ? lo + block : n;
     float m = 0.0f;
     for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
         m = fmaxf(m, fabsf(load(x, t, i)));
@@ -73,7 +69,17 @@ __global__ void quant8_kernel(const void *x, zt_dtype t, size_t n, int block, si
             partial[threadIdx.x] = fmaxf(partial[threadIdx.x], partial[threadIdx.x + s]);
         __syncthreads();
     }
-    float scale = partial[0] / 127.0f, inv = zt_quant_inv(scale);
+    return partial[0];
+}
+
+// One thread block per quantization block (up to 1024 threads striding over it): its max,
+// then the rounding pass.
+__global__ void quant8_kernel(const void *x, zt_dtype t, size_t n, int block, signed char *q,
+                              float *scales)
+{
+    size_t lo = (size_t)blockIdx.x * block;
+    size_t hi = lo + block < n ? lo + block : n;
+    float scale = block_absmax(x, t, lo, hi) / 127.0f, inv = zt_quant_inv(scale);
     if (threadIdx.x == 0)
         scales[blockIdx.x] = scale;
     for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
@@ -243,21 +249,11 @@ namespace
 // then one thread per packed byte: its two elements may belong to two blocks.
 __global__ void scale4_kernel(const float *x, size_t n, int block, float *scales)
 {
-    __shared__ float partial[1024];
     size_t lo = (size_t)blockIdx.x * block;
     size_t hi = lo + block < n ? lo + block : n;
-    float m = 0.0f;
-    for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
-        m = fmaxf(m, fabsf(x[i]));
-    partial[threadIdx.x] = m;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s)
-            partial[threadIdx.x] = fmaxf(partial[threadIdx.x], partial[threadIdx.x + s]);
-        __syncthreads();
-    }
+    float m = block_absmax(x, ZT_F32, lo, hi);
     if (threadIdx.x == 0)
-        scales[blockIdx.x] = partial[0] / 7.0f;
+        scales[blockIdx.x] = m / 7.0f;
 }
 
 __global__ void pack4_kernel(const float *x, size_t n, int block, const float *scales,
