@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <string.h>
 
+void gpt2_set_threads(int n) { openblas_set_num_threads(n > 0 ? n : 1); }
+
 void encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B,
                      int T, int C)
 {

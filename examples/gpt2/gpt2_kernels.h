@@ -5,6 +5,10 @@
 #ifndef ZT_GPT2_KERNELS_H
 #define ZT_GPT2_KERNELS_H
 
+/* The threads the matmuls use (OpenBLAS): the trainer sets them, so that the matmuls and
+ * ztier's optimizer pool (which run one after the other) each take the cores once. */
+void gpt2_set_threads(int n);
+
 /* out[B,T,C] = wte[tok] + wpe[t] */
 void encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B,
                      int T, int C);

@@ -6,8 +6,14 @@
  *           [--batch B] [--seq T] [--steps N] [--accum K] [--lr LR] [--seed S]
  *           [--ds-config ds.json] [--nvme DIR] [--hbm SIZE] [--eval-every N]
  *           [--checkpoint DIR [--save-every N] [--keep N]] [--resume DIR]
- *           [--export model.bin] [--safetensors model.safetensors]
+ *           [--export model.bin] [--safetensors model.safetensors] [--threads N]
+ *           [--device cpu|cuda]
  *   zt_gpt2 --text file --write-shard out.bin     (byte-level text -> llm.c token shard)
+ *
+ * --threads N: the matmuls (OpenBLAS) and ztier's optimizer pool each use N threads; they
+ * run one after the other, so the default is every online core for both. --device cuda
+ * computes on the GPU (the CUDA kernels of gpt2_rows.h and cuBLAS on a stream of ztier's cuda
+ * backend; fp32 parameters).
  *
  * --vocab byte (= 256) trains a byte-level model on --text; the default is GPT-2's 50257
  * (padded to 50304 rows of wte). --batch is the global batch. The configuration is the
@@ -20,6 +26,7 @@
  * tokens/s, each tier's current/peak bytes and the bytes moved in the step; a summary at the
  * end. Ctrl-C stops at the next step boundary (a second one kills the program). */
 #include "dataloader.h"
+#include "gpt2_kernels.h"
 #include "gpt2_ops.h"
 #include "gpt2_ztier.h"
 
@@ -36,6 +43,7 @@ typedef struct options {
     const char *lr, *keep;
     const char *device; /* "cpu", or "cuda": compute on the GPU, ztier's cuda backend */
     int vocab, batch, seq, steps, accum, save_every, eval_every;
+    int threads; /* the matmuls' and the optimizer's threads (0: the online cores) */
     uint64_t seed;
 } options;
 
@@ -65,7 +73,8 @@ static int usage(void)
                     "(--data FILE.bin | --text FILE) [--batch B] [--seq T] [--steps N] [--accum K] "
                     "[--lr LR] [--seed S] [--ds-config FILE] [--nvme DIR] [--hbm SIZE] "
                     "[--eval-every N] [--checkpoint DIR [--save-every N] [--keep N]] "
-                    "[--resume DIR] [--export FILE] [--safetensors FILE] [--device cpu|cuda]\n"
+                    "[--resume DIR] [--export FILE] [--safetensors FILE] [--device cpu|cuda] "
+                    "[--threads N]\n"
                     "       zt_gpt2 --text FILE --write-shard OUT.bin\n");
     return 2;
 }
@@ -93,7 +102,8 @@ static int parse(int argc, char **argv, options *o)
         int *n = !strcmp(a, "--vocab") ? &o->vocab : !strcmp(a, "--batch") ? &o->batch
                : !strcmp(a, "--seq") ? &o->seq : !strcmp(a, "--steps") ? &o->steps
                : !strcmp(a, "--accum") ? &o->accum : !strcmp(a, "--save-every") ? &o->save_every
-               : !strcmp(a, "--eval-every") ? &o->eval_every : NULL;
+               : !strcmp(a, "--eval-every") ? &o->eval_every
+               : !strcmp(a, "--threads") ? &o->threads : NULL;
         if (!v || (!s && !n && strcmp(a, "--seed")))
             return usage();
         if (s)
@@ -109,7 +119,7 @@ static int parse(int argc, char **argv, options *o)
         return usage();
     }
     if ((!o->data) == (!o->text) || o->batch < 1 || o->seq < 2 || o->steps < 0 || o->accum < 0 ||
-        o->vocab < 0 || o->eval_every < 0 || (o->write_shard && !o->text)) {
+        o->vocab < 0 || o->eval_every < 0 || o->threads < 0 || (o->write_shard && !o->text)) {
         fprintf(stderr, "zt_gpt2: give exactly one of --data or --text (--write-shard needs "
                         "--text), and positive sizes\n");
         return usage();
@@ -128,8 +138,9 @@ static const char *const builtin_config =
 /* The command line's settings over the configuration (a value NULL: not given). */
 static zt_status apply_options(zt_runtime *rt, const options *o)
 {
-    char accum[16];
+    char accum[16], threads[16];
     snprintf(accum, sizeof accum, "%d", o->accum);
+    snprintf(threads, sizeof threads, "%d", o->threads);
     const char *set[][2] = {
         {"optimizer.params.lr", o->lr},
         {"zero_optimization.offload_param.device", o->nvme ? "nvme" : NULL},
@@ -139,6 +150,8 @@ static zt_status apply_options(zt_runtime *rt, const options *o)
         {"ztier.hbm_capacity", o->hbm},
         {"gradient_accumulation_steps", o->accum > 0 ? accum : NULL},
         {"ztier.checkpoint_keep", o->keep},
+        /* one budget: the matmuls and the optimizer take turns on the same cores */
+        {"ztier.optimizer_threads", threads},
     };
     zt_status st = ZT_OK;
     for (size_t i = 0; st == ZT_OK && i < sizeof set / sizeof set[0]; i++)
@@ -315,6 +328,11 @@ static int setup(trainer *t)
     zt_status st = zt_runtime_create(&opts, t->o.ds_config ? NULL : builtin_config, &t->rt);
     if (st != ZT_OK)
         return fail(t, "zt_runtime_create");
+    if (t->o.threads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        t->o.threads = n > 0 ? (int)n : 1;
+    }
+    gpt2_set_threads(t->o.threads);
     if (apply_options(t->rt, &t->o) != ZT_OK)
         return fail(t, "the command line's settings");
     if (!strcmp(t->o.device, "cuda") && zt_config_set(t->rt, "ztier.device_backend", "cuda") != ZT_OK)
