@@ -29,3 +29,6 @@ printf 'The quick brown fox jumps over the lazy dog. %.0s' $(seq 200) > "$out/te
   --device cuda > "$out/zt_gpt2-cuda.txt" 2>&1
 echo "zt_gpt2 --device cuda: rc=$? $(grep -E '^step +20' "$out/zt_gpt2-cuda.txt")" |
   tee -a "$out/summary.txt"
+"$build"/tools/ztier bench gpt2 --backend cuda --config d12 --batch 16 --seq 1024 --steps 5 \
+  --offload all --json > "$out/bench-gpt2.txt" 2>&1
+echo "bench gpt2 --backend cuda: rc=$? $(tail -1 "$out/bench-gpt2.txt")" | tee -a "$out/summary.txt"

@@ -7,6 +7,7 @@
 #include "tools/bench_common.h"
 #include "tools/commands.h"
 #include "tools/bench_disk.h"
+#include "tools/bench_gpt2.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,7 +66,7 @@ static double step_once(run *r, const token_data *d, int64_t step, int B, int T,
 int cmd_bench_gpt2(int argc, char **argv)
 {
     static const char *const known[] = {"config", "batch", "seq", "steps", "nvme-path",
-                                        "offload", "text", NULL};
+                                        "offload", "text", "backend", NULL};
     static const char *const flags[] = {"json", NULL};
     if (bench_check_args(argc, argv, known, flags) != 0)
         return 2;
@@ -85,8 +86,22 @@ int cmd_bench_gpt2(int argc, char **argv)
                         "--offload optimizer|all\n");
         return 2;
     }
+    const char *backend = (v = bench_arg(argc, argv, "backend")) ? v : "host";
+    if (strcmp(backend, "host") && strcmp(backend, "cuda"))
+        return fprintf(stderr, "ztier bench gpt2: --backend host|cuda\n"), 2;
     if (tokens_load_text(text, &d, err, sizeof err) != 0)
         return fprintf(stderr, "ztier bench gpt2: %s\n", err), 1;
+    if (!strcmp(backend, "cuda")) {
+#ifdef ZT_HAVE_GPT2_CUDA
+        int rc = bench_gpt2_cuda(&c, name, B, T, steps, offload, &d,
+                                 bench_flag(argc, argv, "json"));
+#else
+        fprintf(stderr, "ztier bench gpt2: --backend cuda needs a build with CUDA\n");
+        int rc = 2;
+#endif
+        tokens_free(&d);
+        return rc;
+    }
     run res, off;
     int *in = malloc(sizeof(int) * (size_t)B * T), *tg = malloc(sizeof(int) * (size_t)B * T);
     if (open_run(&res, &c, B, T, "none", nvme) || open_run(&off, &c, B, T, offload, nvme)) {

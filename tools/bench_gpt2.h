@@ -1,0 +1,11 @@
+/* `ztier bench gpt2 --backend cuda` (bench_gpt2_cuda.c, built with CUDA). */
+#ifndef ZT_TOOLS_BENCH_GPT2_H
+#define ZT_TOOLS_BENCH_GPT2_H
+
+#include "dataloader.h"
+#include "gpt2_model.h"
+
+int bench_gpt2_cuda(const gpt2_config *c, const char *name, int B, int T, int steps,
+                    const char *offload, const token_data *d, int json);
+
+#endif
