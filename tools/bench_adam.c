@@ -95,8 +95,9 @@ static double nvme_step(const char *dir, int64_t n, int threads, int reps)
     snprintf(cfg, sizeof cfg,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"cpu\"},"
              " \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"},"
-             " \"sub_group_size\": 4e6}, \"ztier\": {\"hbm_capacity\": \"1M\","
-             " \"optimizer_threads\": %d}}", dir, threads);
+             " \"sub_group_size\": 4e6}, \"ztier\": {\"hbm_capacity\": %lld,"
+             " \"optimizer_threads\": %d}}",
+             dir, (long long)n * 8 + (1 << 20), threads); /* a backward pass fits (commit) */
     zt_runtime *rt = NULL;
     int layer, p;
     int64_t shape[1] = {n};
@@ -187,9 +188,13 @@ int cmd_bench_adam(int argc, char **argv)
         t1 = bench_now();
         zt_grad_sumsq_parallel(pool, var, b.grad, gdt, b.n, 1.0f, &bad);
         normp[r] = gbytes / (bench_now() - t1) / 1e9;
-        double t0 = bench_now();
-        bench_adam_probe(pool, var, b.master, b.m, b.v, b.grad, gdt == ZT_BF16, b.out, b.n);
-        probe[r] = (double)params * bytes_per_param / (bench_now() - t0) / 1e9;
+        probe[r] = 0; /* a limit: the better of two passes */
+        for (int k = 0; k < 2; k++) {
+            double t0 = bench_now();
+            bench_adam_probe(pool, var, b.master, b.m, b.v, b.grad, gdt == ZT_BF16, b.out, b.n);
+            double gbps = (double)params * bytes_per_param / (bench_now() - t0) / 1e9;
+            probe[r] = gbps > probe[r] ? gbps : probe[r];
+        }
         tri[r] = bench_triad_run(triad) * 32.0 / 24.0; /* the bytes the hardware moves */
         double s = adam_pass(&b, pool, var, r + 2);
         adam[r] = (double)params * bytes_per_param / s / 1e9;
