@@ -56,7 +56,7 @@ for args in "copy --backend cuda --size 4M" "prefetch --backend cuda --layers 2 
   # shellcheck disable=SC2086
   if "$ztier" bench $args > "$work/out" 2> "$work/err"; then
     echo "bench $args: ran (a GPU is here)"
-  elif grep -qiE "no usable GPU|needs a build with CUDA" "$work/err"; then
+  elif grep -qiE "no usable GPU|needs a build with CUDA|backend .cuda. is not built" "$work/err"; then
     echo "bench $args: no GPU, said so"
   else
     echo "bench $args: failed without naming the cause:"; cat "$work/err"; exit 1
