@@ -80,12 +80,14 @@ double zt_grad_sumsq(zt_adam_variant v, const void *grad, zt_dtype dt, int64_t n
 double zt_grad_sumsq_parallel(zt_threadpool *pool, zt_adam_variant v, const void *grad,
                               zt_dtype dt, int64_t n, float scale, int64_t *nonfinite);
 
-/* acc[i] += grad[i] (grad fp32, bf16 or fp16) for n elements over the pool (NULL: this
- * thread). With nonfinite non-NULL it also returns zt_grad_sumsq_parallel(acc) — the same
- * bits — computed chunk by chunk right after each chunk's addition (the gradient-norm pass
- * folded into the last accumulation); else returns 0. */
-double zt_grad_accumulate(zt_threadpool *pool, zt_adam_variant v, float *acc, const void *grad,
-                          zt_dtype dt, int64_t n, float scale, int64_t *nonfinite);
+/* acc[i] += grad[i] (grad fp32, bf16 or fp16; acc fp32, or bf16: the sum in fp32 rounded
+ * once to nearest even) for n elements over the pool (NULL: this thread). With nonfinite
+ * non-NULL it also returns zt_grad_sumsq_parallel(acc) — the same bits — computed chunk by
+ * chunk right after each chunk's addition (the gradient-norm pass folded into the last
+ * accumulation); else returns 0. */
+double zt_grad_accumulate(zt_threadpool *pool, zt_adam_variant v, void *acc, zt_dtype acc_dt,
+                          const void *grad, zt_dtype dt, int64_t n, float scale,
+                          int64_t *nonfinite);
 
 /* The fastest variant this CPU supports. */
 zt_adam_variant zt_adam_variant_best(void);

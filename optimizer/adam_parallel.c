@@ -80,7 +80,8 @@ double zt_grad_sumsq_parallel(zt_threadpool *pool, zt_adam_variant v, const void
  * order (as zt_grad_sumsq_parallel does). */
 typedef struct accumulate_ctx {
     zt_adam_variant variant;
-    float *acc;
+    void *acc;
+    zt_dtype acc_dt;
     const void *grad;
     zt_dtype dt;
     float scale;
@@ -93,24 +94,43 @@ static void accumulate_chunk(void *arg, int64_t begin, int64_t end, int worker)
 {
     (void)worker;
     accumulate_ctx *c = arg;
-    float *acc = c->acc + begin;
     int64_t n = end - begin;
-    if (c->dt == ZT_F32) {
+    void *chunk = (char *)c->acc + (size_t)begin * zt_dtype_size(c->acc_dt);
+    if (c->acc_dt == ZT_F32 && c->dt == ZT_F32) {
+        float *acc = chunk;
         const float *g = (const float *)c->grad + begin;
         for (int64_t i = 0; i < n; i++)
             acc[i] += g[i];
-    } else {
+    } else if (c->acc_dt == ZT_F32) {
+        float *acc = chunk;
         for (int64_t i = 0; i < n; i++)
             acc[i] += zt_load_f32(c->grad, c->dt, (size_t)(begin + i));
+    } else { /* a bf16 accumulator: each sum computed in fp32, rounded once; the widening
+              * and rounding go through the SIMD conversions, a cache-sized piece at a time */
+        uint16_t *acc = chunk;
+        float sum[2048], wide[2048];
+        for (int64_t lo = 0; lo < n; lo += 2048) {
+            size_t k = (size_t)(n - lo < 2048 ? n - lo : 2048);
+            const void *src = (const char *)c->grad + (size_t)(begin + lo) * zt_dtype_size(c->dt);
+            const float *g = src;
+            if (c->dt != ZT_F32) /* 16-bit gradients widened first */
+                zt_convert_array(wide, ZT_F32, src, c->dt, k), g = wide;
+            zt_convert_array(sum, ZT_F32, acc + lo, ZT_BF16, k);
+            for (size_t i = 0; i < k; i++)
+                sum[i] += g[i];
+            zt_convert_array(acc + lo, ZT_BF16, sum, ZT_F32, k);
+        }
     }
     if (c->want) {
         int64_t k = begin / ZT_ADAM_CHUNK;
-        c->partial[k] = zt_grad_sumsq(c->variant, acc, ZT_F32, n, c->scale, &c->nonfinite[k]);
+        c->partial[k] = zt_grad_sumsq(c->variant, chunk, c->acc_dt, n, c->scale,
+                                      &c->nonfinite[k]);
     }
 }
 
-double zt_grad_accumulate(zt_threadpool *pool, zt_adam_variant v, float *acc, const void *grad,
-                          zt_dtype dt, int64_t n, float scale, int64_t *nonfinite)
+double zt_grad_accumulate(zt_threadpool *pool, zt_adam_variant v, void *acc, zt_dtype acc_dt,
+                          const void *grad, zt_dtype dt, int64_t n, float scale,
+                          int64_t *nonfinite)
 {
     int64_t chunks = (n + ZT_ADAM_CHUNK - 1) / ZT_ADAM_CHUNK;
     int want = nonfinite != NULL;
@@ -118,10 +138,10 @@ double zt_grad_accumulate(zt_threadpool *pool, zt_adam_variant v, float *acc, co
     int64_t *bad = want ? malloc((size_t)(chunks ? chunks : 1) * sizeof(int64_t)) : NULL;
     if (want && (!partial || !bad)) { /* no room for the partials: two passes */
         free(partial), free(bad);
-        zt_grad_accumulate(pool, v, acc, grad, dt, n, scale, NULL);
-        return zt_grad_sumsq_parallel(pool, v, acc, ZT_F32, n, scale, nonfinite);
+        zt_grad_accumulate(pool, v, acc, acc_dt, grad, dt, n, scale, NULL);
+        return zt_grad_sumsq_parallel(pool, v, acc, acc_dt, n, scale, nonfinite);
     }
-    accumulate_ctx c = {v, acc, grad, dt, scale, want, partial, bad};
+    accumulate_ctx c = {v, acc, acc_dt, grad, dt, scale, want, partial, bad};
     if (pool)
         zt_threadpool_run(pool, n, ZT_ADAM_CHUNK, accumulate_chunk, &c);
     else

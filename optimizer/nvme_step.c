@@ -160,7 +160,8 @@ static zt_status update(zt_nvme_step *s, const chunk *c, int set, const zt_adam_
     const zt_opt_shard *sh = c->shard;
     size_t dsize = zt_dtype_size(dtype);
     zt_adam_tensors t = {set_buf(s, set, 0), set_buf(s, set, 1), set_buf(s, set, 2),
-                         sh->grad + c->begin, ZT_F32,
+                         (const char *)sh->grad + (size_t)c->begin * zt_dtype_size(sh->grad_dtype),
+                         sh->grad_dtype,
                          (char *)param_out(s, sh) + (size_t)c->begin * dsize, dtype, c->n};
     double t0 = zt_now_s();
     zt_adam_step_parallel(pool, v, h, &t);

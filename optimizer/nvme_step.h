@@ -22,7 +22,8 @@
 typedef struct zt_opt_shard {
     zt_home *master, *m, *v; /* fp32, NVMe homes of equal size */
     zt_home *param;          /* the working-dtype parameters: any tier */
-    const float *grad;       /* fp32 gradient shard, host memory */
+    const void *grad;        /* gradient shard of grad_dtype (fp32 or bf16), host memory */
+    zt_dtype grad_dtype;
     int64_t numel;
 } zt_opt_shard;
 

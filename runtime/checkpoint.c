@@ -305,7 +305,7 @@ static zt_status clear_accumulators(zt_runtime *rt)
         if (rt->dev_opt) {
             st = zt_dev_opt_zero_acc(rt, L);
         } else {
-            memset(L->grad_acc, 0, (size_t)L->shard_numel * sizeof(float));
+            memset(L->grad_acc, 0, (size_t)L->shard_numel * zt_dtype_size(rt->acc_dtype));
             L->accum_count = 0;
             L->norm_valid = 0;
         }

@@ -30,7 +30,8 @@ static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
     if (st == ZT_OK && rt->dev_opt)
         st = zt_dev_opt_alloc_acc(rt, L);
     else if (st == ZT_OK)
-        st = zt_host_tier_alloc(&rt->host, shard * 4, L->name, (void **)&L->grad_acc, &rt->err);
+        st = zt_host_tier_alloc(&rt->host, shard * zt_dtype_size(rt->acc_dtype), L->name,
+                                &L->grad_acc, &rt->err);
     if (st == ZT_OK)
         st = zt_gather_init(zt_prefetcher_gather(rt->prefetch, (int)(L - rt->layers)),
                             &rt->gather_env, L->name, L->flat_numel, L->shard_numel,
@@ -213,8 +214,9 @@ static zt_status open_nvme_step(zt_runtime *rt)
         return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory for the optimizer's shard list");
     for (int i = 0; i < rt->n_layers; i++) {
         zt_layer *L = &rt->layers[i];
-        rt->opt_shards[i] = (zt_opt_shard){&L->master, &L->exp_avg, &L->exp_avg_sq,
-                                           &L->param_home, L->grad_acc, L->shard_numel};
+        rt->opt_shards[i] = (zt_opt_shard){&L->master,     &L->exp_avg,    &L->exp_avg_sq,
+                                           &L->param_home, L->grad_acc,    rt->acc_dtype,
+                                           L->shard_numel};
     }
     void *param_out = rt->dtype == ZT_F32 ? rt->staging : rt->staging_lp;
     return zt_nvme_step_create(rt->opt_buf, (int64_t)(rt->opt_buf_bytes / sizeof(float)),

@@ -82,6 +82,7 @@ typedef struct zt_config {
     int gradient_landing_buffers;           /* async releases whose copies may be pending */
     int64_t pinned_limit;                   /* bytes of host memory that may be pinned */
     int device_optimizer;                   /* zt_device_optimizer_mode */
+    int grad_accum_bf16;                    /* gradient accumulators in bf16 (else fp32) */
     int checkpoint_keep;                    /* committed checkpoints kept per root folder */
     int log_level;                          /* -1 = unset */
 } zt_config;

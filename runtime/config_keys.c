@@ -26,6 +26,7 @@ static const char *const io_engines[] = {"auto", "io_uring", "threads", NULL};
 static const char *const adam_variants[] = {"auto", "scalar", "avx2", "avx512", NULL};
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
 static const char *const on_off_auto[] = {"auto", "on", "off", NULL}; /* = zt_device_optimizer_mode */
+static const char *const accum_dtypes[] = {"fp32", "bf16", NULL};
 
 #define OFFLOAD_KEYS(prefix, X)                                                                \
     ENUM(prefix ".device", ZT_KEY_ENUM, X(device), offload_devices),                           \
@@ -138,6 +139,7 @@ const zt_config_key zt_config_keys[] = {
     {"ztier.trace_path", ZT_KEY_PATH, F(trace_path), 0, 0, NULL, 0, 0},
     NUM("ztier.device_index", ZT_KEY_INT, F(device_index), -1, 1024, 0),
     ENUM("ztier.device_optimizer", ZT_KEY_ENUM, F(device_optimizer), on_off_auto),
+    ENUM("ztier.grad_accum_dtype", ZT_KEY_ENUM, F(grad_accum_bf16), accum_dtypes),
     NUM("ztier.pinned_limit", ZT_KEY_BYTES, F(pinned_limit), 0, NOMAX, 1),
     NUM("ztier.gradient_landing_buffers", ZT_KEY_INT, F(gradient_landing_buffers), 1, 64, 0),
     NUM("ztier.checkpoint_keep", ZT_KEY_INT, F(checkpoint_keep), 1, 1000, 0),

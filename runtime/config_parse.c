@@ -772,6 +772,11 @@ static zt_status check_backends(const zt_config *cfg, zt_error *err)
                       "ztier.device_optimizer = \"on\" runs Adam on optimizer state in device "
                       "memory: set zero_optimization.offload_optimizer.device to \"none\", or "
                       "ztier.device_optimizer to \"auto\"");
+    if (cfg->grad_accum_bf16 && zt_config_device_optimizer(cfg))
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "ztier.grad_accum_dtype = \"bf16\" keeps the gradient sums in host "
+                      "memory; the optimizer on the device sums in fp32: set it to \"fp32\" "
+                      "or ztier.device_optimizer to \"off\"");
     if (strcmp(cfg->device_backend, "cuda") != 0)
         return ZT_OK;
     if (strcmp(cfg->comm_backend, "mpi") == 0)

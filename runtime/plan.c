@@ -47,7 +47,8 @@ static void plan_layer(const zt_runtime *rt, const zt_layer *L, zt_plan *p)
     if (p->optim_tier == ZT_TIER_DEVICE) /* master, m, v and the gradient accumulator */
         p->device_resident += 4 * shard * 4;
     else
-        p->host_bytes += zt_host_tier_footprint(shard * 4); /* gradient accumulator */
+        p->host_bytes += zt_host_tier_footprint( /* gradient accumulator */
+            shard * (rt->cfg.grad_accum_bf16 ? 2 : 4));
     if (p->optim_tier == ZT_TIER_HOST)
         p->host_bytes += 3 * zt_host_tier_footprint(shard * 4);
     else if (p->optim_tier == ZT_TIER_NVME)

@@ -209,6 +209,7 @@ zt_status zt_rt_open(zt_runtime *rt)
     if (st != ZT_OK)
         return st;
     rt->dtype = zt_config_dtype(&rt->cfg);
+    rt->acc_dtype = rt->cfg.grad_accum_bf16 ? ZT_BF16 : ZT_F32;
     rt->loss_scale = 1.0f;
     if (rt->cfg.fp16) {
         rt->loss_scale = rt->cfg.fp16_loss_scale > 0
@@ -239,7 +240,8 @@ static void free_layer(zt_runtime *rt, zt_layer *L)
     if (rt->dev_opt && rt->dev)
         rt->dev->iface->free(rt->dev, L->grad_acc);
     else
-        zt_host_tier_free(&rt->host, L->grad_acc, (uint64_t)L->shard_numel * sizeof(float));
+        zt_host_tier_free(&rt->host, L->grad_acc,
+                          (uint64_t)L->shard_numel * zt_dtype_size(rt->acc_dtype));
     free(L->views);
     free(L->param_ids);
     free(L->name);

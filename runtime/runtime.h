@@ -51,8 +51,8 @@ typedef struct zt_layer {
     /* This rank's shard: working-dtype parameters and fp32 optimizer state. */
     zt_home param_home;
     zt_home master, exp_avg, exp_avg_sq;
-    float *grad_acc; /* fp32 gradient accumulation shard: host memory, or device memory with
-                        the device optimizer (rt->dev_opt) */
+    void *grad_acc; /* gradient accumulation shard of rt->acc_dtype: host memory, or fp32 in
+                       device memory with the device optimizer (rt->dev_opt) */
     int accum_count; /* backward releases since the last step */
     /* The gradient norm's sums of grad_acc, folded into its last accumulation of the step
      * (valid until grad_acc changes otherwise); zt_step then skips its pass over the layer. */
@@ -88,7 +88,8 @@ struct zt_runtime {
     zt_log_fn log_fn;
     void *log_user;
     int rank, world;
-    zt_dtype dtype; /* working dtype of parameters and gradients */
+    zt_dtype dtype;     /* working dtype of parameters and gradients */
+    zt_dtype acc_dtype; /* of the gradient accumulators: fp32, or bf16 (ztier.grad_accum_dtype) */
 
     /* the registry */
     zt_param *params;

@@ -34,7 +34,7 @@ static zt_status global_grad_stats(zt_runtime *rt, double *sumsq, double *nonfin
         double sum = L->norm_valid /* folded into the last accumulation */
                          ? (bad = L->norm_bad, L->norm_sumsq)
                          : zt_grad_sumsq_parallel(rt->pool, rt->adam_variant, L->grad_acc,
-                                                  ZT_F32, L->shard_numel, scale, &bad);
+                                                  rt->acc_dtype, L->shard_numel, scale, &bad);
         acc[0] += sum;
         acc[1] += (double)bad;
     }
@@ -55,7 +55,7 @@ static zt_status clear_grads(zt_runtime *rt)
             st = zt_dev_opt_zero_acc(rt, L);
             continue;
         }
-        memset(L->grad_acc, 0, (size_t)L->shard_numel * sizeof(float));
+        memset(L->grad_acc, 0, (size_t)L->shard_numel * zt_dtype_size(rt->acc_dtype));
         L->accum_count = 0;
         L->norm_valid = 0;
     }
@@ -100,7 +100,7 @@ static zt_status update_layer(zt_runtime *rt, zt_layer *L, const zt_adam_hparams
     void *out = zt_home_host_ptr(&L->param_home);
     if (!out)
         out = rt->dtype == ZT_F32 ? rt->staging : rt->staging_lp;
-    zt_adam_tensors t = {master, m, v, L->grad_acc, ZT_F32, out, rt->dtype, L->shard_numel};
+    zt_adam_tensors t = {master, m, v, L->grad_acc, rt->acc_dtype, out, rt->dtype, L->shard_numel};
     double t0 = zt_now_s();
     zt_adam_step_parallel(rt->pool, rt->adam_variant, h, &t);
     zt_trace_span("optimizer", t0, "adam %s (%lld elements)", L->name,

@@ -492,7 +492,7 @@ static void test_grad_accumulate_folds_the_norm(void **state)
             g[ZT_ADAM_CHUNK + 5] = NAN, gb[ZT_ADAM_CHUNK + 5] = 0x7fc0;
             want[ZT_ADAM_CHUNK + 5] = NAN;
             int64_t bad = -1, bad2 = -1;
-            double got = zt_grad_accumulate(with_pool ? pool : NULL, var, acc,
+            double got = zt_grad_accumulate(with_pool ? pool : NULL, var, acc, ZT_F32,
                                             dt ? (const void *)gb : g, dt ? ZT_BF16 : ZT_F32, n,
                                             0.5f, &bad);
             for (int64_t i = 0; i < n; i++)
@@ -504,8 +504,24 @@ static void test_grad_accumulate_folds_the_norm(void **state)
             assert_int_equal(bad, 1);
             assert_int_equal(bad2, 1);
             /* without a norm wanted it only adds */
-            assert_true(zt_grad_accumulate(pool, var, acc, g, ZT_F32, 10, 1.0f, NULL) == 0.0);
+            assert_true(zt_grad_accumulate(pool, var, acc, ZT_F32, g, ZT_F32, 10, 1.0f, NULL) ==
+                        0.0);
         }
+    /* a bf16 accumulator: each element's sum in fp32, rounded once; the norm of the bf16
+     * values as a separate pass over them gives it */
+    uint16_t *acc16 = malloc(sizeof(uint16_t) * (size_t)n), *want16 = malloc(sizeof(uint16_t) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        acc16[i] = zt_f32_to_bf16(frand(-1, 1));
+        g[i] = frand(-1, 1);
+        want16[i] = zt_f32_to_bf16(zt_bf16_to_f32(acc16[i]) + g[i]);
+    }
+    int64_t bad = -1, bad2 = -1;
+    double got = zt_grad_accumulate(pool, var, acc16, ZT_BF16, g, ZT_F32, n, 0.5f, &bad);
+    assert_memory_equal(acc16, want16, sizeof(uint16_t) * (size_t)n);
+    double pass = zt_grad_sumsq_parallel(pool, var, acc16, ZT_BF16, n, 0.5f, &bad2);
+    assert_memory_equal(&got, &pass, sizeof got);
+    assert_int_equal(bad, 0);
+    free(acc16), free(want16);
     zt_threadpool_destroy(pool);
     free(acc), free(want), free(g), free(gb);
 }
