@@ -43,7 +43,7 @@ static int open_gpu_run(gpu_run *r, const gpt2_config *c, int B, int T, const ch
     }
     if (gpt2_ops_cuda_create(&r->ops, r->g.stream, 0, why, sizeof why) != 0)
         return fprintf(stderr, "ztier bench gpt2: %s\n", why), -1;
-    r->model = gpt2_model_create_on(c, B, T, &r->ops);
+    r->model = gpt2_model_create_on(c, B, T, &r->ops, 0);
     return r->model ? 0 : -1;
 }
 

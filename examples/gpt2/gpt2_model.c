@@ -114,7 +114,10 @@ typedef struct block_acts {
 struct gpt2_model {
     gpt2_config c;
     int B, T;
-    gpt2_ops ops; /* where it computes */
+    gpt2_ops ops;  /* where it computes */
+    int recompute; /* layernorm and GELU outputs recomputed in backward, not kept per layer */
+    float *ln_scratch, *gelu_scratch; /* their one buffer each when recomputing */
+    size_t activation_bytes;
     float *memory; /* one allocation carved into every tensor below */
     float *encoded; /* [B,T,C] */
     block_acts *blocks;
@@ -133,13 +136,19 @@ static size_t carve(gpt2_model *m, float *base)
     size_t att = (size_t)m->B * m->c.heads * m->T * m->T;
 #define CARVE(field, n) (field = base ? base + off : NULL, off += (n))
     CARVE(m->encoded, BT * C);
+    if (m->recompute) /* one buffer for every layer's layernorm output, one for GELU's */
+        CARVE(m->ln_scratch, BT * C), CARVE(m->gelu_scratch, BT * 4 * C);
     for (int l = 0; l < m->c.layers; l++) {
         block_acts *a = &m->blocks[l];
-        CARVE(a->ln1, BT * C), CARVE(a->ln1_mean, BT), CARVE(a->ln1_rstd, BT);
+        if (m->recompute)
+            a->ln1 = a->ln2 = m->ln_scratch, a->fch_gelu = m->gelu_scratch;
+        else
+            CARVE(a->ln1, BT * C), CARVE(a->ln2, BT * C), CARVE(a->fch_gelu, BT * 4 * C);
+        CARVE(a->ln1_mean, BT), CARVE(a->ln1_rstd, BT);
         CARVE(a->qkv, BT * 3 * C), CARVE(a->atty, BT * C), CARVE(a->att, att);
         CARVE(a->attproj, BT * C), CARVE(a->res2, BT * C);
-        CARVE(a->ln2, BT * C), CARVE(a->ln2_mean, BT), CARVE(a->ln2_rstd, BT);
-        CARVE(a->fch, BT * 4 * C), CARVE(a->fch_gelu, BT * 4 * C);
+        CARVE(a->ln2_mean, BT), CARVE(a->ln2_rstd, BT);
+        CARVE(a->fch, BT * 4 * C);
         CARVE(a->fcproj, BT * C), CARVE(a->res3, BT * C);
     }
     CARVE(m->lnf, BT * C), CARVE(m->lnf_mean, BT), CARVE(m->lnf_rstd, BT);
@@ -150,7 +159,8 @@ static size_t carve(gpt2_model *m, float *base)
     return off;
 }
 
-gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const gpt2_ops *ops)
+gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const gpt2_ops *ops,
+                                 int recompute)
 {
     if (B < 1 || T < 1 || T > c->max_seq || c->heads < 1 || c->channels % c->heads)
         return NULL;
@@ -159,6 +169,7 @@ gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const gpt2_
     if (!m)
         return NULL;
     m->ops = *ops;
+    m->recompute = recompute;
     if (!(m->blocks = calloc((size_t)c->layers, sizeof *m->blocks)) ||
         !(m->tokens = ops->alloc(ops->ctx, BT * sizeof(int))) ||
         !(m->targets = ops->alloc(ops->ctx, BT * sizeof(int)))) {
@@ -168,7 +179,8 @@ gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const gpt2_
     m->c = *c;
     m->B = B;
     m->T = T;
-    if (!(m->memory = ops->alloc(ops->ctx, carve(m, NULL) * sizeof(float)))) {
+    m->activation_bytes = carve(m, NULL) * sizeof(float);
+    if (!(m->memory = ops->alloc(ops->ctx, m->activation_bytes))) {
         gpt2_model_destroy(m);
         return NULL;
     }
@@ -178,8 +190,10 @@ gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const gpt2_
 
 gpt2_model *gpt2_model_create(const gpt2_config *c, int B, int T)
 {
-    return gpt2_model_create_on(c, B, T, &gpt2_ops_cpu);
+    return gpt2_model_create_on(c, B, T, &gpt2_ops_cpu, 0);
 }
+
+size_t gpt2_model_activation_bytes(const gpt2_model *m) { return m->activation_bytes; }
 
 int gpt2_model_status(const gpt2_model *m) { return m->ops.status(m->ops.ctx); }
 
@@ -262,6 +276,11 @@ static void block_backward(gpt2_model *m, float *const *p, float *const *g, cons
     float *dres2 = m->d_c;
     /* res3 = res2 + fcproj(gelu(fc(ln2(res2)))) */
     m->ops.copy(m->ops.ctx, dres2, dout, nc * sizeof(float));
+    if (m->recompute) { /* GELU's and ln_2's outputs again, from what the layer kept */
+        m->ops.gelu_forward(m->ops.ctx, a->fch_gelu, a->fch, N * 4 * C);
+        m->ops.layernorm_forward(m->ops.ctx, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2,
+                                 p[P_LN2W], p[P_LN2B], N, C);
+    }
     m->ops.zero(m->ops.ctx, m->d_fcg, nc * 4 * sizeof(float));
     m->ops.matmul_backward(m->ops.ctx, m->d_fcg, g[P_PROJW], g[P_PROJB], dout, a->fch_gelu,
                            p[P_PROJW], N, 4 * C, C);
@@ -273,6 +292,9 @@ static void block_backward(gpt2_model *m, float *const *p, float *const *g, cons
                            4 * C);
     m->ops.layernorm_backward(m->ops.ctx, dres2, g[P_LN2W], g[P_LN2B], dln2, a->res2, p[P_LN2W],
                               a->ln2_mean, a->ln2_rstd, N, C);
+    if (m->recompute) /* ln_1's output again */
+        m->ops.layernorm_forward(m->ops.ctx, a->ln1, a->ln1_mean, a->ln1_rstd, in, p[P_LN1W],
+                                 p[P_LN1B], N, C);
     /* res2 = in + attproj(attention(qkv(ln1(in)))) */
     float *datty = din;
     m->ops.zero(m->ops.ctx, datty, nc * sizeof(float));

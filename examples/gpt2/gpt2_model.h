@@ -58,7 +58,13 @@ typedef struct gpt2_model gpt2_model;
  * GPU stream). The source then hands out parameters in that memory. */
 gpt2_model *gpt2_model_create(const gpt2_config *c, int B, int T);
 struct gpt2_ops;
-gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const struct gpt2_ops *ops);
+/* recompute: layernorm and GELU outputs are recomputed in backward from what each layer keeps
+ * (its inputs, mean and rstd, the GELU's input) instead of kept per layer: the same results,
+ * bit for bit, in less activation memory. */
+gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const struct gpt2_ops *ops,
+                                 int recompute);
+/* Bytes of activations and gradient scratch the model holds. */
+size_t gpt2_model_activation_bytes(const gpt2_model *m);
 /* 0, or the first error the ops met (a GPU launch or allocation failure). */
 int gpt2_model_status(const gpt2_model *m);
 void gpt2_model_destroy(gpt2_model *m);

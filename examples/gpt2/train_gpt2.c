@@ -7,13 +7,14 @@
  *           [--ds-config ds.json] [--nvme DIR] [--hbm SIZE] [--eval-every N]
  *           [--checkpoint DIR [--save-every N] [--keep N]] [--resume DIR]
  *           [--export model.bin] [--safetensors model.safetensors] [--threads N]
- *           [--device cpu|cuda]
+ *           [--device cpu|cuda] [--recompute]
  *   zt_gpt2 --text file --write-shard out.bin     (byte-level text -> llm.c token shard)
  *
  * --threads N: the matmuls (OpenBLAS) and ztier's optimizer pool each use N threads; they
  * run one after the other, so the default is every online core for both. --device cuda
  * computes on the GPU (the CUDA kernels of gpt2_rows.h and cuBLAS on a stream of ztier's cuda
- * backend; fp32 parameters).
+ * backend; fp32 parameters). --recompute keeps no layernorm or GELU outputs per layer and
+ * recomputes them in backward: the same results in less activation memory.
  *
  * --vocab byte (= 256) trains a byte-level model on --text; the default is GPT-2's 50257
  * (padded to 50304 rows of wte). --batch is the global batch. The configuration is the
@@ -43,7 +44,8 @@ typedef struct options {
     const char *lr, *keep;
     const char *device; /* "cpu", or "cuda": compute on the GPU, ztier's cuda backend */
     int vocab, batch, seq, steps, accum, save_every, eval_every;
-    int threads; /* the matmuls' and the optimizer's threads (0: the online cores) */
+    int threads;   /* the matmuls' and the optimizer's threads (0: the online cores) */
+    int recompute; /* --recompute: layernorm and GELU outputs recomputed in backward */
     uint64_t seed;
 } options;
 
@@ -74,7 +76,7 @@ static int usage(void)
                     "[--lr LR] [--seed S] [--ds-config FILE] [--nvme DIR] [--hbm SIZE] "
                     "[--eval-every N] [--checkpoint DIR [--save-every N] [--keep N]] "
                     "[--resume DIR] [--export FILE] [--safetensors FILE] [--device cpu|cuda] "
-                    "[--threads N]\n"
+                    "[--threads N] [--recompute]\n"
                     "       zt_gpt2 --text FILE --write-shard OUT.bin\n");
     return 2;
 }
@@ -85,6 +87,10 @@ static int parse(int argc, char **argv, options *o)
                    .device = "cpu"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--recompute")) { /* a flag: no value */
+            o->recompute = 1;
+            continue;
+        }
         if (v && !strcmp(a, "--vocab") && (!strcmp(v, "byte") || !strcmp(v, "gpt2"))) {
             o->vocab = !strcmp(v, "byte") ? 256 : 50257;
             i++;
@@ -354,7 +360,7 @@ static int setup(trainer *t)
         return fail(t, "--resume");
     if (open_ops(t) != 0)
         return 1;
-    t->model = gpt2_model_create_on(&t->c, t->rows, t->o.seq, &t->ops);
+    t->model = gpt2_model_create_on(&t->c, t->rows, t->o.seq, &t->ops, t->o.recompute);
     t->inputs = malloc(sizeof(int) * (size_t)t->rows * (size_t)t->o.seq);
     t->targets = malloc(sizeof(int) * (size_t)t->rows * (size_t)t->o.seq);
     if (!t->model || !t->inputs || !t->targets)

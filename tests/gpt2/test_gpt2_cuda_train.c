@@ -54,7 +54,7 @@ static int train(const char *backend, const char *optimizer, float *losses)
         fprintf(stderr, "cuda ops: %s %s\n", why, zt_last_error(rt));
         return -1;
     }
-    gpt2_model *m = gpt2_model_create_on(&c, B, T, &ops);
+    gpt2_model *m = gpt2_model_create_on(&c, B, T, &ops, 0);
     gpt2_source src = gpt2_ztier_source(&g);
     int tok[B * T], tgt[B * T], rc = 0;
     for (int s = 0; s < STEPS && rc == 0; s++) {
