@@ -2,16 +2,23 @@
 #include "core/log.h"
 
 #include <stdlib.h>
+#include <string.h>
 
-/* Counts a refusal; the first one is logged. */
+/* Counts a refusal; the first one is logged: a warning where copies to a GPU slow down,
+ * information on the host backend (whose "device" is host memory: only the page locking is
+ * lost). */
 static int refuse(zt_pinner *p, uint64_t bytes, const char *owner, const char *why)
 {
     p->refused += bytes;
-    if (!p->warned++)
-        ZT_LOGW("pin", "%llu bytes of '%s' stay pageable (%s): copies between them and the "
-                       "device run slower; further refusals are counted in "
-                       "zt_stats.pinned_refused_bytes",
-                (unsigned long long)bytes, owner, why);
+    if (p->warned++)
+        return 0;
+    int host = !strcmp(p->dev->iface->name, "host");
+    ZT_LOG(host ? ZT_LOG_INFO : ZT_LOG_WARN, "pin",
+           "%llu bytes of '%s' stay pageable (%s): %s; further refusals are counted in "
+           "zt_stats.pinned_refused_bytes",
+           (unsigned long long)bytes, owner, why,
+           host ? "the host backend only loses the page locking"
+                : "copies between them and the device run slower");
     return 0;
 }
 

@@ -101,6 +101,7 @@ static void train(const char *cfg, run *r)
     long long before = vm_locked();
     zt_options opts = ZT_OPTIONS_INIT;
     opts.log_fn = on_log;
+    opts.log_level = 2; /* info: the host backend reports refusals there */
     opts.log_user = &r->log;
     zt_runtime *rt = NULL;
     minimal_model m;
