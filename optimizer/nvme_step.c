@@ -29,6 +29,19 @@ struct zt_nvme_step {
     opt_set sets[ZT_NVME_STEP_SETS];
     int preread;     /* sub-groups of the next step already being read into sets 0..n-1 */
     zt_error failed; /* a background failure not reported yet (status ZT_OK: none) */
+
+    /* the step in progress, from zt_nvme_step_begin to its last sub-group (chunks: NULL
+     * when none is) */
+    chunk *chunks;
+    int count, next, pre; /* sub-groups; the first not updated; how many were pre-read */
+    const zt_opt_shard *shards;
+    int n_shards;
+    zt_adam_hparams h;
+    zt_threadpool *pool;
+    zt_adam_variant variant;
+    zt_homes *homes;
+    zt_dtype dtype;
+    uint64_t *h2d_bytes;
 };
 
 int64_t zt_nvme_step_chunk_elems(int64_t sub_group_size, uint64_t block_size)
@@ -118,6 +131,11 @@ zt_status zt_nvme_step_drain(zt_nvme_step *s, zt_error *err)
 {
     if (!s)
         return ZT_OK;
+    if (s->chunks) { /* the step in progress first: its state is what readers want */
+        zt_status st = zt_nvme_step_advance(s, s->n_shards, err);
+        if (st != ZT_OK)
+            return st;
+    }
     s->preread = 0; /* read-ahead data may go stale: the step reads again */
     zt_status st = take_failure(s, err);
     zt_status w = finish_sets(s, SET_IDLE, st == ZT_OK ? err : NULL);
@@ -144,6 +162,7 @@ void zt_nvme_step_destroy(zt_nvme_step *s)
     if (!s)
         return;
     finish_sets(s, SET_IDLE, NULL);
+    free(s->chunks);
     free(s);
 }
 
@@ -153,25 +172,23 @@ static void *param_out(zt_nvme_step *s, const zt_opt_shard *sh)
     return host ? host : s->param_staging;
 }
 
-static zt_status update(zt_nvme_step *s, const chunk *c, int set, const zt_adam_hparams *h,
-                        zt_threadpool *pool, zt_adam_variant v, zt_homes *homes, zt_dtype dtype,
-                        uint64_t *h2d_bytes, zt_error *err)
+static zt_status update(zt_nvme_step *s, const chunk *c, int set, zt_error *err)
 {
     const zt_opt_shard *sh = c->shard;
-    size_t dsize = zt_dtype_size(dtype);
+    size_t dsize = zt_dtype_size(s->dtype);
     zt_adam_tensors t = {set_buf(s, set, 0), set_buf(s, set, 1), set_buf(s, set, 2),
                          (const char *)sh->grad + (size_t)c->begin * zt_dtype_size(sh->grad_dtype),
                          sh->grad_dtype,
-                         (char *)param_out(s, sh) + (size_t)c->begin * dsize, dtype, c->n};
+                         (char *)param_out(s, sh) + (size_t)c->begin * dsize, s->dtype, c->n};
     double t0 = zt_now_s();
-    zt_adam_step_parallel(pool, v, h, &t);
+    zt_adam_step_parallel(s->pool, s->variant, &s->h, &t);
     zt_trace_span("optimizer", t0, "adam '%s' [%lld, %lld)", sh->master->owner,
                   (long long)c->begin, (long long)(c->begin + c->n));
     if (c->begin + c->n < sh->numel || zt_home_host_ptr(sh->param))
         return ZT_OK; /* the shard's working copy is stored once, after its last sub-group */
     if (sh->param->kind == ZT_TIER_DEVICE)
-        *h2d_bytes += sh->param->bytes;
-    return zt_home_store(homes, sh->param, param_out(s, sh), err);
+        *s->h2d_bytes += sh->param->bytes;
+    return zt_home_store(s->homes, sh->param, param_out(s, sh), err);
 }
 
 /* The sub-groups of every shard, in order (count only when out is NULL). */
@@ -199,7 +216,7 @@ static chunk *plan(zt_nvme_step *s, const zt_opt_shard *shards, int n, int *coun
 
 void zt_nvme_step_preread(zt_nvme_step *s, const zt_opt_shard *shards, int n)
 {
-    if (!s || s->preread > 0 || s->failed.status != ZT_OK)
+    if (!s || s->chunks || s->preread > 0 || s->failed.status != ZT_OK)
         return;
     /* the previous step's last write-backs first; a failure in them is kept for the step */
     if (finish_sets(s, SET_WRITING, &s->failed) != ZT_OK)
@@ -216,11 +233,24 @@ void zt_nvme_step_preread(zt_nvme_step *s, const zt_opt_shard *shards, int n)
     free(chunks);
 }
 
-zt_status zt_nvme_step_run(zt_nvme_step *s, const zt_opt_shard *shards, int n,
-                           const zt_adam_hparams *h, zt_threadpool *pool, zt_adam_variant v,
-                           zt_homes *homes, zt_dtype dtype, uint64_t *h2d_bytes,
-                           zt_error *err)
+/* Ends the step in progress; after a failure nothing may stay in flight. */
+static zt_status end_step(zt_nvme_step *s, zt_status st)
 {
+    free(s->chunks);
+    s->chunks = NULL;
+    s->count = s->next = s->pre = 0;
+    if (st != ZT_OK)
+        finish_sets(s, SET_IDLE, NULL);
+    return st;
+}
+
+zt_status zt_nvme_step_begin(zt_nvme_step *s, const zt_opt_shard *shards, int n,
+                             const zt_adam_hparams *h, zt_threadpool *pool, zt_adam_variant v,
+                             zt_homes *homes, zt_dtype dtype, uint64_t *h2d_bytes,
+                             zt_error *err)
+{
+    if (s->chunks)
+        return ZT_ERR(err, ZT_ERR_USAGE, "an optimizer step is already in progress");
     int pre = s->preread, count = 0;
     s->preread = 0;
     zt_status st = take_failure(s, err);
@@ -229,28 +259,66 @@ zt_status zt_nvme_step_run(zt_nvme_step *s, const zt_opt_shard *shards, int n,
     chunk *chunks = st == ZT_OK ? plan(s, shards, n, &count) : NULL;
     if (st == ZT_OK && !chunks)
         st = ZT_ERR(err, ZT_ERR_NOMEM, "out of memory planning the optimizer step");
-    opt_set *sets = s->sets;
-    if (st == ZT_OK && pre == 0 && count > 0)
-        st = start(s, &chunks[0], 0, 0, err);
-    for (int i = 0; i < count && st == ZT_OK; i++) {
-        int cur = i % ZT_NVME_STEP_SETS, next = (i + 1) % ZT_NVME_STEP_SETS;
-        if (i + 1 < count && i + 1 >= pre) { /* read ahead into the set written two ago */
-            if (sets[next].state)
-                st = finish(&sets[next], err);
-            if (st == ZT_OK)
-                st = start(s, &chunks[i + 1], next, 0, err);
-        }
-        if (st == ZT_OK)
-            st = finish(&sets[cur], err);
-        if (st == ZT_OK)
-            st = update(s, &chunks[i], cur, h, pool, v, homes, dtype, h2d_bytes, err);
-        if (st == ZT_OK)
-            st = start(s, &chunks[i], cur, 1, err);
-    }
-    free(chunks);
-    if (st != ZT_OK) /* nothing may stay in flight after a failure */
+    if (st != ZT_OK) {
         finish_sets(s, SET_IDLE, NULL);
+        return st;
+    }
+    s->chunks = chunks, s->count = count, s->next = 0, s->pre = pre;
+    s->shards = shards, s->n_shards = n, s->h = *h, s->pool = pool, s->variant = v;
+    s->homes = homes, s->dtype = dtype, s->h2d_bytes = h2d_bytes;
+    if (pre == 0 && count > 0)
+        st = start(s, &chunks[0], 0, 0, err);
+    if (st == ZT_OK && count == 0)
+        return end_step(s, ZT_OK);
+    return st == ZT_OK ? ZT_OK : end_step(s, st);
+}
+
+/* Sub-group i: read i + 1 ahead into the set written two ago, update i, write it back. */
+static zt_status step_chunk(zt_nvme_step *s, int i, zt_error *err)
+{
+    opt_set *sets = s->sets;
+    int cur = i % ZT_NVME_STEP_SETS, next = (i + 1) % ZT_NVME_STEP_SETS;
+    zt_status st = ZT_OK;
+    if (i + 1 < s->count && i + 1 >= s->pre) {
+        if (sets[next].state)
+            st = finish(&sets[next], err);
+        if (st == ZT_OK)
+            st = start(s, &s->chunks[i + 1], next, 0, err);
+    }
+    if (st == ZT_OK)
+        st = finish(&sets[cur], err);
+    if (st == ZT_OK)
+        st = update(s, &s->chunks[i], cur, err);
+    if (st == ZT_OK)
+        st = start(s, &s->chunks[i], cur, 1, err);
+    return st;
+}
+
+int zt_nvme_step_shards_done(const zt_nvme_step *s)
+{
+    if (!s || !s->chunks)
+        return -1;
+    return (int)(s->chunks[s->next].shard - s->shards);
+}
+
+zt_status zt_nvme_step_advance(zt_nvme_step *s, int through, zt_error *err)
+{
+    zt_status st = ZT_OK;
+    while (s && s->chunks && st == ZT_OK && s->chunks[s->next].shard - s->shards < through) {
+        st = step_chunk(s, s->next, err);
+        if (st == ZT_OK && ++s->next == s->count)
+            return end_step(s, ZT_OK);
+    }
     /* On success the last write-backs finish while the caller computes the next step; the
      * next use of the optimizer state (step, checkpoint, parameter read) waits for them. */
-    return st;
+    return st == ZT_OK ? ZT_OK : end_step(s, st);
+}
+
+zt_status zt_nvme_step_run(zt_nvme_step *s, const zt_opt_shard *shards, int n,
+                           const zt_adam_hparams *h, zt_threadpool *pool, zt_adam_variant v,
+                           zt_homes *homes, zt_dtype dtype, uint64_t *h2d_bytes,
+                           zt_error *err)
+{
+    zt_status st = zt_nvme_step_begin(s, shards, n, h, pool, v, homes, dtype, h2d_bytes, err);
+    return st == ZT_OK ? zt_nvme_step_advance(s, n, err) : st;
 }

@@ -36,22 +36,39 @@ int64_t zt_nvme_step_chunk_elems(int64_t sub_group_size, uint64_t block_size);
  * caller; param_staging: a host buffer for one shard's working-dtype parameters. */
 zt_status zt_nvme_step_create(float *const *bufs, int64_t buf_elems, void *param_staging,
                               zt_nvme_step **out, zt_error *err);
-/* Waits for transfers still in flight. NULL is a no-op. */
+/* Waits for transfers still in flight; a step in progress is abandoned. NULL is a no-op. */
 void zt_nvme_step_destroy(zt_nvme_step *s);
 
-/* Starts reading the first sub-groups of the next step (when a backward pass begins). */
+/* Starts reading the first sub-groups of the next step (when a backward pass begins); a
+ * no-op while a step is in progress. */
 void zt_nvme_step_preread(zt_nvme_step *s, const zt_opt_shard *shards, int n);
 
-/* Updates every shard; the working-dtype parameters go to their homes through homes
- * (h2d_bytes counts those that go to device memory). Returns with the last write-backs
- * still in flight. */
+/* A step in two parts, so that the caller can compute while it runs: begin plans it (and
+ * starts reading the first sub-group not read ahead); advance updates the shards up to
+ * `through` (exclusive) in order, leaving the next sub-group's read in flight. Shards are
+ * updated strictly in order, each when advance is asked for it or a later one, and the
+ * result is that of zt_nvme_step_run. h, pool, homes and h2d_bytes are kept until the step
+ * ends; the shards' gradients must not change before their shard is updated. A failure ends
+ * the step (nothing stays in flight) with the state half updated. */
+zt_status zt_nvme_step_begin(zt_nvme_step *s, const zt_opt_shard *shards, int n,
+                             const zt_adam_hparams *h, zt_threadpool *pool, zt_adam_variant v,
+                             zt_homes *homes, zt_dtype dtype, uint64_t *h2d_bytes,
+                             zt_error *err);
+zt_status zt_nvme_step_advance(zt_nvme_step *s, int through, zt_error *err);
+/* Shards fully updated by the step in progress; -1 when none is in progress. */
+int zt_nvme_step_shards_done(const zt_nvme_step *s);
+
+/* begin, then advance through every shard: the working-dtype parameters go to their homes
+ * through homes (h2d_bytes counts those that go to device memory). Returns with the last
+ * write-backs still in flight. */
 zt_status zt_nvme_step_run(zt_nvme_step *s, const zt_opt_shard *shards, int n,
                            const zt_adam_hparams *h, zt_threadpool *pool, zt_adam_variant v,
                            zt_homes *homes, zt_dtype dtype, uint64_t *h2d_bytes,
                            zt_error *err);
 
-/* Waits for every transfer in flight and reports the first failure not yet reported. Every
- * reader of the state on NVMe calls it first; read-ahead data is dropped (it may go stale). */
+/* Completes the step in progress, waits for every transfer in flight and reports the first
+ * failure not yet reported. Every reader of the state on NVMe calls it first; read-ahead
+ * data is dropped (it may go stale). */
 zt_status zt_nvme_step_drain(zt_nvme_step *s, zt_error *err);
 
 /* Collects the write-backs that have completed, without waiting, and reports the first

@@ -179,6 +179,9 @@ zt_status zt_gather_advance(zt_gather *g, zt_gather_env *env, int evict, int *ne
 {
     zt_status st = ZT_OK;
     *needs_staging = 0;
+    if (env->home_ready && (g->persistent || g->state == ZT_GATHER_NONE) &&
+        !env->home_ready(env->home_ready_ctx, g->home, evict))
+        return ZT_OK; /* a prefetch: the layer's fetch brings it up to date first */
     if (g->persistent) { /* its full parameters are its home: nothing to move */
         g->buf = g->home->ptr;
         g->state = ZT_GATHER_READY;

@@ -40,6 +40,14 @@ typedef struct zt_gather_env {
      * then fenced (freed after it) instead of waited for; until then drops wait, so that
      * device memory stays a function of the calls (what ztier estimate replays) */
     int fenced_drops;
+    /* called before a layer's home is read (or handed out, persistent): the optimizer step
+     * may still have to update it. For a fetch (demand) the callee brings it up to date and
+     * returns 1; for a prefetch it may return 0, and the layer is left to its fetch. The
+     * answer must depend on the call sequence alone (every rank's prefetches issue the same
+     * collectives). NULL: homes are always current. Failures are the callee's to keep and
+     * report. */
+    int (*home_ready)(void *ctx, const zt_home *home, int demand);
+    void *home_ready_ctx;
 } zt_gather_env;
 
 typedef struct zt_gather {

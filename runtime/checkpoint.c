@@ -345,6 +345,8 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
     /* no reduction still to land in the accumulators the load clears, no caller stream
      * still reading parameters it replaces */
     zt_status st = zt_rt_finish_reductions(rt);
+    /* an overlapped step in progress ends first (if it fails, the load restores the state) */
+    zt_rt_step_complete(rt);
     if (st == ZT_OK)
         st = open_checked(rt, dir, folder, sizeof folder, &m, &f);
     if (st == ZT_OK) {
@@ -358,8 +360,10 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
         restore_state(rt, &m.state);
         st = clear_accumulators(rt);
     }
-    if (st == ZT_OK)
-        zt_error_clear(&rt->async_err); /* the state is consistent again */
+    if (st == ZT_OK) { /* the state is consistent again */
+        zt_error_clear(&rt->async_err);
+        rt->step_cleared = rt->n_layers;
+    }
     zt_trace_span("checkpoint", t0, "load %s", folder);
     st = zt_comm_agree(rt->comm, st, "checkpoint load (shard files)", &rt->err);
     if (st == ZT_OK)

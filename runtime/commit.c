@@ -197,7 +197,9 @@ static zt_status open_prefetch(zt_runtime *rt)
                                      .dtype = rt->dtype,
                                      .qwz = rt->cfg.zero_quantized_weights,
                                      .hpz = rt->cfg.zero_hpz_partition_size > 1,
-                                     .quant_block = rt->cfg.quant_block_size};
+                                     .quant_block = rt->cfg.quant_block_size,
+                                     .home_ready = zt_rt_param_home_ready,
+                                     .home_ready_ctx = rt};
     zt_sched_limits lim = {rt->cfg.stage3_prefetch_bucket_size,
                            rt->cfg.stage3_max_live_parameters,
                            rt->cfg.stage3_max_reuse_distance};
@@ -247,6 +249,7 @@ zt_status zt_rt_commit(zt_runtime *rt)
         st = zt_dev_opt_open(rt, plan.device_param_tmp);
     if (st == ZT_OK)
         st = open_swaps(rt, &plan);
+    rt->step_cleared = rt->n_layers; /* no step in progress */
     if (st == ZT_OK)
         st = open_prefetch(rt);
     for (int i = 0; st == ZT_OK && i < rt->n_layers; i++)

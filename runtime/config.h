@@ -80,6 +80,7 @@ typedef struct zt_config {
     char trace_path[ZT_PATH_MAX];           /* "" = no trace */
     int device_index;                       /* cuda: -1 = the caller's current device */
     int gradient_landing_buffers;           /* async releases whose copies may be pending */
+    int overlap_step; /* NVMe optimizer: each layer updated when the next step first needs it */
     int64_t pinned_limit;                   /* bytes of host memory that may be pinned */
     int device_optimizer;                   /* zt_device_optimizer_mode */
     int grad_accum_bf16;                    /* gradient accumulators in bf16 (else fp32) */

@@ -95,12 +95,24 @@ zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_stream *caller
     zt_layer *L = &rt->layers[layer];
     double t0 = zt_now_s();
     zt_rt_poll_reductions(rt);
-    if (pass == ZT_BACKWARD) /* the optimizer state is read while the backward pass runs */
+    zt_status updated = ZT_OK; /* the step's update of the layer (see below) */
+    /* the optimizer state is read while the backward pass runs, once the step is done */
+    if (pass == ZT_BACKWARD && (updated = zt_rt_step_complete(rt)) == ZT_OK)
         zt_nvme_step_preread(rt->nvme_step, rt->opt_shards, rt->n_layers);
+    /* With an overlapped step in progress, this layer and the next one in the step's order
+     * are updated: the next one's state was read while the caller computed this layer's
+     * predecessor, and once updated it may be prefetched like any other. */
+    if (pass != ZT_BACKWARD && rt->step_cleared < rt->n_layers)
+        updated = zt_rt_step_through(rt, layer + 1 < rt->n_layers ? layer + 1 : layer);
     void *full = NULL;
     zt_event *ready = NULL;
     zt_status st = zt_prefetcher_fetch(rt->prefetch, layer, pass, &full, &ready, &rt->err);
     int held = st == ZT_OK;
+    /* A failed update is reported after the gather, whose collectives every rank issues
+     * alike (the gather updates the layer before it reads its home; a failure there is
+     * kept in rt->async_err and found here). */
+    if (st == ZT_OK)
+        st = updated != ZT_OK ? updated : zt_rt_step_through(rt, layer);
     /* held from here on, so making room for the gradients cannot evict it */
     if (st == ZT_OK && pass == ZT_BACKWARD && !L->grads)
         st = alloc_grads(rt, L, caller);
@@ -401,7 +413,9 @@ static zt_status fence_after_caller(zt_runtime *rt, zt_stream *caller)
 /* The gradients of a backward pass that ended: summed over ranks into the accumulator. */
 static zt_status release_grads(zt_runtime *rt, zt_layer *L, zt_stream *caller)
 {
-    zt_status st = ZT_OK;
+    /* the step's update of this layer reads its sums: done (and the sums cleared) first; a
+     * failure is reported after the collective, which every rank joins alike */
+    zt_status updated = zt_rt_step_through(rt, (int)(L - rt->layers)), st = ZT_OK;
     if (rt->dev_opt && (rt->world == 1 || !caller)) {
         /* summed on the device after the caller's stream: one rank has no collective, and
          * the blocking form's caller finished its work; the blocking form returns with the
@@ -421,7 +435,7 @@ static zt_status release_grads(zt_runtime *rt, zt_layer *L, zt_stream *caller)
     }
     zt_device_tier_free(&rt->dtier, L->grads); /* after rt->stream's copy of them */
     L->grads = NULL;
-    return st;
+    return updated != ZT_OK ? updated : st;
 }
 
 zt_status zt_rt_release(zt_runtime *rt, int layer, zt_pass pass, zt_stream *caller)

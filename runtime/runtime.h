@@ -118,6 +118,11 @@ struct zt_runtime {
     zt_adam_variant adam_variant;
     zt_nvme_step *nvme_step;     /* when the optimizer state is on NVMe */
     zt_opt_shard *opt_shards;    /* n_layers: what the NVMe step updates */
+    /* Layers whose update by the step is done and whose gradients are cleared: n_layers
+     * except while an overlapped NVMe step is in progress (ztier.overlap_step), which
+     * updates layer i when something first needs it (zt_rt_step_through). */
+    int step_cleared;
+    int stepping; /* inside zt_rt_step */
     float *opt_buf[ZT_NVME_STEP_BUFS];
     size_t opt_buf_bytes;
     void *staging;        /* host buffer: one fp32 shard in transit (largest shard) */
@@ -218,6 +223,18 @@ zt_status zt_rt_drain_optimizer(zt_runtime *rt);
 /* The kept failure of background work, after collecting what has completed (zt_async_error).
  * Does not wait. */
 zt_status zt_rt_async_error(zt_runtime *rt);
+/* With an overlapped NVMe step in progress: updates the layers up to `layer` (in order) and
+ * clears their gradients. Whatever reads a layer's parameters, optimizer state or gradient
+ * sums after zt_step calls it first (the gather through zt_rt_param_home_ready, the
+ * backward release, the readers of the whole state through zt_rt_step_complete). */
+zt_status zt_rt_step_through(zt_runtime *rt, int layer);
+zt_status zt_rt_step_complete(zt_runtime *rt);
+/* zt_gather_env.home_ready: a gather is about to read this parameter home. A fetch
+ * (demand) updates the layer first; a prefetch of a layer the step has not updated yet is
+ * declined (0), so that the update waits for data read while the caller computed the layers
+ * before it, not for a read just issued. A failure is kept in rt->async_err (and the gather
+ * goes on, so every rank issues the same collectives); the fetch reports it. */
+int zt_rt_param_home_ready(void *rt, const zt_home *home, int demand);
 
 /* the optimizer on the device (runtime/step_device.c), used when rt->dev_opt is set:
  * accumulators in device memory, the norm's sums and Adam as device kernels on ztier's

@@ -46,19 +46,33 @@ static zt_status global_grad_stats(zt_runtime *rt, double *sumsq, double *nonfin
     return st;
 }
 
+static void clear_host_grads(zt_runtime *rt, zt_layer *L)
+{
+    memset(L->grad_acc, 0, (size_t)L->shard_numel * zt_dtype_size(rt->acc_dtype));
+    L->accum_count = 0;
+    L->norm_valid = 0;
+}
+
+/* Clears the gradients of the layers the step in progress has updated (all of them once
+ * none is in progress). */
+static void clear_updated(zt_runtime *rt)
+{
+    int done = zt_nvme_step_shards_done(rt->nvme_step);
+    for (done = done < 0 ? rt->n_layers : done; rt->step_cleared < done; rt->step_cleared++)
+        clear_host_grads(rt, &rt->layers[rt->step_cleared]);
+}
+
 static zt_status clear_grads(zt_runtime *rt)
 {
     zt_status st = ZT_OK;
-    for (int i = 0; st == ZT_OK && i < rt->n_layers; i++) {
-        zt_layer *L = &rt->layers[i];
-        if (rt->dev_opt) {
-            st = zt_dev_opt_zero_acc(rt, L);
-            continue;
-        }
-        memset(L->grad_acc, 0, (size_t)L->shard_numel * zt_dtype_size(rt->acc_dtype));
-        L->accum_count = 0;
-        L->norm_valid = 0;
+    if (!rt->dev_opt) {
+        if (zt_nvme_step_shards_done(rt->nvme_step) < 0)
+            rt->step_cleared = 0; /* no step in progress: every layer now */
+        clear_updated(rt);        /* else those updated, the others when they are */
+        return ZT_OK;
     }
+    for (int i = 0; st == ZT_OK && i < rt->n_layers; i++)
+        st = zt_dev_opt_zero_acc(rt, &rt->layers[i]);
     if (st == ZT_OK && rt->dev_opt) /* the step returns with its device work done */
         st = rt->dev->iface->stream_synchronize(rt->dev, rt->stream, &rt->err);
     return st;
@@ -159,16 +173,57 @@ static zt_status keep_async(zt_runtime *rt, zt_status st, const zt_error *e)
     if (st != ZT_OK && rt->async_err.status == ZT_OK) {
         rt->async_err = *e;
         zt_error_prefix(&rt->async_err, "the optimizer state is inconsistent since its NVMe "
-                                        "write-back failed (load a checkpoint to go on): ");
+                                        "step failed (load a checkpoint to go on): ");
     }
     if (rt->async_err.status != ZT_OK)
         rt->err = rt->async_err;
     return rt->async_err.status;
 }
 
+zt_status zt_rt_step_through(zt_runtime *rt, int layer)
+{
+    if (rt->step_cleared > layer)
+        return ZT_OK;
+    zt_error e = {0};
+    zt_status st = rt->async_err.status;
+    int before = rt->step_cleared;
+    double t0 = zt_now_s();
+    if (st == ZT_OK)
+        st = zt_nvme_step_advance(rt->nvme_step, layer + 1, &e);
+    st = keep_async(rt, st, &e);
+    if (st == ZT_OK)
+        clear_updated(rt);
+    if (!rt->stepping && rt->step_cleared > before) { /* after zt_step returned */
+        rt->stats.overlapped_updates += (uint64_t)(rt->step_cleared - before);
+        rt->stats.overlapped_update_s += zt_now_s() - t0;
+        zt_trace_span("step", t0, "step through %s", rt->layers[layer].name);
+    }
+    return st;
+}
+
+zt_status zt_rt_step_complete(zt_runtime *rt)
+{
+    return rt->n_layers ? zt_rt_step_through(rt, rt->n_layers - 1) : ZT_OK;
+}
+
+int zt_rt_param_home_ready(void *ctx, const zt_home *home, int demand)
+{
+    zt_runtime *rt = ctx;
+    for (int i = rt->step_cleared; i < rt->n_layers; i++) /* none: no step in progress */
+        if (&rt->layers[i].param_home == home) {
+            if (!demand)
+                return 0;
+            zt_rt_step_through(rt, i); /* a failure is kept in rt->async_err */
+            return 1;
+        }
+    return 1;
+}
+
 zt_status zt_rt_drain_optimizer(zt_runtime *rt)
 {
-    zt_status st = zt_rt_finish_reductions(rt); /* and the caller's streams, up to release */
+    zt_status st = zt_rt_step_complete(rt);
+    if (st == ZT_OK)
+        st = zt_rt_finish_reductions(rt); /* and the caller's streams, up to release */
     if (st != ZT_OK)
         return st;
     zt_error e = {0};
@@ -184,17 +239,21 @@ zt_status zt_rt_async_error(zt_runtime *rt)
     return keep_async(rt, zt_nvme_step_poll(rt->nvme_step, &e), &e);
 }
 
-zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)
+static zt_status run_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)
 {
     double t0 = zt_now_s();
     double sumsq = 0, nonfinite = 0;
     float lr, wd;
-    /* every release's gradients summed; the caller's streams past their last release */
+    /* the previous step's updates all done (a trainer that skips a layer's fetch); every
+     * release's gradients summed; the caller's streams past their last release */
+    zt_status updated = zt_rt_step_complete(rt); /* reported after the collective */
     zt_status st = zt_rt_finish_reductions(rt);
     if (st == ZT_OK)
         st = step_values(rt, args, &lr, &wd);
     if (st == ZT_OK)
         st = global_grad_stats(rt, &sumsq, &nonfinite);
+    if (st == ZT_OK)
+        st = updated;
     if (st != ZT_OK)
         return st;
     zt_step_info out = {0};
@@ -215,9 +274,13 @@ zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *inf
             zt_error e = {0};
             st = rt->async_err.status;
             if (st == ZT_OK)
-                st = zt_nvme_step_run(rt->nvme_step, rt->opt_shards, rt->n_layers, &h, rt->pool,
-                                      rt->adam_variant, &rt->homes, rt->dtype,
-                                      &rt->stats.h2d_bytes, &e);
+                st = zt_nvme_step_begin(rt->nvme_step, rt->opt_shards, rt->n_layers, &h,
+                                        rt->pool, rt->adam_variant, &rt->homes, rt->dtype,
+                                        &rt->stats.h2d_bytes, &e);
+            if (st == ZT_OK) /* overlapped: each layer is updated when first needed */
+                rt->step_cleared = 0;
+            if (st == ZT_OK && !rt->cfg.overlap_step)
+                st = zt_nvme_step_advance(rt->nvme_step, rt->n_layers, &e);
             st = keep_async(rt, st, &e);
         }
         for (int i = 0; !rt->nvme_step && st == ZT_OK && i < rt->n_layers; i++)
@@ -239,6 +302,14 @@ zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *inf
     rt->stats.step_s += zt_now_s() - t0;
     zt_trace_span("step", t0, "step %lld%s", (long long)rt->steps, out.skipped ? " (skipped)" : "");
     return ZT_OK;
+}
+
+zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)
+{
+    rt->stepping = 1;
+    zt_status st = run_step(rt, args, info);
+    rt->stepping = 0;
+    return st;
 }
 
 zt_status zt_rt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel)

@@ -109,14 +109,16 @@ int cmd_bench_gpt2(int argc, char **argv)
         return 1;
     }
     step_once(&res, &d, 0, B, T, in, tg), step_once(&off, &d, 0, B, T, in, tg); /* warm-up */
-    zt_stats s0 = ZT_STATS_INIT, s1 = ZT_STATS_INIT;
+    zt_stats s0 = ZT_STATS_INIT, s1 = ZT_STATS_INIT, r0 = ZT_STATS_INIT, r1 = ZT_STATS_INIT;
     zt_stats_get(off.rt, &s0);
+    zt_stats_get(res.rt, &r0);
     double rt_s[MAX_STEPS], ot_s[MAX_STEPS];
     for (int i = 0; i < steps; i++) {
         rt_s[i] = step_once(&res, &d, i + 1, B, T, in, tg);
         ot_s[i] = step_once(&off, &d, i + 1, B, T, in, tg);
     }
     zt_stats_get(off.rt, &s1);
+    zt_stats_get(res.rt, &r1);
     double resident = bench_median(rt_s, steps), offloaded = bench_median(ot_s, steps);
     double rb = (double)(s1.nvme_read_bytes - s0.nvme_read_bytes) / steps;
     double wb = (double)(s1.nvme_write_bytes - s0.nvme_write_bytes) / steps;
@@ -138,6 +140,11 @@ int cmd_bench_gpt2(int argc, char **argv)
     printf("  NVMe per step      %8.2f GB read, %.2f GB written; at the folder's measured "
            "%.2f / %.2f GB/s that is %.3f s\n",
            rb / 1e9, wb / 1e9, rbw / 1e9, wbw / 1e9, io);
+    printf("  per step            zt_step %.3f s (resident %.3f s); updates run by later calls "
+           "%.3f s (%.1f layers)\n",
+           (s1.step_s - s0.step_s) / steps, (r1.step_s - r0.step_s) / steps,
+           (s1.overlapped_update_s - s0.overlapped_update_s) / steps,
+           (double)(s1.overlapped_updates - s0.overlapped_updates) / steps);
     printf("  floor max(compute, I/O) %.3f s; offloaded / resident %.3f; offloaded / floor %.3f\n",
            floor_s, offloaded / resident, offloaded / floor_s);
     if (bench_flag(argc, argv, "json"))

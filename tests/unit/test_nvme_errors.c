@@ -39,6 +39,8 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+static int overlap_step = 1; /* ztier.overlap_step */
+
 static const char *config(const char *param, const char *optim)
 {
     static char buf[2048];
@@ -46,8 +48,9 @@ static const char *config(const char *param, const char *optim)
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
              "\"%s\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
              " \"stage3_param_persistence_threshold\": 0},"
-             " \"aio\": {\"block_size\": 4096}, \"ztier\": {\"hbm_capacity\": \"16M\"}}",
-             param, dir, optim, dir);
+             " \"aio\": {\"block_size\": 4096},"
+             " \"ztier\": {\"hbm_capacity\": \"16M\", \"overlap_step\": %s}}",
+             param, dir, optim, dir, overlap_step ? "true" : "false");
     return buf;
 }
 
@@ -158,10 +161,12 @@ static void test_background_write_error_is_kept_until_a_load(void **state)
 /* zt_async_error finds a failed write-back by itself, without another call waiting for it.
  * The failure is put on the k-th write from the step on, for k = 0, 1, ... until the step
  * returns before it; when the step's writes all ended before it returned (the k-th write
- * never came), the search starts again. */
+ * never came), the search starts again. The step runs whole (an overlapped step writes
+ * only when later calls update layers: tests/unit/test_overlap_step.c). */
 static void test_async_error_polls_without_waiting(void **state)
 {
     (void)state;
+    overlap_step = 0;
     int found = 0;
     for (int attempt = 0; attempt < 20 && !found; attempt++) {
         for (int k = 0; k < 256 && !found; k++) {
@@ -192,6 +197,7 @@ static void test_async_error_polls_without_waiting(void **state)
                 break;
         }
     }
+    overlap_step = 1;
     assert_true(found);
 }
 
