@@ -6,6 +6,11 @@
 Peers, each only when importable: torch.optim.AdamW(fused=True) on CPU (and the foreach
 variant), DeepSpeed's DeepSpeedCPUAdam. ztier's figure comes from `ztier bench adam --json`
 run in the same process tree. Prints params/s and the ratio of each peer to ztier.
+
+The clipped step: torch's clip_grad_norm_(max_norm=1.0) + fused AdamW step against ztier's
+zt_step with gradient_clipping 1.0 (`ztier bench adam --clipped-step`: one layer through the
+runtime, fp32 parameters), and against zt_step plus the backward release that accumulates the
+gradient and takes the norm's sums (work torch's backward leaves to clip_grad_norm_).
 Nothing here is needed by CI; the README reports the figures measured with it."""
 import argparse
 import json
@@ -40,6 +45,33 @@ def time_torch(params, threads, fused, reps):
     kwargs = {"fused": True} if fused else {"foreach": True}
     return params_per_s(lambda ps: torch.optim.AdamW(ps, lr=1e-4, weight_decay=0.01, **kwargs),
                         params, threads, reps)
+
+
+def clipped_torch_s(params, threads, reps):
+    """Median seconds of clip_grad_norm_(1.0) + a fused AdamW step over one fp32 tensor."""
+    import torch
+    torch.set_num_threads(threads)
+    p = torch.zeros(params, dtype=torch.float32, requires_grad=True)
+    opt = torch.optim.AdamW([p], lr=1e-4, weight_decay=0.01, fused=True)
+    times = []
+    for r in range(reps + 1):
+        p.grad = torch.full_like(p, 1e-3)  # the backward pass's gradient (not timed)
+        t0 = time.perf_counter()
+        torch.nn.utils.clip_grad_norm_([p], 1.0)
+        opt.step()
+        if r:  # the first allocates the state
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def clipped_ztier_s(binary, params, threads):
+    """(zt_step, release + zt_step) median seconds from `ztier bench adam --clipped-step`."""
+    time.sleep(0.5)
+    out = subprocess.run([binary, "bench", "adam", "--params", str(params), "--threads",
+                          str(threads), "--clipped-step", "--json"], check=True,
+                         capture_output=True, text=True)
+    j = json.loads(out.stdout.strip().splitlines()[-1])
+    return j["clipped_step_s"], j["clipped_release_s"] + j["clipped_step_s"]
 
 
 def time_deepspeed(params, threads, reps):
@@ -89,7 +121,27 @@ def main():
     for name, pps in results.items():
         print(f"  {name:22s} {pps:12.3g} params/s (median)   ztier / this: {ratios[name]:6.2f} "
               "(median of rounds)")
-    print(json.dumps({"params_per_s": results, "ztier_over_peer": ratios}))
+    clipped = []
+    for _ in range(args.rounds):  # interleaved: ztier, torch, ztier, torch, ...
+        try:
+            z_step, z_whole = clipped_ztier_s(args.ztier, n, args.threads)
+            clipped.append((z_step, z_whole, clipped_torch_s(n, args.threads, args.reps)))
+        except ImportError as e:
+            print(f"clipped step: torch not importable ({e}); skipped")
+            break
+    report = {"params_per_s": results, "ztier_over_peer": ratios}
+    if clipped:
+        med = [statistics.median(c[k] for c in clipped) for k in range(3)]
+        r_step = statistics.median(c[0] / c[2] for c in clipped)
+        r_whole = statistics.median(c[1] / c[2] for c in clipped)
+        print(f"  clipped step, median s: ztier zt_step {med[0]:.4f}, ztier release + zt_step "
+              f"{med[1]:.4f}, torch clip_grad_norm_ + fused AdamW {med[2]:.4f}")
+        print(f"  ztier time / torch time (median of rounds): zt_step {r_step:.2f}, "
+              f"release + zt_step {r_whole:.2f}")
+        report["clipped"] = {"ztier_step_s": med[0], "ztier_release_step_s": med[1],
+                             "torch_clip_step_s": med[2], "step_over_torch": r_step,
+                             "release_step_over_torch": r_whole}
+    print(json.dumps(report))
 
 
 if __name__ == "__main__":

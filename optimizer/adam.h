@@ -84,10 +84,11 @@ double zt_grad_sumsq_parallel(zt_threadpool *pool, zt_adam_variant v, const void
  * once to nearest even) for n elements over the pool (NULL: this thread). With nonfinite
  * non-NULL it also returns zt_grad_sumsq_parallel(acc) — the same bits — computed chunk by
  * chunk right after each chunk's addition (the gradient-norm pass folded into the last
- * accumulation); else returns 0. */
+ * accumulation); else returns 0. With overwrite, acc[i] = 0 + grad[i] without reading acc
+ * (a step's first micro-step: the same bits as adding to zeros, one stream fewer). */
 double zt_grad_accumulate(zt_threadpool *pool, zt_adam_variant v, void *acc, zt_dtype acc_dt,
                           const void *grad, zt_dtype dt, int64_t n, float scale,
-                          int64_t *nonfinite);
+                          int64_t *nonfinite, int overwrite);
 
 /* The fastest variant this CPU supports. */
 zt_adam_variant zt_adam_variant_best(void);

@@ -9,6 +9,7 @@
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct parallel_ctx {
     zt_adam_variant variant;
@@ -88,6 +89,7 @@ typedef struct accumulate_ctx {
     int want;
     double *partial;
     int64_t *nonfinite;
+    int overwrite;
 } accumulate_ctx;
 
 static void accumulate_chunk(void *arg, int64_t begin, int64_t end, int worker)
@@ -96,7 +98,12 @@ static void accumulate_chunk(void *arg, int64_t begin, int64_t end, int worker)
     accumulate_ctx *c = arg;
     int64_t n = end - begin;
     void *chunk = (char *)c->acc + (size_t)begin * zt_dtype_size(c->acc_dt);
-    if (c->acc_dt == ZT_F32 && c->dt == ZT_F32) {
+    if (c->acc_dt == ZT_F32 && c->dt == ZT_F32 && c->overwrite) {
+        float *acc = chunk; /* 0 + g, not g: -0 becomes +0 as in a sum */
+        const float *g = (const float *)c->grad + begin;
+        for (int64_t i = 0; i < n; i++)
+            acc[i] = 0.0f + g[i];
+    } else if (c->acc_dt == ZT_F32 && c->dt == ZT_F32) {
         float *acc = chunk;
         const float *g = (const float *)c->grad + begin;
         for (int64_t i = 0; i < n; i++)
@@ -104,7 +111,7 @@ static void accumulate_chunk(void *arg, int64_t begin, int64_t end, int worker)
     } else if (c->acc_dt == ZT_F32) {
         float *acc = chunk;
         for (int64_t i = 0; i < n; i++)
-            acc[i] += zt_load_f32(c->grad, c->dt, (size_t)(begin + i));
+            acc[i] = (c->overwrite ? 0.0f : acc[i]) + zt_load_f32(c->grad, c->dt, (size_t)(begin + i));
     } else { /* a bf16 accumulator: each sum computed in fp32, rounded once; the widening
               * and rounding go through the SIMD conversions, a cache-sized piece at a time */
         uint16_t *acc = chunk;
@@ -115,7 +122,10 @@ static void accumulate_chunk(void *arg, int64_t begin, int64_t end, int worker)
             const float *g = src;
             if (c->dt != ZT_F32) /* 16-bit gradients widened first */
                 zt_convert_array(wide, ZT_F32, src, c->dt, k), g = wide;
-            zt_convert_array(sum, ZT_F32, acc + lo, ZT_BF16, k);
+            if (c->overwrite)
+                memset(sum, 0, k * sizeof(float));
+            else
+                zt_convert_array(sum, ZT_F32, acc + lo, ZT_BF16, k);
             for (size_t i = 0; i < k; i++)
                 sum[i] += g[i];
             zt_convert_array(acc + lo, ZT_BF16, sum, ZT_F32, k);
@@ -130,7 +140,7 @@ static void accumulate_chunk(void *arg, int64_t begin, int64_t end, int worker)
 
 double zt_grad_accumulate(zt_threadpool *pool, zt_adam_variant v, void *acc, zt_dtype acc_dt,
                           const void *grad, zt_dtype dt, int64_t n, float scale,
-                          int64_t *nonfinite)
+                          int64_t *nonfinite, int overwrite)
 {
     int64_t chunks = (n + ZT_ADAM_CHUNK - 1) / ZT_ADAM_CHUNK;
     int want = nonfinite != NULL;
@@ -138,10 +148,10 @@ double zt_grad_accumulate(zt_threadpool *pool, zt_adam_variant v, void *acc, zt_
     int64_t *bad = want ? malloc((size_t)(chunks ? chunks : 1) * sizeof(int64_t)) : NULL;
     if (want && (!partial || !bad)) { /* no room for the partials: two passes */
         free(partial), free(bad);
-        zt_grad_accumulate(pool, v, acc, acc_dt, grad, dt, n, scale, NULL);
+        zt_grad_accumulate(pool, v, acc, acc_dt, grad, dt, n, scale, NULL, overwrite);
         return zt_grad_sumsq_parallel(pool, v, acc, acc_dt, n, scale, nonfinite);
     }
-    accumulate_ctx c = {v, acc, acc_dt, grad, dt, scale, want, partial, bad};
+    accumulate_ctx c = {v, acc, acc_dt, grad, dt, scale, want, partial, bad, overwrite};
     if (pool)
         zt_threadpool_run(pool, n, ZT_ADAM_CHUNK, accumulate_chunk, &c);
     else

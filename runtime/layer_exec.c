@@ -141,9 +141,10 @@ static void accumulate_shard(zt_runtime *rt, zt_layer *L, const void *shard, zt_
 {
     int last = L->accum_count + 1 >= rt->cfg.gradient_accumulation_steps;
     int64_t bad = 0;
+    /* the step's first micro-step overwrites: the sums are not zeroed between steps */
     double sum = zt_grad_accumulate(rt->pool, rt->adam_variant, L->grad_acc, rt->acc_dtype,
                                     shard, dtype, L->shard_numel, zt_rt_grad_average_factor(rt),
-                                    last ? &bad : NULL);
+                                    last ? &bad : NULL, L->accum_count == 0);
     L->norm_valid = last;
     L->norm_sumsq = sum;
     L->norm_bad = bad;

@@ -46,11 +46,24 @@ static zt_status global_grad_stats(zt_runtime *rt, double *sumsq, double *nonfin
     return st;
 }
 
+/* The sums are not zeroed: the next step's first accumulation overwrites them, and a layer
+ * that gets no gradient by the next step is zeroed then (zero_unsummed). */
 static void clear_host_grads(zt_runtime *rt, zt_layer *L)
 {
-    memset(L->grad_acc, 0, (size_t)L->shard_numel * zt_dtype_size(rt->acc_dtype));
+    (void)rt;
     L->accum_count = 0;
     L->norm_valid = 0;
+}
+
+/* Layers whose sums received nothing this step (no backward release) hold the previous
+ * step's: their gradient is zero. */
+static void zero_unsummed(zt_runtime *rt)
+{
+    for (int i = 0; !rt->dev_opt && i < rt->n_layers; i++) {
+        zt_layer *L = &rt->layers[i];
+        if (L->accum_count == 0)
+            memset(L->grad_acc, 0, (size_t)L->shard_numel * zt_dtype_size(rt->acc_dtype));
+    }
 }
 
 /* Clears the gradients of the layers the step in progress has updated (all of them once
@@ -248,6 +261,8 @@ static zt_status run_step(zt_runtime *rt, const zt_step_args *args, zt_step_info
      * release's gradients summed; the caller's streams past their last release */
     zt_status updated = zt_rt_step_complete(rt); /* reported after the collective */
     zt_status st = zt_rt_finish_reductions(rt);
+    if (st == ZT_OK)
+        zero_unsummed(rt);
     if (st == ZT_OK)
         st = step_values(rt, args, &lr, &wd);
     if (st == ZT_OK)

@@ -494,7 +494,7 @@ static void test_grad_accumulate_folds_the_norm(void **state)
             int64_t bad = -1, bad2 = -1;
             double got = zt_grad_accumulate(with_pool ? pool : NULL, var, acc, ZT_F32,
                                             dt ? (const void *)gb : g, dt ? ZT_BF16 : ZT_F32, n,
-                                            0.5f, &bad);
+                                            0.5f, &bad, 0);
             for (int64_t i = 0; i < n; i++)
                 if (!(acc[i] == want[i] || (isnan(acc[i]) && isnan(want[i]))))
                     fail_msg("element %lld: %g, want %g", (long long)i, (double)acc[i],
@@ -504,8 +504,19 @@ static void test_grad_accumulate_folds_the_norm(void **state)
             assert_int_equal(bad, 1);
             assert_int_equal(bad2, 1);
             /* without a norm wanted it only adds */
-            assert_true(zt_grad_accumulate(pool, var, acc, ZT_F32, g, ZT_F32, 10, 1.0f, NULL) ==
-                        0.0);
+            assert_true(zt_grad_accumulate(pool, var, acc, ZT_F32, g, ZT_F32, 10, 1.0f, NULL,
+                                           0) == 0.0);
+            /* overwrite: acc's old contents (NaN here) are not read; 0 + g, as into zeros */
+            g[7] = -0.0f, gb[7] = 0x8000;
+            for (int64_t i = 0; i < n; i++)
+                acc[i] = NAN, want[i] = 0.0f + (dt ? zt_bf16_to_f32(gb[i]) : g[i]);
+            zt_grad_accumulate(with_pool ? pool : NULL, var, acc, ZT_F32,
+                               dt ? (const void *)gb : g, dt ? ZT_BF16 : ZT_F32, n, 0.5f, NULL, 1);
+            for (int64_t i = 0; i < n; i++)
+                if (memcmp(&acc[i], &want[i], sizeof(float)) && !(isnan(acc[i]) && isnan(want[i])))
+                    fail_msg("overwrite, element %lld: %g, want %g", (long long)i, (double)acc[i],
+                             (double)want[i]);
+            assert_true(!signbit(acc[7]));
         }
     /* a bf16 accumulator: each element's sum in fp32, rounded once; the norm of the bf16
      * values as a separate pass over them gives it */
@@ -516,7 +527,15 @@ static void test_grad_accumulate_folds_the_norm(void **state)
         want16[i] = zt_f32_to_bf16(zt_bf16_to_f32(acc16[i]) + g[i]);
     }
     int64_t bad = -1, bad2 = -1;
-    double got = zt_grad_accumulate(pool, var, acc16, ZT_BF16, g, ZT_F32, n, 0.5f, &bad);
+    double got = zt_grad_accumulate(pool, var, acc16, ZT_BF16, g, ZT_F32, n, 0.5f, &bad, 0);
+    assert_memory_equal(acc16, want16, sizeof(uint16_t) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) /* overwrite: the NaNs in acc16 are not read */
+        acc16[i] = 0x7fc0, want16[i] = zt_f32_to_bf16(0.0f + g[i]);
+    zt_grad_accumulate(pool, var, acc16, ZT_BF16, g, ZT_F32, n, 0.5f, NULL, 1);
+    assert_memory_equal(acc16, want16, sizeof(uint16_t) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) /* and the sums again, for the norm check below */
+        acc16[i] = zt_f32_to_bf16(frand(-1, 1)), want16[i] = zt_f32_to_bf16(zt_bf16_to_f32(acc16[i]) + g[i]);
+    got = zt_grad_accumulate(pool, var, acc16, ZT_BF16, g, ZT_F32, n, 0.5f, &bad, 0);
     assert_memory_equal(acc16, want16, sizeof(uint16_t) * (size_t)n);
     double pass = zt_grad_sumsq_parallel(pool, var, acc16, ZT_BF16, n, 0.5f, &bad2);
     assert_memory_equal(&got, &pass, sizeof got);
