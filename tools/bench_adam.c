@@ -120,21 +120,23 @@ static double nvme_step(const char *dir, int64_t n, int threads, int reps)
     return st == ZT_OK ? bench_median(t + 1, reps) : -1; /* t[0] is the warm-up */
 }
 
-/* The whole clipped step through the runtime: one layer of n fp32 parameters in (host
- * backend) device memory, optimizer state in host memory, gradient_clipping 1.0. Median
- * times of the backward release (the gradients' copy to the host and their accumulation,
- * which also takes the norm's sums) and of zt_step (norm, clip, Adam, the new parameters
- * copied to their home). */
-static int clipped_step(int64_t n, int threads, int reps, double *release_s, double *step_s)
+/* The whole clipped step through the runtime: one layer of n fp32 parameters whose home is
+ * (host backend) device memory ("none") or host memory ("cpu"), optimizer state in host
+ * memory, gradient_clipping 1.0. Median times of the backward release (the gradients' copy
+ * to the host and their accumulation, which also takes the norm's sums) and of zt_step
+ * (norm, clip, Adam writing the new parameters: into a host home directly, or through a
+ * staging buffer and a copy to device memory). */
+static int clipped_step(int64_t n, int threads, int reps, const char *param_dev,
+                        double *release_s, double *step_s)
 {
     char cfg[1600];
     snprintf(cfg, sizeof cfg,
-             "{\"zero_optimization\": {\"offload_param\": {\"device\": \"none\"},"
+             "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\"},"
              " \"offload_optimizer\": {\"device\": \"cpu\"}}, \"gradient_clipping\": 1.0,"
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4,"
              " \"weight_decay\": 0.01}},"
              " \"ztier\": {\"hbm_capacity\": %lld, \"optimizer_threads\": %d}}",
-             (long long)n * 12 + (1 << 20), threads);
+             param_dev, (long long)n * 12 + (1 << 20), threads);
     zt_runtime *rt = NULL;
     int layer, p;
     int64_t shape[1] = {n};
@@ -276,18 +278,24 @@ int cmd_bench_adam(int argc, char **argv)
     printf("  ratio_vs_triad (median of pairs): %.3f%s\n", rmed,
            rmed > 1.05 ? "  (above 1.05: the triad is not this kernel's limit)" : "");
     const char *nvme = bench_arg(argc, argv, "nvme");
-    double step_s = -1, floor_s = -1, rbw = 0, wbw = 0, crel_s = -1, cstep_s = -1;
+    double step_s = -1, floor_s = -1, rbw = 0, wbw = 0;
+    double crel_s[2] = {-1, -1}, cstep_s[2] = {-1, -1}; /* parameters in device, host memory */
     if (bench_flag(argc, argv, "clipped-step")) {
         bench_triad_destroy(triad), triad = NULL; /* give the memory back first */
         bench_free(&b), memset(&b, 0, sizeof b);
-        if (clipped_step(params, threads, reps, &crel_s, &cstep_s) != 0) {
-            zt_threadpool_destroy(pool);
-            return 1;
+        printf("  whole clipped step through the runtime (fp32 parameters, clipping 1.0): the "
+               "backward release (gradient copy, accumulation and the norm's sums), zt_step "
+               "(clip, Adam, the new parameters to their home)\n");
+        for (int k = 0; k < 2; k++) {
+            if (clipped_step(params, threads, reps, k ? "cpu" : "none", &crel_s[k],
+                             &cstep_s[k]) != 0) {
+                zt_threadpool_destroy(pool);
+                return 1;
+            }
+            printf("    parameters in %-13s release %.4f s, zt_step %.4f s, together %.4f s\n",
+                   k ? "host memory:" : "device memory:", crel_s[k], cstep_s[k],
+                   crel_s[k] + cstep_s[k]);
         }
-        printf("  whole clipped step through the runtime (fp32 parameters in device memory, "
-               "clipping 1.0): backward release %.4f s (gradient copy, accumulation and the "
-               "norm's sums), zt_step %.4f s (clip, Adam, new parameters to their home); "
-               "together %.4f s\n", crel_s, cstep_s, crel_s + cstep_s);
     }
     if (nvme) {
         bench_triad_destroy(triad), triad = NULL; /* give the memory back first */
@@ -320,8 +328,10 @@ int cmd_bench_adam(int argc, char **argv)
         if (nvme)
             printf(",\"step_s\":%.4f,\"floor_s\":%.4f,\"ratio_vs_floor\":%.4f", step_s,
                    floor_s, step_s / floor_s);
-        if (crel_s >= 0)
-            printf(",\"clipped_release_s\":%.4f,\"clipped_step_s\":%.4f", crel_s, cstep_s);
+        if (crel_s[0] >= 0)
+            printf(",\"clipped_release_s\":%.4f,\"clipped_step_s\":%.4f,"
+                   "\"clipped_host_release_s\":%.4f,\"clipped_host_step_s\":%.4f",
+                   crel_s[0], cstep_s[0], crel_s[1], cstep_s[1]);
         printf("}\n");
     }
     bench_triad_destroy(triad);

@@ -236,6 +236,10 @@ static void print_summary(const zt_stats *s, timing *tm, int tokens_per_step)
            tm->forward, 100 * tm->forward / total, tm->backward, 100 * tm->backward / total,
            tm->optimizer, 100 * tm->optimizer / total, s->fetch_wait_s,
            100 * s->fetch_wait_s / total);
+    if (s->overlapped_updates) /* the NVMe step's layer updates run by the next forward */
+        printf("  overlapped optimizer step: %llu layer updates run by later fetches, %.2f s "
+               "(inside the fetch stall)\n",
+               (unsigned long long)s->overlapped_updates, s->overlapped_update_s);
     printf("  tier peaks: device %s of %s, host %s, nvme %s\n", human(s->device_bytes_peak),
            human(s->device_bytes_capacity), human(s->host_bytes_peak), human(s->nvme_bytes_peak));
     printf("  moved: h2d %s, d2h %s, nvme read %s in %.1f s, written %s in %.1f s\n",
