@@ -191,10 +191,9 @@ typedef struct zt_stats {
      * on the host backend) within ztier.pinned_limit: bytes pinned now, at most, and bytes
      * left pageable because the limit or the system refused (logged once). */
     uint64_t host_pinned_bytes, host_pinned_peak_bytes, pinned_refused_bytes;
-    /* With the optimizer state on NVMe and ztier.overlap_step (the default): layers whose
-     * update zt_step left to the first later call that needed them (a fetch, most often, so
-     * the update's NVMe transfers overlap the next forward pass), and the time those calls
-     * spent updating. */
+    /* With an overlapped step (ztier.overlap_step; see zt_step): layers whose update zt_step
+     * left to the first later call that needed them (a fetch, most often, so the update's
+     * NVMe transfers overlap the next forward pass), and the time those calls spent. */
     uint64_t overlapped_updates;
     double overlapped_update_s;
 } zt_stats;
@@ -325,14 +324,16 @@ ZT_API zt_status zt_stream_synchronize(zt_runtime *rt, void *stream);
  * Synchronous. args may be NULL (the configured lr and weight decay); info may be NULL. A
  * step with inf/nan gradients is skipped and changes nothing but the loss scale. A lr or
  * weight decay that is NaN, infinite or above 1000 is ZT_ERR_ARGUMENT.
- * With the optimizer state on NVMe and ztier.overlap_step (the default), zt_step decides the
- * step (norm, clipping, skipping, the loss scale) and returns with the layers' updates still
- * to run: each layer is updated by the first later call that needs it (the fetch that reads
- * its parameters, its backward release, zt_param_read, a checkpoint save, the next zt_step),
- * in registration order, so the NVMe transfers overlap the next forward pass. The results
- * are bit-identical to a step that updates everything before it returns
- * (ztier.overlap_step: false). A failure of such an update is returned by the call that ran
- * it and kept like a failed write-back (see zt_async_error). */
+ * Overlapped step (ztier.overlap_step: "auto", the default, with the optimizer state on
+ * NVMe; "on" also with it in host memory; "off"): zt_step decides the step (norm, clipping,
+ * skipping, the loss scale) and returns with the layers' CPU updates still to run; each
+ * layer is updated by the first later call that needs it (the fetch that reads its
+ * parameters, which also updates the next layer; its backward release; zt_param_read, a
+ * checkpoint save, the next zt_step), in registration order, so the NVMe transfers overlap
+ * the next forward pass. The results are bit-identical to the serial step. A fetch that runs
+ * updates copies their new parameters to device memory and waits for that copy (counted in
+ * zt_stats.host_syncs). A failure of such an update is returned by the call that ran it and
+ * kept like a failed write-back (see zt_async_error). */
 ZT_API zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info);
 
 /* ---- checkpoints ---- */

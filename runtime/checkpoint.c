@@ -363,6 +363,7 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
     if (st == ZT_OK) { /* the state is consistent again */
         zt_error_clear(&rt->async_err);
         rt->step_cleared = rt->n_layers;
+        rt->host_step_pending = 0;
     }
     zt_trace_span("checkpoint", t0, "load %s", folder);
     st = zt_comm_agree(rt->comm, st, "checkpoint load (shard files)", &rt->err);

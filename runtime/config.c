@@ -53,7 +53,6 @@ void zt_config_defaults(zt_config *c)
     c->checkpoint_keep = 2;
     c->device_index = -1;
     c->gradient_landing_buffers = 4;
-    c->overlap_step = 1;
     /* half of the machine's memory: pinned pages cannot be swapped or moved */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     c->pinned_limit = pages > 0 && page > 0 ? (int64_t)pages * page / 2 : (int64_t)1 << 30;

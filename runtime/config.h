@@ -80,7 +80,7 @@ typedef struct zt_config {
     char trace_path[ZT_PATH_MAX];           /* "" = no trace */
     int device_index;                       /* cuda: -1 = the caller's current device */
     int gradient_landing_buffers;           /* async releases whose copies may be pending */
-    int overlap_step; /* NVMe optimizer: each layer updated when the next step first needs it */
+    int overlap_step; /* zt_overlap_mode: each layer updated when the next step first needs it */
     int64_t pinned_limit;                   /* bytes of host memory that may be pinned */
     int device_optimizer;                   /* zt_device_optimizer_mode */
     int grad_accum_bf16;                    /* gradient accumulators in bf16 (else fp32) */
@@ -97,6 +97,14 @@ typedef enum zt_device_optimizer_mode {
     ZT_DEVOPT_ON = 1,
     ZT_DEVOPT_OFF = 2
 } zt_device_optimizer_mode;
+
+/* ztier.overlap_step: whether zt_step leaves the layers' CPU updates to the calls that next
+ * need them (runtime/step.c). */
+typedef enum zt_overlap_mode {
+    ZT_OVERLAP_AUTO = 0, /* on for the state on NVMe, off for the state in host memory */
+    ZT_OVERLAP_ON = 1,
+    ZT_OVERLAP_OFF = 2
+} zt_overlap_mode;
 
 void zt_config_defaults(zt_config *cfg);
 

@@ -141,7 +141,7 @@ const zt_config_key zt_config_keys[] = {
     ENUM("ztier.device_optimizer", ZT_KEY_ENUM, F(device_optimizer), on_off_auto),
     ENUM("ztier.grad_accum_dtype", ZT_KEY_ENUM, F(grad_accum_bf16), accum_dtypes),
     NUM("ztier.pinned_limit", ZT_KEY_BYTES, F(pinned_limit), 0, NOMAX, 1),
-    BOOL("ztier.overlap_step", F(overlap_step), 0),
+    ENUM("ztier.overlap_step", ZT_KEY_ENUM, F(overlap_step), on_off_auto),
     NUM("ztier.gradient_landing_buffers", ZT_KEY_INT, F(gradient_landing_buffers), 1, 64, 0),
     NUM("ztier.checkpoint_keep", ZT_KEY_INT, F(checkpoint_keep), 1, 1000, 0),
     ENUM("ztier.log_level", ZT_KEY_ENUM, F(log_level), log_levels),

@@ -119,10 +119,13 @@ struct zt_runtime {
     zt_nvme_step *nvme_step;     /* when the optimizer state is on NVMe */
     zt_opt_shard *opt_shards;    /* n_layers: what the NVMe step updates */
     /* Layers whose update by the step is done and whose gradients are cleared: n_layers
-     * except while an overlapped NVMe step is in progress (ztier.overlap_step), which
-     * updates layer i when something first needs it (zt_rt_step_through). */
+     * except while an overlapped step is in progress (ztier.overlap_step), which updates
+     * layer i when something first needs it (zt_rt_step_through). */
     int step_cleared;
     int stepping; /* inside zt_rt_step */
+    /* an overlapped step over state in host memory: its hyper-parameters, layers updated */
+    zt_adam_hparams host_step_h;
+    int host_step_pending, host_step_updated;
     float *opt_buf[ZT_NVME_STEP_BUFS];
     size_t opt_buf_bytes;
     void *staging;        /* host buffer: one fp32 shard in transit (largest shard) */
@@ -223,7 +226,7 @@ zt_status zt_rt_drain_optimizer(zt_runtime *rt);
 /* The kept failure of background work, after collecting what has completed (zt_async_error).
  * Does not wait. */
 zt_status zt_rt_async_error(zt_runtime *rt);
-/* With an overlapped NVMe step in progress: updates the layers up to `layer` (in order) and
+/* With an overlapped step in progress: updates the layers up to `layer` (in order) and
  * clears their gradients. Whatever reads a layer's parameters, optimizer state or gradient
  * sums after zt_step calls it first (the gather through zt_rt_param_home_ready, the
  * backward release, the readers of the whole state through zt_rt_step_complete). */

@@ -66,11 +66,31 @@ static void zero_unsummed(zt_runtime *rt)
     }
 }
 
+/* Layers the step in progress has updated; -1 when none is in progress. */
+static int step_done_layers(const zt_runtime *rt)
+{
+    if (rt->nvme_step)
+        return zt_nvme_step_shards_done(rt->nvme_step);
+    return rt->host_step_pending ? rt->host_step_updated : -1;
+}
+
+/* Whether this step leaves its updates to later calls (ztier.overlap_step). "auto": with the
+ * state on NVMe, whose transfers then overlap the caller's compute. "on" also with the state
+ * in host memory: for a GPU trainer whose host runs ahead of its stream, the CPU's Adam for a
+ * layer then overlaps the GPU's work on the layers before it (not yet measured on a GPU);
+ * a CPU trainer computes on the same cores and gains nothing. */
+static int overlapped(const zt_runtime *rt)
+{
+    if (rt->dev_opt || rt->cfg.overlap_step == ZT_OVERLAP_OFF)
+        return 0;
+    return rt->cfg.overlap_step == ZT_OVERLAP_ON || rt->nvme_step;
+}
+
 /* Clears the gradients of the layers the step in progress has updated (all of them once
  * none is in progress). */
 static void clear_updated(zt_runtime *rt)
 {
-    int done = zt_nvme_step_shards_done(rt->nvme_step);
+    int done = step_done_layers(rt);
     for (done = done < 0 ? rt->n_layers : done; rt->step_cleared < done; rt->step_cleared++)
         clear_host_grads(rt, &rt->layers[rt->step_cleared]);
 }
@@ -79,7 +99,7 @@ static zt_status clear_grads(zt_runtime *rt)
 {
     zt_status st = ZT_OK;
     if (!rt->dev_opt) {
-        if (zt_nvme_step_shards_done(rt->nvme_step) < 0)
+        if (step_done_layers(rt) < 0)
             rt->step_cleared = 0; /* no step in progress: every layer now */
         clear_updated(rt);        /* else those updated, the others when they are */
         return ZT_OK;
@@ -185,12 +205,28 @@ static zt_status keep_async(zt_runtime *rt, zt_status st, const zt_error *e)
 {
     if (st != ZT_OK && rt->async_err.status == ZT_OK) {
         rt->async_err = *e;
-        zt_error_prefix(&rt->async_err, "the optimizer state is inconsistent since its NVMe "
-                                        "step failed (load a checkpoint to go on): ");
+        zt_error_prefix(&rt->async_err, "the optimizer state is inconsistent since its step "
+                                        "failed partway (load a checkpoint to go on): ");
     }
     if (rt->async_err.status != ZT_OK)
         rt->err = rt->async_err;
     return rt->async_err.status;
+}
+
+/* The overlapped step over state in host memory: layers [updated, through) in order. */
+static zt_status advance_host(zt_runtime *rt, int through, zt_error *e)
+{
+    while (rt->host_step_pending && rt->host_step_updated < through) {
+        zt_status st = update_layer(rt, &rt->layers[rt->host_step_updated], &rt->host_step_h);
+        if (st != ZT_OK) {
+            *e = rt->err;
+            rt->host_step_pending = 0; /* ended, half done: the state needs a load */
+            return st;
+        }
+        if (++rt->host_step_updated == rt->n_layers)
+            rt->host_step_pending = 0;
+    }
+    return ZT_OK;
 }
 
 zt_status zt_rt_step_through(zt_runtime *rt, int layer)
@@ -202,12 +238,15 @@ zt_status zt_rt_step_through(zt_runtime *rt, int layer)
     int before = rt->step_cleared;
     double t0 = zt_now_s();
     if (st == ZT_OK)
-        st = zt_nvme_step_advance(rt->nvme_step, layer + 1, &e);
+        st = rt->nvme_step ? zt_nvme_step_advance(rt->nvme_step, layer + 1, &e)
+                           : advance_host(rt, layer + 1, &e);
     st = keep_async(rt, st, &e);
     if (st == ZT_OK)
         clear_updated(rt);
     if (!rt->stepping && rt->step_cleared > before) { /* after zt_step returned */
         rt->stats.overlapped_updates += (uint64_t)(rt->step_cleared - before);
+        for (int i = before; i < rt->step_cleared; i++) /* the new parameters' copy waited */
+            rt->stats.host_syncs += rt->layers[i].param_home.kind == ZT_TIER_DEVICE;
         rt->stats.overlapped_update_s += zt_now_s() - t0;
         zt_trace_span("step", t0, "step through %s", rt->layers[layer].name);
     }
@@ -294,11 +333,17 @@ static zt_status run_step(zt_runtime *rt, const zt_step_args *args, zt_step_info
                                         &rt->stats.h2d_bytes, &e);
             if (st == ZT_OK) /* overlapped: each layer is updated when first needed */
                 rt->step_cleared = 0;
-            if (st == ZT_OK && !rt->cfg.overlap_step)
+            if (st == ZT_OK && !overlapped(rt))
                 st = zt_nvme_step_advance(rt->nvme_step, rt->n_layers, &e);
             st = keep_async(rt, st, &e);
+        } else if (overlapped(rt) && rt->n_layers > 0) { /* host memory, left to later calls */
+            rt->host_step_h = h;
+            rt->host_step_updated = 0;
+            rt->host_step_pending = 1;
+            rt->step_cleared = 0;
         }
-        for (int i = 0; !rt->nvme_step && st == ZT_OK && i < rt->n_layers; i++)
+        for (int i = 0; !rt->nvme_step && !rt->host_step_pending && st == ZT_OK &&
+                        i < rt->n_layers; i++)
             st = rt->dev_opt ? zt_dev_opt_update(rt, &rt->layers[i], &h)
                              : update_layer(rt, &rt->layers[i], &h);
         if (st != ZT_OK)

@@ -50,7 +50,7 @@ static const char *config(const char *param, const char *optim)
              " \"stage3_param_persistence_threshold\": 0},"
              " \"aio\": {\"block_size\": 4096},"
              " \"ztier\": {\"hbm_capacity\": \"16M\", \"overlap_step\": %s}}",
-             param, dir, optim, dir, overlap_step ? "true" : "false");
+             param, dir, optim, dir, overlap_step ? "\"on\"" : "\"off\"");
     return buf;
 }
 

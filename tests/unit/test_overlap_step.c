@@ -1,10 +1,12 @@
-/* The overlapped NVMe optimizer step (ztier.overlap_step, the default with the optimizer
- * state on NVMe): zt_step returns with layers' updates still to run, and each layer is
- * updated by the first later call that needs it.
+/* The overlapped optimizer step (ztier.overlap_step: "auto" turns it on for the optimizer
+ * state on NVMe, "on" also for the state in host memory):
+ * zt_step returns with layers' updates still to run, and each layer is updated by the first
+ * later call that needs it.
  *  - Training gives the same bits as the step that updates everything before it returns,
- *    and as the optimizer state in host memory, for parameters in host memory, in device
- *    memory and on NVMe, with the blocking and the stream-ordered calls; the overlap really
- *    happens (zt_stats.overlapped_updates), and not at all when switched off.
+ *    for the optimizer state on NVMe and in host memory, parameters in host memory, in
+ *    device memory and on NVMe, with the blocking and the stream-ordered calls; the overlap
+ *    really happens (zt_stats.overlapped_updates), and not at all when switched off or
+ *    under "auto" with the state in host memory.
  *  - Readers of the whole state (zt_param_read, a checkpoint save) right after zt_step see
  *    the finished step; a checkpoint saved there resumes bit for bit.
  *  - An update that fails after zt_step returned (an NVMe read error) is returned by the
@@ -47,7 +49,7 @@ static int teardown(void **state)
 
 /* Small sub-groups (many transfers per layer) and a prefetch window of one layer, so that
  * the step leaves most layers to the next forward pass. */
-static const char *config(const char *param, const char *optim, int overlap)
+static const char *config(const char *param, const char *optim, const char *overlap)
 {
     static char buf[2048];
     snprintf(buf, sizeof buf,
@@ -58,8 +60,8 @@ static const char *config(const char *param, const char *optim, int overlap)
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003}},"
              " \"gradient_accumulation_steps\": %d, \"gradient_clipping\": 1.0,"
              " \"aio\": {\"block_size\": 4096},"
-             " \"ztier\": {\"hbm_capacity\": \"16M\", \"overlap_step\": %s}}",
-             param, dir, optim, dir, ACCUM, overlap ? "true" : "false");
+             " \"ztier\": {\"hbm_capacity\": \"16M\", \"overlap_step\": \"%s\"}}",
+             param, dir, optim, dir, ACCUM, overlap);
     return buf;
 }
 
@@ -129,16 +131,23 @@ static void test_bitwise_equal_to_the_serial_step(void **state)
     const char *params[] = {"cpu", "none", "nvme"};
     mlp_weights ref, got;
     float ref_loss[STEPS * ACCUM], loss[STEPS * ACCUM];
+    /* optimizer state, overlap_step, stream calls; "auto" is on for NVMe, off for host
+     * memory */
+    static const struct {
+        const char *optim, *overlap;
+        int overlap_on, on_stream;
+    } runs[] = {{"nvme", "off", 0, 0}, {"nvme", "on", 1, 0},   {"nvme", "auto", 1, 1},
+                {"cpu", "on", 1, 0},   {"cpu", "on", 1, 1},    {"cpu", "auto", 0, 0}};
     for (int p = 0; p < 3; p++) {
-        /* the reference: the optimizer state in host memory */
-        assert_int_equal(train(config(params[p], "cpu", 1), 0, &ref, ref_loss), 0);
-        for (int variant = 0; variant < 3; variant++) {
-            int overlap = variant != 0, on_stream = variant == 2;
-            char what[128];
-            snprintf(what, sizeof what, "parameters '%s', overlap %d, stream %d", params[p],
-                     overlap, on_stream);
-            uint64_t overlapped = train(config(params[p], "nvme", overlap), on_stream, &got,
-                                        loss);
+        /* the reference: the optimizer state in host memory, the serial step */
+        assert_int_equal(train(config(params[p], "cpu", "off"), 0, &ref, ref_loss), 0);
+        for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+            int overlap = runs[r].overlap_on;
+            char what[160];
+            snprintf(what, sizeof what, "parameters '%s', optimizer '%s', overlap_step '%s', "
+                     "stream %d", params[p], runs[r].optim, runs[r].overlap, runs[r].on_stream);
+            uint64_t overlapped = train(config(params[p], runs[r].optim, runs[r].overlap),
+                                        runs[r].on_stream, &got, loss);
             assert_same_weights(&got, &ref, what);
             assert_memory_equal(loss, ref_loss, sizeof loss);
             /* 3 layers, one moved by the step's own prefetch: the others are left to later
@@ -155,16 +164,15 @@ static void test_bitwise_equal_to_the_serial_step(void **state)
 
 /* zt_param_read and a checkpoint save right after zt_step see the whole step; the
  * checkpoint resumes bit for bit. */
-static void test_readers_see_the_finished_step(void **state)
+static void readers_see_the_finished_step(const char *optim)
 {
-    (void)state;
     char ckpt[600];
-    snprintf(ckpt, sizeof ckpt, "%s/ckpt", dir);
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt-%s", dir, optim);
     mlp_weights serial, mid, resumed, uninterrupted;
     float loss;
     minimal_model m;
     /* the serial step's weights after 2 steps */
-    zt_runtime *rt = make(config("cpu", "nvme", 0), &m);
+    zt_runtime *rt = make(config("cpu", optim, "off"), &m);
     for (int s = 0; s < 2; s++) {
         for (int k = 0; k < ACCUM; k++)
             micro_step(rt, &m, NULL, s, k, &loss);
@@ -173,7 +181,7 @@ static void test_readers_see_the_finished_step(void **state)
     read_weights(rt, &m, &serial);
     zt_runtime_destroy(rt);
 
-    rt = make(config("cpu", "nvme", 1), &m);
+    rt = make(config("cpu", optim, "on"), &m);
     for (int s = 0; s < STEPS; s++) {
         for (int k = 0; k < ACCUM; k++)
             micro_step(rt, &m, NULL, s, k, &loss);
@@ -187,7 +195,7 @@ static void test_readers_see_the_finished_step(void **state)
     read_weights(rt, &m, &uninterrupted);
     zt_runtime_destroy(rt);
 
-    rt = make(config("cpu", "nvme", 1), &m);
+    rt = make(config("cpu", optim, "on"), &m);
     assert_int_equal(zt_checkpoint_load(rt, ckpt), ZT_OK);
     for (int s = 2; s < STEPS; s++) {
         for (int k = 0; k < ACCUM; k++)
@@ -201,6 +209,13 @@ static void test_readers_see_the_finished_step(void **state)
     mlp_weights_free(&resumed), mlp_weights_free(&uninterrupted);
 }
 
+static void test_readers_see_the_finished_step(void **state)
+{
+    (void)state;
+    readers_see_the_finished_step("nvme");
+    readers_see_the_finished_step("cpu");
+}
+
 /* An NVMe read that fails while a fetch runs a layer's update. */
 static void test_failed_update_is_reported_until_a_load(void **state)
 {
@@ -209,7 +224,7 @@ static void test_failed_update_is_reported_until_a_load(void **state)
     snprintf(ckpt, sizeof ckpt, "%s/ckpt-fail", dir);
     minimal_model m;
     float loss, w[16 * 48];
-    zt_runtime *rt = make(config("cpu", "nvme", 1), &m);
+    zt_runtime *rt = make(config("cpu", "nvme", "auto"), &m);
     assert_int_equal(zt_checkpoint_save(rt, ckpt), ZT_OK);
     for (int k = 0; k < ACCUM; k++)
         micro_step(rt, &m, NULL, 0, k, &loss);
