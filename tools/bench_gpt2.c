@@ -22,16 +22,16 @@ typedef struct run {
 } run;
 
 static int open_run(run *r, const gpt2_config *c, int B, int T, const char *offload,
-                    const char *nvme)
+                    const char *nvme, const char *overlap)
 {
     char cfg[2048];
     snprintf(cfg, sizeof cfg,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
              "\"%s\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"}},"
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}},"
-             " \"ztier\": {\"hbm_capacity\": \"16G\"}}",
+             " \"ztier\": {\"hbm_capacity\": \"16G\", \"overlap_step\": \"%s\"}}",
              !strcmp(offload, "all") ? "nvme" : "none", nvme, strcmp(offload, "none") ? "nvme" : "cpu",
-             nvme);
+             nvme, overlap);
     memset(r, 0, sizeof *r);
     if (zt_runtime_create(NULL, cfg, &r->rt) != ZT_OK ||
         gpt2_ztier_register(&r->g, r->rt, c, 1) != ZT_OK || zt_runtime_commit(r->rt) != ZT_OK) {
@@ -39,6 +39,9 @@ static int open_run(run *r, const gpt2_config *c, int B, int T, const char *offl
         return -1;
     }
     r->model = gpt2_model_create(c, B, T);
+    if (!r->model)
+        fprintf(stderr, "ztier bench gpt2: out of memory for the activations of batch %d x %d\n",
+                B, T);
     return r->model ? 0 : -1;
 }
 
@@ -66,13 +69,14 @@ static double step_once(run *r, const token_data *d, int64_t step, int B, int T,
 int cmd_bench_gpt2(int argc, char **argv)
 {
     static const char *const known[] = {"config", "batch", "seq", "steps", "nvme-path",
-                                        "offload", "text", "backend", NULL};
+                                        "offload", "text", "backend", "overlap-step", NULL};
     static const char *const flags[] = {"json", NULL};
     if (bench_check_args(argc, argv, known, flags) != 0)
         return 2;
     const char *v, *name = (v = bench_arg(argc, argv, "config")) ? v : "d12";
     const char *nvme = (v = bench_arg(argc, argv, "nvme-path")) ? v : ".";
     const char *offload = (v = bench_arg(argc, argv, "offload")) ? v : "optimizer";
+    const char *overlap = (v = bench_arg(argc, argv, "overlap-step")) ? v : "auto";
     const char *text = (v = bench_arg(argc, argv, "text")) ? v : "/usr/share/common-licenses/GPL-3";
     int B = (v = bench_arg(argc, argv, "batch")) ? atoi(v) : 4;
     int T = (v = bench_arg(argc, argv, "seq")) ? atoi(v) : 64;
@@ -81,11 +85,16 @@ int cmd_bench_gpt2(int argc, char **argv)
     token_data d;
     char err[512];
     if (gpt2_config_named(name, 0, &c) || B < 1 || T < 2 || steps < 1 || steps > MAX_STEPS ||
-        (strcmp(offload, "optimizer") && strcmp(offload, "all"))) {
+        (strcmp(offload, "optimizer") && strcmp(offload, "all")) ||
+        (strcmp(overlap, "auto") && strcmp(overlap, "on") && strcmp(overlap, "off"))) {
         fprintf(stderr, "ztier bench gpt2: --config tiny|d12|d24|d36|d48, --steps 1..16, "
-                        "--offload optimizer|all\n");
+                        "--offload optimizer|all, --overlap-step auto|on|off\n");
         return 2;
     }
+    if (T > c.max_seq)
+        return fprintf(stderr, "ztier bench gpt2: --seq %d is longer than %s's context of %d "
+                               "tokens: use --seq %d or less\n", T, name, c.max_seq, c.max_seq),
+               2;
     const char *backend = (v = bench_arg(argc, argv, "backend")) ? v : "host";
     if (strcmp(backend, "host") && strcmp(backend, "cuda"))
         return fprintf(stderr, "ztier bench gpt2: --backend host|cuda\n"), 2;
@@ -93,7 +102,7 @@ int cmd_bench_gpt2(int argc, char **argv)
         return fprintf(stderr, "ztier bench gpt2: %s\n", err), 1;
     if (!strcmp(backend, "cuda")) {
 #ifdef ZT_HAVE_GPT2_CUDA
-        int rc = bench_gpt2_cuda(&c, name, B, T, steps, offload, &d,
+        int rc = bench_gpt2_cuda(&c, name, B, T, steps, offload, overlap, &d,
                                  bench_flag(argc, argv, "json"));
 #else
         fprintf(stderr, "ztier bench gpt2: --backend cuda needs a build with CUDA\n");
@@ -104,7 +113,8 @@ int cmd_bench_gpt2(int argc, char **argv)
     }
     run res, off;
     int *in = malloc(sizeof(int) * (size_t)B * T), *tg = malloc(sizeof(int) * (size_t)B * T);
-    if (open_run(&res, &c, B, T, "none", nvme) || open_run(&off, &c, B, T, offload, nvme)) {
+    if (open_run(&res, &c, B, T, "none", nvme, "auto") ||
+        open_run(&off, &c, B, T, offload, nvme, overlap)) {
         tokens_free(&d);
         return 1;
     }

@@ -5,7 +5,8 @@
 #include "dataloader.h"
 #include "gpt2_model.h"
 
+/* overlap: ztier.overlap_step of the offloaded run ("auto", "on" or "off"). */
 int bench_gpt2_cuda(const gpt2_config *c, const char *name, int B, int T, int steps,
-                    const char *offload, const token_data *d, int json);
+                    const char *offload, const char *overlap, const token_data *d, int json);
 
 #endif

@@ -25,15 +25,16 @@ typedef struct gpu_run {
 } gpu_run;
 
 static int open_gpu_run(gpu_run *r, const gpt2_config *c, int B, int T, const char *params,
-                        const char *optimizer)
+                        const char *optimizer, const char *overlap)
 {
     char cfg[1024], why[256] = "";
     snprintf(cfg, sizeof cfg,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\"},"
              " \"offload_optimizer\": {\"device\": \"%s\"}},"
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}},"
-             " \"ztier\": {\"device_backend\": \"cuda\", \"comm_backend\": \"single\"}}",
-             params, optimizer);
+             " \"ztier\": {\"device_backend\": \"cuda\", \"comm_backend\": \"single\","
+             " \"overlap_step\": \"%s\"}}",
+             params, optimizer, overlap);
     memset(r, 0, sizeof *r);
     if (zt_runtime_create(NULL, cfg, &r->rt) != ZT_OK ||
         gpt2_ztier_register(&r->g, r->rt, c, 1) != ZT_OK || zt_runtime_commit(r->rt) != ZT_OK ||
@@ -88,13 +89,13 @@ static double bf16_peak(char *name, size_t len)
 }
 
 int bench_gpt2_cuda(const gpt2_config *c, const char *name, int B, int T, int steps,
-                    const char *offload, const token_data *d, int json)
+                    const char *offload, const char *overlap, const token_data *d, int json)
 {
     gpu_run res, off;
     int *in = malloc(sizeof(int) * (size_t)B * T), *tg = malloc(sizeof(int) * (size_t)B * T);
     int all = !strcmp(offload, "all");
-    if (!in || !tg || open_gpu_run(&res, c, B, T, "none", "none") ||
-        open_gpu_run(&off, c, B, T, all ? "cpu" : "none", "cpu")) {
+    if (!in || !tg || open_gpu_run(&res, c, B, T, "none", "none", "auto") ||
+        open_gpu_run(&off, c, B, T, all ? "cpu" : "none", "cpu", overlap)) {
         free(in), free(tg);
         return 1;
     }
