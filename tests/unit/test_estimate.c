@@ -110,6 +110,9 @@ static void test_estimate_matches_runs(void **state)
                                       "\"stage3_max_reuse_distance\": 0"));
     check("params cpu, budget forces evictions", config("cpu", "cpu", "2150000", ""));
     check("params nvme, budget forces evictions", config("nvme", "cpu", "2150000", ""));
+    check("params cpu, optimizer nvme, evictions", config("cpu", "nvme", "2150000", ""));
+    check("params nvme, optimizer nvme, small window",
+          config("nvme", "nvme", "2150000", ", \"stage3_prefetch_bucket_size\": 20000"));
     check("params cpu, bf16 gradient sums",
           config("cpu", "cpu", "64M\", \"grad_accum_dtype\": \"bf16", ""));
     check("params cpu, optimizer on the device",
