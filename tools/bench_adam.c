@@ -88,6 +88,21 @@ static double adam_pass(adam_bench *b, zt_threadpool *pool, zt_adam_variant var,
     return bench_now() - t0;
 }
 
+/* A committed runtime from cfg with one layer of one parameter of n elements. */
+static zt_status one_layer(const char *cfg, int64_t n, zt_runtime **rt, int *layer)
+{
+    int p;
+    int64_t shape[1] = {n};
+    zt_status st = zt_runtime_create(NULL, cfg, rt);
+    if (st == ZT_OK)
+        st = zt_layer_add(*rt, "adam", layer);
+    if (st == ZT_OK)
+        st = zt_param_add(*rt, *layer, "adam.w", shape, 1, NULL, &p);
+    if (st == ZT_OK)
+        st = zt_runtime_commit(*rt);
+    return st;
+}
+
 /* Median time of zt_step with one layer of n parameters whose optimizer state is on NVMe. */
 static double nvme_step(const char *dir, int64_t n, int threads, int reps)
 {
@@ -99,16 +114,9 @@ static double nvme_step(const char *dir, int64_t n, int threads, int reps)
              " \"optimizer_threads\": %d}}",
              dir, (long long)n * 8 + (1 << 20), threads); /* a backward pass fits (commit) */
     zt_runtime *rt = NULL;
-    int layer, p;
-    int64_t shape[1] = {n};
+    int layer;
     double t[MAX_REPS + 1];
-    zt_status st = zt_runtime_create(NULL, cfg, &rt);
-    if (st == ZT_OK)
-        st = zt_layer_add(rt, "adam", &layer);
-    if (st == ZT_OK)
-        st = zt_param_add(rt, layer, "adam.w", shape, 1, NULL, &p);
-    if (st == ZT_OK)
-        st = zt_runtime_commit(rt);
+    zt_status st = one_layer(cfg, n, &rt, &layer);
     for (int r = 0; st == ZT_OK && r <= reps; r++) {
         double t0 = bench_now();
         st = zt_step(rt, NULL, NULL);
@@ -138,16 +146,9 @@ static int clipped_step(int64_t n, int threads, int reps, const char *param_dev,
              " \"ztier\": {\"hbm_capacity\": %lld, \"optimizer_threads\": %d}}",
              param_dev, (long long)n * 12 + (1 << 20), threads);
     zt_runtime *rt = NULL;
-    int layer, p;
-    int64_t shape[1] = {n};
+    int layer;
     double tr[MAX_REPS + 1], ts[MAX_REPS + 1];
-    zt_status st = zt_runtime_create(NULL, cfg, &rt);
-    if (st == ZT_OK)
-        st = zt_layer_add(rt, "adam", &layer);
-    if (st == ZT_OK)
-        st = zt_param_add(rt, layer, "adam.w", shape, 1, NULL, &p);
-    if (st == ZT_OK)
-        st = zt_runtime_commit(rt);
+    zt_status st = one_layer(cfg, n, &rt, &layer);
     for (int r = 0; st == ZT_OK && r <= reps; r++) {
         zt_layer_view v;
         st = zt_fetch(rt, layer, ZT_BACKWARD, &v);

@@ -1,8 +1,13 @@
 #include "mlp_weights.h"
 
 #include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 zt_status mlp_weights_read(zt_runtime *rt, const minimal_model *m, mlp_weights *out)
 {
@@ -44,4 +49,30 @@ double mlp_weights_max_rel_diff(const mlp_weights *a, const mlp_weights *b)
             worst = d > worst || isnan(d) ? (isnan(d) ? INFINITY : d) : worst;
         }
     return worst;
+}
+
+zt_runtime *mlp_runtime_make(const char *cfg, const mlp_dims *dims, uint64_t seed,
+                             minimal_model *m)
+{
+    zt_runtime *rt = NULL;
+    if (zt_runtime_create(NULL, cfg, &rt) != ZT_OK)
+        fail_msg("create: %s", zt_last_error(rt));
+    if (minimal_register(rt, dims, seed, m) != ZT_OK)
+        fail_msg("register: %s", zt_last_error(rt));
+    if (zt_runtime_commit(rt) != ZT_OK)
+        fail_msg("commit: %s", zt_last_error(rt));
+    return rt;
+}
+
+void mlp_weights_read_or_fail(zt_runtime *rt, const minimal_model *m, mlp_weights *out)
+{
+    if (mlp_weights_read(rt, m, out) != ZT_OK)
+        fail_msg("zt_param_read: %s", zt_last_error(rt));
+}
+
+void mlp_weights_assert_same(const mlp_weights *a, const mlp_weights *b, const char *what)
+{
+    double d = mlp_weights_max_rel_diff(a, b);
+    if (d != 0.0)
+        fail_msg("%s: the weights differ from the reference run (largest relative %g)", what, d);
 }

@@ -58,19 +58,7 @@ static const char *config(const char *param, const char *devopt, float clip)
 
 static zt_runtime *make(const char *cfg, minimal_model *m)
 {
-    zt_runtime *rt = NULL;
-    if (zt_runtime_create(NULL, cfg, &rt) != ZT_OK)
-        fail_msg("create: %s", zt_last_error(rt));
-    assert_int_equal(minimal_register(rt, &dims, 5, m), ZT_OK);
-    if (zt_runtime_commit(rt) != ZT_OK)
-        fail_msg("commit: %s", zt_last_error(rt));
-    return rt;
-}
-
-static void read_weights(zt_runtime *rt, const minimal_model *m, mlp_weights *out)
-{
-    if (mlp_weights_read(rt, m, out) != ZT_OK)
-        fail_msg("zt_param_read: %s", zt_last_error(rt));
+    return mlp_runtime_make(cfg, &dims, 5, m);
 }
 
 /* Trains from step `from` to `to`; on_stream: stream-ordered calls. *layer_syncs: host
@@ -111,7 +99,7 @@ static void run(const char *cfg, int on_stream, mlp_weights *out, uint64_t *laye
     minimal_model m;
     zt_runtime *rt = make(cfg, &m);
     train(rt, &m, 0, STEPS, on_stream, layer_syncs);
-    read_weights(rt, &m, out);
+    mlp_weights_read_or_fail(rt, &m, out);
     if (stats)
         assert_int_equal(zt_stats_get(rt, stats), ZT_OK);
     if (info)
@@ -189,7 +177,7 @@ static void test_checkpoint_resumes_bitwise(void **state)
     train(rt, &m, 0, 2, 0, NULL);
     assert_int_equal(zt_checkpoint_save(rt, ckpt), ZT_OK);
     train(rt, &m, 2, 4, 0, NULL);
-    read_weights(rt, &m, &straight);
+    mlp_weights_read_or_fail(rt, &m, &straight);
     zt_runtime_destroy(rt);
     rt = make(config("cpu", "on", 0.05f), &m);
     train(rt, &m, 0, 1, 1, NULL); /* other values and accumulators first: the load replaces them */
@@ -197,7 +185,7 @@ static void test_checkpoint_resumes_bitwise(void **state)
     assert_int_equal(minimal_micro_step(rt, &m, 9, 0, dims.batch / 2, &loss), ZT_OK);
     assert_int_equal(zt_checkpoint_load(rt, ckpt), ZT_OK);
     train(rt, &m, 2, 4, 0, NULL);
-    read_weights(rt, &m, &resumed);
+    mlp_weights_read_or_fail(rt, &m, &resumed);
     zt_runtime_destroy(rt);
     assert_true(mlp_weights_max_rel_diff(&resumed, &straight) == 0.0);
     mlp_weights_free(&straight), mlp_weights_free(&resumed);

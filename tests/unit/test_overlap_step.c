@@ -67,26 +67,7 @@ static const char *config(const char *param, const char *optim, const char *over
 
 static zt_runtime *make(const char *cfg, minimal_model *m)
 {
-    zt_runtime *rt = NULL;
-    if (zt_runtime_create(NULL, cfg, &rt) != ZT_OK)
-        fail_msg("create: %s", zt_last_error(rt));
-    assert_int_equal(minimal_register(rt, &dims, 11, m), ZT_OK);
-    if (zt_runtime_commit(rt) != ZT_OK)
-        fail_msg("commit: %s", zt_last_error(rt));
-    return rt;
-}
-
-static void read_weights(zt_runtime *rt, const minimal_model *m, mlp_weights *out)
-{
-    if (mlp_weights_read(rt, m, out) != ZT_OK)
-        fail_msg("zt_param_read: %s", zt_last_error(rt));
-}
-
-static void assert_same_weights(const mlp_weights *a, const mlp_weights *b, const char *what)
-{
-    double d = mlp_weights_max_rel_diff(a, b);
-    if (d != 0.0)
-        fail_msg("%s: the weights differ from the reference run (largest relative %g)", what, d);
+    return mlp_runtime_make(cfg, &dims, 11, m);
 }
 
 static void micro_step(zt_runtime *rt, const minimal_model *m, void *stream, int s, int k,
@@ -120,7 +101,7 @@ static uint64_t train(const char *cfg, int on_stream, mlp_weights *out, float *l
     }
     zt_stats st = ZT_STATS_INIT;
     assert_int_equal(zt_stats_get(rt, &st), ZT_OK);
-    read_weights(rt, &m, out);
+    mlp_weights_read_or_fail(rt, &m, out);
     zt_runtime_destroy(rt);
     return st.overlapped_updates;
 }
@@ -148,7 +129,7 @@ static void test_bitwise_equal_to_the_serial_step(void **state)
                      "stream %d", params[p], runs[r].optim, runs[r].overlap, runs[r].on_stream);
             uint64_t overlapped = train(config(params[p], runs[r].optim, runs[r].overlap),
                                         runs[r].on_stream, &got, loss);
-            assert_same_weights(&got, &ref, what);
+            mlp_weights_assert_same(&got, &ref, what);
             assert_memory_equal(loss, ref_loss, sizeof loss);
             /* 3 layers, one moved by the step's own prefetch: the others are left to later
              * calls in every step after the first */
@@ -178,7 +159,7 @@ static void readers_see_the_finished_step(const char *optim)
             micro_step(rt, &m, NULL, s, k, &loss);
         step(rt);
     }
-    read_weights(rt, &m, &serial);
+    mlp_weights_read_or_fail(rt, &m, &serial);
     zt_runtime_destroy(rt);
 
     rt = make(config("cpu", optim, "on"), &m);
@@ -188,11 +169,11 @@ static void readers_see_the_finished_step(const char *optim)
         step(rt);
         if (s == 1) { /* updates pending: the readers finish them first */
             assert_int_equal(zt_checkpoint_save(rt, ckpt), ZT_OK);
-            read_weights(rt, &m, &mid);
-            assert_same_weights(&mid, &serial, "zt_param_read after an overlapped step");
+            mlp_weights_read_or_fail(rt, &m, &mid);
+            mlp_weights_assert_same(&mid, &serial, "zt_param_read after an overlapped step");
         }
     }
-    read_weights(rt, &m, &uninterrupted);
+    mlp_weights_read_or_fail(rt, &m, &uninterrupted);
     zt_runtime_destroy(rt);
 
     rt = make(config("cpu", optim, "on"), &m);
@@ -202,9 +183,9 @@ static void readers_see_the_finished_step(const char *optim)
             micro_step(rt, &m, NULL, s, k, &loss);
         step(rt);
     }
-    read_weights(rt, &m, &resumed);
+    mlp_weights_read_or_fail(rt, &m, &resumed);
     zt_runtime_destroy(rt);
-    assert_same_weights(&resumed, &uninterrupted, "resumed from a checkpoint saved mid-step");
+    mlp_weights_assert_same(&resumed, &uninterrupted, "resumed from a checkpoint saved mid-step");
     mlp_weights_free(&serial), mlp_weights_free(&mid);
     mlp_weights_free(&resumed), mlp_weights_free(&uninterrupted);
 }

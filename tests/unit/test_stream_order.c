@@ -63,26 +63,7 @@ static const char *config(const char *param, const char *hbm, int landing)
 
 static zt_runtime *make(const char *cfg, minimal_model *m)
 {
-    zt_runtime *rt = NULL;
-    if (zt_runtime_create(NULL, cfg, &rt) != ZT_OK)
-        fail_msg("create: %s", zt_last_error(rt));
-    assert_int_equal(minimal_register(rt, &dims, 7, m), ZT_OK);
-    if (zt_runtime_commit(rt) != ZT_OK)
-        fail_msg("commit: %s", zt_last_error(rt));
-    return rt;
-}
-
-static void read_weights(zt_runtime *rt, const minimal_model *m, mlp_weights *out)
-{
-    if (mlp_weights_read(rt, m, out) != ZT_OK)
-        fail_msg("zt_param_read: %s", zt_last_error(rt));
-}
-
-static void assert_same_weights(const mlp_weights *a, const mlp_weights *b, const char *what)
-{
-    double d = mlp_weights_max_rel_diff(a, b);
-    if (d != 0.0)
-        fail_msg("%s: the weights differ from the blocking run (largest relative %g)", what, d);
+    return mlp_runtime_make(cfg, &dims, 7, m);
 }
 
 /* STEPS steps of ACCUM micro-steps with the blocking calls. */
@@ -97,7 +78,7 @@ static void train_blocking(const char *cfg, mlp_weights *out, float *losses)
                              ZT_OK);
         assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK);
     }
-    read_weights(rt, &m, out);
+    mlp_weights_read_or_fail(rt, &m, out);
     zt_runtime_destroy(rt);
 }
 
@@ -132,7 +113,7 @@ static void train_on_stream(const char *cfg, int delay_us, mlp_weights *out, flo
         }
         assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK);
     }
-    read_weights(rt, &m, out);
+    mlp_weights_read_or_fail(rt, &m, out);
     assert_int_equal(zt_stream_destroy(rt, stream), ZT_OK);
     zt_runtime_destroy(rt);
 }
@@ -144,7 +125,7 @@ static void check_placement(const char *param, int expect_no_waits)
     uint64_t syncs;
     train_blocking(config(param, "16M", 8), &ref, ref_loss);
     train_on_stream(config(param, "16M", 8), 0, &got, loss, &syncs);
-    assert_same_weights(&ref, &got, param);
+    mlp_weights_assert_same(&ref, &got, param);
     assert_memory_equal(ref_loss, loss, sizeof loss);
     print_message("params %-5s: %llu host waits in %d stream-ordered micro-steps\n", param,
                   (unsigned long long)syncs, STEPS * ACCUM);
@@ -183,7 +164,7 @@ static void test_slow_stream_under_pressure(void **state)
     uint64_t syncs;
     train_blocking(config("cpu", "24K", 1), &ref, ref_loss);
     train_on_stream(config("cpu", "24K", 1), 300, &got, loss, &syncs);
-    assert_same_weights(&ref, &got, "slow stream, 24K budget, 1 landing buffer");
+    mlp_weights_assert_same(&ref, &got, "slow stream, 24K budget, 1 landing buffer");
     assert_memory_equal(ref_loss, loss, sizeof loss);
     assert_true(syncs > 0);
     mlp_weights_free(&ref);
@@ -242,8 +223,8 @@ static void test_calls_do_not_wait_for_a_stopped_stream(void **state)
         assert_true(during.device_bytes_current >= after.device_bytes_current + ACCUM * model);
         sem_destroy(&gate);
     }
-    read_weights(rt, &m, &got);
-    assert_same_weights(&ref, &got, "stopped stream");
+    mlp_weights_read_or_fail(rt, &m, &got);
+    mlp_weights_assert_same(&ref, &got, "stopped stream");
     zt_stats end = ZT_STATS_INIT;
     assert_int_equal(zt_stats_get(rt, &end), ZT_OK);
     assert_true(end.reduced_bytes > 0);
