@@ -52,6 +52,9 @@ extern const gpt2_ops gpt2_ops_cpu;
  * from zt_stream_create with the cuda backend). cuBLAS in fp32 with TF32 off when fp32_exact
  * (checks), else TF32 tensor cores. 0, or -1 with a message in why. */
 int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int fp32_exact, char *why, size_t len);
+/* 1 when a GPU can be used (the CUDA runtime finds a device and makes a context on device
+ * 0); else 0 and why; its name goes to name. */
+int gpt2_cuda_usable(char *name, size_t name_len, char *why, size_t len);
 void gpt2_ops_cuda_destroy(gpt2_ops *ops);
 
 #endif

@@ -198,6 +198,25 @@ static void xent_b(void *ctx, float *dlogits, const float *probs, const int *tar
     keep(ctx, gpt2_cuda_crossentropy_backward(dlogits, probs, targets, N, V, S(ctx)));
 }
 
+int gpt2_cuda_usable(char *name, size_t name_len, char *why, size_t len)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaSuccess && n < 1)
+        e = cudaErrorNoDevice;
+    struct cudaDeviceProp prop;
+    if (e == cudaSuccess)
+        e = cudaGetDeviceProperties(&prop, 0);
+    if (e == cudaSuccess)
+        e = cudaFree(NULL); /* makes the context: a device that is there but unusable fails */
+    if (e != cudaSuccess) {
+        snprintf(why, len, "%s", cudaGetErrorString(e));
+        return 0;
+    }
+    snprintf(name, name_len, "%s", prop.name);
+    return 1;
+}
+
 int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int fp32_exact, char *why, size_t len)
 {
     cuda_ctx *c = calloc(1, sizeof *c);

@@ -7,13 +7,14 @@
  *           [--ds-config ds.json] [--nvme DIR] [--hbm SIZE] [--eval-every N]
  *           [--checkpoint DIR [--save-every N] [--keep N]] [--resume DIR]
  *           [--export model.bin] [--safetensors model.safetensors] [--threads N]
- *           [--device cpu|cuda] [--recompute]
+ *           [--device auto|cpu|cuda] [--recompute]
  *   zt_gpt2 --text file --write-shard out.bin     (byte-level text -> llm.c token shard)
  *
  * --threads N: the matmuls (OpenBLAS) and ztier's optimizer pool each use N threads; they
  * run one after the other, so the default is every online core for both. --device cuda
  * computes on the GPU (the CUDA kernels of gpt2_rows.h and cuBLAS on a stream of ztier's cuda
- * backend; fp32 parameters). --recompute keeps no layernorm or GELU outputs per layer and
+ * backend; fp32 parameters); auto, the default, is cuda when this build has CUDA and a GPU
+ * is usable, else cpu, and the first line says which and why. --recompute keeps no layernorm or GELU outputs per layer and
  * recomputes them in backward: the same results in less activation memory.
  *
  * --vocab byte (= 256) trains a byte-level model on --text; the default is GPT-2's 50257
@@ -42,7 +43,7 @@ typedef struct options {
     const char *config, *data, *text, *ds_config, *nvme, *hbm, *checkpoint, *resume;
     const char *export_llmc, *export_st, *write_shard;
     const char *lr, *keep;
-    const char *device; /* "cpu", or "cuda": compute on the GPU, ztier's cuda backend */
+    const char *device; /* "cpu", "cuda" (the GPU, ztier's cuda backend), "auto" */
     int vocab, batch, seq, steps, accum, save_every, eval_every;
     int threads;   /* the matmuls' and the optimizer's threads (0: the online cores) */
     int recompute; /* --recompute: layernorm and GELU outputs recomputed in backward */
@@ -75,7 +76,7 @@ static int usage(void)
                     "(--data FILE.bin | --text FILE) [--batch B] [--seq T] [--steps N] [--accum K] "
                     "[--lr LR] [--seed S] [--ds-config FILE] [--nvme DIR] [--hbm SIZE] "
                     "[--eval-every N] [--checkpoint DIR [--save-every N] [--keep N]] "
-                    "[--resume DIR] [--export FILE] [--safetensors FILE] [--device cpu|cuda] "
+                    "[--resume DIR] [--export FILE] [--safetensors FILE] [--device auto|cpu|cuda] "
                     "[--threads N] [--recompute]\n"
                     "       zt_gpt2 --text FILE --write-shard OUT.bin\n");
     return 2;
@@ -84,7 +85,7 @@ static int usage(void)
 static int parse(int argc, char **argv, options *o)
 {
     *o = (options){.config = "tiny", .batch = 4, .seq = 64, .steps = 20, .seed = 1337,
-                   .device = "cpu"};
+                   .device = "auto"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--recompute")) { /* a flag: no value */
@@ -120,8 +121,8 @@ static int parse(int argc, char **argv, options *o)
             o->seed = strtoull(v, NULL, 10);
         i++;
     }
-    if (strcmp(o->device, "cpu") != 0 && strcmp(o->device, "cuda") != 0) {
-        fprintf(stderr, "zt_gpt2: --device is cpu or cuda\n");
+    if (strcmp(o->device, "cpu") && strcmp(o->device, "cuda") && strcmp(o->device, "auto")) {
+        fprintf(stderr, "zt_gpt2: --device is auto, cpu or cuda\n");
         return usage();
     }
     if ((!o->data) == (!o->text) || o->batch < 1 || o->seq < 2 || o->steps < 0 || o->accum < 0 ||
@@ -328,10 +329,33 @@ static void close_ops(trainer *t)
 #endif
 }
 
+/* --device auto: cuda when this build has CUDA and a GPU is usable, else cpu; *why says
+ * which and why. */
+static const char *resolve_device(const char *device, char *why, size_t len)
+{
+    if (strcmp(device, "auto") != 0) {
+        snprintf(why, len, "--device %s", device);
+        return device;
+    }
+#ifdef GPT2_HAVE_CUDA
+    char name[256] = "", reason[256] = "";
+    if (gpt2_cuda_usable(name, sizeof name, reason, sizeof reason)) {
+        snprintf(why, len, "%s", name);
+        return "cuda";
+    }
+    snprintf(why, len, "no usable GPU: %s", reason);
+#else
+    snprintf(why, len, "this build has no CUDA");
+#endif
+    return "cpu";
+}
+
 static int setup(trainer *t)
 {
     if (load_data(t) != 0)
         return 1;
+    char device_why[600];
+    t->o.device = resolve_device(t->o.device, device_why, sizeof device_why);
     /* --ds-config is read by the runtime, whose error names the file and the JSON path. */
     zt_options opts = ZT_OPTIONS_INIT;
     opts.config_path = t->o.ds_config;
@@ -375,6 +399,7 @@ static int setup(trainer *t)
                "x %d tokens, %d accumulation steps\n", t->o.config,
                (double)gpt2_num_params(&t->c) / 1e6, t->c.vocab, t->c.padded_vocab, t->c.layers,
                t->c.heads, t->c.channels, t->world, t->o.batch, t->o.seq, t->o.accum);
+        printf("compute on %s (%s)\n", t->o.device, device_why);
         printf("per step: loss%s, time, tokens/s, grad norm; dev/host/nvme: current/peak bytes; "
                "h2d d2h nvme r/w: bytes moved in the step\n", t->world > 1 ? " of rank 0's rows" : "");
     }

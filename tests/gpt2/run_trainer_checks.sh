@@ -18,7 +18,9 @@ text=$work/corpus.txt
 # any prose works; the GPL text is on every Debian system, and a fallback keeps this hermetic
 if [ -r /usr/share/common-licenses/GPL-3 ]; then cp /usr/share/common-licenses/GPL-3 "$text"
 else for i in $(seq 400); do echo "the quick brown fox $i jumps over the lazy dog"; done > "$text"; fi
-common=(--config tiny --vocab 256 --text "$text" --batch 8 --seq 16 --lr 3e-3 --seed 7)
+# the CPU trainer's checks (the GPU's are test_gpt2_cuda_train, label cuda): --device cpu
+# also where a GPU is usable
+common=(--config tiny --vocab 256 --text "$text" --batch 8 --seq 16 --lr 3e-3 --seed 7 --device cpu)
 mkdir -p "$work/swap"
 
 "$trainer" "${common[@]}" --steps 10 --export "$work/resident.bin" > "$work/resident.log"
