@@ -73,21 +73,6 @@ static double gpu_step(gpu_run *r, const token_data *d, int64_t step, int B, int
     return bench_now() - t0;
 }
 
-/* Dense bf16 peak of known GPUs (FLOP/s), 0 when unknown. */
-static double bf16_peak(char *name, size_t len)
-{
-    struct cudaDeviceProp p;
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess)
-        return 0;
-    snprintf(name, len, "%s", p.name);
-    if (strstr(p.name, "H100") || strstr(p.name, "H200"))
-        return strstr(p.name, "PCIe") ? 756e12 : 989e12;
-    if (strstr(p.name, "A100"))
-        return 312e12;
-    return 0;
-}
-
 int bench_gpt2_cuda(const gpt2_config *c, const char *name, int B, int T, int steps,
                     const char *offload, const char *overlap, const token_data *d, int json)
 {
@@ -106,10 +91,9 @@ int bench_gpt2_cuda(const gpt2_config *c, const char *name, int B, int T, int st
         ot_s[i] = gpu_step(&off, d, i + 1, B, T, in, tg);
     }
     double resident = bench_median(rt_s, steps), offloaded = bench_median(ot_s, steps);
-    double flops_per_token = 6.0 * (double)gpt2_num_params(c) +
-                             6.0 * c->layers * (double)T * c->channels;
+    double flops_per_token = gpt2_flops_per_token(c, T);
     char gpu[256] = "unknown GPU";
-    double peak = bf16_peak(gpu, sizeof gpu);
+    double peak = gpt2_cuda_bf16_peak(gpu, sizeof gpu);
     double mfu_res = peak > 0 ? flops_per_token * B * T / resident / peak : 0;
     double mfu_off = peak > 0 ? flops_per_token * B * T / offloaded / peak : 0;
     printf("ztier bench gpt2: %s (%.1fM parameters) on %s, batch %d x %d tokens, offloaded: %s "

@@ -98,6 +98,11 @@ int64_t gpt2_num_params(const gpt2_config *c)
     return n;
 }
 
+double gpt2_flops_per_token(const gpt2_config *c, int T)
+{
+    return 6.0 * (double)gpt2_num_params(c) + 6.0 * c->layers * (double)T * c->channels;
+}
+
 /* ---- activations ---- */
 
 typedef struct block_acts {

@@ -23,6 +23,9 @@ typedef struct gpt2_config {
  * vocab <= 0 keeps GPT-2's 50257. Returns -1 for an unknown name. */
 int gpt2_config_named(const char *name, int vocab, gpt2_config *out);
 int64_t gpt2_num_params(const gpt2_config *c);
+/* Training FLOPs per token at sequence length T (forward and backward): 6 N for the weights
+ * plus 6 L T C for attention, the count MFU figures use. */
+double gpt2_flops_per_token(const gpt2_config *c, int T);
 
 #define GPT2_BLOCK_PARAMS 12
 /* Parameters of a block, in registration order. */

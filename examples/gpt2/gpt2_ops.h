@@ -55,6 +55,9 @@ int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int fp32_exact, char *why,
 /* 1 when a GPU can be used (the CUDA runtime finds a device and makes a context on device
  * 0); else 0 and why; its name goes to name. */
 int gpt2_cuda_usable(char *name, size_t name_len, char *why, size_t len);
+/* The current GPU's dense bf16 peak in FLOP/s (H100, H200, A100), 0 when unknown; its name
+ * goes to name. */
+double gpt2_cuda_bf16_peak(char *name, size_t len);
 void gpt2_ops_cuda_destroy(gpt2_ops *ops);
 
 #endif

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct cuda_ctx {
     cudaStream_t stream;
@@ -196,6 +197,20 @@ static void xent_b(void *ctx, float *dlogits, const float *probs, const int *tar
                    int V)
 {
     keep(ctx, gpt2_cuda_crossentropy_backward(dlogits, probs, targets, N, V, S(ctx)));
+}
+
+double gpt2_cuda_bf16_peak(char *name, size_t len)
+{
+    struct cudaDeviceProp p;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess)
+        return 0;
+    snprintf(name, len, "%s", p.name);
+    if (strstr(p.name, "H100") || strstr(p.name, "H200"))
+        return strstr(p.name, "PCIe") ? 756e12 : 989e12;
+    if (strstr(p.name, "A100"))
+        return 312e12;
+    return 0;
 }
 
 int gpt2_cuda_usable(char *name, size_t name_len, char *why, size_t len)

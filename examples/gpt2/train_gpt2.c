@@ -193,13 +193,19 @@ static const char *human(uint64_t bytes)
     return b;
 }
 
-/* s: counters now; p: counters at the start of the step (traffic is printed per step). */
-static void print_step(int step, float loss, double dt, int tokens, const zt_step_info *info,
-                       const zt_stats *s, const zt_stats *p)
+/* s: counters now; p: counters at the start of the step (traffic is printed per step).
+ * flops_per_s_peak > 0 (a known GPU): MFU, the model's FLOPs per token (gpt2_flops_per_token)
+ * times tokens/s over that peak. */
+static void print_step(int step, float loss, double dt, int tokens, double flops_per_token,
+                       double flops_per_s_peak, const zt_step_info *info, const zt_stats *s,
+                       const zt_stats *p)
 {
-    printf("step %4d | loss %.4f | %7.1f ms | %7.0f tok/s | norm %.3f%s | dev %s/%s host %s/%s "
+    char mfu[32] = "";
+    if (flops_per_s_peak > 0)
+        snprintf(mfu, sizeof mfu, " | MFU %.3f", flops_per_token * tokens / dt / flops_per_s_peak);
+    printf("step %4d | loss %.4f | %7.1f ms | %7.0f tok/s%s | norm %.3f%s | dev %s/%s host %s/%s "
            "nvme %s/%s | h2d %s d2h %s nvme r %s w %s\n",
-           step, (double)loss, dt * 1e3, tokens / dt, (double)info->grad_norm,
+           step, (double)loss, dt * 1e3, tokens / dt, mfu, (double)info->grad_norm,
            info->skipped ? " (skipped)" : "", human(s->device_bytes_current),
            human(s->device_bytes_peak), human(s->host_bytes_current), human(s->host_bytes_peak),
            human(s->nvme_bytes_current), human(s->nvme_bytes_peak), human(s->h2d_bytes - p->h2d_bytes),
@@ -258,6 +264,7 @@ typedef struct trainer {
     gpt2_ztier g;
     gpt2_model *model;
     gpt2_ops ops; /* where the model computes (--device) */
+    double peak_flops; /* the GPU's dense bf16 peak (FLOP/s) for MFU; 0 on the CPU */
     token_data data;
     int rank, world, rows;
     int *inputs, *targets;
@@ -312,6 +319,8 @@ static int open_ops(trainer *t)
         return fail(t, "zt_stream_create");
     if (gpt2_ops_cuda_create(&t->ops, t->g.stream, 0, why, sizeof why) != 0)
         return fprintf(stderr, "zt_gpt2: --device cuda: %s\n", why), 1;
+    char name[256];
+    t->peak_flops = gpt2_cuda_bf16_peak(name, sizeof name);
     return 0;
 #else
     return fprintf(stderr, "zt_gpt2: --device cuda: this build has no CUDA (rebuild where the "
@@ -497,8 +506,8 @@ static int train(trainer *t)
         tm.total += dt;
         tm.step_s[tm.steps++ % tm.cap] = dt;
         if (t->rank == 0)
-            print_step((int)step + 1, loss, dt, t->o.batch * t->o.seq * t->o.accum, &info, &s,
-                       &prev);
+            print_step((int)step + 1, loss, dt, t->o.batch * t->o.seq * t->o.accum,
+                       gpt2_flops_per_token(&t->c, t->o.seq), t->peak_flops, &info, &s, &prev);
         if (t->o.save_every > 0 && (step + 1) % t->o.save_every == 0 && save(t, "periodic"))
             return free(tm.step_s), 1;
         if (t->o.eval_every > 0 && (step + 1) % t->o.eval_every == 0 && evaluate(t) != 0)
