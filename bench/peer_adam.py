@@ -4,8 +4,9 @@
     python3 bench/peer_adam.py --ztier build/tools/ztier [--params 1e8] [--threads 2]
 
 Peers, each only when importable: torch.optim.AdamW(fused=True) on CPU (and the foreach
-variant), DeepSpeed's DeepSpeedCPUAdam. ztier's figure comes from `ztier bench adam --json`
-run in the same process tree. Prints params/s and the ratio of each peer to ztier.
+variant), DeepSpeed's DeepSpeedCPUAdam. ztier's figure comes from
+`ztier bench adam --param-copy none --json` (the same work: fp32 parameters updated in
+place, no copy) run in the same process tree. Prints params/s and the ratio of each peer to ztier.
 
 The clipped step: torch's clip_grad_norm_(max_norm=1.0) + fused AdamW step against ztier's
 zt_step with gradient_clipping 1.0 (`ztier bench adam --clipped-step`: one layer through the
@@ -84,8 +85,10 @@ def time_deepspeed(params, threads, reps):
 
 def time_ztier(binary, params, threads):
     time.sleep(0.5)  # let the previous peer's threads go to sleep
+    # the peers update fp32 parameters in place and write no copy: the same work for ztier
     out = subprocess.run([binary, "bench", "adam", "--params", str(params), "--threads",
-                          str(threads), "--json"], check=True, capture_output=True, text=True)
+                          str(threads), "--param-copy", "none", "--json"], check=True,
+                         capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])["params_per_s"]
 
 
@@ -119,7 +122,7 @@ def main():
     ratios = {k: statistics.median(z / p for z, p in zip(samples["ztier"], v))
               for k, v in samples.items() if v}
     print(f"{n} parameters, {args.threads} threads, fp32 gradients, {args.rounds} interleaved rounds "
-          "(ztier also writes a bf16 copy of the parameters)")
+          "(fp32 parameters updated in place, no parameter copy, by each)")
     for name, pps in results.items():
         print(f"  {name:22s} {pps:12.3g} params/s (median)   ztier / this: {ratios[name]:6.2f} "
               "(median of rounds)")

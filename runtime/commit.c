@@ -21,7 +21,9 @@ static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
     zt_status st = zt_home_alloc(&ph, param_tier,
                                  shard * zt_dtype_size(rt->dtype), L->name, &L->param_home,
                                  &rt->err);
-    if (st == ZT_OK)
+    if (st == ZT_OK && zt_plan_master_is_param(plan, L))
+        zt_home_share(&L->param_home, L->name, &L->master);
+    else if (st == ZT_OK)
         st = zt_home_alloc(&oh, opt, shard * 4, L->name, &L->master, &rt->err);
     if (st == ZT_OK)
         st = zt_home_alloc(&oh, opt, shard * 4, L->name, &L->exp_avg, &rt->err);

@@ -40,6 +40,12 @@ static uint64_t backward_need(const zt_layer *L, const zt_plan *p)
     return p->dtype != ZT_F32 && p->world > 1 ? need + flat * 4 : need;
 }
 
+int zt_plan_master_is_param(const zt_plan *p, const zt_layer *L)
+{
+    return p->dtype == ZT_F32 && p->optim_tier == ZT_TIER_HOST &&
+           p->param_tier == ZT_TIER_HOST && !L->persistent;
+}
+
 static void plan_layer(const zt_runtime *rt, const zt_layer *L, zt_plan *p)
 {
     uint64_t shard = (uint64_t)L->shard_numel, ds = zt_dtype_size(p->dtype);
@@ -49,8 +55,8 @@ static void plan_layer(const zt_runtime *rt, const zt_layer *L, zt_plan *p)
     else
         p->host_bytes += zt_host_tier_footprint( /* gradient accumulator */
             shard * (rt->cfg.grad_accum_bf16 ? 2 : 4));
-    if (p->optim_tier == ZT_TIER_HOST)
-        p->host_bytes += 3 * zt_host_tier_footprint(shard * 4);
+    if (p->optim_tier == ZT_TIER_HOST) /* m, v and the master (unless the parameters are) */
+        p->host_bytes += (zt_plan_master_is_param(p, L) ? 2 : 3) * zt_host_tier_footprint(shard * 4);
     else if (p->optim_tier == ZT_TIER_NVME)
         p->nvme_optim_bytes += 3 * zt_swap_footprint(shard * 4, bs);
     if (L->persistent) {

@@ -32,6 +32,11 @@ typedef struct zt_plan {
  * whether it is persistent (below stage3_param_persistence_threshold). */
 void zt_plan_layout(zt_runtime *rt, int world);
 
+/* 1 when layer L's fp32 master is its parameters' home itself: fp32 parameters whose home
+ * and optimizer state are both in host memory always hold the master's bytes, so they are
+ * kept once (4 bytes per parameter less, and the step writes no separate copy). */
+int zt_plan_master_is_param(const zt_plan *p, const zt_layer *L);
+
 /* The bytes of each tier on one rank for the layout zt_plan_layout made. */
 void zt_plan_make(const zt_runtime *rt, int world, zt_plan *out);
 

@@ -9,6 +9,8 @@
 zt_status zt_layer_set_master(zt_runtime *rt, zt_layer *L, const float *master)
 {
     zt_status st = zt_home_store(&rt->homes, &L->master, master, &rt->err);
+    if (L->master.shared)
+        return st; /* the parameters are the master: stored once */
     const void *working = master;
     if (st == ZT_OK && rt->dtype != ZT_F32) {
         working = rt->staging_lp;

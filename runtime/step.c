@@ -144,15 +144,16 @@ static zt_status update_layer(zt_runtime *rt, zt_layer *L, const zt_adam_hparams
 {
     float *master = zt_home_host_ptr(&L->master);
     float *m = zt_home_host_ptr(&L->exp_avg), *v = zt_home_host_ptr(&L->exp_avg_sq);
-    void *out = zt_home_host_ptr(&L->param_home);
-    if (!out)
-        out = rt->dtype == ZT_F32 ? rt->staging : rt->staging_lp;
-    zt_adam_tensors t = {master, m, v, L->grad_acc, rt->acc_dtype, out, rt->dtype, L->shard_numel};
+    void *home = zt_home_host_ptr(&L->param_home);
+    void *out = home ? home : rt->dtype == ZT_F32 ? rt->staging : rt->staging_lp;
+    /* parameters that are the master (zt_plan_master_is_param) are updated in place */
+    zt_adam_tensors t = {master, m, v, L->grad_acc, rt->acc_dtype, out == master ? NULL : out,
+                         rt->dtype, L->shard_numel};
     double t0 = zt_now_s();
     zt_adam_step_parallel(rt->pool, rt->adam_variant, h, &t);
     zt_trace_span("optimizer", t0, "adam %s (%lld elements)", L->name,
                   (long long)L->shard_numel);
-    if (out == zt_home_host_ptr(&L->param_home))
+    if (out == home)
         return ZT_OK;
     if (L->param_home.kind == ZT_TIER_DEVICE)
         rt->stats.h2d_bytes += L->param_home.bytes;

@@ -40,13 +40,22 @@ zt_status zt_home_alloc(zt_homes *h, zt_tier_kind kind, uint64_t bytes, const ch
 
 void zt_home_free(zt_homes *h, zt_home *home)
 {
-    if (!home->ptr)
+    if (!home->ptr || home->shared) {
+        home->ptr = NULL;
         return;
+    }
     if (home->kind == ZT_TIER_DEVICE)
         h->dev->iface->free(h->dev, home->ptr);
     else if (home->kind == ZT_TIER_HOST)
         zt_host_tier_free(h->host, home->ptr, home->bytes);
     home->ptr = NULL; /* NVME extents go with their swap space */
+}
+
+void zt_home_share(const zt_home *of, const char *owner, zt_home *out)
+{
+    *out = *of;
+    out->owner = owner;
+    out->shared = 1;
 }
 
 void *zt_home_host_ptr(const zt_home *home)

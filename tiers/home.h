@@ -19,6 +19,8 @@ typedef struct zt_home {
     zt_swap *swap;     /* NVME: the swap space holding it */
     zt_swap_extent ext;
     const char *owner; /* tensor name for messages; not owned */
+    int shared;        /* a second name for another home's memory (zt_home_share): freeing
+                          it frees nothing */
 } zt_home;
 
 /* The tiers homes are carved from. */
@@ -33,6 +35,10 @@ typedef struct zt_homes {
 zt_status zt_home_alloc(zt_homes *h, zt_tier_kind kind, uint64_t bytes, const char *owner,
                         zt_home *out, zt_error *err);
 void zt_home_free(zt_homes *h, zt_home *home);
+
+/* Makes *out name the memory of HOST home `of` (which must outlive it), under its own owner
+ * name: two kinds of state that always hold the same bytes kept once. */
+void zt_home_share(const zt_home *of, const char *owner, zt_home *out);
 
 /* Host pointer of a HOST home (usable in place), NULL for other tiers. */
 void *zt_home_host_ptr(const zt_home *home);

@@ -1,7 +1,8 @@
 /* `ztier bench adam`: the fused CPU Adam step against its limit, interleaved (probe, triad,
  * adam, ...), medians and the median of the pairwise ratios. Bytes counted per parameter:
  * read master, m, v (12) + gradient (4 fp32 / 2 bf16) + write master, m, v (12) + bf16
- * parameter copy (2) = 30 / 28. The limit is a probe with exactly that traffic over the same
+ * parameter copy (2) = 30 / 28; with --param-copy none (the fp32 parameters are the master,
+ * updated in place, as torch's and DeepSpeed's CPU Adam do) 2 bytes less. The limit is a probe with exactly that traffic over the same
  * buffers and threads (bench_probe.c), counted with the same bytes. A STREAM triad over a
  * working set of the same size is printed beside it, counted as the hardware moves it: 32
  * bytes per element (two reads, one write, and the write-allocate read of the destination
@@ -29,6 +30,7 @@ typedef struct adam_bench {
     float *master, *m, *v, *grad;
     uint16_t *out;
     zt_dtype grad_dtype;
+    int copy; /* write the bf16 parameter copy */
 } adam_bench;
 
 typedef struct fill_ctx {
@@ -82,7 +84,8 @@ static void bench_free(adam_bench *b)
 static double adam_pass(adam_bench *b, zt_threadpool *pool, zt_adam_variant var, int64_t step)
 {
     zt_adam_hparams h = {1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, step, 1.0f};
-    zt_adam_tensors t = {b->master, b->m, b->v, b->grad, b->grad_dtype, b->out, ZT_BF16, b->n};
+    zt_adam_tensors t = {b->master, b->m,    b->v,    b->grad,
+                         b->grad_dtype, b->copy ? b->out : NULL, ZT_BF16, b->n};
     double t0 = bench_now();
     zt_adam_step_parallel(pool, var, &h, &t);
     return bench_now() - t0;
@@ -172,10 +175,10 @@ static int clipped_step(int64_t n, int threads, int reps, const char *param_dev,
 }
 
 static int parse_args(int argc, char **argv, int64_t *params, int *threads, zt_dtype *gdt,
-                      zt_adam_variant *var, int *reps)
+                      zt_adam_variant *var, int *reps, int *copy)
 {
     static const char *const known[] = {"params", "threads", "grad-dtype", "variant", "reps",
-                                        "nvme", NULL};
+                                        "nvme", "param-copy", NULL};
     static const char *const flags[] = {"json", "clipped-step", NULL};
     if (bench_check_args(argc, argv, known, flags) != 0)
         return -1;
@@ -200,6 +203,15 @@ static int parse_args(int argc, char **argv, int64_t *params, int *threads, zt_d
                         "supports)\n");
         return -1;
     }
+    if ((v = bench_arg(argc, argv, "param-copy"))) {
+        if (strcmp(v, "bf16") && strcmp(v, "none")) {
+            fprintf(stderr, "ztier bench adam: --param-copy is bf16 (a bf16 copy of the new "
+                            "parameters, the default) or none (fp32 parameters updated in "
+                            "place)\n");
+            return -1;
+        }
+        *copy = strcmp(v, "none") != 0;
+    }
     if ((v = bench_arg(argc, argv, "reps")))
         *reps = atoi(v) < 3 ? 3 : atoi(v) > MAX_REPS ? MAX_REPS : atoi(v);
     return 0;
@@ -208,16 +220,16 @@ static int parse_args(int argc, char **argv, int64_t *params, int *threads, zt_d
 int cmd_bench_adam(int argc, char **argv)
 {
     int64_t params = 100000000;
-    int threads = 2, reps = 5;
+    int threads = 2, reps = 5, copy = 1;
     zt_dtype gdt = ZT_F32;
     zt_adam_variant var;
-    if (parse_args(argc, argv, &params, &threads, &gdt, &var, &reps) != 0)
+    if (parse_args(argc, argv, &params, &threads, &gdt, &var, &reps, &copy) != 0)
         return 2;
-    double bytes_per_param = 12 + (gdt == ZT_F32 ? 4 : 2) + 12 + 2;
+    double bytes_per_param = 12 + (gdt == ZT_F32 ? 4 : 2) + 12 + (copy ? 2 : 0);
     double working_set = (double)params * (12 + (gdt == ZT_F32 ? 4 : 2) + 2); /* bytes held */
     zt_threadpool *pool = NULL;
     zt_error err = {0};
-    adam_bench b = {params, NULL, NULL, NULL, NULL, NULL, gdt};
+    adam_bench b = {params, NULL, NULL, NULL, NULL, NULL, gdt, copy};
     bench_triad *triad = NULL;
     if (zt_threadpool_create(threads, -1, &pool, &err) != ZT_OK || bench_alloc(&b, pool) != 0 ||
         !(triad = bench_triad_create((size_t)(working_set / 24.0), threads))) {
@@ -242,7 +254,8 @@ int cmd_bench_adam(int argc, char **argv)
         probe[r] = 0; /* a limit: the better of two passes */
         for (int k = 0; k < 2; k++) {
             double t0 = bench_now();
-            bench_adam_probe(pool, var, b.master, b.m, b.v, b.grad, gdt == ZT_BF16, b.out, b.n);
+            bench_adam_probe(pool, var, b.master, b.m, b.v, b.grad, gdt == ZT_BF16,
+                             copy ? b.out : NULL, b.n);
             double gbps = (double)params * bytes_per_param / (bench_now() - t0) / 1e9;
             probe[r] = gbps > probe[r] ? gbps : probe[r];
         }
@@ -255,13 +268,15 @@ int cmd_bench_adam(int argc, char **argv)
     double adam_gbps = bench_median(adam, reps), tri_gbps = bench_median(tri, reps);
     double probe_gbps = bench_median(probe, reps), rp = bench_median(rprobe, reps);
     double pps = adam_gbps * 1e9 / bytes_per_param, rmed = bench_median(ratio, reps);
-    printf("ztier bench adam: %lld parameters, %d threads, %s gradients, bf16 parameter copy, "
-           "variant %s, %d interleaved pairs\n",
-           (long long)params, threads, gdt == ZT_F32 ? "fp32" : "bf16", zt_adam_variant_name(var),
-           reps);
+    printf("ztier bench adam: %lld parameters, %d threads, %s gradients, %s, variant %s, %d "
+           "interleaved pairs\n",
+           (long long)params, threads, gdt == ZT_F32 ? "fp32" : "bf16",
+           copy ? "bf16 parameter copy" : "no parameter copy (fp32 parameters are the master)",
+           zt_adam_variant_name(var), reps);
     printf("  bytes counted per parameter: %.0f = read master,m,v (12) + %s grad (%d) + write "
-           "master,m,v (12) + bf16 copy (2)\n",
-           bytes_per_param, gdt == ZT_F32 ? "fp32" : "bf16", gdt == ZT_F32 ? 4 : 2);
+           "master,m,v (12)%s\n",
+           bytes_per_param, gdt == ZT_F32 ? "fp32" : "bf16", gdt == ZT_F32 ? 4 : 2,
+           copy ? " + bf16 copy (2)" : "");
     printf("  limit: a probe with the step's loads and stores over the same buffers (same bytes "
            "counted); triad a[i] = b[i] + s*c[i] over %.2f GB, 32 bytes per element counted "
            "(with the write-allocate read of a[])\n",
@@ -317,13 +332,13 @@ int cmd_bench_adam(int argc, char **argv)
     }
     if (bench_flag(argc, argv, "json")) {
         printf("{\"variant\":\"%s\",\"params\":%lld,\"threads\":%d,\"grad_dtype\":\"%s\","
-               "\"params_per_s\":%.4g,\"effective_gbps\":%.3f,\"triad_gbps\":%.3f,"
+               "\"param_copy\":\"%s\",\"params_per_s\":%.4g,\"effective_gbps\":%.3f,\"triad_gbps\":%.3f,"
                "\"ratio_vs_triad\":%.4f,\"probe_gbps\":%.3f,\"ratio_vs_limit\":%.4f,"
                "\"norm_1thread_gbps\":%.3f,\"norm_pool_gbps\":%.3f,"
                "\"bytes_per_param\":%.0f,\"triad_bytes_per_elem\":32,"
                "\"working_set_bytes\":%.0f,\"pairs\":%d",
                zt_adam_variant_name(var), (long long)params, threads,
-               gdt == ZT_F32 ? "fp32" : "bf16", pps, adam_gbps, tri_gbps, rmed, probe_gbps, rp,
+               gdt == ZT_F32 ? "fp32" : "bf16", copy ? "bf16" : "none", pps, adam_gbps, tri_gbps, rmed, probe_gbps, rp,
                bench_median(norm1, reps), bench_median(normp, reps),
                bytes_per_param, working_set, reps);
         if (nvme)

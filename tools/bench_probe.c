@@ -1,7 +1,8 @@
 /* The limit for `ztier bench adam`: a pass with exactly the fused Adam step's memory traffic
  * over the same buffers, threads and chunks — read master, m, v and the gradient, write
  * master, m, v back in place, write the bf16 copy with the same kind of store as the Adam
- * variant (streaming for AVX-512, plain for AVX2 and scalar) — and almost no arithmetic.
+ * variant (streaming for AVX-512, plain for AVX2 and scalar; none when out is NULL, as the
+ * step without a parameter copy) — and almost no arithmetic.
  * Counted with the same bytes per parameter as the Adam step, it is what the memory system
  * allows that traffic: a kernel cannot beat it (unlike a STREAM triad, whose byte count
  * leaves out the write-allocate read of its destination). */
@@ -38,7 +39,8 @@ static void probe_scalar(const probe_ctx *c, int64_t lo, int64_t hi)
         c->v[i] += g;
         uint32_t u;
         memcpy(&u, &p, sizeof u);
-        c->out[i] = (uint16_t)(u >> 16);
+        if (c->out)
+            c->out[i] = (uint16_t)(u >> 16);
     }
 }
 
@@ -58,6 +60,8 @@ __attribute__((target("avx2,fma"))) static void probe_avx2(const probe_ctx *c, i
         _mm256_storeu_ps(c->master + i, p);
         _mm256_storeu_ps(c->m + i, _mm256_add_ps(_mm256_loadu_ps(c->m + i), g));
         _mm256_storeu_ps(c->v + i, _mm256_add_ps(_mm256_loadu_ps(c->v + i), g));
+        if (!c->out)
+            continue;
         __m256i h = _mm256_srli_epi32(_mm256_castps_si256(p), 16);
         __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
         _mm_storeu_si128((__m128i *)(c->out + i), packed);
@@ -71,7 +75,7 @@ __attribute__((target("avx512f,avx512bw"))) static void probe_avx512(const probe
     const __m512 tiny = _mm512_set1_ps(1e-30f);
     int64_t i = lo;
     /* streaming stores need 32-byte aligned destinations: plain stores up to there */
-    while (i < hi && ((uintptr_t)(c->out + i) & 31))
+    while (c->out && i < hi && ((uintptr_t)(c->out + i) & 31))
         probe_scalar(c, i, i + 1), i++;
     for (; i + 16 <= hi; i += 16) {
         __m512 g = c->grad_bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(
@@ -84,6 +88,8 @@ __attribute__((target("avx512f,avx512bw"))) static void probe_avx512(const probe
         _mm512_storeu_ps(c->master + i, p);
         _mm512_storeu_ps(c->m + i, _mm512_add_ps(_mm512_loadu_ps(c->m + i), g));
         _mm512_storeu_ps(c->v + i, _mm512_add_ps(_mm512_loadu_ps(c->v + i), g));
+        if (!c->out)
+            continue;
         __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(p), 16));
         _mm256_stream_si256((__m256i *)(c->out + i), h);
     }

@@ -1,7 +1,7 @@
 /* The estimate of a run against the run itself: for the minimal MLP under several placements
  * and device budgets (one that forces evictions), the estimated host, pinned and NVMe bytes
  * equal what zt_stats reports after three training steps, and the estimated device peak is
- * within 5% of the measured one. */
+ * within 5% of the measured one. fp32 parameters in host memory are their own master. */
 #include "runtime/estimate.h"
 #include "train.h"
 
@@ -213,6 +213,46 @@ static void test_estimate_refuses_a_budget_below_the_minimum(void **state)
     zt_runtime_destroy(rt);
 }
 
+/* fp32 parameters whose home and optimizer state are both in host memory are their own
+ * master: the same memory, so bf16 parameters (a 2-byte home beside the fp32 master) take
+ * exactly one 2-byte home per sharded layer more host memory than fp32 ones, not 2 bytes per
+ * parameter less. */
+static uint64_t host_peak(const char *cfg, uint64_t *bf16_homes)
+{
+    minimal_model m;
+    zt_runtime *rt = registered(cfg, &m);
+    assert_int_equal(zt_runtime_commit(rt), ZT_OK);
+    for (int s = 0; s < 2; s++) {
+        dry_micro_step(rt, &m);
+        assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK);
+    }
+    *bf16_homes = 0;
+    for (int i = 0; i < rt->n_layers; i++) {
+        const zt_layer *L = &rt->layers[i];
+        int shared = L->master.ptr == L->param_home.ptr;
+        assert_int_equal(shared, rt->dtype == ZT_F32 && !L->persistent);
+        if (!L->persistent)
+            *bf16_homes += zt_host_tier_footprint((uint64_t)L->shard_numel * 2);
+    }
+    zt_stats st = ZT_STATS_INIT;
+    assert_int_equal(zt_stats_get(rt, &st), ZT_OK);
+    zt_runtime_destroy(rt);
+    return st.host_bytes_peak;
+}
+
+static void test_fp32_parameters_in_host_memory_are_the_master(void **state)
+{
+    (void)state;
+    uint64_t homes, unused;
+    uint64_t fp32 = host_peak(config("cpu", "cpu", "64M", ""), &unused);
+    uint64_t bf16 = host_peak(config("cpu", "cpu", "64M", "}, \"bf16\": {\"enabled\": true"),
+                              &homes);
+    printf("host bytes: fp32 parameters %llu, bf16 %llu (2-byte homes %llu)\n",
+           (unsigned long long)fp32, (unsigned long long)bf16, (unsigned long long)homes);
+    assert_true(homes > 0);
+    assert_int_equal(bf16 - fp32, homes);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -233,6 +273,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_estimate_follows_the_prefetch_window, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_estimate_refuses_a_budget_below_the_minimum,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fp32_parameters_in_host_memory_are_the_master,
                                         setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
