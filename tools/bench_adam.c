@@ -265,6 +265,10 @@ int cmd_bench_adam(int argc, char **argv)
         ratio[r] = adam[r] / tri[r];
         rprobe[r] = adam[r] / probe[r];
     }
+    double b2b[MAX_REPS]; /* the peers' way: steps back to back, nothing between them */
+    for (int r = 0; r < reps; r++)
+        b2b[r] = (double)params / adam_pass(&b, pool, var, reps + 2 + r);
+    double b2b_pps = bench_median(b2b, reps);
     double adam_gbps = bench_median(adam, reps), tri_gbps = bench_median(tri, reps);
     double probe_gbps = bench_median(probe, reps), rp = bench_median(rprobe, reps);
     double pps = adam_gbps * 1e9 / bytes_per_param, rmed = bench_median(ratio, reps);
@@ -286,6 +290,8 @@ int cmd_bench_adam(int argc, char **argv)
            probe_gbps * 1e9 / bytes_per_param);
     printf("  %-22s %12.2f %12s\n", "STREAM triad", tri_gbps, "");
     printf("  %-22s %12.2f %12.3g\n", "fused Adam step", adam_gbps, pps);
+    printf("  fused Adam step, %d steps back to back (as bench/peer_adam.py times the peers): "
+           "%.3g params/s\n", reps, b2b_pps);
     printf("  gradient-norm pass (reads the gradient): %.2f GB/s on one thread, %.2f GB/s on "
            "the pool of %d\n",
            bench_median(norm1, reps), bench_median(normp, reps), threads);
@@ -332,13 +338,15 @@ int cmd_bench_adam(int argc, char **argv)
     }
     if (bench_flag(argc, argv, "json")) {
         printf("{\"variant\":\"%s\",\"params\":%lld,\"threads\":%d,\"grad_dtype\":\"%s\","
-               "\"param_copy\":\"%s\",\"params_per_s\":%.4g,\"effective_gbps\":%.3f,\"triad_gbps\":%.3f,"
+               "\"param_copy\":\"%s\",\"params_per_s\":%.4g,\"params_per_s_back_to_back\":%.4g,"
+               "\"effective_gbps\":%.3f,\"triad_gbps\":%.3f,"
                "\"ratio_vs_triad\":%.4f,\"probe_gbps\":%.3f,\"ratio_vs_limit\":%.4f,"
                "\"norm_1thread_gbps\":%.3f,\"norm_pool_gbps\":%.3f,"
                "\"bytes_per_param\":%.0f,\"triad_bytes_per_elem\":32,"
                "\"working_set_bytes\":%.0f,\"pairs\":%d",
                zt_adam_variant_name(var), (long long)params, threads,
-               gdt == ZT_F32 ? "fp32" : "bf16", copy ? "bf16" : "none", pps, adam_gbps, tri_gbps, rmed, probe_gbps, rp,
+               gdt == ZT_F32 ? "fp32" : "bf16", copy ? "bf16" : "none", pps, b2b_pps, adam_gbps,
+               tri_gbps, rmed, probe_gbps, rp,
                bench_median(norm1, reps), bench_median(normp, reps),
                bytes_per_param, working_set, reps);
         if (nvme)
