@@ -69,7 +69,7 @@ static zt_status open_device(zt_runtime *rt)
     rt->dev_iface = zt_device_find(rt->cfg.device_backend, &rt->err);
     if (!rt->dev_iface)
         return rt->err.status;
-    zt_device_config dc = {(uint64_t)rt->cfg.hbm_capacity, rt->cfg.device_index, 1};
+    zt_device_config dc = {(uint64_t)rt->cfg.hbm_capacity, rt->cfg.device_index, 1, rt->pool};
     zt_status st = rt->dev_iface->create(&dc, &rt->dev, &rt->err);
     rt->dtier.dev = rt->dev;
     if (st == ZT_OK)
@@ -203,9 +203,9 @@ zt_status zt_rt_open(zt_runtime *rt)
         rt->tracing = 1;
         zt_trace_thread_name("caller");
     }
-    st = open_device(rt);
+    st = open_optimizer(rt); /* first: the host backend's kernels run on its pool */
     if (st == ZT_OK)
-        st = open_optimizer(rt);
+        st = open_device(rt);
     if (st != ZT_OK)
         return st;
     rt->dtype = zt_config_dtype(&rt->cfg);
@@ -287,11 +287,11 @@ void zt_rt_destroy(zt_runtime *rt)
         zt_host_tier_free(&rt->host, rt->opt_buf[k], rt->opt_buf_bytes);
     zt_pinned_pool_destroy(rt->param_staging);
     zt_pinner_fini(&rt->pinner);
-    zt_threadpool_destroy(rt->pool);
     if (rt->stream)
         rt->dev->iface->stream_destroy(rt->dev, rt->stream);
     if (rt->prefetch_stream)
         rt->dev->iface->stream_destroy(rt->dev, rt->prefetch_stream);
+    zt_threadpool_destroy(rt->pool); /* after the streams: their kernels use it */
     if (rt->dev)
         rt->dev->iface->destroy(rt->dev);
     zt_topology_close(&rt->topo);

@@ -47,6 +47,10 @@ void zt_dequant8_parallel(zt_threadpool *pool, zt_quant_variant v, const int8_t 
                           const float *scales, int64_t n, int block, void *out, zt_dtype dt);
 
 /* int4: q holds (n + 1) / 2 bytes. The best variant the CPU has (AVX-512 or scalar). */
+void zt_quant4_parallel(zt_threadpool *pool, const float *x, int64_t n, int block, uint8_t *q,
+                        float *scales);
+void zt_dequant4_add_parallel(zt_threadpool *pool, const uint8_t *q, const float *scales,
+                              int64_t n, int block, float *acc);
 void zt_quant4(const float *x, int64_t n, int block, uint8_t *q, float *scales);
 void zt_dequant4_add(const uint8_t *q, const float *scales, int64_t n, int block, float *acc);
 void zt_quant4_scalar(const float *x, int64_t n, int block, uint8_t *q, float *scales);

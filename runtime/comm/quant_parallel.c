@@ -1,6 +1,7 @@
-/* The int8 block quantizer split over a thread pool: chunks of whole quantization blocks,
- * so every block is computed by one thread exactly as the serial kernel computes it and the
- * bits are the serial ones. */
+/* The block quantizers split over a thread pool: chunks of whole quantization blocks, so
+ * every block is computed by one thread exactly as the serial kernel computes it and the
+ * bits are the serial ones (int4 chunks also hold an even number of elements, so each
+ * starts on a whole byte of packed nibbles). */
 #include "core/convert.h"
 #include "runtime/comm/quant.h"
 
@@ -9,6 +10,13 @@ static int64_t chunk_elems(int block)
 {
     int64_t per = (64 * 1024 + block - 1) / block;
     return per * block;
+}
+
+/* The same, an even number of elements. */
+static int64_t chunk_elems_even(int block)
+{
+    int64_t per = (64 * 1024 + block - 1) / block;
+    return (per * block) % 2 ? (per + 1) * block : per * block;
 }
 
 typedef struct quant_ctx {
@@ -57,4 +65,48 @@ void zt_dequant8_parallel(zt_threadpool *pool, zt_quant_variant v, const int8_t 
     }
     quant_ctx c = {v, NULL, out, dt, block, (int8_t *)q, (float *)scales};
     zt_threadpool_run(pool, n, chunk_elems(block), dequant_chunk, &c);
+}
+
+typedef struct quant4_ctx {
+    const float *x;
+    float *acc;
+    int block;
+    uint8_t *q;
+    float *scales;
+} quant4_ctx;
+
+static void quant4_chunk(void *arg, int64_t lo, int64_t hi, int worker)
+{
+    (void)worker;
+    const quant4_ctx *c = arg;
+    zt_quant4(c->x + lo, hi - lo, c->block, c->q + lo / 2, c->scales + lo / c->block);
+}
+
+static void dequant4_chunk(void *arg, int64_t lo, int64_t hi, int worker)
+{
+    (void)worker;
+    const quant4_ctx *c = arg;
+    zt_dequant4_add(c->q + lo / 2, c->scales + lo / c->block, hi - lo, c->block, c->acc + lo);
+}
+
+void zt_quant4_parallel(zt_threadpool *pool, const float *x, int64_t n, int block, uint8_t *q,
+                        float *scales)
+{
+    if (!pool) {
+        zt_quant4(x, n, block, q, scales);
+        return;
+    }
+    quant4_ctx c = {x, NULL, block, q, scales};
+    zt_threadpool_run(pool, n, chunk_elems_even(block), quant4_chunk, &c);
+}
+
+void zt_dequant4_add_parallel(zt_threadpool *pool, const uint8_t *q, const float *scales,
+                              int64_t n, int block, float *acc)
+{
+    if (!pool) {
+        zt_dequant4_add(q, scales, n, block, acc);
+        return;
+    }
+    quant4_ctx c = {NULL, acc, block, (uint8_t *)q, (float *)scales};
+    zt_threadpool_run(pool, n, chunk_elems_even(block), dequant4_chunk, &c);
 }

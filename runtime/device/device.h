@@ -12,6 +12,7 @@
 
 #include "core/adam_elem.h"
 #include "core/error.h"
+#include "core/threadpool.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -27,6 +28,9 @@ typedef struct zt_device_config {
     uint64_t capacity_bytes; /* host backend: the "HBM" budget; cuda: 0 = all free memory */
     int device_index;        /* cuda: which GPU; -1: the calling thread's current device */
     int copy_threads;        /* host backend: worker threads per stream (>= 1) */
+    zt_threadpool *cpu_pool; /* host backend: its quantization kernels run over this pool
+                                (the runtime's optimizer pool, which must outlive the
+                                device's streams); NULL: on the stream's worker alone */
 } zt_device_config;
 
 typedef struct zt_device_iface {

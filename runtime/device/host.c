@@ -95,6 +95,7 @@ struct host_device {
     pthread_mutex_t cache_lock;
     cached_block *cache; /* most recently freed first */
     uint64_t cached_bytes;
+    zt_threadpool *pool; /* the kernels' threads (zt_device_config.cpu_pool), or NULL */
 };
 
 /* The device-optimizer kernels, element by element as the CUDA ones. */
@@ -134,7 +135,7 @@ static void adam(const host_op *op)
     *op->count += bad;
 }
 
-static void run_op(const host_op *op)
+static void run_op(host_device *d, const host_op *op)
 {
     switch (op->kind) {
     case OP_COPY:
@@ -162,18 +163,19 @@ static void run_op(const host_op *op)
         adam(op);
         break;
     case OP_Q8: /* x = src (src_type), q = dst, scales = m */
-        zt_quant8(zt_quant_variant_best(), op->src, op->src_type, (int64_t)op->bytes, op->block,
-                  op->dst, op->m);
+        zt_quant8_parallel(d->pool, zt_quant_variant_best(), op->src, op->src_type,
+                           (int64_t)op->bytes, op->block, op->dst, op->m);
         break;
     case OP_DQ8: /* q = src, scales = m, out = dst (dst_type) */
-        zt_dequant8(zt_quant_variant_best(), op->src, op->m, (int64_t)op->bytes, op->block,
-                    op->dst, op->dst_type);
+        zt_dequant8_parallel(d->pool, zt_quant_variant_best(), op->src, op->m,
+                             (int64_t)op->bytes, op->block, op->dst, op->dst_type);
         break;
     case OP_Q4:
-        zt_quant4(op->src, (int64_t)op->bytes, op->block, op->dst, op->m);
+        zt_quant4_parallel(d->pool, op->src, (int64_t)op->bytes, op->block, op->dst, op->m);
         break;
     case OP_DQ4:
-        zt_dequant4_add(op->src, op->m, (int64_t)op->bytes, op->block, op->dst);
+        zt_dequant4_add_parallel(d->pool, op->src, op->m, (int64_t)op->bytes, op->block,
+                                 op->dst);
         break;
     case OP_WAIT:
         break; /* handled by the worker under the lock */
@@ -211,7 +213,7 @@ static void *stream_worker(void *arg)
                 pthread_cond_wait(&d->progress, &d->lock);
         } else {
             pthread_mutex_unlock(&d->lock);
-            run_op(&op);
+            run_op(d, &op);
             pthread_mutex_lock(&d->lock);
         }
         if (zt_trace_on()) { /* not under the device lock: the trace takes its own */
@@ -258,6 +260,7 @@ static zt_status host_create(const zt_device_config *cfg, zt_device **out, zt_er
     if (!d)
         return ZT_ERR(err, ZT_ERR_NOMEM, "host backend: out of memory");
     zt_device_base_init(&d->base, &zt_device_host, cfg->capacity_bytes);
+    d->pool = cfg->cpu_pool;
     pthread_mutex_init(&d->lock, NULL);
     pthread_cond_init(&d->progress, NULL);
     pthread_mutex_init(&d->cache_lock, NULL);

@@ -75,6 +75,8 @@ static void test_int8_variants_match_and_bound(void **state)
                     zt_dequant8(var, q1, s1, n, blocks[bi], h2, dt == ZT_F32 ? ZT_BF16 : dt);
                     assert_memory_equal(h, h2, sizeof(uint16_t) * (size_t)n);
                     float *a1 = calloc((size_t)n, sizeof(float)), *a2 = calloc((size_t)n, sizeof(float));
+                    for (int64_t i = 0; i < n; i++) /* a running sum: a contracted FMA shows */
+                        a1[i] = a2[i] = 0.25f * (float)(i % 5) + 1e-3f * x[i];
                     zt_dequant8_add(ZT_QUANT_SCALAR, q1, s1, n, blocks[bi], a1);
                     zt_dequant8_add(var, q1, s1, n, blocks[bi], a2);
                     assert_memory_equal(a1, a2, sizeof(float) * (size_t)n);
@@ -100,7 +102,9 @@ static void test_int4_roundtrip_bound(void **state)
     if (zt_quant_variant_supported(ZT_QUANT_AVX512)) /* same bits, also for odd blocks */
         for (int bi = 0; bi < 3; bi++) {
             int blk = (int[]){32, 33, 256}[bi];
-            float s1[64], s2[64], a1[1001] = {0}, a2[1001] = {0};
+            float s1[64], s2[64], a1[1001], a2[1001];
+            for (int i = 0; i < 1001; i++) /* a running sum: a contracted FMA shows */
+                a1[i] = a2[i] = 0.25f * (float)(i % 5) + 1e-3f * x[i];
             uint8_t q1[501], q2[501];
             zt_quant4_scalar(x, n, blk, q1, s1);
             zt_quant4_avx512(x, n, blk, q2, s2);
@@ -147,12 +151,46 @@ static void test_int8_parallel_equals_serial(void **state)
             }
 }
 
+/* The same for int4, against the scalar reference, with odd block sizes too (a chunk must
+ * hold an even number of elements to start on a whole byte of packed nibbles). */
+static void test_int4_parallel_equals_serial(void **state)
+{
+    (void)state;
+    const int64_t lengths[] = {101, 65536 * 3 + 17, 250001};
+    const int blocks[] = {63, 256, 1001};
+    for (size_t li = 0; li < 3; li++)
+        for (size_t bi = 0; bi < 3; bi++)
+            for (int threads = 1; threads <= 3; threads++) {
+                int64_t n = lengths[li], nb = zt_quant_blocks(n, blocks[bi]);
+                size_t nq = (size_t)(n + 1) / 2, nf = sizeof(float) * (size_t)n;
+                float *x = malloc(nf), *a1 = malloc(nf), *a2 = malloc(nf);
+                uint8_t *q1 = malloc(nq), *q2 = malloc(nq);
+                float *s1 = malloc(sizeof(float) * (size_t)nb), *s2 = malloc(sizeof(float) * (size_t)nb);
+                fill(x, n);
+                for (int64_t i = 0; i < n; i++)
+                    a1[i] = a2[i] = 0.25f * (float)(i % 5);
+                zt_threadpool *pool = NULL;
+                zt_error err = {0};
+                assert_int_equal(zt_threadpool_create(threads, -1, &pool, &err), ZT_OK);
+                zt_quant4_scalar(x, n, blocks[bi], q1, s1);
+                zt_quant4_parallel(pool, x, n, blocks[bi], q2, s2);
+                assert_memory_equal(q1, q2, nq);
+                assert_memory_equal(s1, s2, sizeof(float) * (size_t)nb);
+                zt_dequant4_add_scalar(q1, s1, n, blocks[bi], a1);
+                zt_dequant4_add_parallel(pool, q2, s2, n, blocks[bi], a2);
+                assert_memory_equal(a1, a2, nf);
+                zt_threadpool_destroy(pool);
+                free(x), free(a1), free(a2), free(q1), free(q2), free(s1), free(s2);
+            }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_int8_variants_match_and_bound),
         cmocka_unit_test(test_int4_roundtrip_bound),
         cmocka_unit_test(test_int8_parallel_equals_serial),
+        cmocka_unit_test(test_int4_parallel_equals_serial),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
