@@ -1,6 +1,8 @@
 /* `ztier bench quant`: int8 block quantize and dequantize throughput of each variant against
  * memcpy over the same bytes, both on the same --threads threads (the runtime quantizes on
- * its optimizer pool), interleaved; the top-level ratio is the best variant's. Then the bytes
+ * its optimizer pool), interleaved; the top-level ratio is the best variant's. int4 (qgZ)
+ * quantize and dequantize-add with the best variant on the same threads, against memcpy in
+ * the same rounds. Then the bytes
  * a GPT-2 config sends per step and rank under ZeRO-3 (fp16 weights and gradients) and under
  * ZeRO++ (qwZ int8 weights, hpZ node-local backward gather, qgZ int4 gradients), total and
  * across nodes. Throughput counts bytes read plus written (memcpy: 2 x size; quantize: 4 + 1
@@ -54,6 +56,22 @@ static double time_memcpy(char *dst, const char *src, uint64_t bytes)
     return bench_now() - t0;
 }
 
+/* int4 (qgZ's gradients) with the best variant over the pool: quantize, then add the
+ * dequantized values into an fp32 sum (what qgZ does with them). */
+static double time_quant4(const float *x, int64_t n, uint8_t *q, float *s)
+{
+    double t0 = bench_now();
+    zt_quant4_parallel(pool, x, n, 256, q, s);
+    return bench_now() - t0;
+}
+
+static double time_dequant4_add(const uint8_t *q, const float *s, int64_t n, float *acc)
+{
+    double t0 = bench_now();
+    zt_dequant4_add_parallel(pool, q, s, n, 256, acc);
+    return bench_now() - t0;
+}
+
 static void bytes_table(double params)
 {
     /* per rank and step, (w-1)/w ~ 1: ZeRO-3 gathers fp16 weights twice, reduces fp16 grads */
@@ -98,7 +116,7 @@ int cmd_bench_quant(int argc, char **argv)
            bench_fmt_bytes(bytes, (char[32]){0}, 32), threads, REPS);
     printf("  %-8s %12s %12s %12s %8s\n", "variant", "quant GB/s", "dequant GB/s", "memcpy GB/s",
            "ratio");
-    char json[1024] = "";
+    char json[1536] = "";
     double best = 0;
     for (zt_quant_variant var = ZT_QUANT_SCALAR; var <= ZT_QUANT_AVX512; var++) {
         if (!zt_quant_variant_supported(var))
@@ -123,10 +141,31 @@ int cmd_bench_quant(int argc, char **argv)
     }
     printf("  ratio_vs_memcpy (the best variant's, the slower of quantize and dequantize): "
            "%.3f\n", best);
+    /* int4: quantize reads 4 B and writes 0.5 B per element; dequantize-add reads 0.5 + 4 B
+     * and writes 4 B (plus the scales) */
+    double q4bytes = (double)n * 4.5 + (double)(n / 256) * 4;
+    double d4bytes = (double)n * 8.5 + (double)(n / 256) * 4;
+    double m4q[REPS], m4d[REPS], m4m[REPS], r4[REPS];
+    uint8_t *q4 = (uint8_t *)q;
+    time_quant4(x, n, q4, s), time_dequant4_add(q4, s, n, y); /* warm-up */
+    for (int i = 0; i < REPS; i++) {
+        m4m[i] = 2.0 * (double)bytes / time_memcpy(b, a, bytes) / 1e9;
+        m4q[i] = q4bytes / time_quant4(x, n, q4, s) / 1e9;
+        m4d[i] = d4bytes / time_dequant4_add(q4, s, n, y) / 1e9;
+        r4[i] = (m4q[i] < m4d[i] ? m4q[i] : m4d[i]) / m4m[i];
+    }
+    double g4q = bench_median(m4q, REPS), g4d = bench_median(m4d, REPS);
+    double g4m = bench_median(m4m, REPS), g4r = bench_median(r4, REPS);
+    printf("  int4 (qgZ), %s: quantize %.2f GB/s, dequantize-add %.2f GB/s, memcpy %.2f GB/s, "
+           "ratio %.3f\n",
+           zt_quant_variant_name(zt_quant_variant_best()), g4q, g4d, g4m, g4r);
     bytes_table(124.5e6);
     if (bench_flag(argc, argv, "json"))
-        printf("{\"bytes\":%llu,\"threads\":%d,\"ratio_vs_memcpy\":%.4f,\"variants\":[%s]}\n",
-               (unsigned long long)bytes, threads, best, json);
+        printf("{\"bytes\":%llu,\"threads\":%d,\"ratio_vs_memcpy\":%.4f,\"variants\":[%s],"
+               "\"int4\":{\"variant\":\"%s\",\"quant_gbps\":%.3f,\"dequant_add_gbps\":%.3f,"
+               "\"memcpy_gbps\":%.3f,\"ratio_vs_memcpy\":%.4f}}\n",
+               (unsigned long long)bytes, threads, best, json,
+               zt_quant_variant_name(zt_quant_variant_best()), g4q, g4d, g4m, g4r);
     free(x), free(y), free(s), free(q), free(a), free(b);
     zt_threadpool_destroy(pool);
     return 0;

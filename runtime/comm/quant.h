@@ -5,7 +5,7 @@
  * so the error of every element is at most half a step (scale / 2). A block of zeros has
  * scale 0 and quantizes to zeros. Lengths need not be multiples of the block or of 8: the
  * last block is shorter. int4 values are packed two per byte, element 2i in the low nibble.
- * Variants: a scalar reference, AVX2 and AVX-512 (int8), scalar and AVX-512 (int4), chosen
+ * Variants: a scalar reference, AVX2 and AVX-512 (int8 and int4), chosen
  * at run time.
  * All variants give the same bits. */
 #ifndef ZT_RUNTIME_COMM_QUANT_H
@@ -46,7 +46,7 @@ void zt_quant8_parallel(zt_threadpool *pool, zt_quant_variant v, const void *x, 
 void zt_dequant8_parallel(zt_threadpool *pool, zt_quant_variant v, const int8_t *q,
                           const float *scales, int64_t n, int block, void *out, zt_dtype dt);
 
-/* int4: q holds (n + 1) / 2 bytes. The best variant the CPU has (AVX-512 or scalar). */
+/* int4: q holds (n + 1) / 2 bytes. The best variant the CPU has (AVX-512, AVX2 or scalar). */
 void zt_quant4_parallel(zt_threadpool *pool, const float *x, int64_t n, int block, uint8_t *q,
                         float *scales);
 void zt_dequant4_add_parallel(zt_threadpool *pool, const uint8_t *q, const float *scales,
@@ -56,6 +56,9 @@ void zt_dequant4_add(const uint8_t *q, const float *scales, int64_t n, int block
 void zt_quant4_scalar(const float *x, int64_t n, int block, uint8_t *q, float *scales);
 void zt_dequant4_add_scalar(const uint8_t *q, const float *scales, int64_t n, int block,
                             float *acc);
+void zt_quant4_avx2(const float *x, int64_t n, int block, uint8_t *q, float *scales);
+void zt_dequant4_add_avx2(const uint8_t *q, const float *scales, int64_t n, int block,
+                          float *acc);
 void zt_quant4_avx512(const float *x, int64_t n, int block, uint8_t *q, float *scales);
 void zt_dequant4_add_avx512(const uint8_t *q, const float *scales, int64_t n, int block,
                             float *acc);

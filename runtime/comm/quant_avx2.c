@@ -96,3 +96,67 @@ void zt_dequant8_add_avx2(const int8_t *q, const float *scales, int64_t n, int b
             acc[i] += (float)q[i] * scales[b];
     }
 }
+
+/* int4: 16 values per step (two vectors) -> 8 bytes, element 2k in the low nibble of byte k.
+ * Blocks of odd size shift the pairing, so they (and each block's last n % 16 values) take
+ * the scalar formula; the result is the scalar reference's. */
+void zt_quant4_avx2(const float *x, int64_t n, int block, uint8_t *q, float *scales)
+{
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256i seven = _mm256_set1_epi32(7), minus7 = _mm256_set1_epi32(-7);
+    for (int64_t i = 0; i < (n + 1) / 2; i++)
+        q[i] = 0;
+    for (int64_t b = 0, lo = 0; lo < n; b++, lo += block) {
+        int64_t hi = lo + block < n ? lo + block : n, i = lo;
+        __m256 mx = _mm256_setzero_ps();
+        for (; i + 8 <= hi; i += 8)
+            mx = _mm256_max_ps(mx, _mm256_and_ps(_mm256_loadu_ps(x + i), absmask));
+        float m = hmax(mx);
+        for (; i < hi; i++)
+            m = fmaxf(m, fabsf(x[i]));
+        float s = m / 7.0f, inv = s > 0 ? 1.0f / s : 0.0f;
+        scales[b] = s;
+        __m256 vinv = _mm256_set1_ps(inv);
+        for (i = lo; (block & 1) == 0 && i + 16 <= hi; i += 16) {
+            __m256i v0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i), vinv));
+            __m256i v1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), vinv));
+            v0 = _mm256_max_epi32(_mm256_min_epi32(v0, seven), minus7);
+            v1 = _mm256_max_epi32(_mm256_min_epi32(v1, seven), minus7);
+            /* 16 x int16 in element order (packs works per 128-bit lane) */
+            __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(v0, v1), 0xd8);
+            __m128i b16 = _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+            __m128i lo4 = _mm_and_si128(b16, _mm_set1_epi16(0x000f));
+            __m128i hi4 = _mm_and_si128(_mm_srli_epi16(b16, 8), _mm_set1_epi16(0x000f));
+            __m128i r = _mm_or_si128(lo4, _mm_slli_epi16(hi4, 4));
+            _mm_storel_epi64((__m128i *)(q + i / 2), _mm_packus_epi16(r, r));
+        }
+        for (; i < hi; i++) {
+            int v = (int)nearbyintf(x[i] * inv);
+            v = v > 7 ? 7 : v < -7 ? -7 : v;
+            q[i / 2] |= (uint8_t)((v & 0xf) << (4 * (i & 1)));
+        }
+    }
+}
+
+void zt_dequant4_add_avx2(const uint8_t *q, const float *scales, int64_t n, int block, float *acc)
+{
+    for (int64_t b = 0, lo = 0; lo < n; b++, lo += block) {
+        int64_t hi = lo + block < n ? lo + block : n, i = lo;
+        __m256 s = _mm256_set1_ps(scales[b]);
+        for (; (block & 1) == 0 && i + 16 <= hi; i += 16) {
+            __m128i bytes = _mm_loadl_epi64((const __m128i *)(q + i / 2));
+            __m128i lo4 = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
+            __m128i hi4 = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0f));
+            __m128i v = _mm_unpacklo_epi8(lo4, hi4); /* element order */
+            v = _mm_sub_epi8(_mm_xor_si128(v, _mm_set1_epi8(8)), _mm_set1_epi8(8)); /* sign */
+            __m256 f0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), s);
+            __m256 f1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8))), s);
+            _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), f0));
+            _mm256_storeu_ps(acc + i + 8, _mm256_add_ps(_mm256_loadu_ps(acc + i + 8), f1));
+        }
+        for (; i < hi; i++) {
+            int v = (q[i / 2] >> (4 * (i & 1))) & 0xf;
+            acc[i] += (float)(v >= 8 ? v - 16 : v) * scales[b];
+        }
+    }
+}

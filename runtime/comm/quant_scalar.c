@@ -60,15 +60,18 @@ void zt_dequant8_add_scalar(const int8_t *q, const float *scales, int64_t n, int
 
 void zt_quant4(const float *x, int64_t n, int block, uint8_t *q, float *scales)
 {
-    (zt_quant_variant_supported(ZT_QUANT_AVX512) ? zt_quant4_avx512 : zt_quant4_scalar)(
+    zt_quant_variant v = zt_quant_variant_best();
+    (v == ZT_QUANT_AVX512 ? zt_quant4_avx512 : v == ZT_QUANT_AVX2 ? zt_quant4_avx2
+                                                                 : zt_quant4_scalar)(
         x, n, block, q, scales);
 }
 
 void zt_dequant4_add(const uint8_t *q, const float *scales, int64_t n, int block, float *acc)
 {
-    (zt_quant_variant_supported(ZT_QUANT_AVX512) ? zt_dequant4_add_avx512
-                                                 : zt_dequant4_add_scalar)(q, scales, n, block,
-                                                                           acc);
+    zt_quant_variant v = zt_quant_variant_best();
+    (v == ZT_QUANT_AVX512 ? zt_dequant4_add_avx512
+     : v == ZT_QUANT_AVX2 ? zt_dequant4_add_avx2
+                          : zt_dequant4_add_scalar)(q, scales, n, block, acc);
 }
 
 void zt_quant4_scalar(const float *x, int64_t n, int block, uint8_t *q, float *scales)

@@ -99,19 +99,24 @@ static void test_int4_roundtrip_bound(void **state)
     zt_quant4_scalar(x, n, block, q, scales);
     zt_dequant4_add_scalar(q, scales, n, block, y);
     check_bound(x, y, scales, n, block);
-    if (zt_quant_variant_supported(ZT_QUANT_AVX512)) /* same bits, also for odd blocks */
-        for (int bi = 0; bi < 3; bi++) {
+    typedef void (*quant4_fn)(const float *, int64_t, int, uint8_t *, float *);
+    typedef void (*dequant4_fn)(const uint8_t *, const float *, int64_t, int, float *);
+    const zt_quant_variant simd[2] = {ZT_QUANT_AVX2, ZT_QUANT_AVX512};
+    const quant4_fn quant[2] = {zt_quant4_avx2, zt_quant4_avx512};
+    const dequant4_fn dequant[2] = {zt_dequant4_add_avx2, zt_dequant4_add_avx512};
+    for (int vi = 0; vi < 2; vi++) /* same bits, also for odd blocks */
+        for (int bi = 0; zt_quant_variant_supported(simd[vi]) && bi < 3; bi++) {
             int blk = (int[]){32, 33, 256}[bi];
             float s1[64], s2[64], a1[1001], a2[1001];
             for (int i = 0; i < 1001; i++) /* a running sum: a contracted FMA shows */
                 a1[i] = a2[i] = 0.25f * (float)(i % 5) + 1e-3f * x[i];
             uint8_t q1[501], q2[501];
             zt_quant4_scalar(x, n, blk, q1, s1);
-            zt_quant4_avx512(x, n, blk, q2, s2);
+            quant[vi](x, n, blk, q2, s2);
             assert_memory_equal(q1, q2, sizeof q1);
             assert_memory_equal(s1, s2, sizeof(float) * (size_t)zt_quant_blocks(n, blk));
             zt_dequant4_add_scalar(q1, s1, n, blk, a1);
-            zt_dequant4_add_avx512(q1, s1, n, blk, a2);
+            dequant[vi](q1, s1, n, blk, a2);
             assert_memory_equal(a1, a2, sizeof a1);
         }
     /* the extreme of each block is represented exactly as +-7 steps */

@@ -42,7 +42,7 @@ run adam params_per_s probe_gbps ratio_vs_limit norm_pool_gbps step_s floor_s --
   adam --params 2e5 --threads 2 --reps 3 --nvme "$work"
 run adam-no-copy params_per_s probe_gbps ratio_vs_limit clipped_host_step_s -- \
   adam --params 2e5 --threads 2 --reps 3 --param-copy none --clipped-step
-run quant ratio_vs_memcpy -- quant --size 1M --threads 2
+run quant ratio_vs_memcpy int4.ratio_vs_memcpy -- quant --size 1M --threads 2
 run prefetch step_s stall_ratio compute_s -- prefetch --layers 3 --hidden 128 --batch 16 --steps 3
 if command -v fio >/dev/null; then
   run nvme read_gbps write_gbps fio_read_gbps -- nvme --path "$work" --size 8M --reps 3
