@@ -43,3 +43,9 @@ echo "bench gpt2 --backend cuda: rc=$? $(tail -1 "$out/bench-gpt2.txt")" | tee -
   --offload all --overlap-step on --json > "$out/bench-gpt2-overlap.txt" 2>&1
 echo "bench gpt2 --backend cuda --overlap-step on: rc=$? $(tail -1 "$out/bench-gpt2-overlap.txt")" |
   tee -a "$out/summary.txt"
+# issue 14's offload goal: d48 (1.5B) with an 8 GiB device budget and the optimizer on the
+# CPU, its updates overlapped with the next forward, against the resident run
+timeout 500 "$build"/tools/ztier bench gpt2 --backend cuda --config d48 --batch 8 --seq 1024 \
+  --steps 3 --offload all --hbm 8G --overlap-step on --json > "$out/bench-gpt2-d48.txt" 2>&1
+echo "bench gpt2 --backend cuda --config d48 --hbm 8G: rc=$? $(tail -1 "$out/bench-gpt2-d48.txt")" |
+  tee -a "$out/summary.txt"

@@ -21,17 +21,18 @@ typedef struct run {
     gpt2_model *model;
 } run;
 
+/* hbm: ztier.hbm_capacity (the host backend's device budget). */
 static int open_run(run *r, const gpt2_config *c, int B, int T, const char *offload,
-                    const char *nvme, const char *overlap)
+                    const char *nvme, const char *overlap, const char *hbm)
 {
     char cfg[2048];
     snprintf(cfg, sizeof cfg,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
              "\"%s\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"}},"
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}},"
-             " \"ztier\": {\"hbm_capacity\": \"16G\", \"overlap_step\": \"%s\"}}",
+             " \"ztier\": {\"hbm_capacity\": \"%s\", \"overlap_step\": \"%s\"}}",
              !strcmp(offload, "all") ? "nvme" : "none", nvme, strcmp(offload, "none") ? "nvme" : "cpu",
-             nvme, overlap);
+             nvme, hbm, overlap);
     memset(r, 0, sizeof *r);
     if (zt_runtime_create(NULL, cfg, &r->rt) != ZT_OK ||
         gpt2_ztier_register(&r->g, r->rt, c, 1) != ZT_OK || zt_runtime_commit(r->rt) != ZT_OK) {
@@ -69,7 +70,8 @@ static double step_once(run *r, const token_data *d, int64_t step, int B, int T,
 int cmd_bench_gpt2(int argc, char **argv)
 {
     static const char *const known[] = {"config", "batch", "seq", "steps", "nvme-path",
-                                        "offload", "text", "backend", "overlap-step", NULL};
+                                        "offload", "text", "backend", "overlap-step", "hbm",
+                                        NULL};
     static const char *const flags[] = {"json", NULL};
     if (bench_check_args(argc, argv, known, flags) != 0)
         return 2;
@@ -77,6 +79,11 @@ int cmd_bench_gpt2(int argc, char **argv)
     const char *nvme = (v = bench_arg(argc, argv, "nvme-path")) ? v : ".";
     const char *offload = (v = bench_arg(argc, argv, "offload")) ? v : "optimizer";
     const char *overlap = (v = bench_arg(argc, argv, "overlap-step")) ? v : "auto";
+    const char *hbm = bench_arg(argc, argv, "hbm"); /* the offloaded run's device budget */
+    uint64_t hbm_bytes = 0;
+    if (hbm && (bench_parse_size(hbm, &hbm_bytes) || hbm_bytes < (1u << 20)))
+        return fprintf(stderr, "ztier bench gpt2: --hbm '%s' is not a size of 1M or more "
+                               "(e.g. 8G)\n", hbm), 2;
     const char *text = (v = bench_arg(argc, argv, "text")) ? v : "/usr/share/common-licenses/GPL-3";
     int B = (v = bench_arg(argc, argv, "batch")) ? atoi(v) : 4;
     int T = (v = bench_arg(argc, argv, "seq")) ? atoi(v) : 64;
@@ -102,7 +109,7 @@ int cmd_bench_gpt2(int argc, char **argv)
         return fprintf(stderr, "ztier bench gpt2: %s\n", err), 1;
     if (!strcmp(backend, "cuda")) {
 #ifdef ZT_HAVE_GPT2_CUDA
-        int rc = bench_gpt2_cuda(&c, name, B, T, steps, offload, overlap, &d,
+        int rc = bench_gpt2_cuda(&c, name, B, T, steps, offload, overlap, hbm, &d,
                                  bench_flag(argc, argv, "json"));
 #else
         fprintf(stderr, "ztier bench gpt2: --backend cuda needs a build with CUDA\n");
@@ -113,8 +120,8 @@ int cmd_bench_gpt2(int argc, char **argv)
     }
     run res, off;
     int *in = malloc(sizeof(int) * (size_t)B * T), *tg = malloc(sizeof(int) * (size_t)B * T);
-    if (open_run(&res, &c, B, T, "none", nvme, "auto") ||
-        open_run(&off, &c, B, T, offload, nvme, overlap)) {
+    if (open_run(&res, &c, B, T, "none", nvme, "auto", "16G") ||
+        open_run(&off, &c, B, T, offload, nvme, overlap, hbm ? hbm : "16G")) {
         tokens_free(&d);
         return 1;
     }

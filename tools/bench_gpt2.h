@@ -5,8 +5,10 @@
 #include "dataloader.h"
 #include "gpt2_model.h"
 
-/* overlap: ztier.overlap_step of the offloaded run ("auto", "on" or "off"). */
+/* overlap: ztier.overlap_step of the offloaded run ("auto", "on" or "off"); hbm: its
+ * ztier.hbm_capacity (e.g. "8G"), or NULL for all free device memory. */
 int bench_gpt2_cuda(const gpt2_config *c, const char *name, int B, int T, int steps,
-                    const char *offload, const char *overlap, const token_data *d, int json);
+                    const char *offload, const char *overlap, const char *hbm,
+                    const token_data *d, int json);
 
 #endif

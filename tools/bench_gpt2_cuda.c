@@ -24,17 +24,20 @@ typedef struct gpu_run {
     gpt2_model *model;
 } gpu_run;
 
+/* hbm: ztier.hbm_capacity, or NULL for all free device memory. */
 static int open_gpu_run(gpu_run *r, const gpt2_config *c, int B, int T, const char *params,
-                        const char *optimizer, const char *overlap)
+                        const char *optimizer, const char *overlap, const char *hbm)
 {
-    char cfg[1024], why[256] = "";
+    char cfg[1024], why[256] = "", budget[64] = "";
+    if (hbm)
+        snprintf(budget, sizeof budget, ", \"hbm_capacity\": \"%s\"", hbm);
     snprintf(cfg, sizeof cfg,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\"},"
              " \"offload_optimizer\": {\"device\": \"%s\"}},"
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}},"
              " \"ztier\": {\"device_backend\": \"cuda\", \"comm_backend\": \"single\","
-             " \"overlap_step\": \"%s\"}}",
-             params, optimizer, overlap);
+             " \"overlap_step\": \"%s\"%s}}",
+             params, optimizer, overlap, budget);
     memset(r, 0, sizeof *r);
     if (zt_runtime_create(NULL, cfg, &r->rt) != ZT_OK ||
         gpt2_ztier_register(&r->g, r->rt, c, 1) != ZT_OK || zt_runtime_commit(r->rt) != ZT_OK ||
@@ -74,13 +77,14 @@ static double gpu_step(gpu_run *r, const token_data *d, int64_t step, int B, int
 }
 
 int bench_gpt2_cuda(const gpt2_config *c, const char *name, int B, int T, int steps,
-                    const char *offload, const char *overlap, const token_data *d, int json)
+                    const char *offload, const char *overlap, const char *hbm,
+                    const token_data *d, int json)
 {
     gpu_run res, off;
     int *in = malloc(sizeof(int) * (size_t)B * T), *tg = malloc(sizeof(int) * (size_t)B * T);
     int all = !strcmp(offload, "all");
-    if (!in || !tg || open_gpu_run(&res, c, B, T, "none", "none", "auto") ||
-        open_gpu_run(&off, c, B, T, all ? "cpu" : "none", "cpu", overlap)) {
+    if (!in || !tg || open_gpu_run(&res, c, B, T, "none", "none", "auto", NULL) ||
+        open_gpu_run(&off, c, B, T, all ? "cpu" : "none", "cpu", overlap, hbm)) {
         free(in), free(tg);
         return 1;
     }
@@ -97,9 +101,10 @@ int bench_gpt2_cuda(const gpt2_config *c, const char *name, int B, int T, int st
     double mfu_res = peak > 0 ? flops_per_token * B * T / resident / peak : 0;
     double mfu_off = peak > 0 ? flops_per_token * B * T / offloaded / peak : 0;
     printf("ztier bench gpt2: %s (%.1fM parameters) on %s, batch %d x %d tokens, offloaded: %s "
-           "in host memory, %d interleaved steps\n",
+           "in host memory, device budget %s, %d interleaved steps\n",
            name, (double)gpt2_num_params(c) / 1e6, gpu, B, T,
-           all ? "parameters and optimizer state" : "optimizer state", steps);
+           all ? "parameters and optimizer state" : "optimizer state",
+           hbm ? hbm : "all free memory", steps);
     printf("  resident step   %8.3f s  (%.0f tokens/s, MFU %.3f of the bf16 dense peak)\n",
            resident, B * T / resident, mfu_res);
     printf("  offloaded step  %8.3f s  (%.0f tokens/s, MFU %.3f)\n", offloaded,
