@@ -14,10 +14,10 @@ int cmd_bench_quant(int argc, char **argv);
 
 /* Each bench subcommand adds one line here and its file to tools/CMakeLists.txt. */
 #define ZT_BENCH_COMMANDS                                                                      \
-    {"bench", "adam", cmd_bench_adam, "fused CPU Adam vs a STREAM triad"},                    \
+    {"bench", "adam", cmd_bench_adam, "fused CPU Adam vs its traffic probe"},                 \
     {"bench", "copy", cmd_bench_copy, "host<->device copies and the fetch path vs the limit"}, \
-    {"bench", "nvme", cmd_bench_nvme, "NVMe swap write/read bandwidth vs fio"},               \
-    {"bench", "quant", cmd_bench_quant, "ZeRO++ int8 (de)quantization vs memcpy"},            \
+    {"bench", "nvme", cmd_bench_nvme, "NVMe swap write/read vs fio's best depth"},            \
+    {"bench", "quant", cmd_bench_quant, "ZeRO++ int8/int4 (de)quantization vs memcpy"},        \
     {"bench", "prefetch", cmd_bench_prefetch, "stall of an offloaded stack (--backend cuda)"}, \
     ZT_BENCH_GPT2
 
