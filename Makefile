@@ -32,14 +32,16 @@ test: build build-asan
 	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(BUILD_ASAN) --output-on-failure -j 2
 
 # GPT-2 124M (d12) for 20 steps on the byte-level GPL-3 text (shipped with every Debian
-# system), parameters and optimizer state on NVMe in ./ztier-swap, a 512 MB device budget
-# (the model state is 2 GB). DEMO_DEVICE: auto (the GPU where one is usable), cpu or cuda.
+# system). --demo sizes the run for the device: on the CPU batch 4 x 64, parameters and
+# optimizer state on NVMe in ./ztier-swap and a 512 MB device budget (the model state is 2 GB);
+# on a GPU batch 16 x 1024, both in pinned host memory and a 1 GB device budget.
+# DEMO_DEVICE: auto (the GPU where one is usable), cpu or cuda.
 DEMO_TEXT ?= /usr/share/common-licenses/GPL-3
 DEMO_DEVICE ?= auto
 demo: build
 	mkdir -p ztier-swap
-	$(BUILD)/examples/gpt2/zt_gpt2 --config d12 --text $(DEMO_TEXT) --batch 4 --seq 64 \
-	  --steps 20 --lr 3e-4 --nvme ztier-swap --hbm 512M --device $(DEMO_DEVICE)
+	$(BUILD)/examples/gpt2/zt_gpt2 --config d12 --text $(DEMO_TEXT) --steps 20 --lr 3e-4 \
+	  --demo ztier-swap --device $(DEMO_DEVICE)
 
 demo-minimal: build
 	mkdir -p ztier-swap

@@ -28,6 +28,13 @@ static inline ZT_HD uint8_t zt_quant4_code(float x, float inv)
     return (uint8_t)(v & 0xf);
 }
 
+/* Packs element i's code (low nibble of byte i / 2 for even i, high for odd). Elements go in
+ * increasing order: an even element starts its byte, so nothing needs zeroing first. */
+static inline ZT_HD void zt_quant4_put(uint8_t *q, int64_t i, uint8_t code)
+{
+    q[i / 2] = (uint8_t)(i & 1 ? q[i / 2] | code << 4 : code);
+}
+
 /* Element i's value from its packed byte. */
 static inline ZT_HD int zt_quant4_value(uint8_t byte, int64_t i)
 {

@@ -7,7 +7,7 @@
  *           [--ds-config ds.json] [--nvme DIR] [--hbm SIZE] [--eval-every N]
  *           [--checkpoint DIR [--save-every N] [--keep N]] [--resume DIR]
  *           [--export model.bin] [--safetensors model.safetensors] [--threads N]
- *           [--device auto|cpu|cuda] [--recompute]
+ *           [--device auto|cpu|cuda] [--recompute] [--demo DIR]
  *   zt_gpt2 --text file --write-shard out.bin     (byte-level text -> llm.c token shard)
  *
  * --threads N: the matmuls (OpenBLAS) and ztier's optimizer pool each use N threads; they
@@ -16,6 +16,15 @@
  * backend; fp32 parameters); auto, the default, is cuda when this build has CUDA and a GPU
  * is usable, else cpu, and the first line says which and why. --recompute keeps no layernorm or GELU outputs per layer and
  * recomputes them in backward: the same results in less activation memory.
+ *
+ * --demo DIR (what `make demo` runs) sizes the run for the device it computes on, for what
+ * --batch, --seq, --hbm and --nvme leave unset (a sequence at most the model's context): on
+ * the CPU batch 4 x 64 tokens, a 512M
+ * device budget and parameters and optimizer state on NVMe in DIR; on a GPU batch 16 x 1024
+ * tokens (at most the context), a 1G device budget (less than GPT-2 124M's model state) with
+ * parameters and optimizer state in pinned host memory and the optimizer's updates
+ * overlapped with the next forward pass (ztier.overlap_step "on"). Without --demo the
+ * defaults are batch 4 x 64 (or the context) with everything in host memory.
  *
  * --vocab byte (= 256) trains a byte-level model on --text; the default is GPT-2's 50257
  * (padded to 50304 rows of wte). --batch is the global batch. The configuration is the
@@ -44,6 +53,7 @@ typedef struct options {
     const char *export_llmc, *export_st, *write_shard;
     const char *lr, *keep;
     const char *device; /* "cpu", "cuda" (the GPU, ztier's cuda backend), "auto" */
+    const char *demo;   /* --demo DIR: sizes for the device (DIR: the CPU demo's NVMe folder) */
     int vocab, batch, seq, steps, accum, save_every, eval_every;
     int threads;   /* the matmuls' and the optimizer's threads (0: the online cores) */
     int recompute; /* --recompute: layernorm and GELU outputs recomputed in backward */
@@ -77,15 +87,15 @@ static int usage(void)
                     "[--lr LR] [--seed S] [--ds-config FILE] [--nvme DIR] [--hbm SIZE] "
                     "[--eval-every N] [--checkpoint DIR [--save-every N] [--keep N]] "
                     "[--resume DIR] [--export FILE] [--safetensors FILE] [--device auto|cpu|cuda] "
-                    "[--threads N] [--recompute]\n"
+                    "[--threads N] [--recompute] [--demo DIR]\n"
                     "       zt_gpt2 --text FILE --write-shard OUT.bin\n");
     return 2;
 }
 
 static int parse(int argc, char **argv, options *o)
 {
-    *o = (options){.config = "tiny", .batch = 4, .seq = 64, .steps = 20, .seed = 1337,
-                   .device = "auto"};
+    *o = (options){.config = "tiny", .batch = -1, .seq = -1, .steps = 20, .seed = 1337,
+                   .device = "auto"}; /* batch, seq: -1 until chosen (choose_sizes) */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--recompute")) { /* a flag: no value */
@@ -105,7 +115,8 @@ static int parse(int argc, char **argv, options *o)
                        : !strcmp(a, "--safetensors") ? &o->export_st
                        : !strcmp(a, "--lr") ? &o->lr : !strcmp(a, "--keep") ? &o->keep
                        : !strcmp(a, "--write-shard") ? &o->write_shard
-                       : !strcmp(a, "--device") ? &o->device : NULL;
+                       : !strcmp(a, "--device") ? &o->device
+                       : !strcmp(a, "--demo") ? &o->demo : NULL;
         int *n = !strcmp(a, "--vocab") ? &o->vocab : !strcmp(a, "--batch") ? &o->batch
                : !strcmp(a, "--seq") ? &o->seq : !strcmp(a, "--steps") ? &o->steps
                : !strcmp(a, "--accum") ? &o->accum : !strcmp(a, "--save-every") ? &o->save_every
@@ -125,7 +136,8 @@ static int parse(int argc, char **argv, options *o)
         fprintf(stderr, "zt_gpt2: --device is auto, cpu or cuda\n");
         return usage();
     }
-    if ((!o->data) == (!o->text) || o->batch < 1 || o->seq < 2 || o->steps < 0 || o->accum < 0 ||
+    if ((!o->data) == (!o->text) || (o->batch != -1 && o->batch < 1) ||
+        (o->seq != -1 && o->seq < 2) || o->steps < 0 || o->accum < 0 ||
         o->vocab < 0 || o->eval_every < 0 || o->threads < 0 || (o->write_shard && !o->text)) {
         fprintf(stderr, "zt_gpt2: give exactly one of --data or --text (--write-shard needs "
                         "--text), and positive sizes\n");
@@ -283,6 +295,21 @@ static int fail_pass(trainer *t, const char *what)
     return 1;
 }
 
+/* What the command line left unset, for the device the run computes on (see --demo). */
+static void choose_sizes(options *o, const gpt2_config *c)
+{
+    int gpu_demo = o->demo && !strcmp(o->device, "cuda");
+    if (o->batch < 0)
+        o->batch = gpu_demo ? 16 : 4;
+    int seq = gpu_demo ? 1024 : 64;
+    if (o->seq < 0) /* at most the context */
+        o->seq = c->max_seq < seq ? c->max_seq : seq;
+    if (o->demo && !o->hbm)
+        o->hbm = gpu_demo ? "1G" : "512M";
+    if (o->demo && !gpu_demo && !o->nvme)
+        o->nvme = o->demo;
+}
+
 static int load_data(trainer *t)
 {
     char err[512];
@@ -293,6 +320,7 @@ static int load_data(trainer *t)
         return fprintf(stderr, "zt_gpt2: %s\n", err), 1;
     if (gpt2_config_named(t->o.config, t->o.vocab, &t->c) != 0)
         return fprintf(stderr, "zt_gpt2: unknown --config '%s'\n", t->o.config), 1;
+    choose_sizes(&t->o, &t->c);
     if (t->data.max_token >= t->c.vocab)
         return fprintf(stderr, "zt_gpt2: '%s' holds token %d, beyond the vocabulary of %d "
                        "(--vocab sets it; byte-level text needs 256)\n", path,
@@ -361,10 +389,10 @@ static const char *resolve_device(const char *device, char *why, size_t len)
 
 static int setup(trainer *t)
 {
-    if (load_data(t) != 0)
-        return 1;
     char device_why[600];
     t->o.device = resolve_device(t->o.device, device_why, sizeof device_why);
+    if (load_data(t) != 0) /* after the device: --demo sizes the run for it */
+        return 1;
     /* --ds-config is read by the runtime, whose error names the file and the JSON path. */
     zt_options opts = ZT_OPTIONS_INIT;
     opts.config_path = t->o.ds_config;
@@ -380,6 +408,9 @@ static int setup(trainer *t)
         return fail(t, "the command line's settings");
     if (!strcmp(t->o.device, "cuda") && zt_config_set(t->rt, "ztier.device_backend", "cuda") != ZT_OK)
         return fail(t, "--device cuda");
+    if (t->o.demo && !strcmp(t->o.device, "cuda") && !t->o.ds_config &&
+        zt_config_set(t->rt, "ztier.overlap_step", "on") != ZT_OK)
+        return fail(t, "--demo on the GPU");
     zt_optimizer_info oi = ZT_OPTIMIZER_INFO_INIT; /* --accum, or the config's */
     if (zt_optimizer_get(t->rt, &oi) != ZT_OK)
         return fail(t, "zt_optimizer_get");

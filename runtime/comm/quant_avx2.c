@@ -1,6 +1,7 @@
 /* AVX2 (+F16C) block quantization, bit-identical to the scalar reference: 8 lanes, the last
  * n % 8 elements of a block through the same scalar formula. */
 #include "core/convert.h"
+#include "core/quant_elem.h"
 #include "runtime/comm/quant.h"
 
 #include <immintrin.h>
@@ -104,8 +105,6 @@ void zt_quant4_avx2(const float *x, int64_t n, int block, uint8_t *q, float *sca
 {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     const __m256i seven = _mm256_set1_epi32(7), minus7 = _mm256_set1_epi32(-7);
-    for (int64_t i = 0; i < (n + 1) / 2; i++)
-        q[i] = 0;
     for (int64_t b = 0, lo = 0; lo < n; b++, lo += block) {
         int64_t hi = lo + block < n ? lo + block : n, i = lo;
         __m256 mx = _mm256_setzero_ps();
@@ -131,9 +130,7 @@ void zt_quant4_avx2(const float *x, int64_t n, int block, uint8_t *q, float *sca
             _mm_storel_epi64((__m128i *)(q + i / 2), _mm_packus_epi16(r, r));
         }
         for (; i < hi; i++) {
-            int v = (int)nearbyintf(x[i] * inv);
-            v = v > 7 ? 7 : v < -7 ? -7 : v;
-            q[i / 2] |= (uint8_t)((v & 0xf) << (4 * (i & 1)));
+            zt_quant4_put(q, i, zt_quant4_code(x[i], inv));
         }
     }
 }

@@ -1,6 +1,7 @@
 /* AVX-512 block quantization (F, BW, VL, DQ), matching the scalar reference bit for bit:
  * the same division, round-to-nearest-even and saturation. Blocks are walked one at a time
  * in 16-lane steps, the last step of a block masked. */
+#include "core/quant_elem.h"
 #include "runtime/comm/quant.h"
 
 #include <immintrin.h>
@@ -140,16 +141,8 @@ void zt_dequant8_add_avx512(const int8_t *q, const float *scales, int64_t n, int
 /* int4: 16 values per step -> 8 bytes, element 2k in the low nibble of byte k. Blocks of odd
  * size shift the pairing, so they (and each block's last n % 16 values) take the scalar
  * formula; the result is the scalar reference's. */
-static uint8_t nibble(float x, float inv)
-{
-    int v = (int)nearbyintf(x * inv);
-    return (uint8_t)((v > 7 ? 7 : v < -7 ? -7 : v) & 0xf);
-}
-
 void zt_quant4_avx512(const float *x, int64_t n, int block, uint8_t *q, float *scales)
 {
-    for (int64_t i = 0; i < (n + 1) / 2; i++)
-        q[i] = 0;
     for (int64_t b = 0, lo = 0; lo < n; b++, lo += block) {
         int64_t hi = lo + block < n ? lo + block : n, i = lo;
         __m512 mx = _mm512_setzero_ps();
@@ -168,7 +161,7 @@ void zt_quant4_avx512(const float *x, int64_t n, int block, uint8_t *q, float *s
             _mm_storel_epi64((__m128i *)(q + i / 2), _mm_packus_epi16(r, r));
         }
         for (; i < hi; i++)
-            q[i / 2] |= (uint8_t)(nibble(x[i], inv) << (4 * (i & 1)));
+            zt_quant4_put(q, i, zt_quant4_code(x[i], inv));
     }
 }
 

@@ -76,14 +76,12 @@ void zt_dequant4_add(const uint8_t *q, const float *scales, int64_t n, int block
 
 void zt_quant4_scalar(const float *x, int64_t n, int block, uint8_t *q, float *scales)
 {
-    for (int64_t i = 0; i < (n + 1) / 2; i++)
-        q[i] = 0;
     for (int64_t b = 0; b * block < n; b++) {
         int64_t lo = b * block, hi = lo + block < n ? lo + block : n;
         float s = block_scale(x, ZT_F32, lo, hi, 7.0f), inv = zt_quant_inv(s);
         scales[b] = s;
         for (int64_t i = lo; i < hi; i++)
-            q[i / 2] |= (uint8_t)(zt_quant4_code(x[i], inv) << (4 * (i & 1)));
+            zt_quant4_put(q, i, zt_quant4_code(x[i], inv));
     }
 }
 

@@ -111,6 +111,7 @@ static void test_int4_roundtrip_bound(void **state)
             for (int i = 0; i < 1001; i++) /* a running sum: a contracted FMA shows */
                 a1[i] = a2[i] = 0.25f * (float)(i % 5) + 1e-3f * x[i];
             uint8_t q1[501], q2[501];
+            memset(q1, 0x00, sizeof q1), memset(q2, 0xff, sizeof q2); /* nothing read first */
             zt_quant4_scalar(x, n, blk, q1, s1);
             quant[vi](x, n, blk, q2, s2);
             assert_memory_equal(q1, q2, sizeof q1);
@@ -177,6 +178,7 @@ static void test_int4_parallel_equals_serial(void **state)
                 zt_threadpool *pool = NULL;
                 zt_error err = {0};
                 assert_int_equal(zt_threadpool_create(threads, -1, &pool, &err), ZT_OK);
+                memset(q1, 0x00, nq), memset(q2, 0xff, nq); /* no byte is read before set */
                 zt_quant4_scalar(x, n, blocks[bi], q1, s1);
                 zt_quant4_parallel(pool, x, n, blocks[bi], q2, s2);
                 assert_memory_equal(q1, q2, nq);

@@ -8,7 +8,8 @@
 #  5. the text converted to an llm.c shard (--write-shard) trains bitwise like the text;
 #  6. --eval-every (ZT_INFERENCE forwards between steps) leaves training bitwise unchanged;
 #  7. --keep 2 keeps the newest two checkpoints; an edited manifest stops --resume with the
-#     field named, before any training.
+#     field named, before any training;
+#  8. --demo DIR on the CPU (what make demo runs) trains bitwise like its explicit settings.
 #   run_trainer_checks.sh <zt_gpt2> <compare_weights> <mpirun or "">
 set -euo pipefail
 trainer=$1 compare=$2 mpirun=${3:-}
@@ -96,4 +97,13 @@ if "$trainer" "${common[@]}" --steps 12 --resume "$work/keep" > "$work/bad.log" 
 fi
 grep -q 'manifest.*damaged or was edited' "$work/bad.log"
 ! grep -q '^step' "$work/bad.log"
+# 8. the CPU demo preset is batch 4 x the context (16 here), a 512M budget and NVMe in DIR
+demo=(--config tiny --vocab 256 --text "$text" --lr 3e-3 --seed 7 --device cpu --steps 3)
+mkdir -p "$work/demo-swap" "$work/explicit-swap"
+"$trainer" "${demo[@]}" --demo "$work/demo-swap" --export "$work/demo.bin" > "$work/demo.log"
+"$trainer" "${demo[@]}" --batch 4 --seq 16 --hbm 512M --nvme "$work/explicit-swap" \
+  --export "$work/explicit.bin" > /dev/null
+"$compare" "$work/demo.bin" "$work/explicit.bin"
+grep -q "batch 4 x 16 tokens" "$work/demo.log"
+grep -q "tier peaks:.*nvme [1-9]" "$work/demo.log"
 echo "trainer checks passed"
