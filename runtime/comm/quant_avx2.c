@@ -3,6 +3,7 @@
 #include "core/convert.h"
 #include "core/quant_elem.h"
 #include "runtime/comm/quant.h"
+#include "runtime/comm/quant_nibbles.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -141,11 +142,7 @@ void zt_dequant4_add_avx2(const uint8_t *q, const float *scales, int64_t n, int 
         int64_t hi = lo + block < n ? lo + block : n, i = lo;
         __m256 s = _mm256_set1_ps(scales[b]);
         for (; (block & 1) == 0 && i + 16 <= hi; i += 16) {
-            __m128i bytes = _mm_loadl_epi64((const __m128i *)(q + i / 2));
-            __m128i lo4 = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
-            __m128i hi4 = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0f));
-            __m128i v = _mm_unpacklo_epi8(lo4, hi4); /* element order */
-            v = _mm_sub_epi8(_mm_xor_si128(v, _mm_set1_epi8(8)), _mm_set1_epi8(8)); /* sign */
+            __m128i v = zt_unpack_nibbles16(q + i / 2);
             __m256 f0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), s);
             __m256 f1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8))), s);
             _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), f0));

@@ -3,6 +3,7 @@
  * in 16-lane steps, the last step of a block masked. */
 #include "core/quant_elem.h"
 #include "runtime/comm/quant.h"
+#include "runtime/comm/quant_nibbles.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -172,11 +173,7 @@ void zt_dequant4_add_avx512(const uint8_t *q, const float *scales, int64_t n, in
         int64_t hi = lo + block < n ? lo + block : n, i = lo;
         __m512 s = _mm512_set1_ps(scales[b]);
         for (; (block & 1) == 0 && i + 16 <= hi; i += 16) {
-            __m128i bytes = _mm_loadl_epi64((const __m128i *)(q + i / 2));
-            __m128i lo4 = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
-            __m128i hi4 = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0f));
-            __m128i v = _mm_unpacklo_epi8(lo4, hi4); /* element order */
-            v = _mm_sub_epi8(_mm_xor_si128(v, _mm_set1_epi8(8)), _mm_set1_epi8(8)); /* sign */
+            __m128i v = zt_unpack_nibbles16(q + i / 2);
             __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)), s);
             _mm512_storeu_ps(acc + i, _mm512_add_ps(_mm512_loadu_ps(acc + i), f));
         }
