@@ -350,11 +350,11 @@ int cmd_bench_adam(int argc, char **argv)
                bench_median(norm1, reps), bench_median(normp, reps),
                bytes_per_param, working_set, reps);
         if (nvme)
-            printf(",\"step_s\":%.4f,\"floor_s\":%.4f,\"ratio_vs_floor\":%.4f", step_s,
+            printf(",\"step_s\":%.6g,\"floor_s\":%.6g,\"ratio_vs_floor\":%.4f", step_s,
                    floor_s, step_s / floor_s);
         if (crel_s[0] >= 0)
-            printf(",\"clipped_release_s\":%.4f,\"clipped_step_s\":%.4f,"
-                   "\"clipped_host_release_s\":%.4f,\"clipped_host_step_s\":%.4f",
+            printf(",\"clipped_release_s\":%.6g,\"clipped_step_s\":%.6g,"
+                   "\"clipped_host_release_s\":%.6g,\"clipped_host_step_s\":%.6g",
                    crel_s[0], cstep_s[0], crel_s[1], cstep_s[1]);
         printf("}\n");
     }
