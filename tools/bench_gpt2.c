@@ -3,6 +3,7 @@
  * (resident, offloaded, ...), and the floor max(compute, NVMe bytes / measured bandwidth):
  * compute is the resident step, the bandwidth is what the offloaded run's transfers achieved. */
 #include "dataloader.h"
+#include "gpt2_kernels.h"
 #include "gpt2_ztier.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_STEPS 16
 
@@ -21,18 +23,20 @@ typedef struct run {
     gpt2_model *model;
 } run;
 
-/* hbm: ztier.hbm_capacity (the host backend's device budget). */
+/* hbm: ztier.hbm_capacity (the host backend's device budget); threads: the optimizer
+ * pool's, the same as the matmuls' (one budget, as zt_gpt2 --threads). */
 static int open_run(run *r, const gpt2_config *c, int B, int T, const char *offload,
-                    const char *nvme, const char *overlap, const char *hbm)
+                    const char *nvme, const char *overlap, const char *hbm, int threads)
 {
     char cfg[2048];
     snprintf(cfg, sizeof cfg,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
              "\"%s\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"}},"
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}},"
-             " \"ztier\": {\"hbm_capacity\": \"%s\", \"overlap_step\": \"%s\"}}",
+             " \"ztier\": {\"hbm_capacity\": \"%s\", \"overlap_step\": \"%s\","
+             " \"optimizer_threads\": %d}}",
              !strcmp(offload, "all") ? "nvme" : "none", nvme, strcmp(offload, "none") ? "nvme" : "cpu",
-             nvme, hbm, overlap);
+             nvme, hbm, overlap, threads);
     memset(r, 0, sizeof *r);
     if (zt_runtime_create(NULL, cfg, &r->rt) != ZT_OK ||
         gpt2_ztier_register(&r->g, r->rt, c, 1) != ZT_OK || zt_runtime_commit(r->rt) != ZT_OK) {
@@ -71,7 +75,7 @@ int cmd_bench_gpt2(int argc, char **argv)
 {
     static const char *const known[] = {"config", "batch", "seq", "steps", "nvme-path",
                                         "offload", "text", "backend", "overlap-step", "hbm",
-                                        NULL};
+                                        "threads", NULL};
     static const char *const flags[] = {"json", NULL};
     if (bench_check_args(argc, argv, known, flags) != 0)
         return 2;
@@ -88,6 +92,11 @@ int cmd_bench_gpt2(int argc, char **argv)
     int B = (v = bench_arg(argc, argv, "batch")) ? atoi(v) : 4;
     int T = (v = bench_arg(argc, argv, "seq")) ? atoi(v) : 64;
     int steps = (v = bench_arg(argc, argv, "steps")) ? atoi(v) : 3;
+    /* one thread budget for the matmuls and the optimizer pool, as zt_gpt2 --threads */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = (v = bench_arg(argc, argv, "threads")) ? atoi(v) : cores > 0 ? (int)cores : 1;
+    if (threads < 1)
+        return fprintf(stderr, "ztier bench gpt2: --threads must be >= 1\n"), 2;
     gpt2_config c;
     token_data d;
     char err[512];
@@ -120,8 +129,9 @@ int cmd_bench_gpt2(int argc, char **argv)
     }
     run res, off;
     int *in = malloc(sizeof(int) * (size_t)B * T), *tg = malloc(sizeof(int) * (size_t)B * T);
-    if (open_run(&res, &c, B, T, "none", nvme, "auto", "16G") ||
-        open_run(&off, &c, B, T, offload, nvme, overlap, hbm ? hbm : "16G")) {
+    gpt2_set_threads(threads);
+    if (open_run(&res, &c, B, T, "none", nvme, "auto", "16G", threads) ||
+        open_run(&off, &c, B, T, offload, nvme, overlap, hbm ? hbm : "16G", threads)) {
         tokens_free(&d);
         return 1;
     }
@@ -149,9 +159,10 @@ int cmd_bench_gpt2(int argc, char **argv)
     }
     double io = rb / rbw + wb / wbw, floor_s = resident > io ? resident : io;
     printf("ztier bench gpt2: %s (%.1fM parameters), batch %d x %d tokens, %s on NVMe in '%s', "
-           "%d interleaved steps\n", name, (double)gpt2_num_params(&c) / 1e6, B, T,
+           "%d interleaved steps, %d threads (matmuls and optimizer)\n", name,
+           (double)gpt2_num_params(&c) / 1e6, B, T,
            strcmp(offload, "all") ? "optimizer state" : "parameters and optimizer state", nvme,
-           steps);
+           steps, threads);
     printf("  resident step      %8.3f s  (%.0f tokens/s)\n", resident, B * T / resident);
     printf("  offloaded step     %8.3f s  (%.0f tokens/s)\n", offloaded, B * T / offloaded);
     printf("  NVMe per step      %8.2f GB read, %.2f GB written; at the folder's measured "
