@@ -56,7 +56,8 @@ static void plan_layer(const zt_runtime *rt, const zt_layer *L, zt_plan *p)
         p->host_bytes += zt_host_tier_footprint( /* gradient accumulator */
             shard * (rt->cfg.grad_accum_bf16 ? 2 : 4));
     if (p->optim_tier == ZT_TIER_HOST) /* m, v and the master (unless the parameters are) */
-        p->host_bytes += (zt_plan_master_is_param(p, L) ? 2 : 3) * zt_host_tier_footprint(shard * 4);
+        p->host_bytes +=
+            (zt_plan_master_is_param(p, L) ? 2 : 3) * zt_host_tier_footprint(shard * 4);
     else if (p->optim_tier == ZT_TIER_NVME)
         p->nvme_optim_bytes += 3 * zt_swap_footprint(shard * 4, bs);
     if (L->persistent) {

@@ -2,8 +2,10 @@
  * adam, ...), medians and the median of the pairwise ratios. Bytes counted per parameter:
  * read master, m, v (12) + gradient (4 fp32 / 2 bf16) + write master, m, v (12) + bf16
  * parameter copy (2) = 30 / 28; with --param-copy none (the fp32 parameters are the master,
- * updated in place, as torch's and DeepSpeed's CPU Adam do) 2 bytes less. The limit is a probe with exactly that traffic over the same
- * buffers and threads (bench_probe.c), counted with the same bytes. A STREAM triad over a
+ * updated in place, as torch's and DeepSpeed's CPU Adam do) 2 bytes less. The limit is a
+ * probe with exactly that traffic over the same buffers and threads (bench_probe.c), counted
+ * with the same bytes. The step is also timed back to back after a warm-up, as
+ * bench/peer_adam.py times the peers. A STREAM triad over a
  * working set of the same size is printed beside it, counted as the hardware moves it: 32
  * bytes per element (two reads, one write, and the write-allocate read of the destination
  * that STREAM's 24 leaves out). A ratio above 1.05 is flagged: the limit would be wrong.

@@ -175,8 +175,8 @@ static int open_ztier(ztier_run *z, const nvme_opts *o)
     return 0;
 }
 
-static void report(const nvme_opts *o, const char *engine, int have_fio, const double v[4][MAX_REPS],
-                   const int fio_qd[2][MAX_REPS])
+static void report(const nvme_opts *o, const char *engine, int have_fio,
+                   const double v[4][MAX_REPS], const int fio_qd[2][MAX_REPS])
 {
     double r[2][MAX_REPS];
     for (int i = 0; i < o->reps; i++) {

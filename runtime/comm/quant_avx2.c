@@ -124,15 +124,15 @@ void zt_quant4_avx2(const float *x, int64_t n, int block, uint8_t *q, float *sca
             v1 = _mm256_max_epi32(_mm256_min_epi32(v1, seven), minus7);
             /* 16 x int16 in element order (packs works per 128-bit lane) */
             __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(v0, v1), 0xd8);
-            __m128i b16 = _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+            __m128i b16 =
+                _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
             __m128i lo4 = _mm_and_si128(b16, _mm_set1_epi16(0x000f));
             __m128i hi4 = _mm_and_si128(_mm_srli_epi16(b16, 8), _mm_set1_epi16(0x000f));
             __m128i r = _mm_or_si128(lo4, _mm_slli_epi16(hi4, 4));
             _mm_storel_epi64((__m128i *)(q + i / 2), _mm_packus_epi16(r, r));
         }
-        for (; i < hi; i++) {
+        for (; i < hi; i++)
             zt_quant4_put(q, i, zt_quant4_code(x[i], inv));
-        }
     }
 }
 
@@ -143,14 +143,13 @@ void zt_dequant4_add_avx2(const uint8_t *q, const float *scales, int64_t n, int 
         __m256 s = _mm256_set1_ps(scales[b]);
         for (; (block & 1) == 0 && i + 16 <= hi; i += 16) {
             __m128i v = zt_unpack_nibbles16(q + i / 2);
-            __m256 f0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), s);
-            __m256 f1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8))), s);
+            __m256i lo8 = _mm256_cvtepi8_epi32(v), hi8 = _mm256_cvtepi8_epi32(_mm_srli_si128(v, 8));
+            __m256 f0 = _mm256_mul_ps(_mm256_cvtepi32_ps(lo8), s);
+            __m256 f1 = _mm256_mul_ps(_mm256_cvtepi32_ps(hi8), s);
             _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), f0));
             _mm256_storeu_ps(acc + i + 8, _mm256_add_ps(_mm256_loadu_ps(acc + i + 8), f1));
         }
-        for (; i < hi; i++) {
-            int v = (q[i / 2] >> (4 * (i & 1))) & 0xf;
-            acc[i] += (float)(v >= 8 ? v - 16 : v) * scales[b];
-        }
+        for (; i < hi; i++)
+            acc[i] += (float)zt_quant4_value(q[i / 2], i) * scales[b];
     }
 }
