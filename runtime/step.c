@@ -48,9 +48,8 @@ static zt_status global_grad_stats(zt_runtime *rt, double *sumsq, double *nonfin
 
 /* The sums are not zeroed: the next step's first accumulation overwrites them, and a layer
  * that gets no gradient by the next step is zeroed then (zero_unsummed). */
-static void clear_host_grads(zt_runtime *rt, zt_layer *L)
+static void clear_host_grads(zt_layer *L)
 {
-    (void)rt;
     L->accum_count = 0;
     L->norm_valid = 0;
 }
@@ -92,7 +91,7 @@ static void clear_updated(zt_runtime *rt)
 {
     int done = step_done_layers(rt);
     for (done = done < 0 ? rt->n_layers : done; rt->step_cleared < done; rt->step_cleared++)
-        clear_host_grads(rt, &rt->layers[rt->step_cleared]);
+        clear_host_grads(&rt->layers[rt->step_cleared]);
 }
 
 static zt_status clear_grads(zt_runtime *rt)

@@ -126,10 +126,7 @@ void zt_quant4_avx2(const float *x, int64_t n, int block, uint8_t *q, float *sca
             __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(v0, v1), 0xd8);
             __m128i b16 =
                 _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
-            __m128i lo4 = _mm_and_si128(b16, _mm_set1_epi16(0x000f));
-            __m128i hi4 = _mm_and_si128(_mm_srli_epi16(b16, 8), _mm_set1_epi16(0x000f));
-            __m128i r = _mm_or_si128(lo4, _mm_slli_epi16(hi4, 4));
-            _mm_storel_epi64((__m128i *)(q + i / 2), _mm_packus_epi16(r, r));
+            zt_pack_nibbles16(b16, q + i / 2);
         }
         for (; i < hi; i++)
             zt_quant4_put(q, i, zt_quant4_code(x[i], inv));

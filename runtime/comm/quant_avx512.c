@@ -155,11 +155,7 @@ void zt_quant4_avx512(const float *x, int64_t n, int block, uint8_t *q, float *s
         for (; (block & 1) == 0 && i + 16 <= hi; i += 16) {
             __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv));
             v = _mm512_max_epi32(_mm512_min_epi32(v, _mm512_set1_epi32(7)), _mm512_set1_epi32(-7));
-            __m128i b16 = _mm512_cvtepi32_epi8(v);
-            __m128i lo4 = _mm_and_si128(b16, _mm_set1_epi16(0x000f));
-            __m128i hi4 = _mm_and_si128(_mm_srli_epi16(b16, 8), _mm_set1_epi16(0x000f));
-            __m128i r = _mm_or_si128(lo4, _mm_slli_epi16(hi4, 4));
-            _mm_storel_epi64((__m128i *)(q + i / 2), _mm_packus_epi16(r, r));
+            zt_pack_nibbles16(_mm512_cvtepi32_epi8(v), q + i / 2);
         }
         for (; i < hi; i++)
             zt_quant4_put(q, i, zt_quant4_code(x[i], inv));

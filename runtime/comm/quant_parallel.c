@@ -5,18 +5,12 @@
 #include "core/convert.h"
 #include "runtime/comm/quant.h"
 
-/* About 256 KiB of fp32 input per work item, rounded to whole blocks. */
-static int64_t chunk_elems(int block)
+/* About 256 KiB of fp32 input per work item, rounded to whole blocks; with even, to an
+ * even number of elements too (int4: whole bytes). */
+static int64_t chunk_elems(int block, int even)
 {
     int64_t per = (64 * 1024 + block - 1) / block;
-    return per * block;
-}
-
-/* The same, an even number of elements. */
-static int64_t chunk_elems_even(int block)
-{
-    int64_t per = (64 * 1024 + block - 1) / block;
-    return (per * block) % 2 ? (per + 1) * block : per * block;
+    return even && (per * block) % 2 ? (per + 1) * block : per * block;
 }
 
 typedef struct quant_ctx {
@@ -53,7 +47,7 @@ void zt_quant8_parallel(zt_threadpool *pool, zt_quant_variant v, const void *x, 
         return;
     }
     quant_ctx c = {v, x, NULL, dt, block, q, scales};
-    zt_threadpool_run(pool, n, chunk_elems(block), quant_chunk, &c);
+    zt_threadpool_run(pool, n, chunk_elems(block, 0), quant_chunk, &c);
 }
 
 void zt_dequant8_parallel(zt_threadpool *pool, zt_quant_variant v, const int8_t *q,
@@ -64,7 +58,7 @@ void zt_dequant8_parallel(zt_threadpool *pool, zt_quant_variant v, const int8_t 
         return;
     }
     quant_ctx c = {v, NULL, out, dt, block, (int8_t *)q, (float *)scales};
-    zt_threadpool_run(pool, n, chunk_elems(block), dequant_chunk, &c);
+    zt_threadpool_run(pool, n, chunk_elems(block, 0), dequant_chunk, &c);
 }
 
 typedef struct quant4_ctx {
@@ -97,7 +91,7 @@ void zt_quant4_parallel(zt_threadpool *pool, const float *x, int64_t n, int bloc
         return;
     }
     quant4_ctx c = {x, NULL, block, q, scales};
-    zt_threadpool_run(pool, n, chunk_elems_even(block), quant4_chunk, &c);
+    zt_threadpool_run(pool, n, chunk_elems(block, 1), quant4_chunk, &c);
 }
 
 void zt_dequant4_add_parallel(zt_threadpool *pool, const uint8_t *q, const float *scales,
@@ -108,5 +102,5 @@ void zt_dequant4_add_parallel(zt_threadpool *pool, const uint8_t *q, const float
         return;
     }
     quant4_ctx c = {NULL, acc, block, (uint8_t *)q, (float *)scales};
-    zt_threadpool_run(pool, n, chunk_elems_even(block), dequant4_chunk, &c);
+    zt_threadpool_run(pool, n, chunk_elems(block, 1), dequant4_chunk, &c);
 }

@@ -100,6 +100,21 @@ unsigned blocks_for(size_t n)
     return b == 0 ? 1u : b > 4096 ? 4096u : static_cast<unsigned>(b);
 }
 
+/* One CUDA block per quantization block of `block` elements, with a power-of-two thread
+ * count for the max reduction (at most 1024). Returns false for a block size < 1 or more
+ * blocks than a grid takes. */
+bool quant_launch_shape(size_t n, int block, unsigned *nblocks, unsigned *threads)
+{
+    size_t nb = block < 1 ? 0 : (n + block - 1) / block;
+    if (block < 1 || nb > 0x7fffffffu)
+        return false;
+    unsigned t = 1;
+    while (t < static_cast<unsigned>(block) && t < 1024)
+        t <<= 1;
+    *nblocks = static_cast<unsigned>(nb), *threads = t;
+    return true;
+}
+
 } // namespace
 
 extern "C" int zt_cuda_cast(void *dst, zt_dtype dst_type, const void *src, zt_dtype src_type,
@@ -126,14 +141,11 @@ extern "C" int zt_cuda_nonfinite(const void *x, zt_dtype type, size_t n, int *fl
 extern "C" int zt_cuda_quant8(const void *x, zt_dtype type, size_t n, int block, signed char *q,
                               float *scales, void *stream)
 {
-    size_t nblocks = block < 1 ? 0 : (n + block - 1) / block;
-    if (block < 1 || nblocks > 0x7fffffffu)
+    unsigned nblocks, threads;
+    if (!quant_launch_shape(n, block, &nblocks, &threads))
         return static_cast<int>(cudaErrorInvalidValue);
-    unsigned threads = 1;
-    while (threads < static_cast<unsigned>(block) && threads < 1024)
-        threads <<= 1; /* a power of two for the reduction */
     if (nblocks)
-        quant8_kernel<<<static_cast<unsigned>(nblocks), threads, 0,
+        quant8_kernel<<<nblocks, threads, 0,
                         static_cast<cudaStream_t>(stream)>>>(x, type, n, block, q, scales);
     return static_cast<int>(cudaGetLastError());
 }
@@ -283,15 +295,12 @@ __global__ void dequant4_add_kernel(const unsigned char *q, const float *scales,
 extern "C" int zt_cuda_quant4(const float *x, size_t n, int block, unsigned char *q,
                               float *scales, void *stream)
 {
-    size_t nblocks = block < 1 ? 0 : (n + block - 1) / block;
-    if (block < 1 || nblocks > 0x7fffffffu)
+    unsigned nblocks, threads;
+    if (!quant_launch_shape(n, block, &nblocks, &threads))
         return static_cast<int>(cudaErrorInvalidValue);
-    unsigned threads = 1;
-    while (threads < static_cast<unsigned>(block) && threads < 1024)
-        threads <<= 1;
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     if (nblocks) {
-        scale4_kernel<<<static_cast<unsigned>(nblocks), threads, 0, s>>>(x, n, block, scales);
+        scale4_kernel<<<nblocks, threads, 0, s>>>(x, n, block, scales);
         pack4_kernel<<<blocks_for((n + 1) / 2), 256, 0, s>>>(x, n, block, scales, q);
     }
     return static_cast<int>(cudaGetLastError());
