@@ -196,6 +196,9 @@ typedef struct zt_stats {
      * NVMe transfers overlap the next forward pass), and the time those calls spent. */
     uint64_t overlapped_updates;
     double overlapped_update_s;
+    /* hpZ: node-local slices freed to make room for other device allocations (each one's
+     * backward gather then crosses nodes as without hpZ) */
+    uint64_t hpz_slices_dropped;
 } zt_stats;
 
 #define ZT_STATS_INIT {.struct_size = sizeof(zt_stats)}

@@ -103,17 +103,51 @@ static int nothing_to_gather(const zt_gather *g, const zt_gather_env *env)
     return env->topo->size == 1 && !g->secondary && !g->nvme_buf;
 }
 
+static int uses_qwz(const zt_gather *g, const zt_gather_env *env)
+{
+    return !g->secondary && env->qwz && env->topo->size > 1;
+}
+
+/* qwZ's transfer buffers, from the device tier. A prefetch (no evict) that finds no room
+ * returns 0 and the layer waits in COPYING; its fetch allocates with eviction. */
+static int alloc_qwz_scratch(zt_gather *g, zt_gather_env *env, int evict, zt_status *st,
+                             zt_error *err)
+{
+    size_t bytes = zt_qwz_scratch_bytes(env->topo->size, g->shard_numel, env->quant_block);
+    zt_error local = {0};
+    *st = zt_device_tier_alloc(env->dtier, bytes, evict, &g->qwz_scratch, evict ? err : &local);
+    if (*st == ZT_ERR_DEVICE_NOMEM && !evict) {
+        g->qwz_scratch = NULL;
+        *st = ZT_OK;
+        return 0;
+    }
+    if (*st != ZT_OK) {
+        g->qwz_scratch = NULL;
+        zt_error_prefix(err, "qwZ's transfer buffers for layer '%s': ", g->name);
+    }
+    return *st == ZT_OK;
+}
+
+static void free_qwz_scratch(zt_gather *g, zt_gather_env *env)
+{
+    zt_device_tier_free(env->dtier, g->qwz_scratch);
+    g->qwz_scratch = NULL;
+}
+
 /* COPYING -> COMM: the copy is done (its staging buffer is free again); all-gather. */
-static zt_status issue_allgather(zt_gather *g, zt_gather_env *env, zt_error *err)
+static zt_status issue_allgather(zt_gather *g, zt_gather_env *env, int evict, zt_error *err)
 {
     zt_topology *t = env->topo;
+    zt_status st = ZT_OK;
     if (nothing_to_gather(g, env)) {
         g->state = ZT_GATHER_READY;
         env->gathered_bytes += (uint64_t)g->flat_numel * dsize(env);
         return ZT_OK;
     }
+    if (uses_qwz(g, env) && !alloc_qwz_scratch(g, env, evict, &st, err))
+        return st; /* no room for a prefetch (ZT_OK), or the failure */
     env->host_syncs++;
-    zt_status st = env->dev->iface->event_synchronize(env->dev, g->copied, err);
+    st = env->dev->iface->event_synchronize(env->dev, g->copied, err);
     if (st == ZT_OK && g->nvme_buf) {
         zt_pinned_release(env->staging, g->nvme_buf);
         g->nvme_buf = NULL;
@@ -122,9 +156,9 @@ static zt_status issue_allgather(zt_gather *g, zt_gather_env *env, zt_error *err
         size_t part = (size_t)(g->flat_numel / t->node_size) * dsize(env);
         g->from_secondary = 1;
         st = zt_hpz_gather(t, g->secondary, g->buf, part, &g->req, err);
-    } else if (st == ZT_OK && env->qwz && t->size > 1) {
+    } else if (st == ZT_OK && uses_qwz(g, env)) {
         st = zt_qwz_start(&g->qwz, t, rank_slot(g, env), env->dtype, g->shard_numel,
-                          env->quant_block, env->stream, &g->req, err);
+                          env->quant_block, g->qwz_scratch, env->stream, &g->req, err);
     } else if (st == ZT_OK) {
         zt_topology_count(t, (uint64_t)g->shard_numel * dsize(env));
         st = t->world->iface->allgather(t->world, rank_slot(g, env), g->buf,
@@ -163,6 +197,8 @@ static zt_status finish_allgather(zt_gather *g, zt_gather_env *env, zt_error *er
     if (st == ZT_OK && g->qwz.recv)
         st = zt_qwz_finish(&g->qwz, env->topo, g->buf, env->dtype, g->shard_numel,
                            env->quant_block, env->stream, err);
+    if (st == ZT_OK)
+        free_qwz_scratch(g, env);
     if (st == ZT_OK && g->from_secondary)
         zt_gather_release_secondary(g, env); /* used once: by the backward pass */
     else if (st == ZT_OK)
@@ -187,6 +223,7 @@ zt_status zt_gather_advance(zt_gather *g, zt_gather_env *env, int evict, int *ne
         g->state = ZT_GATHER_READY;
         return ZT_OK;
     }
+    g->advancing = 1;
     switch (g->state) {
     case ZT_GATHER_NONE:
         st = start(g, env, evict, needs_staging, err);
@@ -195,7 +232,7 @@ zt_status zt_gather_advance(zt_gather *g, zt_gather_env *env, int evict, int *ne
         st = copy_staged(g, env, err);
         break;
     case ZT_GATHER_COPYING:
-        st = issue_allgather(g, env, err);
+        st = issue_allgather(g, env, evict, err);
         break;
     case ZT_GATHER_COMM:
         st = finish_allgather(g, env, err);
@@ -203,6 +240,7 @@ zt_status zt_gather_advance(zt_gather *g, zt_gather_env *env, int evict, int *ne
     case ZT_GATHER_READY:
         break;
     }
+    g->advancing = 0;
     if (st != ZT_OK)
         zt_gather_drop(g, env);
     return st;
@@ -229,7 +267,8 @@ void zt_gather_drop(zt_gather *g, zt_gather_env *env)
     }
     if (g->from_secondary) /* the slices were being gathered: they are consumed either way */
         zt_gather_release_secondary(g, env);
-    zt_qwz_free(&g->qwz);
+    g->qwz.send = g->qwz.recv = NULL; /* its collective is done or was never issued */
+    free_qwz_scratch(g, env);
     if (g->nvme_buf) {
         zt_pinned_release(env->staging, g->nvme_buf);
         g->nvme_buf = NULL;

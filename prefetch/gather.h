@@ -63,6 +63,8 @@ typedef struct zt_gather {
     void *nvme_buf;        /* staging buffer of an NVMe read in flight */
     zt_swap_io nvme_io;
     zt_qwz qwz;
+    void *qwz_scratch;     /* device: qwZ's transfer buffers, from its start to its finish */
+    int advancing;         /* inside zt_gather_advance: its allocations may not evict it */
     void *secondary;       /* hpZ: this rank's 1/node_size slice of the layer */
     int from_secondary;    /* the gather in flight reads the node's slices */
 } zt_gather;

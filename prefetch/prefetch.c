@@ -23,16 +23,38 @@ static const zt_sched_layer *snapshot(zt_prefetcher *pf)
 {
     for (int i = 0; i < pf->n; i++) {
         const zt_gather *g = &pf->gathers[i];
+        /* a layer in mid-advance counts as held: its own allocations cannot evict it */
         pf->view[i] = (zt_sched_layer){g->flat_numel, g->persistent, g->state != ZT_GATHER_NONE,
-                                       g->state == ZT_GATHER_READY, held(pf, i)};
+                                       g->state == ZT_GATHER_READY, held(pf, i) + g->advancing};
     }
     return pf->view;
 }
 
-/* The device tier's evictor: frees the unheld gathered layer needed furthest away. */
+/* hpZ's slices take only room that is free when they are kept, and give it back first: the
+ * slice of the lowest layer (the last the backward pass gathers) that no gather reads now.
+ * Gathered layers are then evicted as if the slices had never been kept, which is what
+ * `ztier estimate` replays. 0 when there is none. */
+static int evict_slice(zt_prefetcher *pf)
+{
+    for (int i = 0; i < pf->n; i++) {
+        zt_gather *g = &pf->gathers[i];
+        if (g->secondary && !g->from_secondary) {
+            ZT_LOGD("prefetch", "dropping hpZ's slice of layer '%s' to make room", g->name);
+            zt_gather_release_secondary(g, pf->env);
+            pf->stats.slices_dropped++;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The device tier's evictor: an hpZ slice, else the unheld gathered layer needed furthest
+ * away. */
 static int evict_one(void *user)
 {
     zt_prefetcher *pf = user;
+    if (evict_slice(pf))
+        return 1;
     int victim = zt_sched_victim(&pf->trace, snapshot(pf), pf->n);
     if (victim < 0)
         return 0;

@@ -23,6 +23,7 @@ typedef struct zt_prefetch_stats {
     uint64_t prefetch_hits; /* fetches whose layer was already on its way */
     uint64_t evictions;     /* gathered layers freed to make room */
     uint64_t deviations;    /* steps whose layer order left the recorded one */
+    uint64_t slices_dropped; /* hpZ slices freed to make room */
 } zt_prefetch_stats;
 
 /* n_layers gathers, each to be set up with zt_gather_init on zt_prefetcher_gather(pf, i).

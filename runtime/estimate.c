@@ -1,8 +1,9 @@
 /* The replay behind zt_rt_estimate: a model of the device memory of each layer's gather
  * pipeline (gather.c), fetch and release (layer_exec.c) and step (step.c), driven by the
  * same trace and scheduler decisions as the runtime. What it models, per layer: the gathered
- * buffer (allocated when its gather starts, freed when dropped), the gradient buffer of a
- * backward pass, and the fp32 copy a 16-bit gradient sum over ranks takes at release. Not
+ * buffer (allocated when its gather starts, freed when dropped), qwZ's transfer buffers (from
+ * its all-gather to its end), the gradient buffer of a backward pass, and what a release
+ * takes for the sum over ranks: the fp32 copy of 16-bit gradients and qgZ's buffers. Not
  * modelled: hpZ's secondary slices (ZeRO++), which the runtime only keeps where room is. */
 #include "runtime/estimate.h"
 #include "prefetch/schedule.h"
@@ -16,6 +17,9 @@ typedef struct sim_layer {
     int gathered, stages_left; /* stages_left: window moves until ready (0: ready) */
     int holds[3];
     int grads;
+    uint64_t qwz_bytes, qgz_bytes; /* ZeRO++'s transfer buffers (0: not used) */
+    int qwz_held;                  /* qwZ's buffers are allocated */
+    int advancing;                 /* its own allocation is being made: not evictable */
 } sim_layer;
 
 typedef struct sim {
@@ -36,7 +40,8 @@ static const zt_sched_layer *snapshot(sim *s)
     for (int i = 0; i < s->n; i++) {
         const sim_layer *L = &s->layers[i];
         s->view[i] = (zt_sched_layer){L->numel, L->persistent, L->gathered,
-                                      L->gathered && L->stages_left == 0, holds(L)};
+                                      L->gathered && L->stages_left == 0,
+                                      holds(L) + L->advancing};
     }
     return s->view;
 }
@@ -46,10 +51,18 @@ static uint64_t gathered_bytes(const sim *s, const sim_layer *L)
     return L->persistent ? 0 : (uint64_t)L->numel * s->ds;
 }
 
+static void free_qwz(sim *s, sim_layer *L)
+{
+    if (L->qwz_held)
+        s->current -= L->qwz_bytes;
+    L->qwz_held = 0;
+}
+
 static void drop(sim *s, sim_layer *L)
 {
     if (!L->gathered || L->persistent)
         return;
+    free_qwz(s, L);
     s->current -= gathered_bytes(s, L);
     L->gathered = 0, L->stages_left = 0;
 }
@@ -71,8 +84,16 @@ static int alloc(sim *s, uint64_t bytes, int evict)
     return 1;
 }
 
+/* The gather is done: qwZ's buffers go. */
+static void become_ready(sim *s, sim_layer *L)
+{
+    L->stages_left = 0;
+    free_qwz(s, L);
+}
+
 /* One stage of the gather pipeline: the start allocates the full buffer; then READING (an
- * NVMe home), COPYING and COMM (several ranks, or an NVMe home) precede READY. */
+ * NVMe home), COPYING and COMM (several ranks, or an NVMe home) precede READY. qwZ's buffers
+ * are allocated as COPYING moves to COMM (a prefetch without room waits in COPYING). */
 static int advance(sim *s, sim_layer *L, int evict)
 {
     if (L->persistent) {
@@ -87,8 +108,16 @@ static int advance(sim *s, sim_layer *L, int evict)
         L->stages_left = s->nvme_params ? 3 : s->world == 1 ? 1 : 2;
         return 1;
     }
-    if (L->stages_left > 0)
-        L->stages_left--;
+    if (L->stages_left == 2 && L->qwz_bytes && !L->qwz_held) {
+        L->advancing = 1;
+        int ok = alloc(s, L->qwz_bytes, evict);
+        L->advancing = 0;
+        if (!ok)
+            return 0;
+        L->qwz_held = 1;
+    }
+    if (L->stages_left > 0 && --L->stages_left == 0)
+        become_ready(s, L);
     return 1;
 }
 
@@ -117,7 +146,7 @@ static int fetch(sim *s, int id, zt_pass pass)
             return 0;
     if (training && s->trace.valid && !s->trace.deviated)
         move_window(s, id);
-    L->stages_left = 0;
+    become_ready(s, L);
     L->holds[pass]++;
     if (pass == ZT_BACKWARD && !L->grads) {
         if (!alloc(s, (uint64_t)L->numel * s->ds, 1))
@@ -134,11 +163,13 @@ static int release(sim *s, int id, zt_pass pass)
         return 0;
     L->holds[pass]--;
     if (pass == ZT_BACKWARD && L->holds[ZT_BACKWARD] == 0) {
-        if (s->ds != 4 && s->world > 1) { /* 16-bit gradients widened for the sum */
-            if (!alloc(s, (uint64_t)L->numel * 4, 1))
-                return 0;
-            s->current -= (uint64_t)L->numel * 4;
-        }
+        /* 16-bit gradients widened for the sum, then qgZ's buffers */
+        uint64_t wide = s->ds != 4 && s->world > 1 ? (uint64_t)L->numel * 4 : 0;
+        if (!alloc(s, wide, 1))
+            return 0;
+        if (!alloc(s, L->qgz_bytes, 1))
+            return 0;
+        s->current -= wide + L->qgz_bytes;
         s->current -= (uint64_t)L->numel * s->ds;
         L->grads = 0;
     }
@@ -197,9 +228,13 @@ static zt_status simulate(zt_runtime *rt, const zt_plan *plan, uint64_t capacity
     zt_status st = s->layers && s->view
                        ? ZT_OK
                        : ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory estimating");
-    for (int i = 0; st == ZT_OK && i < s->n; i++)
-        s->layers[i] = (sim_layer){rt->layers[i].flat_numel, rt->layers[i].persistent, 0, 0,
-                                   {0, 0, 0}, 0};
+    for (int i = 0; st == ZT_OK && i < s->n; i++) {
+        const zt_layer *L = &rt->layers[i];
+        s->layers[i] = (sim_layer){.numel = L->flat_numel,
+                                   .persistent = L->persistent,
+                                   .qwz_bytes = zt_plan_qwz_bytes(rt, plan, L),
+                                   .qgz_bytes = zt_plan_qgz_bytes(rt, plan, L)};
+    }
     if (st == ZT_OK)
         st = replay(rt, s, ev, n, steps);
     free(s->layers), free(s->view);

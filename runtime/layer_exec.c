@@ -196,31 +196,50 @@ static zt_status reduce_in_place(zt_runtime *rt, zt_layer *L, void *buf, zt_dtyp
     return ZT_OK;
 }
 
-/* qgZ: the int4 reduction of fp32 gradients in device memory; its sum goes straight into a
- * device accumulator (the optimizer on the device), else through a device buffer and the
- * host staging buffer into the host accumulator, as an unquantized reduction's does. */
-static zt_status qgz_reduce(zt_runtime *rt, zt_layer *L, const float *grads)
+/* qgZ's device buffers: its transfer scratch and, unless the sum goes straight into a device
+ * accumulator (the optimizer on the device), a zeroed fp32 shard for the sum. */
+typedef struct qgz_buffers {
+    void *scratch, *sum;
+    size_t scratch_bytes;
+} qgz_buffers;
+
+static zt_status alloc_qgz(zt_runtime *rt, zt_layer *L, qgz_buffers *q)
 {
-    int block = rt->cfg.quant_block_size;
-    zt_status st;
+    q->scratch_bytes = zt_qgz_scratch_bytes(rt->topo.size, rt->topo.node_ranks, L->shard_numel,
+                                            rt->cfg.quant_block_size);
+    zt_status st = zt_prefetcher_alloc(rt->prefetch, q->scratch_bytes, &q->scratch, &rt->err);
+    size_t bytes = (size_t)L->shard_numel * sizeof(float);
+    if (st == ZT_OK && !rt->dev_opt)
+        st = zt_prefetcher_alloc(rt->prefetch, bytes, &q->sum, &rt->err);
+    if (st == ZT_OK && q->sum)
+        st = rt->dev->iface->memset_async(rt->dev, q->sum, 0, bytes, rt->stream, &rt->err);
+    if (st != ZT_OK)
+        zt_error_prefix(&rt->err, "qgZ's buffers: ");
+    return st;
+}
+
+static void free_qgz(zt_runtime *rt, qgz_buffers *q)
+{
+    zt_device_tier_free(&rt->dtier, q->scratch);
+    zt_device_tier_free(&rt->dtier, q->sum);
+}
+
+/* qgZ: the int4 reduction of fp32 gradients in device memory; its sum goes straight into a
+ * device accumulator (the optimizer on the device), else through q->sum and the host staging
+ * buffer into the host accumulator, as an unquantized reduction's does. */
+static zt_status qgz_reduce(zt_runtime *rt, zt_layer *L, const float *grads, const qgz_buffers *q)
+{
+    float *acc = rt->dev_opt ? L->grad_acc : q->sum;
+    zt_status st = zt_qgz_reduce(&rt->topo, grads, L->shard_numel, rt->cfg.quant_block_size, acc,
+                                 q->scratch, q->scratch_bytes, L->name, rt->stream, &rt->err);
     if (rt->dev_opt) {
-        st = zt_qgz_reduce(&rt->topo, grads, L->shard_numel, block, L->grad_acc, L->name,
-                           rt->stream, &rt->err);
         L->accum_count += st == ZT_OK;
         return st;
     }
     size_t bytes = (size_t)L->shard_numel * sizeof(float);
-    void *sum = NULL;
-    st = zt_prefetcher_alloc(rt->prefetch, bytes, &sum, &rt->err);
     if (st == ZT_OK)
-        st = rt->dev->iface->memset_async(rt->dev, sum, 0, bytes, rt->stream, &rt->err);
-    if (st == ZT_OK)
-        st = zt_qgz_reduce(&rt->topo, grads, L->shard_numel, block, sum, L->name, rt->stream,
-                           &rt->err);
-    if (st == ZT_OK)
-        st = zt_device_copy_sync(rt->dev, rt->staging, sum, bytes, ZT_COPY_D2H, rt->stream,
+        st = zt_device_copy_sync(rt->dev, rt->staging, q->sum, bytes, ZT_COPY_D2H, rt->stream,
                                  &rt->err);
-    zt_device_tier_free(&rt->dtier, sum);
     if (st != ZT_OK)
         return st;
     rt->stats.d2h_bytes += bytes;
@@ -235,6 +254,7 @@ static zt_status qgz_reduce(zt_runtime *rt, zt_layer *L, const float *grads)
 static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
 {
     void *buf = L->grads, *wide = NULL;
+    qgz_buffers q = {0};
     zt_dtype dt = rt->dtype;
     int qgz = rt->cfg.zero_quantized_gradients && rt->world > 1 && !L->persistent;
     int widen = dt != ZT_F32 && rt->world > 1;
@@ -243,13 +263,16 @@ static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
         st = widen_grads(rt, L, &wide);
         buf = wide, dt = ZT_F32;
     }
+    if (st == ZT_OK && qgz)
+        st = alloc_qgz(rt, L, &q);
     if (widen || qgz) /* the same on every rank: the configuration decides */
         st = zt_comm_agree(rt->comm, st, "the gradient reduction", &rt->err);
     if (st == ZT_OK && qgz) {
-        st = qgz_reduce(rt, L, buf);
+        st = qgz_reduce(rt, L, buf, &q);
     } else if (st == ZT_OK) {
         st = reduce_in_place(rt, L, buf, dt);
     }
+    free_qgz(rt, &q);
     zt_device_tier_free(&rt->dtier, wide);
     return st;
 }

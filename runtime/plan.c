@@ -31,13 +31,35 @@ void zt_plan_layout(zt_runtime *rt, int world)
         layout_layer(rt, &rt->layers[i], world);
 }
 
-/* Device bytes while layer L runs its backward pass: its gathered parameters (resident when
- * persistent), its gradients, and their fp32 copy for a sum over ranks of 16-bit gradients. */
-static uint64_t backward_need(const zt_layer *L, const zt_plan *p)
+uint64_t zt_plan_qwz_bytes(const zt_runtime *rt, const zt_plan *p, const zt_layer *L)
+{
+    if (!rt->cfg.zero_quantized_weights || p->world == 1 || L->persistent)
+        return 0;
+    return zt_qwz_scratch_bytes(p->world, L->shard_numel, rt->cfg.quant_block_size);
+}
+
+uint64_t zt_plan_qgz_bytes(const zt_runtime *rt, const zt_plan *p, const zt_layer *L)
+{
+    if (!rt->cfg.zero_quantized_gradients || p->world == 1 || L->persistent)
+        return 0;
+    uint64_t sum = p->optim_tier == ZT_TIER_DEVICE ? 0 : (uint64_t)L->shard_numel * 4;
+    return sum + zt_qgz_scratch_bytes(p->world, p->node_ranks, L->shard_numel,
+                                      rt->cfg.quant_block_size);
+}
+
+/* Device bytes layer L needs at least in its backward pass: at its fetch, its gathered
+ * parameters (resident when persistent) with qwZ's transfer buffers, which go before its
+ * gradients come; at its release, the gradients, their fp32 copy for a sum over ranks of
+ * 16-bit gradients and qgZ's buffers (the parameters, no longer held, may be evicted). */
+static uint64_t backward_need(const zt_runtime *rt, const zt_layer *L, const zt_plan *p)
 {
     uint64_t flat = (uint64_t)L->flat_numel, ds = zt_dtype_size(p->dtype);
-    uint64_t need = flat * ds * (L->persistent ? 1 : 2);
-    return p->dtype != ZT_F32 && p->world > 1 ? need + flat * 4 : need;
+    uint64_t params = L->persistent ? 0 : flat * ds, grads = flat * ds;
+    uint64_t qwz = zt_plan_qwz_bytes(rt, p, L);
+    uint64_t fetch = params + (qwz > grads ? qwz : grads);
+    uint64_t wide = p->dtype != ZT_F32 && p->world > 1 ? flat * 4 : 0;
+    uint64_t release = grads + wide + zt_plan_qgz_bytes(rt, p, L);
+    return fetch > release ? fetch : release;
 }
 
 int zt_plan_master_is_param(const zt_plan *p, const zt_layer *L)
@@ -73,8 +95,8 @@ static void plan_layer(const zt_runtime *rt, const zt_layer *L, zt_plan *p)
         if (param_bytes > p->max_param_shard_bytes)
             p->max_param_shard_bytes = param_bytes;
     }
-    if (backward_need(L, p) > p->device_min) {
-        p->device_min = backward_need(L, p);
+    if (backward_need(rt, L, p) > p->device_min) {
+        p->device_min = backward_need(rt, L, p);
         p->device_min_layer = L->name;
     }
     if (L->shard_numel > p->max_shard)
@@ -85,6 +107,7 @@ void zt_plan_make(const zt_runtime *rt, int world, zt_plan *p)
 {
     *p = (zt_plan){0};
     p->world = world;
+    p->node_ranks = zt_topology_node_ranks(world, rt->cfg.ranks_per_node);
     p->dtype = zt_config_dtype(&rt->cfg);
     p->param_tier = rt->cfg.offload_param.device;
     p->optim_tier = zt_config_device_optimizer(&rt->cfg)             ? ZT_TIER_DEVICE

@@ -8,6 +8,7 @@
 
 typedef struct zt_plan {
     int world;
+    int node_ranks;          /* ranks per node (ztier.ranks_per_node, else the launcher's) */
     zt_dtype dtype;          /* of parameters and gradients */
     zt_tier_kind param_tier; /* home of sharded parameters (persistent ones: device) */
     zt_tier_kind optim_tier; /* home of master, m, v: host or NVMe (Adam on the CPU), or the
@@ -22,7 +23,8 @@ typedef struct zt_plan {
     uint64_t max_param_shard_bytes;              /* one staging buffer of the pool */
     uint64_t device_resident; /* parameters (and a device optimizer's state) in device memory */
     uint64_t device_param_tmp; /* device optimizer: one shard's new parameters in transit */
-    uint64_t device_min;      /* resident + the largest need of one backward pass */
+    uint64_t device_min;      /* resident + the largest need of one backward pass (its
+                                 parameters, gradients and transfer buffers) */
     const char *device_min_layer;
     uint64_t persistent_bytes;
     int persistent_layers;
@@ -36,6 +38,12 @@ void zt_plan_layout(zt_runtime *rt, int world);
  * and optimizer state are both in host memory always hold the master's bytes, so they are
  * kept once (4 bytes per parameter less, and the step writes no separate copy). */
 int zt_plan_master_is_param(const zt_plan *p, const zt_layer *L);
+
+/* Device bytes of ZeRO++'s transfer buffers for layer L (0 where they are not used): qwZ's,
+ * held from a gather's all-gather to its end, and qgZ's (its scratch and, with the optimizer
+ * off the device, the fp32 sum of the shard), held through a backward release. */
+uint64_t zt_plan_qwz_bytes(const zt_runtime *rt, const zt_plan *p, const zt_layer *L);
+uint64_t zt_plan_qgz_bytes(const zt_runtime *rt, const zt_plan *p, const zt_layer *L);
 
 /* The bytes of each tier on one rank for the layout zt_plan_layout made. */
 void zt_plan_make(const zt_runtime *rt, int world, zt_plan *out);

@@ -323,6 +323,7 @@ void zt_rt_stats(const zt_runtime *rt, zt_stats *out)
         s.prefetch_hits = ps.prefetch_hits;
         s.evictions = ps.evictions;
         s.trace_deviations = ps.deviations;
+        s.hpz_slices_dropped = ps.slices_dropped;
     }
     zt_swap *swaps[2] = {rt->param_swap, rt->optim_swap};
     for (int i = 0; i < 2; i++) {

@@ -7,11 +7,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Nodes of equal size, more than one of them, more than one rank each. */
-static int uniform_nodes(const zt_topology *t)
+int zt_topology_node_ranks(int size, int ranks_per_node)
 {
-    int rpn = t->node_size;
-    return t->size > rpn && rpn > 1 && t->size % rpn == 0 && (t->rank / rpn + 1) * rpn <= t->size;
+    int rpn = ranks_per_node;
+    const char *env = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (rpn <= 0 && env && atoi(env) > 0)
+        rpn = atoi(env);
+    return rpn <= 0 || rpn > size ? size : rpn;
+}
+
+/* Nodes of equal size, more than one rank each. */
+static int equal_nodes(int size, int node_ranks)
+{
+    return node_ranks > 1 && size % node_ranks == 0;
+}
+
+int zt_qgz_two_level(int size, int node_ranks)
+{
+    return size > node_ranks && equal_nodes(size, node_ranks);
 }
 
 zt_status zt_topology_open(zt_topology *t, zt_comm *world, int ranks_per_node, int hpz,
@@ -21,19 +34,24 @@ zt_status zt_topology_open(zt_topology *t, zt_comm *world, int ranks_per_node, i
     t->world = world;
     t->rank = world->rank;
     t->size = world->size;
-    int rpn = ranks_per_node;
-    const char *env = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    if (rpn <= 0 && env && atoi(env) > 0)
-        rpn = atoi(env);
-    if (rpn <= 0 || rpn > t->size)
-        rpn = t->size;
+    int rpn = zt_topology_node_ranks(t->size, ranks_per_node);
+    t->node_ranks = rpn;
     int first = t->rank / rpn * rpn;
     t->node_size = first + rpn <= t->size ? rpn : t->size - first;
     t->local_rank = t->rank - first;
-    int want_hpz = hpz > 1 && t->size > 1, hier = qgz && uniform_nodes(t);
-    if (want_hpz && hpz != t->node_size)
+    int want_hpz = hpz > 1 && t->size > 1, hier = qgz && zt_qgz_two_level(t->size, rpn);
+    /* Whether a gather reads the node's slices must be the same on every rank (the world's
+     * collectives follow from it), and it depends on whether a slice found room: slices of
+     * one size everywhere keep that decision the same. */
+    if (want_hpz && !equal_nodes(t->size, rpn)) {
+        ZT_LOGW("zeropp", "zero_hpz_partition_size = %d: hpZ is off, it needs nodes of equal "
+                          "size and more than one rank (%d ranks do not split into nodes of %d; "
+                          "set ztier.ranks_per_node)", hpz, t->size, rpn);
+        want_hpz = 0;
+    } else if (want_hpz && hpz != rpn) {
         ZT_LOGW("zeropp", "zero_hpz_partition_size = %d: ztier keeps secondary shards per node "
-                          "(%d ranks here, from ztier.ranks_per_node)", hpz, t->node_size);
+                          "(%d ranks here, from ztier.ranks_per_node)", hpz, rpn);
+    }
     /* split is collective: every rank takes part when any of these is on (config is shared) */
     zt_status st = ZT_OK;
     if (want_hpz || hier)
@@ -58,17 +76,22 @@ void zt_topology_count(zt_topology *t, uint64_t bytes_per_peer)
     t->bytes_inter += bytes_per_peer * (uint64_t)(t->size - t->node_size);
 }
 
-/* ---- device memory and kernels ---- */
+/* ---- scratch and kernels ---- */
 
-static zt_status dalloc(const zt_topology *t, size_t bytes, void **p, zt_error *err)
+/* Buffers carved from a caller's scratch start at this alignment. */
+#define SCRATCH_ALIGN 256
+
+static size_t scratch_round(size_t bytes)
 {
-    return t->dev->iface->alloc(t->dev, bytes ? bytes : 1, p, err);
+    return (bytes + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
 }
 
-static void dfree(zt_device *dev, void *p)
+/* The next `bytes` of a scratch buffer (at *used, which moves on). */
+static void *carve(void *scratch, size_t *used, size_t bytes)
 {
-    if (p)
-        dev->iface->free(dev, p);
+    char *p = (char *)scratch + *used;
+    *used += scratch_round(bytes);
+    return p;
 }
 
 static zt_status dsync(const zt_topology *t, zt_stream *s, zt_error *err)
@@ -90,18 +113,21 @@ static size_t packed_bytes(int64_t n, int block, int bits)
     return values_bytes(n, bits) + sizeof(float) * (size_t)zt_quant_blocks(n, block);
 }
 
-zt_status zt_qwz_start(zt_qwz *q, zt_topology *t, const void *own, zt_dtype dtype, int64_t n,
-                       int block, zt_stream *s, zt_comm_req *req, zt_error *err)
+size_t zt_qwz_scratch_bytes(int size, int64_t n, int block)
 {
     size_t pb = packed_bytes(n, block, 8);
+    return scratch_round(pb) + scratch_round(pb * (size_t)size);
+}
+
+zt_status zt_qwz_start(zt_qwz *q, zt_topology *t, const void *own, zt_dtype dtype, int64_t n,
+                       int block, void *scratch, zt_stream *s, zt_comm_req *req, zt_error *err)
+{
+    size_t pb = packed_bytes(n, block, 8), used = 0;
     const zt_device_iface *d = t->dev->iface;
-    q->dev = t->dev;
-    zt_status st = dalloc(t, pb, &q->send, err);
-    if (st == ZT_OK)
-        st = dalloc(t, pb * (size_t)t->size, &q->recv, err);
-    char *p = q->send;
-    if (st == ZT_OK) /* padding bytes are sent too */
-        st = d->memset_async(t->dev, p, 0, pb, s, err);
+    q->send = carve(scratch, &used, pb);
+    q->recv = carve(scratch, &used, pb * (size_t)t->size);
+    char *p = q->send; /* padding bytes are sent too */
+    zt_status st = d->memset_async(t->dev, p, 0, pb, s, err);
     if (st == ZT_OK)
         st = d->quant8_async(t->dev, own, dtype, (size_t)n, block, (int8_t *)p,
                              (float *)(p + values_bytes(n, 8)), s, err);
@@ -128,17 +154,8 @@ zt_status zt_qwz_finish(zt_qwz *q, const zt_topology *t, void *full, zt_dtype dt
     }
     if (st == ZT_OK)
         st = dsync(t, s, err);
-    zt_qwz_free(q);
-    return st;
-}
-
-void zt_qwz_free(zt_qwz *q)
-{
-    if (q->dev) {
-        dfree(q->dev, q->send);
-        dfree(q->dev, q->recv);
-    }
     q->send = q->recv = NULL;
+    return st;
 }
 
 /* ---- qgZ ---- */
@@ -168,16 +185,18 @@ static zt_status alltoall_sync(zt_comm *c, const void *send, void *recv, size_t 
 }
 
 /* One level: every rank sends every owner its piece. Any world size and node layout. */
-static zt_status qgz_flat(zt_topology *t, const float *grads, int64_t shard, int block,
-                          float *acc, zt_stream *s, zt_error *err)
+static size_t flat_scratch(int size, int64_t shard, int block)
 {
-    size_t pb = packed_bytes(shard, block, 4);
-    char *send = NULL, *recv = NULL;
-    zt_status st = dalloc(t, pb * (size_t)t->size, (void **)&send, err);
-    if (st == ZT_OK)
-        st = dalloc(t, pb * (size_t)t->size, (void **)&recv, err);
-    if (st == ZT_OK)
-        st = t->dev->iface->memset_async(t->dev, send, 0, pb * (size_t)t->size, s, err);
+    return 2 * scratch_round(packed_bytes(shard, block, 4) * (size_t)size);
+}
+
+static zt_status qgz_flat(zt_topology *t, const float *grads, int64_t shard, int block,
+                          float *acc, void *scratch, zt_stream *s, zt_error *err)
+{
+    size_t pb = packed_bytes(shard, block, 4), used = 0;
+    char *send = carve(scratch, &used, pb * (size_t)t->size);
+    char *recv = carve(scratch, &used, pb * (size_t)t->size);
+    zt_status st = t->dev->iface->memset_async(t->dev, send, 0, pb * (size_t)t->size, s, err);
     for (int r = 0; st == ZT_OK && r < t->size; r++)
         st = pack4(t, grads + (size_t)r * (size_t)shard, shard, block, send + pb * (size_t)r, s,
                    err);
@@ -191,7 +210,6 @@ static zt_status qgz_flat(zt_topology *t, const float *grads, int64_t shard, int
         st = unpack4_add(t, recv + pb * (size_t)q, shard, block, acc, s, err);
     if (st == ZT_OK)
         st = dsync(t, s, err);
-    dfree(t->dev, send), dfree(t->dev, recv);
     return st;
 }
 
@@ -200,24 +218,25 @@ static zt_status qgz_flat(zt_topology *t, const float *grads, int64_t shard, int
  * (int4 all-to-all, fp32 sum); across nodes, those partial sums go to their owners (int4
  * all-to-all among the ranks with local index j, fp32 sum). Inter-node traffic is 1/L of
  * the one-level exchange. */
+static size_t two_level_scratch(int size, int Ln, int64_t shard, int block)
+{
+    int64_t nshard = (int64_t)(size / Ln) * shard;
+    return 2 * scratch_round(packed_bytes(nshard, block, 4) * (size_t)Ln) +
+           2 * scratch_round((size_t)nshard * sizeof(float));
+}
+
 static zt_status qgz_hierarchical(zt_topology *t, const float *grads, int64_t shard, int block,
-                                  float *acc, zt_stream *s, zt_error *err)
+                                  float *acc, void *scratch, zt_stream *s, zt_error *err)
 {
     const zt_device_iface *d = t->dev->iface;
     int Ln = t->node_size, N = t->size / Ln;
     size_t p1 = packed_bytes((int64_t)N * shard, block, 4), p2 = packed_bytes(shard, block, 4);
-    size_t nshard = (size_t)N * (size_t)shard;
-    char *send = NULL, *recv = NULL;
-    float *group = NULL, *partial = NULL;
-    zt_status st = dalloc(t, p1 * (size_t)Ln, (void **)&send, err);
-    if (st == ZT_OK)
-        st = dalloc(t, p1 * (size_t)Ln, (void **)&recv, err);
-    if (st == ZT_OK)
-        st = dalloc(t, nshard * sizeof(float), (void **)&group, err);
-    if (st == ZT_OK)
-        st = dalloc(t, nshard * sizeof(float), (void **)&partial, err);
-    if (st == ZT_OK)
-        st = d->memset_async(t->dev, send, 0, p1 * (size_t)Ln, s, err);
+    size_t nshard = (size_t)N * (size_t)shard, used = 0;
+    char *send = carve(scratch, &used, p1 * (size_t)Ln);
+    char *recv = carve(scratch, &used, p1 * (size_t)Ln);
+    float *group = carve(scratch, &used, nshard * sizeof(float));
+    float *partial = carve(scratch, &used, nshard * sizeof(float));
+    zt_status st = d->memset_async(t->dev, send, 0, p1 * (size_t)Ln, s, err);
     if (st == ZT_OK)
         st = d->memset_async(t->dev, partial, 0, nshard * sizeof(float), s, err);
     for (int j = 0; st == ZT_OK && j < Ln; j++) { /* to local peer j: the shards of m*Ln + j */
@@ -251,15 +270,27 @@ static zt_status qgz_hierarchical(zt_topology *t, const float *grads, int64_t sh
         st = unpack4_add(t, recv + p2 * (size_t)m, shard, block, acc, s, err);
     if (st == ZT_OK)
         st = dsync(t, s, err);
-    dfree(t->dev, send), dfree(t->dev, recv), dfree(t->dev, group), dfree(t->dev, partial);
     return st;
 }
 
-zt_status zt_qgz_reduce(zt_topology *t, const float *grads, int64_t n, int block, float *acc,
-                        const char *name, zt_stream *s, zt_error *err)
+size_t zt_qgz_scratch_bytes(int size, int node_ranks, int64_t n, int block)
 {
-    zt_status st = t->inter ? qgz_hierarchical(t, grads, n, block, acc, s, err)
-                            : qgz_flat(t, grads, n, block, acc, s, err);
+    return zt_qgz_two_level(size, node_ranks) ? two_level_scratch(size, node_ranks, n, block)
+                                              : flat_scratch(size, n, block);
+}
+
+zt_status zt_qgz_reduce(zt_topology *t, const float *grads, int64_t n, int block, float *acc,
+                        void *scratch, size_t scratch_bytes, const char *name, zt_stream *s,
+                        zt_error *err)
+{
+    size_t need = t->inter ? two_level_scratch(t->size, t->node_size, n, block)
+                           : flat_scratch(t->size, n, block);
+    if (scratch_bytes < need)
+        return ZT_ERR(err, ZT_ERR_INTERNAL,
+                      "qgZ of '%s': a scratch of %zu bytes, %zu needed (zt_qgz_scratch_bytes "
+                      "and the topology disagree)", name, scratch_bytes, need);
+    zt_status st = t->inter ? qgz_hierarchical(t, grads, n, block, acc, scratch, s, err)
+                            : qgz_flat(t, grads, n, block, acc, scratch, s, err);
     if (st != ZT_OK)
         zt_error_prefix(err, "qgZ of '%s': ", name);
     return st;

@@ -8,7 +8,9 @@
  *    kept by the gather pipeline).
  * Every buffer is in the memory of the topology's device backend (host memory with the host
  * backend, GPU memory with cuda), which the comm backend moves (mpi: host memory; nccl:
- * device memory); quantization runs through the device's kernels (core/quant_elem.h's math:
+ * device memory). The transfer buffers come from the caller, one scratch buffer per call of
+ * the size the *_scratch_bytes functions give, so that they are allocated (and counted)
+ * wherever the caller keeps device memory; quantization runs through the device's kernels (core/quant_elem.h's math:
  * CPU kernels on a host stream, CUDA kernels on a GPU stream) on the stream the caller
  * gives, synchronized before each host-driven collective. Nothing here knows about layers or
  * the runtime: callers pass buffers, sizes and the topology. */
@@ -26,6 +28,7 @@ typedef struct zt_topology {
     zt_comm *intra, *inter; /* owned; NULL unless hpZ or hierarchical qgZ needs them */
     int rank, size;
     int node_size;  /* ranks on this rank's node */
+    int node_ranks; /* ranks per node as grouped (the last node may have fewer) */
     int local_rank; /* index of this rank inside its node */
     uint64_t bytes_intra, bytes_inter; /* sent by this rank */
     zt_device *dev; /* where the buffers live and the kernels run; not owned (set after open) */
@@ -39,28 +42,38 @@ zt_status zt_topology_open(zt_topology *t, zt_comm *world, int ranks_per_node, i
                            int qgz, zt_error *err);
 void zt_topology_close(zt_topology *t);
 
+/* Ranks per node for `size` ranks: ranks_per_node (> 0), else the launcher's local size
+ * (OMPI_COMM_WORLD_LOCAL_SIZE), else all of them; at most size. */
+int zt_topology_node_ranks(int size, int ranks_per_node);
+/* 1 when qgZ takes its two-level form: equal nodes, more than one, of more than one rank. */
+int zt_qgz_two_level(int size, int node_ranks);
+
 /* Counts a collective in which this rank sends bytes_per_peer to every other rank. */
 void zt_topology_count(zt_topology *t, uint64_t bytes_per_peer);
 
 /* qwZ: quantizes one rank's shard (n elements of dtype at own, device memory) on stream s
- * and starts the all-gather of every rank's packed shard (completes through req). */
+ * and starts the all-gather of every rank's packed shard (completes through req). Its
+ * buffers are in scratch (device memory of zt_qwz_scratch_bytes), which must stay until
+ * zt_qwz_finish returns, or until req is waited for when the gather is abandoned. */
 typedef struct zt_qwz {
-    void *send, *recv;
-    zt_device *dev;
+    void *send, *recv; /* in the caller's scratch; recv is NULL when no qwZ is in flight */
 } zt_qwz;
+size_t zt_qwz_scratch_bytes(int size, int64_t n, int block);
 zt_status zt_qwz_start(zt_qwz *q, zt_topology *t, const void *own, zt_dtype dtype, int64_t n,
-                       int block, zt_stream *s, zt_comm_req *req, zt_error *err);
-/* After the all-gather: dequantizes every rank's shard into full (size * n elements) on s,
- * waits for it, and frees the buffers. */
+                       int block, void *scratch, zt_stream *s, zt_comm_req *req, zt_error *err);
+/* After the all-gather: dequantizes every rank's shard into full (size * n elements) on s
+ * and waits for it; the scratch is free again. */
 zt_status zt_qwz_finish(zt_qwz *q, const zt_topology *t, void *full, zt_dtype dtype, int64_t n,
                         int block, zt_stream *s, zt_error *err);
-void zt_qwz_free(zt_qwz *q);
 
 /* qgZ: reduces the full fp32 gradients of a layer (size * n elements, device memory, complete
- * on s) and adds this rank's summed shard of n elements to acc (device memory). Returns with
- * the sum done; name is for messages. */
+ * on s) and adds this rank's summed shard of n elements to acc (device memory), with
+ * scratch_bytes of device scratch, at least zt_qgz_scratch_bytes(size, node_size, n, block).
+ * Returns with the sum done (the scratch free again); name is for messages. */
+size_t zt_qgz_scratch_bytes(int size, int node_ranks, int64_t n, int block);
 zt_status zt_qgz_reduce(zt_topology *t, const float *grads, int64_t n, int block, float *acc,
-                        const char *name, zt_stream *s, zt_error *err);
+                        void *scratch, size_t scratch_bytes, const char *name, zt_stream *s,
+                        zt_error *err);
 
 /* hpZ: starts the all-gather of the node's slices (bytes each) into full. */
 zt_status zt_hpz_gather(zt_topology *t, const void *slice, void *full, size_t bytes,

@@ -3,8 +3,15 @@
  * and without NVMe offload and with the optimizer on the device; after 50
  * steps every configuration's loss is within 10% of the unquantized run's and its parameters
  * within 10% (relative L2; int4 gradients move them most); with all three on, the bytes each
- * rank sends across nodes per step are at most 0.30x of the unquantized (fp32) run. */
+ * rank sends across nodes per step are at most 0.30x of the unquantized (fp32) run.
+ * Then the device budget: with qwZ and qgZ on (and hpZ, whose slices only take free room),
+ * the smallest budget `ztier estimate` gives (its replay counts their transfer buffers)
+ * trains to bitwise the same parameters as an unbounded one, within that budget and with
+ * evictions; one byte less fails with ZT_ERR_DEVICE_NOMEM on every rank alike, at commit or
+ * at a fetch or release; with hpZ, a budget halfway to the unbounded peak drops slices for
+ * room and trains to the same parameters (on 3 ranks hpZ is off: uneven nodes). */
 #include "ref_mlp.h"
+#include "runtime/estimate.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -22,11 +29,14 @@ typedef struct outcome {
     float loss; /* mean over the last 10 steps of this rank's rows */
     float *params[2 * MLP_LAYERS];
     double inter_bytes_per_step;
+    zt_status failed; /* with a device budget: the first failure (then nothing else is set) */
+    uint64_t device_peak, evictions, slices_dropped;
+    int world;
 } outcome;
 
-static int train(const char *qw, const char *qg, int hpz, const char *offload, outcome *o)
+static const char *config(const char *qw, const char *qg, int hpz, const char *offload)
 {
-    char extra_zero[320], cfg[2600];
+    char extra_zero[320];
     snprintf(extra_zero, sizeof extra_zero,
              ", \"stage3_param_persistence_threshold\": 0, \"stage3_max_reuse_distance\": 0,"
              " \"zero_quantized_weights\": %s,"
@@ -34,19 +44,35 @@ static int train(const char *qw, const char *qg, int hpz, const char *offload, o
     /* "devopt": parameters in host memory, the optimizer and the gradient sums on the device
      * (qgZ adds straight into the device accumulators) */
     int devopt = !strcmp(offload, "devopt");
-    const char *base =
-        ref_mlp_config(&hp, devopt ? "cpu" : offload, devopt ? "none" : offload, 1, extra_zero,
-                       devopt ? ", \"ranks_per_node\": 2, \"quant_block_size\": 64,"
-                                " \"device_optimizer\": \"on\""
-                              : ", \"ranks_per_node\": 2, \"quant_block_size\": 64");
-    snprintf(cfg, sizeof cfg, "%s", base);
+    return ref_mlp_config(&hp, devopt ? "cpu" : offload, devopt ? "none" : offload, 1,
+                          extra_zero,
+                          devopt ? ", \"ranks_per_node\": 2, \"quant_block_size\": 64,"
+                                   " \"device_optimizer\": \"on\""
+                                 : ", \"ranks_per_node\": 2, \"quant_block_size\": 64");
+}
+
+/* Trains STEPS steps; hbm > 0 sets the device budget, and a failure is then an outcome. */
+static int train_budget(const char *qw, const char *qg, int hpz, const char *offload,
+                        uint64_t hbm, outcome *o)
+{
+    char bytes[32];
+    snprintf(bytes, sizeof bytes, "%llu", (unsigned long long)hbm);
+    if (hbm)
+        setenv("ZT_HBM_CAPACITY", bytes, 1);
     zt_runtime *rt = NULL;
     minimal_model m;
-    if (zt_runtime_create(NULL, cfg, &rt) != ZT_OK || minimal_register(rt, &dims, 42, &m) ||
-        zt_runtime_commit(rt) != ZT_OK) {
+    zt_status st = zt_runtime_create(NULL, config(qw, qg, hpz, offload), &rt);
+    unsetenv("ZT_HBM_CAPACITY");
+    if (st == ZT_OK && minimal_register(rt, &dims, 42, &m))
+        st = ZT_ERR_INTERNAL;
+    if (st == ZT_OK)
+        st = zt_runtime_commit(rt);
+    memset(o, 0, sizeof *o);
+    if (st != ZT_OK) {
         fprintf(stderr, "setup (%s/%s/%d/%s): %s\n", qw, qg, hpz, offload, zt_last_error(rt));
         zt_runtime_destroy(rt);
-        return -1;
+        o->failed = st;
+        return hbm ? 0 : -1;
     }
     int rank, world;
     zt_runtime_rank(rt, &rank, &world);
@@ -57,15 +83,21 @@ static int train(const char *qw, const char *qg, int hpz, const char *offload, o
         float loss;
         if (s == 1)
             zt_stats_get(rt, &s0);
-        if (minimal_micro_step(rt, &m, s, rank * rows, rows, &loss) != ZT_OK ||
-            zt_step(rt, NULL, NULL) != ZT_OK) {
+        if ((st = minimal_micro_step(rt, &m, s, rank * rows, rows, &loss)) != ZT_OK ||
+            (st = zt_step(rt, NULL, NULL)) != ZT_OK) {
             fprintf(stderr, "step %d: %s\n", s, zt_last_error(rt));
-            return -1;
+            zt_runtime_destroy(rt);
+            o->failed = st;
+            return hbm ? 0 : -1;
         }
         if (s >= STEPS - 10)
             o->loss += loss / 10;
     }
     zt_stats_get(rt, &s1);
+    o->device_peak = s1.device_bytes_peak;
+    o->evictions = s1.evictions;
+    o->world = world;
+    o->slices_dropped = s1.hpz_slices_dropped;
     o->inter_bytes_per_step = (double)(s1.comm_bytes_inter - s0.comm_bytes_inter) / (STEPS - 1);
     for (int k = 0; k < 2 * MLP_LAYERS; k++) {
         int l = k / 2;
@@ -75,6 +107,68 @@ static int train(const char *qw, const char *qg, int hpz, const char *offload, o
     }
     zt_runtime_destroy(rt);
     return 0;
+}
+
+static double rel_diff(const outcome *a, const outcome *b);
+
+static int train(const char *qw, const char *qg, int hpz, const char *offload, outcome *o)
+{
+    return train_budget(qw, qg, hpz, offload, 0, o);
+}
+
+/* The smallest device budget `ztier estimate` finds for these steps on this world. */
+static uint64_t estimated_minimum(const char *qw, const char *qg, int hpz, const char *offload)
+{
+    zt_runtime *rt = NULL;
+    minimal_model m;
+    zt_estimate e;
+    if (zt_runtime_create(NULL, config(qw, qg, hpz, offload), &rt) != ZT_OK ||
+        minimal_register(rt, &dims, 42, &m) ||
+        zt_rt_estimate(rt, rt->world, (uint64_t)rt->cfg.hbm_capacity, NULL, 0, 3, &e) != ZT_OK) {
+        fprintf(stderr, "estimate: %s\n", zt_last_error(rt));
+        e.device_min_order = 0;
+    }
+    zt_runtime_destroy(rt);
+    return e.device_min_order;
+}
+
+/* qwZ and qgZ at the estimate's minimum budget and one byte below it (see the top). */
+static int check_budget(int hpz, const char *offload)
+{
+    uint64_t min = estimated_minimum("true", "true", hpz, offload);
+    outcome unbounded, at, below;
+    if (!min || train("true", "true", hpz, offload, &unbounded) ||
+        train_budget("true", "true", hpz, offload, min, &at) ||
+        train_budget("true", "true", hpz, offload, min - 1, &below))
+        return 1;
+    double d = at.failed ? -1 : rel_diff(&at, &unbounded);
+    int ok = !at.failed && d == 0.0 && at.device_peak <= min && at.evictions > 0 &&
+             below.failed == ZT_ERR_DEVICE_NOMEM;
+    printf("qwZ+qgZ hpZ=%d %-4s at the estimated minimum of %llu bytes: %s, peak %llu, %llu "
+           "evictions, parameters %.2g from the unbounded run; %llu bytes: %s %s\n",
+           hpz, offload, (unsigned long long)min, at.failed ? zt_status_string(at.failed) : "trains",
+           (unsigned long long)at.device_peak, (unsigned long long)at.evictions, d,
+           (unsigned long long)(min - 1),
+           below.failed ? zt_status_string(below.failed) : "trains too (the estimate is not the "
+                                                         "minimum)",
+           ok ? "ok" : "FAIL");
+    /* between the minimum and the unbounded peak: slices kept, then dropped (hpZ is on where
+     * the ranks split into equal nodes of ranks_per_node = 2) */
+    if (hpz > 1 && unbounded.world % 2 == 0) {
+        outcome mid;
+        uint64_t hbm = (min + unbounded.device_peak) / 2;
+        if (train_budget("true", "true", hpz, offload, hbm, &mid))
+            return 1;
+        double dm = mid.failed ? -1 : rel_diff(&mid, &unbounded);
+        int ok_mid = !mid.failed && dm == 0.0 && mid.slices_dropped > 0;
+        printf("qwZ+qgZ hpZ=%d %-4s at %llu bytes: %s, %llu hpZ slices dropped for room, "
+               "parameters %.2g from the unbounded run %s\n",
+               hpz, offload, (unsigned long long)hbm,
+               mid.failed ? zt_status_string(mid.failed) : "trains",
+               (unsigned long long)mid.slices_dropped, dm, ok_mid ? "ok" : "FAIL");
+        ok = ok && ok_mid;
+    }
+    return !ok;
 }
 
 static double rel_diff(const outcome *a, const outcome *b)
@@ -124,6 +218,7 @@ int main(void)
                    100 * dl, d, o.inter_bytes_per_step, bytes, ok ? "ok" : "FAIL");
             failures += !ok;
         }
+    failures += check_budget(1, "cpu") + check_budget(1, "nvme") + check_budget(2, "cpu");
     rmdir(swap);
     return failures ? 1 : 0;
 }
