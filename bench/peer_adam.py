@@ -6,7 +6,9 @@
 Peers, each only when importable: torch.optim.AdamW(fused=True) on CPU (and the foreach
 variant), DeepSpeed's DeepSpeedCPUAdam. ztier's figure comes from
 `ztier bench adam --param-copy none --json` (the same work: fp32 parameters updated in
-place, no copy) run in the same process tree. Prints params/s and the ratio of each peer to ztier.
+place, no copy). Every measurement, ztier's and each peer's, runs in a process of its own
+(this VM's bandwidth differs from process to process), rounds interleaved. Prints params/s
+and the median over rounds of ztier's figure over each peer's.
 
 The clipped step: torch's clip_grad_norm_(max_norm=1.0) + fused AdamW step against ztier's
 zt_step with gradient_clipping 1.0 (`ztier bench adam --clipped-step`: one layer through the
@@ -18,6 +20,7 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import time
 
 # torch's OpenMP threads would otherwise spin after each step and steal the cores from the
@@ -83,6 +86,31 @@ def time_deepspeed(params, threads, reps):
                                                     adamw_mode=True), params, threads, reps)
 
 
+def in_fresh_process(what, params, threads, reps):
+    """Runs one peer measurement in a new Python process, as ztier's runs in a new process:
+    on this VM a process's memory bandwidth moves by up to 2x from one process to the next,
+    so every contender samples that alike (fresh memory, fresh threads) in every round."""
+    time.sleep(0.5)  # let the previous contender's threads go to sleep
+    code = (f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
+            f"import peer_adam as p; print(p.{what}({params}, {threads}, {reps}))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def time_torch_fused(params, threads, reps):
+    return time_torch(params, threads, True, reps)
+
+
+def time_torch_foreach(params, threads, reps):
+    return time_torch(params, threads, False, reps)
+
+
+def importable(module):
+    """Raises ImportError here, not in the child, when a peer is missing."""
+    __import__(module)
+
+
 def time_ztier(binary, params, threads):
     time.sleep(0.5)  # let the previous peer's threads go to sleep
     # the peers update fp32 parameters in place and write no copy: the same work for ztier
@@ -102,10 +130,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (this machine is noisy)")
     args = ap.parse_args()
     n = int(args.params)
+    def peer(module, what):
+        return lambda: (importable(module),
+                        in_fresh_process(what, n, args.threads, args.reps))[1]
+
     runners = [("ztier", lambda: time_ztier(args.ztier, n, args.threads)),
-               ("torch AdamW fused", lambda: time_torch(n, args.threads, True, args.reps)),
-               ("torch AdamW foreach", lambda: time_torch(n, args.threads, False, args.reps)),
-               ("DeepSpeedCPUAdam", lambda: time_deepspeed(n, args.threads, args.reps))]
+               ("torch AdamW fused", peer("torch", "time_torch_fused")),
+               ("torch AdamW foreach", peer("torch", "time_torch_foreach")),
+               ("DeepSpeedCPUAdam", peer("deepspeed.ops.adam", "time_deepspeed"))]
     samples = {}
     for _ in range(args.rounds):  # ztier, peer, peer, ..., then again
         for name, fn in runners:
@@ -123,7 +155,8 @@ def main():
     ratios = {k: statistics.median(z / p for z, p in zip(samples["ztier"], v))
               for k, v in samples.items() if v}
     print(f"{n} parameters, {args.threads} threads, fp32 gradients, {args.rounds} interleaved rounds "
-          "(fp32 parameters updated in place, no parameter copy, by each)")
+          "(fp32 parameters updated in place, no parameter copy, by each; each measurement in "
+          "its own process)")
     for name, pps in results.items():
         print(f"  {name:22s} {pps:12.3g} params/s (median)   ztier / this: {ratios[name]:6.2f} "
               "(median of rounds)")
@@ -131,7 +164,9 @@ def main():
     for _ in range(args.rounds):  # interleaved: ztier, torch, ztier, torch, ...
         try:
             z = clipped_ztier_s(args.ztier, n, args.threads)
-            clipped.append(z + (clipped_torch_s(n, args.threads, args.reps),))
+            importable("torch")
+            clipped.append(z + (in_fresh_process("clipped_torch_s", n, args.threads,
+                                                 args.reps),))
         except ImportError as e:
             print(f"clipped step: torch not importable ({e}); skipped")
             break
