@@ -1,10 +1,11 @@
 /* `ztier bench nvme`: write then read S bytes through the NVMe swap space (O_DIRECT, the
  * chosen engine, block size, queue depth) and, when fio is installed, run fio on the same
- * folder with the same size, block size, io_uring and O_DIRECT, interleaved (fio, ztier,
- * fio, ztier, ...); prints medians and the median of the pairwise ratios. The limit of a
- * round is fio's best over queue depths 1, 4 and ztier's (some devices, virtual disks
- * especially, write faster at a low depth: a fio run at ztier's depth alone is not the
- * device's limit there). */
+ * bytes of the same swap file (so both see the same extents of the device) with the same
+ * size, block size, io_uring and O_DIRECT, interleaved, who goes first alternating by round
+ * (fio then ztier, ztier then fio, ...); prints medians and the median of the pairwise
+ * ratios. The limit of a round is fio's best over queue depths 1, 4 and ztier's (some
+ * devices, virtual disks especially, write faster at a low depth: a fio run at ztier's depth
+ * alone is not the device's limit there). */
 #include "tiers/nvme.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
@@ -57,18 +58,25 @@ static int parse(int argc, char **argv, nvme_opts *o)
     return 0;
 }
 
+/* Where fio runs: the bytes of ztier's swap file that ztier's runs move. */
+typedef struct fio_target {
+    const char *file;
+    uint64_t offset;
+} fio_target;
+
 /* One fio job with ztier's settings: io_uring, O_DIRECT, the same block size and queue depth,
- * a file written in place (ztier's swap files are preallocated: --overwrite) and registered
- * buffers and file (as ztier registers its buffers: --fixedbufs --registerfiles). Returns
- * GB/s or a negative number when fio failed. */
-static double run_fio(const nvme_opts *o, const char *rw, int qd)
+ * the same bytes of the same (preallocated) file written in place, and registered buffers
+ * and file (as ztier registers its buffers: --fixedbufs --registerfiles). Returns GB/s or a
+ * negative number when fio failed. */
+static double run_fio(const nvme_opts *o, const fio_target *t, const char *rw, int qd)
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "fio --name=ztier-bench --filename='%s/ztier-bench-fio.dat' --ioengine=io_uring "
+             "fio --name=ztier-bench --filename='%s' --offset=%llu --ioengine=io_uring "
              "--direct=1 --rw=%s --bs=%llu --iodepth=%d --size=%llu --numjobs=1 "
              "--overwrite=1 --fixedbufs --registerfiles --output-format=json 2>/dev/null",
-             o->path, rw, (unsigned long long)o->block, qd, (unsigned long long)o->size);
+             t->file, (unsigned long long)t->offset, rw, (unsigned long long)o->block, qd,
+             (unsigned long long)o->size);
     FILE *p = popen(cmd, "r");
     if (!p)
         return -1;
@@ -95,12 +103,12 @@ static int fio_depths(const nvme_opts *o, int depth[3])
 }
 
 /* fio's best GB/s over fio_depths (the depth in *best_qd); negative when a run failed. */
-static double best_fio(const nvme_opts *o, const char *rw, int *best_qd)
+static double best_fio(const nvme_opts *o, const fio_target *t, const char *rw, int *best_qd)
 {
     int depth[3], n = fio_depths(o, depth);
     double best = 0;
     for (int k = 0; k < n; k++) {
-        double g = run_fio(o, rw, depth[k]);
+        double g = run_fio(o, t, rw, depth[k]);
         if (g < 0)
             return g;
         if (g > best)
@@ -240,20 +248,26 @@ int cmd_bench_nvme(int argc, char **argv)
     int have_fio = system("fio --version >/dev/null 2>&1") == 0;
     double v[4][MAX_REPS] = {{0}}; /* fio write, ztier write, fio read, ztier read */
     int fio_qd[2][MAX_REPS] = {{0}}; /* the depth of fio's best write, read */
+    fio_target t;
+    t.file = zt_swap_locate(z.sw, &z.x, 0, &t.offset); /* one folder: one file, contiguous */
     run_ztier(&z, &o, 1), run_ztier(&z, &o, 0); /* warm-up: allocation, first touch */
     if (have_fio)
-        run_fio(&o, "write", o.qd), run_fio(&o, "read", o.qd);
+        run_fio(&o, &t, "write", o.qd), run_fio(&o, &t, "read", o.qd);
     int ok = 1;
     for (int i = 0; i < o.reps && ok; i++) {
-        v[0][i] = have_fio ? best_fio(&o, "write", &fio_qd[0][i]) : 1;
-        v[1][i] = run_ztier(&z, &o, 1);
-        v[2][i] = have_fio ? best_fio(&o, "read", &fio_qd[1][i]) : 1;
-        v[3][i] = run_ztier(&z, &o, 0);
+        for (int k = 0; k < 2; k++) { /* writes, then reads; fio first in even rounds */
+            int write = k == 0, fio_turn = i % 2 == 0;
+            for (int j = 0; j < 2; j++, fio_turn = !fio_turn) {
+                if (fio_turn)
+                    v[2 * k][i] = have_fio ? best_fio(&o, &t, write ? "write" : "read",
+                                                      &fio_qd[k][i])
+                                           : 1;
+                else
+                    v[2 * k + 1][i] = run_ztier(&z, &o, write);
+            }
+        }
         ok = v[1][i] > 0 && v[3][i] > 0 && v[0][i] > 0 && v[2][i] > 0;
     }
-    char fio_file[1100];
-    snprintf(fio_file, sizeof fio_file, "%s/ztier-bench-fio.dat", o.path);
-    unlink(fio_file);
     const char *engine = zt_swap_engine_name(z.sw);
     if (ok)
         report(&o, engine, have_fio, (const double(*)[MAX_REPS])v,
