@@ -8,7 +8,9 @@ variant), DeepSpeed's DeepSpeedCPUAdam. ztier's figure comes from
 `ztier bench adam --param-copy none --json` (the same work: fp32 parameters updated in
 place, no copy). Every measurement, ztier's and each peer's, runs in a process of its own
 (this VM's bandwidth differs from process to process), rounds interleaved. Prints params/s
-and the median over rounds of ztier's figure over each peer's.
+and the median over rounds of ztier's figure over each peer's. Then, with ztier's kernel
+loaded as a module (build/tools/libztier_peer_adam.so), ztier and the peers in one process
+on tensors of their own, steps alternating: the comparison no process difference enters.
 
 The clipped step: torch's clip_grad_norm_(max_norm=1.0) + fused AdamW step against ztier's
 zt_step with gradient_clipping 1.0 (`ztier bench adam --clipped-step`: one layer through the
@@ -111,6 +113,77 @@ def importable(module):
     __import__(module)
 
 
+def paired_in_process(shim, params, threads, reps):
+    """ztier's kernel (loaded from the shim library) and the peers in one process, each on
+    its own tensors, steps alternating (ztier, DeepSpeed, torch fused; the order rotates):
+    returns {name: median params/s}, {peer: median of the per-step ratios ztier / peer} and
+    {peer: largest difference of ztier's parameters from the peer's after the same steps,
+    relative to the largest parameter} (the same work: it must be at fp32 rounding)."""
+    import ctypes
+    import torch
+    torch.set_num_threads(threads)
+    lib = ctypes.CDLL(shim)
+    lib.zt_peer_pool.restype = ctypes.c_void_p
+    lib.zt_peer_adamw.restype = ctypes.c_longlong
+    f, ll, vp = ctypes.c_float, ctypes.c_longlong, ctypes.c_void_p
+    lib.zt_peer_adamw.argtypes = [vp, vp, vp, vp, vp, ll, ll, f, f, f, f, f]
+    lib.zt_peer_pool_free.argtypes = [vp]
+    pool = lib.zt_peer_pool(threads)
+    z = [torch.zeros(params, dtype=torch.float32) for _ in range(3)]  # param, m, v
+    zg = torch.full_like(z[0], 1e-3)
+    zstep = [0]
+
+    def ztier_step():
+        zstep[0] += 1
+        lib.zt_peer_adamw(pool, z[0].data_ptr(), zg.data_ptr(), z[1].data_ptr(),
+                          z[2].data_ptr(), params, zstep[0], 1e-4, 0.9, 0.999, 1e-8, 0.01)
+
+    steps = {"ztier (same process)": ztier_step}
+    try:
+        from deepspeed.ops.adam import DeepSpeedCPUAdam
+        peers = {"DeepSpeedCPUAdam": lambda ps: DeepSpeedCPUAdam(
+            ps, lr=1e-4, weight_decay=0.01, adamw_mode=True)}
+    except ImportError:
+        peers = {}
+    peers["torch AdamW fused"] = lambda ps: torch.optim.AdamW(ps, lr=1e-4, weight_decay=0.01,
+                                                             fused=True)
+    tensors = {}
+    for name, make in peers.items():
+        p = torch.zeros(params, dtype=torch.float32, requires_grad=True)
+        p.grad = torch.full_like(p, 1e-3)
+        opt = make([p])
+        steps[name] = opt.step
+        tensors[name] = p
+    for step in steps.values():  # warm-up: the peers allocate their state
+        step()
+    names = list(steps)
+    times = {k: [] for k in names}
+    for r in range(reps):
+        for k in range(len(names)):
+            name = names[(k + r) % len(names)]
+            t0 = time.perf_counter()
+            steps[name]()
+            times[name].append(time.perf_counter() - t0)
+    lib.zt_peer_pool_free(pool)
+    zname = names[0]
+    scale = float(z[0].abs().max())
+    diffs = {k: float((z[0] - p.detach()).abs().max()) / scale for k, p in tensors.items()}
+    pps = {k: params / statistics.median(v) for k, v in times.items()}
+    ratios = {k: statistics.median(b / a for a, b in zip(times[zname], v))
+              for k, v in times.items() if k != zname}
+    return pps, ratios, diffs
+
+
+def paired_in_fresh_process(shim, params, threads, reps):
+    time.sleep(0.5)
+    code = (f"import sys, json; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
+            f"import peer_adam as p; print(json.dumps(p.paired_in_process({shim!r}, {params}, "
+            f"{threads}, {reps})))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def time_ztier(binary, params, threads):
     time.sleep(0.5)  # let the previous peer's threads go to sleep
     # the peers update fp32 parameters in place and write no copy: the same work for ztier
@@ -128,7 +201,11 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=5, help="timed steps per measurement")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (this machine is noisy)")
+    ap.add_argument("--shim", help="ztier's Adam as a module for the same-process comparison "
+                    "(default: libztier_peer_adam.so beside the ztier command, when built)")
     args = ap.parse_args()
+    shim = args.shim or os.path.join(os.path.dirname(os.path.abspath(args.ztier)),
+                                     "libztier_peer_adam.so")
     n = int(args.params)
     def peer(module, what):
         return lambda: (importable(module),
@@ -160,6 +237,33 @@ def main():
     for name, pps in results.items():
         print(f"  {name:22s} {pps:12.3g} params/s (median)   ztier / this: {ratios[name]:6.2f} "
               "(median of rounds)")
+    report = {"params_per_s": results, "ztier_over_peer": ratios}
+    if os.path.exists(shim):
+        try:
+            importable("torch")
+            rounds = [paired_in_fresh_process(shim, n, args.threads, 2 * args.reps + 1)
+                      for _ in range(args.rounds)]
+            print(f"  same process: ztier's kernel ({os.path.basename(shim)}) and the peers on "
+                  f"their own tensors, steps alternating, {args.rounds} processes of "
+                  f"{2 * args.reps + 1} steps each:")
+            same = {"params_per_s": {}, "ztier_over_peer": {}}
+            for name in rounds[0][0]:
+                pps = statistics.median(r[0][name] for r in rounds)
+                same["params_per_s"][name] = pps
+                line = f"    {name:22s} {pps:12.3g} params/s (median)"
+                if name in rounds[0][1]:
+                    ratio = statistics.median(r[1][name] for r in rounds)
+                    same["ztier_over_peer"][name] = ratio
+                    diff = max(r[2][name] for r in rounds)
+                    same.setdefault("max_rel_param_diff", {})[name] = diff
+                    line += (f"   ztier / this: {ratio:6.2f} (median of the processes' "
+                             f"medians); parameters differ by {diff:.1e} of the largest")
+                print(line)
+            report["same_process"] = same
+        except ImportError as e:
+            print(f"same-process comparison: torch not importable ({e}); skipped")
+    else:
+        print(f"same-process comparison skipped: {shim} not built")
     clipped = []
     for _ in range(args.rounds):  # interleaved: ztier, torch, ztier, torch, ...
         try:
@@ -170,7 +274,6 @@ def main():
         except ImportError as e:
             print(f"clipped step: torch not importable ({e}); skipped")
             break
-    report = {"params_per_s": results, "ztier_over_peer": ratios}
     if clipped:
         names = ["device_step", "device_release_step", "host_step", "host_release_step"]
         torch_s = statistics.median(c[4] for c in clipped)
