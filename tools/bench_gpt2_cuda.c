@@ -69,8 +69,9 @@ static double gpu_step(gpu_run *r, const token_data *d, int64_t step, int B, int
     double t0 = bench_now();
     if (gpt2_forward(r->model, &src, in, tg, &loss) || gpt2_backward(r->model, &src, NULL) ||
         gpt2_model_status(r->model) || zt_step(r->rt, NULL, NULL) != ZT_OK) {
-        fprintf(stderr, "ztier bench gpt2: %s (CUDA status %d)\n", zt_last_error(r->rt),
-                gpt2_model_status(r->model));
+        fprintf(stderr, "ztier bench gpt2: %s%s%s\n", zt_last_error(r->rt),
+                gpt2_model_status(r->model) ? "; on the GPU: " : "",
+                gpt2_model_status_text(r->model));
         return -1;
     }
     return bench_now() - t0;

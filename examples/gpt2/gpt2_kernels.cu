@@ -103,6 +103,13 @@ __global__ void residual_fwd(float *out, const float *a, const float *b, int n)
         out[i] = a[i] + b[i];
 }
 
+__global__ void bias_fill(float *out, const float *bias, int N, int OC)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (long long)N * OC)
+        out[i] = bias[i % OC];
+}
+
 __global__ void xent_fwd(float *probs, double *losses, const float *logits, const int *targets,
                          int N, int V)
 {
@@ -170,6 +177,12 @@ extern "C" int gpt2_cuda_attention_backward(float *dqkv, const float *dout, cons
 {
     attention_bwd<<<blocks((long long)B * NH * T), kThreads, 0, as_stream(stream)>>>(
         dqkv, dout, qkv, att, B, T, C, NH);
+    return launched();
+}
+
+extern "C" int gpt2_cuda_bias_fill(float *out, const float *bias, int N, int OC, void *stream)
+{
+    bias_fill<<<blocks((long long)N * OC), kThreads, 0, as_stream(stream)>>>(out, bias, N, OC);
     return launched();
 }
 

@@ -201,6 +201,10 @@ gpt2_model *gpt2_model_create(const gpt2_config *c, int B, int T)
 size_t gpt2_model_activation_bytes(const gpt2_model *m) { return m->activation_bytes; }
 
 int gpt2_model_status(const gpt2_model *m) { return m->ops.status(m->ops.ctx); }
+const char *gpt2_model_status_text(const gpt2_model *m)
+{
+    return m->ops.status_text(m->ops.ctx);
+}
 
 void gpt2_model_destroy(gpt2_model *m)
 {

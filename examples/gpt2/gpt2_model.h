@@ -70,6 +70,8 @@ gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const struc
 size_t gpt2_model_activation_bytes(const gpt2_model *m);
 /* 0, or the first error the ops met (a GPU launch or allocation failure). */
 int gpt2_model_status(const gpt2_model *m);
+/* That error named, e.g. "cuBLAS status 13 (...)" ("" when none). */
+const char *gpt2_model_status_text(const gpt2_model *m);
 void gpt2_model_destroy(gpt2_model *m);
 
 /* Forward over tokens[B,T] with targets[B,T]; *loss = mean cross-entropy. Returns 0 or the

@@ -43,6 +43,7 @@ typedef struct gpt2_ops {
     /* 0, or the first error any call met since the ops were made (a GPU's launch or
      * allocation failure); the model reports it */
     int (*status)(void *ctx);
+    const char *(*status_text)(void *ctx); /* that error named ("" when none) */
 } gpt2_ops;
 
 /* The CPU: host memory and the kernels of gpt2_kernels.c. */

@@ -30,6 +30,11 @@ static int cpu_status(void *ctx)
     (void)ctx;
     return 0;
 }
+static const char *cpu_status_text(void *ctx)
+{
+    (void)ctx;
+    return "";
+}
 
 static void enc_f(void *ctx, float *out, const int *tok, const float *wte, const float *wpe, int B,
                   int T, int C)
@@ -124,4 +129,5 @@ const gpt2_ops gpt2_ops_cpu = {
     .crossentropy_forward = xent_f,
     .crossentropy_backward = xent_b,
     .status = cpu_status,
+    .status_text = cpu_status_text,
 };

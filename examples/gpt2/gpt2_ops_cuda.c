@@ -19,15 +19,30 @@ typedef struct cuda_ctx {
     double *losses; /* device: one per row of the last crossentropy_forward */
     double *host_losses;
     int cap;
-    float *ones; /* device: ones_n 1.0f, for the bias as a rank-1 GEMM and its gradient */
+    float *ones; /* device: ones_n 1.0f, for the bias's gradient as a GEMV */
     int ones_n;
-    int error; /* the first cudaError_t / cublasStatus_t met, 0 when none */
+    int error;      /* the first error met: a cudaError_t, or CUBLAS_BASE + a cublasStatus_t */
+    char what[160]; /* ... and its name */
 } cuda_ctx;
+
+#define CUBLAS_BASE 10000 /* cuBLAS statuses are kept above every cudaError_t */
 
 static void keep(cuda_ctx *c, int err)
 {
-    if (err && !c->error)
-        c->error = err;
+    if (!err || c->error)
+        return;
+    c->error = err;
+    snprintf(c->what, sizeof c->what, "CUDA error %d (%s: %s)", err,
+             cudaGetErrorName((cudaError_t)err), cudaGetErrorString((cudaError_t)err));
+}
+
+static void keep_blas(cuda_ctx *c, cublasStatus_t s)
+{
+    if (s == CUBLAS_STATUS_SUCCESS || c->error)
+        return;
+    c->error = CUBLAS_BASE + (int)s;
+    snprintf(c->what, sizeof c->what, "cuBLAS status %d (%s)", (int)s,
+             cublasGetStatusString(s));
 }
 
 static void *g_alloc(void *ctx, size_t bytes)
@@ -65,6 +80,7 @@ static void g_zero(void *ctx, void *p, size_t bytes)
 }
 
 static int g_status(void *ctx) { return ((cuda_ctx *)ctx)->error; }
+static const char *g_status_text(void *ctx) { return ((cuda_ctx *)ctx)->what; }
 
 #define S(ctx) ((void *)((cuda_ctx *)(ctx))->stream)
 
@@ -90,7 +106,9 @@ static void ln_b(void *ctx, float *dinp, float *dw, float *db, const float *dout
     keep(ctx, gpt2_cuda_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, S(ctx)));
 }
 
-/* A device vector of at least n ones (grown once, the host waits then only). */
+/* A device vector of at least n ones (grown once, the host waits then only). The copy is
+ * on the ops' stream and waited for: a plain cudaMemcpy would run on the legacy stream,
+ * which the ops' non-blocking stream is not ordered after. */
 static const float *ones(cuda_ctx *c, int n)
 {
     if (n <= c->ones_n)
@@ -102,12 +120,17 @@ static const float *ones(cuda_ctx *c, int n)
     }
     for (int i = 0; i < n; i++)
         h[i] = 1.0f;
-    cudaStreamSynchronize(c->stream);
-    cudaFree(c->ones);
-    c->ones = NULL, c->ones_n = 0;
-    int r = (int)cudaMalloc((void **)&c->ones, sizeof(float) * (size_t)n);
+    int r = (int)cudaStreamSynchronize(c->stream); /* queued GEMMs may still read the old */
     if (!r)
-        r = (int)cudaMemcpy(c->ones, h, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice);
+        r = (int)cudaFree(c->ones);
+    c->ones = NULL, c->ones_n = 0;
+    if (!r)
+        r = (int)cudaMalloc((void **)&c->ones, sizeof(float) * (size_t)n);
+    if (!r)
+        r = (int)cudaMemcpyAsync(c->ones, h, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice,
+                                 c->stream);
+    if (!r)
+        r = (int)cudaStreamSynchronize(c->stream); /* before h goes */
     free(h);
     keep(c, r);
     c->ones_n = r ? 0 : n;
@@ -115,17 +138,16 @@ static const float *ones(cuda_ctx *c, int n)
 }
 
 /* Row-major out[N,OC] = inp[N,C] @ w[OC,C]^T (+ bias): column-major out^T = w inp^T. The
- * bias goes down first as the rank-1 product bias 1^T, then the GEMM adds with beta 1. */
+ * bias goes down first, copied into every row (in full fp32: a rank-1 GEMM could round it to
+ * TF32), then the GEMM adds with beta 1, as the CPU's matmul does. */
 static void mm_f(void *ctx, float *out, const float *inp, const float *w, const float *bias,
                  int N, int C, int OC)
 {
     cuda_ctx *c = ctx;
     const float one = 1, zero = 0;
-    const float *e = bias ? ones(c, N) : NULL;
-    if (bias && e)
-        keep(c, (int)cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, OC, N, 1, &one, bias, OC, e,
-                                 1, &zero, out, OC));
-    keep(c, (int)cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one, w, C, inp, C,
+    if (bias)
+        keep(c, gpt2_cuda_bias_fill(out, bias, N, OC, c->stream));
+    keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one, w, C, inp, C,
                              bias ? &one : &zero, out, OC));
 }
 
@@ -136,13 +158,13 @@ static void mm_b(void *ctx, float *dinp, float *dw, float *dbias, const float *d
 {
     cuda_ctx *c = ctx;
     const float one = 1;
-    keep(c, (int)cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, w, C, dout, OC,
+    keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, w, C, dout, OC,
                              &one, dinp, C));
-    keep(c, (int)cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C, dout, OC,
+    keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C, dout, OC,
                              &one, dw, C));
     const float *e = dbias ? ones(c, N) : NULL;
     if (dbias && e)
-        keep(c, (int)cublasSgemv(c->blas, CUBLAS_OP_N, OC, N, &one, dout, OC, e, 1, &one, dbias,
+        keep_blas(c, cublasSgemv(c->blas, CUBLAS_OP_N, OC, N, &one, dout, OC, e, 1, &one, dbias,
                                  1));
 }
 
@@ -179,6 +201,8 @@ static float xent_f(void *ctx, float *probs, const float *logits, const int *tar
         c->losses = NULL;
         c->host_losses = malloc(sizeof(double) * (size_t)N);
         keep(c, (int)cudaMalloc((void **)&c->losses, sizeof(double) * (size_t)N));
+        if (!c->host_losses)
+            keep(c, (int)cudaErrorMemoryAllocation);
         c->cap = c->losses && c->host_losses ? N : 0;
         if (!c->cap)
             return NAN;
@@ -274,6 +298,7 @@ int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int fp32_exact, char *why,
         .crossentropy_forward = xent_f,
         .crossentropy_backward = xent_b,
         .status = g_status,
+        .status_text = g_status_text,
     };
     return 0;
 }

@@ -475,8 +475,8 @@ static int train_step(trainer *t, int64_t step, int show_progress, timing *tm, f
         if (gpt2_backward(t->model, &src, show_progress ? progress : NULL) != 0)
             return fail_pass(t, "backward");
         if (gpt2_model_status(t->model) != 0)
-            return fprintf(stderr, "zt_gpt2: a GPU kernel or copy failed (CUDA error %d)\n",
-                           gpt2_model_status(t->model)), 1;
+            return fprintf(stderr, "zt_gpt2: a GPU kernel, copy or cuBLAS call failed: %s\n",
+                           gpt2_model_status_text(t->model)), 1;
         tm->forward += b - a, tm->backward += now_s() - b, sum += l;
     }
     double c = now_s();

@@ -68,7 +68,8 @@ static int train(const char *backend, const char *optimizer, float *losses)
             rc = -1;
     }
     if (rc)
-        fprintf(stderr, "%s: step failed (%d): %s\n", backend, rc, gpt2_ztier_error(&g));
+        fprintf(stderr, "%s: step failed (%d): %s %s\n", backend, rc, gpt2_ztier_error(&g),
+                gpt2_model_status_text(m));
     gpt2_model_destroy(m);
     if (gpu)
         gpt2_ops_cuda_destroy(&ops);
