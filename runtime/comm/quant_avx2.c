@@ -99,29 +99,37 @@ void zt_dequant8_add_avx2(const int8_t *q, const float *scales, int64_t n, int b
     }
 }
 
+/* zt_quant4_code's value before its conversion: x * inv, NaN as 0, clamped to [-7, 7]. */
+static __m256 code4(__m256 x, __m256 vinv)
+{
+    __m256 y = _mm256_mul_ps(x, vinv);
+    y = _mm256_and_ps(y, _mm256_cmp_ps(y, y, _CMP_ORD_Q));
+    return _mm256_min_ps(_mm256_max_ps(y, _mm256_set1_ps(-7.0f)), _mm256_set1_ps(7.0f));
+}
+
 /* int4: 16 values per step (two vectors) -> 8 bytes, element 2k in the low nibble of byte k.
  * Blocks of odd size shift the pairing, so they (and each block's last n % 16 values) take
  * the scalar formula; the result is the scalar reference's. */
 void zt_quant4_avx2(const float *x, int64_t n, int block, uint8_t *q, float *scales)
 {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    const __m256i seven = _mm256_set1_epi32(7), minus7 = _mm256_set1_epi32(-7);
+    const __m256 inf = _mm256_set1_ps(INFINITY);
     for (int64_t b = 0, lo = 0; lo < n; b++, lo += block) {
         int64_t hi = lo + block < n ? lo + block : n, i = lo;
         __m256 mx = _mm256_setzero_ps();
-        for (; i + 8 <= hi; i += 8)
-            mx = _mm256_max_ps(mx, _mm256_and_ps(_mm256_loadu_ps(x + i), absmask));
+        for (; i + 8 <= hi; i += 8) { /* |x|, a NaN as inf (zt_quant4_abs) */
+            __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), absmask);
+            mx = _mm256_max_ps(mx, _mm256_blendv_ps(a, inf, _mm256_cmp_ps(a, a, _CMP_UNORD_Q)));
+        }
         float m = hmax(mx);
         for (; i < hi; i++)
-            m = fmaxf(m, fabsf(x[i]));
+            m = fmaxf(m, zt_quant4_abs(x[i]));
         float s = m / 7.0f, inv = s > 0 ? 1.0f / s : 0.0f;
         scales[b] = s;
         __m256 vinv = _mm256_set1_ps(inv);
         for (i = lo; (block & 1) == 0 && i + 16 <= hi; i += 16) {
-            __m256i v0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i), vinv));
-            __m256i v1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), vinv));
-            v0 = _mm256_max_epi32(_mm256_min_epi32(v0, seven), minus7);
-            v1 = _mm256_max_epi32(_mm256_min_epi32(v1, seven), minus7);
+            __m256i v0 = _mm256_cvtps_epi32(code4(_mm256_loadu_ps(x + i), vinv));
+            __m256i v1 = _mm256_cvtps_epi32(code4(_mm256_loadu_ps(x + i + 8), vinv));
             /* 16 x int16 in element order (packs works per 128-bit lane) */
             __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(v0, v1), 0xd8);
             __m128i b16 =

@@ -146,16 +146,20 @@ void zt_quant4_avx512(const float *x, int64_t n, int block, uint8_t *q, float *s
 {
     for (int64_t b = 0, lo = 0; lo < n; b++, lo += block) {
         int64_t hi = lo + block < n ? lo + block : n, i = lo;
-        __m512 mx = _mm512_setzero_ps();
-        for (int64_t k = lo; k < hi; k += 16)
-            mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_maskz_loadu_ps(lanes(hi - k), x + k)));
+        __m512 mx = _mm512_setzero_ps(), inf = _mm512_set1_ps(INFINITY);
+        for (int64_t k = lo; k < hi; k += 16) { /* |x|, a NaN as inf (zt_quant4_abs) */
+            __m512 a = _mm512_abs_ps(_mm512_maskz_loadu_ps(lanes(hi - k), x + k));
+            mx = _mm512_max_ps(mx, _mm512_mask_mov_ps(a, _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q),
+                                                      inf));
+        }
         float s = _mm512_reduce_max_ps(mx) / 7.0f, inv = s > 0 ? 1.0f / s : 0.0f;
         scales[b] = s;
         __m512 vinv = _mm512_set1_ps(inv);
-        for (; (block & 1) == 0 && i + 16 <= hi; i += 16) {
-            __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv));
-            v = _mm512_max_epi32(_mm512_min_epi32(v, _mm512_set1_epi32(7)), _mm512_set1_epi32(-7));
-            zt_pack_nibbles16(_mm512_cvtepi32_epi8(v), q + i / 2);
+        for (; (block & 1) == 0 && i + 16 <= hi; i += 16) { /* zt_quant4_code: NaN 0, clamp */
+            __m512 y = _mm512_mul_ps(_mm512_loadu_ps(x + i), vinv);
+            y = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, y, _CMP_ORD_Q), y);
+            y = _mm512_min_ps(_mm512_max_ps(y, _mm512_set1_ps(-7.0f)), _mm512_set1_ps(7.0f));
+            zt_pack_nibbles16(_mm512_cvtepi32_epi8(_mm512_cvtps_epi32(y)), q + i / 2);
         }
         for (; i < hi; i++)
             zt_quant4_put(q, i, zt_quant4_code(x[i], inv));

@@ -78,7 +78,10 @@ void zt_quant4_scalar(const float *x, int64_t n, int block, uint8_t *q, float *s
 {
     for (int64_t b = 0; b * block < n; b++) {
         int64_t lo = b * block, hi = lo + block < n ? lo + block : n;
-        float s = block_scale(x, ZT_F32, lo, hi, 7.0f), inv = zt_quant_inv(s);
+        float m = 0.0f;
+        for (int64_t i = lo; i < hi; i++)
+            m = fmaxf(m, zt_quant4_abs(x[i]));
+        float s = m / 7.0f, inv = zt_quant_inv(s);
         scales[b] = s;
         for (int64_t i = lo; i < hi; i++)
             zt_quant4_put(q, i, zt_quant4_code(x[i], inv));

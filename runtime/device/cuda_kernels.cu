@@ -55,13 +55,14 @@ __global__ void nonfinite_kernel(const void *x, zt_dtype t, size_t n, int *flag)
             *flag = 1;
 }
 
-// max|x| over [lo, hi) by the whole thread block (blockDim.x a power of two, <= 1024).
-__device__ float block_absmax(const void *x, zt_dtype t, size_t lo, size_t hi)
+// max|x| over [lo, hi) by the whole thread block (blockDim.x a power of two, <= 1024); with
+// nan_inf (int4: zt_quant4_abs) a NaN counts as an infinite magnitude.
+__device__ float block_absmax(const void *x, zt_dtype t, size_t lo, size_t hi, bool nan_inf)
 {
     __shared__ float partial[1024];
     float m = 0.0f;
     for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
-        m = fmaxf(m, fabsf(load(x, t, i)));
+        m = fmaxf(m, nan_inf ? zt_quant4_abs(load(x, t, i)) : fabsf(load(x, t, i)));
     partial[threadIdx.x] = m;
     __syncthreads();
     for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
@@ -79,7 +80,7 @@ __global__ void quant8_kernel(const void *x, zt_dtype t, size_t n, int block, si
 {
     size_t lo = (size_t)blockIdx.x * block;
     size_t hi = lo + block < n ? lo + block : n;
-    float scale = block_absmax(x, t, lo, hi) / 127.0f, inv = zt_quant_inv(scale);
+    float scale = block_absmax(x, t, lo, hi, false) / 127.0f, inv = zt_quant_inv(scale);
     if (threadIdx.x == 0)
         scales[blockIdx.x] = scale;
     for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
@@ -263,7 +264,7 @@ __global__ void scale4_kernel(const float *x, size_t n, int block, float *scales
 {
     size_t lo = (size_t)blockIdx.x * block;
     size_t hi = lo + block < n ? lo + block : n;
-    float m = block_absmax(x, ZT_F32, lo, hi);
+    float m = block_absmax(x, ZT_F32, lo, hi, true);
     if (threadIdx.x == 0)
         scales[blockIdx.x] = m / 7.0f;
 }

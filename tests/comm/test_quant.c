@@ -1,7 +1,8 @@
 /* ZeRO++ block quantization kernels: the AVX2 and AVX-512 variants equal the scalar reference
  * bit for bit over dtypes, odd lengths and block sizes; every element's error is within half
  * a step of its block's scale (checked in double); zero blocks stay zero; int4 packs and
- * unpacks within its bound. */
+ * unpacks within its bound, and a non-finite gradient is never quantized away: a block holding
+ * a NaN or an inf dequantizes to NaN throughout, in every variant alike. */
 #include "core/convert.h"
 #include "runtime/comm/quant.h"
 
@@ -125,6 +126,56 @@ static void test_int4_roundtrip_bound(void **state)
         assert_true(scales[b] >= 0);
 }
 
+/* Blocks of 32: finite values with one NaN; with one -inf; all of magnitude ~1e-40 (1 / scale
+ * overflows to inf) with zeros among them; ordinary values. The NaN and inf blocks must come
+ * back NaN in every element (the step's non-finite check then sees them), the tiny block
+ * must keep each value's sign (or give 0) and the ordinary block its bound; every variant
+ * gives the scalar reference's bits. */
+static void test_int4_non_finite_blocks(void **state)
+{
+    (void)state;
+    enum { N = 128, BLOCK = 32 };
+    float x[N];
+    fill(x, N);
+    for (int i = 0; i < 32; i++)
+        x[i] = 0.5f * (float)(i - 16);
+    x[5] = NAN;
+    for (int i = 32; i < 64; i++)
+        x[i] = 0.25f * (float)(i - 40);
+    x[40] = -INFINITY;
+    for (int i = 64; i < 96; i++)
+        x[i] = i % 3 == 0 ? 0.0f : (i % 2 ? 1.0f : -1.0f) * 1e-40f * (float)(1 + i % 5);
+    typedef void (*quant4_fn)(const float *, int64_t, int, uint8_t *, float *);
+    const zt_quant_variant vars[3] = {ZT_QUANT_SCALAR, ZT_QUANT_AVX2, ZT_QUANT_AVX512};
+    const quant4_fn quant[3] = {zt_quant4_scalar, zt_quant4_avx2, zt_quant4_avx512};
+    uint8_t q0[N / 2];
+    float s0[N / BLOCK];
+    for (int vi = 0; vi < 3; vi++) {
+        if (!zt_quant_variant_supported(vars[vi]))
+            continue;
+        uint8_t q[N / 2];
+        float s[N / BLOCK], y[N] = {0};
+        memset(q, 0xff, sizeof q);
+        quant[vi](x, N, BLOCK, q, s);
+        zt_dequant4_add_scalar(q, s, N, BLOCK, y);
+        for (int i = 0; i < 64; i++)
+            if (!isnan(y[i]))
+                fail_msg("%s: element %d of a block with a non-finite value came back %g, not "
+                         "NaN", zt_quant_variant_name(vars[vi]), i, (double)y[i]);
+        for (int i = 64; i < 96; i++)
+            if (!(y[i] == 0.0f || (y[i] > 0) == (x[i] > 0)) || !isfinite(y[i]))
+                fail_msg("%s: tiny element %d: %g came back %g", zt_quant_variant_name(vars[vi]),
+                         i, (double)x[i], (double)y[i]);
+        check_bound(x + 96, y + 96, s + 3, 32, BLOCK);
+        if (vi == 0) {
+            memcpy(q0, q, sizeof q), memcpy(s0, s, sizeof s);
+        } else {
+            assert_memory_equal(q0, q, sizeof q);
+            assert_memory_equal(s0, s, sizeof s);
+        }
+    }
+}
+
 /* The pool-split quantizer equals the serial one bit for bit, for lengths and blocks that do
  * and do not divide its chunks, on 1 to 3 threads. */
 static void test_int8_parallel_equals_serial(void **state)
@@ -196,6 +247,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_int8_variants_match_and_bound),
         cmocka_unit_test(test_int4_roundtrip_bound),
+        cmocka_unit_test(test_int4_non_finite_blocks),
         cmocka_unit_test(test_int8_parallel_equals_serial),
         cmocka_unit_test(test_int4_parallel_equals_serial),
     };
