@@ -93,8 +93,9 @@ static size_t bucket_of(const void *ptr, size_t nbuckets)
     return (size_t)(h >> 32) & (nbuckets - 1);
 }
 
-/* Inserts rec; grows the table (a power of two) to keep chains short. Caller holds lock. */
-static void table_insert(cuda_device *d, cuda_alloc *rec)
+/* Inserts rec; grows the table (a power of two) to keep chains short. Caller holds lock.
+ * -1 when there is no table at all and none can be made. */
+static int table_insert(cuda_device *d, cuda_alloc *rec)
 {
     if (d->count >= d->nbuckets) {
         size_t n = d->nbuckets ? d->nbuckets * 2 : 64;
@@ -112,10 +113,13 @@ static void table_insert(cuda_device *d, cuda_alloc *rec)
             d->nbuckets = n;
         }
     }
+    if (!d->nbuckets)
+        return -1;
     size_t k = bucket_of(rec->ptr, d->nbuckets);
     rec->next = d->buckets[k];
     d->buckets[k] = rec;
     d->count++;
+    return 0;
 }
 
 /* Removes and returns the record of ptr, NULL if ptr is unknown. Caller holds lock. */
@@ -285,9 +289,19 @@ static zt_status cuda_alloc_mem(zt_device *dev, size_t bytes, void **ptr, zt_err
     cudaError_t r = d->pool
                         ? cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, d->pool, d->alloc_stream)
                         : cudaMalloc(&p, bytes ? bytes : 1);
+    if (r == cudaErrorMemoryAllocation && d->pool) {
+        /* the pool keeps freed memory cached (its release threshold is the budget): memory
+         * of other sizes may be held there unused; give it back and try once more */
+        (void)cudaGetLastError();
+        r = cudaMemPoolTrimTo(d->pool, 0);
+        if (r == cudaSuccess)
+            r = cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, d->pool, d->alloc_stream);
+    }
     if (r == cudaSuccess && d->pool) { /* usable on any stream once the allocation is done */
         call = "cudaStreamSynchronize (allocation stream)";
         r = cudaStreamSynchronize(d->alloc_stream);
+        if (r != cudaSuccess)
+            (void)cudaFreeAsync(p, d->alloc_stream); /* not handed out: not leaked either */
     }
     if (r != cudaSuccess) {
         zt_device_budget_return(dev, bytes);
@@ -308,8 +322,17 @@ static zt_status cuda_alloc_mem(zt_device *dev, size_t bytes, void **ptr, zt_err
     rec->ptr = p;
     rec->bytes = bytes;
     pthread_mutex_lock(&d->lock);
-    table_insert(d, rec);
+    int inserted = table_insert(d, rec);
     pthread_mutex_unlock(&d->lock);
+    if (inserted != 0) {
+        if (d->pool)
+            (void)cudaFreeAsync(p, d->alloc_stream);
+        else
+            (void)cudaFree(p);
+        zt_device_budget_return(dev, bytes);
+        free(rec);
+        return ZT_ERR(err, ZT_ERR_NOMEM, "out of host memory tracking a device allocation");
+    }
     *ptr = p;
     return ZT_OK;
 }
@@ -625,6 +648,8 @@ static zt_status cuda_quant8_async(zt_device *dev, const void *x, zt_dtype type,
                                    zt_error *err)
 {
     cuda_device *d = as_cuda(dev);
+    if (!dtype_known(type))
+        return ZT_ERR(err, ZT_ERR_ARGUMENT, "int8 quantize: unknown dtype %d", (int)type);
     zt_status st = use(d, err);
     return st != ZT_OK ? st
                        : launched(d, zt_cuda_quant8(x, type, n, block, (signed char *)q, scales,
@@ -637,6 +662,8 @@ static zt_status cuda_dequant8_async(zt_device *dev, const int8_t *q, const floa
                                      zt_error *err)
 {
     cuda_device *d = as_cuda(dev);
+    if (!dtype_known(type))
+        return ZT_ERR(err, ZT_ERR_ARGUMENT, "int8 dequantize: unknown dtype %d", (int)type);
     zt_status st = use(d, err);
     return st != ZT_OK ? st
                        : launched(d, zt_cuda_dequant8((const signed char *)q, scales, n, block,
