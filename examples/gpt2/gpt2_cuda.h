@@ -19,10 +19,16 @@ int gpt2_cuda_layernorm_forward(float *out, float *mean, float *rstd, const floa
 int gpt2_cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                                  const float *inp, const float *w, const float *mean,
                                  const float *rstd, int N, int C, void *stream);
-int gpt2_cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
-                                int NH, void *stream);
-int gpt2_cuda_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                                 const float *att, int B, int T, int C, int NH, void *stream);
+/* Attention's pieces around cuBLAS's batched GEMMs (gpt2_attention.h): heads gathered from
+ * and scattered to rows (heads_offset), and the causal softmax of each row of T, forward and
+ * backward (one thread per row). */
+int gpt2_cuda_heads_gather(float *dst, const float *src, int B, int T, int NH, int hs,
+                           int stride, int off, void *stream);
+int gpt2_cuda_heads_scatter(float *dst, const float *src, int B, int T, int NH, int hs,
+                            int stride, int off, int add, void *stream);
+int gpt2_cuda_softmax_forward(float *att, int rows, int T, float scale, void *stream);
+int gpt2_cuda_softmax_backward(float *d, const float *att, int rows, int T, float scale,
+                               void *stream);
 int gpt2_cuda_gelu_forward(float *out, const float *inp, int n, void *stream);
 int gpt2_cuda_gelu_backward(float *dinp, const float *inp, const float *dout, int n,
                             void *stream);

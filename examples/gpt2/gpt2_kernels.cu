@@ -1,5 +1,6 @@
 // The GPT-2 kernels on the GPU: one thread per row or element running the same math as the
-// CPU kernels (gpt2_rows.h), gradients shared between rows added atomically. Written for
+// CPU kernels (gpt2_rows.h), gradients shared between rows added atomically; attention's
+// row and element pieces around cuBLAS's batched GEMMs (gpt2_attention.h). Written for
 // correctness first (the math CI checks on the CPU); faster block-parallel versions can
 // replace a kernel once a GPU test compares it with this one.
 #include "gpt2_cuda.h"
@@ -56,30 +57,37 @@ __global__ void layernorm_bwd(float *dinp, float *dw, float *db, const float *do
 }
 
 // One thread per (b, h, t).
-__global__ void attention_fwd(float *out, float *att, const float *qkv, int B, int T, int C,
-                              int NH)
+__global__ void heads_gather(float *dst, const float *src, long long n, int T, int NH, int hs,
+                             int stride, int off)
 {
-    long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= (long long)B * NH * T)
-        return;
-    int t = (int)(r % T), h = (int)((r / T) % NH), b = (int)(r / ((long long)T * NH));
-    int hs = C / NH;
-    attention_row_forward(out + ((size_t)b * T + t) * C + h * hs,
-                          att + (((size_t)b * NH + h) * T + t) * T, qkv + (size_t)b * T * 3 * C,
-                          t, T, C, h, hs);
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        dst[i] = src[heads_offset((size_t)i, T, NH, hs, stride, off)];
 }
 
-__global__ void attention_bwd(float *dqkv, const float *dout, const float *qkv,
-                              const float *att, int B, int T, int C, int NH)
+__global__ void heads_scatter(float *dst, const float *src, long long n, int T, int NH, int hs,
+                              int stride, int off, int add)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float *p = dst + heads_offset((size_t)i, T, NH, hs, stride, off);
+        *p = (add ? *p : 0.0f) + src[i];
+    }
+}
+
+__global__ void softmax_fwd(float *att, int rows, int T, float scale)
 {
     long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= (long long)B * NH * T)
-        return;
-    int t = (int)(r % T), h = (int)((r / T) % NH), b = (int)(r / ((long long)T * NH));
-    int hs = C / NH;
-    attention_row_backward(dqkv + (size_t)b * T * 3 * C, dout + ((size_t)b * T + t) * C + h * hs,
-                           qkv + (size_t)b * T * 3 * C, att + (((size_t)b * NH + h) * T + t) * T,
-                           t, C, h, hs);
+    if (r < rows)
+        causal_softmax_row_forward(att + (size_t)r * T, (int)(r % T), T, scale);
+}
+
+__global__ void softmax_bwd(float *d, const float *att, int rows, int T, float scale)
+{
+    long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < rows)
+        causal_softmax_row_backward(d + (size_t)r * T, att + (size_t)r * T, (int)(r % T), T,
+                                    scale);
 }
 
 __global__ void gelu_fwd(float *out, const float *inp, int n)
@@ -163,20 +171,34 @@ extern "C" int gpt2_cuda_layernorm_backward(float *dinp, float *dw, float *db, c
     return launched();
 }
 
-extern "C" int gpt2_cuda_attention_forward(float *out, float *att, const float *qkv, int B,
-                                           int T, int C, int NH, void *stream)
+extern "C" int gpt2_cuda_heads_gather(float *dst, const float *src, int B, int T, int NH,
+                                      int hs, int stride, int off, void *stream)
 {
-    attention_fwd<<<blocks((long long)B * NH * T), kThreads, 0, as_stream(stream)>>>(
-        out, att, qkv, B, T, C, NH);
+    long long n = (long long)B * NH * T * hs;
+    heads_gather<<<blocks(n), kThreads, 0, as_stream(stream)>>>(dst, src, n, T, NH, hs, stride,
+                                                                 off);
     return launched();
 }
 
-extern "C" int gpt2_cuda_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                                            const float *att, int B, int T, int C, int NH,
-                                            void *stream)
+extern "C" int gpt2_cuda_heads_scatter(float *dst, const float *src, int B, int T, int NH,
+                                       int hs, int stride, int off, int add, void *stream)
 {
-    attention_bwd<<<blocks((long long)B * NH * T), kThreads, 0, as_stream(stream)>>>(
-        dqkv, dout, qkv, att, B, T, C, NH);
+    long long n = (long long)B * NH * T * hs;
+    heads_scatter<<<blocks(n), kThreads, 0, as_stream(stream)>>>(dst, src, n, T, NH, hs,
+                                                                  stride, off, add);
+    return launched();
+}
+
+extern "C" int gpt2_cuda_softmax_forward(float *att, int rows, int T, float scale, void *stream)
+{
+    softmax_fwd<<<blocks(rows), kThreads, 0, as_stream(stream)>>>(att, rows, T, scale);
+    return launched();
+}
+
+extern "C" int gpt2_cuda_softmax_backward(float *d, const float *att, int rows, int T,
+                                          float scale, void *stream)
+{
+    softmax_bwd<<<blocks(rows), kThreads, 0, as_stream(stream)>>>(d, att, rows, T, scale);
     return launched();
 }
 

@@ -3,6 +3,7 @@
  * (crossentropy_forward copies the per-row losses back). The first error of any call is
  * kept for gpt2_model_status. Compiled with CUDA; not run on this project's CPU-only
  * machines (tests/gpt2/test_gpt2_cuda_train.c compares it with the CPU on a GPU). */
+#include "gpt2_attention.h"
 #include "gpt2_cuda.h"
 #include "gpt2_ops.h"
 
@@ -21,6 +22,8 @@ typedef struct cuda_ctx {
     int cap;
     float *ones; /* device: ones_n 1.0f, for the bias's gradient as a GEMV */
     int ones_n;
+    float *att_scratch; /* device: attention's scratch (gpt2_attention_scratch_floats) */
+    size_t att_scratch_n;
     int error;      /* the first error met: a cudaError_t, or CUBLAS_BASE + a cublasStatus_t */
     char what[160]; /* ... and its name */
 } cuda_ctx;
@@ -168,15 +171,75 @@ static void mm_b(void *ctx, float *dinp, float *dw, float *dbias, const float *d
                                  1));
 }
 
+/* ---- attention: cuBLAS's batched GEMMs around row kernels (gpt2_attention.h) ---- */
+
+/* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T (as mm_f maps it). */
+static void e_bmm(void *ctx, int ta, int tb, int m, int n, int k, const float *A, int lda,
+                  long long sa, const float *B, int ldb, long long sb, float beta, float *C,
+                  int ldc, long long sc, int batch)
+{
+    cuda_ctx *c = ctx;
+    const float one = 1;
+    keep_blas(c, cublasSgemmStridedBatched(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                           ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &one, B,
+                                           ldb, sb, A, lda, sa, &beta, C, ldc, sc, batch));
+}
+static void e_gather(void *ctx, float *dst, const float *src, int B, int T, int NH, int hs,
+                     int stride, int off)
+{
+    keep(ctx, gpt2_cuda_heads_gather(dst, src, B, T, NH, hs, stride, off, S(ctx)));
+}
+static void e_scatter(void *ctx, float *dst, const float *src, int B, int T, int NH, int hs,
+                      int stride, int off, int add)
+{
+    keep(ctx, gpt2_cuda_heads_scatter(dst, src, B, T, NH, hs, stride, off, add, S(ctx)));
+}
+static void e_softmax_f(void *ctx, float *att, int rows, int T, float scale)
+{
+    keep(ctx, gpt2_cuda_softmax_forward(att, rows, T, scale, S(ctx)));
+}
+static void e_softmax_b(void *ctx, float *d, const float *att, int rows, int T, float scale)
+{
+    keep(ctx, gpt2_cuda_softmax_backward(d, att, rows, T, scale, S(ctx)));
+}
+
+/* The scratch of an attention pass: grown once to the model's shape (the host waits then). */
+static float *att_scratch(cuda_ctx *c, int B, int T, int C, int NH)
+{
+    size_t n = gpt2_attention_scratch_floats(B, T, C, NH);
+    if (n <= c->att_scratch_n)
+        return c->att_scratch;
+    int r = (int)cudaStreamSynchronize(c->stream); /* queued passes may still use the old */
+    if (!r)
+        r = (int)cudaFree(c->att_scratch);
+    c->att_scratch = NULL, c->att_scratch_n = 0;
+    if (!r)
+        r = (int)cudaMalloc((void **)&c->att_scratch, n * sizeof(float));
+    keep(c, r);
+    c->att_scratch_n = r ? 0 : n;
+    return r ? NULL : c->att_scratch;
+}
+
+static gpt2_att_engine engine(cuda_ctx *c)
+{
+    return (gpt2_att_engine){c, e_bmm, e_gather, e_scatter, e_softmax_f, e_softmax_b};
+}
+
 static void att_f(void *ctx, float *out, float *att, const float *qkv, int B, int T, int C,
                   int NH)
 {
-    keep(ctx, gpt2_cuda_attention_forward(out, att, qkv, B, T, C, NH, S(ctx)));
+    float *scratch = att_scratch(ctx, B, T, C, NH);
+    gpt2_att_engine e = engine(ctx);
+    if (scratch) /* else kept: the step fails */
+        gpt2_attention_forward(&e, scratch, out, att, qkv, B, T, C, NH);
 }
 static void att_b(void *ctx, float *dqkv, const float *dout, const float *qkv, const float *att,
                   int B, int T, int C, int NH)
 {
-    keep(ctx, gpt2_cuda_attention_backward(dqkv, dout, qkv, att, B, T, C, NH, S(ctx)));
+    float *scratch = att_scratch(ctx, B, T, C, NH);
+    gpt2_att_engine e = engine(ctx);
+    if (scratch)
+        gpt2_attention_backward(&e, scratch, dqkv, dout, qkv, att, B, T, C, NH);
 }
 static void gelu_f(void *ctx, float *out, const float *inp, int n)
 {
@@ -311,6 +374,7 @@ void gpt2_ops_cuda_destroy(gpt2_ops *ops)
     cudaStreamSynchronize(c->stream);
     cudaFree(c->losses);
     cudaFree(c->ones);
+    cudaFree(c->att_scratch);
     free(c->host_losses);
     cublasDestroy(c->blas);
     free(c);

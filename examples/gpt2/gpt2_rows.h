@@ -145,6 +145,46 @@ static inline GPT2_HD void attention_row_backward(float *dqkv_b, const float *d,
     }
 }
 
+/* ---- attention as batched GEMMs (gpt2_attention.h): heads moved between [B, T, stride]
+ * rows and [B, NH, T, hs] blocks, and the scaled causal softmax of one row of scores ---- */
+
+/* Where element i of a [B, NH, T, hs] array sits in a [B, T, stride] one whose heads start at
+ * column off. */
+static inline GPT2_HD size_t heads_offset(size_t i, int T, int NH, int hs, int stride, int off)
+{
+    size_t d = i % (size_t)hs, t = (i / (size_t)hs) % (size_t)T;
+    size_t h = (i / ((size_t)hs * T)) % (size_t)NH, b = i / ((size_t)hs * T * NH);
+    return (b * (size_t)T + t) * (size_t)stride + (size_t)off + h * (size_t)hs + d;
+}
+
+/* Row t of q.k scores in place: scaled, softmax over positions 0..t, zero after (the
+ * operations of attention_row_forward, in its order). */
+static inline GPT2_HD void causal_softmax_row_forward(float *a, int t, int T, float scale)
+{
+    float maxv = -INFINITY;
+    for (int s = 0; s <= t; s++) {
+        a[s] = a[s] * scale;
+        maxv = fmaxf(maxv, a[s]);
+    }
+    float sum = 0;
+    for (int s = 0; s <= t; s++)
+        sum += (a[s] = expf(a[s] - maxv));
+    for (int s = 0; s < T; s++)
+        a[s] = s <= t ? a[s] / sum : 0.0f;
+}
+
+/* Row t: d holds the gradient of the softmax a on entry and that of the unscaled scores on
+ * return (attention_row_backward's dpre), zero after t. */
+static inline GPT2_HD void causal_softmax_row_backward(float *d, const float *a, int t, int T,
+                                                       float scale)
+{
+    float dot_sum = 0;
+    for (int s = 0; s <= t; s++)
+        dot_sum += d[s] * a[s];
+    for (int s = 0; s < T; s++)
+        d[s] = s <= t ? a[s] * (d[s] - dot_sum) * scale : 0.0f;
+}
+
 /* ---- element-wise ---- */
 static inline GPT2_HD float gelu_elem_forward(float x)
 {

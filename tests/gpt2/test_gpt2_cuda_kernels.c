@@ -1,10 +1,13 @@
 /* The GPT-2 CUDA kernels (gpt2_kernels.cu) against the CPU kernels, which run the same
  * per-row math (gpt2_rows.h) and are checked against finite differences in CI: every
  * forward and backward on random inputs, to float tolerance (the GPU's expf/tanhf differ
- * from glibc's by an ulp or two, and atomic additions reorder sums). Exits 77 (skipped)
- * where no GPU is visible, as on this project's CI machines. */
+ * from glibc's by an ulp or two, and atomic additions reorder sums); attention through the
+ * CUDA ops (cuBLAS batched GEMMs around kernels, gpt2_attention.h, whose decomposition CI
+ * checks on the CPU), TF32 off. Exits 77 (skipped) where no GPU is visible, as on this
+ * project's CI machines. */
 #include "gpt2_cuda.h"
 #include "gpt2_kernels.h"
+#include "gpt2_ops.h"
 
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -109,13 +112,22 @@ int main(void)
     float *qkv = randoms(N * 3 * C), *att = calloc(B * NH * T * T, 4), *dqkv = calloc(N * 3 * C, 4);
     float *g_qkv = dev_copy(qkv, N * 3 * C * 4), *g_att = dev_copy(att, B * NH * T * T * 4);
     float *g_dqkv = dev_copy(dqkv, N * 3 * C * 4);
+    gpt2_ops ops; /* the GPU's attention is cuBLAS GEMMs around kernels: through the ops */
+    char why[256];
+    if (gpt2_ops_cuda_create(&ops, s, 1, why, sizeof why) != 0) {
+        printf("GPU ops: %s\n", why);
+        return 1;
+    }
     attention_forward(out, att, qkv, B, T, C, NH);
-    gpt2_cuda_attention_forward(g_out, g_att, g_qkv, B, T, C, NH, s);
+    ops.attention_forward(ops.ctx, g_out, g_att, g_qkv, B, T, C, NH);
     check("attention forward", out, g_out, N * C, tol);
     check("attention forward (att)", att, g_att, B * NH * T * T, tol);
     attention_backward(dqkv, d, qkv, att, B, T, C, NH);
-    gpt2_cuda_attention_backward(g_dqkv, g_d, g_qkv, g_att, B, T, C, NH, s);
+    ops.attention_backward(ops.ctx, g_dqkv, g_d, g_qkv, g_att, B, T, C, NH);
     check("attention backward", dqkv, g_dqkv, N * 3 * C, tol);
+    if (ops.status(ops.ctx))
+        printf("attention: %s\n", ops.status_text(ops.ctx)), failures++;
+    gpt2_ops_cuda_destroy(&ops);
 
     /* gelu, residual */
     float *gx = calloc(N * C, 4), *g_gx = dev_copy(gx, N * C * 4);
