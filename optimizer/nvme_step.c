@@ -23,17 +23,19 @@ typedef struct opt_set {
 } opt_set;
 
 struct zt_nvme_step {
-    float *bufs[ZT_NVME_STEP_BUFS];
+    float *bufs[ZT_NVME_STEP_MAX_BUFS];
     int64_t buf_elems;
     void *param_staging;
-    opt_set sets[ZT_NVME_STEP_SETS];
+    opt_set sets[ZT_NVME_STEP_MAX_SETS];
+    int n_sets;
     int preread;     /* sub-groups of the next step already being read into sets 0..n-1 */
     zt_error failed; /* a background failure not reported yet (status ZT_OK: none) */
 
     /* the step in progress, from zt_nvme_step_begin to its last sub-group (chunks: NULL
      * when none is) */
     chunk *chunks;
-    int count, next, pre; /* sub-groups; the first not updated; how many were pre-read */
+    int count, next; /* sub-groups; the first not updated */
+    int issued;      /* sub-groups whose read has been started (pre-read ones included) */
     const zt_opt_shard *shards;
     int n_shards;
     zt_adam_hparams h;
@@ -52,13 +54,17 @@ int64_t zt_nvme_step_chunk_elems(int64_t sub_group_size, uint64_t block_size)
     return n < per_block ? per_block : n;
 }
 
-zt_status zt_nvme_step_create(float *const *bufs, int64_t buf_elems, void *param_staging,
-                              zt_nvme_step **out, zt_error *err)
+zt_status zt_nvme_step_create(float *const *bufs, int sets, int64_t buf_elems,
+                              void *param_staging, zt_nvme_step **out, zt_error *err)
 {
+    if (sets < ZT_NVME_STEP_MIN_SETS || sets > ZT_NVME_STEP_MAX_SETS)
+        return ZT_ERR(err, ZT_ERR_ARGUMENT, "the NVMe optimizer step takes %d to %d buffer "
+                      "sets, not %d", ZT_NVME_STEP_MIN_SETS, ZT_NVME_STEP_MAX_SETS, sets);
     zt_nvme_step *s = calloc(1, sizeof *s);
     if (!s)
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory for the NVMe optimizer step");
-    memcpy(s->bufs, bufs, sizeof s->bufs);
+    memcpy(s->bufs, bufs, sizeof(float *) * 3 * (size_t)sets);
+    s->n_sets = sets;
     s->buf_elems = buf_elems;
     s->param_staging = param_staging;
     *out = s;
@@ -109,7 +115,7 @@ static zt_status finish(opt_set *os, zt_error *err)
 static zt_status finish_sets(zt_nvme_step *s, set_state which, zt_error *err)
 {
     zt_status st = ZT_OK;
-    for (int k = 0; k < ZT_NVME_STEP_SETS; k++)
+    for (int k = 0; k < s->n_sets; k++)
         if (s->sets[k].state && (which == SET_IDLE || s->sets[k].state == which)) {
             zt_status w = finish(&s->sets[k], st == ZT_OK ? err : NULL);
             st = st == ZT_OK ? w : st;
@@ -146,7 +152,7 @@ zt_status zt_nvme_step_poll(zt_nvme_step *s, zt_error *err)
 {
     if (!s)
         return ZT_OK;
-    for (int k = 0; k < ZT_NVME_STEP_SETS; k++) {
+    for (int k = 0; k < s->n_sets; k++) {
         opt_set *os = &s->sets[k];
         int done = os->state == SET_WRITING;
         for (int j = 0; done && j < 3; j++)
@@ -224,7 +230,7 @@ void zt_nvme_step_preread(zt_nvme_step *s, const zt_opt_shard *shards, int n)
     int count = 0;
     chunk *chunks = plan(s, shards, n, &count);
     int k = 0;
-    for (; chunks && k < ZT_NVME_STEP_SETS && k < count; k++) {
+    for (; chunks && k < s->n_sets && k < count; k++) {
         zt_error ignored = {0}; /* a read that cannot start is started again by the step */
         if (start(s, &chunks[k], k, 0, &ignored) != ZT_OK)
             break;
@@ -238,7 +244,7 @@ static zt_status end_step(zt_nvme_step *s, zt_status st)
 {
     free(s->chunks);
     s->chunks = NULL;
-    s->count = s->next = s->pre = 0;
+    s->count = s->next = s->issued = 0;
     if (st != ZT_OK)
         finish_sets(s, SET_IDLE, NULL);
     return st;
@@ -263,27 +269,30 @@ zt_status zt_nvme_step_begin(zt_nvme_step *s, const zt_opt_shard *shards, int n,
         finish_sets(s, SET_IDLE, NULL);
         return st;
     }
-    s->chunks = chunks, s->count = count, s->next = 0, s->pre = pre;
+    s->chunks = chunks, s->count = count, s->next = 0, s->issued = pre;
     s->shards = shards, s->n_shards = n, s->h = *h, s->pool = pool, s->variant = v;
     s->homes = homes, s->dtype = dtype, s->h2d_bytes = h2d_bytes;
-    if (pre == 0 && count > 0)
-        st = start(s, &chunks[0], 0, 0, err);
+    if (pre == 0 && count > 0 && (st = start(s, &chunks[0], 0, 0, err)) == ZT_OK)
+        s->issued = 1;
     if (st == ZT_OK && count == 0)
         return end_step(s, ZT_OK);
     return st == ZT_OK ? ZT_OK : end_step(s, st);
 }
 
-/* Sub-group i: read i + 1 ahead into the set written two ago, update i, write it back. */
+/* Sub-group i: reads started up to i + N - 2 (N sets; sub-group j lives in set j mod N,
+ * whose previous sub-group j - N <= i - 2 was updated and its write started: finished
+ * first), then i updated and written back. */
 static zt_status step_chunk(zt_nvme_step *s, int i, zt_error *err)
 {
     opt_set *sets = s->sets;
-    int cur = i % ZT_NVME_STEP_SETS, next = (i + 1) % ZT_NVME_STEP_SETS;
+    int cur = i % s->n_sets;
     zt_status st = ZT_OK;
-    if (i + 1 < s->count && i + 1 >= s->pre) {
-        if (sets[next].state)
-            st = finish(&sets[next], err);
-        if (st == ZT_OK)
-            st = start(s, &s->chunks[i + 1], next, 0, err);
+    while (st == ZT_OK && s->issued <= i + s->n_sets - 2 && s->issued < s->count) {
+        int j = s->issued, set = j % s->n_sets;
+        if (sets[set].state)
+            st = finish(&sets[set], err);
+        if (st == ZT_OK && (st = start(s, &s->chunks[j], set, 0, err)) == ZT_OK)
+            s->issued++;
     }
     if (st == ZT_OK)
         st = finish(&sets[cur], err);

@@ -1,9 +1,9 @@
 /* The optimizer step when master, m and v live on NVMe: every shard is cut into sub-groups
  * (sub_group_size elements, capped so the buffers stay small, whole swap blocks) and
- * pipelined over three buffer sets — sub-group i+1 is read while i is updated and i-1 is
- * written back. The step's last write-backs complete in the background, and the first
- * sub-groups of the next step may be read while the caller runs its backward pass (the
- * state does not depend on the gradients). The result is bit-identical to the in-memory
+ * pipelined over N >= 3 buffer sets — sub-groups i+1 .. i+N-2 are read while i is updated
+ * and i-1 is written back. The step's last write-backs complete in the background, and the
+ * first N sub-groups of the next step may be read while the caller runs its backward pass
+ * (the state does not depend on the gradients): more sets, more of the state read ahead. The result is bit-identical to the in-memory
  * step: the same kernel runs on the same values, only the order of transfers differs.
  *
  * The state is reached through its homes (tiers/home.h): this module knows shards, not
@@ -15,8 +15,9 @@
 #include "optimizer/adam.h"
 #include "tiers/home.h"
 
-#define ZT_NVME_STEP_SETS 3                    /* buffer sets in the pipeline */
-#define ZT_NVME_STEP_BUFS (3 * ZT_NVME_STEP_SETS) /* master, m, v per set */
+#define ZT_NVME_STEP_MIN_SETS 3  /* buffer sets in the pipeline: read, update, write */
+#define ZT_NVME_STEP_MAX_SETS 32
+#define ZT_NVME_STEP_MAX_BUFS (3 * ZT_NVME_STEP_MAX_SETS) /* master, m, v per set */
 
 /* One shard of optimizer state and what its update reads and writes. */
 typedef struct zt_opt_shard {
@@ -32,10 +33,11 @@ typedef struct zt_nvme_step zt_nvme_step;
 /* Elements per sub-group: sub_group_size, capped at 16M, in whole swap blocks. */
 int64_t zt_nvme_step_chunk_elems(int64_t sub_group_size, uint64_t block_size);
 
-/* bufs: ZT_NVME_STEP_BUFS host buffers of buf_elems floats each, 4096-aligned, owned by the
- * caller; param_staging: a host buffer for one shard's working-dtype parameters. */
-zt_status zt_nvme_step_create(float *const *bufs, int64_t buf_elems, void *param_staging,
-                              zt_nvme_step **out, zt_error *err);
+/* bufs: 3 * sets host buffers (master, m, v of each set) of buf_elems floats each,
+ * 4096-aligned, owned by the caller; sets in [ZT_NVME_STEP_MIN_SETS, ZT_NVME_STEP_MAX_SETS];
+ * param_staging: a host buffer for one shard's working-dtype parameters. */
+zt_status zt_nvme_step_create(float *const *bufs, int sets, int64_t buf_elems,
+                              void *param_staging, zt_nvme_step **out, zt_error *err);
 /* Waits for transfers still in flight; a step in progress is abandoned. NULL is a no-op. */
 void zt_nvme_step_destroy(zt_nvme_step *s);
 

@@ -79,9 +79,13 @@ static zt_status alloc_staging(zt_runtime *rt, const zt_plan *plan)
                                              &rt->staging, &rt->err);
     rt->staging_lp = st == ZT_OK ? (char *)rt->staging + rt->staging_bytes / 2 : NULL;
     rt->opt_buf_bytes = plan->opt_buf_bytes;
-    for (int k = 0; st == ZT_OK && rt->opt_buf_bytes && k < ZT_NVME_STEP_BUFS; k++)
-        st = zt_host_tier_alloc(&rt->host, rt->opt_buf_bytes, "optimizer staging",
-                                (void **)&rt->opt_buf[k], &rt->err);
+    rt->opt_sets = plan->opt_sets;
+    rt->opt_block_bytes = 3 * (size_t)plan->opt_sets * plan->opt_buf_stride;
+    if (st == ZT_OK && rt->opt_buf_bytes)
+        st = zt_host_tier_alloc(&rt->host, rt->opt_block_bytes, "optimizer staging",
+                                &rt->opt_block, &rt->err);
+    for (int k = 0; st == ZT_OK && rt->opt_block && k < 3 * rt->opt_sets; k++)
+        rt->opt_buf[k] = (float *)((char *)rt->opt_block + (size_t)k * plan->opt_buf_stride);
     return st;
 }
 
@@ -107,18 +111,18 @@ static zt_swap_config swap_config(const zt_runtime *rt, const zt_offload_config 
 /* The buffers NVMe transfers use, registered with io_uring so requests skip page pinning. */
 static void register_buffers(zt_runtime *rt)
 {
-    void *bufs[ZT_NVME_STEP_BUFS + 1];
-    size_t lens[ZT_NVME_STEP_BUFS + 1];
+    void *bufs[3];
+    size_t lens[3];
     int n = 0;
     bufs[n] = rt->staging, lens[n++] = rt->staging_bytes;
     if (rt->param_swap) {
         zt_pinned_region(rt->param_staging, &bufs[n], &lens[n]);
         zt_swap_register_buffers(rt->param_swap, bufs, lens, n + 1);
     }
-    for (int k = 0; k < ZT_NVME_STEP_BUFS && rt->optim_swap; k++)
-        bufs[n] = rt->opt_buf[k], lens[n++] = rt->opt_buf_bytes;
-    if (rt->optim_swap)
+    if (rt->optim_swap && rt->opt_block) {
+        bufs[n] = rt->opt_block, lens[n++] = rt->opt_block_bytes;
         zt_swap_register_buffers(rt->optim_swap, bufs, lens, n);
+    }
 }
 
 /* Creates the NVMe swap spaces the plan sizes, and the parameters' staging buffers. */
@@ -223,8 +227,9 @@ static zt_status open_nvme_step(zt_runtime *rt)
                                            L->shard_numel};
     }
     void *param_out = rt->dtype == ZT_F32 ? rt->staging : rt->staging_lp;
-    return zt_nvme_step_create(rt->opt_buf, (int64_t)(rt->opt_buf_bytes / sizeof(float)),
-                               param_out, &rt->nvme_step, &rt->err);
+    return zt_nvme_step_create(rt->opt_buf, rt->opt_sets,
+                               (int64_t)(rt->opt_buf_bytes / sizeof(float)), param_out,
+                               &rt->nvme_step, &rt->err);
 }
 
 zt_status zt_rt_commit(zt_runtime *rt)

@@ -62,6 +62,14 @@ static uint64_t backward_need(const zt_runtime *rt, const zt_layer *L, const zt_
     return fetch > release ? fetch : release;
 }
 
+int zt_plan_nvme_step_sets(const zt_config *cfg)
+{
+    int64_t sets = cfg->offload_optimizer.buffer_count / 3;
+    return sets < ZT_NVME_STEP_MIN_SETS   ? ZT_NVME_STEP_MIN_SETS
+           : sets > ZT_NVME_STEP_MAX_SETS ? ZT_NVME_STEP_MAX_SETS
+                                          : (int)sets;
+}
+
 int zt_plan_master_is_param(const zt_plan *p, const zt_layer *L)
 {
     return p->dtype == ZT_F32 && p->optim_tier == ZT_TIER_HOST &&
@@ -132,7 +140,10 @@ void zt_plan_make(const zt_runtime *rt, int world, zt_plan *p)
         int64_t per = zt_nvme_step_chunk_elems(rt->cfg.sub_group_size,
                                                (uint64_t)rt->cfg.aio_block_size);
         p->opt_buf_bytes = (uint64_t)(per < p->max_shard ? per : p->max_shard) * sizeof(float);
-        p->host_bytes += ZT_NVME_STEP_BUFS * zt_host_tier_footprint(p->opt_buf_bytes);
+        p->opt_buf_stride = zt_round_up(p->opt_buf_bytes, ZT_PAGE_BYTES);
+        p->opt_sets = zt_plan_nvme_step_sets(&rt->cfg);
+        p->host_bytes +=
+            zt_host_tier_footprint(3 * (uint64_t)p->opt_sets * p->opt_buf_stride);
     }
     if (p->max_param_shard_bytes)
         p->pinned_bytes = zt_pinned_pool_footprint((int)rt->cfg.offload_param.buffer_count,

@@ -17,6 +17,8 @@ typedef struct zt_plan {
     int64_t max_shard;       /* elements of the largest shard */
     uint64_t staging_bytes;  /* host: one fp32 shard in transit and its working-dtype copy */
     uint64_t opt_buf_bytes;  /* host: each of the NVMe step's sub-group buffers (or 0) */
+    uint64_t opt_buf_stride; /* ... page-rounded: they lie in one allocation, this far apart */
+    int opt_sets;            /* the NVMe step's buffer sets (offload_optimizer.buffer_count) */
     uint64_t host_bytes;     /* host tier in all: the above, gradient accumulators, homes */
     uint64_t pinned_bytes;   /* NVMe parameter staging pool */
     uint64_t nvme_param_bytes, nvme_optim_bytes; /* swap files */
@@ -44,6 +46,13 @@ int zt_plan_master_is_param(const zt_plan *p, const zt_layer *L);
  * off the device, the fp32 sum of the shard), held through a backward release. */
 uint64_t zt_plan_qwz_bytes(const zt_runtime *rt, const zt_plan *p, const zt_layer *L);
 uint64_t zt_plan_qgz_bytes(const zt_runtime *rt, const zt_plan *p, const zt_layer *L);
+
+/* The NVMe step's buffer sets: offload_optimizer.buffer_count counts buffers as DeepSpeed's
+ * does, one optimizer state of a sub-group each, so a set (master, m, v) takes three; at
+ * least ZT_NVME_STEP_MIN_SETS, at most ZT_NVME_STEP_MAX_SETS. Each set beyond three reads one
+ * more sub-group ahead (in the backward pass, before the step), at 3 sub-group buffers of
+ * host memory each. */
+int zt_plan_nvme_step_sets(const zt_config *cfg);
 
 /* The bytes of each tier on one rank for the layout zt_plan_layout made. */
 void zt_plan_make(const zt_runtime *rt, int world, zt_plan *out);

@@ -283,8 +283,8 @@ void zt_rt_destroy(zt_runtime *rt)
     zt_swap_destroy(rt->optim_swap);
     if (rt->staging)
         zt_host_tier_free(&rt->host, rt->staging, rt->staging_bytes);
-    for (int k = 0; k < ZT_NVME_STEP_BUFS; k++)
-        zt_host_tier_free(&rt->host, rt->opt_buf[k], rt->opt_buf_bytes);
+    if (rt->opt_block)
+        zt_host_tier_free(&rt->host, rt->opt_block, rt->opt_block_bytes);
     zt_pinned_pool_destroy(rt->param_staging);
     zt_pinner_fini(&rt->pinner);
     if (rt->stream)

@@ -126,8 +126,10 @@ struct zt_runtime {
     /* an overlapped step over state in host memory: its hyper-parameters, layers updated */
     zt_adam_hparams host_step_h;
     int host_step_pending, host_step_updated;
-    float *opt_buf[ZT_NVME_STEP_BUFS];
-    size_t opt_buf_bytes;
+    void *opt_block;                      /* the NVMe step's buffers, one host allocation */
+    size_t opt_block_bytes, opt_buf_bytes;
+    float *opt_buf[ZT_NVME_STEP_MAX_BUFS]; /* 3 * opt_sets of them in opt_block */
+    int opt_sets;
     void *staging;        /* host buffer: one fp32 shard in transit (largest shard) */
     void *staging_lp;     /* second half of it: the same shard in the working dtype */
     size_t staging_bytes; /* size of both halves */

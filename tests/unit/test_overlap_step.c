@@ -3,7 +3,7 @@
  * zt_step returns with layers' updates still to run, and each layer is updated by the first
  * later call that needs it.
  *  - Training gives the same bits as the step that updates everything before it returns,
- *    for the optimizer state on NVMe and in host memory, parameters in host memory, in
+ *    for the optimizer state on NVMe (with 3, 5 and 10 buffer sets) and in host memory, parameters in host memory, in
  *    device memory and on NVMe, with the blocking and the stream-ordered calls; the overlap
  *    really happens (zt_stats.overlapped_updates), and not at all when switched off or
  *    under "auto" with the state in host memory.
@@ -48,21 +48,29 @@ static int teardown(void **state)
 }
 
 /* Small sub-groups (many transfers per layer) and a prefetch window of one layer, so that
- * the step leaves most layers to the next forward pass. */
-static const char *config(const char *param, const char *optim, const char *overlap)
+ * the step leaves most layers to the next forward pass; buffers: offload_optimizer's
+ * buffer_count (the NVMe step's sets of three: 4 gives the minimum of 3 sets). */
+static const char *config_buffers(const char *param, const char *optim, const char *overlap,
+                                  int buffers)
 {
     static char buf[2048];
     snprintf(buf, sizeof buf,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
-             "\"%s\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
+             "\"%s\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\","
+             " \"buffer_count\": %d},"
              " \"stage3_param_persistence_threshold\": 0, \"sub_group_size\": 1024,"
              " \"stage3_prefetch_bucket_size\": 1},"
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003}},"
              " \"gradient_accumulation_steps\": %d, \"gradient_clipping\": 1.0,"
              " \"aio\": {\"block_size\": 4096},"
              " \"ztier\": {\"hbm_capacity\": \"16M\", \"overlap_step\": \"%s\"}}",
-             param, dir, optim, dir, ACCUM, overlap);
+             param, dir, optim, dir, buffers, ACCUM, overlap);
     return buf;
+}
+
+static const char *config(const char *param, const char *optim, const char *overlap)
+{
+    return config_buffers(param, optim, overlap, 4);
 }
 
 static zt_runtime *make(const char *cfg, minimal_model *m)
@@ -114,11 +122,13 @@ static void test_bitwise_equal_to_the_serial_step(void **state)
     float ref_loss[STEPS * ACCUM], loss[STEPS * ACCUM];
     /* optimizer state, overlap_step, stream calls; "auto" is on for NVMe, off for host
      * memory */
+    /* ... and buffers: 15 and 30 make 5 and 10 sets, which read further ahead */
     static const struct {
         const char *optim, *overlap;
-        int overlap_on, on_stream;
-    } runs[] = {{"nvme", "off", 0, 0}, {"nvme", "on", 1, 0},   {"nvme", "auto", 1, 1},
-                {"cpu", "on", 1, 0},   {"cpu", "on", 1, 1},    {"cpu", "auto", 0, 0}};
+        int overlap_on, on_stream, buffers;
+    } runs[] = {{"nvme", "off", 0, 0, 4}, {"nvme", "on", 1, 0, 4}, {"nvme", "auto", 1, 1, 4},
+                {"cpu", "on", 1, 0, 4},   {"cpu", "on", 1, 1, 4},  {"cpu", "auto", 0, 0, 4},
+                {"nvme", "off", 0, 0, 15}, {"nvme", "on", 1, 0, 30}};
     for (int p = 0; p < 3; p++) {
         /* the reference: the optimizer state in host memory, the serial step */
         assert_int_equal(train(config(params[p], "cpu", "off"), 0, &ref, ref_loss), 0);
@@ -126,8 +136,10 @@ static void test_bitwise_equal_to_the_serial_step(void **state)
             int overlap = runs[r].overlap_on;
             char what[160];
             snprintf(what, sizeof what, "parameters '%s', optimizer '%s', overlap_step '%s', "
-                     "stream %d", params[p], runs[r].optim, runs[r].overlap, runs[r].on_stream);
-            uint64_t overlapped = train(config(params[p], runs[r].optim, runs[r].overlap),
+                     "stream %d, %d buffers", params[p], runs[r].optim, runs[r].overlap,
+                     runs[r].on_stream, runs[r].buffers);
+            uint64_t overlapped = train(config_buffers(params[p], runs[r].optim,
+                                                       runs[r].overlap, runs[r].buffers),
                                         runs[r].on_stream, &got, loss);
             mlp_weights_assert_same(&got, &ref, what);
             assert_memory_equal(loss, ref_loss, sizeof loss);
