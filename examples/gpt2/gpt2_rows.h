@@ -81,18 +81,13 @@ static inline GPT2_HD void layernorm_row_backward(float *dx, float *dw, float *d
 }
 
 /* ---- causal attention: one (b, h, t) row; qkv rows of 3C, head size hs ---- */
-static inline GPT2_HD void attention_row_forward(float *o, float *a, const float *qkv_b,
-                                                 int t, int T, int C, int h, int hs)
+/* Row t of q.k scores in place: scaled, softmax over positions 0..t, zero after (the row
+ * kernel below and the batched-GEMM attention of gpt2_attention.h share it). */
+static inline GPT2_HD void causal_softmax_row_forward(float *a, int t, int T, float scale)
 {
-    float scale = 1.0f / sqrtf((float)hs);
-    const float *q = qkv_b + (size_t)t * 3 * C + h * hs;
     float maxv = -INFINITY;
     for (int s = 0; s <= t; s++) {
-        const float *k = qkv_b + (size_t)s * 3 * C + C + h * hs;
-        float dot = 0;
-        for (int i = 0; i < hs; i++)
-            dot += q[i] * k[i];
-        a[s] = dot * scale;
+        a[s] = a[s] * scale;
         maxv = fmaxf(maxv, a[s]);
     }
     float sum = 0;
@@ -100,6 +95,21 @@ static inline GPT2_HD void attention_row_forward(float *o, float *a, const float
         sum += (a[s] = expf(a[s] - maxv));
     for (int s = 0; s < T; s++)
         a[s] = s <= t ? a[s] / sum : 0.0f;
+}
+
+static inline GPT2_HD void attention_row_forward(float *o, float *a, const float *qkv_b,
+                                                 int t, int T, int C, int h, int hs)
+{
+    float scale = 1.0f / sqrtf((float)hs);
+    const float *q = qkv_b + (size_t)t * 3 * C + h * hs;
+    for (int s = 0; s <= t; s++) {
+        const float *k = qkv_b + (size_t)s * 3 * C + C + h * hs;
+        float dot = 0;
+        for (int i = 0; i < hs; i++)
+            dot += q[i] * k[i];
+        a[s] = dot;
+    }
+    causal_softmax_row_forward(a, t, T, scale);
     for (int i = 0; i < hs; i++)
         o[i] = 0.0f;
     for (int s = 0; s <= t; s++) {
@@ -155,22 +165,6 @@ static inline GPT2_HD size_t heads_offset(size_t i, int T, int NH, int hs, int s
     size_t d = i % (size_t)hs, t = (i / (size_t)hs) % (size_t)T;
     size_t h = (i / ((size_t)hs * T)) % (size_t)NH, b = i / ((size_t)hs * T * NH);
     return (b * (size_t)T + t) * (size_t)stride + (size_t)off + h * (size_t)hs + d;
-}
-
-/* Row t of q.k scores in place: scaled, softmax over positions 0..t, zero after (the
- * operations of attention_row_forward, in its order). */
-static inline GPT2_HD void causal_softmax_row_forward(float *a, int t, int T, float scale)
-{
-    float maxv = -INFINITY;
-    for (int s = 0; s <= t; s++) {
-        a[s] = a[s] * scale;
-        maxv = fmaxf(maxv, a[s]);
-    }
-    float sum = 0;
-    for (int s = 0; s <= t; s++)
-        sum += (a[s] = expf(a[s] - maxv));
-    for (int s = 0; s < T; s++)
-        a[s] = s <= t ? a[s] / sum : 0.0f;
 }
 
 /* Row t: d holds the gradient of the softmax a on entry and that of the unscaled scores on
