@@ -106,7 +106,8 @@ int bench_gpt2_cuda(const gpt2_config *c, const char *name, int B, int T, int st
            name, (double)gpt2_num_params(c) / 1e6, gpu, B, T,
            all ? "parameters and optimizer state" : "optimizer state",
            hbm ? hbm : "all free memory", steps);
-    printf("  resident step   %8.3f s  (%.0f tokens/s, MFU %.3f of the bf16 dense peak)\n",
+    printf("  resident step   %8.3f s  (%.0f tokens/s, MFU %.3f of the bf16 dense peak; the "
+           "matmuls run in TF32, whose peak is about half of it)\n",
            resident, B * T / resident, mfu_res);
     printf("  offloaded step  %8.3f s  (%.0f tokens/s, MFU %.3f)\n", offloaded,
            B * T / offloaded, mfu_off);

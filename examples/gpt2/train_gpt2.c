@@ -349,6 +349,10 @@ static int open_ops(trainer *t)
         return fprintf(stderr, "zt_gpt2: --device cuda: %s\n", why), 1;
     char name[256];
     t->peak_flops = gpt2_cuda_bf16_peak(name, sizeof name);
+    if (t->peak_flops > 0)
+        printf("zt_gpt2: MFU is counted against the %s's dense bf16 peak, %.0f TFLOPS; the "
+               "matmuls run in TF32 (no bf16 path yet), whose peak is about half of it\n",
+               name, t->peak_flops / 1e12);
     return 0;
 #else
     return fprintf(stderr, "zt_gpt2: --device cuda: this build has no CUDA (rebuild where the "
