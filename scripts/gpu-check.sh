@@ -4,45 +4,54 @@
 # them, and the two GPU benchmarks. With the lent machines:
 #   ../shared/gpu/pack
 #   device run: bash .gpu/remote.sh 'bash scripts/gpu-check.sh'   (carry: [".gpu"])
+# A device call may run 10 minutes: `gpu-check.sh tests`, `gpu-check.sh bench` and
+# `gpu-check.sh d48` run the three parts in three calls. Every step has a time limit (rc 124 in summary.txt when it ran out),
+# so one slow step cannot take the others' time.
 set -uo pipefail
 out=${OUT:-gpu-logs}
 build=${BUILD:-build-gpu}
+phase=${1:-all}
 mkdir -p "$out"
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
-ctest --test-dir "$build" -L cuda --output-on-failure > "$out/ctest-cuda.txt" 2>&1
+if [ "$phase" = all ] || [ "$phase" = tests ]; then
+timeout 240 ctest --test-dir "$build" -L cuda --output-on-failure > "$out/ctest-cuda.txt" 2>&1
 echo "ctest -L cuda: rc=$?" | tee -a "$out/summary.txt"
 for t in "$build"/tests/cuda/test_cuda_backend "$build"/tests/cuda/test_cuda_mlp \
          "$build"/tests/gpt2/test_gpt2_cuda_kernels "$build"/tests/gpt2/test_gpt2_cuda_train; do
   name=$(basename "$t")
-  compute-sanitizer --tool memcheck "$t" > "$out/memcheck-$name.txt" 2>&1
+  timeout 120 compute-sanitizer --tool memcheck "$t" > "$out/memcheck-$name.txt" 2>&1
   echo "memcheck $name: rc=$? $(grep -h 'ERROR SUMMARY' "$out/memcheck-$name.txt")" |
     tee -a "$out/summary.txt"
   # the tests provoke some CUDA API errors on purpose (registering memory twice): the same
   # run without API errors tells them apart from memory errors
-  compute-sanitizer --tool memcheck --report-api-errors no "$t" \
+  timeout 120 compute-sanitizer --tool memcheck --report-api-errors no "$t" \
     > "$out/memcheck-noapi-$name.txt" 2>&1
   echo "memcheck (memory errors only) $name: rc=$? \
 $(grep -h 'ERROR SUMMARY' "$out/memcheck-noapi-$name.txt")" | tee -a "$out/summary.txt"
 done
-"$build"/tools/ztier bench copy --backend cuda --size 1G --reps 9 --json \
+fi
+if [ "$phase" = all ] || [ "$phase" = bench ]; then
+timeout 120 "$build"/tools/ztier bench copy --backend cuda --size 1G --reps 9 --json \
   > "$out/bench-copy.txt" 2>&1
 echo "bench copy: rc=$? $(tail -1 "$out/bench-copy.txt")" | tee -a "$out/summary.txt"
-"$build"/tools/ztier bench prefetch --backend cuda --layers 12 --hidden 4096 --batch 2048 \
+timeout 120 "$build"/tools/ztier bench prefetch --backend cuda --layers 12 --hidden 4096 --batch 2048 \
   --steps 7 --json > "$out/bench-prefetch.txt" 2>&1
 echo "bench prefetch: rc=$? $(tail -1 "$out/bench-prefetch.txt")" | tee -a "$out/summary.txt"
 printf 'The quick brown fox jumps over the lazy dog. %.0s' $(seq 200) > "$out/text.txt"
-"$build"/examples/gpt2/zt_gpt2 --text "$out/text.txt" --vocab byte --seq 16 --steps 20 \
+timeout 120 "$build"/examples/gpt2/zt_gpt2 --text "$out/text.txt" --vocab byte --seq 16 --steps 20 \
   --device cuda > "$out/zt_gpt2-cuda.txt" 2>&1
 echo "zt_gpt2 --device cuda: rc=$? $(grep -E '^step +20' "$out/zt_gpt2-cuda.txt")" |
   tee -a "$out/summary.txt"
-"$build"/tools/ztier bench gpt2 --backend cuda --config d12 --batch 16 --seq 1024 --steps 5 \
+timeout 150 "$build"/tools/ztier bench gpt2 --backend cuda --config d12 --batch 16 --seq 1024 --steps 5 \
   --offload all --json > "$out/bench-gpt2.txt" 2>&1
 echo "bench gpt2 --backend cuda: rc=$? $(tail -1 "$out/bench-gpt2.txt")" | tee -a "$out/summary.txt"
 # the same with the optimizer's CPU updates left to the next step's fetches (ztier.overlap_step)
-"$build"/tools/ztier bench gpt2 --backend cuda --config d12 --batch 16 --seq 1024 --steps 5 \
+timeout 150 "$build"/tools/ztier bench gpt2 --backend cuda --config d12 --batch 16 --seq 1024 --steps 5 \
   --offload all --overlap-step on --json > "$out/bench-gpt2-overlap.txt" 2>&1
 echo "bench gpt2 --backend cuda --overlap-step on: rc=$? $(tail -1 "$out/bench-gpt2-overlap.txt")" |
   tee -a "$out/summary.txt"
+fi
+[ "$phase" = all ] || [ "$phase" = d48 ] || exit 0
 # issue 14's offload goal: d48 (1.5B) with an 8 GiB device budget and the optimizer on the
 # CPU, its updates overlapped with the next forward, against the resident run
 timeout 500 "$build"/tools/ztier bench gpt2 --backend cuda --config d48 --batch 8 --seq 1024 \
