@@ -4,6 +4,7 @@
  * compute is the resident step, the bandwidth is what the offloaded run's transfers achieved. */
 #include "dataloader.h"
 #include "gpt2_kernels.h"
+#include "gpt2_ops.h"
 #include "gpt2_ztier.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
@@ -75,7 +76,7 @@ int cmd_bench_gpt2(int argc, char **argv)
 {
     static const char *const known[] = {"config", "batch", "seq", "steps", "nvme-path",
                                         "offload", "text", "backend", "overlap-step", "hbm",
-                                        "threads", NULL};
+                                        "threads", "precision", NULL};
     static const char *const flags[] = {"json", NULL};
     if (bench_check_args(argc, argv, known, flags) != 0)
         return 2;
@@ -118,8 +119,12 @@ int cmd_bench_gpt2(int argc, char **argv)
         return fprintf(stderr, "ztier bench gpt2: %s\n", err), 1;
     if (!strcmp(backend, "cuda")) {
 #ifdef ZT_HAVE_GPT2_CUDA
-        int rc = bench_gpt2_cuda(&c, name, B, T, steps, offload, overlap, hbm, &d,
-                                 bench_flag(argc, argv, "json"));
+        const char *precision = (v = bench_arg(argc, argv, "precision")) ? v : "tf32";
+        int rc = gpt2_precision_parse(precision) < 0
+                     ? (fprintf(stderr, "ztier bench gpt2: --precision tf32|bf16|fp32\n"), 2)
+                     : bench_gpt2_cuda(&c, name, B, T, steps, offload, overlap, hbm,
+                                       gpt2_precision_parse(precision), &d,
+                                       bench_flag(argc, argv, "json"));
 #else
         fprintf(stderr, "ztier bench gpt2: --backend cuda needs a build with CUDA\n");
         int rc = 2;

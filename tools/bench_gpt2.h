@@ -6,9 +6,10 @@
 #include "gpt2_model.h"
 
 /* overlap: ztier.overlap_step of the offloaded run ("auto", "on" or "off"); hbm: its
- * ztier.hbm_capacity (e.g. "8G"), or NULL for all free device memory. */
+ * ztier.hbm_capacity (e.g. "8G"), or NULL for all free device memory; precision: a
+ * gpt2_precision (the matmuls'). */
 int bench_gpt2_cuda(const gpt2_config *c, const char *name, int B, int T, int steps,
-                    const char *offload, const char *overlap, const char *hbm,
+                    const char *offload, const char *overlap, const char *hbm, int precision,
                     const token_data *d, int json);
 
 #endif

@@ -26,7 +26,8 @@ typedef struct gpu_run {
 
 /* hbm: ztier.hbm_capacity, or NULL for all free device memory. */
 static int open_gpu_run(gpu_run *r, const gpt2_config *c, int B, int T, const char *params,
-                        const char *optimizer, const char *overlap, const char *hbm)
+                        const char *optimizer, const char *overlap, const char *hbm,
+                        int precision)
 {
     char cfg[1024], why[256] = "", budget[64] = "";
     if (hbm)
@@ -45,7 +46,8 @@ static int open_gpu_run(gpu_run *r, const gpt2_config *c, int B, int T, const ch
         fprintf(stderr, "ztier bench gpt2: %s\n", zt_last_error(r->rt));
         return -1;
     }
-    if (gpt2_ops_cuda_create(&r->ops, r->g.stream, 0, why, sizeof why) != 0)
+    if (gpt2_ops_cuda_create(&r->ops, r->g.stream, (gpt2_precision)precision, why,
+                             sizeof why) != 0)
         return fprintf(stderr, "ztier bench gpt2: %s\n", why), -1;
     r->model = gpt2_model_create_on(c, B, T, &r->ops, 0);
     return r->model ? 0 : -1;
@@ -78,14 +80,14 @@ static double gpu_step(gpu_run *r, const token_data *d, int64_t step, int B, int
 }
 
 int bench_gpt2_cuda(const gpt2_config *c, const char *name, int B, int T, int steps,
-                    const char *offload, const char *overlap, const char *hbm,
+                    const char *offload, const char *overlap, const char *hbm, int precision,
                     const token_data *d, int json)
 {
     gpu_run res, off;
     int *in = malloc(sizeof(int) * (size_t)B * T), *tg = malloc(sizeof(int) * (size_t)B * T);
     int all = !strcmp(offload, "all");
-    if (!in || !tg || open_gpu_run(&res, c, B, T, "none", "none", "auto", NULL) ||
-        open_gpu_run(&off, c, B, T, all ? "cpu" : "none", "cpu", overlap, hbm)) {
+    if (!in || !tg || open_gpu_run(&res, c, B, T, "none", "none", "auto", NULL, precision) ||
+        open_gpu_run(&off, c, B, T, all ? "cpu" : "none", "cpu", overlap, hbm, precision)) {
         free(in), free(tg);
         return 1;
     }
@@ -107,8 +109,8 @@ int bench_gpt2_cuda(const gpt2_config *c, const char *name, int B, int T, int st
            all ? "parameters and optimizer state" : "optimizer state",
            hbm ? hbm : "all free memory", steps);
     printf("  resident step   %8.3f s  (%.0f tokens/s, MFU %.3f of the bf16 dense peak; the "
-           "matmuls run in TF32, whose peak is about half of it)\n",
-           resident, B * T / resident, mfu_res);
+           "matmuls run in %s)\n", resident, B * T / resident, mfu_res,
+           precision == GPT2_BF16 ? "bf16" : precision == GPT2_TF32 ? "TF32" : "fp32");
     printf("  offloaded step  %8.3f s  (%.0f tokens/s, MFU %.3f)\n", offloaded,
            B * T / offloaded, mfu_off);
     printf("  offloaded / resident %.3f; waiting share of the offloaded step %.3f\n",

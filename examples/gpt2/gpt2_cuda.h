@@ -33,6 +33,8 @@ int gpt2_cuda_gelu_forward(float *out, const float *inp, int n, void *stream);
 int gpt2_cuda_gelu_backward(float *dinp, const float *inp, const float *dout, int n,
                             void *stream);
 int gpt2_cuda_residual_forward(float *out, const float *a, const float *b, int n, void *stream);
+/* dst = src rounded to bf16 (to nearest even; n elements), the bf16 matmuls' inputs. */
+int gpt2_cuda_to_bf16(unsigned short *dst, const float *src, long long n, void *stream);
 /* out[n][o] = bias[o] for N rows of OC: the matmul's bias, put down before the GEMM adds. */
 int gpt2_cuda_bias_fill(float *out, const float *bias, int N, int OC, void *stream);
 /* probs = softmax(logits) per row; losses[n] = -log probs[n][targets[n]] (the caller sums

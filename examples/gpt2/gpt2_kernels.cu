@@ -6,6 +6,7 @@
 #include "gpt2_cuda.h"
 #include "gpt2_rows.h"
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 namespace
@@ -111,6 +112,13 @@ __global__ void residual_fwd(float *out, const float *a, const float *b, int n)
         out[i] = a[i] + b[i];
 }
 
+__global__ void to_bf16(unsigned short *dst, const float *src, long long n)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        dst[i] = __bfloat16_as_ushort(__float2bfloat16_rn(src[i]));
+}
+
 __global__ void bias_fill(float *out, const float *bias, int N, int OC)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -199,6 +207,13 @@ extern "C" int gpt2_cuda_softmax_backward(float *d, const float *att, int rows, 
                                           float scale, void *stream)
 {
     softmax_bwd<<<blocks(rows), kThreads, 0, as_stream(stream)>>>(d, att, rows, T, scale);
+    return launched();
+}
+
+extern "C" int gpt2_cuda_to_bf16(unsigned short *dst, const float *src, long long n,
+                                 void *stream)
+{
+    to_bf16<<<blocks(n), kThreads, 0, as_stream(stream)>>>(dst, src, n);
     return launched();
 }
 

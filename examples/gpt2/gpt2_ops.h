@@ -49,10 +49,17 @@ typedef struct gpt2_ops {
 /* The CPU: host memory and the kernels of gpt2_kernels.c. */
 extern const gpt2_ops gpt2_ops_cpu;
 
+/* The GPU's matmul precision: fp32 with TF32 off (the checks), TF32 tensor cores, or bf16
+ * inputs (the matmuls' activations and weights rounded to bf16 on the way in) with fp32
+ * accumulation and fp32 outputs. Attention's batched GEMMs stay fp32/TF32. */
+typedef enum gpt2_precision { GPT2_FP32 = 0, GPT2_TF32, GPT2_BF16 } gpt2_precision;
+/* "fp32", "tf32" or "bf16"; -1 for anything else. */
+int gpt2_precision_parse(const char *s);
+
 /* The GPU (built with CUDA): fills *out for work queued on `stream` (a cudaStream_t, e.g.
- * from zt_stream_create with the cuda backend). cuBLAS in fp32 with TF32 off when fp32_exact
- * (checks), else TF32 tensor cores. 0, or -1 with a message in why. */
-int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int fp32_exact, char *why, size_t len);
+ * from zt_stream_create with the cuda backend), its matmuls in precision p. 0, or -1 with a
+ * message in why. */
+int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, gpt2_precision p, char *why, size_t len);
 /* 1 when a GPU can be used (the CUDA runtime finds a device and makes a context on device
  * 0); else 0 and why; its name goes to name. */
 int gpt2_cuda_usable(char *name, size_t name_len, char *why, size_t len);

@@ -25,6 +25,12 @@ static void cpu_zero(void *ctx, void *p, size_t bytes)
     (void)ctx;
     memset(p, 0, bytes);
 }
+int gpt2_precision_parse(const char *s)
+{
+    return !strcmp(s, "fp32") ? GPT2_FP32 : !strcmp(s, "tf32") ? GPT2_TF32
+                                          : !strcmp(s, "bf16") ? GPT2_BF16 : -1;
+}
+
 static int cpu_status(void *ctx)
 {
     (void)ctx;

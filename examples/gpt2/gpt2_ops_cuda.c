@@ -24,6 +24,9 @@ typedef struct cuda_ctx {
     int ones_n;
     float *att_scratch; /* device: attention's scratch (gpt2_attention_scratch_floats) */
     size_t att_scratch_n;
+    gpt2_precision precision;
+    unsigned short *bf[3]; /* device: bf16 copies of a matmul's inputs (GPT2_BF16) */
+    size_t bf_n[3];
     int error;      /* the first error met: a cudaError_t, or CUBLAS_BASE + a cublasStatus_t */
     char what[160]; /* ... and its name */
 } cuda_ctx;
@@ -140,6 +143,36 @@ static const float *ones(cuda_ctx *c, int n)
     return r ? NULL : c->ones;
 }
 
+/* A bf16 copy of n floats in scratch slot k (grown once to the largest; the host waits then). */
+static const unsigned short *bf16_of(cuda_ctx *c, int k, const float *src, size_t n)
+{
+    if (n > c->bf_n[k]) {
+        int r = (int)cudaStreamSynchronize(c->stream);
+        if (!r)
+            r = (int)cudaFree(c->bf[k]);
+        c->bf[k] = NULL, c->bf_n[k] = 0;
+        if (!r)
+            r = (int)cudaMalloc((void **)&c->bf[k], n * sizeof(unsigned short));
+        keep(c, r);
+        if (r)
+            return NULL;
+        c->bf_n[k] = n;
+    }
+    keep(c, gpt2_cuda_to_bf16(c->bf[k], src, (long long)n, c->stream));
+    return c->bf[k];
+}
+
+/* Column-major C[m,n] (+)= op(A) op(B) with A, B bf16 and C fp32, accumulated in fp32. */
+static void gemm_bf16(cuda_ctx *c, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                      int k, const unsigned short *A, int lda, const unsigned short *B, int ldb,
+                      float beta, float *C, int ldc)
+{
+    const float one = 1;
+    keep_blas(c, cublasGemmEx(c->blas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B,
+                              CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
+}
+
 /* Row-major out[N,OC] = inp[N,C] @ w[OC,C]^T (+ bias): column-major out^T = w inp^T. The
  * bias goes down first, copied into every row (in full fp32: a rank-1 GEMM could round it to
  * TF32), then the GEMM adds with beta 1, as the CPU's matmul does. */
@@ -150,6 +183,14 @@ static void mm_f(void *ctx, float *out, const float *inp, const float *w, const 
     const float one = 1, zero = 0;
     if (bias)
         keep(c, gpt2_cuda_bias_fill(out, bias, N, OC, c->stream));
+    if (c->precision == GPT2_BF16) {
+        const unsigned short *w16 = bf16_of(c, 0, w, (size_t)OC * C);
+        const unsigned short *x16 = bf16_of(c, 1, inp, (size_t)N * C);
+        if (w16 && x16)
+            gemm_bf16(c, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, w16, C, x16, C, bias ? 1.0f : 0.0f,
+                      out, OC);
+        return;
+    }
     keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one, w, C, inp, C,
                              bias ? &one : &zero, out, OC));
 }
@@ -161,10 +202,20 @@ static void mm_b(void *ctx, float *dinp, float *dw, float *dbias, const float *d
 {
     cuda_ctx *c = ctx;
     const float one = 1;
-    keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, w, C, dout, OC,
-                             &one, dinp, C));
-    keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C, dout, OC,
-                             &one, dw, C));
+    if (c->precision == GPT2_BF16) {
+        const unsigned short *w16 = bf16_of(c, 0, w, (size_t)OC * C);
+        const unsigned short *x16 = bf16_of(c, 1, inp, (size_t)N * C);
+        const unsigned short *d16 = bf16_of(c, 2, dout, (size_t)N * OC);
+        if (w16 && x16 && d16) {
+            gemm_bf16(c, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, w16, C, d16, OC, 1.0f, dinp, C);
+            gemm_bf16(c, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, x16, C, d16, OC, 1.0f, dw, C);
+        }
+    } else {
+        keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, w, C, dout,
+                                 OC, &one, dinp, C));
+        keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C, dout,
+                                 OC, &one, dw, C));
+    }
     const float *e = dbias ? ones(c, N) : NULL;
     if (dbias && e)
         keep_blas(c, cublasSgemv(c->blas, CUBLAS_OP_N, OC, N, &one, dout, OC, e, 1, &one, dbias,
@@ -319,7 +370,7 @@ int gpt2_cuda_usable(char *name, size_t name_len, char *why, size_t len)
     return 1;
 }
 
-int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int fp32_exact, char *why, size_t len)
+int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, gpt2_precision p, char *why, size_t len)
 {
     cuda_ctx *c = calloc(1, sizeof *c);
     if (!c) {
@@ -327,12 +378,13 @@ int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int fp32_exact, char *why,
         return -1;
     }
     c->stream = (cudaStream_t)stream;
+    c->precision = p;
     cublasStatus_t s = cublasCreate(&c->blas);
     if (s == CUBLAS_STATUS_SUCCESS)
         s = cublasSetStream(c->blas, c->stream);
     if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasSetMathMode(c->blas, fp32_exact ? CUBLAS_DEFAULT_MATH
-                                                  : CUBLAS_TF32_TENSOR_OP_MATH);
+        s = cublasSetMathMode(c->blas, p == GPT2_FP32 ? CUBLAS_DEFAULT_MATH
+                                                      : CUBLAS_TF32_TENSOR_OP_MATH);
     if (s != CUBLAS_STATUS_SUCCESS) {
         snprintf(why, len, "cuBLAS: status %d (is a GPU usable?)", (int)s);
         if (c->blas)
@@ -375,6 +427,8 @@ void gpt2_ops_cuda_destroy(gpt2_ops *ops)
     cudaFree(c->losses);
     cudaFree(c->ones);
     cudaFree(c->att_scratch);
+    for (int k = 0; k < 3; k++)
+        cudaFree(c->bf[k]);
     free(c->host_losses);
     cublasDestroy(c->blas);
     free(c);

@@ -7,14 +7,16 @@
  *           [--ds-config ds.json] [--nvme DIR] [--hbm SIZE] [--eval-every N]
  *           [--checkpoint DIR [--save-every N] [--keep N]] [--resume DIR]
  *           [--export model.bin] [--safetensors model.safetensors] [--threads N]
- *           [--device auto|cpu|cuda] [--recompute] [--demo DIR]
+ *           [--device auto|cpu|cuda] [--precision tf32|bf16|fp32] [--recompute] [--demo DIR]
  *   zt_gpt2 --text file --write-shard out.bin     (byte-level text -> llm.c token shard)
  *
  * --threads N: the matmuls (OpenBLAS) and ztier's optimizer pool each use N threads; they
  * run one after the other, so the default is every online core for both. --device cuda
  * computes on the GPU (the CUDA kernels of gpt2_rows.h and cuBLAS on a stream of ztier's cuda
  * backend; fp32 parameters); auto, the default, is cuda when this build has CUDA and a GPU
- * is usable, else cpu, and the first line says which and why. --recompute keeps no layernorm or GELU outputs per layer and
+ * is usable, else cpu, and the first line says which and why. --precision: the GPU's matmuls
+ * in TF32 (the default), with bf16 inputs and fp32 accumulation, or in fp32 with TF32 off
+ * (the CPU computes in fp32). --recompute keeps no layernorm or GELU outputs per layer and
  * recomputes them in backward: the same results in less activation memory.
  *
  * --demo DIR (what `make demo` runs) sizes the run for the device it computes on, for what
@@ -53,6 +55,7 @@ typedef struct options {
     const char *export_llmc, *export_st, *write_shard;
     const char *lr, *keep;
     const char *device; /* "cpu", "cuda" (the GPU, ztier's cuda backend), "auto" */
+    const char *precision; /* the GPU's matmuls: "tf32", "bf16" or "fp32" */
     const char *demo;   /* --demo DIR: sizes for the device (DIR: the CPU demo's NVMe folder) */
     int vocab, batch, seq, steps, accum, save_every, eval_every;
     int threads;   /* the matmuls' and the optimizer's threads (0: the online cores) */
@@ -87,7 +90,7 @@ static int usage(void)
                     "[--lr LR] [--seed S] [--ds-config FILE] [--nvme DIR] [--hbm SIZE] "
                     "[--eval-every N] [--checkpoint DIR [--save-every N] [--keep N]] "
                     "[--resume DIR] [--export FILE] [--safetensors FILE] [--device auto|cpu|cuda] "
-                    "[--threads N] [--recompute] [--demo DIR]\n"
+                    "[--precision tf32|bf16|fp32] [--threads N] [--recompute] [--demo DIR]\n"
                     "       zt_gpt2 --text FILE --write-shard OUT.bin\n");
     return 2;
 }
@@ -95,7 +98,7 @@ static int usage(void)
 static int parse(int argc, char **argv, options *o)
 {
     *o = (options){.config = "tiny", .batch = -1, .seq = -1, .steps = 20, .seed = 1337,
-                   .device = "auto"}; /* batch, seq: -1 until chosen (choose_sizes) */
+                   .device = "auto", .precision = "tf32"}; /* batch, seq: -1 until chosen */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--recompute")) { /* a flag: no value */
@@ -116,6 +119,7 @@ static int parse(int argc, char **argv, options *o)
                        : !strcmp(a, "--lr") ? &o->lr : !strcmp(a, "--keep") ? &o->keep
                        : !strcmp(a, "--write-shard") ? &o->write_shard
                        : !strcmp(a, "--device") ? &o->device
+                       : !strcmp(a, "--precision") ? &o->precision
                        : !strcmp(a, "--demo") ? &o->demo : NULL;
         int *n = !strcmp(a, "--vocab") ? &o->vocab : !strcmp(a, "--batch") ? &o->batch
                : !strcmp(a, "--seq") ? &o->seq : !strcmp(a, "--steps") ? &o->steps
@@ -134,6 +138,10 @@ static int parse(int argc, char **argv, options *o)
     }
     if (strcmp(o->device, "cpu") && strcmp(o->device, "cuda") && strcmp(o->device, "auto")) {
         fprintf(stderr, "zt_gpt2: --device is auto, cpu or cuda\n");
+        return usage();
+    }
+    if (gpt2_precision_parse(o->precision) < 0) {
+        fprintf(stderr, "zt_gpt2: --precision is tf32, bf16 or fp32 (the GPU's matmuls)\n");
         return usage();
     }
     if ((!o->data) == (!o->text) || (o->batch != -1 && o->batch < 1) ||
@@ -345,14 +353,15 @@ static int open_ops(trainer *t)
     char why[256] = "";
     if (zt_stream_create(t->rt, &t->g.stream) != ZT_OK)
         return fail(t, "zt_stream_create");
-    if (gpt2_ops_cuda_create(&t->ops, t->g.stream, 0, why, sizeof why) != 0)
+    gpt2_precision p = (gpt2_precision)gpt2_precision_parse(t->o.precision);
+    if (gpt2_ops_cuda_create(&t->ops, t->g.stream, p, why, sizeof why) != 0)
         return fprintf(stderr, "zt_gpt2: --device cuda: %s\n", why), 1;
     char name[256];
     t->peak_flops = gpt2_cuda_bf16_peak(name, sizeof name);
     if (t->peak_flops > 0)
         printf("zt_gpt2: MFU is counted against the %s's dense bf16 peak, %.0f TFLOPS; the "
-               "matmuls run in TF32 (no bf16 path yet), whose peak is about half of it\n",
-               name, t->peak_flops / 1e12);
+               "matmuls run in %s%s\n", name, t->peak_flops / 1e12, t->o.precision,
+               p == GPT2_BF16 ? "" : ", whose peak is about half of it or less");
     return 0;
 #else
     return fprintf(stderr, "zt_gpt2: --device cuda: this build has no CUDA (rebuild where the "
@@ -395,6 +404,9 @@ static int setup(trainer *t)
 {
     char device_why[600];
     t->o.device = resolve_device(t->o.device, device_why, sizeof device_why);
+    if (!strcmp(t->o.device, "cpu") && strcmp(t->o.precision, "tf32"))
+        fprintf(stderr, "zt_gpt2: --precision %s is for the GPU's matmuls; the CPU computes in "
+                        "fp32\n", t->o.precision);
     if (load_data(t) != 0) /* after the device: --demo sizes the run for it */
         return 1;
     /* --ds-config is read by the runtime, whose error names the file and the JSON path. */

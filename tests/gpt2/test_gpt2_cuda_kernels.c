@@ -114,7 +114,7 @@ int main(void)
     float *g_dqkv = dev_copy(dqkv, N * 3 * C * 4);
     gpt2_ops ops; /* the GPU's attention is cuBLAS GEMMs around kernels: through the ops */
     char why[256];
-    if (gpt2_ops_cuda_create(&ops, s, 1, why, sizeof why) != 0) {
+    if (gpt2_ops_cuda_create(&ops, s, GPT2_FP32, why, sizeof why) != 0) {
         printf("GPU ops: %s\n", why);
         return 1;
     }
