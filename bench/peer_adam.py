@@ -176,9 +176,9 @@ def paired_in_process(shim, params, threads, reps):
 
 def paired_in_fresh_process(shim, params, threads, reps):
     time.sleep(0.5)
-    code = (f"import sys, json; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
-            f"import peer_adam as p; print(json.dumps(p.paired_in_process({shim!r}, {params}, "
-            f"{threads}, {reps})))")
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = (f"import sys, json; sys.path.insert(0, {here!r}); import peer_adam as p; "
+            f"print(json.dumps(p.paired_in_process({shim!r}, {params}, {threads}, {reps})))")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                          text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])

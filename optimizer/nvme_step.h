@@ -3,8 +3,9 @@
  * pipelined over N >= 3 buffer sets — sub-groups i+1 .. i+N-2 are read while i is updated
  * and i-1 is written back. The step's last write-backs complete in the background, and the
  * first N sub-groups of the next step may be read while the caller runs its backward pass
- * (the state does not depend on the gradients): more sets, more of the state read ahead. The result is bit-identical to the in-memory
- * step: the same kernel runs on the same values, only the order of transfers differs.
+ * (the state does not depend on the gradients): more sets, more of the state read ahead.
+ * The result is bit-identical to the in-memory step: the same kernel runs on the same
+ * values, only the order of transfers differs.
  *
  * The state is reached through its homes (tiers/home.h): this module knows shards, not
  * layers. A transfer that fails in the background is kept and reported by the next call

@@ -184,8 +184,9 @@ static zt_status check_device_budget(zt_runtime *rt, const zt_plan *plan)
                   "the device memory budget of %llu bytes (ztier.hbm_capacity on the host "
                   "backend) is below the %llu bytes this model needs at least: %llu bytes of "
                   "parameters that live in device memory plus %llu bytes while layer '%s' runs "
-                  "its backward pass (parameters, gradients, transfer buffers); raise the budget, offload "
-                  "parameters (zero_optimization.offload_param.device) or split that layer",
+                  "its backward pass (parameters, gradients, transfer buffers); raise the "
+                  "budget, offload parameters (zero_optimization.offload_param.device) or "
+                  "split that layer",
                   (unsigned long long)rt->dev->capacity, (unsigned long long)plan->device_min,
                   (unsigned long long)plan->device_resident,
                   (unsigned long long)(plan->device_min - plan->device_resident),

@@ -5,8 +5,8 @@
 #   ../shared/gpu/pack
 #   device run: bash .gpu/remote.sh 'bash scripts/gpu-check.sh'   (carry: [".gpu"])
 # A device call may run 10 minutes: `gpu-check.sh tests`, `gpu-check.sh bench` and
-# `gpu-check.sh d48` run the three parts in three calls. Every step has a time limit (rc 124 in summary.txt when it ran out),
-# so one slow step cannot take the others' time.
+# `gpu-check.sh d48` run the three parts in three calls. Every step has a time limit (rc 124
+# in summary.txt when it ran out), so one slow step cannot take the others' time.
 set -uo pipefail
 out=${OUT:-gpu-logs}
 build=${BUILD:-build-gpu}

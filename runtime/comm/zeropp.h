@@ -10,10 +10,10 @@
  * backend, GPU memory with cuda), which the comm backend moves (mpi: host memory; nccl:
  * device memory). The transfer buffers come from the caller, one scratch buffer per call of
  * the size the *_scratch_bytes functions give, so that they are allocated (and counted)
- * wherever the caller keeps device memory; quantization runs through the device's kernels (core/quant_elem.h's math:
- * CPU kernels on a host stream, CUDA kernels on a GPU stream) on the stream the caller
- * gives, synchronized before each host-driven collective. Nothing here knows about layers or
- * the runtime: callers pass buffers, sizes and the topology. */
+ * wherever the caller keeps device memory; quantization runs through the device's kernels
+ * (core/quant_elem.h's math: CPU kernels on a host stream, CUDA kernels on a GPU stream) on
+ * the stream the caller gives, synchronized before each host-driven collective. Nothing here
+ * knows about layers or the runtime: callers pass buffers, sizes and the topology. */
 #ifndef ZT_RUNTIME_COMM_ZEROPP_H
 #define ZT_RUNTIME_COMM_ZEROPP_H
 

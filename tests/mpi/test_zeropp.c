@@ -146,7 +146,8 @@ static int check_budget(int hpz, const char *offload)
              below.failed == ZT_ERR_DEVICE_NOMEM;
     printf("qwZ+qgZ hpZ=%d %-4s at the estimated minimum of %llu bytes: %s, peak %llu, %llu "
            "evictions, parameters %.2g from the unbounded run; %llu bytes: %s %s\n",
-           hpz, offload, (unsigned long long)min, at.failed ? zt_status_string(at.failed) : "trains",
+           hpz, offload, (unsigned long long)min,
+           at.failed ? zt_status_string(at.failed) : "trains",
            (unsigned long long)at.device_peak, (unsigned long long)at.evictions, d,
            (unsigned long long)(min - 1),
            below.failed ? zt_status_string(below.failed) : "trains too (the estimate is not the "

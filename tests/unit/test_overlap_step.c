@@ -3,10 +3,10 @@
  * zt_step returns with layers' updates still to run, and each layer is updated by the first
  * later call that needs it.
  *  - Training gives the same bits as the step that updates everything before it returns,
- *    for the optimizer state on NVMe (with 3, 5 and 10 buffer sets) and in host memory, parameters in host memory, in
- *    device memory and on NVMe, with the blocking and the stream-ordered calls; the overlap
- *    really happens (zt_stats.overlapped_updates), and not at all when switched off or
- *    under "auto" with the state in host memory.
+ *    for the optimizer state on NVMe (with 3, 5 and 10 buffer sets) and in host memory,
+ *    parameters in host memory, in device memory and on NVMe, with the blocking and the
+ *    stream-ordered calls; the overlap really happens (zt_stats.overlapped_updates), and not
+ *    at all when switched off or under "auto" with the state in host memory.
  *  - Readers of the whole state (zt_param_read, a checkpoint save) right after zt_step see
  *    the finished step; a checkpoint saved there resumes bit for bit.
  *  - An update that fails after zt_step returned (an NVMe read error) is returned by the
