@@ -88,16 +88,18 @@ def time_deepspeed(params, threads, reps):
                                                     adamw_mode=True), params, threads, reps)
 
 
-def in_fresh_process(what, params, threads, reps):
-    """Runs one peer measurement in a new Python process, as ztier's runs in a new process:
-    on this VM a process's memory bandwidth moves by up to 2x from one process to the next,
-    so every contender samples that alike (fresh memory, fresh threads) in every round."""
+def in_fresh_process(call):
+    """Runs `call` (this module's function with its arguments, as Python text) in a new Python
+    process, as ztier's measurement runs in a new process: on this VM a process's memory
+    bandwidth moves by up to 2x from one process to the next, so every contender samples
+    that alike (fresh memory, fresh threads) in every round. Returns its result (JSON)."""
     time.sleep(0.5)  # let the previous contender's threads go to sleep
-    code = (f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
-            f"import peer_adam as p; print(p.{what}({params}, {threads}, {reps}))")
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = (f"import sys, json; sys.path.insert(0, {here!r}); import peer_adam as p; "
+            f"print(json.dumps(p.{call}))")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                          text=True)
-    return float(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def time_torch_fused(params, threads, reps):
@@ -174,16 +176,6 @@ def paired_in_process(shim, params, threads, reps):
     return pps, ratios, diffs
 
 
-def paired_in_fresh_process(shim, params, threads, reps):
-    time.sleep(0.5)
-    here = os.path.dirname(os.path.abspath(__file__))
-    code = (f"import sys, json; sys.path.insert(0, {here!r}); import peer_adam as p; "
-            f"print(json.dumps(p.paired_in_process({shim!r}, {params}, {threads}, {reps})))")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                         text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def time_ztier(binary, params, threads):
     time.sleep(0.5)  # let the previous peer's threads go to sleep
     # the peers update fp32 parameters in place and write no copy: the same work for ztier
@@ -209,7 +201,7 @@ def main():
     n = int(args.params)
     def peer(module, what):
         return lambda: (importable(module),
-                        in_fresh_process(what, n, args.threads, args.reps))[1]
+                        in_fresh_process(f"{what}({n}, {args.threads}, {args.reps})"))[1]
 
     runners = [("ztier", lambda: time_ztier(args.ztier, n, args.threads)),
                ("torch AdamW fused", peer("torch", "time_torch_fused")),
@@ -241,8 +233,8 @@ def main():
     if os.path.exists(shim):
         try:
             importable("torch")
-            rounds = [paired_in_fresh_process(shim, n, args.threads, 2 * args.reps + 1)
-                      for _ in range(args.rounds)]
+            call = f"paired_in_process({shim!r}, {n}, {args.threads}, {2 * args.reps + 1})"
+            rounds = [in_fresh_process(call) for _ in range(args.rounds)]
             print(f"  same process: ztier's kernel ({os.path.basename(shim)}) and the peers on "
                   f"their own tensors, steps alternating, {args.rounds} processes of "
                   f"{2 * args.reps + 1} steps each:")
@@ -269,8 +261,8 @@ def main():
         try:
             z = clipped_ztier_s(args.ztier, n, args.threads)
             importable("torch")
-            clipped.append(z + (in_fresh_process("clipped_torch_s", n, args.threads,
-                                                 args.reps),))
+            clipped.append(z + (in_fresh_process(
+                f"clipped_torch_s({n}, {args.threads}, {args.reps})"),))
         except ImportError as e:
             print(f"clipped step: torch not importable ({e}); skipped")
             break

@@ -153,6 +153,18 @@ static double run_ztier(ztier_run *z, const nvme_opts *o, int write)
     return (double)o->size / (bench_now() - t0) / 1e9;
 }
 
+/* fio's best (1 without fio: t NULL) and ztier's GB/s for one direction, fio first when
+ * fio_first. */
+static void measure_pair(ztier_run *z, const nvme_opts *o, const fio_target *t, int write,
+                         int fio_first, double *fio, double *ztier, int *fio_qd)
+{
+    if (!fio_first)
+        *ztier = run_ztier(z, o, write);
+    *fio = t ? best_fio(o, t, write ? "write" : "read", fio_qd) : 1;
+    if (fio_first)
+        *ztier = run_ztier(z, o, write);
+}
+
 static int open_ztier(ztier_run *z, const nvme_opts *o)
 {
     zt_swap_config c;
@@ -255,17 +267,11 @@ int cmd_bench_nvme(int argc, char **argv)
         run_fio(&o, &t, "write", o.qd), run_fio(&o, &t, "read", o.qd);
     int ok = 1;
     for (int i = 0; i < o.reps && ok; i++) {
-        for (int k = 0; k < 2; k++) { /* writes, then reads; fio first in even rounds */
-            int write = k == 0, fio_turn = i % 2 == 0;
-            for (int j = 0; j < 2; j++, fio_turn = !fio_turn) {
-                if (fio_turn)
-                    v[2 * k][i] = have_fio ? best_fio(&o, &t, write ? "write" : "read",
-                                                      &fio_qd[k][i])
-                                           : 1;
-                else
-                    v[2 * k + 1][i] = run_ztier(&z, &o, write);
-            }
-        }
+        int fio_first = i % 2 == 0; /* writes, then reads */
+        measure_pair(&z, &o, have_fio ? &t : NULL, 1, fio_first, &v[0][i], &v[1][i],
+                     &fio_qd[0][i]);
+        measure_pair(&z, &o, have_fio ? &t : NULL, 0, fio_first, &v[2][i], &v[3][i],
+                     &fio_qd[1][i]);
         ok = v[1][i] > 0 && v[3][i] > 0 && v[0][i] > 0 && v[2][i] > 0;
     }
     const char *engine = zt_swap_engine_name(z.sw);

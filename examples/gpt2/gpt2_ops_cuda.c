@@ -14,19 +14,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A device buffer grown on demand. */
+typedef struct dev_buf {
+    void *p;
+    size_t bytes;
+} dev_buf;
+
 typedef struct cuda_ctx {
     cudaStream_t stream;
     cublasHandle_t blas;
     double *losses; /* device: one per row of the last crossentropy_forward */
     double *host_losses;
     int cap;
-    float *ones; /* device: ones_n 1.0f, for the bias's gradient as a GEMV */
-    int ones_n;
-    float *att_scratch; /* device: attention's scratch (gpt2_attention_scratch_floats) */
-    size_t att_scratch_n;
+    dev_buf ones;        /* 1.0f floats, for the bias's gradient as a GEMV */
+    dev_buf att_scratch; /* attention's scratch (gpt2_attention_scratch_floats) */
     gpt2_precision precision;
-    unsigned short *bf[3]; /* device: bf16 copies of a matmul's inputs (GPT2_BF16) */
-    size_t bf_n[3];
+    dev_buf bf[3]; /* bf16 copies of a matmul's inputs (GPT2_BF16) */
     int error;      /* the first error met: a cudaError_t, or CUBLAS_BASE + a cublasStatus_t */
     char what[160]; /* ... and its name */
 } cuda_ctx;
@@ -112,54 +115,53 @@ static void ln_b(void *ctx, float *dinp, float *dw, float *db, const float *dout
     keep(ctx, gpt2_cuda_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, S(ctx)));
 }
 
-/* A device vector of at least n ones (grown once, the host waits then only). The copy is
- * on the ops' stream and waited for: a plain cudaMemcpy would run on the legacy stream,
- * which the ops' non-blocking stream is not ordered after. */
+/* b with room for at least `bytes` (grown once to the largest asked for: the host waits then,
+ * as queued work may still use the old buffer); NULL with the error kept. */
+static void *grow(cuda_ctx *c, dev_buf *b, size_t bytes)
+{
+    if (bytes <= b->bytes)
+        return b->p;
+    int r = (int)cudaStreamSynchronize(c->stream);
+    if (!r)
+        r = (int)cudaFree(b->p);
+    b->p = NULL, b->bytes = 0;
+    if (!r)
+        r = (int)cudaMalloc(&b->p, bytes);
+    keep(c, r);
+    b->bytes = r ? 0 : bytes;
+    return r ? NULL : b->p;
+}
+
+/* A device vector of at least n ones. The copy is on the ops' stream and waited for: a
+ * plain cudaMemcpy would run on the legacy stream, which the ops' non-blocking stream is not
+ * ordered after. */
 static const float *ones(cuda_ctx *c, int n)
 {
-    if (n <= c->ones_n)
-        return c->ones;
-    float *h = malloc(sizeof(float) * (size_t)n);
-    if (!h) {
+    size_t bytes = sizeof(float) * (size_t)n;
+    if (bytes <= c->ones.bytes)
+        return c->ones.p;
+    float *h = malloc(bytes), *d = h ? grow(c, &c->ones, bytes) : NULL;
+    if (!h)
         keep(c, (int)cudaErrorMemoryAllocation);
-        return NULL;
-    }
-    for (int i = 0; i < n; i++)
+    for (int i = 0; d && i < n; i++)
         h[i] = 1.0f;
-    int r = (int)cudaStreamSynchronize(c->stream); /* queued GEMMs may still read the old */
-    if (!r)
-        r = (int)cudaFree(c->ones);
-    c->ones = NULL, c->ones_n = 0;
-    if (!r)
-        r = (int)cudaMalloc((void **)&c->ones, sizeof(float) * (size_t)n);
-    if (!r)
-        r = (int)cudaMemcpyAsync(c->ones, h, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice,
-                                 c->stream);
-    if (!r)
+    int r = d ? (int)cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, c->stream) : 0;
+    if (d && !r)
         r = (int)cudaStreamSynchronize(c->stream); /* before h goes */
     free(h);
     keep(c, r);
-    c->ones_n = r ? 0 : n;
-    return r ? NULL : c->ones;
+    if (r)
+        c->ones.bytes = 0; /* not filled: filled again next time */
+    return d && !r ? d : NULL;
 }
 
-/* A bf16 copy of n floats in scratch slot k (grown once to the largest; the host waits then). */
+/* A bf16 copy of n floats in scratch slot k. */
 static const unsigned short *bf16_of(cuda_ctx *c, int k, const float *src, size_t n)
 {
-    if (n > c->bf_n[k]) {
-        int r = (int)cudaStreamSynchronize(c->stream);
-        if (!r)
-            r = (int)cudaFree(c->bf[k]);
-        c->bf[k] = NULL, c->bf_n[k] = 0;
-        if (!r)
-            r = (int)cudaMalloc((void **)&c->bf[k], n * sizeof(unsigned short));
-        keep(c, r);
-        if (r)
-            return NULL;
-        c->bf_n[k] = n;
-    }
-    keep(c, gpt2_cuda_to_bf16(c->bf[k], src, (long long)n, c->stream));
-    return c->bf[k];
+    unsigned short *d = grow(c, &c->bf[k], n * sizeof(unsigned short));
+    if (d)
+        keep(c, gpt2_cuda_to_bf16(d, src, (long long)n, c->stream));
+    return d;
 }
 
 /* Column-major C[m,n] (+)= op(A) op(B) with A, B bf16 and C fp32, accumulated in fp32. */
@@ -254,21 +256,10 @@ static void e_softmax_b(void *ctx, float *d, const float *att, int rows, int T, 
     keep(ctx, gpt2_cuda_softmax_backward(d, att, rows, T, scale, S(ctx)));
 }
 
-/* The scratch of an attention pass: grown once to the model's shape (the host waits then). */
+/* The scratch of an attention pass. */
 static float *att_scratch(cuda_ctx *c, int B, int T, int C, int NH)
 {
-    size_t n = gpt2_attention_scratch_floats(B, T, C, NH);
-    if (n <= c->att_scratch_n)
-        return c->att_scratch;
-    int r = (int)cudaStreamSynchronize(c->stream); /* queued passes may still use the old */
-    if (!r)
-        r = (int)cudaFree(c->att_scratch);
-    c->att_scratch = NULL, c->att_scratch_n = 0;
-    if (!r)
-        r = (int)cudaMalloc((void **)&c->att_scratch, n * sizeof(float));
-    keep(c, r);
-    c->att_scratch_n = r ? 0 : n;
-    return r ? NULL : c->att_scratch;
+    return grow(c, &c->att_scratch, gpt2_attention_scratch_floats(B, T, C, NH) * sizeof(float));
 }
 
 static gpt2_att_engine engine(cuda_ctx *c)
@@ -425,10 +416,10 @@ void gpt2_ops_cuda_destroy(gpt2_ops *ops)
         return;
     cudaStreamSynchronize(c->stream);
     cudaFree(c->losses);
-    cudaFree(c->ones);
-    cudaFree(c->att_scratch);
+    cudaFree(c->ones.p);
+    cudaFree(c->att_scratch.p);
     for (int k = 0; k < 3; k++)
-        cudaFree(c->bf[k]);
+        cudaFree(c->bf[k].p);
     free(c->host_losses);
     cublasDestroy(c->blas);
     free(c);

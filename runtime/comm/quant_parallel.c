@@ -13,13 +13,14 @@ static int64_t chunk_elems(int block, int even)
     return even && (per * block) % 2 ? (per + 1) * block : per * block;
 }
 
+/* One loop's arguments, int8 (q: int8_t) or int4 (q: packed uint8_t, x and out fp32). */
 typedef struct quant_ctx {
     zt_quant_variant v;
     const void *x;
-    void *out; /* dequantize: the output */
+    void *out; /* dequantize: the output (int4: the fp32 sum added into) */
     zt_dtype dt;
     int block;
-    int8_t *q;
+    void *q;
     float *scales;
 } quant_ctx;
 
@@ -28,14 +29,14 @@ static void quant_chunk(void *arg, int64_t lo, int64_t hi, int worker)
     (void)worker;
     const quant_ctx *c = arg;
     zt_quant8(c->v, (const char *)c->x + (size_t)lo * zt_dtype_size(c->dt), c->dt, hi - lo,
-              c->block, c->q + lo, c->scales + lo / c->block);
+              c->block, (int8_t *)c->q + lo, c->scales + lo / c->block);
 }
 
 static void dequant_chunk(void *arg, int64_t lo, int64_t hi, int worker)
 {
     (void)worker;
     const quant_ctx *c = arg;
-    zt_dequant8(c->v, c->q + lo, c->scales + lo / c->block, hi - lo, c->block,
+    zt_dequant8(c->v, (const int8_t *)c->q + lo, c->scales + lo / c->block, hi - lo, c->block,
                 (char *)c->out + (size_t)lo * zt_dtype_size(c->dt), c->dt);
 }
 
@@ -61,26 +62,20 @@ void zt_dequant8_parallel(zt_threadpool *pool, zt_quant_variant v, const int8_t 
     zt_threadpool_run(pool, n, chunk_elems(block, 0), dequant_chunk, &c);
 }
 
-typedef struct quant4_ctx {
-    const float *x;
-    float *acc;
-    int block;
-    uint8_t *q;
-    float *scales;
-} quant4_ctx;
-
 static void quant4_chunk(void *arg, int64_t lo, int64_t hi, int worker)
 {
     (void)worker;
-    const quant4_ctx *c = arg;
-    zt_quant4(c->x + lo, hi - lo, c->block, c->q + lo / 2, c->scales + lo / c->block);
+    const quant_ctx *c = arg;
+    zt_quant4((const float *)c->x + lo, hi - lo, c->block, (uint8_t *)c->q + lo / 2,
+              c->scales + lo / c->block);
 }
 
 static void dequant4_chunk(void *arg, int64_t lo, int64_t hi, int worker)
 {
     (void)worker;
-    const quant4_ctx *c = arg;
-    zt_dequant4_add(c->q + lo / 2, c->scales + lo / c->block, hi - lo, c->block, c->acc + lo);
+    const quant_ctx *c = arg;
+    zt_dequant4_add((const uint8_t *)c->q + lo / 2, c->scales + lo / c->block, hi - lo, c->block,
+                    (float *)c->out + lo);
 }
 
 void zt_quant4_parallel(zt_threadpool *pool, const float *x, int64_t n, int block, uint8_t *q,
@@ -90,7 +85,7 @@ void zt_quant4_parallel(zt_threadpool *pool, const float *x, int64_t n, int bloc
         zt_quant4(x, n, block, q, scales);
         return;
     }
-    quant4_ctx c = {x, NULL, block, q, scales};
+    quant_ctx c = {ZT_QUANT_SCALAR, x, NULL, ZT_F32, block, q, scales}; /* zt_quant4 picks */
     zt_threadpool_run(pool, n, chunk_elems(block, 1), quant4_chunk, &c);
 }
 
@@ -101,6 +96,6 @@ void zt_dequant4_add_parallel(zt_threadpool *pool, const uint8_t *q, const float
         zt_dequant4_add(q, scales, n, block, acc);
         return;
     }
-    quant4_ctx c = {NULL, acc, block, (uint8_t *)q, (float *)scales};
+    quant_ctx c = {ZT_QUANT_SCALAR, NULL, acc, ZT_F32, block, (uint8_t *)q, (float *)scales};
     zt_threadpool_run(pool, n, chunk_elems(block, 1), dequant4_chunk, &c);
 }
