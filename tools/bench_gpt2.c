@@ -119,9 +119,9 @@ int cmd_bench_gpt2(int argc, char **argv)
         return fprintf(stderr, "ztier bench gpt2: %s\n", err), 1;
     if (!strcmp(backend, "cuda")) {
 #ifdef ZT_HAVE_GPT2_CUDA
-        const char *precision = (v = bench_arg(argc, argv, "precision")) ? v : "tf32";
+        const char *precision = (v = bench_arg(argc, argv, "precision")) ? v : "bf16";
         int rc = gpt2_precision_parse(precision) < 0
-                     ? (fprintf(stderr, "ztier bench gpt2: --precision tf32|bf16|fp32\n"), 2)
+                     ? (fprintf(stderr, "ztier bench gpt2: --precision bf16|tf32|fp32\n"), 2)
                      : bench_gpt2_cuda(&c, name, B, T, steps, offload, overlap, hbm,
                                        gpt2_precision_parse(precision), &d,
                                        bench_flag(argc, argv, "json"));

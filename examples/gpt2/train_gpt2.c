@@ -7,7 +7,7 @@
  *           [--ds-config ds.json] [--nvme DIR] [--hbm SIZE] [--eval-every N]
  *           [--checkpoint DIR [--save-every N] [--keep N]] [--resume DIR]
  *           [--export model.bin] [--safetensors model.safetensors] [--threads N]
- *           [--device auto|cpu|cuda] [--precision tf32|bf16|fp32] [--recompute] [--demo DIR]
+ *           [--device auto|cpu|cuda] [--precision bf16|tf32|fp32] [--recompute] [--demo DIR]
  *   zt_gpt2 --text file --write-shard out.bin     (byte-level text -> llm.c token shard)
  *
  * --threads N: the matmuls (OpenBLAS) and ztier's optimizer pool each use N threads; they
@@ -15,7 +15,7 @@
  * computes on the GPU (the CUDA kernels of gpt2_rows.h and cuBLAS on a stream of ztier's cuda
  * backend; fp32 parameters); auto, the default, is cuda when this build has CUDA and a GPU
  * is usable, else cpu, and the first line says which and why. --precision: the GPU's matmuls
- * in TF32 (the default), with bf16 inputs and fp32 accumulation, or in fp32 with TF32 off
+ * with bf16 inputs and fp32 accumulation (the default), in TF32, or in fp32 with TF32 off
  * (the CPU computes in fp32). --recompute keeps no layernorm or GELU outputs per layer and
  * recomputes them in backward: the same results in less activation memory.
  *
@@ -55,7 +55,7 @@ typedef struct options {
     const char *export_llmc, *export_st, *write_shard;
     const char *lr, *keep;
     const char *device; /* "cpu", "cuda" (the GPU, ztier's cuda backend), "auto" */
-    const char *precision; /* the GPU's matmuls: "tf32", "bf16" or "fp32" */
+    const char *precision; /* the GPU's matmuls: "bf16" (the default), "tf32" or "fp32" */
     const char *demo;   /* --demo DIR: sizes for the device (DIR: the CPU demo's NVMe folder) */
     int vocab, batch, seq, steps, accum, save_every, eval_every;
     int threads;   /* the matmuls' and the optimizer's threads (0: the online cores) */
@@ -90,7 +90,7 @@ static int usage(void)
                     "[--lr LR] [--seed S] [--ds-config FILE] [--nvme DIR] [--hbm SIZE] "
                     "[--eval-every N] [--checkpoint DIR [--save-every N] [--keep N]] "
                     "[--resume DIR] [--export FILE] [--safetensors FILE] [--device auto|cpu|cuda] "
-                    "[--precision tf32|bf16|fp32] [--threads N] [--recompute] [--demo DIR]\n"
+                    "[--precision bf16|tf32|fp32] [--threads N] [--recompute] [--demo DIR]\n"
                     "       zt_gpt2 --text FILE --write-shard OUT.bin\n");
     return 2;
 }
@@ -98,7 +98,7 @@ static int usage(void)
 static int parse(int argc, char **argv, options *o)
 {
     *o = (options){.config = "tiny", .batch = -1, .seq = -1, .steps = 20, .seed = 1337,
-                   .device = "auto", .precision = "tf32"}; /* batch, seq: -1 until chosen */
+                   .device = "auto", .precision = NULL}; /* batch, seq: -1 until chosen */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--recompute")) { /* a flag: no value */
@@ -140,8 +140,8 @@ static int parse(int argc, char **argv, options *o)
         fprintf(stderr, "zt_gpt2: --device is auto, cpu or cuda\n");
         return usage();
     }
-    if (gpt2_precision_parse(o->precision) < 0) {
-        fprintf(stderr, "zt_gpt2: --precision is tf32, bf16 or fp32 (the GPU's matmuls)\n");
+    if (o->precision && gpt2_precision_parse(o->precision) < 0) {
+        fprintf(stderr, "zt_gpt2: --precision is bf16, tf32 or fp32 (the GPU's matmuls)\n");
         return usage();
     }
     if ((!o->data) == (!o->text) || (o->batch != -1 && o->batch < 1) ||
@@ -404,9 +404,11 @@ static int setup(trainer *t)
 {
     char device_why[600];
     t->o.device = resolve_device(t->o.device, device_why, sizeof device_why);
-    if (!strcmp(t->o.device, "cpu") && strcmp(t->o.precision, "tf32"))
+    if (!strcmp(t->o.device, "cpu") && t->o.precision)
         fprintf(stderr, "zt_gpt2: --precision %s is for the GPU's matmuls; the CPU computes in "
                         "fp32\n", t->o.precision);
+    if (!t->o.precision) /* issue 14's default: bf16 inputs, fp32 accumulation */
+        t->o.precision = "bf16";
     if (load_data(t) != 0) /* after the device: --demo sizes the run for it */
         return 1;
     /* --ds-config is read by the runtime, whose error names the file and the JSON path. */
