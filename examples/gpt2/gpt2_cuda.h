@@ -1,5 +1,6 @@
 /* The GPT-2 kernels on the GPU (gpt2_kernels.cu, built with CUDA): the same math as the CPU
- * kernels (gpt2_rows.h), one thread per row or element, queued on `stream` (a cudaStream_t).
+ * kernels (gpt2_rows.h), a warp per row or a thread per element, queued on `stream` (a
+ * cudaStream_t).
  * Pointers are device memory; shapes and accumulation rules as in gpt2_kernels.h (backward
  * kernels add into gradients, atomically where rows share them). Each returns the launch's
  * cudaError_t as an int (0: queued). The matmuls go through cuBLAS in the trainer. */
@@ -21,7 +22,7 @@ int gpt2_cuda_layernorm_backward(float *dinp, float *dw, float *db, const float 
                                  const float *rstd, int N, int C, void *stream);
 /* Attention's pieces around cuBLAS's batched GEMMs (gpt2_attention.h): heads gathered from
  * and scattered to rows (heads_offset), and the causal softmax of each row of T, forward and
- * backward (one thread per row). */
+ * backward (a warp per row). */
 int gpt2_cuda_heads_gather(float *dst, const float *src, int B, int T, int NH, int hs,
                            int stride, int off, void *stream);
 int gpt2_cuda_heads_scatter(float *dst, const float *src, int B, int T, int NH, int hs,

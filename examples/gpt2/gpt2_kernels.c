@@ -16,7 +16,7 @@ void encoder_forward(float *out, const int *tokens, const float *wte, const floa
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
             encoder_row_forward(out + ((size_t)b * T + t) * C,
-                                wte + (size_t)tokens[b * T + t] * C, wpe + (size_t)t * C, C);
+                                wte + (size_t)tokens[b * T + t] * C, wpe + (size_t)t * C, C, 0, 1);
 }
 
 void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
@@ -25,7 +25,7 @@ void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *to
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
             encoder_row_backward(dwte + (size_t)tokens[b * T + t] * C, dwpe + (size_t)t * C,
-                                 dout + ((size_t)b * T + t) * C, C);
+                                 dout + ((size_t)b * T + t) * C, C, 0, 1);
 }
 
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
@@ -33,7 +33,7 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
 {
     for (int n = 0; n < N; n++)
         layernorm_row_forward(out + (size_t)n * C, &mean[n], &rstd[n], inp + (size_t)n * C, w,
-                              b, C);
+                              b, C, 0, 1);
 }
 
 void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
@@ -41,7 +41,7 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, co
 {
     for (int n = 0; n < N; n++)
         layernorm_row_backward(dinp + (size_t)n * C, dw, db, dout + (size_t)n * C,
-                               inp + (size_t)n * C, w, mean[n], rstd[n], C);
+                               inp + (size_t)n * C, w, mean[n], rstd[n], C, 0, 1);
 }
 
 void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N,
@@ -114,7 +114,7 @@ float crossentropy_forward(float *probs, const float *logits, const int *targets
     double loss = 0;
     for (int n = 0; n < N; n++)
         loss += crossentropy_row_forward(probs + (size_t)n * V, logits + (size_t)n * V,
-                                         targets[n], V);
+                                         targets[n], V, 0, 1);
     return (float)(loss / N);
 }
 
@@ -123,5 +123,5 @@ void crossentropy_backward(float *dlogits, const float *probs, const int *target
     float inv = 1.0f / (float)N;
     for (int n = 0; n < N; n++)
         crossentropy_row_backward(dlogits + (size_t)n * V, probs + (size_t)n * V, targets[n], V,
-                                  inv);
+                                  inv, 0, 1);
 }

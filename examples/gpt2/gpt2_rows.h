@@ -1,11 +1,19 @@
 /* The GPT-2 kernels' math, written once per row or element and compiled twice: by the C
  * compiler for the CPU kernels (gpt2_kernels.c loops over rows and calls these — so the
  * trainer's finite-difference and end-to-end tests check this math in CI), and by nvcc for
- * the CUDA kernels (gpt2_kernels.cu: one thread per row or element), where GPT2_HD makes
- * them __host__ __device__ and GPT2_ADD adds atomically into gradients that several rows
- * share (a token's embedding, layernorm's weights, attention's keys and values). Every loop
- * keeps the CPU kernels' order of operations, so the CPU results are those of the kernels
- * before this split, bit for bit. Arrays are row-major fp32; shapes as in gpt2_kernels.h. */
+ * the CUDA kernels (gpt2_kernels.cu), where GPT2_HD makes them __host__ __device__ and
+ * GPT2_ADD adds atomically into gradients that several rows share (a token's embedding,
+ * layernorm's weights, attention's keys and values).
+ *
+ * A row function takes (lane, lanes): lane l of `lanes` handles the elements l, l + lanes,
+ * ... of the row, and the lanes' partial sums and maxima meet in GPT2_LANES_SUMF/_SUMD/_MAXF,
+ * which every lane calls alike and which return the total to every lane. The CPU calls
+ * with (0, 1), where they return their argument: every loop then keeps the CPU kernels'
+ * order of operations, so the CPU results are those of the kernels before this split, bit
+ * for bit. The GPU calls with a warp per row (lanes 32), where they are shuffle butterflies;
+ * tests/gpt2/test_gpt2_lanes.c runs the same functions with 32 threads as the lanes and
+ * butterflies of the same order, so CI checks the split too. Arrays are row-major fp32;
+ * shapes as in gpt2_kernels.h. */
 #ifndef ZT_GPT2_ROWS_H
 #define ZT_GPT2_ROWS_H
 
@@ -22,57 +30,95 @@
 #include <math.h>
 #endif
 
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__)
+/* a warp's lanes: every lane ends with the same total (butterfly, offsets 16 .. 1); the
+ * lanes' loads and stores before it are seen by every lane after it (__syncwarp) */
+static __device__ __forceinline__ float gpt2_warp_sumf(float v)
+{
+    __syncwarp();
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+static __device__ __forceinline__ double gpt2_warp_sumd(double v)
+{
+    __syncwarp();
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+static __device__ __forceinline__ float gpt2_warp_maxf(float v)
+{
+    __syncwarp();
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+#define GPT2_LANES_SUMF(x) gpt2_warp_sumf(x)
+#define GPT2_LANES_SUMD(x) gpt2_warp_sumd(x)
+#define GPT2_LANES_MAXF(x) gpt2_warp_maxf(x)
+#elif !defined(GPT2_LANES_SUMF) /* one lane (a test may define lanes of its own) */
+#define GPT2_LANES_SUMF(x) (x)
+#define GPT2_LANES_SUMD(x) (x)
+#define GPT2_LANES_MAXF(x) (x)
+#endif
+
 #include <stddef.h>
 
 #define GPT2_GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
 
 /* ---- encoder: one (b, t) row ---- */
 static inline GPT2_HD void encoder_row_forward(float *o, const float *te, const float *pe,
-                                               int C)
+                                               int C, int lane, int lanes)
 {
-    for (int c = 0; c < C; c++)
+    for (int c = lane; c < C; c += lanes)
         o[c] = te[c] + pe[c];
 }
 
-static inline GPT2_HD void encoder_row_backward(float *dte, float *dpe, const float *d, int C)
+static inline GPT2_HD void encoder_row_backward(float *dte, float *dpe, const float *d, int C,
+                                                int lane, int lanes)
 {
-    for (int c = 0; c < C; c++) {
+    for (int c = lane; c < C; c += lanes) {
         GPT2_ADD(&dte[c], d[c]);
         GPT2_ADD(&dpe[c], d[c]);
     }
 }
 
-/* ---- layernorm: one row of C ---- */
+/* ---- layernorm: one row of C (lane 0 stores its mean and rstd) ---- */
 static inline GPT2_HD void layernorm_row_forward(float *o, float *mean, float *rstd,
                                                  const float *x, const float *w, const float *b,
-                                                 int C)
+                                                 int C, int lane, int lanes)
 {
     float m = 0, v = 0;
-    for (int c = 0; c < C; c++)
+    for (int c = lane; c < C; c += lanes)
         m += x[c];
-    m /= (float)C;
-    for (int c = 0; c < C; c++)
+    m = GPT2_LANES_SUMF(m) / (float)C;
+    for (int c = lane; c < C; c += lanes)
         v += (x[c] - m) * (x[c] - m);
+    v = GPT2_LANES_SUMF(v);
     float s = 1.0f / sqrtf(v / (float)C + 1e-5f);
-    for (int c = 0; c < C; c++)
+    for (int c = lane; c < C; c += lanes)
         o[c] = (x[c] - m) * s * w[c] + b[c];
-    *mean = m;
-    *rstd = s;
+    if (lane == 0) {
+        *mean = m;
+        *rstd = s;
+    }
 }
 
 static inline GPT2_HD void layernorm_row_backward(float *dx, float *dw, float *db,
                                                   const float *d, const float *x,
-                                                  const float *w, float mean, float rstd, int C)
+                                                  const float *w, float mean, float rstd, int C,
+                                                  int lane, int lanes)
 {
     float dnorm_mean = 0, dnorm_norm_mean = 0;
-    for (int c = 0; c < C; c++) {
+    for (int c = lane; c < C; c += lanes) {
         float norm = (x[c] - mean) * rstd, dnorm = w[c] * d[c];
         dnorm_mean += dnorm;
         dnorm_norm_mean += dnorm * norm;
     }
-    dnorm_mean /= (float)C;
-    dnorm_norm_mean /= (float)C;
-    for (int c = 0; c < C; c++) {
+    dnorm_mean = GPT2_LANES_SUMF(dnorm_mean) / (float)C;
+    dnorm_norm_mean = GPT2_LANES_SUMF(dnorm_norm_mean) / (float)C;
+    for (int c = lane; c < C; c += lanes) {
         float norm = (x[c] - mean) * rstd, dnorm = w[c] * d[c];
         GPT2_ADD(&db[c], d[c]);
         GPT2_ADD(&dw[c], norm * d[c]);
@@ -83,17 +129,20 @@ static inline GPT2_HD void layernorm_row_backward(float *dx, float *dw, float *d
 /* ---- causal attention: one (b, h, t) row; qkv rows of 3C, head size hs ---- */
 /* Row t of q.k scores in place: scaled, softmax over positions 0..t, zero after (the row
  * kernel below and the batched-GEMM attention of gpt2_attention.h share it). */
-static inline GPT2_HD void causal_softmax_row_forward(float *a, int t, int T, float scale)
+static inline GPT2_HD void causal_softmax_row_forward(float *a, int t, int T, float scale,
+                                                      int lane, int lanes)
 {
     float maxv = -INFINITY;
-    for (int s = 0; s <= t; s++) {
+    for (int s = lane; s <= t; s += lanes) {
         a[s] = a[s] * scale;
         maxv = fmaxf(maxv, a[s]);
     }
+    maxv = GPT2_LANES_MAXF(maxv);
     float sum = 0;
-    for (int s = 0; s <= t; s++)
+    for (int s = lane; s <= t; s += lanes)
         sum += (a[s] = expf(a[s] - maxv));
-    for (int s = 0; s < T; s++)
+    sum = GPT2_LANES_SUMF(sum);
+    for (int s = lane; s < T; s += lanes)
         a[s] = s <= t ? a[s] / sum : 0.0f;
 }
 
@@ -109,7 +158,7 @@ static inline GPT2_HD void attention_row_forward(float *o, float *a, const float
             dot += q[i] * k[i];
         a[s] = dot;
     }
-    causal_softmax_row_forward(a, t, T, scale);
+    causal_softmax_row_forward(a, t, T, scale, 0, 1);
     for (int i = 0; i < hs; i++)
         o[i] = 0.0f;
     for (int s = 0; s <= t; s++) {
@@ -170,12 +219,13 @@ static inline GPT2_HD size_t heads_offset(size_t i, int T, int NH, int hs, int s
 /* Row t: d holds the gradient of the softmax a on entry and that of the unscaled scores on
  * return (attention_row_backward's dpre), zero after t. */
 static inline GPT2_HD void causal_softmax_row_backward(float *d, const float *a, int t, int T,
-                                                       float scale)
+                                                       float scale, int lane, int lanes)
 {
     float dot_sum = 0;
-    for (int s = 0; s <= t; s++)
+    for (int s = lane; s <= t; s += lanes)
         dot_sum += d[s] * a[s];
-    for (int s = 0; s < T; s++)
+    dot_sum = GPT2_LANES_SUMF(dot_sum);
+    for (int s = lane; s < T; s += lanes)
         d[s] = s <= t ? a[s] * (d[s] - dot_sum) * scale : 0.0f;
 }
 
@@ -196,25 +246,31 @@ static inline GPT2_HD float gelu_elem_backward(float x, float dout)
 }
 
 /* ---- softmax + cross-entropy: one row of V ---- */
-/* p = softmax(l); returns -log p[target] (in double, floored at 1e-30) */
+/* p = softmax(l) (p may be l); returns -log p[target] (in double, floored at 1e-30) to every
+ * lane, which computes p[target] itself, as its owner lane does, from l[target] read before
+ * any lane stores */
 static inline GPT2_HD double crossentropy_row_forward(float *p, const float *l, int target,
-                                                      int V)
+                                                      int V, int lane, int lanes)
 {
+    float lt = l[target];
     float maxv = -INFINITY;
-    for (int v = 0; v < V; v++)
+    for (int v = lane; v < V; v += lanes)
         maxv = fmaxf(maxv, l[v]);
+    maxv = GPT2_LANES_MAXF(maxv);
     double sum = 0;
-    for (int v = 0; v < V; v++)
+    for (int v = lane; v < V; v += lanes)
         sum += (p[v] = expf(l[v] - maxv));
-    for (int v = 0; v < V; v++)
+    sum = GPT2_LANES_SUMD(sum);
+    for (int v = lane; v < V; v += lanes)
         p[v] = (float)(p[v] / sum);
-    return -log(fmax((double)p[target], 1e-30));
+    float pt = expf(lt - maxv);
+    return -log(fmax((double)(float)(pt / sum), 1e-30));
 }
 
 static inline GPT2_HD void crossentropy_row_backward(float *dl, const float *p, int target,
-                                                     int V, float inv_n)
+                                                     int V, float inv_n, int lane, int lanes)
 {
-    for (int v = 0; v < V; v++)
+    for (int v = lane; v < V; v += lanes)
         dl[v] = (p[v] - (v == target ? 1.0f : 0.0f)) * inv_n;
 }
 

@@ -51,14 +51,15 @@ static void cpu_softmax_f(void *ctx, float *att, int rows, int T, float scale)
 {
     (void)ctx;
     for (int r = 0; r < rows; r++)
-        causal_softmax_row_forward(att + (size_t)r * T, r % T, T, scale);
+        causal_softmax_row_forward(att + (size_t)r * T, r % T, T, scale, 0, 1);
 }
 
 static void cpu_softmax_b(void *ctx, float *d, const float *att, int rows, int T, float scale)
 {
     (void)ctx;
     for (int r = 0; r < rows; r++)
-        causal_softmax_row_backward(d + (size_t)r * T, att + (size_t)r * T, r % T, T, scale);
+        causal_softmax_row_backward(d + (size_t)r * T, att + (size_t)r * T, r % T, T, scale, 0,
+                                    1);
 }
 
 static const gpt2_att_engine cpu_engine = {NULL, cpu_bmm, cpu_gather, cpu_scatter,

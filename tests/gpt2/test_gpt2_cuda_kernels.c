@@ -15,7 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { B = 2, T = 16, C = 64, NH = 4, V = 97, N = B * T };
+/* rows longer than a warp (T, C, V > 32; V not a multiple of it) */
+enum { B = 2, T = 40, C = 64, NH = 4, V = 97, N = B * T };
 
 static unsigned long long rs = 88172645463325252ull;
 static float frand(void)
@@ -64,6 +65,29 @@ static float *randoms(size_t n)
     return p;
 }
 
+/* Layernorm over more rows than the backward kernel's grid has warps (each warp then takes
+ * several rows, and its block's partial dw, db) and a width that is no multiple of a warp. */
+static void layernorm_many_rows(void *s, double tol)
+{
+    enum { LN = 4100, LC = 50 };
+    float *x = randoms(LN * LC), *w = randoms(LC), *b = randoms(LC), *d = randoms(LN * LC);
+    float *out = calloc(LN * LC, 4), *mean = calloc(LN, 4), *rstd = calloc(LN, 4);
+    float *dx = calloc(LN * LC, 4), *dw = calloc(LC, 4), *db = calloc(LC, 4);
+    float *g_x = dev_copy(x, LN * LC * 4), *g_w = dev_copy(w, LC * 4), *g_b = dev_copy(b, LC * 4);
+    float *g_d = dev_copy(d, LN * LC * 4), *g_out = dev_copy(out, LN * LC * 4);
+    float *g_mean = dev_copy(mean, LN * 4), *g_rstd = dev_copy(rstd, LN * 4);
+    float *g_dx = dev_copy(dx, LN * LC * 4), *g_dw = dev_copy(dw, LC * 4), *g_db = dev_copy(db, LC * 4);
+    layernorm_forward(out, mean, rstd, x, w, b, LN, LC);
+    gpt2_cuda_layernorm_forward(g_out, g_mean, g_rstd, g_x, g_w, g_b, LN, LC, s);
+    check("layernorm forward, 4100 rows", out, g_out, LN * LC, tol);
+    check("layernorm mean, 4100 rows", mean, g_mean, LN, tol);
+    layernorm_backward(dx, dw, db, d, x, w, mean, rstd, LN, LC);
+    gpt2_cuda_layernorm_backward(g_dx, g_dw, g_db, g_d, g_x, g_w, g_mean, g_rstd, LN, LC, s);
+    check("layernorm backward, 4100 rows", dx, g_dx, LN * LC, tol);
+    check("  (dw)", dw, g_dw, LC, tol);
+    check("  (db)", db, g_db, LC, tol);
+}
+
 int main(void)
 {
     int count = 0;
@@ -107,6 +131,7 @@ int main(void)
     check("layernorm backward (dinp)", dx, g_dx, N * C, tol);
     check("layernorm backward (dw)", dw, g_dw, C, tol);
     check("layernorm backward (db)", db, g_db, C, tol);
+    layernorm_many_rows(s, tol);
 
     /* attention */
     float *qkv = randoms(N * 3 * C), *att = calloc(B * NH * T * T, 4), *dqkv = calloc(N * 3 * C, 4);
