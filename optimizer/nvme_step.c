@@ -76,6 +76,10 @@ static zt_home *state_home(const zt_opt_shard *sh, int k)
     return k == 0 ? sh->master : k == 1 ? sh->m : sh->v;
 }
 
+/* The first of master, m, v that a set moves: m when the master is the parameters' fp32
+ * home in host memory, which the step updates in place. */
+static int first_moved(const zt_opt_shard *sh) { return zt_home_host_ptr(sh->master) ? 1 : 0; }
+
 static float *set_buf(zt_nvme_step *s, int set, int k) { return s->bufs[set * 3 + k]; }
 
 static zt_status start(zt_nvme_step *s, const chunk *c, int set, int write, zt_error *err)
@@ -84,15 +88,16 @@ static zt_status start(zt_nvme_step *s, const chunk *c, int set, int write, zt_e
     os->shard = c->shard, os->begin = c->begin, os->n = c->n;
     zt_status st = ZT_OK;
     uint64_t off = (uint64_t)c->begin * sizeof(float), len = (uint64_t)c->n * sizeof(float);
-    for (int k = 0; k < 3 && st == ZT_OK; k++) {
+    int first = first_moved(c->shard);
+    for (int k = first; k < 3 && st == ZT_OK; k++) {
         zt_home *h = state_home(c->shard, k);
         st = write ? zt_swap_write_at(h->swap, &h->ext, off, set_buf(s, set, k), len, &os->io[k],
                                       err)
                    : zt_swap_read_at(h->swap, &h->ext, off, set_buf(s, set, k), len, &os->io[k],
                                      err);
         if (st != ZT_OK)
-            for (int j = 0; j < k; j++)
-                zt_swap_wait(h->swap, &os->io[j], NULL);
+            for (int j = first; j < k; j++)
+                zt_swap_wait(state_home(c->shard, j)->swap, &os->io[j], NULL);
     }
     os->state = st != ZT_OK ? SET_IDLE : write ? SET_WRITING : SET_READING;
     return st;
@@ -102,7 +107,7 @@ static zt_status start(zt_nvme_step *s, const chunk *c, int set, int write, zt_e
 static zt_status finish(opt_set *os, zt_error *err)
 {
     zt_status st = ZT_OK;
-    for (int k = 0; k < 3 && os->state != SET_IDLE; k++) {
+    for (int k = os->state != SET_IDLE ? first_moved(os->shard) : 3; k < 3; k++) {
         zt_status w = zt_swap_wait(state_home(os->shard, k)->swap, &os->io[k],
                                    st == ZT_OK ? err : NULL);
         st = st == ZT_OK ? w : st;
@@ -155,7 +160,7 @@ zt_status zt_nvme_step_poll(zt_nvme_step *s, zt_error *err)
     for (int k = 0; k < s->n_sets; k++) {
         opt_set *os = &s->sets[k];
         int done = os->state == SET_WRITING;
-        for (int j = 0; done && j < 3; j++)
+        for (int j = done ? first_moved(os->shard) : 3; done && j < 3; j++)
             done = zt_swap_done(state_home(os->shard, j)->swap, &os->io[j]);
         if (done) /* the first failure is kept, with its message */
             finish(os, s->failed.status == ZT_OK ? &s->failed : NULL);
@@ -182,10 +187,13 @@ static zt_status update(zt_nvme_step *s, const chunk *c, int set, zt_error *err)
 {
     const zt_opt_shard *sh = c->shard;
     size_t dsize = zt_dtype_size(s->dtype);
-    zt_adam_tensors t = {set_buf(s, set, 0), set_buf(s, set, 1), set_buf(s, set, 2),
+    float *home_master = zt_home_host_ptr(sh->master); /* the parameters: updated in place */
+    zt_adam_tensors t = {home_master ? home_master + c->begin : set_buf(s, set, 0),
+                         set_buf(s, set, 1), set_buf(s, set, 2),
                          (const char *)sh->grad + (size_t)c->begin * zt_dtype_size(sh->grad_dtype),
                          sh->grad_dtype,
-                         (char *)param_out(s, sh) + (size_t)c->begin * dsize, s->dtype, c->n};
+                         home_master ? NULL : (char *)param_out(s, sh) + (size_t)c->begin * dsize,
+                         s->dtype, c->n};
     double t0 = zt_now_s();
     zt_adam_step_parallel(s->pool, s->variant, &s->h, &t);
     zt_trace_span("optimizer", t0, "adam '%s' [%lld, %lld)", sh->master->owner,

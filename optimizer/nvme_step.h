@@ -20,9 +20,11 @@
 #define ZT_NVME_STEP_MAX_SETS 32
 #define ZT_NVME_STEP_MAX_BUFS (3 * ZT_NVME_STEP_MAX_SETS) /* master, m, v per set */
 
-/* One shard of optimizer state and what its update reads and writes. */
+/* One shard of optimizer state and what its update reads and writes. m and v live on NVMe;
+ * the master too, or it is the parameters' fp32 home in host memory (zt_home_share of
+ * param), which the update changes in place and no set moves. */
 typedef struct zt_opt_shard {
-    zt_home *master, *m, *v; /* fp32, NVMe homes of equal size */
+    zt_home *master, *m, *v; /* fp32 homes of equal size */
     zt_home *param;          /* the working-dtype parameters: any tier */
     const void *grad;        /* gradient shard of grad_dtype (fp32 or bf16), host memory */
     zt_dtype grad_dtype;

@@ -72,7 +72,8 @@ int zt_plan_nvme_step_sets(const zt_config *cfg)
 
 int zt_plan_master_is_param(const zt_plan *p, const zt_layer *L)
 {
-    return p->dtype == ZT_F32 && p->optim_tier == ZT_TIER_HOST &&
+    return p->dtype == ZT_F32 &&
+           (p->optim_tier == ZT_TIER_HOST || p->optim_tier == ZT_TIER_NVME) &&
            p->param_tier == ZT_TIER_HOST && !L->persistent;
 }
 
@@ -88,8 +89,9 @@ static void plan_layer(const zt_runtime *rt, const zt_layer *L, zt_plan *p)
     if (p->optim_tier == ZT_TIER_HOST) /* m, v and the master (unless the parameters are) */
         p->host_bytes +=
             (zt_plan_master_is_param(p, L) ? 2 : 3) * zt_host_tier_footprint(shard * 4);
-    else if (p->optim_tier == ZT_TIER_NVME)
-        p->nvme_optim_bytes += 3 * zt_swap_footprint(shard * 4, bs);
+    else if (p->optim_tier == ZT_TIER_NVME) /* the same, on NVMe */
+        p->nvme_optim_bytes +=
+            (zt_plan_master_is_param(p, L) ? 2 : 3) * zt_swap_footprint(shard * 4, bs);
     if (L->persistent) {
         p->device_resident += param_bytes;
         p->persistent_bytes += param_bytes;

@@ -9,9 +9,10 @@
  * working set of the same size is printed beside it, counted as the hardware moves it: 32
  * bytes per element (two reads, one write, and the write-allocate read of the destination
  * that STREAM's 24 leaves out). A ratio above 1.05 is flagged: the limit would be wrong.
- * With --nvme DIR it also times the runtime's NVMe-pipelined step (master, m, v on NVMe)
- * against its floor max(read bytes / read bandwidth, write bytes / write bandwidth,
- * in-memory step), with the folder's bandwidth measured in the same run. */
+ * With --nvme DIR it also times the runtime's NVMe-pipelined step (m, v on NVMe; the fp32
+ * parameters in host memory are the master) against its floor max(read bytes / read
+ * bandwidth, write bytes / write bandwidth, in-memory step), with the bytes the step moved
+ * and the folder's bandwidth measured in the same run. */
 #include "optimizer/adam.h"
 #include "core/convert.h"
 #include "tools/bench_common.h"
@@ -108,8 +109,10 @@ static zt_status one_layer(const char *cfg, int64_t n, zt_runtime **rt, int *lay
     return st;
 }
 
-/* Median time of zt_step with one layer of n parameters whose optimizer state is on NVMe. */
-static double nvme_step(const char *dir, int64_t n, int threads, int reps)
+/* Median time of zt_step with one layer of n parameters whose optimizer state is on NVMe
+ * (fp32 parameters in host memory: they are the master, and m and v move); *moved: the
+ * bytes it read and wrote per step. */
+static double nvme_step(const char *dir, int64_t n, int threads, int reps, double moved[2])
 {
     char cfg[1600];
     snprintf(cfg, sizeof cfg,
@@ -122,13 +125,21 @@ static double nvme_step(const char *dir, int64_t n, int threads, int reps)
     int layer;
     double t[MAX_REPS + 1];
     zt_status st = one_layer(cfg, n, &rt, &layer);
+    zt_stats s0 = ZT_STATS_INIT, s1 = ZT_STATS_INIT;
     for (int r = 0; st == ZT_OK && r <= reps; r++) {
+        if (r == 1)
+            st = zt_stats_get(rt, &s0);
         double t0 = bench_now();
-        st = zt_step(rt, NULL, NULL);
+        if (st == ZT_OK)
+            st = zt_step(rt, NULL, NULL);
         t[r] = bench_now() - t0;
     }
+    if (st == ZT_OK)
+        st = zt_stats_get(rt, &s1);
     if (st != ZT_OK)
         fprintf(stderr, "ztier bench adam: %s\n", zt_last_error(rt));
+    moved[0] = (double)(s1.nvme_read_bytes - s0.nvme_read_bytes) / reps;
+    moved[1] = (double)(s1.nvme_write_bytes - s0.nvme_write_bytes) / reps;
     zt_runtime_destroy(rt);
     return st == ZT_OK ? bench_median(t + 1, reps) : -1; /* t[0] is the warm-up */
 }
@@ -302,7 +313,7 @@ int cmd_bench_adam(int argc, char **argv)
     printf("  ratio_vs_triad (median of pairs): %.3f%s\n", rmed,
            rmed > 1.05 ? "  (above 1.05: the triad is not this kernel's limit)" : "");
     const char *nvme = bench_arg(argc, argv, "nvme");
-    double step_s = -1, floor_s = -1, rbw = 0, wbw = 0;
+    double step_s = -1, floor_s = -1, rbw = 0, wbw = 0, moved[2] = {0, 0};
     double crel_s[2] = {-1, -1}, cstep_s[2] = {-1, -1}; /* parameters in device, host memory */
     if (bench_flag(argc, argv, "clipped-step")) {
         bench_triad_destroy(triad), triad = NULL; /* give the memory back first */
@@ -324,19 +335,20 @@ int cmd_bench_adam(int argc, char **argv)
     if (nvme) {
         bench_triad_destroy(triad), triad = NULL; /* give the memory back first */
         bench_free(&b), memset(&b, 0, sizeof b);
-        step_s = nvme_step(nvme, params, threads, reps);
+        step_s = nvme_step(nvme, params, threads, reps, moved);
         if (step_s < 0 || bench_disk_bandwidth(nvme, 1u << 30, &rbw, &wbw) != 0) {
             zt_threadpool_destroy(pool);
             return 1;
         }
         double mem_s = (double)params * bytes_per_param / (adam_gbps * 1e9);
-        double io_r = (double)params * 12 / rbw, io_w = (double)params * 12 / wbw;
+        double io_r = moved[0] / rbw, io_w = moved[1] / wbw;
         floor_s = mem_s > io_r ? mem_s : io_r;
         floor_s = floor_s > io_w ? floor_s : io_w;
-        printf("  NVMe-pipelined step (master, m, v on NVMe in '%s'): %.3f s; floor %.3f s = "
-               "max(in-memory %.3f s, read %.2f GB at %.2f GB/s, write %.2f GB at %.2f GB/s); "
-               "ratio_vs_floor %.3f\n", nvme, step_s, floor_s, mem_s, params * 12 / 1e9,
-               rbw / 1e9, params * 12 / 1e9, wbw / 1e9, step_s / floor_s);
+        printf("  NVMe-pipelined step (m, v on NVMe in '%s', the fp32 parameters in host memory "
+               "are the master): %.3f s; floor %.3f s = max(in-memory %.3f s, read %.2f GB at "
+               "%.2f GB/s, write %.2f GB at %.2f GB/s); ratio_vs_floor %.3f\n",
+               nvme, step_s, floor_s, mem_s, moved[0] / 1e9, rbw / 1e9, moved[1] / 1e9,
+               wbw / 1e9, step_s / floor_s);
     }
     if (bench_flag(argc, argv, "json")) {
         printf("{\"variant\":\"%s\",\"params\":%lld,\"threads\":%d,\"grad_dtype\":\"%s\","

@@ -36,7 +36,8 @@ static int open_run(run *r, const gpt2_config *c, int B, int T, const char *offl
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}},"
              " \"ztier\": {\"hbm_capacity\": \"%s\", \"overlap_step\": \"%s\","
              " \"optimizer_threads\": %d}}",
-             !strcmp(offload, "all") ? "nvme" : "none", nvme, strcmp(offload, "none") ? "nvme" : "cpu",
+             !strcmp(offload, "all") ? "nvme" : !strcmp(offload, "params-cpu") ? "cpu" : "none", nvme,
+             strcmp(offload, "none") ? "nvme" : "cpu",
              nvme, hbm, overlap, threads);
     memset(r, 0, sizeof *r);
     if (zt_runtime_create(NULL, cfg, &r->rt) != ZT_OK ||
@@ -102,10 +103,10 @@ int cmd_bench_gpt2(int argc, char **argv)
     token_data d;
     char err[512];
     if (gpt2_config_named(name, 0, &c) || B < 1 || T < 2 || steps < 1 || steps > MAX_STEPS ||
-        (strcmp(offload, "optimizer") && strcmp(offload, "all")) ||
+        (strcmp(offload, "optimizer") && strcmp(offload, "all") && strcmp(offload, "params-cpu")) ||
         (strcmp(overlap, "auto") && strcmp(overlap, "on") && strcmp(overlap, "off"))) {
         fprintf(stderr, "ztier bench gpt2: --config tiny|d12|d24|d36|d48, --steps 1..16, "
-                        "--offload optimizer|all, --overlap-step auto|on|off\n");
+                        "--offload optimizer|params-cpu|all, --overlap-step auto|on|off\n");
         return 2;
     }
     if (T > c.max_seq)
@@ -115,6 +116,10 @@ int cmd_bench_gpt2(int argc, char **argv)
     const char *backend = (v = bench_arg(argc, argv, "backend")) ? v : "host";
     if (strcmp(backend, "host") && strcmp(backend, "cuda"))
         return fprintf(stderr, "ztier bench gpt2: --backend host|cuda\n"), 2;
+    if (!strcmp(backend, "cuda") && !strcmp(offload, "params-cpu"))
+        return fprintf(stderr, "ztier bench gpt2: --offload params-cpu is for the host backend; "
+                               "with --backend cuda, --offload all puts the parameters and the "
+                               "optimizer state in pinned host memory\n"), 2;
     if (tokens_load_text(text, &d, err, sizeof err) != 0)
         return fprintf(stderr, "ztier bench gpt2: %s\n", err), 1;
     if (!strcmp(backend, "cuda")) {
@@ -166,7 +171,11 @@ int cmd_bench_gpt2(int argc, char **argv)
     printf("ztier bench gpt2: %s (%.1fM parameters), batch %d x %d tokens, %s on NVMe in '%s', "
            "%d interleaved steps, %d threads (matmuls and optimizer)\n", name,
            (double)gpt2_num_params(&c) / 1e6, B, T,
-           strcmp(offload, "all") ? "optimizer state" : "parameters and optimizer state", nvme,
+           !strcmp(offload, "all")          ? "parameters and optimizer state"
+           : !strcmp(offload, "params-cpu") ? "optimizer state (m, v; the parameters' home in "
+                                              "host memory is the master)"
+                                            : "optimizer state",
+           nvme,
            steps, threads);
     printf("  resident step      %8.3f s  (%.0f tokens/s)\n", resident, B * T / resident);
     printf("  offloaded step     %8.3f s  (%.0f tokens/s)\n", offloaded, B * T / offloaded);
