@@ -14,15 +14,19 @@ typedef struct chunk {
 
 typedef enum set_state { SET_IDLE = 0, SET_READING, SET_WRITING } set_state;
 
-/* One buffer set (master, m, v of one sub-group) and its transfers in flight. */
+/* One buffer set (master, m, v of one sub-group) and its transfers in flight: NVMe reads or
+ * writes, and the copy of a master from the parameters' home in device memory (ev). */
 typedef struct opt_set {
     zt_swap_io io[3];
+    zt_event *ev;   /* created on first use */
+    int from_dev;   /* the master's device copy is in flight (ev recorded after it) */
     set_state state;
     const zt_opt_shard *shard;
     int64_t begin, n;
 } opt_set;
 
 struct zt_nvme_step {
+    zt_homes *dev_homes; /* the device and stream for masters in device memory */
     float *bufs[ZT_NVME_STEP_MAX_BUFS];
     int64_t buf_elems;
     void *param_staging;
@@ -55,7 +59,8 @@ int64_t zt_nvme_step_chunk_elems(int64_t sub_group_size, uint64_t block_size)
 }
 
 zt_status zt_nvme_step_create(float *const *bufs, int sets, int64_t buf_elems,
-                              void *param_staging, zt_nvme_step **out, zt_error *err)
+                              void *param_staging, zt_homes *dev_homes, zt_nvme_step **out,
+                              zt_error *err)
 {
     if (sets < ZT_NVME_STEP_MIN_SETS || sets > ZT_NVME_STEP_MAX_SETS)
         return ZT_ERR(err, ZT_ERR_ARGUMENT, "the NVMe optimizer step takes %d to %d buffer "
@@ -67,6 +72,7 @@ zt_status zt_nvme_step_create(float *const *bufs, int sets, int64_t buf_elems,
     s->n_sets = sets;
     s->buf_elems = buf_elems;
     s->param_staging = param_staging;
+    s->dev_homes = dev_homes;
     *out = s;
     return ZT_OK;
 }
@@ -76,11 +82,42 @@ static zt_home *state_home(const zt_opt_shard *sh, int k)
     return k == 0 ? sh->master : k == 1 ? sh->m : sh->v;
 }
 
-/* The first of master, m, v that a set moves: m when the master is the parameters' fp32
- * home in host memory, which the step updates in place. */
-static int first_moved(const zt_opt_shard *sh) { return zt_home_host_ptr(sh->master) ? 1 : 0; }
-
 static float *set_buf(zt_nvme_step *s, int set, int k) { return s->bufs[set * 3 + k]; }
+
+/* The first of master, m, v that a set moves on NVMe: m when the master is the parameters'
+ * fp32 home in host memory (updated in place) or in device memory (copied in by start). */
+static int first_moved(const zt_opt_shard *sh) { return sh->master->kind != ZT_TIER_NVME; }
+
+/* Queues the copy of a sub-group's master from device memory into the set, on the homes'
+ * stream, and records the set's event after it. */
+static zt_status start_device_copy(zt_nvme_step *s, const chunk *c, int set, zt_error *err)
+{
+    zt_device *dev = s->dev_homes ? s->dev_homes->dev : NULL;
+    opt_set *os = &s->sets[set];
+    if (!dev)
+        return ZT_ERR(err, ZT_ERR_INTERNAL, "the NVMe optimizer step has no device to copy "
+                      "'%s' from", c->shard->master->owner);
+    zt_status st = os->ev ? ZT_OK : dev->iface->event_create(dev, &os->ev, err);
+    if (st == ZT_OK)
+        st = dev->iface->memcpy_async(dev, set_buf(s, set, 0),
+                                      (const char *)c->shard->master->ptr + c->begin * 4,
+                                      (size_t)c->n * 4, ZT_COPY_D2H, s->dev_homes->stream, err);
+    if (st == ZT_OK)
+        st = dev->iface->event_record(dev, os->ev, s->dev_homes->stream, err);
+    os->from_dev = st == ZT_OK;
+    return st;
+}
+
+/* Waits for a set's device copy, if one is in flight. */
+static zt_status finish_device_copy(zt_nvme_step *s, opt_set *os, zt_error *err)
+{
+    if (!os->from_dev)
+        return ZT_OK;
+    os->from_dev = 0;
+    zt_device *dev = s->dev_homes->dev;
+    return dev->iface->event_synchronize(dev, os->ev, err);
+}
+
 
 static zt_status start(zt_nvme_step *s, const chunk *c, int set, int write, zt_error *err)
 {
@@ -99,14 +136,18 @@ static zt_status start(zt_nvme_step *s, const chunk *c, int set, int write, zt_e
             for (int j = first; j < k; j++)
                 zt_swap_wait(state_home(c->shard, j)->swap, &os->io[j], NULL);
     }
+    if (st == ZT_OK && !write && c->shard->master->kind == ZT_TIER_DEVICE &&
+        (st = start_device_copy(s, c, set, err)) != ZT_OK)
+        for (int j = first; j < 3; j++)
+            zt_swap_wait(state_home(c->shard, j)->swap, &os->io[j], NULL);
     os->state = st != ZT_OK ? SET_IDLE : write ? SET_WRITING : SET_READING;
     return st;
 }
 
 /* Waits for a set's transfers; the first failure goes to err. */
-static zt_status finish(opt_set *os, zt_error *err)
+static zt_status finish(zt_nvme_step *s, opt_set *os, zt_error *err)
 {
-    zt_status st = ZT_OK;
+    zt_status st = os->state != SET_IDLE ? finish_device_copy(s, os, err) : ZT_OK;
     for (int k = os->state != SET_IDLE ? first_moved(os->shard) : 3; k < 3; k++) {
         zt_status w = zt_swap_wait(state_home(os->shard, k)->swap, &os->io[k],
                                    st == ZT_OK ? err : NULL);
@@ -122,7 +163,7 @@ static zt_status finish_sets(zt_nvme_step *s, set_state which, zt_error *err)
     zt_status st = ZT_OK;
     for (int k = 0; k < s->n_sets; k++)
         if (s->sets[k].state && (which == SET_IDLE || s->sets[k].state == which)) {
-            zt_status w = finish(&s->sets[k], st == ZT_OK ? err : NULL);
+            zt_status w = finish(s, &s->sets[k], st == ZT_OK ? err : NULL);
             st = st == ZT_OK ? w : st;
         }
     return st;
@@ -163,7 +204,7 @@ zt_status zt_nvme_step_poll(zt_nvme_step *s, zt_error *err)
         for (int j = done ? first_moved(os->shard) : 3; done && j < 3; j++)
             done = zt_swap_done(state_home(os->shard, j)->swap, &os->io[j]);
         if (done) /* the first failure is kept, with its message */
-            finish(os, s->failed.status == ZT_OK ? &s->failed : NULL);
+            finish(s, os, s->failed.status == ZT_OK ? &s->failed : NULL);
     }
     return take_failure(s, err);
 }
@@ -173,6 +214,9 @@ void zt_nvme_step_destroy(zt_nvme_step *s)
     if (!s)
         return;
     finish_sets(s, SET_IDLE, NULL);
+    for (int k = 0; k < s->n_sets; k++)
+        if (s->sets[k].ev)
+            s->dev_homes->dev->iface->event_destroy(s->dev_homes->dev, s->sets[k].ev);
     free(s->chunks);
     free(s);
 }
@@ -298,12 +342,12 @@ static zt_status step_chunk(zt_nvme_step *s, int i, zt_error *err)
     while (st == ZT_OK && s->issued <= i + s->n_sets - 2 && s->issued < s->count) {
         int j = s->issued, set = j % s->n_sets;
         if (sets[set].state)
-            st = finish(&sets[set], err);
+            st = finish(s, &sets[set], err);
         if (st == ZT_OK && (st = start(s, &s->chunks[j], set, 0, err)) == ZT_OK)
             s->issued++;
     }
     if (st == ZT_OK)
-        st = finish(&sets[cur], err);
+        st = finish(s, &sets[cur], err);
     if (st == ZT_OK)
         st = update(s, &s->chunks[i], cur, err);
     if (st == ZT_OK)

@@ -230,7 +230,7 @@ static zt_status open_nvme_step(zt_runtime *rt)
     void *param_out = rt->dtype == ZT_F32 ? rt->staging : rt->staging_lp;
     return zt_nvme_step_create(rt->opt_buf, rt->opt_sets,
                                (int64_t)(rt->opt_buf_bytes / sizeof(float)), param_out,
-                               &rt->nvme_step, &rt->err);
+                               &rt->homes, &rt->nvme_step, &rt->err);
 }
 
 zt_status zt_rt_commit(zt_runtime *rt)

@@ -72,9 +72,12 @@ int zt_plan_nvme_step_sets(const zt_config *cfg)
 
 int zt_plan_master_is_param(const zt_plan *p, const zt_layer *L)
 {
-    return p->dtype == ZT_F32 &&
-           (p->optim_tier == ZT_TIER_HOST || p->optim_tier == ZT_TIER_NVME) &&
-           p->param_tier == ZT_TIER_HOST && !L->persistent;
+    if (p->dtype != ZT_F32)
+        return 0;
+    if (L->persistent || p->param_tier == ZT_TIER_DEVICE) /* copied in by the NVMe step */
+        return p->optim_tier == ZT_TIER_NVME;
+    return p->param_tier == ZT_TIER_HOST &&
+           (p->optim_tier == ZT_TIER_HOST || p->optim_tier == ZT_TIER_NVME);
 }
 
 static void plan_layer(const zt_runtime *rt, const zt_layer *L, zt_plan *p)

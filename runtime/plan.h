@@ -36,10 +36,11 @@ typedef struct zt_plan {
  * whether it is persistent (below stage3_param_persistence_threshold). */
 void zt_plan_layout(zt_runtime *rt, int world);
 
-/* 1 when layer L's fp32 master is its parameters' home itself: fp32 parameters whose home
- * is in host memory, with the optimizer state in host memory or on NVMe, always hold the
- * master's bytes, so they are kept once (4 bytes per parameter less, and the step writes no
- * separate copy; on NVMe, the step moves m and v only: a third less traffic). */
+/* 1 when layer L's fp32 master is its parameters' home itself: fp32 parameters always hold
+ * the master's bytes, so they are kept once where the step can reach them — a home in host
+ * memory with the optimizer state in host memory or on NVMe (updated in place), a home in
+ * device memory with the state on NVMe (the NVMe step copies each sub-group in). 4 bytes per
+ * parameter less; on NVMe the step moves m and v only, a third less traffic. */
 int zt_plan_master_is_param(const zt_plan *p, const zt_layer *L);
 
 /* Device bytes of ZeRO++'s transfer buffers for layer L (0 where they are not used): qwZ's,

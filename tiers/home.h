@@ -36,7 +36,7 @@ zt_status zt_home_alloc(zt_homes *h, zt_tier_kind kind, uint64_t bytes, const ch
                         zt_home *out, zt_error *err);
 void zt_home_free(zt_homes *h, zt_home *home);
 
-/* Makes *out name the memory of HOST home `of` (which must outlive it), under its own owner
+/* Makes *out name the memory of home `of` (which must outlive it), under its own owner
  * name: two kinds of state that always hold the same bytes kept once. */
 void zt_home_share(const zt_home *of, const char *owner, zt_home *out);
 

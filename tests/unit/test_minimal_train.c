@@ -219,18 +219,19 @@ static void test_nvme_placements_equal_reference(void **state)
 
 /* Parameters and optimizer state on NVMe give the same bits as everything in host memory,
  * also when the pipelined optimizer step cuts layers into many small sub-groups, and when
- * the parameters in host memory are the master (the state on NVMe is then m and v). */
+ * the parameters in host or device memory are the master (the state on NVMe is then m, v). */
 static void test_nvme_is_bitwise_host(void **state)
 {
     (void)state;
     nvme_dir();
-    const char *placements[3][2] = {{"cpu", "cpu"}, {"nvme", "nvme"}, {"cpu", "nvme"}};
-    float *result[3][2 * MLP_LAYERS];
+    const char *placements[4][2] = {
+        {"cpu", "cpu"}, {"nvme", "nvme"}, {"cpu", "nvme"}, {"none", "nvme"}};
+    float *result[4][2 * MLP_LAYERS];
     minimal_model m;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         char cfg[2200];
         const char *base = ref_mlp_config(&hp, placements[k][0], placements[k][1], 1,
-                                          k == 2 ? ", \"sub_group_size\": 1024" : "", "");
+                                          k >= 2 ? ", \"sub_group_size\": 1024" : "", "");
         snprintf(cfg, sizeof cfg, "{\"aio\": {\"block_size\": 4096}, %s", base + 1);
         zt_runtime *rt = create(cfg, &m);
         for (int s = 0; s < 10; s++) {
@@ -242,10 +243,11 @@ static void test_nvme_is_bitwise_host(void **state)
         assert_int_equal(zt_stats_get(rt, &st), ZT_OK);
         if (k > 0)
             assert_true(st.nvme_read_bytes > 0 && st.nvme_write_bytes > 0);
-        if (k == 2) {
-            /* The fp32 parameters in host memory are the master, updated in place: a step
-             * reads m and v alone, each sub-group of 1024 elements one 4096-byte block. Steps
-             * 1-9 are done; the 10th's updates wait for the next fetches (overlapped). */
+        if (k >= 2) {
+            /* The fp32 parameters are the master (in host memory updated in place, in device
+             * memory copied in): a step reads m and v alone, each sub-group of 1024 elements
+             * one 4096-byte block. Steps 1-9 are done; the 10th's updates wait for the next
+             * fetches (overlapped). */
             uint64_t blocks = 0;
             for (int l = 0; l < MLP_LAYERS; l++)
                 blocks += ((uint64_t)(m.n_in[l] + 1) * (uint64_t)m.n_out[l] + 1023) / 1024;
@@ -262,13 +264,13 @@ static void test_nvme_is_bitwise_host(void **state)
         zt_runtime_destroy(rt);
     }
     for (int l = 0; l < MLP_LAYERS; l++) {
-        for (int k = 1; k < 3; k++) {
+        for (int k = 1; k < 4; k++) {
             assert_memory_equal(result[0][2 * l], result[k][2 * l],
                                 sizeof(float) * (size_t)m.n_in[l] * (size_t)m.n_out[l]);
             assert_memory_equal(result[0][2 * l + 1], result[k][2 * l + 1],
                                 sizeof(float) * (size_t)m.n_out[l]);
         }
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < 4; k++)
             free(result[k][2 * l]), free(result[k][2 * l + 1]);
     }
 }
