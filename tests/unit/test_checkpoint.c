@@ -126,6 +126,9 @@ static void test_resume_is_bitwise_nvme(void **state)
     mkdir(swap, 0755);
     setenv("ZT_NVME_PATH", swap, 1);
     resume_equals_uninterrupted("nvme", "nvme");
+    /* m and v alone on NVMe: the fp32 parameters in host or device memory are the master */
+    resume_equals_uninterrupted("cpu", "nvme");
+    resume_equals_uninterrupted("none", "nvme");
     unsetenv("ZT_NVME_PATH");
     rmdir(swap);
 }
