@@ -80,12 +80,18 @@ static zt_status alloc_staging(zt_runtime *rt, const zt_plan *plan)
     rt->staging_lp = st == ZT_OK ? (char *)rt->staging + rt->staging_bytes / 2 : NULL;
     rt->opt_buf_bytes = plan->opt_buf_bytes;
     rt->opt_sets = plan->opt_sets;
-    rt->opt_block_bytes = 3 * (size_t)plan->opt_sets * plan->opt_buf_stride;
+    int per_set = plan->opt_bufs_per_set; /* 2: no master buffers (left NULL) */
+    rt->opt_block_bytes = (size_t)per_set * (size_t)plan->opt_sets * plan->opt_buf_stride;
     if (st == ZT_OK && rt->opt_buf_bytes)
         st = zt_host_tier_alloc(&rt->host, rt->opt_block_bytes, "optimizer staging",
                                 &rt->opt_block, &rt->err);
-    for (int k = 0; st == ZT_OK && rt->opt_block && k < 3 * rt->opt_sets; k++)
-        rt->opt_buf[k] = (float *)((char *)rt->opt_block + (size_t)k * plan->opt_buf_stride);
+    char *next = rt->opt_block;
+    for (int k = 0; st == ZT_OK && next && k < 3 * rt->opt_sets; k++) {
+        if (k % 3 == 0 && per_set == 2)
+            continue;
+        rt->opt_buf[k] = (float *)next;
+        next += plan->opt_buf_stride;
+    }
     return st;
 }
 

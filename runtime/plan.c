@@ -80,6 +80,12 @@ int zt_plan_master_is_param(const zt_plan *p, const zt_layer *L)
            (p->optim_tier == ZT_TIER_HOST || p->optim_tier == ZT_TIER_NVME);
 }
 
+/* The master is the parameters' home in host memory: the NVMe step updates it in place. */
+static int master_in_host_params(const zt_plan *p, const zt_layer *L)
+{
+    return zt_plan_master_is_param(p, L) && !L->persistent && p->param_tier == ZT_TIER_HOST;
+}
+
 static void plan_layer(const zt_runtime *rt, const zt_layer *L, zt_plan *p)
 {
     uint64_t shard = (uint64_t)L->shard_numel, ds = zt_dtype_size(p->dtype);
@@ -147,8 +153,12 @@ void zt_plan_make(const zt_runtime *rt, int world, zt_plan *p)
         p->opt_buf_bytes = (uint64_t)(per < p->max_shard ? per : p->max_shard) * sizeof(float);
         p->opt_buf_stride = zt_round_up(p->opt_buf_bytes, ZT_PAGE_BYTES);
         p->opt_sets = zt_plan_nvme_step_sets(&rt->cfg);
-        p->host_bytes +=
-            zt_host_tier_footprint(3 * (uint64_t)p->opt_sets * p->opt_buf_stride);
+        p->opt_bufs_per_set = 2;
+        for (int i = 0; i < rt->n_layers; i++)
+            if (!master_in_host_params(p, &rt->layers[i]))
+                p->opt_bufs_per_set = 3; /* a master read or copied into the set */
+        p->host_bytes += zt_host_tier_footprint((uint64_t)p->opt_bufs_per_set *
+                                                (uint64_t)p->opt_sets * p->opt_buf_stride);
     }
     if (p->max_param_shard_bytes)
         p->pinned_bytes = zt_pinned_pool_footprint((int)rt->cfg.offload_param.buffer_count,

@@ -19,6 +19,8 @@ typedef struct zt_plan {
     uint64_t opt_buf_bytes;  /* host: each of the NVMe step's sub-group buffers (or 0) */
     uint64_t opt_buf_stride; /* ... page-rounded: they lie in one allocation, this far apart */
     int opt_sets;            /* the NVMe step's buffer sets (offload_optimizer.buffer_count) */
+    int opt_bufs_per_set;    /* 3 (master, m, v), or 2 (m, v) where every master is the
+                                parameters' home in host memory, updated in place */
     uint64_t host_bytes;     /* host tier in all: the above, gradient accumulators, homes */
     uint64_t pinned_bytes;   /* NVMe parameter staging pool */
     uint64_t nvme_param_bytes, nvme_optim_bytes; /* swap files */

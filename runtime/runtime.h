@@ -128,7 +128,8 @@ struct zt_runtime {
     int host_step_pending, host_step_updated;
     void *opt_block;                      /* the NVMe step's buffers, one host allocation */
     size_t opt_block_bytes, opt_buf_bytes;
-    float *opt_buf[ZT_NVME_STEP_MAX_BUFS]; /* 3 * opt_sets of them in opt_block */
+    float *opt_buf[ZT_NVME_STEP_MAX_BUFS]; /* master, m, v of opt_sets sets in opt_block
+                                              (masters NULL: plan opt_bufs_per_set 2) */
     int opt_sets;
     void *staging;        /* host buffer: one fp32 shard in transit (largest shard) */
     void *staging_lp;     /* second half of it: the same shard in the working dtype */
