@@ -65,27 +65,30 @@ static float *randoms(size_t n)
     return p;
 }
 
-/* Layernorm over more rows than the backward kernel's grid has warps (each warp then takes
- * several rows, and its block's partial dw, db) and a width that is no multiple of a warp. */
-static void layernorm_many_rows(void *s, double tol)
+/* Layernorm forward and backward over rows x width random inputs. With more rows than the
+ * backward kernel's grid has warps, each warp takes several rows (and its block's partial
+ * dw, db); a width no multiple of a warp leaves lanes idle. */
+static void check_layernorm(void *s, int rows, int width, double tol)
 {
-    enum { LN = 4100, LC = 50 };
-    float *x = randoms(LN * LC), *w = randoms(LC), *b = randoms(LC), *d = randoms(LN * LC);
-    float *out = calloc(LN * LC, 4), *mean = calloc(LN, 4), *rstd = calloc(LN, 4);
-    float *dx = calloc(LN * LC, 4), *dw = calloc(LC, 4), *db = calloc(LC, 4);
-    float *g_x = dev_copy(x, LN * LC * 4), *g_w = dev_copy(w, LC * 4), *g_b = dev_copy(b, LC * 4);
-    float *g_d = dev_copy(d, LN * LC * 4), *g_out = dev_copy(out, LN * LC * 4);
-    float *g_mean = dev_copy(mean, LN * 4), *g_rstd = dev_copy(rstd, LN * 4);
-    float *g_dx = dev_copy(dx, LN * LC * 4), *g_dw = dev_copy(dw, LC * 4), *g_db = dev_copy(db, LC * 4);
-    layernorm_forward(out, mean, rstd, x, w, b, LN, LC);
-    gpt2_cuda_layernorm_forward(g_out, g_mean, g_rstd, g_x, g_w, g_b, LN, LC, s);
-    check("layernorm forward, 4100 rows", out, g_out, LN * LC, tol);
-    check("layernorm mean, 4100 rows", mean, g_mean, LN, tol);
-    layernorm_backward(dx, dw, db, d, x, w, mean, rstd, LN, LC);
-    gpt2_cuda_layernorm_backward(g_dx, g_dw, g_db, g_d, g_x, g_w, g_mean, g_rstd, LN, LC, s);
-    check("layernorm backward, 4100 rows", dx, g_dx, LN * LC, tol);
-    check("  (dw)", dw, g_dw, LC, tol);
-    check("  (db)", db, g_db, LC, tol);
+    size_t n = (size_t)rows * width;
+    float *x = randoms(n), *w = randoms(width), *b = randoms(width), *d = randoms(n);
+    float *out = calloc(n, 4), *mean = calloc(rows, 4), *rstd = calloc(rows, 4);
+    float *dx = calloc(n, 4), *dw = calloc(width, 4), *db = calloc(width, 4);
+    float *g_x = dev_copy(x, n * 4), *g_w = dev_copy(w, width * 4), *g_b = dev_copy(b, width * 4);
+    float *g_d = dev_copy(d, n * 4), *g_out = dev_copy(out, n * 4);
+    float *g_mean = dev_copy(mean, rows * 4), *g_rstd = dev_copy(rstd, rows * 4);
+    float *g_dx = dev_copy(dx, n * 4), *g_dw = dev_copy(dw, width * 4), *g_db = dev_copy(db, width * 4);
+    printf("layernorm, %d rows of %d:\n", rows, width);
+    layernorm_forward(out, mean, rstd, x, w, b, rows, width);
+    gpt2_cuda_layernorm_forward(g_out, g_mean, g_rstd, g_x, g_w, g_b, rows, width, s);
+    check("  forward", out, g_out, n, tol);
+    check("  forward (mean)", mean, g_mean, rows, tol);
+    check("  forward (rstd)", rstd, g_rstd, rows, tol);
+    layernorm_backward(dx, dw, db, d, x, w, mean, rstd, rows, width);
+    gpt2_cuda_layernorm_backward(g_dx, g_dw, g_db, g_d, g_x, g_w, g_mean, g_rstd, rows, width, s);
+    check("  backward (dinp)", dx, g_dx, n, tol);
+    check("  backward (dw)", dw, g_dw, width, tol);
+    check("  backward (db)", db, g_db, width, tol);
 }
 
 int main(void)
@@ -117,21 +120,9 @@ int main(void)
     check("encoder backward (dwpe)", dwpe, g_dwpe, T * C, tol);
 
     /* layernorm */
-    float *x = randoms(N * C), *w = randoms(C), *b = randoms(C);
-    float mean[N], rstd[N], *dx = calloc(N * C, 4), *dw = calloc(C, 4), *db = calloc(C, 4);
-    float *g_x = dev_copy(x, N * C * 4), *g_w = dev_copy(w, C * 4), *g_b = dev_copy(b, C * 4);
-    float *g_mean = dev_copy(mean, sizeof mean), *g_rstd = dev_copy(rstd, sizeof rstd);
-    float *g_dx = dev_copy(dx, N * C * 4), *g_dw = dev_copy(dw, C * 4), *g_db = dev_copy(db, C * 4);
-    layernorm_forward(out, mean, rstd, x, w, b, N, C);
-    gpt2_cuda_layernorm_forward(g_out, g_mean, g_rstd, g_x, g_w, g_b, N, C, s);
-    check("layernorm forward", out, g_out, N * C, tol);
-    check("layernorm forward (rstd)", rstd, g_rstd, N, tol);
-    layernorm_backward(dx, dw, db, d, x, w, mean, rstd, N, C);
-    gpt2_cuda_layernorm_backward(g_dx, g_dw, g_db, g_d, g_x, g_w, g_mean, g_rstd, N, C, s);
-    check("layernorm backward (dinp)", dx, g_dx, N * C, tol);
-    check("layernorm backward (dw)", dw, g_dw, C, tol);
-    check("layernorm backward (db)", db, g_db, C, tol);
-    layernorm_many_rows(s, tol);
+    check_layernorm(s, N, C, tol);
+    check_layernorm(s, 4100, 50, tol);
+    float *x = randoms(N * C), *g_x = dev_copy(x, N * C * 4); /* gelu's, residual's input */
 
     /* attention */
     float *qkv = randoms(N * 3 * C), *att = calloc(B * NH * T * T, 4), *dqkv = calloc(N * 3 * C, 4);
