@@ -118,7 +118,6 @@ static zt_status finish_device_copy(zt_nvme_step *s, opt_set *os, zt_error *err)
     return dev->iface->event_synchronize(dev, os->ev, err);
 }
 
-
 static zt_status start(zt_nvme_step *s, const chunk *c, int set, int write, zt_error *err)
 {
     opt_set *os = &s->sets[set];
