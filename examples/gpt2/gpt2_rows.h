@@ -54,13 +54,15 @@ static __device__ __forceinline__ float gpt2_warp_maxf(float v)
         v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
-#define GPT2_LANES_SUMF(x) gpt2_warp_sumf(x)
-#define GPT2_LANES_SUMD(x) gpt2_warp_sumd(x)
-#define GPT2_LANES_MAXF(x) gpt2_warp_maxf(x)
+/* lanes is the same on every lane of a warp; a call with one lane (a thread per row) has
+ * nothing to meet */
+#define GPT2_LANES_SUMF(x, lanes) ((lanes) > 1 ? gpt2_warp_sumf(x) : (x))
+#define GPT2_LANES_SUMD(x, lanes) ((lanes) > 1 ? gpt2_warp_sumd(x) : (x))
+#define GPT2_LANES_MAXF(x, lanes) ((lanes) > 1 ? gpt2_warp_maxf(x) : (x))
 #elif !defined(GPT2_LANES_SUMF) /* one lane (a test may define lanes of its own) */
-#define GPT2_LANES_SUMF(x) (x)
-#define GPT2_LANES_SUMD(x) (x)
-#define GPT2_LANES_MAXF(x) (x)
+#define GPT2_LANES_SUMF(x, lanes) (x)
+#define GPT2_LANES_SUMD(x, lanes) (x)
+#define GPT2_LANES_MAXF(x, lanes) (x)
 #endif
 
 #include <stddef.h>
@@ -92,10 +94,10 @@ static inline GPT2_HD void layernorm_row_forward(float *o, float *mean, float *r
     float m = 0, v = 0;
     for (int c = lane; c < C; c += lanes)
         m += x[c];
-    m = GPT2_LANES_SUMF(m) / (float)C;
+    m = GPT2_LANES_SUMF(m, lanes) / (float)C;
     for (int c = lane; c < C; c += lanes)
         v += (x[c] - m) * (x[c] - m);
-    v = GPT2_LANES_SUMF(v);
+    v = GPT2_LANES_SUMF(v, lanes);
     float s = 1.0f / sqrtf(v / (float)C + 1e-5f);
     for (int c = lane; c < C; c += lanes)
         o[c] = (x[c] - m) * s * w[c] + b[c];
@@ -116,8 +118,8 @@ static inline GPT2_HD void layernorm_row_backward(float *dx, float *dw, float *d
         dnorm_mean += dnorm;
         dnorm_norm_mean += dnorm * norm;
     }
-    dnorm_mean = GPT2_LANES_SUMF(dnorm_mean) / (float)C;
-    dnorm_norm_mean = GPT2_LANES_SUMF(dnorm_norm_mean) / (float)C;
+    dnorm_mean = GPT2_LANES_SUMF(dnorm_mean, lanes) / (float)C;
+    dnorm_norm_mean = GPT2_LANES_SUMF(dnorm_norm_mean, lanes) / (float)C;
     for (int c = lane; c < C; c += lanes) {
         float norm = (x[c] - mean) * rstd, dnorm = w[c] * d[c];
         GPT2_ADD(&db[c], d[c]);
@@ -137,11 +139,11 @@ static inline GPT2_HD void causal_softmax_row_forward(float *a, int t, int T, fl
         a[s] = a[s] * scale;
         maxv = fmaxf(maxv, a[s]);
     }
-    maxv = GPT2_LANES_MAXF(maxv);
+    maxv = GPT2_LANES_MAXF(maxv, lanes);
     float sum = 0;
     for (int s = lane; s <= t; s += lanes)
         sum += (a[s] = expf(a[s] - maxv));
-    sum = GPT2_LANES_SUMF(sum);
+    sum = GPT2_LANES_SUMF(sum, lanes);
     for (int s = lane; s < T; s += lanes)
         a[s] = s <= t ? a[s] / sum : 0.0f;
 }
@@ -224,7 +226,7 @@ static inline GPT2_HD void causal_softmax_row_backward(float *d, const float *a,
     float dot_sum = 0;
     for (int s = lane; s <= t; s += lanes)
         dot_sum += d[s] * a[s];
-    dot_sum = GPT2_LANES_SUMF(dot_sum);
+    dot_sum = GPT2_LANES_SUMF(dot_sum, lanes);
     for (int s = lane; s < T; s += lanes)
         d[s] = s <= t ? a[s] * (d[s] - dot_sum) * scale : 0.0f;
 }
@@ -256,11 +258,11 @@ static inline GPT2_HD double crossentropy_row_forward(float *p, const float *l, 
     float maxv = -INFINITY;
     for (int v = lane; v < V; v += lanes)
         maxv = fmaxf(maxv, l[v]);
-    maxv = GPT2_LANES_MAXF(maxv);
+    maxv = GPT2_LANES_MAXF(maxv, lanes);
     double sum = 0;
     for (int v = lane; v < V; v += lanes)
         sum += (p[v] = expf(l[v] - maxv));
-    sum = GPT2_LANES_SUMD(sum);
+    sum = GPT2_LANES_SUMD(sum, lanes);
     for (int v = lane; v < V; v += lanes)
         p[v] = (float)(p[v] / sum);
     float pt = expf(lt - maxv);

@@ -44,9 +44,9 @@ static double emu_butterfly(double x, int max, int as_float)
     return v[emu_lane];
 }
 
-#define GPT2_LANES_SUMF(x) ((float)emu_butterfly((x), 0, 1))
-#define GPT2_LANES_MAXF(x) ((float)emu_butterfly((x), 1, 1))
-#define GPT2_LANES_SUMD(x) emu_butterfly((x), 0, 0)
+#define GPT2_LANES_SUMF(x, lanes) ((float)emu_butterfly((x), 0, 1))
+#define GPT2_LANES_MAXF(x, lanes) ((float)emu_butterfly((x), 1, 1))
+#define GPT2_LANES_SUMD(x, lanes) emu_butterfly((x), 0, 0)
 #include "gpt2_kernels.h"
 #include "gpt2_rows.h"
 
