@@ -26,7 +26,7 @@ typedef struct opt_set {
 } opt_set;
 
 struct zt_nvme_step {
-    zt_homes *dev_homes; /* the device and stream for masters in device memory */
+    zt_nvme_step_device dev; /* where masters in device memory are copied from */
     float *bufs[ZT_NVME_STEP_MAX_BUFS];
     int64_t buf_elems;
     void *param_staging;
@@ -59,7 +59,7 @@ int64_t zt_nvme_step_chunk_elems(int64_t sub_group_size, uint64_t block_size)
 }
 
 zt_status zt_nvme_step_create(float *const *bufs, int sets, int64_t buf_elems,
-                              void *param_staging, zt_homes *dev_homes, zt_nvme_step **out,
+                              void *param_staging, zt_nvme_step_device dev, zt_nvme_step **out,
                               zt_error *err)
 {
     if (sets < ZT_NVME_STEP_MIN_SETS || sets > ZT_NVME_STEP_MAX_SETS)
@@ -72,7 +72,7 @@ zt_status zt_nvme_step_create(float *const *bufs, int sets, int64_t buf_elems,
     s->n_sets = sets;
     s->buf_elems = buf_elems;
     s->param_staging = param_staging;
-    s->dev_homes = dev_homes;
+    s->dev = dev;
     *out = s;
     return ZT_OK;
 }
@@ -88,22 +88,27 @@ static float *set_buf(zt_nvme_step *s, int set, int k) { return s->bufs[set * 3 
  * fp32 home in host memory (updated in place) or in device memory (copied in by start). */
 static int first_moved(const zt_opt_shard *sh) { return sh->master->kind != ZT_TIER_NVME; }
 
-/* Queues the copy of a sub-group's master from device memory into the set, on the homes'
- * stream, and records the set's event after it. */
+/* Queues the copy of a sub-group's master from device memory into the set and records the
+ * set's event after it. A copy queued whose event failed is waited for: nothing stays in
+ * flight into a set that is not busy. */
 static zt_status start_device_copy(zt_nvme_step *s, const chunk *c, int set, zt_error *err)
 {
-    zt_device *dev = s->dev_homes ? s->dev_homes->dev : NULL;
+    zt_device *dev = s->dev.dev;
     opt_set *os = &s->sets[set];
     if (!dev)
         return ZT_ERR(err, ZT_ERR_INTERNAL, "the NVMe optimizer step has no device to copy "
                       "'%s' from", c->shard->master->owner);
+    size_t bytes = (size_t)c->n * sizeof(float);
     zt_status st = os->ev ? ZT_OK : dev->iface->event_create(dev, &os->ev, err);
     if (st == ZT_OK)
         st = dev->iface->memcpy_async(dev, set_buf(s, set, 0),
-                                      (const char *)c->shard->master->ptr + c->begin * 4,
-                                      (size_t)c->n * 4, ZT_COPY_D2H, s->dev_homes->stream, err);
-    if (st == ZT_OK)
-        st = dev->iface->event_record(dev, os->ev, s->dev_homes->stream, err);
+                                      (const char *)c->shard->master->ptr + c->begin * 4, bytes,
+                                      ZT_COPY_D2H, s->dev.stream, err);
+    if (st == ZT_OK) {
+        *s->dev.d2h_bytes += bytes;
+        if ((st = dev->iface->event_record(dev, os->ev, s->dev.stream, err)) != ZT_OK)
+            dev->iface->stream_synchronize(dev, s->dev.stream, NULL);
+    }
     os->from_dev = st == ZT_OK;
     return st;
 }
@@ -114,8 +119,7 @@ static zt_status finish_device_copy(zt_nvme_step *s, opt_set *os, zt_error *err)
     if (!os->from_dev)
         return ZT_OK;
     os->from_dev = 0;
-    zt_device *dev = s->dev_homes->dev;
-    return dev->iface->event_synchronize(dev, os->ev, err);
+    return s->dev.dev->iface->event_synchronize(s->dev.dev, os->ev, err);
 }
 
 static zt_status start(zt_nvme_step *s, const chunk *c, int set, int write, zt_error *err)
@@ -215,7 +219,7 @@ void zt_nvme_step_destroy(zt_nvme_step *s)
     finish_sets(s, SET_IDLE, NULL);
     for (int k = 0; k < s->n_sets; k++)
         if (s->sets[k].ev)
-            s->dev_homes->dev->iface->event_destroy(s->dev_homes->dev, s->sets[k].ev);
+            s->dev.dev->iface->event_destroy(s->dev.dev, s->sets[k].ev);
     free(s->chunks);
     free(s);
 }

@@ -23,7 +23,8 @@
 /* One shard of optimizer state and what its update reads and writes. m and v live on NVMe;
  * the master too, or it is the parameters' fp32 home (zt_home_share of param): in host
  * memory the update changes it in place; in device memory each sub-group is copied from it
- * into its set (on the homes' stream, with the sub-group's reads, read-ahead included), and
+ * into its set (on zt_nvme_step_device's stream, with the sub-group's reads, read-ahead
+ * included), and
  * the new parameters go back as the working copy. */
 typedef struct zt_opt_shard {
     zt_home *master, *m, *v; /* fp32 homes of equal size */
@@ -38,12 +39,21 @@ typedef struct zt_nvme_step zt_nvme_step;
 /* Elements per sub-group: sub_group_size, capped at 16M, in whole swap blocks. */
 int64_t zt_nvme_step_chunk_elems(int64_t sub_group_size, uint64_t block_size);
 
+/* Where masters in device memory are copied from: the device, a stream that waits for
+ * nothing of the caller's, and the counter of the bytes copied (dev NULL: none are). */
+typedef struct zt_nvme_step_device {
+    zt_device *dev;
+    zt_stream *stream;
+    uint64_t *d2h_bytes;
+} zt_nvme_step_device;
+
 /* bufs: 3 * sets host buffers (master, m, v of each set) of buf_elems floats each,
- * 4096-aligned, owned by the caller; sets in [ZT_NVME_STEP_MIN_SETS, ZT_NVME_STEP_MAX_SETS];
- * param_staging: a host buffer for one shard's working-dtype parameters; dev_homes (kept):
- * the device and stream that masters in device memory are copied from (NULL: none are). */
+ * 4096-aligned, owned by the caller (the masters' NULL where every master is in host
+ * memory; pinned where one is in device memory); sets in [ZT_NVME_STEP_MIN_SETS,
+ * ZT_NVME_STEP_MAX_SETS]; param_staging: a host buffer for one shard's working-dtype
+ * parameters. */
 zt_status zt_nvme_step_create(float *const *bufs, int sets, int64_t buf_elems,
-                              void *param_staging, zt_homes *dev_homes, zt_nvme_step **out,
+                              void *param_staging, zt_nvme_step_device dev, zt_nvme_step **out,
                               zt_error *err);
 /* Waits for transfers still in flight; a step in progress is abandoned. NULL is a no-op. */
 void zt_nvme_step_destroy(zt_nvme_step *s);

@@ -82,7 +82,10 @@ static zt_status alloc_staging(zt_runtime *rt, const zt_plan *plan)
     rt->opt_sets = plan->opt_sets;
     int per_set = plan->opt_bufs_per_set; /* 2: no master buffers (left NULL) */
     rt->opt_block_bytes = (size_t)per_set * (size_t)plan->opt_sets * plan->opt_buf_stride;
-    if (st == ZT_OK && rt->opt_buf_bytes)
+    if (st == ZT_OK && rt->opt_buf_bytes && plan->opt_bufs_pinned) /* masters copied in */
+        st = zt_host_tier_alloc_pinned(&rt->host, rt->opt_block_bytes, "optimizer staging",
+                                       &rt->opt_block, &rt->err);
+    else if (st == ZT_OK && rt->opt_buf_bytes)
         st = zt_host_tier_alloc(&rt->host, rt->opt_block_bytes, "optimizer staging",
                                 &rt->opt_block, &rt->err);
     char *next = rt->opt_block;
@@ -236,7 +239,9 @@ static zt_status open_nvme_step(zt_runtime *rt)
     void *param_out = rt->dtype == ZT_F32 ? rt->staging : rt->staging_lp;
     return zt_nvme_step_create(rt->opt_buf, rt->opt_sets,
                                (int64_t)(rt->opt_buf_bytes / sizeof(float)), param_out,
-                               &rt->homes, &rt->nvme_step, &rt->err);
+                               (zt_nvme_step_device){rt->dev, rt->prefetch_stream,
+                                                     &rt->stats.d2h_bytes},
+                               &rt->nvme_step, &rt->err);
 }
 
 zt_status zt_rt_commit(zt_runtime *rt)

@@ -154,9 +154,14 @@ void zt_plan_make(const zt_runtime *rt, int world, zt_plan *p)
         p->opt_buf_stride = zt_round_up(p->opt_buf_bytes, ZT_PAGE_BYTES);
         p->opt_sets = zt_plan_nvme_step_sets(&rt->cfg);
         p->opt_bufs_per_set = 2;
-        for (int i = 0; i < rt->n_layers; i++)
-            if (!master_in_host_params(p, &rt->layers[i]))
+        p->opt_bufs_pinned = 0;
+        for (int i = 0; i < rt->n_layers; i++) {
+            const zt_layer *L = &rt->layers[i];
+            if (!master_in_host_params(p, L))
                 p->opt_bufs_per_set = 3; /* a master read or copied into the set */
+            if (zt_plan_master_is_param(p, L) && !master_in_host_params(p, L))
+                p->opt_bufs_pinned = 1; /* copied from device memory */
+        }
         p->host_bytes += zt_host_tier_footprint((uint64_t)p->opt_bufs_per_set *
                                                 (uint64_t)p->opt_sets * p->opt_buf_stride);
     }

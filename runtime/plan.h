@@ -21,6 +21,7 @@ typedef struct zt_plan {
     int opt_sets;            /* the NVMe step's buffer sets (offload_optimizer.buffer_count) */
     int opt_bufs_per_set;    /* 3 (master, m, v), or 2 (m, v) where every master is the
                                 parameters' home in host memory, updated in place */
+    int opt_bufs_pinned;     /* a master is copied in from device memory: pinned buffers */
     uint64_t host_bytes;     /* host tier in all: the above, gradient accumulators, homes */
     uint64_t pinned_bytes;   /* NVMe parameter staging pool */
     uint64_t nvme_param_bytes, nvme_optim_bytes; /* swap files */
