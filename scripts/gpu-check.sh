@@ -4,8 +4,8 @@
 # them, and the two GPU benchmarks. With the lent machines:
 #   ../shared/gpu/pack
 #   device run: bash .gpu/remote.sh 'bash scripts/gpu-check.sh'   (carry: [".gpu"])
-# A device call may run 10 minutes: `gpu-check.sh tests`, `gpu-check.sh bench` and
-# `gpu-check.sh d48` run the three parts in three calls. Every step has a time limit (rc 124
+# A device call may run 10 minutes: `gpu-check.sh tests`, `gpu-check.sh bench`,
+# `gpu-check.sh d48` and `gpu-check.sh largest` run the four parts in four calls. Every step has a time limit (rc 124
 # in summary.txt when it ran out), so one slow step cannot take the others' time.
 set -uo pipefail
 out=${OUT:-gpu-logs}
@@ -57,10 +57,23 @@ timeout 150 "$build"/tools/ztier bench gpt2 --backend cuda --config d12 --batch 
 echo "bench gpt2 --backend cuda --overlap-step on: rc=$? $(tail -1 "$out/bench-gpt2-overlap.txt")" |
   tee -a "$out/summary.txt"
 fi
-[ "$phase" = all ] || [ "$phase" = d48 ] || exit 0
+if [ "$phase" = all ] || [ "$phase" = d48 ]; then
 # issue 14's offload goal: d48 (1.5B) with an 8 GiB device budget and the optimizer on the
 # CPU, its updates overlapped with the next forward, against the resident run
 timeout 500 "$build"/tools/ztier bench gpt2 --backend cuda --config d48 --batch 8 --seq 1024 \
   --steps 3 --offload all --hbm 8G --overlap-step on --json > "$out/bench-gpt2-d48.txt" 2>&1
 echo "bench gpt2 --backend cuda --config d48 --hbm 8G: rc=$? $(tail -1 "$out/bench-gpt2-d48.txt")" |
+  tee -a "$out/summary.txt"
+fi
+[ "$phase" = all ] || [ "$phase" = largest ] || exit 0
+# issue 14's largest-model goal: a GPT-2 shape of 4.7B parameters (d40c3072) whose state fits
+# the host's RAM with the optimizer on the CPU, parameters and optimizer state in pinned host
+# memory, a 24G device budget; batch 2 x 1024 (its activations take most of the rest). The
+# per-step lines give MFU against the bf16 peak: TFLOPS = MFU x peak.
+printf 'The quick brown fox jumps over the lazy dog. %.0s' $(seq 2000) > "$out/text-long.txt"
+mkdir -p "$out/swap"
+timeout 550 "$build"/examples/gpt2/zt_gpt2 --config d40c3072 --vocab byte --text "$out/text-long.txt" \
+  --device cuda --demo "$out/swap" --batch 2 --seq 1024 --hbm 24G --steps 4 \
+  > "$out/zt_gpt2-d40c3072.txt" 2>&1
+echo "zt_gpt2 --config d40c3072 (4.7B): rc=$? $(grep -E '^step +4' "$out/zt_gpt2-d40c3072.txt")" |
   tee -a "$out/summary.txt"

@@ -1,7 +1,7 @@
 /* `ztier estimate`: what a training run needs of each tier before it starts, and which
  * placements of the parameters and the optimizer state fit this machine.
  *
- *   ztier estimate (--config tiny|d12|d24|d36|d48 [--vocab N] | --layers FILE.json)
+ *   ztier estimate (--config tiny|d12|d24|d36|d48|d<L>c<C> [--vocab N] | --layers FILE.json)
  *                  [--world N] [--ranks-per-node N] [--ds-config FILE]
  *                  [--device-memory SIZE] [--json]
  *
@@ -46,7 +46,7 @@ typedef struct est_model {
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: ztier estimate (--config tiny|d12|d24|d36|d48 [--vocab N] | "
+    fprintf(stderr, "usage: ztier estimate (--config tiny|d12|d24|d36|d48|d<L>c<C> [--vocab N] | "
                     "--layers FILE.json) [--world N] [--ranks-per-node N] [--ds-config FILE] "
                     "[--device-memory SIZE] [--json]\n");
     return 2;
@@ -66,7 +66,8 @@ static int register_gpt2(est_model *m, const est_options *o, char *err, size_t l
 {
     gpt2_config c;
     if (gpt2_config_named(o->config, o->vocab, &c) != 0)
-        return snprintf(err, len, "unknown --config '%s' (tiny, d12, d24, d36, d48)", o->config),
+        return snprintf(err, len, "unknown --config '%s' (tiny, d12, d24, d36, d48, or d<L>c<C>: "
+                               "L layers of C channels, C a multiple of 64)", o->config),
                -1;
     gpt2_ztier g;
     zt_status st = gpt2_ztier_register(&g, m->rt, &c, 1);

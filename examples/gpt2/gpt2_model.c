@@ -6,24 +6,50 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void set_shape(gpt2_config *c, int layers, int heads, int channels, int max_seq,
+                      int vocab)
+{
+    c->layers = layers;
+    c->heads = heads;
+    c->channels = channels;
+    c->max_seq = max_seq;
+    c->vocab = vocab > 0 ? vocab : 50257;
+    c->padded_vocab = (c->vocab + 63) / 64 * 64;
+}
+
+/* "d<L>c<C>": L layers of C channels (a multiple of 64) in heads of 64, context 1024. */
+static int custom_shape(const char *name, int *layers, int *channels)
+{
+    char *end;
+    if (name[0] != 'd' || name[1] < '1' || name[1] > '9')
+        return -1;
+    long l = strtol(name + 1, &end, 10);
+    if (*end != 'c' || end[1] < '1' || end[1] > '9')
+        return -1;
+    long ch = strtol(end + 1, &end, 10);
+    if (*end || l > 1024 || ch > 65536 || ch % 64)
+        return -1;
+    *layers = (int)l, *channels = (int)ch;
+    return 0;
+}
+
 int gpt2_config_named(const char *name, int vocab, gpt2_config *c)
 {
     static const struct { const char *name; int layers, heads, channels, max_seq; } table[] = {
         {"tiny", 2, 2, 32, 16},       {"d12", 12, 12, 768, 1024}, {"d24", 24, 16, 1024, 1024},
         {"d36", 36, 20, 1280, 1024}, {"d48", 48, 25, 1600, 1024},
     };
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-        if (strcmp(name, table[i].name) != 0)
-            continue;
-        c->layers = table[i].layers;
-        c->heads = table[i].heads;
-        c->channels = table[i].channels;
-        c->max_seq = table[i].max_seq;
-        c->vocab = vocab > 0 ? vocab : 50257;
-        c->padded_vocab = (c->vocab + 63) / 64 * 64;
-        return 0;
-    }
-    return -1;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(name, table[i].name) == 0) {
+            set_shape(c, table[i].layers, table[i].heads, table[i].channels, table[i].max_seq,
+                      vocab);
+            return 0;
+        }
+    int layers, channels;
+    if (custom_shape(name, &layers, &channels) != 0)
+        return -1;
+    set_shape(c, layers, channels / 64, channels, 1024, vocab);
+    return 0;
 }
 
 int gpt2_layer_count(const gpt2_config *c) { return c->layers + 2; }

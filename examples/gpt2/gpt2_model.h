@@ -19,8 +19,10 @@ typedef struct gpt2_config {
 
 /* Named shapes: "tiny" (L2 NH2 C32, maxT 16; the tests use it with V 64), "d12" (124M:
  * L12 NH12 C768), "d24" (350M: L24 NH16 C1024), "d36" (774M: L36 NH20 C1280), "d48" (1558M:
- * L48 NH25 C1600), the last four with maxT 1024. vocab overrides V (256: byte-level text);
- * vocab <= 0 keeps GPT-2's 50257. Returns -1 for an unknown name. */
+ * L48 NH25 C1600), the last four with maxT 1024; and "d<L>c<C>" for any other GPT-2 shape:
+ * L layers of C channels (a multiple of 64) in heads of 64, maxT 1024 (e.g. "d40c3072",
+ * 4.7B). vocab overrides V (256: byte-level text); vocab <= 0 keeps GPT-2's 50257. Returns -1
+ * for an unknown name. */
 int gpt2_config_named(const char *name, int vocab, gpt2_config *out);
 int64_t gpt2_num_params(const gpt2_config *c);
 /* Training FLOPs per token at sequence length T (forward and backward): 6 N for the weights

@@ -146,10 +146,34 @@ static int teardown(void **state)
     return scratch_remove(dir);
 }
 
+/* "d<L>c<C>" shapes: heads of 64, context 1024, the parameter count of GPT-2's formula
+ * (embeddings, L blocks of 12C^2 + 13C, the final layernorm); malformed names refused. */
+static void test_custom_shapes(void **state)
+{
+    (void)state;
+    gpt2_config c;
+    assert_int_equal(gpt2_config_named("d40c3072", 0, &c), 0);
+    assert_int_equal(c.layers, 40);
+    assert_int_equal(c.channels, 3072);
+    assert_int_equal(c.heads, 48);
+    assert_int_equal(c.max_seq, 1024);
+    double C = 3072, want = 50304.0 * C + 1024 * C + 40 * (12 * C * C + 13 * C) + 2 * C;
+    assert_true((double)gpt2_num_params(&c) == want);
+    gpt2_config shaped, named;
+    assert_int_equal(gpt2_config_named("d12c768", 0, &shaped), 0); /* d12's shape */
+    assert_int_equal(gpt2_config_named("d12", 0, &named), 0);
+    assert_int_equal(gpt2_num_params(&shaped), gpt2_num_params(&named));
+    const char *bad[] = {"d0c64", "d4c100", "dxc64", "d4c64x", "d4", "c64", "d4c0", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (gpt2_config_named(bad[i], 0, &c) == 0)
+            fail_msg("'%s' was taken for a shape", bad[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_gpt2_estimate_matches_runs, setup, teardown),
+        cmocka_unit_test(test_custom_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
