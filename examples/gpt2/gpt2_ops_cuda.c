@@ -300,14 +300,12 @@ static float xent_f(void *ctx, float *probs, const float *logits, const int *tar
                     int V)
 {
     cuda_ctx *c = ctx;
-    if (N > c->cap) {
+    if (N > c->cap) { /* pinned: the losses' download is a DMA, not a staged copy */
         cudaFree(c->losses);
-        free(c->host_losses);
-        c->losses = NULL;
-        c->host_losses = malloc(sizeof(double) * (size_t)N);
+        cudaFreeHost(c->host_losses);
+        c->losses = NULL, c->host_losses = NULL;
+        keep(c, (int)cudaMallocHost((void **)&c->host_losses, sizeof(double) * (size_t)N));
         keep(c, (int)cudaMalloc((void **)&c->losses, sizeof(double) * (size_t)N));
-        if (!c->host_losses)
-            keep(c, (int)cudaErrorMemoryAllocation);
         c->cap = c->losses && c->host_losses ? N : 0;
         if (!c->cap)
             return NAN;
@@ -420,7 +418,7 @@ void gpt2_ops_cuda_destroy(gpt2_ops *ops)
     cudaFree(c->att_scratch.p);
     for (int k = 0; k < 3; k++)
         cudaFree(c->bf[k].p);
-    free(c->host_losses);
+    cudaFreeHost(c->host_losses);
     cublasDestroy(c->blas);
     free(c);
     ops->ctx = NULL;
