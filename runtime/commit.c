@@ -156,6 +156,18 @@ static zt_status open_swaps(zt_runtime *rt, const zt_plan *plan)
     return st;
 }
 
+/* Offloaded parameters that are not pinned make every copy to a GPU a staged, blocking one:
+ * said once, since it is the configuration's choice (offload_param.pin_memory false). */
+static void report_unpinned(const zt_runtime *rt, const zt_plan *plan)
+{
+    if (plan->param_tier != ZT_TIER_DEVICE && !rt->cfg.offload_param.pin_memory &&
+        strcmp(rt->dev_iface->name, "cuda") == 0)
+        ZT_LOGW("runtime",
+                "zero_optimization.offload_param.pin_memory is false: the GPU copies the "
+                "offloaded parameters from pageable memory, which blocks the host at each copy "
+                "and runs at a fraction of the pinned bandwidth; set it to true (the default)");
+}
+
 /* Layers below the persistence threshold stay resident in device memory whatever
  * offload_param says: a configuration that asks for offload is told how much stays. */
 static void report_persistent(zt_runtime *rt, const zt_plan *plan)
@@ -261,6 +273,7 @@ zt_status zt_rt_commit(zt_runtime *rt)
     zt_plan_layout(rt, rt->world);
     zt_plan_make(rt, rt->world, &plan);
     report_persistent(rt, &plan);
+    report_unpinned(rt, &plan);
     if ((st = check_device_budget(rt, &plan)) != ZT_OK)
         return st;
     st = alloc_staging(rt, &plan);
