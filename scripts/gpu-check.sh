@@ -29,6 +29,15 @@ for t in "$build"/tests/cuda/test_cuda_backend "$build"/tests/cuda/test_cuda_mlp
   echo "memcheck (memory errors only) $name: rc=$? \
 $(grep -h 'ERROR SUMMARY' "$out/memcheck-noapi-$name.txt")" | tee -a "$out/summary.txt"
 done
+# the GPT-2 kernels run a warp per row (shuffles, __syncwarp, a block's shared partial sums):
+# the sanitizer's checks of barriers and of shared-memory races on them
+for tool in synccheck racecheck; do
+  timeout 120 compute-sanitizer --tool $tool "$build"/tests/gpt2/test_gpt2_cuda_kernels \
+    > "$out/$tool-test_gpt2_cuda_kernels.txt" 2>&1
+  echo "$tool test_gpt2_cuda_kernels: rc=$? \
+$(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$out/$tool-test_gpt2_cuda_kernels.txt")" |
+    tee -a "$out/summary.txt"
+done
 fi
 if [ "$phase" = all ] || [ "$phase" = bench ]; then
 timeout 120 "$build"/tools/ztier bench copy --backend cuda --size 1G --reps 9 --json \
