@@ -292,10 +292,15 @@ static void judge(fit *f, const machine *mc, int per_node)
     f->ok_device = f->e.device_min_order <= mc->device_budget;
     f->ok_host = host <= mc->ram_available;
     f->ok_nvme = nvme == 0 || (mc->nvme_path && nvme <= mc->nvme_free);
-    snprintf(f->why, sizeof f->why, "does not fit:%s%s%s",
-             f->ok_device ? "" : " device budget too small",
-             f->ok_host ? "" : " not enough free RAM",
-             f->ok_nvme ? "" : mc->nvme_path ? " not enough NVMe space" : " no nvme_path set");
+    const char *reasons[3] = {
+        f->ok_device ? NULL : "device budget too small",
+        f->ok_host ? NULL : "not enough free RAM",
+        f->ok_nvme ? NULL : mc->nvme_path ? "not enough NVMe space" : "no nvme_path set"};
+    size_t at = (size_t)snprintf(f->why, sizeof f->why, "does not fit:");
+    for (int k = 0, n = 0; k < 3 && at < sizeof f->why; k++)
+        if (reasons[k])
+            at += (size_t)snprintf(f->why + at, sizeof f->why - at, "%s %s", n++ ? ";" : "",
+                                   reasons[k]);
     if (f->ok_device && f->ok_host && f->ok_nvme)
         snprintf(f->why, sizeof f->why, "fits%s",
                  f->e.device_window > mc->device_budget ? " (prefetch window trimmed)" : "");
