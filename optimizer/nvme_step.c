@@ -234,12 +234,13 @@ static zt_status update(zt_nvme_step *s, const chunk *c, int set, zt_error *err)
 {
     const zt_opt_shard *sh = c->shard;
     size_t dsize = zt_dtype_size(s->dtype);
-    float *home_master = zt_home_host_ptr(sh->master); /* the parameters: updated in place */
+    float *home_master = zt_home_host_ptr(sh->master); /* updated in place */
+    int in_place = home_master && (void *)home_master == zt_home_host_ptr(sh->param);
     zt_adam_tensors t = {home_master ? home_master + c->begin : set_buf(s, set, 0),
                          set_buf(s, set, 1), set_buf(s, set, 2),
                          (const char *)sh->grad + (size_t)c->begin * zt_dtype_size(sh->grad_dtype),
                          sh->grad_dtype,
-                         home_master ? NULL : (char *)param_out(s, sh) + (size_t)c->begin * dsize,
+                         in_place ? NULL : (char *)param_out(s, sh) + (size_t)c->begin * dsize,
                          s->dtype, c->n};
     double t0 = zt_now_s();
     zt_adam_step_parallel(s->pool, s->variant, &s->h, &t);

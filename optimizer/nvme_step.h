@@ -21,7 +21,8 @@
 #define ZT_NVME_STEP_MAX_BUFS (3 * ZT_NVME_STEP_MAX_SETS) /* master, m, v per set */
 
 /* One shard of optimizer state and what its update reads and writes. m and v live on NVMe;
- * the master too, or it is the parameters' fp32 home (zt_home_share of param): in host
+ * the master too, or in host memory (updated in place, the parameters then stored from the
+ * working copy), or it is the parameters' fp32 home (zt_home_share of param): in host
  * memory the update changes it in place; in device memory each sub-group is copied from it
  * into its set (on zt_nvme_step_device's stream, with the sub-group's reads, read-ahead
  * included), and

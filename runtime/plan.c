@@ -72,18 +72,26 @@ int zt_plan_nvme_step_sets(const zt_config *cfg)
 
 int zt_plan_master_is_param(const zt_plan *p, const zt_layer *L)
 {
-    if (p->dtype != ZT_F32)
+    if (p->dtype != ZT_F32 || L->persistent) /* small: a master of their own (master_tier) */
         return 0;
-    if (L->persistent || p->param_tier == ZT_TIER_DEVICE) /* copied in by the NVMe step */
+    if (p->param_tier == ZT_TIER_DEVICE) /* copied in by the NVMe step */
         return p->optim_tier == ZT_TIER_NVME;
     return p->param_tier == ZT_TIER_HOST &&
            (p->optim_tier == ZT_TIER_HOST || p->optim_tier == ZT_TIER_NVME);
 }
 
-/* The master is the parameters' home in host memory: the NVMe step updates it in place. */
-static int master_in_host_params(const zt_plan *p, const zt_layer *L)
+zt_tier_kind zt_plan_master_tier(const zt_plan *p, const zt_layer *L)
 {
-    return zt_plan_master_is_param(p, L) && !L->persistent && p->param_tier == ZT_TIER_HOST;
+    return L->persistent && p->optim_tier == ZT_TIER_NVME ? ZT_TIER_HOST : p->optim_tier;
+}
+
+/* The master is in host memory (the parameters' home or its own): the NVMe step updates it
+ * in place, and no buffer set holds it. */
+static int master_in_host(const zt_plan *p, const zt_layer *L)
+{
+    if (zt_plan_master_is_param(p, L))
+        return p->param_tier == ZT_TIER_HOST;
+    return zt_plan_master_tier(p, L) == ZT_TIER_HOST;
 }
 
 static void plan_layer(const zt_runtime *rt, const zt_layer *L, zt_plan *p)
@@ -100,7 +108,11 @@ static void plan_layer(const zt_runtime *rt, const zt_layer *L, zt_plan *p)
             (zt_plan_master_is_param(p, L) ? 2 : 3) * zt_host_tier_footprint(shard * 4);
     else if (p->optim_tier == ZT_TIER_NVME) /* the same, on NVMe */
         p->nvme_optim_bytes +=
-            (zt_plan_master_is_param(p, L) ? 2 : 3) * zt_swap_footprint(shard * 4, bs);
+            (zt_plan_master_tier(p, L) == ZT_TIER_NVME && !zt_plan_master_is_param(p, L) ? 3
+                                                                                       : 2) *
+            zt_swap_footprint(shard * 4, bs);
+    if (p->optim_tier == ZT_TIER_NVME && zt_plan_master_tier(p, L) == ZT_TIER_HOST)
+        p->host_bytes += zt_host_tier_footprint(shard * 4); /* a persistent layer's master */
     if (L->persistent) {
         p->device_resident += param_bytes;
         p->persistent_bytes += param_bytes;
@@ -157,9 +169,9 @@ void zt_plan_make(const zt_runtime *rt, int world, zt_plan *p)
         p->opt_bufs_pinned = 0;
         for (int i = 0; i < rt->n_layers; i++) {
             const zt_layer *L = &rt->layers[i];
-            if (!master_in_host_params(p, L))
+            if (!master_in_host(p, L))
                 p->opt_bufs_per_set = 3; /* a master read or copied into the set */
-            if (zt_plan_master_is_param(p, L) && !master_in_host_params(p, L))
+            if (zt_plan_master_is_param(p, L) && !master_in_host(p, L))
                 p->opt_bufs_pinned = 1; /* copied from device memory */
         }
         p->host_bytes += zt_host_tier_footprint((uint64_t)p->opt_bufs_per_set *

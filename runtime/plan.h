@@ -43,8 +43,13 @@ void zt_plan_layout(zt_runtime *rt, int world);
  * the master's bytes, so they are kept once where the step can reach them — a home in host
  * memory with the optimizer state in host memory or on NVMe (updated in place), a home in
  * device memory with the state on NVMe (the NVMe step copies each sub-group in). 4 bytes per
- * parameter less; on NVMe the step moves m and v only, a third less traffic. */
+ * parameter less; on NVMe the step moves m and v only, a third less traffic. Persistent
+ * layers (small, in device memory) keep a master of their own (zt_plan_master_tier). */
 int zt_plan_master_is_param(const zt_plan *p, const zt_layer *L);
+/* Where a master of its own (not zt_plan_master_is_param) lives: the optimizer state's tier,
+ * but host memory for a persistent layer's with the state on NVMe (small, and updated in
+ * place there rather than read and written through the NVMe step's sets). */
+zt_tier_kind zt_plan_master_tier(const zt_plan *p, const zt_layer *L);
 
 /* Device bytes of ZeRO++'s transfer buffers for layer L (0 where they are not used): qwZ's,
  * held from a gather's all-gather to its end, and qgZ's (its scratch and, with the optimizer
