@@ -141,6 +141,32 @@ static void test_accumulation_equals_big_batch(void **state)
     zt_runtime_destroy(rt);
 }
 
+/* STEPS steps of the model beside the reference (before, when not NULL, runs ahead of each
+ * micro-step); returns the largest relative difference of their parameters after. */
+static double train_beside_reference(zt_runtime *rt, minimal_model *m, ref_mlp *ref,
+                                     void (*before)(zt_runtime *, minimal_model *, int))
+{
+    for (int s = 0; s < STEPS; s++) {
+        if (before)
+            before(rt, m, s);
+        float loss;
+        assert_int_equal(minimal_micro_step(rt, m, s, 0, dims.batch, &loss), ZT_OK);
+        assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK);
+        ref_mlp_step(ref, s, 1);
+    }
+    return ref_mlp_max_rel_error(ref, rt, m);
+}
+
+/* An extra fetch of fc3 before steps 5, 6 and 12: a call order the trace has not seen. */
+static void fetch_fc3_off_order(zt_runtime *rt, minimal_model *m, int s)
+{
+    if (s == 5 || s == 6 || s == 12) {
+        zt_layer_view v;
+        assert_int_equal(zt_fetch(rt, m->layer[2], ZT_FORWARD, &v), ZT_OK);
+        assert_int_equal(zt_release(rt, m->layer[2], ZT_FORWARD), ZT_OK);
+    }
+}
+
 /* An extra out-of-order fetch in some steps changes the recorded layer order: the trace is
  * re-recorded, prefetching recovers, and the parameters still equal the reference. */
 static void test_layer_order_change_retraces(void **state)
@@ -150,18 +176,7 @@ static void test_layer_order_change_retraces(void **state)
     zt_runtime *rt = create(ref_mlp_config(&hp, "cpu", "cpu", 1, "", ""), &m);
     ref_mlp ref;
     assert_int_equal(ref_mlp_init(&ref, rt, &m, &hp), 0);
-    for (int s = 0; s < STEPS; s++) {
-        if (s == 5 || s == 6 || s == 12) {
-            zt_layer_view v;
-            assert_int_equal(zt_fetch(rt, m.layer[2], ZT_FORWARD, &v), ZT_OK);
-            assert_int_equal(zt_release(rt, m.layer[2], ZT_FORWARD), ZT_OK);
-        }
-        float loss;
-        assert_int_equal(minimal_micro_step(rt, &m, s, 0, dims.batch, &loss), ZT_OK);
-        assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK);
-        ref_mlp_step(&ref, s, 1);
-    }
-    double err = ref_mlp_max_rel_error(&ref, rt, &m);
+    double err = train_beside_reference(rt, &m, &ref, fetch_fc3_off_order);
     if (err > 1e-6)
         fail_msg("order change: relative error %g", err);
     zt_stats stats = ZT_STATS_INIT;
@@ -171,13 +186,12 @@ static void test_layer_order_change_retraces(void **state)
     zt_runtime_destroy(rt);
 }
 
-/* Layers below the persistence threshold are replicated and resident (fc1 and fc3 here),
- * the others sharded: training still equals the reference, and the resident layers are
- * never counted as prefetches. */
 static void nvme_dir(void);
 
-/* Layers below the persistence threshold stay in device memory; with the optimizer state on
- * NVMe their fp32 master is that device home, copied in by the NVMe step. */
+/* Layers below the persistence threshold are replicated and resident (fc1 and fc3 here),
+ * the others sharded: training still equals the reference, and the resident layers are
+ * never counted as prefetches; with the optimizer state on NVMe, too (the resident layers'
+ * masters then in host memory of their own, the others' m and v alone on NVMe). */
 static void test_persistent_small_layers_equal_reference(void **state)
 {
     (void)state;
@@ -191,13 +205,7 @@ static void test_persistent_small_layers_equal_reference(void **state)
                    &m);
         ref_mlp ref;
         assert_int_equal(ref_mlp_init(&ref, rt, &m, &hp), 0);
-        for (int s = 0; s < STEPS; s++) {
-            float loss;
-            assert_int_equal(minimal_micro_step(rt, &m, s, 0, dims.batch, &loss), ZT_OK);
-            assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK);
-            ref_mlp_step(&ref, s, 1);
-        }
-        double err = ref_mlp_max_rel_error(&ref, rt, &m);
+        double err = train_beside_reference(rt, &m, &ref, NULL);
         if (err > 1e-6)
             fail_msg("persistent layers, %s/%s: relative error %g", placements[k][0],
                      placements[k][1], err);
