@@ -235,17 +235,28 @@ static zt_status update(zt_nvme_step *s, const chunk *c, int set, zt_error *err)
     const zt_opt_shard *sh = c->shard;
     size_t dsize = zt_dtype_size(s->dtype);
     float *home_master = zt_home_host_ptr(sh->master); /* updated in place */
+    float *master = home_master ? home_master + c->begin : set_buf(s, set, 0);
     int in_place = home_master && (void *)home_master == zt_home_host_ptr(sh->param);
-    zt_adam_tensors t = {home_master ? home_master + c->begin : set_buf(s, set, 0),
-                         set_buf(s, set, 1), set_buf(s, set, 2),
+    /* fp32 parameters in device memory are the master's new bytes: copied from it, with no
+     * working copy written beside it */
+    int from_master = sh->param->kind == ZT_TIER_DEVICE && s->dtype == ZT_F32;
+    zt_adam_tensors t = {master, set_buf(s, set, 1), set_buf(s, set, 2),
                          (const char *)sh->grad + (size_t)c->begin * zt_dtype_size(sh->grad_dtype),
                          sh->grad_dtype,
-                         in_place ? NULL : (char *)param_out(s, sh) + (size_t)c->begin * dsize,
+                         in_place || from_master
+                             ? NULL
+                             : (char *)param_out(s, sh) + (size_t)c->begin * dsize,
                          s->dtype, c->n};
     double t0 = zt_now_s();
     zt_adam_step_parallel(s->pool, s->variant, &s->h, &t);
     zt_trace_span("optimizer", t0, "adam '%s' [%lld, %lld)", sh->master->owner,
                   (long long)c->begin, (long long)(c->begin + c->n));
+    if (from_master) {
+        size_t bytes = (size_t)c->n * sizeof(float);
+        *s->h2d_bytes += bytes;
+        return zt_device_copy_sync(s->homes->dev, (float *)sh->param->ptr + c->begin, master,
+                                   bytes, ZT_COPY_H2D, s->homes->stream, err);
+    }
     if (c->begin + c->n < sh->numel || zt_home_host_ptr(sh->param))
         return ZT_OK; /* the shard's working copy is stored once, after its last sub-group */
     if (sh->param->kind == ZT_TIER_DEVICE)
