@@ -103,16 +103,17 @@ static void plan_layer(const zt_runtime *rt, const zt_layer *L, zt_plan *p)
     else
         p->host_bytes += zt_host_tier_footprint( /* gradient accumulator */
             shard * (rt->cfg.grad_accum_bf16 ? 2 : 4));
-    if (p->optim_tier == ZT_TIER_HOST) /* m, v and the master (unless the parameters are) */
-        p->host_bytes +=
-            (zt_plan_master_is_param(p, L) ? 2 : 3) * zt_host_tier_footprint(shard * 4);
-    else if (p->optim_tier == ZT_TIER_NVME) /* the same, on NVMe */
-        p->nvme_optim_bytes +=
-            (zt_plan_master_tier(p, L) == ZT_TIER_NVME && !zt_plan_master_is_param(p, L) ? 3
-                                                                                       : 2) *
-            zt_swap_footprint(shard * 4, bs);
-    if (p->optim_tier == ZT_TIER_NVME && zt_plan_master_tier(p, L) == ZT_TIER_HOST)
-        p->host_bytes += zt_host_tier_footprint(shard * 4); /* a persistent layer's master */
+    /* m and v where the optimizer state lives; a master of its own where master_tier says */
+    int own_master = !zt_plan_master_is_param(p, L);
+    zt_tier_kind master_tier = zt_plan_master_tier(p, L);
+    if (p->optim_tier == ZT_TIER_HOST)
+        p->host_bytes += 2 * zt_host_tier_footprint(shard * 4);
+    else if (p->optim_tier == ZT_TIER_NVME)
+        p->nvme_optim_bytes += 2 * zt_swap_footprint(shard * 4, bs);
+    if (own_master && master_tier == ZT_TIER_HOST)
+        p->host_bytes += zt_host_tier_footprint(shard * 4);
+    else if (own_master && master_tier == ZT_TIER_NVME)
+        p->nvme_optim_bytes += zt_swap_footprint(shard * 4, bs);
     if (L->persistent) {
         p->device_resident += param_bytes;
         p->persistent_bytes += param_bytes;
