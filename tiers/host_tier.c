@@ -6,10 +6,40 @@
 #include <sys/mman.h>
 
 #define HUGE_PAGE (2u << 20)
+/* Pages each large allocation's start moves on from the last one's, within its first huge
+ * page: odd, so 512 allocations in a row start at 512 different pages. */
+#define STAGGER_PAGES 129u
 
 uint64_t zt_host_tier_footprint(uint64_t bytes)
 {
     return zt_round_up(bytes ? bytes : 1, ZT_PAGE_BYTES);
+}
+
+/* The offset from a huge page boundary at which the next large allocation starts. */
+static uint64_t next_offset(zt_host_tier *t)
+{
+    uint64_t pages = HUGE_PAGE / ZT_PAGE_BYTES;
+    return (uint64_t)(t->allocations++ * STAGGER_PAGES % pages) * ZT_PAGE_BYTES;
+}
+
+/* A large shard: a block aligned to a huge page with the shard starting `offset` bytes in
+ * (less than a huge page; the pages before it are never touched, so never backed), the whole
+ * huge pages after the start advised for transparent huge pages (fewer TLB misses). The
+ * optimizer streams several shards at the same index at once (master, m, v, gradient): with
+ * every shard at the start of a huge page their bytes at one index would share cache sets
+ * and memory banks, which on the development VM costs a quarter of the Adam pass's
+ * bandwidth (`ztier bench adam`). */
+static void *alloc_large(uint64_t size, uint64_t offset)
+{
+    void *base = NULL;
+    if (posix_memalign(&base, HUGE_PAGE, size + offset) != 0)
+        return NULL;
+    uintptr_t p = (uintptr_t)base + offset;
+    uintptr_t huge_begin = (uintptr_t)zt_round_up(p, HUGE_PAGE);
+    uintptr_t huge_end = (p + size) / HUGE_PAGE * HUGE_PAGE;
+    if (huge_end > huge_begin)
+        madvise((void *)huge_begin, huge_end - huge_begin, MADV_HUGEPAGE);
+    return (void *)p;
 }
 
 zt_status zt_host_tier_alloc(zt_host_tier *t, uint64_t bytes, const char *owner, void **out,
@@ -24,14 +54,13 @@ zt_status zt_host_tier_alloc(zt_host_tier *t, uint64_t bytes, const char *owner,
                       (unsigned long long)size, owner, (unsigned long long)t->current,
                       (unsigned long long)t->capacity);
     void *p = NULL;
-    /* Large shards are streamed by the optimizer: 2 MiB alignment lets transparent huge
-     * pages back them (fewer TLB misses), where the system allows it. */
-    size_t align = size >= HUGE_PAGE ? HUGE_PAGE : ZT_PAGE_BYTES;
-    if (posix_memalign(&p, align, size) != 0)
+    if (size >= HUGE_PAGE)
+        p = alloc_large(size, next_offset(t));
+    else if (posix_memalign(&p, ZT_PAGE_BYTES, size) != 0)
+        p = NULL;
+    if (!p)
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of host memory allocating %llu bytes for '%s'",
                       (unsigned long long)size, owner);
-    if (size >= HUGE_PAGE)
-        madvise(p, size / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE);
     memset(p, 0, size);
     t->current += size;
     if (t->current > t->peak)
@@ -54,6 +83,8 @@ void zt_host_tier_free(zt_host_tier *t, void *ptr, uint64_t bytes)
     if (!ptr)
         return;
     zt_unpin(t->pin, ptr);
-    t->current -= zt_host_tier_footprint(bytes);
-    free(ptr);
+    uint64_t size = zt_host_tier_footprint(bytes);
+    t->current -= size;
+    /* a large shard starts less than a huge page into its huge-page-aligned block */
+    free(size >= HUGE_PAGE ? (void *)((uintptr_t)ptr / HUGE_PAGE * HUGE_PAGE) : ptr);
 }

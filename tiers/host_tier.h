@@ -1,5 +1,8 @@
 /* Host tier: page-aligned, zeroed allocations for shards whose home is host memory, counted
- * against an optional byte bound (ztier.host_capacity) with current/peak statistics. */
+ * against an optional byte bound (ztier.host_capacity) with current/peak statistics.
+ * Allocations of a huge page (2 MiB) or more are backed by transparent huge pages where the
+ * system allows, and each starts at a different page offset within its first huge page, so
+ * that shards streamed side by side do not alias in caches and memory banks. */
 #ifndef ZT_TIERS_HOST_TIER_H
 #define ZT_TIERS_HOST_TIER_H
 
@@ -11,6 +14,7 @@ typedef struct zt_host_tier {
     uint64_t capacity; /* 0 = unbounded */
     uint64_t current;
     uint64_t peak;
+    uint64_t allocations; /* large allocations made: the next one's start offset */
     zt_pinner *pin; /* pins what the device copies from or to; NULL: nothing is pinned */
 } zt_host_tier;
 

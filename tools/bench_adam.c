@@ -18,13 +18,13 @@
 #include "tools/bench_common.h"
 #include "tools/bench_disk.h"
 #include "tools/bench_probe.h"
+#include "tiers/host_tier.h"
 #include "ztier.h"
 #include "tools/commands.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #define MAX_REPS 32
 
@@ -34,13 +34,14 @@ typedef struct adam_bench {
     uint16_t *out;
     zt_dtype grad_dtype;
     int copy; /* write the bf16 parameter copy */
+    zt_host_tier host; /* the buffers are laid out as the runtime's host tier lays out shards */
 } adam_bench;
 
 typedef struct fill_ctx {
     adam_bench *b;
 } fill_ctx;
 
-/* First touch by the pool's threads, in the same chunks the step uses. */
+/* Initial values, written by the pool's threads in the same chunks the step uses. */
 static void fill_chunk(void *arg, int64_t begin, int64_t end, int worker)
 {
     (void)worker;
@@ -57,31 +58,29 @@ static void fill_chunk(void *arg, int64_t begin, int64_t end, int worker)
     }
 }
 
-/* 2 MiB-aligned and advised for transparent huge pages, as the runtime's host tier does. */
-static void *big_alloc(size_t bytes)
-{
-    void *p = NULL;
-    if (posix_memalign(&p, 2u << 20, bytes) != 0)
-        return NULL;
-    madvise(p, bytes & ~(size_t)((2u << 20) - 1), MADV_HUGEPAGE);
-    return p;
-}
-
 static int bench_alloc(adam_bench *b, zt_threadpool *pool)
 {
-    size_t n = (size_t)b->n;
-    if (!(b->master = big_alloc(n * 4)) || !(b->m = big_alloc(n * 4)) ||
-        !(b->v = big_alloc(n * 4)) || !(b->grad = big_alloc(n * 4)) ||
-        !(b->out = big_alloc(n * 2)))
+    uint64_t n = (uint64_t)b->n;
+    zt_error err = {0};
+    if (zt_host_tier_alloc(&b->host, n * 4, "master", (void **)&b->master, &err) != ZT_OK ||
+        zt_host_tier_alloc(&b->host, n * 4, "m", (void **)&b->m, &err) != ZT_OK ||
+        zt_host_tier_alloc(&b->host, n * 4, "v", (void **)&b->v, &err) != ZT_OK ||
+        zt_host_tier_alloc(&b->host, n * 4, "grad", (void **)&b->grad, &err) != ZT_OK ||
+        zt_host_tier_alloc(&b->host, n * 2, "copy", (void **)&b->out, &err) != ZT_OK)
         return -1;
     fill_ctx ctx = {b};
     zt_threadpool_run(pool, b->n, 64 * 1024, fill_chunk, &ctx);
     return 0;
 }
 
+/* Gives the buffers back; the bench keeps going without them. */
 static void bench_free(adam_bench *b)
 {
-    free(b->master), free(b->m), free(b->v), free(b->grad), free(b->out);
+    uint64_t n = (uint64_t)b->n;
+    zt_host_tier_free(&b->host, b->master, n * 4), zt_host_tier_free(&b->host, b->m, n * 4);
+    zt_host_tier_free(&b->host, b->v, n * 4), zt_host_tier_free(&b->host, b->grad, n * 4);
+    zt_host_tier_free(&b->host, b->out, n * 2);
+    b->master = b->m = b->v = b->grad = NULL, b->out = NULL;
 }
 
 static double adam_pass(adam_bench *b, zt_threadpool *pool, zt_adam_variant var, int64_t step)
@@ -242,7 +241,7 @@ int cmd_bench_adam(int argc, char **argv)
     double working_set = (double)params * (12 + (gdt == ZT_F32 ? 4 : 2) + 2); /* bytes held */
     zt_threadpool *pool = NULL;
     zt_error err = {0};
-    adam_bench b = {params, NULL, NULL, NULL, NULL, NULL, gdt, copy};
+    adam_bench b = {.n = params, .grad_dtype = gdt, .copy = copy};
     bench_triad *triad = NULL;
     if (zt_threadpool_create(threads, -1, &pool, &err) != ZT_OK || bench_alloc(&b, pool) != 0 ||
         !(triad = bench_triad_create((size_t)(working_set / 24.0), threads))) {
@@ -317,7 +316,7 @@ int cmd_bench_adam(int argc, char **argv)
     double crel_s[2] = {-1, -1}, cstep_s[2] = {-1, -1}; /* parameters in device, host memory */
     if (bench_flag(argc, argv, "clipped-step")) {
         bench_triad_destroy(triad), triad = NULL; /* give the memory back first */
-        bench_free(&b), memset(&b, 0, sizeof b);
+        bench_free(&b);
         printf("  whole clipped step through the runtime (fp32 parameters, clipping 1.0): the "
                "backward release (gradient copy, accumulation and the norm's sums), zt_step "
                "(clip, Adam, the new parameters to their home)\n");
@@ -334,7 +333,7 @@ int cmd_bench_adam(int argc, char **argv)
     }
     if (nvme) {
         bench_triad_destroy(triad), triad = NULL; /* give the memory back first */
-        bench_free(&b), memset(&b, 0, sizeof b);
+        bench_free(&b);
         step_s = nvme_step(nvme, params, threads, reps, moved);
         if (step_s < 0 || bench_disk_bandwidth(nvme, 1u << 30, &rbw, &wbw) != 0) {
             zt_threadpool_destroy(pool);
@@ -373,7 +372,7 @@ int cmd_bench_adam(int argc, char **argv)
         printf("}\n");
     }
     bench_triad_destroy(triad);
-    bench_free(&b); /* free(NULL) where already given back */
+    bench_free(&b); /* nothing where already given back */
     zt_threadpool_destroy(pool);
     return 0;
 }

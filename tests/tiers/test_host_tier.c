@@ -1,0 +1,97 @@
+/* The host tier: allocations are page-aligned, zeroed and counted by whole pages against the
+ * bound; large ones (a huge page or more) start at different page offsets within their first
+ * huge page, so that shards streamed side by side do not share cache sets and memory banks;
+ * every byte asked for is usable and frees give back exactly what was counted; a request
+ * over the bound is refused naming the key to raise, and the tier stays usable. */
+#include "core/align.h"
+#include "tiers/host_tier.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#define HUGE (2u << 20)
+
+static int all_zero(const unsigned char *p, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if (p[i])
+            return 0;
+    return 1;
+}
+
+static void test_large_allocations_are_staggered(void **state)
+{
+    (void)state;
+    enum { N = 8 };
+    zt_host_tier t = {0};
+    zt_error err = {0};
+    void *p[N];
+    uint64_t bytes = 3 * (uint64_t)HUGE + 100; /* not a whole number of pages */
+    uint64_t counted = zt_round_up(bytes, ZT_PAGE_BYTES);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(zt_host_tier_alloc(&t, bytes, "shard", &p[i], &err), ZT_OK);
+        assert_int_equal((uintptr_t)p[i] % ZT_PAGE_BYTES, 0);
+        assert_true(all_zero(p[i], counted));
+        memset(p[i], 0xa5, counted); /* the whole counted size is usable */
+        for (int j = 0; j < i; j++)
+            assert_int_not_equal((uintptr_t)p[i] % HUGE, (uintptr_t)p[j] % HUGE);
+    }
+    assert_int_equal(t.current, N * counted);
+    assert_int_equal(t.peak, N * counted);
+    for (int i = 0; i < N; i++)
+        zt_host_tier_free(&t, p[i], bytes);
+    assert_int_equal(t.current, 0);
+    assert_int_equal(t.peak, N * counted);
+}
+
+static void test_small_allocations_are_page_aligned(void **state)
+{
+    (void)state;
+    zt_host_tier t = {0};
+    zt_error err = {0};
+    void *a = NULL, *b = NULL;
+    assert_int_equal(zt_host_tier_alloc(&t, 1, "tiny", &a, &err), ZT_OK);
+    assert_int_equal(zt_host_tier_alloc(&t, HUGE - 1, "almost huge", &b, &err), ZT_OK);
+    assert_int_equal((uintptr_t)a % ZT_PAGE_BYTES, 0);
+    assert_int_equal((uintptr_t)b % ZT_PAGE_BYTES, 0);
+    assert_true(all_zero(b, HUGE));
+    assert_int_equal(t.current, ZT_PAGE_BYTES + HUGE);
+    zt_host_tier_free(&t, a, 1);
+    zt_host_tier_free(&t, b, HUGE - 1);
+    zt_host_tier_free(&t, NULL, 123); /* nothing */
+    assert_int_equal(t.current, 0);
+}
+
+static void test_bound_refuses_and_stays_usable(void **state)
+{
+    (void)state;
+    zt_host_tier t = {.capacity = 4 * (uint64_t)HUGE};
+    zt_error err = {0};
+    void *a = NULL, *b = NULL;
+    assert_int_equal(zt_host_tier_alloc(&t, 3 * (uint64_t)HUGE, "m", &a, &err), ZT_OK);
+    assert_int_equal(zt_host_tier_alloc(&t, 2 * (uint64_t)HUGE, "v", &b, &err), ZT_ERR_NOMEM);
+    assert_null(b);
+    assert_non_null(strstr(err.msg, "'v'"));
+    assert_non_null(strstr(err.msg, "ztier.host_capacity"));
+    assert_int_equal(t.current, 3 * (uint64_t)HUGE);
+    assert_int_equal(zt_host_tier_alloc(&t, HUGE, "v", &b, &err), ZT_OK);
+    assert_int_equal(t.current, t.capacity);
+    zt_host_tier_free(&t, a, 3 * (uint64_t)HUGE);
+    zt_host_tier_free(&t, b, HUGE);
+    assert_int_equal(t.current, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_large_allocations_are_staggered),
+        cmocka_unit_test(test_small_allocations_are_page_aligned),
+        cmocka_unit_test(test_bound_refuses_and_stays_usable),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
