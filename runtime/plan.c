@@ -164,7 +164,7 @@ void zt_plan_make(const zt_runtime *rt, int world, zt_plan *p)
         int64_t per = zt_nvme_step_chunk_elems(rt->cfg.sub_group_size,
                                                (uint64_t)rt->cfg.aio_block_size);
         p->opt_buf_bytes = (uint64_t)(per < p->max_shard ? per : p->max_shard) * sizeof(float);
-        p->opt_buf_stride = zt_round_up(p->opt_buf_bytes, ZT_PAGE_BYTES);
+        p->opt_buf_stride = zt_host_tier_stride(p->opt_buf_bytes);
         p->opt_sets = zt_plan_nvme_step_sets(&rt->cfg);
         p->opt_bufs_per_set = 2;
         p->opt_bufs_pinned = 0;

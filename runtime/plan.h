@@ -17,7 +17,7 @@ typedef struct zt_plan {
     int64_t max_shard;       /* elements of the largest shard */
     uint64_t staging_bytes;  /* host: one fp32 shard in transit and its working-dtype copy */
     uint64_t opt_buf_bytes;  /* host: each of the NVMe step's sub-group buffers (or 0) */
-    uint64_t opt_buf_stride; /* ... page-rounded: they lie in one allocation, this far apart */
+    uint64_t opt_buf_stride; /* ... they lie in one allocation this far apart (zt_host_tier_stride) */
     int opt_sets;            /* the NVMe step's buffer sets (offload_optimizer.buffer_count) */
     int opt_bufs_per_set;    /* 3 (master, m, v), or 2 (m, v) where every master is the
                                 parameters' home in host memory, updated in place */

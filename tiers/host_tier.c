@@ -15,6 +15,12 @@ uint64_t zt_host_tier_footprint(uint64_t bytes)
     return zt_round_up(bytes ? bytes : 1, ZT_PAGE_BYTES);
 }
 
+uint64_t zt_host_tier_stride(uint64_t bytes)
+{
+    uint64_t size = zt_host_tier_footprint(bytes);
+    return size >= HUGE_PAGE ? size + (uint64_t)STAGGER_PAGES * ZT_PAGE_BYTES : size;
+}
+
 /* The offset from a huge page boundary at which the next large allocation starts. */
 static uint64_t next_offset(zt_host_tier *t)
 {

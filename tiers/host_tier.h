@@ -21,6 +21,11 @@ typedef struct zt_host_tier {
 /* Bytes an allocation of `bytes` counts for (whole pages). */
 uint64_t zt_host_tier_footprint(uint64_t bytes);
 
+/* The distance between buffers of `bytes` laid side by side in one allocation: whole pages,
+ * and for buffers of a huge page or more, as many pages more as large allocations move on
+ * from each other, so that neighbours streamed together do not alias either. */
+uint64_t zt_host_tier_stride(uint64_t bytes);
+
 /* Allocates `bytes` (rounded up to the page size) zeroed; owner names the tensor in errors. */
 zt_status zt_host_tier_alloc(zt_host_tier *t, uint64_t bytes, const char *owner, void **out,
                              zt_error *err);

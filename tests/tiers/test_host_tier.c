@@ -1,6 +1,7 @@
 /* The host tier: allocations are page-aligned, zeroed and counted by whole pages against the
  * bound; large ones (a huge page or more) start at different page offsets within their first
- * huge page, so that shards streamed side by side do not share cache sets and memory banks;
+ * huge page, so that shards streamed side by side do not share cache sets and memory banks
+ * (and so do large buffers laid a stride apart in one allocation);
  * every byte asked for is usable and frees give back exactly what was counted; a request
  * over the bound is refused naming the key to raise, and the tier stays usable. */
 #include "core/align.h"
@@ -49,6 +50,23 @@ static void test_large_allocations_are_staggered(void **state)
     assert_int_equal(t.peak, N * counted);
 }
 
+/* Large buffers side by side in one allocation, a stride apart, start at different page
+ * offsets within a huge page; small ones are whole pages apart. */
+static void test_stride_staggers_large_neighbours(void **state)
+{
+    (void)state;
+    assert_int_equal(zt_host_tier_stride(100), ZT_PAGE_BYTES);
+    assert_int_equal(zt_host_tier_stride(HUGE - ZT_PAGE_BYTES), HUGE - ZT_PAGE_BYTES);
+    uint64_t sizes[] = {HUGE, 64u << 20, (16u << 20) + 1};
+    for (int s = 0; s < 3; s++) {
+        uint64_t stride = zt_host_tier_stride(sizes[s]);
+        assert_int_equal(stride % ZT_PAGE_BYTES, 0);
+        assert_true(stride >= zt_round_up(sizes[s], ZT_PAGE_BYTES));
+        for (uint64_t i = 1; i < 4; i++)
+            assert_int_not_equal(i * stride % HUGE, 0);
+    }
+}
+
 static void test_small_allocations_are_page_aligned(void **state)
 {
     (void)state;
@@ -90,6 +108,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_large_allocations_are_staggered),
+        cmocka_unit_test(test_stride_staggers_large_neighbours),
         cmocka_unit_test(test_small_allocations_are_page_aligned),
         cmocka_unit_test(test_bound_refuses_and_stays_usable),
     };
