@@ -1,10 +1,10 @@
 #include "tools/bench_common.h"
+#include "tiers/host_tier.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 double bench_now(void)
@@ -78,6 +78,7 @@ struct triad_chunk {
 
 struct bench_triad {
     double *a, *b, *c;
+    zt_host_tier host; /* laid out as the runtime's host tier lays out shards */
     size_t n;
     int threads;
     struct triad_chunk *chunks;
@@ -111,16 +112,15 @@ bench_triad *bench_triad_create(size_t n, int threads)
     t->n = n;
     t->threads = threads;
     t->chunks = calloc((size_t)threads, sizeof *t->chunks);
-    size_t bytes = n * sizeof(double), huge = 2u << 20;
-    if (!t->chunks || posix_memalign((void **)&t->a, huge, bytes) ||
-        posix_memalign((void **)&t->b, huge, bytes) || posix_memalign((void **)&t->c, huge, bytes)) {
+    size_t bytes = n * sizeof(double);
+    zt_error err = {0};
+    if (!t->chunks ||
+        zt_host_tier_alloc(&t->host, bytes, "triad a", (void **)&t->a, &err) != ZT_OK ||
+        zt_host_tier_alloc(&t->host, bytes, "triad b", (void **)&t->b, &err) != ZT_OK ||
+        zt_host_tier_alloc(&t->host, bytes, "triad c", (void **)&t->c, &err) != ZT_OK) {
         bench_triad_destroy(t);
         return NULL;
     }
-    /* the same page size as the kernels it is compared with */
-    madvise(t->a, bytes & ~(huge - 1), MADV_HUGEPAGE);
-    madvise(t->b, bytes & ~(huge - 1), MADV_HUGEPAGE);
-    madvise(t->c, bytes & ~(huge - 1), MADV_HUGEPAGE);
     size_t per = (n + (size_t)threads - 1) / (size_t)threads;
     for (int i = 0; i < threads; i++) {
         size_t lo = (size_t)i * per, hi = lo + per > n ? n : lo + per;
@@ -150,9 +150,10 @@ void bench_triad_destroy(bench_triad *t)
 {
     if (!t)
         return;
-    free(t->a);
-    free(t->b);
-    free(t->c);
+    size_t bytes = t->n * sizeof(double);
+    zt_host_tier_free(&t->host, t->a, bytes);
+    zt_host_tier_free(&t->host, t->b, bytes);
+    zt_host_tier_free(&t->host, t->c, bytes);
     free(t->chunks);
     free(t);
 }
