@@ -2,10 +2,13 @@
  * kernels (gpt2_rows.h), a warp per row or a thread per element, queued on `stream` (a
  * cudaStream_t).
  * Pointers are device memory; shapes and accumulation rules as in gpt2_kernels.h (backward
- * kernels add into gradients, atomically where rows share them). Each returns the launch's
- * cudaError_t as an int (0: queued). The matmuls go through cuBLAS in the trainer. */
+ * kernels add into gradients; where rows share a gradient, in a fixed order, so a run repeats
+ * bit for bit). Each returns the launch's cudaError_t as an int (0: queued). The matmuls go
+ * through cuBLAS in the trainer. */
 #ifndef ZT_GPT2_CUDA_H
 #define ZT_GPT2_CUDA_H
+
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -13,13 +16,21 @@ extern "C" {
 
 int gpt2_cuda_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe,
                               int B, int T, int C, void *stream);
+/* The encoder's backward takes device scratch of the size gpt2_cuda_encoder_backward_scratch
+ * gives for B x T (it sorts the tokens, keeping row order: each token's rows are added in row
+ * order, the CPU kernel's bits). */
+int gpt2_cuda_encoder_backward_scratch(int B, int T, size_t *bytes);
 int gpt2_cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
-                               int B, int T, int C, void *stream);
+                               int B, int T, int C, void *scratch, size_t scratch_bytes,
+                               void *stream);
 int gpt2_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                                 const float *w, const float *b, int N, int C, void *stream);
+/* The layernorm backward takes gpt2_cuda_layernorm_backward_scratch(N, C) floats of device
+ * scratch (its partial sums of dw, db). */
+size_t gpt2_cuda_layernorm_backward_scratch(int N, int C);
 int gpt2_cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                                  const float *inp, const float *w, const float *mean,
-                                 const float *rstd, int N, int C, void *stream);
+                                 const float *rstd, int N, int C, float *scratch, void *stream);
 /* Attention's pieces around cuBLAS's batched GEMMs (gpt2_attention.h): heads gathered from
  * and scattered to rows (heads_offset), and the causal softmax of each row of T, forward and
  * backward (a warp per row). */

@@ -1,12 +1,15 @@
 // The GPT-2 kernels on the GPU, running the CPU kernels' math (gpt2_rows.h): a warp per row
 // for the row kernels (lane l takes elements l, l + 32, ...: coalesced loads, the row's sums
 // and maxima as shuffle butterflies), a thread per element for the element-wise ones.
-// Gradients that rows share are added atomically, layernorm's weights' first into a block's
-// shared partial sums; attention's row and element pieces sit around cuBLAS's batched GEMMs
-// (gpt2_attention.h).
+// Gradients that rows share are summed in a fixed order, so that every run gives the same
+// bits (a resumed run equals an uninterrupted one): a token's embedding gradient by one warp
+// over the token's rows in row order (a stable sort of the tokens, CUB's), layernorm's
+// weights through per-warp partial sums added in warp, then block order. Attention's row and
+// element pieces sit around cuBLAS's batched GEMMs (gpt2_attention.h).
 #include "gpt2_cuda.h"
 #include "gpt2_rows.h"
 
+#include <cub/device/device_radix_sort.cuh>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -44,13 +47,34 @@ __global__ void encoder_fwd(float *out, const int *tok, const float *wte, const 
                             wpe + (size_t)(r % T) * C, C, lane(), kLanes);
 }
 
-__global__ void encoder_bwd(float *dwte, float *dwpe, const float *dout, const int *tok, int BT,
-                            int T, int C)
+__global__ void row_numbers(int *v, int n)
 {
-    long long r = warp_row();
-    if (r < BT)
-        encoder_row_backward(dwte + (size_t)tok[r] * C, dwpe + (size_t)(r % T) * C,
-                             dout + (size_t)r * C, C, lane(), kLanes);
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        v[i] = i;
+}
+
+// A warp per run of equal tokens in the sorted order (started by the run's first entry): the
+// run's rows, ascending (the sort is stable), added in order into the token's row of dwte.
+__global__ void encoder_bwd_tokens(float *dwte, const float *dout, const int *tok_sorted,
+                                   const int *rows_sorted, int n, int C)
+{
+    long long i = warp_row();
+    if (i >= n || (i > 0 && tok_sorted[i] == tok_sorted[i - 1]))
+        return;
+    long long j = i + 1;
+    while (j < n && tok_sorted[j] == tok_sorted[i])
+        j++;
+    encoder_token_backward(dwte + (size_t)tok_sorted[i] * C, dout, rows_sorted + i, (int)(j - i),
+                           C, lane(), kLanes);
+}
+
+// A thread per element of dwpe: the B sequences' rows of its position, in order.
+__global__ void encoder_bwd_positions(float *dwpe, const float *dout, int B, int T, int C)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (long long)T * C)
+        dwpe[i] = encoder_position_backward(dwpe[i], dout, B, T, C, (int)(i / C), (int)(i % C));
 }
 
 __global__ void layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
@@ -62,30 +86,38 @@ __global__ void layernorm_fwd(float *out, float *mean, float *rstd, const float 
                               b, C, lane(), kLanes);
 }
 
-// Each warp takes rows n, n + the grid's warps, ...; with `shared`, the block's rows add
-// their dw, db into shared memory (2C floats) and the block adds those to dw, db once.
-__global__ void layernorm_bwd(float *dinp, float *dw, float *db, const float *dout,
-                              const float *inp, const float *w, const float *mean,
-                              const float *rstd, int N, int C, int shared)
+// Each warp takes rows n, n + the grid's warps, ... and adds their dw, db into a partial sum
+// of its own (2C floats; its lanes own disjoint columns, so no element has two writers): in
+// shared memory, or in warp_parts where that does not fit. The block then adds its warps'
+// partials in warp order into its slot of block_parts, and ln_colsum adds the slots in block
+// order into dw, db.
+__global__ void layernorm_bwd(float *dinp, const float *dout, const float *inp, const float *w,
+                              const float *mean, const float *rstd, int N, int C,
+                              float *warp_parts, float *block_parts)
 {
-    extern __shared__ float part[];
-    float *pdw = shared ? part : dw, *pdb = shared ? part + C : db;
-    if (shared) {
-        for (int c = threadIdx.x; c < 2 * C; c += blockDim.x)
-            part[c] = 0.0f;
-        __syncthreads();
-    }
-    long long step = (long long)gridDim.x * (blockDim.x / kLanes);
+    extern __shared__ float shared_parts[];
+    size_t per = 2 * (size_t)C;
+    float *parts = warp_parts ? warp_parts + (size_t)blockIdx.x * kWarps * per : shared_parts;
+    float *mine = parts + (size_t)(threadIdx.x / kLanes) * per;
+    for (size_t c = lane(); c < per; c += kLanes)
+        mine[c] = 0.0f;
+    long long step = (long long)gridDim.x * kWarps;
     for (long long n = warp_row(); n < N; n += step)
-        layernorm_row_backward(dinp + (size_t)n * C, pdw, pdb, dout + (size_t)n * C,
+        layernorm_row_backward(dinp + (size_t)n * C, mine, mine + C, dout + (size_t)n * C,
                                inp + (size_t)n * C, w, mean[n], rstd[n], C, lane(), kLanes);
-    if (shared) {
-        __syncthreads();
-        for (int c = threadIdx.x; c < C; c += blockDim.x) {
-            atomicAdd(&dw[c], part[c]);
-            atomicAdd(&db[c], part[C + c]);
-        }
-    }
+    __syncthreads();
+    for (size_t c = threadIdx.x; c < per; c += blockDim.x)
+        block_parts[(size_t)blockIdx.x * per + c] = ordered_sum(parts + c, kWarps, per);
+}
+
+__global__ void ln_colsum(float *dw, float *db, const float *block_parts, int nb, int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= 2 * C)
+        return;
+    float s = ordered_sum(block_parts + c, nb, 2 * (size_t)C);
+    float *dst = c < C ? &dw[c] : &db[c - C];
+    *dst += s;
 }
 
 // One thread per (b, h, t).
@@ -187,11 +219,41 @@ extern "C" int gpt2_cuda_encoder_forward(float *out, const int *tokens, const fl
     return launched();
 }
 
-extern "C" int gpt2_cuda_encoder_backward(float *dwte, float *dwpe, const float *dout,
-                                          const int *tokens, int B, int T, int C, void *stream)
+static size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+extern "C" int gpt2_cuda_encoder_backward_scratch(int B, int T, size_t *bytes)
 {
-    encoder_bwd<<<row_blocks((long long)B * T), kThreads, 0, as_stream(stream)>>>(dwte, dwpe, dout,
-                                                                               tokens, B * T, T, C);
+    int n = B * T;
+    size_t sort = 0;
+    cudaError_t r = cub::DeviceRadixSort::SortPairs(nullptr, sort, (const int *)nullptr,
+                                                    (int *)nullptr, (const int *)nullptr,
+                                                    (int *)nullptr, n);
+    *bytes = 3 * aligned(sizeof(int) * (size_t)n) + aligned(sort);
+    return static_cast<int>(r);
+}
+
+extern "C" int gpt2_cuda_encoder_backward(float *dwte, float *dwpe, const float *dout,
+                                          const int *tokens, int B, int T, int C, void *scratch,
+                                          size_t scratch_bytes, void *stream)
+{
+    int n = B * T;
+    if (n <= 0)
+        return 0;
+    size_t ints = aligned(sizeof(int) * (size_t)n);
+    char *p = static_cast<char *>(scratch);
+    int *rows = reinterpret_cast<int *>(p), *tok_sorted = reinterpret_cast<int *>(p + ints);
+    int *rows_sorted = reinterpret_cast<int *>(p + 2 * ints);
+    void *sort_tmp = p + 3 * ints;
+    size_t sort_bytes = scratch_bytes > 3 * ints ? scratch_bytes - 3 * ints : 0;
+    cudaStream_t s = as_stream(stream);
+    row_numbers<<<blocks(n), kThreads, 0, s>>>(rows, n);
+    cudaError_t r = cub::DeviceRadixSort::SortPairs(sort_tmp, sort_bytes, tokens, tok_sorted,
+                                                    rows, rows_sorted, n, 0, 32, s);
+    if (r != cudaSuccess)
+        return static_cast<int>(r);
+    encoder_bwd_tokens<<<row_blocks(n), kThreads, 0, s>>>(dwte, dout, tok_sorted, rows_sorted,
+                                                         n, C);
+    encoder_bwd_positions<<<blocks((long long)T * C), kThreads, 0, s>>>(dwpe, dout, B, T, C);
     return launched();
 }
 
@@ -204,15 +266,34 @@ extern "C" int gpt2_cuda_layernorm_forward(float *out, float *mean, float *rstd,
     return launched();
 }
 
+static unsigned ln_blocks(int N)
+{
+    return row_blocks(N) < kLnBackwardBlocks ? row_blocks(N) : kLnBackwardBlocks;
+}
+
+static size_t ln_shared_bytes(int C) { return (size_t)kWarps * 2 * (size_t)C * sizeof(float); }
+
+extern "C" size_t gpt2_cuda_layernorm_backward_scratch(int N, int C)
+{
+    size_t parts = (size_t)ln_blocks(N) * 2 * (size_t)C;
+    return ln_shared_bytes(C) <= kSharedMax ? parts : parts + parts * kWarps;
+}
+
 extern "C" int gpt2_cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                                             const float *inp, const float *w, const float *mean,
-                                            const float *rstd, int N, int C, void *stream)
+                                            const float *rstd, int N, int C, float *scratch,
+                                            void *stream)
 {
-    size_t shared = 2 * (size_t)C * sizeof(float);
-    int use_shared = shared <= kSharedMax;
-    unsigned nb = row_blocks(N) < kLnBackwardBlocks ? row_blocks(N) : kLnBackwardBlocks;
-    layernorm_bwd<<<nb, kThreads, use_shared ? shared : 0, as_stream(stream)>>>(
-        dinp, dw, db, dout, inp, w, mean, rstd, N, C, use_shared);
+    if (N <= 0)
+        return 0;
+    unsigned nb = ln_blocks(N);
+    int use_shared = ln_shared_bytes(C) <= kSharedMax;
+    float *block_parts = scratch;
+    float *warp_parts = use_shared ? nullptr : scratch + (size_t)nb * 2 * C;
+    cudaStream_t s = as_stream(stream);
+    layernorm_bwd<<<nb, kThreads, use_shared ? ln_shared_bytes(C) : 0, s>>>(
+        dinp, dout, inp, w, mean, rstd, N, C, warp_parts, block_parts);
+    ln_colsum<<<blocks(2 * (long long)C), kThreads, 0, s>>>(dw, db, block_parts, (int)nb, C);
     return launched();
 }
 

@@ -28,6 +28,8 @@ typedef struct cuda_ctx {
     int cap;
     dev_buf ones;        /* 1.0f floats, for the bias's gradient as a GEMV */
     dev_buf att_scratch; /* attention's scratch (gpt2_attention_scratch_floats) */
+    dev_buf ln_scratch;  /* layernorm backward's partial sums */
+    dev_buf enc_scratch; /* the encoder backward's sort */
     gpt2_precision precision;
     dev_buf bf[3]; /* bf16 copies of a matmul's inputs (GPT2_BF16) */
     int error;      /* the first error met: a cudaError_t, or CUBLAS_BASE + a cublasStatus_t */
@@ -98,10 +100,19 @@ static void enc_f(void *ctx, float *out, const int *tok, const float *wte, const
 {
     keep(ctx, gpt2_cuda_encoder_forward(out, tok, wte, wpe, B, T, C, S(ctx)));
 }
+static void *grow(cuda_ctx *c, dev_buf *b, size_t bytes);
+
 static void enc_b(void *ctx, float *dwte, float *dwpe, const float *dout, const int *tok, int B,
                   int T, int C)
 {
-    keep(ctx, gpt2_cuda_encoder_backward(dwte, dwpe, dout, tok, B, T, C, S(ctx)));
+    cuda_ctx *c = ctx;
+    size_t bytes = 0;
+    int r = gpt2_cuda_encoder_backward_scratch(B, T, &bytes);
+    void *scratch = r ? NULL : grow(c, &c->enc_scratch, bytes);
+    keep(c, r);
+    if (scratch)
+        keep(c, gpt2_cuda_encoder_backward(dwte, dwpe, dout, tok, B, T, C, scratch, bytes,
+                                           S(ctx)));
 }
 static void ln_f(void *ctx, float *out, float *mean, float *rstd, const float *inp,
                  const float *w, const float *b, int N, int C)
@@ -112,7 +123,12 @@ static void ln_b(void *ctx, float *dinp, float *dw, float *db, const float *dout
                  const float *inp, const float *w, const float *mean, const float *rstd, int N,
                  int C)
 {
-    keep(ctx, gpt2_cuda_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, S(ctx)));
+    cuda_ctx *c = ctx;
+    float *scratch = grow(c, &c->ln_scratch, gpt2_cuda_layernorm_backward_scratch(N, C) *
+                                                 sizeof(float));
+    if (scratch)
+        keep(ctx, gpt2_cuda_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C,
+                                               scratch, S(ctx)));
 }
 
 /* b with room for at least `bytes` (grown once to the largest asked for: the host waits then,
@@ -416,6 +432,8 @@ void gpt2_ops_cuda_destroy(gpt2_ops *ops)
     cudaFree(c->losses);
     cudaFree(c->ones.p);
     cudaFree(c->att_scratch.p);
+    cudaFree(c->ln_scratch.p);
+    cudaFree(c->enc_scratch.p);
     for (int k = 0; k < 3; k++)
         cudaFree(c->bf[k].p);
     cudaFreeHost(c->host_losses);

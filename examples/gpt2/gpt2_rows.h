@@ -2,8 +2,10 @@
  * compiler for the CPU kernels (gpt2_kernels.c loops over rows and calls these — so the
  * trainer's finite-difference and end-to-end tests check this math in CI), and by nvcc for
  * the CUDA kernels (gpt2_kernels.cu), where GPT2_HD makes them __host__ __device__ and
- * GPT2_ADD adds atomically into gradients that several rows share (a token's embedding,
- * layernorm's weights, attention's keys and values).
+ * GPT2_ADD is an atomic add on the GPU, where the kernels call the row functions that use
+ * it only with one thread adding to each element (layernorm's per-warp partial sums), so
+ * that every sum keeps one order and a run repeats bit for bit (encoder_token_backward and
+ * ordered_sum below are the GPU's ordered sums).
  *
  * A row function takes (lane, lanes): lane l of `lanes` handles the elements l, l + lanes,
  * ... of the row, and the lanes' partial sums and maxima meet in GPT2_LANES_SUMF/_SUMD/_MAXF,
@@ -84,6 +86,41 @@ static inline GPT2_HD void encoder_row_backward(float *dte, float *dpe, const fl
         GPT2_ADD(&dte[c], d[c]);
         GPT2_ADD(&dpe[c], d[c]);
     }
+}
+
+/* The GPU's encoder backward in a fixed order (so that a run repeats bit for bit, and a
+ * resumed run equals an uninterrupted one): the rows of one token, listed in rows[0..n) in
+ * ascending order, are added into the token's gradient row column by column in that order,
+ * and each position's gradient gets the B sequences' rows in order. Each element sees the
+ * CPU kernel's additions in the CPU kernel's order, so the results are its bits too. */
+static inline GPT2_HD void encoder_token_backward(float *dte, const float *d, const int *rows,
+                                                  int n, int C, int lane, int lanes)
+{
+    for (int c = lane; c < C; c += lanes) {
+        float acc = dte[c];
+        for (int k = 0; k < n; k++)
+            acc += d[(size_t)rows[k] * C + c];
+        dte[c] = acc;
+    }
+}
+
+/* acc + element c of position t's row in each of the B sequences, in sequence order */
+static inline GPT2_HD float encoder_position_backward(float acc, const float *d, int B, int T,
+                                                      int C, int t, int c)
+{
+    for (int b = 0; b < B; b++)
+        acc += d[((size_t)b * T + t) * C + c];
+    return acc;
+}
+
+/* parts[0] + parts[stride] + ... + parts[(n - 1) * stride], added in that order: partial sums
+ * combined in a fixed order (the GPU's layernorm weight gradients) */
+static inline GPT2_HD float ordered_sum(const float *parts, int n, size_t stride)
+{
+    float s = 0.0f;
+    for (int k = 0; k < n; k++)
+        s += parts[(size_t)k * stride];
+    return s;
 }
 
 /* ---- layernorm: one row of C (lane 0 stores its mean and rstd) ---- */

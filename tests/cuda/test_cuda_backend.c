@@ -6,6 +6,7 @@
  * This is a backend-specific test: it relies on a zt_stream * being a cudaStream_t to gate a
  * stream with a host function. */
 #include "core/convert.h"
+#include "optimizer/adam.h"
 #include "runtime/comm/quant.h"
 #include "runtime/device/cuda_kernels.h"
 #include "runtime/device/device.h"
@@ -755,6 +756,83 @@ static void test_quant4_matches_cpu_reference(void **state)
     dev->iface->stream_destroy(dev, s);
 }
 
+/* ---- the optimizer ---------------------------------------------------------------------- */
+
+static float uniform(float lo, float hi) /* from the test's generator */
+{
+    return lo + (hi - lo) * (float)(rng_next() >> 40) / (float)(1u << 24);
+}
+
+/* The CUDA Adam kernel (the device vtable's adam_async, as the device optimizer calls it)
+ * against the CPU's scalar reference kernel, the definition every variant is tested against:
+ * master, m, v and the working copy (bf16, fp16, fp32, or none) bitwise equal, and the same
+ * count of non-finite gradients (counted on the device, on top of what the counter held).
+ * AdamW with a gradient scale (clipping folded in) and Adam with L2, over an odd length. */
+static void test_adam_matches_cpu_kernel(void **state)
+{
+    (void)state;
+    enum { N = (1 << 18) + 7, BAD_A = 5, BAD_B = N - 1 };
+    static const zt_adam_hparams hp[2] = {{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 3, 0.5f},
+                                          {3e-4f, 0.8f, 0.99f, 1e-6f, 0.1f, 0, 1, 1.0f}};
+    static const zt_dtype out_types[4] = {ZT_BF16, ZT_F16, ZT_F32, ZT_F32};
+    zt_stream *s = stream_new();
+    dbuf dp = dbuf_new(N * 4), dm = dbuf_new(N * 4), dv = dbuf_new(N * 4), dg = dbuf_new(N * 4);
+    dbuf dout = dbuf_new(N * 4), dcount = dbuf_new(sizeof(unsigned long long));
+    float *p = malloc(N * 4), *m = malloc(N * 4), *v = malloc(N * 4), *g = malloc(N * 4);
+    void *out = malloc(N * 4);
+    assert_true(p && m && v && g && out);
+    for (int k = 0; k < 8; k++) {
+        const zt_adam_hparams *h = &hp[k % 2];
+        zt_dtype ot = out_types[k / 2];
+        int with_out = k / 2 != 3; /* the last two: no working copy */
+        for (int i = 0; i < N; i++) {
+            p[i] = uniform(-1, 1), m[i] = uniform(-1e-2f, 1e-2f), v[i] = uniform(0, 1e-4f);
+            g[i] = i % 97 == 0 ? 0.0f : i % 89 == 0 ? 1e-40f : uniform(-0.1f, 0.1f);
+        }
+        g[BAD_A] = INFINITY, g[BAD_B] = NAN;
+        memcpy(dp.h, p, N * 4), memcpy(dm.h, m, N * 4), memcpy(dv.h, v, N * 4);
+        memcpy(dg.h, g, N * 4);
+        *(unsigned long long *)dcount.h = 7; /* added to */
+        to_device(s, &dp), to_device(s, &dm), to_device(s, &dv), to_device(s, &dg);
+        to_device(s, &dcount);
+        zt_adam_consts c;
+        zt_adam_consts_init(&c, h);
+        zt_adam_tensors t = {p, m, v, g, ZT_F32, with_out ? out : NULL, ot, N};
+        assert_int_equal(zt_adam_step_scalar(&c, &t), 2);
+        assert_int_equal(dev->iface->adam_async(dev, &c, dp.d, dm.d, dv.d, dg.d,
+                                                with_out ? dout.d : NULL, ot, N, dcount.d, s,
+                                                &err),
+                         ZT_OK);
+        to_host(s, &dp), to_host(s, &dm), to_host(s, &dv), to_host(s, &dcount);
+        assert_int_equal(*(unsigned long long *)dcount.h, 7 + 2);
+        const float *gp = dp.h, *gm = dm.h, *gv = dv.h;
+        for (int i = 0; i < N; i++) {
+            if (i == BAD_A || i == BAD_B) { /* NaN or inf through the update: only payloads */
+                assert_true(!isfinite(gp[i]) && !isfinite(p[i]));
+                continue;
+            }
+            if (memcmp(&gp[i], &p[i], 4) || memcmp(&gm[i], &m[i], 4) ||
+                memcmp(&gv[i], &v[i], 4))
+                fail_msg("case %d, element %d: CPU p %a m %a v %a, GPU p %a m %a v %a", k, i,
+                         (double)p[i], (double)m[i], (double)v[i], (double)gp[i],
+                         (double)gm[i], (double)gv[i]);
+        }
+        if (!with_out)
+            continue;
+        to_host(s, &dout);
+        size_t es = zt_dtype_size(ot);
+        for (int i = 0; i < N; i++)
+            if (i != BAD_A && i != BAD_B &&
+                memcmp((char *)dout.h + (size_t)i * es, (char *)out + (size_t)i * es, es))
+                fail_msg("case %d, element %d: the %s working copy differs", k, i,
+                         ot == ZT_BF16 ? "bf16" : ot == ZT_F16 ? "fp16" : "fp32");
+    }
+    dbuf_free(&dp), dbuf_free(&dm), dbuf_free(&dv), dbuf_free(&dg), dbuf_free(&dout);
+    dbuf_free(&dcount);
+    free(p), free(m), free(v), free(g), free(out);
+    dev->iface->stream_destroy(dev, s);
+}
+
 int main(void)
 {
     int count = 0;
@@ -788,6 +866,7 @@ int main(void)
         cmocka_unit_test(test_nonfinite_flag),
         cmocka_unit_test(test_quant8_matches_cpu_reference),
         cmocka_unit_test(test_quant4_matches_cpu_reference),
+        cmocka_unit_test(test_adam_matches_cpu_kernel),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     zt_device_cuda.destroy(dev);

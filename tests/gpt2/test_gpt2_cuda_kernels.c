@@ -1,7 +1,9 @@
 /* The GPT-2 CUDA kernels (gpt2_kernels.cu) against the CPU kernels, which run the same
  * per-row math (gpt2_rows.h) and are checked against finite differences in CI: every
  * forward and backward on random inputs, to float tolerance (the GPU's expf/tanhf differ
- * from glibc's by an ulp or two, and atomic additions reorder sums); attention through the
+ * from glibc's by an ulp or two, and layernorm's weight gradients are summed through partial
+ * sums); the encoder's backward bit for bit (each token's rows in row order, as the CPU adds
+ * them), and layernorm's backward the same bits run after run; attention through the
  * CUDA ops (cuBLAS batched GEMMs around kernels, gpt2_attention.h, whose decomposition CI
  * checks on the CPU), TF32 off. Exits 77 (skipped) where no GPU is visible, as on this
  * project's CI machines. */
@@ -59,6 +61,27 @@ static void check_scaled(const char *what, const float *want, const float *dev, 
     free(got);
 }
 
+/* The device array holds exactly the bits of want. */
+static void check_bits(const char *what, const float *want, const float *dev, size_t n)
+{
+    float *got = malloc(n * sizeof(float));
+    cudaDeviceSynchronize();
+    int same = cudaMemcpy(got, dev, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess &&
+               memcmp(got, want, n * sizeof(float)) == 0;
+    printf("%-28s %s\n", what, same ? "bit for bit" : "DIFFERS");
+    failures += !same;
+    free(got);
+}
+
+static float *host_copy(const float *dev, size_t n)
+{
+    float *h = malloc(n * sizeof(float));
+    cudaDeviceSynchronize();
+    if (!h || cudaMemcpy(h, dev, n * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
+        exit(1);
+    return h;
+}
+
 static void check(const char *what, const float *want, const float *dev, size_t n, double tol)
 {
     check_scaled(what, want, dev, n, tol, 1e-3);
@@ -73,9 +96,11 @@ static float *randoms(size_t n)
 }
 
 /* Layernorm forward and backward over rows x width random inputs. With more rows than the
- * backward kernel's grid has warps, each warp takes several rows (and its block's partial
- * dw, db); a width no multiple of a warp leaves lanes idle. Values of order 1, some of
- * which cancel to near zero, and dw, db sums over every row: compared at scale 1. */
+ * backward kernel's grid has warps, each warp takes several rows (into its partial dw, db);
+ * a width no multiple of a warp leaves lanes idle; a width whose warps' partials do not fit
+ * in shared memory keeps them in the scratch. Values of order 1, some of which cancel to
+ * near zero, and dw, db sums over every row: compared at scale 1. The backward run again
+ * from the same inputs gives the same bits. */
 static void check_layernorm(void *s, int rows, int width, double tol)
 {
     size_t n = (size_t)rows * width;
@@ -93,10 +118,33 @@ static void check_layernorm(void *s, int rows, int width, double tol)
     check_scaled("  forward (mean)", mean, g_mean, rows, tol, 1);
     check_scaled("  forward (rstd)", rstd, g_rstd, rows, tol, 1);
     layernorm_backward(dx, dw, db, d, x, w, mean, rstd, rows, width);
-    gpt2_cuda_layernorm_backward(g_dx, g_dw, g_db, g_d, g_x, g_w, g_mean, g_rstd, rows, width, s);
+    float *scratch = NULL;
+    if (cudaMalloc((void **)&scratch, gpt2_cuda_layernorm_backward_scratch(rows, width) * 4))
+        exit(1);
+    float *g_dx2 = dev_copy(dx, n * 4), *g_dw2 = dev_copy(dw, width * 4);
+    float *g_db2 = dev_copy(db, width * 4);
+    gpt2_cuda_layernorm_backward(g_dx, g_dw, g_db, g_d, g_x, g_w, g_mean, g_rstd, rows, width,
+                                 scratch, s);
     check_scaled("  backward (dinp)", dx, g_dx, n, tol, 1);
     check_scaled("  backward (dw)", dw, g_dw, width, tol, 1);
     check_scaled("  backward (db)", db, g_db, width, tol, 1);
+    /* twice more from one start (the CPU's results): the same bits */
+    cudaMemcpy(g_dx, dx, n * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(g_dx2, dx, n * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(g_dw, dw, width * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(g_dw2, dw, width * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(g_db, db, width * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(g_db2, db, width * 4, cudaMemcpyHostToDevice);
+    gpt2_cuda_layernorm_backward(g_dx, g_dw, g_db, g_d, g_x, g_w, g_mean, g_rstd, rows, width,
+                                 scratch, s);
+    gpt2_cuda_layernorm_backward(g_dx2, g_dw2, g_db2, g_d, g_x, g_w, g_mean, g_rstd, rows,
+                                 width, scratch, s);
+    float *h_dx = host_copy(g_dx, n), *h_dw = host_copy(g_dw, width), *h_db = host_copy(g_db, width);
+    check_bits("  backward twice (dinp)", h_dx, g_dx2, n);
+    check_bits("  backward twice (dw)", h_dw, g_dw2, width);
+    check_bits("  backward twice (db)", h_db, g_db2, width);
+    free(h_dx), free(h_dw), free(h_db);
+    cudaFree(scratch), cudaFree(g_dx2), cudaFree(g_dw2), cudaFree(g_db2);
 }
 
 int main(void)
@@ -109,8 +157,8 @@ int main(void)
     void *s = NULL; /* the legacy default stream */
     const double tol = 1e-4;
     int tok[N], tgt[N];
-    for (int i = 0; i < N; i++)
-        tok[i] = (i * 7) % V, tgt[i] = (i * 5 + 3) % V;
+    for (int i = 0; i < N; i++) /* tokens repeat (23 of them): runs of rows per token */
+        tok[i] = (i * 7) % 23, tgt[i] = (i * 5 + 3) % V;
     int *dtok = (int *)dev_copy(tok, sizeof tok), *dtgt = (int *)dev_copy(tgt, sizeof tgt);
 
     /* encoder */
@@ -123,13 +171,24 @@ int main(void)
     gpt2_cuda_encoder_forward(g_out, dtok, g_wte, g_wpe, B, T, C, s);
     check("encoder forward", out, g_out, N * C, tol);
     encoder_backward(dwte, dwpe, d, tok, B, T, C);
-    gpt2_cuda_encoder_backward(g_dwte, g_dwpe, g_d, dtok, B, T, C, s);
-    check("encoder backward (dwte)", dwte, g_dwte, V * C, tol);
-    check("encoder backward (dwpe)", dwpe, g_dwpe, T * C, tol);
+    size_t enc_bytes = 0;
+    void *enc_scratch = NULL;
+    if (gpt2_cuda_encoder_backward_scratch(B, T, &enc_bytes) ||
+        cudaMalloc(&enc_scratch, enc_bytes) != cudaSuccess)
+        exit(1);
+    gpt2_cuda_encoder_backward(g_dwte, g_dwpe, g_d, dtok, B, T, C, enc_scratch, enc_bytes, s);
+    check_bits("encoder backward (dwte)", dwte, g_dwte, V * C);
+    check_bits("encoder backward (dwpe)", dwpe, g_dwpe, T * C);
+    encoder_backward(dwte, dwpe, d, tok, B, T, C); /* adds to what is there, on both */
+    gpt2_cuda_encoder_backward(g_dwte, g_dwpe, g_d, dtok, B, T, C, enc_scratch, enc_bytes, s);
+    check_bits("encoder backward, added", dwte, g_dwte, V * C);
+    check_bits("encoder backward, added", dwpe, g_dwpe, T * C);
+    cudaFree(enc_scratch);
 
     /* layernorm */
     check_layernorm(s, N, C, tol);
     check_layernorm(s, 4100, 50, tol);
+    check_layernorm(s, 300, 1600, tol); /* partials in the scratch, not shared memory */
     float *x = randoms(N * C), *g_x = dev_copy(x, N * C * 4); /* gelu's, residual's input */
 
     /* attention */

@@ -3,8 +3,10 @@
  * released on the trainer's stream), against the same 10 steps on the CPU from the same
  * initial parameters and batches: the losses agree within 1e-3 relative at every step, for
  * the optimizer on the CPU and on the device; with the matmuls' inputs in bf16 (fp32
- * accumulation), within 2e-2. Exits 77 (skipped) where no GPU is visible, as on this
- * project's CI machines. */
+ * accumulation), within 2e-2. And resumed: 10 steps in one run against 5 steps, a
+ * checkpoint, a new runtime that loads it and 5 more steps: the same losses and the same
+ * exported parameters, bit for bit (the kernels sum shared gradients in a fixed order).
+ * Exits 77 (skipped) where no GPU is visible, as on this project's CI machines. */
 #include "gpt2_model.h"
 #include "gpt2_ops.h"
 #include "gpt2_ztier.h"
@@ -13,6 +15,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #define B 4
 #define T 16
@@ -26,8 +30,17 @@ static void batch(int step, int vocab, int *tok, int *tgt)
     }
 }
 
-/* Trains STEPS steps; losses[s] receives each step's loss. 0, or -1 with a message. */
-static int train(const char *backend, const char *optimizer, gpt2_precision p, float *losses)
+/* A run: steps [from, to) on `backend`, first loading the checkpoint in `load` when given,
+ * then saving one into `save` and exporting the weights to `weights` when given. */
+typedef struct run {
+    const char *backend, *optimizer;
+    gpt2_precision precision;
+    int from, to;
+    const char *load, *save, *weights;
+} run;
+
+/* losses[s] receives step s's loss. 0, or -1 with a message. */
+static int train_run(const run *r, float *losses)
 {
     char cfg[1024];
     snprintf(cfg, sizeof cfg,
@@ -37,28 +50,29 @@ static int train(const char *backend, const char *optimizer, gpt2_precision p, f
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003}},"
              " \"gradient_clipping\": 1.0, \"ztier\": {\"device_backend\": \"%s\","
              " \"comm_backend\": \"single\", \"hbm_capacity\": \"256M\"}}",
-             optimizer, backend);
+             r->optimizer, r->backend);
     gpt2_config c;
     gpt2_config_named("tiny", 64, &c);
     zt_runtime *rt = NULL;
     gpt2_ztier g;
     if (zt_runtime_create(NULL, cfg, &rt) != ZT_OK || gpt2_ztier_register(&g, rt, &c, 7) != ZT_OK ||
-        zt_runtime_commit(rt) != ZT_OK) {
-        fprintf(stderr, "%s: %s\n", backend, zt_last_error(rt));
+        zt_runtime_commit(rt) != ZT_OK ||
+        (r->load && zt_checkpoint_load(rt, r->load) != ZT_OK)) {
+        fprintf(stderr, "%s: %s\n", r->backend, zt_last_error(rt));
         return -1;
     }
-    int gpu = backend[0] == 'c' && backend[1] == 'u';
+    int gpu = !strcmp(r->backend, "cuda");
     gpt2_ops ops = gpt2_ops_cpu;
     char why[256] = "";
     if (gpu && (zt_stream_create(rt, &g.stream) != ZT_OK ||
-                gpt2_ops_cuda_create(&ops, g.stream, p, why, sizeof why) != 0)) {
+                gpt2_ops_cuda_create(&ops, g.stream, r->precision, why, sizeof why) != 0)) {
         fprintf(stderr, "cuda ops: %s %s\n", why, zt_last_error(rt));
         return -1;
     }
     gpt2_model *m = gpt2_model_create_on(&c, B, T, &ops, 0);
     gpt2_source src = gpt2_ztier_source(&g);
     int tok[B * T], tgt[B * T], rc = 0;
-    for (int s = 0; s < STEPS && rc == 0; s++) {
+    for (int s = r->from; s < r->to && rc == 0; s++) {
         batch(s, c.vocab, tok, tgt);
         rc = gpt2_forward(m, &src, tok, tgt, &losses[s]);
         if (rc == 0)
@@ -69,14 +83,63 @@ static int train(const char *backend, const char *optimizer, gpt2_precision p, f
             rc = -1;
     }
     if (rc)
-        fprintf(stderr, "%s: step failed (%d): %s %s\n", backend, rc, gpt2_ztier_error(&g),
+        fprintf(stderr, "%s: step failed (%d): %s %s\n", r->backend, rc, gpt2_ztier_error(&g),
                 gpt2_model_status_text(m));
+    if (rc == 0 && ((r->save && zt_checkpoint_save(rt, r->save) != ZT_OK) ||
+                    (r->weights && gpt2_export_llmc(&g, r->weights) != ZT_OK))) {
+        fprintf(stderr, "%s: save or export failed: %s\n", r->backend, zt_last_error(rt));
+        rc = -1;
+    }
     gpt2_model_destroy(m);
     if (gpu)
         gpt2_ops_cuda_destroy(&ops);
     gpt2_ztier_free(&g);
     zt_runtime_destroy(rt);
     return rc ? -1 : 0;
+}
+
+static int train(const char *backend, const char *optimizer, gpt2_precision p, float *losses)
+{
+    run r = {backend, optimizer, p, 0, STEPS, NULL, NULL, NULL};
+    return train_run(&r, losses);
+}
+
+/* 1 when the two files hold the same bytes. */
+static int same_file(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa && fb;
+    for (int ca = 0, cb = 0; same && ca != EOF;)
+        same = (ca = fgetc(fa)) == (cb = fgetc(fb));
+    if (fa)
+        fclose(fa);
+    if (fb)
+        fclose(fb);
+    return same;
+}
+
+/* 10 steps straight against 5, a checkpoint, and 5 more in a new runtime: 0 when the losses
+ * and the exported weights are the same bits. */
+static int check_resume(const char *optimizer, const char *dir)
+{
+    char ckpt[600], w_straight[600], w_resumed[600];
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt-%s", dir, optimizer);
+    snprintf(w_straight, sizeof w_straight, "%s/straight-%s.bin", dir, optimizer);
+    snprintf(w_resumed, sizeof w_resumed, "%s/resumed-%s.bin", dir, optimizer);
+    float straight[STEPS], resumed[STEPS];
+    run a = {"cuda", optimizer, GPT2_BF16, 0, STEPS, NULL, NULL, w_straight};
+    run b1 = {"cuda", optimizer, GPT2_BF16, 0, STEPS / 2, NULL, ckpt, NULL};
+    run b2 = {"cuda", optimizer, GPT2_BF16, STEPS / 2, STEPS, ckpt, NULL, w_resumed};
+    if (train_run(&a, straight) || train_run(&b1, resumed) || train_run(&b2, resumed))
+        return 1;
+    int same_losses = !memcmp(straight, resumed, sizeof straight);
+    int same_weights = same_file(w_straight, w_resumed);
+    for (int s = STEPS / 2; s < STEPS; s++)
+        printf("resume, optimizer %-4s step %2d: loss straight %.9g resumed %.9g\n", optimizer,
+               s + 1, (double)straight[s], (double)resumed[s]);
+    printf("resume, optimizer %-4s: losses %s, weights %s\n", optimizer,
+           same_losses ? "bit for bit" : "DIFFER", same_weights ? "bit for bit" : "DIFFER");
+    return !(same_losses && same_weights);
 }
 
 int main(void)
@@ -103,5 +166,17 @@ int main(void)
             failed |= !(rel < tol);
         }
     }
+    const char *tmp = getenv("ZT_TEST_TMPDIR");
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/gpt2-cuda-resume-XXXXXX", tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    failed |= check_resume("cpu", dir) | check_resume("none", dir);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
     return failed;
 }

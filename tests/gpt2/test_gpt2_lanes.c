@@ -4,8 +4,11 @@
  * the same total, as from the shuffles. Each split row function against the CPU kernels (one
  * lane; checked against finite differences by test_gpt2_grad), the causal softmax against a
  * double-precision reference, on rows shorter and longer than a warp and widths that are no
- * multiple of it. Element orders that the split keeps (the encoder, the cross-entropy's
- * gradient) must match bit for bit; sums the split reorders, to float rounding. */
+ * multiple of it. The gradients rows share are summed as the GPU sums them, in a fixed order:
+ * the encoder's by token over a stable sort of the rows, layernorm's weights through per-warp
+ * partial sums combined in warp, then block order. Element orders that the split keeps (the
+ * encoder, the cross-entropy's gradient) must match bit for bit; sums the split reorders, to
+ * float rounding. */
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -136,7 +139,7 @@ static void setup_data(void)
 {
     free_data();
     for (int i = 0; i < N; i++)
-        g.tok[i] = (i * 7) % V, g.tgt[i] = (i * 5 + 3) % V;
+        g.tok[i] = (i * 7) % 23, g.tgt[i] = (i * 5 + 3) % V; /* tokens repeat: runs per token */
     g.wte = randoms(V * C), g.wpe = randoms(T * C), g.x = randoms(N * C);
     g.w = randoms(C), g.b = randoms(C), g.d = randoms(N * V);
     g.logits = randoms(N * V), g.scores = randoms(HEADS * T * T), g.dscores = randoms(HEADS * T * T);
@@ -146,14 +149,33 @@ static void setup_data(void)
 }
 
 /* ---- encoder: the split keeps each element's order of additions ---- */
+static int sorted_tok[N], sorted_rows[N]; /* the rows by token, stably (the GPU's CUB sort) */
+
+static void sort_rows_by_token(void)
+{
+    int n = 0;
+    for (int v = 0; v < V; v++)
+        for (int r = 0; r < N; r++)
+            if (g.tok[r] == v)
+                sorted_tok[n] = v, sorted_rows[n++] = r;
+}
+
 static void encoder_job(int lane)
 {
     for (int r = 0; r < N; r++)
         encoder_row_forward(g.out + (size_t)r * C, g.wte + (size_t)g.tok[r] * C,
                             g.wpe + (size_t)(r % T) * C, C, lane, LANES);
-    for (int r = 0; r < N; r++) /* a lane's elements are its own: no two lanes add to one */
-        encoder_row_backward(g.dwte + (size_t)g.tok[r] * C, g.dwpe + (size_t)(r % T) * C,
-                             g.d + (size_t)r * C, C, lane, LANES);
+    for (int i = 0; i < N; i++) { /* a warp per run of one token, as encoder_bwd_tokens */
+        if (i > 0 && sorted_tok[i] == sorted_tok[i - 1])
+            continue;
+        int j = i + 1;
+        while (j < N && sorted_tok[j] == sorted_tok[i])
+            j++;
+        encoder_token_backward(g.dwte + (size_t)sorted_tok[i] * C, g.d, sorted_rows + i, j - i, C,
+                               lane, LANES);
+    }
+    for (int e = lane; e < T * C; e += LANES) /* a thread per element of dwpe */
+        g.dwpe[e] = encoder_position_backward(g.dwpe[e], g.d, B, T, C, e / C, e % C);
 }
 
 static void test_encoder(void **state)
@@ -163,6 +185,7 @@ static void test_encoder(void **state)
     float *out = calloc(N * C, 4), *dwte = calloc(V * C, 4), *dwpe = calloc(T * C, 4);
     encoder_forward(out, g.tok, g.wte, g.wpe, B, T, C);
     encoder_backward(dwte, dwpe, g.d, g.tok, B, T, C);
+    sort_rows_by_token();
     run_lanes(encoder_job);
     assert_memory_equal(out, g.out, N * C * sizeof(float));
     assert_memory_equal(dwte, g.dwte, V * C * sizeof(float));
@@ -171,14 +194,37 @@ static void test_encoder(void **state)
 }
 
 /* ---- layernorm ---- */
+/* The GPU's backward grid: blocks of 4 warps; warp w takes rows w, w + WARPS, ... into a
+ * partial dw, db of its own; a block adds its warps' partials in warp order, then the blocks'
+ * sums are added in block order. */
+enum { LN_BLOCKS = 3, LN_WARPS_PER_BLOCK = 4, LN_WARPS = LN_BLOCKS * LN_WARPS_PER_BLOCK };
+static float ln_warp_parts[LN_WARPS][2 * C], ln_block_parts[LN_BLOCKS][2 * C];
+
 static void layernorm_job(int lane)
 {
     for (int n = 0; n < N; n++)
         layernorm_row_forward(g.out + (size_t)n * C, &g.mean[n], &g.rstd[n], g.x + (size_t)n * C,
                               g.w, g.b, C, lane, LANES);
-    for (int n = 0; n < N; n++)
-        layernorm_row_backward(g.dx + (size_t)n * C, g.dw, g.db, g.d + (size_t)n * C,
-                               g.x + (size_t)n * C, g.w, g.mean[n], g.rstd[n], C, lane, LANES);
+    for (int w = 0; w < LN_WARPS; w++) {
+        float *mine = ln_warp_parts[w];
+        for (int c = lane; c < 2 * C; c += LANES)
+            mine[c] = 0.0f;
+        for (int n = w; n < N; n += LN_WARPS)
+            layernorm_row_backward(g.dx + (size_t)n * C, mine, mine + C, g.d + (size_t)n * C,
+                                   g.x + (size_t)n * C, g.w, g.mean[n], g.rstd[n], C, lane,
+                                   LANES);
+    }
+    pthread_barrier_wait(&emu_barrier); /* __syncthreads */
+    for (int blk = 0; blk < LN_BLOCKS; blk++)
+        for (int c = lane; c < 2 * C; c += LANES)
+            ln_block_parts[blk][c] =
+                ordered_sum(&ln_warp_parts[blk * LN_WARPS_PER_BLOCK][c], LN_WARPS_PER_BLOCK,
+                            2 * C);
+    pthread_barrier_wait(&emu_barrier); /* the next kernel */
+    for (int c = lane; c < 2 * C; c += LANES) {
+        float *dst = c < C ? &g.dw[c] : &g.db[c - C];
+        *dst += ordered_sum(&ln_block_parts[0][c], LN_BLOCKS, 2 * C);
+    }
 }
 
 static void test_layernorm(void **state)
