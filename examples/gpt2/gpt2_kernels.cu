@@ -101,6 +101,7 @@ __global__ void layernorm_bwd(float *dinp, const float *dout, const float *inp, 
     float *mine = parts + (size_t)(threadIdx.x / kLanes) * per;
     for (size_t c = lane(); c < per; c += kLanes)
         mine[c] = 0.0f;
+    __syncwarp(); /* a lane zeroes elements of db that another lane adds to (C % 32 != 0) */
     long long step = (long long)gridDim.x * kWarps;
     for (long long n = warp_row(); n < N; n += step)
         layernorm_row_backward(dinp + (size_t)n * C, mine, mine + C, dout + (size_t)n * C,
