@@ -238,9 +238,11 @@ extern "C" int gpt2_cuda_encoder_backward(float *dwte, float *dwpe, const float 
                                           size_t scratch_bytes, void *stream)
 {
     int n = B * T;
-    if (n <= 0)
+    if (n <= 0 || C <= 0)
         return 0;
     size_t ints = aligned(sizeof(int) * (size_t)n);
+    if (scratch_bytes <= 3 * ints) /* smaller than gpt2_cuda_encoder_backward_scratch's */
+        return static_cast<int>(cudaErrorInvalidValue);
     char *p = static_cast<char *>(scratch);
     int *rows = reinterpret_cast<int *>(p), *tok_sorted = reinterpret_cast<int *>(p + ints);
     int *rows_sorted = reinterpret_cast<int *>(p + 2 * ints);
@@ -285,7 +287,7 @@ extern "C" int gpt2_cuda_layernorm_backward(float *dinp, float *dw, float *db, c
                                             const float *rstd, int N, int C, float *scratch,
                                             void *stream)
 {
-    if (N <= 0)
+    if (N <= 0 || C <= 0)
         return 0;
     unsigned nb = ln_blocks(N);
     int use_shared = ln_shared_bytes(C) <= kSharedMax;

@@ -66,10 +66,21 @@ static void check_bits(const char *what, const float *want, const float *dev, si
 {
     float *got = malloc(n * sizeof(float));
     cudaDeviceSynchronize();
-    int same = cudaMemcpy(got, dev, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess &&
-               memcmp(got, want, n * sizeof(float)) == 0;
-    printf("%-28s %s\n", what, same ? "bit for bit" : "DIFFERS");
-    failures += !same;
+    if (cudaMemcpy(got, dev, n * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess) {
+        printf("%s: copy failed: %s\n", what, cudaGetErrorString(cudaGetLastError()));
+        failures++;
+        free(got);
+        return;
+    }
+    size_t i = 0;
+    while (i < n && !memcmp(&got[i], &want[i], sizeof(float)))
+        i++;
+    if (i == n)
+        printf("%-28s bit for bit\n", what);
+    else
+        printf("%-28s DIFFERS first at %zu: %a, expected %a\n", what, i, (double)got[i],
+               (double)want[i]);
+    failures += i != n;
     free(got);
 }
 
@@ -93,6 +104,59 @@ static float *randoms(size_t n)
     for (size_t i = 0; i < n; i++)
         p[i] = frand();
     return p;
+}
+
+/* The launch's status: 0, or a failure counted and named. */
+static void launched(const char *what, int rc)
+{
+    if (rc) {
+        printf("%s: launch failed: %s\n", what, cudaGetErrorString((cudaError_t)rc));
+        failures++;
+    }
+}
+
+/* dw, db += the layernorm backward's weight gradients in the CUDA kernel's exact order, on
+ * the CPU: warp k of the grid (blocks of 4 warps, at most 512 blocks: gpt2_kernels.cu's
+ * kWarps and kLnBackwardBlocks) takes rows k, k + warps, ... into a partial of its own; each
+ * block adds its 4 partials in warp order, then the blocks are added in block order. The
+ * terms (norm * d and d, from the GPU's own mean and rstd) are the row function's, and
+ * neither side contracts into FMAs (this file: -ffp-contract=off; the kernels: --fmad=false),
+ * so the result is the GPU's bits. */
+static void layernorm_weight_grads_in_gpu_order(float *dw, float *db, const float *d,
+                                                const float *x, const float *mean,
+                                                const float *rstd, int rows, int width)
+{
+    enum { WARPS_PER_BLOCK = 4, MAX_BLOCKS = 512 };
+    int nb = (rows + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK;
+    nb = nb < MAX_BLOCKS ? nb : MAX_BLOCKS;
+    int warps = nb * WARPS_PER_BLOCK;
+    size_t per = 2 * (size_t)width;
+    float *warp = calloc((size_t)warps * per, sizeof(float)), *block = calloc(per * nb, 4);
+    for (int k = 0; k < warps; k++)
+        for (int n = k; n < rows; n += warps)
+            for (int c = 0; c < width; c++) {
+                float norm = (x[(size_t)n * width + c] - mean[n]) * rstd[n];
+                float dd = d[(size_t)n * width + c];
+                warp[k * per + width + c] += dd;     /* db, as the row function adds it */
+                warp[k * per + c] += norm * dd;      /* dw */
+            }
+    for (int b = 0; b < nb; b++)
+        for (size_t c = 0; c < per; c++) {
+            float sum = 0.0f;
+            for (int w = 0; w < WARPS_PER_BLOCK; w++)
+                sum += warp[((size_t)b * WARPS_PER_BLOCK + w) * per + c];
+            block[b * per + c] = sum;
+        }
+    for (size_t c = 0; c < per; c++) {
+        float sum = 0.0f;
+        for (int b = 0; b < nb; b++)
+            sum += block[b * per + c];
+        if (c < (size_t)width)
+            dw[c] += sum;
+        else
+            db[c - width] += sum;
+    }
+    free(warp), free(block);
 }
 
 /* Layernorm forward and backward over rows x width random inputs. With more rows than the
@@ -123,27 +187,42 @@ static void check_layernorm(void *s, int rows, int width, double tol)
         exit(1);
     float *g_dx2 = dev_copy(dx, n * 4), *g_dw2 = dev_copy(dw, width * 4);
     float *g_db2 = dev_copy(db, width * 4);
-    gpt2_cuda_layernorm_backward(g_dx, g_dw, g_db, g_d, g_x, g_w, g_mean, g_rstd, rows, width,
-                                 scratch, s);
+    launched("layernorm backward",
+             gpt2_cuda_layernorm_backward(g_dx, g_dw, g_db, g_d, g_x, g_w, g_mean, g_rstd, rows,
+                                          width, scratch, s));
     check_scaled("  backward (dinp)", dx, g_dx, n, tol, 1);
     check_scaled("  backward (dw)", dw, g_dw, width, tol, 1);
     check_scaled("  backward (db)", db, g_db, width, tol, 1);
-    /* twice more from one start (the CPU's results): the same bits */
+    /* the weight gradients in the kernel's order on the CPU, from the GPU's mean and rstd:
+     * the GPU's bits */
+    float *h_mean = host_copy(g_mean, rows), *h_rstd = host_copy(g_rstd, rows);
+    float *ow = calloc(width, 4), *ob = calloc(width, 4); /* from zeros on both sides */
+    float *g_ow = dev_copy(ow, width * 4), *g_ob = dev_copy(ob, width * 4);
+    layernorm_weight_grads_in_gpu_order(ow, ob, d, x, h_mean, h_rstd, rows, width);
+    launched("layernorm backward",
+             gpt2_cuda_layernorm_backward(g_dx2, g_ow, g_ob, g_d, g_x, g_w, g_mean, g_rstd, rows,
+                                          width, scratch, s));
+    check_bits("  backward (dw), GPU order", ow, g_ow, width);
+    check_bits("  backward (db), GPU order", ob, g_ob, width);
+    /* twice from one start: the same bits */
     cudaMemcpy(g_dx, dx, n * 4, cudaMemcpyHostToDevice);
     cudaMemcpy(g_dx2, dx, n * 4, cudaMemcpyHostToDevice);
     cudaMemcpy(g_dw, dw, width * 4, cudaMemcpyHostToDevice);
     cudaMemcpy(g_dw2, dw, width * 4, cudaMemcpyHostToDevice);
     cudaMemcpy(g_db, db, width * 4, cudaMemcpyHostToDevice);
     cudaMemcpy(g_db2, db, width * 4, cudaMemcpyHostToDevice);
-    gpt2_cuda_layernorm_backward(g_dx, g_dw, g_db, g_d, g_x, g_w, g_mean, g_rstd, rows, width,
-                                 scratch, s);
-    gpt2_cuda_layernorm_backward(g_dx2, g_dw2, g_db2, g_d, g_x, g_w, g_mean, g_rstd, rows,
-                                 width, scratch, s);
+    launched("layernorm backward",
+             gpt2_cuda_layernorm_backward(g_dx, g_dw, g_db, g_d, g_x, g_w, g_mean, g_rstd, rows,
+                                          width, scratch, s));
+    launched("layernorm backward",
+             gpt2_cuda_layernorm_backward(g_dx2, g_dw2, g_db2, g_d, g_x, g_w, g_mean, g_rstd,
+                                          rows, width, scratch, s));
     float *h_dx = host_copy(g_dx, n), *h_dw = host_copy(g_dw, width), *h_db = host_copy(g_db, width);
     check_bits("  backward twice (dinp)", h_dx, g_dx2, n);
     check_bits("  backward twice (dw)", h_dw, g_dw2, width);
     check_bits("  backward twice (db)", h_db, g_db2, width);
-    free(h_dx), free(h_dw), free(h_db);
+    free(h_dx), free(h_dw), free(h_db), free(h_mean), free(h_rstd), free(ow), free(ob);
+    cudaFree(g_ow), cudaFree(g_ob);
     cudaFree(scratch), cudaFree(g_dx2), cudaFree(g_dw2), cudaFree(g_db2);
 }
 
@@ -176,13 +255,19 @@ int main(void)
     if (gpt2_cuda_encoder_backward_scratch(B, T, &enc_bytes) ||
         cudaMalloc(&enc_scratch, enc_bytes) != cudaSuccess)
         exit(1);
-    gpt2_cuda_encoder_backward(g_dwte, g_dwpe, g_d, dtok, B, T, C, enc_scratch, enc_bytes, s);
+    launched("encoder backward", gpt2_cuda_encoder_backward(g_dwte, g_dwpe, g_d, dtok, B, T, C,
+                                                            enc_scratch, enc_bytes, s));
     check_bits("encoder backward (dwte)", dwte, g_dwte, V * C);
     check_bits("encoder backward (dwpe)", dwpe, g_dwpe, T * C);
     encoder_backward(dwte, dwpe, d, tok, B, T, C); /* adds to what is there, on both */
-    gpt2_cuda_encoder_backward(g_dwte, g_dwpe, g_d, dtok, B, T, C, enc_scratch, enc_bytes, s);
-    check_bits("encoder backward, added", dwte, g_dwte, V * C);
-    check_bits("encoder backward, added", dwpe, g_dwpe, T * C);
+    launched("encoder backward", gpt2_cuda_encoder_backward(g_dwte, g_dwpe, g_d, dtok, B, T, C,
+                                                            enc_scratch, enc_bytes, s));
+    check_bits("encoder backward, added (dwte)", dwte, g_dwte, V * C);
+    check_bits("encoder backward, added (dwpe)", dwpe, g_dwpe, T * C);
+    if (gpt2_cuda_encoder_backward(g_dwte, g_dwpe, g_d, dtok, B, T, C, enc_scratch, 64, s) == 0) {
+        printf("encoder backward with 64 bytes of scratch was not refused\n");
+        failures++;
+    }
     cudaFree(enc_scratch);
 
     /* layernorm */
