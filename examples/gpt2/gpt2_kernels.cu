@@ -2,8 +2,8 @@
 // for the row kernels (lane l takes elements l, l + 32, ...: coalesced loads, the row's sums
 // and maxima as shuffle butterflies), a thread per element for the element-wise ones.
 // Gradients that rows share are summed in a fixed order, so that every run gives the same
-// bits (a resumed run equals an uninterrupted one): a token's embedding gradient by one warp
-// over the token's rows in row order (a stable sort of the tokens, CUB's), layernorm's
+// bits (a resumed run equals an uninterrupted one): a token's embedding gradient by a warp per
+// 32 columns over the token's rows in row order (a stable sort of the tokens, CUB's), layernorm's
 // weights through per-warp partial sums added in warp, then block order. Attention's row and
 // element pieces sit around cuBLAS's batched GEMMs (gpt2_attention.h).
 #include "gpt2_cuda.h"
@@ -54,19 +54,23 @@ __global__ void row_numbers(int *v, int n)
         v[i] = i;
 }
 
-// A warp per run of equal tokens in the sorted order (started by the run's first entry): the
-// run's rows, ascending (the sort is stable), added in order into the token's row of dwte.
+// A warp per run of equal tokens in the sorted order (started by the run's first entry) and
+// slice of 32 columns: the run's rows, ascending (the sort is stable), added in order into
+// the token's row of dwte. Slices keep a long run (a frequent token) from resting on one warp.
 __global__ void encoder_bwd_tokens(float *dwte, const float *dout, const int *tok_sorted,
                                    const int *rows_sorted, int n, int C)
 {
-    long long i = warp_row();
+    int slices = (C + kLanes - 1) / kLanes;
+    long long i = warp_row() / slices;
+    int c0 = (int)(warp_row() % slices) * kLanes;
     if (i >= n || (i > 0 && tok_sorted[i] == tok_sorted[i - 1]))
         return;
     long long j = i + 1;
     while (j < n && tok_sorted[j] == tok_sorted[i])
         j++;
-    encoder_token_backward(dwte + (size_t)tok_sorted[i] * C, dout, rows_sorted + i, (int)(j - i),
-                           C, lane(), kLanes);
+    int width = C - c0 < kLanes ? C - c0 : kLanes;
+    encoder_token_backward(dwte + (size_t)tok_sorted[i] * C + c0, dout + c0, rows_sorted + i,
+                           (int)(j - i), width, C, lane(), kLanes);
 }
 
 // A thread per element of dwpe: the B sequences' rows of its position, in order.
@@ -254,8 +258,9 @@ extern "C" int gpt2_cuda_encoder_backward(float *dwte, float *dwpe, const float 
                                                     rows, rows_sorted, n, 0, 32, s);
     if (r != cudaSuccess)
         return static_cast<int>(r);
-    encoder_bwd_tokens<<<row_blocks(n), kThreads, 0, s>>>(dwte, dout, tok_sorted, rows_sorted,
-                                                         n, C);
+    long long warps = (long long)n * ((C + kLanes - 1) / kLanes);
+    encoder_bwd_tokens<<<row_blocks(warps), kThreads, 0, s>>>(dwte, dout, tok_sorted,
+                                                             rows_sorted, n, C);
     encoder_bwd_positions<<<blocks((long long)T * C), kThreads, 0, s>>>(dwpe, dout, B, T, C);
     return launched();
 }

@@ -94,9 +94,10 @@ static inline GPT2_HD void encoder_row_backward(float *dte, float *dpe, const fl
  * and each position's gradient gets the B sequences' rows in order. Each element sees the
  * CPU kernel's additions in the CPU kernel's order, so the results are its bits too. */
 static inline GPT2_HD void encoder_token_backward(float *dte, const float *d, const int *rows,
-                                                  int n, int C, int lane, int lanes)
+                                                  int n, int width, int C, int lane, int lanes)
 {
-    for (int c = lane; c < C; c += lanes) {
+    /* columns [0, width) of rows of C (the GPU takes a row in slices of a warp's width) */
+    for (int c = lane; c < width; c += lanes) {
         float acc = dte[c];
         for (int k = 0; k < n; k++)
             acc += d[(size_t)rows[k] * C + c];

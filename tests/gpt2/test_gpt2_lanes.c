@@ -165,14 +165,16 @@ static void encoder_job(int lane)
     for (int r = 0; r < N; r++)
         encoder_row_forward(g.out + (size_t)r * C, g.wte + (size_t)g.tok[r] * C,
                             g.wpe + (size_t)(r % T) * C, C, lane, LANES);
-    for (int i = 0; i < N; i++) { /* a warp per run of one token, as encoder_bwd_tokens */
+    for (int i = 0; i < N; i++) { /* warps per run of one token, as encoder_bwd_tokens */
         if (i > 0 && sorted_tok[i] == sorted_tok[i - 1])
             continue;
         int j = i + 1;
         while (j < N && sorted_tok[j] == sorted_tok[i])
             j++;
-        encoder_token_backward(g.dwte + (size_t)sorted_tok[i] * C, g.d, sorted_rows + i, j - i, C,
-                               lane, LANES);
+        for (int c0 = 0; c0 < C; c0 += LANES) /* a warp per slice of 32 columns */
+            encoder_token_backward(g.dwte + (size_t)sorted_tok[i] * C + c0, g.d + c0,
+                                   sorted_rows + i, j - i, C - c0 < LANES ? C - c0 : LANES, C,
+                                   lane, LANES);
     }
     for (int e = lane; e < T * C; e += LANES) /* a thread per element of dwpe */
         g.dwpe[e] = encoder_position_backward(g.dwpe[e], g.d, B, T, C, e / C, e % C);
