@@ -158,7 +158,7 @@ struct zt_runtime {
 
     /* the optimizer on the device (runtime/step_device.c) */
     int dev_opt;
-    void *dev_step_stats;        /* two doubles and a counter */
+    void *dev_step_stats;        /* two doubles, a counter, the sums' scratch */
     void *dev_param_tmp;         /* one shard's new parameters bound for an off-device home */
     uint64_t dev_param_tmp_bytes;
     int tracing; /* this runtime holds the process's timeline trace open */
@@ -245,7 +245,8 @@ int zt_rt_param_home_ready(void *rt, const zt_home *home, int demand);
 /* the optimizer on the device (runtime/step_device.c), used when rt->dev_opt is set:
  * accumulators in device memory, the norm's sums and Adam as device kernels on ztier's
  * stream. The step's sums and counter take ZT_DEVICE_STEP_STATS_BYTES of device memory. */
-#define ZT_DEVICE_STEP_STATS_BYTES 32
+#define ZT_DEVICE_STEP_SCRATCH_AT 32 /* then the sums' scratch (ZT_SUMSQ_SCRATCH_DOUBLES) */
+#define ZT_DEVICE_STEP_STATS_BYTES (ZT_DEVICE_STEP_SCRATCH_AT + 8 * ZT_SUMSQ_SCRATCH_DOUBLES)
 /* The step's sums and the new-parameter buffer of param_tmp_bytes (the plan's
  * device_param_tmp; 0: none), at commit; close frees them. */
 zt_status zt_dev_opt_open(zt_runtime *rt, uint64_t param_tmp_bytes);

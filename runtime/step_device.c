@@ -72,6 +72,7 @@ zt_status zt_dev_opt_grad_stats(zt_runtime *rt, float scale, double out[2])
         if (L->persistent && rt->rank != 0)
             continue; /* replicated: counted once */
         st = d->sumsq_async(rt->dev, L->grad_acc, (size_t)L->shard_numel, scale, sums,
+                            (double *)((char *)rt->dev_step_stats + ZT_DEVICE_STEP_SCRATCH_AT),
                             rt->stream, &rt->err);
     }
     if (st == ZT_OK) /* the one wait of the step */

@@ -608,14 +608,14 @@ static zt_status cuda_accumulate_async(zt_device *dev, float *acc, const void *s
 }
 
 static zt_status cuda_sumsq_async(zt_device *dev, const float *x, size_t n, float scale,
-                                  double *out, zt_stream *s, zt_error *err)
+                                  double *out, double *scratch, zt_stream *s, zt_error *err)
 {
     cuda_device *d = as_cuda(dev);
     if (n == 0)
         return ZT_OK;
     zt_status st = use(d, err);
     return st != ZT_OK ? st
-                       : check(d, (cudaError_t)zt_cuda_sumsq(x, n, scale, out, s),
+                       : check(d, (cudaError_t)zt_cuda_sumsq(x, n, scale, out, scratch, s),
                                "sum-of-squares kernel launch", err);
 }
 
@@ -819,9 +819,9 @@ static zt_status k_accumulate_async(zt_device *dev, float *acc, const void *src,
     KEEP_DEVICE(zt_status, cuda_accumulate_async(dev, acc, src, src_type, n, s, err));
 }
 static zt_status k_sumsq_async(zt_device *dev, const float *x, size_t n, float scale,
-                               double *out, zt_stream *s, zt_error *err)
+                               double *out, double *scratch, zt_stream *s, zt_error *err)
 {
-    KEEP_DEVICE(zt_status, cuda_sumsq_async(dev, x, n, scale, out, s, err));
+    KEEP_DEVICE(zt_status, cuda_sumsq_async(dev, x, n, scale, out, scratch, s, err));
 }
 static zt_status k_adam_async(zt_device *dev, const zt_adam_consts *c, float *master, float *m,
                               float *v, const float *grad, void *param_out, zt_dtype param_type,

@@ -199,9 +199,10 @@ __global__ void accumulate_kernel(float *acc, const void *src, zt_dtype t, size_
         acc[i] += load(src, t, i);
 }
 
-// Per-block partial sums in double, added to out[0] and out[1] with atomics (the order of
-// the additions differs from the CPU's: sums agree to double rounding, as adam.h says).
-__global__ void sumsq_kernel(const float *x, size_t n, float scale, double *out)
+// Per-block partial sums in double into parts[2b], parts[2b + 1]; sumsq_combine adds them
+// in a fixed order (the order differs from the CPU's: sums agree to double rounding, as
+// adam.h says, and repeat bit for bit run to run).
+__global__ void sumsq_kernel(const float *x, size_t n, float scale, double *parts)
 {
     __shared__ double part[256], badp[256];
     double sum = 0.0, bad = 0.0;
@@ -224,8 +225,34 @@ __global__ void sumsq_kernel(const float *x, size_t n, float scale, double *out)
         __syncthreads();
     }
     if (threadIdx.x == 0) {
-        atomicAdd(&out[0], part[0]);
-        atomicAdd(&out[1], badp[0]);
+        parts[2 * blockIdx.x] = part[0];
+        parts[2 * blockIdx.x + 1] = badp[0];
+    }
+}
+
+// One block of 256: thread t adds the partials t, t + 256, ... in order, then the same tree
+// as above; out[] += the totals.
+__global__ void sumsq_combine(const double *parts, unsigned nb, double *out)
+{
+    __shared__ double part[256], badp[256];
+    double sum = 0.0, bad = 0.0;
+    for (unsigned k = threadIdx.x; k < nb; k += blockDim.x) {
+        sum += parts[2 * k];
+        bad += parts[2 * k + 1];
+    }
+    part[threadIdx.x] = sum;
+    badp[threadIdx.x] = bad;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            part[threadIdx.x] += part[threadIdx.x + s];
+            badp[threadIdx.x] += badp[threadIdx.x + s];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        out[0] += part[0];
+        out[1] += badp[0];
     }
 }
 
@@ -239,9 +266,13 @@ extern "C" int zt_cuda_accumulate(float *acc, const void *src, zt_dtype src_type
     return static_cast<int>(cudaGetLastError());
 }
 
-extern "C" int zt_cuda_sumsq(const float *x, size_t n, float scale, double *out, void *stream)
+extern "C" int zt_cuda_sumsq(const float *x, size_t n, float scale, double *out, double *parts,
+                             void *stream)
 {
-    sumsq_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(x, n, scale, out);
+    unsigned nb = blocks_for(n); /* at most 4096: ZT_SUMSQ_SCRATCH_DOUBLES / 2 */
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    sumsq_kernel<<<nb, 256, 0, s>>>(x, n, scale, parts);
+    sumsq_combine<<<1, 256, 0, s>>>(parts, nb, out);
     return static_cast<int>(cudaGetLastError());
 }
 

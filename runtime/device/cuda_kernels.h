@@ -40,8 +40,11 @@ int zt_cuda_dequant4_add(const unsigned char *q, const float *scales, size_t n, 
 
 /* acc[i] += (float)src[i] */
 int zt_cuda_accumulate(float *acc, const void *src, zt_dtype src_type, size_t n, void *stream);
-/* out[0] += sum of (x[i] * scale)^2 over finite products (double), out[1] += non-finite count */
-int zt_cuda_sumsq(const float *x, size_t n, float scale, double *out, void *stream);
+/* out[0] += sum of (x[i] * scale)^2 over finite products (double), out[1] += non-finite count;
+ * parts: ZT_SUMSQ_SCRATCH_DOUBLES doubles for the blocks' partial sums, which are combined
+ * in a fixed order (the same bits every run) */
+int zt_cuda_sumsq(const float *x, size_t n, float scale, double *out, double *parts,
+                  void *stream);
 
 /* The fused Adam/AdamW step (optimizer/adam.h) over n elements: master, m, v updated in
  * place, param_out (or NULL) receives the master rounded to param_dtype; the count of

@@ -10,6 +10,9 @@
 #ifndef ZT_RUNTIME_DEVICE_H
 #define ZT_RUNTIME_DEVICE_H
 
+/* The device scratch sumsq_async takes: two doubles per partial sum, at most 4096 of them. */
+#define ZT_SUMSQ_SCRATCH_DOUBLES 8192
+
 #include "core/adam_elem.h"
 #include "core/error.h"
 #include "core/threadpool.h"
@@ -79,9 +82,11 @@ typedef struct zt_device_iface {
     zt_status (*accumulate_async)(zt_device *dev, float *acc, const void *src, zt_dtype src_type,
                                   size_t n, zt_stream *s, zt_error *err);
     /* out[0] += sum of (x[i] * scale)^2 over the finite products, in double; out[1] += the
-     * count of non-finite ones. out: two doubles. */
+     * count of non-finite ones. out: two doubles. scratch: ZT_SUMSQ_SCRATCH_DOUBLES doubles
+     * of device memory for partial sums, combined in a fixed order (the same bits every
+     * run); calls that share a scratch must be ordered (one stream). */
     zt_status (*sumsq_async)(zt_device *dev, const float *x, size_t n, float scale, double *out,
-                             zt_stream *s, zt_error *err);
+                             double *scratch, zt_stream *s, zt_error *err);
     /* The fused Adam/AdamW step (core/adam_elem.h) over n elements; param_out (or NULL)
      * receives the master rounded to param_type; *nonfinite += the non-finite gradients. */
     zt_status (*adam_async)(zt_device *dev, const zt_adam_consts *c, float *master, float *m,

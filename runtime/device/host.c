@@ -551,9 +551,9 @@ static zt_status host_accumulate_async(zt_device *dev, float *acc, const void *s
 }
 
 static zt_status host_sumsq_async(zt_device *dev, const float *x, size_t n, float scale,
-                                  double *out, zt_stream *s, zt_error *err)
+                                  double *out, double *scratch, zt_stream *s, zt_error *err)
 {
-    (void)dev;
+    (void)dev, (void)scratch; /* one worker sums in element order */
     host_op op = {.kind = OP_SUMSQ, .dst = out, .src = x, .bytes = n, .alpha = scale};
     return enqueue(s, &op, err);
 }

@@ -763,6 +763,47 @@ static float uniform(float lo, float hi) /* from the test's generator */
     return lo + (hi - lo) * (float)(rng_next() >> 40) / (float)(1u << 24);
 }
 
+/* The gradient norm's sums on the GPU (the device vtable's sumsq_async): against a double
+ * reference to double rounding, the non-finite count exact, both added to what out held; and
+ * the same bits when run again (partials combined in a fixed order, no atomics). */
+static void test_sumsq_matches_reference_and_repeats(void **state)
+{
+    (void)state;
+    enum { N = (1 << 21) + 3 }; /* more blocks than the kernel's 4096: grid-stride */
+    zt_stream *s = stream_new();
+    dbuf dx = dbuf_new(N * 4), dout = dbuf_new(2 * sizeof(double));
+    dbuf dscratch = dbuf_new(ZT_SUMSQ_SCRATCH_DOUBLES * sizeof(double));
+    float *x = dx.h;
+    for (int i = 0; i < N; i++)
+        x[i] = uniform(-2, 2);
+    x[17] = INFINITY, x[N - 1] = NAN, x[N / 2] = -INFINITY;
+    const float scale = 0.5f;
+    double want = 1.25, bad = 3; /* the start */
+    for (int i = 0; i < N; i++) {
+        float g = x[i] * scale;
+        if (isfinite(g))
+            want += (double)g * (double)g;
+        else
+            bad += 1;
+    }
+    to_device(s, &dx);
+    double got[2][2];
+    for (int r = 0; r < 2; r++) {
+        ((double *)dout.h)[0] = 1.25, ((double *)dout.h)[1] = 3;
+        to_device(s, &dout);
+        assert_int_equal(dev->iface->sumsq_async(dev, dx.d, N, scale, dout.d, dscratch.d, s,
+                                                 &err),
+                         ZT_OK);
+        to_host(s, &dout);
+        memcpy(got[r], dout.h, sizeof got[r]);
+    }
+    assert_true(fabs(got[0][0] - want) <= 1e-10 * want); /* 2M terms: reordered in double */
+    assert_true(got[0][1] == bad);
+    assert_memory_equal(got[0], got[1], sizeof got[0]);
+    dbuf_free(&dx), dbuf_free(&dout), dbuf_free(&dscratch);
+    dev->iface->stream_destroy(dev, s);
+}
+
 /* The CUDA Adam kernel (the device vtable's adam_async, as the device optimizer calls it)
  * against the CPU's scalar reference kernel, the definition every variant is tested against:
  * master, m, v and the working copy (bf16, fp16, fp32, or none) bitwise equal, and the same
@@ -866,6 +907,7 @@ int main(void)
         cmocka_unit_test(test_nonfinite_flag),
         cmocka_unit_test(test_quant8_matches_cpu_reference),
         cmocka_unit_test(test_quant4_matches_cpu_reference),
+        cmocka_unit_test(test_sumsq_matches_reference_and_repeats),
         cmocka_unit_test(test_adam_matches_cpu_kernel),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

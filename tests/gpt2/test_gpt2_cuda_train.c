@@ -5,9 +5,8 @@
  * the optimizer on the CPU and on the device; with the matmuls' inputs in bf16 (fp32
  * accumulation), within 2e-2. And resumed: 10 steps in one run against 5 steps, a
  * checkpoint, a new runtime that loads it and 5 more steps: the same losses and the same
- * exported parameters, bit for bit (the kernels sum shared gradients in a fixed order; the
- * device optimizer's norm is a double sum with atomics, whose varying order could change a
- * step only where the float norm rounds differently: not expected in 10 steps).
+ * exported parameters, bit for bit (the kernels sum shared gradients in a fixed order, and
+ * so does the device optimizer's norm).
  * Exits 77 (skipped) where no GPU is visible, as on this project's CI machines. */
 #include "gpt2_model.h"
 #include "gpt2_ops.h"
