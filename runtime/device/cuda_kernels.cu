@@ -199,12 +199,30 @@ __global__ void accumulate_kernel(float *acc, const void *src, zt_dtype t, size_
         acc[i] += load(src, t, i);
 }
 
+// The block's (sum, bad) pairs summed by a fixed tree (blocks of 256 threads); thread 0
+// gets the totals.
+__device__ void block_sums(double sum, double bad, double *total_sum, double *total_bad)
+{
+    __shared__ double part[256], badp[256];
+    part[threadIdx.x] = sum;
+    badp[threadIdx.x] = bad;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            part[threadIdx.x] += part[threadIdx.x + s];
+            badp[threadIdx.x] += badp[threadIdx.x + s];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        *total_sum = part[0], *total_bad = badp[0];
+}
+
 // Per-block partial sums in double into parts[2b], parts[2b + 1]; sumsq_combine adds them
 // in a fixed order (the order differs from the CPU's: sums agree to double rounding, as
 // adam.h says, and repeat bit for bit run to run).
 __global__ void sumsq_kernel(const float *x, size_t n, float scale, double *parts)
 {
-    __shared__ double part[256], badp[256];
     double sum = 0.0, bad = 0.0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -214,46 +232,21 @@ __global__ void sumsq_kernel(const float *x, size_t n, float scale, double *part
         else
             sum += (double)g * (double)g;
     }
-    part[threadIdx.x] = sum;
-    badp[threadIdx.x] = bad;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) {
-            part[threadIdx.x] += part[threadIdx.x + s];
-            badp[threadIdx.x] += badp[threadIdx.x + s];
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        parts[2 * blockIdx.x] = part[0];
-        parts[2 * blockIdx.x + 1] = badp[0];
-    }
+    block_sums(sum, bad, &parts[2 * blockIdx.x], &parts[2 * blockIdx.x + 1]);
 }
 
-// One block of 256: thread t adds the partials t, t + 256, ... in order, then the same tree
-// as above; out[] += the totals.
+// One block of 256: thread t adds the partials t, t + 256, ... in order, then the same tree;
+// out[] += the totals.
 __global__ void sumsq_combine(const double *parts, unsigned nb, double *out)
 {
-    __shared__ double part[256], badp[256];
-    double sum = 0.0, bad = 0.0;
+    double sum = 0.0, bad = 0.0, total_sum = 0.0, total_bad = 0.0;
     for (unsigned k = threadIdx.x; k < nb; k += blockDim.x) {
         sum += parts[2 * k];
         bad += parts[2 * k + 1];
     }
-    part[threadIdx.x] = sum;
-    badp[threadIdx.x] = bad;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) {
-            part[threadIdx.x] += part[threadIdx.x + s];
-            badp[threadIdx.x] += badp[threadIdx.x + s];
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        out[0] += part[0];
-        out[1] += badp[0];
-    }
+    block_sums(sum, bad, &total_sum, &total_bad);
+    if (threadIdx.x == 0)
+        out[0] += total_sum, out[1] += total_bad;
 }
 
 } // namespace

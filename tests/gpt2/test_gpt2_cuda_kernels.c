@@ -37,19 +37,29 @@ static float *dev_copy(const void *h, size_t bytes)
     return d;
 }
 
+/* The device array's n floats in a new host array, after the queued work; NULL with the
+ * failure counted and named. */
+static float *copy_back(const char *what, const float *dev, size_t n)
+{
+    float *got = malloc(n * sizeof(float));
+    cudaDeviceSynchronize();
+    if (!got || cudaMemcpy(got, dev, n * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess) {
+        printf("%s: copy failed: %s\n", what, cudaGetErrorString(cudaGetLastError()));
+        failures++;
+        free(got);
+        return NULL;
+    }
+    return got;
+}
+
 /* Compares a device array with the CPU result: |got - want| <= tol (|want| + floor), floor
  * the values' scale (where a result cancels to near zero it keeps its terms' rounding). */
 static void check_scaled(const char *what, const float *want, const float *dev, size_t n,
                          double tol, double floor)
 {
-    float *got = malloc(n * sizeof(float));
-    cudaDeviceSynchronize();
-    if (cudaMemcpy(got, dev, n * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess) {
-        printf("%s: copy failed: %s\n", what, cudaGetErrorString(cudaGetLastError()));
-        failures++;
-        free(got);
+    float *got = copy_back(what, dev, n);
+    if (!got)
         return;
-    }
     double worst = 0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)got[i] - want[i]) / (fabs((double)want[i]) + floor);
@@ -64,14 +74,9 @@ static void check_scaled(const char *what, const float *want, const float *dev, 
 /* The device array holds exactly the bits of want. */
 static void check_bits(const char *what, const float *want, const float *dev, size_t n)
 {
-    float *got = malloc(n * sizeof(float));
-    cudaDeviceSynchronize();
-    if (cudaMemcpy(got, dev, n * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess) {
-        printf("%s: copy failed: %s\n", what, cudaGetErrorString(cudaGetLastError()));
-        failures++;
-        free(got);
+    float *got = copy_back(what, dev, n);
+    if (!got)
         return;
-    }
     size_t i = 0;
     while (i < n && !memcmp(&got[i], &want[i], sizeof(float)))
         i++;
@@ -86,9 +91,8 @@ static void check_bits(const char *what, const float *want, const float *dev, si
 
 static float *host_copy(const float *dev, size_t n)
 {
-    float *h = malloc(n * sizeof(float));
-    cudaDeviceSynchronize();
-    if (!h || cudaMemcpy(h, dev, n * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
+    float *h = copy_back("device array", dev, n);
+    if (!h)
         exit(1);
     return h;
 }
