@@ -29,7 +29,9 @@ typedef struct cuda_ctx {
     dev_buf ones;        /* 1.0f floats, for the bias's gradient as a GEMV */
     dev_buf att_scratch; /* attention's scratch (gpt2_attention_scratch_floats) */
     dev_buf ln_scratch;  /* layernorm backward's partial sums */
-    dev_buf enc_scratch; /* the encoder backward's sort */
+    dev_buf enc_scratch; /* the encoder backward's sort ... */
+    int enc_rows;        /* ... sized for this many rows (B x T) */
+    size_t enc_bytes;
     gpt2_precision precision;
     dev_buf bf[3]; /* bf16 copies of a matmul's inputs (GPT2_BF16) */
     int error;      /* the first error met: a cudaError_t, or CUBLAS_BASE + a cublasStatus_t */
@@ -106,12 +108,15 @@ static void enc_b(void *ctx, float *dwte, float *dwpe, const float *dout, const 
                   int T, int C)
 {
     cuda_ctx *c = ctx;
-    size_t bytes = 0;
-    int r = gpt2_cuda_encoder_backward_scratch(B, T, &bytes);
-    void *scratch = r ? NULL : grow(c, &c->enc_scratch, bytes);
+    int r = 0;
+    if (c->enc_rows != B * T) { /* the sort's size query, once per shape */
+        r = gpt2_cuda_encoder_backward_scratch(B, T, &c->enc_bytes);
+        c->enc_rows = r ? 0 : B * T;
+    }
+    void *scratch = r ? NULL : grow(c, &c->enc_scratch, c->enc_bytes);
     keep(c, r);
     if (scratch)
-        keep(c, gpt2_cuda_encoder_backward(dwte, dwpe, dout, tok, B, T, C, scratch, bytes,
+        keep(c, gpt2_cuda_encoder_backward(dwte, dwpe, dout, tok, B, T, C, scratch, c->enc_bytes,
                                            S(ctx)));
 }
 static void ln_f(void *ctx, float *out, float *mean, float *rstd, const float *inp,
