@@ -11,13 +11,13 @@
 #include "gpt2_model.h"
 #include "gpt2_ops.h"
 #include "gpt2_ztier.h"
+#include "scratch.h"
 
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define B 4
 #define T 16
@@ -167,17 +167,10 @@ int main(void)
             failed |= !(rel < tol);
         }
     }
-    const char *tmp = getenv("ZT_TEST_TMPDIR");
     char dir[512];
-    snprintf(dir, sizeof dir, "%s/gpt2-cuda-resume-XXXXXX", tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    scratch_make("gpt2-cuda-resume", dir, sizeof dir);
     failed |= check_resume("cpu", dir) | check_resume("none", dir);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
+    if (scratch_remove(dir) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
     return failed;
 }
