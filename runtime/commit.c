@@ -24,8 +24,8 @@ static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
     if (st == ZT_OK && zt_plan_master_is_param(plan, L))
         zt_home_share(&L->param_home, L->name, &L->master);
     else if (st == ZT_OK) {
-        zt_homes mh = oh; /* a persistent layer's master in host memory goes to the device */
-        mh.pin = L->persistent && zt_plan_master_tier(plan, L) != plan->optim_tier;
+        zt_homes mh = oh; /* a persistent layer's fp32 master in host memory goes to the device */
+        mh.pin = zt_plan_master_to_device(plan, L);
         st = zt_home_alloc(&mh, zt_plan_master_tier(plan, L), shard * 4, L->name, &L->master,
                            &rt->err);
     }

@@ -85,6 +85,12 @@ zt_tier_kind zt_plan_master_tier(const zt_plan *p, const zt_layer *L)
     return L->persistent && p->optim_tier == ZT_TIER_NVME ? ZT_TIER_HOST : p->optim_tier;
 }
 
+int zt_plan_master_to_device(const zt_plan *p, const zt_layer *L)
+{
+    zt_tier_kind param = L->persistent ? ZT_TIER_DEVICE : p->param_tier;
+    return p->dtype == ZT_F32 && param == ZT_TIER_DEVICE && p->optim_tier == ZT_TIER_NVME;
+}
+
 /* The master is in host memory (the parameters' home or its own): the NVMe step updates it
  * in place, and no buffer set holds it. */
 static int master_in_host(const zt_plan *p, const zt_layer *L)
@@ -172,8 +178,8 @@ void zt_plan_make(const zt_runtime *rt, int world, zt_plan *p)
             const zt_layer *L = &rt->layers[i];
             if (!master_in_host(p, L))
                 p->opt_bufs_per_set = 3; /* a master read or copied into the set */
-            if (zt_plan_master_is_param(p, L) && !master_in_host(p, L))
-                p->opt_bufs_pinned = 1; /* copied from device memory */
+            if (zt_plan_master_to_device(p, L) && !master_in_host(p, L))
+                p->opt_bufs_pinned = 1; /* copied from and to device memory */
         }
         p->host_bytes += zt_host_tier_footprint((uint64_t)p->opt_bufs_per_set *
                                                 (uint64_t)p->opt_sets * p->opt_buf_stride);

@@ -50,6 +50,10 @@ int zt_plan_master_is_param(const zt_plan *p, const zt_layer *L);
  * but host memory for a persistent layer's with the state on NVMe (small, and updated in
  * place there rather than read and written through the NVMe step's sets). */
 zt_tier_kind zt_plan_master_tier(const zt_plan *p, const zt_layer *L);
+/* 1 when the NVMe step copies layer L's new master bytes straight to its parameters' device
+ * home (fp32 parameters in device memory, the state on NVMe): the host memory that holds the
+ * master then (the step's set buffers, or a persistent layer's own master) is pinned. */
+int zt_plan_master_to_device(const zt_plan *p, const zt_layer *L);
 
 /* Device bytes of ZeRO++'s transfer buffers for layer L (0 where they are not used): qwZ's,
  * held from a gather's all-gather to its end, and qgZ's (its scratch and, with the optimizer
