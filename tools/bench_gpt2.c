@@ -105,7 +105,7 @@ int cmd_bench_gpt2(int argc, char **argv)
     if (gpt2_config_named(name, 0, &c) || B < 1 || T < 2 || steps < 1 || steps > MAX_STEPS ||
         (strcmp(offload, "optimizer") && strcmp(offload, "all") && strcmp(offload, "params-cpu")) ||
         (strcmp(overlap, "auto") && strcmp(overlap, "on") && strcmp(overlap, "off"))) {
-        fprintf(stderr, "ztier bench gpt2: --config tiny|d12|d24|d36|d48|d<L>c<C>, --steps 1..16, "
+        fprintf(stderr, "ztier bench gpt2: --config " GPT2_CONFIG_NAMES ", --steps 1..16, "
                         "--offload optimizer|params-cpu|all, --overlap-step auto|on|off\n");
         return 2;
     }

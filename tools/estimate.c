@@ -19,6 +19,9 @@
 
 #ifdef ZT_HAVE_GPT2_BENCH
 #include "gpt2_ztier.h"
+#define CONFIG_USAGE "--config " GPT2_CONFIG_NAMES " [--vocab N] | "
+#else
+#define CONFIG_USAGE "" /* no GPT-2 example in this build */
 #endif
 
 #include <errno.h>
@@ -46,7 +49,7 @@ typedef struct est_model {
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: ztier estimate (--config tiny|d12|d24|d36|d48|d<L>c<C> [--vocab N] | "
+    fprintf(stderr, "usage: ztier estimate (" CONFIG_USAGE
                     "--layers FILE.json) [--world N] [--ranks-per-node N] [--ds-config FILE] "
                     "[--device-memory SIZE] [--json]\n");
     return 2;
@@ -66,8 +69,7 @@ static int register_gpt2(est_model *m, const est_options *o, char *err, size_t l
 {
     gpt2_config c;
     if (gpt2_config_named(o->config, o->vocab, &c) != 0)
-        return snprintf(err, len, "unknown --config '%s' (tiny, d12, d24, d36, d48, or d<L>c<C>: "
-                               "L layers of C channels, C a multiple of 64)", o->config),
+        return snprintf(err, len, "unknown --config '%s' (" GPT2_CONFIG_HELP ")", o->config),
                -1;
     gpt2_ztier g;
     zt_status st = gpt2_ztier_register(&g, m->rt, &c, 1);

@@ -24,6 +24,10 @@ typedef struct gpt2_config {
  * 4.7B). vocab overrides V (256: byte-level text); vocab <= 0 keeps GPT-2's 50257. Returns -1
  * for an unknown name. */
 int gpt2_config_named(const char *name, int vocab, gpt2_config *out);
+/* The names gpt2_config_named takes, for usage lines, and what to tell of an unknown one. */
+#define GPT2_CONFIG_NAMES "tiny|d12|d24|d36|d48|d<L>c<C>"
+#define GPT2_CONFIG_HELP                                                                      \
+    "tiny, d12, d24, d36, d48, or d<L>c<C>: L layers of C channels, C a multiple of 64"
 int64_t gpt2_num_params(const gpt2_config *c);
 /* Training FLOPs per token at sequence length T (forward and backward): 6 N for the weights
  * plus 6 L T C for attention, the count MFU figures use. */

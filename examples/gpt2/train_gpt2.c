@@ -85,7 +85,7 @@ static double now_s(void)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: zt_gpt2 [--config tiny|d12|d24|d36|d48|d<L>c<C>] [--vocab byte|gpt2|N] "
+    fprintf(stderr, "usage: zt_gpt2 [--config " GPT2_CONFIG_NAMES "] [--vocab byte|gpt2|N] "
                     "(--data FILE.bin | --text FILE) [--batch B] [--seq T] [--steps N] [--accum K] "
                     "[--lr LR] [--seed S] [--ds-config FILE] [--nvme DIR] [--hbm SIZE] "
                     "[--eval-every N] [--checkpoint DIR [--save-every N] [--keep N]] "
@@ -327,8 +327,7 @@ static int load_data(trainer *t)
     if (rc != 0)
         return fprintf(stderr, "zt_gpt2: %s\n", err), 1;
     if (gpt2_config_named(t->o.config, t->o.vocab, &t->c) != 0)
-        return fprintf(stderr, "zt_gpt2: unknown --config '%s' (tiny, d12, d24, d36, d48, or "
-                               "d<L>c<C>: L layers of C channels, C a multiple of 64)\n",
+        return fprintf(stderr, "zt_gpt2: unknown --config '%s' (" GPT2_CONFIG_HELP ")\n",
                        t->o.config), 1;
     choose_sizes(&t->o, &t->c);
     if (t->data.max_token >= t->c.vocab)
