@@ -3,6 +3,7 @@
  * gpt2_kernels.c, which are checked against finite differences: the output, the softmax and
  * the qkv gradient (added into a gradient that is not zero) agree to float rounding, for an
  * odd sequence length, several heads and batch elements. */
+#include "test_rand.h"
 #include "gpt2_attention.h"
 #include "gpt2_kernels.h"
 #include "gpt2_rows.h"
@@ -70,11 +71,7 @@ static const gpt2_att_engine cpu_engine = {NULL, cpu_bmm, cpu_gather, cpu_scatte
 enum { B = 2, T = 17, C = 48, NH = 4 };
 
 static uint64_t rs = 0x2545f4914f6cdd1dull;
-static float frand(void)
-{
-    rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
-    return (float)((double)(rs >> 11) * 0x1.0p-53 * 2.0 - 1.0);
-}
+static float frand(void) { return test_rand_float(&rs, -1.0f, 1.0f); }
 
 static void check(const char *what, const float *want, const float *got, size_t n)
 {

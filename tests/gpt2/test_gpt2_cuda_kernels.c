@@ -7,6 +7,7 @@
  * CUDA ops (cuBLAS batched GEMMs around kernels, gpt2_attention.h, whose decomposition CI
  * checks on the CPU), TF32 off. Exits 77 (skipped) where no GPU is visible, as on this
  * project's CI machines. */
+#include "test_rand.h"
 #include "gpt2_cuda.h"
 #include "gpt2_kernels.h"
 #include "gpt2_ops.h"
@@ -20,12 +21,7 @@
 /* rows longer than a warp (T, C, V > 32; V not a multiple of it) */
 enum { B = 2, T = 40, C = 64, NH = 4, V = 97, N = B * T };
 
-static unsigned long long rs = 88172645463325252ull;
-static float frand(void)
-{
-    rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
-    return (float)((double)(rs >> 11) * 0x1.0p-53 * 2.0 - 1.0);
-}
+static uint64_t rs = 88172645463325252ull;
 
 static int failures;
 
@@ -102,13 +98,7 @@ static void check(const char *what, const float *want, const float *dev, size_t 
     check_scaled(what, want, dev, n, tol, 1e-3);
 }
 
-static float *randoms(size_t n)
-{
-    float *p = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        p[i] = frand();
-    return p;
-}
+static float *randoms(size_t n) { return test_rand_floats(&rs, n, -1.0f, 1.0f); }
 
 /* The launch's status: 0, or a failure counted and named. */
 static void launched(const char *what, int rc)

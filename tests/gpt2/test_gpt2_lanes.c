@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "test_rand.h"
+
 enum { LANES = 32 };
 
 static _Thread_local int emu_lane;
@@ -82,20 +84,8 @@ static void run_lanes(lane_job job)
 /* ---- shapes and data: rows longer and shorter than a warp, widths no multiple of it ---- */
 enum { B = 2, T = 40, C = 50, V = 97, N = B * T, HEADS = 3 };
 
-static unsigned long long rs = 0x9e3779b97f4a7c15ull;
-static float frand(void)
-{
-    rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
-    return (float)((double)(rs >> 11) * 0x1.0p-53 * 4.0 - 2.0);
-}
-
-static float *randoms(size_t n)
-{
-    float *p = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        p[i] = frand();
-    return p;
-}
+static uint64_t rs = 0x9e3779b97f4a7c15ull;
+static float *randoms(size_t n) { return test_rand_floats(&rs, n, -2.0f, 2.0f); }
 
 /* |got - want| <= tol (|want| + floor): floor is the values' scale, where a result that
  * cancels to near zero keeps the rounding of its terms */
