@@ -1,6 +1,9 @@
 # Installs the library, the public header, a CMake package (find_package(ztier) ->
 # ztier::ztier, ztier::ztier_static) and ztier.pc for pkg-config.
 include(CMakePackageConfigHelpers)
+if(ZT_CUDA_FAKE) # a build for checking the CUDA code, never one to install
+  return()
+endif()
 
 install(TARGETS ztier ztier_static EXPORT ztierTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

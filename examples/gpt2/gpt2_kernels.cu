@@ -95,6 +95,7 @@ __global__ void layernorm_fwd(float *out, float *mean, float *rstd, const float 
 // shared memory, or in warp_parts where that does not fit. The block then adds its warps'
 // partials in warp order into its slot of block_parts, and ln_colsum adds the slots in block
 // order into dw, db.
+// max dynamic shared: kSharedMax (49152 bytes), ln_shared_bytes(C) when it fits, else 0
 __global__ void layernorm_bwd(float *dinp, const float *dout, const float *inp, const float *w,
                               const float *mean, const float *rstd, int N, int C,
                               float *warp_parts, float *block_parts)

@@ -422,14 +422,17 @@ static void CUDART_CB wait_for_gate(void *arg)
 }
 
 /* s1 is held by a host function until the test opens the gate: the event recorded after
- * s1's memset must stay pending, and s2 (waiting on it) must not copy the old contents. */
+ * s1's memset must stay pending, and so must s2's copy, which waits for it (an event after
+ * the copy says so: the host may not read the copy's destination before it completes), and
+ * the copy then brings the new contents. */
 static void test_event_orders_two_streams(void **state)
 {
     (void)state;
     const size_t n = 1u << 24;
     zt_stream *s1 = stream_new(), *s2 = stream_new();
-    zt_event *e = NULL;
+    zt_event *e = NULL, *copied = NULL;
     assert_int_equal(dev->iface->event_create(dev, &e, &err), ZT_OK);
+    assert_int_equal(dev->iface->event_create(dev, &copied, &err), ZT_OK);
     dbuf b = dbuf_new(n);
     assert_int_equal(dev->iface->memset_async(dev, b.d, 0x11, n, s1, &err), ZT_OK);
     assert_int_equal(dev->iface->stream_synchronize(dev, s1, &err), ZT_OK);
@@ -441,17 +444,19 @@ static void test_event_orders_two_streams(void **state)
     zt_status st_rec = dev->iface->event_record(dev, e, s1, &err);
     zt_status st_wait = dev->iface->stream_wait_event(dev, s2, e, &err);
     zt_status st_copy = dev->iface->memcpy_async(dev, b.h, b.d, n, ZT_COPY_D2H, s2, &err);
+    zt_status st_rec2 = dev->iface->event_record(dev, copied, s2, &err);
     struct timespec ts = {0, 50000000};
     nanosleep(&ts, NULL);
     int pending = dev->iface->event_query(dev, e);
-    unsigned char early = ((volatile unsigned char *)b.h)[0];
+    int copy_pending = dev->iface->event_query(dev, copied);
     atomic_store(&gate_open, 1); /* before any assert: a failed one must not leave s1 stuck */
 
     assert_int_equal(launched, cudaSuccess);
     assert_int_equal(st_set, ZT_OK), assert_int_equal(st_rec, ZT_OK);
     assert_int_equal(st_wait, ZT_OK), assert_int_equal(st_copy, ZT_OK);
+    assert_int_equal(st_rec2, ZT_OK);
     assert_int_equal(pending, 0);
-    assert_int_equal(early, 0);
+    assert_int_equal(copy_pending, 0);
     assert_int_equal(dev->iface->stream_synchronize(dev, s2, &err), ZT_OK);
     assert_int_equal(dev->iface->event_query(dev, e), 1);
     assert_int_equal(dev->iface->event_synchronize(dev, e, &err), ZT_OK);
@@ -461,6 +466,7 @@ static void test_event_orders_two_streams(void **state)
     assert_int_equal(h[n - 1], 0x77);
     dbuf_free(&b);
     dev->iface->event_destroy(dev, e);
+    dev->iface->event_destroy(dev, copied);
     dev->iface->stream_destroy(dev, s1), dev->iface->stream_destroy(dev, s2);
 }
 
