@@ -2,10 +2,16 @@
 # Both install missing Debian packages first (scripts/install-deps.sh) and build.
 BUILD ?= build
 BUILD_ASAN ?= build-asan
+BUILD_TSAN ?= build-tsan
+CUDA_HOME ?= /usr/local/cuda
+# Where the CUDA toolkit's headers are, the sanitizer builds run the CUDA code (the backend,
+# its kernels, NCCL, the GPT-2 CUDA ops) on cudasim, the CPU stand-in for the CUDA runtime,
+# cuBLAS and NCCL (docs/cudasim.md); no GPU needed.
+CUDA_FAKE ?= $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),ON,OFF)
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build build-asan test test-fast demo demo-minimal bench clean
+.PHONY: all deps build build-asan build-tsan test test-fast test-tsan demo demo-minimal bench clean
 
 all: build
 
@@ -18,11 +24,22 @@ $(BUILD)/CMakeCache.txt:
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The same tests again under AddressSanitizer + UndefinedBehaviorSanitizer (CUDA off: the
-# sanitizer runtime cannot see inside the CUDA driver, and no GPU runs here anyway).
+# The same tests again under AddressSanitizer + UndefinedBehaviorSanitizer, with the CUDA code
+# on the stand-in (the sanitizers cannot see inside a real CUDA driver).
 build-asan: deps
-	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DZT_SANITIZE=ON -DZT_CUDA=OFF -DZT_NCCL=OFF $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DZT_SANITIZE=ON -DZT_CUDA=$(CUDA_FAKE) \
+	  -DZT_CUDA_FAKE=$(CUDA_FAKE) -DZT_NCCL=$(CUDA_FAKE) -DCUDAToolkit_ROOT=$(CUDA_HOME) $(CMAKE_FLAGS)
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
+
+# The CUDA tests on the stand-in under ThreadSanitizer: a kernel's CUDA threads are threads to
+# it, so it reports races between them (what compute-sanitizer's racecheck does on a GPU).
+build-tsan: deps
+	cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZT_TSAN=ON -DZT_CUDA_FAKE=ON \
+	  -DZT_NCCL=ON -DCUDAToolkit_ROOT=$(CUDA_HOME) $(CMAKE_FLAGS)
+	cmake --build $(BUILD_TSAN) -j $(JOBS)
+
+test-tsan: build-tsan
+	ctest --test-dir $(BUILD_TSAN) -L cuda --output-on-failure -j 2
 
 test-fast: build
 	ctest --test-dir $(BUILD) --output-on-failure -j 2
@@ -30,6 +47,11 @@ test-fast: build
 test: build build-asan
 	ctest --test-dir $(BUILD) --output-on-failure -j 2
 	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(BUILD_ASAN) --output-on-failure -j 2
+ifeq ($(CUDA_FAKE),ON)
+	$(MAKE) test-tsan
+else
+	@echo "test: no CUDA toolkit headers in $(CUDA_HOME): the CUDA code was not run (install the toolkit, or set CUDA_HOME)"
+endif
 
 # GPT-2 124M (d12) for 20 steps on the byte-level GPL-3 text (shipped with every Debian
 # system). --demo sizes the run for the device: on the CPU batch 4 x 64, parameters and
@@ -53,4 +75,4 @@ bench: build
 	$(BUILD)/tools/ztier bench nvme --path .
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN)

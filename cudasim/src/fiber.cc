@@ -12,7 +12,7 @@
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
-#if defined(__SANITIZE_THREAD__)
+#if defined(CUDASIM_TSAN_FIBERS)
 #include <sanitizer/tsan_interface.h>
 #endif
 
@@ -51,7 +51,7 @@ cudasim_swap:
 namespace cudasim {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_ADDRESS__) || defined(CUDASIM_TSAN_FIBERS)
 constexpr size_t kStack = 512 * 1024; // sanitizers' frames and interceptors are larger
 #else
 constexpr size_t kStack = 128 * 1024;
@@ -65,7 +65,7 @@ thread_local FiberPool *t_pool = nullptr;
 
 void tsan_release(void *addr)
 {
-#if defined(__SANITIZE_THREAD__)
+#if defined(CUDASIM_TSAN_FIBERS)
     __tsan_release(addr);
 #else
     (void)addr;
@@ -74,7 +74,7 @@ void tsan_release(void *addr)
 
 void tsan_acquire(void *addr)
 {
-#if defined(__SANITIZE_THREAD__)
+#if defined(CUDASIM_TSAN_FIBERS)
     __tsan_acquire(addr);
 #else
     (void)addr;
@@ -91,19 +91,30 @@ FiberPool &FiberPool::mine()
 FiberPool::~FiberPool()
 {
     for (Fiber *f : fibers_) {
-#if defined(__SANITIZE_THREAD__)
+#if defined(CUDASIM_TSAN_FIBERS)
         __tsan_destroy_fiber(f->tsan);
 #endif
         delete f;
     }
-    if (map_)
+    if (map_) {
+#if defined(__SANITIZE_ADDRESS__)
+        // fibers left suspended keep their frames' redzones: clean, or the next mapping at
+        // this address inherits them
+        __asan_unpoison_memory_region(map_, kMaxFibers * (kStack + kGuard));
+#endif
         munmap(map_, kMaxFibers * (kStack + kGuard));
+    }
 }
 
 // The frame cudasim_swap returns into on the first switch: entry(), with the stack aligned
 // as after a call.
 void FiberPool::init_frame(Fiber *f)
 {
+#if defined(__SANITIZE_ADDRESS__)
+    // frames that never returned (a stuck block, or stacks of an earlier mapping at this
+    // address) leave their redzones behind
+    __asan_unpoison_memory_region(f->stack, f->stack_size);
+#endif
     void **sp = reinterpret_cast<void **>(f->stack + f->stack_size); // 16-byte aligned
     *--sp = nullptr;                           // entry's return address (never used)
     *--sp = reinterpret_cast<void *>(&entry); // where cudasim_swap's ret goes
@@ -112,10 +123,14 @@ void FiberPool::init_frame(Fiber *f)
     f->sp = sp;
 }
 
-void FiberPool::reset(Fiber *f)
+void FiberPool::reset(Fiber *f, void *sync)
 {
-#if defined(__SANITIZE_ADDRESS__)
-    __asan_unpoison_memory_region(f->stack, f->stack_size); // frames that never returned
+#if defined(CUDASIM_TSAN_FIBERS)
+    __tsan_switch_to_fiber(f->tsan, __tsan_switch_to_fiber_no_sync); // accounting only
+    __tsan_release(sync);
+    __tsan_switch_to_fiber(sched_.tsan, __tsan_switch_to_fiber_no_sync);
+#else
+    (void)sync;
 #endif
     f->asan_fake = nullptr;
     f->done = false;
@@ -132,7 +147,7 @@ Fiber *FiberPool::get(size_t i)
             fprintf(stderr, "cudasim: no address space for fiber stacks\n");
             abort();
         }
-#if defined(__SANITIZE_THREAD__)
+#if defined(CUDASIM_TSAN_FIBERS)
         sched_.tsan = __tsan_get_current_fiber();
 #endif
     }
@@ -143,7 +158,7 @@ Fiber *FiberPool::get(size_t i)
         f->stack = base + kGuard;
         f->stack_size = kStack;
         init_frame(f);
-#if defined(__SANITIZE_THREAD__)
+#if defined(CUDASIM_TSAN_FIBERS)
         f->tsan = __tsan_create_fiber(0);
 #endif
         fibers_.push_back(f);
@@ -159,7 +174,7 @@ void FiberPool::switch_to(Fiber *to)
     // a fiber is never destroyed while the pool lives (it serves the next CUDA thread)
     __sanitizer_start_switch_fiber(&from->asan_fake, to->stack, to->stack_size);
 #endif
-#if defined(__SANITIZE_THREAD__)
+#if defined(CUDASIM_TSAN_FIBERS)
     // into a fiber: it sees what the scheduler saw (the launch); back: nothing carried, so
     // two CUDA threads are ordered only by the barriers' release/acquire
     __tsan_switch_to_fiber(to->tsan, to == &sched_ ? __tsan_switch_to_fiber_no_sync : 0);

@@ -29,8 +29,9 @@ public:
     void run(Fiber *f, const std::function<void()> *work);
     // Resumes f where it yielded.
     void resume(Fiber *f);
-    // Abandons what f was running (a stuck block): its next run starts afresh.
-    void reset(Fiber *f);
+    // Abandons what f was running (a stuck block): its next run starts afresh. What f did
+    // is released at `sync` first (ThreadSanitizer: as if f had finished there).
+    void reset(Fiber *f, void *sync);
     // From inside a fiber: back to the scheduler. `sync` false: ThreadSanitizer sees no
     // ordering through the switch (the caller publishes what it must with release/acquire).
     void yield();

@@ -201,7 +201,7 @@ void reset_stuck(Block &b, FiberPool &pool)
 {
     for (unsigned i = 0; i < b.n; i++)
         if (b.th[i].started && !pool.get(i)->done)
-            pool.reset(pool.get(i));
+            pool.reset(pool.get(i), &b.block_done);
 }
 
 bool run_block(Block &b, FiberPool &pool, uint3 block)
@@ -227,9 +227,9 @@ bool run_block(Block &b, FiberPool &pool, uint3 block)
         tsan_release(&b.block_done);
     };
     schedule(b, pool, work);
-    tsan_acquire(&b.block_done); // the next block's shared memory is a fresh one
     if (b.failed)
         reset_stuck(b, pool);
+    tsan_acquire(&b.block_done); // the next block's shared memory is a fresh one
     return !b.failed;
 }
 

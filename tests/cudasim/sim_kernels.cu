@@ -71,6 +71,13 @@ __global__ void block_sum_uninitialised(const float *x, float *out)
 
 __global__ void count(unsigned long long *c) { atomicAdd(c, 1ull); }
 
+__global__ void race_global(float *y)
+{
+    if (threadIdx.x == 0)
+        y[0] = 1.0f;
+    y[1 + threadIdx.x] = y[0]; // the barrier that belongs before this line is missing
+}
+
 __global__ void twice(float *y, const float *x, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -144,6 +151,12 @@ extern "C" int sim_block_sum_no_barrier(const float *x, float *out, int blocks, 
 extern "C" int sim_block_sum_uninitialised(const float *x, float *out, int blocks, void *stream)
 {
     block_sum_uninitialised<<<blocks, 256, 0, as_stream(stream)>>>(x, out);
+    return launched();
+}
+
+extern "C" int sim_race_global(float *y, void *stream)
+{
+    race_global<<<1, 64, 0, as_stream(stream)>>>(y);
     return launched();
 }
 

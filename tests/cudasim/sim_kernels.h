@@ -23,6 +23,9 @@ int sim_block_sum(const float *x, float *out, int blocks, void *stream);
 int sim_block_sum_no_barrier(const float *x, float *out, int blocks, void *stream);
 /* the tree reading a __shared__ element no thread of the block wrote */
 int sim_block_sum_uninitialised(const float *x, float *out, int blocks, void *stream);
+/* thread 0 writes y[0] while the block's other threads read it, with no barrier between: a
+ * race on global memory, which only ThreadSanitizer sees (tsan_race.c) */
+int sim_race_global(float *y, void *stream);
 /* *count += 1 from every thread (atomicAdd), grid of `blocks` x 128 */
 int sim_count(unsigned long long *count, int blocks, void *stream);
 /* y[i] = 2 x[i] for i < n, blocks of 128: with and without the bounds check */

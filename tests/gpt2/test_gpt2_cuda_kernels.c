@@ -25,12 +25,34 @@ static uint64_t rs = 88172645463325252ull;
 
 static int failures;
 
+/* The test's host and device arrays, all released at the end (release_all). */
+static void *host_kept[128], *dev_kept[128];
+static int n_host_kept, n_dev_kept;
+
+static void *kept(void *p)
+{
+    if (!p || n_host_kept == 128)
+        exit(1);
+    return host_kept[n_host_kept++] = p;
+}
+
+static float *zeros(size_t n) { return kept(calloc(n, sizeof(float))); }
+
+static void release_all(void)
+{
+    while (n_host_kept)
+        free(host_kept[--n_host_kept]);
+    while (n_dev_kept)
+        cudaFree(dev_kept[--n_dev_kept]);
+}
+
 static float *dev_copy(const void *h, size_t bytes)
 {
     void *d = NULL;
-    if (cudaMalloc(&d, bytes) != cudaSuccess || cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice))
+    if (n_dev_kept == 128 || cudaMalloc(&d, bytes) != cudaSuccess ||
+        cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice))
         exit(1);
-    return d;
+    return dev_kept[n_dev_kept++] = d;
 }
 
 /* The device array's n floats in a new host array, after the queued work; NULL with the
@@ -98,7 +120,7 @@ static void check(const char *what, const float *want, const float *dev, size_t 
     check_scaled(what, want, dev, n, tol, 1e-3);
 }
 
-static float *randoms(size_t n) { return test_rand_floats(&rs, n, -1.0f, 1.0f); }
+static float *randoms(size_t n) { return kept(test_rand_floats(&rs, n, -1.0f, 1.0f)); }
 
 /* The launch's status: 0, or a failure counted and named. */
 static void launched(const char *what, int rc)
@@ -163,8 +185,8 @@ static void check_layernorm(void *s, int rows, int width, double tol)
 {
     size_t n = (size_t)rows * width;
     float *x = randoms(n), *w = randoms(width), *b = randoms(width), *d = randoms(n);
-    float *out = calloc(n, 4), *mean = calloc(rows, 4), *rstd = calloc(rows, 4);
-    float *dx = calloc(n, 4), *dw = calloc(width, 4), *db = calloc(width, 4);
+    float *out = zeros(n), *mean = zeros(rows), *rstd = zeros(rows);
+    float *dx = zeros(n), *dw = zeros(width), *db = zeros(width);
     float *g_x = dev_copy(x, n * 4), *g_w = dev_copy(w, width * 4), *g_b = dev_copy(b, width * 4);
     float *g_d = dev_copy(d, n * 4), *g_out = dev_copy(out, n * 4);
     float *g_mean = dev_copy(mean, rows * 4), *g_rstd = dev_copy(rstd, rows * 4);
@@ -190,7 +212,7 @@ static void check_layernorm(void *s, int rows, int width, double tol)
     /* the weight gradients in the kernel's order on the CPU, from the GPU's mean and rstd:
      * the GPU's bits */
     float *h_mean = host_copy(g_mean, rows), *h_rstd = host_copy(g_rstd, rows);
-    float *ow = calloc(width, 4), *ob = calloc(width, 4); /* from zeros on both sides */
+    float *ow = zeros(width), *ob = zeros(width); /* from zeros on both sides */
     float *g_ow = dev_copy(ow, width * 4), *g_ob = dev_copy(ob, width * 4);
     layernorm_weight_grads_in_gpu_order(ow, ob, d, x, h_mean, h_rstd, rows, width);
     launched("layernorm backward",
@@ -215,9 +237,8 @@ static void check_layernorm(void *s, int rows, int width, double tol)
     check_bits("  backward twice (dinp)", h_dx, g_dx2, n);
     check_bits("  backward twice (dw)", h_dw, g_dw2, width);
     check_bits("  backward twice (db)", h_db, g_db2, width);
-    free(h_dx), free(h_dw), free(h_db), free(h_mean), free(h_rstd), free(ow), free(ob);
-    cudaFree(g_ow), cudaFree(g_ob);
-    cudaFree(scratch), cudaFree(g_dx2), cudaFree(g_dw2), cudaFree(g_db2);
+    free(h_dx), free(h_dw), free(h_db), free(h_mean), free(h_rstd);
+    cudaFree(scratch);
 }
 
 int main(void)
@@ -236,7 +257,7 @@ int main(void)
 
     /* encoder */
     float *wte = randoms(V * C), *wpe = randoms(T * C), *d = randoms(N * 3 * C);
-    float *out = calloc(N * 3 * C, sizeof(float)), *dwte = calloc(V * C, 4), *dwpe = calloc(T * C, 4);
+    float *out = zeros(N * 3 * C), *dwte = zeros(V * C), *dwpe = zeros(T * C);
     float *g_wte = dev_copy(wte, V * C * 4), *g_wpe = dev_copy(wpe, T * C * 4);
     float *g_d = dev_copy(d, N * 3 * C * 4), *g_out = dev_copy(out, N * 3 * C * 4);
     float *g_dwte = dev_copy(dwte, V * C * 4), *g_dwpe = dev_copy(dwpe, T * C * 4);
@@ -271,7 +292,7 @@ int main(void)
     float *x = randoms(N * C), *g_x = dev_copy(x, N * C * 4); /* gelu's, residual's input */
 
     /* attention */
-    float *qkv = randoms(N * 3 * C), *att = calloc(B * NH * T * T, 4), *dqkv = calloc(N * 3 * C, 4);
+    float *qkv = randoms(N * 3 * C), *att = zeros(B * NH * T * T), *dqkv = zeros(N * 3 * C);
     float *g_qkv = dev_copy(qkv, N * 3 * C * 4), *g_att = dev_copy(att, B * NH * T * T * 4);
     float *g_dqkv = dev_copy(dqkv, N * 3 * C * 4);
     gpt2_ops ops; /* the GPU's attention is cuBLAS GEMMs around kernels: through the ops */
@@ -292,7 +313,7 @@ int main(void)
     gpt2_ops_cuda_destroy(&ops);
 
     /* gelu, residual */
-    float *gx = calloc(N * C, 4), *g_gx = dev_copy(gx, N * C * 4);
+    float *gx = zeros(N * C), *g_gx = dev_copy(gx, N * C * 4);
     gelu_forward(out, x, N * C);
     gpt2_cuda_gelu_forward(g_out, g_x, N * C, s);
     check("gelu forward", out, g_out, N * C, tol);
@@ -304,11 +325,11 @@ int main(void)
     check("residual forward", out, g_out, N * C, tol);
 
     /* softmax + cross-entropy */
-    float *logits = randoms(N * V), *probs = calloc(N * V, 4), *dl = calloc(N * V, 4);
+    float *logits = randoms(N * V), *probs = zeros(N * V), *dl = zeros(N * V);
     float *g_logits = dev_copy(logits, N * V * 4), *g_probs = dev_copy(probs, N * V * 4);
     float *g_dl = dev_copy(dl, N * V * 4);
-    double *g_losses = NULL, losses[N];
-    cudaMalloc((void **)&g_losses, sizeof losses);
+    double losses[N] = {0};
+    double *g_losses = (double *)dev_copy(losses, sizeof losses);
     float loss = crossentropy_forward(probs, logits, tgt, N, V);
     gpt2_cuda_crossentropy_forward(g_probs, g_losses, g_logits, dtgt, N, V, s);
     check("crossentropy forward", probs, g_probs, N * V, tol);
@@ -328,6 +349,7 @@ int main(void)
         printf("a kernel failed: %s\n", cudaGetErrorString(cudaGetLastError()));
         failures++;
     }
+    release_all();
     printf("%d failures\n", failures);
     return failures != 0;
 }

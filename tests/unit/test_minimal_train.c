@@ -25,14 +25,16 @@ static zt_runtime *create(const char *config, minimal_model *m)
 {
     zt_runtime *rt = NULL;
     zt_status st = zt_runtime_create(NULL, config, &rt);
+    if (st == ZT_OK) {
+        assert_int_equal(minimal_register(rt, &dims, 42, m), ZT_OK);
+        st = zt_runtime_commit(rt); /* where the optimizer's variant is chosen */
+    }
     if (st != ZT_OK && strstr(zt_last_error(rt), "this CPU or build lacks it")) {
         zt_runtime_destroy(rt); /* this CPU lacks the requested variant */
         return NULL;
     }
     if (st != ZT_OK)
-        fail_msg("create: %s", zt_last_error(rt));
-    assert_int_equal(minimal_register(rt, &dims, 42, m), ZT_OK);
-    assert_int_equal(zt_runtime_commit(rt), ZT_OK);
+        fail_msg("create or commit: %s", zt_last_error(rt));
     return rt;
 }
 
