@@ -342,6 +342,20 @@ zt_status zt_runtime_rank(const zt_runtime *rt, int *rank, int *world_size)
     return st;
 }
 
+zt_status zt_runtime_device(const zt_runtime *rt, int *device)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    if (rt->state != ZT_RT_COMMITTED)
+        return ZT_ERR(err_of(rt), ZT_ERR_USAGE,
+                      "zt_runtime_device: the device is chosen at zt_runtime_commit; call it "
+                      "after");
+    zt_status st = answer(rt, device, "zt_runtime_device");
+    if (st == ZT_OK)
+        *device = rt->dev->index;
+    return st;
+}
+
 zt_status zt_layer_count(const zt_runtime *rt, int *count)
 {
     if (!rt)

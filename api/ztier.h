@@ -363,6 +363,11 @@ ZT_API zt_status zt_checkpoint_load(zt_runtime *rt, const char *dir);
 /* Copies the counters into *out (out->struct_size must be set, e.g. ZT_STATS_INIT). */
 ZT_API zt_status zt_stats_get(const zt_runtime *rt, zt_stats *out);
 ZT_API zt_status zt_runtime_rank(const zt_runtime *rt, int *rank, int *world_size);
+/* The GPU the cuda device backend computes on, after commit: ztier.device_index, or with
+ * several ranks on one machine and no index set, the rank's local index there (a GPU each);
+ * -1 with the host backend. A thread that launches kernels on streams from zt_stream_create
+ * makes it current first (cudaSetDevice), as CUDA requires. */
+ZT_API zt_status zt_runtime_device(const zt_runtime *rt, int *device);
 ZT_API zt_status zt_layer_count(const zt_runtime *rt, int *count);
 /* Optimizer steps taken so far (restored by zt_checkpoint_load). */
 ZT_API zt_status zt_step_count(const zt_runtime *rt, int64_t *steps);

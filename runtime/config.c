@@ -46,7 +46,7 @@ void zt_config_defaults(zt_config *c)
     c->gradient_accumulation_steps = 1;
     strcpy(c->device_backend, "host");
     strcpy(c->comm_backend, "auto");
-    c->hbm_capacity = (int64_t)8 << 30;
+    c->hbm_capacity = 0; /* unset: zt_config_device_budget */
     strcpy(c->adam_variant, "auto");
     c->log_level = -1;
     c->quant_block_size = 256;
@@ -87,6 +87,13 @@ int zt_config_parse_bytes(const char *s, int64_t *out)
         return -1;
     *out = (int64_t)v;
     return 0;
+}
+
+uint64_t zt_config_device_budget(const zt_config *cfg)
+{
+    if (cfg->hbm_capacity > 0)
+        return (uint64_t)cfg->hbm_capacity;
+    return strcmp(cfg->device_backend, "host") == 0 ? (uint64_t)8 << 30 : 0;
 }
 
 zt_dtype zt_config_dtype(const zt_config *cfg)

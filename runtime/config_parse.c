@@ -742,6 +742,8 @@ static zt_status check_ranges(const zt_config *cfg, zt_error *err)
         if (k->kind == ZT_KEY_ENUM && k->offset == offsetof(zt_config, log_level) &&
             cfg->log_level == -1)
             continue; /* -1: unset */
+        if (k->offset == offsetof(zt_config, hbm_capacity) && cfg->hbm_capacity == 0)
+            continue; /* 0: unset */
         if (field_ok(k, cfg, text, sizeof text))
             continue;
         describe_allowed(k, allowed, sizeof allowed);

@@ -69,8 +69,14 @@ static zt_status open_device(zt_runtime *rt)
     rt->dev_iface = zt_device_find(rt->cfg.device_backend, &rt->err);
     if (!rt->dev_iface)
         return rt->err.status;
-    zt_device_config dc = {(uint64_t)rt->cfg.hbm_capacity, rt->cfg.device_index, 1, rt->pool};
-    zt_status st = rt->dev_iface->create(&dc, &rt->dev, &rt->err);
+    zt_device_config dc = {zt_config_device_budget(&rt->cfg), rt->cfg.device_index, 1, rt->pool,
+                           0, 1};
+    zt_status st = ZT_OK;
+    if (rt->world > 1 && dc.device_index < 0) /* collective: every rank at commit */
+        st = zt_comm_local_rank(rt->comm, &dc.local_rank, &dc.local_size, &rt->err);
+    if (st != ZT_OK)
+        return st;
+    st = rt->dev_iface->create(&dc, &rt->dev, &rt->err);
     rt->dtier.dev = rt->dev;
     if (st == ZT_OK)
         st = rt->dev_iface->stream_create(rt->dev, &rt->stream, &rt->err);
@@ -85,6 +91,37 @@ static zt_status open_device(zt_runtime *rt)
     rt->pinner.limit = (uint64_t)rt->cfg.pinned_limit;
     rt->host.pin = &rt->pinner;
     return st;
+}
+
+/* The collectives on device memory: with the cuda backend and several ranks (comm "auto"),
+ * or comm "nccl", an NCCL communicator over the MPI one that joined the ranks at create,
+ * opened now that the rank's GPU is chosen (NCCL binds a communicator to the current GPU). */
+static zt_status open_device_comm(zt_runtime *rt)
+{
+    const char *want = rt->cfg.comm_backend;
+    int cuda = strcmp(rt->cfg.device_backend, "cuda") == 0;
+    int nccl = strcmp(want, "nccl") == 0 || (cuda && rt->world > 1 && !strcmp(want, "auto"));
+    if (!nccl)
+        return ZT_OK;
+    if (!cuda)
+        return ZT_ERR(&rt->err, ZT_ERR_CONFIG,
+                      "ztier.comm_backend \"nccl\" moves device memory: it needs "
+                      "ztier.device_backend \"cuda\"");
+#ifdef ZT_HAVE_NCCL
+    zt_comm *c = NULL;
+    zt_status st = zt_comm_nccl_open(rt->comm, rt->dev->index, &c, &rt->err);
+    if (st == ZT_OK) {
+        rt->comm = c; /* which owns the MPI communicator now */
+        ZT_LOGI("runtime", "rank %d of %d: collectives over NCCL on GPU %d", rt->rank, rt->world,
+                rt->dev->index);
+    }
+    return st;
+#else
+    return ZT_ERR(&rt->err, ZT_ERR_UNSUPPORTED,
+                  "ztier.device_backend \"cuda\" with %d ranks sums device memory over NCCL, "
+                  "which this build lacks: rebuild with ZT_NCCL=ON where NCCL is installed",
+                  rt->world);
+#endif
 }
 
 static zt_status open_optimizer(zt_runtime *rt)
@@ -206,6 +243,8 @@ zt_status zt_rt_open(zt_runtime *rt)
     st = open_optimizer(rt); /* first: the host backend's kernels run on its pool */
     if (st == ZT_OK)
         st = open_device(rt);
+    if (st == ZT_OK)
+        st = open_device_comm(rt);
     if (st != ZT_OK)
         return st;
     rt->dtype = zt_config_dtype(&rt->cfg);

@@ -63,7 +63,7 @@ static int setup(copy_ctx *c, const char *backend, size_t bytes)
 {
     zt_error err = {0};
     const zt_device_iface *iface = zt_device_find(backend, &err);
-    zt_device_config dc = {(uint64_t)bytes * 2, -1, 1, NULL};
+    zt_device_config dc = {(uint64_t)bytes * 2, -1, 1, NULL, 0, 1};
     c->bytes = bytes;
     c->cuda = iface && !strcmp(iface->name, "cuda");
     if (!iface || iface->create(&dc, &c->dev, &err) != ZT_OK ||

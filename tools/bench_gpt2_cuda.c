@@ -46,7 +46,9 @@ static int open_gpu_run(gpu_run *r, const gpt2_config *c, int B, int T, const ch
         fprintf(stderr, "ztier bench gpt2: %s\n", zt_last_error(r->rt));
         return -1;
     }
-    if (gpt2_ops_cuda_create(&r->ops, r->g.stream, (gpt2_precision)precision, why,
+    int device = -1;
+    if (zt_runtime_device(r->rt, &device) != ZT_OK ||
+        gpt2_ops_cuda_create(&r->ops, r->g.stream, device, (gpt2_precision)precision, why,
                              sizeof why) != 0)
         return fprintf(stderr, "ztier bench gpt2: %s\n", why), -1;
     r->model = gpt2_model_create_on(c, B, T, &r->ops, 0);

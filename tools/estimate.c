@@ -237,7 +237,7 @@ static int read_machine(const zt_runtime *rt, const est_options *o, machine *mc,
             return snprintf(err, len, "--device-memory '%s' is not a size (e.g. 80G)",
                             o->device_memory), -1;
     } else if (!strcmp(c->device_backend, "host")) {
-        mc->device_budget = (uint64_t)c->hbm_capacity;
+        mc->device_budget = zt_config_device_budget(c);
     } else {
         return snprintf(err, len, "the %s device backend's memory is known once a device is "
                                   "open: give --device-memory (e.g. 80G for an H100)",
@@ -393,7 +393,7 @@ static int estimate(const est_options *o, const char *pdev, const char *odev, ui
 {
     if (build(m, o, pdev, odev, err, len) != 0)
         return -1;
-    uint64_t cap = budget ? budget : (uint64_t)m->rt->cfg.hbm_capacity;
+    uint64_t cap = budget ? budget : zt_config_device_budget(&m->rt->cfg);
     zt_status st = zt_rt_estimate(m->rt, o->world, cap, m->events, m->n_events, EST_STEPS, e);
     if (st != ZT_OK && st != ZT_ERR_DEVICE_NOMEM) /* below the minimum: still a verdict */
         return snprintf(err, len, "%s", zt_last_error(m->rt)), -1;

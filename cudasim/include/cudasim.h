@@ -48,6 +48,11 @@ void cudasim_hang_collective_after(int n);
 /* Waits until every stream of every device has run all its work (tests' teardown). */
 void cudasim_drain(void);
 
+/* What the stand-in has seen, for tests of what a kernel or library call does: */
+unsigned long long cudasim_atomic_ops(void); /* atomic operations kernels made so far */
+int cudasim_last_sort_bits(void);             /* key bits the last cub radix sort sorted */
+int cudasim_live_events(void);                /* events made and not yet destroyed */
+
 #ifdef __cplusplus
 }
 #endif

@@ -63,6 +63,10 @@ SharedClock shared_clock();
 // "kernel K, block (x, y, z)" of the running thread, for messages.
 const char *running_where();
 
+// Counters for cudasim.h's queries: an atomic operation in a kernel, a radix sort's bits.
+void count_atomic();
+void note_sort_bits(int bits);
+
 // Work a CUDA library would run on the device (the radix sort), queued on `stream` with its
 // accesses checked like a kernel's.
 cudaError_t device_work(cudaStream_t stream, const char *what, std::vector<Access> accesses,

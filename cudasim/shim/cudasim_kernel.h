@@ -95,10 +95,19 @@ template <typename T> T __shfl_up_sync(unsigned mask, T v, unsigned delta, int w
 
 // Atomics on device memory: the CUDA threads of a block are fibers of one OS thread, but
 // the stream threads of several kernels may run at once, and ThreadSanitizer must see them.
-template <typename T> T atomicAdd(T *p, T v) { return std::atomic_ref<T>(*p).fetch_add(v); }
-template <typename T> T atomicExch(T *p, T v) { return std::atomic_ref<T>(*p).exchange(v); }
+template <typename T> T atomicAdd(T *p, T v)
+{
+    ::cudasim::count_atomic();
+    return std::atomic_ref<T>(*p).fetch_add(v);
+}
+template <typename T> T atomicExch(T *p, T v)
+{
+    ::cudasim::count_atomic();
+    return std::atomic_ref<T>(*p).exchange(v);
+}
 template <typename T> T atomicMax(T *p, T v)
 {
+    ::cudasim::count_atomic();
     std::atomic_ref<T> a(*p);
     T old = a.load();
     while (old < v && !a.compare_exchange_weak(old, v)) {
@@ -107,6 +116,7 @@ template <typename T> T atomicMax(T *p, T v)
 }
 template <typename T> T atomicMin(T *p, T v)
 {
+    ::cudasim::count_atomic();
     std::atomic_ref<T> a(*p);
     T old = a.load();
     while (v < old && !a.compare_exchange_weak(old, v)) {
@@ -115,6 +125,7 @@ template <typename T> T atomicMin(T *p, T v)
 }
 template <typename T> T atomicCAS(T *p, T expected, T desired)
 {
+    ::cudasim::count_atomic();
     std::atomic_ref<T>(*p).compare_exchange_strong(expected, desired);
     return expected;
 }

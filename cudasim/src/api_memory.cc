@@ -252,7 +252,7 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
 static Alloc *alloc_at(const void *p, MemKind kind, const char *call)
 {
     Alloc *a = find_alloc(p);
-    if (!a || a->ptr != p || a->kind != kind) {
+    if (!a || a->ptr != p || a->kind != kind || (a->free_pending && strcmp(call, "cudaFreeAsync"))) {
         finding("%s(%s): not the start of memory it can free", call, describe_ptr(p).c_str());
         return nullptr;
     }
@@ -270,14 +270,10 @@ cudaError_t cudaFree(void *ptr)
     if (!a)
         return api_result(cudaErrorInvalidValue);
     wait_device(lk, a->device);
-    if (a->pool) {
-        st.allocs.erase((uintptr_t)a->ptr);
-        check_guards(a, "a kernel or copy");
-        a->pool->cached.push_back(a);
-        pool_trim(a->pool, a->pool->release_threshold);
-    } else {
-        release_alloc(a);
-    }
+    Pool *pool = a->pool;
+    release_alloc(a);
+    if (pool)
+        pool_trim(pool, pool->release_threshold);
     return cudaSuccess;
 }
 
@@ -518,18 +514,16 @@ cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream)
     if (!ptr)
         return cudaSuccess;
     Alloc *a = alloc_at(ptr, MemKind::Device, "cudaFreeAsync");
-    if (!a)
+    if (!a || a->free_pending) {
+        if (a)
+            finding("cudaFreeAsync(%s): freed twice", describe_ptr(ptr).c_str());
         return api_result(cudaErrorInvalidValue);
+    }
     enqueue(lk, s.get(), "cudaFreeAsync", {{ptr, SIZE_MAX, true}}, [a] {
         std::lock_guard<std::mutex> l(state().mu);
-        check_guards(a, "a kernel or copy");
-        if (a->pool)
-            a->pool->cached.push_back(a);
-        else
-            release_alloc(a);
+        release_alloc(a);
     });
-    st.allocs.erase((uintptr_t)a->ptr);
-    st.freed[(uintptr_t)a->ptr] = {a->size, a->origin};
+    a->free_pending = true; // in the table until the free runs: what runs before may use it
     return cudaSuccess;
 }
 

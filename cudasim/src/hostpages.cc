@@ -108,6 +108,11 @@ void on_segv(int sig, siginfo_t *si, void *ctx)
         return;
     }
     g_mu.unlock();
+    static char dmsg[512];
+    if (device_fault(si->si_addr, write, dmsg, sizeof dmsg)) {
+        finding_in_signal(dmsg);
+        return;
+    }
     // not ours: the handler that was there before (a sanitizer's), or the default action
     if (g_old.sa_flags & SA_SIGINFO) {
         if (g_old.sa_sigaction) {
@@ -121,9 +126,11 @@ void on_segv(int sig, siginfo_t *si, void *ctx)
     signal(sig, SIG_DFL); // the fault repeats on return and takes its default action
 }
 
+} // namespace
+
 // (Again whenever another handler took SIGSEGV since: test frameworks install theirs per
 // test; the fault then still reaches theirs through the chain.)
-void install()
+void install_fault_handler()
 {
     struct sigaction cur;
     if (sigaction(SIGSEGV, nullptr, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
@@ -137,8 +144,6 @@ void install()
     sigaction(SIGSEGV, &sa, &g_old);
 }
 
-} // namespace
-
 void pages_pending(const char *lo, const char *hi, bool device_writes, uint32_t agent,
                    uint64_t epoch, const std::string &what)
 {
@@ -146,7 +151,7 @@ void pages_pending(const char *lo, const char *hi, bool device_writes, uint32_t 
     inner_pages(lo, hi, &a, &b);
     if (b <= a)
         return;
-    install();
+    install_fault_handler();
     Pending p{a, b, device_writes, false, agent, epoch, {0}};
     snprintf(p.what, sizeof p.what, "%s", what.c_str());
     std::lock_guard<std::mutex> lk(g_mu);

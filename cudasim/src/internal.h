@@ -66,6 +66,9 @@ struct Alloc {
     Pool *pool = nullptr;  // stream-ordered allocation from this pool (else nullptr)
     const char *origin = ""; // the call that made it
     std::vector<AccessRec> history;
+    int open = 0;          // stream operations using it now (device memory is accessible)
+    bool free_pending = false; // cudaFreeAsync queued: the pointer is dead for new work
+    uint64_t serial = 0;   // tells a reused block from the one an operation opened
 };
 
 // ---- streams and events ------------------------------------------------------------------
@@ -77,6 +80,7 @@ struct Op {
     std::string what;
     std::vector<std::pair<std::shared_ptr<Stream>, uint64_t>> deps; // wait for these first
     std::function<void()> run;
+    std::vector<const void *> touch; // device memory it uses (opened while it runs)
     VClock clock;        // the stream's clock after this op (host functions join it)
     bool host_fn = false;
 };
@@ -134,6 +138,7 @@ struct State {
     std::vector<std::unique_ptr<Pool>> pools;
     VClock host; // what the host has observed complete
     uint32_t next_agent = 1; // agent 0 is the host
+    uint64_t next_serial = 0;
     int next_label = 0;
     bool shutting_down = false;
     // fault injection
@@ -166,8 +171,15 @@ Alloc *find_alloc(const void *p);
 // Describes p for a message: which allocation (or freed range, or host memory) it is in.
 std::string describe_ptr(const void *p);
 cudaError_t device_alloc(int device, size_t bytes, Pool *pool, const char *origin, void **out);
-// Frees the allocation's memory now (its history goes with it).
+// Out of the table: device memory into a quarantine where it stays inaccessible (a pool's
+// block into the pool's cache); host memory unmapped or unregistered.
 void release_alloc(Alloc *a);
+// Device memory is accessible only between these (counted: several operations may use it).
+void open_alloc(Alloc *a);
+void close_alloc(Alloc *a);
+// The SIGSEGV handler's question: a fault in device memory, its guard pages or freed device
+// memory? Then msg says what touched what, the page is left accessible, and true returns.
+bool device_fault(void *addr, bool write, char *msg, size_t len);
 // Checks the guard bytes around a device allocation; a finding names `who` when they changed.
 void check_guards(Alloc *a, const char *who);
 // A pool's cached blocks above its threshold go back to the device.
@@ -204,6 +216,10 @@ std::shared_ptr<Stream> make_stream(int device, bool blocking, bool legacy);
 std::shared_ptr<Stream> legacy_stream(int device);
 
 // ---- pinned pages (hostpages.cc) ---------------------------------------------------------
+
+// Makes sure the stand-in's SIGSEGV handler is the one installed (it chains to the one it
+// replaced for faults that are not its own); called with each stream operation queued.
+void install_fault_handler();
 
 // Pinned host bytes [lo, hi) that a queued copy reads (device_writes false: the host may
 // read them but not write) or writes (true: no host access at all) until the host has

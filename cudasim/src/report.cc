@@ -20,6 +20,8 @@ namespace {
 
 std::mutex g_mu;
 std::atomic<int> g_abort{-1}; // -1: the environment's setting
+std::atomic<unsigned long long> g_atomics{0};
+std::atomic<int> g_sort_bits{0};
 std::atomic<int> g_count{0};
 char g_last[2048];
 
@@ -75,6 +77,9 @@ void finding_in_signal(const char *msg)
     snprintf(g_last, sizeof g_last, "%s", msg);
 }
 
+void count_atomic() { g_atomics.fetch_add(1, std::memory_order_relaxed); }
+void note_sort_bits(int bits) { g_sort_bits = bits; }
+
 void note(const char *fmt, ...)
 {
     va_list ap;
@@ -120,6 +125,16 @@ void cudasim_hang_collective_after(int n)
 {
     std::lock_guard<std::mutex> lk(state().mu);
     state().hang_collective_after = n;
+}
+
+unsigned long long cudasim_atomic_ops(void) { return g_atomics.load(); }
+
+int cudasim_last_sort_bits(void) { return g_sort_bits.load(); }
+
+int cudasim_live_events(void)
+{
+    std::lock_guard<std::mutex> lk(state().mu);
+    return (int)state().events.size();
 }
 
 void cudasim_drain(void)

@@ -43,6 +43,32 @@ static void delay(Stream *s)
         std::this_thread::sleep_for(std::chrono::microseconds((s->rng >> 32) % max_us));
 }
 
+// Device memory an operation uses, opened for it (and closed after, unless it was freed
+// meanwhile: a reused block has another serial).
+struct Opened {
+    const void *ptr;
+    Alloc *a;
+    uint64_t serial;
+};
+
+static std::vector<Opened> open_touched(const std::vector<const void *> &touch)
+{
+    std::vector<Opened> opened;
+    for (const void *p : touch)
+        if (Alloc *a = find_alloc(p); a && a->kind == MemKind::Device) {
+            open_alloc(a);
+            opened.push_back({p, a, a->serial});
+        }
+    return opened;
+}
+
+static void close_opened(const std::vector<Opened> &opened)
+{
+    for (const Opened &o : opened)
+        if (find_alloc(o.ptr) == o.a && o.a->serial == o.serial)
+            close_alloc(o.a);
+}
+
 static void worker(std::shared_ptr<Stream> s)
 {
     State &st = state();
@@ -60,6 +86,7 @@ static void worker(std::shared_ptr<Stream> s)
         std::function<void()> run = std::move(op.run);
         if (op.host_fn) // the callback sees what its stream did, and may tell the host
             host_observed(op.clock);
+        std::vector<Opened> opened = open_touched(op.touch);
         lk.unlock();
         delay(s.get());
         if (op.host_fn)
@@ -67,6 +94,7 @@ static void worker(std::shared_ptr<Stream> s)
         run();
         set_in_host_fn(false);
         lk.lock();
+        close_opened(opened);
         s->completed = op.seq;
         s->done_clock = op.clock;
         s->queue.pop_front();
@@ -150,6 +178,7 @@ uint64_t enqueue(std::unique_lock<std::mutex> &lk, Stream *s, std::string what,
 {
     (void)lk; // held by the caller
     State &st = state();
+    install_fault_handler();
     Op op;
     op.deps = std::move(deps);
     if (s->legacy) { // the NULL stream waits for every blocking stream's earlier work
@@ -170,9 +199,14 @@ uint64_t enqueue(std::unique_lock<std::mutex> &lk, Stream *s, std::string what,
         Alloc *al = a.ptr ? find_alloc(a.ptr) : nullptr;
         if (!al)
             continue; // pageable host memory: the callers copy it at the call
+        if (al->free_pending)
+            finding("%s on %s uses %s after a cudaFreeAsync of it was queued",
+                    what.c_str(), stream_name(s).c_str(), describe_ptr(a.ptr).c_str());
         size_t lo = (size_t)((const char *)a.ptr - al->ptr);
         size_t hi = a.bytes == SIZE_MAX ? al->size : lo + a.bytes;
         record_access(s, al, lo, hi, a.write, what);
+        if (al->kind == MemKind::Device)
+            op.touch.push_back(a.ptr);
     }
     op.what = std::move(what);
     op.run = std::move(run);

@@ -21,7 +21,7 @@ int gpt2_cuda_encoder_forward(float *out, const int *tokens, const float *wte, c
  * order, the CPU kernel's bits). */
 int gpt2_cuda_encoder_backward_scratch(int B, int T, size_t *bytes);
 int gpt2_cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
-                               int B, int T, int C, void *scratch, size_t scratch_bytes,
+                               int B, int T, int C, int V, void *scratch, size_t scratch_bytes,
                                void *stream);
 int gpt2_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                                 const float *w, const float *b, int N, int C, void *stream);
@@ -41,10 +41,11 @@ int gpt2_cuda_heads_scatter(float *dst, const float *src, int B, int T, int NH, 
 int gpt2_cuda_softmax_forward(float *att, int rows, int T, float scale, void *stream);
 int gpt2_cuda_softmax_backward(float *d, const float *att, int rows, int T, float scale,
                                void *stream);
-int gpt2_cuda_gelu_forward(float *out, const float *inp, int n, void *stream);
-int gpt2_cuda_gelu_backward(float *dinp, const float *inp, const float *dout, int n,
+int gpt2_cuda_gelu_forward(float *out, const float *inp, long long n, void *stream);
+int gpt2_cuda_gelu_backward(float *dinp, const float *inp, const float *dout, long long n,
                             void *stream);
-int gpt2_cuda_residual_forward(float *out, const float *a, const float *b, int n, void *stream);
+int gpt2_cuda_residual_forward(float *out, const float *a, const float *b, long long n,
+                               void *stream);
 /* dst = src rounded to bf16 (to nearest even; n elements), the bf16 matmuls' inputs. */
 int gpt2_cuda_to_bf16(unsigned short *dst, const float *src, long long n, void *stream);
 /* out[n][o] = bias[o] for N rows of OC: the matmul's bias, put down before the GEMM adds. */

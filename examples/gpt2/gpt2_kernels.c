@@ -91,21 +91,21 @@ void attention_backward(float *dqkv, const float *dout, const float *qkv, const 
                                        att + (((size_t)b * NH + h) * T + t) * T, t, C, h, hs);
 }
 
-void gelu_forward(float *out, const float *inp, int n)
+void gelu_forward(float *out, const float *inp, long long n)
 {
-    for (int i = 0; i < n; i++)
+    for (long long i = 0; i < n; i++)
         out[i] = gelu_elem_forward(inp[i]);
 }
 
-void gelu_backward(float *dinp, const float *inp, const float *dout, int n)
+void gelu_backward(float *dinp, const float *inp, const float *dout, long long n)
 {
-    for (int i = 0; i < n; i++)
+    for (long long i = 0; i < n; i++)
         dinp[i] += gelu_elem_backward(inp[i], dout[i]);
 }
 
-void residual_forward(float *out, const float *a, const float *b, int n)
+void residual_forward(float *out, const float *a, const float *b, long long n)
 {
-    for (int i = 0; i < n; i++)
+    for (long long i = 0; i < n; i++)
         out[i] = a[i] + b[i];
 }
 

@@ -24,6 +24,19 @@ constexpr size_t kSharedMax = 48 * 1024;    // dynamic shared memory without opt
 
 unsigned blocks(long long n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
+// A launch of nothing (n = 0) is an invalid configuration on a GPU (grid of 0 blocks): the
+// wrappers return before it.
+bool empty(long long n) { return n <= 0; }
+
+// The key bits a sort of tokens in [0, V) needs (CUB sorts only those: fewer passes).
+int token_bits(int V)
+{
+    int bits = 1;
+    while (bits < 31 && (1ll << bits) < V)
+        bits++;
+    return bits;
+}
+
 // a warp per row
 unsigned row_blocks(long long rows) { return static_cast<unsigned>((rows + kWarps - 1) / kWarps); }
 
@@ -49,7 +62,7 @@ __global__ void encoder_fwd(float *out, const int *tok, const float *wte, const 
 
 __global__ void row_numbers(int *v, int n)
 {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)
         v[i] = i;
 }
@@ -160,23 +173,23 @@ __global__ void softmax_bwd(float *d, const float *att, int rows, int T, float s
                                     scale, lane(), kLanes);
 }
 
-__global__ void gelu_fwd(float *out, const float *inp, int n)
+__global__ void gelu_fwd(float *out, const float *inp, long long n)
 {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)
         out[i] = gelu_elem_forward(inp[i]);
 }
 
-__global__ void gelu_bwd(float *dinp, const float *inp, const float *dout, int n)
+__global__ void gelu_bwd(float *dinp, const float *inp, const float *dout, long long n)
 {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)
         dinp[i] += gelu_elem_backward(inp[i], dout[i]);
 }
 
-__global__ void residual_fwd(float *out, const float *a, const float *b, int n)
+__global__ void residual_fwd(float *out, const float *a, const float *b, long long n)
 {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)
         out[i] = a[i] + b[i];
 }
@@ -220,6 +233,8 @@ __global__ void xent_bwd(float *dlogits, const float *probs, const int *targets,
 extern "C" int gpt2_cuda_encoder_forward(float *out, const int *tokens, const float *wte,
                                          const float *wpe, int B, int T, int C, void *stream)
 {
+    if (empty((long long)B * T) || C <= 0)
+        return 0;
     encoder_fwd<<<row_blocks((long long)B * T), kThreads, 0, as_stream(stream)>>>(out, tokens, wte,
                                                                                wpe, B * T, T, C);
     return launched();
@@ -239,8 +254,8 @@ extern "C" int gpt2_cuda_encoder_backward_scratch(int B, int T, size_t *bytes)
 }
 
 extern "C" int gpt2_cuda_encoder_backward(float *dwte, float *dwpe, const float *dout,
-                                          const int *tokens, int B, int T, int C, void *scratch,
-                                          size_t scratch_bytes, void *stream)
+                                          const int *tokens, int B, int T, int C, int V,
+                                          void *scratch, size_t scratch_bytes, void *stream)
 {
     int n = B * T;
     if (n <= 0 || C <= 0)
@@ -256,7 +271,7 @@ extern "C" int gpt2_cuda_encoder_backward(float *dwte, float *dwpe, const float 
     cudaStream_t s = as_stream(stream);
     row_numbers<<<blocks(n), kThreads, 0, s>>>(rows, n);
     cudaError_t r = cub::DeviceRadixSort::SortPairs(sort_tmp, sort_bytes, tokens, tok_sorted,
-                                                    rows, rows_sorted, n, 0, 32, s);
+                                                    rows, rows_sorted, n, 0, token_bits(V), s);
     if (r != cudaSuccess)
         return static_cast<int>(r);
     long long warps = (long long)n * ((C + kLanes - 1) / kLanes);
@@ -270,6 +285,8 @@ extern "C" int gpt2_cuda_layernorm_forward(float *out, float *mean, float *rstd,
                                            const float *inp, const float *w, const float *b,
                                            int N, int C, void *stream)
 {
+    if (empty(N))
+        return 0;
     layernorm_fwd<<<row_blocks(N), kThreads, 0, as_stream(stream)>>>(out, mean, rstd, inp, w, b, N,
                                                                   C);
     return launched();
@@ -310,6 +327,8 @@ extern "C" int gpt2_cuda_heads_gather(float *dst, const float *src, int B, int T
                                       int hs, int stride, int off, void *stream)
 {
     long long n = (long long)B * NH * T * hs;
+    if (empty(n))
+        return 0;
     heads_gather<<<blocks(n), kThreads, 0, as_stream(stream)>>>(dst, src, n, T, NH, hs, stride,
                                                                  off);
     return launched();
@@ -319,6 +338,8 @@ extern "C" int gpt2_cuda_heads_scatter(float *dst, const float *src, int B, int 
                                        int hs, int stride, int off, int add, void *stream)
 {
     long long n = (long long)B * NH * T * hs;
+    if (empty(n))
+        return 0;
     heads_scatter<<<blocks(n), kThreads, 0, as_stream(stream)>>>(dst, src, n, T, NH, hs,
                                                                   stride, off, add);
     return launched();
@@ -326,6 +347,8 @@ extern "C" int gpt2_cuda_heads_scatter(float *dst, const float *src, int B, int 
 
 extern "C" int gpt2_cuda_softmax_forward(float *att, int rows, int T, float scale, void *stream)
 {
+    if (empty(rows))
+        return 0;
     softmax_fwd<<<row_blocks(rows), kThreads, 0, as_stream(stream)>>>(att, rows, T, scale);
     return launched();
 }
@@ -333,6 +356,8 @@ extern "C" int gpt2_cuda_softmax_forward(float *att, int rows, int T, float scal
 extern "C" int gpt2_cuda_softmax_backward(float *d, const float *att, int rows, int T,
                                           float scale, void *stream)
 {
+    if (empty(rows))
+        return 0;
     softmax_bwd<<<row_blocks(rows), kThreads, 0, as_stream(stream)>>>(d, att, rows, T, scale);
     return launched();
 }
@@ -340,32 +365,42 @@ extern "C" int gpt2_cuda_softmax_backward(float *d, const float *att, int rows, 
 extern "C" int gpt2_cuda_to_bf16(unsigned short *dst, const float *src, long long n,
                                  void *stream)
 {
+    if (empty(n))
+        return 0;
     to_bf16<<<blocks(n), kThreads, 0, as_stream(stream)>>>(dst, src, n);
     return launched();
 }
 
 extern "C" int gpt2_cuda_bias_fill(float *out, const float *bias, int N, int OC, void *stream)
 {
+    if (empty((long long)N * OC))
+        return 0;
     bias_fill<<<blocks((long long)N * OC), kThreads, 0, as_stream(stream)>>>(out, bias, N, OC);
     return launched();
 }
 
-extern "C" int gpt2_cuda_gelu_forward(float *out, const float *inp, int n, void *stream)
+extern "C" int gpt2_cuda_gelu_forward(float *out, const float *inp, long long n, void *stream)
 {
+    if (empty(n))
+        return 0;
     gelu_fwd<<<blocks(n), kThreads, 0, as_stream(stream)>>>(out, inp, n);
     return launched();
 }
 
-extern "C" int gpt2_cuda_gelu_backward(float *dinp, const float *inp, const float *dout, int n,
-                                       void *stream)
+extern "C" int gpt2_cuda_gelu_backward(float *dinp, const float *inp, const float *dout,
+                                       long long n, void *stream)
 {
+    if (empty(n))
+        return 0;
     gelu_bwd<<<blocks(n), kThreads, 0, as_stream(stream)>>>(dinp, inp, dout, n);
     return launched();
 }
 
-extern "C" int gpt2_cuda_residual_forward(float *out, const float *a, const float *b, int n,
-                                          void *stream)
+extern "C" int gpt2_cuda_residual_forward(float *out, const float *a, const float *b,
+                                          long long n, void *stream)
 {
+    if (empty(n))
+        return 0;
     residual_fwd<<<blocks(n), kThreads, 0, as_stream(stream)>>>(out, a, b, n);
     return launched();
 }
@@ -373,6 +408,8 @@ extern "C" int gpt2_cuda_residual_forward(float *out, const float *a, const floa
 extern "C" int gpt2_cuda_crossentropy_forward(float *probs, double *losses, const float *logits,
                                               const int *targets, int N, int V, void *stream)
 {
+    if (empty(N))
+        return 0;
     xent_fwd<<<row_blocks(N), kThreads, 0, as_stream(stream)>>>(probs, losses, logits, targets, N, V);
     return launched();
 }
@@ -380,6 +417,8 @@ extern "C" int gpt2_cuda_crossentropy_forward(float *probs, double *losses, cons
 extern "C" int gpt2_cuda_crossentropy_backward(float *dlogits, const float *probs,
                                                const int *targets, int N, int V, void *stream)
 {
+    if (empty(N))
+        return 0;
     xent_bwd<<<row_blocks(N), kThreads, 0, as_stream(stream)>>>(dlogits, probs, targets, N, V);
     return launched();
 }

@@ -34,11 +34,11 @@ void attention_backward(float *dqkv, const float *dout, const float *qkv, const 
                         int B, int T, int C, int NH);
 
 /* tanh-approximated GELU over n elements */
-void gelu_forward(float *out, const float *inp, int n);
-void gelu_backward(float *dinp, const float *inp, const float *dout, int n);
+void gelu_forward(float *out, const float *inp, long long n);
+void gelu_backward(float *dinp, const float *inp, const float *dout, long long n);
 
 /* out = a + b */
-void residual_forward(float *out, const float *a, const float *b, int n);
+void residual_forward(float *out, const float *a, const float *b, long long n);
 
 /* probs[N,V] = softmax(logits); returns the mean cross-entropy of targets[N];
  * dlogits[N,V] = (probs - onehot) / N (dlogits may alias probs). */

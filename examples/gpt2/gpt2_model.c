@@ -256,13 +256,13 @@ static void block_forward(const gpt2_model *m, float *const *p, block_acts *a, c
     m->ops.matmul_forward(m->ops.ctx, a->qkv, a->ln1, p[P_QKVW], p[P_QKVB], N, C, 3 * C);
     m->ops.attention_forward(m->ops.ctx, a->atty, a->att, a->qkv, m->B, m->T, C, m->c.heads);
     m->ops.matmul_forward(m->ops.ctx, a->attproj, a->atty, p[P_ATTW], p[P_ATTB], N, C, C);
-    m->ops.residual_forward(m->ops.ctx, a->res2, in, a->attproj, N * C);
+    m->ops.residual_forward(m->ops.ctx, a->res2, in, a->attproj, (long long)N * C);
     m->ops.layernorm_forward(m->ops.ctx, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p[P_LN2W],
                              p[P_LN2B], N, C);
     m->ops.matmul_forward(m->ops.ctx, a->fch, a->ln2, p[P_FCW], p[P_FCB], N, C, 4 * C);
-    m->ops.gelu_forward(m->ops.ctx, a->fch_gelu, a->fch, N * 4 * C);
+    m->ops.gelu_forward(m->ops.ctx, a->fch_gelu, a->fch, (long long)N * 4 * C);
     m->ops.matmul_forward(m->ops.ctx, a->fcproj, a->fch_gelu, p[P_PROJW], p[P_PROJB], N, 4 * C, C);
-    m->ops.residual_forward(m->ops.ctx, a->res3, a->res2, a->fcproj, N * C);
+    m->ops.residual_forward(m->ops.ctx, a->res3, a->res2, a->fcproj, (long long)N * C);
 }
 
 int gpt2_forward(gpt2_model *m, const gpt2_source *src, const int *tokens, const int *targets,
@@ -312,7 +312,7 @@ static void block_backward(gpt2_model *m, float *const *p, float *const *g, cons
     /* res3 = res2 + fcproj(gelu(fc(ln2(res2)))) */
     m->ops.copy(m->ops.ctx, dres2, dout, nc * sizeof(float));
     if (m->recompute) { /* GELU's and ln_2's outputs again, from what the layer kept */
-        m->ops.gelu_forward(m->ops.ctx, a->fch_gelu, a->fch, N * 4 * C);
+        m->ops.gelu_forward(m->ops.ctx, a->fch_gelu, a->fch, (long long)N * 4 * C);
         m->ops.layernorm_forward(m->ops.ctx, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2,
                                  p[P_LN2W], p[P_LN2B], N, C);
     }
@@ -320,7 +320,7 @@ static void block_backward(gpt2_model *m, float *const *p, float *const *g, cons
     m->ops.matmul_backward(m->ops.ctx, m->d_fcg, g[P_PROJW], g[P_PROJB], dout, a->fch_gelu,
                            p[P_PROJW], N, 4 * C, C);
     m->ops.zero(m->ops.ctx, m->d_fch, nc * 4 * sizeof(float));
-    m->ops.gelu_backward(m->ops.ctx, m->d_fch, a->fch, m->d_fcg, N * 4 * C);
+    m->ops.gelu_backward(m->ops.ctx, m->d_fch, a->fch, m->d_fcg, (long long)N * 4 * C);
     float *dln2 = din; /* scratch until din is needed */
     m->ops.zero(m->ops.ctx, dln2, nc * sizeof(float));
     m->ops.matmul_backward(m->ops.ctx, dln2, g[P_FCW], g[P_FCB], m->d_fch, a->ln2, p[P_FCW], N, C,
@@ -379,7 +379,8 @@ int gpt2_backward(gpt2_model *m, const gpt2_source *src, void (*progress)(int la
         if ((rc = src->put(src->ctx, l + 1, 1)))
             return rc;
     }
-    m->ops.encoder_backward(m->ops.ctx, eg[0], eg[1], dx, m->tokens, m->B, m->T, C);
+    m->ops.encoder_backward(m->ops.ctx, eg[0], eg[1], dx, m->tokens, m->B, m->T, C,
+                            m->c.padded_vocab);
     return src->put(src->ctx, 0, 1);
 }
 

@@ -17,8 +17,9 @@ typedef struct gpt2_ops {
     /* the kernels of gpt2_kernels.h */
     void (*encoder_forward)(void *ctx, float *out, const int *tokens, const float *wte,
                             const float *wpe, int B, int T, int C);
+    /* tokens < V (the GPU sorts only the bits V needs) */
     void (*encoder_backward)(void *ctx, float *dwte, float *dwpe, const float *dout,
-                             const int *tokens, int B, int T, int C);
+                             const int *tokens, int B, int T, int C, int V);
     void (*layernorm_forward)(void *ctx, float *out, float *mean, float *rstd, const float *inp,
                               const float *w, const float *b, int N, int C);
     void (*layernorm_backward)(void *ctx, float *dinp, float *dw, float *db, const float *dout,
@@ -32,9 +33,11 @@ typedef struct gpt2_ops {
                               int C, int NH);
     void (*attention_backward)(void *ctx, float *dqkv, const float *dout, const float *qkv,
                                const float *att, int B, int T, int C, int NH);
-    void (*gelu_forward)(void *ctx, float *out, const float *inp, int n);
-    void (*gelu_backward)(void *ctx, float *dinp, const float *inp, const float *dout, int n);
-    void (*residual_forward)(void *ctx, float *out, const float *a, const float *b, int n);
+    /* element-wise, over n elements (64-bit: a layer's activations pass 2^31 at scale) */
+    void (*gelu_forward)(void *ctx, float *out, const float *inp, long long n);
+    void (*gelu_backward)(void *ctx, float *dinp, const float *inp, const float *dout,
+                          long long n);
+    void (*residual_forward)(void *ctx, float *out, const float *a, const float *b, long long n);
     /* returns the mean loss on the host (a GPU waits for it) */
     float (*crossentropy_forward)(void *ctx, float *probs, const float *logits,
                                   const int *targets, int N, int V);
@@ -57,11 +60,13 @@ typedef enum gpt2_precision { GPT2_FP32 = 0, GPT2_TF32, GPT2_BF16 } gpt2_precisi
 int gpt2_precision_parse(const char *s);
 
 /* The GPU (built with CUDA): fills *out for work queued on `stream` (a cudaStream_t, e.g.
- * from zt_stream_create with the cuda backend), its matmuls in precision p. 0, or -1 with a
- * message in why. */
-int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, gpt2_precision p, char *why, size_t len);
-/* 1 when a GPU can be used (the CUDA runtime finds a device and makes a context on device
- * 0); else 0 and why; its name goes to name. */
+ * from zt_stream_create with the cuda backend) on GPU `device` (zt_runtime_device; -1: the
+ * current one), which it makes the calling thread's current device (the ops launch from
+ * it); its matmuls in precision p. 0, or -1 with a message in why. */
+int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int device, gpt2_precision p, char *why,
+                         size_t len);
+/* 1 when the CUDA runtime finds a GPU (without making a context on one: each rank makes its
+ * own on its GPU later); else 0 and why; the first GPU's name goes to name. */
 int gpt2_cuda_usable(char *name, size_t name_len, char *why, size_t len);
 /* The current GPU's dense bf16 peak in FLOP/s (H100, H200, A100), 0 when unknown; its name
  * goes to name. */

@@ -49,9 +49,9 @@ static void enc_f(void *ctx, float *out, const int *tok, const float *wte, const
     encoder_forward(out, tok, wte, wpe, B, T, C);
 }
 static void enc_b(void *ctx, float *dwte, float *dwpe, const float *dout, const int *tok, int B,
-                  int T, int C)
+                  int T, int C, int V)
 {
-    (void)ctx;
+    (void)ctx, (void)V;
     encoder_backward(dwte, dwpe, dout, tok, B, T, C);
 }
 static void ln_f(void *ctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
@@ -89,17 +89,17 @@ static void att_b(void *ctx, float *dqkv, const float *dout, const float *qkv, c
     (void)ctx;
     attention_backward(dqkv, dout, qkv, att, B, T, C, NH);
 }
-static void gelu_f(void *ctx, float *out, const float *inp, int n)
+static void gelu_f(void *ctx, float *out, const float *inp, long long n)
 {
     (void)ctx;
     gelu_forward(out, inp, n);
 }
-static void gelu_b(void *ctx, float *dinp, const float *inp, const float *dout, int n)
+static void gelu_b(void *ctx, float *dinp, const float *inp, const float *dout, long long n)
 {
     (void)ctx;
     gelu_backward(dinp, inp, dout, n);
 }
-static void res_f(void *ctx, float *out, const float *a, const float *b, int n)
+static void res_f(void *ctx, float *out, const float *a, const float *b, long long n)
 {
     (void)ctx;
     residual_forward(out, a, b, n);

@@ -20,6 +20,13 @@ typedef struct dev_buf {
     size_t bytes;
 } dev_buf;
 
+/* A pinned buffer an upload copies through, and the event after its copy to the device. */
+typedef struct staging {
+    void *p;
+    size_t bytes;
+    cudaEvent_t copied;
+} staging;
+
 typedef struct cuda_ctx {
     cudaStream_t stream;
     cublasHandle_t blas;
@@ -34,6 +41,8 @@ typedef struct cuda_ctx {
     size_t enc_bytes;
     gpt2_precision precision;
     dev_buf bf[3]; /* bf16 copies of a matmul's inputs (GPT2_BF16) */
+    staging up[2]; /* uploads take turns: each waits only for the one two uploads back */
+    int up_next;
     int error;      /* the first error met: a cudaError_t, or CUBLAS_BASE + a cublasStatus_t */
     char what[160]; /* ... and its name */
 } cuda_ctx;
@@ -73,11 +82,30 @@ static void g_free(void *ctx, void *p)
     cudaFree(p);
 }
 
+/* The caller's bytes are copied into a pinned staging buffer before this returns, so the
+ * caller may change them at once whatever memory they are in (an asynchronous copy straight
+ * from pinned memory would read them later); the device copy then runs in stream order. */
 static void g_upload(void *ctx, void *dst, const void *host, size_t bytes)
 {
     cuda_ctx *c = ctx;
-    /* pageable source: the copy completes before the call returns, so host may change */
-    keep(c, (int)cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, c->stream));
+    staging *s = &c->up[c->up_next];
+    c->up_next ^= 1;
+    int r = s->copied ? (int)cudaEventSynchronize(s->copied) : 0; /* its last copy read it */
+    if (!r && bytes > s->bytes) {
+        cudaFreeHost(s->p);
+        s->p = NULL, s->bytes = 0;
+        r = (int)cudaMallocHost(&s->p, bytes);
+        s->bytes = r ? 0 : bytes;
+    }
+    if (!r && !s->copied)
+        r = (int)cudaEventCreateWithFlags(&s->copied, cudaEventDisableTiming);
+    if (!r) {
+        memcpy(s->p, host, bytes);
+        r = (int)cudaMemcpyAsync(dst, s->p, bytes, cudaMemcpyHostToDevice, c->stream);
+    }
+    if (!r)
+        r = (int)cudaEventRecord(s->copied, c->stream);
+    keep(c, r);
 }
 
 static void g_copy(void *ctx, void *dst, const void *src, size_t bytes)
@@ -105,7 +133,7 @@ static void enc_f(void *ctx, float *out, const int *tok, const float *wte, const
 static void *grow(cuda_ctx *c, dev_buf *b, size_t bytes);
 
 static void enc_b(void *ctx, float *dwte, float *dwpe, const float *dout, const int *tok, int B,
-                  int T, int C)
+                  int T, int C, int V)
 {
     cuda_ctx *c = ctx;
     int r = 0;
@@ -116,8 +144,8 @@ static void enc_b(void *ctx, float *dwte, float *dwpe, const float *dout, const 
     void *scratch = r ? NULL : grow(c, &c->enc_scratch, c->enc_bytes);
     keep(c, r);
     if (scratch)
-        keep(c, gpt2_cuda_encoder_backward(dwte, dwpe, dout, tok, B, T, C, scratch, c->enc_bytes,
-                                           S(ctx)));
+        keep(c, gpt2_cuda_encoder_backward(dwte, dwpe, dout, tok, B, T, C, V, scratch,
+                                           c->enc_bytes, S(ctx)));
 }
 static void ln_f(void *ctx, float *out, float *mean, float *rstd, const float *inp,
                  const float *w, const float *b, int N, int C)
@@ -304,15 +332,15 @@ static void att_b(void *ctx, float *dqkv, const float *dout, const float *qkv, c
     if (scratch)
         gpt2_attention_backward(&e, scratch, dqkv, dout, qkv, att, B, T, C, NH);
 }
-static void gelu_f(void *ctx, float *out, const float *inp, int n)
+static void gelu_f(void *ctx, float *out, const float *inp, long long n)
 {
     keep(ctx, gpt2_cuda_gelu_forward(out, inp, n, S(ctx)));
 }
-static void gelu_b(void *ctx, float *dinp, const float *inp, const float *dout, int n)
+static void gelu_b(void *ctx, float *dinp, const float *inp, const float *dout, long long n)
 {
     keep(ctx, gpt2_cuda_gelu_backward(dinp, inp, dout, n, S(ctx)));
 }
-static void res_f(void *ctx, float *out, const float *a, const float *b, int n)
+static void res_f(void *ctx, float *out, const float *a, const float *b, long long n)
 {
     keep(ctx, gpt2_cuda_residual_forward(out, a, b, n, S(ctx)));
 }
@@ -370,8 +398,6 @@ int gpt2_cuda_usable(char *name, size_t name_len, char *why, size_t len)
     struct cudaDeviceProp prop;
     if (e == cudaSuccess)
         e = cudaGetDeviceProperties(&prop, 0);
-    if (e == cudaSuccess)
-        e = cudaFree(NULL); /* makes the context: a device that is there but unusable fails */
     if (e != cudaSuccess) {
         snprintf(why, len, "%s", cudaGetErrorString(e));
         return 0;
@@ -380,8 +406,14 @@ int gpt2_cuda_usable(char *name, size_t name_len, char *why, size_t len)
     return 1;
 }
 
-int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, gpt2_precision p, char *why, size_t len)
+int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int device, gpt2_precision p, char *why,
+                         size_t len)
 {
+    cudaError_t r = device >= 0 ? cudaSetDevice(device) : cudaSuccess;
+    if (r != cudaSuccess) {
+        snprintf(why, len, "cudaSetDevice(%d): %s", device, cudaGetErrorString(r));
+        return -1;
+    }
     cuda_ctx *c = calloc(1, sizeof *c);
     if (!c) {
         snprintf(why, len, "out of host memory");
@@ -442,6 +474,11 @@ void gpt2_ops_cuda_destroy(gpt2_ops *ops)
     for (int k = 0; k < 3; k++)
         cudaFree(c->bf[k].p);
     cudaFreeHost(c->host_losses);
+    for (int k = 0; k < 2; k++) {
+        cudaFreeHost(c->up[k].p);
+        if (c->up[k].copied)
+            cudaEventDestroy(c->up[k].copied);
+    }
     cublasDestroy(c->blas);
     free(c);
     ops->ctx = NULL;

@@ -2,10 +2,11 @@
  * compiler for the CPU kernels (gpt2_kernels.c loops over rows and calls these — so the
  * trainer's finite-difference and end-to-end tests check this math in CI), and by nvcc for
  * the CUDA kernels (gpt2_kernels.cu), where GPT2_HD makes them __host__ __device__ and
- * GPT2_ADD is an atomic add on the GPU, where the kernels call the row functions that use
- * it only with one thread adding to each element (layernorm's per-warp partial sums), so
- * that every sum keeps one order and a run repeats bit for bit (encoder_token_backward and
- * ordered_sum below are the GPU's ordered sums).
+ * GPT2_ADD is an atomic add on the GPU (for the CPU's row functions whose rows share a
+ * gradient; the GPU's kernels do not call them). Where the GPU adds into shared partial sums
+ * (layernorm's per warp), each element has one writer and a plain add, so every sum keeps
+ * one order and a run repeats bit for bit (encoder_token_backward and ordered_sum below are
+ * the GPU's ordered sums).
  *
  * A row function takes (lane, lanes): lane l of `lanes` handles the elements l, l + lanes,
  * ... of the row, and the lanes' partial sums and maxima meet in GPT2_LANES_SUMF/_SUMD/_MAXF,
@@ -158,10 +159,10 @@ static inline GPT2_HD void layernorm_row_backward(float *dx, float *dw, float *d
     }
     dnorm_mean = GPT2_LANES_SUMF(dnorm_mean, lanes) / (float)C;
     dnorm_norm_mean = GPT2_LANES_SUMF(dnorm_norm_mean, lanes) / (float)C;
-    for (int c = lane; c < C; c += lanes) {
+    for (int c = lane; c < C; c += lanes) { /* dw, db: column c is this lane's alone */
         float norm = (x[c] - mean) * rstd, dnorm = w[c] * d[c];
-        GPT2_ADD(&db[c], d[c]);
-        GPT2_ADD(&dw[c], norm * d[c]);
+        db[c] += d[c];
+        dw[c] += norm * d[c];
         dx[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * rstd;
     }
 }

@@ -352,10 +352,11 @@ static int open_ops(trainer *t)
         return 0;
 #ifdef GPT2_HAVE_CUDA
     char why[256] = "";
-    if (zt_stream_create(t->rt, &t->g.stream) != ZT_OK)
+    int device = -1;
+    if (zt_stream_create(t->rt, &t->g.stream) != ZT_OK || zt_runtime_device(t->rt, &device) != ZT_OK)
         return fail(t, "zt_stream_create");
     gpt2_precision p = (gpt2_precision)gpt2_precision_parse(t->o.precision);
-    if (gpt2_ops_cuda_create(&t->ops, t->g.stream, p, why, sizeof why) != 0)
+    if (gpt2_ops_cuda_create(&t->ops, t->g.stream, device, p, why, sizeof why) != 0)
         return fprintf(stderr, "zt_gpt2: --device cuda: %s\n", why), 1;
     char name[256];
     t->peak_flops = gpt2_cuda_bf16_peak(name, sizeof name);

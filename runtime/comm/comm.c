@@ -2,8 +2,10 @@
 #include "runtime/comm/comm.h"
 #include "core/log.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 size_t zt_comm_dtype_size(zt_comm_dtype dt)
 {
@@ -60,8 +62,8 @@ zt_status zt_comm_create(const char *backend, zt_comm **out, zt_error *err)
         return zt_comm_mpi_create(out, err);
 #endif
 #ifdef ZT_HAVE_NCCL
-    if (strcmp(backend, "nccl") == 0)
-        return zt_comm_nccl_create(out, err);
+    if (strcmp(backend, "nccl") == 0) /* its bootstrap; NCCL itself at commit, on the GPU */
+        return zt_comm_mpi_create(out, err);
 #endif
     return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
                   "comm backend \"%s\" is not available in this build (built: %s); "
@@ -122,4 +124,42 @@ zt_status zt_comm_agree(zt_comm *c, zt_status local, const char *what, zt_error 
                       "%s failed on rank %d of %d (%s; see that rank's message); every rank "
                       "stops with an error", what, bad, c->size, zt_status_string(other));
     return ZT_OK;
+}
+
+/* A machine's identity: its host name and, where there is one, its machine id (two
+ * containers may share a host name). FNV-1a. */
+static uint64_t machine_id(void)
+{
+    char buf[512] = "";
+    gethostname(buf, 256);
+    FILE *f = fopen("/etc/machine-id", "r");
+    if (f) {
+        size_t n = strlen(buf);
+        if (!fgets(buf + n, (int)(sizeof buf - n), f))
+            buf[n] = 0;
+        fclose(f);
+    }
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *p = buf; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    return h;
+}
+
+zt_status zt_comm_local_rank(zt_comm *c, int *local_rank, int *local_size, zt_error *err)
+{
+    *local_rank = 0, *local_size = 1;
+    if (c->size == 1)
+        return ZT_OK;
+    uint64_t mine = machine_id(), *all = calloc((size_t)c->size, sizeof *all);
+    if (!all)
+        return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory finding the ranks of this machine");
+    zt_status st = zt_comm_allgather_sync(c, &mine, all, 1, ZT_COMM_I64, err);
+    int before = 0, same = 0;
+    for (int r = 0; st == ZT_OK && r < c->size; r++)
+        if (all[r] == mine)
+            before += r < zt_comm_host(c)->rank, same++;
+    free(all);
+    if (st == ZT_OK)
+        *local_rank = before, *local_size = same;
+    return st;
 }

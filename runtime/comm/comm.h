@@ -55,6 +55,13 @@ typedef struct zt_comm_iface {
     /* ranks with equal color form a new communicator ordered by key */
     zt_status (*split)(zt_comm *c, int color, int key, zt_comm **out, zt_error *err);
     void (*destroy)(zt_comm *c);
+    /* Optional, for backends whose collectives run on a device stream (nccl); NULL where the
+     * host runs them. Later collectives on c run after `event` (the device backend's
+     * zt_event *) on the device: the host need not wait for it first. */
+    zt_status (*wait_event)(zt_comm *c, void *event, zt_error *err);
+    /* Ends req without a host wait: work queued on `stream` (a zt_stream *) after this call
+     * runs after the collective, on the device. */
+    zt_status (*complete_on)(zt_comm *c, zt_comm_req *req, void *stream, zt_error *err);
 } zt_comm_iface;
 
 struct zt_comm {
@@ -78,9 +85,15 @@ static inline zt_comm_dtype zt_comm_dtype_of(zt_dtype t)
     return t == ZT_F32 ? ZT_COMM_F32 : t == ZT_BF16 ? ZT_COMM_BF16 : ZT_COMM_F16;
 }
 
-/* The world communicator of a backend ("single", "mpi", "nccl", "auto": mpi when launched
- * by mpirun with more than one rank, else single). */
+/* The world communicator that joins the ranks at zt_runtime_create ("single", "mpi", "auto":
+ * mpi when launched by mpirun with more than one rank, else single; "nccl": its MPI
+ * bootstrap, which zt_comm_nccl_open turns into an NCCL communicator once the rank's GPU is
+ * chosen). */
 zt_status zt_comm_create(const char *backend, zt_comm **out, zt_error *err);
+
+/* This rank's place among the ranks on its machine (the same host name and machine id):
+ * local_rank of local_size. Collective over c's ranks; host memory. */
+zt_status zt_comm_local_rank(zt_comm *c, int *local_rank, int *local_size, zt_error *err);
 
 /* Issue + wait, for the synchronous call sites; host memory (on zt_comm_host(c)). */
 zt_status zt_comm_allreduce_sync(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt,
@@ -104,7 +117,10 @@ zt_status zt_comm_single_create(zt_comm **out, zt_error *err);
 zt_status zt_comm_mpi_create(zt_comm **out, zt_error *err);
 #endif
 #ifdef ZT_HAVE_NCCL
-zt_status zt_comm_nccl_create(zt_comm **out, zt_error *err); /* bootstraps over MPI */
+/* An NCCL communicator over boot's ranks on `device` (collective; every rank or none
+ * succeeds). On success it owns boot (its host communicator); on failure boot stays the
+ * caller's. */
+zt_status zt_comm_nccl_open(zt_comm *boot, int device, zt_comm **out, zt_error *err);
 #endif
 
 #endif

@@ -403,6 +403,8 @@ static const zt_comm_iface mpi_iface = {
     /* .test = */ mpi_test,
     /* .split = */ mpi_split,
     /* .destroy = */ mpi_destroy,
+    /* .wait_event = */ NULL, /* host memory: the host orders it */
+    /* .complete_on = */ NULL,
 };
 
 static zt_status make_comm(MPI_Comm comm, zt_comm **out, zt_error *err)

@@ -1,8 +1,14 @@
 /* The `nccl` comm backend (device memory). Collectives run on the communicator's own CUDA
- * stream; a request is a CUDA event recorded after the collective. The unique id is
- * bootstrapped over the MPI backend. Waits poll the event against a deadline
+ * stream, on the rank's GPU (made current around every call: the runtime's threads may have
+ * another current); a request is a CUDA event recorded after the collective. The runtime
+ * opens it at commit, once the rank's GPU is chosen, over the MPI communicator it joined the
+ * ranks with (zt_comm_nccl_open), which bootstraps the unique id. A collective can be
+ * ordered on the GPU both ways: after a device event (wait_event: no host wait before it),
+ * and before later work on a stream (complete_on: no host wait after it). Host waits poll
+ * the event against a deadline
  * ($ZT_COMM_TIMEOUT seconds, default 600) and abort the communicator when it passes, so a
- * dead peer becomes an error instead of a hang. The MPI bootstrap stays open as the
+ * dead peer becomes an error instead of a hang; an aborted communicator is gone (NCCL frees
+ * it) and every later call fails saying so. The MPI bootstrap stays open as the
  * communicator's host side (zt_comm_host): the runtime's agreements, the norm's sums, the
  * parameter reads and checkpoint names go over it in host memory, the same sequence of
  * collectives the MPI tests prove; the device buffers go over NCCL. On one GPU it runs with
@@ -24,10 +30,35 @@
 
 typedef struct nccl_comm {
     zt_comm base;
-    ncclComm_t comm;
+    ncclComm_t comm; /* NULL once aborted */
     cudaStream_t stream;
+    int device;
     double timeout_s;
 } nccl_comm;
+
+/* The communicator's GPU current for a call; the caller's given back after. */
+static int enter(const nccl_comm *c)
+{
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess)
+        prev = -1;
+    if (prev != c->device)
+        cudaSetDevice(c->device);
+    return prev;
+}
+
+static void leave(const nccl_comm *c, int prev)
+{
+    if (prev >= 0 && prev != c->device)
+        cudaSetDevice(prev);
+}
+
+static zt_status aborted(const nccl_comm *c, zt_error *err)
+{
+    return ZT_ERR(err, ZT_ERR_COMM,
+                  "rank %d: the NCCL communicator was aborted after a collective timed out; "
+                  "destroy the runtime (every later collective fails)", c->base.rank);
+}
 
 static const zt_comm_iface nccl_iface;
 
@@ -81,7 +112,7 @@ static zt_status finish(nccl_comm *c, zt_status st, zt_comm_req *req, zt_error *
     return st;
 }
 
-static zt_status nccl_allgather(zt_comm *base, const void *send, void *recv, size_t count,
+static zt_status nccl_allgather_on(zt_comm *base, const void *send, void *recv, size_t count,
                                 zt_comm_dtype dt, zt_comm_req *req, zt_error *err)
 {
     nccl_comm *c = (nccl_comm *)base;
@@ -92,7 +123,7 @@ static zt_status nccl_allgather(zt_comm *base, const void *send, void *recv, siz
     return finish(c, st, req, err);
 }
 
-static zt_status nccl_reduce_scatter(zt_comm *base, const void *send, void *recv, size_t count,
+static zt_status nccl_reduce_scatter_on(zt_comm *base, const void *send, void *recv, size_t count,
                                      zt_comm_dtype dt, zt_reduce_op op, zt_comm_req *req,
                                      zt_error *err)
 {
@@ -114,7 +145,7 @@ static zt_status nccl_reduce_scatter(zt_comm *base, const void *send, void *recv
     return finish(c, st, req, err);
 }
 
-static zt_status nccl_allreduce(zt_comm *base, const void *send, void *recv, size_t count,
+static zt_status nccl_allreduce_on(zt_comm *base, const void *send, void *recv, size_t count,
                                 zt_comm_dtype dt, zt_reduce_op op, zt_comm_req *req,
                                 zt_error *err)
 {
@@ -128,7 +159,7 @@ static zt_status nccl_allreduce(zt_comm *base, const void *send, void *recv, siz
     return finish(c, st, req, err);
 }
 
-static zt_status nccl_alltoall(zt_comm *base, const void *send, void *recv, size_t count,
+static zt_status nccl_alltoall_on(zt_comm *base, const void *send, void *recv, size_t count,
                                zt_comm_dtype dt, zt_comm_req *req, zt_error *err)
 {
     nccl_comm *c = (nccl_comm *)base;
@@ -147,7 +178,7 @@ static zt_status nccl_alltoall(zt_comm *base, const void *send, void *recv, size
     return finish(c, st != ZT_OK ? st : end, req, err);
 }
 
-static zt_status nccl_broadcast(zt_comm *base, void *buf, size_t count, zt_comm_dtype dt,
+static zt_status nccl_broadcast_on(zt_comm *base, void *buf, size_t count, zt_comm_dtype dt,
                                 int root, zt_comm_req *req, zt_error *err)
 {
     nccl_comm *c = (nccl_comm *)base;
@@ -159,7 +190,7 @@ static zt_status nccl_broadcast(zt_comm *base, void *buf, size_t count, zt_comm_
 }
 
 /* A barrier is an all-reduce of one float in device memory. */
-static zt_status nccl_barrier(zt_comm *base, zt_comm_req *req, zt_error *err)
+static zt_status nccl_barrier_on(zt_comm *base, zt_comm_req *req, zt_error *err)
 {
     nccl_comm *c = (nccl_comm *)base;
     float *one = NULL;
@@ -173,12 +204,91 @@ static zt_status nccl_barrier(zt_comm *base, zt_comm_req *req, zt_error *err)
     return finish(c, st, req, err);
 }
 
-static zt_status nccl_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
+/* Each collective: refused once aborted, issued on the communicator's GPU. */
+#define ON_DEVICE(c, err, call)                                                                \
+    do {                                                                                       \
+        if (!(c)->comm)                                                                        \
+            return aborted(c, err);                                                            \
+        int prev_ = enter(c);                                                                  \
+        zt_status st_ = (call);                                                                \
+        leave(c, prev_);                                                                       \
+        return st_;                                                                            \
+    } while (0)
+
+static zt_status nccl_allgather(zt_comm *base, const void *send, void *recv, size_t count,
+                                zt_comm_dtype dt, zt_comm_req *req, zt_error *err)
+{
+    ON_DEVICE((nccl_comm *)base, err, nccl_allgather_on(base, send, recv, count, dt, req, err));
+}
+
+static zt_status nccl_reduce_scatter(zt_comm *base, const void *send, void *recv, size_t count,
+                                     zt_comm_dtype dt, zt_reduce_op op, zt_comm_req *req,
+                                     zt_error *err)
+{
+    ON_DEVICE((nccl_comm *)base, err,
+              nccl_reduce_scatter_on(base, send, recv, count, dt, op, req, err));
+}
+
+static zt_status nccl_allreduce(zt_comm *base, const void *send, void *recv, size_t count,
+                                zt_comm_dtype dt, zt_reduce_op op, zt_comm_req *req,
+                                zt_error *err)
+{
+    ON_DEVICE((nccl_comm *)base, err, nccl_allreduce_on(base, send, recv, count, dt, op, req, err));
+}
+
+static zt_status nccl_alltoall(zt_comm *base, const void *send, void *recv, size_t count,
+                               zt_comm_dtype dt, zt_comm_req *req, zt_error *err)
+{
+    ON_DEVICE((nccl_comm *)base, err, nccl_alltoall_on(base, send, recv, count, dt, req, err));
+}
+
+static zt_status nccl_broadcast(zt_comm *base, void *buf, size_t count, zt_comm_dtype dt,
+                                int root, zt_comm_req *req, zt_error *err)
+{
+    ON_DEVICE((nccl_comm *)base, err, nccl_broadcast_on(base, buf, count, dt, root, req, err));
+}
+
+static zt_status nccl_barrier(zt_comm *base, zt_comm_req *req, zt_error *err)
+{
+    ON_DEVICE((nccl_comm *)base, err, nccl_barrier_on(base, req, err));
+}
+
+/* Later collectives run after `event` (a cudaEvent_t) on the GPU: no host wait before them. */
+static zt_status nccl_wait_event(zt_comm *base, void *event, zt_error *err)
 {
     nccl_comm *c = (nccl_comm *)base;
+    ON_DEVICE(c, err, cuda_check(cudaStreamWaitEvent(c->stream, (cudaEvent_t)event, 0),
+                                 "cudaStreamWaitEvent (comm stream)", err));
+}
+
+static void drop_event(zt_comm_req *req)
+{
+    if (req->impl)
+        cudaEventDestroy((cudaEvent_t)req->impl); /* freed once it completes */
+    req->impl = NULL;
+    req->done = 1;
+}
+
+/* The request ends for the host; `stream` (a cudaStream_t) waits for it on the GPU. */
+static zt_status complete_on_stream(zt_comm_req *req, void *stream, zt_error *err)
+{
+    zt_status st = req->impl ? cuda_check(cudaStreamWaitEvent((cudaStream_t)stream,
+                                                              (cudaEvent_t)req->impl, 0),
+                                          "cudaStreamWaitEvent (after a collective)", err)
+                             : ZT_OK;
+    drop_event(req);
+    return st;
+}
+
+static zt_status nccl_complete_on(zt_comm *base, zt_comm_req *req, void *stream, zt_error *err)
+{
+    nccl_comm *c = (nccl_comm *)base;
+    ON_DEVICE(c, err, complete_on_stream(req, stream, err));
+}
+
+static zt_status wait_host(nccl_comm *c, zt_comm_req *req, zt_error *err)
+{
     cudaEvent_t ev = req->impl;
-    if (!ev)
-        return ZT_OK;
     double deadline = zt_now_s() + c->timeout_s;
     cudaError_t r;
     while ((r = cudaEventQuery(ev)) == cudaErrorNotReady) {
@@ -187,54 +297,75 @@ static zt_status nccl_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
         if (async != ncclSuccess)
             return nccl_check(async, "collective (asynchronous error)", err);
         if (zt_now_s() > deadline) {
-            ncclCommAbort(c->comm);
+            ncclCommAbort(c->comm); /* frees it: never used again */
+            c->comm = NULL;
+            drop_event(req);
             return ZT_ERR(err, ZT_ERR_COMM,
                           "rank %d: a collective did not complete within %.0f s; another rank has "
                           "probably failed (the communicator was aborted; destroy the runtime)",
-                          base->rank, c->timeout_s);
+                          c->base.rank, c->timeout_s);
         }
         usleep(50);
     }
-    cudaEventDestroy(ev);
-    req->impl = NULL;
-    req->done = 1;
+    drop_event(req);
     return cuda_check(r, "collective completion", err);
 }
 
+static zt_status nccl_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
+{
+    nccl_comm *c = (nccl_comm *)base;
+    if (!req->impl)
+        return ZT_OK;
+    ON_DEVICE(c, err, wait_host(c, req, err));
+}
+
+/* 1 done (the request's event is then freed), 0 pending, < 0 error. */
 static int nccl_test(zt_comm *base, zt_comm_req *req)
 {
-    (void)base;
+    nccl_comm *c = (nccl_comm *)base;
     if (!req->impl)
         return 1;
+    int prev = enter(c);
     cudaError_t r = cudaEventQuery((cudaEvent_t)req->impl);
+    if (r == cudaSuccess)
+        drop_event(req);
+    leave(c, prev);
     return r == cudaSuccess ? 1 : r == cudaErrorNotReady ? 0 : -1;
 }
 
-static zt_status make_comm(ncclComm_t comm, zt_comm *host, zt_comm **out, zt_error *err);
+static zt_status make_comm(ncclComm_t comm, zt_comm *host, int device, zt_comm **out,
+                           zt_error *err);
 
 /* The host communicator is split alike, so agreements stay over the same ranks. */
-static zt_status nccl_split(zt_comm *base, int color, int key, zt_comm **out, zt_error *err)
+static zt_status split_on(nccl_comm *c, int color, int key, zt_comm **out, zt_error *err)
 {
-    nccl_comm *c = (nccl_comm *)base;
     zt_comm *host = NULL;
-    zt_status st = base->host->iface->split(base->host, color, key, &host, err);
+    zt_status st = c->base.host->iface->split(c->base.host, color, key, &host, err);
     ncclComm_t sub;
     if (st == ZT_OK)
         st = nccl_check(ncclCommSplit(c->comm, color, key, &sub, NULL), "ncclCommSplit", err);
-    if (st != ZT_OK) {
-        if (host)
-            host->iface->destroy(host);
-        return st;
-    }
-    return make_comm(sub, host, out, err);
+    if (st == ZT_OK && (st = make_comm(sub, host, c->device, out, err)) != ZT_OK)
+        ncclCommDestroy(sub);
+    if (st != ZT_OK && host)
+        host->iface->destroy(host);
+    return st;
+}
+
+static zt_status nccl_split(zt_comm *base, int color, int key, zt_comm **out, zt_error *err)
+{
+    nccl_comm *c = (nccl_comm *)base;
+    ON_DEVICE(c, err, split_on(c, color, key, out, err));
 }
 
 static void nccl_destroy(zt_comm *base)
 {
     nccl_comm *c = (nccl_comm *)base;
+    int prev = enter(c);
     cudaStreamSynchronize(c->stream);
-    ncclCommDestroy(c->comm);
+    if (c->comm) /* an aborted one is gone already */
+        ncclCommDestroy(c->comm);
     cudaStreamDestroy(c->stream);
+    leave(c, prev);
     if (base->host)
         base->host->iface->destroy(base->host);
     free(c);
@@ -252,20 +383,22 @@ static const zt_comm_iface nccl_iface = {
     /* .test = */ nccl_test,
     /* .split = */ nccl_split,
     /* .destroy = */ nccl_destroy,
+    /* .wait_event = */ nccl_wait_event,
+    /* .complete_on = */ nccl_complete_on,
 };
 
-/* Takes ownership of comm and of host (the MPI communicator for host-memory collectives). */
-static zt_status make_comm(ncclComm_t comm, zt_comm *host, zt_comm **out, zt_error *err)
+/* On success, owns comm and host (the MPI communicator for host-memory collectives); on
+ * failure, the caller keeps both. The device is current. */
+static zt_status make_comm(ncclComm_t comm, zt_comm *host, int device, zt_comm **out,
+                           zt_error *err)
 {
     nccl_comm *c = calloc(1, sizeof *c);
-    if (!c) {
-        ncclCommDestroy(comm);
-        host->iface->destroy(host);
+    if (!c)
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory creating an NCCL communicator");
-    }
     c->base.iface = &nccl_iface;
     c->base.host = host;
     c->comm = comm;
+    c->device = device;
     ncclCommUserRank(comm, &c->base.rank);
     ncclCommCount(comm, &c->base.size);
     const char *t = getenv("ZT_COMM_TIMEOUT");
@@ -273,8 +406,6 @@ static zt_status make_comm(ncclComm_t comm, zt_comm *host, zt_comm **out, zt_err
     zt_status st = cuda_check(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking),
                               "cudaStreamCreate", err);
     if (st != ZT_OK) {
-        ncclCommDestroy(comm);
-        host->iface->destroy(host);
         free(c);
         return st;
     }
@@ -282,14 +413,9 @@ static zt_status make_comm(ncclComm_t comm, zt_comm *host, zt_comm **out, zt_err
     return ZT_OK;
 }
 
-zt_status zt_comm_nccl_create(zt_comm **out, zt_error *err)
+static zt_status open_on(zt_comm *boot, int device, zt_comm **out, zt_error *err)
 {
-    zt_comm *boot = NULL;
-    zt_status st = zt_comm_mpi_create(&boot, err);
-    if (st != ZT_OK) {
-        zt_error_prefix(err, "nccl backend bootstrap over MPI: ");
-        return st;
-    }
+    zt_status st = ZT_OK;
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     if (boot->rank == 0)
@@ -300,13 +426,28 @@ zt_status zt_comm_nccl_create(zt_comm **out, zt_error *err)
         st = boot->iface->broadcast(boot, &id, sizeof id, ZT_COMM_U8, 0, &req, err);
     if (st == ZT_OK)
         st = boot->iface->wait(boot, &req, err);
-    ncclComm_t comm;
+    ncclComm_t comm = NULL;
     if (st == ZT_OK)
         st = nccl_check(ncclCommInitRank(&comm, boot->size, id, boot->rank), "ncclCommInitRank",
                         err);
-    if (st != ZT_OK) {
-        boot->iface->destroy(boot);
-        return st;
-    }
-    return make_comm(comm, boot, out, err); /* the bootstrap stays: host-memory agreements */
+    zt_status local = st;
+    st = zt_comm_agree(boot, st, "ncclCommInitRank", err); /* every rank, or none, goes on */
+    if (st == ZT_OK)
+        st = make_comm(comm, boot, device, out, err);
+    if (st != ZT_OK && local == ZT_OK)
+        ncclCommDestroy(comm);
+    return st; /* the bootstrap stays in the new communicator: host-memory agreements */
+}
+
+zt_status zt_comm_nccl_open(zt_comm *boot, int device, zt_comm **out, zt_error *err)
+{
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess)
+        prev = -1;
+    zt_status st = cuda_check(cudaSetDevice(device), "cudaSetDevice (the rank's GPU)", err);
+    if (st == ZT_OK)
+        st = open_on(boot, device, out, err);
+    if (prev >= 0)
+        cudaSetDevice(prev);
+    return st;
 }

@@ -86,6 +86,8 @@ static const zt_comm_iface single_iface = {
     /* .test = */ single_test,
     /* .split = */ single_split,
     /* .destroy = */ single_destroy,
+    /* .wait_event = */ NULL, /* host memory: the host orders it */
+    /* .complete_on = */ NULL,
 };
 
 zt_status zt_comm_single_create(zt_comm **out, zt_error *err)

@@ -20,16 +20,26 @@
  * cudaEvent_t. Copies between pageable host memory and the device are legal but
  * synchronous in practice; the runtime copies from pinned or registered buffers.
  *
- * Every call makes the instance's GPU (ztier.device_index, by default the caller's current
- * device at create) current for its duration and then gives the calling thread its own
- * current device back. Every CUDA error becomes ZT_ERR_DEVICE naming the
- * call and cudaGetErrorString, except that out-of-memory is ZT_ERR_DEVICE_NOMEM for device
- * memory (so the prefetcher evicts and retries) and ZT_ERR_NOMEM for pinned host memory.
- * A reported error is cleared from the thread's CUDA error state so that it does not
- * reappear in the next kernel launch's status.
+ * The GPU: ztier.device_index; unset, with several ranks on the machine, the rank's local
+ * index (one GPU per rank: more ranks than GPUs is an error, as NCCL would refuse two ranks
+ * on one GPU); unset with one rank, the caller's current device at create. Every call makes
+ * it current for its duration and then gives the calling thread its own current device
+ * back. Every CUDA error becomes ZT_ERR_DEVICE naming the call and cudaGetErrorString,
+ * except that out-of-memory is ZT_ERR_DEVICE_NOMEM for device memory (so the prefetcher
+ * evicts and retries) and ZT_ERR_NOMEM for pinned host memory.
  *
- * Compiled and linked wherever the CUDA toolkit is present; this project's machines have no
- * GPU, so it has not run here (its test, tests/cuda, skips). */
+ * The thread's CUDA error state (cudaGetLastError) is the caller's: an error the caller had
+ * pending when a call came in is still pending when it returns (unless this call failed too:
+ * CUDA keeps one), and an error only this backend caused is cleared before it returns (it
+ * is reported through the zt_status).
+ *
+ * The budget: ztier.hbm_capacity; unset, the free memory less a reserve for the caller's
+ * own allocations (activations, workspace): an eighth of the GPU, at least 1 GiB, at most
+ * half of what is free. The pool caches freed blocks up to the budget, so the reserve is
+ * what the caller can count on.
+ *
+ * It runs in CI on cudasim, the CPU stand-in (ZT_CUDA_FAKE, docs/cudasim.md); on a GPU when
+ * one is lent (scripts/gpu-check.sh). */
 #include "runtime/device/cuda_kernels.h"
 #include "runtime/device/device.h"
 #include "core/log.h"
@@ -59,7 +69,6 @@ static cuda_device *as_cuda(zt_device *dev) { return (cuda_device *)dev; }
 static zt_status fail(const cuda_device *d, zt_status s, cudaError_t r, const char *call,
                       zt_error *err)
 {
-    (void)cudaGetLastError(); /* reported here: keep it out of later launches' status */
     return ZT_ERR(err, s, "cuda device %d: %s failed: %s (%s)", d->index, call,
                   cudaGetErrorString(r), cudaGetErrorName(r));
 }
@@ -168,13 +177,26 @@ static zt_status create_pool(cuda_device *d, zt_error *err)
 
 static void cuda_destroy(zt_device *dev);
 
+/* ztier.hbm_capacity unset: what is free less a reserve for the caller (see the top). */
+static uint64_t default_budget(const cuda_device *d, size_t free_b, size_t total_b)
+{
+    uint64_t reserve = total_b / 8 > (1ull << 30) ? total_b / 8 : 1ull << 30;
+    if (reserve > free_b / 2)
+        reserve = free_b / 2;
+    ZT_LOGI("device",
+            "cuda device %d: ztier.hbm_capacity unset: a budget of %llu of the %zu bytes free, "
+            "%llu left for the caller's own allocations (set ztier.hbm_capacity to choose)",
+            d->index, (unsigned long long)(free_b - reserve), free_b,
+            (unsigned long long)reserve);
+    return free_b - reserve;
+}
+
 static zt_status cuda_create(const zt_device_config *cfg, zt_device **out, zt_error *err)
 {
     *out = NULL;
     int count = 0;
     cudaError_t r = cudaGetDeviceCount(&count);
     if (r != cudaSuccess || count == 0) {
-        (void)cudaGetLastError();
         return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
                       "cuda device backend: no usable GPU (%s); use ztier.device_backend "
                       "\"host\" on machines without one",
@@ -182,11 +204,19 @@ static zt_status cuda_create(const zt_device_config *cfg, zt_device **out, zt_er
                                        : "cudaGetDeviceCount found 0 devices");
     }
     int index = cfg->device_index;
-    if (index < 0 && (r = cudaGetDevice(&index)) != cudaSuccess) {
-        (void)cudaGetLastError();
+    if (index < 0 && cfg->local_size > 1) {
+        if (cfg->local_size > count)
+            return ZT_ERR(err, ZT_ERR_CONFIG,
+                          "cuda device backend: %d ranks run on this machine but it has %d "
+                          "GPU%s: each rank needs a GPU of its own (NCCL refuses two ranks on "
+                          "one); launch at most %d ranks per machine, or set "
+                          "ztier.device_index per rank",
+                          cfg->local_size, count, count == 1 ? "" : "s", count);
+        index = cfg->local_rank;
+    }
+    if (index < 0 && (r = cudaGetDevice(&index)) != cudaSuccess)
         return ZT_ERR(err, ZT_ERR_DEVICE, "cuda device backend: cudaGetDevice failed: %s",
                       cudaGetErrorString(r));
-    }
     if (index >= count)
         return ZT_ERR(err, ZT_ERR_CONFIG,
                       "cuda device backend: ztier.device_index %d requested, %d present (0..%d)",
@@ -196,6 +226,7 @@ static zt_status cuda_create(const zt_device_config *cfg, zt_device **out, zt_er
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of host memory creating the cuda backend");
     d->index = index;
     zt_device_base_init(&d->base, &zt_device_cuda, 0);
+    d->base.index = index;
     pthread_mutex_init(&d->lock, NULL);
 
     size_t free_b = 0, total_b = 0;
@@ -203,7 +234,7 @@ static zt_status cuda_create(const zt_device_config *cfg, zt_device **out, zt_er
     if (st == ZT_OK)
         st = check(d, cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo", err);
     if (st == ZT_OK) {
-        uint64_t cap = cfg->capacity_bytes ? cfg->capacity_bytes : free_b;
+        uint64_t cap = cfg->capacity_bytes ? cfg->capacity_bytes : default_budget(d, free_b, total_b);
         if (cap > free_b) {
             ZT_LOGW("device",
                     "cuda device %d: budget of %llu bytes asked, only %zu free: using %zu",
@@ -292,7 +323,6 @@ static zt_status cuda_alloc_mem(zt_device *dev, size_t bytes, void **ptr, zt_err
     if (r == cudaErrorMemoryAllocation && d->pool) {
         /* the pool keeps freed memory cached (its release threshold is the budget): memory
          * of other sizes may be held there unused; give it back and try once more */
-        (void)cudaGetLastError();
         r = cudaMemPoolTrimTo(d->pool, 0);
         if (r == cudaSuccess)
             r = cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, d->pool, d->alloc_stream);
@@ -308,7 +338,6 @@ static zt_status cuda_alloc_mem(zt_device *dev, size_t bytes, void **ptr, zt_err
         free(rec);
         if (r != cudaErrorMemoryAllocation)
             return fail(d, ZT_ERR_DEVICE, r, call, err);
-        (void)cudaGetLastError();
         pthread_mutex_lock(&dev->budget_lock);
         unsigned long long in_use = dev->bytes_in_use;
         pthread_mutex_unlock(&dev->budget_lock);
@@ -498,10 +527,8 @@ static int cuda_event_query(zt_device *dev, zt_event *e)
     cudaError_t r = cudaEventQuery((cudaEvent_t)e);
     if (r == cudaSuccess)
         return 1;
-    if (r == cudaErrorNotReady) {
-        (void)cudaGetLastError(); /* "not ready" is an answer, not an error to carry on */
+    if (r == cudaErrorNotReady) /* an answer, which CUDA does not record as an error */
         return 0;
-    }
     check_log(d, r, "cudaEventQuery");
     return -1;
 }
@@ -692,40 +719,48 @@ static zt_status cuda_dequant4_add_async(zt_device *dev, const uint8_t *q, const
                                   "int4 dequantize-add kernel launch", n, err);
 }
 
-/* ---- the calling thread's device --------------------------------------------------------
+/* ---- the calling thread's device and error state -----------------------------------------
  * Every slot runs on this instance's GPU (use()) and then gives the calling thread its own
  * current device back: ztier never leaves the caller's thread on another GPU. */
 
-static int caller_device(void)
+/* What the calling thread had when a call came in: its device, and whether it had a CUDA
+ * error pending (cudaPeekAtLastError: not cleared). */
+typedef struct caller_state {
+    int device;
+    cudaError_t pending;
+} caller_state;
+
+static caller_state caller_enter(void)
 {
-    int cur = -1;
-    if (cudaGetDevice(&cur) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return -1;
-    }
-    return cur;
+    caller_state c = {-1, cudaPeekAtLastError()};
+    if (cudaGetDevice(&c.device) != cudaSuccess)
+        c.device = -1;
+    return c;
 }
 
-static void restore_device(int cur)
+/* The caller's device back; an error this call left behind is cleared (it went out as the
+ * zt_status), one the caller had is left where it was. */
+static void caller_leave(caller_state c)
 {
     int now = -1;
-    if (cur >= 0 && cudaGetDevice(&now) == cudaSuccess && now != cur)
-        (void)cudaSetDevice(cur);
-    (void)cudaGetLastError();
+    if (c.device >= 0 && cudaGetDevice(&now) == cudaSuccess && now != c.device)
+        (void)cudaSetDevice(c.device);
+    if (c.pending == cudaSuccess)
+        (void)cudaGetLastError();
 }
 
 #define KEEP_DEVICE(type, call)                                                                \
     do {                                                                                       \
-        int cur_ = caller_device();                                                            \
+        caller_state cur_ = caller_enter();                                                    \
         type r_ = call;                                                                        \
-        restore_device(cur_);                                                                  \
+        caller_leave(cur_);                                                                    \
         return r_;                                                                             \
     } while (0)
 #define KEEP_DEVICE_VOID(call)                                                                 \
     do {                                                                                       \
-        int cur_ = caller_device();                                                            \
+        caller_state cur_ = caller_enter();                                                    \
         call;                                                                                  \
-        restore_device(cur_);                                                                  \
+        caller_leave(cur_);                                                                    \
     } while (0)
 
 static zt_status k_create(const zt_device_config *cfg, zt_device **out, zt_error *err)

@@ -95,6 +95,21 @@ __global__ void dequant8_kernel(const signed char *q, const float *scales, size_
         store(out, t, i, static_cast<float>(q[i]) * scales[i / block]);
 }
 
+// A launch's own error, leaving alone one the caller had pending (CUDA keeps one per thread;
+// cuda.c clears what ztier's calls leave behind): what is pending after the launch and was
+// not before it. Made first thing in each launching function.
+class LaunchStatus
+{
+    cudaError_t before_ = cudaPeekAtLastError();
+
+public:
+    int operator()() const
+    {
+        cudaError_t now = cudaPeekAtLastError();
+        return now != before_ ? static_cast<int>(now) : 0;
+    }
+};
+
 unsigned blocks_for(size_t n)
 {
     size_t b = (n + 255) / 256;
@@ -121,44 +136,49 @@ bool quant_launch_shape(size_t n, int block, unsigned *nblocks, unsigned *thread
 extern "C" int zt_cuda_cast(void *dst, zt_dtype dst_type, const void *src, zt_dtype src_type,
                             size_t n, void *stream)
 {
+    LaunchStatus launched;
     cast_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(dst, dst_type, src,
                                                                               src_type, n);
-    return static_cast<int>(cudaGetLastError());
+    return launched();
 }
 
 extern "C" int zt_cuda_scale(void *x, zt_dtype type, float alpha, size_t n, void *stream)
 {
+    LaunchStatus launched;
     scale_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(x, type, alpha, n);
-    return static_cast<int>(cudaGetLastError());
+    return launched();
 }
 
 extern "C" int zt_cuda_nonfinite(const void *x, zt_dtype type, size_t n, int *flag, void *stream)
 {
+    LaunchStatus launched;
     nonfinite_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(x, type, n,
                                                                                    flag);
-    return static_cast<int>(cudaGetLastError());
+    return launched();
 }
 
 extern "C" int zt_cuda_quant8(const void *x, zt_dtype type, size_t n, int block, signed char *q,
                               float *scales, void *stream)
 {
+    LaunchStatus launched;
     unsigned nblocks, threads;
     if (!quant_launch_shape(n, block, &nblocks, &threads))
         return static_cast<int>(cudaErrorInvalidValue);
     if (nblocks)
         quant8_kernel<<<nblocks, threads, 0,
                         static_cast<cudaStream_t>(stream)>>>(x, type, n, block, q, scales);
-    return static_cast<int>(cudaGetLastError());
+    return launched();
 }
 
 extern "C" int zt_cuda_dequant8(const signed char *q, const float *scales, size_t n, int block,
                                 void *out, zt_dtype type, void *stream)
 {
+    LaunchStatus launched;
     if (block < 1)
         return static_cast<int>(cudaErrorInvalidValue);
     dequant8_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(q, scales, n,
                                                                                   block, out, type);
-    return static_cast<int>(cudaGetLastError());
+    return launched();
 }
 
 namespace
@@ -254,19 +274,21 @@ __global__ void sumsq_combine(const double *parts, unsigned nb, double *out)
 extern "C" int zt_cuda_accumulate(float *acc, const void *src, zt_dtype src_type, size_t n,
                                   void *stream)
 {
+    LaunchStatus launched;
     accumulate_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(acc, src,
                                                                                     src_type, n);
-    return static_cast<int>(cudaGetLastError());
+    return launched();
 }
 
 extern "C" int zt_cuda_sumsq(const float *x, size_t n, float scale, double *out, double *parts,
                              void *stream)
 {
+    LaunchStatus launched;
     unsigned nb = blocks_for(n); /* at most 4096: ZT_SUMSQ_SCRATCH_DOUBLES / 2 */
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     sumsq_kernel<<<nb, 256, 0, s>>>(x, n, scale, parts);
     sumsq_combine<<<1, 256, 0, s>>>(parts, nb, out);
-    return static_cast<int>(cudaGetLastError());
+    return launched();
 }
 
 extern "C" int zt_cuda_adam(const zt_adam_consts *c, float *master, float *m, float *v,
@@ -274,9 +296,10 @@ extern "C" int zt_cuda_adam(const zt_adam_consts *c, float *master, float *m, fl
                             zt_dtype param_dtype, size_t n, unsigned long long *nonfinite,
                             void *stream)
 {
+    LaunchStatus launched;
     adam_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(
         *c, master, m, v, grad, grad_dtype, param_out, param_dtype, n, nonfinite);
-    return static_cast<int>(cudaGetLastError());
+    return launched();
 }
 
 namespace
@@ -320,6 +343,7 @@ __global__ void dequant4_add_kernel(const unsigned char *q, const float *scales,
 extern "C" int zt_cuda_quant4(const float *x, size_t n, int block, unsigned char *q,
                               float *scales, void *stream)
 {
+    LaunchStatus launched;
     unsigned nblocks, threads;
     if (!quant_launch_shape(n, block, &nblocks, &threads))
         return static_cast<int>(cudaErrorInvalidValue);
@@ -328,15 +352,16 @@ extern "C" int zt_cuda_quant4(const float *x, size_t n, int block, unsigned char
         scale4_kernel<<<nblocks, threads, 0, s>>>(x, n, block, scales);
         pack4_kernel<<<blocks_for((n + 1) / 2), 256, 0, s>>>(x, n, block, scales, q);
     }
-    return static_cast<int>(cudaGetLastError());
+    return launched();
 }
 
 extern "C" int zt_cuda_dequant4_add(const unsigned char *q, const float *scales, size_t n,
                                     int block, float *acc, void *stream)
 {
+    LaunchStatus launched;
     if (block < 1)
         return static_cast<int>(cudaErrorInvalidValue);
     dequant4_add_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(
         q, scales, n, block, acc);
-    return static_cast<int>(cudaGetLastError());
+    return launched();
 }

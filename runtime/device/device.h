@@ -29,11 +29,14 @@ typedef enum zt_copy_kind { ZT_COPY_H2D, ZT_COPY_D2H, ZT_COPY_D2D, ZT_COPY_H2H }
 
 typedef struct zt_device_config {
     uint64_t capacity_bytes; /* host backend: the "HBM" budget; cuda: 0 = all free memory */
-    int device_index;        /* cuda: which GPU; -1: the calling thread's current device */
+    int device_index;        /* cuda: which GPU; -1: chosen (see local_rank) */
     int copy_threads;        /* host backend: worker threads per stream (>= 1) */
     zt_threadpool *cpu_pool; /* host backend: its quantization kernels run over this pool
                                 (the runtime's optimizer pool, which must outlive the
                                 device's streams); NULL: on the stream's worker alone */
+    int local_rank, local_size; /* cuda, device_index -1: with several ranks on this machine
+                                   GPU local_rank (each its own), else the calling thread's
+                                   current device */
 } zt_device_config;
 
 typedef struct zt_device_iface {
@@ -112,6 +115,7 @@ typedef struct zt_device_iface {
  * and counters. */
 struct zt_device {
     const zt_device_iface *iface;
+    int index;              /* the GPU (cuda), -1 (host) */
     uint64_t capacity;
     uint64_t bytes_in_use;
     uint64_t bytes_peak;

@@ -129,7 +129,11 @@ static void test_defaults_are_the_documented_values(void **state)
     assert_float_equal(c.fp16_min_loss_scale, 1, 0);
     assert_string_equal(c.device_backend, "host");
     assert_string_equal(c.comm_backend, "auto");
-    assert_int_equal(c.hbm_capacity, (int64_t)8 << 30);
+    assert_int_equal(c.hbm_capacity, 0); /* unset: */
+    assert_int_equal(zt_config_device_budget(&c), (int64_t)8 << 30); /* the host's 8 GiB */
+    strcpy(c.device_backend, "cuda");
+    assert_int_equal(zt_config_device_budget(&c), 0); /* the GPU's free memory less a reserve */
+    strcpy(c.device_backend, "host");
     assert_int_equal(c.host_capacity, 0);
     assert_int_equal(c.io_engine, ZT_IO_ENGINE_AUTO);
     assert_string_equal(c.adam_variant, "auto");
@@ -673,8 +677,8 @@ static void test_validate_checks_the_final_struct(void **state)
     (void)state;
     zt_config c;
     zt_config_defaults(&c);
-    c.hbm_capacity = 0;
-    expect_invalid(&c, "ztier.hbm_capacity = 0", ">= 1");
+    c.hbm_capacity = -1; /* 0 is "unset" */
+    expect_invalid(&c, "ztier.hbm_capacity = -1", ">= 1");
     zt_config_defaults(&c);
     c.aio_block_size = 5000;
     expect_invalid(&c, "aio.block_size = 5000", "multiple of 4096");

@@ -152,13 +152,13 @@ static void test_create_checks_index_and_clamps_budget(void **state)
     assert_int_equal(cudaGetDeviceCount(&count), cudaSuccess);
     zt_error e;
     zt_device *other = NULL;
-    zt_device_config bad = {0, count, 1, NULL};
+    zt_device_config bad = {0, count, 1, NULL, 0, 1};
     assert_int_equal(zt_device_cuda.create(&bad, &other, &e), ZT_ERR_CONFIG);
     assert_null(other);
 
     size_t free_b = 0, total_b = 0;
     assert_int_equal(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
-    zt_device_config all = {0, 0, 1, NULL}, huge = {UINT64_MAX / 2, 0, 1, NULL};
+    zt_device_config all = {0, 0, 1, NULL, 0, 1}, huge = {UINT64_MAX / 2, 0, 1, NULL, 0, 1};
     assert_int_equal(zt_device_cuda.create(&all, &other, &e), ZT_OK);
     assert_true(other->capacity > 0 && other->capacity <= total_b);
     zt_device_cuda.destroy(other);
@@ -178,7 +178,8 @@ static void test_caller_device_is_kept(void **state)
     assert_int_equal(cudaGetDeviceCount(&count), cudaSuccess);
     zt_error e;
     zt_device *d = NULL;
-    zt_device_config mine = {64u << 20, -1, 1, NULL}, last = {64u << 20, count - 1, 1, NULL};
+    zt_device_config mine = {64u << 20, -1, 1, NULL, 0, 1},
+                     last = {64u << 20, count - 1, 1, NULL, 0, 1};
     assert_int_equal(cudaSetDevice(0), cudaSuccess);
     assert_int_equal(zt_device_cuda.create(&mine, &d, &e), ZT_OK);
     void *p = NULL;
@@ -889,7 +890,7 @@ int main(void)
                r != cudaSuccess ? cudaGetErrorString(r) : "0 devices");
         return 77;
     }
-    zt_device_config cfg = {BUDGET, 0, 1, NULL};
+    zt_device_config cfg = {BUDGET, 0, 1, NULL, 0, 1};
     if (zt_device_cuda.create(&cfg, &dev, &err) != ZT_OK) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;

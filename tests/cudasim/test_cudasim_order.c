@@ -205,7 +205,8 @@ static void test_free_without_event_wait_is_named(void **state)
     assert_int_equal(sim_twice(dy, dx, N, s1), cudaSuccess);
     assert_int_equal(cudaFreeAsync(dy, s2), cudaSuccess);
     expect_finding("cudaFreeAsync", "kernel twice");
-    cudaDeviceSynchronize();
+    cudaDeviceSynchronize(); /* the kernel may have run after the free: a second finding */
+    cudasim_reset_findings();
     cudaEventDestroy(e);
     cudaFree(dx);
 }
@@ -261,6 +262,24 @@ static void test_two_streams_writing_one_buffer_is_named(void **state)
     cudaFree(d);
 }
 
+/* Device memory is not host memory on a GPU: host code that dereferences a device pointer
+ * faults there (or reads garbage); here it is named. */
+static void test_host_dereference_of_device_memory_is_named(void **state)
+{
+    (void)state;
+    float *d = dev_floats(1024);
+    assert_int_equal(cudaMemset(d, 0, 4096), cudaSuccess);
+    volatile float v = d[10];
+    (void)v;
+    expect_finding("host code read device memory", "cudaMalloc");
+    cudaFree(d);
+    float *freed = dev_floats(1024);
+    cudaFree(freed);
+    volatile float w = freed[3];
+    (void)w;
+    expect_finding("host code read freed device memory", NULL);
+}
+
 static void CUDART_CB calls_cuda(void *arg)
 {
     int n = 0;
@@ -288,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_free_without_event_wait_is_named),
         cmocka_unit_test(test_host_read_before_copy_completes_is_named),
         cmocka_unit_test(test_two_streams_writing_one_buffer_is_named),
+        cmocka_unit_test(test_host_dereference_of_device_memory_is_named),
         cmocka_unit_test(test_api_call_in_host_function_is_named),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

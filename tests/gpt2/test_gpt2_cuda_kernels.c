@@ -13,6 +13,9 @@
 #include "gpt2_ops.h"
 
 #include <cuda_runtime_api.h>
+#ifdef ZT_CUDA_FAKE
+#include "cudasim.h" /* what the stand-in saw: atomics, a sort's bits */
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,6 +244,46 @@ static void check_layernorm(void *s, int rows, int width, double tol)
     cudaFree(scratch);
 }
 
+/* Nothing to do is no launch: a grid of 0 blocks is an invalid configuration on a GPU. */
+static void check_empty_launches(void *s)
+{
+    float *d = dev_copy((float[4]){0}, sizeof(float[4]));
+    int rc = gpt2_cuda_gelu_forward(d, d, 0, s) | gpt2_cuda_gelu_backward(d, d, d, 0, s) |
+             gpt2_cuda_residual_forward(d, d, d, 0, s) | gpt2_cuda_to_bf16(NULL, d, 0, s) |
+             gpt2_cuda_softmax_forward(d, 0, 4, 1.0f, s) | gpt2_cuda_bias_fill(d, d, 0, 4, s) |
+             gpt2_cuda_layernorm_forward(d, d, d, d, d, d, 0, 4, s) |
+             gpt2_cuda_heads_gather(d, d, 0, 4, 1, 4, 4, 0, s);
+    printf("%-28s %s\n", "empty launches", rc ? "FAILED" : "none queued, no error");
+    failures += rc != 0;
+}
+
+/* An upload's source may be pinned memory, and the caller may refill it at once: the ops
+ * copy it before they return. */
+static void check_upload_from_pinned(void)
+{
+    gpt2_ops ops;
+    char why[256];
+    int *pinned = NULL, got[64];
+    int *dev = (int *)dev_copy((int[64]){0}, sizeof got);
+    if (gpt2_ops_cuda_create(&ops, NULL, -1, GPT2_FP32, why, sizeof why) != 0 ||
+        cudaMallocHost((void **)&pinned, sizeof got) != cudaSuccess)
+        exit(1);
+    for (int i = 0; i < 64; i++)
+        pinned[i] = i;
+    ops.upload(ops.ctx, dev, pinned, sizeof got);
+    for (int i = 0; i < 64; i++) /* at once: the next batch */
+        pinned[i] = -1;
+    cudaDeviceSynchronize();
+    cudaMemcpy(got, dev, sizeof got, cudaMemcpyDeviceToHost);
+    int ok = 1;
+    for (int i = 0; i < 64; i++)
+        ok &= got[i] == i;
+    printf("%-28s %s\n", "upload from pinned memory", ok ? "the bytes of the call" : "CHANGED");
+    failures += !ok;
+    gpt2_ops_cuda_destroy(&ops);
+    cudaFreeHost(pinned);
+}
+
 int main(void)
 {
     int count = 0;
@@ -270,23 +313,35 @@ int main(void)
     if (gpt2_cuda_encoder_backward_scratch(B, T, &enc_bytes) ||
         cudaMalloc(&enc_scratch, enc_bytes) != cudaSuccess)
         exit(1);
-    launched("encoder backward", gpt2_cuda_encoder_backward(g_dwte, g_dwpe, g_d, dtok, B, T, C,
+    launched("encoder backward", gpt2_cuda_encoder_backward(g_dwte, g_dwpe, g_d, dtok, B, T, C, V,
                                                             enc_scratch, enc_bytes, s));
     check_bits("encoder backward (dwte)", dwte, g_dwte, V * C);
+#ifdef ZT_CUDA_FAKE /* the tokens' sort takes only the bits V needs */
+    printf("%-28s %d key bits sorted for V %d\n", "encoder backward", cudasim_last_sort_bits(), V);
+    if (cudasim_last_sort_bits() != 7)
+        failures++;
+#endif
     check_bits("encoder backward (dwpe)", dwpe, g_dwpe, T * C);
     encoder_backward(dwte, dwpe, d, tok, B, T, C); /* adds to what is there, on both */
-    launched("encoder backward", gpt2_cuda_encoder_backward(g_dwte, g_dwpe, g_d, dtok, B, T, C,
+    launched("encoder backward", gpt2_cuda_encoder_backward(g_dwte, g_dwpe, g_d, dtok, B, T, C, V,
                                                             enc_scratch, enc_bytes, s));
     check_bits("encoder backward, added (dwte)", dwte, g_dwte, V * C);
     check_bits("encoder backward, added (dwpe)", dwpe, g_dwpe, T * C);
-    if (gpt2_cuda_encoder_backward(g_dwte, g_dwpe, g_d, dtok, B, T, C, enc_scratch, 64, s) == 0) {
+    if (gpt2_cuda_encoder_backward(g_dwte, g_dwpe, g_d, dtok, B, T, C, V, enc_scratch, 64, s) == 0) {
         printf("encoder backward with 64 bytes of scratch was not refused\n");
         failures++;
     }
     cudaFree(enc_scratch);
 
     /* layernorm */
+#ifdef ZT_CUDA_FAKE
+    unsigned long long atomics = cudasim_atomic_ops();
+#endif
     check_layernorm(s, N, C, tol);
+#ifdef ZT_CUDA_FAKE /* each partial sum has one writer: plain adds, no atomics */
+    if (cudasim_atomic_ops() != atomics)
+        printf("layernorm: %llu atomic operations\n", cudasim_atomic_ops() - atomics), failures++;
+#endif
     check_layernorm(s, 4100, 50, tol);
     check_layernorm(s, 300, 1600, tol); /* partials in the scratch, not shared memory */
     float *x = randoms(N * C), *g_x = dev_copy(x, N * C * 4); /* gelu's, residual's input */
@@ -297,7 +352,7 @@ int main(void)
     float *g_dqkv = dev_copy(dqkv, N * 3 * C * 4);
     gpt2_ops ops; /* the GPU's attention is cuBLAS GEMMs around kernels: through the ops */
     char why[256];
-    if (gpt2_ops_cuda_create(&ops, s, GPT2_FP32, why, sizeof why) != 0) {
+    if (gpt2_ops_cuda_create(&ops, s, -1, GPT2_FP32, why, sizeof why) != 0) {
         printf("GPU ops: %s\n", why);
         return 1;
     }
@@ -344,6 +399,9 @@ int main(void)
     crossentropy_backward(dl, probs, tgt, N, V);
     gpt2_cuda_crossentropy_backward(g_dl, g_probs, dtgt, N, V, s);
     check("crossentropy backward", dl, g_dl, N * V, tol);
+
+    check_empty_launches(s);
+    check_upload_from_pinned();
 
     if (cudaDeviceSynchronize() != cudaSuccess) {
         printf("a kernel failed: %s\n", cudaGetErrorString(cudaGetLastError()));

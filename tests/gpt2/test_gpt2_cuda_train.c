@@ -65,8 +65,10 @@ static int train_run(const run *r, float *losses)
     int gpu = !strcmp(r->backend, "cuda");
     gpt2_ops ops = gpt2_ops_cpu;
     char why[256] = "";
+    int device = -1;
     if (gpu && (zt_stream_create(rt, &g.stream) != ZT_OK ||
-                gpt2_ops_cuda_create(&ops, g.stream, r->precision, why, sizeof why) != 0)) {
+                zt_runtime_device(rt, &device) != ZT_OK ||
+                gpt2_ops_cuda_create(&ops, g.stream, device, r->precision, why, sizeof why) != 0)) {
         fprintf(stderr, "cuda ops: %s %s\n", why, zt_last_error(rt));
         return -1;
     }

@@ -14,7 +14,7 @@
 
 static zt_device *make_device(uint64_t capacity)
 {
-    zt_device_config cfg = {capacity, 0, 1, NULL};
+    zt_device_config cfg = {capacity, 0, 1, NULL, 0, 1};
     zt_device *dev = NULL;
     zt_error err;
     assert_int_equal(zt_device_host.create(&cfg, &dev, &err), ZT_OK);

@@ -30,6 +30,7 @@ struct DeviceRadixSort {
         if (temp_bytes < need || begin_bit < 0 || end_bit > (int)sizeof(K) * 8 ||
             begin_bit >= end_bit)
             return cudaErrorInvalidValue;
+        cudasim::note_sort_bits(end_bit - begin_bit);
         if (n <= 0)
             return cudaSuccess;
         size_t nk = sizeof(K) * (size_t)n, nv = sizeof(V) * (size_t)n;

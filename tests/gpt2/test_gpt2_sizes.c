@@ -1,0 +1,128 @@
+/* The model's element counts at a scale where a layer's activations pass 2^31 elements
+ * (B x T x 4C = 8 x 1024 x 4 x 65536 = 2^31): the counts it hands the element-wise ops are
+ * exact 64-bit products, not 32-bit ones that wrap (the GPU's kernels index with them). The
+ * ops here only record what they are asked to do: no memory of that size is ever touched. */
+#include "gpt2_model.h"
+#include "gpt2_ops.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+enum { B = 8, T = 1024, C = 65536 };
+
+static long long gelu_f_n, gelu_b_n, residual_n;
+static char fake[64]; /* every "allocation" points here: nothing is read or written */
+
+static void *m_alloc(void *ctx, size_t bytes) { return (void)ctx, (void)bytes, fake; }
+static void m_free(void *ctx, void *p) { (void)ctx, (void)p; }
+static void m_upload(void *ctx, void *d, const void *h, size_t n) { (void)ctx, (void)d, (void)h, (void)n; }
+static void m_copy(void *ctx, void *d, const void *s, size_t n) { (void)ctx, (void)d, (void)s, (void)n; }
+static void m_zero(void *ctx, void *p, size_t n) { (void)ctx, (void)p, (void)n; }
+static void m_enc_f(void *ctx, float *o, const int *t, const float *a, const float *b, int B_, int T_, int C_)
+{
+    (void)ctx, (void)o, (void)t, (void)a, (void)b, (void)B_, (void)T_, (void)C_;
+}
+static void m_enc_b(void *ctx, float *a, float *b, const float *d, const int *t, int B_, int T_,
+                    int C_, int V)
+{
+    (void)ctx, (void)a, (void)b, (void)d, (void)t, (void)B_, (void)T_, (void)C_, (void)V;
+}
+static void m_ln_f(void *ctx, float *o, float *m, float *r, const float *i, const float *w,
+                   const float *b, int N, int C_)
+{
+    (void)ctx, (void)o, (void)m, (void)r, (void)i, (void)w, (void)b, (void)N, (void)C_;
+}
+static void m_ln_b(void *ctx, float *di, float *dw, float *db, const float *d, const float *i,
+                   const float *w, const float *m, const float *r, int N, int C_)
+{
+    (void)ctx, (void)di, (void)dw, (void)db, (void)d, (void)i, (void)w, (void)m, (void)r;
+    (void)N, (void)C_;
+}
+static void m_mm_f(void *ctx, float *o, const float *i, const float *w, const float *b, int N,
+                   int C_, int OC)
+{
+    (void)ctx, (void)o, (void)i, (void)w, (void)b, (void)N, (void)C_, (void)OC;
+}
+static void m_mm_b(void *ctx, float *di, float *dw, float *db, const float *d, const float *i,
+                   const float *w, int N, int C_, int OC)
+{
+    (void)ctx, (void)di, (void)dw, (void)db, (void)d, (void)i, (void)w, (void)N, (void)C_;
+    (void)OC;
+}
+static void m_att_f(void *ctx, float *o, float *a, const float *q, int B_, int T_, int C_, int NH)
+{
+    (void)ctx, (void)o, (void)a, (void)q, (void)B_, (void)T_, (void)C_, (void)NH;
+}
+static void m_att_b(void *ctx, float *dq, const float *d, const float *q, const float *a, int B_,
+                    int T_, int C_, int NH)
+{
+    (void)ctx, (void)dq, (void)d, (void)q, (void)a, (void)B_, (void)T_, (void)C_, (void)NH;
+}
+static void m_gelu_f(void *ctx, float *o, const float *i, long long n)
+{
+    (void)ctx, (void)o, (void)i;
+    gelu_f_n = n;
+}
+static void m_gelu_b(void *ctx, float *di, const float *i, const float *d, long long n)
+{
+    (void)ctx, (void)di, (void)i, (void)d;
+    gelu_b_n = n;
+}
+static void m_res_f(void *ctx, float *o, const float *a, const float *b, long long n)
+{
+    (void)ctx, (void)o, (void)a, (void)b;
+    residual_n = n;
+}
+static float m_xent_f(void *ctx, float *p, const float *l, const int *t, int N, int V)
+{
+    (void)ctx, (void)p, (void)l, (void)t, (void)N, (void)V;
+    return 1.0f;
+}
+static void m_xent_b(void *ctx, float *d, const float *p, const int *t, int N, int V)
+{
+    (void)ctx, (void)d, (void)p, (void)t, (void)N, (void)V;
+}
+static int m_status(void *ctx) { return (void)ctx, 0; }
+static const char *m_status_text(void *ctx) { return (void)ctx, ""; }
+
+static int src_get(void *ctx, int layer, int backward, float **params, float **grads)
+{
+    (void)ctx, (void)layer, (void)backward;
+    for (int k = 0; k < GPT2_BLOCK_PARAMS; k++) {
+        params[k] = (float *)fake;
+        if (grads)
+            grads[k] = (float *)fake;
+    }
+    return 0;
+}
+static int src_put(void *ctx, int layer, int backward) { return (void)ctx, (void)layer, (void)backward, 0; }
+
+static void test_element_counts_are_64_bit(void **state)
+{
+    (void)state;
+    const gpt2_ops ops = {NULL,     m_alloc,  m_free,  m_upload, m_copy,   m_zero,    m_enc_f,
+                          m_enc_b,  m_ln_f,   m_ln_b,  m_mm_f,   m_mm_b,   m_att_f,   m_att_b,
+                          m_gelu_f, m_gelu_b, m_res_f, m_xent_f, m_xent_b, m_status, m_status_text};
+    gpt2_config c = {256, 256, T, 1, 1, C};
+    gpt2_model *m = gpt2_model_create_on(&c, B, T, &ops, 0);
+    assert_non_null(m);
+    static int tokens[B * T], targets[B * T];
+    gpt2_source src = {src_get, src_put, NULL};
+    float loss = 0;
+    assert_int_equal(gpt2_forward(m, &src, tokens, targets, &loss), 0);
+    assert_int_equal(gpt2_backward(m, &src, NULL), 0);
+    const long long n = (long long)B * T * 4 * C; /* 2^31 */
+    assert_true(gelu_f_n == n);
+    assert_true(gelu_b_n == n);
+    assert_true(residual_n == (long long)B * T * C);
+    gpt2_model_destroy(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_element_counts_are_64_bit)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
