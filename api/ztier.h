@@ -183,8 +183,9 @@ typedef struct zt_stats {
     uint32_t persistent_layers;
     uint64_t pinned_bytes; /* host staging buffers of NVMe parameter reads */
     /* Waits of the host for the device inside zt_fetch/zt_release and the frees they make
-     * (a blocking call's own waits included). With the stream-ordered calls on one rank
-     * there are none per layer: see zt_fetch_async. */
+     * (a blocking call's own waits included). With the stream-ordered calls there are none
+     * per layer, on one rank or over NCCL (ZeRO++ and NVMe homes aside): see
+     * zt_fetch_async. */
     uint64_t host_syncs;
     /* Host memory the device copies from or to (parameters' host homes, staging buffers,
      * gradient landing buffers), pinned through the device backend (cudaHostRegister; mlock

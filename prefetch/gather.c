@@ -13,6 +13,7 @@ static zt_comm *gather_comm(const zt_gather *g, const zt_gather_env *env)
     return g->from_secondary ? env->topo->intra : env->topo->world;
 }
 
+
 zt_status zt_gather_init(zt_gather *g, zt_gather_env *env, const char *name, int64_t flat_numel,
                          int64_t shard_numel, int persistent, const zt_home *home,
                          zt_error *err)
@@ -108,6 +109,15 @@ static int uses_qwz(const zt_gather *g, const zt_gather_env *env)
     return !g->secondary && env->qwz && env->topo->size > 1;
 }
 
+/* The plain all-gather over a communicator whose collectives run on the device (nccl): it
+ * waits for the copy on the device, and the layer's readiness waits for it there too, with
+ * no host wait (qwZ, hpZ and an NVMe home's staging buffer keep the host-ordered path). */
+static int on_device(const zt_gather *g, const zt_gather_env *env)
+{
+    return env->topo->world->iface->wait_event && !g->secondary && !g->nvme_buf &&
+           !uses_qwz(g, env);
+}
+
 /* qwZ's transfer buffers, from the device tier. A prefetch (no evict) that finds no room
  * returns 0 and the layer waits in COPYING; its fetch allocates with eviction. */
 static int alloc_qwz_scratch(zt_gather *g, zt_gather_env *env, int evict, zt_status *st,
@@ -146,8 +156,12 @@ static zt_status issue_allgather(zt_gather *g, zt_gather_env *env, int evict, zt
     }
     if (uses_qwz(g, env) && !alloc_qwz_scratch(g, env, evict, &st, err))
         return st; /* no room for a prefetch (ZT_OK), or the failure */
-    env->host_syncs++;
-    st = env->dev->iface->event_synchronize(env->dev, g->copied, err);
+    if (on_device(g, env)) {
+        st = t->world->iface->wait_event(t->world, g->copied, err);
+    } else {
+        env->host_syncs++;
+        st = env->dev->iface->event_synchronize(env->dev, g->copied, err);
+    }
     if (st == ZT_OK && g->nvme_buf) {
         zt_pinned_release(env->staging, g->nvme_buf);
         g->nvme_buf = NULL;
@@ -190,10 +204,20 @@ static void keep_secondary(zt_gather *g, zt_gather_env *env)
         zt_gather_release_secondary(g, env);
 }
 
+/* The gathered layer is ready once env->stream has passed the collective: g->copied then
+ * says so (what the fetch orders the caller after). */
+static zt_status ready_on_device(zt_gather *g, zt_gather_env *env, zt_comm *c, zt_error *err)
+{
+    zt_status st = c->iface->complete_on(c, &g->req, env->stream, err);
+    return st == ZT_OK ? env->dev->iface->event_record(env->dev, g->copied, env->stream, err)
+                       : st;
+}
+
 static zt_status finish_allgather(zt_gather *g, zt_gather_env *env, zt_error *err)
 {
     zt_comm *c = gather_comm(g, env);
-    zt_status st = c->iface->wait(c, &g->req, err);
+    zt_status st = on_device(g, env) ? ready_on_device(g, env, c, err)
+                                     : c->iface->wait(c, &g->req, err);
     if (st == ZT_OK && g->qwz.recv)
         st = zt_qwz_finish(&g->qwz, env->topo, g->buf, env->dtype, g->shard_numel,
                            env->quant_block, env->stream, err);

@@ -150,6 +150,38 @@ static void accumulate_shard(zt_runtime *rt, zt_layer *L, const void *shard, zt_
     L->norm_bad = bad;
 }
 
+/* A communicator whose collectives run on the device (nccl): ordered after device work by
+ * an event and device work after them, with no host wait either way. */
+static int device_ordered(const zt_runtime *rt) { return rt->comm->iface->wait_event != NULL; }
+
+/* The input of the next collective is ready once `e` is: the comm's stream waits for it on
+ * the device, or (host-memory backends) the host does. */
+static zt_status comm_after(zt_runtime *rt, zt_event *e)
+{
+    if (device_ordered(rt))
+        return rt->comm->iface->wait_event(rt->comm, e, &rt->err);
+    return sync_event(rt, e);
+}
+
+/* ... once what is queued on s now is done. */
+static zt_status comm_after_stream(zt_runtime *rt, zt_stream *s)
+{
+    zt_status st = rt->comm_ready ? ZT_OK
+                                  : rt->dev->iface->event_create(rt->dev, &rt->comm_ready, &rt->err);
+    if (st == ZT_OK)
+        st = rt->dev->iface->event_record(rt->dev, rt->comm_ready, s, &rt->err);
+    return st == ZT_OK ? comm_after(rt, rt->comm_ready) : st;
+}
+
+/* A collective's result is needed on rt->stream: it waits for it on the device, or (host
+ * backends) the host waits for the collective. */
+static zt_status stream_after_comm(zt_runtime *rt, zt_comm_req *req)
+{
+    if (device_ordered(rt))
+        return rt->comm->iface->complete_on(rt->comm, req, rt->stream, &rt->err);
+    return rt->comm->iface->wait(rt->comm, req, &rt->err);
+}
+
 /* 16-bit gradients are widened to fp32 on the device before they are summed over ranks, so
  * no rank's contribution is rounded to 16 bits in the sum. */
 static zt_status widen_grads(zt_runtime *rt, zt_layer *L, void **wide)
@@ -160,7 +192,7 @@ static zt_status widen_grads(zt_runtime *rt, zt_layer *L, void **wide)
         st = rt->dev->iface->cast_async(rt->dev, *wide, ZT_F32, L->grads, rt->dtype, n,
                                         rt->stream, &rt->err);
     if (st == ZT_OK)
-        st = rt->dev->iface->stream_synchronize(rt->dev, rt->stream, &rt->err);
+        st = comm_after_stream(rt, rt->stream);
     return st;
 }
 
@@ -180,7 +212,7 @@ static zt_status reduce_in_place(zt_runtime *rt, zt_layer *L, void *buf, zt_dtyp
                                                          zt_comm_dtype_of(dt), ZT_REDUCE_SUM,
                                                          &req, &rt->err);
     if (st == ZT_OK)
-        st = rt->comm->iface->wait(rt->comm, &req, &rt->err);
+        st = stream_after_comm(rt, &req);
     if (st == ZT_OK && rt->dev_opt) /* summed on the device, on ztier's stream */
         return zt_dev_opt_accumulate(rt, L, buf, dt);
     void *host = rt->staging_lp; /* holds one fp32 shard */
@@ -450,8 +482,8 @@ static zt_status release_grads(zt_runtime *rt, zt_layer *L, zt_stream *caller)
     } else if (caller && rt->world == 1) {
         st = queue_reduction(rt, L);
     } else {
-        if (caller) /* the collective reads them on the host: the caller's work must be done */
-            st = sync_event(rt, rt->caller_done);
+        if (caller) /* the collective reads them: after the caller's work on them */
+            st = comm_after(rt, rt->caller_done);
         else /* the layer's own earlier micro-steps are summed first */
             zt_rt_poll_reductions(rt), st = zt_rt_finish_reductions(rt);
         if (st == ZT_OK)

@@ -312,6 +312,8 @@ void zt_rt_destroy(zt_runtime *rt)
         zt_rt_free_landing(rt);
         if (rt->caller_done)
             rt->dev->iface->event_destroy(rt->dev, rt->caller_done);
+        if (rt->comm_ready)
+            rt->dev->iface->event_destroy(rt->dev, rt->comm_ready);
     }
     for (int i = 0; i < rt->n_params; i++)
         free(rt->params[i].name);

@@ -149,6 +149,7 @@ struct zt_runtime {
     /* stream-ordered calls (runtime/layer_exec.c) */
     zt_caller_streams caller_streams;
     zt_event *caller_done;       /* recorded on the caller's stream at an async release */
+    zt_event *comm_ready;        /* device-ordered comm (nccl): its input is ready */
     void **landing;              /* gradient_landing_buffers host buffers (pinned), a shard */
     zt_event **landing_copied;   /* per buffer: its copy from the device is done */
     size_t landing_bytes;

@@ -37,7 +37,8 @@ const char *cudasim_last_finding(void);
 void cudasim_reset_findings(void);
 
 /* Fault injection. Each counts calls from now on; 0 turns it off. */
-/* The n-th device or pinned allocation from now fails with cudaErrorMemoryAllocation. */
+/* The n-th device or pinned allocation from now, and every later one until this is called
+ * with 0, fails with cudaErrorMemoryAllocation (a device that is out of memory). */
 void cudasim_fail_alloc_after(int n);
 /* The next n event and stream queries answer cudaErrorNotReady even when the work is done. */
 void cudasim_not_ready_next(int n);

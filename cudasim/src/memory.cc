@@ -189,7 +189,11 @@ std::string describe_ptr(const void *p)
 bool inject_alloc_failure()
 {
     State &s = state();
-    return s.fail_alloc_after > 0 && --s.fail_alloc_after == 0;
+    if (s.fail_alloc_after > 1) {
+        s.fail_alloc_after--;
+        return false;
+    }
+    return s.fail_alloc_after == 1; /* from the n-th on */
 }
 
 void open_alloc(Alloc *a)

@@ -272,9 +272,11 @@ static void print_summary(const zt_stats *s, timing *tm, int tokens_per_step)
     printf("  moved: h2d %s, d2h %s, nvme read %s in %.1f s, written %s in %.1f s\n",
            human(s->h2d_bytes), human(s->d2h_bytes), human(s->nvme_read_bytes), s->nvme_read_s,
            human(s->nvme_write_bytes), s->nvme_write_s);
-    printf("  %llu fetches, %llu prefetched, %llu evictions, %llu skipped steps\n",
+    printf("  %llu fetches, %llu prefetched, %llu evictions, %llu skipped steps, %llu host waits "
+           "in fetch and release\n",
            (unsigned long long)s->fetches, (unsigned long long)s->prefetch_hits,
-           (unsigned long long)s->evictions, (unsigned long long)s->skipped_steps);
+           (unsigned long long)s->evictions, (unsigned long long)s->skipped_steps,
+           (unsigned long long)s->host_syncs);
 }
 
 typedef struct trainer {

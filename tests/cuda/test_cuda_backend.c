@@ -12,6 +12,9 @@
 #include "runtime/device/device.h"
 
 #include <cuda_runtime_api.h>
+#ifdef ZT_CUDA_FAKE
+#include "cudasim.h" /* fault injection */
+#endif
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -160,13 +163,63 @@ static void test_create_checks_index_and_clamps_budget(void **state)
     assert_int_equal(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
     zt_device_config all = {0, 0, 1, NULL, 0, 1}, huge = {UINT64_MAX / 2, 0, 1, NULL, 0, 1};
     assert_int_equal(zt_device_cuda.create(&all, &other, &e), ZT_OK);
-    assert_true(other->capacity > 0 && other->capacity <= total_b);
+    /* no budget given: what is free less a reserve the caller can still allocate from (an
+     * eighth of the GPU, at least 1 GiB, at most half of what is free) */
+    size_t reserve = total_b / 8 > (1u << 30) ? total_b / 8 : (size_t)1 << 30;
+    reserve = reserve < free_b / 2 ? reserve : free_b / 2;
+    assert_int_equal(other->capacity, free_b - reserve);
     zt_device_cuda.destroy(other);
     assert_int_equal(zt_device_cuda.create(&huge, &other, &e), ZT_OK);
     assert_true(other->capacity <= total_b);
     zt_device_cuda.destroy(other);
 
     assert_ptr_equal(zt_device_find("cuda", &e), &zt_device_cuda);
+}
+
+/* Several ranks on the machine and no index: each takes the GPU of its local rank; more
+ * ranks than GPUs is refused, naming both counts (NCCL would refuse two ranks on one). */
+static void test_local_rank_chooses_the_gpu(void **state)
+{
+    (void)state;
+    int count = 0;
+    assert_int_equal(cudaGetDeviceCount(&count), cudaSuccess);
+    zt_error e;
+    zt_device *d = NULL;
+    zt_device_config last = {64u << 20, -1, 1, NULL, count - 1, count};
+    assert_int_equal(zt_device_cuda.create(&last, &d, &e), ZT_OK);
+    assert_int_equal(d->index, count - 1);
+    zt_device_cuda.destroy(d);
+    zt_device_config crowded = {64u << 20, -1, 1, NULL, 0, count + 1};
+    assert_int_equal(zt_device_cuda.create(&crowded, &d, &e), ZT_ERR_CONFIG);
+    assert_null(d);
+    assert_non_null(strstr(e.msg, "GPU"));
+    assert_non_null(strstr(e.msg, "ztier.device_index"));
+}
+
+/* The thread's CUDA error state is the caller's: an error it had pending before a backend
+ * call is still pending after (a failed user kernel launch must not read as success), and a
+ * launch of ztier's own is not failed by it. */
+static void test_caller_error_state_is_kept(void **state)
+{
+    (void)state;
+    zt_stream *s = stream_new();
+    dbuf b = dbuf_new(4096);
+    assert_int_equal(cudaSetDevice(999), cudaErrorInvalidDevice); /* now pending */
+    assert_int_equal(dev->iface->memset_async(dev, b.d, 0, 4096, s, &err), ZT_OK);
+    assert_int_equal(dev->iface->cast_async(dev, b.d, ZT_BF16, b.d, ZT_BF16, 16, s, &err), ZT_OK);
+    assert_int_equal(dev->iface->stream_synchronize(dev, s, &err), ZT_OK);
+    assert_int_equal(cudaGetLastError(), cudaErrorInvalidDevice);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+#ifdef ZT_CUDA_FAKE
+    /* and an error of ztier's own goes out as its status, not into the caller's state */
+    void *p = NULL;
+    cudasim_fail_alloc_after(1);
+    assert_int_equal(dev->iface->alloc(dev, 4096, &p, &err), ZT_ERR_DEVICE_NOMEM);
+    cudasim_fail_alloc_after(0);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+#endif
+    dbuf_free(&b);
+    dev->iface->stream_destroy(dev, s);
 }
 
 /* device_index -1 takes the caller's current device; every call gives the calling thread its
@@ -898,6 +951,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_create_checks_index_and_clamps_budget),
         cmocka_unit_test(test_caller_device_is_kept),
+        cmocka_unit_test(test_local_rank_chooses_the_gpu),
+        cmocka_unit_test(test_caller_error_state_is_kept),
         cmocka_unit_test(test_alloc_counts_bytes),
         cmocka_unit_test(test_alloc_beyond_capacity_fails_and_says_why),
         cmocka_unit_test(test_many_allocations_are_distinct_and_freed),

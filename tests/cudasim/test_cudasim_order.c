@@ -136,6 +136,8 @@ static void test_last_error_and_injection(void **state)
     cudaFree(p);
     assert_int_equal(cudaMalloc(&p, 64), cudaErrorMemoryAllocation);
     assert_int_equal(cudaGetLastError(), cudaErrorMemoryAllocation);
+    assert_int_equal(cudaMalloc(&p, 64), cudaErrorMemoryAllocation); /* still out of memory */
+    cudasim_fail_alloc_after(0);
     assert_int_equal(cudaMalloc(&p, 64), cudaSuccess);
     cudasim_not_ready_next(1);
     assert_int_equal(cudaStreamQuery(s1), cudaErrorNotReady);

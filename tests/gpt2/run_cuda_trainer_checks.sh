@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The GPT-2 trainer on CUDA over 2 ranks, a GPU each (on CI machines the stand-in's two
+# GPUs: ZT_CUDASIM_DEVICES=2; on a machine with 2+ GPUs, real ones), against 1 rank on the CPU:
+#  10 steps of the tiny GPT-2 with parameters and optimizer state sharded over the ranks in
+#  host memory (every layer gathered and its gradients reduced over NCCL), fp32 matmuls with
+#  TF32 off. Each step's gradient norm (over the whole batch, on every rank) agrees within
+#  1e-3 relative and the final weights within 1e-4 relative L2 (test_gpt2_cuda_train's fp32
+#  tolerance: the GPU sums in other orders); the layer loop makes at most a host wait per step.
+#   run_cuda_trainer_checks.sh <zt_gpt2> <compare_weights> <mpirun ...>
+# Exits 77 (skipped) where fewer than 2 GPUs or no mpirun are there.
+set -euo pipefail
+trainer=$1 compare=$2; shift 2
+read -ra mpirun <<< "$*" # one string or several words
+if [ ${#mpirun[@]} -eq 0 ] || ! command -v "${mpirun[0]}" > /dev/null; then
+  echo "no mpirun: skipped"; exit 77
+fi
+if [ -z "${ZT_CUDASIM_DEVICES:-}" ]; then
+  gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU' || true)
+  [ "${gpus:-0}" -ge 2 ] || { echo "fewer than 2 GPUs: skipped (NCCL needs one per rank)"; exit 77; }
+fi
+work=$(mktemp -d "${ZT_TEST_TMPDIR:-/tmp}/gpt2-cuda-checks.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+text=$work/corpus.txt
+if [ -r /usr/share/common-licenses/GPL-3 ]; then cp /usr/share/common-licenses/GPL-3 "$text"
+else for i in $(seq 400); do echo "the quick brown fox $i jumps over the lazy dog"; done > "$text"; fi
+cat > "$work/sharded.json" <<JSON
+{"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0,
+  "offload_param": {"device": "cpu"}, "offload_optimizer": {"device": "cpu"}},
+ "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.9, 0.95], "weight_decay": 0.1}},
+ "gradient_clipping": 1.0}
+JSON
+common=(--config tiny --vocab 256 --text "$text" --batch 8 --seq 16 --lr 3e-3 --seed 7 --steps 10
+        --ds-config "$work/sharded.json")
+"$trainer" "${common[@]}" --device cpu --export "$work/cpu.bin" > "$work/cpu.log"
+"${mpirun[@]}" -np 2 -x ZT_CUDASIM_DEVICES "$trainer" "${common[@]}" --device cuda --precision fp32 \
+  --export "$work/cuda.bin" > "$work/cuda.log"
+grep -q "2 ranks" "$work/cuda.log"
+grep -q "compute on cuda" "$work/cuda.log"
+# the norm is the 10th field of a step line: "step N | loss L | T ms | R tok/s | norm X | ..."
+paste <(awk '$1 == "step" {print $2, $14}' "$work/cpu.log") \
+      <(awk '$1 == "step" {print $14}' "$work/cuda.log") |
+  awk '{ d = ($3 - $2) / $2; if (d < 0) d = -d;
+         printf "step %2d: grad norm cpu %s, cuda on 2 ranks %s\n", $1, $2, $3;
+         if (d > 1e-3) bad = 1 } END { exit bad }'
+"$compare" "$work/cuda.bin" "$work/cpu.bin" 1e-4
+waits=$(sed -n 's/.* \([0-9]*\) host waits in fetch and release.*/\1/p' "$work/cuda.log")
+echo "host waits in fetch and release over 10 steps: $waits"
+[ "$waits" -le 10 ]
