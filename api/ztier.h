@@ -290,9 +290,15 @@ ZT_API zt_status zt_release(zt_runtime *rt, int layer, zt_pass pass);
  * zt_release_async: ends the use at the current end of `stream`. The layer's buffers are
  * reused or freed, and for ZT_BACKWARD its gradients copied off the device and summed,
  * only after `stream` has run everything queued on it before the call, so the caller
- * queues its last kernels on the layer and releases without synchronizing. On one rank the
- * call never waits for the device. Under several ranks the gradient collective runs on the
- * host (MPI), so the backward release waits for `stream` before it.
+ * queues its last kernels on the layer and releases without synchronizing. `stream` is
+ * the only stream ztier orders the reuse after: work on another stream that reads the
+ * view or writes the gradients must be ordered before the release on `stream` (record an
+ * event on that stream and make `stream` wait for it with cudaStreamWaitEvent) or be
+ * complete; else ztier may free or overwrite the buffers under it (the CPU stand-in of CI
+ * reports such a stream as unordered with ztier's free). On one rank, and over NCCL, the
+ * call never waits for the device (the collectives are ordered on the GPU). Over MPI the
+ * gradient collective runs on the host, so the backward release waits for `stream` before
+ * it.
  *
  * Between the two forms: zt_fetch and zt_release block (the caller's own work on the layer
  * must be complete before zt_release). zt_step, zt_param_read/zt_param_write and the

@@ -246,7 +246,10 @@ int zt_rt_param_home_ready(void *rt, const zt_home *home, int demand);
 /* the optimizer on the device (runtime/step_device.c), used when rt->dev_opt is set:
  * accumulators in device memory, the norm's sums and Adam as device kernels on ztier's
  * stream. The step's sums and counter take ZT_DEVICE_STEP_STATS_BYTES of device memory. */
-#define ZT_DEVICE_STEP_SCRATCH_AT 32 /* then the sums' scratch (ZT_SUMSQ_SCRATCH_DOUBLES) */
+/* Layout: the norm's two sums (doubles), Adam's count of non-finite gradients (this step's:
+ * zeroed with the sums), then the sums' scratch (ZT_SUMSQ_SCRATCH_DOUBLES). */
+#define ZT_DEVICE_STEP_COUNT_AT 16
+#define ZT_DEVICE_STEP_SCRATCH_AT 32
 #define ZT_DEVICE_STEP_STATS_BYTES (ZT_DEVICE_STEP_SCRATCH_AT + 8 * ZT_SUMSQ_SCRATCH_DOUBLES)
 /* The step's sums and the new-parameter buffer of param_tmp_bytes (the plan's
  * device_param_tmp; 0: none), at commit; close frees them. */

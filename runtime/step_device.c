@@ -66,7 +66,9 @@ zt_status zt_dev_opt_grad_stats(zt_runtime *rt, float scale, double out[2])
 {
     const zt_device_iface *d = rt->dev->iface;
     double *sums = rt->dev_step_stats;
-    zt_status st = d->memset_async(rt->dev, sums, 0, 2 * sizeof(double), rt->stream, &rt->err);
+    /* the sums and Adam's count start from zero every step */
+    zt_status st = d->memset_async(rt->dev, sums, 0, ZT_DEVICE_STEP_SCRATCH_AT, rt->stream,
+                                   &rt->err);
     for (int i = 0; st == ZT_OK && i < rt->n_layers; i++) {
         zt_layer *L = &rt->layers[i];
         if (L->persistent && rt->rank != 0)
@@ -102,7 +104,8 @@ zt_status zt_dev_opt_update(zt_runtime *rt, zt_layer *L, const zt_adam_hparams *
     zt_adam_consts_init(&c, h);
     int direct = L->param_home.kind == ZT_TIER_DEVICE;
     void *out = direct ? L->param_home.ptr : rt->dev_param_tmp;
-    unsigned long long *count = (unsigned long long *)((char *)rt->dev_step_stats + 16);
+    unsigned long long *count =
+        (unsigned long long *)((char *)rt->dev_step_stats + ZT_DEVICE_STEP_COUNT_AT);
     double t0 = zt_now_s();
     zt_status st = rt->dev->iface->adam_async(rt->dev, &c, L->master.ptr, L->exp_avg.ptr,
                                               L->exp_avg_sq.ptr, L->grad_acc, out, rt->dtype,

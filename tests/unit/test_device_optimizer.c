@@ -9,6 +9,7 @@
  *  - a checkpoint saved from device memory resumes bit for bit;
  *  - configurations that cannot work are refused with the fix. */
 #include "mlp_weights.h"
+#include "runtime/runtime.h" /* the step's device counters */
 #include "scratch.h"
 #include "train.h"
 
@@ -134,6 +135,25 @@ static void check_placement(const char *param)
     mlp_weights_free(&cpu), mlp_weights_free(&dev), mlp_weights_free(&dev_stream);
 }
 
+/* Adam's count of non-finite gradients is this step's: zeroed with the norm's sums every
+ * step (device memory starts as garbage: the CUDA stand-in fills it with 0xff, ASan's
+ * malloc with 0xbe). No step here has any. */
+static void test_adam_count_is_the_steps(void **state)
+{
+    (void)state;
+    minimal_model m;
+    zt_runtime *rt = make(config("none", "on", 0), &m);
+    train(rt, &m, 0, 2, 0, NULL);
+    unsigned long long count = 1;
+    zt_error err = {0};
+    assert_int_equal(zt_device_copy_sync(rt->dev, &count,
+                                         (char *)rt->dev_step_stats + ZT_DEVICE_STEP_COUNT_AT,
+                                         sizeof count, ZT_COPY_D2H, rt->stream, &err),
+                     ZT_OK);
+    assert_int_equal(count, 0);
+    zt_runtime_destroy(rt);
+}
+
 static void test_device_params(void **state)
 {
     (void)state;
@@ -219,6 +239,7 @@ static void test_bad_configurations(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_adam_count_is_the_steps),
         cmocka_unit_test(test_device_params),
         cmocka_unit_test(test_host_params),
         cmocka_unit_test(test_nvme_params),
