@@ -11,7 +11,7 @@ CUDA_FAKE ?= $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),ON,OFF)
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build build-asan build-tsan test test-fast test-tsan demo demo-minimal bench clean
+.PHONY: all deps build build-asan build-tsan test test-fast test-tsan cuda-coverage demo demo-minimal bench clean
 
 all: build
 
@@ -40,6 +40,10 @@ build-tsan: deps
 
 test-tsan: build-tsan
 	ctest --test-dir $(BUILD_TSAN) -L cuda --output-on-failure -j 2
+
+# The CUDA code's lines the CUDA tests execute on the stand-in (gcov).
+cuda-coverage: deps
+	scripts/cuda-coverage.sh
 
 test-fast: build
 	ctest --test-dir $(BUILD) --output-on-failure -j 2
@@ -75,4 +79,4 @@ bench: build
 	$(BUILD)/tools/ztier bench nvme --path .
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) build-cov

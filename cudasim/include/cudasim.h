@@ -15,6 +15,7 @@
  *   ZT_CUDASIM_MEM       bytes of memory per device (default 8G; K/M/G suffixes)
  *   ZT_CUDASIM_SEED      seed of the stream delays, block and thread orders (default 1)
  *   ZT_CUDASIM_DELAY_US  the longest delay before a stream operation runs (default 200)
+ *   ZT_CUDASIM_NO_POOLS  1: devices without stream-ordered memory pools (as some are)
  *   ZT_CUDASIM_ON_ERROR  "abort" (default): a finding prints its report and aborts the
  *                        process; "log": it is counted and kept for cudasim_last_report
  */

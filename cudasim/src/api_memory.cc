@@ -149,7 +149,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
     p->multiProcessorCount = 4;
     p->unifiedAddressing = 1;
     p->canMapHostMemory = 1;
-    p->memoryPoolsSupported = 1;
+    p->memoryPoolsSupported = !settings().no_pools;
     p->pciBusID = device;
     return cudaSuccess;
 }
@@ -162,7 +162,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
     if (device < 0 || device >= (int)state().devices.size())
         return api_result(cudaErrorInvalidDevice);
     switch (attr) {
-    case cudaDevAttrMemoryPoolsSupported: *value = 1; break;
+    case cudaDevAttrMemoryPoolsSupported: *value = !settings().no_pools; break;
     case cudaDevAttrWarpSize: *value = 32; break;
     case cudaDevAttrMaxThreadsPerBlock: *value = 1024; break;
     case cudaDevAttrMaxSharedMemoryPerBlock: *value = 48 * 1024; break;
@@ -378,6 +378,8 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const v
 cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps *props)
 {
     ENTER("cudaMemPoolCreate");
+    if (settings().no_pools)
+        return api_result(cudaErrorNotSupported);
     if (!pool || !props || props->location.type != cudaMemLocationTypeDevice ||
         props->location.id < 0 || props->location.id >= (int)st.devices.size())
         return api_result(cudaErrorInvalidValue);

@@ -29,6 +29,7 @@ struct Settings {
     uint64_t seed;    // delays, block and thread orders
     unsigned delay_us; // the longest delay before a stream operation
     bool abort_on_finding;
+    bool no_pools;     // devices without memory pools
 };
 const Settings &settings();
 

@@ -38,6 +38,7 @@ const Settings &settings()
         v.mem = parse_bytes(getenv("ZT_CUDASIM_MEM"), (size_t)8 << 30);
         v.seed = (uint64_t)env_long("ZT_CUDASIM_SEED", 1);
         v.delay_us = (unsigned)env_long("ZT_CUDASIM_DELAY_US", 200);
+        v.no_pools = env_long("ZT_CUDASIM_NO_POOLS", 0) != 0;
         const char *e = getenv("ZT_CUDASIM_ON_ERROR");
         v.abort_on_finding = !(e && strcmp(e, "log") == 0);
         return v;

@@ -338,6 +338,60 @@ static void test_many_allocations_are_distinct_and_freed(void **state)
     free(p), free(sz);
 }
 
+/* A backend destroyed with allocations left frees them (and says so); its budget's memory is
+ * the GPU's again. */
+static void test_destroy_frees_what_is_left(void **state)
+{
+    (void)state;
+    size_t free0 = 0, free1 = 0, total = 0;
+    assert_int_equal(cudaMemGetInfo(&free0, &total), cudaSuccess);
+    zt_error e;
+    zt_device *d = NULL;
+    zt_device_config cfg = {64u << 20, 0, 1, NULL, 0, 1};
+    assert_int_equal(zt_device_cuda.create(&cfg, &d, &e), ZT_OK);
+    void *a = NULL, *b = NULL;
+    assert_int_equal(d->iface->alloc(d, 1 << 20, &a, &e), ZT_OK);
+    assert_int_equal(d->iface->alloc(d, 3 << 20, &b, &e), ZT_OK);
+    zt_device_cuda.destroy(d);
+    assert_int_equal(cudaMemGetInfo(&free1, &total), cudaSuccess);
+    assert_int_equal(free1, free0);
+}
+
+/* A host function runs after the work queued before it, and work after it waits for it. */
+static atomic_int host_fn_ran;
+static void mark(void *arg) { atomic_store(&host_fn_ran, *(int *)arg); }
+
+static void test_host_function_is_ordered(void **state)
+{
+    (void)state;
+    zt_stream *s = stream_new();
+    zt_event *e = NULL;
+    static int value = 7;
+    assert_int_equal(dev->iface->event_create(dev, &e, &err), ZT_OK);
+    atomic_store(&host_fn_ran, 0);
+    assert_int_equal(dev->iface->launch_host_fn(dev, s, mark, &value, &err), ZT_OK);
+    assert_int_equal(dev->iface->event_record(dev, e, s, &err), ZT_OK);
+    assert_int_equal(dev->iface->event_synchronize(dev, e, &err), ZT_OK);
+    assert_int_equal(atomic_load(&host_fn_ran), 7);
+    dev->iface->event_destroy(dev, e);
+    dev->iface->stream_destroy(dev, s);
+}
+
+#ifdef ZT_CUDA_FAKE
+/* Pinned memory that cannot be had: ZT_ERR_NOMEM naming the size (the stand-in refuses it). */
+static void test_pinning_failure_names_the_size(void **state)
+{
+    (void)state;
+    void *p = NULL;
+    cudasim_fail_alloc_after(1);
+    assert_int_equal(dev->iface->host_alloc(dev, 12345, &p, &err), ZT_ERR_NOMEM);
+    cudasim_fail_alloc_after(0);
+    assert_null(p);
+    assert_non_null(strstr(err.msg, "pinning 12345 bytes"));
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+}
+#endif
+
 static void test_free_of_foreign_pointer_is_ignored(void **state)
 {
     (void)state;
@@ -957,6 +1011,11 @@ int main(void)
         cmocka_unit_test(test_alloc_beyond_capacity_fails_and_says_why),
         cmocka_unit_test(test_many_allocations_are_distinct_and_freed),
         cmocka_unit_test(test_free_of_foreign_pointer_is_ignored),
+        cmocka_unit_test(test_destroy_frees_what_is_left),
+        cmocka_unit_test(test_host_function_is_ordered),
+#ifdef ZT_CUDA_FAKE
+        cmocka_unit_test(test_pinning_failure_names_the_size),
+#endif
         cmocka_unit_test(test_round_trip_of_random_data),
         cmocka_unit_test(test_registered_host_memory_round_trip),
         cmocka_unit_test(test_memset_sets_only_its_range),

@@ -1,5 +1,5 @@
-/* The nccl comm backend on one rank (MPI as a singleton): an all-reduce and an all-gather of
- * device memory against the values sent, a request finished by polling frees what it holds,
+/* The nccl comm backend on one rank (MPI as a singleton): every collective of device memory
+ * against the values sent, a split, a request finished by polling frees what it holds,
  * and (on the stand-in, which can make a collective hang) a collective that never completes
  * times out with an error, aborts the communicator, every later call says so, and the
  * communicator's destruction does not touch the aborted NCCL handle again.
@@ -65,7 +65,32 @@ static void test_collectives_and_polled_requests(void **state)
 #endif
     assert_int_equal(cudaMemcpy(got, out, sizeof got, cudaMemcpyDeviceToHost), cudaSuccess);
     assert_memory_equal(got, h, sizeof h);
-    cudaFree(d), cudaFree(out);
+    /* the rest, each a copy on one rank: all-to-all, broadcast, reduce-scatter, barrier */
+    float *zeros = device_floats((float[64]){0}, 64);
+    assert_int_equal(c->iface->alltoall(c, d, zeros, 64, ZT_COMM_F32, &req, &err), ZT_OK);
+    assert_int_equal(c->iface->wait(c, &req, &err), ZT_OK);
+    assert_int_equal(c->iface->broadcast(c, zeros, 64, ZT_COMM_F32, 0, &req, &err), ZT_OK);
+    assert_int_equal(c->iface->wait(c, &req, &err), ZT_OK);
+    assert_int_equal(c->iface->reduce_scatter(c, zeros, out, 64, ZT_COMM_F32, ZT_REDUCE_MAX,
+                                              &req, &err),
+                     ZT_OK);
+    assert_int_equal(c->iface->wait(c, &req, &err), ZT_OK);
+    assert_int_equal(c->iface->barrier(c, &req, &err), ZT_OK);
+    assert_int_equal(c->iface->wait(c, &req, &err), ZT_OK);
+    assert_int_equal(cudaMemcpy(got, out, sizeof got, cudaMemcpyDeviceToHost), cudaSuccess);
+    assert_memory_equal(got, h, sizeof h);
+    /* 16-bit data is moved, never reduced: the runtime widens it first */
+    assert_int_equal(c->iface->allreduce(c, d, out, 8, ZT_COMM_BF16, ZT_REDUCE_SUM, &req, &err),
+                     ZT_ERR_INTERNAL);
+    zt_comm *sub = NULL;
+    assert_int_equal(c->iface->split(c, 0, 0, &sub, &err), ZT_OK);
+    assert_int_equal(sub->size, 1);
+    assert_int_equal(sub->iface->allreduce(sub, d, out, 64, ZT_COMM_F32, ZT_REDUCE_SUM, &req,
+                                           &err),
+                     ZT_OK);
+    assert_int_equal(sub->iface->wait(sub, &req, &err), ZT_OK);
+    sub->iface->destroy(sub);
+    cudaFree(d), cudaFree(out), cudaFree(zeros);
     c->iface->destroy(c);
 }
 

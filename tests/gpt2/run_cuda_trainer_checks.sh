@@ -6,6 +6,9 @@
 #  TF32 off. Each step's gradient norm (over the whole batch, on every rank) agrees within
 #  1e-3 relative and the final weights within 1e-4 relative L2 (test_gpt2_cuda_train's fp32
 #  tolerance: the GPU sums in other orders); the layer loop makes at most a host wait per step.
+# And ZeRO++ (qwZ + qgZ + hpZ, two "nodes" of two) on 4 ranks, a GPU each (the stand-in's
+# four; skipped on fewer real GPUs): its CUDA quantization kernels and NCCL's all-to-alls
+# against the same run on the CPU ranks (MPI): the weights within 1e-2 relative L2.
 #   run_cuda_trainer_checks.sh <zt_gpt2> <compare_weights> <mpirun ...>
 # Exits 77 (skipped) where fewer than 2 GPUs or no mpirun are there.
 set -euo pipefail
@@ -14,7 +17,9 @@ read -ra mpirun <<< "$*" # one string or several words
 if [ ${#mpirun[@]} -eq 0 ] || ! command -v "${mpirun[0]}" > /dev/null; then
   echo "no mpirun: skipped"; exit 77
 fi
-if [ -z "${ZT_CUDASIM_DEVICES:-}" ]; then
+if [ -n "${ZT_CUDASIM_DEVICES:-}" ]; then
+  gpus=4 # the stand-in: as many as asked for
+else
   gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU' || true)
   [ "${gpus:-0}" -ge 2 ] || { echo "fewer than 2 GPUs: skipped (NCCL needs one per rank)"; exit 77; }
 fi
@@ -32,7 +37,7 @@ JSON
 common=(--config tiny --vocab 256 --text "$text" --batch 8 --seq 16 --lr 3e-3 --seed 7 --steps 10
         --ds-config "$work/sharded.json")
 "$trainer" "${common[@]}" --device cpu --export "$work/cpu.bin" > "$work/cpu.log"
-"${mpirun[@]}" -np 2 -x ZT_CUDASIM_DEVICES "$trainer" "${common[@]}" --device cuda --precision fp32 \
+"${mpirun[@]}" -np 2 -x ZT_CUDASIM_DEVICES "$trainer" "${common[@]}" --device auto --precision fp32 \
   --export "$work/cuda.bin" > "$work/cuda.log"
 grep -q "2 ranks" "$work/cuda.log"
 grep -q "compute on cuda" "$work/cuda.log"
@@ -46,3 +51,22 @@ paste <(awk '$1 == "step" {print $2, $14}' "$work/cpu.log") \
 waits=$(sed -n 's/.* \([0-9]*\) host waits in fetch and release.*/\1/p' "$work/cuda.log")
 echo "host waits in fetch and release over 10 steps: $waits"
 [ "$waits" -le 10 ]
+
+if [ "$gpus" -lt 4 ]; then
+  echo "ZeRO++ on 4 ranks: skipped ($gpus GPUs)"; exit 0
+fi
+cat > "$work/zeropp.json" <<JSON
+{"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0,
+  "stage3_max_reuse_distance": 0, "zero_quantized_weights": true,
+  "zero_quantized_gradients": true, "zero_hpz_partition_size": 2},
+ "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.9, 0.95], "weight_decay": 0.1}},
+ "gradient_clipping": 1.0, "ztier": {"ranks_per_node": 2, "quant_block_size": 64}}
+JSON
+zpp=(--config tiny --vocab 256 --text "$text" --batch 8 --seq 16 --lr 3e-3 --seed 7 --steps 10
+     --ds-config "$work/zeropp.json")
+[ -z "${ZT_CUDASIM_DEVICES:-}" ] || export ZT_CUDASIM_DEVICES=4
+"${mpirun[@]}" -np 4 "$trainer" "${zpp[@]}" --device cpu --export "$work/zpp-cpu.bin" > "$work/zpp-cpu.log"
+"${mpirun[@]}" -np 4 -x ZT_CUDASIM_DEVICES "$trainer" "${zpp[@]}" --device cuda --precision fp32 \
+  --export "$work/zpp-cuda.bin" > "$work/zpp-cuda.log"
+echo "ZeRO++ on 4 ranks, CUDA against CPU:"
+"$compare" "$work/zpp-cuda.bin" "$work/zpp-cpu.bin" 1e-2

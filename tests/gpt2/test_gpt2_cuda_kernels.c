@@ -284,6 +284,32 @@ static void check_upload_from_pinned(void)
     cudaFreeHost(pinned);
 }
 
+#ifdef ZT_CUDA_FAKE
+/* The ops keep the first failure they meet and name it (the model reports it): an allocation
+ * the device refuses, a GEMM cuBLAS refuses. */
+static void check_ops_errors(void *s)
+{
+    gpt2_ops ops;
+    char why[256];
+    if (gpt2_ops_cuda_create(&ops, s, -1, GPT2_FP32, why, sizeof why) != 0)
+        exit(1);
+    cudasim_fail_alloc_after(1);
+    void *p = ops.alloc(ops.ctx, 4096);
+    cudasim_fail_alloc_after(0);
+    int ok = !p && ops.status(ops.ctx) == cudaErrorMemoryAllocation &&
+             strstr(ops.status_text(ops.ctx), "cudaErrorMemoryAllocation");
+    gpt2_ops_cuda_destroy(&ops);
+    if (gpt2_ops_cuda_create(&ops, s, -1, GPT2_FP32, why, sizeof why) != 0)
+        exit(1);
+    float *d = dev_copy((float[16]){0}, sizeof(float[16]));
+    ops.matmul_forward(ops.ctx, d, d, d, NULL, -1, 4, 4); /* N < 0 */
+    ok &= ops.status(ops.ctx) != 0 && strstr(ops.status_text(ops.ctx), "cuBLAS status") != NULL;
+    printf("%-28s %s\n", "ops' errors", ok ? "kept and named" : "LOST");
+    failures += !ok;
+    gpt2_ops_cuda_destroy(&ops);
+}
+#endif
+
 int main(void)
 {
     int count = 0;
@@ -402,6 +428,9 @@ int main(void)
 
     check_empty_launches(s);
     check_upload_from_pinned();
+#ifdef ZT_CUDA_FAKE
+    check_ops_errors(s);
+#endif
 
     if (cudaDeviceSynchronize() != cudaSuccess) {
         printf("a kernel failed: %s\n", cudaGetErrorString(cudaGetLastError()));
