@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything the GPU-side issues ask to measure, in one run on a GPU machine, logs under
-# $OUT (or ./gpu-logs): the cuda-labelled tests, compute-sanitizer memcheck on each of
-# them, and the two GPU benchmarks. With the lent machines:
+# $OUT (or ./gpu-logs): the cuda-labelled tests (the same ones CI runs on the CPU stand-in,
+# docs/cudasim.md: compare what each said), the multi-rank trainer check, compute-sanitizer
+# memcheck on each test, and the GPU benchmarks. With the lent machines:
 #   ../shared/gpu/pack
 #   device run: bash .gpu/remote.sh 'bash scripts/gpu-check.sh'   (carry: [".gpu"])
 # A device call may run 10 minutes: `gpu-check.sh tests`, `gpu-check.sh bench`,
@@ -16,7 +17,16 @@ nvidia-smi > "$out/nvidia-smi.txt" 2>&1
 if [ "$phase" = all ] || [ "$phase" = tests ]; then
 timeout 240 ctest --test-dir "$build" -L cuda --output-on-failure > "$out/ctest-cuda.txt" 2>&1
 echo "ctest -L cuda: rc=$?" | tee -a "$out/summary.txt"
+# 2 ranks, a GPU each, over NCCL, against 1 rank on the CPU (and ZeRO++ on 4 with 4+ GPUs):
+# what CI runs on the CPU stand-in's GPUs. Skipped (rc 77) with fewer than 2 GPUs or no mpirun
+# on the machine (the lent machines carry none of the project's Debian packages).
+timeout 240 bash tests/gpt2/run_cuda_trainer_checks.sh "$build"/examples/gpt2/zt_gpt2 \
+  "$build"/tests/gpt2/compare_weights mpirun --allow-run-as-root --oversubscribe \
+  > "$out/cuda-ranks.txt" 2>&1
+echo "zt_gpt2 --device cuda, 2 ranks (NCCL) vs 1 on the CPU: rc=$? (77: skipped) \
+$(tail -1 "$out/cuda-ranks.txt")" | tee -a "$out/summary.txt"
 for t in "$build"/tests/cuda/test_cuda_backend "$build"/tests/cuda/test_cuda_mlp \
+         "$build"/tests/cuda/test_nccl_backend \
          "$build"/tests/gpt2/test_gpt2_cuda_kernels "$build"/tests/gpt2/test_gpt2_cuda_train; do
   name=$(basename "$t")
   timeout 120 compute-sanitizer --tool memcheck "$t" > "$out/memcheck-$name.txt" 2>&1
