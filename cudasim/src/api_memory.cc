@@ -11,15 +11,6 @@ using namespace cudasim;
 
 namespace {
 
-// Entry of every call: the API-in-callback check, the lock, the current device's sticky
-// error. Declares `st` and `lk`.
-#define ENTER(call)                                                                            \
-    api_enter(call);                                                                           \
-    State &st = state();                                                                       \
-    std::unique_lock<std::mutex> lk(st.mu);                                                    \
-    if (cudaError_t sticky_ = st.devices[(size_t)current_device()].sticky)                     \
-        return api_result(sticky_);
-
 struct ErrorText {
     cudaError_t code;
     const char *name, *text;

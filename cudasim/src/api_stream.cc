@@ -12,13 +12,6 @@ using namespace cudasim;
 
 namespace {
 
-#define ENTER(call)                                                                            \
-    api_enter(call);                                                                           \
-    State &st = state();                                                                       \
-    std::unique_lock<std::mutex> lk(st.mu);                                                    \
-    if (cudaError_t sticky_ = st.devices[(size_t)current_device()].sticky)                     \
-        return api_result(sticky_);
-
 #define STREAM(var, handle)                                                                    \
     cudaError_t err_ = cudaSuccess;                                                            \
     std::shared_ptr<Stream> var = stream_of(handle, &err_);                                    \

@@ -164,6 +164,14 @@ bool in_host_fn();
 void set_in_host_fn(bool on);
 // Entry of every API call: a finding when called from a host-function callback.
 void api_enter(const char *call);
+// The start of an API call's body: api_enter, the lock (`st`, `lk`), and the current
+// device's sticky error returned at once.
+#define ENTER(call)                                                                            \
+    api_enter(call);                                                                           \
+    State &st = state();                                                                       \
+    std::unique_lock<std::mutex> lk(st.mu);                                                    \
+    if (cudaError_t sticky_ = st.devices[(size_t)current_device()].sticky)                     \
+        return api_result(sticky_);
 
 // ---- memory (memory.cc); callers hold State::mu ------------------------------------------
 

@@ -98,6 +98,16 @@ bool op_of(ncclRedOp_t op, shm::RedOp *out)
     }
 }
 
+// What every collective checks first: a live communicator, a type (and an operation, when
+// op is given) the stand-in models. ncclSuccess, or the failure named.
+ncclResult_t check_call(const char *call, ncclComm_t comm, ncclDataType_t type, shm::DType *t,
+                        const ncclRedOp_t *op = nullptr, shm::RedOp *o = nullptr)
+{
+    if (!dtype_of(type, t) || (op && !op_of(*op, o)))
+        return fail(ncclInvalidArgument, std::string(call) + ": a type or operation not modelled");
+    return live(comm, call) ? ncclSuccess : ncclInvalidArgument;
+}
+
 // True when this collective is the one made to hang (cudasim_hang_collective_after).
 bool take_hang()
 {
@@ -334,8 +344,8 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
 {
     shm::DType t;
     shm::RedOp o;
-    if (!dtype_of(type, &t) || !op_of(op, &o))
-        return fail(ncclInvalidArgument, "ncclAllReduce: a type or operation not modelled");
+    if (ncclResult_t r = check_call("ncclAllReduce", comm, type, &t, &op, &o))
+        return r;
     size_t bytes = count * shm::dtype_size(t);
     return queue(comm, stream, "ncclAllReduce", {{send, bytes, false}, {recv, bytes, true}},
                  [=](std::string *why) {
@@ -348,10 +358,8 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count, ncclD
 {
     shm::DType t;
     shm::RedOp o;
-    if (!dtype_of(type, &t) || !op_of(op, &o))
-        return fail(ncclInvalidArgument, "ncclReduceScatter: a type or operation not modelled");
-    if (!live(comm, "ncclReduceScatter"))
-        return ncclInvalidArgument;
+    if (ncclResult_t r = check_call("ncclReduceScatter", comm, type, &t, &op, &o))
+        return r;
     size_t bytes = count * shm::dtype_size(t);
     return queue(comm, stream, "ncclReduceScatter",
                  {{send, bytes * (size_t)comm->size, false}, {recv, bytes, true}},
@@ -364,10 +372,8 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataT
                            ncclComm_t comm, cudaStream_t stream)
 {
     shm::DType t;
-    if (!dtype_of(type, &t))
-        return fail(ncclInvalidArgument, "ncclAllGather: a type not modelled");
-    if (!live(comm, "ncclAllGather"))
-        return ncclInvalidArgument;
+    if (ncclResult_t r = check_call("ncclAllGather", comm, type, &t))
+        return r;
     size_t bytes = count * shm::dtype_size(t);
     return queue(comm, stream, "ncclAllGather",
                  {{send, bytes, false}, {recv, bytes * (size_t)comm->size, true}},
@@ -380,10 +386,8 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataT
                            int root, ncclComm_t comm, cudaStream_t stream)
 {
     shm::DType t;
-    if (!dtype_of(type, &t))
-        return fail(ncclInvalidArgument, "ncclBroadcast: a type not modelled");
-    if (!live(comm, "ncclBroadcast"))
-        return ncclInvalidArgument;
+    if (ncclResult_t r = check_call("ncclBroadcast", comm, type, &t))
+        return r;
     if (root < 0 || root >= comm->size)
         return fail(ncclInvalidArgument, "ncclBroadcast: root out of range");
     size_t bytes = count * shm::dtype_size(t);
@@ -439,10 +443,8 @@ static ncclResult_t p2p(bool send, void *buf, size_t count, ncclDataType_t type,
                         ncclComm_t comm, cudaStream_t stream)
 {
     shm::DType t;
-    if (!dtype_of(type, &t))
-        return fail(ncclInvalidArgument, "ncclSend/ncclRecv: a type not modelled");
-    if (!live(comm, send ? "ncclSend" : "ncclRecv"))
-        return ncclInvalidArgument;
+    if (ncclResult_t r = check_call(send ? "ncclSend" : "ncclRecv", comm, type, &t))
+        return r;
     if (peer < 0 || peer >= comm->size)
         return fail(ncclInvalidArgument, "ncclSend/ncclRecv: peer out of range");
     ncclGroupStart();

@@ -26,8 +26,18 @@ typedef struct rank_run {
     float got_sum[N], got_max[N], got_gather[RANKS * N], got_scatter[N / RANKS], got_bcast[N];
     float got_a2a[RANKS * 16];
     int split_rank, split_size;
+    int pending_at_abort;  /* the hung collective was pending, with no error yet */
+    int destroy_refused;   /* a destroy after the abort was refused, as a finding */
     char why[256]; /* ncclGetLastError after a failed init */
 } rank_run;
+
+/* The rank's GPU current, its communicator joined; ncclSuccess or the failure. */
+static ncclResult_t join(rank_run *r, ncclComm_t *comm)
+{
+    cudaSetDevice(r->device);
+    r->init = ncclCommInitRank(comm, RANKS, r->id, r->rank);
+    return r->init;
+}
 
 /* rank r's element i */
 static float value(int r, int i) { return (float)((i * 7 + r * 13) % 101) - 50.0f; }
@@ -45,10 +55,8 @@ static float *dev_of(const float *h, size_t n)
 static void *collectives(void *arg)
 {
     rank_run *r = arg;
-    cudaSetDevice(r->device);
     ncclComm_t comm;
-    r->init = ncclCommInitRank(&comm, RANKS, r->id, r->rank);
-    if (r->init != ncclSuccess)
+    if (join(r, &comm) != ncclSuccess)
         return NULL;
     cudaStream_t s;
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
@@ -102,8 +110,12 @@ static void *collectives(void *arg)
     return NULL;
 }
 
-static void run_ranks(rank_run *runs, const int *devices, void *(*fn)(void *))
+/* fn on each rank, as threads; the ranks on GPUs `devices` (NULL: 0 and 1). */
+static rank_run *run_ranks(const int *devices, void *(*fn)(void *))
 {
+    static rank_run runs[RANKS];
+    static const int own[RANKS] = {0, 1};
+    devices = devices ? devices : own;
     ncclUniqueId id;
     assert_int_equal(ncclGetUniqueId(&id), ncclSuccess);
     pthread_t t[RANKS];
@@ -114,14 +126,13 @@ static void run_ranks(rank_run *runs, const int *devices, void *(*fn)(void *))
     }
     for (int r = 0; r < RANKS; r++)
         pthread_join(t[r], NULL);
+    return runs;
 }
 
 static void test_collectives_match_the_references(void **state)
 {
     (void)state;
-    static rank_run runs[RANKS];
-    const int devices[RANKS] = {0, 1};
-    run_ranks(runs, devices, collectives);
+    rank_run *runs = run_ranks(NULL, collectives);
     for (int r = 0; r < RANKS; r++) {
         rank_run *x = &runs[r];
         assert_int_equal(x->init, ncclSuccess);
@@ -150,10 +161,8 @@ static void test_collectives_match_the_references(void **state)
 static void *init_only(void *arg)
 {
     rank_run *r = arg;
-    cudaSetDevice(r->device);
     ncclComm_t comm;
-    r->init = ncclCommInitRank(&comm, RANKS, r->id, r->rank);
-    if (r->init == ncclSuccess)
+    if (join(r, &comm) == ncclSuccess)
         ncclCommDestroy(comm);
     else
         snprintf(r->why, sizeof r->why, "%s", ncclGetLastError(NULL));
@@ -163,9 +172,8 @@ static void *init_only(void *arg)
 static void test_two_ranks_on_one_device_are_refused(void **state)
 {
     (void)state;
-    static rank_run runs[RANKS];
-    const int devices[RANKS] = {0, 0};
-    run_ranks(runs, devices, init_only);
+    const int same[RANKS] = {0, 0};
+    rank_run *runs = run_ranks(same, init_only);
     for (int r = 0; r < RANKS; r++) {
         assert_int_not_equal(runs[r].init, ncclSuccess);
         assert_non_null(strstr(runs[r].why, "device 0"));
@@ -177,10 +185,8 @@ static void test_two_ranks_on_one_device_are_refused(void **state)
 static void *hang_then_abort(void *arg)
 {
     rank_run *r = arg;
-    cudaSetDevice(r->device);
     ncclComm_t comm;
-    r->init = ncclCommInitRank(&comm, RANKS, r->id, r->rank);
-    if (r->init != ncclSuccess || r->rank == 1) {
+    if (join(r, &comm) != ncclSuccess || r->rank == 1) {
         if (r->init == ncclSuccess)
             ncclCommDestroy(comm);
         return NULL;
@@ -200,27 +206,25 @@ static void *hang_then_abort(void *arg)
     ncclCommGetAsyncError(comm, &before);
     ncclCommAbort(comm);
     cudaEventSynchronize(done);
-    r->split_rank = pending && before == ncclSuccess; /* reused as "was pending, no error yet" */
+    r->pending_at_abort = pending && before == ncclSuccess;
     cudaEventDestroy(done);
     cudaFree(d);
     cudaStreamDestroy(s);
     /* the handle is gone after an abort: using it again is a finding */
     cudasim_reset_findings();
     ncclResult_t again = ncclCommDestroy(comm);
-    r->split_size = again != ncclSuccess && cudasim_findings() == 1;
+    r->destroy_refused = again != ncclSuccess && cudasim_findings() == 1;
     return NULL;
 }
 
 static void test_hung_collective_ends_at_abort(void **state)
 {
     (void)state;
-    static rank_run runs[RANKS];
-    const int devices[RANKS] = {0, 1};
-    run_ranks(runs, devices, hang_then_abort);
+    rank_run *runs = run_ranks(NULL, hang_then_abort);
     assert_int_equal(runs[0].init, ncclSuccess);
     assert_int_equal(runs[0].result, ncclSuccess); /* queued fine */
-    assert_int_equal(runs[0].split_rank, 1);
-    assert_int_equal(runs[0].split_size, 1);
+    assert_int_equal(runs[0].pending_at_abort, 1);
+    assert_int_equal(runs[0].destroy_refused, 1);
     assert_non_null(strstr(cudasim_last_finding(), "ncclCommDestroy"));
     cudasim_reset_findings();
 }
@@ -228,10 +232,8 @@ static void test_hung_collective_ends_at_abort(void **state)
 static void *wrong_device_buffer(void *arg)
 {
     rank_run *r = arg;
-    cudaSetDevice(r->device);
     ncclComm_t comm;
-    r->init = ncclCommInitRank(&comm, RANKS, r->id, r->rank);
-    if (r->init != ncclSuccess)
+    if (join(r, &comm) != ncclSuccess)
         return NULL;
     float *other = NULL;
     cudaSetDevice(1 - r->device);
@@ -247,9 +249,7 @@ static void *wrong_device_buffer(void *arg)
 static void test_buffer_of_another_device_is_named(void **state)
 {
     (void)state;
-    static rank_run runs[RANKS];
-    const int devices[RANKS] = {0, 1};
-    run_ranks(runs, devices, wrong_device_buffer);
+    rank_run *runs = run_ranks(NULL, wrong_device_buffer);
     assert_int_not_equal(runs[0].result, ncclSuccess);
     assert_non_null(strstr(cudasim_last_finding(), "ncclAllReduce"));
     assert_non_null(strstr(cudasim_last_finding(), "not memory of device 0"));

@@ -55,15 +55,8 @@ echo "host waits in fetch and release over 10 steps: $waits"
 if [ "$gpus" -lt 4 ]; then
   echo "ZeRO++ on 4 ranks: skipped ($gpus GPUs)"; exit 0
 fi
-cat > "$work/zeropp.json" <<JSON
-{"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0,
-  "stage3_max_reuse_distance": 0, "zero_quantized_weights": true,
-  "zero_quantized_gradients": true, "zero_hpz_partition_size": 2},
- "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.9, 0.95], "weight_decay": 0.1}},
- "gradient_clipping": 1.0, "ztier": {"ranks_per_node": 2, "quant_block_size": 64}}
-JSON
 zpp=(--config tiny --vocab 256 --text "$text" --batch 8 --seq 16 --lr 3e-3 --seed 7 --steps 10
-     --ds-config "$work/zeropp.json")
+     --ds-config "$(dirname "$0")/data/zeropp.json") # run_trainer_checks.sh's ZeRO++ setup
 [ -z "${ZT_CUDASIM_DEVICES:-}" ] || export ZT_CUDASIM_DEVICES=4
 "${mpirun[@]}" -np 4 "$trainer" "${zpp[@]}" --device cpu --export "$work/zpp-cpu.bin" > "$work/zpp-cpu.log"
 "${mpirun[@]}" -np 4 -x ZT_CUDASIM_DEVICES "$trainer" "${zpp[@]}" --device cuda --precision fp32 \

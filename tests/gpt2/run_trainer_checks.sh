@@ -44,15 +44,9 @@ fi
 # 3. ZeRO++ (qwZ + qgZ + hpZ) on 4 ranks as two nodes of 2: the loss after 50 steps stays
 #    within 10% of the unquantized single-rank run's
 if [ -n "$mpirun" ]; then
-  cat > "$work/zeropp.json" <<JSON
-{"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0,
-  "stage3_max_reuse_distance": 0, "zero_quantized_weights": true,
-  "zero_quantized_gradients": true, "zero_hpz_partition_size": 2},
- "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.9, 0.95], "weight_decay": 0.1}},
- "gradient_clipping": 1.0, "ztier": {"ranks_per_node": 2, "quant_block_size": 64}}
-JSON
   "$trainer" "${common[@]}" --steps 50 > "$work/plain50.log"
-  $mpirun -np 4 "$trainer" "${common[@]}" --steps 50 --ds-config "$work/zeropp.json" > "$work/zeropp50.log"
+  $mpirun -np 4 "$trainer" "${common[@]}" --steps 50 --ds-config "$(dirname "$0")/data/zeropp.json" \
+    > "$work/zeropp50.log"
   a=$(awk '$1 == "step" && $2 == 50 {print $5}' "$work/plain50.log")
   b=$(awk '$1 == "step" && $2 == 50 {print $5}' "$work/zeropp50.log")
   echo "GPT-2 tiny, 50 steps: loss $a unquantized on 1 rank, $b with qwZ+qgZ+hpZ on 4 ranks"
