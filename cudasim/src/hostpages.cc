@@ -28,7 +28,7 @@ struct Pending {
 };
 
 std::mutex g_mu; // never held while touching pinned memory, so the handler can take it
-std::vector<Pending> g_pending;
+std::vector<Pending> &g_pending = *new std::vector<Pending>; // never destroyed
 struct sigaction g_old;
 thread_local bool t_copying = false;
 

@@ -51,7 +51,7 @@ struct Range {
     bool opened_for_good; // a fault was reported (log mode): left accessible
 };
 std::atomic_flag g_ranges_lock = ATOMIC_FLAG_INIT;
-std::vector<Range> g_ranges;
+std::vector<Range> &g_ranges = *new std::vector<Range>; // never destroyed (see state())
 
 void ranges_lock()
 {
@@ -88,7 +88,7 @@ void ranges_drop(const Alloc *a)
     ranges_unlock();
 }
 
-std::deque<Alloc *> g_quarantine;
+std::deque<Alloc *> &g_quarantine = *new std::deque<Alloc *>; // never destroyed
 size_t g_quarantined = 0;
 
 void unmap(Alloc *a)

@@ -34,7 +34,7 @@ struct ncclComm {
 namespace {
 
 std::mutex g_mu;
-std::set<ncclComm *> g_live; // handles that may be used
+std::set<ncclComm *> &g_live = *new std::set<ncclComm *>; // handles that may be used
 thread_local std::string t_last;
 
 struct PendingP2P {
