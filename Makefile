@@ -39,7 +39,7 @@ build-tsan: deps
 	cmake --build $(BUILD_TSAN) -j $(JOBS)
 
 test-tsan: build-tsan
-	ctest --test-dir $(BUILD_TSAN) -L cuda --output-on-failure -j 2
+	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp" ctest --test-dir $(BUILD_TSAN) -L cuda --output-on-failure -j 2
 
 # The CUDA code's lines the CUDA tests execute on the stand-in (gcov).
 cuda-coverage: deps
