@@ -6,7 +6,9 @@ bin=$1; shift
 out=$(TSAN_OPTIONS="halt_on_error=0 exitcode=0 history_size=7" "$bin" 2>&1)
 status=0
 for kernel in "$@"; do
-  if printf '%s\n' "$out" | grep -A12 'WARNING: ThreadSanitizer: data race' | grep -q " $kernel "; then
+  # a report's two stacks (the access and the one it raced with), whichever came first
+  if printf '%s\n' "$out" | awk '/^==================$/ { n++ } /WARNING: ThreadSanitizer: data race/ { r = n }
+                                  n == r && r { print }' | grep -q " $kernel "; then
     echo "ThreadSanitizer reported the race in $kernel"
   else
     echo "no ThreadSanitizer report names $kernel"
