@@ -1,7 +1,7 @@
 /* One element of the fused Adam/AdamW update (the formulas are in optimizer/adam.h), written
  * once and compiled twice: by the C compiler for the scalar reference
  * (optimizer/adam_scalar.c, which CI tests bitwise against the SIMD kernels and against
- * double precision) and by nvcc for the cuda backend's kernel (runtime/device/
+ * double precision) and by nvcc for the cuda backend's kernel (device/
  * cuda_kernels.cu), where ZT_HD makes it __host__ __device__. It lives in core/ because both
  * the optimizer and the device backends use it.
  * Both builds must not contract other multiplies and adds into FMAs (-ffp-contract=off,

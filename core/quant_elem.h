@@ -1,4 +1,4 @@
-/* The per-element steps of ZeRO++ block quantization (runtime/comm/quant.h), written once and
+/* The per-element steps of ZeRO++ block quantization (core/quant.h), written once and
  * compiled twice: by the C compiler for the CPU's scalar reference (which CI tests bitwise
  * against the AVX2/AVX-512 kernels) and by nvcc for the cuda backend's kernels, where ZT_HD
  * makes them __host__ __device__. A block's scale is max|x| / 127 (int8) or / 7 (int4);

@@ -63,17 +63,6 @@ int zt_adam_variant_parse(const char *name, zt_adam_variant *out)
     return -1;
 }
 
-zt_adam_tensors zt_adam_tensors_slice(const zt_adam_tensors *t, int64_t first, int64_t count)
-{
-    size_t gsz = t->grad_dtype == ZT_F32 ? 4 : 2, psz = t->param_dtype == ZT_F32 ? 4 : 2;
-    zt_adam_tensors r = *t;
-    r.master += first, r.m += first, r.v += first;
-    r.grad = (const char *)t->grad + (size_t)first * gsz;
-    r.param_out = t->param_out ? (char *)t->param_out + (size_t)first * psz : NULL;
-    r.n = count;
-    return r;
-}
-
 int64_t zt_adam_step_consts(zt_adam_variant v, const zt_adam_consts *c, const zt_adam_tensors *t)
 {
     switch (v) {

@@ -39,3 +39,14 @@ double zt_grad_sumsq_scalar(const void *grad, zt_dtype dt, int64_t n, float scal
     *bad = nonfinite;
     return sum;
 }
+
+zt_adam_tensors zt_adam_tensors_slice(const zt_adam_tensors *t, int64_t first, int64_t count)
+{
+    size_t gsz = t->grad_dtype == ZT_F32 ? 4 : 2, psz = t->param_dtype == ZT_F32 ? 4 : 2;
+    zt_adam_tensors r = *t;
+    r.master += first, r.m += first, r.v += first;
+    r.grad = (const char *)t->grad + (size_t)first * gsz;
+    r.param_out = t->param_out ? (char *)t->param_out + (size_t)first * psz : NULL;
+    r.n = count;
+    return r;
+}

@@ -10,7 +10,7 @@
 #ifndef ZT_PREFETCH_GATHER_H
 #define ZT_PREFETCH_GATHER_H
 
-#include "runtime/comm/zeropp.h"
+#include "comm/zeropp.h"
 #include "tiers/device_tier.h"
 #include "tiers/home.h"
 #include "tiers/pinned.h"

@@ -118,7 +118,7 @@ zt_dtype zt_config_dtype(const zt_config *cfg);
 
 /* The device memory budget to give the device backend: ztier.hbm_capacity; unset, 8 GiB on
  * the host backend (its stand-in "HBM"), 0 on cuda, whose backend then takes the GPU's free
- * memory less a reserve for the caller's own allocations (runtime/device/cuda.c). */
+ * memory less a reserve for the caller's own allocations (device/cuda.c). */
 uint64_t zt_config_device_budget(const zt_config *cfg);
 
 /* Parses a byte count: "1048576", "512K", "2G", "1.5GiB", "4GB" (K/M/G/T are powers of

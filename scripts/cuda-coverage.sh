@@ -16,9 +16,9 @@ ctest --test-dir "$build" -L cuda -j 2 > "$build/cuda-coverage-ctest.log" 2>&1 |
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 objects=(
-  "CMakeFiles/ztier_obj.dir/runtime/cudasim/cuda_kernels.cu.cc"
-  "CMakeFiles/ztier_obj.dir/runtime/device/cuda.c"
-  "CMakeFiles/ztier_obj.dir/runtime/comm/nccl.c"
+  "CMakeFiles/zt_device.dir/device/cudasim/cuda_kernels.cu.cc"
+  "CMakeFiles/zt_device.dir/device/cuda.c"
+  "CMakeFiles/zt_comm.dir/comm/nccl.c"
   "examples/gpt2/CMakeFiles/zt_gpt2_cuda.dir/cudasim/gpt2_kernels.cu.cc"
   "examples/gpt2/CMakeFiles/zt_gpt2_cuda.dir/gpt2_ops_cuda.c"
 )

@@ -11,7 +11,7 @@
 #ifndef ZT_TIERS_DEVICE_TIER_H
 #define ZT_TIERS_DEVICE_TIER_H
 
-#include "runtime/device/device.h"
+#include "device/device.h"
 
 #include <stdint.h>
 

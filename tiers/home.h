@@ -3,7 +3,7 @@
 #ifndef ZT_TIERS_HOME_H
 #define ZT_TIERS_HOME_H
 
-#include "runtime/device/device.h"
+#include "device/device.h"
 #include "tiers/host_tier.h"
 #include "tiers/nvme.h"
 

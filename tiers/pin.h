@@ -7,7 +7,7 @@
 #ifndef ZT_TIERS_PIN_H
 #define ZT_TIERS_PIN_H
 
-#include "runtime/device/device.h"
+#include "device/device.h"
 
 #include <stdint.h>
 

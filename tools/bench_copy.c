@@ -9,7 +9,7 @@
  *     call to the data being usable.
  * Rounds are interleaved (limit, backend, fetch, ...); medians and ratios to the limit are
  * printed, and a ratio above 1.05 is flagged: it means the limit is not one. */
-#include "runtime/device/device.h"
+#include "device/device.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
 

@@ -8,7 +8,7 @@
  * across nodes. Throughput counts bytes read plus written (memcpy: 2 x size; quantize: 4 + 1
  * B/element + scales). */
 #include "core/threadpool.h"
-#include "runtime/comm/quant.h"
+#include "core/quant.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
 

@@ -4,7 +4,7 @@
  * unpacks within its bound, and a non-finite gradient is never quantized away: a block holding
  * a NaN or an inf dequantizes to NaN throughout, in every variant alike. */
 #include "core/convert.h"
-#include "runtime/comm/quant.h"
+#include "core/quant.h"
 
 #include <math.h>
 #include <setjmp.h>

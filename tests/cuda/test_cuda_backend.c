@@ -7,9 +7,9 @@
  * stream with a host function. */
 #include "core/convert.h"
 #include "optimizer/adam.h"
-#include "runtime/comm/quant.h"
-#include "runtime/device/cuda_kernels.h"
-#include "runtime/device/device.h"
+#include "core/quant.h"
+#include "device/cuda_kernels.h"
+#include "device/device.h"
 
 #include <cuda_runtime_api.h>
 #ifdef ZT_CUDA_FAKE

@@ -4,7 +4,7 @@
  * times out with an error, aborts the communicator, every later call says so, and the
  * communicator's destruction does not touch the aborted NCCL handle again.
  * Exits 77 (skipped) where no GPU is visible. */
-#include "runtime/comm/comm.h"
+#include "comm/comm.h"
 
 #include <cuda_runtime_api.h>
 #ifdef ZT_CUDA_FAKE

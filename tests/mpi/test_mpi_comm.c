@@ -1,7 +1,7 @@
 /* The mpi comm backend under mpirun: every collective against values each rank can compute
  * on its own, 16-bit reductions carried out in fp32, splitting, and the bounded wait. */
 #include "core/convert.h"
-#include "runtime/comm/comm.h"
+#include "comm/comm.h"
 
 #include <math.h>
 #include <stdio.h>

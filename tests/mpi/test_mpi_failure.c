@@ -2,7 +2,7 @@
  * invalid config; every rank's zt_runtime_create must fail, rank 1 with the config error,
  * the others with ZT_ERR_COMM naming rank 1. Then a short collective timeout turns a peer
  * that stops participating into an error on the waiting ranks. */
-#include "runtime/comm/comm.h"
+#include "comm/comm.h"
 
 #include "ztier.h"
 

@@ -3,7 +3,7 @@
  * every rank within a second: rank 1 returns its own error, the others ZT_ERR_COMM naming
  * rank 1, instead of waiting in the collective until ZT_COMM_TIMEOUT. Afterwards every rank
  * goes on. */
-#include "runtime/comm/comm.h"
+#include "comm/comm.h"
 
 #include "ztier.h"
 

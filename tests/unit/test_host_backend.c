@@ -1,7 +1,7 @@
 /* The host device backend: budgeted allocation, in-order asynchronous copies on worker
  * threads, events and cross-stream waits, and its cast/scale kernels. */
 #include "core/convert.h"
-#include "runtime/device/device.h"
+#include "device/device.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

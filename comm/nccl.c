@@ -17,7 +17,7 @@
  *
  * This file is compiled and linked wherever CUDA and NCCL are present; it has never run on
  * this project's CPU-only machines. */
-#include "runtime/comm/comm.h"
+#include "comm/comm.h"
 #include "core/time.h"
 #include "core/log.h"
 

@@ -3,7 +3,7 @@
  * bits are the serial ones (int4 chunks also hold an even number of elements, so each
  * starts on a whole byte of packed nibbles). */
 #include "core/convert.h"
-#include "runtime/comm/quant.h"
+#include "core/quant.h"
 
 /* About 256 KiB of fp32 input per work item, rounded to whole blocks; with even, to an
  * even number of elements too (int4: whole bytes). */

@@ -5,9 +5,9 @@
  * Ordering: one mutex per device guards every queue and counter. An operation gets a
  * sequence number when queued; an event recorded on a stream captures the stream's last
  * queued sequence number and is complete once the stream's completed count reaches it. */
-#include "runtime/device/device.h"
+#include "device/device.h"
 #include "core/convert.h"
-#include "runtime/comm/quant.h"
+#include "core/quant.h"
 #include "core/time.h"
 #include "core/trace.h"
 

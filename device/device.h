@@ -97,7 +97,7 @@ typedef struct zt_device_iface {
                             size_t n, unsigned long long *nonfinite, zt_stream *s, zt_error *err);
 
     /* ZeRO++ block quantization in device memory, with the definition and bits of
-     * runtime/comm/quant.h (core/quant_elem.h): int8 of fp32/bf16/fp16 values (qwZ) ... */
+     * core/quant.h (core/quant_elem.h): int8 of fp32/bf16/fp16 values (qwZ) ... */
     zt_status (*quant8_async)(zt_device *dev, const void *x, zt_dtype type, size_t n, int block,
                               int8_t *q, float *scales, zt_stream *s, zt_error *err);
     zt_status (*dequant8_async)(zt_device *dev, const int8_t *q, const float *scales, size_t n,

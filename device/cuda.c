@@ -40,8 +40,8 @@
  *
  * It runs in CI on cudasim, the CPU stand-in (ZT_CUDA_FAKE, docs/cudasim.md); on a GPU when
  * one is lent (scripts/gpu-check.sh). */
-#include "runtime/device/cuda_kernels.h"
-#include "runtime/device/device.h"
+#include "device/cuda_kernels.h"
+#include "device/device.h"
 #include "core/log.h"
 
 #include <cuda_runtime_api.h>

@@ -1,5 +1,5 @@
 /* Backend lookup and helpers shared by every device backend. */
-#include "runtime/device/device.h"
+#include "device/device.h"
 
 #include <string.h>
 

@@ -18,8 +18,8 @@
 #define ZT_RUNTIME_COMM_ZEROPP_H
 
 #include "core/threadpool.h"
-#include "runtime/comm/comm.h"
-#include "runtime/device/device.h"
+#include "comm/comm.h"
+#include "device/device.h"
 
 #include <stdint.h>
 

@@ -2,8 +2,8 @@
  * the same division, round-to-nearest-even and saturation. Blocks are walked one at a time
  * in 16-lane steps, the last step of a block masked. */
 #include "core/quant_elem.h"
-#include "runtime/comm/quant.h"
-#include "runtime/comm/quant_nibbles.h"
+#include "core/quant.h"
+#include "core/quant_nibbles.h"
 
 #include <immintrin.h>
 #include <math.h>

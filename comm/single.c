@@ -1,6 +1,6 @@
 /* The `single` comm backend: a world of one rank. Collectives are copies (or nothing when in
  * place) and complete immediately. */
-#include "runtime/comm/comm.h"
+#include "comm/comm.h"
 
 #include <stdlib.h>
 #include <string.h>

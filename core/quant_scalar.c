@@ -1,5 +1,5 @@
 /* Scalar reference block quantization (see quant.h), and the run-time choice of variant. */
-#include "runtime/comm/quant.h"
+#include "core/quant.h"
 #include "core/cpu.h"
 #include "core/convert.h"
 #include "core/quant_elem.h"

@@ -21,7 +21,7 @@ int zt_cuda_scale(void *x, zt_dtype type, float alpha, size_t n, void *stream);
 /* *flag = 1 if any element is inf or nan (flag is device memory, left untouched otherwise). */
 int zt_cuda_nonfinite(const void *x, zt_dtype type, size_t n, int *flag, void *stream);
 
-/* ZeRO++ block quantization with the same definition (and bits) as runtime/comm/quant.h:
+/* ZeRO++ block quantization with the same definition (and bits) as core/quant.h:
  * one CUDA block per quantization block of `block` >= 1 elements, scale = max|x| / 127,
  * values rounded to nearest even. x is fp32/bf16/fp16; q holds n bytes, scales one float
  * per block. cudaErrorInvalidValue for block < 1. */
@@ -32,7 +32,7 @@ int zt_cuda_dequant8(const signed char *q, const float *scales, size_t n, int bl
                      zt_dtype type, void *stream);
 
 /* qgZ's int4: scales (max|x| / 7 per block), then q[(n + 1) / 2] packed (core/quant_elem.h);
- * and acc[i] += value[i] * scale of its block. The bits of runtime/comm/quant.h's kernels. */
+ * and acc[i] += value[i] * scale of its block. The bits of core/quant.h's kernels. */
 int zt_cuda_quant4(const float *x, size_t n, int block, unsigned char *q, float *scales,
                    void *stream);
 int zt_cuda_dequant4_add(const unsigned char *q, const float *scales, size_t n, int block,

@@ -1,8 +1,8 @@
 /* ZeRO++ collectives over a topology (see zeropp.h). */
-#include "runtime/comm/zeropp.h"
+#include "comm/zeropp.h"
 #include "core/convert.h"
 #include "core/log.h"
-#include "runtime/comm/quant.h"
+#include "core/quant.h"
 
 #include <stdlib.h>
 #include <string.h>

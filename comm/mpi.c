@@ -20,7 +20,7 @@
  * finalised as usual. An application that initialised MPI itself finalises it itself, so
  * must not call MPI_Finalize after ztier reported a collective that did not complete. */
 #include "core/convert.h"
-#include "runtime/comm/comm.h"
+#include "comm/comm.h"
 #include "core/log.h"
 #include "core/time.h"
 #include "core/trace.h"

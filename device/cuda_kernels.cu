@@ -1,9 +1,9 @@
 // CUDA kernels for the cuda device backend: casts, scaling and a non-finite check over
 // fp32/bf16/fp16 arrays in grid-stride loops, and ZeRO++ int8 block quantization. Every
 // element goes through fp32: bf16/fp16 results are rounded to nearest even exactly once, so
-// the bits match the CPU references (optimizer/convert.h, runtime/comm/quant_scalar.c).
+// the bits match the CPU references (optimizer/convert.h, core/quant_scalar.c).
 // Compiled wherever the toolkit is present; not run on this project's GPU-less machines.
-#include "runtime/device/cuda_kernels.h"
+#include "device/cuda_kernels.h"
 #include "core/adam_elem.h"
 #include "core/quant_elem.h"
 

@@ -1,5 +1,5 @@
 /* Backend selection and synchronous helpers shared by every comm backend. */
-#include "runtime/comm/comm.h"
+#include "comm/comm.h"
 #include "core/log.h"
 
 #include <stdio.h>

@@ -2,8 +2,8 @@
  * n % 8 elements of a block through the same scalar formula. */
 #include "core/convert.h"
 #include "core/quant_elem.h"
-#include "runtime/comm/quant.h"
-#include "runtime/comm/quant_nibbles.h"
+#include "core/quant.h"
+#include "core/quant_nibbles.h"
 
 #include <immintrin.h>
 #include <math.h>

@@ -40,7 +40,7 @@ void zt_dequant8_add(zt_quant_variant v, const int8_t *q, const float *scales, i
                      int block, float *acc);
 
 /* The same split over a thread pool (NULL: this thread) in chunks of whole blocks: the same
- * bits as the serial kernels (runtime/comm/quant_parallel.c). */
+ * bits as the serial kernels (core/quant_parallel.c). */
 void zt_quant8_parallel(zt_threadpool *pool, zt_quant_variant v, const void *x, zt_dtype dt,
                         int64_t n, int block, int8_t *q, float *scales);
 void zt_dequant8_parallel(zt_threadpool *pool, zt_quant_variant v, const int8_t *q,
