@@ -36,19 +36,19 @@ void zt_gather_fini(zt_gather *g, zt_gather_env *env)
     g->copied = NULL;
 }
 
-static zt_status alloc_full(zt_gather *g, zt_gather_env *env, int evict, zt_error *err)
+static zt_status alloc_full(zt_gather *g, zt_gather_env *env, int demand, zt_error *err)
 {
     size_t bytes = (size_t)g->flat_numel * dsize(env);
-    return zt_device_tier_alloc(env->dtier, bytes, evict, &g->buf, err);
+    return zt_device_tier_alloc(env->dtier, bytes, demand, &g->buf, err);
 }
 
 /* NONE -> READING (NVMe home) or COPYING (host/device home, or hpZ's slices). */
-static zt_status start(zt_gather *g, zt_gather_env *env, int evict, int *needs_staging,
+static zt_status start(zt_gather *g, zt_gather_env *env, int demand, int *needs_staging,
                        zt_error *err)
 {
     zt_status st = ZT_OK;
     if (g->secondary) { /* hpZ: everything comes from the node's slices */
-        st = alloc_full(g, env, evict, err);
+        st = alloc_full(g, env, demand, err);
         if (st == ZT_OK)
             st = env->dev->iface->event_record(env->dev, g->copied, env->stream, err);
         if (st == ZT_OK)
@@ -56,11 +56,11 @@ static zt_status start(zt_gather *g, zt_gather_env *env, int evict, int *needs_s
         return st;
     }
     if (g->home->kind == ZT_TIER_NVME) {
-        if (!(g->nvme_buf = zt_pinned_acquire(env->staging))) {
-            *needs_staging = evict; /* a prefetch simply tries again at a later fetch */
+        if (!(g->nvme_buf = zt_staging_acquire(env->staging))) {
+            *needs_staging = demand; /* a prefetch simply tries again at a later fetch */
             return ZT_OK;
         }
-        st = alloc_full(g, env, evict, err);
+        st = alloc_full(g, env, demand, err);
         if (st == ZT_OK)
             st = zt_home_read_start(g->home, g->nvme_buf, &g->nvme_io, err);
         if (st == ZT_OK)
@@ -68,7 +68,7 @@ static zt_status start(zt_gather *g, zt_gather_env *env, int evict, int *needs_s
         return st;
     }
     zt_homes h = {.dev = env->dev, .stream = env->stream};
-    st = alloc_full(g, env, evict, err);
+    st = alloc_full(g, env, demand, err);
     if (st == ZT_OK)
         st = zt_home_to_device(&h, g->home, rank_slot(g, env), err);
     if (st == ZT_OK)
@@ -118,15 +118,15 @@ static int on_device(const zt_gather *g, const zt_gather_env *env)
            !uses_qwz(g, env);
 }
 
-/* qwZ's transfer buffers, from the device tier. A prefetch (no evict) that finds no room
+/* qwZ's transfer buffers, from the device tier. A prefetch (not a demand fetch) that finds no room
  * returns 0 and the layer waits in COPYING; its fetch allocates with eviction. */
-static int alloc_qwz_scratch(zt_gather *g, zt_gather_env *env, int evict, zt_status *st,
+static int alloc_qwz_scratch(zt_gather *g, zt_gather_env *env, int demand, zt_status *st,
                              zt_error *err)
 {
     size_t bytes = zt_qwz_scratch_bytes(env->topo->size, g->shard_numel, env->quant_block);
     zt_error local = {0};
-    *st = zt_device_tier_alloc(env->dtier, bytes, evict, &g->qwz_scratch, evict ? err : &local);
-    if (*st == ZT_ERR_DEVICE_NOMEM && !evict) {
+    *st = zt_device_tier_alloc(env->dtier, bytes, demand, &g->qwz_scratch, demand ? err : &local);
+    if (*st == ZT_ERR_DEVICE_NOMEM && !demand) {
         g->qwz_scratch = NULL;
         *st = ZT_OK;
         return 0;
@@ -145,7 +145,7 @@ static void free_qwz_scratch(zt_gather *g, zt_gather_env *env)
 }
 
 /* COPYING -> COMM: the copy is done (its staging buffer is free again); all-gather. */
-static zt_status issue_allgather(zt_gather *g, zt_gather_env *env, int evict, zt_error *err)
+static zt_status issue_allgather(zt_gather *g, zt_gather_env *env, int demand, zt_error *err)
 {
     zt_topology *t = env->topo;
     zt_status st = ZT_OK;
@@ -154,7 +154,7 @@ static zt_status issue_allgather(zt_gather *g, zt_gather_env *env, int evict, zt
         env->gathered_bytes += (uint64_t)g->flat_numel * dsize(env);
         return ZT_OK;
     }
-    if (uses_qwz(g, env) && !alloc_qwz_scratch(g, env, evict, &st, err))
+    if (uses_qwz(g, env) && !alloc_qwz_scratch(g, env, demand, &st, err))
         return st; /* no room for a prefetch (ZT_OK), or the failure */
     if (on_device(g, env)) {
         st = t->world->iface->wait_event(t->world, g->copied, err);
@@ -163,7 +163,7 @@ static zt_status issue_allgather(zt_gather *g, zt_gather_env *env, int evict, zt
         st = env->dev->iface->event_synchronize(env->dev, g->copied, err);
     }
     if (st == ZT_OK && g->nvme_buf) {
-        zt_pinned_release(env->staging, g->nvme_buf);
+        zt_staging_release(env->staging, g->nvme_buf);
         g->nvme_buf = NULL;
     }
     if (st == ZT_OK && g->secondary) {
@@ -234,13 +234,13 @@ static zt_status finish_allgather(zt_gather *g, zt_gather_env *env, zt_error *er
     return st;
 }
 
-zt_status zt_gather_advance(zt_gather *g, zt_gather_env *env, int evict, int *needs_staging,
+zt_status zt_gather_advance(zt_gather *g, zt_gather_env *env, int demand, int *needs_staging,
                             zt_error *err)
 {
     zt_status st = ZT_OK;
     *needs_staging = 0;
     if (env->home_ready && (g->persistent || g->state == ZT_GATHER_NONE) &&
-        !env->home_ready(env->home_ready_ctx, g->home, evict))
+        !env->home_ready(env->home_ready_ctx, g->home, demand))
         return ZT_OK; /* a prefetch: the layer's fetch brings it up to date first */
     if (g->persistent) { /* its full parameters are its home: nothing to move */
         g->buf = g->home->ptr;
@@ -250,13 +250,13 @@ zt_status zt_gather_advance(zt_gather *g, zt_gather_env *env, int evict, int *ne
     g->advancing = 1;
     switch (g->state) {
     case ZT_GATHER_NONE:
-        st = start(g, env, evict, needs_staging, err);
+        st = start(g, env, demand, needs_staging, err);
         break;
     case ZT_GATHER_READING:
         st = copy_staged(g, env, err);
         break;
     case ZT_GATHER_COPYING:
-        st = issue_allgather(g, env, evict, err);
+        st = issue_allgather(g, env, demand, err);
         break;
     case ZT_GATHER_COMM:
         st = finish_allgather(g, env, err);
@@ -294,7 +294,7 @@ void zt_gather_drop(zt_gather *g, zt_gather_env *env)
     g->qwz.send = g->qwz.recv = NULL; /* its collective is done or was never issued */
     free_qwz_scratch(g, env);
     if (g->nvme_buf) {
-        zt_pinned_release(env->staging, g->nvme_buf);
+        zt_staging_release(env->staging, g->nvme_buf);
         g->nvme_buf = NULL;
     }
     /* a single rank's READY layer may still be receiving its copy: freed after it */

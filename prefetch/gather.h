@@ -13,7 +13,7 @@
 #include "comm/zeropp.h"
 #include "tiers/device_tier.h"
 #include "tiers/home.h"
-#include "tiers/pinned.h"
+#include "tiers/staging_pool.h"
 
 typedef enum zt_gather_state {
     ZT_GATHER_NONE = 0,
@@ -28,7 +28,7 @@ typedef struct zt_gather_env {
     zt_device *dev;
     zt_stream *stream;       /* the prefetch stream: shard copies */
     zt_device_tier *dtier;   /* full buffers, secondary slices */
-    zt_pinned_pool *staging; /* NVMe reads (NULL without parameters on NVMe) */
+    zt_staging_pool *staging; /* NVMe reads (NULL without parameters on NVMe) */
     zt_topology *topo;
     zt_dtype dtype;
     int qwz;         /* int8 all-gather (zero_quantized_weights) */
@@ -75,11 +75,11 @@ zt_status zt_gather_init(zt_gather *g, zt_gather_env *env, const char *name, int
 /* Drops whatever is gathered (waiting for stages in flight) and frees the event. */
 void zt_gather_fini(zt_gather *g, zt_gather_env *env);
 
-/* Moves the gather one stage on. evict: on device-memory exhaustion, let the device tier
- * evict (the fetch path); a prefetch passes 0 and gives up instead. *needs_staging is set
+/* Moves the gather one stage on. demand: a fetch the caller waits for, so on device-memory
+ * exhaustion the device tier may evict (a prefetch passes 0 and gives up instead). *needs_staging is set
  * (and nothing changes) when an NVMe read needs a staging buffer and every one is in use:
  * the caller finishes another layer's read and tries again. A failure drops the gather. */
-zt_status zt_gather_advance(zt_gather *g, zt_gather_env *env, int evict, int *needs_staging,
+zt_status zt_gather_advance(zt_gather *g, zt_gather_env *env, int demand, int *needs_staging,
                             zt_error *err);
 
 /* A READY gather's buffer is complete once this event is (a single rank's copy to the device

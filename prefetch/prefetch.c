@@ -10,7 +10,7 @@ struct zt_prefetcher {
     zt_gather *gathers;
     int (*holds)[3];     /* per layer and pass */
     zt_sched_layer *view; /* the scheduler's view, refreshed before each decision */
-    zt_trace trace;
+    zt_layer_order trace;
     zt_prefetch_stats stats;
 };
 
@@ -98,7 +98,7 @@ void zt_prefetcher_destroy(zt_prefetcher *pf)
         zt_gather_fini(&pf->gathers[i], pf->env);
     if (pf->env->dtier->evict_user == pf)
         pf->env->dtier->evict = NULL, pf->env->dtier->evict_user = NULL;
-    zt_trace_free(&pf->trace);
+    zt_layer_order_free(&pf->trace);
     free(pf->gathers), free(pf->holds), free(pf->view);
     free(pf);
 }
@@ -132,7 +132,7 @@ static void drop_unheld(zt_prefetcher *pf, int except)
 static void observe(zt_prefetcher *pf, int layer, zt_pass pass)
 {
     int was_valid = pf->trace.valid && !pf->trace.deviated;
-    if (zt_trace_observe(&pf->trace, layer, pass) != 0 || !was_valid)
+    if (zt_layer_order_observe(&pf->trace, layer, pass) != 0 || !was_valid)
         return;
     ZT_LOGW("prefetch",
             "layer order changed: fetch of '%s' (%s) at call %d of the step differs from the "
@@ -228,7 +228,7 @@ void zt_prefetcher_invalidate(zt_prefetcher *pf)
 
 void zt_prefetcher_step_done(zt_prefetcher *pf)
 {
-    zt_trace_end_step(&pf->trace);
+    zt_layer_order_end_step(&pf->trace);
     move_window(pf, -1);
 }
 

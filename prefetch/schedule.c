@@ -19,7 +19,7 @@ static int chosen(const int *out, int count, int id)
 
 /* The window holds at most `bucket` elements ahead of the fetch (the first layer always
  * goes) and never lets the gathered elements exceed max_live. */
-int zt_sched_window(const zt_sched_limits *lim, const zt_trace *t, const zt_sched_layer *layers,
+int zt_sched_window(const zt_sched_limits *lim, const zt_layer_order *t, const zt_sched_layer *layers,
                     int n, int current, int *out, int max)
 {
     int64_t live = zt_sched_live(layers, n), ahead = 0;
@@ -27,8 +27,8 @@ int zt_sched_window(const zt_sched_limits *lim, const zt_trace *t, const zt_sche
     if (lim->bucket <= 0)
         return 0;
     for (int k = 0; k < ZT_SCHED_LOOKAHEAD && count < max; k++) {
-        zt_trace_entry e;
-        if (!zt_trace_peek(t, k, &e))
+        zt_layer_order_entry e;
+        if (!zt_layer_order_peek(t, k, &e))
             break;
         const zt_sched_layer *L = &layers[e.layer];
         if (e.layer == current || L->ready)
@@ -46,15 +46,15 @@ int zt_sched_window(const zt_sched_limits *lim, const zt_trace *t, const zt_sche
     return count;
 }
 
-int zt_sched_keep(const zt_sched_limits *lim, const zt_trace *t, const zt_sched_layer *layers,
+int zt_sched_keep(const zt_sched_limits *lim, const zt_layer_order *t, const zt_sched_layer *layers,
                   int n, int self)
 {
     if (zt_sched_live(layers, n) > lim->max_live)
         return 0;
     int64_t distance = 0;
     for (int k = 0; k < ZT_SCHED_LOOKAHEAD; k++) {
-        zt_trace_entry e;
-        if (!zt_trace_peek(t, k, &e))
+        zt_layer_order_entry e;
+        if (!zt_layer_order_peek(t, k, &e))
             return 0;
         if (e.layer == self)
             return distance <= lim->reuse_distance;
@@ -64,11 +64,11 @@ int zt_sched_keep(const zt_sched_limits *lim, const zt_trace *t, const zt_sched_
 }
 
 /* Position of the next use of layer `id` in the trace, or a large number if none. */
-static int next_use(const zt_trace *t, int id)
+static int next_use(const zt_layer_order *t, int id)
 {
     for (int k = 0; k < ZT_SCHED_LOOKAHEAD; k++) {
-        zt_trace_entry e;
-        if (!zt_trace_peek(t, k, &e))
+        zt_layer_order_entry e;
+        if (!zt_layer_order_peek(t, k, &e))
             break;
         if (e.layer == id)
             return k;
@@ -76,7 +76,7 @@ static int next_use(const zt_trace *t, int id)
     return 1 << 30;
 }
 
-int zt_sched_victim(const zt_trace *t, const zt_sched_layer *layers, int n)
+int zt_sched_victim(const zt_layer_order *t, const zt_sched_layer *layers, int n)
 {
     int victim = -1, furthest = -1;
     for (int i = 0; i < n; i++) {

@@ -6,7 +6,7 @@
 #ifndef ZT_PREFETCH_SCHEDULE_H
 #define ZT_PREFETCH_SCHEDULE_H
 
-#include "prefetch/trace.h"
+#include "prefetch/layer_order.h"
 
 #include <stdint.h>
 
@@ -33,14 +33,14 @@ int64_t zt_sched_live(const zt_sched_layer *layers, int n);
 /* After a fetch of layer `current` (-1: none, at the start of a step): the layers the window
  * moves one stage further, in trace order (a layer may appear twice: it moves twice). Writes
  * at most max ids to out and returns the count. */
-int zt_sched_window(const zt_sched_limits *lim, const zt_trace *t, const zt_sched_layer *layers,
+int zt_sched_window(const zt_sched_limits *lim, const zt_layer_order *t, const zt_sched_layer *layers,
                     int n, int current, int *out, int max);
 
 /* At a release that leaves layer `self` unheld: 1 to keep it gathered for a use soon. */
-int zt_sched_keep(const zt_sched_limits *lim, const zt_trace *t, const zt_sched_layer *layers,
+int zt_sched_keep(const zt_sched_limits *lim, const zt_layer_order *t, const zt_sched_layer *layers,
                   int n, int self);
 
 /* The unheld gathered layer needed furthest in the future, or -1 when none can go. */
-int zt_sched_victim(const zt_trace *t, const zt_sched_layer *layers, int n);
+int zt_sched_victim(const zt_layer_order *t, const zt_sched_layer *layers, int n);
 
 #endif

@@ -129,7 +129,7 @@ static void register_buffers(zt_runtime *rt)
     int n = 0;
     bufs[n] = rt->staging, lens[n++] = rt->staging_bytes;
     if (rt->param_swap) {
-        zt_pinned_region(rt->param_staging, &bufs[n], &lens[n]);
+        zt_staging_region(rt->param_staging, &bufs[n], &lens[n]);
         zt_swap_register_buffers(rt->param_swap, bufs, lens, n + 1);
     }
     if (rt->optim_swap && rt->opt_block) {
@@ -146,7 +146,7 @@ static zt_status open_swaps(zt_runtime *rt, const zt_plan *plan)
         zt_swap_config c = swap_config(rt, &rt->cfg.offload_param, "param");
         st = zt_swap_create(&c, plan->nvme_param_bytes, &rt->param_swap, &rt->err);
         if (st == ZT_OK)
-            st = zt_pinned_pool_create((int)rt->cfg.offload_param.buffer_count,
+            st = zt_staging_pool_create((int)rt->cfg.offload_param.buffer_count,
                                        plan->max_param_shard_bytes,
                                        rt->cfg.offload_param.pin_memory ? &rt->pinner : NULL,
                                        &rt->param_staging, &rt->err);

@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "tiers/home.h" /* zt_tier_kind */
-#include "tiers/nvme.h" /* ZT_MAX_NVME_PATHS, ZT_PATH_MAX, zt_io_engine_kind */
+#include "tiers/swap.h" /* ZT_MAX_NVME_PATHS, ZT_PATH_MAX, zt_io_engine_kind */
 
 #include <stdint.h>
 

@@ -28,7 +28,7 @@ typedef struct sim {
     sim_layer *layers;
     zt_sched_layer *view;
     int n;
-    zt_trace trace;
+    zt_layer_order trace;
     uint64_t ds, current, peak, capacity, evictions;
     int world, nvme_params;
 } sim;
@@ -136,7 +136,7 @@ static int fetch(sim *s, int id, zt_pass pass)
     int training = pass != ZT_INFERENCE;
     if (training) {
         int was_valid = s->trace.valid && !s->trace.deviated;
-        if (zt_trace_observe(&s->trace, id, pass) == 0 && was_valid)
+        if (zt_layer_order_observe(&s->trace, id, pass) == 0 && was_valid)
             for (int i = 0; i < s->n; i++) /* a changed order drops the window */
                 if (i != id && !holds(&s->layers[i]))
                     drop(s, &s->layers[i]);
@@ -183,7 +183,7 @@ static void step(sim *s)
     for (int i = 0; i < s->n; i++)
         if (!holds(&s->layers[i]))
             drop(s, &s->layers[i]);
-    zt_trace_end_step(&s->trace);
+    zt_layer_order_end_step(&s->trace);
     move_window(s, -1);
 }
 
@@ -238,7 +238,7 @@ static zt_status simulate(zt_runtime *rt, const zt_plan *plan, uint64_t capacity
     if (st == ZT_OK)
         st = replay(rt, s, ev, n, steps);
     free(s->layers), free(s->view);
-    zt_trace_free(&s->trace);
+    zt_layer_order_free(&s->trace);
     return st;
 }
 

@@ -185,6 +185,6 @@ void zt_plan_make(const zt_runtime *rt, int world, zt_plan *p)
                                                 (uint64_t)p->opt_sets * p->opt_buf_stride);
     }
     if (p->max_param_shard_bytes)
-        p->pinned_bytes = zt_pinned_pool_footprint((int)rt->cfg.offload_param.buffer_count,
+        p->pinned_bytes = zt_staging_pool_footprint((int)rt->cfg.offload_param.buffer_count,
                                                    p->max_param_shard_bytes);
 }

@@ -326,7 +326,7 @@ void zt_rt_destroy(zt_runtime *rt)
         zt_host_tier_free(&rt->host, rt->staging, rt->staging_bytes);
     if (rt->opt_block)
         zt_host_tier_free(&rt->host, rt->opt_block, rt->opt_block_bytes);
-    zt_pinned_pool_destroy(rt->param_staging);
+    zt_staging_pool_destroy(rt->param_staging);
     zt_pinner_fini(&rt->pinner);
     if (rt->stream)
         rt->dev->iface->stream_destroy(rt->dev, rt->stream);
@@ -354,7 +354,7 @@ void zt_rt_stats(const zt_runtime *rt, zt_stats *out)
     s.gathered_bytes = rt->gather_env.gathered_bytes;
     s.comm_bytes_intra = rt->topo.bytes_intra;
     s.comm_bytes_inter = rt->topo.bytes_inter;
-    s.pinned_bytes = rt->param_staging ? zt_pinned_bytes(rt->param_staging) : 0;
+    s.pinned_bytes = rt->param_staging ? zt_staging_bytes(rt->param_staging) : 0;
     s.host_pinned_bytes = rt->pinner.pinned;
     s.host_pinned_peak_bytes = rt->pinner.peak;
     s.pinned_refused_bytes = rt->pinner.refused;

@@ -20,7 +20,7 @@
 #include "tiers/device_tier.h"
 #include "tiers/home.h"
 #include "tiers/host_tier.h"
-#include "tiers/pinned.h"
+#include "tiers/staging_pool.h"
 
 #include <stdint.h>
 
@@ -110,7 +110,7 @@ struct zt_runtime {
     zt_homes homes;              /* the tiers a shard can live in (homes.swap: unset) */
     zt_swap *param_swap;         /* NVMe swap for parameters (offload_param.device = nvme) */
     zt_swap *optim_swap;         /* NVMe swap for master, m, v (offload_optimizer = nvme) */
-    zt_pinned_pool *param_staging; /* buffers for NVMe -> device parameter reads */
+    zt_staging_pool *param_staging; /* buffers for NVMe -> device parameter reads */
     zt_gather_env gather_env;
     zt_prefetcher *prefetch;
     zt_threadpool *pool;

@@ -5,7 +5,7 @@
 
 #include "device/device.h"
 #include "tiers/host_tier.h"
-#include "tiers/nvme.h"
+#include "tiers/swap.h"
 
 #include <stdint.h>
 

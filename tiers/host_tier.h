@@ -6,7 +6,7 @@
 #ifndef ZT_TIERS_HOST_TIER_H
 #define ZT_TIERS_HOST_TIER_H
 
-#include "tiers/pin.h"
+#include "tiers/pinner.h"
 
 #include <stdint.h>
 

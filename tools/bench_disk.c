@@ -1,7 +1,7 @@
 /* The disk's own bandwidth, measured through the swap space (O_DIRECT, 1 MiB blocks,
  * queue depth 32): the limit the offload benchmarks compare their floors against. */
 #include "tools/bench_disk.h"
-#include "tiers/nvme.h"
+#include "tiers/swap.h"
 #include "tools/bench_common.h"
 
 #include <stdio.h>

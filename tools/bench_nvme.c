@@ -5,7 +5,7 @@
  * (fio then ztier, ztier then fio, ...); prints medians and the median of the pairwise
  * ratios. The limit of a round is fio's best over queue depths 1, 4, ztier's and a deeper one
  * (see fio_depths: a fio run at ztier's depth alone is not every device's limit). */
-#include "tiers/nvme.h"
+#include "tiers/swap.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
 

@@ -5,7 +5,7 @@
  * each give a clear error naming the cause, and destroy stays clean; a restart after kill -9
  * on a tight disk reuses the space of the swap file the killed run left behind. */
 #include "core/log.h"
-#include "tiers/nvme.h"
+#include "tiers/swap.h"
 
 #include <dirent.h>
 #include <errno.h>

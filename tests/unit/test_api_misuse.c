@@ -321,7 +321,7 @@ static void test_long_path_keeps_the_reason(void **state)
     assert_non_null(strstr(msg, "zt_runtime_commit failed"));
     assert_non_null(strstr(msg, "ddd...ddd"));
     assert_non_null(strstr(msg, "cannot be used: No such file or directory; create it"));
-    assert_non_null(strstr(msg, "fast local disk [nvme.c:"));
+    assert_non_null(strstr(msg, "fast local disk [swap.c:"));
     zt_runtime_destroy(rt);
 }
 

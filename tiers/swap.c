@@ -3,7 +3,7 @@
  *
  * Buffers the caller registers (zt_swap_register_buffers) are used with fixed reads and
  * writes; any other buffer works through plain O_DIRECT reads and writes. */
-#include "tiers/nvme.h"
+#include "tiers/swap.h"
 #include "core/align.h"
 #include "core/time.h"
 #include "core/trace.h"

@@ -1,22 +1,22 @@
-#include "prefetch/trace.h"
+#include "prefetch/layer_order.h"
 
 #include <stdlib.h>
 
-static int append(zt_trace_entry **arr, int *n, int *cap, int layer, zt_pass pass)
+static int append(zt_layer_order_entry **arr, int *n, int *cap, int layer, zt_pass pass)
 {
     if (*n == *cap) {
         int ncap = *cap ? *cap * 2 : 64;
-        zt_trace_entry *p = realloc(*arr, sizeof *p * (size_t)ncap);
+        zt_layer_order_entry *p = realloc(*arr, sizeof *p * (size_t)ncap);
         if (!p)
             return -1;
         *arr = p;
         *cap = ncap;
     }
-    (*arr)[(*n)++] = (zt_trace_entry){layer, pass};
+    (*arr)[(*n)++] = (zt_layer_order_entry){layer, pass};
     return 0;
 }
 
-int zt_trace_observe(zt_trace *t, int layer, zt_pass pass)
+int zt_layer_order_observe(zt_layer_order *t, int layer, zt_pass pass)
 {
     if (append(&t->next, &t->next_n, &t->next_cap, layer, pass) != 0)
         return -1;
@@ -31,7 +31,7 @@ int zt_trace_observe(zt_trace *t, int layer, zt_pass pass)
     return 0;
 }
 
-int zt_trace_peek(const zt_trace *t, int k, zt_trace_entry *out)
+int zt_layer_order_peek(const zt_layer_order *t, int k, zt_layer_order_entry *out)
 {
     if (!t->valid || t->deviated || t->pos + k >= t->n || k < 0)
         return 0;
@@ -39,10 +39,10 @@ int zt_trace_peek(const zt_trace *t, int k, zt_trace_entry *out)
     return 1;
 }
 
-void zt_trace_end_step(zt_trace *t)
+void zt_layer_order_end_step(zt_layer_order *t)
 {
     if (t->next_n > 0) {
-        zt_trace_entry *e = t->entries;
+        zt_layer_order_entry *e = t->entries;
         int cap = t->cap;
         t->entries = t->next;
         t->cap = t->next_cap;
@@ -56,7 +56,7 @@ void zt_trace_end_step(zt_trace *t)
     t->deviated = 0;
 }
 
-void zt_trace_free(zt_trace *t)
+void zt_layer_order_free(zt_layer_order *t)
 {
     free(t->entries);
     free(t->next);

@@ -1,11 +1,11 @@
-#include "tiers/pinned.h"
+#include "tiers/staging_pool.h"
 #include "core/align.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
-struct zt_pinned_pool {
+struct zt_staging_pool {
     int count, in_use, peak;
     size_t size;
     char *base;
@@ -15,16 +15,16 @@ struct zt_pinned_pool {
     zt_pinner *pin;
 };
 
-uint64_t zt_pinned_pool_footprint(int count, size_t size)
+uint64_t zt_staging_pool_footprint(int count, size_t size)
 {
     return (uint64_t)count * zt_round_up(size, ZT_PAGE_BYTES);
 }
 
-zt_status zt_pinned_pool_create(int count, size_t size, zt_pinner *pin, zt_pinned_pool **out,
+zt_status zt_staging_pool_create(int count, size_t size, zt_pinner *pin, zt_staging_pool **out,
                                 zt_error *err)
 {
     size = zt_round_up(size, ZT_PAGE_BYTES);
-    zt_pinned_pool *p = calloc(1, sizeof *p);
+    zt_staging_pool *p = calloc(1, sizeof *p);
     if (!p || count < 1)
         return free(p), ZT_ERR(err, ZT_ERR_NOMEM, "pinned pool: cannot create %d buffers", count);
     p->count = count;
@@ -48,7 +48,7 @@ zt_status zt_pinned_pool_create(int count, size_t size, zt_pinner *pin, zt_pinne
     return ZT_OK;
 }
 
-void *zt_pinned_acquire(zt_pinned_pool *p)
+void *zt_staging_acquire(zt_staging_pool *p)
 {
     if (p->n_free == 0)
         return NULL;
@@ -58,7 +58,7 @@ void *zt_pinned_acquire(zt_pinned_pool *p)
     return p->base + (size_t)i * p->size;
 }
 
-void zt_pinned_release(zt_pinned_pool *p, void *buf)
+void zt_staging_release(zt_staging_pool *p, void *buf)
 {
     if (!buf)
         return;
@@ -66,17 +66,17 @@ void zt_pinned_release(zt_pinned_pool *p, void *buf)
     p->in_use--;
 }
 
-size_t zt_pinned_size(const zt_pinned_pool *p) { return p->size; }
+size_t zt_staging_size(const zt_staging_pool *p) { return p->size; }
 
-void zt_pinned_region(const zt_pinned_pool *p, void **base, size_t *len)
+void zt_staging_region(const zt_staging_pool *p, void **base, size_t *len)
 {
     *base = p->base;
     *len = p->size * (size_t)p->count;
 }
-int zt_pinned_in_use(const zt_pinned_pool *p) { return p->in_use; }
-uint64_t zt_pinned_bytes(const zt_pinned_pool *p) { return (uint64_t)p->size * (uint64_t)p->count; }
+int zt_staging_in_use(const zt_staging_pool *p) { return p->in_use; }
+uint64_t zt_staging_bytes(const zt_staging_pool *p) { return (uint64_t)p->size * (uint64_t)p->count; }
 
-void zt_pinned_pool_destroy(zt_pinned_pool *p)
+void zt_staging_pool_destroy(zt_staging_pool *p)
 {
     if (!p)
         return;

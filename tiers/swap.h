@@ -3,8 +3,8 @@
  * are striped over all folders. Reads and writes are asynchronous: they are split into
  * blocks, run by an I/O engine (io_uring, or a thread pool where io_uring is unavailable)
  * and waited for with zt_swap_wait. Optional CRC-32 per block detects damaged data. */
-#ifndef ZT_TIERS_NVME_H
-#define ZT_TIERS_NVME_H
+#ifndef ZT_TIERS_SWAP_H
+#define ZT_TIERS_SWAP_H
 
 #include "core/error.h"
 #include "tiers/io.h"

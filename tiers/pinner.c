@@ -1,4 +1,4 @@
-#include "tiers/pin.h"
+#include "tiers/pinner.h"
 #include "core/log.h"
 
 #include <stdlib.h>

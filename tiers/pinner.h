@@ -4,8 +4,8 @@
  * system) stays pageable: its copies still work, only slower (with CUDA, synchronous). Each
  * refusal is counted, and the first one is logged with its cause and the fix. One thread
  * pins at a time (commit and destroy). */
-#ifndef ZT_TIERS_PIN_H
-#define ZT_TIERS_PIN_H
+#ifndef ZT_TIERS_PINNER_H
+#define ZT_TIERS_PINNER_H
 
 #include "device/device.h"
 
