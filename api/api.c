@@ -32,9 +32,9 @@ static zt_status enter(zt_runtime *rt, zt_rt_state want, const char *call)
 
 static zt_status check_layer(zt_runtime *rt, int layer)
 {
-    CHECK_ARG(rt, layer >= 0 && layer < rt->n_layers,
-              "unknown layer id %d (the runtime has %d layers, ids 0..%d)", layer, rt->n_layers,
-              rt->n_layers - 1);
+    CHECK_ARG(rt, layer >= 0 && layer < rt->reg.n_layers,
+              "unknown layer id %d (the runtime has %d layers, ids 0..%d)", layer, rt->reg.n_layers,
+              rt->reg.n_layers - 1);
     return ZT_OK;
 }
 
@@ -166,7 +166,7 @@ zt_status zt_runtime_commit(zt_runtime *rt)
         return st;
     st = zt_rt_commit(rt);
     if (st != ZT_ERR_USAGE) /* usage errors happen identically on every rank */
-        st = zt_comm_agree(rt->comm, st, "zt_runtime_commit", &rt->err);
+        st = zt_comm_agree(rt->dist.comm, st, "zt_runtime_commit", &rt->err);
     if (st != ZT_OK && st != ZT_ERR_USAGE) {
         /* Partially placed state cannot be trusted; only destroy is allowed now. */
         rt->state = ZT_RT_FAILED;
@@ -276,7 +276,7 @@ zt_status zt_stream_launch(zt_runtime *rt, void *stream, void (*fn)(void *), voi
     if (st != ZT_OK)
         return st;
     CHECK_ARG(rt, fn, "zt_stream_launch: fn is NULL");
-    return rt->dev->iface->launch_host_fn(rt->dev, stream, fn, arg, &rt->err);
+    return rt->device.dev->iface->launch_host_fn(rt->device.dev, stream, fn, arg, &rt->err);
 }
 
 zt_status zt_stream_synchronize(zt_runtime *rt, void *stream)
@@ -286,7 +286,7 @@ zt_status zt_stream_synchronize(zt_runtime *rt, void *stream)
     zt_status st = enter(rt, ZT_RT_COMMITTED, "zt_stream_synchronize");
     if (st == ZT_OK)
         st = check_stream(rt, stream, "zt_stream_synchronize");
-    return st == ZT_OK ? rt->dev->iface->stream_synchronize(rt->dev, stream, &rt->err) : st;
+    return st == ZT_OK ? rt->device.dev->iface->stream_synchronize(rt->device.dev, stream, &rt->err) : st;
 }
 
 zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)
@@ -301,7 +301,7 @@ zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)
     if ((st = check_nothing_held(rt, "zt_step")) != ZT_OK)
         return st;
     /* An I/O error on one rank must stop every rank, not leave them out of step. */
-    return zt_comm_agree(rt->comm, zt_rt_step(rt, args, info), "zt_step", &rt->err);
+    return zt_comm_agree(rt->dist.comm, zt_rt_step(rt, args, info), "zt_step", &rt->err);
 }
 
 zt_status zt_stats_get(const zt_runtime *rt, zt_stats *out)
@@ -338,7 +338,7 @@ zt_status zt_runtime_rank(const zt_runtime *rt, int *rank, int *world_size)
         return ZT_ERR_USAGE; /* the message still says why creation failed */
     zt_status st = answer(rt, rank && world_size ? rank : NULL, "zt_runtime_rank");
     if (st == ZT_OK)
-        *rank = rt->rank, *world_size = rt->world;
+        *rank = rt->dist.rank, *world_size = rt->dist.world;
     return st;
 }
 
@@ -352,7 +352,7 @@ zt_status zt_runtime_device(const zt_runtime *rt, int *device)
                       "after");
     zt_status st = answer(rt, device, "zt_runtime_device");
     if (st == ZT_OK)
-        *device = rt->dev->index;
+        *device = rt->device.dev->index;
     return st;
 }
 
@@ -362,7 +362,7 @@ zt_status zt_layer_count(const zt_runtime *rt, int *count)
         return ZT_ERR_ARGUMENT;
     zt_status st = answer(rt, count, "zt_layer_count");
     if (st == ZT_OK)
-        *count = rt->n_layers;
+        *count = rt->reg.n_layers;
     return st;
 }
 
@@ -374,7 +374,7 @@ zt_status zt_step_count(const zt_runtime *rt, int64_t *steps)
         return ZT_ERR_USAGE;
     zt_status st = answer(rt, steps, "zt_step_count");
     if (st == ZT_OK)
-        *steps = rt->steps;
+        *steps = rt->train.steps;
     return st;
 }
 
@@ -404,8 +404,8 @@ zt_status zt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel)
     zt_status st = enter(rt, ZT_RT_COMMITTED, "zt_param_read");
     if (st != ZT_OK)
         return st;
-    CHECK_ARG(rt, param_id >= 0 && param_id < rt->n_params,
-              "unknown parameter id %d (the runtime has %d parameters)", param_id, rt->n_params);
+    CHECK_ARG(rt, param_id >= 0 && param_id < rt->reg.n_params,
+              "unknown parameter id %d (the runtime has %d parameters)", param_id, rt->reg.n_params);
     CHECK_ARG(rt, dst, "zt_param_read: dst is NULL");
     if ((st = check_nothing_held(rt, "zt_param_read")) != ZT_OK)
         return st;
@@ -427,13 +427,13 @@ zt_status zt_param_write(zt_runtime *rt, int param_id, const float *src, int64_t
     zt_status st = enter(rt, ZT_RT_COMMITTED, "zt_param_write");
     if (st != ZT_OK)
         return st;
-    CHECK_ARG(rt, param_id >= 0 && param_id < rt->n_params,
-              "unknown parameter id %d (the runtime has %d parameters)", param_id, rt->n_params);
+    CHECK_ARG(rt, param_id >= 0 && param_id < rt->reg.n_params,
+              "unknown parameter id %d (the runtime has %d parameters)", param_id, rt->reg.n_params);
     CHECK_ARG(rt, src, "zt_param_write: src is NULL");
     if ((st = check_nothing_held(rt, "zt_param_write")) != ZT_OK)
         return st;
     /* an I/O error on one rank must not leave the ranks with different parameters unnoticed */
-    return zt_comm_agree(rt->comm, zt_rt_param_write(rt, param_id, src, numel),
+    return zt_comm_agree(rt->dist.comm, zt_rt_param_write(rt, param_id, src, numel),
                          "zt_param_write", &rt->err);
 }
 

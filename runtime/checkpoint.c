@@ -42,7 +42,7 @@ static size_t header_bytes(int version)
 
 static zt_ckpt_state current_state(const zt_runtime *rt)
 {
-    zt_ckpt_state s = {rt->steps, rt->loss_scale, rt->good_steps, rt->hysteresis_left,
+    zt_ckpt_state s = {rt->train.steps, rt->train.loss_scale, rt->train.good_steps, rt->train.hysteresis_left,
                        rt->cfg.fp16};
     return s;
 }
@@ -50,7 +50,7 @@ static zt_ckpt_state current_state(const zt_runtime *rt)
 static void shard_path(const char *folder, const zt_runtime *rt, char *out, size_t len)
 {
     char name[64];
-    zt_ckpt_shard_name(rt->rank, rt->world, name, sizeof name);
+    zt_ckpt_shard_name(rt->dist.rank, rt->dist.world, name, sizeof name);
     snprintf(out, len, "%s/%s", folder, name);
 }
 
@@ -70,15 +70,15 @@ static zt_status write_all(FILE *f, const void *p, size_t n, uLong *crc, const c
 static zt_status write_home(zt_runtime *rt, FILE *f, const zt_home *h, uLong *crc,
                             const char *path)
 {
-    zt_status st = zt_home_load(&rt->homes, h, rt->staging, &rt->err);
-    return st == ZT_OK ? write_all(f, rt->staging, h->bytes, crc, path, &rt->err) : st;
+    zt_status st = zt_home_load(&rt->tiers.homes, h, rt->opt.staging, &rt->err);
+    return st == ZT_OK ? write_all(f, rt->opt.staging, h->bytes, crc, path, &rt->err) : st;
 }
 
 static zt_status write_layers(zt_runtime *rt, FILE *f, uLong *crc, const char *path)
 {
     zt_status st = ZT_OK;
-    for (int i = 0; st == ZT_OK && i < rt->n_layers; i++) {
-        zt_layer *L = &rt->layers[i];
+    for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
+        zt_layer *L = &rt->reg.layers[i];
         st = write_home(rt, f, &L->master, crc, path);
         if (st == ZT_OK)
             st = write_home(rt, f, &L->exp_avg, crc, path);
@@ -100,8 +100,8 @@ static zt_status write_shard_file(zt_runtime *rt, const char *folder, uint64_t *
         return ZT_ERR(&rt->err, zt_status_from_errno(errno),
                       "cannot create checkpoint file '%s': %s", path, strerror(errno));
     zt_ckpt_state s = current_state(rt);
-    shard_header h = {CKPT_MAGIC,    ZT_CKPT_VERSION, (uint32_t)rt->rank,  (uint32_t)rt->world,
-                      (uint32_t)rt->n_layers, (uint64_t)s.step, s.loss_scale, s.good_steps,
+    shard_header h = {CKPT_MAGIC,    ZT_CKPT_VERSION, (uint32_t)rt->dist.rank,  (uint32_t)rt->dist.world,
+                      (uint32_t)rt->reg.n_layers, (uint64_t)s.step, s.loss_scale, s.good_steps,
                       s.hysteresis_left, s.fp16};
     *crc = crc32(0L, Z_NULL, 0);
     zt_status st = write_all(f, &h, sizeof h, crc, path, &rt->err);
@@ -122,12 +122,12 @@ static zt_status write_shard_file(zt_runtime *rt, const char *folder, uint64_t *
 static zt_status begin_save(zt_runtime *rt, const char *root, char *name)
 {
     zt_status st = zt_rt_drain_optimizer(rt); /* the optimizer state on disk is complete */
-    if (st == ZT_OK && rt->rank == 0)
-        st = zt_ckpt_begin(root, rt->steps, name, &rt->err);
-    st = zt_comm_agree(rt->comm, st, "checkpoint save (folder)", &rt->err);
-    if (st != ZT_OK || rt->world == 1)
+    if (st == ZT_OK && rt->dist.rank == 0)
+        st = zt_ckpt_begin(root, rt->train.steps, name, &rt->err);
+    st = zt_comm_agree(rt->dist.comm, st, "checkpoint save (folder)", &rt->err);
+    if (st != ZT_OK || rt->dist.world == 1)
         return st;
-    return zt_comm_broadcast_sync(rt->comm, name, ZT_CKPT_NAME_MAX, ZT_COMM_U8, 0, &rt->err);
+    return zt_comm_broadcast_sync(rt->dist.comm, name, ZT_CKPT_NAME_MAX, ZT_COMM_U8, 0, &rt->err);
 }
 
 /* Every rank writes its shard; rank 0 writes the manifest and commits the folder. */
@@ -139,17 +139,17 @@ static zt_status write_checkpoint(zt_runtime *rt, const char *root, const char *
     uLong crc = 0;
     zt_status st = write_shard_file(rt, folder, &bytes, &crc);
     int64_t mine[2] = {(int64_t)bytes, (int64_t)crc};
-    int64_t *files = calloc(2 * (size_t)rt->world, sizeof *files);
+    int64_t *files = calloc(2 * (size_t)rt->dist.world, sizeof *files);
     if (!files && st == ZT_OK)
         st = ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory saving a checkpoint");
-    st = zt_comm_agree(rt->comm, st, "checkpoint save (shard files)", &rt->err);
+    st = zt_comm_agree(rt->dist.comm, st, "checkpoint save (shard files)", &rt->err);
     if (st == ZT_OK)
-        st = zt_comm_allgather_sync(rt->comm, mine, files, 2, ZT_COMM_I64, &rt->err);
+        st = zt_comm_allgather_sync(rt->dist.comm, mine, files, 2, ZT_COMM_I64, &rt->err);
     zt_ckpt_state s = current_state(rt);
-    if (st == ZT_OK && rt->rank == 0)
+    if (st == ZT_OK && rt->dist.rank == 0)
         st = zt_manifest_write(rt, &s, files, folder, &rt->err);
     zt_test_crash_point("manifest written");
-    if (st == ZT_OK && rt->rank == 0)
+    if (st == ZT_OK && rt->dist.rank == 0)
         st = zt_ckpt_commit(root, name, rt->cfg.checkpoint_keep, &rt->err);
     free(files);
     return st;
@@ -167,11 +167,11 @@ zt_status zt_rt_checkpoint_save(zt_runtime *rt, const char *root)
         return st;
     st = write_checkpoint(rt, root, name);
     zt_trace_span("checkpoint", t0, "save %s", name);
-    st = zt_comm_agree(rt->comm, st, "checkpoint save", &rt->err);
-    if (st != ZT_OK && rt->rank == 0)
+    st = zt_comm_agree(rt->dist.comm, st, "checkpoint save", &rt->err);
+    if (st != ZT_OK && rt->dist.rank == 0)
         zt_ckpt_abort(root, name); /* the previous checkpoint stays the latest */
     if (st == ZT_OK)
-        ZT_LOGI("checkpoint", "saved step %lld to %s/%s", (long long)rt->steps, root, name);
+        ZT_LOGI("checkpoint", "saved step %lld to %s/%s", (long long)rt->train.steps, root, name);
     return st;
 }
 
@@ -183,11 +183,11 @@ static zt_status read_header(zt_runtime *rt, FILE *f, const char *path, int vers
     memset(h, 0, sizeof *h);
     if (fread(h, header_bytes(version), 1, f) != 1 ||
         memcmp(h->magic, version == 1 ? CKPT_MAGIC_V1 : CKPT_MAGIC, 8) != 0 ||
-        h->rank != (uint32_t)rt->rank || h->world != (uint32_t)rt->world ||
-        h->n_layers != (uint32_t)rt->n_layers)
+        h->rank != (uint32_t)rt->dist.rank || h->world != (uint32_t)rt->dist.world ||
+        h->n_layers != (uint32_t)rt->reg.n_layers)
         return ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
                       "checkpoint file '%s' has a damaged header or belongs to another rank "
-                      "(this is rank %d of %d)", path, rt->rank, rt->world);
+                      "(this is rank %d of %d)", path, rt->dist.rank, rt->dist.world);
     return ZT_OK;
 }
 
@@ -217,8 +217,8 @@ static zt_status cross_check(zt_runtime *rt, const shard_header *h, const zt_man
 static uint64_t expected_shard_bytes(const zt_runtime *rt, int version)
 {
     uint64_t n = header_bytes(version);
-    for (int i = 0; i < rt->n_layers; i++)
-        n += 3 * (uint64_t)rt->layers[i].shard_numel * sizeof(float);
+    for (int i = 0; i < rt->reg.n_layers; i++)
+        n += 3 * (uint64_t)rt->reg.layers[i].shard_numel * sizeof(float);
     return n;
 }
 
@@ -237,8 +237,8 @@ static zt_status verify_shard_file(zt_runtime *rt, FILE *f, const char *path,
                       (unsigned long long)want);
     uLong crc = crc32(0L, Z_NULL, 0);
     size_t n;
-    while ((n = fread(rt->staging, 1, rt->staging_bytes, f)) > 0)
-        crc = crc32(crc, rt->staging, (uInt)n);
+    while ((n = fread(rt->opt.staging, 1, rt->opt.staging_bytes, f)) > 0)
+        crc = crc32(crc, rt->opt.staging, (uInt)n);
     if (crc != m->file_crc)
         return ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
                       "checkpoint file '%s' is damaged (CRC-32 %08lx, the manifest says %08lx)",
@@ -249,11 +249,11 @@ static zt_status verify_shard_file(zt_runtime *rt, FILE *f, const char *path,
     return st == ZT_OK ? cross_check(rt, &h, m, path) : st;
 }
 
-/* Reads the file's next fp32 shard of layer L into rt->staging. */
+/* Reads the file's next fp32 shard of layer L into rt->opt.staging. */
 static zt_status read_shard(zt_runtime *rt, FILE *f, const zt_layer *L, const char *path)
 {
     size_t bytes = (size_t)L->shard_numel * sizeof(float);
-    if (fread(rt->staging, 1, bytes, f) != bytes)
+    if (fread(rt->opt.staging, 1, bytes, f) != bytes)
         return ZT_ERR(&rt->err, ZT_ERR_IO, "reading '%s': %s", path, strerror(errno));
     return ZT_OK;
 }
@@ -264,19 +264,19 @@ static zt_status restore_layers(zt_runtime *rt, FILE *f, const char *path, int v
     zt_status st = fseek(f, (long)header_bytes(version), SEEK_SET) == 0
                        ? ZT_OK
                        : ZT_ERR(&rt->err, ZT_ERR_IO, "reading '%s': %s", path, strerror(errno));
-    for (int i = 0; st == ZT_OK && i < rt->n_layers; i++) {
-        zt_layer *L = &rt->layers[i];
+    for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
+        zt_layer *L = &rt->reg.layers[i];
         st = read_shard(rt, f, L, path);
         if (st == ZT_OK)
-            st = zt_layer_set_master(rt, L, rt->staging);
+            st = zt_layer_set_master(rt, L, rt->opt.staging);
         if (st == ZT_OK)
             st = read_shard(rt, f, L, path);
         if (st == ZT_OK)
-            st = zt_home_store(&rt->homes, &L->exp_avg, rt->staging, &rt->err);
+            st = zt_home_store(&rt->tiers.homes, &L->exp_avg, rt->opt.staging, &rt->err);
         if (st == ZT_OK)
             st = read_shard(rt, f, L, path);
         if (st == ZT_OK)
-            st = zt_home_store(&rt->homes, &L->exp_avg_sq, rt->staging, &rt->err);
+            st = zt_home_store(&rt->tiers.homes, &L->exp_avg_sq, rt->opt.staging, &rt->err);
     }
     return st;
 }
@@ -285,11 +285,11 @@ static zt_status restore_layers(zt_runtime *rt, FILE *f, const char *path, int v
  * loss dynamically, else this run's configured start. */
 static void restore_state(zt_runtime *rt, const zt_ckpt_state *s)
 {
-    rt->steps = s->step;
+    rt->train.steps = s->step;
     if (rt->cfg.fp16 && rt->cfg.fp16_loss_scale == 0 && s->fp16 != 0) {
-        rt->loss_scale = s->loss_scale;
-        rt->good_steps = s->good_steps;
-        rt->hysteresis_left = s->hysteresis_left;
+        rt->train.loss_scale = s->loss_scale;
+        rt->train.good_steps = s->good_steps;
+        rt->train.hysteresis_left = s->hysteresis_left;
     } else if (s->fp16 > 0 && !rt->cfg.fp16) {
         ZT_LOGI("checkpoint", "the checkpoint's fp16 loss scale %g is not used: this run "
                               "does not scale its loss", (double)s->loss_scale);
@@ -300,12 +300,12 @@ static void restore_state(zt_runtime *rt, const zt_ckpt_state *s)
 static zt_status clear_accumulators(zt_runtime *rt)
 {
     zt_status st = ZT_OK;
-    for (int i = 0; st == ZT_OK && i < rt->n_layers; i++) {
-        zt_layer *L = &rt->layers[i];
-        if (rt->dev_opt) {
+    for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
+        zt_layer *L = &rt->reg.layers[i];
+        if (rt->opt.on_device) {
             st = zt_dev_opt_zero_acc(rt, L);
         } else {
-            memset(L->grad_acc, 0, (size_t)L->shard_numel * zt_dtype_size(rt->acc_dtype));
+            memset(L->grad_acc, 0, (size_t)L->shard_numel * zt_dtype_size(rt->reg.acc_dtype));
             L->accum_count = 0;
             L->norm_valid = 0;
         }
@@ -320,7 +320,7 @@ static zt_status open_checked(zt_runtime *rt, const char *dir, char *folder, siz
     char path[ZT_PATH_MAX + 240];
     /* no write-back may land after the restore; a failed one does not matter any more */
     zt_status st = ZT_OK;
-    zt_nvme_step_drain(rt->nvme_step, NULL);
+    zt_nvme_step_drain(rt->opt.nvme_step, NULL);
     if (st == ZT_OK)
         st = zt_ckpt_resolve(dir, folder, len, &rt->err);
     if (st == ZT_OK)
@@ -333,7 +333,7 @@ static zt_status open_checked(zt_runtime *rt, const char *dir, char *folder, siz
     }
     if (st == ZT_OK)
         st = verify_shard_file(rt, *out, path, m);
-    return zt_comm_agree(rt->comm, st, "checkpoint load (checks)", &rt->err);
+    return zt_comm_agree(rt->dist.comm, st, "checkpoint load (checks)", &rt->err);
 }
 
 zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
@@ -362,12 +362,12 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
     }
     if (st == ZT_OK) { /* the state is consistent again */
         zt_error_clear(&rt->async_err);
-        rt->step_cleared = rt->n_layers;
-        rt->host_step_pending = 0;
+        rt->train.step_cleared = rt->reg.n_layers;
+        rt->opt.host_step_pending = 0;
     }
     zt_trace_span("checkpoint", t0, "load %s", folder);
-    st = zt_comm_agree(rt->comm, st, "checkpoint load (shard files)", &rt->err);
+    st = zt_comm_agree(rt->dist.comm, st, "checkpoint load (shard files)", &rt->err);
     if (st == ZT_OK)
-        ZT_LOGI("checkpoint", "resumed step %lld from %s", (long long)rt->steps, folder);
+        ZT_LOGI("checkpoint", "resumed step %lld from %s", (long long)rt->train.steps, folder);
     return st;
 }

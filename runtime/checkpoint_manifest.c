@@ -36,11 +36,11 @@ void zt_manifest_checksum(json_t *m, char out[16])
 static json_t *model_json(const zt_runtime *rt)
 {
     json_t *layers = json_array();
-    for (int i = 0; i < rt->n_layers; i++) {
-        const zt_layer *L = &rt->layers[i];
+    for (int i = 0; i < rt->reg.n_layers; i++) {
+        const zt_layer *L = &rt->reg.layers[i];
         json_t *params = json_array();
         for (int k = 0; k < L->n_params; k++) {
-            const zt_param *p = &rt->params[L->param_ids[k]];
+            const zt_param *p = &rt->reg.params[L->param_ids[k]];
             json_t *shape = json_array();
             for (int d = 0; d < p->ndim; d++)
                 json_array_append_new(shape, json_integer(p->shape[d]));
@@ -56,9 +56,9 @@ static json_t *model_json(const zt_runtime *rt)
 static json_t *files_json(const zt_runtime *rt, const int64_t *files)
 {
     json_t *list = json_array();
-    for (int r = 0; r < rt->world; r++) {
+    for (int r = 0; r < rt->dist.world; r++) {
         char name[64];
-        zt_ckpt_shard_name(r, rt->world, name, sizeof name);
+        zt_ckpt_shard_name(r, rt->dist.world, name, sizeof name);
         json_array_append_new(list, json_pack("{s:s, s:I, s:I}", "name", name, "bytes",
                                               (json_int_t)files[2 * r], "crc32",
                                               (json_int_t)files[2 * r + 1]));
@@ -85,7 +85,7 @@ zt_status zt_manifest_write(const zt_runtime *rt, const zt_ckpt_state *s, const 
                             const char *folder, zt_error *err)
 {
     json_t *m = json_pack("{s:s, s:i, s:i, s:I, s:f, s:i, s:i, s:b, s:o, s:o}", "format",
-                          CKPT_FORMAT, "version", ZT_CKPT_VERSION, "world_size", rt->world,
+                          CKPT_FORMAT, "version", ZT_CKPT_VERSION, "world_size", rt->dist.world,
                           "step", (json_int_t)s->step, "loss_scale", (double)s->loss_scale,
                           "good_steps", (int)s->good_steps, "hysteresis_left",
                           (int)s->hysteresis_left, "fp16", s->fp16 > 0, "layers",
@@ -156,10 +156,10 @@ static zt_status check_header(const zt_runtime *rt, const mctx *c, json_t *m, in
     }
     if ((st = get_int(c, m, "world_size", "world_size", 1, 1 << 24, &world)) != ZT_OK)
         return st;
-    if (world != rt->world)
+    if (world != rt->dist.world)
         return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
                       "checkpoint '%s' was saved by %lld ranks and this run has %d: resume with "
-                      "the same number of ranks", c->path, (long long)world, rt->world);
+                      "the same number of ranks", c->path, (long long)world, rt->dist.world);
     return ZT_OK;
 }
 
@@ -243,7 +243,7 @@ static zt_status check_layer(const zt_runtime *rt, const mctx *c, const zt_layer
                       "from a different model", c->path, L->name);
     for (int k = 0; st == ZT_OK && k < L->n_params; k++) {
         snprintf(field, sizeof field, "layers[%d].params[%d]", i, k);
-        st = check_param(c, &rt->params[L->param_ids[k]], json_array_get(params, (size_t)k),
+        st = check_param(c, &rt->reg.params[L->param_ids[k]], json_array_get(params, (size_t)k),
                          field);
     }
     return st;
@@ -254,25 +254,25 @@ static zt_status check_model(const zt_runtime *rt, const mctx *c, json_t *m)
     json_t *layers = json_object_get(m, "layers");
     if (!json_is_array(layers))
         return bad(c, "layers", layers, "it must be the list of the model's layers");
-    if ((int)json_array_size(layers) != rt->n_layers)
+    if ((int)json_array_size(layers) != rt->reg.n_layers)
         return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
                       "checkpoint '%s' holds %d layers, this model has %d: it was saved from a "
-                      "different model", c->path, (int)json_array_size(layers), rt->n_layers);
+                      "different model", c->path, (int)json_array_size(layers), rt->reg.n_layers);
     zt_status st = ZT_OK;
-    for (int i = 0; st == ZT_OK && i < rt->n_layers; i++)
-        st = check_layer(rt, c, &rt->layers[i], json_array_get(layers, (size_t)i), i);
+    for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++)
+        st = check_layer(rt, c, &rt->reg.layers[i], json_array_get(layers, (size_t)i), i);
     return st;
 }
 
 static zt_status check_files(const zt_runtime *rt, const mctx *c, json_t *m, zt_manifest *out)
 {
     json_t *files = json_object_get(m, "files");
-    if (!json_is_array(files) || (int)json_array_size(files) != rt->world)
+    if (!json_is_array(files) || (int)json_array_size(files) != rt->dist.world)
         return bad(c, "files", files, "it must list one file per rank");
-    for (int r = 0; r < rt->world; r++) {
+    for (int r = 0; r < rt->dist.world; r++) {
         json_t *e = json_array_get(files, (size_t)r), *name = json_object_get(e, "name");
         char want[64], field[64];
-        zt_ckpt_shard_name(r, rt->world, want, sizeof want);
+        zt_ckpt_shard_name(r, rt->dist.world, want, sizeof want);
         snprintf(field, sizeof field, "files[%d].name", r);
         if (!json_is_string(name) || strcmp(json_string_value(name), want) != 0)
             return bad(c, field, name, "it must name that rank's shard file");
@@ -284,7 +284,7 @@ static zt_status check_files(const zt_runtime *rt, const mctx *c, json_t *m, zt_
             st = get_int(c, e, "crc32", field, 0, UINT32_MAX, &crc);
         if (st != ZT_OK)
             return st;
-        if (r == rt->rank)
+        if (r == rt->dist.rank)
             out->file_bytes = (uint64_t)bytes, out->file_crc = (uint32_t)crc;
     }
     return ZT_OK;

@@ -13,13 +13,13 @@ static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
 {
     uint64_t shard = (uint64_t)L->shard_numel;
     zt_tier_kind opt = plan->optim_tier;
-    zt_homes ph = rt->homes, oh = rt->homes;
-    ph.swap = rt->param_swap;
+    zt_homes ph = rt->tiers.homes, oh = rt->tiers.homes;
+    ph.swap = rt->tiers.param_swap;
     ph.pin = rt->cfg.offload_param.pin_memory; /* the device copies parameters from home */
-    oh.swap = rt->optim_swap;
+    oh.swap = rt->tiers.optim_swap;
     zt_tier_kind param_tier = L->persistent ? ZT_TIER_DEVICE : plan->param_tier;
     zt_status st = zt_home_alloc(&ph, param_tier,
-                                 shard * zt_dtype_size(rt->dtype), L->name, &L->param_home,
+                                 shard * zt_dtype_size(rt->reg.dtype), L->name, &L->param_home,
                                  &rt->err);
     if (st == ZT_OK && zt_plan_master_is_param(plan, L))
         zt_home_share(&L->param_home, L->name, &L->master);
@@ -33,13 +33,13 @@ static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
         st = zt_home_alloc(&oh, opt, shard * 4, L->name, &L->exp_avg, &rt->err);
     if (st == ZT_OK)
         st = zt_home_alloc(&oh, opt, shard * 4, L->name, &L->exp_avg_sq, &rt->err);
-    if (st == ZT_OK && rt->dev_opt)
+    if (st == ZT_OK && rt->opt.on_device)
         st = zt_dev_opt_alloc_acc(rt, L);
     else if (st == ZT_OK)
-        st = zt_host_tier_alloc(&rt->host, shard * zt_dtype_size(rt->acc_dtype), L->name,
+        st = zt_host_tier_alloc(&rt->tiers.host, shard * zt_dtype_size(rt->reg.acc_dtype), L->name,
                                 &L->grad_acc, &rt->err);
     if (st == ZT_OK)
-        st = zt_gather_init(zt_prefetcher_gather(rt->prefetch, (int)(L - rt->layers)),
+        st = zt_gather_init(zt_prefetcher_gather(rt->prefetch, (int)(L - rt->reg.layers)),
                             &rt->gather_env, L->name, L->flat_numel, L->shard_numel,
                             L->persistent, &L->param_home, &rt->err);
     if (st == ZT_OK && !(L->views = calloc(2 * (size_t)L->n_params, sizeof *L->views)))
@@ -54,7 +54,7 @@ static zt_status init_master_shard(zt_runtime *rt, const zt_layer *L, float *mas
     memset(master, 0, (size_t)L->shard_numel * sizeof(float));
     zt_status st = ZT_OK;
     for (int i = 0; st == ZT_OK && i < L->n_params; i++) {
-        const zt_param *p = &rt->params[L->param_ids[i]];
+        const zt_param *p = &rt->reg.params[L->param_ids[i]];
         int64_t a, b, at;
         zt_param_in_shard(rt, p, &a, &b, &at);
         if (a < b)
@@ -65,38 +65,38 @@ static zt_status init_master_shard(zt_runtime *rt, const zt_layer *L, float *mas
 
 static zt_status init_layer(zt_runtime *rt, zt_layer *L)
 {
-    zt_status st = init_master_shard(rt, L, rt->staging);
+    zt_status st = init_master_shard(rt, L, rt->opt.staging);
     if (st == ZT_OK)
-        st = zt_layer_set_master(rt, L, rt->staging);
+        st = zt_layer_set_master(rt, L, rt->opt.staging);
     if (st != ZT_OK || L->exp_avg.kind != ZT_TIER_NVME)
         return st; /* host and device homes start zeroed */
-    memset(rt->staging, 0, (size_t)L->shard_numel * sizeof(float));
-    st = zt_home_store(&rt->homes, &L->exp_avg, rt->staging, &rt->err);
-    return st == ZT_OK ? zt_home_store(&rt->homes, &L->exp_avg_sq, rt->staging, &rt->err) : st;
+    memset(rt->opt.staging, 0, (size_t)L->shard_numel * sizeof(float));
+    st = zt_home_store(&rt->tiers.homes, &L->exp_avg, rt->opt.staging, &rt->err);
+    return st == ZT_OK ? zt_home_store(&rt->tiers.homes, &L->exp_avg_sq, rt->opt.staging, &rt->err) : st;
 }
 
 static zt_status alloc_staging(zt_runtime *rt, const zt_plan *plan)
 {
-    rt->staging_bytes = plan->staging_bytes;
+    rt->opt.staging_bytes = plan->staging_bytes;
     /* gradients are copied into it from the device */
-    zt_status st = zt_host_tier_alloc_pinned(&rt->host, rt->staging_bytes, "staging buffer",
-                                             &rt->staging, &rt->err);
-    rt->staging_lp = st == ZT_OK ? (char *)rt->staging + rt->staging_bytes / 2 : NULL;
-    rt->opt_buf_bytes = plan->opt_buf_bytes;
-    rt->opt_sets = plan->opt_sets;
+    zt_status st = zt_host_tier_alloc_pinned(&rt->tiers.host, rt->opt.staging_bytes, "staging buffer",
+                                             &rt->opt.staging, &rt->err);
+    rt->opt.staging_lp = st == ZT_OK ? (char *)rt->opt.staging + rt->opt.staging_bytes / 2 : NULL;
+    rt->opt.buf_bytes = plan->opt_buf_bytes;
+    rt->opt.sets = plan->opt_sets;
     int per_set = plan->opt_bufs_per_set; /* 2: no master buffers (left NULL) */
-    rt->opt_block_bytes = (size_t)per_set * (size_t)plan->opt_sets * plan->opt_buf_stride;
-    if (st == ZT_OK && rt->opt_buf_bytes && plan->opt_bufs_pinned) /* masters copied in */
-        st = zt_host_tier_alloc_pinned(&rt->host, rt->opt_block_bytes, "optimizer staging",
-                                       &rt->opt_block, &rt->err);
-    else if (st == ZT_OK && rt->opt_buf_bytes)
-        st = zt_host_tier_alloc(&rt->host, rt->opt_block_bytes, "optimizer staging",
-                                &rt->opt_block, &rt->err);
-    char *next = rt->opt_block;
-    for (int k = 0; st == ZT_OK && next && k < 3 * rt->opt_sets; k++) {
+    rt->opt.block_bytes = (size_t)per_set * (size_t)plan->opt_sets * plan->opt_buf_stride;
+    if (st == ZT_OK && rt->opt.buf_bytes && plan->opt_bufs_pinned) /* masters copied in */
+        st = zt_host_tier_alloc_pinned(&rt->tiers.host, rt->opt.block_bytes, "optimizer staging",
+                                       &rt->opt.block, &rt->err);
+    else if (st == ZT_OK && rt->opt.buf_bytes)
+        st = zt_host_tier_alloc(&rt->tiers.host, rt->opt.block_bytes, "optimizer staging",
+                                &rt->opt.block, &rt->err);
+    char *next = rt->opt.block;
+    for (int k = 0; st == ZT_OK && next && k < 3 * rt->opt.sets; k++) {
         if (k % 3 == 0 && per_set == 2)
             continue;
-        rt->opt_buf[k] = (float *)next;
+        rt->opt.buf[k] = (float *)next;
         next += plan->opt_buf_stride;
     }
     return st;
@@ -111,7 +111,7 @@ static zt_swap_config swap_config(const zt_runtime *rt, const zt_offload_config 
         c.paths[i] = off->nvme_path[i];
     c.n_paths = off->n_nvme_paths;
     c.tag = tag;
-    c.rank = rt->rank;
+    c.rank = rt->dist.rank;
     c.block_size = (uint64_t)rt->cfg.aio_block_size;
     c.queue_depth = rt->cfg.aio_queue_depth;
     c.threads = rt->cfg.aio_intra_op_parallelism;
@@ -127,14 +127,14 @@ static void register_buffers(zt_runtime *rt)
     void *bufs[3];
     size_t lens[3];
     int n = 0;
-    bufs[n] = rt->staging, lens[n++] = rt->staging_bytes;
-    if (rt->param_swap) {
-        zt_staging_region(rt->param_staging, &bufs[n], &lens[n]);
-        zt_swap_register_buffers(rt->param_swap, bufs, lens, n + 1);
+    bufs[n] = rt->opt.staging, lens[n++] = rt->opt.staging_bytes;
+    if (rt->tiers.param_swap) {
+        zt_staging_region(rt->tiers.param_staging, &bufs[n], &lens[n]);
+        zt_swap_register_buffers(rt->tiers.param_swap, bufs, lens, n + 1);
     }
-    if (rt->optim_swap && rt->opt_block) {
-        bufs[n] = rt->opt_block, lens[n++] = rt->opt_block_bytes;
-        zt_swap_register_buffers(rt->optim_swap, bufs, lens, n);
+    if (rt->tiers.optim_swap && rt->opt.block) {
+        bufs[n] = rt->opt.block, lens[n++] = rt->opt.block_bytes;
+        zt_swap_register_buffers(rt->tiers.optim_swap, bufs, lens, n);
     }
 }
 
@@ -144,16 +144,16 @@ static zt_status open_swaps(zt_runtime *rt, const zt_plan *plan)
     zt_status st = ZT_OK;
     if (plan->nvme_param_bytes) {
         zt_swap_config c = swap_config(rt, &rt->cfg.offload_param, "param");
-        st = zt_swap_create(&c, plan->nvme_param_bytes, &rt->param_swap, &rt->err);
+        st = zt_swap_create(&c, plan->nvme_param_bytes, &rt->tiers.param_swap, &rt->err);
         if (st == ZT_OK)
             st = zt_staging_pool_create((int)rt->cfg.offload_param.buffer_count,
                                        plan->max_param_shard_bytes,
-                                       rt->cfg.offload_param.pin_memory ? &rt->pinner : NULL,
-                                       &rt->param_staging, &rt->err);
+                                       rt->cfg.offload_param.pin_memory ? &rt->tiers.pinner : NULL,
+                                       &rt->tiers.param_staging, &rt->err);
     }
     if (st == ZT_OK && plan->nvme_optim_bytes) {
         zt_swap_config c = swap_config(rt, &rt->cfg.offload_optimizer, "optim");
-        st = zt_swap_create(&c, plan->nvme_optim_bytes, &rt->optim_swap, &rt->err);
+        st = zt_swap_create(&c, plan->nvme_optim_bytes, &rt->tiers.optim_swap, &rt->err);
     }
     if (st == ZT_OK)
         register_buffers(rt);
@@ -165,7 +165,7 @@ static zt_status open_swaps(zt_runtime *rt, const zt_plan *plan)
 static void report_unpinned(const zt_runtime *rt, const zt_plan *plan)
 {
     if (plan->param_tier != ZT_TIER_DEVICE && !rt->cfg.offload_param.pin_memory &&
-        strcmp(rt->dev_iface->name, "cuda") == 0)
+        strcmp(rt->device.iface->name, "cuda") == 0)
         ZT_LOGW("runtime",
                 "zero_optimization.offload_param.pin_memory is false: the GPU copies the "
                 "offloaded parameters from pageable memory, which blocks the host at each copy "
@@ -184,26 +184,26 @@ static void report_persistent(zt_runtime *rt, const zt_plan *plan)
         return;
     const char *where = plan->param_tier == ZT_TIER_NVME ? "nvme" : "cpu";
     long long threshold = (long long)rt->cfg.stage3_param_persistence_threshold;
-    if (n == rt->n_layers)
+    if (n == rt->reg.n_layers)
         ZT_LOGW("runtime",
                 "zero_optimization.offload_param.device is \"%s\", but all %d layers are below "
                 "zero_optimization.stage3_param_persistence_threshold (%lld elements): their "
                 "%llu bytes of parameters stay in device memory and no parameter is offloaded; "
                 "lower the threshold (0 offloads every layer)",
-                where, rt->n_layers, threshold, bytes);
+                where, rt->reg.n_layers, threshold, bytes);
     else
         ZT_LOGI("runtime",
                 "%d of %d layers (%llu bytes of parameters) stay in device memory, not on %s: "
                 "they are below zero_optimization.stage3_param_persistence_threshold (%lld "
                 "elements; 0 offloads every layer)",
-                n, rt->n_layers, bytes, where, threshold);
+                n, rt->reg.n_layers, bytes, where, threshold);
 }
 
 /* The device budget must hold the parameters that live there plus the largest layer while
  * its backward pass runs; below that no schedule can run. */
 static zt_status check_device_budget(zt_runtime *rt, const zt_plan *plan)
 {
-    if (plan->device_min <= rt->dev->capacity)
+    if (plan->device_min <= rt->device.dev->capacity)
         return ZT_OK;
     return ZT_ERR(&rt->err, ZT_ERR_DEVICE_NOMEM,
                   "the device memory budget of %llu bytes (ztier.hbm_capacity on the host "
@@ -212,7 +212,7 @@ static zt_status check_device_budget(zt_runtime *rt, const zt_plan *plan)
                   "its backward pass (parameters, gradients, transfer buffers); raise the "
                   "budget, offload parameters (zero_optimization.offload_param.device) or "
                   "split that layer",
-                  (unsigned long long)rt->dev->capacity, (unsigned long long)plan->device_min,
+                  (unsigned long long)rt->device.dev->capacity, (unsigned long long)plan->device_min,
                   (unsigned long long)plan->device_resident,
                   (unsigned long long)(plan->device_min - plan->device_resident),
                   plan->device_min_layer);
@@ -221,12 +221,12 @@ static zt_status check_device_budget(zt_runtime *rt, const zt_plan *plan)
 /* The prefetcher and the gather pipeline's shared environment. */
 static zt_status open_prefetch(zt_runtime *rt)
 {
-    rt->gather_env = (zt_gather_env){.dev = rt->dev,
-                                     .stream = rt->prefetch_stream,
-                                     .dtier = &rt->dtier,
-                                     .staging = rt->param_staging,
-                                     .topo = &rt->topo,
-                                     .dtype = rt->dtype,
+    rt->gather_env = (zt_gather_env){.dev = rt->device.dev,
+                                     .stream = rt->device.prefetch_stream,
+                                     .dtier = &rt->tiers.dtier,
+                                     .staging = rt->tiers.param_staging,
+                                     .topo = &rt->dist.topo,
+                                     .dtype = rt->reg.dtype,
                                      .qwz = rt->cfg.zero_quantized_weights,
                                      .hpz = rt->cfg.zero_hpz_partition_size > 1,
                                      .quant_block = rt->cfg.quant_block_size,
@@ -235,47 +235,47 @@ static zt_status open_prefetch(zt_runtime *rt)
     zt_sched_limits lim = {rt->cfg.stage3_prefetch_bucket_size,
                            rt->cfg.stage3_max_live_parameters,
                            rt->cfg.stage3_max_reuse_distance};
-    return zt_prefetcher_create(&lim, &rt->gather_env, rt->n_layers, &rt->prefetch, &rt->err);
+    return zt_prefetcher_create(&lim, &rt->gather_env, rt->reg.n_layers, &rt->prefetch, &rt->err);
 }
 
 /* With the optimizer state on NVMe: the pipelined step over every layer's shard. */
 static zt_status open_nvme_step(zt_runtime *rt)
 {
-    if (!rt->optim_swap)
+    if (!rt->tiers.optim_swap)
         return ZT_OK;
-    rt->opt_shards = calloc((size_t)rt->n_layers, sizeof *rt->opt_shards);
-    if (!rt->opt_shards)
+    rt->opt.shards = calloc((size_t)rt->reg.n_layers, sizeof *rt->opt.shards);
+    if (!rt->opt.shards)
         return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory for the optimizer's shard list");
-    for (int i = 0; i < rt->n_layers; i++) {
-        zt_layer *L = &rt->layers[i];
-        rt->opt_shards[i] = (zt_opt_shard){&L->master,     &L->exp_avg,    &L->exp_avg_sq,
-                                           &L->param_home, L->grad_acc,    rt->acc_dtype,
+    for (int i = 0; i < rt->reg.n_layers; i++) {
+        zt_layer *L = &rt->reg.layers[i];
+        rt->opt.shards[i] = (zt_opt_shard){&L->master,     &L->exp_avg,    &L->exp_avg_sq,
+                                           &L->param_home, L->grad_acc,    rt->reg.acc_dtype,
                                            L->shard_numel};
     }
-    void *param_out = rt->dtype == ZT_F32 ? rt->staging : rt->staging_lp;
-    return zt_nvme_step_create(rt->opt_buf, rt->opt_sets,
-                               (int64_t)(rt->opt_buf_bytes / sizeof(float)), param_out,
-                               (zt_nvme_step_device){rt->dev, rt->prefetch_stream,
+    void *param_out = rt->reg.dtype == ZT_F32 ? rt->opt.staging : rt->opt.staging_lp;
+    return zt_nvme_step_create(rt->opt.buf, rt->opt.sets,
+                               (int64_t)(rt->opt.buf_bytes / sizeof(float)), param_out,
+                               (zt_nvme_step_device){rt->device.dev, rt->device.prefetch_stream,
                                                      &rt->stats.d2h_bytes},
-                               &rt->nvme_step, &rt->err);
+                               &rt->opt.nvme_step, &rt->err);
 }
 
 zt_status zt_rt_commit(zt_runtime *rt)
 {
-    if (rt->n_layers == 0)
+    if (rt->reg.n_layers == 0)
         return ZT_ERR(&rt->err, ZT_ERR_USAGE, "commit with no layers: add layers and parameters "
                                               "with zt_layer_add/zt_param_add first");
-    for (int i = 0; i < rt->n_layers; i++)
-        if (rt->layers[i].n_params == 0)
+    for (int i = 0; i < rt->reg.n_layers; i++)
+        if (rt->reg.layers[i].n_params == 0)
             return ZT_ERR(&rt->err, ZT_ERR_USAGE,
                           "layer '%s' has no parameters; add at least one with zt_param_add",
-                          rt->layers[i].name);
+                          rt->reg.layers[i].name);
     zt_status st = zt_rt_open(rt);
     if (st != ZT_OK)
         return st;
     zt_plan plan;
-    zt_plan_layout(rt, rt->world);
-    zt_plan_make(rt, rt->world, &plan);
+    zt_plan_layout(rt, rt->dist.world);
+    zt_plan_make(rt, rt->dist.world, &plan);
     report_persistent(rt, &plan);
     report_unpinned(rt, &plan);
     if ((st = check_device_budget(rt, &plan)) != ZT_OK)
@@ -285,21 +285,21 @@ zt_status zt_rt_commit(zt_runtime *rt)
         st = zt_dev_opt_open(rt, plan.device_param_tmp);
     if (st == ZT_OK)
         st = open_swaps(rt, &plan);
-    rt->step_cleared = rt->n_layers; /* no step in progress */
+    rt->train.step_cleared = rt->reg.n_layers; /* no step in progress */
     if (st == ZT_OK)
         st = open_prefetch(rt);
-    for (int i = 0; st == ZT_OK && i < rt->n_layers; i++)
-        st = place_layer(rt, &plan, &rt->layers[i]);
+    for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++)
+        st = place_layer(rt, &plan, &rt->reg.layers[i]);
     if (st == ZT_OK)
         st = open_nvme_step(rt);
-    for (int i = 0; st == ZT_OK && i < rt->n_layers; i++)
-        st = init_layer(rt, &rt->layers[i]);
+    for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++)
+        st = init_layer(rt, &rt->reg.layers[i]);
     if (st != ZT_OK)
         return st;
     rt->state = ZT_RT_COMMITTED;
     ZT_LOGI("runtime", "committed %d layers, %d parameters; host tier %llu bytes, device %llu",
-            rt->n_layers, rt->n_params, (unsigned long long)rt->host.current,
-            (unsigned long long)rt->dev->bytes_in_use);
+            rt->reg.n_layers, rt->reg.n_params, (unsigned long long)rt->tiers.host.current,
+            (unsigned long long)rt->device.dev->bytes_in_use);
     zt_rt_log_optimizer(rt);
     return ZT_OK;
 }

@@ -202,7 +202,7 @@ static zt_status replay(zt_runtime *rt, sim *s, const zt_est_event *ev, int n, i
                                         "fetched for that pass"
                                       : "estimate: event %d, the fetch of layer '%s', does not "
                                         "fit the device budget",
-                                  i, rt->layers[ev[i].layer].name);
+                                  i, rt->reg.layers[ev[i].layer].name);
             }
         step(s);
     }
@@ -214,7 +214,7 @@ static zt_status simulate(zt_runtime *rt, const zt_plan *plan, uint64_t capacity
 {
     memset(s, 0, sizeof *s);
     s->rt = rt;
-    s->n = rt->n_layers;
+    s->n = rt->reg.n_layers;
     s->lim = (zt_sched_limits){rt->cfg.stage3_prefetch_bucket_size,
                                rt->cfg.stage3_max_live_parameters,
                                rt->cfg.stage3_max_reuse_distance};
@@ -229,7 +229,7 @@ static zt_status simulate(zt_runtime *rt, const zt_plan *plan, uint64_t capacity
                        ? ZT_OK
                        : ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory estimating");
     for (int i = 0; st == ZT_OK && i < s->n; i++) {
-        const zt_layer *L = &rt->layers[i];
+        const zt_layer *L = &rt->reg.layers[i];
         s->layers[i] = (sim_layer){.numel = L->flat_numel,
                                    .persistent = L->persistent,
                                    .qwz_bytes = zt_plan_qwz_bytes(rt, plan, L),
@@ -281,16 +281,16 @@ zt_status zt_rt_estimate(zt_runtime *rt, int world, uint64_t device_capacity,
                          const zt_est_event *events, int n, int steps, zt_estimate *out)
 {
     memset(out, 0, sizeof *out);
-    if (rt->n_layers == 0)
+    if (rt->reg.n_layers == 0)
         return ZT_ERR(&rt->err, ZT_ERR_USAGE, "estimate: no layers registered");
     zt_est_event *own = NULL;
-    if (!events && !(events = own = default_events(rt->n_layers, &n)))
+    if (!events && !(events = own = default_events(rt->reg.n_layers, &n)))
         return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory estimating");
     for (int i = 0; i < n; i++)
-        if (events[i].layer < 0 || events[i].layer >= rt->n_layers)
+        if (events[i].layer < 0 || events[i].layer >= rt->reg.n_layers)
             return free(own), ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
                                      "estimate: event %d names layer %d of %d", i,
-                                     events[i].layer, rt->n_layers);
+                                     events[i].layer, rt->reg.n_layers);
     zt_plan_layout(rt, world);
     zt_plan_make(rt, world, &out->plan);
     out->device_capacity = device_capacity;

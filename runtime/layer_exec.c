@@ -5,9 +5,9 @@
  *
  * With the caller's stream (zt_fetch_async / zt_release_async) nothing here waits for the
  * device on a single rank: a fetch orders the caller's stream after the layer's copy and
- * zeroes gradients on that stream; a release records the caller's stream on rt->stream (the
+ * zeroes gradients on that stream; a release records the caller's stream on rt->device.stream (the
  * fence of every device free: no buffer is reused before the caller's stream passes its
- * release), queues the gradients' copy to a landing buffer on rt->stream, and the copied
+ * release), queues the gradients' copy to a landing buffer on rt->device.stream, and the copied
  * shard is added to the fp32 accumulator later (pending reductions, first in first out) by
  * the first call that finds the copy done, or by the next call that needs the sums. Under
  * several ranks the gradient collective runs on the host (MPI), so a release waits for the
@@ -31,23 +31,23 @@ static const char *pass_name(zt_pass pass)
 static zt_status sync_stream(zt_runtime *rt, zt_stream *s)
 {
     rt->stats.host_syncs++;
-    return rt->dev->iface->stream_synchronize(rt->dev, s, &rt->err);
+    return rt->device.dev->iface->stream_synchronize(rt->device.dev, s, &rt->err);
 }
 
 static zt_status sync_event(zt_runtime *rt, zt_event *e)
 {
     rt->stats.host_syncs++;
-    return rt->dev->iface->event_synchronize(rt->dev, e, &rt->err);
+    return rt->device.dev->iface->event_synchronize(rt->device.dev, e, &rt->err);
 }
 
-/* Zeroed gradient buffers: on the caller's stream, or on rt->stream and waited for. */
+/* Zeroed gradient buffers: on the caller's stream, or on rt->device.stream and waited for. */
 static zt_status alloc_grads(zt_runtime *rt, zt_layer *L, zt_stream *caller)
 {
-    size_t bytes = (size_t)L->flat_numel * zt_dtype_size(rt->dtype);
+    size_t bytes = (size_t)L->flat_numel * zt_dtype_size(rt->reg.dtype);
     zt_status st = zt_prefetcher_alloc(rt->prefetch, bytes, &L->grads, &rt->err);
-    zt_stream *s = caller ? caller : rt->stream;
+    zt_stream *s = caller ? caller : rt->device.stream;
     if (st == ZT_OK)
-        st = rt->dev->iface->memset_async(rt->dev, L->grads, 0, bytes, s, &rt->err);
+        st = rt->device.dev->iface->memset_async(rt->device.dev, L->grads, 0, bytes, s, &rt->err);
     if (st == ZT_OK && !caller)
         st = sync_stream(rt, s);
     return st;
@@ -60,8 +60,8 @@ static zt_status order_after(zt_runtime *rt, zt_event *ready, zt_stream *caller)
     if (!ready)
         return ZT_OK;
     if (caller)
-        return rt->dev->iface->stream_wait_event(rt->dev, caller, ready, &rt->err);
-    if (rt->dev->iface->event_query(rt->dev, ready) == 1)
+        return rt->device.dev->iface->stream_wait_event(rt->device.dev, caller, ready, &rt->err);
+    if (rt->device.dev->iface->event_query(rt->device.dev, ready) == 1)
         return ZT_OK;
     return sync_event(rt, ready);
 }
@@ -69,22 +69,22 @@ static zt_status order_after(zt_runtime *rt, zt_event *ready, zt_stream *caller)
 static void fill_views(zt_runtime *rt, zt_layer *L, zt_pass pass, void *full,
                        zt_layer_view *view)
 {
-    size_t dsize = zt_dtype_size(rt->dtype);
+    size_t dsize = zt_dtype_size(rt->reg.dtype);
     /* inference passes use the forward views: no gradients */
     zt_tensor_view *views = L->views + (pass == ZT_BACKWARD ? L->n_params : 0);
     for (int i = 0; i < L->n_params; i++) {
-        const zt_param *p = &rt->params[L->param_ids[i]];
+        const zt_param *p = &rt->reg.params[L->param_ids[i]];
         zt_tensor_view *v = &views[i];
         v->name = p->name;
         v->param_id = L->param_ids[i];
-        v->dtype = rt->dtype;
+        v->dtype = rt->reg.dtype;
         v->ndim = p->ndim;
         memcpy(v->shape, p->shape, sizeof v->shape);
         v->numel = p->numel;
         v->data = (char *)full + (size_t)p->offset * dsize;
         v->grad = pass == ZT_BACKWARD ? (char *)L->grads + (size_t)p->offset * dsize : NULL;
     }
-    view->layer = (int)(L - rt->layers);
+    view->layer = (int)(L - rt->reg.layers);
     view->n_params = L->n_params;
     view->params = views;
 }
@@ -92,18 +92,18 @@ static void fill_views(zt_runtime *rt, zt_layer *L, zt_pass pass, void *full,
 zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_stream *caller,
                       zt_layer_view *view)
 {
-    zt_layer *L = &rt->layers[layer];
+    zt_layer *L = &rt->reg.layers[layer];
     double t0 = zt_now_s();
     zt_rt_poll_reductions(rt);
     zt_status updated = ZT_OK; /* the step's update of the layer (see below) */
     /* the optimizer state is read while the backward pass runs, once the step is done */
     if (pass == ZT_BACKWARD && (updated = zt_rt_step_complete(rt)) == ZT_OK)
-        zt_nvme_step_preread(rt->nvme_step, rt->opt_shards, rt->n_layers);
+        zt_nvme_step_preread(rt->opt.nvme_step, rt->opt.shards, rt->reg.n_layers);
     /* With an overlapped step in progress, this layer and the next one in the step's order
      * are updated: the next one's state was read while the caller computed this layer's
      * predecessor, and once updated it may be prefetched like any other. */
-    if (pass != ZT_BACKWARD && rt->step_cleared < rt->n_layers)
-        updated = zt_rt_step_through(rt, layer + 1 < rt->n_layers ? layer + 1 : layer);
+    if (pass != ZT_BACKWARD && rt->train.step_cleared < rt->reg.n_layers)
+        updated = zt_rt_step_through(rt, layer + 1 < rt->reg.n_layers ? layer + 1 : layer);
     void *full = NULL;
     zt_event *ready = NULL;
     zt_status st = zt_prefetcher_fetch(rt->prefetch, layer, pass, &full, &ready, &rt->err);
@@ -142,7 +142,7 @@ static void accumulate_shard(zt_runtime *rt, zt_layer *L, const void *shard, zt_
     int last = L->accum_count + 1 >= rt->cfg.gradient_accumulation_steps;
     int64_t bad = 0;
     /* the step's first micro-step overwrites: the sums are not zeroed between steps */
-    double sum = zt_grad_accumulate(rt->pool, rt->adam_variant, L->grad_acc, rt->acc_dtype,
+    double sum = zt_grad_accumulate(rt->cpu.pool, rt->cpu.adam_variant, L->grad_acc, rt->reg.acc_dtype,
                                     shard, dtype, L->shard_numel, zt_rt_grad_average_factor(rt),
                                     last ? &bad : NULL, L->accum_count == 0);
     L->norm_valid = last;
@@ -152,34 +152,34 @@ static void accumulate_shard(zt_runtime *rt, zt_layer *L, const void *shard, zt_
 
 /* A communicator whose collectives run on the device (nccl): ordered after device work by
  * an event and device work after them, with no host wait either way. */
-static int device_ordered(const zt_runtime *rt) { return rt->comm->iface->wait_event != NULL; }
+static int device_ordered(const zt_runtime *rt) { return rt->dist.comm->iface->wait_event != NULL; }
 
 /* The input of the next collective is ready once `e` is: the comm's stream waits for it on
  * the device, or (host-memory backends) the host does. */
 static zt_status comm_after(zt_runtime *rt, zt_event *e)
 {
     if (device_ordered(rt))
-        return rt->comm->iface->wait_event(rt->comm, e, &rt->err);
+        return rt->dist.comm->iface->wait_event(rt->dist.comm, e, &rt->err);
     return sync_event(rt, e);
 }
 
 /* ... once what is queued on s now is done. */
 static zt_status comm_after_stream(zt_runtime *rt, zt_stream *s)
 {
-    zt_status st = rt->comm_ready ? ZT_OK
-                                  : rt->dev->iface->event_create(rt->dev, &rt->comm_ready, &rt->err);
+    zt_status st = rt->reduce.comm_ready ? ZT_OK
+                                  : rt->device.dev->iface->event_create(rt->device.dev, &rt->reduce.comm_ready, &rt->err);
     if (st == ZT_OK)
-        st = rt->dev->iface->event_record(rt->dev, rt->comm_ready, s, &rt->err);
-    return st == ZT_OK ? comm_after(rt, rt->comm_ready) : st;
+        st = rt->device.dev->iface->event_record(rt->device.dev, rt->reduce.comm_ready, s, &rt->err);
+    return st == ZT_OK ? comm_after(rt, rt->reduce.comm_ready) : st;
 }
 
-/* A collective's result is needed on rt->stream: it waits for it on the device, or (host
+/* A collective's result is needed on rt->device.stream: it waits for it on the device, or (host
  * backends) the host waits for the collective. */
 static zt_status stream_after_comm(zt_runtime *rt, zt_comm_req *req)
 {
     if (device_ordered(rt))
-        return rt->comm->iface->complete_on(rt->comm, req, rt->stream, &rt->err);
-    return rt->comm->iface->wait(rt->comm, req, &rt->err);
+        return rt->dist.comm->iface->complete_on(rt->dist.comm, req, rt->device.stream, &rt->err);
+    return rt->dist.comm->iface->wait(rt->dist.comm, req, &rt->err);
 }
 
 /* 16-bit gradients are widened to fp32 on the device before they are summed over ranks, so
@@ -189,10 +189,10 @@ static zt_status widen_grads(zt_runtime *rt, zt_layer *L, void **wide)
     size_t n = (size_t)L->flat_numel;
     zt_status st = zt_prefetcher_alloc(rt->prefetch, n * sizeof(float), wide, &rt->err);
     if (st == ZT_OK)
-        st = rt->dev->iface->cast_async(rt->dev, *wide, ZT_F32, L->grads, rt->dtype, n,
-                                        rt->stream, &rt->err);
+        st = rt->device.dev->iface->cast_async(rt->device.dev, *wide, ZT_F32, L->grads, rt->reg.dtype, n,
+                                        rt->device.stream, &rt->err);
     if (st == ZT_OK)
-        st = comm_after_stream(rt, rt->stream);
+        st = comm_after_stream(rt, rt->device.stream);
     return st;
 }
 
@@ -201,24 +201,24 @@ static zt_status widen_grads(zt_runtime *rt, zt_layer *L, void **wide)
 static zt_status reduce_in_place(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt)
 {
     zt_comm_req req = {0};
-    zt_topology_count(&rt->topo,
+    zt_topology_count(&rt->dist.topo,
                       (uint64_t)L->shard_numel * zt_dtype_size(dt) * (L->persistent ? 2 : 1));
     zt_status st = L->persistent /* replicated: every rank needs the whole sum */
-                       ? rt->comm->iface->allreduce(rt->comm, buf, buf, (size_t)L->shard_numel,
+                       ? rt->dist.comm->iface->allreduce(rt->dist.comm, buf, buf, (size_t)L->shard_numel,
                                                     zt_comm_dtype_of(dt), ZT_REDUCE_SUM, &req,
                                                     &rt->err)
-                       : rt->comm->iface->reduce_scatter(rt->comm, buf, buf,
+                       : rt->dist.comm->iface->reduce_scatter(rt->dist.comm, buf, buf,
                                                          (size_t)L->shard_numel,
                                                          zt_comm_dtype_of(dt), ZT_REDUCE_SUM,
                                                          &req, &rt->err);
     if (st == ZT_OK)
         st = stream_after_comm(rt, &req);
-    if (st == ZT_OK && rt->dev_opt) /* summed on the device, on ztier's stream */
+    if (st == ZT_OK && rt->opt.on_device) /* summed on the device, on ztier's stream */
         return zt_dev_opt_accumulate(rt, L, buf, dt);
-    void *host = rt->staging_lp; /* holds one fp32 shard */
+    void *host = rt->opt.staging_lp; /* holds one fp32 shard */
     size_t bytes = (size_t)L->shard_numel * zt_dtype_size(dt);
     if (st == ZT_OK)
-        st = zt_device_copy_sync(rt->dev, host, buf, bytes, ZT_COPY_D2H, rt->stream, &rt->err);
+        st = zt_device_copy_sync(rt->device.dev, host, buf, bytes, ZT_COPY_D2H, rt->device.stream, &rt->err);
     if (st != ZT_OK)
         return st;
     rt->stats.d2h_bytes += bytes;
@@ -237,14 +237,14 @@ typedef struct qgz_buffers {
 
 static zt_status alloc_qgz(zt_runtime *rt, zt_layer *L, qgz_buffers *q)
 {
-    q->scratch_bytes = zt_qgz_scratch_bytes(rt->topo.size, rt->topo.node_ranks, L->shard_numel,
+    q->scratch_bytes = zt_qgz_scratch_bytes(rt->dist.topo.size, rt->dist.topo.node_ranks, L->shard_numel,
                                             rt->cfg.quant_block_size);
     zt_status st = zt_prefetcher_alloc(rt->prefetch, q->scratch_bytes, &q->scratch, &rt->err);
     size_t bytes = (size_t)L->shard_numel * sizeof(float);
-    if (st == ZT_OK && !rt->dev_opt)
+    if (st == ZT_OK && !rt->opt.on_device)
         st = zt_prefetcher_alloc(rt->prefetch, bytes, &q->sum, &rt->err);
     if (st == ZT_OK && q->sum)
-        st = rt->dev->iface->memset_async(rt->dev, q->sum, 0, bytes, rt->stream, &rt->err);
+        st = rt->device.dev->iface->memset_async(rt->device.dev, q->sum, 0, bytes, rt->device.stream, &rt->err);
     if (st != ZT_OK)
         zt_error_prefix(&rt->err, "qgZ's buffers: ");
     return st;
@@ -252,8 +252,8 @@ static zt_status alloc_qgz(zt_runtime *rt, zt_layer *L, qgz_buffers *q)
 
 static void free_qgz(zt_runtime *rt, qgz_buffers *q)
 {
-    zt_device_tier_free(&rt->dtier, q->scratch);
-    zt_device_tier_free(&rt->dtier, q->sum);
+    zt_device_tier_free(&rt->tiers.dtier, q->scratch);
+    zt_device_tier_free(&rt->tiers.dtier, q->sum);
 }
 
 /* qgZ: the int4 reduction of fp32 gradients in device memory; its sum goes straight into a
@@ -261,21 +261,21 @@ static void free_qgz(zt_runtime *rt, qgz_buffers *q)
  * buffer into the host accumulator, as an unquantized reduction's does. */
 static zt_status qgz_reduce(zt_runtime *rt, zt_layer *L, const float *grads, const qgz_buffers *q)
 {
-    float *acc = rt->dev_opt ? L->grad_acc : q->sum;
-    zt_status st = zt_qgz_reduce(&rt->topo, grads, L->shard_numel, rt->cfg.quant_block_size, acc,
-                                 q->scratch, q->scratch_bytes, L->name, rt->stream, &rt->err);
-    if (rt->dev_opt) {
+    float *acc = rt->opt.on_device ? L->grad_acc : q->sum;
+    zt_status st = zt_qgz_reduce(&rt->dist.topo, grads, L->shard_numel, rt->cfg.quant_block_size, acc,
+                                 q->scratch, q->scratch_bytes, L->name, rt->device.stream, &rt->err);
+    if (rt->opt.on_device) {
         L->accum_count += st == ZT_OK;
         return st;
     }
     size_t bytes = (size_t)L->shard_numel * sizeof(float);
     if (st == ZT_OK)
-        st = zt_device_copy_sync(rt->dev, rt->staging, q->sum, bytes, ZT_COPY_D2H, rt->stream,
+        st = zt_device_copy_sync(rt->device.dev, rt->opt.staging, q->sum, bytes, ZT_COPY_D2H, rt->device.stream,
                                  &rt->err);
     if (st != ZT_OK)
         return st;
     rt->stats.d2h_bytes += bytes;
-    accumulate_shard(rt, L, rt->staging, ZT_F32);
+    accumulate_shard(rt, L, rt->opt.staging, ZT_F32);
     L->accum_count++;
     return ZT_OK;
 }
@@ -287,9 +287,9 @@ static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
 {
     void *buf = L->grads, *wide = NULL;
     qgz_buffers q = {0};
-    zt_dtype dt = rt->dtype;
-    int qgz = rt->cfg.zero_quantized_gradients && rt->world > 1 && !L->persistent;
-    int widen = dt != ZT_F32 && rt->world > 1;
+    zt_dtype dt = rt->reg.dtype;
+    int qgz = rt->cfg.zero_quantized_gradients && rt->dist.world > 1 && !L->persistent;
+    int widen = dt != ZT_F32 && rt->dist.world > 1;
     zt_status st = ZT_OK;
     if (widen) {
         st = widen_grads(rt, L, &wide);
@@ -298,14 +298,14 @@ static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
     if (st == ZT_OK && qgz)
         st = alloc_qgz(rt, L, &q);
     if (widen || qgz) /* the same on every rank: the configuration decides */
-        st = zt_comm_agree(rt->comm, st, "the gradient reduction", &rt->err);
+        st = zt_comm_agree(rt->dist.comm, st, "the gradient reduction", &rt->err);
     if (st == ZT_OK && qgz) {
         st = qgz_reduce(rt, L, buf, &q);
     } else if (st == ZT_OK) {
         st = reduce_in_place(rt, L, buf, dt);
     }
     free_qgz(rt, &q);
-    zt_device_tier_free(&rt->dtier, wide);
+    zt_device_tier_free(&rt->tiers.dtier, wide);
     return st;
 }
 
@@ -313,7 +313,7 @@ static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
 
 static zt_pending_reduction *pending_at(zt_runtime *rt, int k)
 {
-    return &rt->pending[(rt->pending_head + k) % rt->n_landing];
+    return &rt->reduce.pending[(rt->reduce.pending_head + k) % rt->reduce.n_landing];
 }
 
 /* Adds the oldest pending reduction to its accumulator; with wait, waits for its copy. 0 when
@@ -321,15 +321,15 @@ static zt_pending_reduction *pending_at(zt_runtime *rt, int k)
 static int complete_oldest(zt_runtime *rt, int wait)
 {
     zt_pending_reduction *p = pending_at(rt, 0);
-    zt_event *copied = rt->landing_copied[p->buf];
-    int done = rt->dev->iface->event_query(rt->dev, copied);
+    zt_event *copied = rt->reduce.landing_copied[p->buf];
+    int done = rt->device.dev->iface->event_query(rt->device.dev, copied);
     if (done == 0 && !wait)
         return 0;
-    zt_layer *L = &rt->layers[p->layer];
+    zt_layer *L = &rt->reg.layers[p->layer];
     zt_error e = {0};
     if (done == 0) {
         rt->stats.host_syncs++;
-        done = rt->dev->iface->event_synchronize(rt->dev, copied, &e) == ZT_OK ? 1 : -1;
+        done = rt->device.dev->iface->event_synchronize(rt->device.dev, copied, &e) == ZT_OK ? 1 : -1;
     }
     if (done < 0 && rt->async_err.status == ZT_OK) /* the copy failed: this step's sums are */
         ZT_ERR(&rt->async_err, ZT_ERR_DEVICE,  /* incomplete */
@@ -337,31 +337,31 @@ static int complete_oldest(zt_runtime *rt, int wait)
                "this step are incomplete: load a checkpoint",
                L->name, e.msg[0] ? e.msg : "event query failed");
     if (done > 0) {
-        accumulate_shard(rt, L, rt->landing[p->buf], rt->dtype);
+        accumulate_shard(rt, L, rt->reduce.landing[p->buf], rt->reg.dtype);
         L->accum_count++;
-        size_t bytes = (size_t)L->shard_numel * zt_dtype_size(rt->dtype);
+        size_t bytes = (size_t)L->shard_numel * zt_dtype_size(rt->reg.dtype);
         rt->stats.d2h_bytes += bytes;
         rt->stats.reduced_bytes += bytes;
     }
-    rt->pending_head = (rt->pending_head + 1) % rt->n_landing;
-    rt->n_pending--;
+    rt->reduce.pending_head = (rt->reduce.pending_head + 1) % rt->reduce.n_landing;
+    rt->reduce.n_pending--;
     return 1;
 }
 
 void zt_rt_poll_reductions(zt_runtime *rt)
 {
-    while (rt->n_pending && complete_oldest(rt, 0))
+    while (rt->reduce.n_pending && complete_oldest(rt, 0))
         ;
 }
 
 zt_status zt_rt_finish_reductions(zt_runtime *rt)
 {
-    while (rt->n_pending)
+    while (rt->reduce.n_pending)
         complete_oldest(rt, 1);
     zt_status st = ZT_OK;
-    if (rt->caller_done) { /* rt->stream waits for every caller release: wait for it */
-        st = sync_stream(rt, rt->stream);
-        zt_device_tier_reclaim(&rt->dtier, 0);
+    if (rt->reduce.caller_done) { /* rt->device.stream waits for every caller release: wait for it */
+        st = sync_stream(rt, rt->device.stream);
+        zt_device_tier_reclaim(&rt->tiers.dtier, 0);
     }
     return st;
 }
@@ -370,30 +370,30 @@ zt_status zt_rt_finish_reductions(zt_runtime *rt)
 static zt_status open_landing(zt_runtime *rt)
 {
     size_t largest = 0;
-    for (int i = 0; i < rt->n_layers; i++) {
-        size_t b = (size_t)rt->layers[i].shard_numel * zt_dtype_size(rt->dtype);
+    for (int i = 0; i < rt->reg.n_layers; i++) {
+        size_t b = (size_t)rt->reg.layers[i].shard_numel * zt_dtype_size(rt->reg.dtype);
         largest = b > largest ? b : largest;
     }
     int n = rt->cfg.gradient_landing_buffers;
-    rt->landing = calloc((size_t)n, sizeof *rt->landing);
-    rt->landing_copied = calloc((size_t)n, sizeof *rt->landing_copied);
-    rt->pending = calloc((size_t)n, sizeof *rt->pending);
-    if (!rt->landing || !rt->landing_copied || !rt->pending) {
+    rt->reduce.landing = calloc((size_t)n, sizeof *rt->reduce.landing);
+    rt->reduce.landing_copied = calloc((size_t)n, sizeof *rt->reduce.landing_copied);
+    rt->reduce.pending = calloc((size_t)n, sizeof *rt->reduce.pending);
+    if (!rt->reduce.landing || !rt->reduce.landing_copied || !rt->reduce.pending) {
         zt_rt_free_landing(rt);
         return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of host memory for the landing buffers");
     }
-    rt->landing_bytes = largest;
-    rt->n_landing = n;
+    rt->reduce.landing_bytes = largest;
+    rt->reduce.n_landing = n;
     zt_status st = ZT_OK;
     size_t bytes = zt_round_up(largest ? largest : 1, ZT_PAGE_BYTES);
     for (int k = 0; k < n && st == ZT_OK; k++) {
-        if (posix_memalign(&rt->landing[k], ZT_PAGE_BYTES, bytes) != 0) {
-            rt->landing[k] = NULL;
+        if (posix_memalign(&rt->reduce.landing[k], ZT_PAGE_BYTES, bytes) != 0) {
+            rt->reduce.landing[k] = NULL;
             st = ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of host memory");
             break;
         }
-        zt_pin(&rt->pinner, rt->landing[k], bytes, "gradient landing buffers");
-        st = rt->dev->iface->event_create(rt->dev, &rt->landing_copied[k], &rt->err);
+        zt_pin(&rt->tiers.pinner, rt->reduce.landing[k], bytes, "gradient landing buffers");
+        st = rt->device.dev->iface->event_create(rt->device.dev, &rt->reduce.landing_copied[k], &rt->err);
     }
     if (st != ZT_OK) {
         zt_error_prefix(&rt->err, "%d gradient landing buffers of %zu bytes "
@@ -405,25 +405,25 @@ static zt_status open_landing(zt_runtime *rt)
 
 void zt_rt_free_landing(zt_runtime *rt)
 {
-    for (int k = 0; k < rt->n_landing; k++) {
-        zt_unpin(&rt->pinner, rt->landing[k]);
-        free(rt->landing[k]);
-        if (rt->landing_copied[k])
-            rt->dev->iface->event_destroy(rt->dev, rt->landing_copied[k]);
+    for (int k = 0; k < rt->reduce.n_landing; k++) {
+        zt_unpin(&rt->tiers.pinner, rt->reduce.landing[k]);
+        free(rt->reduce.landing[k]);
+        if (rt->reduce.landing_copied[k])
+            rt->device.dev->iface->event_destroy(rt->device.dev, rt->reduce.landing_copied[k]);
     }
-    free(rt->landing), free(rt->landing_copied), free(rt->pending);
-    rt->landing = NULL, rt->landing_copied = NULL, rt->pending = NULL;
-    rt->n_landing = rt->n_pending = rt->pending_head = 0;
+    free(rt->reduce.landing), free(rt->reduce.landing_copied), free(rt->reduce.pending);
+    rt->reduce.landing = NULL, rt->reduce.landing_copied = NULL, rt->reduce.pending = NULL;
+    rt->reduce.n_landing = rt->reduce.n_pending = rt->reduce.pending_head = 0;
 }
 
 /* A landing buffer no pending reduction uses (waiting for the oldest when all are). */
 static int free_landing(zt_runtime *rt)
 {
-    if (rt->n_pending == rt->n_landing)
+    if (rt->reduce.n_pending == rt->reduce.n_landing)
         complete_oldest(rt, 1);
-    for (int k = 0; k < rt->n_landing; k++) {
+    for (int k = 0; k < rt->reduce.n_landing; k++) {
         int used = 0;
-        for (int j = 0; j < rt->n_pending; j++)
+        for (int j = 0; j < rt->reduce.n_pending; j++)
             used |= pending_at(rt, j)->buf == k;
         if (!used)
             return k;
@@ -432,37 +432,37 @@ static int free_landing(zt_runtime *rt)
 }
 
 /* Single rank: the gradients are the shard. Their copy to a landing buffer is queued on
- * rt->stream (which already waits for the caller's release) and added later. */
+ * rt->device.stream (which already waits for the caller's release) and added later. */
 static zt_status queue_reduction(zt_runtime *rt, zt_layer *L)
 {
-    zt_status st = rt->landing ? ZT_OK : open_landing(rt);
+    zt_status st = rt->reduce.landing ? ZT_OK : open_landing(rt);
     if (st != ZT_OK)
         return st;
     int k = free_landing(rt);
-    size_t bytes = (size_t)L->shard_numel * zt_dtype_size(rt->dtype);
-    st = rt->dev->iface->memcpy_async(rt->dev, rt->landing[k], L->grads, bytes, ZT_COPY_D2H,
-                                      rt->stream, &rt->err);
+    size_t bytes = (size_t)L->shard_numel * zt_dtype_size(rt->reg.dtype);
+    st = rt->device.dev->iface->memcpy_async(rt->device.dev, rt->reduce.landing[k], L->grads, bytes, ZT_COPY_D2H,
+                                      rt->device.stream, &rt->err);
     if (st == ZT_OK)
-        st = rt->dev->iface->event_record(rt->dev, rt->landing_copied[k], rt->stream, &rt->err);
+        st = rt->device.dev->iface->event_record(rt->device.dev, rt->reduce.landing_copied[k], rt->device.stream, &rt->err);
     if (st != ZT_OK)
         return st;
-    *pending_at(rt, rt->n_pending) = (zt_pending_reduction){(int)(L - rt->layers), k};
-    rt->n_pending++;
+    *pending_at(rt, rt->reduce.n_pending) = (zt_pending_reduction){(int)(L - rt->reg.layers), k};
+    rt->reduce.n_pending++;
     return ZT_OK;
 }
 
-/* rt->stream (the fence of every free, the stream of the gradient copies) waits for the
+/* rt->device.stream (the fence of every free, the stream of the gradient copies) waits for the
  * caller's stream to reach this point. */
 static zt_status fence_after_caller(zt_runtime *rt, zt_stream *caller)
 {
     zt_status st = ZT_OK;
     rt->gather_env.fenced_drops = 1;
-    if (!rt->caller_done)
-        st = rt->dev->iface->event_create(rt->dev, &rt->caller_done, &rt->err);
+    if (!rt->reduce.caller_done)
+        st = rt->device.dev->iface->event_create(rt->device.dev, &rt->reduce.caller_done, &rt->err);
     if (st == ZT_OK)
-        st = rt->dev->iface->event_record(rt->dev, rt->caller_done, caller, &rt->err);
+        st = rt->device.dev->iface->event_record(rt->device.dev, rt->reduce.caller_done, caller, &rt->err);
     if (st == ZT_OK)
-        st = rt->dev->iface->stream_wait_event(rt->dev, rt->stream, rt->caller_done, &rt->err);
+        st = rt->device.dev->iface->stream_wait_event(rt->device.dev, rt->device.stream, rt->reduce.caller_done, &rt->err);
     return st;
 }
 
@@ -471,32 +471,32 @@ static zt_status release_grads(zt_runtime *rt, zt_layer *L, zt_stream *caller)
 {
     /* the step's update of this layer reads its sums: done (and the sums cleared) first; a
      * failure is reported after the collective, which every rank joins alike */
-    zt_status updated = zt_rt_step_through(rt, (int)(L - rt->layers)), st = ZT_OK;
-    if (rt->dev_opt && (rt->world == 1 || !caller)) {
+    zt_status updated = zt_rt_step_through(rt, (int)(L - rt->reg.layers)), st = ZT_OK;
+    if (rt->opt.on_device && (rt->dist.world == 1 || !caller)) {
         /* summed on the device after the caller's stream: one rank has no collective, and
          * the blocking form's caller finished its work; the blocking form returns with the
          * sum done (and so its buffers free at once, as ztier estimate replays) */
         st = reduce_grads(rt, L);
         if (st == ZT_OK && !caller)
-            st = sync_stream(rt, rt->stream);
-    } else if (caller && rt->world == 1) {
+            st = sync_stream(rt, rt->device.stream);
+    } else if (caller && rt->dist.world == 1) {
         st = queue_reduction(rt, L);
     } else {
         if (caller) /* the collective reads them: after the caller's work on them */
-            st = comm_after(rt, rt->caller_done);
+            st = comm_after(rt, rt->reduce.caller_done);
         else /* the layer's own earlier micro-steps are summed first */
             zt_rt_poll_reductions(rt), st = zt_rt_finish_reductions(rt);
         if (st == ZT_OK)
             st = reduce_grads(rt, L);
     }
-    zt_device_tier_free(&rt->dtier, L->grads); /* after rt->stream's copy of them */
+    zt_device_tier_free(&rt->tiers.dtier, L->grads); /* after rt->device.stream's copy of them */
     L->grads = NULL;
     return updated != ZT_OK ? updated : st;
 }
 
 zt_status zt_rt_release(zt_runtime *rt, int layer, zt_pass pass, zt_stream *caller)
 {
-    zt_layer *L = &rt->layers[layer];
+    zt_layer *L = &rt->reg.layers[layer];
     int holds = zt_prefetcher_holds(rt->prefetch, layer, pass);
     if (holds == 0)
         return ZT_ERR(&rt->err, ZT_ERR_USAGE,
@@ -528,7 +528,7 @@ zt_status zt_rt_release(zt_runtime *rt, int layer, zt_pass pass, zt_stream *call
 
 zt_status zt_rt_stream_create(zt_runtime *rt, zt_stream **out)
 {
-    zt_caller_streams *cs = &rt->caller_streams;
+    zt_caller_streams *cs = &rt->reduce.callers;
     if (cs->n == cs->cap) {
         int cap = cs->cap ? cs->cap * 2 : 4;
         zt_stream **s = realloc(cs->s, (size_t)cap * sizeof *s);
@@ -536,7 +536,7 @@ zt_status zt_rt_stream_create(zt_runtime *rt, zt_stream **out)
             return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of host memory for a stream");
         cs->s = s, cs->cap = cap;
     }
-    zt_status st = rt->dev->iface->stream_create(rt->dev, out, &rt->err);
+    zt_status st = rt->device.dev->iface->stream_create(rt->device.dev, out, &rt->err);
     if (st == ZT_OK)
         cs->s[cs->n++] = *out;
     return st;
@@ -544,25 +544,25 @@ zt_status zt_rt_stream_create(zt_runtime *rt, zt_stream **out)
 
 int zt_rt_stream_known(const zt_runtime *rt, const zt_stream *s)
 {
-    if (rt->dev_iface != &zt_device_host)
+    if (rt->device.iface != &zt_device_host)
         return 1; /* a cudaStream_t of the caller's: the backend cannot tell */
-    for (int i = 0; i < rt->caller_streams.n; i++)
-        if (rt->caller_streams.s[i] == s)
+    for (int i = 0; i < rt->reduce.callers.n; i++)
+        if (rt->reduce.callers.s[i] == s)
             return 1;
     return 0;
 }
 
 zt_status zt_rt_stream_destroy(zt_runtime *rt, zt_stream *s)
 {
-    zt_caller_streams *cs = &rt->caller_streams;
+    zt_caller_streams *cs = &rt->reduce.callers;
     for (int i = 0; i < cs->n; i++)
         if (cs->s[i] == s) {
-            /* its work up to the last release is what rt->stream and the frees wait for:
+            /* its work up to the last release is what rt->device.stream and the frees wait for:
              * both pass that point before the stream goes */
-            zt_status st = rt->dev->iface->stream_synchronize(rt->dev, s, &rt->err);
+            zt_status st = rt->device.dev->iface->stream_synchronize(rt->device.dev, s, &rt->err);
             if (st == ZT_OK)
-                st = rt->dev->iface->stream_synchronize(rt->dev, rt->stream, &rt->err);
-            rt->dev->iface->stream_destroy(rt->dev, s);
+                st = rt->device.dev->iface->stream_synchronize(rt->device.dev, rt->device.stream, &rt->err);
+            rt->device.dev->iface->stream_destroy(rt->device.dev, s);
             cs->s[i] = cs->s[--cs->n];
             return st;
         }
@@ -581,7 +581,7 @@ void zt_rt_describe_held(const zt_runtime *rt, char *out, size_t len)
     size_t used = 0;
     int shown = 0;
     out[0] = '\0';
-    for (int i = 0; i < rt->n_layers && used < len; i++)
+    for (int i = 0; i < rt->reg.n_layers && used < len; i++)
         for (int p = 0; p < 3 && used < len; p++) {
             int holds = zt_prefetcher_holds(rt->prefetch, i, (zt_pass)p);
             if (!holds)
@@ -591,7 +591,7 @@ void zt_rt_describe_held(const zt_runtime *rt, char *out, size_t len)
                 return;
             }
             int n = snprintf(out + used, len - used, "%s'%s' (%s%s)", used ? ", " : "",
-                             rt->layers[i].name, pass_name((zt_pass)p),
+                             rt->reg.layers[i].name, pass_name((zt_pass)p),
                              holds > 1 ? ", nested" : "");
             used += n > 0 ? (size_t)n : 0;
         }

@@ -14,7 +14,7 @@ static void layout_layer(zt_runtime *rt, zt_layer *L, int world)
 {
     int64_t off = 0;
     for (int i = 0; i < L->n_params; i++) {
-        zt_param *p = &rt->params[L->param_ids[i]];
+        zt_param *p = &rt->reg.params[L->param_ids[i]];
         p->offset = off;
         off += round_up(p->numel, ZT_PARAM_ALIGN_ELEMS);
     }
@@ -27,8 +27,8 @@ static void layout_layer(zt_runtime *rt, zt_layer *L, int world)
 
 void zt_plan_layout(zt_runtime *rt, int world)
 {
-    for (int i = 0; i < rt->n_layers; i++)
-        layout_layer(rt, &rt->layers[i], world);
+    for (int i = 0; i < rt->reg.n_layers; i++)
+        layout_layer(rt, &rt->reg.layers[i], world);
 }
 
 uint64_t zt_plan_qwz_bytes(const zt_runtime *rt, const zt_plan *p, const zt_layer *L)
@@ -152,8 +152,8 @@ void zt_plan_make(const zt_runtime *rt, int world, zt_plan *p)
                     : rt->cfg.offload_optimizer.device == ZT_TIER_NVME ? ZT_TIER_NVME
                                                                        : ZT_TIER_HOST;
     p->max_shard = 1;
-    for (int i = 0; i < rt->n_layers; i++)
-        plan_layer(rt, &rt->layers[i], p);
+    for (int i = 0; i < rt->reg.n_layers; i++)
+        plan_layer(rt, &rt->reg.layers[i], p);
     if (p->optim_tier == ZT_TIER_DEVICE) {
         /* the step's sums and counter; new parameters bound for a home off the device */
         p->device_resident += ZT_DEVICE_STEP_STATS_BYTES;
@@ -174,8 +174,8 @@ void zt_plan_make(const zt_runtime *rt, int world, zt_plan *p)
         p->opt_sets = zt_plan_nvme_step_sets(&rt->cfg);
         p->opt_bufs_per_set = 2;
         p->opt_bufs_pinned = 0;
-        for (int i = 0; i < rt->n_layers; i++) {
-            const zt_layer *L = &rt->layers[i];
+        for (int i = 0; i < rt->reg.n_layers; i++) {
+            const zt_layer *L = &rt->reg.layers[i];
             if (!master_in_host(p, L))
                 p->opt_bufs_per_set = 3; /* a master read or copied into the set */
             if (zt_plan_master_to_device(p, L) && !master_in_host(p, L))

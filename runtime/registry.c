@@ -8,22 +8,22 @@
 
 zt_status zt_layer_set_master(zt_runtime *rt, zt_layer *L, const float *master)
 {
-    zt_status st = zt_home_store(&rt->homes, &L->master, master, &rt->err);
+    zt_status st = zt_home_store(&rt->tiers.homes, &L->master, master, &rt->err);
     if (L->master.shared)
         return st; /* the parameters are the master: stored once */
     const void *working = master;
-    if (st == ZT_OK && rt->dtype != ZT_F32) {
-        working = rt->staging_lp;
-        zt_convert_array(rt->staging_lp, rt->dtype, master, ZT_F32, (size_t)L->shard_numel);
+    if (st == ZT_OK && rt->reg.dtype != ZT_F32) {
+        working = rt->opt.staging_lp;
+        zt_convert_array(rt->opt.staging_lp, rt->reg.dtype, master, ZT_F32, (size_t)L->shard_numel);
     }
-    return st == ZT_OK ? zt_home_store(&rt->homes, &L->param_home, working, &rt->err) : st;
+    return st == ZT_OK ? zt_home_store(&rt->tiers.homes, &L->param_home, working, &rt->err) : st;
 }
 
 void zt_param_in_shard(const zt_runtime *rt, const zt_param *p, int64_t *first, int64_t *last,
                        int64_t *shard_offset)
 {
-    const zt_layer *L = &rt->layers[p->layer];
-    int64_t lo = L->persistent ? 0 : (int64_t)rt->rank * L->shard_numel, hi = lo + L->shard_numel;
+    const zt_layer *L = &rt->reg.layers[p->layer];
+    int64_t lo = L->persistent ? 0 : (int64_t)rt->dist.rank * L->shard_numel, hi = lo + L->shard_numel;
     int64_t a = p->offset > lo ? p->offset : lo;
     int64_t b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
     *first = a - p->offset;
@@ -49,17 +49,17 @@ static int grow(void **arr, int *cap, int need, size_t elem)
 
 zt_status zt_rt_layer_add(zt_runtime *rt, const char *name, int *layer_id)
 {
-    for (int i = 0; i < rt->n_layers; i++)
-        if (strcmp(rt->layers[i].name, name) == 0)
+    for (int i = 0; i < rt->reg.n_layers; i++)
+        if (strcmp(rt->reg.layers[i].name, name) == 0)
             return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT, "a layer named '%s' already exists (id %d)",
                           name, i);
-    if (grow((void **)&rt->layers, &rt->cap_layers, rt->n_layers + 1, sizeof(zt_layer)))
+    if (grow((void **)&rt->reg.layers, &rt->reg.cap_layers, rt->reg.n_layers + 1, sizeof(zt_layer)))
         return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory adding layer '%s'", name);
-    zt_layer *L = &rt->layers[rt->n_layers];
+    zt_layer *L = &rt->reg.layers[rt->reg.n_layers];
     memset(L, 0, sizeof *L);
     if (!(L->name = strdup(name)))
         return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory adding layer '%s'", name);
-    *layer_id = rt->n_layers++;
+    *layer_id = rt->reg.n_layers++;
     return ZT_OK;
 }
 
@@ -91,15 +91,15 @@ zt_status zt_rt_param_add(zt_runtime *rt, int layer, const char *name, const int
     zt_status st = check_shape(rt, name, shape, ndim, &numel);
     if (st != ZT_OK)
         return st;
-    zt_layer *L = &rt->layers[layer];
-    for (int i = 0; i < rt->n_params; i++)
-        if (strcmp(rt->params[i].name, name) == 0)
+    zt_layer *L = &rt->reg.layers[layer];
+    for (int i = 0; i < rt->reg.n_params; i++)
+        if (strcmp(rt->reg.params[i].name, name) == 0)
             return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT, "a parameter named '%s' already exists",
                           name);
-    if (grow((void **)&rt->params, &rt->cap_params, rt->n_params + 1, sizeof(zt_param)) ||
+    if (grow((void **)&rt->reg.params, &rt->reg.cap_params, rt->reg.n_params + 1, sizeof(zt_param)) ||
         grow((void **)&L->param_ids, &L->cap_params, L->n_params + 1, sizeof(int)))
         return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory adding parameter '%s'", name);
-    zt_param *p = &rt->params[rt->n_params];
+    zt_param *p = &rt->reg.params[rt->reg.n_params];
     memset(p, 0, sizeof *p);
     if (!(p->name = strdup(name)))
         return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory adding parameter '%s'", name);
@@ -109,7 +109,7 @@ zt_status zt_rt_param_add(zt_runtime *rt, int layer, const char *name, const int
     p->numel = numel;
     if (init)
         p->init = *init;
-    L->param_ids[L->n_params++] = rt->n_params;
-    *param_id = rt->n_params++;
+    L->param_ids[L->n_params++] = rt->reg.n_params;
+    *param_id = rt->reg.n_params++;
     return ZT_OK;
 }

@@ -42,54 +42,54 @@ zt_status zt_rt_config_set(zt_runtime *rt, const char *path, const char *value)
                     "(the ranks are already connected); set it in the config text or file");
     if (st != ZT_OK)
         return st;
-    if (rt->log_level_option < 0 && next.log_level >= 0 && next.log_level != rt->cfg.log_level)
-        zt_log_configure(next.log_level, rt->log_fn, rt->log_user);
+    if (rt->log.level_option < 0 && next.log_level >= 0 && next.log_level != rt->cfg.log_level)
+        zt_log_configure(next.log_level, rt->log.fn, rt->log.user);
     rt->cfg = next;
     return ZT_OK;
 }
 
 static zt_status open_comm(zt_runtime *rt, const zt_options *opts)
 {
-    zt_status st = zt_comm_create(rt->cfg.comm_backend, &rt->comm, &rt->err);
+    zt_status st = zt_comm_create(rt->cfg.comm_backend, &rt->dist.comm, &rt->err);
     if (st != ZT_OK)
         return st;
-    rt->rank = rt->comm->rank;
-    rt->world = rt->comm->size;
-    if ((opts->rank >= 0 && opts->rank != rt->rank) ||
-        (opts->world_size >= 0 && opts->world_size != rt->world))
+    rt->dist.rank = rt->dist.comm->rank;
+    rt->dist.world = rt->dist.comm->size;
+    if ((opts->rank >= 0 && opts->rank != rt->dist.rank) ||
+        (opts->world_size >= 0 && opts->world_size != rt->dist.world))
         return ZT_ERR(&rt->err, ZT_ERR_CONFIG,
                       "zt_options asks for rank %d of %d but the %s comm backend reports rank "
                       "%d of %d; leave rank/world_size at -1 or launch matching ranks",
-                      opts->rank, opts->world_size, rt->comm->iface->name, rt->rank, rt->world);
+                      opts->rank, opts->world_size, rt->dist.comm->iface->name, rt->dist.rank, rt->dist.world);
     return ZT_OK;
 }
 
 static zt_status open_device(zt_runtime *rt)
 {
-    rt->dev_iface = zt_device_find(rt->cfg.device_backend, &rt->err);
-    if (!rt->dev_iface)
+    rt->device.iface = zt_device_find(rt->cfg.device_backend, &rt->err);
+    if (!rt->device.iface)
         return rt->err.status;
-    zt_device_config dc = {zt_config_device_budget(&rt->cfg), rt->cfg.device_index, 1, rt->pool,
+    zt_device_config dc = {zt_config_device_budget(&rt->cfg), rt->cfg.device_index, 1, rt->cpu.pool,
                            0, 1};
     zt_status st = ZT_OK;
-    if (rt->world > 1 && dc.device_index < 0) /* collective: every rank at commit */
-        st = zt_comm_local_rank(rt->comm, &dc.local_rank, &dc.local_size, &rt->err);
+    if (rt->dist.world > 1 && dc.device_index < 0) /* collective: every rank at commit */
+        st = zt_comm_local_rank(rt->dist.comm, &dc.local_rank, &dc.local_size, &rt->err);
     if (st != ZT_OK)
         return st;
-    st = rt->dev_iface->create(&dc, &rt->dev, &rt->err);
-    rt->dtier.dev = rt->dev;
+    st = rt->device.iface->create(&dc, &rt->device.dev, &rt->err);
+    rt->tiers.dtier.dev = rt->device.dev;
     if (st == ZT_OK)
-        st = rt->dev_iface->stream_create(rt->dev, &rt->stream, &rt->err);
-    rt->dtier.fence = rt->stream; /* waits for every caller release (layer_exec.c) */
+        st = rt->device.iface->stream_create(rt->device.dev, &rt->device.stream, &rt->err);
+    rt->tiers.dtier.fence = rt->device.stream; /* waits for every caller release (layer_exec.c) */
     if (st == ZT_OK)
-        st = rt->dev_iface->stream_create(rt->dev, &rt->prefetch_stream, &rt->err);
-    rt->homes.dev = rt->dev;
-    rt->homes.stream = rt->stream;
-    rt->homes.host = &rt->host;
-    rt->host.capacity = (uint64_t)rt->cfg.host_capacity;
-    rt->pinner.dev = rt->dev;
-    rt->pinner.limit = (uint64_t)rt->cfg.pinned_limit;
-    rt->host.pin = &rt->pinner;
+        st = rt->device.iface->stream_create(rt->device.dev, &rt->device.prefetch_stream, &rt->err);
+    rt->tiers.homes.dev = rt->device.dev;
+    rt->tiers.homes.stream = rt->device.stream;
+    rt->tiers.homes.host = &rt->tiers.host;
+    rt->tiers.host.capacity = (uint64_t)rt->cfg.host_capacity;
+    rt->tiers.pinner.dev = rt->device.dev;
+    rt->tiers.pinner.limit = (uint64_t)rt->cfg.pinned_limit;
+    rt->tiers.host.pin = &rt->tiers.pinner;
     return st;
 }
 
@@ -100,7 +100,7 @@ static zt_status open_device_comm(zt_runtime *rt)
 {
     const char *want = rt->cfg.comm_backend;
     int cuda = strcmp(rt->cfg.device_backend, "cuda") == 0;
-    int nccl = strcmp(want, "nccl") == 0 || (cuda && rt->world > 1 && !strcmp(want, "auto"));
+    int nccl = strcmp(want, "nccl") == 0 || (cuda && rt->dist.world > 1 && !strcmp(want, "auto"));
     if (!nccl)
         return ZT_OK;
     if (!cuda)
@@ -109,18 +109,18 @@ static zt_status open_device_comm(zt_runtime *rt)
                       "ztier.device_backend \"cuda\"");
 #ifdef ZT_HAVE_NCCL
     zt_comm *c = NULL;
-    zt_status st = zt_comm_nccl_open(rt->comm, rt->dev->index, &c, &rt->err);
+    zt_status st = zt_comm_nccl_open(rt->dist.comm, rt->device.dev->index, &c, &rt->err);
     if (st == ZT_OK) {
-        rt->comm = c; /* which owns the MPI communicator now */
-        ZT_LOGI("runtime", "rank %d of %d: collectives over NCCL on GPU %d", rt->rank, rt->world,
-                rt->dev->index);
+        rt->dist.comm = c; /* which owns the MPI communicator now */
+        ZT_LOGI("runtime", "rank %d of %d: collectives over NCCL on GPU %d", rt->dist.rank, rt->dist.world,
+                rt->device.dev->index);
     }
     return st;
 #else
     return ZT_ERR(&rt->err, ZT_ERR_UNSUPPORTED,
                   "ztier.device_backend \"cuda\" with %d ranks sums device memory over NCCL, "
                   "which this build lacks: rebuild with ZT_NCCL=ON where NCCL is installed",
-                  rt->world);
+                  rt->dist.world);
 #endif
 }
 
@@ -131,15 +131,15 @@ static zt_status open_optimizer(zt_runtime *rt)
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         threads = n > 0 ? (int)n : 1;
     }
-    zt_status st = zt_threadpool_create(threads, -1, &rt->pool, &rt->err);
+    zt_status st = zt_threadpool_create(threads, -1, &rt->cpu.pool, &rt->err);
     if (st != ZT_OK)
         return st;
-    if (zt_adam_variant_parse(rt->cfg.adam_variant, &rt->adam_variant) != 0)
+    if (zt_adam_variant_parse(rt->cfg.adam_variant, &rt->cpu.adam_variant) != 0)
         return ZT_ERR(&rt->err, ZT_ERR_CONFIG,
                       "ztier.adam_variant = \"%s\": this CPU or build lacks it; use \"auto\", "
                       "\"scalar\", \"avx2\" or \"avx512\" as the CPU supports",
                       rt->cfg.adam_variant);
-    rt->optimizer_threads = threads;
+    rt->cpu.threads = threads;
     return ZT_OK;
 }
 
@@ -178,18 +178,18 @@ void zt_rt_log_optimizer(const zt_runtime *rt)
             (double)o.beta2, (double)o.eps, (double)o.weight_decay,
             rt->cfg.weight_decay_set ? "" : " (the type's default)", clip,
             o.gradient_accumulation_steps, tiers[rt->cfg.offload_optimizer.device],
-            rt->optimizer_threads, zt_adam_variant_name(rt->adam_variant));
+            rt->cpu.threads, zt_adam_variant_name(rt->cpu.adam_variant));
 }
 
 /* When this rank's configuration is unusable but the launcher started several ranks, join
  * them anyway (default backend) so the agreement below tells every rank to stop. */
 static void open_comm_for_agreement(zt_runtime *rt)
 {
-    if (rt->comm || zt_launcher_world_size() <= 1)
+    if (rt->dist.comm || zt_launcher_world_size() <= 1)
         return;
     zt_error ignored = {0};
-    if (zt_comm_create("auto", &rt->comm, &ignored) != ZT_OK)
-        rt->comm = NULL;
+    if (zt_comm_create("auto", &rt->dist.comm, &ignored) != ZT_OK)
+        rt->dist.comm = NULL;
 }
 
 /* Reads the configuration and joins the ranks; everything the configuration shapes (device,
@@ -197,19 +197,19 @@ static void open_comm_for_agreement(zt_runtime *rt)
 zt_status zt_rt_create(zt_runtime *rt, const zt_options *opts, const char *config_json)
 {
     zt_log_configure(opts->log_level, opts->log_fn, opts->log_user);
-    rt->log_level_option = opts->log_level;
-    rt->log_fn = opts->log_fn;
-    rt->log_user = opts->log_user;
+    rt->log.level_option = opts->log_level;
+    rt->log.fn = opts->log_fn;
+    rt->log.user = opts->log_user;
     zt_status st = load_config(rt, opts, config_json);
     if (st == ZT_OK)
         st = open_comm(rt, opts);
     if (st != ZT_OK)
         open_comm_for_agreement(rt);
-    st = zt_comm_agree(rt->comm, st, "zt_runtime_create", &rt->err);
+    st = zt_comm_agree(rt->dist.comm, st, "zt_runtime_create", &rt->err);
     if (st != ZT_OK)
         return st;
     rt->state = ZT_RT_REGISTERING;
-    ZT_LOGI("runtime", "rank %d of %d, comm %s", rt->rank, rt->world, rt->comm->iface->name);
+    ZT_LOGI("runtime", "rank %d of %d, comm %s", rt->dist.rank, rt->dist.world, rt->dist.comm->iface->name);
     return ZT_OK;
 }
 
@@ -220,9 +220,9 @@ static zt_status open_trace(zt_runtime *rt)
     char path[ZT_PATH_MAX + 32];
     const char *p = rt->cfg.trace_path, *at = strstr(p, "{rank}");
     if (at)
-        snprintf(path, sizeof path, "%.*s%d%s", (int)(at - p), p, rt->rank, at + 6);
-    else if (rt->world > 1)
-        snprintf(path, sizeof path, "%s.%d", p, rt->rank);
+        snprintf(path, sizeof path, "%.*s%d%s", (int)(at - p), p, rt->dist.rank, at + 6);
+    else if (rt->dist.world > 1)
+        snprintf(path, sizeof path, "%s.%d", p, rt->dist.rank);
     else
         snprintf(path, sizeof path, "%s", p);
     return zt_trace_open(path, &rt->err);
@@ -247,40 +247,40 @@ zt_status zt_rt_open(zt_runtime *rt)
         st = open_device_comm(rt);
     if (st != ZT_OK)
         return st;
-    rt->dtype = zt_config_dtype(&rt->cfg);
-    rt->acc_dtype = rt->cfg.grad_accum_bf16 ? ZT_BF16 : ZT_F32;
-    rt->loss_scale = 1.0f;
+    rt->reg.dtype = zt_config_dtype(&rt->cfg);
+    rt->reg.acc_dtype = rt->cfg.grad_accum_bf16 ? ZT_BF16 : ZT_F32;
+    rt->train.loss_scale = 1.0f;
     if (rt->cfg.fp16) {
-        rt->loss_scale = rt->cfg.fp16_loss_scale > 0
+        rt->train.loss_scale = rt->cfg.fp16_loss_scale > 0
                              ? rt->cfg.fp16_loss_scale
                              : (float)(1u << rt->cfg.fp16_initial_scale_power);
-        rt->hysteresis_left = rt->cfg.fp16_hysteresis;
+        rt->train.hysteresis_left = rt->cfg.fp16_hysteresis;
     }
-    st = zt_topology_open(&rt->topo, rt->comm, rt->cfg.ranks_per_node,
+    st = zt_topology_open(&rt->dist.topo, rt->dist.comm, rt->cfg.ranks_per_node,
                           rt->cfg.zero_hpz_partition_size, rt->cfg.zero_quantized_gradients,
                           &rt->err);
     if (st != ZT_OK)
         return st;
-    rt->topo.dev = rt->dev; /* ZeRO++'s buffers and kernels */
-    ZT_LOGI("runtime", "device backend %s, dtype %s", rt->dev_iface->name,
-            rt->dtype == ZT_F32 ? "fp32" : rt->dtype == ZT_BF16 ? "bf16" : "fp16");
+    rt->dist.topo.dev = rt->device.dev; /* ZeRO++'s buffers and kernels */
+    ZT_LOGI("runtime", "device backend %s, dtype %s", rt->device.iface->name,
+            rt->reg.dtype == ZT_F32 ? "fp32" : rt->reg.dtype == ZT_BF16 ? "bf16" : "fp16");
     return ZT_OK;
 }
 
 static void free_layer(zt_runtime *rt, zt_layer *L)
 {
-    if (rt->dev) {
-        zt_device_tier_free(&rt->dtier, L->grads);
-        zt_home_free(&rt->homes, &L->param_home);
+    if (rt->device.dev) {
+        zt_device_tier_free(&rt->tiers.dtier, L->grads);
+        zt_home_free(&rt->tiers.homes, &L->param_home);
     }
-    zt_home_free(&rt->homes, &L->master);
-    zt_home_free(&rt->homes, &L->exp_avg);
-    zt_home_free(&rt->homes, &L->exp_avg_sq);
-    if (rt->dev_opt && rt->dev)
-        rt->dev->iface->free(rt->dev, L->grad_acc);
+    zt_home_free(&rt->tiers.homes, &L->master);
+    zt_home_free(&rt->tiers.homes, &L->exp_avg);
+    zt_home_free(&rt->tiers.homes, &L->exp_avg_sq);
+    if (rt->opt.on_device && rt->device.dev)
+        rt->device.dev->iface->free(rt->device.dev, L->grad_acc);
     else
-        zt_host_tier_free(&rt->host, L->grad_acc,
-                          (uint64_t)L->shard_numel * zt_dtype_size(rt->acc_dtype));
+        zt_host_tier_free(&rt->tiers.host, L->grad_acc,
+                          (uint64_t)L->shard_numel * zt_dtype_size(rt->reg.acc_dtype));
     free(L->views);
     free(L->param_ids);
     free(L->name);
@@ -290,54 +290,54 @@ void zt_rt_destroy(zt_runtime *rt)
 {
     /* first what may still move data: the optimizer's write-backs refer to the layers'
      * homes, the gathers to the homes and the staging pool */
-    zt_nvme_step_destroy(rt->nvme_step);
-    /* the caller's streams made here go first: rt->stream may wait for them */
-    for (int i = 0; i < rt->caller_streams.n; i++) {
-        rt->dev->iface->stream_synchronize(rt->dev, rt->caller_streams.s[i], NULL);
-        if (rt->stream)
-            rt->dev->iface->stream_synchronize(rt->dev, rt->stream, NULL);
-        rt->dev->iface->stream_destroy(rt->dev, rt->caller_streams.s[i]);
+    zt_nvme_step_destroy(rt->opt.nvme_step);
+    /* the caller's streams made here go first: rt->device.stream may wait for them */
+    for (int i = 0; i < rt->reduce.callers.n; i++) {
+        rt->device.dev->iface->stream_synchronize(rt->device.dev, rt->reduce.callers.s[i], NULL);
+        if (rt->device.stream)
+            rt->device.dev->iface->stream_synchronize(rt->device.dev, rt->device.stream, NULL);
+        rt->device.dev->iface->stream_destroy(rt->device.dev, rt->reduce.callers.s[i]);
     }
-    free(rt->caller_streams.s);
+    free(rt->reduce.callers.s);
     zt_prefetcher_destroy(rt->prefetch);
-    if (rt->stream)
-        rt->dev->iface->stream_synchronize(rt->dev, rt->stream, NULL);
-    if (rt->prefetch_stream)
-        rt->dev->iface->stream_synchronize(rt->dev, rt->prefetch_stream, NULL);
-    for (int i = 0; i < rt->n_layers; i++)
-        free_layer(rt, &rt->layers[i]);
-    if (rt->dev) {
+    if (rt->device.stream)
+        rt->device.dev->iface->stream_synchronize(rt->device.dev, rt->device.stream, NULL);
+    if (rt->device.prefetch_stream)
+        rt->device.dev->iface->stream_synchronize(rt->device.dev, rt->device.prefetch_stream, NULL);
+    for (int i = 0; i < rt->reg.n_layers; i++)
+        free_layer(rt, &rt->reg.layers[i]);
+    if (rt->device.dev) {
         zt_dev_opt_close(rt);
-        zt_device_tier_fini(&rt->dtier);
+        zt_device_tier_fini(&rt->tiers.dtier);
         zt_rt_free_landing(rt);
-        if (rt->caller_done)
-            rt->dev->iface->event_destroy(rt->dev, rt->caller_done);
-        if (rt->comm_ready)
-            rt->dev->iface->event_destroy(rt->dev, rt->comm_ready);
+        if (rt->reduce.caller_done)
+            rt->device.dev->iface->event_destroy(rt->device.dev, rt->reduce.caller_done);
+        if (rt->reduce.comm_ready)
+            rt->device.dev->iface->event_destroy(rt->device.dev, rt->reduce.comm_ready);
     }
-    for (int i = 0; i < rt->n_params; i++)
-        free(rt->params[i].name);
-    free(rt->layers);
-    free(rt->params);
-    free(rt->opt_shards);
-    zt_swap_destroy(rt->param_swap); /* first: they hold registrations of the buffers below */
-    zt_swap_destroy(rt->optim_swap);
-    if (rt->staging)
-        zt_host_tier_free(&rt->host, rt->staging, rt->staging_bytes);
-    if (rt->opt_block)
-        zt_host_tier_free(&rt->host, rt->opt_block, rt->opt_block_bytes);
-    zt_staging_pool_destroy(rt->param_staging);
-    zt_pinner_fini(&rt->pinner);
-    if (rt->stream)
-        rt->dev->iface->stream_destroy(rt->dev, rt->stream);
-    if (rt->prefetch_stream)
-        rt->dev->iface->stream_destroy(rt->dev, rt->prefetch_stream);
-    zt_threadpool_destroy(rt->pool); /* after the streams: their kernels use it */
-    if (rt->dev)
-        rt->dev->iface->destroy(rt->dev);
-    zt_topology_close(&rt->topo);
-    if (rt->comm)
-        rt->comm->iface->destroy(rt->comm);
+    for (int i = 0; i < rt->reg.n_params; i++)
+        free(rt->reg.params[i].name);
+    free(rt->reg.layers);
+    free(rt->reg.params);
+    free(rt->opt.shards);
+    zt_swap_destroy(rt->tiers.param_swap); /* first: they hold registrations of the buffers below */
+    zt_swap_destroy(rt->tiers.optim_swap);
+    if (rt->opt.staging)
+        zt_host_tier_free(&rt->tiers.host, rt->opt.staging, rt->opt.staging_bytes);
+    if (rt->opt.block)
+        zt_host_tier_free(&rt->tiers.host, rt->opt.block, rt->opt.block_bytes);
+    zt_staging_pool_destroy(rt->tiers.param_staging);
+    zt_pinner_fini(&rt->tiers.pinner);
+    if (rt->device.stream)
+        rt->device.dev->iface->stream_destroy(rt->device.dev, rt->device.stream);
+    if (rt->device.prefetch_stream)
+        rt->device.dev->iface->stream_destroy(rt->device.dev, rt->device.prefetch_stream);
+    zt_threadpool_destroy(rt->cpu.pool); /* after the streams: their kernels use it */
+    if (rt->device.dev)
+        rt->device.dev->iface->destroy(rt->device.dev);
+    zt_topology_close(&rt->dist.topo);
+    if (rt->dist.comm)
+        rt->dist.comm->iface->destroy(rt->dist.comm);
     if (rt->tracing)
         zt_trace_close();
 }
@@ -345,19 +345,19 @@ void zt_rt_destroy(zt_runtime *rt)
 void zt_rt_stats(const zt_runtime *rt, zt_stats *out)
 {
     zt_stats s = rt->stats; /* the driver's own counters */
-    zt_device_tier_usage(&rt->dtier, &s.device_bytes_current, &s.device_bytes_peak,
+    zt_device_tier_usage(&rt->tiers.dtier, &s.device_bytes_current, &s.device_bytes_peak,
                          &s.device_bytes_capacity);
-    s.host_bytes_current = rt->host.current;
-    s.host_bytes_peak = rt->host.peak;
+    s.host_bytes_current = rt->tiers.host.current;
+    s.host_bytes_peak = rt->tiers.host.peak;
     s.h2d_bytes += rt->gather_env.h2d_bytes;
-    s.host_syncs += rt->gather_env.host_syncs + rt->dtier.fence_waits;
+    s.host_syncs += rt->gather_env.host_syncs + rt->tiers.dtier.fence_waits;
     s.gathered_bytes = rt->gather_env.gathered_bytes;
-    s.comm_bytes_intra = rt->topo.bytes_intra;
-    s.comm_bytes_inter = rt->topo.bytes_inter;
-    s.pinned_bytes = rt->param_staging ? zt_staging_bytes(rt->param_staging) : 0;
-    s.host_pinned_bytes = rt->pinner.pinned;
-    s.host_pinned_peak_bytes = rt->pinner.peak;
-    s.pinned_refused_bytes = rt->pinner.refused;
+    s.comm_bytes_intra = rt->dist.topo.bytes_intra;
+    s.comm_bytes_inter = rt->dist.topo.bytes_inter;
+    s.pinned_bytes = rt->tiers.param_staging ? zt_staging_bytes(rt->tiers.param_staging) : 0;
+    s.host_pinned_bytes = rt->tiers.pinner.pinned;
+    s.host_pinned_peak_bytes = rt->tiers.pinner.peak;
+    s.pinned_refused_bytes = rt->tiers.pinner.refused;
     if (rt->prefetch) {
         zt_prefetch_stats ps;
         zt_prefetcher_stats(rt->prefetch, &ps);
@@ -366,7 +366,7 @@ void zt_rt_stats(const zt_runtime *rt, zt_stats *out)
         s.trace_deviations = ps.deviations;
         s.hpz_slices_dropped = ps.slices_dropped;
     }
-    zt_swap *swaps[2] = {rt->param_swap, rt->optim_swap};
+    zt_swap *swaps[2] = {rt->tiers.param_swap, rt->tiers.optim_swap};
     for (int i = 0; i < 2; i++) {
         if (!swaps[i])
             continue;

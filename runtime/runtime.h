@@ -51,8 +51,8 @@ typedef struct zt_layer {
     /* This rank's shard: working-dtype parameters and fp32 optimizer state. */
     zt_home param_home;
     zt_home master, exp_avg, exp_avg_sq;
-    void *grad_acc; /* gradient accumulation shard of rt->acc_dtype: host memory, or fp32 in
-                       device memory with the device optimizer (rt->dev_opt) */
+    void *grad_acc; /* gradient accumulation shard of rt->reg.acc_dtype: host memory, or fp32 in
+                       device memory with the device optimizer (rt->opt.on_device) */
     int accum_count; /* backward releases since the last step */
     /* The gradient norm's sums of grad_acc, folded into its last accumulation of the step
      * (valid until grad_acc changes otherwise); zt_step then skips its pass over the layer. */
@@ -80,93 +80,138 @@ typedef struct zt_caller_streams {
 
 typedef enum zt_rt_state { ZT_RT_FAILED = 0, ZT_RT_REGISTERING, ZT_RT_COMMITTED } zt_rt_state;
 
-struct zt_runtime {
-    zt_rt_state state;
-    zt_error err; /* last error of this handle */
-    zt_config cfg;
-    int log_level_option; /* zt_options.log_level: >= 0 wins over the config's */
-    zt_log_fn log_fn;
-    void *log_user;
-    int rank, world;
-    zt_dtype dtype;     /* working dtype of parameters and gradients */
-    zt_dtype acc_dtype; /* of the gradient accumulators: fp32, or bf16 (ztier.grad_accum_dtype) */
+/* Where log lines go: zt_options' callback and level (level_option >= 0 wins over the
+ * config's). */
+typedef struct zt_rt_log {
+    int level_option;
+    zt_log_fn fn;
+    void *user;
+} zt_rt_log;
 
-    /* the registry */
+/* The registry (runtime/registry.c): layers and parameters in the order they were added,
+ * and the dtypes of their buffers. */
+typedef struct zt_registry {
     zt_param *params;
     int n_params, cap_params;
     zt_layer *layers;
     int n_layers, cap_layers;
+    zt_dtype dtype;     /* working dtype of parameters and gradients */
+    zt_dtype acc_dtype; /* of the gradient accumulators: fp32, or bf16 (ztier.grad_accum_dtype) */
+} zt_registry;
 
-    /* the modules */
+/* The ranks: the world communicator and the node layout over it. */
+typedef struct zt_rt_dist {
     zt_comm *comm;
     zt_topology topo; /* node layout, ZeRO++ communicators, bytes sent */
-    const zt_device_iface *dev_iface;
+    int rank, world;
+} zt_rt_dist;
+
+/* The device backend and ztier's two streams on it. */
+typedef struct zt_rt_device {
+    const zt_device_iface *iface;
     zt_device *dev;
     zt_stream *stream;          /* synchronous copies: gradients, optimizer writes */
     zt_stream *prefetch_stream; /* shard copies of the gather pipeline */
+} zt_rt_device;
+
+/* The CPU's share: the optimizer's thread pool and the Adam kernel chosen for this CPU. */
+typedef struct zt_rt_cpu {
+    zt_threadpool *pool;
+    int threads;
+    zt_adam_variant adam_variant;
+} zt_rt_cpu;
+
+/* The tiers a shard can live in, and the memory moved between them. */
+typedef struct zt_rt_tiers {
     zt_device_tier dtier;
     zt_host_tier host;
-    zt_pinner pinner;            /* host memory the device copies from or to */
-    zt_homes homes;              /* the tiers a shard can live in (homes.swap: unset) */
-    zt_swap *param_swap;         /* NVMe swap for parameters (offload_param.device = nvme) */
-    zt_swap *optim_swap;         /* NVMe swap for master, m, v (offload_optimizer = nvme) */
+    zt_pinner pinner;               /* host memory the device copies from or to */
+    zt_homes homes;                 /* the tiers a shard can live in (homes.swap: unset) */
+    zt_swap *param_swap;            /* NVMe swap for parameters (offload_param.device = nvme) */
+    zt_swap *optim_swap;            /* NVMe swap for master, m, v (offload_optimizer = nvme) */
     zt_staging_pool *param_staging; /* buffers for NVMe -> device parameter reads */
-    zt_gather_env gather_env;
-    zt_prefetcher *prefetch;
-    zt_threadpool *pool;
-    int optimizer_threads;
-    zt_adam_variant adam_variant;
-    zt_nvme_step *nvme_step;     /* when the optimizer state is on NVMe */
-    zt_opt_shard *opt_shards;    /* n_layers: what the NVMe step updates */
+} zt_rt_tiers;
+
+/* Gradient reduction of stream-ordered releases (runtime/layer_exec.c): the caller's
+ * streams, the landing buffers a single rank's gradients are copied to, and the reductions
+ * waiting for their copies. */
+typedef struct zt_reducer {
+    zt_caller_streams callers;
+    zt_event *caller_done;         /* recorded on the caller's stream at an async release */
+    zt_event *comm_ready;          /* device-ordered comm (nccl): its input is ready */
+    void **landing;                /* gradient_landing_buffers host buffers (pinned), a shard */
+    zt_event **landing_copied;     /* per buffer: its copy from the device is done */
+    size_t landing_bytes;
+    int n_landing;
+    zt_pending_reduction *pending; /* first in first out, n_landing slots */
+    int pending_head, n_pending;
+} zt_reducer;
+
+struct zt_opt_engine_ops;
+
+/* The optimizer engine (runtime/opt_engine.c): the placement's operations, chosen once at
+ * commit, and the state they work on. */
+typedef struct zt_opt_engine {
+    const struct zt_opt_engine_ops *ops;
+    int on_device;             /* accumulators and Adam in device memory (step_device.c) */
+    zt_nvme_step *nvme_step;   /* when the optimizer state is on NVMe */
+    zt_opt_shard *shards;      /* n_layers: what the NVMe step updates */
+    /* an overlapped step over state in host memory: its hyper-parameters, layers updated */
+    zt_adam_hparams host_step_h;
+    int host_step_pending, host_step_updated;
+    void *block;                      /* the NVMe step's buffers, one host allocation */
+    size_t block_bytes, buf_bytes;
+    float *buf[ZT_NVME_STEP_MAX_BUFS]; /* master, m, v of `sets` sets in block (masters NULL:
+                                          plan opt_bufs_per_set 2) */
+    int sets;
+    void *staging;        /* host buffer: one fp32 shard in transit (largest shard) */
+    void *staging_lp;     /* second half of it: the same shard in the working dtype */
+    size_t staging_bytes; /* size of both halves */
+    void *dev_step_stats; /* device: two doubles, a counter, the sums' scratch */
+    void *dev_param_tmp;  /* device: one shard's new parameters bound for an off-device home */
+    uint64_t dev_param_tmp_bytes;
+} zt_opt_engine;
+
+/* The training state the step advances. */
+typedef struct zt_train_state {
+    int64_t steps;
+    float loss_scale;
+    int good_steps; /* fp16: steps since the last overflow */
+    int hysteresis_left;
     /* Layers whose update by the step is done and whose gradients are cleared: n_layers
      * except while an overlapped step is in progress (ztier.overlap_step), which updates
      * layer i when something first needs it (zt_rt_step_through). */
     int step_cleared;
     int stepping; /* inside zt_rt_step */
-    /* an overlapped step over state in host memory: its hyper-parameters, layers updated */
-    zt_adam_hparams host_step_h;
-    int host_step_pending, host_step_updated;
-    void *opt_block;                      /* the NVMe step's buffers, one host allocation */
-    size_t opt_block_bytes, opt_buf_bytes;
-    float *opt_buf[ZT_NVME_STEP_MAX_BUFS]; /* master, m, v of opt_sets sets in opt_block
-                                              (masters NULL: plan opt_bufs_per_set 2) */
-    int opt_sets;
-    void *staging;        /* host buffer: one fp32 shard in transit (largest shard) */
-    void *staging_lp;     /* second half of it: the same shard in the working dtype */
-    size_t staging_bytes; /* size of both halves */
+} zt_train_state;
 
-    /* the optimizer's scalar state */
-    int64_t steps;
-    float loss_scale;
-    int good_steps; /* fp16: steps since the last overflow */
-    int hysteresis_left;
-    zt_stats stats; /* the driver's own counters (the modules report theirs) */
+/* The handle: the state of the API, the configuration, the error, the registry and the
+ * modules (each owning its state; zt_rt_stats asks each for its counters). */
+struct zt_runtime {
+    zt_rt_state state;
+    zt_error err; /* last error of this handle */
     /* The first failure of work that outlived its call (the optimizer's write-backs): it
      * leaves the state inconsistent, so every later reader of that state gets it, until a
      * checkpoint is loaded. */
     zt_error async_err;
-
-    /* stream-ordered calls (runtime/layer_exec.c) */
-    zt_caller_streams caller_streams;
-    zt_event *caller_done;       /* recorded on the caller's stream at an async release */
-    zt_event *comm_ready;        /* device-ordered comm (nccl): its input is ready */
-    void **landing;              /* gradient_landing_buffers host buffers (pinned), a shard */
-    zt_event **landing_copied;   /* per buffer: its copy from the device is done */
-    size_t landing_bytes;
-    int n_landing;
-    zt_pending_reduction *pending; /* first in first out, n_landing slots */
-    int pending_head, n_pending;
-
-    /* the optimizer on the device (runtime/step_device.c) */
-    int dev_opt;
-    void *dev_step_stats;        /* two doubles, a counter, the sums' scratch */
-    void *dev_param_tmp;         /* one shard's new parameters bound for an off-device home */
-    uint64_t dev_param_tmp_bytes;
-    int tracing; /* this runtime holds the process's timeline trace open */
+    zt_config cfg;
+    zt_rt_log log;
+    zt_registry reg;
+    zt_rt_dist dist;
+    zt_rt_device device;
+    zt_rt_cpu cpu;
+    zt_rt_tiers tiers;
+    zt_gather_env gather_env;
+    zt_prefetcher *prefetch;
+    zt_reducer reduce;
+    zt_opt_engine opt;
+    zt_train_state train;
+    zt_stats stats; /* the driver's own counters (the modules report theirs) */
+    int tracing;    /* this runtime holds the process's timeline trace open */
 };
 
 /* Stores a layer's fp32 master shard (a host buffer of shard_numel floats, 4096-aligned for
- * NVMe homes) and the working-dtype parameters derived from it (through rt->staging_lp). */
+ * NVMe homes) and the working-dtype parameters derived from it (through rt->opt.staging_lp). */
 zt_status zt_layer_set_master(zt_runtime *rt, zt_layer *L, const float *master);
 
 /* The elements [*first, *last) of a parameter that lie in this rank's shard of its layer,
@@ -243,7 +288,7 @@ zt_status zt_rt_step_complete(zt_runtime *rt);
  * goes on, so every rank issues the same collectives); the fetch reports it. */
 int zt_rt_param_home_ready(void *rt, const zt_home *home, int demand);
 
-/* the optimizer on the device (runtime/step_device.c), used when rt->dev_opt is set:
+/* the optimizer on the device (runtime/step_device.c), used when rt->opt.on_device is set:
  * accumulators in device memory, the norm's sums and Adam as device kernels on ztier's
  * stream. The step's sums and counter take ZT_DEVICE_STEP_STATS_BYTES of device memory. */
 /* Layout: the norm's two sums (doubles), Adam's count of non-finite gradients (this step's:

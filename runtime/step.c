@@ -16,7 +16,7 @@
  * turns them into the average gradient of the unscaled loss. */
 float zt_rt_grad_average_factor(const zt_runtime *rt)
 {
-    return 1.0f / ((float)rt->cfg.gradient_accumulation_steps * (float)rt->world * rt->loss_scale);
+    return 1.0f / ((float)rt->cfg.gradient_accumulation_steps * (float)rt->dist.world * rt->train.loss_scale);
 }
 
 /* Sum of squares of the averaged gradient over every rank's shards, and the count of
@@ -25,21 +25,21 @@ static zt_status global_grad_stats(zt_runtime *rt, double *sumsq, double *nonfin
 {
     double acc[2] = {0.0, 0.0};
     float scale = zt_rt_grad_average_factor(rt);
-    zt_status st = rt->dev_opt ? zt_dev_opt_grad_stats(rt, scale, acc) : ZT_OK;
-    for (int i = 0; !rt->dev_opt && i < rt->n_layers; i++) {
-        zt_layer *L = &rt->layers[i];
-        if (L->persistent && rt->rank != 0)
+    zt_status st = rt->opt.on_device ? zt_dev_opt_grad_stats(rt, scale, acc) : ZT_OK;
+    for (int i = 0; !rt->opt.on_device && i < rt->reg.n_layers; i++) {
+        zt_layer *L = &rt->reg.layers[i];
+        if (L->persistent && rt->dist.rank != 0)
             continue; /* replicated: every rank holds the same sum; count it once */
         int64_t bad = 0;
         double sum = L->norm_valid /* folded into the last accumulation */
                          ? (bad = L->norm_bad, L->norm_sumsq)
-                         : zt_grad_sumsq_parallel(rt->pool, rt->adam_variant, L->grad_acc,
-                                                  rt->acc_dtype, L->shard_numel, scale, &bad);
+                         : zt_grad_sumsq_parallel(rt->cpu.pool, rt->cpu.adam_variant, L->grad_acc,
+                                                  rt->reg.acc_dtype, L->shard_numel, scale, &bad);
         acc[0] += sum;
         acc[1] += (double)bad;
     }
     /* every rank joins the collective, also one whose sums failed (its error comes first) */
-    zt_status red = zt_comm_allreduce_sync(rt->comm, acc, 2, ZT_COMM_F64, ZT_REDUCE_SUM, &rt->err);
+    zt_status red = zt_comm_allreduce_sync(rt->dist.comm, acc, 2, ZT_COMM_F64, ZT_REDUCE_SUM, &rt->err);
     st = st != ZT_OK ? st : red;
     *sumsq = acc[0];
     *nonfinite = acc[1];
@@ -58,19 +58,19 @@ static void clear_host_grads(zt_layer *L)
  * step's: their gradient is zero. */
 static void zero_unsummed(zt_runtime *rt)
 {
-    for (int i = 0; !rt->dev_opt && i < rt->n_layers; i++) {
-        zt_layer *L = &rt->layers[i];
+    for (int i = 0; !rt->opt.on_device && i < rt->reg.n_layers; i++) {
+        zt_layer *L = &rt->reg.layers[i];
         if (L->accum_count == 0)
-            memset(L->grad_acc, 0, (size_t)L->shard_numel * zt_dtype_size(rt->acc_dtype));
+            memset(L->grad_acc, 0, (size_t)L->shard_numel * zt_dtype_size(rt->reg.acc_dtype));
     }
 }
 
 /* Layers the step in progress has updated; -1 when none is in progress. */
 static int step_done_layers(const zt_runtime *rt)
 {
-    if (rt->nvme_step)
-        return zt_nvme_step_shards_done(rt->nvme_step);
-    return rt->host_step_pending ? rt->host_step_updated : -1;
+    if (rt->opt.nvme_step)
+        return zt_nvme_step_shards_done(rt->opt.nvme_step);
+    return rt->opt.host_step_pending ? rt->opt.host_step_updated : -1;
 }
 
 /* Whether this step leaves its updates to later calls (ztier.overlap_step). "auto": with the
@@ -80,9 +80,9 @@ static int step_done_layers(const zt_runtime *rt)
  * a CPU trainer computes on the same cores and gains nothing. */
 static int overlapped(const zt_runtime *rt)
 {
-    if (rt->dev_opt || rt->cfg.overlap_step == ZT_OVERLAP_OFF)
+    if (rt->opt.on_device || rt->cfg.overlap_step == ZT_OVERLAP_OFF)
         return 0;
-    return rt->cfg.overlap_step == ZT_OVERLAP_ON || rt->nvme_step;
+    return rt->cfg.overlap_step == ZT_OVERLAP_ON || rt->opt.nvme_step;
 }
 
 /* Clears the gradients of the layers the step in progress has updated (all of them once
@@ -90,32 +90,32 @@ static int overlapped(const zt_runtime *rt)
 static void clear_updated(zt_runtime *rt)
 {
     int done = step_done_layers(rt);
-    for (done = done < 0 ? rt->n_layers : done; rt->step_cleared < done; rt->step_cleared++)
-        clear_host_grads(&rt->layers[rt->step_cleared]);
+    for (done = done < 0 ? rt->reg.n_layers : done; rt->train.step_cleared < done; rt->train.step_cleared++)
+        clear_host_grads(&rt->reg.layers[rt->train.step_cleared]);
 }
 
 static zt_status clear_grads(zt_runtime *rt)
 {
     zt_status st = ZT_OK;
-    if (!rt->dev_opt) {
+    if (!rt->opt.on_device) {
         if (step_done_layers(rt) < 0)
-            rt->step_cleared = 0; /* no step in progress: every layer now */
+            rt->train.step_cleared = 0; /* no step in progress: every layer now */
         clear_updated(rt);        /* else those updated, the others when they are */
         return ZT_OK;
     }
-    for (int i = 0; st == ZT_OK && i < rt->n_layers; i++)
-        st = zt_dev_opt_zero_acc(rt, &rt->layers[i]);
-    if (st == ZT_OK && rt->dev_opt) /* the step returns with its device work done */
-        st = rt->dev->iface->stream_synchronize(rt->dev, rt->stream, &rt->err);
+    for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++)
+        st = zt_dev_opt_zero_acc(rt, &rt->reg.layers[i]);
+    if (st == ZT_OK && rt->opt.on_device) /* the step returns with its device work done */
+        st = rt->device.dev->iface->stream_synchronize(rt->device.dev, rt->device.stream, &rt->err);
     return st;
 }
 
 static int max_accum_count(const zt_runtime *rt)
 {
     int m = 0;
-    for (int i = 0; i < rt->n_layers; i++)
-        if (rt->layers[i].accum_count > m)
-            m = rt->layers[i].accum_count;
+    for (int i = 0; i < rt->reg.n_layers; i++)
+        if (rt->reg.layers[i].accum_count > m)
+            m = rt->reg.layers[i].accum_count;
     return m;
 }
 
@@ -126,16 +126,16 @@ static void update_loss_scale(zt_runtime *rt, int overflow)
     if (!rt->cfg.fp16 || rt->cfg.fp16_loss_scale > 0)
         return;
     if (overflow) {
-        rt->good_steps = 0;
-        if (--rt->hysteresis_left <= 0) {
-            rt->loss_scale = fmaxf(rt->loss_scale * 0.5f, rt->cfg.fp16_min_loss_scale);
-            rt->hysteresis_left = rt->cfg.fp16_hysteresis;
+        rt->train.good_steps = 0;
+        if (--rt->train.hysteresis_left <= 0) {
+            rt->train.loss_scale = fmaxf(rt->train.loss_scale * 0.5f, rt->cfg.fp16_min_loss_scale);
+            rt->train.hysteresis_left = rt->cfg.fp16_hysteresis;
         }
         return;
     }
-    if (++rt->good_steps % rt->cfg.fp16_loss_scale_window == 0) {
-        rt->loss_scale *= 2.0f;
-        rt->hysteresis_left = rt->cfg.fp16_hysteresis;
+    if (++rt->train.good_steps % rt->cfg.fp16_loss_scale_window == 0) {
+        rt->train.loss_scale *= 2.0f;
+        rt->train.hysteresis_left = rt->cfg.fp16_hysteresis;
     }
 }
 
@@ -144,19 +144,19 @@ static zt_status update_layer(zt_runtime *rt, zt_layer *L, const zt_adam_hparams
     float *master = zt_home_host_ptr(&L->master);
     float *m = zt_home_host_ptr(&L->exp_avg), *v = zt_home_host_ptr(&L->exp_avg_sq);
     void *home = zt_home_host_ptr(&L->param_home);
-    void *out = home ? home : rt->dtype == ZT_F32 ? rt->staging : rt->staging_lp;
+    void *out = home ? home : rt->reg.dtype == ZT_F32 ? rt->opt.staging : rt->opt.staging_lp;
     /* parameters that are the master (zt_plan_master_is_param) are updated in place */
-    zt_adam_tensors t = {master, m, v, L->grad_acc, rt->acc_dtype, out == master ? NULL : out,
-                         rt->dtype, L->shard_numel};
+    zt_adam_tensors t = {master, m, v, L->grad_acc, rt->reg.acc_dtype, out == master ? NULL : out,
+                         rt->reg.dtype, L->shard_numel};
     double t0 = zt_now_s();
-    zt_adam_step_parallel(rt->pool, rt->adam_variant, h, &t);
+    zt_adam_step_parallel(rt->cpu.pool, rt->cpu.adam_variant, h, &t);
     zt_trace_span("optimizer", t0, "adam %s (%lld elements)", L->name,
                   (long long)L->shard_numel);
     if (out == home)
         return ZT_OK;
     if (L->param_home.kind == ZT_TIER_DEVICE)
         rt->stats.h2d_bytes += L->param_home.bytes;
-    return zt_home_store(&rt->homes, &L->param_home, out, &rt->err);
+    return zt_home_store(&rt->tiers.homes, &L->param_home, out, &rt->err);
 }
 
 /* A per-step value: NaN, infinities and values above the config's bound are refused like
@@ -195,7 +195,7 @@ static zt_adam_hparams make_hparams(const zt_runtime *rt, float lr, float wd, fl
     h.eps = rt->cfg.eps;
     h.weight_decay = wd;
     h.adamw = rt->cfg.optimizer == ZT_OPT_ADAMW;
-    h.step = rt->steps + 1;
+    h.step = rt->train.steps + 1;
     h.grad_scale = coef * zt_rt_grad_average_factor(rt);
     return h;
 }
@@ -216,53 +216,53 @@ static zt_status keep_async(zt_runtime *rt, zt_status st, const zt_error *e)
 /* The overlapped step over state in host memory: layers [updated, through) in order. */
 static zt_status advance_host(zt_runtime *rt, int through, zt_error *e)
 {
-    while (rt->host_step_pending && rt->host_step_updated < through) {
-        zt_status st = update_layer(rt, &rt->layers[rt->host_step_updated], &rt->host_step_h);
+    while (rt->opt.host_step_pending && rt->opt.host_step_updated < through) {
+        zt_status st = update_layer(rt, &rt->reg.layers[rt->opt.host_step_updated], &rt->opt.host_step_h);
         if (st != ZT_OK) {
             *e = rt->err;
-            rt->host_step_pending = 0; /* ended, half done: the state needs a load */
+            rt->opt.host_step_pending = 0; /* ended, half done: the state needs a load */
             return st;
         }
-        if (++rt->host_step_updated == rt->n_layers)
-            rt->host_step_pending = 0;
+        if (++rt->opt.host_step_updated == rt->reg.n_layers)
+            rt->opt.host_step_pending = 0;
     }
     return ZT_OK;
 }
 
 zt_status zt_rt_step_through(zt_runtime *rt, int layer)
 {
-    if (rt->step_cleared > layer)
+    if (rt->train.step_cleared > layer)
         return ZT_OK;
     zt_error e = {0};
     zt_status st = rt->async_err.status;
-    int before = rt->step_cleared;
+    int before = rt->train.step_cleared;
     double t0 = zt_now_s();
     if (st == ZT_OK)
-        st = rt->nvme_step ? zt_nvme_step_advance(rt->nvme_step, layer + 1, &e)
+        st = rt->opt.nvme_step ? zt_nvme_step_advance(rt->opt.nvme_step, layer + 1, &e)
                            : advance_host(rt, layer + 1, &e);
     st = keep_async(rt, st, &e);
     if (st == ZT_OK)
         clear_updated(rt);
-    if (!rt->stepping && rt->step_cleared > before) { /* after zt_step returned */
-        rt->stats.overlapped_updates += (uint64_t)(rt->step_cleared - before);
-        for (int i = before; i < rt->step_cleared; i++) /* the new parameters' copy waited */
-            rt->stats.host_syncs += rt->layers[i].param_home.kind == ZT_TIER_DEVICE;
+    if (!rt->train.stepping && rt->train.step_cleared > before) { /* after zt_step returned */
+        rt->stats.overlapped_updates += (uint64_t)(rt->train.step_cleared - before);
+        for (int i = before; i < rt->train.step_cleared; i++) /* the new parameters' copy waited */
+            rt->stats.host_syncs += rt->reg.layers[i].param_home.kind == ZT_TIER_DEVICE;
         rt->stats.overlapped_update_s += zt_now_s() - t0;
-        zt_trace_span("step", t0, "step through %s", rt->layers[layer].name);
+        zt_trace_span("step", t0, "step through %s", rt->reg.layers[layer].name);
     }
     return st;
 }
 
 zt_status zt_rt_step_complete(zt_runtime *rt)
 {
-    return rt->n_layers ? zt_rt_step_through(rt, rt->n_layers - 1) : ZT_OK;
+    return rt->reg.n_layers ? zt_rt_step_through(rt, rt->reg.n_layers - 1) : ZT_OK;
 }
 
 int zt_rt_param_home_ready(void *ctx, const zt_home *home, int demand)
 {
     zt_runtime *rt = ctx;
-    for (int i = rt->step_cleared; i < rt->n_layers; i++) /* none: no step in progress */
-        if (&rt->layers[i].param_home == home) {
+    for (int i = rt->train.step_cleared; i < rt->reg.n_layers; i++) /* none: no step in progress */
+        if (&rt->reg.layers[i].param_home == home) {
             if (!demand)
                 return 0;
             zt_rt_step_through(rt, i); /* a failure is kept in rt->async_err */
@@ -281,14 +281,14 @@ zt_status zt_rt_drain_optimizer(zt_runtime *rt)
     zt_error e = {0};
     if (rt->async_err.status != ZT_OK)
         return keep_async(rt, ZT_OK, NULL);
-    return keep_async(rt, zt_nvme_step_drain(rt->nvme_step, &e), &e);
+    return keep_async(rt, zt_nvme_step_drain(rt->opt.nvme_step, &e), &e);
 }
 
 zt_status zt_rt_async_error(zt_runtime *rt)
 {
     zt_rt_poll_reductions(rt); /* a failed gradient copy is kept like a failed write-back */
     zt_error e = {0};
-    return keep_async(rt, zt_nvme_step_poll(rt->nvme_step, &e), &e);
+    return keep_async(rt, zt_nvme_step_poll(rt->opt.nvme_step, &e), &e);
 }
 
 static zt_status run_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)
@@ -319,63 +319,63 @@ static zt_status run_step(zt_runtime *rt, const zt_step_args *args, zt_step_info
         out.clip_coef = rt->cfg.gradient_clipping / (out.grad_norm + 1e-6f);
     if (out.skipped) {
         ZT_LOGW("step", "step %lld skipped: %.0f non-finite gradient elements (loss scale %g)",
-                (long long)rt->steps + 1, nonfinite, (double)rt->loss_scale);
+                (long long)rt->train.steps + 1, nonfinite, (double)rt->train.loss_scale);
         rt->stats.skipped_steps++;
     } else {
         zt_prefetcher_invalidate(rt->prefetch); /* gathered copies are about to go stale */
         zt_adam_hparams h = make_hparams(rt, lr, wd, out.clip_coef);
-        if (rt->nvme_step) { /* a failed step leaves the state on NVMe half updated */
+        if (rt->opt.nvme_step) { /* a failed step leaves the state on NVMe half updated */
             zt_error e = {0};
             st = rt->async_err.status;
             if (st == ZT_OK)
-                st = zt_nvme_step_begin(rt->nvme_step, rt->opt_shards, rt->n_layers, &h,
-                                        rt->pool, rt->adam_variant, &rt->homes, rt->dtype,
+                st = zt_nvme_step_begin(rt->opt.nvme_step, rt->opt.shards, rt->reg.n_layers, &h,
+                                        rt->cpu.pool, rt->cpu.adam_variant, &rt->tiers.homes, rt->reg.dtype,
                                         &rt->stats.h2d_bytes, &e);
             if (st == ZT_OK) /* overlapped: each layer is updated when first needed */
-                rt->step_cleared = 0;
+                rt->train.step_cleared = 0;
             if (st == ZT_OK && !overlapped(rt))
-                st = zt_nvme_step_advance(rt->nvme_step, rt->n_layers, &e);
+                st = zt_nvme_step_advance(rt->opt.nvme_step, rt->reg.n_layers, &e);
             st = keep_async(rt, st, &e);
-        } else if (overlapped(rt) && rt->n_layers > 0) { /* host memory, left to later calls */
-            rt->host_step_h = h;
-            rt->host_step_updated = 0;
-            rt->host_step_pending = 1;
-            rt->step_cleared = 0;
+        } else if (overlapped(rt) && rt->reg.n_layers > 0) { /* host memory, left to later calls */
+            rt->opt.host_step_h = h;
+            rt->opt.host_step_updated = 0;
+            rt->opt.host_step_pending = 1;
+            rt->train.step_cleared = 0;
         }
-        for (int i = 0; !rt->nvme_step && !rt->host_step_pending && st == ZT_OK &&
-                        i < rt->n_layers; i++)
-            st = rt->dev_opt ? zt_dev_opt_update(rt, &rt->layers[i], &h)
-                             : update_layer(rt, &rt->layers[i], &h);
+        for (int i = 0; !rt->opt.nvme_step && !rt->opt.host_step_pending && st == ZT_OK &&
+                        i < rt->reg.n_layers; i++)
+            st = rt->opt.on_device ? zt_dev_opt_update(rt, &rt->reg.layers[i], &h)
+                             : update_layer(rt, &rt->reg.layers[i], &h);
         if (st != ZT_OK)
             return st;
-        rt->steps++;
+        rt->train.steps++;
         rt->stats.steps++;
     }
     update_loss_scale(rt, out.skipped);
     if ((st = clear_grads(rt)) != ZT_OK)
         return st;
     zt_prefetcher_step_done(rt->prefetch);
-    out.step = rt->steps;
-    out.loss_scale = rt->loss_scale;
+    out.step = rt->train.steps;
+    out.loss_scale = rt->train.loss_scale;
     if (info)
         *info = out;
     rt->stats.step_s += zt_now_s() - t0;
-    zt_trace_span("step", t0, "step %lld%s", (long long)rt->steps, out.skipped ? " (skipped)" : "");
+    zt_trace_span("step", t0, "step %lld%s", (long long)rt->train.steps, out.skipped ? " (skipped)" : "");
     return ZT_OK;
 }
 
 zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)
 {
-    rt->stepping = 1;
+    rt->train.stepping = 1;
     zt_status st = run_step(rt, args, info);
-    rt->stepping = 0;
+    rt->train.stepping = 0;
     return st;
 }
 
 zt_status zt_rt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel)
 {
-    const zt_param *p = &rt->params[param_id];
-    zt_layer *L = &rt->layers[p->layer];
+    const zt_param *p = &rt->reg.params[param_id];
+    zt_layer *L = &rt->reg.layers[p->layer];
     if (numel != p->numel)
         return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
                       "parameter '%s' has %lld elements, the destination holds %lld", p->name,
@@ -386,11 +386,11 @@ zt_status zt_rt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t num
         return st != ZT_OK ? st
                            : ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory reading parameter '%s'",
                                     p->name);
-    st = zt_home_load(&rt->homes, &L->master, rt->staging, &rt->err);
+    st = zt_home_load(&rt->tiers.homes, &L->master, rt->opt.staging, &rt->err);
     if (st == ZT_OK && L->persistent) /* every rank holds all of it */
-        memcpy(full, rt->staging, (size_t)L->flat_numel * sizeof(float));
+        memcpy(full, rt->opt.staging, (size_t)L->flat_numel * sizeof(float));
     else if (st == ZT_OK)
-        st = zt_comm_allgather_sync(rt->comm, rt->staging, full, (size_t)L->shard_numel,
+        st = zt_comm_allgather_sync(rt->dist.comm, rt->opt.staging, full, (size_t)L->shard_numel,
                                     ZT_COMM_F32, &rt->err);
     if (st == ZT_OK)
         memcpy(dst, full + p->offset, (size_t)numel * sizeof(float));
@@ -403,8 +403,8 @@ zt_status zt_rt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t num
  * fetch sees the old values. */
 zt_status zt_rt_param_write(zt_runtime *rt, int param_id, const float *src, int64_t numel)
 {
-    const zt_param *p = &rt->params[param_id];
-    zt_layer *L = &rt->layers[p->layer];
+    const zt_param *p = &rt->reg.params[param_id];
+    zt_layer *L = &rt->reg.layers[p->layer];
     if (numel != p->numel)
         return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
                       "parameter '%s' has %lld elements, the source holds %lld", p->name,
@@ -416,12 +416,12 @@ zt_status zt_rt_param_write(zt_runtime *rt, int param_id, const float *src, int6
                           p->name, (long long)i, (double)src[i]);
     zt_status st = zt_rt_drain_optimizer(rt);
     if (st == ZT_OK)
-        st = zt_home_load(&rt->homes, &L->master, rt->staging, &rt->err);
+        st = zt_home_load(&rt->tiers.homes, &L->master, rt->opt.staging, &rt->err);
     if (st != ZT_OK)
         return st;
     zt_prefetcher_invalidate(rt->prefetch);
     int64_t a, b, at;
     zt_param_in_shard(rt, p, &a, &b, &at);
-    memcpy((float *)rt->staging + at, src + a, (size_t)(b - a) * sizeof(float));
-    return zt_layer_set_master(rt, L, rt->staging);
+    memcpy((float *)rt->opt.staging + at, src + a, (size_t)(b - a) * sizeof(float));
+    return zt_layer_set_master(rt, L, rt->opt.staging);
 }

@@ -14,12 +14,12 @@
 
 zt_status zt_dev_opt_open(zt_runtime *rt, uint64_t param_tmp_bytes)
 {
-    const zt_device_iface *d = rt->dev->iface;
-    rt->dev_opt = 1;
-    zt_status st = d->alloc(rt->dev, ZT_DEVICE_STEP_STATS_BYTES, &rt->dev_step_stats, &rt->err);
-    rt->dev_param_tmp_bytes = param_tmp_bytes;
+    const zt_device_iface *d = rt->device.dev->iface;
+    rt->opt.on_device = 1;
+    zt_status st = d->alloc(rt->device.dev, ZT_DEVICE_STEP_STATS_BYTES, &rt->opt.dev_step_stats, &rt->err);
+    rt->opt.dev_param_tmp_bytes = param_tmp_bytes;
     if (st == ZT_OK && param_tmp_bytes)
-        st = d->alloc(rt->dev, param_tmp_bytes, &rt->dev_param_tmp, &rt->err);
+        st = d->alloc(rt->device.dev, param_tmp_bytes, &rt->opt.dev_param_tmp, &rt->err);
     if (st != ZT_OK)
         zt_error_prefix(&rt->err, "the device optimizer's buffers: ");
     return st;
@@ -27,18 +27,18 @@ zt_status zt_dev_opt_open(zt_runtime *rt, uint64_t param_tmp_bytes)
 
 void zt_dev_opt_close(zt_runtime *rt)
 {
-    if (!rt->dev)
+    if (!rt->device.dev)
         return;
-    rt->dev->iface->free(rt->dev, rt->dev_step_stats);
-    rt->dev->iface->free(rt->dev, rt->dev_param_tmp);
-    rt->dev_step_stats = rt->dev_param_tmp = NULL;
+    rt->device.dev->iface->free(rt->device.dev, rt->opt.dev_step_stats);
+    rt->device.dev->iface->free(rt->device.dev, rt->opt.dev_param_tmp);
+    rt->opt.dev_step_stats = rt->opt.dev_param_tmp = NULL;
 }
 
 zt_status zt_dev_opt_alloc_acc(zt_runtime *rt, zt_layer *L)
 {
     size_t bytes = (size_t)L->shard_numel * sizeof(float);
     void *p = NULL;
-    zt_status st = rt->dev->iface->alloc(rt->dev, bytes, &p, &rt->err);
+    zt_status st = rt->device.dev->iface->alloc(rt->device.dev, bytes, &p, &rt->err);
     L->grad_acc = p;
     return st == ZT_OK ? zt_dev_opt_zero_acc(rt, L) : st;
 }
@@ -46,15 +46,15 @@ zt_status zt_dev_opt_alloc_acc(zt_runtime *rt, zt_layer *L)
 zt_status zt_dev_opt_zero_acc(zt_runtime *rt, zt_layer *L)
 {
     L->accum_count = 0;
-    return rt->dev->iface->memset_async(rt->dev, L->grad_acc, 0,
-                                        (size_t)L->shard_numel * sizeof(float), rt->stream,
+    return rt->device.dev->iface->memset_async(rt->device.dev, L->grad_acc, 0,
+                                        (size_t)L->shard_numel * sizeof(float), rt->device.stream,
                                         &rt->err);
 }
 
 zt_status zt_dev_opt_accumulate(zt_runtime *rt, zt_layer *L, const void *shard, zt_dtype dt)
 {
-    zt_status st = rt->dev->iface->accumulate_async(rt->dev, L->grad_acc, shard, dt,
-                                                    (size_t)L->shard_numel, rt->stream, &rt->err);
+    zt_status st = rt->device.dev->iface->accumulate_async(rt->device.dev, L->grad_acc, shard, dt,
+                                                    (size_t)L->shard_numel, rt->device.stream, &rt->err);
     if (st == ZT_OK) {
         L->accum_count++;
         rt->stats.reduced_bytes += (uint64_t)L->shard_numel * zt_dtype_size(dt);
@@ -64,21 +64,21 @@ zt_status zt_dev_opt_accumulate(zt_runtime *rt, zt_layer *L, const void *shard, 
 
 zt_status zt_dev_opt_grad_stats(zt_runtime *rt, float scale, double out[2])
 {
-    const zt_device_iface *d = rt->dev->iface;
-    double *sums = rt->dev_step_stats;
+    const zt_device_iface *d = rt->device.dev->iface;
+    double *sums = rt->opt.dev_step_stats;
     /* the sums and Adam's count start from zero every step */
-    zt_status st = d->memset_async(rt->dev, sums, 0, ZT_DEVICE_STEP_SCRATCH_AT, rt->stream,
+    zt_status st = d->memset_async(rt->device.dev, sums, 0, ZT_DEVICE_STEP_SCRATCH_AT, rt->device.stream,
                                    &rt->err);
-    for (int i = 0; st == ZT_OK && i < rt->n_layers; i++) {
-        zt_layer *L = &rt->layers[i];
-        if (L->persistent && rt->rank != 0)
+    for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
+        zt_layer *L = &rt->reg.layers[i];
+        if (L->persistent && rt->dist.rank != 0)
             continue; /* replicated: counted once */
-        st = d->sumsq_async(rt->dev, L->grad_acc, (size_t)L->shard_numel, scale, sums,
-                            (double *)((char *)rt->dev_step_stats + ZT_DEVICE_STEP_SCRATCH_AT),
-                            rt->stream, &rt->err);
+        st = d->sumsq_async(rt->device.dev, L->grad_acc, (size_t)L->shard_numel, scale, sums,
+                            (double *)((char *)rt->opt.dev_step_stats + ZT_DEVICE_STEP_SCRATCH_AT),
+                            rt->device.stream, &rt->err);
     }
     if (st == ZT_OK) /* the one wait of the step */
-        st = zt_device_copy_sync(rt->dev, out, sums, 2 * sizeof(double), ZT_COPY_D2H, rt->stream,
+        st = zt_device_copy_sync(rt->device.dev, out, sums, 2 * sizeof(double), ZT_COPY_D2H, rt->device.stream,
                                  &rt->err);
     return st;
 }
@@ -87,14 +87,14 @@ zt_status zt_dev_opt_grad_stats(zt_runtime *rt, float scale, double out[2])
  * buffer to the host (and on to an NVMe home). */
 static zt_status store_params(zt_runtime *rt, zt_layer *L)
 {
-    size_t bytes = (size_t)L->shard_numel * zt_dtype_size(rt->dtype);
+    size_t bytes = (size_t)L->shard_numel * zt_dtype_size(rt->reg.dtype);
     void *host = zt_home_host_ptr(&L->param_home);
-    void *dst = host ? host : rt->staging_lp;
-    zt_status st = zt_device_copy_sync(rt->dev, dst, rt->dev_param_tmp, bytes, ZT_COPY_D2H,
-                                       rt->stream, &rt->err);
+    void *dst = host ? host : rt->opt.staging_lp;
+    zt_status st = zt_device_copy_sync(rt->device.dev, dst, rt->opt.dev_param_tmp, bytes, ZT_COPY_D2H,
+                                       rt->device.stream, &rt->err);
     rt->stats.d2h_bytes += bytes;
     if (st == ZT_OK && !host)
-        st = zt_home_store(&rt->homes, &L->param_home, rt->staging_lp, &rt->err);
+        st = zt_home_store(&rt->tiers.homes, &L->param_home, rt->opt.staging_lp, &rt->err);
     return st;
 }
 
@@ -103,13 +103,13 @@ zt_status zt_dev_opt_update(zt_runtime *rt, zt_layer *L, const zt_adam_hparams *
     zt_adam_consts c;
     zt_adam_consts_init(&c, h);
     int direct = L->param_home.kind == ZT_TIER_DEVICE;
-    void *out = direct ? L->param_home.ptr : rt->dev_param_tmp;
+    void *out = direct ? L->param_home.ptr : rt->opt.dev_param_tmp;
     unsigned long long *count =
-        (unsigned long long *)((char *)rt->dev_step_stats + ZT_DEVICE_STEP_COUNT_AT);
+        (unsigned long long *)((char *)rt->opt.dev_step_stats + ZT_DEVICE_STEP_COUNT_AT);
     double t0 = zt_now_s();
-    zt_status st = rt->dev->iface->adam_async(rt->dev, &c, L->master.ptr, L->exp_avg.ptr,
-                                              L->exp_avg_sq.ptr, L->grad_acc, out, rt->dtype,
-                                              (size_t)L->shard_numel, count, rt->stream,
+    zt_status st = rt->device.dev->iface->adam_async(rt->device.dev, &c, L->master.ptr, L->exp_avg.ptr,
+                                              L->exp_avg_sq.ptr, L->grad_acc, out, rt->reg.dtype,
+                                              (size_t)L->shard_numel, count, rt->device.stream,
                                               &rt->err);
     if (st == ZT_OK && !direct)
         st = store_params(rt, L);

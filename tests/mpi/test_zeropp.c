@@ -124,7 +124,7 @@ static uint64_t estimated_minimum(const char *qw, const char *qg, int hpz, const
     zt_estimate e;
     if (zt_runtime_create(NULL, config(qw, qg, hpz, offload), &rt) != ZT_OK ||
         minimal_register(rt, &dims, 42, &m) ||
-        zt_rt_estimate(rt, rt->world, (uint64_t)rt->cfg.hbm_capacity, NULL, 0, 3, &e) != ZT_OK) {
+        zt_rt_estimate(rt, rt->dist.world, (uint64_t)rt->cfg.hbm_capacity, NULL, 0, 3, &e) != ZT_OK) {
         fprintf(stderr, "estimate: %s\n", zt_last_error(rt));
         e.device_min_order = 0;
     }

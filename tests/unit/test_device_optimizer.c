@@ -146,9 +146,9 @@ static void test_adam_count_is_the_steps(void **state)
     train(rt, &m, 0, 2, 0, NULL);
     unsigned long long count = 1;
     zt_error err = {0};
-    assert_int_equal(zt_device_copy_sync(rt->dev, &count,
-                                         (char *)rt->dev_step_stats + ZT_DEVICE_STEP_COUNT_AT,
-                                         sizeof count, ZT_COPY_D2H, rt->stream, &err),
+    assert_int_equal(zt_device_copy_sync(rt->device.dev, &count,
+                                         (char *)rt->opt.dev_step_stats + ZT_DEVICE_STEP_COUNT_AT,
+                                         sizeof count, ZT_COPY_D2H, rt->device.stream, &err),
                      ZT_OK);
     assert_int_equal(count, 0);
     zt_runtime_destroy(rt);

@@ -72,7 +72,7 @@ static void check(const char *what, const char *cfg)
     assert_int_equal(zt_runtime_commit(rt), ZT_OK);
     for (int s = 0; s < 3; s++) {
         float loss;
-        if (rt->dtype == ZT_F32)
+        if (rt->reg.dtype == ZT_F32)
             assert_int_equal(minimal_micro_step(rt, &m, s, 0, dims.batch, &loss), ZT_OK);
         else
             dry_micro_step(rt, &m);
@@ -227,10 +227,10 @@ static uint64_t host_peak(const char *cfg, uint64_t *bf16_homes)
         assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK);
     }
     *bf16_homes = 0;
-    for (int i = 0; i < rt->n_layers; i++) {
-        const zt_layer *L = &rt->layers[i];
+    for (int i = 0; i < rt->reg.n_layers; i++) {
+        const zt_layer *L = &rt->reg.layers[i];
         int shared = L->master.ptr == L->param_home.ptr;
-        assert_int_equal(shared, rt->dtype == ZT_F32 && !L->persistent);
+        assert_int_equal(shared, rt->reg.dtype == ZT_F32 && !L->persistent);
         if (!L->persistent)
             *bf16_homes += zt_host_tier_footprint((uint64_t)L->shard_numel * 2);
     }
