@@ -4,6 +4,7 @@
  * values. */
 #include "core/log.h"
 #include "runtime/plan.h"
+#include "runtime/opt_engine.h"
 #include "runtime/runtime.h"
 
 #include <stdlib.h>
@@ -292,6 +293,7 @@ zt_status zt_rt_commit(zt_runtime *rt)
         st = place_layer(rt, &plan, &rt->reg.layers[i]);
     if (st == ZT_OK)
         st = open_nvme_step(rt);
+    zt_opt_engine_choose(rt); /* from what was opened */
     for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++)
         st = init_layer(rt, &rt->reg.layers[i]);
     if (st != ZT_OK)

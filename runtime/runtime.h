@@ -272,6 +272,9 @@ zt_status zt_rt_param_write(zt_runtime *rt, int param_id, const float *src, int6
  * theirs (kept in rt->async_err, and reported again at every later call until a checkpoint
  * load); every reader or writer of the model's state calls it first. */
 zt_status zt_rt_drain_optimizer(zt_runtime *rt);
+/* Keeps the first failure of background work (st, described by e) in rt->async_err and
+ * reports the kept one into the handle's error; returns its status. */
+zt_status zt_rt_keep_async(zt_runtime *rt, zt_status st, const zt_error *e);
 /* The kept failure of background work, after collecting what has completed (zt_async_error).
  * Does not wait. */
 zt_status zt_rt_async_error(zt_runtime *rt);

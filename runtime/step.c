@@ -4,6 +4,7 @@
 #include "core/time.h"
 #include "core/trace.h"
 #include "core/log.h"
+#include "runtime/opt_engine.h"
 #include "runtime/runtime.h"
 
 #include <math.h>
@@ -24,89 +25,12 @@ float zt_rt_grad_average_factor(const zt_runtime *rt)
 static zt_status global_grad_stats(zt_runtime *rt, double *sumsq, double *nonfinite)
 {
     double acc[2] = {0.0, 0.0};
-    float scale = zt_rt_grad_average_factor(rt);
-    zt_status st = rt->opt.on_device ? zt_dev_opt_grad_stats(rt, scale, acc) : ZT_OK;
-    for (int i = 0; !rt->opt.on_device && i < rt->reg.n_layers; i++) {
-        zt_layer *L = &rt->reg.layers[i];
-        if (L->persistent && rt->dist.rank != 0)
-            continue; /* replicated: every rank holds the same sum; count it once */
-        int64_t bad = 0;
-        double sum = L->norm_valid /* folded into the last accumulation */
-                         ? (bad = L->norm_bad, L->norm_sumsq)
-                         : zt_grad_sumsq_parallel(rt->cpu.pool, rt->cpu.adam_variant, L->grad_acc,
-                                                  rt->reg.acc_dtype, L->shard_numel, scale, &bad);
-        acc[0] += sum;
-        acc[1] += (double)bad;
-    }
+    zt_status st = zt_opt_grad_stats(rt, zt_rt_grad_average_factor(rt), acc);
     /* every rank joins the collective, also one whose sums failed (its error comes first) */
     zt_status red = zt_comm_allreduce_sync(rt->dist.comm, acc, 2, ZT_COMM_F64, ZT_REDUCE_SUM, &rt->err);
     st = st != ZT_OK ? st : red;
     *sumsq = acc[0];
     *nonfinite = acc[1];
-    return st;
-}
-
-/* The sums are not zeroed: the next step's first accumulation overwrites them, and a layer
- * that gets no gradient by the next step is zeroed then (zero_unsummed). */
-static void clear_host_grads(zt_layer *L)
-{
-    L->accum_count = 0;
-    L->norm_valid = 0;
-}
-
-/* Layers whose sums received nothing this step (no backward release) hold the previous
- * step's: their gradient is zero. */
-static void zero_unsummed(zt_runtime *rt)
-{
-    for (int i = 0; !rt->opt.on_device && i < rt->reg.n_layers; i++) {
-        zt_layer *L = &rt->reg.layers[i];
-        if (L->accum_count == 0)
-            memset(L->grad_acc, 0, (size_t)L->shard_numel * zt_dtype_size(rt->reg.acc_dtype));
-    }
-}
-
-/* Layers the step in progress has updated; -1 when none is in progress. */
-static int step_done_layers(const zt_runtime *rt)
-{
-    if (rt->opt.nvme_step)
-        return zt_nvme_step_shards_done(rt->opt.nvme_step);
-    return rt->opt.host_step_pending ? rt->opt.host_step_updated : -1;
-}
-
-/* Whether this step leaves its updates to later calls (ztier.overlap_step). "auto": with the
- * state on NVMe, whose transfers then overlap the caller's compute. "on" also with the state
- * in host memory: for a GPU trainer whose host runs ahead of its stream, the CPU's Adam for a
- * layer then overlaps the GPU's work on the layers before it (not yet measured on a GPU);
- * a CPU trainer computes on the same cores and gains nothing. */
-static int overlapped(const zt_runtime *rt)
-{
-    if (rt->opt.on_device || rt->cfg.overlap_step == ZT_OVERLAP_OFF)
-        return 0;
-    return rt->cfg.overlap_step == ZT_OVERLAP_ON || rt->opt.nvme_step;
-}
-
-/* Clears the gradients of the layers the step in progress has updated (all of them once
- * none is in progress). */
-static void clear_updated(zt_runtime *rt)
-{
-    int done = step_done_layers(rt);
-    for (done = done < 0 ? rt->reg.n_layers : done; rt->train.step_cleared < done; rt->train.step_cleared++)
-        clear_host_grads(&rt->reg.layers[rt->train.step_cleared]);
-}
-
-static zt_status clear_grads(zt_runtime *rt)
-{
-    zt_status st = ZT_OK;
-    if (!rt->opt.on_device) {
-        if (step_done_layers(rt) < 0)
-            rt->train.step_cleared = 0; /* no step in progress: every layer now */
-        clear_updated(rt);        /* else those updated, the others when they are */
-        return ZT_OK;
-    }
-    for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++)
-        st = zt_dev_opt_zero_acc(rt, &rt->reg.layers[i]);
-    if (st == ZT_OK && rt->opt.on_device) /* the step returns with its device work done */
-        st = rt->device.dev->iface->stream_synchronize(rt->device.dev, rt->device.stream, &rt->err);
     return st;
 }
 
@@ -137,26 +61,6 @@ static void update_loss_scale(zt_runtime *rt, int overflow)
         rt->train.loss_scale *= 2.0f;
         rt->train.hysteresis_left = rt->cfg.fp16_hysteresis;
     }
-}
-
-static zt_status update_layer(zt_runtime *rt, zt_layer *L, const zt_adam_hparams *h)
-{
-    float *master = zt_home_host_ptr(&L->master);
-    float *m = zt_home_host_ptr(&L->exp_avg), *v = zt_home_host_ptr(&L->exp_avg_sq);
-    void *home = zt_home_host_ptr(&L->param_home);
-    void *out = home ? home : rt->reg.dtype == ZT_F32 ? rt->opt.staging : rt->opt.staging_lp;
-    /* parameters that are the master (zt_plan_master_is_param) are updated in place */
-    zt_adam_tensors t = {master, m, v, L->grad_acc, rt->reg.acc_dtype, out == master ? NULL : out,
-                         rt->reg.dtype, L->shard_numel};
-    double t0 = zt_now_s();
-    zt_adam_step_parallel(rt->cpu.pool, rt->cpu.adam_variant, h, &t);
-    zt_trace_span("optimizer", t0, "adam %s (%lld elements)", L->name,
-                  (long long)L->shard_numel);
-    if (out == home)
-        return ZT_OK;
-    if (L->param_home.kind == ZT_TIER_DEVICE)
-        rt->stats.h2d_bytes += L->param_home.bytes;
-    return zt_home_store(&rt->tiers.homes, &L->param_home, out, &rt->err);
 }
 
 /* A per-step value: NaN, infinities and values above the config's bound are refused like
@@ -200,8 +104,7 @@ static zt_adam_hparams make_hparams(const zt_runtime *rt, float lr, float wd, fl
     return h;
 }
 
-/* Keeps the first background failure; reports the kept one into the handle's error. */
-static zt_status keep_async(zt_runtime *rt, zt_status st, const zt_error *e)
+zt_status zt_rt_keep_async(zt_runtime *rt, zt_status st, const zt_error *e)
 {
     if (st != ZT_OK && rt->async_err.status == ZT_OK) {
         rt->async_err = *e;
@@ -213,22 +116,6 @@ static zt_status keep_async(zt_runtime *rt, zt_status st, const zt_error *e)
     return rt->async_err.status;
 }
 
-/* The overlapped step over state in host memory: layers [updated, through) in order. */
-static zt_status advance_host(zt_runtime *rt, int through, zt_error *e)
-{
-    while (rt->opt.host_step_pending && rt->opt.host_step_updated < through) {
-        zt_status st = update_layer(rt, &rt->reg.layers[rt->opt.host_step_updated], &rt->opt.host_step_h);
-        if (st != ZT_OK) {
-            *e = rt->err;
-            rt->opt.host_step_pending = 0; /* ended, half done: the state needs a load */
-            return st;
-        }
-        if (++rt->opt.host_step_updated == rt->reg.n_layers)
-            rt->opt.host_step_pending = 0;
-    }
-    return ZT_OK;
-}
-
 zt_status zt_rt_step_through(zt_runtime *rt, int layer)
 {
     if (rt->train.step_cleared > layer)
@@ -238,11 +125,10 @@ zt_status zt_rt_step_through(zt_runtime *rt, int layer)
     int before = rt->train.step_cleared;
     double t0 = zt_now_s();
     if (st == ZT_OK)
-        st = rt->opt.nvme_step ? zt_nvme_step_advance(rt->opt.nvme_step, layer + 1, &e)
-                           : advance_host(rt, layer + 1, &e);
-    st = keep_async(rt, st, &e);
+        st = zt_opt_advance(rt, layer + 1, &e);
+    st = zt_rt_keep_async(rt, st, &e);
     if (st == ZT_OK)
-        clear_updated(rt);
+        zt_opt_clear_updated(rt);
     if (!rt->train.stepping && rt->train.step_cleared > before) { /* after zt_step returned */
         rt->stats.overlapped_updates += (uint64_t)(rt->train.step_cleared - before);
         for (int i = before; i < rt->train.step_cleared; i++) /* the new parameters' copy waited */
@@ -280,15 +166,15 @@ zt_status zt_rt_drain_optimizer(zt_runtime *rt)
         return st;
     zt_error e = {0};
     if (rt->async_err.status != ZT_OK)
-        return keep_async(rt, ZT_OK, NULL);
-    return keep_async(rt, zt_nvme_step_drain(rt->opt.nvme_step, &e), &e);
+        return zt_rt_keep_async(rt, ZT_OK, NULL);
+    return zt_rt_keep_async(rt, zt_nvme_step_drain(rt->opt.nvme_step, &e), &e);
 }
 
 zt_status zt_rt_async_error(zt_runtime *rt)
 {
     zt_rt_poll_reductions(rt); /* a failed gradient copy is kept like a failed write-back */
     zt_error e = {0};
-    return keep_async(rt, zt_nvme_step_poll(rt->opt.nvme_step, &e), &e);
+    return zt_rt_keep_async(rt, zt_nvme_step_poll(rt->opt.nvme_step, &e), &e);
 }
 
 static zt_status run_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)
@@ -300,8 +186,6 @@ static zt_status run_step(zt_runtime *rt, const zt_step_args *args, zt_step_info
      * release's gradients summed; the caller's streams past their last release */
     zt_status updated = zt_rt_step_complete(rt); /* reported after the collective */
     zt_status st = zt_rt_finish_reductions(rt);
-    if (st == ZT_OK)
-        zero_unsummed(rt);
     if (st == ZT_OK)
         st = step_values(rt, args, &lr, &wd);
     if (st == ZT_OK)
@@ -324,35 +208,13 @@ static zt_status run_step(zt_runtime *rt, const zt_step_args *args, zt_step_info
     } else {
         zt_prefetcher_invalidate(rt->prefetch); /* gathered copies are about to go stale */
         zt_adam_hparams h = make_hparams(rt, lr, wd, out.clip_coef);
-        if (rt->opt.nvme_step) { /* a failed step leaves the state on NVMe half updated */
-            zt_error e = {0};
-            st = rt->async_err.status;
-            if (st == ZT_OK)
-                st = zt_nvme_step_begin(rt->opt.nvme_step, rt->opt.shards, rt->reg.n_layers, &h,
-                                        rt->cpu.pool, rt->cpu.adam_variant, &rt->tiers.homes, rt->reg.dtype,
-                                        &rt->stats.h2d_bytes, &e);
-            if (st == ZT_OK) /* overlapped: each layer is updated when first needed */
-                rt->train.step_cleared = 0;
-            if (st == ZT_OK && !overlapped(rt))
-                st = zt_nvme_step_advance(rt->opt.nvme_step, rt->reg.n_layers, &e);
-            st = keep_async(rt, st, &e);
-        } else if (overlapped(rt) && rt->reg.n_layers > 0) { /* host memory, left to later calls */
-            rt->opt.host_step_h = h;
-            rt->opt.host_step_updated = 0;
-            rt->opt.host_step_pending = 1;
-            rt->train.step_cleared = 0;
-        }
-        for (int i = 0; !rt->opt.nvme_step && !rt->opt.host_step_pending && st == ZT_OK &&
-                        i < rt->reg.n_layers; i++)
-            st = rt->opt.on_device ? zt_dev_opt_update(rt, &rt->reg.layers[i], &h)
-                             : update_layer(rt, &rt->reg.layers[i], &h);
-        if (st != ZT_OK)
+        if ((st = zt_opt_begin(rt, &h)) != ZT_OK)
             return st;
         rt->train.steps++;
         rt->stats.steps++;
     }
     update_loss_scale(rt, out.skipped);
-    if ((st = clear_grads(rt)) != ZT_OK)
+    if ((st = zt_opt_clear_grads(rt)) != ZT_OK)
         return st;
     zt_prefetcher_step_done(rt->prefetch);
     out.step = rt->train.steps;
