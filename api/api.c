@@ -276,7 +276,7 @@ zt_status zt_stream_launch(zt_runtime *rt, void *stream, void (*fn)(void *), voi
     if (st != ZT_OK)
         return st;
     CHECK_ARG(rt, fn, "zt_stream_launch: fn is NULL");
-    return rt->device.dev->iface->launch_host_fn(rt->device.dev, stream, fn, arg, &rt->err);
+    return zt_device_launch_host_fn(rt->device.dev, stream, fn, arg, &rt->err);
 }
 
 zt_status zt_stream_synchronize(zt_runtime *rt, void *stream)
@@ -286,7 +286,7 @@ zt_status zt_stream_synchronize(zt_runtime *rt, void *stream)
     zt_status st = enter(rt, ZT_RT_COMMITTED, "zt_stream_synchronize");
     if (st == ZT_OK)
         st = check_stream(rt, stream, "zt_stream_synchronize");
-    return st == ZT_OK ? rt->device.dev->iface->stream_synchronize(rt->device.dev, stream, &rt->err) : st;
+    return st == ZT_OK ? zt_device_stream_synchronize(rt->device.dev, stream, &rt->err) : st;
 }
 
 zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)

@@ -75,8 +75,8 @@ zt_status zt_comm_allreduce_sync(zt_comm *c, void *buf, size_t count, zt_comm_dt
 {
     zt_comm_req req = {0};
     c = zt_comm_host(c);
-    zt_status st = c->iface->allreduce(c, buf, buf, count, dt, op, &req, err);
-    return st == ZT_OK ? c->iface->wait(c, &req, err) : st;
+    zt_status st = zt_comm_allreduce(c, buf, buf, count, dt, op, &req, err);
+    return st == ZT_OK ? zt_comm_wait(c, &req, err) : st;
 }
 
 zt_status zt_comm_allgather_sync(zt_comm *c, const void *send, void *recv, size_t count,
@@ -84,8 +84,8 @@ zt_status zt_comm_allgather_sync(zt_comm *c, const void *send, void *recv, size_
 {
     zt_comm_req req = {0};
     c = zt_comm_host(c);
-    zt_status st = c->iface->allgather(c, send, recv, count, dt, &req, err);
-    return st == ZT_OK ? c->iface->wait(c, &req, err) : st;
+    zt_status st = zt_comm_allgather(c, send, recv, count, dt, &req, err);
+    return st == ZT_OK ? zt_comm_wait(c, &req, err) : st;
 }
 
 zt_status zt_comm_broadcast_sync(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt, int root,
@@ -93,8 +93,8 @@ zt_status zt_comm_broadcast_sync(zt_comm *c, void *buf, size_t count, zt_comm_dt
 {
     zt_comm_req req = {0};
     c = zt_comm_host(c);
-    zt_status st = c->iface->broadcast(c, buf, count, dt, root, &req, err);
-    return st == ZT_OK ? c->iface->wait(c, &req, err) : st;
+    zt_status st = zt_comm_broadcast(c, buf, count, dt, root, &req, err);
+    return st == ZT_OK ? zt_comm_wait(c, &req, err) : st;
 }
 
 zt_status zt_comm_agree(zt_comm *c, zt_status local, const char *what, zt_error *err)

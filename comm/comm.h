@@ -8,6 +8,7 @@
 #define ZT_RUNTIME_COMM_H
 
 #include "core/error.h"
+#include "device/device.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -73,6 +74,71 @@ struct zt_comm {
      * this one (single, mpi); the nccl backend keeps its MPI bootstrap for it. */
     zt_comm *host;
 };
+
+/* The backend's slots, one wrapper each: callers never reach into the table. */
+static inline zt_status zt_comm_allgather(zt_comm *c, const void *send, void *recv, size_t count,
+                                          zt_comm_dtype dt, zt_comm_req *req, zt_error *err)
+{
+    return c->iface->allgather(c, send, recv, count, dt, req, err);
+}
+static inline zt_status zt_comm_reduce_scatter(zt_comm *c, const void *send, void *recv,
+                                               size_t count, zt_comm_dtype dt, zt_reduce_op op,
+zt_comm_req *req, zt_error *err)
+{
+    return c->iface->reduce_scatter(c, send, recv, count, dt, op, req, err);
+}
+static inline zt_status zt_comm_allreduce(zt_comm *c, const void *send, void *recv, size_t count,
+                                          zt_comm_dtype dt, zt_reduce_op op, zt_comm_req *req,
+zt_error *err)
+{
+    return c->iface->allreduce(c, send, recv, count, dt, op, req, err);
+}
+static inline zt_status zt_comm_alltoall(zt_comm *c, const void *send, void *recv, size_t count,
+                                         zt_comm_dtype dt, zt_comm_req *req, zt_error *err)
+{
+    return c->iface->alltoall(c, send, recv, count, dt, req, err);
+}
+static inline zt_status zt_comm_broadcast(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt,
+                                          int root, zt_comm_req *req, zt_error *err)
+{
+    return c->iface->broadcast(c, buf, count, dt, root, req, err);
+}
+static inline zt_status zt_comm_barrier(zt_comm *c, zt_comm_req *req, zt_error *err)
+{
+    return c->iface->barrier(c, req, err);
+}
+static inline zt_status zt_comm_wait(zt_comm *c, zt_comm_req *req, zt_error *err)
+{
+    return c->iface->wait(c, req, err);
+}
+static inline int zt_comm_test(zt_comm *c, zt_comm_req *req) { return c->iface->test(c, req); }
+static inline zt_status zt_comm_split(zt_comm *c, int color, int key, zt_comm **out, zt_error *err)
+{
+    return c->iface->split(c, color, key, out, err);
+}
+static inline void zt_comm_destroy(zt_comm *c) { c->iface->destroy(c); }
+
+/* 1 when c's collectives run on a device stream (nccl): ordered after device work by an
+ * event, and device work after them, with no host wait (wait_event, complete_on). */
+static inline int zt_comm_device_ordered(const zt_comm *c) { return c->iface->wait_event != NULL; }
+/* Later collectives on c run after `event` (a zt_event of the device backend): on the device
+ * where c is device-ordered, else once the host has waited for it on dev. */
+static inline zt_status zt_comm_wait_event(zt_comm *c, zt_device *dev, zt_event *event,
+                                           zt_error *err)
+{
+    if (!c->iface->wait_event)
+        return zt_device_event_synchronize(dev, event, err);
+    return c->iface->wait_event(c, event, err);
+}
+/* Work queued on `stream` after this call runs after req: on the device where c is
+ * device-ordered, else req is waited for on the host now. */
+static inline zt_status zt_comm_complete_on(zt_comm *c, zt_comm_req *req, zt_stream *stream,
+                                            zt_error *err)
+{
+    if (!c->iface->complete_on)
+        return zt_comm_wait(c, req, err);
+    return c->iface->complete_on(c, req, stream, err);
+}
 
 /* The communicator that takes host-memory buffers for c's ranks. */
 static inline zt_comm *zt_comm_host(zt_comm *c) { return c->host ? c->host : c; }

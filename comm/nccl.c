@@ -340,14 +340,14 @@ static zt_status make_comm(ncclComm_t comm, zt_comm *host, int device, zt_comm *
 static zt_status split_on(nccl_comm *c, int color, int key, zt_comm **out, zt_error *err)
 {
     zt_comm *host = NULL;
-    zt_status st = c->base.host->iface->split(c->base.host, color, key, &host, err);
+    zt_status st = zt_comm_split(c->base.host, color, key, &host, err);
     ncclComm_t sub;
     if (st == ZT_OK)
         st = nccl_check(ncclCommSplit(c->comm, color, key, &sub, NULL), "ncclCommSplit", err);
     if (st == ZT_OK && (st = make_comm(sub, host, c->device, out, err)) != ZT_OK)
         ncclCommDestroy(sub);
     if (st != ZT_OK && host)
-        host->iface->destroy(host);
+        zt_comm_destroy(host);
     return st;
 }
 
@@ -367,7 +367,7 @@ static void nccl_destroy(zt_comm *base)
     cudaStreamDestroy(c->stream);
     leave(c, prev);
     if (base->host)
-        base->host->iface->destroy(base->host);
+        zt_comm_destroy(base->host);
     free(c);
 }
 
@@ -423,9 +423,9 @@ static zt_status open_on(zt_comm *boot, int device, zt_comm **out, zt_error *err
     zt_comm_req req = {0};
     st = zt_comm_agree(boot, st, "ncclGetUniqueId", err);
     if (st == ZT_OK)
-        st = boot->iface->broadcast(boot, &id, sizeof id, ZT_COMM_U8, 0, &req, err);
+        st = zt_comm_broadcast(boot, &id, sizeof id, ZT_COMM_U8, 0, &req, err);
     if (st == ZT_OK)
-        st = boot->iface->wait(boot, &req, err);
+        st = zt_comm_wait(boot, &req, err);
     ncclComm_t comm = NULL;
     if (st == ZT_OK)
         st = nccl_check(ncclCommInitRank(&comm, boot->size, id, boot->rank), "ncclCommInitRank",

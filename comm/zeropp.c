@@ -55,18 +55,18 @@ zt_status zt_topology_open(zt_topology *t, zt_comm *world, int ranks_per_node, i
     /* split is collective: every rank takes part when any of these is on (config is shared) */
     zt_status st = ZT_OK;
     if (want_hpz || hier)
-        st = world->iface->split(world, t->rank - t->local_rank, t->rank, &t->intra, err);
+        st = zt_comm_split(world, t->rank - t->local_rank, t->rank, &t->intra, err);
     if (st == ZT_OK && hier)
-        st = world->iface->split(world, t->local_rank, t->rank, &t->inter, err);
+        st = zt_comm_split(world, t->local_rank, t->rank, &t->inter, err);
     return st;
 }
 
 void zt_topology_close(zt_topology *t)
 {
     if (t->inter)
-        t->inter->iface->destroy(t->inter);
+        zt_comm_destroy(t->inter);
     if (t->intra)
-        t->intra->iface->destroy(t->intra);
+        zt_comm_destroy(t->intra);
     t->inter = t->intra = NULL;
 }
 
@@ -96,7 +96,7 @@ static void *carve(void *scratch, size_t *used, size_t bytes)
 
 static zt_status dsync(const zt_topology *t, zt_stream *s, zt_error *err)
 {
-    return t->dev->iface->stream_synchronize(t->dev, s, err);
+    return zt_device_stream_synchronize(t->dev, s, err);
 }
 
 /* ---- qwZ ---- */
@@ -138,7 +138,7 @@ zt_status zt_qwz_start(zt_qwz *q, zt_topology *t, const void *own, zt_dtype dtyp
         return st;
     }
     zt_topology_count(t, pb);
-    return t->world->iface->allgather(t->world, q->send, q->recv, pb, ZT_COMM_U8, req, err);
+    return zt_comm_allgather(t->world, q->send, q->recv, pb, ZT_COMM_U8, req, err);
 }
 
 zt_status zt_qwz_finish(zt_qwz *q, const zt_topology *t, void *full, zt_dtype dtype, int64_t n,
@@ -148,8 +148,7 @@ zt_status zt_qwz_finish(zt_qwz *q, const zt_topology *t, void *full, zt_dtype dt
     zt_status st = ZT_OK;
     for (int r = 0; st == ZT_OK && r < t->size; r++) {
         const char *p = (const char *)q->recv + pb * (size_t)r;
-        st = t->dev->iface->dequant8_async(
-            t->dev, (const int8_t *)p, (const float *)(p + vb), (size_t)n, block,
+        st = zt_device_dequant8_async(t->dev, (const int8_t *)p, (const float *)(p + vb), (size_t)n, block,
             (char *)full + (size_t)r * (size_t)n * zt_dtype_size(dtype), dtype, s, err);
     }
     if (st == ZT_OK)
@@ -164,14 +163,14 @@ zt_status zt_qwz_finish(zt_qwz *q, const zt_topology *t, void *full, zt_dtype dt
 static zt_status pack4(const zt_topology *t, const float *x, int64_t n, int block, char *p,
                        zt_stream *s, zt_error *err)
 {
-    return t->dev->iface->quant4_async(t->dev, x, (size_t)n, block, (uint8_t *)p,
+    return zt_device_quant4_async(t->dev, x, (size_t)n, block, (uint8_t *)p,
                                        (float *)(p + values_bytes(n, 4)), s, err);
 }
 
 static zt_status unpack4_add(const zt_topology *t, const char *p, int64_t n, int block,
                              float *acc, zt_stream *s, zt_error *err)
 {
-    return t->dev->iface->dequant4_add_async(t->dev, (const uint8_t *)p,
+    return zt_device_dequant4_add_async(t->dev, (const uint8_t *)p,
                                              (const float *)(p + values_bytes(n, 4)), (size_t)n,
                                              block, acc, s, err);
 }
@@ -180,8 +179,8 @@ static zt_status alltoall_sync(zt_comm *c, const void *send, void *recv, size_t 
                                zt_error *err)
 {
     zt_comm_req req = {0};
-    zt_status st = c->iface->alltoall(c, send, recv, bytes, ZT_COMM_U8, &req, err);
-    return st == ZT_OK ? c->iface->wait(c, &req, err) : st;
+    zt_status st = zt_comm_alltoall(c, send, recv, bytes, ZT_COMM_U8, &req, err);
+    return st == ZT_OK ? zt_comm_wait(c, &req, err) : st;
 }
 
 /* One level: every rank sends every owner its piece. Any world size and node layout. */
@@ -196,7 +195,7 @@ static zt_status qgz_flat(zt_topology *t, const float *grads, int64_t shard, int
     size_t pb = packed_bytes(shard, block, 4), used = 0;
     char *send = carve(scratch, &used, pb * (size_t)t->size);
     char *recv = carve(scratch, &used, pb * (size_t)t->size);
-    zt_status st = t->dev->iface->memset_async(t->dev, send, 0, pb * (size_t)t->size, s, err);
+    zt_status st = zt_device_memset_async(t->dev, send, 0, pb * (size_t)t->size, s, err);
     for (int r = 0; st == ZT_OK && r < t->size; r++)
         st = pack4(t, grads + (size_t)r * (size_t)shard, shard, block, send + pb * (size_t)r, s,
                    err);
@@ -302,5 +301,5 @@ zt_status zt_hpz_gather(zt_topology *t, const void *slice, void *full, size_t by
                         zt_comm_req *req, zt_error *err)
 {
     t->bytes_intra += bytes * (uint64_t)(t->node_size - 1);
-    return t->intra->iface->allgather(t->intra, slice, full, bytes, ZT_COMM_U8, req, err);
+    return zt_comm_allgather(t->intra, slice, full, bytes, ZT_COMM_U8, req, err);
 }

@@ -28,9 +28,9 @@ const zt_device_iface *zt_device_find(const char *name, zt_error *err)
 zt_status zt_device_copy_sync(zt_device *dev, void *dst, const void *src, size_t bytes,
                               zt_copy_kind kind, zt_stream *s, zt_error *err)
 {
-    zt_status st = dev->iface->memcpy_async(dev, dst, src, bytes, kind, s, err);
+    zt_status st = zt_device_memcpy_async(dev, dst, src, bytes, kind, s, err);
     if (st == ZT_OK)
-        st = dev->iface->stream_synchronize(dev, s, err);
+        st = zt_device_stream_synchronize(dev, s, err);
     return st;
 }
 

@@ -122,6 +122,148 @@ struct zt_device {
     pthread_mutex_t budget_lock; /* guards the three counters */
 };
 
+/* The backend's slots, one wrapper each: callers never reach into the table. The optional
+ * ones (host_register, host_unregister) fall back to what their absence means. */
+static inline void zt_device_destroy(zt_device *dev) { dev->iface->destroy(dev); }
+static inline zt_status zt_device_alloc(zt_device *dev, size_t bytes, void **ptr, zt_error *err)
+{
+    return dev->iface->alloc(dev, bytes, ptr, err);
+}
+static inline void zt_device_free(zt_device *dev, void *ptr) { dev->iface->free(dev, ptr); }
+static inline zt_status zt_device_host_alloc(zt_device *dev, size_t bytes, void **ptr,
+                                             zt_error *err)
+{
+    return dev->iface->host_alloc(dev, bytes, ptr, err);
+}
+static inline void zt_device_host_free(zt_device *dev, void *ptr)
+{
+    dev->iface->host_free(dev, ptr);
+}
+static inline zt_status zt_device_host_register(zt_device *dev, void *ptr, size_t bytes,
+                                                zt_error *err)
+{
+    if (!dev->iface->host_register)
+        return ZT_OK; /* plain memory is already usable */
+    return dev->iface->host_register(dev, ptr, bytes, err);
+}
+static inline void zt_device_host_unregister(zt_device *dev, void *ptr, size_t bytes)
+{
+    if (!dev->iface->host_unregister)
+        return;
+    dev->iface->host_unregister(dev, ptr, bytes);
+}
+static inline zt_status zt_device_stream_create(zt_device *dev, zt_stream **out, zt_error *err)
+{
+    return dev->iface->stream_create(dev, out, err);
+}
+static inline void zt_device_stream_destroy(zt_device *dev, zt_stream *s)
+{
+    dev->iface->stream_destroy(dev, s);
+}
+static inline zt_status zt_device_stream_synchronize(zt_device *dev, zt_stream *s, zt_error *err)
+{
+    return dev->iface->stream_synchronize(dev, s, err);
+}
+static inline zt_status zt_device_event_create(zt_device *dev, zt_event **out, zt_error *err)
+{
+    return dev->iface->event_create(dev, out, err);
+}
+static inline void zt_device_event_destroy(zt_device *dev, zt_event *e)
+{
+    dev->iface->event_destroy(dev, e);
+}
+static inline zt_status zt_device_event_record(zt_device *dev, zt_event *e, zt_stream *s,
+                                               zt_error *err)
+{
+    return dev->iface->event_record(dev, e, s, err);
+}
+static inline zt_status zt_device_stream_wait_event(zt_device *dev, zt_stream *s, zt_event *e,
+                                                    zt_error *err)
+{
+    return dev->iface->stream_wait_event(dev, s, e, err);
+}
+static inline int zt_device_event_query(zt_device *dev, zt_event *e)
+{
+    return dev->iface->event_query(dev, e);
+}
+static inline zt_status zt_device_event_synchronize(zt_device *dev, zt_event *e, zt_error *err)
+{
+    return dev->iface->event_synchronize(dev, e, err);
+}
+static inline zt_status zt_device_memcpy_async(zt_device *dev, void *dst, const void *src,
+                                               size_t bytes, zt_copy_kind kind, zt_stream *s,
+zt_error *err)
+{
+    return dev->iface->memcpy_async(dev, dst, src, bytes, kind, s, err);
+}
+static inline zt_status zt_device_memset_async(zt_device *dev, void *dst, int value, size_t bytes,
+                                               zt_stream *s, zt_error *err)
+{
+    return dev->iface->memset_async(dev, dst, value, bytes, s, err);
+}
+static inline zt_status zt_device_cast_async(zt_device *dev, void *dst, zt_dtype dst_type,
+                                             const void *src, zt_dtype src_type, size_t n,
+zt_stream *s, zt_error *err)
+{
+    return dev->iface->cast_async(dev, dst, dst_type, src, src_type, n, s, err);
+}
+static inline zt_status zt_device_scale_async(zt_device *dev, void *x, zt_dtype type, float alpha,
+                                              size_t n, zt_stream *s, zt_error *err)
+{
+    return dev->iface->scale_async(dev, x, type, alpha, n, s, err);
+}
+static inline zt_status zt_device_launch_host_fn(zt_device *dev, zt_stream *s, void (*fn)(void *),
+                                                 void *arg, zt_error *err)
+{
+    return dev->iface->launch_host_fn(dev, s, fn, arg, err);
+}
+static inline zt_status zt_device_accumulate_async(zt_device *dev, float *acc, const void *src,
+                                                   zt_dtype src_type, size_t n, zt_stream *s,
+zt_error *err)
+{
+    return dev->iface->accumulate_async(dev, acc, src, src_type, n, s, err);
+}
+static inline zt_status zt_device_sumsq_async(zt_device *dev, const float *x, size_t n, float scale,
+                                              double *out, double *scratch, zt_stream *s,
+zt_error *err)
+{
+    return dev->iface->sumsq_async(dev, x, n, scale, out, scratch, s, err);
+}
+static inline zt_status zt_device_adam_async(zt_device *dev, const zt_adam_consts *c, float *master,
+                                             float *m, float *v, const float *grad, void *param_out,
+zt_dtype param_type, size_t n, unsigned long long *nonfinite, zt_stream *s, zt_error *err)
+{
+    return dev->iface->adam_async(dev, c, master, m, v, grad, param_out, param_type, n, nonfinite,
+                                  s, err);
+}
+static inline zt_status zt_device_quant8_async(zt_device *dev, const void *x, zt_dtype type,
+                                               size_t n, int block, int8_t *q, float *scales,
+zt_stream *s, zt_error *err)
+{
+    return dev->iface->quant8_async(dev, x, type, n, block, q, scales, s, err);
+}
+static inline zt_status zt_device_dequant8_async(zt_device *dev, const int8_t *q,
+                                                 const float *scales, size_t n, int block,
+void *out, zt_dtype type, zt_stream *s, zt_error *err)
+{
+    return dev->iface->dequant8_async(dev, q, scales, n, block, out, type, s, err);
+}
+static inline zt_status zt_device_quant4_async(zt_device *dev, const float *x, size_t n, int block,
+                                               uint8_t *q, float *scales, zt_stream *s,
+zt_error *err)
+{
+    return dev->iface->quant4_async(dev, x, n, block, q, scales, s, err);
+}
+static inline zt_status zt_device_dequant4_add_async(zt_device *dev, const uint8_t *q,
+                                                     const float *scales, size_t n, int block,
+float *acc, zt_stream *s, zt_error *err)
+{
+    return dev->iface->dequant4_add_async(dev, q, scales, n, block, acc, s, err);
+}
+
+/* 1 when the backend pins host memory (host_register); without it plain memory is used. */
+static inline int zt_device_can_pin(const zt_device *dev) { return dev->iface->host_register != NULL; }
+
 /* Sets up the common header of a backend instance (and tears it down). */
 void zt_device_base_init(zt_device *dev, const zt_device_iface *iface, uint64_t capacity);
 void zt_device_base_fini(zt_device *dev);

@@ -24,7 +24,7 @@ zt_status zt_gather_init(zt_gather *g, zt_gather_env *env, const char *name, int
     g->shard_numel = shard_numel;
     g->persistent = persistent;
     g->home = home;
-    return env->dev->iface->event_create(env->dev, &g->copied, err);
+    return zt_device_event_create(env->dev, &g->copied, err);
 }
 
 void zt_gather_fini(zt_gather *g, zt_gather_env *env)
@@ -32,7 +32,7 @@ void zt_gather_fini(zt_gather *g, zt_gather_env *env)
     zt_gather_drop(g, env);
     zt_gather_release_secondary(g, env);
     if (g->copied)
-        env->dev->iface->event_destroy(env->dev, g->copied);
+        zt_device_event_destroy(env->dev, g->copied);
     g->copied = NULL;
 }
 
@@ -50,7 +50,7 @@ static zt_status start(zt_gather *g, zt_gather_env *env, int demand, int *needs_
     if (g->secondary) { /* hpZ: everything comes from the node's slices */
         st = alloc_full(g, env, demand, err);
         if (st == ZT_OK)
-            st = env->dev->iface->event_record(env->dev, g->copied, env->stream, err);
+            st = zt_device_event_record(env->dev, g->copied, env->stream, err);
         if (st == ZT_OK)
             g->state = ZT_GATHER_COPYING;
         return st;
@@ -72,7 +72,7 @@ static zt_status start(zt_gather *g, zt_gather_env *env, int demand, int *needs_
     if (st == ZT_OK)
         st = zt_home_to_device(&h, g->home, rank_slot(g, env), err);
     if (st == ZT_OK)
-        st = env->dev->iface->event_record(env->dev, g->copied, env->stream, err);
+        st = zt_device_event_record(env->dev, g->copied, env->stream, err);
     if (st == ZT_OK) {
         g->state = ZT_GATHER_COPYING;
         env->h2d_bytes += g->home->kind == ZT_TIER_DEVICE ? 0 : g->home->bytes;
@@ -85,10 +85,10 @@ static zt_status copy_staged(zt_gather *g, zt_gather_env *env, zt_error *err)
 {
     zt_status st = zt_home_io_wait(g->home, &g->nvme_io, err);
     if (st == ZT_OK)
-        st = env->dev->iface->memcpy_async(env->dev, rank_slot(g, env), g->nvme_buf,
+        st = zt_device_memcpy_async(env->dev, rank_slot(g, env), g->nvme_buf,
                                            g->home->bytes, ZT_COPY_H2D, env->stream, err);
     if (st == ZT_OK)
-        st = env->dev->iface->event_record(env->dev, g->copied, env->stream, err);
+        st = zt_device_event_record(env->dev, g->copied, env->stream, err);
     if (st == ZT_OK) {
         g->state = ZT_GATHER_COPYING;
         env->h2d_bytes += g->home->bytes;
@@ -114,7 +114,7 @@ static int uses_qwz(const zt_gather *g, const zt_gather_env *env)
  * no host wait (qwZ, hpZ and an NVMe home's staging buffer keep the host-ordered path). */
 static int on_device(const zt_gather *g, const zt_gather_env *env)
 {
-    return env->topo->world->iface->wait_event && !g->secondary && !g->nvme_buf &&
+    return zt_comm_device_ordered(env->topo->world) && !g->secondary && !g->nvme_buf &&
            !uses_qwz(g, env);
 }
 
@@ -157,10 +157,10 @@ static zt_status issue_allgather(zt_gather *g, zt_gather_env *env, int demand, z
     if (uses_qwz(g, env) && !alloc_qwz_scratch(g, env, demand, &st, err))
         return st; /* no room for a prefetch (ZT_OK), or the failure */
     if (on_device(g, env)) {
-        st = t->world->iface->wait_event(t->world, g->copied, err);
+        st = zt_comm_wait_event(t->world, env->dev, g->copied, err);
     } else {
         env->host_syncs++;
-        st = env->dev->iface->event_synchronize(env->dev, g->copied, err);
+        st = zt_device_event_synchronize(env->dev, g->copied, err);
     }
     if (st == ZT_OK && g->nvme_buf) {
         zt_staging_release(env->staging, g->nvme_buf);
@@ -175,7 +175,7 @@ static zt_status issue_allgather(zt_gather *g, zt_gather_env *env, int demand, z
                           env->quant_block, g->qwz_scratch, env->stream, &g->req, err);
     } else if (st == ZT_OK) {
         zt_topology_count(t, (uint64_t)g->shard_numel * dsize(env));
-        st = t->world->iface->allgather(t->world, rank_slot(g, env), g->buf,
+        st = zt_comm_allgather(t->world, rank_slot(g, env), g->buf,
                                         (size_t)g->shard_numel, zt_comm_dtype_of(env->dtype),
                                         &g->req, err);
     }
@@ -208,8 +208,8 @@ static void keep_secondary(zt_gather *g, zt_gather_env *env)
  * says so (what the fetch orders the caller after). */
 static zt_status ready_on_device(zt_gather *g, zt_gather_env *env, zt_comm *c, zt_error *err)
 {
-    zt_status st = c->iface->complete_on(c, &g->req, env->stream, err);
-    return st == ZT_OK ? env->dev->iface->event_record(env->dev, g->copied, env->stream, err)
+    zt_status st = zt_comm_complete_on(c, &g->req, env->stream, err);
+    return st == ZT_OK ? zt_device_event_record(env->dev, g->copied, env->stream, err)
                        : st;
 }
 
@@ -217,7 +217,7 @@ static zt_status finish_allgather(zt_gather *g, zt_gather_env *env, zt_error *er
 {
     zt_comm *c = gather_comm(g, env);
     zt_status st = on_device(g, env) ? ready_on_device(g, env, c, err)
-                                     : c->iface->wait(c, &g->req, err);
+                                     : zt_comm_wait(c, &g->req, err);
     if (st == ZT_OK && g->qwz.recv)
         st = zt_qwz_finish(&g->qwz, env->topo, g->buf, env->dtype, g->shard_numel,
                            env->quant_block, env->stream, err);
@@ -283,11 +283,11 @@ void zt_gather_drop(zt_gather *g, zt_gather_env *env)
         zt_home_io_wait(g->home, &g->nvme_io, NULL);
     if (g->state == ZT_GATHER_COPYING || g->state == ZT_GATHER_NONE ||
         g->state == ZT_GATHER_READING)
-        env->dev->iface->stream_synchronize(env->dev, env->stream, NULL);
+        zt_device_stream_synchronize(env->dev, env->stream, NULL);
 
     if (g->state == ZT_GATHER_COMM) {
         zt_comm *c = gather_comm(g, env);
-        c->iface->wait(c, &g->req, NULL);
+        zt_comm_wait(c, &g->req, NULL);
     }
     if (g->from_secondary) /* the slices were being gathered: they are consumed either way */
         zt_gather_release_secondary(g, env);
@@ -299,9 +299,9 @@ void zt_gather_drop(zt_gather *g, zt_gather_env *env)
     }
     /* a single rank's READY layer may still be receiving its copy: freed after it */
     zt_event *copy = g->state == ZT_GATHER_READY && g->buf ? g->copied : NULL;
-    if (copy && !env->fenced_drops && env->dev->iface->event_query(env->dev, copy) == 0) {
+    if (copy && !env->fenced_drops && zt_device_event_query(env->dev, copy) == 0) {
         env->host_syncs++;
-        env->dev->iface->event_synchronize(env->dev, copy, NULL);
+        zt_device_event_synchronize(env->dev, copy, NULL);
     }
     zt_device_tier_free_after(env->dtier, g->buf, env->fenced_drops ? copy : NULL);
     g->buf = NULL;

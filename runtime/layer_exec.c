@@ -31,13 +31,13 @@ static const char *pass_name(zt_pass pass)
 static zt_status sync_stream(zt_runtime *rt, zt_stream *s)
 {
     rt->stats.host_syncs++;
-    return rt->device.dev->iface->stream_synchronize(rt->device.dev, s, &rt->err);
+    return zt_device_stream_synchronize(rt->device.dev, s, &rt->err);
 }
 
 static zt_status sync_event(zt_runtime *rt, zt_event *e)
 {
     rt->stats.host_syncs++;
-    return rt->device.dev->iface->event_synchronize(rt->device.dev, e, &rt->err);
+    return zt_device_event_synchronize(rt->device.dev, e, &rt->err);
 }
 
 /* Zeroed gradient buffers: on the caller's stream, or on rt->device.stream and waited for. */
@@ -47,7 +47,7 @@ static zt_status alloc_grads(zt_runtime *rt, zt_layer *L, zt_stream *caller)
     zt_status st = zt_prefetcher_alloc(rt->prefetch, bytes, &L->grads, &rt->err);
     zt_stream *s = caller ? caller : rt->device.stream;
     if (st == ZT_OK)
-        st = rt->device.dev->iface->memset_async(rt->device.dev, L->grads, 0, bytes, s, &rt->err);
+        st = zt_device_memset_async(rt->device.dev, L->grads, 0, bytes, s, &rt->err);
     if (st == ZT_OK && !caller)
         st = sync_stream(rt, s);
     return st;
@@ -60,8 +60,8 @@ static zt_status order_after(zt_runtime *rt, zt_event *ready, zt_stream *caller)
     if (!ready)
         return ZT_OK;
     if (caller)
-        return rt->device.dev->iface->stream_wait_event(rt->device.dev, caller, ready, &rt->err);
-    if (rt->device.dev->iface->event_query(rt->device.dev, ready) == 1)
+        return zt_device_stream_wait_event(rt->device.dev, caller, ready, &rt->err);
+    if (zt_device_event_query(rt->device.dev, ready) == 1)
         return ZT_OK;
     return sync_event(rt, ready);
 }
@@ -152,14 +152,14 @@ static void accumulate_shard(zt_runtime *rt, zt_layer *L, const void *shard, zt_
 
 /* A communicator whose collectives run on the device (nccl): ordered after device work by
  * an event and device work after them, with no host wait either way. */
-static int device_ordered(const zt_runtime *rt) { return rt->dist.comm->iface->wait_event != NULL; }
+static int device_ordered(const zt_runtime *rt) { return zt_comm_device_ordered(rt->dist.comm); }
 
 /* The input of the next collective is ready once `e` is: the comm's stream waits for it on
  * the device, or (host-memory backends) the host does. */
 static zt_status comm_after(zt_runtime *rt, zt_event *e)
 {
     if (device_ordered(rt))
-        return rt->dist.comm->iface->wait_event(rt->dist.comm, e, &rt->err);
+        return zt_comm_wait_event(rt->dist.comm, rt->device.dev, e, &rt->err);
     return sync_event(rt, e);
 }
 
@@ -167,9 +167,9 @@ static zt_status comm_after(zt_runtime *rt, zt_event *e)
 static zt_status comm_after_stream(zt_runtime *rt, zt_stream *s)
 {
     zt_status st = rt->reduce.comm_ready ? ZT_OK
-                                  : rt->device.dev->iface->event_create(rt->device.dev, &rt->reduce.comm_ready, &rt->err);
+                                  : zt_device_event_create(rt->device.dev, &rt->reduce.comm_ready, &rt->err);
     if (st == ZT_OK)
-        st = rt->device.dev->iface->event_record(rt->device.dev, rt->reduce.comm_ready, s, &rt->err);
+        st = zt_device_event_record(rt->device.dev, rt->reduce.comm_ready, s, &rt->err);
     return st == ZT_OK ? comm_after(rt, rt->reduce.comm_ready) : st;
 }
 
@@ -177,9 +177,7 @@ static zt_status comm_after_stream(zt_runtime *rt, zt_stream *s)
  * backends) the host waits for the collective. */
 static zt_status stream_after_comm(zt_runtime *rt, zt_comm_req *req)
 {
-    if (device_ordered(rt))
-        return rt->dist.comm->iface->complete_on(rt->dist.comm, req, rt->device.stream, &rt->err);
-    return rt->dist.comm->iface->wait(rt->dist.comm, req, &rt->err);
+    return zt_comm_complete_on(rt->dist.comm, req, rt->device.stream, &rt->err);
 }
 
 /* 16-bit gradients are widened to fp32 on the device before they are summed over ranks, so
@@ -189,7 +187,7 @@ static zt_status widen_grads(zt_runtime *rt, zt_layer *L, void **wide)
     size_t n = (size_t)L->flat_numel;
     zt_status st = zt_prefetcher_alloc(rt->prefetch, n * sizeof(float), wide, &rt->err);
     if (st == ZT_OK)
-        st = rt->device.dev->iface->cast_async(rt->device.dev, *wide, ZT_F32, L->grads, rt->reg.dtype, n,
+        st = zt_device_cast_async(rt->device.dev, *wide, ZT_F32, L->grads, rt->reg.dtype, n,
                                         rt->device.stream, &rt->err);
     if (st == ZT_OK)
         st = comm_after_stream(rt, rt->device.stream);
@@ -204,10 +202,10 @@ static zt_status reduce_in_place(zt_runtime *rt, zt_layer *L, void *buf, zt_dtyp
     zt_topology_count(&rt->dist.topo,
                       (uint64_t)L->shard_numel * zt_dtype_size(dt) * (L->persistent ? 2 : 1));
     zt_status st = L->persistent /* replicated: every rank needs the whole sum */
-                       ? rt->dist.comm->iface->allreduce(rt->dist.comm, buf, buf, (size_t)L->shard_numel,
+                       ? zt_comm_allreduce(rt->dist.comm, buf, buf, (size_t)L->shard_numel,
                                                     zt_comm_dtype_of(dt), ZT_REDUCE_SUM, &req,
                                                     &rt->err)
-                       : rt->dist.comm->iface->reduce_scatter(rt->dist.comm, buf, buf,
+                       : zt_comm_reduce_scatter(rt->dist.comm, buf, buf,
                                                          (size_t)L->shard_numel,
                                                          zt_comm_dtype_of(dt), ZT_REDUCE_SUM,
                                                          &req, &rt->err);
@@ -244,7 +242,7 @@ static zt_status alloc_qgz(zt_runtime *rt, zt_layer *L, qgz_buffers *q)
     if (st == ZT_OK && !rt->opt.on_device)
         st = zt_prefetcher_alloc(rt->prefetch, bytes, &q->sum, &rt->err);
     if (st == ZT_OK && q->sum)
-        st = rt->device.dev->iface->memset_async(rt->device.dev, q->sum, 0, bytes, rt->device.stream, &rt->err);
+        st = zt_device_memset_async(rt->device.dev, q->sum, 0, bytes, rt->device.stream, &rt->err);
     if (st != ZT_OK)
         zt_error_prefix(&rt->err, "qgZ's buffers: ");
     return st;
@@ -322,14 +320,14 @@ static int complete_oldest(zt_runtime *rt, int wait)
 {
     zt_pending_reduction *p = pending_at(rt, 0);
     zt_event *copied = rt->reduce.landing_copied[p->buf];
-    int done = rt->device.dev->iface->event_query(rt->device.dev, copied);
+    int done = zt_device_event_query(rt->device.dev, copied);
     if (done == 0 && !wait)
         return 0;
     zt_layer *L = &rt->reg.layers[p->layer];
     zt_error e = {0};
     if (done == 0) {
         rt->stats.host_syncs++;
-        done = rt->device.dev->iface->event_synchronize(rt->device.dev, copied, &e) == ZT_OK ? 1 : -1;
+        done = zt_device_event_synchronize(rt->device.dev, copied, &e) == ZT_OK ? 1 : -1;
     }
     if (done < 0 && rt->async_err.status == ZT_OK) /* the copy failed: this step's sums are */
         ZT_ERR(&rt->async_err, ZT_ERR_DEVICE,  /* incomplete */
@@ -393,7 +391,7 @@ static zt_status open_landing(zt_runtime *rt)
             break;
         }
         zt_pin(&rt->tiers.pinner, rt->reduce.landing[k], bytes, "gradient landing buffers");
-        st = rt->device.dev->iface->event_create(rt->device.dev, &rt->reduce.landing_copied[k], &rt->err);
+        st = zt_device_event_create(rt->device.dev, &rt->reduce.landing_copied[k], &rt->err);
     }
     if (st != ZT_OK) {
         zt_error_prefix(&rt->err, "%d gradient landing buffers of %zu bytes "
@@ -409,7 +407,7 @@ void zt_rt_free_landing(zt_runtime *rt)
         zt_unpin(&rt->tiers.pinner, rt->reduce.landing[k]);
         free(rt->reduce.landing[k]);
         if (rt->reduce.landing_copied[k])
-            rt->device.dev->iface->event_destroy(rt->device.dev, rt->reduce.landing_copied[k]);
+            zt_device_event_destroy(rt->device.dev, rt->reduce.landing_copied[k]);
     }
     free(rt->reduce.landing), free(rt->reduce.landing_copied), free(rt->reduce.pending);
     rt->reduce.landing = NULL, rt->reduce.landing_copied = NULL, rt->reduce.pending = NULL;
@@ -440,10 +438,10 @@ static zt_status queue_reduction(zt_runtime *rt, zt_layer *L)
         return st;
     int k = free_landing(rt);
     size_t bytes = (size_t)L->shard_numel * zt_dtype_size(rt->reg.dtype);
-    st = rt->device.dev->iface->memcpy_async(rt->device.dev, rt->reduce.landing[k], L->grads, bytes, ZT_COPY_D2H,
+    st = zt_device_memcpy_async(rt->device.dev, rt->reduce.landing[k], L->grads, bytes, ZT_COPY_D2H,
                                       rt->device.stream, &rt->err);
     if (st == ZT_OK)
-        st = rt->device.dev->iface->event_record(rt->device.dev, rt->reduce.landing_copied[k], rt->device.stream, &rt->err);
+        st = zt_device_event_record(rt->device.dev, rt->reduce.landing_copied[k], rt->device.stream, &rt->err);
     if (st != ZT_OK)
         return st;
     *pending_at(rt, rt->reduce.n_pending) = (zt_pending_reduction){(int)(L - rt->reg.layers), k};
@@ -458,11 +456,11 @@ static zt_status fence_after_caller(zt_runtime *rt, zt_stream *caller)
     zt_status st = ZT_OK;
     rt->gather_env.fenced_drops = 1;
     if (!rt->reduce.caller_done)
-        st = rt->device.dev->iface->event_create(rt->device.dev, &rt->reduce.caller_done, &rt->err);
+        st = zt_device_event_create(rt->device.dev, &rt->reduce.caller_done, &rt->err);
     if (st == ZT_OK)
-        st = rt->device.dev->iface->event_record(rt->device.dev, rt->reduce.caller_done, caller, &rt->err);
+        st = zt_device_event_record(rt->device.dev, rt->reduce.caller_done, caller, &rt->err);
     if (st == ZT_OK)
-        st = rt->device.dev->iface->stream_wait_event(rt->device.dev, rt->device.stream, rt->reduce.caller_done, &rt->err);
+        st = zt_device_stream_wait_event(rt->device.dev, rt->device.stream, rt->reduce.caller_done, &rt->err);
     return st;
 }
 
@@ -536,7 +534,7 @@ zt_status zt_rt_stream_create(zt_runtime *rt, zt_stream **out)
             return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of host memory for a stream");
         cs->s = s, cs->cap = cap;
     }
-    zt_status st = rt->device.dev->iface->stream_create(rt->device.dev, out, &rt->err);
+    zt_status st = zt_device_stream_create(rt->device.dev, out, &rt->err);
     if (st == ZT_OK)
         cs->s[cs->n++] = *out;
     return st;
@@ -559,10 +557,10 @@ zt_status zt_rt_stream_destroy(zt_runtime *rt, zt_stream *s)
         if (cs->s[i] == s) {
             /* its work up to the last release is what rt->device.stream and the frees wait for:
              * both pass that point before the stream goes */
-            zt_status st = rt->device.dev->iface->stream_synchronize(rt->device.dev, s, &rt->err);
+            zt_status st = zt_device_stream_synchronize(rt->device.dev, s, &rt->err);
             if (st == ZT_OK)
-                st = rt->device.dev->iface->stream_synchronize(rt->device.dev, rt->device.stream, &rt->err);
-            rt->device.dev->iface->stream_destroy(rt->device.dev, s);
+                st = zt_device_stream_synchronize(rt->device.dev, rt->device.stream, &rt->err);
+            zt_device_stream_destroy(rt->device.dev, s);
             cs->s[i] = cs->s[--cs->n];
             return st;
         }

@@ -179,7 +179,7 @@ static zt_status device_clear_grads(zt_runtime *rt)
     for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++)
         st = zt_dev_opt_zero_acc(rt, &rt->reg.layers[i]);
     if (st == ZT_OK) /* the step returns with its device work done */
-        st = rt->device.dev->iface->stream_synchronize(rt->device.dev, rt->device.stream, &rt->err);
+        st = zt_device_stream_synchronize(rt->device.dev, rt->device.stream, &rt->err);
     return st;
 }
 

@@ -79,10 +79,10 @@ static zt_status open_device(zt_runtime *rt)
     st = rt->device.iface->create(&dc, &rt->device.dev, &rt->err);
     rt->tiers.dtier.dev = rt->device.dev;
     if (st == ZT_OK)
-        st = rt->device.iface->stream_create(rt->device.dev, &rt->device.stream, &rt->err);
+        st = zt_device_stream_create(rt->device.dev, &rt->device.stream, &rt->err);
     rt->tiers.dtier.fence = rt->device.stream; /* waits for every caller release (layer_exec.c) */
     if (st == ZT_OK)
-        st = rt->device.iface->stream_create(rt->device.dev, &rt->device.prefetch_stream, &rt->err);
+        st = zt_device_stream_create(rt->device.dev, &rt->device.prefetch_stream, &rt->err);
     rt->tiers.homes.dev = rt->device.dev;
     rt->tiers.homes.stream = rt->device.stream;
     rt->tiers.homes.host = &rt->tiers.host;
@@ -277,7 +277,7 @@ static void free_layer(zt_runtime *rt, zt_layer *L)
     zt_home_free(&rt->tiers.homes, &L->exp_avg);
     zt_home_free(&rt->tiers.homes, &L->exp_avg_sq);
     if (rt->opt.on_device && rt->device.dev)
-        rt->device.dev->iface->free(rt->device.dev, L->grad_acc);
+        zt_device_free(rt->device.dev, L->grad_acc);
     else
         zt_host_tier_free(&rt->tiers.host, L->grad_acc,
                           (uint64_t)L->shard_numel * zt_dtype_size(rt->reg.acc_dtype));
@@ -293,17 +293,17 @@ void zt_rt_destroy(zt_runtime *rt)
     zt_nvme_step_destroy(rt->opt.nvme_step);
     /* the caller's streams made here go first: rt->device.stream may wait for them */
     for (int i = 0; i < rt->reduce.callers.n; i++) {
-        rt->device.dev->iface->stream_synchronize(rt->device.dev, rt->reduce.callers.s[i], NULL);
+        zt_device_stream_synchronize(rt->device.dev, rt->reduce.callers.s[i], NULL);
         if (rt->device.stream)
-            rt->device.dev->iface->stream_synchronize(rt->device.dev, rt->device.stream, NULL);
-        rt->device.dev->iface->stream_destroy(rt->device.dev, rt->reduce.callers.s[i]);
+            zt_device_stream_synchronize(rt->device.dev, rt->device.stream, NULL);
+        zt_device_stream_destroy(rt->device.dev, rt->reduce.callers.s[i]);
     }
     free(rt->reduce.callers.s);
     zt_prefetcher_destroy(rt->prefetch);
     if (rt->device.stream)
-        rt->device.dev->iface->stream_synchronize(rt->device.dev, rt->device.stream, NULL);
+        zt_device_stream_synchronize(rt->device.dev, rt->device.stream, NULL);
     if (rt->device.prefetch_stream)
-        rt->device.dev->iface->stream_synchronize(rt->device.dev, rt->device.prefetch_stream, NULL);
+        zt_device_stream_synchronize(rt->device.dev, rt->device.prefetch_stream, NULL);
     for (int i = 0; i < rt->reg.n_layers; i++)
         free_layer(rt, &rt->reg.layers[i]);
     if (rt->device.dev) {
@@ -311,9 +311,9 @@ void zt_rt_destroy(zt_runtime *rt)
         zt_device_tier_fini(&rt->tiers.dtier);
         zt_rt_free_landing(rt);
         if (rt->reduce.caller_done)
-            rt->device.dev->iface->event_destroy(rt->device.dev, rt->reduce.caller_done);
+            zt_device_event_destroy(rt->device.dev, rt->reduce.caller_done);
         if (rt->reduce.comm_ready)
-            rt->device.dev->iface->event_destroy(rt->device.dev, rt->reduce.comm_ready);
+            zt_device_event_destroy(rt->device.dev, rt->reduce.comm_ready);
     }
     for (int i = 0; i < rt->reg.n_params; i++)
         free(rt->reg.params[i].name);
@@ -329,15 +329,15 @@ void zt_rt_destroy(zt_runtime *rt)
     zt_staging_pool_destroy(rt->tiers.param_staging);
     zt_pinner_fini(&rt->tiers.pinner);
     if (rt->device.stream)
-        rt->device.dev->iface->stream_destroy(rt->device.dev, rt->device.stream);
+        zt_device_stream_destroy(rt->device.dev, rt->device.stream);
     if (rt->device.prefetch_stream)
-        rt->device.dev->iface->stream_destroy(rt->device.dev, rt->device.prefetch_stream);
+        zt_device_stream_destroy(rt->device.dev, rt->device.prefetch_stream);
     zt_threadpool_destroy(rt->cpu.pool); /* after the streams: their kernels use it */
     if (rt->device.dev)
-        rt->device.dev->iface->destroy(rt->device.dev);
+        zt_device_destroy(rt->device.dev);
     zt_topology_close(&rt->dist.topo);
     if (rt->dist.comm)
-        rt->dist.comm->iface->destroy(rt->dist.comm);
+        zt_comm_destroy(rt->dist.comm);
     if (rt->tracing)
         zt_trace_close();
 }

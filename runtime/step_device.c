@@ -29,8 +29,8 @@ void zt_dev_opt_close(zt_runtime *rt)
 {
     if (!rt->device.dev)
         return;
-    rt->device.dev->iface->free(rt->device.dev, rt->opt.dev_step_stats);
-    rt->device.dev->iface->free(rt->device.dev, rt->opt.dev_param_tmp);
+    zt_device_free(rt->device.dev, rt->opt.dev_step_stats);
+    zt_device_free(rt->device.dev, rt->opt.dev_param_tmp);
     rt->opt.dev_step_stats = rt->opt.dev_param_tmp = NULL;
 }
 
@@ -38,7 +38,7 @@ zt_status zt_dev_opt_alloc_acc(zt_runtime *rt, zt_layer *L)
 {
     size_t bytes = (size_t)L->shard_numel * sizeof(float);
     void *p = NULL;
-    zt_status st = rt->device.dev->iface->alloc(rt->device.dev, bytes, &p, &rt->err);
+    zt_status st = zt_device_alloc(rt->device.dev, bytes, &p, &rt->err);
     L->grad_acc = p;
     return st == ZT_OK ? zt_dev_opt_zero_acc(rt, L) : st;
 }
@@ -46,14 +46,14 @@ zt_status zt_dev_opt_alloc_acc(zt_runtime *rt, zt_layer *L)
 zt_status zt_dev_opt_zero_acc(zt_runtime *rt, zt_layer *L)
 {
     L->accum_count = 0;
-    return rt->device.dev->iface->memset_async(rt->device.dev, L->grad_acc, 0,
+    return zt_device_memset_async(rt->device.dev, L->grad_acc, 0,
                                         (size_t)L->shard_numel * sizeof(float), rt->device.stream,
                                         &rt->err);
 }
 
 zt_status zt_dev_opt_accumulate(zt_runtime *rt, zt_layer *L, const void *shard, zt_dtype dt)
 {
-    zt_status st = rt->device.dev->iface->accumulate_async(rt->device.dev, L->grad_acc, shard, dt,
+    zt_status st = zt_device_accumulate_async(rt->device.dev, L->grad_acc, shard, dt,
                                                     (size_t)L->shard_numel, rt->device.stream, &rt->err);
     if (st == ZT_OK) {
         L->accum_count++;
@@ -107,7 +107,7 @@ zt_status zt_dev_opt_update(zt_runtime *rt, zt_layer *L, const zt_adam_hparams *
     unsigned long long *count =
         (unsigned long long *)((char *)rt->opt.dev_step_stats + ZT_DEVICE_STEP_COUNT_AT);
     double t0 = zt_now_s();
-    zt_status st = rt->device.dev->iface->adam_async(rt->device.dev, &c, L->master.ptr, L->exp_avg.ptr,
+    zt_status st = zt_device_adam_async(rt->device.dev, &c, L->master.ptr, L->exp_avg.ptr,
                                               L->exp_avg_sq.ptr, L->grad_acc, out, rt->reg.dtype,
                                               (size_t)L->shard_numel, count, rt->device.stream,
                                               &rt->err);

@@ -10,11 +10,11 @@ static void give_back_oldest(zt_device_tier *t)
     t->n_deferred--;
     for (int i = 0; i < t->n_deferred; i++)
         t->deferred[i] = t->deferred[i + 1];
-    t->dev->iface->free(t->dev, d.ptr);
+    zt_device_free(t->dev, d.ptr);
     if (t->n_spare < t->cap_spare)
         t->spare[t->n_spare++] = d.fence;
     else
-        t->dev->iface->event_destroy(t->dev, d.fence);
+        zt_device_event_destroy(t->dev, d.fence);
 }
 
 int zt_device_tier_reclaim(zt_device_tier *t, int wait)
@@ -23,9 +23,9 @@ int zt_device_tier_reclaim(zt_device_tier *t, int wait)
         zt_event *e = t->deferred[0].fence;
         if (wait) {
             zt_error err = {0};
-            if (t->dev->iface->event_synchronize(t->dev, e, &err) != ZT_OK)
+            if (zt_device_event_synchronize(t->dev, e, &err) != ZT_OK)
                 ZT_LOGE("device", "waiting for a deferred free: %s", err.msg);
-        } else if (t->dev->iface->event_query(t->dev, e) == 0) {
+        } else if (zt_device_event_query(t->dev, e) == 0) {
             break; /* frees pass the fence in order */
         }
         give_back_oldest(t);
@@ -38,12 +38,12 @@ zt_status zt_device_tier_alloc(zt_device_tier *t, size_t bytes, int may_evict, v
 {
     for (;;) {
         zt_device_tier_reclaim(t, 0);
-        zt_status st = t->dev->iface->alloc(t->dev, bytes, ptr, err);
+        zt_status st = zt_device_alloc(t->dev, bytes, ptr, err);
         if (st != ZT_ERR_DEVICE_NOMEM)
             return st;
         if (t->n_deferred) { /* room that is on its way back comes first */
             zt_event *e = t->deferred[0].fence;
-            t->dev->iface->event_synchronize(t->dev, e, NULL);
+            zt_device_event_synchronize(t->dev, e, NULL);
             t->fence_waits++;
             continue;
         }
@@ -67,10 +67,10 @@ static zt_event *fence_now(zt_device_tier *t)
 {
     zt_error err = {0};
     zt_event *e = t->n_spare ? t->spare[--t->n_spare] : NULL;
-    if (!e && t->dev->iface->event_create(t->dev, &e, &err) != ZT_OK)
+    if (!e && zt_device_event_create(t->dev, &e, &err) != ZT_OK)
         return NULL;
-    if (t->dev->iface->event_record(t->dev, e, t->fence, &err) != ZT_OK) {
-        t->dev->iface->event_destroy(t->dev, e);
+    if (zt_device_event_record(t->dev, e, t->fence, &err) != ZT_OK) {
+        zt_device_event_destroy(t->dev, e);
         return NULL;
     }
     return e;
@@ -83,12 +83,12 @@ void zt_device_tier_free_after(zt_device_tier *t, void *ptr, zt_event *after)
     if (!ptr)
         return;
     if (after && t->fence &&
-        t->dev->iface->stream_wait_event(t->dev, t->fence, after, NULL) != ZT_OK)
-        t->dev->iface->event_synchronize(t->dev, after, NULL);
+        zt_device_stream_wait_event(t->dev, t->fence, after, NULL) != ZT_OK)
+        zt_device_event_synchronize(t->dev, after, NULL);
     else if (after && !t->fence)
-        t->dev->iface->event_synchronize(t->dev, after, NULL);
+        zt_device_event_synchronize(t->dev, after, NULL);
     if (!t->fence) {
-        t->dev->iface->free(t->dev, ptr);
+        zt_device_free(t->dev, ptr);
         return;
     }
     if (t->n_deferred == t->cap_deferred &&
@@ -104,8 +104,8 @@ void zt_device_tier_free_after(zt_device_tier *t, void *ptr, zt_event *after)
     zt_device_tier_reclaim(t, 0);
     return;
 wait: /* no memory to defer it: wait for the fence instead */
-    t->dev->iface->stream_synchronize(t->dev, t->fence, NULL);
-    t->dev->iface->free(t->dev, ptr);
+    zt_device_stream_synchronize(t->dev, t->fence, NULL);
+    zt_device_free(t->dev, ptr);
 }
 
 void zt_device_tier_fini(zt_device_tier *t)
@@ -113,7 +113,7 @@ void zt_device_tier_fini(zt_device_tier *t)
     if (t->dev)
         zt_device_tier_reclaim(t, 1);
     for (int i = 0; i < t->n_spare; i++)
-        t->dev->iface->event_destroy(t->dev, t->spare[i]);
+        zt_device_event_destroy(t->dev, t->spare[i]);
     free(t->deferred);
     free(t->spare);
     t->deferred = NULL, t->spare = NULL;

@@ -17,11 +17,11 @@ zt_status zt_home_alloc(zt_homes *h, zt_tier_kind kind, uint64_t bytes, const ch
     zt_status st = ZT_OK;
     switch (kind) {
     case ZT_TIER_DEVICE:
-        st = h->dev->iface->alloc(h->dev, bytes, &out->ptr, err);
+        st = zt_device_alloc(h->dev, bytes, &out->ptr, err);
         if (st == ZT_OK)
-            st = h->dev->iface->memset_async(h->dev, out->ptr, 0, bytes, h->stream, err);
+            st = zt_device_memset_async(h->dev, out->ptr, 0, bytes, h->stream, err);
         if (st == ZT_OK)
-            st = h->dev->iface->stream_synchronize(h->dev, h->stream, err);
+            st = zt_device_stream_synchronize(h->dev, h->stream, err);
         break;
     case ZT_TIER_HOST:
         st = h->pin ? zt_host_tier_alloc_pinned(h->host, bytes, owner, &out->ptr, err)
@@ -45,7 +45,7 @@ void zt_home_free(zt_homes *h, zt_home *home)
         return;
     }
     if (home->kind == ZT_TIER_DEVICE)
-        h->dev->iface->free(h->dev, home->ptr);
+        zt_device_free(h->dev, home->ptr);
     else if (home->kind == ZT_TIER_HOST)
         zt_host_tier_free(h->host, home->ptr, home->bytes);
     home->ptr = NULL; /* NVME extents go with their swap space */
@@ -114,5 +114,5 @@ zt_status zt_home_store(zt_homes *h, zt_home *home, const void *src, zt_error *e
 zt_status zt_home_to_device(zt_homes *h, const zt_home *home, void *dst, zt_error *err)
 {
     zt_copy_kind kind = home->kind == ZT_TIER_DEVICE ? ZT_COPY_D2D : ZT_COPY_H2D;
-    return h->dev->iface->memcpy_async(h->dev, dst, home->ptr, home->bytes, kind, h->stream, err);
+    return zt_device_memcpy_async(h->dev, dst, home->ptr, home->bytes, kind, h->stream, err);
 }

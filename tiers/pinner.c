@@ -24,7 +24,7 @@ static int refuse(zt_pinner *p, uint64_t bytes, const char *owner, const char *w
 
 int zt_pin(zt_pinner *p, void *ptr, uint64_t bytes, const char *owner)
 {
-    if (!p || !p->dev || !p->dev->iface->host_register || !ptr || !bytes)
+    if (!p || !p->dev || !zt_device_can_pin(p->dev) || !ptr || !bytes)
         return 0;
     if (p->pinned + bytes > p->limit)
         return refuse(p, bytes, owner, "over ztier.pinned_limit: raise it to pin more");
@@ -36,7 +36,7 @@ int zt_pin(zt_pinner *p, void *ptr, uint64_t bytes, const char *owner)
         p->entries = e, p->cap = cap;
     }
     zt_error err = {0};
-    if (p->dev->iface->host_register(p->dev, ptr, bytes, &err) != ZT_OK)
+    if (zt_device_host_register(p->dev, ptr, bytes, &err) != ZT_OK)
         return refuse(p, bytes, owner, err.msg); /* the message names the limit to raise */
     p->entries[p->n++] = (zt_pin_entry){ptr, bytes};
     p->pinned += bytes;
@@ -51,7 +51,7 @@ void zt_unpin(zt_pinner *p, void *ptr)
         return;
     for (int i = 0; i < p->n; i++)
         if (p->entries[i].ptr == ptr) {
-            p->dev->iface->host_unregister(p->dev, ptr, p->entries[i].bytes);
+            zt_device_host_unregister(p->dev, ptr, p->entries[i].bytes);
             p->pinned -= p->entries[i].bytes;
             p->entries[i] = p->entries[--p->n];
             return;

@@ -67,10 +67,10 @@ static int setup(copy_ctx *c, const char *backend, size_t bytes)
     c->bytes = bytes;
     c->cuda = iface && !strcmp(iface->name, "cuda");
     if (!iface || iface->create(&dc, &c->dev, &err) != ZT_OK ||
-        iface->stream_create(c->dev, &c->stream, &err) != ZT_OK ||
-        iface->host_alloc(c->dev, bytes, &c->host, &err) != ZT_OK ||
-        iface->host_alloc(c->dev, bytes, &c->host2, &err) != ZT_OK ||
-        iface->alloc(c->dev, bytes, &c->device, &err) != ZT_OK) {
+        zt_device_stream_create(c->dev, &c->stream, &err) != ZT_OK ||
+        zt_device_host_alloc(c->dev, bytes, &c->host, &err) != ZT_OK ||
+        zt_device_host_alloc(c->dev, bytes, &c->host2, &err) != ZT_OK ||
+        zt_device_alloc(c->dev, bytes, &c->device, &err) != ZT_OK) {
         fprintf(stderr, "ztier bench copy: %s\n", err.msg);
         return -1;
     }
@@ -83,15 +83,14 @@ static void teardown(copy_ctx *c)
 {
     if (!c->dev)
         return;
-    const zt_device_iface *iface = c->dev->iface;
-    iface->free(c->dev, c->device);
+    zt_device_free(c->dev, c->device);
     if (c->host)
-        iface->host_free(c->dev, c->host);
+        zt_device_host_free(c->dev, c->host);
     if (c->host2)
-        iface->host_free(c->dev, c->host2);
+        zt_device_host_free(c->dev, c->host2);
     if (c->stream)
-        iface->stream_destroy(c->dev, c->stream);
-    iface->destroy(c->dev);
+        zt_device_stream_destroy(c->dev, c->stream);
+    zt_device_destroy(c->dev);
 }
 
 /* ---- the runtime's fetch path ---------------------------------------------------------- */

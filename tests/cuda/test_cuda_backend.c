@@ -117,15 +117,15 @@ typedef struct dbuf { /* a device buffer and its host mirror */
 static dbuf dbuf_new(size_t bytes)
 {
     dbuf b = {NULL, NULL, bytes};
-    assert_int_equal(dev->iface->alloc(dev, bytes, &b.d, &err), ZT_OK);
-    assert_int_equal(dev->iface->host_alloc(dev, bytes, &b.h, &err), ZT_OK);
+    assert_int_equal(zt_device_alloc(dev, bytes, &b.d, &err), ZT_OK);
+    assert_int_equal(zt_device_host_alloc(dev, bytes, &b.h, &err), ZT_OK);
     return b;
 }
 
 static void dbuf_free(dbuf *b)
 {
-    dev->iface->free(dev, b->d);
-    dev->iface->host_free(dev, b->h);
+    zt_device_free(dev, b->d);
+    zt_device_host_free(dev, b->h);
 }
 
 static void to_device(zt_stream *s, dbuf *b)
@@ -141,7 +141,7 @@ static void to_host(zt_stream *s, dbuf *b)
 static zt_stream *stream_new(void)
 {
     zt_stream *s = NULL;
-    assert_int_equal(dev->iface->stream_create(dev, &s, &err), ZT_OK);
+    assert_int_equal(zt_device_stream_create(dev, &s, &err), ZT_OK);
     assert_non_null(s);
     return s;
 }
@@ -205,21 +205,21 @@ static void test_caller_error_state_is_kept(void **state)
     zt_stream *s = stream_new();
     dbuf b = dbuf_new(4096);
     assert_int_equal(cudaSetDevice(999), cudaErrorInvalidDevice); /* now pending */
-    assert_int_equal(dev->iface->memset_async(dev, b.d, 0, 4096, s, &err), ZT_OK);
-    assert_int_equal(dev->iface->cast_async(dev, b.d, ZT_BF16, b.d, ZT_BF16, 16, s, &err), ZT_OK);
-    assert_int_equal(dev->iface->stream_synchronize(dev, s, &err), ZT_OK);
+    assert_int_equal(zt_device_memset_async(dev, b.d, 0, 4096, s, &err), ZT_OK);
+    assert_int_equal(zt_device_cast_async(dev, b.d, ZT_BF16, b.d, ZT_BF16, 16, s, &err), ZT_OK);
+    assert_int_equal(zt_device_stream_synchronize(dev, s, &err), ZT_OK);
     assert_int_equal(cudaGetLastError(), cudaErrorInvalidDevice);
     assert_int_equal(cudaGetLastError(), cudaSuccess);
 #ifdef ZT_CUDA_FAKE
     /* and an error of ztier's own goes out as its status, not into the caller's state */
     void *p = NULL;
     cudasim_fail_alloc_after(1);
-    assert_int_equal(dev->iface->alloc(dev, 4096, &p, &err), ZT_ERR_DEVICE_NOMEM);
+    assert_int_equal(zt_device_alloc(dev, 4096, &p, &err), ZT_ERR_DEVICE_NOMEM);
     cudasim_fail_alloc_after(0);
     assert_int_equal(cudaGetLastError(), cudaSuccess);
 #endif
     dbuf_free(&b);
-    dev->iface->stream_destroy(dev, s);
+    zt_device_stream_destroy(dev, s);
 }
 
 /* device_index -1 takes the caller's current device; every call gives the calling thread its
@@ -236,19 +236,19 @@ static void test_caller_device_is_kept(void **state)
     assert_int_equal(cudaSetDevice(0), cudaSuccess);
     assert_int_equal(zt_device_cuda.create(&mine, &d, &e), ZT_OK);
     void *p = NULL;
-    assert_int_equal(d->iface->alloc(d, 4096, &p, &e), ZT_OK);
+    assert_int_equal(zt_device_alloc(d, 4096, &p, &e), ZT_OK);
     struct cudaPointerAttributes a;
     assert_int_equal(cudaPointerGetAttributes(&a, p), cudaSuccess);
     assert_int_equal(a.device, 0);
-    d->iface->free(d, p);
+    zt_device_free(d, p);
     zt_device_cuda.destroy(d);
     assert_int_equal(zt_device_cuda.create(&last, &d, &e), ZT_OK);
-    assert_int_equal(d->iface->alloc(d, 4096, &p, &e), ZT_OK);
+    assert_int_equal(zt_device_alloc(d, 4096, &p, &e), ZT_OK);
     assert_int_equal(cudaGetDevice(&cur), cudaSuccess);
     assert_int_equal(cur, 0); /* the instance is on device count-1; the thread stays on 0 */
     assert_int_equal(cudaPointerGetAttributes(&a, p), cudaSuccess);
     assert_int_equal(a.device, count - 1);
-    d->iface->free(d, p);
+    zt_device_free(d, p);
     zt_device_cuda.destroy(d);
 }
 
@@ -260,20 +260,20 @@ static void test_alloc_counts_bytes(void **state)
     void *a = NULL, *b = NULL, *z = NULL;
     uint64_t peak0 = dev->bytes_peak;
     assert_int_equal(dev->bytes_in_use, 0);
-    assert_int_equal(dev->iface->alloc(dev, 1 << 20, &a, &err), ZT_OK);
-    assert_int_equal(dev->iface->alloc(dev, (3 << 20) + 5, &b, &err), ZT_OK);
-    assert_int_equal(dev->iface->alloc(dev, 0, &z, &err), ZT_OK);
+    assert_int_equal(zt_device_alloc(dev, 1 << 20, &a, &err), ZT_OK);
+    assert_int_equal(zt_device_alloc(dev, (3 << 20) + 5, &b, &err), ZT_OK);
+    assert_int_equal(zt_device_alloc(dev, 0, &z, &err), ZT_OK);
     assert_non_null(a), assert_non_null(b), assert_non_null(z);
     assert_true(a != b && b != z && a != z);
     assert_int_equal((uintptr_t)a % 256, 0);
     assert_int_equal((uintptr_t)b % 256, 0);
     assert_int_equal(dev->bytes_in_use, (1 << 20) + (3 << 20) + 5);
-    dev->iface->free(dev, a);
+    zt_device_free(dev, a);
     assert_int_equal(dev->bytes_in_use, (3 << 20) + 5);
     assert_true(dev->bytes_peak >= (1 << 20) + (3 << 20) + 5 && dev->bytes_peak >= peak0);
-    dev->iface->free(dev, NULL); /* a no-op */
-    dev->iface->free(dev, z);
-    dev->iface->free(dev, b);
+    zt_device_free(dev, NULL); /* a no-op */
+    zt_device_free(dev, z);
+    zt_device_free(dev, b);
     assert_int_equal(dev->bytes_in_use, 0);
 }
 
@@ -281,9 +281,9 @@ static void test_alloc_beyond_capacity_fails_and_says_why(void **state)
 {
     (void)state;
     void *a = NULL, *b = NULL;
-    assert_int_equal(dev->iface->alloc(dev, 1 << 20, &a, &err), ZT_OK);
+    assert_int_equal(zt_device_alloc(dev, 1 << 20, &a, &err), ZT_OK);
     size_t too_much = (size_t)(dev->capacity - (1 << 20)) + 1;
-    assert_int_equal(dev->iface->alloc(dev, too_much, &b, &err), ZT_ERR_DEVICE_NOMEM);
+    assert_int_equal(zt_device_alloc(dev, too_much, &b, &err), ZT_ERR_DEVICE_NOMEM);
     assert_null(b);
     char want[64];
     snprintf(want, sizeof want, "%zu bytes requested", too_much);
@@ -293,10 +293,10 @@ static void test_alloc_beyond_capacity_fails_and_says_why(void **state)
     assert_non_null(strstr(err.msg, "1048576 in use"));
     assert_int_equal(dev->bytes_in_use, 1 << 20);
     /* exactly the rest still fits */
-    assert_int_equal(dev->iface->alloc(dev, too_much - 1, &b, &err), ZT_OK);
+    assert_int_equal(zt_device_alloc(dev, too_much - 1, &b, &err), ZT_OK);
     assert_int_equal(dev->bytes_in_use, dev->capacity);
-    dev->iface->free(dev, b);
-    dev->iface->free(dev, a);
+    zt_device_free(dev, b);
+    zt_device_free(dev, a);
     assert_int_equal(dev->bytes_in_use, 0);
 }
 
@@ -311,8 +311,8 @@ static void test_many_allocations_are_distinct_and_freed(void **state)
     zt_stream *s = stream_new();
     for (int i = 0; i < N; i++) {
         sz[i] = 1 + rng_next() % 20000;
-        assert_int_equal(dev->iface->alloc(dev, sz[i], &p[i], &err), ZT_OK);
-        assert_int_equal(dev->iface->memset_async(dev, p[i], i & 0xff, sz[i], s, &err), ZT_OK);
+        assert_int_equal(zt_device_alloc(dev, sz[i], &p[i], &err), ZT_OK);
+        assert_int_equal(zt_device_memset_async(dev, p[i], i & 0xff, sz[i], s, &err), ZT_OK);
         sum += sz[i];
     }
     assert_int_equal(dev->bytes_in_use, sum);
@@ -330,11 +330,11 @@ static void test_many_allocations_are_distinct_and_freed(void **state)
         p[i] = p[j], sz[i] = sz[j], p[j] = tp, sz[j] = ts;
     }
     for (int i = 0; i < N; i++) {
-        dev->iface->free(dev, p[i]);
+        zt_device_free(dev, p[i]);
         sum -= sz[i];
         assert_int_equal(dev->bytes_in_use, sum);
     }
-    dev->iface->stream_destroy(dev, s);
+    zt_device_stream_destroy(dev, s);
     free(p), free(sz);
 }
 
@@ -350,8 +350,8 @@ static void test_destroy_frees_what_is_left(void **state)
     zt_device_config cfg = {64u << 20, 0, 1, NULL, 0, 1};
     assert_int_equal(zt_device_cuda.create(&cfg, &d, &e), ZT_OK);
     void *a = NULL, *b = NULL;
-    assert_int_equal(d->iface->alloc(d, 1 << 20, &a, &e), ZT_OK);
-    assert_int_equal(d->iface->alloc(d, 3 << 20, &b, &e), ZT_OK);
+    assert_int_equal(zt_device_alloc(d, 1 << 20, &a, &e), ZT_OK);
+    assert_int_equal(zt_device_alloc(d, 3 << 20, &b, &e), ZT_OK);
     zt_device_cuda.destroy(d);
     assert_int_equal(cudaMemGetInfo(&free1, &total), cudaSuccess);
     assert_int_equal(free1, free0);
@@ -367,14 +367,14 @@ static void test_host_function_is_ordered(void **state)
     zt_stream *s = stream_new();
     zt_event *e = NULL;
     static int value = 7;
-    assert_int_equal(dev->iface->event_create(dev, &e, &err), ZT_OK);
+    assert_int_equal(zt_device_event_create(dev, &e, &err), ZT_OK);
     atomic_store(&host_fn_ran, 0);
-    assert_int_equal(dev->iface->launch_host_fn(dev, s, mark, &value, &err), ZT_OK);
-    assert_int_equal(dev->iface->event_record(dev, e, s, &err), ZT_OK);
-    assert_int_equal(dev->iface->event_synchronize(dev, e, &err), ZT_OK);
+    assert_int_equal(zt_device_launch_host_fn(dev, s, mark, &value, &err), ZT_OK);
+    assert_int_equal(zt_device_event_record(dev, e, s, &err), ZT_OK);
+    assert_int_equal(zt_device_event_synchronize(dev, e, &err), ZT_OK);
     assert_int_equal(atomic_load(&host_fn_ran), 7);
-    dev->iface->event_destroy(dev, e);
-    dev->iface->stream_destroy(dev, s);
+    zt_device_event_destroy(dev, e);
+    zt_device_stream_destroy(dev, s);
 }
 
 #ifdef ZT_CUDA_FAKE
@@ -384,7 +384,7 @@ static void test_pinning_failure_names_the_size(void **state)
     (void)state;
     void *p = NULL;
     cudasim_fail_alloc_after(1);
-    assert_int_equal(dev->iface->host_alloc(dev, 12345, &p, &err), ZT_ERR_NOMEM);
+    assert_int_equal(zt_device_host_alloc(dev, 12345, &p, &err), ZT_ERR_NOMEM);
     cudasim_fail_alloc_after(0);
     assert_null(p);
     assert_non_null(strstr(err.msg, "pinning 12345 bytes"));
@@ -397,11 +397,11 @@ static void test_free_of_foreign_pointer_is_ignored(void **state)
     (void)state;
     int not_ours;
     void *a = NULL;
-    assert_int_equal(dev->iface->alloc(dev, 4096, &a, &err), ZT_OK);
-    dev->iface->free(dev, &not_ours);
-    dev->iface->free(dev, (char *)a + 256); /* inside, but not the start */
+    assert_int_equal(zt_device_alloc(dev, 4096, &a, &err), ZT_OK);
+    zt_device_free(dev, &not_ours);
+    zt_device_free(dev, (char *)a + 256); /* inside, but not the start */
     assert_int_equal(dev->bytes_in_use, 4096);
-    dev->iface->free(dev, a);
+    zt_device_free(dev, a);
     assert_int_equal(dev->bytes_in_use, 0);
 }
 
@@ -414,34 +414,34 @@ static void test_round_trip_of_random_data(void **state)
     zt_stream *s = stream_new();
     unsigned char *src, *back;
     void *d;
-    assert_int_equal(dev->iface->host_alloc(dev, n + 8, (void **)&src, &err), ZT_OK);
-    assert_int_equal(dev->iface->host_alloc(dev, n + 8, (void **)&back, &err), ZT_OK);
-    assert_int_equal(dev->iface->alloc(dev, n + 8, &d, &err), ZT_OK);
+    assert_int_equal(zt_device_host_alloc(dev, n + 8, (void **)&src, &err), ZT_OK);
+    assert_int_equal(zt_device_host_alloc(dev, n + 8, (void **)&back, &err), ZT_OK);
+    assert_int_equal(zt_device_alloc(dev, n + 8, &d, &err), ZT_OK);
     fill_random(src, n + 8);
     memset(back, 0, n + 8);
     /* unaligned on both sides: host +3, device +1, host back +5 */
-    assert_int_equal(dev->iface->memcpy_async(dev, (char *)d + 1, src + 3, n, ZT_COPY_H2D, s, &err),
+    assert_int_equal(zt_device_memcpy_async(dev, (char *)d + 1, src + 3, n, ZT_COPY_H2D, s, &err),
                      ZT_OK);
     assert_int_equal(
-        dev->iface->memcpy_async(dev, back + 5, (char *)d + 1, n, ZT_COPY_D2H, s, &err), ZT_OK);
-    assert_int_equal(dev->iface->stream_synchronize(dev, s, &err), ZT_OK);
+        zt_device_memcpy_async(dev, back + 5, (char *)d + 1, n, ZT_COPY_D2H, s, &err), ZT_OK);
+    assert_int_equal(zt_device_stream_synchronize(dev, s, &err), ZT_OK);
     assert_memory_equal(back + 5, src + 3, n);
     assert_int_equal(back[4], 0);
     assert_int_equal(back[n + 5], 0);
     /* device to device, then host to host */
     void *d2;
-    assert_int_equal(dev->iface->alloc(dev, n, &d2, &err), ZT_OK);
-    assert_int_equal(dev->iface->memcpy_async(dev, d2, (char *)d + 1, n, ZT_COPY_D2D, s, &err),
+    assert_int_equal(zt_device_alloc(dev, n, &d2, &err), ZT_OK);
+    assert_int_equal(zt_device_memcpy_async(dev, d2, (char *)d + 1, n, ZT_COPY_D2D, s, &err),
                      ZT_OK);
     memset(back, 0, n + 8);
-    assert_int_equal(dev->iface->memcpy_async(dev, back, d2, n, ZT_COPY_D2H, s, &err), ZT_OK);
-    assert_int_equal(dev->iface->memcpy_async(dev, back + n, src, 8, ZT_COPY_H2H, s, &err), ZT_OK);
-    assert_int_equal(dev->iface->stream_synchronize(dev, s, &err), ZT_OK);
+    assert_int_equal(zt_device_memcpy_async(dev, back, d2, n, ZT_COPY_D2H, s, &err), ZT_OK);
+    assert_int_equal(zt_device_memcpy_async(dev, back + n, src, 8, ZT_COPY_H2H, s, &err), ZT_OK);
+    assert_int_equal(zt_device_stream_synchronize(dev, s, &err), ZT_OK);
     assert_memory_equal(back, src + 3, n);
     assert_memory_equal(back + n, src, 8);
-    dev->iface->free(dev, d), dev->iface->free(dev, d2);
-    dev->iface->host_free(dev, src), dev->iface->host_free(dev, back);
-    dev->iface->stream_destroy(dev, s);
+    zt_device_free(dev, d), zt_device_free(dev, d2);
+    zt_device_host_free(dev, src), zt_device_host_free(dev, back);
+    zt_device_stream_destroy(dev, s);
 }
 
 static void test_registered_host_memory_round_trip(void **state)
@@ -451,27 +451,27 @@ static void test_registered_host_memory_round_trip(void **state)
     zt_stream *s = stream_new();
     unsigned char *src = aligned_alloc(4096, n), *back = aligned_alloc(4096, n);
     assert_non_null(src), assert_non_null(back);
-    assert_int_equal(dev->iface->host_register(dev, src, n, &err), ZT_OK);
-    assert_int_equal(dev->iface->host_register(dev, back, n, &err), ZT_OK);
+    assert_int_equal(zt_device_host_register(dev, src, n, &err), ZT_OK);
+    assert_int_equal(zt_device_host_register(dev, back, n, &err), ZT_OK);
     fill_random(src, n);
     memset(back, 0, n);
     void *d;
-    assert_int_equal(dev->iface->alloc(dev, n, &d, &err), ZT_OK);
-    assert_int_equal(dev->iface->memcpy_async(dev, d, src, n, ZT_COPY_H2D, s, &err), ZT_OK);
-    assert_int_equal(dev->iface->memcpy_async(dev, back, d, n, ZT_COPY_D2H, s, &err), ZT_OK);
-    assert_int_equal(dev->iface->stream_synchronize(dev, s, &err), ZT_OK);
+    assert_int_equal(zt_device_alloc(dev, n, &d, &err), ZT_OK);
+    assert_int_equal(zt_device_memcpy_async(dev, d, src, n, ZT_COPY_H2D, s, &err), ZT_OK);
+    assert_int_equal(zt_device_memcpy_async(dev, back, d, n, ZT_COPY_D2H, s, &err), ZT_OK);
+    assert_int_equal(zt_device_stream_synchronize(dev, s, &err), ZT_OK);
     assert_memory_equal(src, back, n);
     /* registering twice is an error that names the call and CUDA's text, and it does not
      * stick to the thread: the next kernel launch still reports success */
-    assert_int_equal(dev->iface->host_register(dev, src, n, &err), ZT_ERR_DEVICE);
+    assert_int_equal(zt_device_host_register(dev, src, n, &err), ZT_ERR_DEVICE);
     assert_non_null(strstr(err.msg, "cudaHostRegister failed: "));
     assert_non_null(strstr(err.msg, cudaGetErrorString(cudaErrorHostMemoryAlreadyRegistered)));
-    assert_int_equal(dev->iface->scale_async(dev, d, ZT_F32, 1.0f, n / 4, s, &err), ZT_OK);
-    assert_int_equal(dev->iface->stream_synchronize(dev, s, &err), ZT_OK);
-    dev->iface->host_unregister(dev, src, n);
-    dev->iface->host_unregister(dev, back, n);
-    dev->iface->free(dev, d);
-    dev->iface->stream_destroy(dev, s);
+    assert_int_equal(zt_device_scale_async(dev, d, ZT_F32, 1.0f, n / 4, s, &err), ZT_OK);
+    assert_int_equal(zt_device_stream_synchronize(dev, s, &err), ZT_OK);
+    zt_device_host_unregister(dev, src, n);
+    zt_device_host_unregister(dev, back, n);
+    zt_device_free(dev, d);
+    zt_device_stream_destroy(dev, s);
     free(src), free(back);
 }
 
@@ -485,8 +485,8 @@ static void test_memset_sets_only_its_range(void **state)
     fill_random(b.h, n);
     memcpy(orig, b.h, n);
     to_device(s, &b);
-    assert_int_equal(dev->iface->memset_async(dev, (char *)b.d + lo, 0xa5, len, s, &err), ZT_OK);
-    assert_int_equal(dev->iface->memset_async(dev, b.d, 0x5a, 0, s, &err), ZT_OK); /* nothing */
+    assert_int_equal(zt_device_memset_async(dev, (char *)b.d + lo, 0xa5, len, s, &err), ZT_OK);
+    assert_int_equal(zt_device_memset_async(dev, b.d, 0x5a, 0, s, &err), ZT_OK); /* nothing */
     memset(b.h, 0, n);
     to_host(s, &b);
     const unsigned char *h = b.h;
@@ -494,7 +494,7 @@ static void test_memset_sets_only_its_range(void **state)
         assert_int_equal(h[i], i >= lo && i < lo + len ? 0xa5 : orig[i]);
     dbuf_free(&b);
     free(orig);
-    dev->iface->stream_destroy(dev, s);
+    zt_device_stream_destroy(dev, s);
 }
 
 static void test_bad_arguments_are_reported(void **state)
@@ -502,18 +502,18 @@ static void test_bad_arguments_are_reported(void **state)
     (void)state;
     zt_stream *s = stream_new();
     void *d;
-    assert_int_equal(dev->iface->alloc(dev, 64, &d, &err), ZT_OK);
-    assert_int_equal(dev->iface->memcpy_async(dev, d, d, 64, (zt_copy_kind)9, s, &err),
+    assert_int_equal(zt_device_alloc(dev, 64, &d, &err), ZT_OK);
+    assert_int_equal(zt_device_memcpy_async(dev, d, d, 64, (zt_copy_kind)9, s, &err),
                      ZT_ERR_ARGUMENT);
-    assert_int_equal(dev->iface->cast_async(dev, d, (zt_dtype)7, d, ZT_F32, 4, s, &err),
+    assert_int_equal(zt_device_cast_async(dev, d, (zt_dtype)7, d, ZT_F32, 4, s, &err),
                      ZT_ERR_ARGUMENT);
-    assert_int_equal(dev->iface->scale_async(dev, d, (zt_dtype)7, 2.0f, 4, s, &err),
+    assert_int_equal(zt_device_scale_async(dev, d, (zt_dtype)7, 2.0f, 4, s, &err),
                      ZT_ERR_ARGUMENT);
     assert_int_not_equal(zt_cuda_quant8(d, ZT_F32, 16, 0, d, d, s), 0);
     assert_int_not_equal(zt_cuda_dequant8(d, d, 16, 0, d, ZT_F32, s), 0);
-    assert_int_equal(dev->iface->stream_synchronize(dev, s, &err), ZT_OK);
-    dev->iface->free(dev, d);
-    dev->iface->stream_destroy(dev, s);
+    assert_int_equal(zt_device_stream_synchronize(dev, s, &err), ZT_OK);
+    zt_device_free(dev, d);
+    zt_device_stream_destroy(dev, s);
 }
 
 /* ---- streams and events ----------------------------------------------------------------- */
@@ -539,24 +539,24 @@ static void test_event_orders_two_streams(void **state)
     const size_t n = 1u << 24;
     zt_stream *s1 = stream_new(), *s2 = stream_new();
     zt_event *e = NULL, *copied = NULL;
-    assert_int_equal(dev->iface->event_create(dev, &e, &err), ZT_OK);
-    assert_int_equal(dev->iface->event_create(dev, &copied, &err), ZT_OK);
+    assert_int_equal(zt_device_event_create(dev, &e, &err), ZT_OK);
+    assert_int_equal(zt_device_event_create(dev, &copied, &err), ZT_OK);
     dbuf b = dbuf_new(n);
-    assert_int_equal(dev->iface->memset_async(dev, b.d, 0x11, n, s1, &err), ZT_OK);
-    assert_int_equal(dev->iface->stream_synchronize(dev, s1, &err), ZT_OK);
+    assert_int_equal(zt_device_memset_async(dev, b.d, 0x11, n, s1, &err), ZT_OK);
+    assert_int_equal(zt_device_stream_synchronize(dev, s1, &err), ZT_OK);
     memset(b.h, 0, n);
 
     atomic_store(&gate_open, 0);
     cudaError_t launched = cudaLaunchHostFunc((cudaStream_t)s1, wait_for_gate, NULL);
-    zt_status st_set = dev->iface->memset_async(dev, b.d, 0x77, n, s1, &err);
-    zt_status st_rec = dev->iface->event_record(dev, e, s1, &err);
-    zt_status st_wait = dev->iface->stream_wait_event(dev, s2, e, &err);
-    zt_status st_copy = dev->iface->memcpy_async(dev, b.h, b.d, n, ZT_COPY_D2H, s2, &err);
-    zt_status st_rec2 = dev->iface->event_record(dev, copied, s2, &err);
+    zt_status st_set = zt_device_memset_async(dev, b.d, 0x77, n, s1, &err);
+    zt_status st_rec = zt_device_event_record(dev, e, s1, &err);
+    zt_status st_wait = zt_device_stream_wait_event(dev, s2, e, &err);
+    zt_status st_copy = zt_device_memcpy_async(dev, b.h, b.d, n, ZT_COPY_D2H, s2, &err);
+    zt_status st_rec2 = zt_device_event_record(dev, copied, s2, &err);
     struct timespec ts = {0, 50000000};
     nanosleep(&ts, NULL);
-    int pending = dev->iface->event_query(dev, e);
-    int copy_pending = dev->iface->event_query(dev, copied);
+    int pending = zt_device_event_query(dev, e);
+    int copy_pending = zt_device_event_query(dev, copied);
     atomic_store(&gate_open, 1); /* before any assert: a failed one must not leave s1 stuck */
 
     assert_int_equal(launched, cudaSuccess);
@@ -565,17 +565,17 @@ static void test_event_orders_two_streams(void **state)
     assert_int_equal(st_rec2, ZT_OK);
     assert_int_equal(pending, 0);
     assert_int_equal(copy_pending, 0);
-    assert_int_equal(dev->iface->stream_synchronize(dev, s2, &err), ZT_OK);
-    assert_int_equal(dev->iface->event_query(dev, e), 1);
-    assert_int_equal(dev->iface->event_synchronize(dev, e, &err), ZT_OK);
+    assert_int_equal(zt_device_stream_synchronize(dev, s2, &err), ZT_OK);
+    assert_int_equal(zt_device_event_query(dev, e), 1);
+    assert_int_equal(zt_device_event_synchronize(dev, e, &err), ZT_OK);
     const unsigned char *h = b.h;
     for (size_t i = 0; i < n; i += 4093)
         assert_int_equal(h[i], 0x77);
     assert_int_equal(h[n - 1], 0x77);
     dbuf_free(&b);
-    dev->iface->event_destroy(dev, e);
-    dev->iface->event_destroy(dev, copied);
-    dev->iface->stream_destroy(dev, s1), dev->iface->stream_destroy(dev, s2);
+    zt_device_event_destroy(dev, e);
+    zt_device_event_destroy(dev, copied);
+    zt_device_stream_destroy(dev, s1), zt_device_stream_destroy(dev, s2);
 }
 
 /* ---- kernels ---------------------------------------------------------------------------- */
@@ -590,8 +590,8 @@ static void test_cast_f32_bf16_f32_matches_rne_reference(void **state)
     dbuf f = dbuf_new(NK * sizeof(float)), h = dbuf_new(NK * sizeof(uint16_t));
     memcpy(f.h, x, NK * sizeof(float));
     to_device(s, &f);
-    assert_int_equal(dev->iface->cast_async(dev, h.d, ZT_BF16, f.d, ZT_F32, NK, s, &err), ZT_OK);
-    assert_int_equal(dev->iface->cast_async(dev, f.d, ZT_F32, h.d, ZT_BF16, NK, s, &err), ZT_OK);
+    assert_int_equal(zt_device_cast_async(dev, h.d, ZT_BF16, f.d, ZT_F32, NK, s, &err), ZT_OK);
+    assert_int_equal(zt_device_cast_async(dev, f.d, ZT_F32, h.d, ZT_BF16, NK, s, &err), ZT_OK);
     to_host(s, &h);
     to_host(s, &f);
     const uint16_t *hb = h.h;
@@ -610,7 +610,7 @@ static void test_cast_f32_bf16_f32_matches_rne_reference(void **state)
     }
     dbuf_free(&f), dbuf_free(&h);
     free(x);
-    dev->iface->stream_destroy(dev, s);
+    zt_device_stream_destroy(dev, s);
 }
 
 static void test_cast_f16_matches_host_conversion(void **state)
@@ -621,7 +621,7 @@ static void test_cast_f16_matches_host_conversion(void **state)
     dbuf f = dbuf_new(NK * sizeof(float)), h = dbuf_new(NK * sizeof(uint16_t));
     memcpy(f.h, x, NK * sizeof(float));
     to_device(s, &f);
-    assert_int_equal(dev->iface->cast_async(dev, h.d, ZT_F16, f.d, ZT_F32, NK, s, &err), ZT_OK);
+    assert_int_equal(zt_device_cast_async(dev, h.d, ZT_F16, f.d, ZT_F32, NK, s, &err), ZT_OK);
     to_host(s, &h);
     const uint16_t *hh = h.h;
     for (int i = 0; i < NK; i++) {
@@ -634,7 +634,7 @@ static void test_cast_f16_matches_host_conversion(void **state)
     }
     dbuf_free(&f), dbuf_free(&h);
     free(x);
-    dev->iface->stream_destroy(dev, s);
+    zt_device_stream_destroy(dev, s);
 }
 
 /* Every 16-bit pattern: widening to fp32 is exact, and bf16 -> f16 rounds once. */
@@ -649,7 +649,7 @@ static void test_cast_all_16bit_patterns(void **state)
         p[i] = (uint16_t)i;
     to_device(s, &in);
     for (zt_dtype t = ZT_BF16; t <= ZT_F16; t++) {
-        assert_int_equal(dev->iface->cast_async(dev, wide.d, ZT_F32, in.d, t, N, s, &err), ZT_OK);
+        assert_int_equal(zt_device_cast_async(dev, wide.d, ZT_F32, in.d, t, N, s, &err), ZT_OK);
         to_host(s, &wide);
         const float *w = wide.h;
         for (int i = 0; i < N; i++) {
@@ -660,7 +660,7 @@ static void test_cast_all_16bit_patterns(void **state)
                 assert_int_equal(bits_of(w[i]), bits_of(want));
         }
     }
-    assert_int_equal(dev->iface->cast_async(dev, narrow.d, ZT_F16, in.d, ZT_BF16, N, s, &err),
+    assert_int_equal(zt_device_cast_async(dev, narrow.d, ZT_F16, in.d, ZT_BF16, N, s, &err),
                      ZT_OK);
     to_host(s, &narrow);
     const uint16_t *q = narrow.h;
@@ -672,7 +672,7 @@ static void test_cast_all_16bit_patterns(void **state)
             assert_int_equal(q[i], zt_f32_to_f16(v));
     }
     dbuf_free(&in), dbuf_free(&wide), dbuf_free(&narrow);
-    dev->iface->stream_destroy(dev, s);
+    zt_device_stream_destroy(dev, s);
 }
 
 static void test_scale_matches_reference(void **state)
@@ -694,7 +694,7 @@ static void test_scale_matches_reference(void **state)
                 h16[i] = t == ZT_BF16 ? ref_bf16(x[i]) : zt_f32_to_f16(x[i]);
         }
         to_device(s, &b);
-        assert_int_equal(dev->iface->scale_async(dev, b.d, t, alpha, NK, s, &err), ZT_OK);
+        assert_int_equal(zt_device_scale_async(dev, b.d, t, alpha, NK, s, &err), ZT_OK);
         to_host(s, &b);
         for (int i = 0; i < NK; i++) {
             if (t == ZT_F32) {
@@ -710,7 +710,7 @@ static void test_scale_matches_reference(void **state)
     }
     dbuf_free(&b);
     free(x);
-    dev->iface->stream_destroy(dev, s);
+    zt_device_stream_destroy(dev, s);
 }
 
 static void test_nonfinite_flag(void **state)
@@ -765,7 +765,7 @@ static void test_nonfinite_flag(void **state)
     to_host(s, &flag);
     assert_int_equal(*(int *)flag.h, 1);
     dbuf_free(&x), dbuf_free(&flag);
-    dev->iface->stream_destroy(dev, s);
+    zt_device_stream_destroy(dev, s);
 }
 
 /* The ZeRO++ quantization kernels on the GPU give the CPU reference's bits, for block sizes
@@ -815,7 +815,7 @@ static void test_quant8_matches_cpu_reference(void **state)
     }
     dbuf_free(&dx), dbuf_free(&dq), dbuf_free(&ds), dbuf_free(&dout);
     free(x), free(xb), free(q), free(out16), free(scales), free(out);
-    dev->iface->stream_destroy(dev, s);
+    zt_device_stream_destroy(dev, s);
 }
 
 /* qgZ's int4 kernels against the CPU's scalar reference, bit for bit: odd lengths and odd
@@ -844,7 +844,7 @@ static void test_quant4_matches_cpu_reference(void **state)
         memcpy(dx.h, x, N * sizeof(float));
         to_device(s, &dx);
         zt_quant4_scalar(x, N, block, q, scales);
-        assert_int_equal(dev->iface->quant4_async(dev, dx.d, N, block, dq.d, ds.d, s, &err), ZT_OK);
+        assert_int_equal(zt_device_quant4_async(dev, dx.d, N, block, dq.d, ds.d, s, &err), ZT_OK);
         to_host(s, &dq);
         to_host(s, &ds);
         assert_memory_equal(q, dq.h, (N + 1) / 2);
@@ -854,7 +854,7 @@ static void test_quant4_matches_cpu_reference(void **state)
         memcpy(dacc.h, acc, N * sizeof(float));
         to_device(s, &dacc);
         zt_dequant4_add_scalar(q, scales, N, block, acc);
-        assert_int_equal(dev->iface->dequant4_add_async(dev, dq.d, ds.d, N, block, dacc.d, s,
+        assert_int_equal(zt_device_dequant4_add_async(dev, dq.d, ds.d, N, block, dacc.d, s,
                                                         &err),
                          ZT_OK);
         to_host(s, &dacc);
@@ -867,7 +867,7 @@ static void test_quant4_matches_cpu_reference(void **state)
     }
     dbuf_free(&dx), dbuf_free(&dq), dbuf_free(&ds), dbuf_free(&dacc);
     free(x), free(acc), free(q), free(scales);
-    dev->iface->stream_destroy(dev, s);
+    zt_device_stream_destroy(dev, s);
 }
 
 /* ---- the optimizer ---------------------------------------------------------------------- */
@@ -905,7 +905,7 @@ static void test_sumsq_matches_reference_and_repeats(void **state)
     for (int r = 0; r < 2; r++) {
         ((double *)dout.h)[0] = 1.25, ((double *)dout.h)[1] = 3;
         to_device(s, &dout);
-        assert_int_equal(dev->iface->sumsq_async(dev, dx.d, N, scale, dout.d, dscratch.d, s,
+        assert_int_equal(zt_device_sumsq_async(dev, dx.d, N, scale, dout.d, dscratch.d, s,
                                                  &err),
                          ZT_OK);
         to_host(s, &dout);
@@ -915,7 +915,7 @@ static void test_sumsq_matches_reference_and_repeats(void **state)
     assert_true(got[0][1] == bad);
     assert_memory_equal(got[0], got[1], sizeof got[0]);
     dbuf_free(&dx), dbuf_free(&dout), dbuf_free(&dscratch);
-    dev->iface->stream_destroy(dev, s);
+    zt_device_stream_destroy(dev, s);
 }
 
 /* The CUDA Adam kernel (the device vtable's adam_async, as the device optimizer calls it)
@@ -954,7 +954,7 @@ static void test_adam_matches_cpu_kernel(void **state)
         zt_adam_consts_init(&c, h);
         zt_adam_tensors t = {p, m, v, g, ZT_F32, with_out ? out : NULL, ot, N};
         assert_int_equal(zt_adam_step_scalar(&c, &t), 2);
-        assert_int_equal(dev->iface->adam_async(dev, &c, dp.d, dm.d, dv.d, dg.d,
+        assert_int_equal(zt_device_adam_async(dev, &c, dp.d, dm.d, dv.d, dg.d,
                                                 with_out ? dout.d : NULL, ot, N, dcount.d, s,
                                                 &err),
                          ZT_OK);
@@ -985,7 +985,7 @@ static void test_adam_matches_cpu_kernel(void **state)
     dbuf_free(&dp), dbuf_free(&dm), dbuf_free(&dv), dbuf_free(&dg), dbuf_free(&dout);
     dbuf_free(&dcount);
     free(p), free(m), free(v), free(g), free(out);
-    dev->iface->stream_destroy(dev, s);
+    zt_device_stream_destroy(dev, s);
 }
 
 int main(void)

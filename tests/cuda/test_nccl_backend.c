@@ -53,13 +53,13 @@ static void test_collectives_and_polled_requests(void **state)
     int events = cudasim_live_events();
 #endif
     zt_comm_req req = {0};
-    assert_int_equal(c->iface->allreduce(c, d, out, 64, ZT_COMM_F32, ZT_REDUCE_SUM, &req, &err),
+    assert_int_equal(zt_comm_allreduce(c, d, out, 64, ZT_COMM_F32, ZT_REDUCE_SUM, &req, &err),
                      ZT_OK);
-    assert_int_equal(c->iface->wait(c, &req, &err), ZT_OK);
-    assert_int_equal(c->iface->allgather(c, d, out, 64, ZT_COMM_F32, &req, &err), ZT_OK);
-    while (c->iface->test(c, &req) == 0) {
+    assert_int_equal(zt_comm_wait(c, &req, &err), ZT_OK);
+    assert_int_equal(zt_comm_allgather(c, d, out, 64, ZT_COMM_F32, &req, &err), ZT_OK);
+    while (zt_comm_test(c, &req) == 0) {
     }
-    assert_int_equal(c->iface->test(c, &req), 1); /* done stays done */
+    assert_int_equal(zt_comm_test(c, &req), 1); /* done stays done */
 #ifdef ZT_CUDA_FAKE
     assert_int_equal(cudasim_live_events(), events); /* the polled request's event is freed */
 #endif
@@ -67,31 +67,31 @@ static void test_collectives_and_polled_requests(void **state)
     assert_memory_equal(got, h, sizeof h);
     /* the rest, each a copy on one rank: all-to-all, broadcast, reduce-scatter, barrier */
     float *zeros = device_floats((float[64]){0}, 64);
-    assert_int_equal(c->iface->alltoall(c, d, zeros, 64, ZT_COMM_F32, &req, &err), ZT_OK);
-    assert_int_equal(c->iface->wait(c, &req, &err), ZT_OK);
-    assert_int_equal(c->iface->broadcast(c, zeros, 64, ZT_COMM_F32, 0, &req, &err), ZT_OK);
-    assert_int_equal(c->iface->wait(c, &req, &err), ZT_OK);
-    assert_int_equal(c->iface->reduce_scatter(c, zeros, out, 64, ZT_COMM_F32, ZT_REDUCE_MAX,
+    assert_int_equal(zt_comm_alltoall(c, d, zeros, 64, ZT_COMM_F32, &req, &err), ZT_OK);
+    assert_int_equal(zt_comm_wait(c, &req, &err), ZT_OK);
+    assert_int_equal(zt_comm_broadcast(c, zeros, 64, ZT_COMM_F32, 0, &req, &err), ZT_OK);
+    assert_int_equal(zt_comm_wait(c, &req, &err), ZT_OK);
+    assert_int_equal(zt_comm_reduce_scatter(c, zeros, out, 64, ZT_COMM_F32, ZT_REDUCE_MAX,
                                               &req, &err),
                      ZT_OK);
-    assert_int_equal(c->iface->wait(c, &req, &err), ZT_OK);
-    assert_int_equal(c->iface->barrier(c, &req, &err), ZT_OK);
-    assert_int_equal(c->iface->wait(c, &req, &err), ZT_OK);
+    assert_int_equal(zt_comm_wait(c, &req, &err), ZT_OK);
+    assert_int_equal(zt_comm_barrier(c, &req, &err), ZT_OK);
+    assert_int_equal(zt_comm_wait(c, &req, &err), ZT_OK);
     assert_int_equal(cudaMemcpy(got, out, sizeof got, cudaMemcpyDeviceToHost), cudaSuccess);
     assert_memory_equal(got, h, sizeof h);
     /* 16-bit data is moved, never reduced: the runtime widens it first */
-    assert_int_equal(c->iface->allreduce(c, d, out, 8, ZT_COMM_BF16, ZT_REDUCE_SUM, &req, &err),
+    assert_int_equal(zt_comm_allreduce(c, d, out, 8, ZT_COMM_BF16, ZT_REDUCE_SUM, &req, &err),
                      ZT_ERR_INTERNAL);
     zt_comm *sub = NULL;
-    assert_int_equal(c->iface->split(c, 0, 0, &sub, &err), ZT_OK);
+    assert_int_equal(zt_comm_split(c, 0, 0, &sub, &err), ZT_OK);
     assert_int_equal(sub->size, 1);
-    assert_int_equal(sub->iface->allreduce(sub, d, out, 64, ZT_COMM_F32, ZT_REDUCE_SUM, &req,
+    assert_int_equal(zt_comm_allreduce(sub, d, out, 64, ZT_COMM_F32, ZT_REDUCE_SUM, &req,
                                            &err),
                      ZT_OK);
-    assert_int_equal(sub->iface->wait(sub, &req, &err), ZT_OK);
-    sub->iface->destroy(sub);
+    assert_int_equal(zt_comm_wait(sub, &req, &err), ZT_OK);
+    zt_comm_destroy(sub);
     cudaFree(d), cudaFree(out), cudaFree(zeros);
-    c->iface->destroy(c);
+    zt_comm_destroy(c);
 }
 
 #ifdef ZT_CUDA_FAKE
@@ -105,15 +105,15 @@ static void test_timeout_aborts_once(void **state)
     float *d = device_floats(h, 16);
     zt_comm_req req = {0};
     cudasim_hang_collective_after(1);
-    assert_int_equal(c->iface->allreduce(c, d, d, 16, ZT_COMM_F32, ZT_REDUCE_SUM, &req, &err),
+    assert_int_equal(zt_comm_allreduce(c, d, d, 16, ZT_COMM_F32, ZT_REDUCE_SUM, &req, &err),
                      ZT_OK);
-    assert_int_equal(c->iface->wait(c, &req, &err), ZT_ERR_COMM);
+    assert_int_equal(zt_comm_wait(c, &req, &err), ZT_ERR_COMM);
     assert_non_null(strstr(err.msg, "did not complete within 1 s"));
-    assert_int_equal(c->iface->allreduce(c, d, d, 16, ZT_COMM_F32, ZT_REDUCE_SUM, &req, &err),
+    assert_int_equal(zt_comm_allreduce(c, d, d, 16, ZT_COMM_F32, ZT_REDUCE_SUM, &req, &err),
                      ZT_ERR_COMM);
     assert_non_null(strstr(err.msg, "aborted"));
     cudasim_set_abort_on_finding(0);
-    c->iface->destroy(c); /* must not destroy the aborted NCCL handle again */
+    zt_comm_destroy(c); /* must not destroy the aborted NCCL handle again */
     assert_int_equal(cudasim_findings(), 0);
     cudaFree(d);
     unsetenv("ZT_COMM_TIMEOUT");

@@ -46,9 +46,9 @@ static void check_reduce_scatter(zt_comm *c, size_t count)
         send[i] = value(r, i);
     zt_comm_req req = {0};
     zt_error err = {0};
-    CHECK(c->iface->reduce_scatter(c, send, send, count, ZT_COMM_F32, ZT_REDUCE_SUM, &req,
+    CHECK(zt_comm_reduce_scatter(c, send, send, count, ZT_COMM_F32, ZT_REDUCE_SUM, &req,
                                    &err) == ZT_OK, "reduce_scatter issue");
-    CHECK(c->iface->wait(c, &req, &err) == ZT_OK, "reduce_scatter: %s", err.msg);
+    CHECK(zt_comm_wait(c, &req, &err) == ZT_OK, "reduce_scatter: %s", err.msg);
     for (size_t i = 0; i < count; i++) {
         float want = 0;
         for (int q = 0; q < n; q++)
@@ -72,9 +72,9 @@ static void check_bf16_allreduce_in_fp32(zt_comm *c)
     zt_convert_array(wide, ZT_F32, h, ZT_BF16, N);
     zt_comm_req req = {0};
     zt_error err = {0};
-    CHECK(c->iface->allreduce(c, h, out, N, ZT_COMM_BF16, ZT_REDUCE_SUM, &req, &err) == ZT_OK,
+    CHECK(zt_comm_allreduce(c, h, out, N, ZT_COMM_BF16, ZT_REDUCE_SUM, &req, &err) == ZT_OK,
           "bf16 allreduce issue");
-    CHECK(c->iface->wait(c, &req, &err) == ZT_OK, "bf16 allreduce: %s", err.msg);
+    CHECK(zt_comm_wait(c, &req, &err) == ZT_OK, "bf16 allreduce: %s", err.msg);
     for (int i = 0; i < N; i++) {
         float sum = 0;
         for (int q = 0; q < c->size; q++) {
@@ -99,21 +99,21 @@ static void check_alltoall_bcast_split(zt_comm *c)
         send[q] = r * 100 + q;
     zt_comm_req req = {0};
     zt_error err = {0};
-    c->iface->alltoall(c, send, recv, 1, ZT_COMM_I64, &req, &err);
-    CHECK(c->iface->wait(c, &req, &err) == ZT_OK, "alltoall: %s", err.msg);
+    zt_comm_alltoall(c, send, recv, 1, ZT_COMM_I64, &req, &err);
+    CHECK(zt_comm_wait(c, &req, &err) == ZT_OK, "alltoall: %s", err.msg);
     for (int q = 0; q < n; q++)
         CHECK(recv[q] == q * 100 + r, "alltoall from %d", q);
     double v = r == n - 1 ? 42.5 : 0.0;
-    c->iface->broadcast(c, &v, 1, ZT_COMM_F64, n - 1, &req, &err);
-    CHECK(c->iface->wait(c, &req, &err) == ZT_OK && v == 42.5, "broadcast");
+    zt_comm_broadcast(c, &v, 1, ZT_COMM_F64, n - 1, &req, &err);
+    CHECK(zt_comm_wait(c, &req, &err) == ZT_OK && v == 42.5, "broadcast");
     zt_comm *half = NULL;
-    CHECK(c->iface->split(c, r % 2, r, &half, &err) == ZT_OK, "split: %s", err.msg);
+    CHECK(zt_comm_split(c, r % 2, r, &half, &err) == ZT_OK, "split: %s", err.msg);
     if (half) {
         CHECK(half->size == (n + 1 - r % 2) / 2, "split size %d", half->size);
         double s = 1.0;
         CHECK(zt_comm_allreduce_sync(half, &s, 1, ZT_COMM_F64, ZT_REDUCE_SUM, &err) == ZT_OK &&
                   s == half->size, "allreduce on the split communicator");
-        half->iface->destroy(half);
+        zt_comm_destroy(half);
     }
     free(send), free(recv);
 }
@@ -128,7 +128,7 @@ int main(void)
     }
     if (c->size < 2) {
         fprintf(stderr, "run under mpirun with 2 or more ranks\n");
-        c->iface->destroy(c);
+        zt_comm_destroy(c);
         return 77;
     }
     check_allgather(c, 1);
@@ -141,6 +141,6 @@ int main(void)
     zt_comm_allreduce_sync(c, &total, 1, ZT_COMM_F64, ZT_REDUCE_SUM, &err);
     if (c->rank == 0)
         printf("mpi comm: %d ranks, %s\n", c->size, total == 0 ? "all checks passed" : "FAILED");
-    c->iface->destroy(c);
+    zt_comm_destroy(c);
     return total == 0 ? 0 : 1;
 }

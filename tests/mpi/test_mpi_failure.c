@@ -38,18 +38,18 @@ static int check_timeout(int rank)
     zt_comm_req req = {0};
     if (rank == 0)
         sleep(5); /* the others time out after 3 s */
-    zt_status st = c->iface->allreduce(c, &x, &x, 1, ZT_COMM_F64, ZT_REDUCE_SUM, &req, &err);
+    zt_status st = zt_comm_allreduce(c, &x, &x, 1, ZT_COMM_F64, ZT_REDUCE_SUM, &req, &err);
     if (st == ZT_OK)
-        st = c->iface->wait(c, &req, &err);
+        st = zt_comm_wait(c, &req, &err);
     int ok = rank == 0 ? st == ZT_OK
                        : st == ZT_ERR_COMM && strstr(err.msg, "did not complete within");
     printf("rank %d: late peer -> %s [%s]\n", rank, st == ZT_OK ? "completed" : err.msg,
            ok ? "as expected" : "WRONG");
     if (rank != 0) {
-        ok = ok && c->iface->wait(c, &req, &err) == ZT_OK; /* rank 0 has joined by now */
+        ok = ok && zt_comm_wait(c, &req, &err) == ZT_OK; /* rank 0 has joined by now */
     }
     ok = ok && x == (double)c->size;
-    c->iface->destroy(c);
+    zt_comm_destroy(c);
     return ok;
 }
 

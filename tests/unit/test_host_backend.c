@@ -27,16 +27,16 @@ static void test_alloc_respects_budget(void **state)
     zt_device *dev = make_device(1000);
     zt_error err = {0};
     void *a = NULL, *b = NULL;
-    assert_int_equal(dev->iface->alloc(dev, 600, &a, &err), ZT_OK);
-    assert_int_equal(dev->iface->alloc(dev, 600, &b, &err), ZT_ERR_DEVICE_NOMEM);
+    assert_int_equal(zt_device_alloc(dev, 600, &a, &err), ZT_OK);
+    assert_int_equal(zt_device_alloc(dev, 600, &b, &err), ZT_ERR_DEVICE_NOMEM);
     assert_non_null(strstr(err.msg, "600 bytes requested, 600 in use of a 1000-byte budget"));
     assert_int_equal(dev->bytes_in_use, 600);
-    dev->iface->free(dev, a);
+    zt_device_free(dev, a);
     assert_int_equal(dev->bytes_in_use, 0);
     assert_int_equal(dev->bytes_peak, 600);
-    assert_int_equal(dev->iface->alloc(dev, 1000, &b, &err), ZT_OK);
-    dev->iface->free(dev, b);
-    dev->iface->destroy(dev);
+    assert_int_equal(zt_device_alloc(dev, 1000, &b, &err), ZT_OK);
+    zt_device_free(dev, b);
+    zt_device_destroy(dev);
 }
 
 /* Freed blocks are reused by allocations of their size (warm memory, as a GPU pool's) and
@@ -47,19 +47,19 @@ static void test_freed_blocks_are_reused(void **state)
     zt_device *dev = make_device(4096);
     zt_error err = {0};
     void *a = NULL, *b = NULL, *c = NULL;
-    assert_int_equal(dev->iface->alloc(dev, 1024, &a, &err), ZT_OK);
-    dev->iface->free(dev, a);
+    assert_int_equal(zt_device_alloc(dev, 1024, &a, &err), ZT_OK);
+    zt_device_free(dev, a);
     assert_int_equal(dev->bytes_in_use, 0);
-    assert_int_equal(dev->iface->alloc(dev, 512, &c, &err), ZT_OK); /* another size: fresh */
-    assert_int_equal(dev->iface->alloc(dev, 1024, &b, &err), ZT_OK);
+    assert_int_equal(zt_device_alloc(dev, 512, &c, &err), ZT_OK); /* another size: fresh */
+    assert_int_equal(zt_device_alloc(dev, 1024, &b, &err), ZT_OK);
     assert_ptr_equal(a, b); /* the cached block */
     assert_ptr_not_equal(c, a);
     assert_int_equal(dev->bytes_in_use, 1536);
     /* the whole budget is still allocatable: cached blocks do not hold it */
-    dev->iface->free(dev, b), dev->iface->free(dev, c);
-    assert_int_equal(dev->iface->alloc(dev, 4096, &a, &err), ZT_OK);
-    dev->iface->free(dev, a);
-    dev->iface->destroy(dev);
+    zt_device_free(dev, b), zt_device_free(dev, c);
+    assert_int_equal(zt_device_alloc(dev, 4096, &a, &err), ZT_OK);
+    zt_device_free(dev, a);
+    zt_device_destroy(dev);
 }
 
 static void test_copies_run_in_order(void **state)
@@ -68,24 +68,24 @@ static void test_copies_run_in_order(void **state)
     zt_device *dev = make_device(1 << 24);
     zt_error err;
     zt_stream *s;
-    assert_int_equal(dev->iface->stream_create(dev, &s, &err), ZT_OK);
+    assert_int_equal(zt_device_stream_create(dev, &s, &err), ZT_OK);
     enum { N = 1 << 20 };
     unsigned char *src = malloc(N), *dst = malloc(N), *back = malloc(N);
     void *d = NULL;
-    assert_int_equal(dev->iface->alloc(dev, N, &d, &err), ZT_OK);
+    assert_int_equal(zt_device_alloc(dev, N, &d, &err), ZT_OK);
     for (int i = 0; i < N; i++)
         src[i] = (unsigned char)(i * 31 + 7);
     /* copy in, overwrite a part, copy out: only in-order execution gives this result */
-    assert_int_equal(dev->iface->memcpy_async(dev, d, src, N, ZT_COPY_H2D, s, &err), ZT_OK);
-    assert_int_equal(dev->iface->memset_async(dev, d, 0xab, 100, s, &err), ZT_OK);
-    assert_int_equal(dev->iface->memcpy_async(dev, back, d, N, ZT_COPY_D2H, s, &err), ZT_OK);
-    assert_int_equal(dev->iface->stream_synchronize(dev, s, &err), ZT_OK);
+    assert_int_equal(zt_device_memcpy_async(dev, d, src, N, ZT_COPY_H2D, s, &err), ZT_OK);
+    assert_int_equal(zt_device_memset_async(dev, d, 0xab, 100, s, &err), ZT_OK);
+    assert_int_equal(zt_device_memcpy_async(dev, back, d, N, ZT_COPY_D2H, s, &err), ZT_OK);
+    assert_int_equal(zt_device_stream_synchronize(dev, s, &err), ZT_OK);
     for (int i = 0; i < N; i++)
         assert_int_equal(back[i], i < 100 ? 0xab : src[i]);
     (void)dst;
-    dev->iface->free(dev, d);
-    dev->iface->stream_destroy(dev, s);
-    dev->iface->destroy(dev);
+    zt_device_free(dev, d);
+    zt_device_stream_destroy(dev, s);
+    zt_device_destroy(dev);
     free(src), free(dst), free(back);
 }
 
@@ -96,10 +96,10 @@ static void test_event_orders_two_streams(void **state)
     zt_error err;
     zt_stream *s1, *s2;
     zt_event *e;
-    assert_int_equal(dev->iface->stream_create(dev, &s1, &err), ZT_OK);
-    assert_int_equal(dev->iface->stream_create(dev, &s2, &err), ZT_OK);
-    assert_int_equal(dev->iface->event_create(dev, &e, &err), ZT_OK);
-    assert_int_equal(dev->iface->event_query(dev, e), 1); /* never recorded: complete */
+    assert_int_equal(zt_device_stream_create(dev, &s1, &err), ZT_OK);
+    assert_int_equal(zt_device_stream_create(dev, &s2, &err), ZT_OK);
+    assert_int_equal(zt_device_event_create(dev, &e, &err), ZT_OK);
+    assert_int_equal(zt_device_event_query(dev, e), 1); /* never recorded: complete */
     enum { N = 16 << 20 };
     char *a = malloc(N), *b = malloc(N), *c = malloc(N);
     memset(a, 7, N);
@@ -108,21 +108,21 @@ static void test_event_orders_two_streams(void **state)
     for (int round = 0; round < 8; round++) {
         memset(b, 0, N);
         /* s1: a -> b (large, slow); s2 waits on the event, then b -> c */
-        assert_int_equal(dev->iface->memcpy_async(dev, b, a, N, ZT_COPY_H2H, s1, &err), ZT_OK);
-        assert_int_equal(dev->iface->event_record(dev, e, s1, &err), ZT_OK);
-        assert_int_equal(dev->iface->stream_wait_event(dev, s2, e, &err), ZT_OK);
-        assert_int_equal(dev->iface->memcpy_async(dev, c, b, N, ZT_COPY_H2H, s2, &err), ZT_OK);
-        assert_int_equal(dev->iface->stream_synchronize(dev, s2, &err), ZT_OK);
-        assert_int_equal(dev->iface->event_query(dev, e), 1);
+        assert_int_equal(zt_device_memcpy_async(dev, b, a, N, ZT_COPY_H2H, s1, &err), ZT_OK);
+        assert_int_equal(zt_device_event_record(dev, e, s1, &err), ZT_OK);
+        assert_int_equal(zt_device_stream_wait_event(dev, s2, e, &err), ZT_OK);
+        assert_int_equal(zt_device_memcpy_async(dev, c, b, N, ZT_COPY_H2H, s2, &err), ZT_OK);
+        assert_int_equal(zt_device_stream_synchronize(dev, s2, &err), ZT_OK);
+        assert_int_equal(zt_device_event_query(dev, e), 1);
         assert_int_equal(c[0], 7);
         assert_int_equal(c[N - 1], 7);
         memset(c, 0, N);
     }
-    assert_int_equal(dev->iface->event_synchronize(dev, e, &err), ZT_OK);
-    dev->iface->event_destroy(dev, e);
-    dev->iface->stream_destroy(dev, s1);
-    dev->iface->stream_destroy(dev, s2);
-    dev->iface->destroy(dev);
+    assert_int_equal(zt_device_event_synchronize(dev, e, &err), ZT_OK);
+    zt_device_event_destroy(dev, e);
+    zt_device_stream_destroy(dev, s1);
+    zt_device_stream_destroy(dev, s2);
+    zt_device_destroy(dev);
     free(a), free(b), free(c);
 }
 
@@ -132,16 +132,16 @@ static void test_cast_and_scale_kernels(void **state)
     zt_device *dev = make_device(1 << 20);
     zt_error err;
     zt_stream *s;
-    assert_int_equal(dev->iface->stream_create(dev, &s, &err), ZT_OK);
+    assert_int_equal(zt_device_stream_create(dev, &s, &err), ZT_OK);
     enum { N = 1001 };
     float x[N], back[N];
     uint16_t bf[N];
     for (int i = 0; i < N; i++)
         x[i] = (float)(i - 500) * 0.37f;
-    assert_int_equal(dev->iface->cast_async(dev, bf, ZT_BF16, x, ZT_F32, N, s, &err), ZT_OK);
-    assert_int_equal(dev->iface->cast_async(dev, back, ZT_F32, bf, ZT_BF16, N, s, &err), ZT_OK);
-    assert_int_equal(dev->iface->scale_async(dev, back, ZT_F32, 2.0f, N, s, &err), ZT_OK);
-    assert_int_equal(dev->iface->stream_synchronize(dev, s, &err), ZT_OK);
+    assert_int_equal(zt_device_cast_async(dev, bf, ZT_BF16, x, ZT_F32, N, s, &err), ZT_OK);
+    assert_int_equal(zt_device_cast_async(dev, back, ZT_F32, bf, ZT_BF16, N, s, &err), ZT_OK);
+    assert_int_equal(zt_device_scale_async(dev, back, ZT_F32, 2.0f, N, s, &err), ZT_OK);
+    assert_int_equal(zt_device_stream_synchronize(dev, s, &err), ZT_OK);
     for (int i = 0; i < N; i++) {
         /* independent reference: bf16 keeps the top 16 bits after round-to-nearest-even */
         uint32_t u;
@@ -151,8 +151,8 @@ static void test_cast_and_scale_kernels(void **state)
         memcpy(&r, &u, 4);
         assert_float_equal(back[i], 2.0f * r, 0.0f);
     }
-    dev->iface->stream_destroy(dev, s);
-    dev->iface->destroy(dev);
+    zt_device_stream_destroy(dev, s);
+    zt_device_destroy(dev);
 }
 
 static void test_find_backend(void **state)
