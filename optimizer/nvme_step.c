@@ -99,15 +99,15 @@ static zt_status start_device_copy(zt_nvme_step *s, const chunk *c, int set, zt_
         return ZT_ERR(err, ZT_ERR_INTERNAL, "the NVMe optimizer step has no device to copy "
                       "'%s' from", c->shard->master->owner);
     size_t bytes = (size_t)c->n * sizeof(float);
-    zt_status st = os->ev ? ZT_OK : dev->iface->event_create(dev, &os->ev, err);
+    zt_status st = os->ev ? ZT_OK : zt_device_event_create(dev, &os->ev, err);
     if (st == ZT_OK)
-        st = dev->iface->memcpy_async(dev, set_buf(s, set, 0),
+        st = zt_device_memcpy_async(dev, set_buf(s, set, 0),
                                       (const char *)c->shard->master->ptr + c->begin * 4, bytes,
                                       ZT_COPY_D2H, s->dev.stream, err);
     if (st == ZT_OK) {
         *s->dev.d2h_bytes += bytes;
-        if ((st = dev->iface->event_record(dev, os->ev, s->dev.stream, err)) != ZT_OK)
-            dev->iface->stream_synchronize(dev, s->dev.stream, NULL);
+        if ((st = zt_device_event_record(dev, os->ev, s->dev.stream, err)) != ZT_OK)
+            zt_device_stream_synchronize(dev, s->dev.stream, NULL);
     }
     os->from_dev = st == ZT_OK;
     return st;
@@ -119,7 +119,7 @@ static zt_status finish_device_copy(zt_nvme_step *s, opt_set *os, zt_error *err)
     if (!os->from_dev)
         return ZT_OK;
     os->from_dev = 0;
-    return s->dev.dev->iface->event_synchronize(s->dev.dev, os->ev, err);
+    return zt_device_event_synchronize(s->dev.dev, os->ev, err);
 }
 
 static zt_status start(zt_nvme_step *s, const chunk *c, int set, int write, zt_error *err)
@@ -219,7 +219,7 @@ void zt_nvme_step_destroy(zt_nvme_step *s)
     finish_sets(s, SET_IDLE, NULL);
     for (int k = 0; k < s->n_sets; k++)
         if (s->sets[k].ev)
-            s->dev.dev->iface->event_destroy(s->dev.dev, s->sets[k].ev);
+            zt_device_event_destroy(s->dev.dev, s->sets[k].ev);
     free(s->chunks);
     free(s);
 }
