@@ -11,12 +11,15 @@
 #define OO(field) (offsetof(zt_config, offload_optimizer) + offsetof(zt_offload_config, field))
 #define NOMAX ZT_KEY_NO_MAX
 
-/* path, kind, offset, min, max, enum values, "auto" allowed, multiple of */
-#define NUM(path, kind, off, min, max, auto_ok) {path, kind, off, min, max, NULL, auto_ok, 0}
-#define BOOL(path, off, auto_ok) {path, ZT_KEY_BOOL, off, 0, 1, NULL, auto_ok, 0}
-#define ENUM(path, kind, off, values) {path, kind, off, 0, 0, values, 0, 0}
-#define IGNORE(path) {path, ZT_KEY_IGNORED, 0, 0, 0, NULL, 0, 0}
-#define LEGACY(path) {path, ZT_KEY_LEGACY, 0, 0, 1, NULL, 0, 0}
+/* path, kind, offset, min, max, enum values, "auto" allowed, multiple of, doc (one line for
+ * people: tools/config_doc.c prints it into docs/config.md) */
+#define NUM(path, kind, off, min, max, auto_ok, doc)                                           \
+    {path, kind, off, min, max, NULL, auto_ok, 0, doc}
+#define BOOL(path, off, auto_ok, doc) {path, ZT_KEY_BOOL, off, 0, 1, NULL, auto_ok, 0, doc}
+#define ENUM(path, kind, off, values, doc) {path, kind, off, 0, 0, values, 0, 0, doc}
+#define IGNORE(path, doc) {path, ZT_KEY_IGNORED, 0, 0, 0, NULL, 0, 0, doc}
+#define LEGACY(path, doc) {path, ZT_KEY_LEGACY, 0, 0, 1, NULL, 0, 0, doc}
+#define UNUSED "DeepSpeed key, accepted and not used"
 
 static const char *const offload_devices[] = {"none", "cpu", "nvme", NULL};
 static const char *const optimizer_types[] = {"AdamW", "Adam", NULL}; /* = zt_optimizer_kind */
@@ -28,157 +31,272 @@ static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL}
 static const char *const on_off_auto[] = {"auto", "on", "off", NULL}; /* = zt_device_optimizer_mode */
 static const char *const accum_dtypes[] = {"fp32", "bf16", NULL};
 
-#define OFFLOAD_KEYS(prefix, X)                                                                \
-    ENUM(prefix ".device", ZT_KEY_ENUM, X(device), offload_devices),                           \
-        {prefix ".nvme_path", ZT_KEY_PATHS, X(nvme_path), 0, 0, NULL, 0, 0},                   \
-        BOOL(prefix ".pin_memory", X(pin_memory), 0),                                          \
-        NUM(prefix ".buffer_count", ZT_KEY_I64, X(buffer_count), 1, 1e6, 0),                   \
-        NUM(prefix ".buffer_size", ZT_KEY_I64, X(buffer_size), 4096, NOMAX, 0),                \
-        NUM(prefix ".max_in_cpu", ZT_KEY_I64, X(max_in_cpu), 0, NOMAX, 0),                     \
-        BOOL(prefix ".fast_init", X(fast_init), 0), IGNORE(prefix ".pipeline"),                \
-        IGNORE(prefix ".pipeline_read"), IGNORE(prefix ".pipeline_write"),                     \
-        IGNORE(prefix ".ratio")
+/* The keys of offload_param and offload_optimizer; the docs of the four that differ. */
+#define OFFLOAD_KEYS(prefix, X, device_doc, path_doc, pin_doc, count_doc)                      \
+    ENUM(prefix ".device", ZT_KEY_ENUM, X(device), offload_devices, device_doc),               \
+        {prefix ".nvme_path", ZT_KEY_PATHS, X(nvme_path), 0, 0, NULL, 0, 0, path_doc},         \
+        BOOL(prefix ".pin_memory", X(pin_memory), 0, pin_doc),                                 \
+        NUM(prefix ".buffer_count", ZT_KEY_I64, X(buffer_count), 1, 1e6, 0, count_doc),        \
+        NUM(prefix ".buffer_size", ZT_KEY_I64, X(buffer_size), 4096, NOMAX, 0,                 \
+            "Accepted and not used"),                                                          \
+        NUM(prefix ".max_in_cpu", ZT_KEY_I64, X(max_in_cpu), 0, NOMAX, 0,                      \
+            "Accepted and not used"),                                                          \
+        BOOL(prefix ".fast_init", X(fast_init), 0, "Accepted, no effect"),                     \
+        IGNORE(prefix ".pipeline", UNUSED), IGNORE(prefix ".pipeline_read", UNUSED),           \
+        IGNORE(prefix ".pipeline_write", UNUSED), IGNORE(prefix ".ratio", UNUSED)
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define NVME_PATH_DOC(what)                                                                    \
+    "Folder for the NVMe swap files of " what ", or a list of up to " STR(ZT_MAX_NVME_PATHS)   \
+    " folders striped over; required with device \"nvme\" (ZT_NVME_PATH overrides)"
+#define ALIAS_DOC(key) "DeepSpeed's other name of zero_optimization." key
 
 const zt_config_key zt_config_keys[] = {
-    NUM("zero_optimization.stage", ZT_KEY_INT, F(stage), 0, 3, 0),
-    OFFLOAD_KEYS("zero_optimization.offload_param", OP),
-    OFFLOAD_KEYS("zero_optimization.offload_optimizer", OO),
+    NUM("zero_optimization.stage", ZT_KEY_INT, F(stage), 0, 3, 0,
+        "ZeRO stage: ztier implements stage 3 only (parameters, gradients and optimizer state "
+        "partitioned); any other value is an error"),
+    OFFLOAD_KEYS("zero_optimization.offload_param", OP,
+                 "Home of the parameters: \"none\" device memory, \"cpu\" host memory, \"nvme\" "
+                 "swap files in nvme_path",
+                 NVME_PATH_DOC("the parameters"),
+                 "Pin the parameters' host homes and NVMe staging buffers (within "
+                 "ztier.pinned_limit); false leaves them pageable (with cuda: blocking copies, "
+                 "warned at commit)",
+                 "Staging buffers for parameters read from NVMe, one shard each"),
+    OFFLOAD_KEYS("zero_optimization.offload_optimizer", OO,
+                 "Home of the optimizer state (fp32 master, Adam's m and v): \"none\" not "
+                 "offloaded (device memory, or host memory: see ztier.device_optimizer), \"cpu\" "
+                 "host memory, \"nvme\" swap files in nvme_path; with these two Adam runs on "
+                 "the CPU",
+                 NVME_PATH_DOC("the optimizer state"),
+                 "Accepted and not used (only offload_param.pin_memory is read)",
+                 "Buffers of the NVMe-pipelined step, one sub-group's state each as in "
+                 "DeepSpeed: every 3 make a set, 3 to 32 sets; each set beyond 3 reads one more "
+                 "sub-group ahead during backward"),
     NUM("zero_optimization.stage3_prefetch_bucket_size", ZT_KEY_I64,
-        F(stage3_prefetch_bucket_size), 0, NOMAX, 1),
+        F(stage3_prefetch_bucket_size), 0, NOMAX, 1,
+        "Elements the prefetcher gathers ahead of the layer being fetched, in the recorded "
+        "layer order"),
     NUM("zero_optimization.stage3_max_live_parameters", ZT_KEY_I64,
-        F(stage3_max_live_parameters), 0, NOMAX, 1),
+        F(stage3_max_live_parameters), 0, NOMAX, 1,
+        "Most gathered elements (of layers that are not persistent) the prefetcher keeps at once"),
     NUM("zero_optimization.stage3_max_reuse_distance", ZT_KEY_I64, F(stage3_max_reuse_distance),
-        0, NOMAX, 1),
+        0, NOMAX, 1,
+        "A released layer stays gathered when the recorded order needs it again within this "
+        "many elements"),
     NUM("zero_optimization.stage3_param_persistence_threshold", ZT_KEY_I64,
-        F(stage3_param_persistence_threshold), 0, NOMAX, 1),
+        F(stage3_param_persistence_threshold), 0, NOMAX, 1,
+        "Layers with fewer elements stay in device memory on every rank (no gather, "
+        "all-reduced gradients) whatever offload_param says; 0 offloads every layer"),
     /* DeepSpeed's pydantic model accepts these field names as well as the stage3_ aliases */
     NUM("zero_optimization.prefetch_bucket_size", ZT_KEY_I64, F(stage3_prefetch_bucket_size), 0,
-        NOMAX, 1),
+        NOMAX, 1, ALIAS_DOC("stage3_prefetch_bucket_size")),
     NUM("zero_optimization.max_live_parameters", ZT_KEY_I64, F(stage3_max_live_parameters), 0,
-        NOMAX, 1),
+        NOMAX, 1, ALIAS_DOC("stage3_max_live_parameters")),
     NUM("zero_optimization.max_reuse_distance", ZT_KEY_I64, F(stage3_max_reuse_distance), 0,
-        NOMAX, 1),
+        NOMAX, 1, ALIAS_DOC("stage3_max_reuse_distance")),
     NUM("zero_optimization.param_persistence_threshold", ZT_KEY_I64,
-        F(stage3_param_persistence_threshold), 0, NOMAX, 1),
-    NUM("zero_optimization.reduce_bucket_size", ZT_KEY_I64, F(reduce_bucket_size), 1, NOMAX, 1),
+        F(stage3_param_persistence_threshold), 0, NOMAX, 1,
+        ALIAS_DOC("stage3_param_persistence_threshold")),
+    NUM("zero_optimization.reduce_bucket_size", ZT_KEY_I64, F(reduce_bucket_size), 1, NOMAX, 1,
+        "Accepted and not used yet: each layer's gradients are reduced on their own, not in "
+        "buckets"),
     /* 0 (accepted by DeepSpeed, common in public configs) means the default */
-    NUM("zero_optimization.sub_group_size", ZT_KEY_I64, F(sub_group_size), 0, NOMAX, 1),
-    BOOL("zero_optimization.overlap_comm", F(overlap_comm), 0),
-    BOOL("zero_optimization.contiguous_gradients", F(contiguous_gradients), 0),
-    BOOL("zero_optimization.zero_quantized_weights", F(zero_quantized_weights), 0),
-    BOOL("zero_optimization.zero_quantized_gradients", F(zero_quantized_gradients), 0),
+    NUM("zero_optimization.sub_group_size", ZT_KEY_I64, F(sub_group_size), 0, NOMAX, 1,
+        "Elements per sub-group of the NVMe-pipelined optimizer step (capped at 16M, in whole "
+        "swap blocks); 0 means the default"),
+    BOOL("zero_optimization.overlap_comm", F(overlap_comm), 0,
+         "Accepted, no effect: always on in ztier"),
+    BOOL("zero_optimization.contiguous_gradients", F(contiguous_gradients), 0,
+         "Accepted, no effect: always on in ztier"),
+    BOOL("zero_optimization.zero_quantized_weights", F(zero_quantized_weights), 0,
+         "ZeRO++ qwZ: all-gather parameters as int8 blocks (several ranks; not persistent layers)"),
+    BOOL("zero_optimization.zero_quantized_gradients", F(zero_quantized_gradients), 0,
+         "ZeRO++ qgZ: reduce gradients as int4 blocks (several ranks; a two-level all-to-all on "
+         "nodes of equal size)"),
     NUM("zero_optimization.zero_hpz_partition_size", ZT_KEY_INT, F(zero_hpz_partition_size), 1,
-        1 << 20, 0),
-    IGNORE("zero_optimization.round_robin_gradients"),
-    IGNORE("zero_optimization.stage3_gather_16bit_weights_on_model_save"),
-    IGNORE("zero_optimization.stage3_gather_fp16_weights_on_model_save"),
-    IGNORE("zero_optimization.gather_16bit_weights_on_model_save"),
-    IGNORE("zero_optimization.stage3_model_persistence_threshold"),
-    IGNORE("zero_optimization.model_persistence_threshold"),
-    IGNORE("zero_optimization.stage3_module_granularity_threshold"),
-    IGNORE("zero_optimization.allgather_partitions"),
-    IGNORE("zero_optimization.allgather_bucket_size"),
-    IGNORE("zero_optimization.reduce_scatter"),
-    IGNORE("zero_optimization.memory_efficient_linear"),
-    IGNORE("zero_optimization.ignore_unused_parameters"),
-    IGNORE("zero_optimization.elastic_checkpoint"),
-    IGNORE("zero_optimization.load_from_fp32_weights"),
-    IGNORE("zero_optimization.zero_quantized_nontrainable_weights"),
-    IGNORE("zero_optimization.log_trace_cache_warnings"),
-    IGNORE("zero_optimization.use_multi_rank_bucket_allreduce"),
-    IGNORE("zero_optimization.mics_shard_size"),
-    IGNORE("zero_optimization.mics_hierarchical_params_gather"),
-    IGNORE("zero_optimization.legacy_stage1"),
-    LEGACY("zero_optimization.cpu_offload"),
-    LEGACY("zero_optimization.cpu_offload_param"),
-    LEGACY("zero_optimization.cpu_offload_params"),
-    LEGACY("zero_optimization.cpu_offload_use_pin_memory"),
-    {"aio.block_size", ZT_KEY_I64, F(aio_block_size), 4096, 1 << 30, NULL, 0, 4096},
-    NUM("aio.queue_depth", ZT_KEY_INT, F(aio_queue_depth), 1, 4096, 0),
-    NUM("aio.intra_op_parallelism", ZT_KEY_INT, F(aio_intra_op_parallelism), 1, 256, 0),
-    NUM("aio.thread_count", ZT_KEY_INT, F(aio_intra_op_parallelism), 1, 256, 0), /* older name */
-    BOOL("aio.single_submit", F(aio_single_submit), 0),
-    BOOL("aio.overlap_events", F(aio_overlap_events), 0),
-    IGNORE("aio.use_gds"),
-    ENUM("optimizer.type", ZT_KEY_ENUM, F(optimizer_type), optimizer_types),
-    NUM("optimizer.params.lr", ZT_KEY_FLOAT, F(lr), 0, 1e3, 1),
-    {"optimizer.params.betas", ZT_KEY_BETAS, F(beta1), 0, 1, NULL, 1, 0},
-    NUM("optimizer.params.eps", ZT_KEY_FLOAT, F(eps), 0, 1, 1),
-    NUM("optimizer.params.weight_decay", ZT_KEY_FLOAT, F(weight_decay), 0, 1e3, 1),
-    BOOL("optimizer.params.adam_w_mode", F(adam_w_mode), 0),
-    IGNORE("optimizer.params.torch_adam"),
-    IGNORE("optimizer.params.bias_correction"),
-    IGNORE("optimizer.params.amsgrad"),
-    IGNORE("optimizer.params.fused"),
-    BOOL("bf16.enabled", F(bf16), 1),
-    IGNORE("bf16.immediate_grad_update"),
-    IGNORE("bf16.check_grad_overflow"),
-    BOOL("fp16.enabled", F(fp16), 1),
-    NUM("fp16.loss_scale", ZT_KEY_FLOAT, F(fp16_loss_scale), 0, NOMAX, 0),
-    NUM("fp16.initial_scale_power", ZT_KEY_INT, F(fp16_initial_scale_power), 0, 62, 0),
-    NUM("fp16.loss_scale_window", ZT_KEY_INT, F(fp16_loss_scale_window), 1, 1 << 30, 0),
-    NUM("fp16.hysteresis", ZT_KEY_INT, F(fp16_hysteresis), 1, 1 << 20, 0),
-    NUM("fp16.min_loss_scale", ZT_KEY_FLOAT, F(fp16_min_loss_scale), 0, NOMAX, 0),
-    IGNORE("fp16.consecutive_hysteresis"),
-    IGNORE("fp16.auto_cast"),
-    IGNORE("fp16.fp16_master_weights_and_grads"),
-    NUM("gradient_clipping", ZT_KEY_FLOAT, F(gradient_clipping), 0, NOMAX, 1),
-    NUM("gradient_accumulation_steps", ZT_KEY_INT, F(gradient_accumulation_steps), 1, 1 << 20, 1),
-    ENUM("ztier.device_backend", ZT_KEY_ENUM_STR, F(device_backend), device_backends),
-    ENUM("ztier.comm_backend", ZT_KEY_ENUM_STR, F(comm_backend), comm_backends),
+        1 << 20, 0,
+        "ZeRO++ hpZ: above 1, keep node-local secondary shards (nodes of ztier.ranks_per_node "
+        "ranks; off with a warning on unequal nodes)"),
+    IGNORE("zero_optimization.round_robin_gradients", UNUSED),
+    IGNORE("zero_optimization.stage3_gather_16bit_weights_on_model_save", UNUSED),
+    IGNORE("zero_optimization.stage3_gather_fp16_weights_on_model_save", UNUSED),
+    IGNORE("zero_optimization.gather_16bit_weights_on_model_save", UNUSED),
+    IGNORE("zero_optimization.stage3_model_persistence_threshold", UNUSED),
+    IGNORE("zero_optimization.model_persistence_threshold", UNUSED),
+    IGNORE("zero_optimization.stage3_module_granularity_threshold", UNUSED),
+    IGNORE("zero_optimization.allgather_partitions", UNUSED),
+    IGNORE("zero_optimization.allgather_bucket_size", UNUSED),
+    IGNORE("zero_optimization.reduce_scatter", UNUSED),
+    IGNORE("zero_optimization.memory_efficient_linear", UNUSED),
+    IGNORE("zero_optimization.ignore_unused_parameters", UNUSED),
+    IGNORE("zero_optimization.elastic_checkpoint", UNUSED),
+    IGNORE("zero_optimization.load_from_fp32_weights", UNUSED),
+    IGNORE("zero_optimization.zero_quantized_nontrainable_weights", UNUSED),
+    IGNORE("zero_optimization.log_trace_cache_warnings", UNUSED),
+    IGNORE("zero_optimization.use_multi_rank_bucket_allreduce", UNUSED),
+    IGNORE("zero_optimization.mics_shard_size", UNUSED),
+    IGNORE("zero_optimization.mics_hierarchical_params_gather", UNUSED),
+    IGNORE("zero_optimization.legacy_stage1", UNUSED),
+    LEGACY("zero_optimization.cpu_offload",
+           "Deprecated DeepSpeed switch: true is read as offload_optimizer.device \"cpu\" "
+           "(warned; giving both is an error)"),
+    LEGACY("zero_optimization.cpu_offload_param",
+           "Deprecated DeepSpeed switch: true is read as offload_param.device \"cpu\" (warned; "
+           "giving both is an error)"),
+    LEGACY("zero_optimization.cpu_offload_params",
+           "Deprecated DeepSpeed switch: true is read as offload_param.device \"cpu\" (warned; "
+           "giving both is an error)"),
+    LEGACY("zero_optimization.cpu_offload_use_pin_memory",
+           "Deprecated DeepSpeed switch: read as offload_param.pin_memory and "
+           "offload_optimizer.pin_memory (warned; giving both is an error)"),
+    {"aio.block_size", ZT_KEY_I64, F(aio_block_size), 4096, 1 << 30, NULL, 0, 4096,
+     "Bytes per NVMe swap block: the unit of each transfer and of ztier.verify_checksums"},
+    NUM("aio.queue_depth", ZT_KEY_INT, F(aio_queue_depth), 1, 4096, 0,
+        "Transfers in flight per swap space with io_uring; the thread-pool engine runs at most "
+        "this many workers"),
+    NUM("aio.intra_op_parallelism", ZT_KEY_INT, F(aio_intra_op_parallelism), 1, 256, 0,
+        "Workers of the thread-pool I/O engine (at most queue_depth; io_uring does not use it)"),
+    NUM("aio.thread_count", ZT_KEY_INT, F(aio_intra_op_parallelism), 1, 256, 0, /* older name */
+        "DeepSpeed's older name of aio.intra_op_parallelism"),
+    BOOL("aio.single_submit", F(aio_single_submit), 0, "Accepted and not used"),
+    BOOL("aio.overlap_events", F(aio_overlap_events), 0, "Accepted and not used"),
+    IGNORE("aio.use_gds", UNUSED),
+    ENUM("optimizer.type", ZT_KEY_ENUM, F(optimizer_type), optimizer_types,
+         "\"AdamW\", or \"Adam\": decoupled decay too unless adam_w_mode is false, and weight "
+         "decay 0 unless given"),
+    NUM("optimizer.params.lr", ZT_KEY_FLOAT, F(lr), 0, 1e3, 1,
+        "Learning rate (zt_step_args may set it per step)"),
+    {"optimizer.params.betas", ZT_KEY_BETAS, F(beta1), 0, 1, NULL, 1, 0,
+     "Adam's [beta1, beta2]"},
+    NUM("optimizer.params.eps", ZT_KEY_FLOAT, F(eps), 0, 1, 1, "Adam's epsilon"),
+    NUM("optimizer.params.weight_decay", ZT_KEY_FLOAT, F(weight_decay), 0, 1e3, 1,
+        "Weight decay: 0.01 for \"AdamW\" and 0 for \"Adam\" unless given (zt_step_args may set "
+        "it per step)"),
+    BOOL("optimizer.params.adam_w_mode", F(adam_w_mode), 0,
+         "With \"Adam\": true decays weights decoupled (AdamW), false adds the decay to the "
+         "gradient (L2)"),
+    IGNORE("optimizer.params.torch_adam", UNUSED),
+    IGNORE("optimizer.params.bias_correction", UNUSED),
+    IGNORE("optimizer.params.amsgrad", UNUSED),
+    IGNORE("optimizer.params.fused", UNUSED),
+    BOOL("bf16.enabled", F(bf16), 1,
+         "The trainer's parameters and gradients in bf16 (fp32 master and optimizer state); not "
+         "with fp16.enabled"),
+    IGNORE("bf16.immediate_grad_update", UNUSED),
+    IGNORE("bf16.check_grad_overflow", UNUSED),
+    BOOL("fp16.enabled", F(fp16), 1,
+         "The trainer's parameters and gradients in fp16, with loss scaling (fp32 master and "
+         "optimizer state); not with bf16.enabled"),
+    NUM("fp16.loss_scale", ZT_KEY_FLOAT, F(fp16_loss_scale), 0, NOMAX, 0,
+        "A fixed loss scale; 0 means dynamic"),
+    NUM("fp16.initial_scale_power", ZT_KEY_INT, F(fp16_initial_scale_power), 0, 62, 0,
+        "The dynamic loss scale starts at 2 to this power"),
+    NUM("fp16.loss_scale_window", ZT_KEY_INT, F(fp16_loss_scale_window), 1, 1 << 30, 0,
+        "The dynamic loss scale doubles after this many steps without overflow"),
+    NUM("fp16.hysteresis", ZT_KEY_INT, F(fp16_hysteresis), 1, 1 << 20, 0,
+        "The dynamic loss scale halves after this many overflowing (skipped) steps"),
+    NUM("fp16.min_loss_scale", ZT_KEY_FLOAT, F(fp16_min_loss_scale), 0, NOMAX, 0,
+        "The dynamic loss scale never halves below this"),
+    IGNORE("fp16.consecutive_hysteresis", UNUSED),
+    IGNORE("fp16.auto_cast", UNUSED),
+    IGNORE("fp16.fp16_master_weights_and_grads", UNUSED),
+    NUM("gradient_clipping", ZT_KEY_FLOAT, F(gradient_clipping), 0, NOMAX, 1,
+        "Clip the global gradient norm to this; 0 turns clipping off"),
+    NUM("gradient_accumulation_steps", ZT_KEY_INT, F(gradient_accumulation_steps), 1, 1 << 20, 1,
+        "Micro-steps (backward passes) averaged per zt_step"),
+    ENUM("ztier.device_backend", ZT_KEY_ENUM_STR, F(device_backend), device_backends,
+         "\"host\": device memory is budgeted host memory (the stand-in \"HBM\"); \"cuda\": a GPU"),
+    ENUM("ztier.comm_backend", ZT_KEY_ENUM_STR, F(comm_backend), comm_backends,
+         "\"auto\": mpi when the launcher started several ranks (with cuda, nccl over it), else "
+         "single; fixed at zt_runtime_create"),
     /* any budget: commit refuses one below what the largest layer needs */
-    NUM("ztier.hbm_capacity", ZT_KEY_BYTES, F(hbm_capacity), 1, NOMAX, 0),
-    NUM("ztier.host_capacity", ZT_KEY_BYTES, F(host_capacity), 0, NOMAX, 0),
-    ENUM("ztier.io_engine", ZT_KEY_ENUM, F(io_engine), io_engines),
-    BOOL("ztier.verify_checksums", F(verify_checksums), 0),
-    BOOL("ztier.allow_buffered_io", F(allow_buffered_io), 0),
-    NUM("ztier.optimizer_threads", ZT_KEY_INT, F(optimizer_threads), 0, 4096, 0),
-    ENUM("ztier.adam_variant", ZT_KEY_ENUM_STR, F(adam_variant), adam_variants),
-    NUM("ztier.ranks_per_node", ZT_KEY_INT, F(ranks_per_node), 0, 1 << 20, 0),
-    NUM("ztier.quant_block_size", ZT_KEY_INT, F(quant_block_size), 16, 1 << 16, 0),
-    {"ztier.trace_path", ZT_KEY_PATH, F(trace_path), 0, 0, NULL, 0, 0},
-    NUM("ztier.device_index", ZT_KEY_INT, F(device_index), -1, 1024, 0),
-    ENUM("ztier.device_optimizer", ZT_KEY_ENUM, F(device_optimizer), on_off_auto),
-    ENUM("ztier.grad_accum_dtype", ZT_KEY_ENUM, F(grad_accum_bf16), accum_dtypes),
-    NUM("ztier.pinned_limit", ZT_KEY_BYTES, F(pinned_limit), 0, NOMAX, 1),
-    ENUM("ztier.overlap_step", ZT_KEY_ENUM, F(overlap_step), on_off_auto),
-    NUM("ztier.gradient_landing_buffers", ZT_KEY_INT, F(gradient_landing_buffers), 1, 64, 0),
-    NUM("ztier.checkpoint_keep", ZT_KEY_INT, F(checkpoint_keep), 1, 1000, 0),
-    ENUM("ztier.log_level", ZT_KEY_ENUM, F(log_level), log_levels),
+    NUM("ztier.hbm_capacity", ZT_KEY_BYTES, F(hbm_capacity), 1, NOMAX, 0,
+        "Device memory budget; unset: 8 GiB on the host backend, the GPU's free memory less a "
+        "reserve on cuda; commit names the layer a too small one cannot hold (ZT_HBM_CAPACITY)"),
+    NUM("ztier.host_capacity", ZT_KEY_BYTES, F(host_capacity), 0, NOMAX, 0,
+        "Bound on the host tier's bytes (an allocation past it fails naming its owner); 0: no "
+        "bound"),
+    ENUM("ztier.io_engine", ZT_KEY_ENUM, F(io_engine), io_engines,
+         "NVMe I/O engine: \"auto\" io_uring, or the thread pool (warned) where io_uring cannot "
+         "be set up; \"io_uring\" fails there (ZT_IO_ENGINE)"),
+    BOOL("ztier.verify_checksums", F(verify_checksums), 0,
+         "Keep a CRC-32 of every NVMe block written and check it when read back (a mismatch is "
+         "ZT_ERR_CORRUPT)"),
+    BOOL("ztier.allow_buffered_io", F(allow_buffered_io), 0,
+         "Use buffered I/O on a swap folder without O_DIRECT (tmpfs, ...), with a warning; "
+         "else such a folder is an error"),
+    NUM("ztier.optimizer_threads", ZT_KEY_INT, F(optimizer_threads), 0, 4096, 0,
+        "Threads of the pool that runs Adam, the norm, gradient sums and quantization (the "
+        "caller counts as one); 0: every online core (ZT_THREADS)"),
+    ENUM("ztier.adam_variant", ZT_KEY_ENUM_STR, F(adam_variant), adam_variants,
+         "CPU Adam kernel: \"auto\" the best this CPU has; a named one fails where the CPU or "
+         "build lacks it (ZT_ADAM_VARIANT)"),
+    NUM("ztier.ranks_per_node", ZT_KEY_INT, F(ranks_per_node), 0, 1 << 20, 0,
+        "Ranks per node for ZeRO++ (hpZ, qgZ's two levels); 0: the launcher's "
+        "OMPI_COMM_WORLD_LOCAL_SIZE, else all ranks on one node"),
+    NUM("ztier.quant_block_size", ZT_KEY_INT, F(quant_block_size), 16, 1 << 16, 0,
+        "Elements per ZeRO++ quantization block (qwZ, qgZ)"),
+    {"ztier.trace_path", ZT_KEY_PATH, F(trace_path), 0, 0, NULL, 0, 0,
+     "Write a timeline trace here (docs/trace.md); \"{rank}\" becomes the rank, else several "
+     "ranks append .<rank>; \"\": none (ZT_TRACE)"},
+    NUM("ztier.device_index", ZT_KEY_INT, F(device_index), -1, 1024, 0,
+        "cuda: the GPU to use; -1: with several ranks on the machine the rank's local index, "
+        "else the caller's current device"),
+    ENUM("ztier.device_optimizer", ZT_KEY_ENUM, F(device_optimizer), on_off_auto,
+         "With offload_optimizer.device \"none\", where Adam runs: \"auto\" on the device with "
+         "cuda, on the CPU with host; \"on\" on the device; \"off\" on the CPU (state in host "
+         "memory)"),
+    ENUM("ztier.grad_accum_dtype", ZT_KEY_ENUM, F(grad_accum_bf16), accum_dtypes,
+         "Gradient accumulators in \"fp32\", or \"bf16\" (each micro-step's sum rounded once; "
+         "half the memory; not with the optimizer on the device)"),
+    NUM("ztier.pinned_limit", ZT_KEY_BYTES, F(pinned_limit), 0, NOMAX, 1,
+        "Most host memory ztier pins; refusals are logged once and counted in zt_stats"),
+    ENUM("ztier.overlap_step", ZT_KEY_ENUM, F(overlap_step), on_off_auto,
+         "zt_step leaves each layer's update to the first later call that needs it: \"auto\" "
+         "with the optimizer state on NVMe, \"on\" also in host memory, \"off\" never"),
+    NUM("ztier.gradient_landing_buffers", ZT_KEY_INT, F(gradient_landing_buffers), 1, 64, 0,
+        "Pinned host buffers for the gradients of stream-ordered backward releases; more "
+        "releases in flight wait (zt_stats.host_syncs)"),
+    NUM("ztier.checkpoint_keep", ZT_KEY_INT, F(checkpoint_keep), 1, 1000, 0,
+        "The newest committed checkpoints kept per checkpoint folder"),
+    ENUM("ztier.log_level", ZT_KEY_ENUM, F(log_level), log_levels,
+         "Log level; unset: warn. ZT_LOG overrides it, and zt_options.log_level both"),
     /* DeepSpeed settings (whole subtrees) for things outside ztier's scope. */
-    IGNORE("train_batch_size"),
-    IGNORE("train_micro_batch_size_per_gpu"),
-    IGNORE("steps_per_print"),
-    IGNORE("wall_clock_breakdown"),
-    IGNORE("memory_breakdown"),
-    IGNORE("dump_state"),
-    IGNORE("scheduler"),
-    IGNORE("zero_allow_untested_optimizer"),
-    IGNORE("zero_force_ds_cpu_optimizer"),
-    IGNORE("activation_checkpointing"),
-    IGNORE("flops_profiler"),
-    IGNORE("tensorboard"),
-    IGNORE("wandb"),
-    IGNORE("csv_monitor"),
-    IGNORE("comms_logger"),
-    IGNORE("communication_data_type"),
-    IGNORE("seq_parallel_communication_data_type"),
-    IGNORE("data_types"),
-    IGNORE("prescale_gradients"),
-    IGNORE("gradient_predivide_factor"),
-    IGNORE("sparse_gradients"),
-    IGNORE("fp32_allreduce"),
-    IGNORE("amp"),
-    IGNORE("checkpoint"),
-    IGNORE("elasticity"),
-    IGNORE("autotuning"),
-    IGNORE("compression_training"),
-    IGNORE("data_efficiency"),
-    IGNORE("curriculum_learning"),
-    IGNORE("sequence_parallel_size"),
-    IGNORE("dataloader_drop_last"),
-    IGNORE("nebula"),
-    {NULL, 0, 0, 0, 0, NULL, 0, 0},
+    IGNORE("train_batch_size", UNUSED),
+    IGNORE("train_micro_batch_size_per_gpu", UNUSED),
+    IGNORE("steps_per_print", UNUSED),
+    IGNORE("wall_clock_breakdown", UNUSED),
+    IGNORE("memory_breakdown", UNUSED),
+    IGNORE("dump_state", UNUSED),
+    IGNORE("scheduler", UNUSED "; the trainer may set lr per step through zt_step_args"),
+    IGNORE("zero_allow_untested_optimizer", UNUSED),
+    IGNORE("zero_force_ds_cpu_optimizer", UNUSED),
+    IGNORE("activation_checkpointing", UNUSED "; activations are the trainer's"),
+    IGNORE("flops_profiler", UNUSED),
+    IGNORE("tensorboard", UNUSED),
+    IGNORE("wandb", UNUSED),
+    IGNORE("csv_monitor", UNUSED),
+    IGNORE("comms_logger", UNUSED),
+    IGNORE("communication_data_type", UNUSED),
+    IGNORE("seq_parallel_communication_data_type", UNUSED),
+    IGNORE("data_types", UNUSED),
+    IGNORE("prescale_gradients", UNUSED),
+    IGNORE("gradient_predivide_factor", UNUSED),
+    IGNORE("sparse_gradients", UNUSED),
+    IGNORE("fp32_allreduce", UNUSED),
+    IGNORE("amp", UNUSED),
+    IGNORE("checkpoint", UNUSED "; see zt_checkpoint_save"),
+    IGNORE("elasticity", UNUSED),
+    IGNORE("autotuning", UNUSED),
+    IGNORE("compression_training", UNUSED),
+    IGNORE("data_efficiency", UNUSED),
+    IGNORE("curriculum_learning", UNUSED),
+    IGNORE("sequence_parallel_size", UNUSED),
+    IGNORE("dataloader_drop_last", UNUSED),
+    IGNORE("nebula", UNUSED),
+    {NULL, 0, 0, 0, 0, NULL, 0, 0, NULL},
 };
 
 const char *const zt_config_objects[] = {

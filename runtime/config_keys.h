@@ -32,6 +32,7 @@ typedef struct zt_config_key {
     const char *const *values; /* ENUM / ENUM_STR: NULL-terminated, shown as written here */
     int auto_ok;               /* DeepSpeed's "auto" means: keep ztier's default */
     int multiple;              /* numeric kinds: the value must be a multiple of this (0: any) */
+    const char *doc;           /* one line for people: what the key does (docs/config.md) */
 } zt_config_key;
 
 /* Terminated by a NULL path. A canonical key comes before its aliases (same offset). */
