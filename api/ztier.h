@@ -226,7 +226,7 @@ ZT_API zt_status zt_runtime_create(const zt_options *opts, const char *config_js
  *   zt_config_set(rt, "optimizer.params.betas", "[0.9, 0.95]");
  *   zt_config_set(rt, "zero_optimization.offload_param", "{\"device\": \"cpu\"}");
  *   zt_config_set(rt, NULL, "{\"gradient_clipping\": 1.0}");   (a whole document)
- * path: a dotted path of the DeepSpeed schema (see README), or NULL/"" to merge the object in
+ * path: a dotted path of the DeepSpeed schema (see docs/config.md), or NULL/"" to merge the object in
  * value. value: JSON text; text that is not valid JSON is taken as a string ("nvme", a folder
  * path). Same checks and messages as the config file, except that an unknown key is an error.
  * Merge order, later wins: defaults, the config file (zt_options.config_path, else

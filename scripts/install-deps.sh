@@ -13,6 +13,8 @@ packages=(
   libopenmpi-dev openmpi-bin  # mpi comm backend and multi-rank tests
   libopenblas-dev  # GPT-2 example matmuls
   fio              # the NVMe benchmark's reference
+  python3          # the layer, docs and config-reference checks
+  clang-format     # the layout check (tests/format)
 )
 
 missing=()

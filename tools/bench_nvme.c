@@ -96,7 +96,7 @@ static double run_fio(const nvme_opts *o, const fio_target *t, const char *rw, i
  * depth. Some read faster the more memory the transfers spread over: fio reuses one buffer
  * per transfer in flight, where ztier reads into distinct buffers; the deeper run spreads
  * fio's buffers over more memory (on the development VM that still leaves fio below ztier:
- * see the README). */
+ * see docs/benchmarks.md). */
 static int fio_depths(const nvme_opts *o, int depth[FIO_DEPTHS])
 {
     int n = 0;

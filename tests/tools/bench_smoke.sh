@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every `ztier bench` runs to the end at a tiny size and prints its JSON line with the
-# fields the README quotes; --backend cuda fails with its cause where there is no GPU (or
+# fields docs/benchmarks.md quotes; --backend cuda fails with its cause where there is no GPU (or
 # runs where there is one). Not a timing test: the figures are only checked to be numbers
 # (and ratios positive).
 #   bench_smoke.sh <ztier>
