@@ -1,17 +1,13 @@
 /* Per-layer execution: fetch makes a layer's full parameters ready through the prefetcher
- * (and allocates zeroed gradient buffers for the backward pass); release ends the hold and,
- * after a backward pass, reduce-scatters the gradients and accumulates this rank's shard in
- * fp32.
+ * (and allocates zeroed gradient buffers for the backward pass), bringing the layer up to
+ * date first when an overlapped step is in progress; release ends the hold and, after a
+ * backward pass, hands the gradients to the reduction (runtime/reduce.c).
  *
  * With the caller's stream (zt_fetch_async / zt_release_async) nothing here waits for the
  * device on a single rank: a fetch orders the caller's stream after the layer's copy and
- * zeroes gradients on that stream; a release records the caller's stream on rt->device.stream (the
- * fence of every device free: no buffer is reused before the caller's stream passes its
- * release), queues the gradients' copy to a landing buffer on rt->device.stream, and the copied
- * shard is added to the fp32 accumulator later (pending reductions, first in first out) by
- * the first call that finds the copy done, or by the next call that needs the sums. Under
- * several ranks the gradient collective runs on the host (MPI), so a release waits for the
- * caller's stream there. Every wait for the device is counted (zt_stats.host_syncs). */
+ * zeroes gradients on that stream; a release first records the caller's stream on ztier's
+ * stream, the fence of every device free (no buffer is reused before the caller's stream
+ * passes its release). Every wait for the device is counted (zt_stats.host_syncs). */
 #include "core/align.h"
 #include "core/convert.h"
 #include "core/time.h"
@@ -27,19 +23,6 @@ static const char *pass_name(zt_pass pass)
     return pass == ZT_FORWARD ? "forward" : pass == ZT_BACKWARD ? "backward" : "inference";
 }
 
-/* Waits for a stream, counted. */
-static zt_status sync_stream(zt_runtime *rt, zt_stream *s)
-{
-    rt->stats.host_syncs++;
-    return zt_device_stream_synchronize(rt->device.dev, s, &rt->err);
-}
-
-static zt_status sync_event(zt_runtime *rt, zt_event *e)
-{
-    rt->stats.host_syncs++;
-    return zt_device_event_synchronize(rt->device.dev, e, &rt->err);
-}
-
 /* Zeroed gradient buffers: on the caller's stream, or on rt->device.stream and waited for. */
 static zt_status alloc_grads(zt_runtime *rt, zt_layer *L, zt_stream *caller)
 {
@@ -49,7 +32,7 @@ static zt_status alloc_grads(zt_runtime *rt, zt_layer *L, zt_stream *caller)
     if (st == ZT_OK)
         st = zt_device_memset_async(rt->device.dev, L->grads, 0, bytes, s, &rt->err);
     if (st == ZT_OK && !caller)
-        st = sync_stream(rt, s);
+        st = zt_rt_sync_stream(rt, s);
     return st;
 }
 
@@ -63,7 +46,7 @@ static zt_status order_after(zt_runtime *rt, zt_event *ready, zt_stream *caller)
         return zt_device_stream_wait_event(rt->device.dev, caller, ready, &rt->err);
     if (zt_device_event_query(rt->device.dev, ready) == 1)
         return ZT_OK;
-    return sync_event(rt, ready);
+    return zt_rt_sync_event(rt, ready);
 }
 
 static void fill_views(zt_runtime *rt, zt_layer *L, zt_pass pass, void *full,
@@ -134,364 +117,6 @@ zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_stream *caller
     return ZT_OK;
 }
 
-/* grad_acc += shard (of dtype), on the optimizer pool. The step's last accumulation also
- * takes the gradient norm's sums while each chunk is in cache, so zt_step need not read the
- * accumulator again for them. */
-static void accumulate_shard(zt_runtime *rt, zt_layer *L, const void *shard, zt_dtype dtype)
-{
-    int last = L->accum_count + 1 >= rt->cfg.gradient_accumulation_steps;
-    int64_t bad = 0;
-    /* the step's first micro-step overwrites: the sums are not zeroed between steps */
-    double sum = zt_grad_accumulate(rt->cpu.pool, rt->cpu.adam_variant, L->grad_acc, rt->reg.acc_dtype,
-                                    shard, dtype, L->shard_numel, zt_rt_grad_average_factor(rt),
-                                    last ? &bad : NULL, L->accum_count == 0);
-    L->norm_valid = last;
-    L->norm_sumsq = sum;
-    L->norm_bad = bad;
-}
-
-/* A communicator whose collectives run on the device (nccl): ordered after device work by
- * an event and device work after them, with no host wait either way. */
-static int device_ordered(const zt_runtime *rt) { return zt_comm_device_ordered(rt->dist.comm); }
-
-/* The input of the next collective is ready once `e` is: the comm's stream waits for it on
- * the device, or (host-memory backends) the host does. */
-static zt_status comm_after(zt_runtime *rt, zt_event *e)
-{
-    if (device_ordered(rt))
-        return zt_comm_wait_event(rt->dist.comm, rt->device.dev, e, &rt->err);
-    return sync_event(rt, e);
-}
-
-/* ... once what is queued on s now is done. */
-static zt_status comm_after_stream(zt_runtime *rt, zt_stream *s)
-{
-    zt_status st = rt->reduce.comm_ready ? ZT_OK
-                                  : zt_device_event_create(rt->device.dev, &rt->reduce.comm_ready, &rt->err);
-    if (st == ZT_OK)
-        st = zt_device_event_record(rt->device.dev, rt->reduce.comm_ready, s, &rt->err);
-    return st == ZT_OK ? comm_after(rt, rt->reduce.comm_ready) : st;
-}
-
-/* A collective's result is needed on rt->device.stream: it waits for it on the device, or (host
- * backends) the host waits for the collective. */
-static zt_status stream_after_comm(zt_runtime *rt, zt_comm_req *req)
-{
-    return zt_comm_complete_on(rt->dist.comm, req, rt->device.stream, &rt->err);
-}
-
-/* 16-bit gradients are widened to fp32 on the device before they are summed over ranks, so
- * no rank's contribution is rounded to 16 bits in the sum. */
-static zt_status widen_grads(zt_runtime *rt, zt_layer *L, void **wide)
-{
-    size_t n = (size_t)L->flat_numel;
-    zt_status st = zt_prefetcher_alloc(rt->prefetch, n * sizeof(float), wide, &rt->err);
-    if (st == ZT_OK)
-        st = zt_device_cast_async(rt->device.dev, *wide, ZT_F32, L->grads, rt->reg.dtype, n,
-                                        rt->device.stream, &rt->err);
-    if (st == ZT_OK)
-        st = comm_after_stream(rt, rt->device.stream);
-    return st;
-}
-
-/* Sums over ranks (in place at the start of buf), copies this rank's shard to the host and
- * adds it to the fp32 accumulator. */
-static zt_status reduce_in_place(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt)
-{
-    zt_comm_req req = {0};
-    zt_topology_count(&rt->dist.topo,
-                      (uint64_t)L->shard_numel * zt_dtype_size(dt) * (L->persistent ? 2 : 1));
-    zt_status st = L->persistent /* replicated: every rank needs the whole sum */
-                       ? zt_comm_allreduce(rt->dist.comm, buf, buf, (size_t)L->shard_numel,
-                                                    zt_comm_dtype_of(dt), ZT_REDUCE_SUM, &req,
-                                                    &rt->err)
-                       : zt_comm_reduce_scatter(rt->dist.comm, buf, buf,
-                                                         (size_t)L->shard_numel,
-                                                         zt_comm_dtype_of(dt), ZT_REDUCE_SUM,
-                                                         &req, &rt->err);
-    if (st == ZT_OK)
-        st = stream_after_comm(rt, &req);
-    if (st == ZT_OK && rt->opt.on_device) /* summed on the device, on ztier's stream */
-        return zt_dev_opt_accumulate(rt, L, buf, dt);
-    void *host = rt->opt.staging_lp; /* holds one fp32 shard */
-    size_t bytes = (size_t)L->shard_numel * zt_dtype_size(dt);
-    if (st == ZT_OK)
-        st = zt_device_copy_sync(rt->device.dev, host, buf, bytes, ZT_COPY_D2H, rt->device.stream, &rt->err);
-    if (st != ZT_OK)
-        return st;
-    rt->stats.d2h_bytes += bytes;
-    rt->stats.reduced_bytes += (uint64_t)L->flat_numel * zt_dtype_size(dt);
-    accumulate_shard(rt, L, host, dt);
-    L->accum_count++;
-    return ZT_OK;
-}
-
-/* qgZ's device buffers: its transfer scratch and, unless the sum goes straight into a device
- * accumulator (the optimizer on the device), a zeroed fp32 shard for the sum. */
-typedef struct qgz_buffers {
-    void *scratch, *sum;
-    size_t scratch_bytes;
-} qgz_buffers;
-
-static zt_status alloc_qgz(zt_runtime *rt, zt_layer *L, qgz_buffers *q)
-{
-    q->scratch_bytes = zt_qgz_scratch_bytes(rt->dist.topo.size, rt->dist.topo.node_ranks, L->shard_numel,
-                                            rt->cfg.quant_block_size);
-    zt_status st = zt_prefetcher_alloc(rt->prefetch, q->scratch_bytes, &q->scratch, &rt->err);
-    size_t bytes = (size_t)L->shard_numel * sizeof(float);
-    if (st == ZT_OK && !rt->opt.on_device)
-        st = zt_prefetcher_alloc(rt->prefetch, bytes, &q->sum, &rt->err);
-    if (st == ZT_OK && q->sum)
-        st = zt_device_memset_async(rt->device.dev, q->sum, 0, bytes, rt->device.stream, &rt->err);
-    if (st != ZT_OK)
-        zt_error_prefix(&rt->err, "qgZ's buffers: ");
-    return st;
-}
-
-static void free_qgz(zt_runtime *rt, qgz_buffers *q)
-{
-    zt_device_tier_free(&rt->tiers.dtier, q->scratch);
-    zt_device_tier_free(&rt->tiers.dtier, q->sum);
-}
-
-/* qgZ: the int4 reduction of fp32 gradients in device memory; its sum goes straight into a
- * device accumulator (the optimizer on the device), else through q->sum and the host staging
- * buffer into the host accumulator, as an unquantized reduction's does. */
-static zt_status qgz_reduce(zt_runtime *rt, zt_layer *L, const float *grads, const qgz_buffers *q)
-{
-    float *acc = rt->opt.on_device ? L->grad_acc : q->sum;
-    zt_status st = zt_qgz_reduce(&rt->dist.topo, grads, L->shard_numel, rt->cfg.quant_block_size, acc,
-                                 q->scratch, q->scratch_bytes, L->name, rt->device.stream, &rt->err);
-    if (rt->opt.on_device) {
-        L->accum_count += st == ZT_OK;
-        return st;
-    }
-    size_t bytes = (size_t)L->shard_numel * sizeof(float);
-    if (st == ZT_OK)
-        st = zt_device_copy_sync(rt->device.dev, rt->opt.staging, q->sum, bytes, ZT_COPY_D2H, rt->device.stream,
-                                 &rt->err);
-    if (st != ZT_OK)
-        return st;
-    rt->stats.d2h_bytes += bytes;
-    accumulate_shard(rt, L, rt->opt.staging, ZT_F32);
-    L->accum_count++;
-    return ZT_OK;
-}
-
-/* Sums the layer's gradients over ranks into this rank's fp32 accumulator. What can fail
- * before the collective (widening, qgZ's buffers) is agreed on first, so a rank that fails
- * there stops every rank at once instead of leaving them in the collective. */
-static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
-{
-    void *buf = L->grads, *wide = NULL;
-    qgz_buffers q = {0};
-    zt_dtype dt = rt->reg.dtype;
-    int qgz = rt->cfg.zero_quantized_gradients && rt->dist.world > 1 && !L->persistent;
-    int widen = dt != ZT_F32 && rt->dist.world > 1;
-    zt_status st = ZT_OK;
-    if (widen) {
-        st = widen_grads(rt, L, &wide);
-        buf = wide, dt = ZT_F32;
-    }
-    if (st == ZT_OK && qgz)
-        st = alloc_qgz(rt, L, &q);
-    if (widen || qgz) /* the same on every rank: the configuration decides */
-        st = zt_comm_agree(rt->dist.comm, st, "the gradient reduction", &rt->err);
-    if (st == ZT_OK && qgz) {
-        st = qgz_reduce(rt, L, buf, &q);
-    } else if (st == ZT_OK) {
-        st = reduce_in_place(rt, L, buf, dt);
-    }
-    free_qgz(rt, &q);
-    zt_device_tier_free(&rt->tiers.dtier, wide);
-    return st;
-}
-
-/* ---- pending reductions (single rank, stream-ordered release) ---- */
-
-static zt_pending_reduction *pending_at(zt_runtime *rt, int k)
-{
-    return &rt->reduce.pending[(rt->reduce.pending_head + k) % rt->reduce.n_landing];
-}
-
-/* Adds the oldest pending reduction to its accumulator; with wait, waits for its copy. 0 when
- * it is not done yet (only without wait). */
-static int complete_oldest(zt_runtime *rt, int wait)
-{
-    zt_pending_reduction *p = pending_at(rt, 0);
-    zt_event *copied = rt->reduce.landing_copied[p->buf];
-    int done = zt_device_event_query(rt->device.dev, copied);
-    if (done == 0 && !wait)
-        return 0;
-    zt_layer *L = &rt->reg.layers[p->layer];
-    zt_error e = {0};
-    if (done == 0) {
-        rt->stats.host_syncs++;
-        done = zt_device_event_synchronize(rt->device.dev, copied, &e) == ZT_OK ? 1 : -1;
-    }
-    if (done < 0 && rt->async_err.status == ZT_OK) /* the copy failed: this step's sums are */
-        ZT_ERR(&rt->async_err, ZT_ERR_DEVICE,  /* incomplete */
-               "the copy of layer '%s''s gradients to the host failed (%s); the gradients of "
-               "this step are incomplete: load a checkpoint",
-               L->name, e.msg[0] ? e.msg : "event query failed");
-    if (done > 0) {
-        accumulate_shard(rt, L, rt->reduce.landing[p->buf], rt->reg.dtype);
-        L->accum_count++;
-        size_t bytes = (size_t)L->shard_numel * zt_dtype_size(rt->reg.dtype);
-        rt->stats.d2h_bytes += bytes;
-        rt->stats.reduced_bytes += bytes;
-    }
-    rt->reduce.pending_head = (rt->reduce.pending_head + 1) % rt->reduce.n_landing;
-    rt->reduce.n_pending--;
-    return 1;
-}
-
-void zt_rt_poll_reductions(zt_runtime *rt)
-{
-    while (rt->reduce.n_pending && complete_oldest(rt, 0))
-        ;
-}
-
-zt_status zt_rt_finish_reductions(zt_runtime *rt)
-{
-    while (rt->reduce.n_pending)
-        complete_oldest(rt, 1);
-    zt_status st = ZT_OK;
-    if (rt->reduce.caller_done) { /* rt->device.stream waits for every caller release: wait for it */
-        st = sync_stream(rt, rt->device.stream);
-        zt_device_tier_reclaim(&rt->tiers.dtier, 0);
-    }
-    return st;
-}
-
-/* Pinned landing buffers, made at the first stream-ordered backward release. */
-static zt_status open_landing(zt_runtime *rt)
-{
-    size_t largest = 0;
-    for (int i = 0; i < rt->reg.n_layers; i++) {
-        size_t b = (size_t)rt->reg.layers[i].shard_numel * zt_dtype_size(rt->reg.dtype);
-        largest = b > largest ? b : largest;
-    }
-    int n = rt->cfg.gradient_landing_buffers;
-    rt->reduce.landing = calloc((size_t)n, sizeof *rt->reduce.landing);
-    rt->reduce.landing_copied = calloc((size_t)n, sizeof *rt->reduce.landing_copied);
-    rt->reduce.pending = calloc((size_t)n, sizeof *rt->reduce.pending);
-    if (!rt->reduce.landing || !rt->reduce.landing_copied || !rt->reduce.pending) {
-        zt_rt_free_landing(rt);
-        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of host memory for the landing buffers");
-    }
-    rt->reduce.landing_bytes = largest;
-    rt->reduce.n_landing = n;
-    zt_status st = ZT_OK;
-    size_t bytes = zt_round_up(largest ? largest : 1, ZT_PAGE_BYTES);
-    for (int k = 0; k < n && st == ZT_OK; k++) {
-        if (posix_memalign(&rt->reduce.landing[k], ZT_PAGE_BYTES, bytes) != 0) {
-            rt->reduce.landing[k] = NULL;
-            st = ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of host memory");
-            break;
-        }
-        zt_pin(&rt->tiers.pinner, rt->reduce.landing[k], bytes, "gradient landing buffers");
-        st = zt_device_event_create(rt->device.dev, &rt->reduce.landing_copied[k], &rt->err);
-    }
-    if (st != ZT_OK) {
-        zt_error_prefix(&rt->err, "%d gradient landing buffers of %zu bytes "
-                                  "(ztier.gradient_landing_buffers): ", n, largest);
-        zt_rt_free_landing(rt);
-    }
-    return st;
-}
-
-void zt_rt_free_landing(zt_runtime *rt)
-{
-    for (int k = 0; k < rt->reduce.n_landing; k++) {
-        zt_unpin(&rt->tiers.pinner, rt->reduce.landing[k]);
-        free(rt->reduce.landing[k]);
-        if (rt->reduce.landing_copied[k])
-            zt_device_event_destroy(rt->device.dev, rt->reduce.landing_copied[k]);
-    }
-    free(rt->reduce.landing), free(rt->reduce.landing_copied), free(rt->reduce.pending);
-    rt->reduce.landing = NULL, rt->reduce.landing_copied = NULL, rt->reduce.pending = NULL;
-    rt->reduce.n_landing = rt->reduce.n_pending = rt->reduce.pending_head = 0;
-}
-
-/* A landing buffer no pending reduction uses (waiting for the oldest when all are). */
-static int free_landing(zt_runtime *rt)
-{
-    if (rt->reduce.n_pending == rt->reduce.n_landing)
-        complete_oldest(rt, 1);
-    for (int k = 0; k < rt->reduce.n_landing; k++) {
-        int used = 0;
-        for (int j = 0; j < rt->reduce.n_pending; j++)
-            used |= pending_at(rt, j)->buf == k;
-        if (!used)
-            return k;
-    }
-    return -1; /* not reached: n_pending < n_landing */
-}
-
-/* Single rank: the gradients are the shard. Their copy to a landing buffer is queued on
- * rt->device.stream (which already waits for the caller's release) and added later. */
-static zt_status queue_reduction(zt_runtime *rt, zt_layer *L)
-{
-    zt_status st = rt->reduce.landing ? ZT_OK : open_landing(rt);
-    if (st != ZT_OK)
-        return st;
-    int k = free_landing(rt);
-    size_t bytes = (size_t)L->shard_numel * zt_dtype_size(rt->reg.dtype);
-    st = zt_device_memcpy_async(rt->device.dev, rt->reduce.landing[k], L->grads, bytes, ZT_COPY_D2H,
-                                      rt->device.stream, &rt->err);
-    if (st == ZT_OK)
-        st = zt_device_event_record(rt->device.dev, rt->reduce.landing_copied[k], rt->device.stream, &rt->err);
-    if (st != ZT_OK)
-        return st;
-    *pending_at(rt, rt->reduce.n_pending) = (zt_pending_reduction){(int)(L - rt->reg.layers), k};
-    rt->reduce.n_pending++;
-    return ZT_OK;
-}
-
-/* rt->device.stream (the fence of every free, the stream of the gradient copies) waits for the
- * caller's stream to reach this point. */
-static zt_status fence_after_caller(zt_runtime *rt, zt_stream *caller)
-{
-    zt_status st = ZT_OK;
-    rt->gather_env.fenced_drops = 1;
-    if (!rt->reduce.caller_done)
-        st = zt_device_event_create(rt->device.dev, &rt->reduce.caller_done, &rt->err);
-    if (st == ZT_OK)
-        st = zt_device_event_record(rt->device.dev, rt->reduce.caller_done, caller, &rt->err);
-    if (st == ZT_OK)
-        st = zt_device_stream_wait_event(rt->device.dev, rt->device.stream, rt->reduce.caller_done, &rt->err);
-    return st;
-}
-
-/* The gradients of a backward pass that ended: summed over ranks into the accumulator. */
-static zt_status release_grads(zt_runtime *rt, zt_layer *L, zt_stream *caller)
-{
-    /* the step's update of this layer reads its sums: done (and the sums cleared) first; a
-     * failure is reported after the collective, which every rank joins alike */
-    zt_status updated = zt_rt_step_through(rt, (int)(L - rt->reg.layers)), st = ZT_OK;
-    if (rt->opt.on_device && (rt->dist.world == 1 || !caller)) {
-        /* summed on the device after the caller's stream: one rank has no collective, and
-         * the blocking form's caller finished its work; the blocking form returns with the
-         * sum done (and so its buffers free at once, as ztier estimate replays) */
-        st = reduce_grads(rt, L);
-        if (st == ZT_OK && !caller)
-            st = sync_stream(rt, rt->device.stream);
-    } else if (caller && rt->dist.world == 1) {
-        st = queue_reduction(rt, L);
-    } else {
-        if (caller) /* the collective reads them: after the caller's work on them */
-            st = comm_after(rt, rt->reduce.caller_done);
-        else /* the layer's own earlier micro-steps are summed first */
-            zt_rt_poll_reductions(rt), st = zt_rt_finish_reductions(rt);
-        if (st == ZT_OK)
-            st = reduce_grads(rt, L);
-    }
-    zt_device_tier_free(&rt->tiers.dtier, L->grads); /* after rt->device.stream's copy of them */
-    L->grads = NULL;
-    return updated != ZT_OK ? updated : st;
-}
-
 zt_status zt_rt_release(zt_runtime *rt, int layer, zt_pass pass, zt_stream *caller)
 {
     zt_layer *L = &rt->reg.layers[layer];
@@ -504,7 +129,7 @@ zt_status zt_rt_release(zt_runtime *rt, int layer, zt_pass pass, zt_stream *call
     double t0 = zt_now_s();
     /* first, so that every free below (and the kept buffer's later one) waits for the
      * caller's stream */
-    zt_status st = caller ? fence_after_caller(rt, caller) : ZT_OK;
+    zt_status st = caller ? zt_rt_fence_after_caller(rt, caller) : ZT_OK;
     if (st != ZT_OK) {
         zt_error_prefix(&rt->err, "release of layer '%s' (%s): ", L->name, pass_name(pass));
         return st; /* still held: the caller may retry or destroy */
@@ -514,59 +139,19 @@ zt_status zt_rt_release(zt_runtime *rt, int layer, zt_pass pass, zt_stream *call
     /* released first: its parameters are no longer needed, so the reduction below may use
      * their room */
     zt_prefetcher_release(rt->prefetch, layer, pass);
-    if (pass == ZT_BACKWARD && holds == 1 && (st = release_grads(rt, L, caller)) != ZT_OK)
-        zt_error_prefix(&rt->err, "release of layer '%s' (backward): ", L->name);
+    if (pass == ZT_BACKWARD && holds == 1) {
+        /* the step's update of this layer reads its sums: done (and the sums cleared) first;
+         * a failure is reported after the collective, which every rank joins alike */
+        zt_status updated = zt_rt_step_through(rt, layer);
+        st = zt_rt_reduce_release(rt, L, caller);
+        st = updated != ZT_OK ? updated : st;
+        if (st != ZT_OK)
+            zt_error_prefix(&rt->err, "release of layer '%s' (backward): ", L->name);
+    }
     zt_rt_poll_reductions(rt);
     rt->stats.releases++;
     zt_trace_span("release", t0, "release %s (%s)", L->name, pass_name(pass));
     return st;
-}
-
-/* ---- caller streams ---- */
-
-zt_status zt_rt_stream_create(zt_runtime *rt, zt_stream **out)
-{
-    zt_caller_streams *cs = &rt->reduce.callers;
-    if (cs->n == cs->cap) {
-        int cap = cs->cap ? cs->cap * 2 : 4;
-        zt_stream **s = realloc(cs->s, (size_t)cap * sizeof *s);
-        if (!s)
-            return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of host memory for a stream");
-        cs->s = s, cs->cap = cap;
-    }
-    zt_status st = zt_device_stream_create(rt->device.dev, out, &rt->err);
-    if (st == ZT_OK)
-        cs->s[cs->n++] = *out;
-    return st;
-}
-
-int zt_rt_stream_known(const zt_runtime *rt, const zt_stream *s)
-{
-    if (rt->device.iface != &zt_device_host)
-        return 1; /* a cudaStream_t of the caller's: the backend cannot tell */
-    for (int i = 0; i < rt->reduce.callers.n; i++)
-        if (rt->reduce.callers.s[i] == s)
-            return 1;
-    return 0;
-}
-
-zt_status zt_rt_stream_destroy(zt_runtime *rt, zt_stream *s)
-{
-    zt_caller_streams *cs = &rt->reduce.callers;
-    for (int i = 0; i < cs->n; i++)
-        if (cs->s[i] == s) {
-            /* its work up to the last release is what rt->device.stream and the frees wait for:
-             * both pass that point before the stream goes */
-            zt_status st = zt_device_stream_synchronize(rt->device.dev, s, &rt->err);
-            if (st == ZT_OK)
-                st = zt_device_stream_synchronize(rt->device.dev, rt->device.stream, &rt->err);
-            zt_device_stream_destroy(rt->device.dev, s);
-            cs->s[i] = cs->s[--cs->n];
-            return st;
-        }
-    return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
-                  "zt_stream_destroy: %p is not a stream made by zt_stream_create on this "
-                  "runtime (or it was destroyed already)", (void *)s);
 }
 
 int zt_rt_layers_held(const zt_runtime *rt)

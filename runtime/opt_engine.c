@@ -6,6 +6,20 @@
 
 #include <string.h>
 
+/* --- a failure that leaves the state half updated --- */
+
+zt_status zt_rt_keep_async(zt_runtime *rt, zt_status st, const zt_error *e)
+{
+    if (st != ZT_OK && rt->async_err.status == ZT_OK) {
+        rt->async_err = *e;
+        zt_error_prefix(&rt->async_err, "the optimizer state is inconsistent since its step "
+                                        "failed partway (load a checkpoint to go on): ");
+    }
+    if (rt->async_err.status != ZT_OK)
+        rt->err = rt->async_err;
+    return rt->async_err.status;
+}
+
 /* --- the gradient sums in host memory (host and NVMe engines) --- */
 
 /* Layers whose sums received nothing this step (no backward release) hold the previous

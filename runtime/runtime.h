@@ -243,6 +243,15 @@ zt_status zt_rt_commit(zt_runtime *rt);
 zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_stream *caller,
                       zt_layer_view *view);
 zt_status zt_rt_release(zt_runtime *rt, int layer, zt_pass pass, zt_stream *caller);
+/* gradient reduction (runtime/reduce.c): the gradients of a backward pass that ended,
+ * summed over ranks into the layer's accumulator (after the caller's stream, when given) */
+zt_status zt_rt_reduce_release(zt_runtime *rt, zt_layer *L, zt_stream *caller);
+/* ztier's stream (the fence of every device free, the stream of the gradient copies) waits
+ * for the caller's stream to reach this point. */
+zt_status zt_rt_fence_after_caller(zt_runtime *rt, zt_stream *caller);
+/* Waits for a stream / an event, counted in zt_stats.host_syncs. */
+zt_status zt_rt_sync_stream(zt_runtime *rt, zt_stream *s);
+zt_status zt_rt_sync_event(zt_runtime *rt, zt_event *e);
 /* Adds the pending reductions whose copies are done to their accumulators, without
  * waiting. */
 void zt_rt_poll_reductions(zt_runtime *rt);
@@ -251,7 +260,7 @@ void zt_rt_poll_reductions(zt_runtime *rt);
 zt_status zt_rt_finish_reductions(zt_runtime *rt);
 /* Frees the landing buffers and their events (destroy). */
 void zt_rt_free_landing(zt_runtime *rt);
-/* Caller streams (zt_stream_create and friends; runtime/layer_exec.c). */
+/* Caller streams (zt_stream_create and friends; runtime/reduce.c). */
 zt_status zt_rt_stream_create(zt_runtime *rt, zt_stream **out);
 zt_status zt_rt_stream_destroy(zt_runtime *rt, zt_stream *s);
 /* 1 when s may be passed as a caller stream (cuda: any stream; host: one made here). */
@@ -264,7 +273,11 @@ void zt_rt_describe_held(const zt_runtime *rt, char *out, size_t len);
 zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info);
 /* The factor that turns summed gradients into the step's average (1 / (accumulation steps x
  * ranks x loss scale)): the norm's scale. */
-float zt_rt_grad_average_factor(const zt_runtime *rt);
+static inline float zt_rt_grad_average_factor(const zt_runtime *rt)
+{
+    return 1.0f / ((float)rt->cfg.gradient_accumulation_steps * (float)rt->dist.world *
+                   rt->train.loss_scale);
+}
 zt_status zt_rt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel);
 zt_status zt_rt_param_write(zt_runtime *rt, int param_id, const float *src, int64_t numel);
 /* Completes the pending gradient reductions (waiting for the caller's streams up to their

@@ -13,13 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-/* Gradients are summed over micro-steps and ranks and scaled by the loss scale; this factor
- * turns them into the average gradient of the unscaled loss. */
-float zt_rt_grad_average_factor(const zt_runtime *rt)
-{
-    return 1.0f / ((float)rt->cfg.gradient_accumulation_steps * (float)rt->dist.world * rt->train.loss_scale);
-}
-
 /* Sum of squares of the averaged gradient over every rank's shards, and the count of
  * non-finite elements, both agreed on by every rank. */
 static zt_status global_grad_stats(zt_runtime *rt, double *sumsq, double *nonfinite)
@@ -102,18 +95,6 @@ static zt_adam_hparams make_hparams(const zt_runtime *rt, float lr, float wd, fl
     h.step = rt->train.steps + 1;
     h.grad_scale = coef * zt_rt_grad_average_factor(rt);
     return h;
-}
-
-zt_status zt_rt_keep_async(zt_runtime *rt, zt_status st, const zt_error *e)
-{
-    if (st != ZT_OK && rt->async_err.status == ZT_OK) {
-        rt->async_err = *e;
-        zt_error_prefix(&rt->async_err, "the optimizer state is inconsistent since its step "
-                                        "failed partway (load a checkpoint to go on): ");
-    }
-    if (rt->async_err.status != ZT_OK)
-        rt->err = rt->async_err;
-    return rt->async_err.status;
 }
 
 zt_status zt_rt_step_through(zt_runtime *rt, int layer)
