@@ -1,5 +1,7 @@
 # Entry points for people: `make demo` runs the main job, `make test` the whole test suite.
 # Both install missing Debian packages first (scripts/install-deps.sh) and build.
+# Every build here is configured with ZT_WERROR=ON (warnings are errors, so CI fails on a
+# warning); a plain `cmake -S . -B build` leaves it off.
 BUILD ?= build
 BUILD_ASAN ?= build-asan
 BUILD_TSAN ?= build-tsan
@@ -19,7 +21,7 @@ deps:
 	@scripts/install-deps.sh
 
 $(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZT_WERROR=ON $(CMAKE_FLAGS)
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -27,15 +29,16 @@ build: deps $(BUILD)/CMakeCache.txt
 # The same tests again under AddressSanitizer + UndefinedBehaviorSanitizer, with the CUDA code
 # on the stand-in (the sanitizers cannot see inside a real CUDA driver).
 build-asan: deps
-	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DZT_SANITIZE=ON -DZT_CUDA=$(CUDA_FAKE) \
-	  -DZT_CUDA_FAKE=$(CUDA_FAKE) -DZT_NCCL=$(CUDA_FAKE) -DCUDAToolkit_ROOT=$(CUDA_HOME) $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DZT_WERROR=ON -DZT_SANITIZE=ON \
+	  -DZT_CUDA=$(CUDA_FAKE) -DZT_CUDA_FAKE=$(CUDA_FAKE) -DZT_NCCL=$(CUDA_FAKE) \
+	  -DCUDAToolkit_ROOT=$(CUDA_HOME) $(CMAKE_FLAGS)
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 
 # The CUDA tests on the stand-in under ThreadSanitizer: a kernel's CUDA threads are threads to
 # it, so it reports races between them (what compute-sanitizer's racecheck does on a GPU).
 build-tsan: deps
-	cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZT_TSAN=ON -DZT_CUDA_FAKE=ON \
-	  -DZT_NCCL=ON -DCUDAToolkit_ROOT=$(CUDA_HOME) $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZT_WERROR=ON -DZT_TSAN=ON \
+	  -DZT_CUDA_FAKE=ON -DZT_NCCL=ON -DCUDAToolkit_ROOT=$(CUDA_HOME) $(CMAKE_FLAGS)
 	cmake --build $(BUILD_TSAN) -j $(JOBS)
 
 test-tsan: build-tsan

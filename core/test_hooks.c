@@ -1,10 +1,13 @@
+/* Compiled only into the tests' archive, ztier_test (zt_test_hooks in CMakeLists.txt). */
 #include "core/test_hooks.h"
-
-#ifdef ZT_TEST_HOOKS
 #include "core/log.h"
 
 #include <signal.h>
 #include <stdlib.h>
+
+#ifndef ZT_TEST_HOOKS
+#error "core/test_hooks.c belongs to the tests' archive only (built with ZT_TEST_HOOKS)"
+#endif
 
 void zt_test_crash_point(const char *where)
 {
@@ -17,6 +20,3 @@ void zt_test_crash_point(const char *where)
         raise(SIGKILL);
     }
 }
-#else
-typedef int zt_test_hooks_unused; /* ISO C forbids an empty translation unit */
-#endif

@@ -1,6 +1,8 @@
-/* Fault points for tests of crash safety. In builds with ZT_TEST_HOOKS, a process whose
- * $ZT_TEST_CRASH_AT is n kills itself with SIGKILL at the n-th crash point it passes (counting
- * from 1), as `kill -9` would at that moment. Other builds compile the calls away. */
+/* Fault points for tests of crash safety. In the tests' archive (ztier_test, whose objects
+ * that call hooks are compiled with ZT_TEST_HOOKS; zt_test_hooks in CMakeLists.txt), a
+ * process whose $ZT_TEST_CRASH_AT is n kills itself with SIGKILL at the n-th crash point it
+ * passes (counting from 1), as `kill -9` would at that moment. The shipped libraries (ztier,
+ * ztier_static) compile the calls away and have no such function. */
 #ifndef ZT_CORE_TEST_HOOKS_H
 #define ZT_CORE_TEST_HOOKS_H
 

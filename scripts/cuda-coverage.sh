@@ -7,8 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-cov}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DZT_COVERAGE=ON -DZT_CUDA_FAKE=ON -DZT_NCCL=ON \
-  > /dev/null
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DZT_WERROR=ON -DZT_COVERAGE=ON -DZT_CUDA_FAKE=ON \
+  -DZT_NCCL=ON > /dev/null
 cmake --build "$build" -j "$(nproc)" > /dev/null
 find "$build" -name '*.gcda' -delete
 ctest --test-dir "$build" -L cuda -j 2 > "$build/cuda-coverage-ctest.log" 2>&1 ||

@@ -53,13 +53,14 @@ extern const zt_io_iface zt_io_uring_engine;
 uint64_t zt_io_uring_fixed_ios(const zt_io_engine *e);
 extern const zt_io_iface zt_io_threads_engine;
 
-#ifdef ZT_TEST_HOOKS
-/* Test builds only: the n-th piece from now (0 = next) of kind op completes with -err. */
+/* Injected I/O failures, for tests. Defined only in the tests' archive (ztier_test: the
+ * engines compiled with ZT_TEST_HOOKS); the shipped libraries have none of them, so a program
+ * that calls them links only against ztier_test. */
+/* The n-th piece from now (0 = next) of kind op completes with -err. */
 void zt_io_test_fail(int op, int err, int after_n);
 /* 1 while the injected failure has not hit a piece yet. */
 int zt_io_test_failure_pending(void);
 /* Applies a pending injected failure to a piece about to run; returns -err or 0. */
 int zt_io_test_take_failure(int op);
-#endif
 
 #endif

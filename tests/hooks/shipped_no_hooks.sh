@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The shipped libraries have no fault-injection hooks (core/test_hooks.h, tiers/io.h), in the
+# symbol tables or as the environment variable's name, while the tests' archive has them
+# (so the check looks for the right names); and a program linked against libztier.so runs a
+# checkpoint save to the end with ZT_TEST_CRASH_AT=1, which kills the same program linked
+# against the tests' archive at the save's first crash point.
+#   shipped_no_hooks.sh <libztier.so> <libztier.a> <tests' archive> <program on libztier.so>
+#                       <program on the tests' archive>
+set -euo pipefail
+so=$1 static=$2 test_archive=$3 shipped_prog=$4 test_prog=$5
+work=$(mktemp -d "${ZT_TEST_TMPDIR:-/tmp}/hooks.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+fail() {
+  echo "shipped_no_hooks: FAIL: $*" >&2
+  exit 1
+}
+hooks='zt_test_crash_point|zt_io_test_'
+
+# symbols <name> <nm arguments...>: the hook symbols nm lists, one a line
+symbols() {
+  local name=$1
+  shift
+  nm "$@" > "$work/$name.nm" 2> "$work/$name.err" || fail "nm $*: $(cat "$work/$name.err")"
+  grep -E "$hooks" "$work/$name.nm" || true
+}
+# env_name <file>: the environment variable's name where it is in the file
+env_name() {
+  strings -a "$1" > "$work/strings"
+  grep -F ZT_TEST_CRASH_AT "$work/strings" || true
+}
+
+[[ -n $(symbols test "$test_archive") ]] || fail "no hook symbol in the tests' archive $test_archive"
+[[ -n $(env_name "$test_archive") ]] || fail "no ZT_TEST_CRASH_AT in the tests' archive $test_archive"
+for lib in "$so" "$static"; do
+  found=$(symbols lib "$lib")
+  [[ -z $found ]] || fail "$lib has hook symbols:
+$found"
+  found=$(env_name "$lib")
+  [[ -z $found ]] || fail "$lib names ZT_TEST_CRASH_AT: $found"
+done
+found=$(symbols dynamic -D "$so")
+[[ -z $found ]] || fail "$so exports hook symbols:
+$found"
+echo "no hook symbol or ZT_TEST_CRASH_AT in $(basename "$so") and $(basename "$static")"
+
+readelf -d "$shipped_prog" | grep -q "NEEDED.*libztier\.so" ||
+  fail "$shipped_prog is not linked against libztier.so"
+status=0
+ZT_TEST_CRASH_AT=1 "$test_prog" "$work/test" || status=$?
+[[ $status -eq 137 ]] ||
+  fail "the program on the tests' archive was not killed at the first crash point (exit $status)"
+echo "tests' archive: killed at the first crash point, as asked"
+ZT_TEST_CRASH_AT=1 "$shipped_prog" "$work/shipped" || fail "the program on libztier.so failed"
+[[ -f $work/shipped/latest ]] || fail "the program on libztier.so saved no checkpoint"
+echo "libztier.so: the checkpoint saved, ZT_TEST_CRASH_AT ignored"
