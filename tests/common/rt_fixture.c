@@ -1,5 +1,6 @@
 #include "rt_fixture.h"
 #include "scratch.h"
+#include "train.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

@@ -6,7 +6,6 @@
 #ifndef ZT_TESTS_RT_FIXTURE_H
 #define ZT_TESTS_RT_FIXTURE_H
 
-#include "train.h" /* the minimal model (examples/minimal) */
 #include "ztier.h"
 
 #include <stdint.h>
@@ -45,13 +44,18 @@ zt_runtime *rt_fixture_make(const zt_options *opts, const char *cfg, rt_fixture_
 zt_status rt_fixture_try(const zt_options *opts, const char *cfg, rt_fixture_register_fn reg,
                          void *model, zt_runtime **out);
 
-/* ---- the same with the minimal model of `dims` (weights from `seed`) ---- */
+/* ---- the same with the minimal model of `dims` (weights from `seed`) ----
+ * (examples/minimal's train.h; named by their tags here, so that tests of other models need
+ * not include it) */
 
-void rt_fixture_register_mlp(zt_runtime *rt, const mlp_dims *dims, uint64_t seed,
-                             minimal_model *m);
-zt_runtime *rt_fixture_mlp(const zt_options *opts, const char *cfg, const mlp_dims *dims,
-                           uint64_t seed, minimal_model *m);
-zt_status rt_fixture_try_mlp(const zt_options *opts, const char *cfg, const mlp_dims *dims,
-                             uint64_t seed, minimal_model *m, zt_runtime **out);
+struct mlp_dims;
+struct minimal_model;
+void rt_fixture_register_mlp(zt_runtime *rt, const struct mlp_dims *dims, uint64_t seed,
+                             struct minimal_model *m);
+zt_runtime *rt_fixture_mlp(const zt_options *opts, const char *cfg,
+                           const struct mlp_dims *dims, uint64_t seed, struct minimal_model *m);
+zt_status rt_fixture_try_mlp(const zt_options *opts, const char *cfg,
+                             const struct mlp_dims *dims, uint64_t seed,
+                             struct minimal_model *m, zt_runtime **out);
 
 #endif
