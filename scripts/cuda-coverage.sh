@@ -19,8 +19,8 @@ objects=(
   "CMakeFiles/zt_device.dir/device/cudasim/cuda_kernels.cu.cc"
   "CMakeFiles/zt_device.dir/device/cuda.c"
   "CMakeFiles/zt_comm.dir/comm/nccl.c"
-  "examples/gpt2/CMakeFiles/zt_gpt2_cuda.dir/cudasim/gpt2_kernels.cu.cc"
-  "examples/gpt2/CMakeFiles/zt_gpt2_cuda.dir/gpt2_ops_cuda.c"
+  "models/gpt2/CMakeFiles/zt_gpt2_cuda.dir/cudasim/gpt2_kernels.cu.cc"
+  "models/gpt2/CMakeFiles/zt_gpt2_cuda.dir/gpt2_ops_cuda.c"
 )
 root=$(pwd)
 for o in "${objects[@]}"; do

@@ -19,13 +19,6 @@ int cmd_bench_quant(int argc, char **argv);
     {"bench", "nvme", cmd_bench_nvme, "NVMe swap write/read vs fio's best depth"},            \
     {"bench", "quant", cmd_bench_quant, "ZeRO++ int8/int4 (de)quantization vs memcpy"},        \
     {"bench", "prefetch", cmd_bench_prefetch, "stall of an offloaded stack (--backend cuda)"}, \
-    ZT_BENCH_GPT2
-
-/* The GPT-2 benchmark needs the example model (ZT_BUILD_EXAMPLES). */
-#ifdef ZT_HAVE_GPT2_BENCH
-#define ZT_BENCH_GPT2 {"bench", "gpt2", cmd_bench_gpt2, "GPT-2 step: resident vs NVMe offload"},
-#else
-#define ZT_BENCH_GPT2
-#endif
+    {"bench", "gpt2", cmd_bench_gpt2, "GPT-2 step: resident vs NVMe offload"},
 
 #endif

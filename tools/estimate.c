@@ -17,12 +17,8 @@
 #include "tools/bench_common.h"
 #include "tools/commands.h"
 
-#ifdef ZT_HAVE_GPT2_BENCH
 #include "gpt2_ztier.h"
 #define CONFIG_USAGE "--config " GPT2_CONFIG_NAMES " [--vocab N] | "
-#else
-#define CONFIG_USAGE "" /* no GPT-2 example in this build */
-#endif
 
 #include <errno.h>
 #include <jansson.h>
@@ -57,14 +53,6 @@ static int usage(void)
 
 /* ---- the model ---- */
 
-#ifndef ZT_HAVE_GPT2_BENCH
-static int register_gpt2(est_model *m, const est_options *o, char *err, size_t len)
-{
-    (void)m;
-    return snprintf(err, len, "--config %s: this build has no GPT-2 example (ZT_BUILD_EXAMPLES); "
-                              "describe the model with --layers", o->config), -1;
-}
-#else
 static int register_gpt2(est_model *m, const est_options *o, char *err, size_t len)
 {
     gpt2_config c;
@@ -92,7 +80,6 @@ static int register_gpt2(est_model *m, const est_options *o, char *err, size_t l
              c.layers, c.channels);
     return 0;
 }
-#endif
 
 static int add_json_layer(est_model *m, json_t *jl, int i, char *err, size_t len)
 {

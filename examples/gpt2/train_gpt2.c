@@ -397,7 +397,7 @@ static const char *resolve_device(const char *device, char *why, size_t len)
         snprintf(why, len, "%s", name);
         return "cuda";
     }
-    snprintf(why, len, "no usable GPU: %s", reason);
+    snprintf(why, len, "%s", reason);
 #else
     snprintf(why, len, "this build has no CUDA");
 #endif

@@ -51,19 +51,6 @@ double mlp_weights_max_rel_diff(const mlp_weights *a, const mlp_weights *b)
     return worst;
 }
 
-zt_runtime *mlp_runtime_make(const char *cfg, const mlp_dims *dims, uint64_t seed,
-                             minimal_model *m)
-{
-    zt_runtime *rt = NULL;
-    if (zt_runtime_create(NULL, cfg, &rt) != ZT_OK)
-        fail_msg("create: %s", zt_last_error(rt));
-    if (minimal_register(rt, dims, seed, m) != ZT_OK)
-        fail_msg("register: %s", zt_last_error(rt));
-    if (zt_runtime_commit(rt) != ZT_OK)
-        fail_msg("commit: %s", zt_last_error(rt));
-    return rt;
-}
-
 void mlp_weights_read_or_fail(zt_runtime *rt, const minimal_model *m, mlp_weights *out)
 {
     if (mlp_weights_read(rt, m, out) != ZT_OK)

@@ -17,9 +17,6 @@ void mlp_weights_free(mlp_weights *w);
 double mlp_weights_max_rel_diff(const mlp_weights *a, const mlp_weights *b);
 
 /* For cmocka tests; each fails the running test with the runtime's message on an error. */
-/* A runtime from cfg with the minimal model of dims registered (seed) and committed. */
-zt_runtime *mlp_runtime_make(const char *cfg, const mlp_dims *dims, uint64_t seed,
-                             minimal_model *m);
 void mlp_weights_read_or_fail(zt_runtime *rt, const minimal_model *m, mlp_weights *out);
 /* Fails unless a and b are bitwise equal; what names the comparison. */
 void mlp_weights_assert_same(const mlp_weights *a, const mlp_weights *b, const char *what);

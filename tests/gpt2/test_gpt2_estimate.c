@@ -4,9 +4,8 @@
  * equal, the device peak within 5%. */
 #include "dataloader.h"
 #include "gpt2_ztier.h"
+#include "rt_fixture.h"
 #include "runtime/estimate.h"
-
-#include "scratch.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,15 +19,23 @@
 #include <cmocka.h>
 
 enum { B = 4, T = 16 };
-static char dir[512];
+
+typedef struct tiny_gpt2 {
+    gpt2_ztier *g;
+    const gpt2_config *c;
+} tiny_gpt2;
+
+static zt_status register_tiny(zt_runtime *rt, void *model)
+{
+    tiny_gpt2 *t = model;
+    return gpt2_ztier_register(t->g, rt, t->c, 9);
+}
 
 static zt_runtime *registered(const char *cfg, gpt2_ztier *g, gpt2_config *c)
 {
-    zt_runtime *rt = NULL;
     assert_int_equal(gpt2_config_named("tiny", 256, c), 0);
-    if (zt_runtime_create(NULL, cfg, &rt) != ZT_OK)
-        fail_msg("%s", zt_last_error(rt));
-    assert_int_equal(gpt2_ztier_register(g, rt, c, 9), ZT_OK);
+    zt_runtime *rt = rt_fixture_create(NULL, cfg);
+    rt_fixture_register(rt, register_tiny, &(tiny_gpt2){g, c});
     return rt;
 }
 
@@ -92,10 +99,10 @@ static const char *config(const char *pdev, const char *odev, const char *hbm, c
     static char buf[4096];
     snprintf(buf, sizeof buf,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
-             "\"%s\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"}, "
+             "\"$SCRATCH\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"$SCRATCH\"}, "
              "\"stage3_param_persistence_threshold\": 0}, \"aio\": {\"block_size\": 4096}, "
              "\"ztier\": {\"hbm_capacity\": \"%s\"}%s}",
-             pdev, dir, odev, dir, hbm, more);
+             pdev, odev, hbm, more);
     return buf;
 }
 
@@ -136,14 +143,13 @@ static void test_gpt2_estimate_matches_runs(void **state)
 static int setup(void **state)
 {
     (void)state;
-    scratch_make("gpt2-estimate", dir, sizeof dir);
-    return 0;
+    return rt_fixture_open("gpt2-estimate");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    return scratch_remove(dir);
+    return rt_fixture_close();
 }
 
 /* "d<L>c<C>" shapes: heads of 64, context 1024, the parameter count of GPT-2's formula

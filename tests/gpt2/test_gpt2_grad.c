@@ -11,6 +11,7 @@
 #include "gpt2_model.h"
 #include "gpt2_ops.h"
 #include "gpt2_ztier.h"
+#include "rt_fixture.h"
 
 #include <math.h>
 #include <setjmp.h>
@@ -344,17 +345,22 @@ static void test_layer_order_with_tied_head(void **state)
 
 /* ---- through the runtime ---- */
 
+typedef struct tiny_gpt2 {
+    gpt2_ztier *g;
+    gpt2_config c;
+} tiny_gpt2;
+
+static zt_status register_tiny(zt_runtime *rt, void *model)
+{
+    tiny_gpt2 *t = model;
+    return gpt2_ztier_register(t->g, rt, &t->c, 1234);
+}
+
 static zt_runtime *runtime_with_tiny(const char *config, gpt2_ztier *g)
 {
-    zt_runtime *rt = NULL;
-    gpt2_config c;
-    assert_int_equal(gpt2_config_named("tiny", 64, &c), 0);
-    if (zt_runtime_create(NULL, config, &rt) != ZT_OK)
-        fail_msg("zt_runtime_create: %s", zt_last_error(rt));
-    assert_int_equal(gpt2_ztier_register(g, rt, &c, 1234), ZT_OK);
-    if (zt_runtime_commit(rt) != ZT_OK)
-        fail_msg("zt_runtime_commit: %s", zt_last_error(rt));
-    return rt;
+    tiny_gpt2 t = {g, {0}};
+    assert_int_equal(gpt2_config_named("tiny", 64, &t.c), 0);
+    return rt_fixture_make(NULL, config, register_tiny, &t);
 }
 
 /* Reads every parameter of the runtime into plain arrays (gradients zeroed). */

@@ -5,6 +5,7 @@
  * them. */
 #include "runtime/checkpoint_manifest.h"
 #include "ref_mlp.h"
+#include "rt_fixture.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,12 +25,7 @@ static const ref_hparams hp = {0.01f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.5f};
 
 static zt_runtime *create(const char *pdev, const char *odev, minimal_model *m, mlp_dims d)
 {
-    zt_runtime *rt = NULL;
-    assert_int_equal(zt_runtime_create(NULL, ref_mlp_config(&hp, pdev, odev, 1, "", ""), &rt),
-                     ZT_OK);
-    assert_int_equal(minimal_register(rt, &d, 42, m), ZT_OK);
-    assert_int_equal(zt_runtime_commit(rt), ZT_OK);
-    return rt;
+    return rt_fixture_mlp(NULL, ref_mlp_config(&hp, pdev, odev, 1, "", ""), &d, 42, m);
 }
 
 static void train(zt_runtime *rt, const minimal_model *m, int from, int to)
@@ -324,12 +320,8 @@ static void test_root_keeps_newest_checkpoints(void **state)
 {
     (void)state;
     minimal_model m;
-    zt_runtime *rt = NULL;
-    assert_int_equal(zt_runtime_create(NULL, ref_mlp_config(&hp, "cpu", "cpu", 1, "",
-                                                            ", \"checkpoint_keep\": 3"), &rt),
-                     ZT_OK);
-    assert_int_equal(minimal_register(rt, &dims, 42, &m), ZT_OK);
-    assert_int_equal(zt_runtime_commit(rt), ZT_OK);
+    zt_runtime *rt = rt_fixture_mlp(
+        NULL, ref_mlp_config(&hp, "cpu", "cpu", 1, "", ", \"checkpoint_keep\": 3"), &dims, 42, &m);
     int64_t n = 0, n2 = 0;
     float *at4 = NULL;
     for (int s = 1; s <= 5; s++) {

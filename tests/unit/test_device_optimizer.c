@@ -10,7 +10,7 @@
  *  - configurations that cannot work are refused with the fix. */
 #include "mlp_weights.h"
 #include "runtime/runtime.h" /* the step's device counters */
-#include "scratch.h"
+#include "rt_fixture.h"
 #include "train.h"
 
 #include <math.h>
@@ -25,20 +25,18 @@
 #include <cmocka.h>
 
 static const mlp_dims dims = {16, 48, 4, 32};
-static char dir[512];
 #define STEPS 4
 
 static int setup(void **state)
 {
     (void)state;
-    scratch_make("device-optimizer", dir, sizeof dir);
-    return 0;
+    return rt_fixture_open("device-optimizer");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    return scratch_remove(dir);
+    return rt_fixture_close();
 }
 
 static const char *config(const char *param, const char *devopt, float clip)
@@ -46,20 +44,20 @@ static const char *config(const char *param, const char *devopt, float clip)
     static char buf[2048];
     snprintf(buf, sizeof buf,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
-             "\"%s\"}, \"offload_optimizer\": {\"device\": \"none\"},"
+             "\"$SCRATCH\"}, \"offload_optimizer\": {\"device\": \"none\"},"
              " \"stage3_param_persistence_threshold\": 0},"
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003, "
              "\"weight_decay\": 0.1}}, \"gradient_accumulation_steps\": 2,"
              " \"gradient_clipping\": %g, \"aio\": {\"block_size\": 4096},"
              " \"ztier\": {\"hbm_capacity\": \"16M\", \"device_optimizer\": \"%s\","
              " \"gradient_landing_buffers\": 1}}",
-             param, dir, (double)clip, devopt);
+             param, (double)clip, devopt);
     return buf;
 }
 
 static zt_runtime *make(const char *cfg, minimal_model *m)
 {
-    return mlp_runtime_make(cfg, &dims, 5, m);
+    return rt_fixture_mlp(NULL, cfg, &dims, 5, m);
 }
 
 /* Trains from step `from` to `to`; on_stream: stream-ordered calls. *layer_syncs: host
@@ -190,7 +188,7 @@ static void test_checkpoint_resumes_bitwise(void **state)
 {
     (void)state;
     char ckpt[600];
-    snprintf(ckpt, sizeof ckpt, "%s/ckpt", dir);
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt", rt_fixture_dir());
     minimal_model m;
     mlp_weights straight, resumed;
     zt_runtime *rt = make(config("cpu", "on", 0.05f), &m);
@@ -215,11 +213,7 @@ static void expect_config_error(const char *cfg, const char *needle)
 {
     zt_runtime *rt = NULL;
     minimal_model m;
-    zt_status st = zt_runtime_create(NULL, cfg, &rt);
-    if (st == ZT_OK) {
-        assert_int_equal(minimal_register(rt, &dims, 5, &m), ZT_OK);
-        st = zt_runtime_commit(rt);
-    }
+    zt_status st = rt_fixture_try_mlp(NULL, cfg, &dims, 5, &m, &rt);
     assert_int_equal(st, ZT_ERR_CONFIG);
     if (!strstr(zt_last_error(rt), needle))
         fail_msg("'%s' not in: %s", needle, zt_last_error(rt));

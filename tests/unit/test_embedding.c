@@ -11,10 +11,10 @@
  *    (bf16 copies rounded from them), training continues, bad input refused;
  *  - init from the caller's arrays (ZT_INIT_COPY) and a failing init callback;
  *  - errors returned are not logged, and getters leave "" behind. */
+#include "rt_fixture.h"
 #include "train.h"
 
 #include <math.h>
-#include "scratch.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,7 +29,6 @@
 
 static const mlp_dims dims = {16, 48, 4, 32};
 static char logbuf[65536];
-static char dir[512];
 
 static void capture(void *user, int level, const char *msg)
 {
@@ -43,18 +42,15 @@ static zt_runtime *create(const char *json, int log_level)
     zt_options o = ZT_OPTIONS_INIT;
     o.log_level = log_level;
     o.log_fn = capture;
-    zt_runtime *rt = NULL;
     logbuf[0] = '\0';
-    if (zt_runtime_create(&o, json, &rt) != ZT_OK)
-        fail_msg("create: %s", zt_last_error(rt));
-    return rt;
+    return rt_fixture_create(&o, json);
 }
 
 static zt_runtime *model(const char *json, int log_level, minimal_model *m)
 {
     zt_runtime *rt = create(json, log_level);
-    assert_int_equal(minimal_register(rt, &dims, 3, m), ZT_OK);
-    assert_int_equal(zt_runtime_commit(rt), ZT_OK);
+    rt_fixture_register_mlp(rt, &dims, 3, m);
+    rt_fixture_commit(rt);
     return rt;
 }
 
@@ -194,7 +190,7 @@ static void test_config_merge_order(void **state)
 {
     (void)state;
     char path[600];
-    snprintf(path, sizeof path, "%s/ds.json", dir);
+    snprintf(path, sizeof path, "%s/ds.json", rt_fixture_dir());
     FILE *f = fopen(path, "w");
     assert_non_null(f);
     fputs("{\"optimizer\": {\"params\": {\"lr\": 0.1, \"eps\": 1e-6}}, \"gradient_clipping\": 2.0,"
@@ -242,7 +238,8 @@ static void test_config_rules_between_keys_wait_for_commit(void **state)
     zt_runtime *rt = create("{\"ztier\": {\"hbm_capacity\": \"4M\"}}", 1);
     assert_int_equal(zt_config_set(rt, "zero_optimization.offload_optimizer.device", "nvme"),
                      ZT_OK); /* no nvme_path yet */
-    assert_int_equal(zt_config_set(rt, "zero_optimization.offload_optimizer.nvme_path", dir),
+    assert_int_equal(zt_config_set(rt, "zero_optimization.offload_optimizer.nvme_path",
+                                   rt_fixture_dir()),
                      ZT_OK);
     assert_int_equal(zt_config_set(rt, "fp16.enabled", "true"), ZT_OK);
     assert_int_equal(zt_config_set(rt, "bf16.enabled", "true"), ZT_OK); /* both, for now */
@@ -315,10 +312,10 @@ static void write_and_check(const char *pdev, const char *odev, int bf16)
     char cfg[2048];
     snprintf(cfg, sizeof cfg,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
-             "\"%s\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"}, "
+             "\"$SCRATCH\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"$SCRATCH\"}, "
              "\"stage3_param_persistence_threshold\": 0}, \"bf16\": {\"enabled\": %s}, "
              "\"aio\": {\"block_size\": 4096}, \"ztier\": {\"hbm_capacity\": \"4M\"}}",
-             pdev, dir, odev, dir, bf16 ? "true" : "false");
+             pdev, odev, bf16 ? "true" : "false");
     minimal_model m;
     zt_runtime *rt = model(cfg, 1, &m);
     float loss;
@@ -465,14 +462,13 @@ static void test_errors_are_returned_not_logged(void **state)
 static int setup(void **state)
 {
     (void)state;
-    scratch_make("embedding", dir, sizeof dir);
-    return 0;
+    return rt_fixture_open("embedding");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    return scratch_remove(dir);
+    return rt_fixture_close();
 }
 
 int main(void)

@@ -2,10 +2,9 @@
  * and device budgets (one that forces evictions), the estimated host, pinned and NVMe bytes
  * equal what zt_stats reports after three training steps, and the estimated device peak is
  * within 5% of the measured one. fp32 parameters in host memory are their own master. */
+#include "rt_fixture.h"
 #include "runtime/estimate.h"
 #include "train.h"
-
-#include "scratch.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,7 +18,6 @@
 #include <cmocka.h>
 
 static const mlp_dims dims = {64, 512, 8, 32};
-static char dir[512];
 
 static const char *config(const char *pdev, const char *odev, const char *hbm,
                           const char *extra)
@@ -27,19 +25,17 @@ static const char *config(const char *pdev, const char *odev, const char *hbm,
     static char buf[4096];
     snprintf(buf, sizeof buf,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
-             "\"%s\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"}, "
+             "\"$SCRATCH\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"$SCRATCH\"}, "
              "\"stage3_param_persistence_threshold\": 1000%s}, \"aio\": {\"block_size\": "
              "8192}, \"ztier\": {\"hbm_capacity\": \"%s\"}}",
-             pdev, dir, odev, dir, extra, hbm);
+             pdev, odev, extra, hbm);
     return buf;
 }
 
 static zt_runtime *registered(const char *cfg, minimal_model *m)
 {
-    zt_runtime *rt = NULL;
-    if (zt_runtime_create(NULL, cfg, &rt) != ZT_OK)
-        fail_msg("%s", zt_last_error(rt));
-    assert_int_equal(minimal_register(rt, &dims, 5, m), ZT_OK);
+    zt_runtime *rt = rt_fixture_create(NULL, cfg);
+    rt_fixture_register_mlp(rt, &dims, 5, m);
     return rt;
 }
 
@@ -128,19 +124,27 @@ static void test_estimate_matches_runs(void **state)
 static const int64_t stack_sizes[STACK] = {3000, 40000, 9000, 70000, 20000, 500, 45000,
                                            12000, 30000};
 
-static zt_runtime *stack_runtime(const char *cfg, int *layers)
+/* The stack's layers "l<i>", each with one parameter "l<i>.w"; their ids in `layers`. */
+static zt_status register_stack(zt_runtime *rt, void *layers)
 {
-    zt_runtime *rt = NULL;
-    if (zt_runtime_create(NULL, cfg, &rt) != ZT_OK)
-        fail_msg("%s", zt_last_error(rt));
-    for (int i = 0; i < STACK; i++) {
+    int *ids = layers;
+    zt_status st = ZT_OK;
+    for (int i = 0; i < STACK && st == ZT_OK; i++) {
         char name[32];
         int p;
         snprintf(name, sizeof name, "l%d", i);
-        assert_int_equal(zt_layer_add(rt, name, &layers[i]), ZT_OK);
+        st = zt_layer_add(rt, name, &ids[i]);
         snprintf(name, sizeof name, "l%d.w", i);
-        assert_int_equal(zt_param_add(rt, layers[i], name, &stack_sizes[i], 1, NULL, &p), ZT_OK);
+        if (st == ZT_OK)
+            st = zt_param_add(rt, ids[i], name, &stack_sizes[i], 1, NULL, &p);
     }
+    return st;
+}
+
+static zt_runtime *stack_runtime(const char *cfg, int *layers)
+{
+    zt_runtime *rt = rt_fixture_create(NULL, cfg);
+    rt_fixture_register(rt, register_stack, layers);
     return rt;
 }
 
@@ -256,14 +260,13 @@ static void test_fp32_parameters_in_host_memory_are_the_master(void **state)
 static int setup(void **state)
 {
     (void)state;
-    scratch_make("estimate", dir, sizeof dir);
-    return 0;
+    return rt_fixture_open("estimate");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    return scratch_remove(dir);
+    return rt_fixture_close();
 }
 
 int main(void)

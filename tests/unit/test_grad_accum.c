@@ -4,7 +4,7 @@
  * the bf16 sums); the accumulators take half the host memory; the device optimizer refuses it
  * with the fix. */
 #include "mlp_weights.h"
-#include "scratch.h"
+#include "rt_fixture.h"
 #include "train.h"
 
 #include <math.h>
@@ -17,19 +17,17 @@
 #include <cmocka.h>
 
 static const mlp_dims dims = {64, 256, 16, 32};
-static char dir[512];
 
 static int setup(void **state)
 {
     (void)state;
-    scratch_make("grad-accum", dir, sizeof dir);
-    return 0;
+    return rt_fixture_open("grad-accum");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    return scratch_remove(dir);
+    return rt_fixture_close();
 }
 
 static const char *config(const char *optim, const char *accum)
@@ -37,24 +35,19 @@ static const char *config(const char *optim, const char *accum)
     static char buf[1024];
     snprintf(buf, sizeof buf,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"cpu\"},"
-             " \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
+             " \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"$SCRATCH\"},"
              " \"stage3_param_persistence_threshold\": 0}, \"gradient_accumulation_steps\": 2,"
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003}},"
              " \"aio\": {\"block_size\": 4096},"
              " \"ztier\": {\"hbm_capacity\": \"16M\", \"grad_accum_dtype\": \"%s\"}}",
-             optim, dir, accum);
+             optim, accum);
     return buf;
 }
 
 static void train(const char *cfg, mlp_weights *out, float *last_loss, uint64_t *host_peak)
 {
-    zt_runtime *rt = NULL;
     minimal_model m;
-    if (zt_runtime_create(NULL, cfg, &rt) != ZT_OK)
-        fail_msg("%s", zt_last_error(rt));
-    assert_int_equal(minimal_register(rt, &dims, 11, &m), ZT_OK);
-    if (zt_runtime_commit(rt) != ZT_OK)
-        fail_msg("%s", zt_last_error(rt));
+    zt_runtime *rt = rt_fixture_mlp(NULL, cfg, &dims, 11, &m);
     int rows = dims.batch / 2;
     for (int s = 0; s < 8; s++) {
         float a, b;

@@ -3,6 +3,7 @@
  * values after 20 steps (relative error <= 1e-6), for every placement and Adam variant, and
  * 4 accumulated micro-batches must equal one batch of 4x the size. */
 #include "ref_mlp.h"
+#include "rt_fixture.h"
 
 #include <math.h>
 #include <setjmp.h>
@@ -24,11 +25,8 @@ static const ref_hparams hp = {0.01f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.5f};
 static zt_runtime *create(const char *config, minimal_model *m)
 {
     zt_runtime *rt = NULL;
-    zt_status st = zt_runtime_create(NULL, config, &rt);
-    if (st == ZT_OK) {
-        assert_int_equal(minimal_register(rt, &dims, 42, m), ZT_OK);
-        st = zt_runtime_commit(rt); /* where the optimizer's variant is chosen */
-    }
+    /* the commit is where the optimizer's variant is chosen */
+    zt_status st = rt_fixture_try_mlp(NULL, config, &dims, 42, m, &rt);
     if (st != ZT_OK && strstr(zt_last_error(rt), "this CPU or build lacks it")) {
         zt_runtime_destroy(rt); /* this CPU lacks the requested variant */
         return NULL;
@@ -220,14 +218,8 @@ static void test_persistent_small_layers_equal_reference(void **state)
     }
 }
 
-static void nvme_dir(void)
-{
-    static char dir[512];
-    const char *base = getenv("ZT_TEST_TMPDIR") ? getenv("ZT_TEST_TMPDIR") : "/tmp";
-    snprintf(dir, sizeof dir, "%s/swap-minimal-%d", base, (int)getpid());
-    mkdir(dir, 0755);
-    setenv("ZT_NVME_PATH", dir, 1);
-}
+/* The NVMe placements' swap files go to the scratch folder. */
+static void nvme_dir(void) { setenv("ZT_NVME_PATH", rt_fixture_dir(), 1); }
 
 static void test_nvme_placements_equal_reference(void **state)
 {
@@ -296,6 +288,18 @@ static void test_nvme_is_bitwise_host(void **state)
     }
 }
 
+static int setup(void **state)
+{
+    (void)state;
+    return rt_fixture_open("swap-minimal");
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return rt_fixture_close();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -311,5 +315,5 @@ int main(void)
         cmocka_unit_test(test_device_optimizer_equals_reference),
         cmocka_unit_test(test_nvme_is_bitwise_host),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -2,6 +2,7 @@
  * optimizer writes its state back returns ZT_ERR_IO naming the tensor, the file and the
  * offset, and the runtime still destroys cleanly (checked under ASan); a read-only or full
  * swap folder fails the commit with the cause and leaves nothing behind. */
+#include "rt_fixture.h"
 #include "tiers/io.h"
 #include "train.h"
 
@@ -19,24 +20,17 @@
 #include <cmocka.h>
 
 static const mlp_dims dims = {16, 48, 4, 32};
-static char dir[512];
-
 static int setup(void **state)
 {
     (void)state;
-    const char *base = getenv("ZT_TEST_TMPDIR") ? getenv("ZT_TEST_TMPDIR") : "/tmp";
-    snprintf(dir, sizeof dir, "%s/nvme-errors-%d", base, (int)getpid());
-    mkdir(dir, 0755);
-    return 0;
+    return rt_fixture_open("nvme-errors");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    umount2(dir, MNT_DETACH);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    umount2(rt_fixture_dir(), MNT_DETACH);
+    return rt_fixture_close();
 }
 
 static int overlap_step = 1; /* ztier.overlap_step */
@@ -46,19 +40,18 @@ static const char *config(const char *param, const char *optim)
     static char buf[2048];
     snprintf(buf, sizeof buf,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
-             "\"%s\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
+             "\"$SCRATCH\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"$SCRATCH\"},"
              " \"stage3_param_persistence_threshold\": 0},"
              " \"aio\": {\"block_size\": 4096},"
              " \"ztier\": {\"hbm_capacity\": \"16M\", \"overlap_step\": %s}}",
-             param, dir, optim, dir, overlap_step ? "\"on\"" : "\"off\"");
+             param, optim, overlap_step ? "\"on\"" : "\"off\"");
     return buf;
 }
 
 static zt_runtime *make(const char *param, const char *optim, minimal_model *m, zt_status want)
 {
-    zt_runtime *rt = NULL;
-    assert_int_equal(zt_runtime_create(NULL, config(param, optim), &rt), ZT_OK);
-    assert_int_equal(minimal_register(rt, &dims, 1, m), ZT_OK);
+    zt_runtime *rt = rt_fixture_create(NULL, config(param, optim));
+    rt_fixture_register_mlp(rt, &dims, 1, m);
     assert_int_equal(zt_runtime_commit(rt), want);
     return rt;
 }
@@ -119,7 +112,7 @@ static void test_background_write_error_is_kept_until_a_load(void **state)
 {
     (void)state;
     char ckpt[600];
-    snprintf(ckpt, sizeof ckpt, "%s/ckpt", dir);
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt", rt_fixture_dir());
     int found = 0;
     for (int k = 0, attempt = 0; k < 256 && !found && attempt < 20; k++) {
         minimal_model m;
@@ -212,7 +205,7 @@ static void test_async_error_polls_without_waiting(void **state)
 static void test_read_only_folder(void **state)
 {
     (void)state;
-    if (mount("tmpfs", dir, "tmpfs", MS_RDONLY, "size=1m") != 0)
+    if (mount("tmpfs", rt_fixture_dir(), "tmpfs", MS_RDONLY, "size=1m") != 0)
         skip(); /* no mount rights here */
     minimal_model m;
     zt_runtime *rt = make("nvme", "cpu", &m, ZT_ERR_CONFIG);
@@ -223,16 +216,16 @@ static void test_read_only_folder(void **state)
 static void test_full_folder(void **state)
 {
     (void)state;
-    if (mount("tmpfs", dir, "tmpfs", 0, "size=64k") != 0)
+    if (mount("tmpfs", rt_fixture_dir(), "tmpfs", 0, "size=64k") != 0)
         skip();
     minimal_model m;
     zt_runtime *rt = make("nvme", "nvme", &m, ZT_ERR_NOSPACE);
     assert_non_null(strstr(zt_last_error(rt), "bytes needed"));
     zt_runtime_destroy(rt);
     char path[700];
-    snprintf(path, sizeof path, "%s/ztier-param-r0.swap", dir);
+    snprintf(path, sizeof path, "%s/ztier-param-r0.swap", rt_fixture_dir());
     assert_int_equal(access(path, F_OK), -1);
-    snprintf(path, sizeof path, "%s/ztier-optim-r0.swap", dir);
+    snprintf(path, sizeof path, "%s/ztier-optim-r0.swap", rt_fixture_dir());
     assert_int_equal(access(path, F_OK), -1);
 }
 

@@ -13,7 +13,7 @@
  *    fetch that ran it, naming the cause, then by every call that uses the state, until a
  *    checkpoint load; training then goes on. */
 #include "mlp_weights.h"
-#include "scratch.h"
+#include "rt_fixture.h"
 #include "tiers/io.h"
 #include "train.h"
 
@@ -28,23 +28,21 @@
 #include <cmocka.h>
 
 static const mlp_dims dims = {16, 48, 4, 32};
-static char dir[512];
 #define STEPS 4
 #define ACCUM 2
 
 static int setup(void **state)
 {
     (void)state;
-    scratch_make("overlap-step", dir, sizeof dir);
     alarm(120);
-    return 0;
+    return rt_fixture_open("overlap-step");
 }
 
 static int teardown(void **state)
 {
     (void)state;
     alarm(0);
-    return scratch_remove(dir);
+    return rt_fixture_close();
 }
 
 /* Small sub-groups (many transfers per layer) and a prefetch window of one layer, so that
@@ -56,7 +54,7 @@ static const char *config_buffers(const char *param, const char *optim, const ch
     static char buf[2048];
     snprintf(buf, sizeof buf,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
-             "\"%s\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\","
+             "\"$SCRATCH\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"$SCRATCH\","
              " \"buffer_count\": %d},"
              " \"stage3_param_persistence_threshold\": 0, \"sub_group_size\": 1024,"
              " \"stage3_prefetch_bucket_size\": 1},"
@@ -64,7 +62,7 @@ static const char *config_buffers(const char *param, const char *optim, const ch
              " \"gradient_accumulation_steps\": %d, \"gradient_clipping\": 1.0,"
              " \"aio\": {\"block_size\": 4096},"
              " \"ztier\": {\"hbm_capacity\": \"16M\", \"overlap_step\": \"%s\"}}",
-             param, dir, optim, dir, buffers, ACCUM, overlap);
+             param, optim, buffers, ACCUM, overlap);
     return buf;
 }
 
@@ -75,7 +73,7 @@ static const char *config(const char *param, const char *optim, const char *over
 
 static zt_runtime *make(const char *cfg, minimal_model *m)
 {
-    return mlp_runtime_make(cfg, &dims, 11, m);
+    return rt_fixture_mlp(NULL, cfg, &dims, 11, m);
 }
 
 static void micro_step(zt_runtime *rt, const minimal_model *m, void *stream, int s, int k,
@@ -160,7 +158,7 @@ static void test_bitwise_equal_to_the_serial_step(void **state)
 static void readers_see_the_finished_step(const char *optim)
 {
     char ckpt[600];
-    snprintf(ckpt, sizeof ckpt, "%s/ckpt-%s", dir, optim);
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt-%s", rt_fixture_dir(), optim);
     mlp_weights serial, mid, resumed, uninterrupted;
     float loss;
     minimal_model m;
@@ -214,7 +212,7 @@ static void test_failed_update_is_reported_until_a_load(void **state)
 {
     (void)state;
     char ckpt[600];
-    snprintf(ckpt, sizeof ckpt, "%s/ckpt-fail", dir);
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt-fail", rt_fixture_dir());
     minimal_model m;
     float loss, w[16 * 48];
     zt_runtime *rt = make(config("cpu", "nvme", "auto"), &m);

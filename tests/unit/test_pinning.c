@@ -4,7 +4,7 @@
  * ztier.pinned_limit. Over the limit it stays pageable, counted and logged once, and
  * training is unchanged. Destroy unpins everything. */
 #include "train.h"
-#include "scratch.h"
+#include "rt_fixture.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,19 +23,17 @@ static const int sanitized = 1;
 #else
 static const int sanitized = 0;
 #endif
-static char dir[512];
 
 static int setup(void **state)
 {
     (void)state;
-    scratch_make("pinning", dir, sizeof dir);
-    return 0;
+    return rt_fixture_open("pinning");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    return scratch_remove(dir);
+    return rt_fixture_close();
 }
 
 /* Locked memory of this process, from the kernel (/proc/self/status VmLck, in bytes). */
@@ -79,10 +77,10 @@ static const char *config(const char *param, const char *limit, int pin_memory)
     static char buf[2048];
     snprintf(buf, sizeof buf,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
-             "\"%s\", \"pin_memory\": %s}, \"offload_optimizer\": {\"device\": \"cpu\"},"
+             "\"$SCRATCH\", \"pin_memory\": %s}, \"offload_optimizer\": {\"device\": \"cpu\"},"
              " \"stage3_param_persistence_threshold\": 0}, \"aio\": {\"block_size\": 4096},"
              " \"ztier\": {\"hbm_capacity\": \"16M\", \"pinned_limit\": \"%s\"}}",
-             param, dir, pin_memory ? "true" : "false", limit);
+             param, pin_memory ? "true" : "false", limit);
     return buf;
 }
 
@@ -103,11 +101,8 @@ static void train(const char *cfg, run *r)
     opts.log_fn = on_log;
     opts.log_level = 2; /* info: the host backend reports refusals there */
     opts.log_user = &r->log;
-    zt_runtime *rt = NULL;
     minimal_model m;
-    assert_int_equal(zt_runtime_create(&opts, cfg, &rt), ZT_OK);
-    assert_int_equal(minimal_register(rt, &dims, 3, &m), ZT_OK);
-    assert_int_equal(zt_runtime_commit(rt), ZT_OK);
+    zt_runtime *rt = rt_fixture_mlp(&opts, cfg, &dims, 3, &m);
     r->after_commit = (zt_stats)ZT_STATS_INIT;
     assert_int_equal(zt_stats_get(rt, &r->after_commit), ZT_OK);
     r->locked_delta = vm_locked() - before;

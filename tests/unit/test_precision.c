@@ -3,6 +3,7 @@
  * scaling skips a step with an inf gradient without changing anything but the scale, and
  * global-norm clipping, all on a quadratic model whose gradient is exact:
  *   loss = 0.5 * ||w - t||^2,  dL/dw = w - t. */
+#include "rt_fixture.h"
 #include "ztier.h"
 
 #include <math.h>
@@ -46,6 +47,20 @@ static float from_bf16(uint16_t h)
     return x;
 }
 
+/* The quadratic model: one layer "q" with one parameter "q.w" of N elements. */
+typedef struct quadratic {
+    int layer, param;
+} quadratic;
+
+static zt_status register_quadratic(zt_runtime *rt, void *model)
+{
+    quadratic *q = model;
+    int64_t shape[1] = {N};
+    zt_init init = {ZT_INIT_UNIFORM, -0.05f, 0.05f, 9, NULL, NULL};
+    zt_status st = zt_layer_add(rt, "q", &q->layer);
+    return st == ZT_OK ? zt_param_add(rt, q->layer, "q.w", shape, 1, &init, &q->param) : st;
+}
+
 static zt_runtime *make(const char *precision, float clip, int *layer, int *param)
 {
     char cfg[1024];
@@ -55,13 +70,10 @@ static zt_runtime *make(const char *precision, float clip, int *layer, int *para
              " \"zero_optimization\": {\"offload_param\": {\"device\": \"cpu\"}},"
              " \"ztier\": {\"hbm_capacity\": \"16M\"}}",
              precision, (double)clip);
-    zt_runtime *rt = NULL;
-    assert_int_equal(zt_runtime_create(NULL, cfg, &rt), ZT_OK);
-    int64_t shape[1] = {N};
-    zt_init init = {ZT_INIT_UNIFORM, -0.05f, 0.05f, 9, NULL, NULL};
-    assert_int_equal(zt_layer_add(rt, "q", layer), ZT_OK);
-    assert_int_equal(zt_param_add(rt, *layer, "q.w", shape, 1, &init, param), ZT_OK);
-    assert_int_equal(zt_runtime_commit(rt), ZT_OK);
+    quadratic q;
+    zt_runtime *rt = rt_fixture_make(NULL, cfg, register_quadratic, &q);
+    *layer = q.layer;
+    *param = q.param;
     return rt;
 }
 

@@ -11,7 +11,7 @@
  *    landing buffers, makes the host wait (counted) and changes no result.
  *  - Misuse: a NULL or foreign stream, streams before commit, a double destroy. */
 #include "mlp_weights.h"
-#include "scratch.h"
+#include "rt_fixture.h"
 #include "train.h"
 
 #include <pthread.h>
@@ -27,23 +27,21 @@
 #include <cmocka.h>
 
 static const mlp_dims dims = {16, 48, 4, 32};
-static char dir[512];
 #define STEPS 4
 #define ACCUM 2
 
 static int setup(void **state)
 {
     (void)state;
-    scratch_make("stream-order", dir, sizeof dir);
     alarm(120); /* a wait that should not happen fails the test instead of hanging it */
-    return 0;
+    return rt_fixture_open("stream-order");
 }
 
 static int teardown(void **state)
 {
     (void)state;
     alarm(0);
-    return scratch_remove(dir);
+    return rt_fixture_close();
 }
 
 static const char *config(const char *param, const char *hbm, int landing)
@@ -51,19 +49,19 @@ static const char *config(const char *param, const char *hbm, int landing)
     static char buf[2048];
     snprintf(buf, sizeof buf,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
-             "\"%s\"}, \"offload_optimizer\": {\"device\": \"cpu\"},"
+             "\"$SCRATCH\"}, \"offload_optimizer\": {\"device\": \"cpu\"},"
              " \"stage3_param_persistence_threshold\": 0},"
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003}},"
              " \"gradient_accumulation_steps\": %d, \"gradient_clipping\": 1.0,"
              " \"aio\": {\"block_size\": 4096},"
              " \"ztier\": {\"hbm_capacity\": \"%s\", \"gradient_landing_buffers\": %d}}",
-             param, dir, ACCUM, hbm, landing);
+             param, ACCUM, hbm, landing);
     return buf;
 }
 
 static zt_runtime *make(const char *cfg, minimal_model *m)
 {
-    return mlp_runtime_make(cfg, &dims, 7, m);
+    return rt_fixture_mlp(NULL, cfg, &dims, 7, m);
 }
 
 /* STEPS steps of ACCUM micro-steps with the blocking calls. */
@@ -236,11 +234,10 @@ static void test_calls_do_not_wait_for_a_stopped_stream(void **state)
 static void test_stream_misuse(void **state)
 {
     (void)state;
-    zt_runtime *rt = NULL;
     minimal_model m;
     void *stream = NULL;
-    assert_int_equal(zt_runtime_create(NULL, config("cpu", "16M", 2), &rt), ZT_OK);
-    assert_int_equal(minimal_register(rt, &dims, 7, &m), ZT_OK);
+    zt_runtime *rt = rt_fixture_create(NULL, config("cpu", "16M", 2));
+    rt_fixture_register_mlp(rt, &dims, 7, &m);
     assert_int_equal(zt_stream_create(rt, &stream), ZT_ERR_USAGE);
     assert_non_null(strstr(zt_last_error(rt), "before zt_runtime_commit"));
     assert_int_equal(zt_runtime_commit(rt), ZT_OK);

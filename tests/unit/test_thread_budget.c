@@ -8,7 +8,7 @@
  * Printed, not asserted: the fetch/release phase (the host backend's stream workers copy
  * as a GPU's copy engines would, beside the caller) and the NVMe step (its I/O threads copy
  * through the page cache on this machine's file systems). */
-#include "scratch.h"
+#include "rt_fixture.h"
 #include "ztier.h"
 
 #include <dirent.h>
@@ -25,19 +25,16 @@
 
 #include <cmocka.h>
 
-static char dir[512];
-
 static int setup(void **state)
 {
     (void)state;
-    scratch_make("thread-budget", dir, sizeof dir);
-    return 0;
+    return rt_fixture_open("thread-budget");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    return scratch_remove(dir);
+    return rt_fixture_close();
 }
 
 enum { IDLE, LAYERS, STEP, PHASES };
@@ -95,28 +92,40 @@ static void *watch(void *arg)
     return NULL;
 }
 
+/* Two layers "l0", "l1" of one parameter of `numel` elements each. */
+typedef struct two_layers {
+    int64_t numel;
+    int layer[2], param; /* the ids; param: l1's */
+} two_layers;
+
+static zt_status register_two(zt_runtime *rt, void *model)
+{
+    two_layers *t = model;
+    zt_status st = ZT_OK;
+    for (int l = 0; l < 2 && st == ZT_OK; l++) {
+        char name[16];
+        snprintf(name, sizeof name, "l%d", l);
+        st = zt_layer_add(rt, name, &t->layer[l]);
+        if (st == ZT_OK)
+            st = zt_param_add(rt, t->layer[l], name, &t->numel, 1, NULL, &t->param);
+    }
+    return st;
+}
+
 static void check_budget(const char *optim, int threads)
 {
     char cfg[1024];
     snprintf(cfg, sizeof cfg,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"cpu\"},"
-             " \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
+             " \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"$SCRATCH\"},"
              " \"stage3_param_persistence_threshold\": 0}, \"gradient_clipping\": 1.0,"
              " \"aio\": {\"block_size\": 4096},"
              " \"ztier\": {\"hbm_capacity\": \"256M\", \"optimizer_threads\": %d}}",
-             optim, dir, threads);
-    zt_runtime *rt = NULL;
-    int layer[2], p;
-    int64_t shape[1] = {8 << 20};
-    assert_int_equal(zt_runtime_create(NULL, cfg, &rt), ZT_OK);
-    for (int l = 0; l < 2; l++) {
-        char name[16];
-        snprintf(name, sizeof name, "l%d", l);
-        assert_int_equal(zt_layer_add(rt, name, &layer[l]), ZT_OK);
-        assert_int_equal(zt_param_add(rt, layer[l], name, shape, 1, NULL, &p), ZT_OK);
-    }
-    if (zt_runtime_commit(rt) != ZT_OK)
-        fail_msg("%s", zt_last_error(rt));
+             optim, threads);
+    two_layers model = {8 << 20, {0, 0}, 0};
+    zt_runtime *rt = rt_fixture_make(NULL, cfg, register_two, &model);
+    const int *layer = model.layer, p = model.param;
+    const int64_t shape[1] = {model.numel};
     float *w = malloc(sizeof(float) * (size_t)shape[0]);
     monitor m = {0};
     atomic_init(&m.stop, 0);

@@ -5,8 +5,8 @@
  * step) and names every track. A path that cannot be written fails the commit naming it. */
 #include "core/time.h"
 #include "core/trace.h"
+#include "rt_fixture.h"
 #include "train.h"
-#include "scratch.h"
 
 #include <jansson.h>
 #include <setjmp.h>
@@ -20,19 +20,17 @@
 #include <cmocka.h>
 
 static const mlp_dims dims = {16, 48, 4, 32};
-static char dir[512];
 
 static int setup(void **state)
 {
     (void)state;
-    scratch_make("trace", dir, sizeof dir);
-    return 0;
+    return rt_fixture_open("trace");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    return scratch_remove(dir);
+    return rt_fixture_close();
 }
 
 static const char *config(const char *trace_path)
@@ -40,10 +38,9 @@ static const char *config(const char *trace_path)
     static char buf[2048];
     int n = snprintf(buf, sizeof buf,
                      "{\"zero_optimization\": {\"offload_param\": {\"device\": \"nvme\", "
-                     "\"nvme_path\": \"%s\"}, \"offload_optimizer\": {\"device\": \"nvme\", "
-                     "\"nvme_path\": \"%s\"}, \"stage3_param_persistence_threshold\": 0},"
-                     " \"aio\": {\"block_size\": 4096}, \"ztier\": {\"hbm_capacity\": \"16M\"",
-                     dir, dir);
+                     "\"nvme_path\": \"$SCRATCH\"}, \"offload_optimizer\": {\"device\": \"nvme\", "
+                     "\"nvme_path\": \"$SCRATCH\"}, \"stage3_param_persistence_threshold\": 0},"
+                     " \"aio\": {\"block_size\": 4096}, \"ztier\": {\"hbm_capacity\": \"16M\"");
     if (trace_path)
         n += snprintf(buf + n, sizeof buf - (size_t)n, ", \"trace_path\": \"%s\"", trace_path);
     snprintf(buf + n, sizeof buf - (size_t)n, "}}");
@@ -53,11 +50,8 @@ static const char *config(const char *trace_path)
 /* Three steps of the minimal model, each with two micro-steps. */
 static void train(const char *cfg)
 {
-    zt_runtime *rt = NULL;
     minimal_model m;
-    assert_int_equal(zt_runtime_create(NULL, cfg, &rt), ZT_OK);
-    assert_int_equal(minimal_register(rt, &dims, 1, &m), ZT_OK);
-    assert_int_equal(zt_runtime_commit(rt), ZT_OK);
+    zt_runtime *rt = rt_fixture_mlp(NULL, cfg, &dims, 1, &m);
     for (int step = 0; step < 3; step++) {
         float loss;
         for (int half = 0; half < 2; half++)
@@ -211,7 +205,7 @@ static void test_training_run_writes_a_valid_nested_trace(void **state)
 {
     (void)state;
     char path[600];
-    snprintf(path, sizeof path, "%s/run.json", dir);
+    snprintf(path, sizeof path, "%s/run.json", rt_fixture_dir());
     train(config(path));
     assert_int_equal(zt_trace_on(), 0); /* closed with the runtime */
     seen s;
@@ -229,8 +223,8 @@ static void test_env_names_the_file(void **state)
 {
     (void)state;
     char path[600], want[600];
-    snprintf(path, sizeof path, "%s/env-{rank}.json", dir);
-    snprintf(want, sizeof want, "%s/env-0.json", dir);
+    snprintf(path, sizeof path, "%s/env-{rank}.json", rt_fixture_dir());
+    snprintf(want, sizeof want, "%s/env-0.json", rt_fixture_dir());
     setenv("ZT_TRACE", path, 1);
     train(config(NULL));
     unsetenv("ZT_TRACE");
@@ -245,8 +239,8 @@ static void test_trace_reopens_and_stays_off_without_a_path(void **state)
 {
     (void)state;
     char a[600], b[600];
-    snprintf(a, sizeof a, "%s/a.json", dir);
-    snprintf(b, sizeof b, "%s/b.json", dir);
+    snprintf(a, sizeof a, "%s/a.json", rt_fixture_dir());
+    snprintf(b, sizeof b, "%s/b.json", rt_fixture_dir());
     train(config(a));
     train(config(b));
     seen s;
@@ -265,7 +259,7 @@ static void test_checker_sees_crossing_spans(void **state)
 {
     (void)state;
     char path[600];
-    snprintf(path, sizeof path, "%s/cross.json", dir);
+    snprintf(path, sizeof path, "%s/cross.json", rt_fixture_dir());
     zt_trace_span("test", zt_now_s(), "before the trace"); /* no trace: ignored */
     for (int cross = 0; cross < 2; cross++) {
         zt_error err = {0};
@@ -290,11 +284,10 @@ static void test_unwritable_path_fails_the_commit(void **state)
 {
     (void)state;
     char path[600];
-    snprintf(path, sizeof path, "%s/no-such-folder/t.json", dir);
-    zt_runtime *rt = NULL;
+    snprintf(path, sizeof path, "%s/no-such-folder/t.json", rt_fixture_dir());
     minimal_model m;
-    assert_int_equal(zt_runtime_create(NULL, config(path), &rt), ZT_OK);
-    assert_int_equal(minimal_register(rt, &dims, 1, &m), ZT_OK);
+    zt_runtime *rt = rt_fixture_create(NULL, config(path));
+    rt_fixture_register_mlp(rt, &dims, 1, &m);
     assert_int_equal(zt_runtime_commit(rt), ZT_ERR_CONFIG);
     assert_non_null(strstr(zt_last_error(rt), "no-such-folder/t.json"));
     assert_non_null(strstr(zt_last_error(rt), "ZT_TRACE"));

@@ -9,10 +9,13 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <glob.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A device buffer grown on demand. */
 typedef struct dev_buf {
@@ -389,6 +392,20 @@ double gpt2_cuda_bf16_peak(char *name, size_t len)
     return 0;
 }
 
+/* Whether anything of a GPU is on this machine: a device node (/dev/nvidia<N>, or WSL's
+ * /dev/dxg) or the driver's library. */
+static int gpu_traces(void)
+{
+    glob_t g;
+    int nodes = glob("/dev/nvidia[0-9]*", 0, NULL, &g) == 0;
+    if (nodes)
+        globfree(&g);
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (driver)
+        dlclose(driver);
+    return nodes || driver || access("/dev/dxg", F_OK) == 0;
+}
+
 int gpt2_cuda_usable(char *name, size_t name_len, char *why, size_t len)
 {
     int n = 0;
@@ -398,8 +415,14 @@ int gpt2_cuda_usable(char *name, size_t name_len, char *why, size_t len)
     struct cudaDeviceProp prop;
     if (e == cudaSuccess)
         e = cudaGetDeviceProperties(&prop, 0);
+    /* No device, or "driver insufficient" where there is no driver and no GPU at all: the
+     * runtime's text would send a person looking for a driver update. */
+    if (e == cudaErrorNoDevice || (e == cudaErrorInsufficientDriver && !gpu_traces())) {
+        snprintf(why, len, "no GPU found");
+        return 0;
+    }
     if (e != cudaSuccess) {
-        snprintf(why, len, "%s", cudaGetErrorString(e));
+        snprintf(why, len, "no usable GPU: %s", cudaGetErrorString(e));
         return 0;
     }
     snprintf(name, name_len, "%s", prop.name);

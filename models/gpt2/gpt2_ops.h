@@ -66,7 +66,9 @@ int gpt2_precision_parse(const char *s);
 int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int device, gpt2_precision p, char *why,
                          size_t len);
 /* 1 when the CUDA runtime finds a GPU (without making a context on one: each rank makes its
- * own on its GPU later); else 0 and why; the first GPU's name goes to name. */
+ * own on its GPU later); the first GPU's name goes to name. Else 0 and why: "no GPU found"
+ * where there is none (no device, or no driver and no device node), else "no usable GPU: "
+ * and the CUDA runtime's error. */
 int gpt2_cuda_usable(char *name, size_t name_len, char *why, size_t len);
 /* The current GPU's dense bf16 peak in FLOP/s (H100, H200, A100), 0 when unknown; its name
  * goes to name. */
