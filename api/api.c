@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The public entry points: argument and state checks, then the runtime's internal calls.
  * Every failure leaves a message in the handle; misuse never crashes. */
 #include "runtime/checkpoint.h"
@@ -8,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK_ARG(rt, cond, ...)                                                               \
-    do {                                                                                       \
-        if (!(cond))                                                                           \
-            return ZT_ERR(&(rt)->err, ZT_ERR_ARGUMENT, __VA_ARGS__);                           \
+#define CHECK_ARG(rt, cond, ...)                                     \
+    do {                                                             \
+        if (!(cond))                                                 \
+            return ZT_ERR(&(rt)->err, ZT_ERR_ARGUMENT, __VA_ARGS__); \
     } while (0)
 
 /* Clears the last error and checks the runtime is in `want` state. */
@@ -25,7 +26,8 @@ static zt_status enter(zt_runtime *rt, zt_rt_state want, const char *call)
     if (want == ZT_RT_REGISTERING)
         return ZT_ERR(&rt->err, ZT_ERR_USAGE,
                       "%s after zt_runtime_commit: the model is frozen; register every layer and "
-                      "parameter before committing", call);
+                      "parameter before committing",
+                      call);
     return ZT_ERR(&rt->err, ZT_ERR_USAGE,
                   "%s before zt_runtime_commit: commit the registered model first", call);
 }
@@ -47,7 +49,8 @@ static zt_status check_nothing_held(zt_runtime *rt, const char *call)
     zt_rt_describe_held(rt, held, sizeof held);
     return ZT_ERR(&rt->err, ZT_ERR_USAGE,
                   "%s while layers are fetched and not released: %s; release every fetched "
-                  "layer first", call, held);
+                  "layer first",
+                  call, held);
 }
 
 /* The getters take a const handle but still reset or set its last-error text, which is
@@ -56,8 +59,8 @@ static zt_error *err_of(const zt_runtime *rt) { return &((zt_runtime *)rt)->err;
 
 static zt_status check_options(const zt_options *o, zt_error *err)
 {
-    if (o->struct_size < offsetof(zt_options, world_size) + sizeof(int) ||
-        o->api_version < 1 || o->api_version > ZT_API_VERSION)
+    if (o->struct_size < offsetof(zt_options, world_size) + sizeof(int) || o->api_version < 1 ||
+        o->api_version > ZT_API_VERSION)
         return ZT_ERR(err, ZT_ERR_ARGUMENT,
                       "zt_options was not initialised with ZT_OPTIONS_INIT (struct_size %zu, "
                       "api_version %d; this library supports api_version 1..%d)",
@@ -140,8 +143,8 @@ static zt_status check_init(zt_runtime *rt, const char *name, const zt_init *in)
     return ZT_OK;
 }
 
-zt_status zt_param_add(zt_runtime *rt, int layer, const char *name, const int64_t *shape,
-                       int ndim, const zt_init *init, int *param_id)
+zt_status zt_param_add(zt_runtime *rt, int layer, const char *name, const int64_t *shape, int ndim,
+                       const zt_init *init, int *param_id)
 {
     if (!rt)
         return ZT_ERR_ARGUMENT;
@@ -181,15 +184,17 @@ static zt_status check_stream(zt_runtime *rt, const void *stream, const char *ca
     CHECK_ARG(rt, stream,
               "%s: stream is NULL; pass the stream your work runs on (a cudaStream_t with the "
               "cuda backend, a stream from zt_stream_create with the host backend), or call "
-              "the blocking form", call);
+              "the blocking form",
+              call);
     CHECK_ARG(rt, zt_rt_stream_known(rt, stream),
               "%s: %p is not a stream of this runtime: with the host device backend, make "
-              "streams with zt_stream_create", call, stream);
+              "streams with zt_stream_create",
+              call, stream);
     return ZT_OK;
 }
 
-static zt_status fetch(zt_runtime *rt, int layer, zt_pass pass, void *stream,
-                       zt_layer_view *view, const char *call)
+static zt_status fetch(zt_runtime *rt, int layer, zt_pass pass, void *stream, zt_layer_view *view,
+                       const char *call)
 {
     if (!rt)
         return ZT_ERR_ARGUMENT;
@@ -206,8 +211,7 @@ static zt_status fetch(zt_runtime *rt, int layer, zt_pass pass, void *stream,
     return zt_rt_fetch(rt, layer, pass, stream, view);
 }
 
-static zt_status release(zt_runtime *rt, int layer, zt_pass pass, void *stream,
-                         const char *call)
+static zt_status release(zt_runtime *rt, int layer, zt_pass pass, void *stream, const char *call)
 {
     if (!rt)
         return ZT_ERR_ARGUMENT;
@@ -233,8 +237,7 @@ zt_status zt_release(zt_runtime *rt, int layer, zt_pass pass)
     return release(rt, layer, pass, NULL, "zt_release");
 }
 
-zt_status zt_fetch_async(zt_runtime *rt, int layer, zt_pass pass, void *stream,
-                         zt_layer_view *view)
+zt_status zt_fetch_async(zt_runtime *rt, int layer, zt_pass pass, void *stream, zt_layer_view *view)
 {
     return fetch(rt, layer, pass, stream, view, "zt_fetch_async");
 }
@@ -405,7 +408,8 @@ zt_status zt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel)
     if (st != ZT_OK)
         return st;
     CHECK_ARG(rt, param_id >= 0 && param_id < rt->reg.n_params,
-              "unknown parameter id %d (the runtime has %d parameters)", param_id, rt->reg.n_params);
+              "unknown parameter id %d (the runtime has %d parameters)", param_id,
+              rt->reg.n_params);
     CHECK_ARG(rt, dst, "zt_param_read: dst is NULL");
     if ((st = check_nothing_held(rt, "zt_param_read")) != ZT_OK)
         return st;
@@ -428,7 +432,8 @@ zt_status zt_param_write(zt_runtime *rt, int param_id, const float *src, int64_t
     if (st != ZT_OK)
         return st;
     CHECK_ARG(rt, param_id >= 0 && param_id < rt->reg.n_params,
-              "unknown parameter id %d (the runtime has %d parameters)", param_id, rt->reg.n_params);
+              "unknown parameter id %d (the runtime has %d parameters)", param_id,
+              rt->reg.n_params);
     CHECK_ARG(rt, src, "zt_param_write: src is NULL");
     if ((st = check_nothing_held(rt, "zt_param_write")) != ZT_OK)
         return st;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ztier — a runtime for training models whose state does not fit in accelerator memory.
  *
  * The caller registers layers and their parameters, commits, and then calls
@@ -26,7 +27,7 @@ extern "C" {
 #define ZT_VERSION_MAJOR 0
 #define ZT_VERSION_MINOR 1
 #define ZT_VERSION_PATCH 0
-#define ZT_VERSION_CODE(major, minor, patch) ((major) * 10000 + (minor) * 100 + (patch))
+#define ZT_VERSION_CODE(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
 #define ZT_VERSION ZT_VERSION_CODE(ZT_VERSION_MAJOR, ZT_VERSION_MINOR, ZT_VERSION_PATCH)
 /* Version of zt_options / zt_step_args layout. Structs only ever gain fields at the end. */
 #define ZT_API_VERSION 1
@@ -69,17 +70,20 @@ typedef void (*zt_log_fn)(void *user, int level, const char *msg);
 
 /* Options for zt_runtime_create. Start from ZT_OPTIONS_INIT and set what you need. */
 typedef struct zt_options {
-    size_t struct_size;          /* sizeof(zt_options): lets newer libraries read older callers */
-    int api_version;             /* ZT_API_VERSION */
-    const char *config_path;     /* JSON file (DeepSpeed schema); NULL: $ZT_CONFIG or none */
-    int log_level;               /* -1: $ZT_LOG or "warn"; else 0..3 as zt_log_fn */
-    zt_log_fn log_fn;            /* NULL: messages go to stderr */
+    size_t struct_size;      /* sizeof(zt_options): lets newer libraries read older callers */
+    int api_version;         /* ZT_API_VERSION */
+    const char *config_path; /* JSON file (DeepSpeed schema); NULL: $ZT_CONFIG or none */
+    int log_level;           /* -1: $ZT_LOG or "warn"; else 0..3 as zt_log_fn */
+    zt_log_fn log_fn;        /* NULL: messages go to stderr */
     void *log_user;
-    int rank;                    /* -1: from the comm backend */
-    int world_size;              /* -1: from the comm backend */
+    int rank;       /* -1: from the comm backend */
+    int world_size; /* -1: from the comm backend */
 } zt_options;
 
-#define ZT_OPTIONS_INIT {sizeof(zt_options), ZT_API_VERSION, NULL, -1, NULL, NULL, -1, -1}
+#define ZT_OPTIONS_INIT                                                  \
+    {                                                                    \
+        sizeof(zt_options), ZT_API_VERSION, NULL, -1, NULL, NULL, -1, -1 \
+    }
 
 /* Parameter initialisation. Initial values depend only on (seed, parameter name, element
  * index), never on world size or placement, so every configuration starts identically. */
@@ -96,8 +100,8 @@ typedef enum zt_init_kind {
 /* Fills dst[0, count) with elements [first, first + count) of the flattened tensor and
  * returns ZT_OK; any other status stops zt_runtime_commit with that status and a message
  * naming the parameter and the range. */
-typedef zt_status (*zt_init_fn)(void *user, const char *param_name, int64_t first,
-                                int64_t count, float *dst);
+typedef zt_status (*zt_init_fn)(void *user, const char *param_name, int64_t first, int64_t count,
+                                float *dst);
 
 typedef struct zt_init {
     zt_init_kind kind;
@@ -132,7 +136,10 @@ typedef struct zt_step_args {
     float weight_decay; /* weight decay for this step, in [0, 1000]; < 0: the configured one */
 } zt_step_args;
 
-#define ZT_STEP_ARGS_INIT {sizeof(zt_step_args), -1.0f, -1.0f}
+#define ZT_STEP_ARGS_INIT                  \
+    {                                      \
+        sizeof(zt_step_args), -1.0f, -1.0f \
+    }
 
 /* The optimizer as it will run (zt_optimizer_get): the configuration after defaults, the
  * DeepSpeed type rules ("Adam" has weight decay 0 unless given) and every override. */
@@ -147,15 +154,18 @@ typedef struct zt_optimizer_info {
     int on_device;
 } zt_optimizer_info;
 
-#define ZT_OPTIMIZER_INFO_INIT {.struct_size = sizeof(zt_optimizer_info)}
+#define ZT_OPTIMIZER_INFO_INIT                   \
+    {                                            \
+        .struct_size = sizeof(zt_optimizer_info) \
+    }
 
 typedef struct zt_step_info {
-    int64_t step;      /* optimizer steps taken so far (skipped steps not counted) */
-    float grad_norm;   /* global L2 norm of the averaged gradient, before clipping */
-    float clip_coef;   /* factor applied to gradients (1 when not clipped) */
-    int skipped;       /* 1 when the step was skipped because a gradient was inf/nan */
-    float loss_scale;  /* fp16: the loss scale to use for the next micro-steps; else 1 */
-    int micro_steps;   /* backward passes accumulated into this step */
+    int64_t step;     /* optimizer steps taken so far (skipped steps not counted) */
+    float grad_norm;  /* global L2 norm of the averaged gradient, before clipping */
+    float clip_coef;  /* factor applied to gradients (1 when not clipped) */
+    int skipped;      /* 1 when the step was skipped because a gradient was inf/nan */
+    float loss_scale; /* fp16: the loss scale to use for the next micro-steps; else 1 */
+    int micro_steps;  /* backward passes accumulated into this step */
 } zt_step_info;
 
 /* Counters since creation (zeros before commit). current/peak are bytes resident in a tier
@@ -166,16 +176,16 @@ typedef struct zt_stats {
     uint64_t device_bytes_current, device_bytes_peak, device_bytes_capacity;
     uint64_t host_bytes_current, host_bytes_peak;
     uint64_t nvme_bytes_current, nvme_bytes_peak;
-    uint64_t h2d_bytes, d2h_bytes;         /* copies between host and device */
+    uint64_t h2d_bytes, d2h_bytes; /* copies between host and device */
     uint64_t nvme_read_bytes, nvme_write_bytes;
-    double nvme_read_s, nvme_write_s;      /* time spent waiting for NVMe transfers */
-    uint64_t gathered_bytes, reduced_bytes; /* full layers all-gathered; gradients reduced */
-    uint64_t prefetch_hits;                /* fetches whose layer was already on its way */
-    uint64_t evictions;                    /* prefetched layers freed to make room */
+    double nvme_read_s, nvme_write_s;            /* time spent waiting for NVMe transfers */
+    uint64_t gathered_bytes, reduced_bytes;      /* full layers all-gathered; gradients reduced */
+    uint64_t prefetch_hits;                      /* fetches whose layer was already on its way */
+    uint64_t evictions;                          /* prefetched layers freed to make room */
     uint64_t comm_bytes_intra, comm_bytes_inter; /* bytes this rank sent within / across nodes */
-    uint64_t trace_deviations;             /* steps whose layer order left the recorded one */
-    double fetch_wait_s;                   /* time zt_fetch waited (stall) */
-    double step_s;                         /* time spent in zt_step */
+    uint64_t trace_deviations;                   /* steps whose layer order left the recorded one */
+    double fetch_wait_s;                         /* time zt_fetch waited (stall) */
+    double step_s;                               /* time spent in zt_step */
     uint64_t fetches, releases, steps, skipped_steps;
     /* parameter bytes kept resident in device memory on every rank because their layer is
      * below zero_optimization.stage3_param_persistence_threshold (never offloaded) */
@@ -202,11 +212,14 @@ typedef struct zt_stats {
     uint64_t hpz_slices_dropped;
 } zt_stats;
 
-#define ZT_STATS_INIT {.struct_size = sizeof(zt_stats)}
+#define ZT_STATS_INIT                   \
+    {                                   \
+        .struct_size = sizeof(zt_stats) \
+    }
 
 /* ---- version and status ---- */
-ZT_API int zt_version(void);                 /* ZT_VERSION of the library actually loaded */
-ZT_API const char *zt_version_string(void);  /* "0.1.0"; static storage */
+ZT_API int zt_version(void);                      /* ZT_VERSION of the library actually loaded */
+ZT_API const char *zt_version_string(void);       /* "0.1.0"; static storage */
 ZT_API const char *zt_status_string(zt_status s); /* static storage; never NULL */
 
 /* ---- lifecycle ---- */

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Times peer CPU Adam implementations next to ztier's on the same sizes and threads.
 
     python3 bench/peer_adam.py --ztier build/tools/ztier [--params 1e8] [--threads 2]

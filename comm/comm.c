@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Backend selection and synchronous helpers shared by every comm backend. */
 #include "comm/comm.h"
 #include "core/log.h"
@@ -54,7 +55,8 @@ zt_status zt_comm_create(const char *backend, zt_comm **out, zt_error *err)
         if (launched > 1)
             return ZT_ERR(err, ZT_ERR_CONFIG,
                           "ztier.comm_backend is \"single\" but the launcher started %d ranks; "
-                          "use \"mpi\" (or \"auto\")", launched);
+                          "use \"mpi\" (or \"auto\")",
+                          launched);
         return zt_comm_single_create(out, err);
     }
 #ifdef ZT_HAVE_MPI
@@ -67,7 +69,8 @@ zt_status zt_comm_create(const char *backend, zt_comm **out, zt_error *err)
 #endif
     return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
                   "comm backend \"%s\" is not available in this build (built: %s); "
-                  "set ztier.comm_backend", backend, BUILT_COMMS);
+                  "set ztier.comm_backend",
+                  backend, BUILT_COMMS);
 }
 
 zt_status zt_comm_allreduce_sync(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt,
@@ -122,7 +125,8 @@ zt_status zt_comm_agree(zt_comm *c, zt_status local, const char *what, zt_error 
     if (bad >= 0)
         return ZT_ERR(err, ZT_ERR_COMM,
                       "%s failed on rank %d of %d (%s; see that rank's message); every rank "
-                      "stops with an error", what, bad, c->size, zt_status_string(other));
+                      "stops with an error",
+                      what, bad, c->size, zt_status_string(other));
     return ZT_OK;
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Comm backend interface: collectives over a communicator of ranks, each asynchronous with a
  * completion handle. `single` (world size 1) is always built; `mpi` and `nccl` when enabled.
  * Buffers are in the memory the backend works on (host memory for single/mpi, device memory
@@ -35,18 +36,17 @@ typedef struct zt_comm_req {
 typedef struct zt_comm_iface {
     const char *name;
     /* recv[r*count ..] = send of rank r; send may equal recv + rank*count (in place) */
-    zt_status (*allgather)(zt_comm *c, const void *send, void *recv, size_t count,
-                           zt_comm_dtype dt, zt_comm_req *req, zt_error *err);
+    zt_status (*allgather)(zt_comm *c, const void *send, void *recv, size_t count, zt_comm_dtype dt,
+                           zt_comm_req *req, zt_error *err);
     /* recv[0..count) = sum over ranks of send[rank*count ..]; send holds size*count */
     zt_status (*reduce_scatter)(zt_comm *c, const void *send, void *recv, size_t count,
-                                zt_comm_dtype dt, zt_reduce_op op, zt_comm_req *req,
-                                zt_error *err);
+                                zt_comm_dtype dt, zt_reduce_op op, zt_comm_req *req, zt_error *err);
     /* recv = op over ranks of send (count elements); send may equal recv */
-    zt_status (*allreduce)(zt_comm *c, const void *send, void *recv, size_t count,
-                           zt_comm_dtype dt, zt_reduce_op op, zt_comm_req *req, zt_error *err);
+    zt_status (*allreduce)(zt_comm *c, const void *send, void *recv, size_t count, zt_comm_dtype dt,
+                           zt_reduce_op op, zt_comm_req *req, zt_error *err);
     /* block r of send goes to rank r; block q of recv comes from rank q (count per block) */
-    zt_status (*alltoall)(zt_comm *c, const void *send, void *recv, size_t count,
-                          zt_comm_dtype dt, zt_comm_req *req, zt_error *err);
+    zt_status (*alltoall)(zt_comm *c, const void *send, void *recv, size_t count, zt_comm_dtype dt,
+                          zt_comm_req *req, zt_error *err);
     zt_status (*broadcast)(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt, int root,
                            zt_comm_req *req, zt_error *err);
     zt_status (*barrier)(zt_comm *c, zt_comm_req *req, zt_error *err);
@@ -83,13 +83,13 @@ static inline zt_status zt_comm_allgather(zt_comm *c, const void *send, void *re
 }
 static inline zt_status zt_comm_reduce_scatter(zt_comm *c, const void *send, void *recv,
                                                size_t count, zt_comm_dtype dt, zt_reduce_op op,
-zt_comm_req *req, zt_error *err)
+                                               zt_comm_req *req, zt_error *err)
 {
     return c->iface->reduce_scatter(c, send, recv, count, dt, op, req, err);
 }
 static inline zt_status zt_comm_allreduce(zt_comm *c, const void *send, void *recv, size_t count,
                                           zt_comm_dtype dt, zt_reduce_op op, zt_comm_req *req,
-zt_error *err)
+                                          zt_error *err)
 {
     return c->iface->allreduce(c, send, recv, count, dt, op, req, err);
 }

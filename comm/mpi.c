@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The `mpi` comm backend (host memory). Each communicator owns one worker thread that runs
  * its collectives, in issue order, as blocking MPI calls: progress never depends on the
  * caller entering MPI (MPI is initialised with MPI_THREAD_MULTIPLE).
@@ -34,8 +35,15 @@
 #include <string.h>
 #include <time.h>
 
-enum mpi_op_kind { OP_ALLGATHER, OP_REDUCE_SCATTER, OP_ALLREDUCE, OP_ALLTOALL, OP_BCAST,
-                   OP_BARRIER, OP_SPLIT };
+enum mpi_op_kind {
+    OP_ALLGATHER,
+    OP_REDUCE_SCATTER,
+    OP_ALLREDUCE,
+    OP_ALLTOALL,
+    OP_BCAST,
+    OP_BARRIER,
+    OP_SPLIT
+};
 
 typedef struct mpi_op {
     enum mpi_op_kind kind;
@@ -133,8 +141,8 @@ static int run_reduce16(mpi_comm *c, mpi_op *op)
     if (rc == MPI_SUCCESS)
         zt_convert_array(op->recv, as_dtype(op->dt), out, ZT_F32, op->count);
     free(wide), free(out);
-    return set_error(op, rc, op->kind == OP_REDUCE_SCATTER ? "MPI_Reduce_scatter_block"
-                                                           : "MPI_Allreduce");
+    return set_error(op, rc,
+                     op->kind == OP_REDUCE_SCATTER ? "MPI_Reduce_scatter_block" : "MPI_Allreduce");
 }
 
 static zt_status make_comm(MPI_Comm comm, zt_comm **out, zt_error *err);
@@ -149,7 +157,7 @@ static void run_op(mpi_comm *c, mpi_op *op)
     switch (op->kind) {
     case OP_ALLGATHER: {
         const void *send = op->send == (char *)op->recv + op->count * zt_comm_dtype_size(op->dt) *
-                                                            (size_t)c->base.rank
+                                                              (size_t)c->base.rank
                                ? MPI_IN_PLACE
                                : op->send;
         set_error(op, MPI_Allgather(send, n, raw, op->recv, n, raw, c->comm), "MPI_Allgather");
@@ -193,8 +201,8 @@ static void run_op(mpi_comm *c, mpi_op *op)
 
 static const char *op_name(enum mpi_op_kind k)
 {
-    static const char *const names[] = {"all-gather", "reduce-scatter", "all-reduce",
-                                        "all-to-all", "broadcast",      "barrier", "split"};
+    static const char *const names[] = {"all-gather", "reduce-scatter", "all-reduce", "all-to-all",
+                                        "broadcast",  "barrier",        "split"};
     return names[k];
 }
 
@@ -317,17 +325,20 @@ static zt_status mpi_reduce_scatter(zt_comm *c, const void *send, void *recv, si
                                     zt_comm_dtype dt, zt_reduce_op rop, zt_comm_req *req,
                                     zt_error *err)
 {
-    mpi_op op = {.kind = OP_REDUCE_SCATTER, .send = send, .recv = recv, .count = count,
-                 .dt = dt, .rop = rop};
+    mpi_op op = {.kind = OP_REDUCE_SCATTER,
+                 .send = send,
+                 .recv = recv,
+                 .count = count,
+                 .dt = dt,
+                 .rop = rop};
     return submit(c, &op, req, err);
 }
 
 static zt_status mpi_allreduce(zt_comm *c, const void *send, void *recv, size_t count,
-                               zt_comm_dtype dt, zt_reduce_op rop, zt_comm_req *req,
-                               zt_error *err)
+                               zt_comm_dtype dt, zt_reduce_op rop, zt_comm_req *req, zt_error *err)
 {
-    mpi_op op = {.kind = OP_ALLREDUCE, .send = send, .recv = recv, .count = count, .dt = dt,
-                 .rop = rop};
+    mpi_op op = {
+        .kind = OP_ALLREDUCE, .send = send, .recv = recv, .count = count, .dt = dt, .rop = rop};
     return submit(c, &op, req, err);
 }
 
@@ -449,9 +460,11 @@ static void finalize_at_exit(void)
         return;
     int abandoned = atomic_load(&g_abandoned);
     if (abandoned) {
-        ZT_LOGW("comm", "rank %d: MPI is not finalised because a peer stopped responding (%d "
-                        "collective(s) never completed); the launcher may report that this "
-                        "process exited without finalising", world_rank(), abandoned);
+        ZT_LOGW("comm",
+                "rank %d: MPI is not finalised because a peer stopped responding (%d "
+                "collective(s) never completed); the launcher may report that this "
+                "process exited without finalising",
+                world_rank(), abandoned);
         return;
     }
     MPI_Finalize();
@@ -475,12 +488,14 @@ zt_status zt_comm_mpi_create(zt_comm **out, zt_error *err)
         return ZT_ERR(err, ZT_ERR_COMM,
                       "MPI provides thread level %d; ztier's MPI backend needs "
                       "MPI_THREAD_MULTIPLE (call MPI_Init_thread with it, or let ztier "
-                      "initialise MPI)", provided);
+                      "initialise MPI)",
+                      provided);
     if (atomic_load(&g_abandoned)) /* MPI_Comm_dup would wait for the stopped peer forever */
         return ZT_ERR(err, ZT_ERR_COMM,
                       "rank %d: a collective of an earlier runtime never completed (another "
                       "rank has probably failed or stopped), so MPI cannot be used again in "
-                      "this process; end it and restart the job", world_rank());
+                      "this process; end it and restart the job",
+                      world_rank());
     MPI_Comm dup;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     return make_comm(dup, out, err);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The `nccl` comm backend (device memory). Collectives run on the communicator's own CUDA
  * stream, on the rank's GPU (made current around every call: the runtime's threads may have
  * another current); a request is a CUDA event recorded after the collective. The runtime
@@ -57,7 +58,8 @@ static zt_status aborted(const nccl_comm *c, zt_error *err)
 {
     return ZT_ERR(err, ZT_ERR_COMM,
                   "rank %d: the NCCL communicator was aborted after a collective timed out; "
-                  "destroy the runtime (every later collective fails)", c->base.rank);
+                  "destroy the runtime (every later collective fails)",
+                  c->base.rank);
 }
 
 static const zt_comm_iface nccl_iface;
@@ -79,12 +81,24 @@ static zt_status cuda_check(cudaError_t r, const char *what, zt_error *err)
 static int nccl_type(zt_comm_dtype dt, ncclDataType_t *out)
 {
     switch (dt) {
-    case ZT_COMM_U8: *out = ncclUint8; return 0;
-    case ZT_COMM_F32: *out = ncclFloat32; return 0;
-    case ZT_COMM_F64: *out = ncclFloat64; return 0;
-    case ZT_COMM_I64: *out = ncclInt64; return 0;
-    case ZT_COMM_BF16: *out = ncclBfloat16; return 1; /* moved, never reduced */
-    case ZT_COMM_F16: *out = ncclFloat16; return 1;
+    case ZT_COMM_U8:
+        *out = ncclUint8;
+        return 0;
+    case ZT_COMM_F32:
+        *out = ncclFloat32;
+        return 0;
+    case ZT_COMM_F64:
+        *out = ncclFloat64;
+        return 0;
+    case ZT_COMM_I64:
+        *out = ncclInt64;
+        return 0;
+    case ZT_COMM_BF16:
+        *out = ncclBfloat16;
+        return 1; /* moved, never reduced */
+    case ZT_COMM_F16:
+        *out = ncclFloat16;
+        return 1;
     }
     return -1;
 }
@@ -113,19 +127,19 @@ static zt_status finish(nccl_comm *c, zt_status st, zt_comm_req *req, zt_error *
 }
 
 static zt_status nccl_allgather_on(zt_comm *base, const void *send, void *recv, size_t count,
-                                zt_comm_dtype dt, zt_comm_req *req, zt_error *err)
+                                   zt_comm_dtype dt, zt_comm_req *req, zt_error *err)
 {
     nccl_comm *c = (nccl_comm *)base;
     ncclDataType_t t = ncclUint8;
     nccl_type(dt, &t);
-    zt_status st = nccl_check(ncclAllGather(send, recv, count, t, c->comm, c->stream),
-                              "ncclAllGather", err);
+    zt_status st =
+        nccl_check(ncclAllGather(send, recv, count, t, c->comm, c->stream), "ncclAllGather", err);
     return finish(c, st, req, err);
 }
 
 static zt_status nccl_reduce_scatter_on(zt_comm *base, const void *send, void *recv, size_t count,
-                                     zt_comm_dtype dt, zt_reduce_op op, zt_comm_req *req,
-                                     zt_error *err)
+                                        zt_comm_dtype dt, zt_reduce_op op, zt_comm_req *req,
+                                        zt_error *err)
 {
     nccl_comm *c = (nccl_comm *)base;
     ncclDataType_t t = ncclUint8;
@@ -146,8 +160,8 @@ static zt_status nccl_reduce_scatter_on(zt_comm *base, const void *send, void *r
 }
 
 static zt_status nccl_allreduce_on(zt_comm *base, const void *send, void *recv, size_t count,
-                                zt_comm_dtype dt, zt_reduce_op op, zt_comm_req *req,
-                                zt_error *err)
+                                   zt_comm_dtype dt, zt_reduce_op op, zt_comm_req *req,
+                                   zt_error *err)
 {
     nccl_comm *c = (nccl_comm *)base;
     ncclDataType_t t = ncclUint8;
@@ -160,7 +174,7 @@ static zt_status nccl_allreduce_on(zt_comm *base, const void *send, void *recv, 
 }
 
 static zt_status nccl_alltoall_on(zt_comm *base, const void *send, void *recv, size_t count,
-                               zt_comm_dtype dt, zt_comm_req *req, zt_error *err)
+                                  zt_comm_dtype dt, zt_comm_req *req, zt_error *err)
 {
     nccl_comm *c = (nccl_comm *)base;
     ncclDataType_t t = ncclUint8;
@@ -168,18 +182,20 @@ static zt_status nccl_alltoall_on(zt_comm *base, const void *send, void *recv, s
     size_t block = count * zt_comm_dtype_size(dt);
     zt_status st = nccl_check(ncclGroupStart(), "ncclGroupStart", err);
     for (int r = 0; st == ZT_OK && r < base->size; r++) {
-        st = nccl_check(ncclSend((const char *)send + (size_t)r * block, count, t, r, c->comm,
-                                 c->stream), "ncclSend", err);
+        st = nccl_check(
+            ncclSend((const char *)send + (size_t)r * block, count, t, r, c->comm, c->stream),
+            "ncclSend", err);
         if (st == ZT_OK)
-            st = nccl_check(ncclRecv((char *)recv + (size_t)r * block, count, t, r, c->comm,
-                                     c->stream), "ncclRecv", err);
+            st = nccl_check(
+                ncclRecv((char *)recv + (size_t)r * block, count, t, r, c->comm, c->stream),
+                "ncclRecv", err);
     }
     zt_status end = nccl_check(ncclGroupEnd(), "ncclGroupEnd", err);
     return finish(c, st != ZT_OK ? st : end, req, err);
 }
 
 static zt_status nccl_broadcast_on(zt_comm *base, void *buf, size_t count, zt_comm_dtype dt,
-                                int root, zt_comm_req *req, zt_error *err)
+                                   int root, zt_comm_req *req, zt_error *err)
 {
     nccl_comm *c = (nccl_comm *)base;
     ncclDataType_t t = ncclUint8;
@@ -205,14 +221,14 @@ static zt_status nccl_barrier_on(zt_comm *base, zt_comm_req *req, zt_error *err)
 }
 
 /* Each collective: refused once aborted, issued on the communicator's GPU. */
-#define ON_DEVICE(c, err, call)                                                                \
-    do {                                                                                       \
-        if (!(c)->comm)                                                                        \
-            return aborted(c, err);                                                            \
-        int prev_ = enter(c);                                                                  \
-        zt_status st_ = (call);                                                                \
-        leave(c, prev_);                                                                       \
-        return st_;                                                                            \
+#define ON_DEVICE(c, err, call)     \
+    do {                            \
+        if (!(c)->comm)             \
+            return aborted(c, err); \
+        int prev_ = enter(c);       \
+        zt_status st_ = (call);     \
+        leave(c, prev_);            \
+        return st_;                 \
     } while (0)
 
 static zt_status nccl_allgather(zt_comm *base, const void *send, void *recv, size_t count,
@@ -230,8 +246,7 @@ static zt_status nccl_reduce_scatter(zt_comm *base, const void *send, void *recv
 }
 
 static zt_status nccl_allreduce(zt_comm *base, const void *send, void *recv, size_t count,
-                                zt_comm_dtype dt, zt_reduce_op op, zt_comm_req *req,
-                                zt_error *err)
+                                zt_comm_dtype dt, zt_reduce_op op, zt_comm_req *req, zt_error *err)
 {
     ON_DEVICE((nccl_comm *)base, err, nccl_allreduce_on(base, send, recv, count, dt, op, req, err));
 }
@@ -242,8 +257,8 @@ static zt_status nccl_alltoall(zt_comm *base, const void *send, void *recv, size
     ON_DEVICE((nccl_comm *)base, err, nccl_alltoall_on(base, send, recv, count, dt, req, err));
 }
 
-static zt_status nccl_broadcast(zt_comm *base, void *buf, size_t count, zt_comm_dtype dt,
-                                int root, zt_comm_req *req, zt_error *err)
+static zt_status nccl_broadcast(zt_comm *base, void *buf, size_t count, zt_comm_dtype dt, int root,
+                                zt_comm_req *req, zt_error *err)
 {
     ON_DEVICE((nccl_comm *)base, err, nccl_broadcast_on(base, buf, count, dt, root, req, err));
 }
@@ -257,8 +272,9 @@ static zt_status nccl_barrier(zt_comm *base, zt_comm_req *req, zt_error *err)
 static zt_status nccl_wait_event(zt_comm *base, void *event, zt_error *err)
 {
     nccl_comm *c = (nccl_comm *)base;
-    ON_DEVICE(c, err, cuda_check(cudaStreamWaitEvent(c->stream, (cudaEvent_t)event, 0),
-                                 "cudaStreamWaitEvent (comm stream)", err));
+    ON_DEVICE(c, err,
+              cuda_check(cudaStreamWaitEvent(c->stream, (cudaEvent_t)event, 0),
+                         "cudaStreamWaitEvent (comm stream)", err));
 }
 
 static void drop_event(zt_comm_req *req)
@@ -272,10 +288,10 @@ static void drop_event(zt_comm_req *req)
 /* The request ends for the host; `stream` (a cudaStream_t) waits for it on the GPU. */
 static zt_status complete_on_stream(zt_comm_req *req, void *stream, zt_error *err)
 {
-    zt_status st = req->impl ? cuda_check(cudaStreamWaitEvent((cudaStream_t)stream,
-                                                              (cudaEvent_t)req->impl, 0),
-                                          "cudaStreamWaitEvent (after a collective)", err)
-                             : ZT_OK;
+    zt_status st =
+        req->impl ? cuda_check(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)req->impl, 0),
+                               "cudaStreamWaitEvent (after a collective)", err)
+                  : ZT_OK;
     drop_event(req);
     return st;
 }
@@ -389,8 +405,7 @@ static const zt_comm_iface nccl_iface = {
 
 /* On success, owns comm and host (the MPI communicator for host-memory collectives); on
  * failure, the caller keeps both. The device is current. */
-static zt_status make_comm(ncclComm_t comm, zt_comm *host, int device, zt_comm **out,
-                           zt_error *err)
+static zt_status make_comm(ncclComm_t comm, zt_comm *host, int device, zt_comm **out, zt_error *err)
 {
     nccl_comm *c = calloc(1, sizeof *c);
     if (!c)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The `single` comm backend: a world of one rank. Collectives are copies (or nothing when in
  * place) and complete immediately. */
 #include "comm/comm.h"
@@ -36,8 +37,8 @@ static zt_status single_allreduce(zt_comm *c, const void *send, void *recv, size
     return single_allgather(c, send, recv, count, dt, req, err);
 }
 
-static zt_status single_broadcast(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt,
-                                  int root, zt_comm_req *req, zt_error *err)
+static zt_status single_broadcast(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt, int root,
+                                  zt_comm_req *req, zt_error *err)
 {
     (void)c, (void)buf, (void)count, (void)dt;
     if (root != 0)

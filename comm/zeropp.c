@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ZeRO++ collectives over a topology (see zeropp.h). */
 #include "comm/zeropp.h"
 #include "core/convert.h"
@@ -27,8 +28,8 @@ int zt_qgz_two_level(int size, int node_ranks)
     return size > node_ranks && equal_nodes(size, node_ranks);
 }
 
-zt_status zt_topology_open(zt_topology *t, zt_comm *world, int ranks_per_node, int hpz,
-                           int qgz, zt_error *err)
+zt_status zt_topology_open(zt_topology *t, zt_comm *world, int ranks_per_node, int hpz, int qgz,
+                           zt_error *err)
 {
     memset(t, 0, sizeof *t);
     t->world = world;
@@ -44,13 +45,17 @@ zt_status zt_topology_open(zt_topology *t, zt_comm *world, int ranks_per_node, i
      * collectives follow from it), and it depends on whether a slice found room: slices of
      * one size everywhere keep that decision the same. */
     if (want_hpz && !equal_nodes(t->size, rpn)) {
-        ZT_LOGW("zeropp", "zero_hpz_partition_size = %d: hpZ is off, it needs nodes of equal "
-                          "size and more than one rank (%d ranks do not split into nodes of %d; "
-                          "set ztier.ranks_per_node)", hpz, t->size, rpn);
+        ZT_LOGW("zeropp",
+                "zero_hpz_partition_size = %d: hpZ is off, it needs nodes of equal "
+                "size and more than one rank (%d ranks do not split into nodes of %d; "
+                "set ztier.ranks_per_node)",
+                hpz, t->size, rpn);
         want_hpz = 0;
     } else if (want_hpz && hpz != rpn) {
-        ZT_LOGW("zeropp", "zero_hpz_partition_size = %d: ztier keeps secondary shards per node "
-                          "(%d ranks here, from ztier.ranks_per_node)", hpz, rpn);
+        ZT_LOGW("zeropp",
+                "zero_hpz_partition_size = %d: ztier keeps secondary shards per node "
+                "(%d ranks here, from ztier.ranks_per_node)",
+                hpz, rpn);
     }
     /* split is collective: every rank takes part when any of these is on (config is shared) */
     zt_status st = ZT_OK;
@@ -148,7 +153,8 @@ zt_status zt_qwz_finish(zt_qwz *q, const zt_topology *t, void *full, zt_dtype dt
     zt_status st = ZT_OK;
     for (int r = 0; st == ZT_OK && r < t->size; r++) {
         const char *p = (const char *)q->recv + pb * (size_t)r;
-        st = zt_device_dequant8_async(t->dev, (const int8_t *)p, (const float *)(p + vb), (size_t)n, block,
+        st = zt_device_dequant8_async(
+            t->dev, (const int8_t *)p, (const float *)(p + vb), (size_t)n, block,
             (char *)full + (size_t)r * (size_t)n * zt_dtype_size(dtype), dtype, s, err);
     }
     if (st == ZT_OK)
@@ -164,15 +170,15 @@ static zt_status pack4(const zt_topology *t, const float *x, int64_t n, int bloc
                        zt_stream *s, zt_error *err)
 {
     return zt_device_quant4_async(t->dev, x, (size_t)n, block, (uint8_t *)p,
-                                       (float *)(p + values_bytes(n, 4)), s, err);
+                                  (float *)(p + values_bytes(n, 4)), s, err);
 }
 
-static zt_status unpack4_add(const zt_topology *t, const char *p, int64_t n, int block,
-                             float *acc, zt_stream *s, zt_error *err)
+static zt_status unpack4_add(const zt_topology *t, const char *p, int64_t n, int block, float *acc,
+                             zt_stream *s, zt_error *err)
 {
     return zt_device_dequant4_add_async(t->dev, (const uint8_t *)p,
-                                             (const float *)(p + values_bytes(n, 4)), (size_t)n,
-                                             block, acc, s, err);
+                                        (const float *)(p + values_bytes(n, 4)), (size_t)n, block,
+                                        acc, s, err);
 }
 
 static zt_status alltoall_sync(zt_comm *c, const void *send, void *recv, size_t bytes,
@@ -189,8 +195,8 @@ static size_t flat_scratch(int size, int64_t shard, int block)
     return 2 * scratch_round(packed_bytes(shard, block, 4) * (size_t)size);
 }
 
-static zt_status qgz_flat(zt_topology *t, const float *grads, int64_t shard, int block,
-                          float *acc, void *scratch, zt_stream *s, zt_error *err)
+static zt_status qgz_flat(zt_topology *t, const float *grads, int64_t shard, int block, float *acc,
+                          void *scratch, zt_stream *s, zt_error *err)
 {
     size_t pb = packed_bytes(shard, block, 4), used = 0;
     char *send = carve(scratch, &used, pb * (size_t)t->size);
@@ -257,8 +263,8 @@ static zt_status qgz_hierarchical(zt_topology *t, const float *grads, int64_t sh
     if (st == ZT_OK) /* requantize: to node m, its owner's part (send is free again) */
         st = d->memset_async(t->dev, send, 0, p2 * (size_t)N, s, err);
     for (int m = 0; st == ZT_OK && m < N; m++)
-        st = pack4(t, partial + (size_t)m * (size_t)shard, shard, block, send + p2 * (size_t)m,
-                   s, err);
+        st = pack4(t, partial + (size_t)m * (size_t)shard, shard, block, send + p2 * (size_t)m, s,
+                   err);
     if (st == ZT_OK)
         st = dsync(t, s, err);
     if (st == ZT_OK) {
@@ -287,7 +293,8 @@ zt_status zt_qgz_reduce(zt_topology *t, const float *grads, int64_t n, int block
     if (scratch_bytes < need)
         return ZT_ERR(err, ZT_ERR_INTERNAL,
                       "qgZ of '%s': a scratch of %zu bytes, %zu needed (zt_qgz_scratch_bytes "
-                      "and the topology disagree)", name, scratch_bytes, need);
+                      "and the topology disagree)",
+                      name, scratch_bytes, need);
     zt_status st = t->inter ? qgz_hierarchical(t, grads, n, block, acc, scratch, s, err)
                             : qgz_flat(t, grads, n, block, acc, scratch, s, err);
     if (st != ZT_OK)

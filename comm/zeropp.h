@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ZeRO++ on top of a communicator: the node topology it needs, with counters of the bytes
  * this rank sends inside and across nodes, and the three collectives:
  *  - qwZ: an all-gather of int8 blocks plus fp32 scales instead of the parameters; every rank
@@ -38,8 +39,8 @@ typedef struct zt_topology {
  * whole world) and, when hpZ (hpz: zero_hpz_partition_size, > 1 to use it) or hierarchical
  * qgZ (qgz: 1 when on) needs them, splits the node and cross-node communicators
  * (collective: every rank calls it with the same arguments). */
-zt_status zt_topology_open(zt_topology *t, zt_comm *world, int ranks_per_node, int hpz,
-                           int qgz, zt_error *err);
+zt_status zt_topology_open(zt_topology *t, zt_comm *world, int ranks_per_node, int hpz, int qgz,
+                           zt_error *err);
 void zt_topology_close(zt_topology *t);
 
 /* Ranks per node for `size` ranks: ranks_per_node (> 0), else the launcher's local size

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One element of the fused Adam/AdamW update (the formulas are in optimizer/adam.h), written
  * once and compiled twice: by the C compiler for the scalar reference
  * (optimizer/adam_scalar.c, which CI tests bitwise against the SIMD kernels and against

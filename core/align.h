@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Rounding sizes up to alignments (pages for O_DIRECT and the host tier). */
 #ifndef ZT_CORE_ALIGN_H
 #define ZT_CORE_ALIGN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Array conversions between fp32, bf16 and fp16. One loop per (source, destination) pair;
  * on CPUs with AVX2 and F16C the loops run 8 elements at a time through functions compiled
  * for those instructions (target attributes, chosen at run time), with the scalar functions

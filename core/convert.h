@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fp32 <-> bf16 / fp16 conversions on bit patterns (uint16_t holds a bf16 or fp16 value).
  * These scalar functions are the reference the SIMD kernels are tested against, and they
  * give the same bits as the x86 instructions (F16C vcvtps2ph/vcvtph2ps with round to nearest

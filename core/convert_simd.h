@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* 8-lane fp32 <-> bf16 conversions for AVX2 code, shared by the array conversions
  * (convert.c, target attribute) and the AVX2 Adam kernel (compiled with -mavx2). Same bits as
  * zt_f32_to_bf16 / zt_bf16_to_f32 in convert.h. Include only where AVX2 may be used. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "core/cpu.h"
 
 int zt_cpu_has(zt_cpu_feature f)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The instruction-set extensions of the CPU this process runs on, for the run-time choice
  * of SIMD kernels (Adam, quantization, conversions). */
 #ifndef ZT_CORE_CPU_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal error records: a status plus a message with file:line, filled by the module that
  * found the problem and copied into the runtime's last-error text by the API layer. */
 #ifndef ZT_CORE_ERROR_H
@@ -16,8 +17,8 @@ typedef struct zt_error {
 
 /* Records status s and a printf-style message; returns s so callers can `return ZT_ERR(...)`.
  * e may be NULL (the error is then only returned). Never allocates. */
-zt_status zt_error_set(zt_error *e, zt_status s, const char *file, int line, const char *fmt,
-                       ...) __attribute__((format(printf, 5, 6)));
+zt_status zt_error_set(zt_error *e, zt_status s, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 /* Prepends context ("layer 'h3': ") to an already recorded message. */
 void zt_error_prefix(zt_error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Leveled logging with subsystem names. The level comes from zt_options, else $ZT_LOG
  * (error|warn|info|debug), else warn. Messages go to the caller's callback or stderr. */
 #ifndef ZT_CORE_LOG_H
@@ -16,10 +17,10 @@ int zt_log_level_parse(const char *s);
 void zt_log_write(int level, const char *subsys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-#define ZT_LOG(level, subsys, ...)                                                             \
-    do {                                                                                       \
-        if ((level) <= zt_log_level())                                                         \
-            zt_log_write((level), (subsys), __VA_ARGS__);                                      \
+#define ZT_LOG(level, subsys, ...)                        \
+    do {                                                  \
+        if ((level) <= zt_log_level())                    \
+            zt_log_write((level), (subsys), __VA_ARGS__); \
     } while (0)
 #define ZT_LOGE(subsys, ...) ZT_LOG(ZT_LOG_ERROR, subsys, __VA_ARGS__)
 #define ZT_LOGW(subsys, ...) ZT_LOG(ZT_LOG_WARN, subsys, __VA_ARGS__)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Block quantization for ZeRO++ communication: symmetric int8 (weights, qwZ) and int4
  * (gradients, qgZ) with one fp32 scale per block of `block` elements:
  *   scale = max|x| over the block / 127 (int8) or / 7 (int4);
@@ -36,8 +37,8 @@ void zt_quant8(zt_quant_variant v, const void *x, zt_dtype dt, int64_t n, int bl
 void zt_dequant8(zt_quant_variant v, const int8_t *q, const float *scales, int64_t n, int block,
                  void *out, zt_dtype dt);
 /* acc[i] += q[i] * scale (fp32 accumulation) */
-void zt_dequant8_add(zt_quant_variant v, const int8_t *q, const float *scales, int64_t n,
-                     int block, float *acc);
+void zt_dequant8_add(zt_quant_variant v, const int8_t *q, const float *scales, int64_t n, int block,
+                     float *acc);
 
 /* The same split over a thread pool (NULL: this thread) in chunks of whole blocks: the same
  * bits as the serial kernels (core/quant_parallel.c). */
@@ -49,16 +50,15 @@ void zt_dequant8_parallel(zt_threadpool *pool, zt_quant_variant v, const int8_t 
 /* int4: q holds (n + 1) / 2 bytes. The best variant the CPU has (AVX-512, AVX2 or scalar). */
 void zt_quant4_parallel(zt_threadpool *pool, const float *x, int64_t n, int block, uint8_t *q,
                         float *scales);
-void zt_dequant4_add_parallel(zt_threadpool *pool, const uint8_t *q, const float *scales,
-                              int64_t n, int block, float *acc);
+void zt_dequant4_add_parallel(zt_threadpool *pool, const uint8_t *q, const float *scales, int64_t n,
+                              int block, float *acc);
 void zt_quant4(const float *x, int64_t n, int block, uint8_t *q, float *scales);
 void zt_dequant4_add(const uint8_t *q, const float *scales, int64_t n, int block, float *acc);
 void zt_quant4_scalar(const float *x, int64_t n, int block, uint8_t *q, float *scales);
 void zt_dequant4_add_scalar(const uint8_t *q, const float *scales, int64_t n, int block,
                             float *acc);
 void zt_quant4_avx2(const float *x, int64_t n, int block, uint8_t *q, float *scales);
-void zt_dequant4_add_avx2(const uint8_t *q, const float *scales, int64_t n, int block,
-                          float *acc);
+void zt_dequant4_add_avx2(const uint8_t *q, const float *scales, int64_t n, int block, float *acc);
 void zt_quant4_avx512(const float *x, int64_t n, int block, uint8_t *q, float *scales);
 void zt_dequant4_add_avx512(const uint8_t *q, const float *scales, int64_t n, int block,
                             float *acc);
@@ -67,8 +67,7 @@ void zt_dequant4_add_avx512(const uint8_t *q, const float *scales, int64_t n, in
 void zt_quant8_scalar(const void *x, zt_dtype dt, int64_t n, int block, int8_t *q, float *scales);
 void zt_dequant8_scalar(const int8_t *q, const float *scales, int64_t n, int block, void *out,
                         zt_dtype dt);
-void zt_dequant8_add_scalar(const int8_t *q, const float *scales, int64_t n, int block,
-                            float *acc);
+void zt_dequant8_add_scalar(const int8_t *q, const float *scales, int64_t n, int block, float *acc);
 void zt_quant8_avx2(const void *x, zt_dtype dt, int64_t n, int block, int8_t *q, float *scales);
 void zt_dequant8_avx2(const int8_t *q, const float *scales, int64_t n, int block, void *out,
                       zt_dtype dt);
@@ -76,7 +75,6 @@ void zt_dequant8_add_avx2(const int8_t *q, const float *scales, int64_t n, int b
 void zt_quant8_avx512(const void *x, zt_dtype dt, int64_t n, int block, int8_t *q, float *scales);
 void zt_dequant8_avx512(const int8_t *q, const float *scales, int64_t n, int block, void *out,
                         zt_dtype dt);
-void zt_dequant8_add_avx512(const int8_t *q, const float *scales, int64_t n, int block,
-                            float *acc);
+void zt_dequant8_add_avx512(const int8_t *q, const float *scales, int64_t n, int block, float *acc);
 
 #endif

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* AVX2 (+F16C) block quantization, bit-identical to the scalar reference: 8 lanes, the last
  * n % 8 elements of a block through the same scalar formula. */
 #include "core/convert.h"
@@ -51,7 +52,8 @@ void zt_quant8_avx2(const void *x, zt_dtype dt, int64_t n, int block, int8_t *q,
         __m256 vinv = _mm256_set1_ps(inv);
         for (i = lo; i + 8 <= hi; i += 8) {
             __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(load8(x, dt, i), vinv));
-            v = _mm256_max_epi32(_mm256_min_epi32(v, _mm256_set1_epi32(127)), _mm256_set1_epi32(-127));
+            v = _mm256_max_epi32(_mm256_min_epi32(v, _mm256_set1_epi32(127)),
+                                 _mm256_set1_epi32(-127));
             __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
             _mm_storel_epi64((__m128i *)(q + i), _mm_packs_epi16(w, w));
         }

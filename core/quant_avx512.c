@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* AVX-512 block quantization (F, BW, VL, DQ), matching the scalar reference bit for bit:
  * the same division, round-to-nearest-even and saturation. Blocks are walked one at a time
  * in 16-lane steps, the last step of a block masked. */
@@ -14,7 +15,7 @@ static inline __attribute__((always_inline)) __mmask16 lanes(int64_t left)
 }
 
 static inline __attribute__((always_inline)) __m512 load(const void *x, zt_dtype dt, int64_t i,
-                                                          __mmask16 k)
+                                                         __mmask16 k)
 {
     if (dt == ZT_F32)
         return k == 0xffff ? _mm512_loadu_ps((const float *)x + i)
@@ -29,15 +30,16 @@ static __m256i to_bf16(__m512 x) /* round to nearest even, NaN kept NaN (as the 
 {
     __m512i u = _mm512_castps_si512(x);
     __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
     __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
                                             _mm512_set1_epi32(0x7f800000));
     __m512i q = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
     return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, q));
 }
 
-static inline __attribute__((always_inline)) void store(void *out, zt_dtype dt, int64_t i,
-                                                         __m512 v, __mmask16 k)
+static inline __attribute__((always_inline)) void store(void *out, zt_dtype dt, int64_t i, __m512 v,
+                                                        __mmask16 k)
 {
     if (dt == ZT_F32 && k == 0xffff)
         _mm512_storeu_ps((float *)out + i, v);
@@ -91,7 +93,8 @@ void zt_quant8_avx512(const void *x, zt_dtype dt, int64_t n, int block, int8_t *
         __m512 inv = _mm512_set1_ps(s > 0 ? 1.0f / s : 0.0f);
         for (int64_t i = lo; i < hi; i += 16) {
             __mmask16 k = lanes(hi - i);
-            __m128i v = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(load(x, dt, i, k), inv)));
+            __m128i v =
+                _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(load(x, dt, i, k), inv)));
             if (k == 0xffff) /* masked stores are slow on some cores: only for the tail */
                 _mm_storeu_si128((__m128i *)(q + i), v);
             else
@@ -100,10 +103,11 @@ void zt_quant8_avx512(const void *x, zt_dtype dt, int64_t n, int block, int8_t *
     }
 }
 
-static inline __attribute__((always_inline)) __m512 dequant(const int8_t *q, int64_t i,
-                                                             __mmask16 k, __m512 scale)
+static inline __attribute__((always_inline)) __m512 dequant(const int8_t *q, int64_t i, __mmask16 k,
+                                                            __m512 scale)
 {
-    __m128i b = k == 0xffff ? _mm_loadu_si128((const __m128i *)(q + i)) : _mm_maskz_loadu_epi8(k, q + i);
+    __m128i b =
+        k == 0xffff ? _mm_loadu_si128((const __m128i *)(q + i)) : _mm_maskz_loadu_epi8(k, q + i);
     __m512i v = _mm512_cvtepi8_epi32(b);
     return _mm512_mul_ps(_mm512_cvtepi32_ps(v), scale);
 }
@@ -121,8 +125,7 @@ void zt_dequant8_avx512(const int8_t *q, const float *scales, int64_t n, int blo
     }
 }
 
-void zt_dequant8_add_avx512(const int8_t *q, const float *scales, int64_t n, int block,
-                            float *acc)
+void zt_dequant8_add_avx512(const int8_t *q, const float *scales, int64_t n, int block, float *acc)
 {
     for (int64_t b = 0, lo = 0; lo < n; b++, lo += block) {
         int64_t hi = lo + block < n ? lo + block : n;
@@ -130,7 +133,8 @@ void zt_dequant8_add_avx512(const int8_t *q, const float *scales, int64_t n, int
         for (int64_t i = lo; i < hi; i += 16) {
             __mmask16 k = lanes(hi - i);
             if (k == 0xffff) {
-                _mm512_storeu_ps(acc + i, _mm512_add_ps(_mm512_loadu_ps(acc + i), dequant(q, i, k, s)));
+                _mm512_storeu_ps(acc + i,
+                                 _mm512_add_ps(_mm512_loadu_ps(acc + i), dequant(q, i, k, s)));
                 continue;
             }
             __m512 a = _mm512_maskz_loadu_ps(k, acc + i);
@@ -149,8 +153,8 @@ void zt_quant4_avx512(const float *x, int64_t n, int block, uint8_t *q, float *s
         __m512 mx = _mm512_setzero_ps(), inf = _mm512_set1_ps(INFINITY);
         for (int64_t k = lo; k < hi; k += 16) { /* |x|, a NaN as inf (zt_quant4_abs) */
             __m512 a = _mm512_abs_ps(_mm512_maskz_loadu_ps(lanes(hi - k), x + k));
-            mx = _mm512_max_ps(mx, _mm512_mask_mov_ps(a, _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q),
-                                                      inf));
+            mx = _mm512_max_ps(mx,
+                               _mm512_mask_mov_ps(a, _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), inf));
         }
         float s = _mm512_reduce_max_ps(mx) / 7.0f, inv = s > 0 ? 1.0f / s : 0.0f;
         scales[b] = s;
@@ -166,8 +170,7 @@ void zt_quant4_avx512(const float *x, int64_t n, int block, uint8_t *q, float *s
     }
 }
 
-void zt_dequant4_add_avx512(const uint8_t *q, const float *scales, int64_t n, int block,
-                            float *acc)
+void zt_dequant4_add_avx512(const uint8_t *q, const float *scales, int64_t n, int block, float *acc)
 {
     for (int64_t b = 0, lo = 0; lo < n; b++, lo += block) {
         int64_t hi = lo + block < n ? lo + block : n, i = lo;

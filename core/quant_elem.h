@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The per-element steps of ZeRO++ block quantization (core/quant.h), written once and
  * compiled twice: by the C compiler for the CPU's scalar reference (which CI tests bitwise
  * against the AVX2/AVX-512 kernels) and by nvcc for the cuda backend's kernels, where ZT_HD

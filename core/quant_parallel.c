@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The block quantizers split over a thread pool: chunks of whole quantization blocks, so
  * every block is computed by one thread exactly as the serial kernel computes it and the
  * bits are the serial ones (int4 chunks also hold an even number of elements, so each
@@ -89,8 +90,8 @@ void zt_quant4_parallel(zt_threadpool *pool, const float *x, int64_t n, int bloc
     zt_threadpool_run(pool, n, chunk_elems(block, 1), quant4_chunk, &c);
 }
 
-void zt_dequant4_add_parallel(zt_threadpool *pool, const uint8_t *q, const float *scales,
-                              int64_t n, int block, float *acc)
+void zt_dequant4_add_parallel(zt_threadpool *pool, const uint8_t *q, const float *scales, int64_t n,
+                              int block, float *acc)
 {
     if (!pool) {
         zt_dequant4_add(q, scales, n, block, acc);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Scalar reference block quantization (see quant.h), and the run-time choice of variant. */
 #include "core/quant.h"
 #include "core/cpu.h"
@@ -51,8 +52,7 @@ void zt_dequant8_scalar(const int8_t *q, const float *scales, int64_t n, int blo
         store(out, dt, i, (float)q[i] * scales[i / block]);
 }
 
-void zt_dequant8_add_scalar(const int8_t *q, const float *scales, int64_t n, int block,
-                            float *acc)
+void zt_dequant8_add_scalar(const int8_t *q, const float *scales, int64_t n, int block, float *acc)
 {
     for (int64_t i = 0; i < n; i++)
         acc[i] += (float)q[i] * scales[i / block];
@@ -61,9 +61,9 @@ void zt_dequant8_add_scalar(const int8_t *q, const float *scales, int64_t n, int
 void zt_quant4(const float *x, int64_t n, int block, uint8_t *q, float *scales)
 {
     zt_quant_variant v = zt_quant_variant_best();
-    (v == ZT_QUANT_AVX512 ? zt_quant4_avx512 : v == ZT_QUANT_AVX2 ? zt_quant4_avx2
-                                                                 : zt_quant4_scalar)(
-        x, n, block, q, scales);
+    (v == ZT_QUANT_AVX512 ? zt_quant4_avx512
+     : v == ZT_QUANT_AVX2 ? zt_quant4_avx2
+                          : zt_quant4_scalar)(x, n, block, q, scales);
 }
 
 void zt_dequant4_add(const uint8_t *q, const float *scales, int64_t n, int block, float *acc)
@@ -88,8 +88,7 @@ void zt_quant4_scalar(const float *x, int64_t n, int block, uint8_t *q, float *s
     }
 }
 
-void zt_dequant4_add_scalar(const uint8_t *q, const float *scales, int64_t n, int block,
-                            float *acc)
+void zt_dequant4_add_scalar(const uint8_t *q, const float *scales, int64_t n, int block, float *acc)
 {
     for (int64_t i = 0; i < n; i++)
         acc[i] += (float)zt_quant4_value(q[i / 2], i) * scales[i / block];
@@ -136,8 +135,8 @@ void zt_dequant8(zt_quant_variant v, const int8_t *q, const float *scales, int64
     kernels[v].dequant(q, scales, n, block, out, dt);
 }
 
-void zt_dequant8_add(zt_quant_variant v, const int8_t *q, const float *scales, int64_t n,
-                     int block, float *acc)
+void zt_dequant8_add(zt_quant_variant v, const int8_t *q, const float *scales, int64_t n, int block,
+                     float *acc)
 {
     kernels[v].dequant_add(q, scales, n, block, acc);
 }

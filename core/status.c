@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Status strings and version queries. */
 #include "ztier.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Compiled only into the tests' archive, ztier_test (zt_test_hooks in CMakeLists.txt). */
 #include "core/test_hooks.h"
 #include "core/log.h"

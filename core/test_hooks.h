@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fault points for tests of crash safety. In the tests' archive (ztier_test, whose objects
  * that call hooks are compiled with ZT_TEST_HOOKS; zt_test_hooks in CMakeLists.txt), a
  * process whose $ZT_TEST_CRASH_AT is n kills itself with SIGKILL at the n-th crash point it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Workers wait for a new generation number under the pool's mutex; zt_threadpool_run
  * publishes a loop, bumps the generation, works through chunks itself and waits until every
  * worker has reported back, so the next loop never starts while a worker is in the last one. */
@@ -24,7 +25,7 @@ struct zt_threadpool {
     uint64_t generation; /* bumped for every loop; guarded by lock */
     int busy;            /* workers still in the current loop; guarded by lock */
     int stop;
-    atomic_int running;  /* a loop is in progress (nested or concurrent calls run alone) */
+    atomic_int running; /* a loop is in progress (nested or concurrent calls run alone) */
     /* the current loop, written before the generation is bumped */
     zt_parallel_fn fn;
     void *ctx;

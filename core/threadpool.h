@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A persistent pool of worker threads running blocking parallel-for loops. The calling thread
  * takes part; between loops the workers sleep on a condition variable (no spinning, no thread
  * creation per loop). With a NUMA node given, the workers run only on that node's cores. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The monotonic clock every timing in ztier reads. */
 #ifndef ZT_CORE_TIME_H
 #define ZT_CORE_TIME_H

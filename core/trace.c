@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The timeline trace (see trace.h). Chrome's JSON array format: "[", then one event a line,
  * comma-separated, then "]" at close. Complete events ("ph": "X") carry microseconds since
  * the trace was opened; thread-name metadata events ("ph": "M") label the tracks. */
@@ -17,11 +18,11 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static FILE *out;
-static char out_path[4096]; /* the open trace's file */
-static int users;           /* opens not yet closed */
-static int events;          /* written since open */
-static double origin;       /* zt_now_s() at open */
-static atomic_int on;       /* out != NULL, read without the lock */
+static char out_path[4096];    /* the open trace's file */
+static int users;              /* opens not yet closed */
+static int events;             /* written since open */
+static double origin;          /* zt_now_s() at open */
+static atomic_int on;          /* out != NULL, read without the lock */
 static atomic_uint generation; /* bumped at every open: threads name their track again */
 static atomic_int next_tid;
 
@@ -37,8 +38,10 @@ zt_status zt_trace_open(const char *path, zt_error *err)
     if (out) {
         users++;
         if (strcmp(path, out_path) != 0)
-            ZT_LOGW("trace", "a trace is already open in '%s': this runtime's spans go there "
-                             "too, not to '%s'", out_path, path);
+            ZT_LOGW("trace",
+                    "a trace is already open in '%s': this runtime's spans go there "
+                    "too, not to '%s'",
+                    out_path, path);
         pthread_mutex_unlock(&lock);
         return ZT_OK;
     }
@@ -48,7 +51,8 @@ zt_status zt_trace_open(const char *path, zt_error *err)
         pthread_mutex_unlock(&lock);
         return ZT_ERR(err, ZT_ERR_CONFIG,
                       "cannot write the trace file '%s' (%s): set ztier.trace_path or "
-                      "ZT_TRACE to a writable file", path, strerror(e));
+                      "ZT_TRACE to a writable file",
+                      path, strerror(e));
     }
     out = f;
     snprintf(out_path, sizeof out_path, "%s", path);
@@ -56,8 +60,9 @@ zt_status zt_trace_open(const char *path, zt_error *err)
     events = 0;
     origin = zt_now_s();
     atomic_fetch_add(&generation, 1);
-    fprintf(out, "[\n{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, "
-                 "\"args\": {\"name\": \"ztier\"}}",
+    fprintf(out,
+            "[\n{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, "
+            "\"args\": {\"name\": \"ztier\"}}",
             (int)getpid());
     atomic_store(&on, 1);
     pthread_mutex_unlock(&lock);
@@ -100,8 +105,9 @@ static int track(void)
     unsigned gen = atomic_load(&generation);
     if (my_generation != gen) {
         my_generation = gen;
-        fprintf(out, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, "
-                     "\"args\": {\"name\": \"",
+        fprintf(out,
+                ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, "
+                "\"args\": {\"name\": \"",
                 (int)getpid(), my_tid);
         if (my_name)
             put_escaped(out, my_name);
@@ -112,14 +118,13 @@ static int track(void)
     return my_tid;
 }
 
-static void event(const char *ph, const char *cat, const char *name, double ts, double dur,
-                  long id)
+static void event(const char *ph, const char *cat, const char *name, double ts, double dur, long id)
 {
     int tid = track(); /* may write the track's name first */
     fprintf(out, ",\n{\"name\": \"");
     put_escaped(out, name);
-    fprintf(out, "\", \"cat\": \"%s\", \"ph\": \"%s\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f",
-            cat, ph, (int)getpid(), tid, (ts - origin) * 1e6);
+    fprintf(out, "\", \"cat\": \"%s\", \"ph\": \"%s\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f", cat,
+            ph, (int)getpid(), tid, (ts - origin) * 1e6);
     if (dur >= 0)
         fprintf(out, ", \"dur\": %.3f", dur * 1e6);
     if (id >= 0)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The timeline trace: spans of work (fetch waits, NVMe transfers, stream operations,
  * collectives, optimizer passes, the caller's layer compute) written as Chrome trace events,
  * which Perfetto (ui.perfetto.dev) and chrome://tracing open. One track per thread: each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The `cuda` device backend, on the CUDA runtime API.
  *
  * Device memory: a private stream-ordered pool per backend instance (cudaMemPoolCreate on the
@@ -186,8 +187,7 @@ static uint64_t default_budget(const cuda_device *d, size_t free_b, size_t total
     ZT_LOGI("device",
             "cuda device %d: ztier.hbm_capacity unset: a budget of %llu of the %zu bytes free, "
             "%llu left for the caller's own allocations (set ztier.hbm_capacity to choose)",
-            d->index, (unsigned long long)(free_b - reserve), free_b,
-            (unsigned long long)reserve);
+            d->index, (unsigned long long)(free_b - reserve), free_b, (unsigned long long)reserve);
     return free_b - reserve;
 }
 
@@ -234,7 +234,8 @@ static zt_status cuda_create(const zt_device_config *cfg, zt_device **out, zt_er
     if (st == ZT_OK)
         st = check(d, cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo", err);
     if (st == ZT_OK) {
-        uint64_t cap = cfg->capacity_bytes ? cfg->capacity_bytes : default_budget(d, free_b, total_b);
+        uint64_t cap =
+            cfg->capacity_bytes ? cfg->capacity_bytes : default_budget(d, free_b, total_b);
         if (cap > free_b) {
             ZT_LOGW("device",
                     "cuda device %d: budget of %llu bytes asked, only %zu free: using %zu",
@@ -609,14 +610,14 @@ static zt_status cuda_scale_async(zt_device *dev, void *x, zt_dtype type, float 
                                "scale kernel launch", err);
 }
 
-static zt_status cuda_launch_host_fn(zt_device *dev, zt_stream *s, void (*fn)(void *),
-                                     void *arg, zt_error *err)
+static zt_status cuda_launch_host_fn(zt_device *dev, zt_stream *s, void (*fn)(void *), void *arg,
+                                     zt_error *err)
 {
     cuda_device *d = as_cuda(dev);
     zt_status st = use(d, err);
-    return st != ZT_OK ? st
-                       : check(d, cudaLaunchHostFunc((cudaStream_t)s, fn, arg),
-                               "cudaLaunchHostFunc", err);
+    return st != ZT_OK
+               ? st
+               : check(d, cudaLaunchHostFunc((cudaStream_t)s, fn, arg), "cudaLaunchHostFunc", err);
 }
 
 static zt_status cuda_accumulate_async(zt_device *dev, float *acc, const void *src,
@@ -646,10 +647,10 @@ static zt_status cuda_sumsq_async(zt_device *dev, const float *x, size_t n, floa
                                "sum-of-squares kernel launch", err);
 }
 
-static zt_status cuda_adam_async(zt_device *dev, const zt_adam_consts *c, float *master,
-                                 float *m, float *v, const float *grad, void *param_out,
-                                 zt_dtype param_type, size_t n, unsigned long long *nonfinite,
-                                 zt_stream *s, zt_error *err)
+static zt_status cuda_adam_async(zt_device *dev, const zt_adam_consts *c, float *master, float *m,
+                                 float *v, const float *grad, void *param_out, zt_dtype param_type,
+                                 size_t n, unsigned long long *nonfinite, zt_stream *s,
+                                 zt_error *err)
 {
     cuda_device *d = as_cuda(dev);
     if (!dtype_known(param_type))
@@ -660,8 +661,8 @@ static zt_status cuda_adam_async(zt_device *dev, const zt_adam_consts *c, float 
     zt_status st = use(d, err);
     return st != ZT_OK ? st
                        : check(d,
-                               (cudaError_t)zt_cuda_adam(c, master, m, v, grad, ZT_F32,
-                                                         param_out, param_type, n, nonfinite, s),
+                               (cudaError_t)zt_cuda_adam(c, master, m, v, grad, ZT_F32, param_out,
+                                                         param_type, n, nonfinite, s),
                                "Adam kernel launch", err);
 }
 
@@ -671,35 +672,34 @@ static zt_status launched(cuda_device *d, int r, const char *what, size_t n, zt_
 }
 
 static zt_status cuda_quant8_async(zt_device *dev, const void *x, zt_dtype type, size_t n,
-                                   int block, int8_t *q, float *scales, zt_stream *s,
-                                   zt_error *err)
+                                   int block, int8_t *q, float *scales, zt_stream *s, zt_error *err)
 {
     cuda_device *d = as_cuda(dev);
     if (!dtype_known(type))
         return ZT_ERR(err, ZT_ERR_ARGUMENT, "int8 quantize: unknown dtype %d", (int)type);
     zt_status st = use(d, err);
     return st != ZT_OK ? st
-                       : launched(d, zt_cuda_quant8(x, type, n, block, (signed char *)q, scales,
-                                                    s),
+                       : launched(d, zt_cuda_quant8(x, type, n, block, (signed char *)q, scales, s),
                                   "int8 quantize kernel launch", n, err);
 }
 
-static zt_status cuda_dequant8_async(zt_device *dev, const int8_t *q, const float *scales,
-                                     size_t n, int block, void *out, zt_dtype type, zt_stream *s,
+static zt_status cuda_dequant8_async(zt_device *dev, const int8_t *q, const float *scales, size_t n,
+                                     int block, void *out, zt_dtype type, zt_stream *s,
                                      zt_error *err)
 {
     cuda_device *d = as_cuda(dev);
     if (!dtype_known(type))
         return ZT_ERR(err, ZT_ERR_ARGUMENT, "int8 dequantize: unknown dtype %d", (int)type);
     zt_status st = use(d, err);
-    return st != ZT_OK ? st
-                       : launched(d, zt_cuda_dequant8((const signed char *)q, scales, n, block,
-                                                      out, type, s),
-                                  "int8 dequantize kernel launch", n, err);
+    return st != ZT_OK
+               ? st
+               : launched(d,
+                          zt_cuda_dequant8((const signed char *)q, scales, n, block, out, type, s),
+                          "int8 dequantize kernel launch", n, err);
 }
 
-static zt_status cuda_quant4_async(zt_device *dev, const float *x, size_t n, int block,
-                                   uint8_t *q, float *scales, zt_stream *s, zt_error *err)
+static zt_status cuda_quant4_async(zt_device *dev, const float *x, size_t n, int block, uint8_t *q,
+                                   float *scales, zt_stream *s, zt_error *err)
 {
     cuda_device *d = as_cuda(dev);
     zt_status st = use(d, err);
@@ -749,18 +749,18 @@ static void caller_leave(caller_state c)
         (void)cudaGetLastError();
 }
 
-#define KEEP_DEVICE(type, call)                                                                \
-    do {                                                                                       \
-        caller_state cur_ = caller_enter();                                                    \
-        type r_ = call;                                                                        \
-        caller_leave(cur_);                                                                    \
-        return r_;                                                                             \
+#define KEEP_DEVICE(type, call)             \
+    do {                                    \
+        caller_state cur_ = caller_enter(); \
+        type r_ = call;                     \
+        caller_leave(cur_);                 \
+        return r_;                          \
     } while (0)
-#define KEEP_DEVICE_VOID(call)                                                                 \
-    do {                                                                                       \
-        caller_state cur_ = caller_enter();                                                    \
-        call;                                                                                  \
-        caller_leave(cur_);                                                                    \
+#define KEEP_DEVICE_VOID(call)              \
+    do {                                    \
+        caller_state cur_ = caller_enter(); \
+        call;                               \
+        caller_leave(cur_);                 \
     } while (0)
 
 static zt_status k_create(const zt_device_config *cfg, zt_device **out, zt_error *err)
@@ -848,33 +848,31 @@ static zt_status k_launch_host_fn(zt_device *dev, zt_stream *s, void (*fn)(void 
     KEEP_DEVICE(zt_status, cuda_launch_host_fn(dev, s, fn, arg, err));
 }
 
-static zt_status k_accumulate_async(zt_device *dev, float *acc, const void *src,
-                                    zt_dtype src_type, size_t n, zt_stream *s, zt_error *err)
+static zt_status k_accumulate_async(zt_device *dev, float *acc, const void *src, zt_dtype src_type,
+                                    size_t n, zt_stream *s, zt_error *err)
 {
     KEEP_DEVICE(zt_status, cuda_accumulate_async(dev, acc, src, src_type, n, s, err));
 }
-static zt_status k_sumsq_async(zt_device *dev, const float *x, size_t n, float scale,
-                               double *out, double *scratch, zt_stream *s, zt_error *err)
+static zt_status k_sumsq_async(zt_device *dev, const float *x, size_t n, float scale, double *out,
+                               double *scratch, zt_stream *s, zt_error *err)
 {
     KEEP_DEVICE(zt_status, cuda_sumsq_async(dev, x, n, scale, out, scratch, s, err));
 }
 static zt_status k_adam_async(zt_device *dev, const zt_adam_consts *c, float *master, float *m,
                               float *v, const float *grad, void *param_out, zt_dtype param_type,
-                              size_t n, unsigned long long *nonfinite, zt_stream *s,
-                              zt_error *err)
+                              size_t n, unsigned long long *nonfinite, zt_stream *s, zt_error *err)
 {
     KEEP_DEVICE(zt_status, cuda_adam_async(dev, c, master, m, v, grad, param_out, param_type, n,
                                            nonfinite, s, err));
 }
 
-static zt_status k_quant8_async(zt_device *dev, const void *x, zt_dtype type, size_t n,
-                                int block, int8_t *q, float *scales, zt_stream *s, zt_error *err)
+static zt_status k_quant8_async(zt_device *dev, const void *x, zt_dtype type, size_t n, int block,
+                                int8_t *q, float *scales, zt_stream *s, zt_error *err)
 {
     KEEP_DEVICE(zt_status, cuda_quant8_async(dev, x, type, n, block, q, scales, s, err));
 }
 static zt_status k_dequant8_async(zt_device *dev, const int8_t *q, const float *scales, size_t n,
-                                  int block, void *out, zt_dtype type, zt_stream *s,
-                                  zt_error *err)
+                                  int block, void *out, zt_dtype type, zt_stream *s, zt_error *err)
 {
     KEEP_DEVICE(zt_status, cuda_dequant8_async(dev, q, scales, n, block, out, type, s, err));
 }
@@ -884,8 +882,7 @@ static zt_status k_quant4_async(zt_device *dev, const float *x, size_t n, int bl
     KEEP_DEVICE(zt_status, cuda_quant4_async(dev, x, n, block, q, scales, s, err));
 }
 static zt_status k_dequant4_add_async(zt_device *dev, const uint8_t *q, const float *scales,
-                                      size_t n, int block, float *acc, zt_stream *s,
-                                      zt_error *err)
+                                      size_t n, int block, float *acc, zt_stream *s, zt_error *err)
 {
     KEEP_DEVICE(zt_status, cuda_dequant4_add_async(dev, q, scales, n, block, acc, s, err));
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // CUDA kernels for the cuda device backend: casts, scaling and a non-finite check over
 // fp32/bf16/fp16 arrays in grid-stride loops, and ZeRO++ int8 block quantization. Every
 // element goes through fp32: bf16/fp16 results are rounded to nearest even exactly once, so
@@ -165,8 +166,8 @@ extern "C" int zt_cuda_quant8(const void *x, zt_dtype type, size_t n, int block,
     if (!quant_launch_shape(n, block, &nblocks, &threads))
         return static_cast<int>(cudaErrorInvalidValue);
     if (nblocks)
-        quant8_kernel<<<nblocks, threads, 0,
-                        static_cast<cudaStream_t>(stream)>>>(x, type, n, block, q, scales);
+        quant8_kernel<<<nblocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(x, type, n, block,
+                                                                                  q, scales);
     return launched();
 }
 
@@ -187,8 +188,8 @@ namespace
 // The fused Adam/AdamW step of optimizer/adam.h, element by element through the same
 // zt_adam_elem as the CPU's scalar reference (compiled with --fmad=false, so the bits
 // match). Non-finite scaled gradients are counted into *nonfinite.
-__global__ void adam_kernel(zt_adam_consts c, float *master, float *m, float *v,
-                            const void *grad, zt_dtype gt, void *param_out, zt_dtype pt, size_t n,
+__global__ void adam_kernel(zt_adam_consts c, float *master, float *m, float *v, const void *grad,
+                            zt_dtype gt, void *param_out, zt_dtype pt, size_t n,
                             unsigned long long *nonfinite)
 {
     unsigned long long bad = 0;
@@ -340,8 +341,8 @@ __global__ void dequant4_add_kernel(const unsigned char *q, const float *scales,
 
 } // namespace
 
-extern "C" int zt_cuda_quant4(const float *x, size_t n, int block, unsigned char *q,
-                              float *scales, void *stream)
+extern "C" int zt_cuda_quant4(const float *x, size_t n, int block, unsigned char *q, float *scales,
+                              void *stream)
 {
     LaunchStatus launched;
     unsigned nblocks, threads;
@@ -361,7 +362,7 @@ extern "C" int zt_cuda_dequant4_add(const unsigned char *q, const float *scales,
     LaunchStatus launched;
     if (block < 1)
         return static_cast<int>(cudaErrorInvalidValue);
-    dequant4_add_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-        q, scales, n, block, acc);
+    dequant4_add_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(q, scales, n,
+                                                                                      block, acc);
     return launched();
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* C-callable launchers of the CUDA kernels the cuda device backend needs. Each queues its
  * kernel on `stream` (a cudaStream_t, on the calling thread's current device) and returns
  * the launch's cudaError_t as an int (0 = queued; errors while running show up at the next
@@ -43,8 +44,7 @@ int zt_cuda_accumulate(float *acc, const void *src, zt_dtype src_type, size_t n,
 /* out[0] += sum of (x[i] * scale)^2 over finite products (double), out[1] += non-finite count;
  * parts: ZT_SUMSQ_SCRATCH_DOUBLES doubles for the blocks' partial sums, which are combined
  * in a fixed order (the same bits every run) */
-int zt_cuda_sumsq(const float *x, size_t n, float scale, double *out, double *parts,
-                  void *stream);
+int zt_cuda_sumsq(const float *x, size_t n, float scale, double *out, double *parts, void *stream);
 
 /* The fused Adam/AdamW step (optimizer/adam.h) over n elements: master, m, v updated in
  * place, param_out (or NULL) receives the master rounded to param_dtype; the count of

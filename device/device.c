@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Backend lookup and helpers shared by every device backend. */
 #include "device/device.h"
 
@@ -18,10 +19,10 @@ const zt_device_iface *zt_device_find(const char *name, zt_error *err)
 #ifdef ZT_HAVE_CUDA
     const char *built = "host, cuda";
 #else
-    const char *built = "host (cuda: rebuild with -DZT_CUDA=ON where the CUDA toolkit is installed)";
+    const char *built =
+        "host (cuda: rebuild with -DZT_CUDA=ON where the CUDA toolkit is installed)";
 #endif
-    ZT_ERR(err, ZT_ERR_UNSUPPORTED, "device backend '%s' is not built; available: %s", name,
-           built);
+    ZT_ERR(err, ZT_ERR_UNSUPPORTED, "device backend '%s' is not built; available: %s", name, built);
     return NULL;
 }
 

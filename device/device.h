@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Device backend interface: memory, asynchronous copies on streams, events, and the few
  * kernels the runtime needs. A backend is a static table of function pointers; the runtime
  * keeps all policy and calls backends only through this table.
@@ -28,10 +29,10 @@ typedef struct zt_event zt_event;
 typedef enum zt_copy_kind { ZT_COPY_H2D, ZT_COPY_D2H, ZT_COPY_D2D, ZT_COPY_H2H } zt_copy_kind;
 
 typedef struct zt_device_config {
-    uint64_t capacity_bytes; /* host backend: the "HBM" budget; cuda: 0 = all free memory */
-    int device_index;        /* cuda: which GPU; -1: chosen (see local_rank) */
-    int copy_threads;        /* host backend: worker threads per stream (>= 1) */
-    zt_threadpool *cpu_pool; /* host backend: its quantization kernels run over this pool
+    uint64_t capacity_bytes;    /* host backend: the "HBM" budget; cuda: 0 = all free memory */
+    int device_index;           /* cuda: which GPU; -1: chosen (see local_rank) */
+    int copy_threads;           /* host backend: worker threads per stream (>= 1) */
+    zt_threadpool *cpu_pool;    /* host backend: its quantization kernels run over this pool
                                 (the runtime's optimizer pool, which must outlive the
                                 device's streams); NULL: on the stream's worker alone */
     int local_rank, local_size; /* cuda, device_index -1: with several ranks on this machine
@@ -101,21 +102,19 @@ typedef struct zt_device_iface {
     zt_status (*quant8_async)(zt_device *dev, const void *x, zt_dtype type, size_t n, int block,
                               int8_t *q, float *scales, zt_stream *s, zt_error *err);
     zt_status (*dequant8_async)(zt_device *dev, const int8_t *q, const float *scales, size_t n,
-                                int block, void *out, zt_dtype type, zt_stream *s,
-                                zt_error *err);
+                                int block, void *out, zt_dtype type, zt_stream *s, zt_error *err);
     /* ... and int4 of fp32 gradients (qgZ): q holds (n + 1) / 2 bytes; acc += the values */
     zt_status (*quant4_async)(zt_device *dev, const float *x, size_t n, int block, uint8_t *q,
                               float *scales, zt_stream *s, zt_error *err);
-    zt_status (*dequant4_add_async)(zt_device *dev, const uint8_t *q, const float *scales,
-                                    size_t n, int block, float *acc, zt_stream *s,
-                                    zt_error *err);
+    zt_status (*dequant4_add_async)(zt_device *dev, const uint8_t *q, const float *scales, size_t n,
+                                    int block, float *acc, zt_stream *s, zt_error *err);
 } zt_device_iface;
 
 /* Every device backend instance starts with this header so generic code can reach its table
  * and counters. */
 struct zt_device {
     const zt_device_iface *iface;
-    int index;              /* the GPU (cuda), -1 (host) */
+    int index; /* the GPU (cuda), -1 (host) */
     uint64_t capacity;
     uint64_t bytes_in_use;
     uint64_t bytes_peak;
@@ -192,7 +191,7 @@ static inline zt_status zt_device_event_synchronize(zt_device *dev, zt_event *e,
 }
 static inline zt_status zt_device_memcpy_async(zt_device *dev, void *dst, const void *src,
                                                size_t bytes, zt_copy_kind kind, zt_stream *s,
-zt_error *err)
+                                               zt_error *err)
 {
     return dev->iface->memcpy_async(dev, dst, src, bytes, kind, s, err);
 }
@@ -203,7 +202,7 @@ static inline zt_status zt_device_memset_async(zt_device *dev, void *dst, int va
 }
 static inline zt_status zt_device_cast_async(zt_device *dev, void *dst, zt_dtype dst_type,
                                              const void *src, zt_dtype src_type, size_t n,
-zt_stream *s, zt_error *err)
+                                             zt_stream *s, zt_error *err)
 {
     return dev->iface->cast_async(dev, dst, dst_type, src, src_type, n, s, err);
 }
@@ -219,50 +218,56 @@ static inline zt_status zt_device_launch_host_fn(zt_device *dev, zt_stream *s, v
 }
 static inline zt_status zt_device_accumulate_async(zt_device *dev, float *acc, const void *src,
                                                    zt_dtype src_type, size_t n, zt_stream *s,
-zt_error *err)
+                                                   zt_error *err)
 {
     return dev->iface->accumulate_async(dev, acc, src, src_type, n, s, err);
 }
 static inline zt_status zt_device_sumsq_async(zt_device *dev, const float *x, size_t n, float scale,
                                               double *out, double *scratch, zt_stream *s,
-zt_error *err)
+                                              zt_error *err)
 {
     return dev->iface->sumsq_async(dev, x, n, scale, out, scratch, s, err);
 }
 static inline zt_status zt_device_adam_async(zt_device *dev, const zt_adam_consts *c, float *master,
                                              float *m, float *v, const float *grad, void *param_out,
-zt_dtype param_type, size_t n, unsigned long long *nonfinite, zt_stream *s, zt_error *err)
+                                             zt_dtype param_type, size_t n,
+                                             unsigned long long *nonfinite, zt_stream *s,
+                                             zt_error *err)
 {
     return dev->iface->adam_async(dev, c, master, m, v, grad, param_out, param_type, n, nonfinite,
                                   s, err);
 }
 static inline zt_status zt_device_quant8_async(zt_device *dev, const void *x, zt_dtype type,
                                                size_t n, int block, int8_t *q, float *scales,
-zt_stream *s, zt_error *err)
+                                               zt_stream *s, zt_error *err)
 {
     return dev->iface->quant8_async(dev, x, type, n, block, q, scales, s, err);
 }
 static inline zt_status zt_device_dequant8_async(zt_device *dev, const int8_t *q,
                                                  const float *scales, size_t n, int block,
-void *out, zt_dtype type, zt_stream *s, zt_error *err)
+                                                 void *out, zt_dtype type, zt_stream *s,
+                                                 zt_error *err)
 {
     return dev->iface->dequant8_async(dev, q, scales, n, block, out, type, s, err);
 }
 static inline zt_status zt_device_quant4_async(zt_device *dev, const float *x, size_t n, int block,
                                                uint8_t *q, float *scales, zt_stream *s,
-zt_error *err)
+                                               zt_error *err)
 {
     return dev->iface->quant4_async(dev, x, n, block, q, scales, s, err);
 }
 static inline zt_status zt_device_dequant4_add_async(zt_device *dev, const uint8_t *q,
                                                      const float *scales, size_t n, int block,
-float *acc, zt_stream *s, zt_error *err)
+                                                     float *acc, zt_stream *s, zt_error *err)
 {
     return dev->iface->dequant4_add_async(dev, q, scales, n, block, acc, s, err);
 }
 
 /* 1 when the backend pins host memory (host_register); without it plain memory is used. */
-static inline int zt_device_can_pin(const zt_device *dev) { return dev->iface->host_register != NULL; }
+static inline int zt_device_can_pin(const zt_device *dev)
+{
+    return dev->iface->host_register != NULL;
+}
 
 /* Sets up the common header of a backend instance (and tears it down). */
 void zt_device_base_init(zt_device *dev, const zt_device_iface *iface, uint64_t capacity);

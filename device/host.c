@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The `host` device backend: "device memory" is host memory under a byte budget that plays
  * the role of HBM, and each stream is a worker thread that runs its queued operations in
  * order. It exercises every asynchronous path of the runtime on a CPU-only machine.
@@ -22,8 +23,19 @@
 #include <math.h>
 
 enum host_op_kind {
-    OP_COPY, OP_SET, OP_CAST, OP_SCALE, OP_WAIT, OP_FN, OP_ACC, OP_SUMSQ, OP_ADAM,
-    OP_Q8, OP_DQ8, OP_Q4, OP_DQ4
+    OP_COPY,
+    OP_SET,
+    OP_CAST,
+    OP_SCALE,
+    OP_WAIT,
+    OP_FN,
+    OP_ACC,
+    OP_SUMSQ,
+    OP_ADAM,
+    OP_Q8,
+    OP_DQ8,
+    OP_Q4,
+    OP_DQ4
 };
 
 typedef struct host_op {
@@ -167,15 +179,14 @@ static void run_op(host_device *d, const host_op *op)
                            (int64_t)op->bytes, op->block, op->dst, op->m);
         break;
     case OP_DQ8: /* q = src, scales = m, out = dst (dst_type) */
-        zt_dequant8_parallel(d->pool, zt_quant_variant_best(), op->src, op->m,
-                             (int64_t)op->bytes, op->block, op->dst, op->dst_type);
+        zt_dequant8_parallel(d->pool, zt_quant_variant_best(), op->src, op->m, (int64_t)op->bytes,
+                             op->block, op->dst, op->dst_type);
         break;
     case OP_Q4:
         zt_quant4_parallel(d->pool, op->src, (int64_t)op->bytes, op->block, op->dst, op->m);
         break;
     case OP_DQ4:
-        zt_dequant4_add_parallel(d->pool, op->src, op->m, (int64_t)op->bytes, op->block,
-                                 op->dst);
+        zt_dequant4_add_parallel(d->pool, op->src, op->m, (int64_t)op->bytes, op->block, op->dst);
         break;
     case OP_WAIT:
         break; /* handled by the worker under the lock */
@@ -184,10 +195,18 @@ static void run_op(host_device *d, const host_op *op)
 
 static void trace_op(const host_op *op, double t0)
 {
-    static const char *const names[] = {"copy",       "memset",         "cast",
-                                        "scale",      "wait",           "host function",
-                                        "accumulate", "sum of squares", "adam",
-                                        "quantize 8", "dequantize 8",   "quantize 4",
+    static const char *const names[] = {"copy",
+                                        "memset",
+                                        "cast",
+                                        "scale",
+                                        "wait",
+                                        "host function",
+                                        "accumulate",
+                                        "sum of squares",
+                                        "adam",
+                                        "quantize 8",
+                                        "dequantize 8",
+                                        "quantize 4",
                                         "dequantize-add 4"};
     if (op->kind == OP_COPY || op->kind == OP_SET)
         zt_trace_span("stream", t0, "%s %.2f MB", names[op->kind], (double)op->bytes / 1e6);
@@ -390,7 +409,8 @@ static zt_status host_register(zt_device *dev, void *ptr, size_t bytes, zt_error
     int e = errno;
     return ZT_ERR(err, e == ENOMEM || e == EPERM ? ZT_ERR_NOMEM : ZT_ERR_DEVICE,
                   "host backend: mlock of %zu bytes failed (%s); raise RLIMIT_MEMLOCK "
-                  "(ulimit -l) to pin it", bytes, strerror(e));
+                  "(ulimit -l) to pin it",
+                  bytes, strerror(e));
 }
 
 static void host_unregister(zt_device *dev, void *ptr, size_t bytes)
@@ -509,8 +529,8 @@ static zt_status host_memcpy_async(zt_device *dev, void *dst, const void *src, s
     return enqueue(s, &op, err);
 }
 
-static zt_status host_memset_async(zt_device *dev, void *dst, int value, size_t bytes,
-                                   zt_stream *s, zt_error *err)
+static zt_status host_memset_async(zt_device *dev, void *dst, int value, size_t bytes, zt_stream *s,
+                                   zt_error *err)
 {
     (void)dev;
     host_op op = {.kind = OP_SET, .dst = dst, .value = value, .bytes = bytes};
@@ -521,13 +541,17 @@ static zt_status host_cast_async(zt_device *dev, void *dst, zt_dtype dst_type, c
                                  zt_dtype src_type, size_t n, zt_stream *s, zt_error *err)
 {
     (void)dev;
-    host_op op = {.kind = OP_CAST, .dst = dst, .src = src, .bytes = n, .dst_type = dst_type,
+    host_op op = {.kind = OP_CAST,
+                  .dst = dst,
+                  .src = src,
+                  .bytes = n,
+                  .dst_type = dst_type,
                   .src_type = src_type};
     return enqueue(s, &op, err);
 }
 
-static zt_status host_launch_host_fn(zt_device *dev, zt_stream *s, void (*fn)(void *),
-                                     void *arg, zt_error *err)
+static zt_status host_launch_host_fn(zt_device *dev, zt_stream *s, void (*fn)(void *), void *arg,
+                                     zt_error *err)
 {
     (void)dev;
     host_op op = {.kind = OP_FN, .fn = fn, .arg = arg};
@@ -558,39 +582,56 @@ static zt_status host_sumsq_async(zt_device *dev, const float *x, size_t n, floa
     return enqueue(s, &op, err);
 }
 
-static zt_status host_adam_async(zt_device *dev, const zt_adam_consts *c, float *master,
-                                 float *m, float *v, const float *grad, void *param_out,
-                                 zt_dtype param_type, size_t n, unsigned long long *nonfinite,
-                                 zt_stream *s, zt_error *err)
+static zt_status host_adam_async(zt_device *dev, const zt_adam_consts *c, float *master, float *m,
+                                 float *v, const float *grad, void *param_out, zt_dtype param_type,
+                                 size_t n, unsigned long long *nonfinite, zt_stream *s,
+                                 zt_error *err)
 {
     (void)dev;
-    host_op op = {.kind = OP_ADAM, .dst = master, .src = grad, .bytes = n, .consts = *c,
-                  .m = m, .v = v, .out = param_out, .dst_type = param_type, .count = nonfinite};
+    host_op op = {.kind = OP_ADAM,
+                  .dst = master,
+                  .src = grad,
+                  .bytes = n,
+                  .consts = *c,
+                  .m = m,
+                  .v = v,
+                  .out = param_out,
+                  .dst_type = param_type,
+                  .count = nonfinite};
     return enqueue(s, &op, err);
 }
 
 static zt_status host_quant8_async(zt_device *dev, const void *x, zt_dtype type, size_t n,
-                                   int block, int8_t *q, float *scales, zt_stream *s,
-                                   zt_error *err)
+                                   int block, int8_t *q, float *scales, zt_stream *s, zt_error *err)
 {
     (void)dev;
-    host_op op = {.kind = OP_Q8, .src = x, .src_type = type, .bytes = n, .block = block,
-                  .dst = q, .m = scales};
+    host_op op = {.kind = OP_Q8,
+                  .src = x,
+                  .src_type = type,
+                  .bytes = n,
+                  .block = block,
+                  .dst = q,
+                  .m = scales};
     return enqueue(s, &op, err);
 }
 
-static zt_status host_dequant8_async(zt_device *dev, const int8_t *q, const float *scales,
-                                     size_t n, int block, void *out, zt_dtype type, zt_stream *s,
+static zt_status host_dequant8_async(zt_device *dev, const int8_t *q, const float *scales, size_t n,
+                                     int block, void *out, zt_dtype type, zt_stream *s,
                                      zt_error *err)
 {
     (void)dev;
-    host_op op = {.kind = OP_DQ8, .src = q, .m = (float *)scales, .bytes = n, .block = block,
-                  .dst = out, .dst_type = type};
+    host_op op = {.kind = OP_DQ8,
+                  .src = q,
+                  .m = (float *)scales,
+                  .bytes = n,
+                  .block = block,
+                  .dst = out,
+                  .dst_type = type};
     return enqueue(s, &op, err);
 }
 
-static zt_status host_quant4_async(zt_device *dev, const float *x, size_t n, int block,
-                                   uint8_t *q, float *scales, zt_stream *s, zt_error *err)
+static zt_status host_quant4_async(zt_device *dev, const float *x, size_t n, int block, uint8_t *q,
+                                   float *scales, zt_stream *s, zt_error *err)
 {
     (void)dev;
     host_op op = {.kind = OP_Q4, .src = x, .bytes = n, .block = block, .dst = q, .m = scales};
@@ -602,8 +643,8 @@ static zt_status host_dequant4_add_async(zt_device *dev, const uint8_t *q, const
                                          zt_error *err)
 {
     (void)dev;
-    host_op op = {.kind = OP_DQ4, .src = q, .m = (float *)scales, .bytes = n, .block = block,
-                  .dst = acc};
+    host_op op = {
+        .kind = OP_DQ4, .src = q, .m = (float *)scales, .bytes = n, .block = block, .dst = acc};
     return enqueue(s, &op, err);
 }
 

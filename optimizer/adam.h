@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fused CPU Adam/AdamW step over one fp32 shard, in one pass over memory:
  * read master, m, v and the gradient (fp32, bf16 or fp16); write master, m, v and the
  * working-dtype parameter copy. Variants: a scalar reference, AVX2+FMA+F16C, AVX-512, chosen
@@ -77,8 +78,8 @@ double zt_grad_sumsq(zt_adam_variant v, const void *grad, zt_dtype dt, int64_t n
 /* zt_grad_sumsq split over a thread pool (NULL: this thread) in ZT_ADAM_CHUNK chunks whose
  * partial sums are added in chunk order: the same result for every thread count, with or
  * without a pool. */
-double zt_grad_sumsq_parallel(zt_threadpool *pool, zt_adam_variant v, const void *grad,
-                              zt_dtype dt, int64_t n, float scale, int64_t *nonfinite);
+double zt_grad_sumsq_parallel(zt_threadpool *pool, zt_adam_variant v, const void *grad, zt_dtype dt,
+                              int64_t n, float scale, int64_t *nonfinite);
 
 /* acc[i] += grad[i] (grad fp32, bf16 or fp16; acc fp32, or bf16: the sum in fp32 rounded
  * once to nearest even) for n elements over the pool (NULL: this thread). With nonfinite
@@ -87,8 +88,8 @@ double zt_grad_sumsq_parallel(zt_threadpool *pool, zt_adam_variant v, const void
  * accumulation); else returns 0. With overwrite, acc[i] = 0 + grad[i] without reading acc
  * (a step's first micro-step: the same bits as adding to zeros, one stream fewer). */
 double zt_grad_accumulate(zt_threadpool *pool, zt_adam_variant v, void *acc, zt_dtype acc_dt,
-                          const void *grad, zt_dtype dt, int64_t n, float scale,
-                          int64_t *nonfinite, int overwrite);
+                          const void *grad, zt_dtype dt, int64_t n, float scale, int64_t *nonfinite,
+                          int overwrite);
 
 /* The fastest variant this CPU supports. */
 zt_adam_variant zt_adam_variant_best(void);

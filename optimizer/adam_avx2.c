@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* AVX2 + FMA + F16C Adam/AdamW kernel: 8 lanes; the last n % 8 elements go through the
  * scalar reference, which computes the same bits. Compiled with those flags; only called
  * when the CPU reports them. */

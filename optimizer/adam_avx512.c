@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* AVX-512 (F, BW, VL, DQ) Adam/AdamW kernel: 16 lanes. A masked head vector brings master
  * to a 64-byte boundary, full vectors use plain loads and stores, a masked vector takes the
  * tail; so any length and alignment runs, and since every lane computes the same operations
@@ -16,8 +17,7 @@ static ALWAYS_INLINE __mmask16 lanes(int64_t left)
     return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
 }
 
-static ALWAYS_INLINE __m512 load_grad(const void *g, zt_dtype t, int64_t i, __mmask16 k,
-                                      int full)
+static ALWAYS_INLINE __m512 load_grad(const void *g, zt_dtype t, int64_t i, __mmask16 k, int full)
 {
     if (t == ZT_F32)
         return full ? _mm512_loadu_ps((const float *)g + i)
@@ -85,22 +85,22 @@ static ALWAYS_INLINE __mmask16 nonfinite(__m512 g, __mmask16 k)
 /* One vector of 16 lanes; k masks the head or the tail. Full vectors use unmasked loads and
  * stores: masked stores cost more on some cores (AMD Zen 4), so only the ends pay for them.
  * The operations are those of the scalar reference, in the same order (adam.h). */
-static ALWAYS_INLINE int adam_vector(const zt_adam_consts *c, const zt_adam_tensors *t,
-                                     int64_t i, __mmask16 k, int full)
+static ALWAYS_INLINE int adam_vector(const zt_adam_consts *c, const zt_adam_tensors *t, int64_t i,
+                                     __mmask16 k, int full)
 {
     __m512 p = full ? _mm512_loadu_ps(t->master + i) : _mm512_maskz_loadu_ps(k, t->master + i);
     __m512 m = full ? _mm512_loadu_ps(t->m + i) : _mm512_maskz_loadu_ps(k, t->m + i);
     __m512 v = full ? _mm512_loadu_ps(t->v + i) : _mm512_maskz_loadu_ps(k, t->v + i);
-    __m512 g = _mm512_mul_ps(load_grad(t->grad, t->grad_dtype, i, k, full),
-                             _mm512_set1_ps(c->grad_scale));
+    __m512 g =
+        _mm512_mul_ps(load_grad(t->grad, t->grad_dtype, i, k, full), _mm512_set1_ps(c->grad_scale));
     int bad = __builtin_popcount(nonfinite(g, k));
     g = _mm512_fmadd_ps(_mm512_set1_ps(c->l2), p, g);
     m = _mm512_fmadd_ps(_mm512_set1_ps(c->beta1), m,
                         _mm512_mul_ps(_mm512_set1_ps(c->one_minus_beta1), g));
     v = _mm512_fmadd_ps(_mm512_set1_ps(c->beta2), v,
                         _mm512_mul_ps(_mm512_set1_ps(c->one_minus_beta2), _mm512_mul_ps(g, g)));
-    __m512 denom = _mm512_fmadd_ps(_mm512_sqrt_ps(v), _mm512_set1_ps(c->inv_sqrt_bc2),
-                                   _mm512_set1_ps(c->eps));
+    __m512 denom =
+        _mm512_fmadd_ps(_mm512_sqrt_ps(v), _mm512_set1_ps(c->inv_sqrt_bc2), _mm512_set1_ps(c->eps));
     p = _mm512_fnmadd_ps(_mm512_set1_ps(c->decay), p, p);
     p = _mm512_fnmadd_ps(_mm512_set1_ps(c->step_size), _mm512_div_ps(m, denom), p);
     if (full) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Run-time choice of the Adam kernel, the per-call constants, and the serial entry points. */
 #include "optimizer/adam.h"
 #include "core/cpu.h"

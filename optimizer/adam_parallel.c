@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The Adam step split over a thread pool. Work items are ZT_ADAM_CHUNK elements (256 KiB of
  * each fp32 stream: large enough that the hardware prefetchers run at full speed, small enough
  * that two threads finish together), a multiple of every vector width, so chunks start on
@@ -35,8 +36,8 @@ typedef struct sumsq_ctx {
     const void *grad;
     zt_dtype dt;
     float scale;
-    double *partial;     /* per chunk */
-    int64_t *nonfinite;  /* per chunk */
+    double *partial;    /* per chunk */
+    int64_t *nonfinite; /* per chunk */
 } sumsq_ctx;
 
 static void sumsq_chunk(void *arg, int64_t begin, int64_t end, int worker)
@@ -48,8 +49,8 @@ static void sumsq_chunk(void *arg, int64_t begin, int64_t end, int worker)
     c->partial[k] = zt_grad_sumsq(c->variant, g, c->dt, end - begin, c->scale, &c->nonfinite[k]);
 }
 
-double zt_grad_sumsq_parallel(zt_threadpool *pool, zt_adam_variant v, const void *grad,
-                              zt_dtype dt, int64_t n, float scale, int64_t *nonfinite)
+double zt_grad_sumsq_parallel(zt_threadpool *pool, zt_adam_variant v, const void *grad, zt_dtype dt,
+                              int64_t n, float scale, int64_t *nonfinite)
 {
     int64_t chunks = (n + ZT_ADAM_CHUNK - 1) / ZT_ADAM_CHUNK;
     double stack_partial[64];
@@ -111,7 +112,8 @@ static void accumulate_chunk(void *arg, int64_t begin, int64_t end, int worker)
     } else if (c->acc_dt == ZT_F32) {
         float *acc = chunk;
         for (int64_t i = 0; i < n; i++)
-            acc[i] = (c->overwrite ? 0.0f : acc[i]) + zt_load_f32(c->grad, c->dt, (size_t)(begin + i));
+            acc[i] =
+                (c->overwrite ? 0.0f : acc[i]) + zt_load_f32(c->grad, c->dt, (size_t)(begin + i));
     } else { /* a bf16 accumulator: each sum computed in fp32, rounded once; the widening
               * and rounding go through the SIMD conversions, a cache-sized piece at a time */
         uint16_t *acc = chunk;
@@ -133,14 +135,13 @@ static void accumulate_chunk(void *arg, int64_t begin, int64_t end, int worker)
     }
     if (c->want) {
         int64_t k = begin / ZT_ADAM_CHUNK;
-        c->partial[k] = zt_grad_sumsq(c->variant, chunk, c->acc_dt, n, c->scale,
-                                      &c->nonfinite[k]);
+        c->partial[k] = zt_grad_sumsq(c->variant, chunk, c->acc_dt, n, c->scale, &c->nonfinite[k]);
     }
 }
 
 double zt_grad_accumulate(zt_threadpool *pool, zt_adam_variant v, void *acc, zt_dtype acc_dt,
-                          const void *grad, zt_dtype dt, int64_t n, float scale,
-                          int64_t *nonfinite, int overwrite)
+                          const void *grad, zt_dtype dt, int64_t n, float scale, int64_t *nonfinite,
+                          int overwrite)
 {
     int64_t chunks = (n + ZT_ADAM_CHUNK - 1) / ZT_ADAM_CHUNK;
     int want = nonfinite != NULL;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The scalar reference Adam/AdamW kernel: the definition the SIMD variants and the CUDA
  * kernel are tested against. Its per-element update (adam_elem.h, shared with the CUDA
  * kernel) performs the vector kernels' operations one element at a time, fmaf() where they

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The NVMe-pipelined optimizer step (see nvme_step.h). */
 #include "optimizer/nvme_step.h"
 #include "core/convert.h"
@@ -18,8 +19,8 @@ typedef enum set_state { SET_IDLE = 0, SET_READING, SET_WRITING } set_state;
  * writes, and the copy of a master from the parameters' home in device memory (ev). */
 typedef struct opt_set {
     zt_swap_io io[3];
-    zt_event *ev;   /* created on first use */
-    int from_dev;   /* the master's device copy is in flight (ev recorded after it) */
+    zt_event *ev; /* created on first use */
+    int from_dev; /* the master's device copy is in flight (ev recorded after it) */
     set_state state;
     const zt_opt_shard *shard;
     int64_t begin, n;
@@ -58,13 +59,14 @@ int64_t zt_nvme_step_chunk_elems(int64_t sub_group_size, uint64_t block_size)
     return n < per_block ? per_block : n;
 }
 
-zt_status zt_nvme_step_create(float *const *bufs, int sets, int64_t buf_elems,
-                              void *param_staging, zt_nvme_step_device dev, zt_nvme_step **out,
-                              zt_error *err)
+zt_status zt_nvme_step_create(float *const *bufs, int sets, int64_t buf_elems, void *param_staging,
+                              zt_nvme_step_device dev, zt_nvme_step **out, zt_error *err)
 {
     if (sets < ZT_NVME_STEP_MIN_SETS || sets > ZT_NVME_STEP_MAX_SETS)
-        return ZT_ERR(err, ZT_ERR_ARGUMENT, "the NVMe optimizer step takes %d to %d buffer "
-                      "sets, not %d", ZT_NVME_STEP_MIN_SETS, ZT_NVME_STEP_MAX_SETS, sets);
+        return ZT_ERR(err, ZT_ERR_ARGUMENT,
+                      "the NVMe optimizer step takes %d to %d buffer "
+                      "sets, not %d",
+                      ZT_NVME_STEP_MIN_SETS, ZT_NVME_STEP_MAX_SETS, sets);
     zt_nvme_step *s = calloc(1, sizeof *s);
     if (!s)
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory for the NVMe optimizer step");
@@ -96,14 +98,16 @@ static zt_status start_device_copy(zt_nvme_step *s, const chunk *c, int set, zt_
     zt_device *dev = s->dev.dev;
     opt_set *os = &s->sets[set];
     if (!dev)
-        return ZT_ERR(err, ZT_ERR_INTERNAL, "the NVMe optimizer step has no device to copy "
-                      "'%s' from", c->shard->master->owner);
+        return ZT_ERR(err, ZT_ERR_INTERNAL,
+                      "the NVMe optimizer step has no device to copy "
+                      "'%s' from",
+                      c->shard->master->owner);
     size_t bytes = (size_t)c->n * sizeof(float);
     zt_status st = os->ev ? ZT_OK : zt_device_event_create(dev, &os->ev, err);
     if (st == ZT_OK)
         st = zt_device_memcpy_async(dev, set_buf(s, set, 0),
-                                      (const char *)c->shard->master->ptr + c->begin * 4, bytes,
-                                      ZT_COPY_D2H, s->dev.stream, err);
+                                    (const char *)c->shard->master->ptr + c->begin * 4, bytes,
+                                    ZT_COPY_D2H, s->dev.stream, err);
     if (st == ZT_OK) {
         *s->dev.d2h_bytes += bytes;
         if ((st = zt_device_event_record(dev, os->ev, s->dev.stream, err)) != ZT_OK)
@@ -131,10 +135,9 @@ static zt_status start(zt_nvme_step *s, const chunk *c, int set, int write, zt_e
     int first = first_moved(c->shard);
     for (int k = first; k < 3 && st == ZT_OK; k++) {
         zt_home *h = state_home(c->shard, k);
-        st = write ? zt_swap_write_at(h->swap, &h->ext, off, set_buf(s, set, k), len, &os->io[k],
-                                      err)
-                   : zt_swap_read_at(h->swap, &h->ext, off, set_buf(s, set, k), len, &os->io[k],
-                                     err);
+        st = write
+                 ? zt_swap_write_at(h->swap, &h->ext, off, set_buf(s, set, k), len, &os->io[k], err)
+                 : zt_swap_read_at(h->swap, &h->ext, off, set_buf(s, set, k), len, &os->io[k], err);
         if (st != ZT_OK)
             for (int j = first; j < k; j++)
                 zt_swap_wait(state_home(c->shard, j)->swap, &os->io[j], NULL);
@@ -152,8 +155,8 @@ static zt_status finish(zt_nvme_step *s, opt_set *os, zt_error *err)
 {
     zt_status st = os->state != SET_IDLE ? finish_device_copy(s, os, err) : ZT_OK;
     for (int k = os->state != SET_IDLE ? first_moved(os->shard) : 3; k < 3; k++) {
-        zt_status w = zt_swap_wait(state_home(os->shard, k)->swap, &os->io[k],
-                                   st == ZT_OK ? err : NULL);
+        zt_status w =
+            zt_swap_wait(state_home(os->shard, k)->swap, &os->io[k], st == ZT_OK ? err : NULL);
         st = st == ZT_OK ? w : st;
     }
     os->state = SET_IDLE;
@@ -240,22 +243,24 @@ static zt_status update(zt_nvme_step *s, const chunk *c, int set, zt_error *err)
     /* fp32 parameters in device memory are the master's new bytes: copied from it, with no
      * working copy written beside it */
     int from_master = sh->param->kind == ZT_TIER_DEVICE && s->dtype == ZT_F32;
-    zt_adam_tensors t = {master, set_buf(s, set, 1), set_buf(s, set, 2),
-                         (const char *)sh->grad + (size_t)c->begin * zt_dtype_size(sh->grad_dtype),
-                         sh->grad_dtype,
-                         in_place || from_master
-                             ? NULL
-                             : (char *)param_out(s, sh) + (size_t)c->begin * dsize,
-                         s->dtype, c->n};
+    zt_adam_tensors t = {
+        master,
+        set_buf(s, set, 1),
+        set_buf(s, set, 2),
+        (const char *)sh->grad + (size_t)c->begin * zt_dtype_size(sh->grad_dtype),
+        sh->grad_dtype,
+        in_place || from_master ? NULL : (char *)param_out(s, sh) + (size_t)c->begin * dsize,
+        s->dtype,
+        c->n};
     double t0 = zt_now_s();
     zt_adam_step_parallel(s->pool, s->variant, &s->h, &t);
-    zt_trace_span("optimizer", t0, "adam '%s' [%lld, %lld)", sh->master->owner,
-                  (long long)c->begin, (long long)(c->begin + c->n));
+    zt_trace_span("optimizer", t0, "adam '%s' [%lld, %lld)", sh->master->owner, (long long)c->begin,
+                  (long long)(c->begin + c->n));
     if (from_master) {
         size_t bytes = (size_t)c->n * sizeof(float);
         *s->h2d_bytes += bytes;
-        return zt_device_copy_sync(s->homes->dev, (float *)sh->param->ptr + c->begin, master,
-                                   bytes, ZT_COPY_H2D, s->homes->stream, err);
+        return zt_device_copy_sync(s->homes->dev, (float *)sh->param->ptr + c->begin, master, bytes,
+                                   ZT_COPY_H2D, s->homes->stream, err);
     }
     if (c->begin + c->n < sh->numel || zt_home_host_ptr(sh->param))
         return ZT_OK; /* the shard's working copy is stored once, after its last sub-group */
@@ -319,8 +324,7 @@ static zt_status end_step(zt_nvme_step *s, zt_status st)
 
 zt_status zt_nvme_step_begin(zt_nvme_step *s, const zt_opt_shard *shards, int n,
                              const zt_adam_hparams *h, zt_threadpool *pool, zt_adam_variant v,
-                             zt_homes *homes, zt_dtype dtype, uint64_t *h2d_bytes,
-                             zt_error *err)
+                             zt_homes *homes, zt_dtype dtype, uint64_t *h2d_bytes, zt_error *err)
 {
     if (s->chunks)
         return ZT_ERR(err, ZT_ERR_USAGE, "an optimizer step is already in progress");
@@ -392,8 +396,7 @@ zt_status zt_nvme_step_advance(zt_nvme_step *s, int through, zt_error *err)
 
 zt_status zt_nvme_step_run(zt_nvme_step *s, const zt_opt_shard *shards, int n,
                            const zt_adam_hparams *h, zt_threadpool *pool, zt_adam_variant v,
-                           zt_homes *homes, zt_dtype dtype, uint64_t *h2d_bytes,
-                           zt_error *err)
+                           zt_homes *homes, zt_dtype dtype, uint64_t *h2d_bytes, zt_error *err)
 {
     zt_status st = zt_nvme_step_begin(s, shards, n, h, pool, v, homes, dtype, h2d_bytes, err);
     return st == ZT_OK ? zt_nvme_step_advance(s, n, err) : st;

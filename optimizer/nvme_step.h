@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The optimizer step when master, m and v live on NVMe: every shard is cut into sub-groups
  * (sub_group_size elements, capped so the buffers stay small, whole swap blocks) and
  * pipelined over N >= 3 buffer sets — sub-groups i+1 .. i+N-2 are read while i is updated
@@ -16,7 +17,7 @@
 #include "optimizer/adam.h"
 #include "tiers/home.h"
 
-#define ZT_NVME_STEP_MIN_SETS 3  /* buffer sets in the pipeline: read, update, write */
+#define ZT_NVME_STEP_MIN_SETS 3 /* buffer sets in the pipeline: read, update, write */
 #define ZT_NVME_STEP_MAX_SETS 32
 #define ZT_NVME_STEP_MAX_BUFS (3 * ZT_NVME_STEP_MAX_SETS) /* master, m, v per set */
 
@@ -53,9 +54,8 @@ typedef struct zt_nvme_step_device {
  * memory; pinned where one is in device memory); sets in [ZT_NVME_STEP_MIN_SETS,
  * ZT_NVME_STEP_MAX_SETS]; param_staging: a host buffer for one shard's working-dtype
  * parameters. */
-zt_status zt_nvme_step_create(float *const *bufs, int sets, int64_t buf_elems,
-                              void *param_staging, zt_nvme_step_device dev, zt_nvme_step **out,
-                              zt_error *err);
+zt_status zt_nvme_step_create(float *const *bufs, int sets, int64_t buf_elems, void *param_staging,
+                              zt_nvme_step_device dev, zt_nvme_step **out, zt_error *err);
 /* Waits for transfers still in flight; a step in progress is abandoned. NULL is a no-op. */
 void zt_nvme_step_destroy(zt_nvme_step *s);
 
@@ -72,8 +72,7 @@ void zt_nvme_step_preread(zt_nvme_step *s, const zt_opt_shard *shards, int n);
  * the step (nothing stays in flight) with the state half updated. */
 zt_status zt_nvme_step_begin(zt_nvme_step *s, const zt_opt_shard *shards, int n,
                              const zt_adam_hparams *h, zt_threadpool *pool, zt_adam_variant v,
-                             zt_homes *homes, zt_dtype dtype, uint64_t *h2d_bytes,
-                             zt_error *err);
+                             zt_homes *homes, zt_dtype dtype, uint64_t *h2d_bytes, zt_error *err);
 zt_status zt_nvme_step_advance(zt_nvme_step *s, int through, zt_error *err);
 /* Shards fully updated by the step in progress; -1 when none is in progress. */
 int zt_nvme_step_shards_done(const zt_nvme_step *s);
@@ -83,8 +82,7 @@ int zt_nvme_step_shards_done(const zt_nvme_step *s);
  * write-backs still in flight. */
 zt_status zt_nvme_step_run(zt_nvme_step *s, const zt_opt_shard *shards, int n,
                            const zt_adam_hparams *h, zt_threadpool *pool, zt_adam_variant v,
-                           zt_homes *homes, zt_dtype dtype, uint64_t *h2d_bytes,
-                           zt_error *err);
+                           zt_homes *homes, zt_dtype dtype, uint64_t *h2d_bytes, zt_error *err);
 
 /* Completes the step in progress, waits for every transfer in flight and reports the first
  * failure not yet reported. Every reader of the state on NVMe calls it first; read-ahead

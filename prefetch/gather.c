@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "prefetch/gather.h"
 #include "core/convert.h"
 
@@ -13,10 +14,8 @@ static zt_comm *gather_comm(const zt_gather *g, const zt_gather_env *env)
     return g->from_secondary ? env->topo->intra : env->topo->world;
 }
 
-
 zt_status zt_gather_init(zt_gather *g, zt_gather_env *env, const char *name, int64_t flat_numel,
-                         int64_t shard_numel, int persistent, const zt_home *home,
-                         zt_error *err)
+                         int64_t shard_numel, int persistent, const zt_home *home, zt_error *err)
 {
     *g = (zt_gather){0};
     g->name = name;
@@ -85,8 +84,8 @@ static zt_status copy_staged(zt_gather *g, zt_gather_env *env, zt_error *err)
 {
     zt_status st = zt_home_io_wait(g->home, &g->nvme_io, err);
     if (st == ZT_OK)
-        st = zt_device_memcpy_async(env->dev, rank_slot(g, env), g->nvme_buf,
-                                           g->home->bytes, ZT_COPY_H2D, env->stream, err);
+        st = zt_device_memcpy_async(env->dev, rank_slot(g, env), g->nvme_buf, g->home->bytes,
+                                    ZT_COPY_H2D, env->stream, err);
     if (st == ZT_OK)
         st = zt_device_event_record(env->dev, g->copied, env->stream, err);
     if (st == ZT_OK) {
@@ -175,9 +174,8 @@ static zt_status issue_allgather(zt_gather *g, zt_gather_env *env, int demand, z
                           env->quant_block, g->qwz_scratch, env->stream, &g->req, err);
     } else if (st == ZT_OK) {
         zt_topology_count(t, (uint64_t)g->shard_numel * dsize(env));
-        st = zt_comm_allgather(t->world, rank_slot(g, env), g->buf,
-                                        (size_t)g->shard_numel, zt_comm_dtype_of(env->dtype),
-                                        &g->req, err);
+        st = zt_comm_allgather(t->world, rank_slot(g, env), g->buf, (size_t)g->shard_numel,
+                               zt_comm_dtype_of(env->dtype), &g->req, err);
     }
     if (st == ZT_OK)
         g->state = ZT_GATHER_COMM;
@@ -209,18 +207,17 @@ static void keep_secondary(zt_gather *g, zt_gather_env *env)
 static zt_status ready_on_device(zt_gather *g, zt_gather_env *env, zt_comm *c, zt_error *err)
 {
     zt_status st = zt_comm_complete_on(c, &g->req, env->stream, err);
-    return st == ZT_OK ? zt_device_event_record(env->dev, g->copied, env->stream, err)
-                       : st;
+    return st == ZT_OK ? zt_device_event_record(env->dev, g->copied, env->stream, err) : st;
 }
 
 static zt_status finish_allgather(zt_gather *g, zt_gather_env *env, zt_error *err)
 {
     zt_comm *c = gather_comm(g, env);
-    zt_status st = on_device(g, env) ? ready_on_device(g, env, c, err)
-                                     : zt_comm_wait(c, &g->req, err);
+    zt_status st =
+        on_device(g, env) ? ready_on_device(g, env, c, err) : zt_comm_wait(c, &g->req, err);
     if (st == ZT_OK && g->qwz.recv)
-        st = zt_qwz_finish(&g->qwz, env->topo, g->buf, env->dtype, g->shard_numel,
-                           env->quant_block, env->stream, err);
+        st = zt_qwz_finish(&g->qwz, env->topo, g->buf, env->dtype, g->shard_numel, env->quant_block,
+                           env->stream, err);
     if (st == ZT_OK)
         free_qwz_scratch(g, env);
     if (st == ZT_OK && g->from_secondary)
@@ -241,7 +238,7 @@ zt_status zt_gather_advance(zt_gather *g, zt_gather_env *env, int demand, int *n
     *needs_staging = 0;
     if (env->home_ready && (g->persistent || g->state == ZT_GATHER_NONE) &&
         !env->home_ready(env->home_ready_ctx, g->home, demand))
-        return ZT_OK; /* a prefetch: the layer's fetch brings it up to date first */
+        return ZT_OK;    /* a prefetch: the layer's fetch brings it up to date first */
     if (g->persistent) { /* its full parameters are its home: nothing to move */
         g->buf = g->home->ptr;
         g->state = ZT_GATHER_READY;
@@ -270,10 +267,7 @@ zt_status zt_gather_advance(zt_gather *g, zt_gather_env *env, int demand, int *n
     return st;
 }
 
-zt_event *zt_gather_ready_event(const zt_gather *g)
-{
-    return g->persistent ? NULL : g->copied;
-}
+zt_event *zt_gather_ready_event(const zt_gather *g) { return g->persistent ? NULL : g->copied; }
 
 void zt_gather_drop(zt_gather *g, zt_gather_env *env)
 {

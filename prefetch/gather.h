@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One layer's gather: the staged pipeline that brings its full parameters into device
  * memory,
  *   NONE -> [READING: NVMe home -> pinned staging buffer] -> COPYING (the shard copied into
@@ -26,16 +27,16 @@ typedef enum zt_gather_state {
 /* What every layer's gather shares. */
 typedef struct zt_gather_env {
     zt_device *dev;
-    zt_stream *stream;       /* the prefetch stream: shard copies */
-    zt_device_tier *dtier;   /* full buffers, secondary slices */
+    zt_stream *stream;        /* the prefetch stream: shard copies */
+    zt_device_tier *dtier;    /* full buffers, secondary slices */
     zt_staging_pool *staging; /* NVMe reads (NULL without parameters on NVMe) */
     zt_topology *topo;
     zt_dtype dtype;
-    int qwz;         /* int8 all-gather (zero_quantized_weights) */
-    int hpz;         /* keep node-local slices (zero_hpz_partition_size > 1) */
-    int quant_block; /* elements per quantization block */
+    int qwz;                            /* int8 all-gather (zero_quantized_weights) */
+    int hpz;                            /* keep node-local slices (zero_hpz_partition_size > 1) */
+    int quant_block;                    /* elements per quantization block */
     uint64_t h2d_bytes, gathered_bytes; /* counters */
-    uint64_t host_syncs; /* times the host waited for a device stream */
+    uint64_t host_syncs;                /* times the host waited for a device stream */
     /* set once the caller hands ztier its stream: a dropped layer's copy still in flight is
      * then fenced (freed after it) instead of waited for; until then drops wait, so that
      * device memory stays a function of the calls (what ztier estimate replays) */
@@ -51,27 +52,26 @@ typedef struct zt_gather_env {
 } zt_gather_env;
 
 typedef struct zt_gather {
-    const char *name;      /* not owned */
-    int64_t flat_numel;    /* the full layer */
-    int64_t shard_numel;   /* this rank's part (persistent: flat_numel) */
-    int persistent;        /* the home is the full layer in device memory: nothing to move */
-    const zt_home *home;   /* this rank's shard of the working-dtype parameters */
+    const char *name;    /* not owned */
+    int64_t flat_numel;  /* the full layer */
+    int64_t shard_numel; /* this rank's part (persistent: flat_numel) */
+    int persistent;      /* the home is the full layer in device memory: nothing to move */
+    const zt_home *home; /* this rank's shard of the working-dtype parameters */
     zt_gather_state state;
-    void *buf;             /* device: the full parameters while gathered */
-    zt_event *copied;      /* the shard's copy into buf is done */
-    zt_comm_req req;       /* the all-gather in flight */
-    void *nvme_buf;        /* staging buffer of an NVMe read in flight */
+    void *buf;        /* device: the full parameters while gathered */
+    zt_event *copied; /* the shard's copy into buf is done */
+    zt_comm_req req;  /* the all-gather in flight */
+    void *nvme_buf;   /* staging buffer of an NVMe read in flight */
     zt_swap_io nvme_io;
     zt_qwz qwz;
-    void *qwz_scratch;     /* device: qwZ's transfer buffers, from its start to its finish */
-    int advancing;         /* inside zt_gather_advance: its allocations may not evict it */
-    void *secondary;       /* hpZ: this rank's 1/node_size slice of the layer */
-    int from_secondary;    /* the gather in flight reads the node's slices */
+    void *qwz_scratch;  /* device: qwZ's transfer buffers, from its start to its finish */
+    int advancing;      /* inside zt_gather_advance: its allocations may not evict it */
+    void *secondary;    /* hpZ: this rank's 1/node_size slice of the layer */
+    int from_secondary; /* the gather in flight reads the node's slices */
 } zt_gather;
 
 zt_status zt_gather_init(zt_gather *g, zt_gather_env *env, const char *name, int64_t flat_numel,
-                         int64_t shard_numel, int persistent, const zt_home *home,
-                         zt_error *err);
+                         int64_t shard_numel, int persistent, const zt_home *home, zt_error *err);
 /* Drops whatever is gathered (waiting for stages in flight) and frees the event. */
 void zt_gather_fini(zt_gather *g, zt_gather_env *env);
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "prefetch/layer_order.h"
 
 #include <stdlib.h>

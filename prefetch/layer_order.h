@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The layer-order trace: the first step records the sequence of fetch calls; later steps
  * check each call against it. A deviation is reported once and the step is re-recorded, so
  * a changed order costs prefetch accuracy, never correctness. */
@@ -16,9 +17,9 @@ typedef struct zt_layer_order {
     int n, cap;
     zt_layer_order_entry *next; /* the step being recorded */
     int next_n, next_cap;
-    int pos;       /* index of the next expected fetch in entries */
-    int valid;     /* entries hold a complete step */
-    int deviated;  /* this step left the recorded order */
+    int pos;      /* index of the next expected fetch in entries */
+    int valid;    /* entries hold a complete step */
+    int deviated; /* this step left the recorded order */
     long deviations;
 } zt_layer_order;
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "prefetch/prefetch.h"
 #include "core/log.h"
 
@@ -8,7 +9,7 @@ struct zt_prefetcher {
     zt_gather_env *env;
     int n;
     zt_gather *gathers;
-    int (*holds)[3];     /* per layer and pass */
+    int (*holds)[3];      /* per layer and pass */
     zt_sched_layer *view; /* the scheduler's view, refreshed before each decision */
     zt_layer_order trace;
     zt_prefetch_stats stats;
@@ -78,8 +79,7 @@ zt_status zt_prefetcher_create(const zt_sched_limits *lim, zt_gather_env *env, i
         if (pf)
             free(pf->gathers), free(pf->holds), free(pf->view);
         free(pf);
-        return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory for the prefetcher of %d layers",
-                      n_layers);
+        return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory for the prefetcher of %d layers", n_layers);
     }
     pf->lim = *lim;
     pf->env = env;
@@ -137,8 +137,7 @@ static void observe(zt_prefetcher *pf, int layer, zt_pass pass)
     ZT_LOGW("prefetch",
             "layer order changed: fetch of '%s' (%s) at call %d of the step differs from the "
             "recorded order; prefetching pauses and the order is re-recorded this step",
-            pf->gathers[layer].name, pass == ZT_FORWARD ? "forward" : "backward",
-            pf->trace.next_n);
+            pf->gathers[layer].name, pass == ZT_FORWARD ? "forward" : "backward", pf->trace.next_n);
     drop_unheld(pf, layer);
 }
 
@@ -195,8 +194,7 @@ zt_status zt_prefetcher_fetch(zt_prefetcher *pf, int layer, zt_pass pass, void *
 void zt_prefetcher_release(zt_prefetcher *pf, int layer, zt_pass pass)
 {
     pf->holds[layer][pass]--;
-    if (held(pf, layer) == 0 &&
-        !zt_sched_keep(&pf->lim, &pf->trace, snapshot(pf), pf->n, layer))
+    if (held(pf, layer) == 0 && !zt_sched_keep(&pf->lim, &pf->trace, snapshot(pf), pf->n, layer))
         zt_gather_drop(&pf->gathers[layer], pf->env);
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The prefetcher: one object that owns every layer's gather (gather.h), the recorded layer
  * order (trace.h) and who holds which layer, and makes every read-ahead, keep, drop and
  * eviction decision through the scheduler (schedule.h):
@@ -20,9 +21,9 @@
 typedef struct zt_prefetcher zt_prefetcher;
 
 typedef struct zt_prefetch_stats {
-    uint64_t prefetch_hits; /* fetches whose layer was already on its way */
-    uint64_t evictions;     /* gathered layers freed to make room */
-    uint64_t deviations;    /* steps whose layer order left the recorded one */
+    uint64_t prefetch_hits;  /* fetches whose layer was already on its way */
+    uint64_t evictions;      /* gathered layers freed to make room */
+    uint64_t deviations;     /* steps whose layer order left the recorded one */
     uint64_t slices_dropped; /* hpZ slices freed to make room */
 } zt_prefetch_stats;
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "prefetch/schedule.h"
 
 int64_t zt_sched_live(const zt_sched_layer *layers, int n)
@@ -19,8 +20,8 @@ static int chosen(const int *out, int count, int id)
 
 /* The window holds at most `bucket` elements ahead of the fetch (the first layer always
  * goes) and never lets the gathered elements exceed max_live. */
-int zt_sched_window(const zt_sched_limits *lim, const zt_layer_order *t, const zt_sched_layer *layers,
-                    int n, int current, int *out, int max)
+int zt_sched_window(const zt_sched_limits *lim, const zt_layer_order *t,
+                    const zt_sched_layer *layers, int n, int current, int *out, int max)
 {
     int64_t live = zt_sched_live(layers, n), ahead = 0;
     int count = 0;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The prefetch scheduler's decisions as pure functions of the recorded layer order, each
  * layer's state and the limits of the configuration: which layers the window moves on, which
  * released layer stays gathered, which unheld layer is evicted for room. The runtime's
@@ -33,8 +34,8 @@ int64_t zt_sched_live(const zt_sched_layer *layers, int n);
 /* After a fetch of layer `current` (-1: none, at the start of a step): the layers the window
  * moves one stage further, in trace order (a layer may appear twice: it moves twice). Writes
  * at most max ids to out and returns the count. */
-int zt_sched_window(const zt_sched_limits *lim, const zt_layer_order *t, const zt_sched_layer *layers,
-                    int n, int current, int *out, int max);
+int zt_sched_window(const zt_sched_limits *lim, const zt_layer_order *t,
+                    const zt_sched_layer *layers, int n, int current, int *out, int max);
 
 /* At a release that leaves layer `self` unheld: 1 to keep it gathered for a use soon. */
 int zt_sched_keep(const zt_sched_limits *lim, const zt_layer_order *t, const zt_sched_layer *layers,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Checkpoints: every rank writes its fp32 master, Adam m and v shards (from whatever tier
  * they live in) into one file of a fresh folder; rank 0 then writes manifest.json and
  * commits the folder as the root's latest checkpoint (checkpoint_dir.c), so an interrupted
@@ -42,8 +43,8 @@ static size_t header_bytes(int version)
 
 static zt_ckpt_state current_state(const zt_runtime *rt)
 {
-    zt_ckpt_state s = {rt->train.steps, rt->train.loss_scale, rt->train.good_steps, rt->train.hysteresis_left,
-                       rt->cfg.fp16};
+    zt_ckpt_state s = {rt->train.steps, rt->train.loss_scale, rt->train.good_steps,
+                       rt->train.hysteresis_left, rt->cfg.fp16};
     return s;
 }
 
@@ -60,15 +61,14 @@ static zt_status write_all(FILE *f, const void *p, size_t n, uLong *crc, const c
                            zt_error *err)
 {
     if (n && fwrite(p, 1, n, f) != n)
-        return ZT_ERR(err, zt_status_from_errno(errno), "writing checkpoint file '%s': %s",
-                      path, strerror(errno));
+        return ZT_ERR(err, zt_status_from_errno(errno), "writing checkpoint file '%s': %s", path,
+                      strerror(errno));
     *crc = crc32(*crc, p, (uInt)n);
     return ZT_OK;
 }
 
 /* Writes one home's bytes through the fp32 staging buffer. */
-static zt_status write_home(zt_runtime *rt, FILE *f, const zt_home *h, uLong *crc,
-                            const char *path)
+static zt_status write_home(zt_runtime *rt, FILE *f, const zt_home *h, uLong *crc, const char *path)
 {
     zt_status st = zt_home_load(&rt->tiers.homes, h, rt->opt.staging, &rt->err);
     return st == ZT_OK ? write_all(f, rt->opt.staging, h->bytes, crc, path, &rt->err) : st;
@@ -90,8 +90,7 @@ static zt_status write_layers(zt_runtime *rt, FILE *f, uLong *crc, const char *p
 }
 
 /* This rank's shard file, written and synced to the disk. */
-static zt_status write_shard_file(zt_runtime *rt, const char *folder, uint64_t *bytes,
-                                  uLong *crc)
+static zt_status write_shard_file(zt_runtime *rt, const char *folder, uint64_t *bytes, uLong *crc)
 {
     char path[ZT_PATH_MAX + 240];
     shard_path(folder, rt, path, sizeof path);
@@ -100,20 +99,27 @@ static zt_status write_shard_file(zt_runtime *rt, const char *folder, uint64_t *
         return ZT_ERR(&rt->err, zt_status_from_errno(errno),
                       "cannot create checkpoint file '%s': %s", path, strerror(errno));
     zt_ckpt_state s = current_state(rt);
-    shard_header h = {CKPT_MAGIC,    ZT_CKPT_VERSION, (uint32_t)rt->dist.rank,  (uint32_t)rt->dist.world,
-                      (uint32_t)rt->reg.n_layers, (uint64_t)s.step, s.loss_scale, s.good_steps,
-                      s.hysteresis_left, s.fp16};
+    shard_header h = {CKPT_MAGIC,
+                      ZT_CKPT_VERSION,
+                      (uint32_t)rt->dist.rank,
+                      (uint32_t)rt->dist.world,
+                      (uint32_t)rt->reg.n_layers,
+                      (uint64_t)s.step,
+                      s.loss_scale,
+                      s.good_steps,
+                      s.hysteresis_left,
+                      s.fp16};
     *crc = crc32(0L, Z_NULL, 0);
     zt_status st = write_all(f, &h, sizeof h, crc, path, &rt->err);
     if (st == ZT_OK)
         st = write_layers(rt, f, crc, path);
     *bytes = (uint64_t)ftell(f);
     if (st == ZT_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-        st = ZT_ERR(&rt->err, zt_status_from_errno(errno), "writing checkpoint file '%s': %s",
-                    path, strerror(errno));
+        st = ZT_ERR(&rt->err, zt_status_from_errno(errno), "writing checkpoint file '%s': %s", path,
+                    strerror(errno));
     if (fclose(f) != 0 && st == ZT_OK)
-        st = ZT_ERR(&rt->err, zt_status_from_errno(errno), "writing checkpoint file '%s': %s",
-                    path, strerror(errno));
+        st = ZT_ERR(&rt->err, zt_status_from_errno(errno), "writing checkpoint file '%s': %s", path,
+                    strerror(errno));
     zt_test_crash_point("shard file synced");
     return st;
 }
@@ -187,7 +193,8 @@ static zt_status read_header(zt_runtime *rt, FILE *f, const char *path, int vers
         h->n_layers != (uint32_t)rt->reg.n_layers)
         return ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
                       "checkpoint file '%s' has a damaged header or belongs to another rank "
-                      "(this is rank %d of %d)", path, rt->dist.rank, rt->dist.world);
+                      "(this is rank %d of %d)",
+                      path, rt->dist.rank, rt->dist.world);
     return ZT_OK;
 }
 
@@ -199,19 +206,20 @@ static zt_status cross_check(zt_runtime *rt, const shard_header *h, const zt_man
     if (h->step != (uint64_t)s->step)
         return ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
                       "checkpoint file '%s' holds step %llu, its manifest says \"step\": %lld: "
-                      "one of them was changed; load another checkpoint", path,
-                      (unsigned long long)h->step, (long long)s->step);
-    const char *field = m->version == 1                         ? NULL
-                        : h->loss_scale != s->loss_scale         ? "loss_scale"
-                        : h->good_steps != s->good_steps         ? "good_steps"
+                      "one of them was changed; load another checkpoint",
+                      path, (unsigned long long)h->step, (long long)s->step);
+    const char *field = m->version == 1                            ? NULL
+                        : h->loss_scale != s->loss_scale           ? "loss_scale"
+                        : h->good_steps != s->good_steps           ? "good_steps"
                         : h->hysteresis_left != s->hysteresis_left ? "hysteresis_left"
-                        : h->fp16 != s->fp16                     ? "fp16"
-                                                                 : NULL;
+                        : h->fp16 != s->fp16                       ? "fp16"
+                                                                   : NULL;
     if (!field)
         return ZT_OK;
     return ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
                   "checkpoint file '%s' and its manifest disagree on \"%s\": one of them was "
-                  "changed; load another checkpoint", path, field);
+                  "changed; load another checkpoint",
+                  path, field);
 }
 
 static uint64_t expected_shard_bytes(const zt_runtime *rt, int version)
@@ -223,8 +231,7 @@ static uint64_t expected_shard_bytes(const zt_runtime *rt, int version)
 }
 
 /* Checks size, CRC, header and its agreement with the manifest before anything changes. */
-static zt_status verify_shard_file(zt_runtime *rt, FILE *f, const char *path,
-                                   const zt_manifest *m)
+static zt_status verify_shard_file(zt_runtime *rt, FILE *f, const char *path, const zt_manifest *m)
 {
     uint64_t want = expected_shard_bytes(rt, m->version);
     struct stat sb;
@@ -291,8 +298,10 @@ static void restore_state(zt_runtime *rt, const zt_ckpt_state *s)
         rt->train.good_steps = s->good_steps;
         rt->train.hysteresis_left = s->hysteresis_left;
     } else if (s->fp16 > 0 && !rt->cfg.fp16) {
-        ZT_LOGI("checkpoint", "the checkpoint's fp16 loss scale %g is not used: this run "
-                              "does not scale its loss", (double)s->loss_scale);
+        ZT_LOGI("checkpoint",
+                "the checkpoint's fp16 loss scale %g is not used: this run "
+                "does not scale its loss",
+                (double)s->loss_scale);
     }
 }
 

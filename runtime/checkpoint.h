@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Saving and restoring every rank's optimizer state (see checkpoint.c for the format). */
 #ifndef ZT_RUNTIME_CHECKPOINT_H
 #define ZT_RUNTIME_CHECKPOINT_H

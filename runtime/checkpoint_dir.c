@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The checkpoint root folder and its `latest` list (see checkpoint_dir.h). */
 #include "runtime/checkpoint_dir.h"
 #include "runtime/config.h"
@@ -55,9 +56,9 @@ static zt_status read_list(const char *root, ckpt_list *l, zt_error *err)
     l->n = 0;
     FILE *f = fopen(path, "r");
     if (!f)
-        return errno == ENOENT ? ZT_OK
-                               : ZT_ERR(err, ZT_ERR_IO, "cannot read '%s': %s", path,
-                                        strerror(errno));
+        return errno == ENOENT
+                   ? ZT_OK
+                   : ZT_ERR(err, ZT_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
     char line[256];
     zt_status st = ZT_OK;
     while (st == ZT_OK && l->n < LIST_MAX && fgets(line, sizeof line, f)) {
@@ -177,8 +178,8 @@ static zt_status make_root(const char *root, zt_error *err)
 {
     struct stat sb;
     if (mkdir(root, 0755) != 0 && errno != EEXIST)
-        return ZT_ERR(err, zt_status_from_errno(errno),
-                      "cannot create checkpoint folder '%s': %s", root, strerror(errno));
+        return ZT_ERR(err, zt_status_from_errno(errno), "cannot create checkpoint folder '%s': %s",
+                      root, strerror(errno));
     if (stat(root, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return ZT_ERR(err, ZT_ERR_ARGUMENT, "checkpoint path '%s' is not a folder", root);
     return ZT_OK;
@@ -216,8 +217,8 @@ zt_status zt_ckpt_commit(const char *root, const char *name, int keep, zt_error 
         return ZT_ERR(err, zt_status_from_errno(rc), "syncing folder '%s': %s", partial,
                       strerror(-rc));
     if (rename(partial, final) != 0)
-        return ZT_ERR(err, zt_status_from_errno(errno), "renaming '%s' to '%s': %s", partial,
-                      final, strerror(errno));
+        return ZT_ERR(err, zt_status_from_errno(errno), "renaming '%s' to '%s': %s", partial, final,
+                      strerror(errno));
     zt_test_crash_point("checkpoint folder renamed");
     if ((rc = zt_fsync_path(root)) != 0)
         return ZT_ERR(err, zt_status_from_errno(rc), "syncing folder '%s': %s", root,
@@ -273,8 +274,8 @@ zt_status zt_ckpt_resolve(const char *dir, char *folder, size_t len, zt_error *e
         if (access(path, F_OK) != 0)
             return ZT_ERR(err, ZT_ERR_CORRUPT,
                           "the latest checkpoint of '%s' is '%s', but '%s' is missing (was the "
-                          "folder removed?); pass an older checkpoint's folder to load it", dir,
-                          list.names[0], path);
+                          "folder removed?); pass an older checkpoint's folder to load it",
+                          dir, list.names[0], path);
         return ZT_OK;
     }
     snprintf(path, sizeof path, "%s/manifest.json", dir);
@@ -285,5 +286,6 @@ zt_status zt_ckpt_resolve(const char *dir, char *folder, size_t len, zt_error *e
     return ZT_ERR(err, ZT_ERR_CORRUPT,
                   "no checkpoint in '%s': it has neither a 'latest' file nor a manifest.json "
                   "(not a ztier checkpoint folder, or its first save was interrupted before it "
-                  "finished)", dir);
+                  "finished)",
+                  dir);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The checkpoint root folder: one sub-folder per complete checkpoint and a `latest` file
  * that lists the committed ones, newest first:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* manifest.json: building, checksumming and validating (see checkpoint_manifest.h). */
 #include "runtime/checkpoint_manifest.h"
 
@@ -72,8 +73,8 @@ static zt_status dump_synced(json_t *m, const char *path, zt_error *err)
     if (!f)
         return ZT_ERR(err, zt_status_from_errno(errno), "cannot create '%s': %s", path,
                       strerror(errno));
-    int ok = json_dumpf(m, f, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) == 0 &&
-             fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int ok = json_dumpf(m, f, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) == 0 && fflush(f) == 0 &&
+             fsync(fileno(f)) == 0;
     int e = errno;
     ok = fclose(f) == 0 && ok;
     if (!ok)
@@ -84,12 +85,12 @@ static zt_status dump_synced(json_t *m, const char *path, zt_error *err)
 zt_status zt_manifest_write(const zt_runtime *rt, const zt_ckpt_state *s, const int64_t *files,
                             const char *folder, zt_error *err)
 {
-    json_t *m = json_pack("{s:s, s:i, s:i, s:I, s:f, s:i, s:i, s:b, s:o, s:o}", "format",
-                          CKPT_FORMAT, "version", ZT_CKPT_VERSION, "world_size", rt->dist.world,
-                          "step", (json_int_t)s->step, "loss_scale", (double)s->loss_scale,
-                          "good_steps", (int)s->good_steps, "hysteresis_left",
-                          (int)s->hysteresis_left, "fp16", s->fp16 > 0, "layers",
-                          model_json(rt), "files", files_json(rt, files));
+    json_t *m =
+        json_pack("{s:s, s:i, s:i, s:I, s:f, s:i, s:i, s:b, s:o, s:o}", "format", CKPT_FORMAT,
+                  "version", ZT_CKPT_VERSION, "world_size", rt->dist.world, "step",
+                  (json_int_t)s->step, "loss_scale", (double)s->loss_scale, "good_steps",
+                  (int)s->good_steps, "hysteresis_left", (int)s->hysteresis_left, "fp16",
+                  s->fp16 > 0, "layers", model_json(rt), "files", files_json(rt, files));
     if (!m)
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory building a checkpoint manifest");
     char sum[16];
@@ -119,8 +120,8 @@ static zt_status bad(const mctx *c, const char *field, const json_t *v, const ch
     return st;
 }
 
-static zt_status get_int(const mctx *c, json_t *obj, const char *key, const char *field,
-                         int64_t lo, int64_t hi, int64_t *out)
+static zt_status get_int(const mctx *c, json_t *obj, const char *key, const char *field, int64_t lo,
+                         int64_t hi, int64_t *out)
 {
     json_t *v = json_object_get(obj, key);
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
@@ -151,20 +152,19 @@ static zt_status check_header(const zt_runtime *rt, const mctx *c, json_t *m, in
             return ZT_ERR(c->err, ZT_ERR_CORRUPT,
                           "checkpoint manifest '%s' is damaged or was edited: its checksum is "
                           "%s, the content gives %s; load an older checkpoint",
-                          c->path, json_is_string(sum) ? json_string_value(sum) : "missing",
-                          want);
+                          c->path, json_is_string(sum) ? json_string_value(sum) : "missing", want);
     }
     if ((st = get_int(c, m, "world_size", "world_size", 1, 1 << 24, &world)) != ZT_OK)
         return st;
     if (world != rt->dist.world)
         return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
                       "checkpoint '%s' was saved by %lld ranks and this run has %d: resume with "
-                      "the same number of ranks", c->path, (long long)world, rt->dist.world);
+                      "the same number of ranks",
+                      c->path, (long long)world, rt->dist.world);
     return ZT_OK;
 }
 
-static zt_status check_loss_scale(const zt_runtime *rt, const mctx *c, json_t *m,
-                                  zt_ckpt_state *s)
+static zt_status check_loss_scale(const zt_runtime *rt, const mctx *c, json_t *m, zt_ckpt_state *s)
 {
     json_t *v = json_object_get(m, "loss_scale"), *fp16 = json_object_get(m, "fp16");
     double x = json_is_number(v) ? json_number_value(v) : NAN;
@@ -202,7 +202,8 @@ static zt_status foreign(const mctx *c, const char *what, const char *there, con
 {
     return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
                   "checkpoint '%s': %s is '%s' there and '%s' here: it was saved from a "
-                  "different model", c->path, what, there, here);
+                  "different model",
+                  c->path, what, there, here);
 }
 
 static zt_status check_param(const mctx *c, const zt_param *p, json_t *jp, const char *field)
@@ -220,7 +221,8 @@ static zt_status check_param(const mctx *c, const zt_param *p, json_t *jp, const
     if (!same)
         return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
                       "checkpoint '%s': parameter '%s' has another shape there: it was saved "
-                      "from a different model", c->path, p->name);
+                      "from a different model",
+                      c->path, p->name);
     return ZT_OK;
 }
 
@@ -240,7 +242,8 @@ static zt_status check_layer(const zt_runtime *rt, const mctx *c, const zt_layer
     if (st == ZT_OK && ((int)json_array_size(params) != L->n_params || flat != L->flat_numel))
         return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
                       "checkpoint '%s': layer '%s' has other parameters there: it was saved "
-                      "from a different model", c->path, L->name);
+                      "from a different model",
+                      c->path, L->name);
     for (int k = 0; st == ZT_OK && k < L->n_params; k++) {
         snprintf(field, sizeof field, "layers[%d].params[%d]", i, k);
         st = check_param(c, &rt->reg.params[L->param_ids[k]], json_array_get(params, (size_t)k),
@@ -257,7 +260,8 @@ static zt_status check_model(const zt_runtime *rt, const mctx *c, json_t *m)
     if ((int)json_array_size(layers) != rt->reg.n_layers)
         return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
                       "checkpoint '%s' holds %d layers, this model has %d: it was saved from a "
-                      "different model", c->path, (int)json_array_size(layers), rt->reg.n_layers);
+                      "different model",
+                      c->path, (int)json_array_size(layers), rt->reg.n_layers);
     zt_status st = ZT_OK;
     for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++)
         st = check_layer(rt, c, &rt->reg.layers[i], json_array_get(layers, (size_t)i), i);
@@ -302,9 +306,9 @@ zt_status zt_manifest_read(const zt_runtime *rt, const char *folder, zt_manifest
         return ZT_ERR(err, ZT_ERR_CORRUPT, "checkpoint manifest '%s' cannot be read: line %d: %s",
                       path, je.line, je.text);
     memset(out, 0, sizeof *out);
-    zt_status st = json_is_object(m) ? check_header(rt, &c, m, &out->version)
-                                     : ZT_ERR(err, ZT_ERR_CORRUPT, "'%s' is not a JSON object",
-                                              path);
+    zt_status st = json_is_object(m)
+                       ? check_header(rt, &c, m, &out->version)
+                       : ZT_ERR(err, ZT_ERR_CORRUPT, "'%s' is not a JSON object", path);
     if (st == ZT_OK)
         st = check_state(rt, &c, m, &out->state);
     if (st == ZT_OK)

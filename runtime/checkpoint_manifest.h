@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* manifest.json of a checkpoint folder: the model it was saved from, the step state, each
  * rank's file with its size and CRC-32, and a checksum over all of it. Reading validates
  * every field's type and range and refuses a damaged or edited manifest with

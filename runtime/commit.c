@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Commit: freeze the registry, lay each layer out as one flat buffer split evenly over
  * ranks (the plan), place every shard on its tier, set up the modules that move them (the
  * prefetcher with one gather per layer, the NVMe optimizer step), and write the initial
@@ -19,9 +20,8 @@ static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
     ph.pin = rt->cfg.offload_param.pin_memory; /* the device copies parameters from home */
     oh.swap = rt->tiers.optim_swap;
     zt_tier_kind param_tier = L->persistent ? ZT_TIER_DEVICE : plan->param_tier;
-    zt_status st = zt_home_alloc(&ph, param_tier,
-                                 shard * zt_dtype_size(rt->reg.dtype), L->name, &L->param_home,
-                                 &rt->err);
+    zt_status st = zt_home_alloc(&ph, param_tier, shard * zt_dtype_size(rt->reg.dtype), L->name,
+                                 &L->param_home, &rt->err);
     if (st == ZT_OK && zt_plan_master_is_param(plan, L))
         zt_home_share(&L->param_home, L->name, &L->master);
     else if (st == ZT_OK) {
@@ -41,11 +41,10 @@ static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
                                 &L->grad_acc, &rt->err);
     if (st == ZT_OK)
         st = zt_gather_init(zt_prefetcher_gather(rt->prefetch, (int)(L - rt->reg.layers)),
-                            &rt->gather_env, L->name, L->flat_numel, L->shard_numel,
-                            L->persistent, &L->param_home, &rt->err);
+                            &rt->gather_env, L->name, L->flat_numel, L->shard_numel, L->persistent,
+                            &L->param_home, &rt->err);
     if (st == ZT_OK && !(L->views = calloc(2 * (size_t)L->n_params, sizeof *L->views)))
-        st = ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory for the views of layer '%s'",
-                    L->name);
+        st = ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory for the views of layer '%s'", L->name);
     return st;
 }
 
@@ -73,15 +72,16 @@ static zt_status init_layer(zt_runtime *rt, zt_layer *L)
         return st; /* host and device homes start zeroed */
     memset(rt->opt.staging, 0, (size_t)L->shard_numel * sizeof(float));
     st = zt_home_store(&rt->tiers.homes, &L->exp_avg, rt->opt.staging, &rt->err);
-    return st == ZT_OK ? zt_home_store(&rt->tiers.homes, &L->exp_avg_sq, rt->opt.staging, &rt->err) : st;
+    return st == ZT_OK ? zt_home_store(&rt->tiers.homes, &L->exp_avg_sq, rt->opt.staging, &rt->err)
+                       : st;
 }
 
 static zt_status alloc_staging(zt_runtime *rt, const zt_plan *plan)
 {
     rt->opt.staging_bytes = plan->staging_bytes;
     /* gradients are copied into it from the device */
-    zt_status st = zt_host_tier_alloc_pinned(&rt->tiers.host, rt->opt.staging_bytes, "staging buffer",
-                                             &rt->opt.staging, &rt->err);
+    zt_status st = zt_host_tier_alloc_pinned(&rt->tiers.host, rt->opt.staging_bytes,
+                                             "staging buffer", &rt->opt.staging, &rt->err);
     rt->opt.staging_lp = st == ZT_OK ? (char *)rt->opt.staging + rt->opt.staging_bytes / 2 : NULL;
     rt->opt.buf_bytes = plan->opt_buf_bytes;
     rt->opt.sets = plan->opt_sets;
@@ -148,9 +148,9 @@ static zt_status open_swaps(zt_runtime *rt, const zt_plan *plan)
         st = zt_swap_create(&c, plan->nvme_param_bytes, &rt->tiers.param_swap, &rt->err);
         if (st == ZT_OK)
             st = zt_staging_pool_create((int)rt->cfg.offload_param.buffer_count,
-                                       plan->max_param_shard_bytes,
-                                       rt->cfg.offload_param.pin_memory ? &rt->tiers.pinner : NULL,
-                                       &rt->tiers.param_staging, &rt->err);
+                                        plan->max_param_shard_bytes,
+                                        rt->cfg.offload_param.pin_memory ? &rt->tiers.pinner : NULL,
+                                        &rt->tiers.param_staging, &rt->err);
     }
     if (st == ZT_OK && plan->nvme_optim_bytes) {
         zt_swap_config c = swap_config(rt, &rt->cfg.offload_optimizer, "optim");
@@ -213,8 +213,8 @@ static zt_status check_device_budget(zt_runtime *rt, const zt_plan *plan)
                   "its backward pass (parameters, gradients, transfer buffers); raise the "
                   "budget, offload parameters (zero_optimization.offload_param.device) or "
                   "split that layer",
-                  (unsigned long long)rt->device.dev->capacity, (unsigned long long)plan->device_min,
-                  (unsigned long long)plan->device_resident,
+                  (unsigned long long)rt->device.dev->capacity,
+                  (unsigned long long)plan->device_min, (unsigned long long)plan->device_resident,
                   (unsigned long long)(plan->device_min - plan->device_resident),
                   plan->device_min_layer);
 }
@@ -233,8 +233,7 @@ static zt_status open_prefetch(zt_runtime *rt)
                                      .quant_block = rt->cfg.quant_block_size,
                                      .home_ready = zt_rt_param_home_ready,
                                      .home_ready_ctx = rt};
-    zt_sched_limits lim = {rt->cfg.stage3_prefetch_bucket_size,
-                           rt->cfg.stage3_max_live_parameters,
+    zt_sched_limits lim = {rt->cfg.stage3_prefetch_bucket_size, rt->cfg.stage3_max_live_parameters,
                            rt->cfg.stage3_max_reuse_distance};
     return zt_prefetcher_create(&lim, &rt->gather_env, rt->reg.n_layers, &rt->prefetch, &rt->err);
 }
@@ -249,23 +248,23 @@ static zt_status open_nvme_step(zt_runtime *rt)
         return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory for the optimizer's shard list");
     for (int i = 0; i < rt->reg.n_layers; i++) {
         zt_layer *L = &rt->reg.layers[i];
-        rt->opt.shards[i] = (zt_opt_shard){&L->master,     &L->exp_avg,    &L->exp_avg_sq,
-                                           &L->param_home, L->grad_acc,    rt->reg.acc_dtype,
-                                           L->shard_numel};
+        rt->opt.shards[i] =
+            (zt_opt_shard){&L->master,  &L->exp_avg,       &L->exp_avg_sq, &L->param_home,
+                           L->grad_acc, rt->reg.acc_dtype, L->shard_numel};
     }
     void *param_out = rt->reg.dtype == ZT_F32 ? rt->opt.staging : rt->opt.staging_lp;
-    return zt_nvme_step_create(rt->opt.buf, rt->opt.sets,
-                               (int64_t)(rt->opt.buf_bytes / sizeof(float)), param_out,
-                               (zt_nvme_step_device){rt->device.dev, rt->device.prefetch_stream,
-                                                     &rt->stats.d2h_bytes},
-                               &rt->opt.nvme_step, &rt->err);
+    return zt_nvme_step_create(
+        rt->opt.buf, rt->opt.sets, (int64_t)(rt->opt.buf_bytes / sizeof(float)), param_out,
+        (zt_nvme_step_device){rt->device.dev, rt->device.prefetch_stream, &rt->stats.d2h_bytes},
+        &rt->opt.nvme_step, &rt->err);
 }
 
 zt_status zt_rt_commit(zt_runtime *rt)
 {
     if (rt->reg.n_layers == 0)
-        return ZT_ERR(&rt->err, ZT_ERR_USAGE, "commit with no layers: add layers and parameters "
-                                              "with zt_layer_add/zt_param_add first");
+        return ZT_ERR(&rt->err, ZT_ERR_USAGE,
+                      "commit with no layers: add layers and parameters "
+                      "with zt_layer_add/zt_param_add first");
     for (int i = 0; i < rt->reg.n_layers; i++)
         if (rt->reg.layers[i].n_params == 0)
             return ZT_ERR(&rt->err, ZT_ERR_USAGE,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The configuration's defaults and byte-count parsing (parsing the JSON: config_parse.c). */
 #include "runtime/config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Runtime configuration: DeepSpeed's ds_config.json schema plus ztier-only settings under
  * "ztier". zt_config_defaults() gives the values used for absent keys. */
 #ifndef ZT_RUNTIME_CONFIG_H
@@ -12,80 +13,80 @@
 typedef enum zt_optimizer_kind { ZT_OPT_ADAMW = 0, ZT_OPT_ADAM = 1 } zt_optimizer_kind;
 
 typedef struct zt_offload_config {
-    zt_tier_kind device;                        /* "none" -> DEVICE, "cpu" -> HOST, "nvme" */
+    zt_tier_kind device;                            /* "none" -> DEVICE, "cpu" -> HOST, "nvme" */
     char nvme_path[ZT_MAX_NVME_PATHS][ZT_PATH_MAX]; /* a string or a list of strings */
     int n_nvme_paths;
-    int pin_memory;                             /* bool */
-    int64_t buffer_count;                       /* pinned staging buffers */
-    int64_t buffer_size;                        /* bytes per staging buffer */
-    int64_t max_in_cpu;                         /* bytes of params kept in host memory */
-    int fast_init;                              /* accepted, no effect */
+    int pin_memory;       /* bool */
+    int64_t buffer_count; /* pinned staging buffers */
+    int64_t buffer_size;  /* bytes per staging buffer */
+    int64_t max_in_cpu;   /* bytes of params kept in host memory */
+    int fast_init;        /* accepted, no effect */
 } zt_offload_config;
 
 typedef struct zt_config {
     /* zero_optimization */
-    int stage;                              /* 0..3; ztier implements 3 (others: error) */
+    int stage; /* 0..3; ztier implements 3 (others: error) */
     zt_offload_config offload_param;
     zt_offload_config offload_optimizer;
-    int64_t stage3_prefetch_bucket_size;    /* elements */
-    int64_t stage3_max_live_parameters;     /* elements */
-    int64_t stage3_max_reuse_distance;      /* elements */
+    int64_t stage3_prefetch_bucket_size;        /* elements */
+    int64_t stage3_max_live_parameters;         /* elements */
+    int64_t stage3_max_reuse_distance;          /* elements */
     int64_t stage3_param_persistence_threshold; /* elements */
-    int64_t reduce_bucket_size;             /* elements */
-    int64_t sub_group_size;                 /* elements */
-    int overlap_comm, contiguous_gradients; /* accepted (always on) */
-    int zero_quantized_weights;             /* bool */
-    int zero_quantized_gradients;           /* bool */
-    int zero_hpz_partition_size;            /* >= 1 */
+    int64_t reduce_bucket_size;                 /* elements */
+    int64_t sub_group_size;                     /* elements */
+    int overlap_comm, contiguous_gradients;     /* accepted (always on) */
+    int zero_quantized_weights;                 /* bool */
+    int zero_quantized_gradients;               /* bool */
+    int zero_hpz_partition_size;                /* >= 1 */
 
     /* aio */
-    int64_t aio_block_size;                 /* bytes */
+    int64_t aio_block_size; /* bytes */
     int aio_queue_depth;
     int aio_intra_op_parallelism;
     int aio_single_submit;
     int aio_overlap_events;
 
     /* optimizer */
-    zt_optimizer_kind optimizer_type;       /* optimizer.type as written */
-    int adam_w_mode;                        /* "Adam" with decoupled decay (DeepSpeed default) */
+    zt_optimizer_kind optimizer_type; /* optimizer.type as written */
+    int adam_w_mode;                  /* "Adam" with decoupled decay (DeepSpeed default) */
     float lr, beta1, beta2, eps, weight_decay;
-    int weight_decay_set;                   /* weight_decay was given (else: type's default) */
-    zt_optimizer_kind optimizer;            /* resolved: AdamW for "AdamW" and "Adam" with
+    int weight_decay_set;        /* weight_decay was given (else: type's default) */
+    zt_optimizer_kind optimizer; /* resolved: AdamW for "AdamW" and "Adam" with
                                                adam_w_mode, else Adam (L2 decay) */
 
     /* precision */
-    int bf16;                               /* bf16.enabled */
-    int fp16;                               /* fp16.enabled */
-    float fp16_loss_scale;                  /* 0 = dynamic */
+    int bf16;              /* bf16.enabled */
+    int fp16;              /* fp16.enabled */
+    float fp16_loss_scale; /* 0 = dynamic */
     int fp16_initial_scale_power;
     int fp16_loss_scale_window;
     int fp16_hysteresis;
     float fp16_min_loss_scale;
 
-    float gradient_clipping;                /* 0 = off */
-    int gradient_accumulation_steps;        /* >= 1 */
+    float gradient_clipping;         /* 0 = off */
+    int gradient_accumulation_steps; /* >= 1 */
 
     /* ztier */
-    char device_backend[16];                /* "host" | "cuda" */
-    char comm_backend[16];                  /* "single" | "mpi" | "nccl" | "auto" */
-    int64_t hbm_capacity;                   /* host backend device budget, bytes */
-    int64_t host_capacity;                  /* bound on host-tier bytes; 0 = unbounded */
+    char device_backend[16]; /* "host" | "cuda" */
+    char comm_backend[16];   /* "single" | "mpi" | "nccl" | "auto" */
+    int64_t hbm_capacity;    /* host backend device budget, bytes */
+    int64_t host_capacity;   /* bound on host-tier bytes; 0 = unbounded */
     zt_io_engine_kind io_engine;
-    int verify_checksums;                   /* crc32c per block on NVMe */
-    int allow_buffered_io;                  /* fall back to buffered I/O without O_DIRECT */
-    int optimizer_threads;                  /* 0 = all cores */
-    char adam_variant[16];                  /* "auto" | "scalar" | "avx2" | "avx512" */
-    int ranks_per_node;                     /* 0 = from the launcher's environment */
-    int quant_block_size;                   /* elements per ZeRO++ quantization block */
-    char trace_path[ZT_PATH_MAX];           /* "" = no trace */
-    int device_index;                       /* cuda: -1 = the caller's current device */
-    int gradient_landing_buffers;           /* async releases whose copies may be pending */
+    int verify_checksums;         /* crc32c per block on NVMe */
+    int allow_buffered_io;        /* fall back to buffered I/O without O_DIRECT */
+    int optimizer_threads;        /* 0 = all cores */
+    char adam_variant[16];        /* "auto" | "scalar" | "avx2" | "avx512" */
+    int ranks_per_node;           /* 0 = from the launcher's environment */
+    int quant_block_size;         /* elements per ZeRO++ quantization block */
+    char trace_path[ZT_PATH_MAX]; /* "" = no trace */
+    int device_index;             /* cuda: -1 = the caller's current device */
+    int gradient_landing_buffers; /* async releases whose copies may be pending */
     int overlap_step; /* zt_overlap_mode: each layer updated when the next step first needs it */
-    int64_t pinned_limit;                   /* bytes of host memory that may be pinned */
-    int device_optimizer;                   /* zt_device_optimizer_mode */
-    int grad_accum_bf16;                    /* gradient accumulators in bf16 (else fp32) */
-    int checkpoint_keep;                    /* committed checkpoints kept per root folder */
-    int log_level;                          /* -1 = unset */
+    int64_t pinned_limit; /* bytes of host memory that may be pinned */
+    int device_optimizer; /* zt_device_optimizer_mode */
+    int grad_accum_bf16;  /* gradient accumulators in bf16 (else fp32) */
+    int checkpoint_keep;  /* committed checkpoints kept per root folder */
+    int log_level;        /* -1 = unset */
 } zt_config;
 
 /* Upper bound of byte counts and of keys without one. */

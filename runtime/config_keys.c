@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The table of configuration keys ztier understands: JSON path, type, where the value
  * lands in zt_config, and what is allowed. DeepSpeed keys ztier knowingly ignores are
  * listed too, so that they are logged as "not used" instead of being reported as typos. */
@@ -13,12 +14,26 @@
 
 /* path, kind, offset, min, max, enum values, "auto" allowed, multiple of, doc (one line for
  * people: tools/config_doc.c prints it into docs/config.md) */
-#define NUM(path, kind, off, min, max, auto_ok, doc)                                           \
-    {path, kind, off, min, max, NULL, auto_ok, 0, doc}
-#define BOOL(path, off, auto_ok, doc) {path, ZT_KEY_BOOL, off, 0, 1, NULL, auto_ok, 0, doc}
-#define ENUM(path, kind, off, values, doc) {path, kind, off, 0, 0, values, 0, 0, doc}
-#define IGNORE(path, doc) {path, ZT_KEY_IGNORED, 0, 0, 0, NULL, 0, 0, doc}
-#define LEGACY(path, doc) {path, ZT_KEY_LEGACY, 0, 0, 1, NULL, 0, 0, doc}
+#define NUM(path, kind, off, min, max, auto_ok, doc)     \
+    {                                                    \
+        path, kind, off, min, max, NULL, auto_ok, 0, doc \
+    }
+#define BOOL(path, off, auto_ok, doc)                       \
+    {                                                       \
+        path, ZT_KEY_BOOL, off, 0, 1, NULL, auto_ok, 0, doc \
+    }
+#define ENUM(path, kind, off, values, doc)       \
+    {                                            \
+        path, kind, off, 0, 0, values, 0, 0, doc \
+    }
+#define IGNORE(path, doc)                              \
+    {                                                  \
+        path, ZT_KEY_IGNORED, 0, 0, 0, NULL, 0, 0, doc \
+    }
+#define LEGACY(path, doc)                             \
+    {                                                 \
+        path, ZT_KEY_LEGACY, 0, 0, 1, NULL, 0, 0, doc \
+    }
 #define UNUSED "DeepSpeed key, accepted and not used"
 
 static const char *const offload_devices[] = {"none", "cpu", "nvme", NULL};
@@ -28,28 +43,30 @@ static const char *const comm_backends[] = {"auto", "single", "mpi", "nccl", NUL
 static const char *const io_engines[] = {"auto", "io_uring", "threads", NULL};
 static const char *const adam_variants[] = {"auto", "scalar", "avx2", "avx512", NULL};
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
-static const char *const on_off_auto[] = {"auto", "on", "off", NULL}; /* = zt_device_optimizer_mode */
+static const char *const on_off_auto[] = {"auto", "on", "off",
+                                          NULL}; /* = zt_device_optimizer_mode */
 static const char *const accum_dtypes[] = {"fp32", "bf16", NULL};
 
 /* The keys of offload_param and offload_optimizer; the docs of the four that differ. */
-#define OFFLOAD_KEYS(prefix, X, device_doc, path_doc, pin_doc, count_doc)                      \
-    ENUM(prefix ".device", ZT_KEY_ENUM, X(device), offload_devices, device_doc),               \
-        {prefix ".nvme_path", ZT_KEY_PATHS, X(nvme_path), 0, 0, NULL, 0, 0, path_doc},         \
-        BOOL(prefix ".pin_memory", X(pin_memory), 0, pin_doc),                                 \
-        NUM(prefix ".buffer_count", ZT_KEY_I64, X(buffer_count), 1, 1e6, 0, count_doc),        \
-        NUM(prefix ".buffer_size", ZT_KEY_I64, X(buffer_size), 4096, NOMAX, 0,                 \
-            "Accepted and not used"),                                                          \
-        NUM(prefix ".max_in_cpu", ZT_KEY_I64, X(max_in_cpu), 0, NOMAX, 0,                      \
-            "Accepted and not used"),                                                          \
-        BOOL(prefix ".fast_init", X(fast_init), 0, "Accepted, no effect"),                     \
-        IGNORE(prefix ".pipeline", UNUSED), IGNORE(prefix ".pipeline_read", UNUSED),           \
+#define OFFLOAD_KEYS(prefix, X, device_doc, path_doc, pin_doc, count_doc)               \
+    ENUM(prefix ".device", ZT_KEY_ENUM, X(device), offload_devices, device_doc),        \
+        {prefix ".nvme_path", ZT_KEY_PATHS, X(nvme_path), 0, 0, NULL, 0, 0, path_doc},  \
+        BOOL(prefix ".pin_memory", X(pin_memory), 0, pin_doc),                          \
+        NUM(prefix ".buffer_count", ZT_KEY_I64, X(buffer_count), 1, 1e6, 0, count_doc), \
+        NUM(prefix ".buffer_size", ZT_KEY_I64, X(buffer_size), 4096, NOMAX, 0,          \
+            "Accepted and not used"),                                                   \
+        NUM(prefix ".max_in_cpu", ZT_KEY_I64, X(max_in_cpu), 0, NOMAX, 0,               \
+            "Accepted and not used"),                                                   \
+        BOOL(prefix ".fast_init", X(fast_init), 0, "Accepted, no effect"),              \
+        IGNORE(prefix ".pipeline", UNUSED), IGNORE(prefix ".pipeline_read", UNUSED),    \
         IGNORE(prefix ".pipeline_write", UNUSED), IGNORE(prefix ".ratio", UNUSED)
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
-#define NVME_PATH_DOC(what)                                                                    \
-    "Folder for the NVMe swap files of " what ", or a list of up to " STR(ZT_MAX_NVME_PATHS)   \
-    " folders striped over; required with device \"nvme\" (ZT_NVME_PATH overrides)"
+#define NVME_PATH_DOC(what)                                                                       \
+    "Folder for the NVMe swap files of " what                                                     \
+    ", or a list of up to " STR(ZT_MAX_NVME_PATHS) " folders striped over; required with device " \
+                                                   "\"nvme\" (ZT_NVME_PATH overrides)"
 #define ALIAS_DOC(key) "DeepSpeed's other name of zero_optimization." key
 
 const zt_config_key zt_config_keys[] = {
@@ -74,15 +91,15 @@ const zt_config_key zt_config_keys[] = {
                  "Buffers of the NVMe-pipelined step, one sub-group's state each as in "
                  "DeepSpeed: every 3 make a set, 3 to 32 sets; each set beyond 3 reads one more "
                  "sub-group ahead during backward"),
-    NUM("zero_optimization.stage3_prefetch_bucket_size", ZT_KEY_I64,
-        F(stage3_prefetch_bucket_size), 0, NOMAX, 1,
+    NUM("zero_optimization.stage3_prefetch_bucket_size", ZT_KEY_I64, F(stage3_prefetch_bucket_size),
+        0, NOMAX, 1,
         "Elements the prefetcher gathers ahead of the layer being fetched, in the recorded "
         "layer order"),
-    NUM("zero_optimization.stage3_max_live_parameters", ZT_KEY_I64,
-        F(stage3_max_live_parameters), 0, NOMAX, 1,
-        "Most gathered elements (of layers that are not persistent) the prefetcher keeps at once"),
-    NUM("zero_optimization.stage3_max_reuse_distance", ZT_KEY_I64, F(stage3_max_reuse_distance),
+    NUM("zero_optimization.stage3_max_live_parameters", ZT_KEY_I64, F(stage3_max_live_parameters),
         0, NOMAX, 1,
+        "Most gathered elements (of layers that are not persistent) the prefetcher keeps at once"),
+    NUM("zero_optimization.stage3_max_reuse_distance", ZT_KEY_I64, F(stage3_max_reuse_distance), 0,
+        NOMAX, 1,
         "A released layer stays gathered when the recorded order needs it again within this "
         "many elements"),
     NUM("zero_optimization.stage3_param_persistence_threshold", ZT_KEY_I64,
@@ -94,8 +111,8 @@ const zt_config_key zt_config_keys[] = {
         NOMAX, 1, ALIAS_DOC("stage3_prefetch_bucket_size")),
     NUM("zero_optimization.max_live_parameters", ZT_KEY_I64, F(stage3_max_live_parameters), 0,
         NOMAX, 1, ALIAS_DOC("stage3_max_live_parameters")),
-    NUM("zero_optimization.max_reuse_distance", ZT_KEY_I64, F(stage3_max_reuse_distance), 0,
-        NOMAX, 1, ALIAS_DOC("stage3_max_reuse_distance")),
+    NUM("zero_optimization.max_reuse_distance", ZT_KEY_I64, F(stage3_max_reuse_distance), 0, NOMAX,
+        1, ALIAS_DOC("stage3_max_reuse_distance")),
     NUM("zero_optimization.param_persistence_threshold", ZT_KEY_I64,
         F(stage3_param_persistence_threshold), 0, NOMAX, 1,
         ALIAS_DOC("stage3_param_persistence_threshold")),
@@ -168,8 +185,7 @@ const zt_config_key zt_config_keys[] = {
          "decay 0 unless given"),
     NUM("optimizer.params.lr", ZT_KEY_FLOAT, F(lr), 0, 1e3, 1,
         "Learning rate (zt_step_args may set it per step)"),
-    {"optimizer.params.betas", ZT_KEY_BETAS, F(beta1), 0, 1, NULL, 1, 0,
-     "Adam's [beta1, beta2]"},
+    {"optimizer.params.betas", ZT_KEY_BETAS, F(beta1), 0, 1, NULL, 1, 0, "Adam's [beta1, beta2]"},
     NUM("optimizer.params.eps", ZT_KEY_FLOAT, F(eps), 0, 1, 1, "Adam's epsilon"),
     NUM("optimizer.params.weight_decay", ZT_KEY_FLOAT, F(weight_decay), 0, 1e3, 1,
         "Weight decay: 0.01 for \"AdamW\" and 0 for \"Adam\" unless given (zt_step_args may set "
@@ -300,6 +316,14 @@ const zt_config_key zt_config_keys[] = {
 };
 
 const char *const zt_config_objects[] = {
-    "zero_optimization", "zero_optimization.offload_param", "zero_optimization.offload_optimizer",
-    "aio", "optimizer", "optimizer.params", "bf16", "fp16", "ztier", NULL,
+    "zero_optimization",
+    "zero_optimization.offload_param",
+    "zero_optimization.offload_optimizer",
+    "aio",
+    "optimizer",
+    "optimizer.params",
+    "bf16",
+    "fp16",
+    "ztier",
+    NULL,
 };

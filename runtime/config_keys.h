@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The configuration key table shared by the parser and the validator (config_parse.c): every
  * key's JSON path, kind, place in zt_config (an offset: this header needs no zt_config), and
  * what is allowed. */
@@ -25,7 +26,7 @@ typedef enum zt_key_kind {
 } zt_key_kind;
 
 typedef struct zt_config_key {
-    const char *path;          /* full dotted JSON path */
+    const char *path; /* full dotted JSON path */
     zt_key_kind kind;
     size_t offset;             /* of the field in zt_config */
     double min, max;           /* numeric kinds: inclusive range */

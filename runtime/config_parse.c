@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* DeepSpeed-style JSON configuration: walks the document, looks every key up in the table
  * (config_keys.c), stores valid values, logs DeepSpeed keys ztier does not use, warns
  * about unknown keys with the closest known one, and rejects invalid values with the JSON
@@ -49,20 +50,29 @@ static void describe_allowed(const zt_config_key *k, char *buf, size_t n)
         if (k->kind == ZT_KEY_BYTES && len < n)
             snprintf(buf + len, n - len, " (bytes; a string like \"2G\" or \"512M\" works too)");
         return;
-    case ZT_KEY_BOOL: snprintf(buf, n, "must be true or false"); return;
+    case ZT_KEY_BOOL:
+        snprintf(buf, n, "must be true or false");
+        return;
     case ZT_KEY_ENUM:
     case ZT_KEY_ENUM_STR:
         len = (size_t)snprintf(buf, n, "must be one of ");
         enum_list(k->values, buf + len, n - len);
         return;
-    case ZT_KEY_PATH: snprintf(buf, n, "must be a path string (\"\" for none)"); return;
-    case ZT_KEY_LEGACY: snprintf(buf, n, "must be true or false"); return;
+    case ZT_KEY_PATH:
+        snprintf(buf, n, "must be a path string (\"\" for none)");
+        return;
+    case ZT_KEY_LEGACY:
+        snprintf(buf, n, "must be true or false");
+        return;
     case ZT_KEY_PATHS:
         snprintf(buf, n, "must be a folder path or a list of 1 to %d folder paths",
                  ZT_MAX_NVME_PATHS);
         return;
-    case ZT_KEY_BETAS: snprintf(buf, n, "must be [beta1, beta2], each a number in [0, 1)"); return;
-    case ZT_KEY_IGNORED: break;
+    case ZT_KEY_BETAS:
+        snprintf(buf, n, "must be [beta1, beta2], each a number in [0, 1)");
+        return;
+    case ZT_KEY_IGNORED:
+        break;
     }
     snprintf(buf, n, "is not used");
 }
@@ -133,9 +143,8 @@ static zt_status set_number(const zt_config_key *k, zt_config *cfg, const json_t
         return ZT_OK;
     }
     int64_t i = 0;
-    int ok = integral_value(v, &i) ||
-             (k->kind == ZT_KEY_BYTES && json_is_string(v) &&
-              zt_config_parse_bytes(json_string_value(v), &i) == 0);
+    int ok = integral_value(v, &i) || (k->kind == ZT_KEY_BYTES && json_is_string(v) &&
+                                       zt_config_parse_bytes(json_string_value(v), &i) == 0);
     if (!ok || !int_in_range(k, i))
         return fail_key(k, err, origin, v);
     if (k->kind == ZT_KEY_INT)
@@ -226,8 +235,8 @@ static zt_status set_betas(const zt_config_key *k, zt_config *cfg, const json_t 
 
 /* DeepSpeed's "auto" (filled in by HF Trainer/Accelerate): kept as ztier's default where that
  * is meaningful, an error elsewhere. Returns 1 when v was "auto" (and *st says the outcome). */
-static int handle_auto(const zt_config_key *k, const json_t *v, const char *origin,
-                       zt_error *err, zt_status *st)
+static int handle_auto(const zt_config_key *k, const json_t *v, const char *origin, zt_error *err,
+                       zt_status *st)
 {
     if (!json_is_string(v) || strcasecmp(json_string_value(v), "auto") != 0 ||
         enum_index(k->values, "auto") >= 0)
@@ -263,15 +272,22 @@ static zt_status set_value(const zt_config_key *k, zt_config *cfg, const json_t 
     case ZT_KEY_INT:
     case ZT_KEY_I64:
     case ZT_KEY_FLOAT:
-    case ZT_KEY_BYTES: return set_number(k, cfg, v, origin, err);
-    case ZT_KEY_BOOL: return set_bool(k, cfg, v, origin, err);
+    case ZT_KEY_BYTES:
+        return set_number(k, cfg, v, origin, err);
+    case ZT_KEY_BOOL:
+        return set_bool(k, cfg, v, origin, err);
     case ZT_KEY_ENUM:
-    case ZT_KEY_ENUM_STR: return set_enum(k, cfg, v, origin, err);
-    case ZT_KEY_PATH: return set_path(k, cfg, v, origin, err);
-    case ZT_KEY_PATHS: return set_paths(k, cfg, v, origin, err);
-    case ZT_KEY_BETAS: return set_betas(k, cfg, v, origin, err);
+    case ZT_KEY_ENUM_STR:
+        return set_enum(k, cfg, v, origin, err);
+    case ZT_KEY_PATH:
+        return set_path(k, cfg, v, origin, err);
+    case ZT_KEY_PATHS:
+        return set_paths(k, cfg, v, origin, err);
+    case ZT_KEY_BETAS:
+        return set_betas(k, cfg, v, origin, err);
     case ZT_KEY_IGNORED:
-    case ZT_KEY_LEGACY: break;
+    case ZT_KEY_LEGACY:
+        break;
     }
     return ZT_OK;
 }
@@ -386,8 +402,10 @@ static zt_status walk(zt_config *cfg, json_t *obj, const char *prefix, const cha
         int object = plain && !k && (alias || is_object_path(path));
         zt_status st = ZT_OK;
         if (alias)
-            ZT_LOGW("config", "'%s' is DeepSpeed's older name of '%s': read as '%s' (write "
-                              "'%s' instead)", path, alias, alias, alias);
+            ZT_LOGW("config",
+                    "'%s' is DeepSpeed's older name of '%s': read as '%s' (write "
+                    "'%s' instead)",
+                    path, alias, alias, alias);
         if (k)
             st = set_value(k, cfg, v, origin, err);
         else if (object && json_is_object(v))
@@ -445,8 +463,7 @@ static const struct legacy_key {
 static zt_status apply_legacy_key(const struct legacy_key *lk, zt_config *cfg, json_t *root,
                                   const char *origin, zt_error *err)
 {
-    json_t *v = get_path(root, "zero_optimization", lk->path + strlen("zero_optimization."),
-                         NULL);
+    json_t *v = get_path(root, "zero_optimization", lk->path + strlen("zero_optimization."), NULL);
     if (!json_is_boolean(v) || (lk->value && !json_is_true(v)))
         return ZT_OK;
     char modern[160];
@@ -455,7 +472,8 @@ static zt_status apply_legacy_key(const struct legacy_key *lk, zt_config *cfg, j
                  lk->modern_key))
         return ZT_ERR(err, ZT_ERR_CONFIG,
                       "%s: %s and %s are both set: %s is the deprecated form of %s; keep only "
-                      "%s", origin, lk->path, modern, lk->path, modern, modern);
+                      "%s",
+                      origin, lk->path, modern, lk->path, modern, modern);
     json_t *val = lk->value ? json_string(lk->value) : json_incref(v);
     zt_status st = set_value(find_key(modern), cfg, val, origin, err);
     char *text = value_text(val);
@@ -508,8 +526,7 @@ static zt_status parse_doc(zt_config *cfg, json_t *root, const char *origin, int
     return st;
 }
 
-zt_status zt_config_parse(zt_config *cfg, const char *json_text, const char *origin,
-                          zt_error *err)
+zt_status zt_config_parse(zt_config *cfg, const char *json_text, const char *origin, zt_error *err)
 {
     json_error_t je;
     origin = origin ? origin : "config text";
@@ -517,8 +534,8 @@ zt_status zt_config_parse(zt_config *cfg, const char *json_text, const char *ori
     if (!json_text)
         return ZT_ERR(err, ZT_ERR_CONFIG, "%s: no JSON text given", origin);
     if (!root)
-        return ZT_ERR(err, ZT_ERR_CONFIG, "%s: JSON syntax error at line %d, column %d: %s",
-                      origin, je.line, je.column, je.text);
+        return ZT_ERR(err, ZT_ERR_CONFIG, "%s: JSON syntax error at line %d, column %d: %s", origin,
+                      je.line, je.column, je.text);
     zt_status st = parse_doc(cfg, root, origin, 0, err);
     json_decref(root);
     return st;
@@ -551,12 +568,10 @@ static json_t *nest(const char *path, json_t *value)
     return doc;
 }
 
-zt_status zt_config_set_value(zt_config *cfg, const char *path, const char *value,
-                              zt_error *err)
+zt_status zt_config_set_value(zt_config *cfg, const char *path, const char *value, zt_error *err)
 {
     if (!value)
-        return ZT_ERR(err, ZT_ERR_CONFIG, "zt_config_set(\"%s\"): value is NULL",
-                      path ? path : "");
+        return ZT_ERR(err, ZT_ERR_CONFIG, "zt_config_set(\"%s\"): value is NULL", path ? path : "");
     char origin[320];
     snprintf(origin, sizeof origin, "zt_config_set(\"%.256s\")", path ? path : "");
     json_error_t je;
@@ -565,8 +580,10 @@ zt_status zt_config_set_value(zt_config *cfg, const char *path, const char *valu
         v = json_string(value);
     json_t *doc = v && path && *path ? nest(path, v) : v;
     zt_status st = doc ? parse_doc(cfg, doc, origin, 1, err)
-                       : ZT_ERR(err, ZT_ERR_CONFIG, "%s: the path has an empty part or the "
-                                "value is not UTF-8 text", origin);
+                       : ZT_ERR(err, ZT_ERR_CONFIG,
+                                "%s: the path has an empty part or the "
+                                "value is not UTF-8 text",
+                                origin);
     json_decref(doc);
     return st;
 }
@@ -731,7 +748,8 @@ static int field_ok(const zt_config_key *k, const zt_config *cfg, char *text, si
     case ZT_KEY_BETAS:
         snprintf(text, n, "[%.7g, %.7g]", (double)cfg->beta1, (double)cfg->beta2);
         return cfg->beta1 >= 0 && cfg->beta1 < 1 && cfg->beta2 >= 0 && cfg->beta2 < 1;
-    default: return 1;
+    default:
+        return 1;
     }
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reading the configuration: DeepSpeed JSON text or files, single keys from code
  * (zt_config_set), environment overrides, and the checks of the final struct. */
 #ifndef ZT_RUNTIME_CONFIG_PARSE_H
@@ -11,8 +12,7 @@
  * ZT_ERR_CONFIG with a message naming the path, the value and what is allowed. DeepSpeed's
  * "auto" keeps the value in *cfg where ztier has a default for it, and is an error elsewhere.
  * `origin` names the source in messages (a file path or "config text"). */
-zt_status zt_config_parse(zt_config *cfg, const char *json_text, const char *origin,
-                          zt_error *err);
+zt_status zt_config_parse(zt_config *cfg, const char *json_text, const char *origin, zt_error *err);
 
 /* Sets one key, or a whole object, from code (zt_config_set): path is a dotted JSON path
  * ("zero_optimization.offload_param.device") or NULL/"" for a whole document; value is JSON
@@ -20,8 +20,7 @@ zt_status zt_config_parse(zt_config *cfg, const char *json_text, const char *ori
  * ("nvme"). Same validation and messages as a file, except that an unknown key is an error
  * (ZT_ERR_CONFIG with the closest known key) rather than a warning, and that rules between
  * keys (zt_config_validate) are left for the caller to check once all keys are set. */
-zt_status zt_config_set_value(zt_config *cfg, const char *path, const char *value,
-                              zt_error *err);
+zt_status zt_config_set_value(zt_config *cfg, const char *path, const char *value, zt_error *err);
 
 /* Reads and parses a file (ZT_ERR_CONFIG naming the path when it cannot be read). */
 zt_status zt_config_load_file(zt_config *cfg, const char *path, zt_error *err);

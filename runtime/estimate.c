@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The replay behind zt_rt_estimate: a model of the device memory of each layer's gather
  * pipeline (gather.c), fetch and release (layer_exec.c) and step (step.c), driven by the
  * same trace and scheduler decisions as the runtime. What it models, per layer: the gathered
@@ -40,8 +41,7 @@ static const zt_sched_layer *snapshot(sim *s)
     for (int i = 0; i < s->n; i++) {
         const sim_layer *L = &s->layers[i];
         s->view[i] = (zt_sched_layer){L->numel, L->persistent, L->gathered,
-                                      L->gathered && L->stages_left == 0,
-                                      holds(L) + L->advancing};
+                                      L->gathered && L->stages_left == 0, holds(L) + L->advancing};
     }
     return s->view;
 }
@@ -124,8 +124,8 @@ static int advance(sim *s, sim_layer *L, int evict)
 static void move_window(sim *s, int current)
 {
     int ids[ZT_SCHED_LOOKAHEAD];
-    int k = zt_sched_window(&s->lim, &s->trace, snapshot(s), s->n, current, ids,
-                            ZT_SCHED_LOOKAHEAD);
+    int k =
+        zt_sched_window(&s->lim, &s->trace, snapshot(s), s->n, current, ids, ZT_SCHED_LOOKAHEAD);
     for (int i = 0; i < k; i++)
         advance(s, &s->layers[ids[i]], 0); /* a prefetch that does not fit is cancelled */
 }
@@ -215,9 +215,9 @@ static zt_status simulate(zt_runtime *rt, const zt_plan *plan, uint64_t capacity
     memset(s, 0, sizeof *s);
     s->rt = rt;
     s->n = rt->reg.n_layers;
-    s->lim = (zt_sched_limits){rt->cfg.stage3_prefetch_bucket_size,
-                               rt->cfg.stage3_max_live_parameters,
-                               rt->cfg.stage3_max_reuse_distance};
+    s->lim =
+        (zt_sched_limits){rt->cfg.stage3_prefetch_bucket_size, rt->cfg.stage3_max_live_parameters,
+                          rt->cfg.stage3_max_reuse_distance};
     s->ds = zt_dtype_size(plan->dtype);
     s->world = plan->world;
     s->nvme_params = plan->param_tier == ZT_TIER_NVME;
@@ -225,9 +225,8 @@ static zt_status simulate(zt_runtime *rt, const zt_plan *plan, uint64_t capacity
     s->current = s->peak = plan->device_resident;
     s->layers = calloc((size_t)s->n, sizeof *s->layers);
     s->view = calloc((size_t)s->n, sizeof *s->view);
-    zt_status st = s->layers && s->view
-                       ? ZT_OK
-                       : ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory estimating");
+    zt_status st =
+        s->layers && s->view ? ZT_OK : ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory estimating");
     for (int i = 0; st == ZT_OK && i < s->n; i++) {
         const zt_layer *L = &rt->reg.layers[i];
         s->layers[i] = (sim_layer){.numel = L->flat_numel,
@@ -288,9 +287,9 @@ zt_status zt_rt_estimate(zt_runtime *rt, int world, uint64_t device_capacity,
         return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory estimating");
     for (int i = 0; i < n; i++)
         if (events[i].layer < 0 || events[i].layer >= rt->reg.n_layers)
-            return free(own), ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
-                                     "estimate: event %d names layer %d of %d", i,
-                                     events[i].layer, rt->reg.n_layers);
+            return free(own),
+                   ZT_ERR(&rt->err, ZT_ERR_ARGUMENT, "estimate: event %d names layer %d of %d", i,
+                          events[i].layer, rt->reg.n_layers);
     zt_plan_layout(rt, world);
     zt_plan_make(rt, world, &out->plan);
     out->device_capacity = device_capacity;
@@ -304,8 +303,7 @@ zt_status zt_rt_estimate(zt_runtime *rt, int world, uint64_t device_capacity,
                     "estimate: the device budget of %llu bytes is below the %llu bytes these "
                     "steps need at least (%llu for layer '%s' in its backward pass alone; "
                     "layers held at the same time need more)",
-                    (unsigned long long)device_capacity,
-                    (unsigned long long)out->device_min_order,
+                    (unsigned long long)device_capacity, (unsigned long long)out->device_min_order,
                     (unsigned long long)out->plan.device_min, out->plan.device_min_layer);
     if (st == ZT_OK)
         st = simulate(rt, &out->plan, device_capacity, events, n, steps, &s);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Sizing a run before starting it (`ztier estimate`): the placement plan of a registered,
  * uncommitted model for a chosen world size, and the device memory its training steps reach,
  * found by replaying the steps' fetches and releases through the prefetch scheduler
@@ -16,13 +17,13 @@ typedef struct zt_est_event {
 
 typedef struct zt_estimate {
     zt_plan plan;
-    uint64_t device_capacity; /* the budget the replay ran under */
-    uint64_t device_peak;     /* the replayed steps' peak under that budget */
-    uint64_t device_window;   /* the peak with no budget: what the whole window takes */
+    uint64_t device_capacity;  /* the budget the replay ran under */
+    uint64_t device_peak;      /* the replayed steps' peak under that budget */
+    uint64_t device_window;    /* the peak with no budget: what the whole window takes */
     uint64_t device_min_order; /* the smallest budget these steps run with (layers held
                                   together, like a tied embedding, need more than
                                   plan.device_min) */
-    uint64_t evictions;       /* prefetched layers freed for room, per step under the budget */
+    uint64_t evictions;        /* prefetched layers freed for room, per step under the budget */
 } zt_estimate;
 
 /* Estimates one rank of the registered model run on `world` ranks with the runtime's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Per-layer execution: fetch makes a layer's full parameters ready through the prefetcher
  * (and allocates zeroed gradient buffers for the backward pass), bringing the layer up to
  * date first when an overlapped step is in progress; release ends the hold and, after a
@@ -49,8 +50,7 @@ static zt_status order_after(zt_runtime *rt, zt_event *ready, zt_stream *caller)
     return zt_rt_sync_event(rt, ready);
 }
 
-static void fill_views(zt_runtime *rt, zt_layer *L, zt_pass pass, void *full,
-                       zt_layer_view *view)
+static void fill_views(zt_runtime *rt, zt_layer *L, zt_pass pass, void *full, zt_layer_view *view)
 {
     size_t dsize = zt_dtype_size(rt->reg.dtype);
     /* inference passes use the forward views: no gradients */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The optimizer engines (opt_engine.h): what differs between the placements of the
  * optimizer state, each a table of the step's operations. */
 #include "runtime/opt_engine.h"
@@ -84,12 +85,17 @@ static zt_status update_layer(zt_runtime *rt, zt_layer *L, const zt_adam_hparams
     void *home = zt_home_host_ptr(&L->param_home);
     void *out = home ? home : rt->reg.dtype == ZT_F32 ? rt->opt.staging : rt->opt.staging_lp;
     /* parameters that are the master (zt_plan_master_is_param) are updated in place */
-    zt_adam_tensors t = {master, m, v, L->grad_acc, rt->reg.acc_dtype, out == master ? NULL : out,
-                         rt->reg.dtype, L->shard_numel};
+    zt_adam_tensors t = {master,
+                         m,
+                         v,
+                         L->grad_acc,
+                         rt->reg.acc_dtype,
+                         out == master ? NULL : out,
+                         rt->reg.dtype,
+                         L->shard_numel};
     double t0 = zt_now_s();
     zt_adam_step_parallel(rt->cpu.pool, rt->cpu.adam_variant, h, &t);
-    zt_trace_span("optimizer", t0, "adam %s (%lld elements)", L->name,
-                  (long long)L->shard_numel);
+    zt_trace_span("optimizer", t0, "adam %s (%lld elements)", L->name, (long long)L->shard_numel);
     if (out == home)
         return ZT_OK;
     if (L->param_home.kind == ZT_TIER_DEVICE)
@@ -148,8 +154,8 @@ static zt_status nvme_start(zt_runtime *rt, const zt_adam_hparams *h, int overla
     zt_status st = rt->async_err.status;
     if (st == ZT_OK)
         st = zt_nvme_step_begin(rt->opt.nvme_step, rt->opt.shards, rt->reg.n_layers, h,
-                                rt->cpu.pool, rt->cpu.adam_variant, &rt->tiers.homes,
-                                rt->reg.dtype, &rt->stats.h2d_bytes, &e);
+                                rt->cpu.pool, rt->cpu.adam_variant, &rt->tiers.homes, rt->reg.dtype,
+                                &rt->stats.h2d_bytes, &e);
     if (st == ZT_OK) /* overlapped: each layer is updated when first needed */
         rt->train.step_cleared = 0;
     if (st == ZT_OK && !overlap)
@@ -197,19 +203,19 @@ static zt_status device_clear_grads(zt_runtime *rt)
     return st;
 }
 
-static const zt_opt_engine_ops host_engine = {
-    "host", host_grad_stats, host_begin, host_advance, host_done_layers, host_clear_grads};
-static const zt_opt_engine_ops host_overlapped_engine = {
-    "host-overlapped", host_grad_stats, host_begin_overlapped, host_advance, host_done_layers,
-    host_clear_grads};
-static const zt_opt_engine_ops nvme_engine = {
-    "nvme", host_grad_stats, nvme_begin, nvme_advance, nvme_done_layers, host_clear_grads};
-static const zt_opt_engine_ops nvme_overlapped_engine = {
-    "nvme-overlapped", host_grad_stats, nvme_begin_overlapped, nvme_advance, nvme_done_layers,
-    host_clear_grads};
-static const zt_opt_engine_ops device_engine = {
-    "device", zt_dev_opt_grad_stats, device_begin, host_advance, host_done_layers,
-    device_clear_grads};
+static const zt_opt_engine_ops host_engine = {"host",       host_grad_stats,  host_begin,
+                                              host_advance, host_done_layers, host_clear_grads};
+static const zt_opt_engine_ops host_overlapped_engine = {"host-overlapped",     host_grad_stats,
+                                                         host_begin_overlapped, host_advance,
+                                                         host_done_layers,      host_clear_grads};
+static const zt_opt_engine_ops nvme_engine = {"nvme",       host_grad_stats,  nvme_begin,
+                                              nvme_advance, nvme_done_layers, host_clear_grads};
+static const zt_opt_engine_ops nvme_overlapped_engine = {"nvme-overlapped",     host_grad_stats,
+                                                         nvme_begin_overlapped, nvme_advance,
+                                                         nvme_done_layers,      host_clear_grads};
+static const zt_opt_engine_ops device_engine = {"device",         zt_dev_opt_grad_stats,
+                                                device_begin,     host_advance,
+                                                host_done_layers, device_clear_grads};
 
 /* ztier.overlap_step: "auto" overlaps with the state on NVMe, whose transfers then overlap
  * the caller's compute; "on" also with the state in host memory: for a GPU trainer whose host

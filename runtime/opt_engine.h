@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The optimizer engines: one per placement of the optimizer state, chosen once at commit
  * (zt_opt_engine_choose) and called by the step through these wrappers, never through flags.
  *  - host:            state in host memory, every layer updated inside zt_step;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Deterministic parameter initialisation. Each element's value is a pure function of
  * (seed, parameter name, element index) through a counter-based generator, so a rank can
  * initialise just its shard and every world size and placement starts from the same values. */
@@ -62,7 +63,8 @@ zt_status zt_param_init_fill(const zt_param *p, int64_t first, int64_t count, fl
         if (st != ZT_OK)
             return ZT_ERR(err, st,
                           "parameter '%s': its init callback failed (%s) for elements [%lld, "
-                          "%lld)", p->name, zt_status_string(st), (long long)first,
+                          "%lld)",
+                          p->name, zt_status_string(st), (long long)first,
                           (long long)(first + count));
         break;
     }

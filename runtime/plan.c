@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The placement plan (see plan.h). Every size here is the one commit allocates: the host
  * tier's and the pinned pool's page rounding and the swap space's block rounding come from
  * those modules, so the plan and a committed runtime's zt_stats agree. */
@@ -43,8 +44,8 @@ uint64_t zt_plan_qgz_bytes(const zt_runtime *rt, const zt_plan *p, const zt_laye
     if (!rt->cfg.zero_quantized_gradients || p->world == 1 || L->persistent)
         return 0;
     uint64_t sum = p->optim_tier == ZT_TIER_DEVICE ? 0 : (uint64_t)L->shard_numel * 4;
-    return sum + zt_qgz_scratch_bytes(p->world, p->node_ranks, L->shard_numel,
-                                      rt->cfg.quant_block_size);
+    return sum +
+           zt_qgz_scratch_bytes(p->world, p->node_ranks, L->shard_numel, rt->cfg.quant_block_size);
 }
 
 /* Device bytes layer L needs at least in its backward pass: at its fetch, its gathered
@@ -107,8 +108,8 @@ static void plan_layer(const zt_runtime *rt, const zt_layer *L, zt_plan *p)
     if (p->optim_tier == ZT_TIER_DEVICE) /* master, m, v and the gradient accumulator */
         p->device_resident += 4 * shard * 4;
     else
-        p->host_bytes += zt_host_tier_footprint( /* gradient accumulator */
-            shard * (rt->cfg.grad_accum_bf16 ? 2 : 4));
+        p->host_bytes += zt_host_tier_footprint(/* gradient accumulator */
+                                                shard * (rt->cfg.grad_accum_bf16 ? 2 : 4));
     /* m and v where the optimizer state lives; a master of its own where master_tier says */
     int own_master = !zt_plan_master_is_param(p, L);
     zt_tier_kind master_tier = zt_plan_master_tier(p, L);
@@ -148,7 +149,7 @@ void zt_plan_make(const zt_runtime *rt, int world, zt_plan *p)
     p->node_ranks = zt_topology_node_ranks(world, rt->cfg.ranks_per_node);
     p->dtype = zt_config_dtype(&rt->cfg);
     p->param_tier = rt->cfg.offload_param.device;
-    p->optim_tier = zt_config_device_optimizer(&rt->cfg)             ? ZT_TIER_DEVICE
+    p->optim_tier = zt_config_device_optimizer(&rt->cfg)               ? ZT_TIER_DEVICE
                     : rt->cfg.offload_optimizer.device == ZT_TIER_NVME ? ZT_TIER_NVME
                                                                        : ZT_TIER_HOST;
     p->max_shard = 1;
@@ -167,8 +168,8 @@ void zt_plan_make(const zt_runtime *rt, int world, zt_plan *p)
     p->host_bytes += zt_host_tier_footprint(p->staging_bytes);
     if (p->optim_tier == ZT_TIER_NVME) {
         /* three sets of master, m and v sub-group buffers for the pipelined NVMe step */
-        int64_t per = zt_nvme_step_chunk_elems(rt->cfg.sub_group_size,
-                                               (uint64_t)rt->cfg.aio_block_size);
+        int64_t per =
+            zt_nvme_step_chunk_elems(rt->cfg.sub_group_size, (uint64_t)rt->cfg.aio_block_size);
         p->opt_buf_bytes = (uint64_t)(per < p->max_shard ? per : p->max_shard) * sizeof(float);
         p->opt_buf_stride = zt_host_tier_stride(p->opt_buf_bytes);
         p->opt_sets = zt_plan_nvme_step_sets(&rt->cfg);
@@ -186,5 +187,5 @@ void zt_plan_make(const zt_runtime *rt, int world, zt_plan *p)
     }
     if (p->max_param_shard_bytes)
         p->pinned_bytes = zt_staging_pool_footprint((int)rt->cfg.offload_param.buffer_count,
-                                                   p->max_param_shard_bytes);
+                                                    p->max_param_shard_bytes);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The placement plan: how every layer is laid out over the ranks and what each tier holds
  * on one rank, from the registry and the configuration alone. Commit lays out and allocates
  * by it; `ztier estimate` prints it for a world size the caller chooses. */
@@ -17,18 +18,19 @@ typedef struct zt_plan {
     int64_t max_shard;       /* elements of the largest shard */
     uint64_t staging_bytes;  /* host: one fp32 shard in transit and its working-dtype copy */
     uint64_t opt_buf_bytes;  /* host: each of the NVMe step's sub-group buffers (or 0) */
-    uint64_t opt_buf_stride; /* ... they lie in one allocation this far apart (zt_host_tier_stride) */
-    int opt_sets;            /* the NVMe step's buffer sets (offload_optimizer.buffer_count) */
-    int opt_bufs_per_set;    /* 3 (master, m, v), or 2 (m, v) where every master is the
+    uint64_t
+        opt_buf_stride;    /* ... they lie in one allocation this far apart (zt_host_tier_stride) */
+    int opt_sets;          /* the NVMe step's buffer sets (offload_optimizer.buffer_count) */
+    int opt_bufs_per_set;  /* 3 (master, m, v), or 2 (m, v) where every master is the
                                 parameters' home in host memory, updated in place */
-    int opt_bufs_pinned;     /* a master is copied in from device memory: pinned buffers */
-    uint64_t host_bytes;     /* host tier in all: the above, gradient accumulators, homes */
-    uint64_t pinned_bytes;   /* NVMe parameter staging pool */
+    int opt_bufs_pinned;   /* a master is copied in from device memory: pinned buffers */
+    uint64_t host_bytes;   /* host tier in all: the above, gradient accumulators, homes */
+    uint64_t pinned_bytes; /* NVMe parameter staging pool */
     uint64_t nvme_param_bytes, nvme_optim_bytes; /* swap files */
     uint64_t max_param_shard_bytes;              /* one staging buffer of the pool */
-    uint64_t device_resident; /* parameters (and a device optimizer's state) in device memory */
+    uint64_t device_resident;  /* parameters (and a device optimizer's state) in device memory */
     uint64_t device_param_tmp; /* device optimizer: one shard's new parameters in transit */
-    uint64_t device_min;      /* resident + the largest need of one backward pass (its
+    uint64_t device_min;       /* resident + the largest need of one backward pass (its
                                  parameters, gradients and transfer buffers) */
     const char *device_min_layer;
     uint64_t persistent_bytes;

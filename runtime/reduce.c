@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Gradient reduction (zt_reducer): the gradients of a backward release summed over ranks
  * into this rank's fp32 accumulator (reduce-scatter, or qgZ's int4 all-to-all, or on the
  * device with the device optimizer), and, for the stream-ordered calls, the caller's
@@ -38,9 +39,9 @@ static void accumulate_shard(zt_runtime *rt, zt_layer *L, const void *shard, zt_
     int last = L->accum_count + 1 >= rt->cfg.gradient_accumulation_steps;
     int64_t bad = 0;
     /* the step's first micro-step overwrites: the sums are not zeroed between steps */
-    double sum = zt_grad_accumulate(rt->cpu.pool, rt->cpu.adam_variant, L->grad_acc, rt->reg.acc_dtype,
-                                    shard, dtype, L->shard_numel, zt_rt_grad_average_factor(rt),
-                                    last ? &bad : NULL, L->accum_count == 0);
+    double sum = zt_grad_accumulate(
+        rt->cpu.pool, rt->cpu.adam_variant, L->grad_acc, rt->reg.acc_dtype, shard, dtype,
+        L->shard_numel, zt_rt_grad_average_factor(rt), last ? &bad : NULL, L->accum_count == 0);
     L->norm_valid = last;
     L->norm_sumsq = sum;
     L->norm_bad = bad;
@@ -62,8 +63,9 @@ static zt_status comm_after(zt_runtime *rt, zt_event *e)
 /* ... once what is queued on s now is done. */
 static zt_status comm_after_stream(zt_runtime *rt, zt_stream *s)
 {
-    zt_status st = rt->reduce.comm_ready ? ZT_OK
-                                  : zt_device_event_create(rt->device.dev, &rt->reduce.comm_ready, &rt->err);
+    zt_status st = rt->reduce.comm_ready
+                       ? ZT_OK
+                       : zt_device_event_create(rt->device.dev, &rt->reduce.comm_ready, &rt->err);
     if (st == ZT_OK)
         st = zt_device_event_record(rt->device.dev, rt->reduce.comm_ready, s, &rt->err);
     return st == ZT_OK ? comm_after(rt, rt->reduce.comm_ready) : st;
@@ -84,7 +86,7 @@ static zt_status widen_grads(zt_runtime *rt, zt_layer *L, void **wide)
     zt_status st = zt_prefetcher_alloc(rt->prefetch, n * sizeof(float), wide, &rt->err);
     if (st == ZT_OK)
         st = zt_device_cast_async(rt->device.dev, *wide, ZT_F32, L->grads, rt->reg.dtype, n,
-                                        rt->device.stream, &rt->err);
+                                  rt->device.stream, &rt->err);
     if (st == ZT_OK)
         st = comm_after_stream(rt, rt->device.stream);
     return st;
@@ -97,14 +99,12 @@ static zt_status reduce_in_place(zt_runtime *rt, zt_layer *L, void *buf, zt_dtyp
     zt_comm_req req = {0};
     zt_topology_count(&rt->dist.topo,
                       (uint64_t)L->shard_numel * zt_dtype_size(dt) * (L->persistent ? 2 : 1));
-    zt_status st = L->persistent /* replicated: every rank needs the whole sum */
-                       ? zt_comm_allreduce(rt->dist.comm, buf, buf, (size_t)L->shard_numel,
-                                                    zt_comm_dtype_of(dt), ZT_REDUCE_SUM, &req,
-                                                    &rt->err)
-                       : zt_comm_reduce_scatter(rt->dist.comm, buf, buf,
-                                                         (size_t)L->shard_numel,
-                                                         zt_comm_dtype_of(dt), ZT_REDUCE_SUM,
-                                                         &req, &rt->err);
+    zt_status st =
+        L->persistent /* replicated: every rank needs the whole sum */
+            ? zt_comm_allreduce(rt->dist.comm, buf, buf, (size_t)L->shard_numel,
+                                zt_comm_dtype_of(dt), ZT_REDUCE_SUM, &req, &rt->err)
+            : zt_comm_reduce_scatter(rt->dist.comm, buf, buf, (size_t)L->shard_numel,
+                                     zt_comm_dtype_of(dt), ZT_REDUCE_SUM, &req, &rt->err);
     if (st == ZT_OK)
         st = stream_after_comm(rt, &req);
     if (st == ZT_OK && rt->opt.on_device) /* summed on the device, on ztier's stream */
@@ -112,7 +112,8 @@ static zt_status reduce_in_place(zt_runtime *rt, zt_layer *L, void *buf, zt_dtyp
     void *host = rt->opt.staging_lp; /* holds one fp32 shard */
     size_t bytes = (size_t)L->shard_numel * zt_dtype_size(dt);
     if (st == ZT_OK)
-        st = zt_device_copy_sync(rt->device.dev, host, buf, bytes, ZT_COPY_D2H, rt->device.stream, &rt->err);
+        st = zt_device_copy_sync(rt->device.dev, host, buf, bytes, ZT_COPY_D2H, rt->device.stream,
+                                 &rt->err);
     if (st != ZT_OK)
         return st;
     rt->stats.d2h_bytes += bytes;
@@ -131,8 +132,8 @@ typedef struct qgz_buffers {
 
 static zt_status alloc_qgz(zt_runtime *rt, zt_layer *L, qgz_buffers *q)
 {
-    q->scratch_bytes = zt_qgz_scratch_bytes(rt->dist.topo.size, rt->dist.topo.node_ranks, L->shard_numel,
-                                            rt->cfg.quant_block_size);
+    q->scratch_bytes = zt_qgz_scratch_bytes(rt->dist.topo.size, rt->dist.topo.node_ranks,
+                                            L->shard_numel, rt->cfg.quant_block_size);
     zt_status st = zt_prefetcher_alloc(rt->prefetch, q->scratch_bytes, &q->scratch, &rt->err);
     size_t bytes = (size_t)L->shard_numel * sizeof(float);
     if (st == ZT_OK && !rt->opt.on_device)
@@ -156,16 +157,17 @@ static void free_qgz(zt_runtime *rt, qgz_buffers *q)
 static zt_status qgz_reduce(zt_runtime *rt, zt_layer *L, const float *grads, const qgz_buffers *q)
 {
     float *acc = rt->opt.on_device ? L->grad_acc : q->sum;
-    zt_status st = zt_qgz_reduce(&rt->dist.topo, grads, L->shard_numel, rt->cfg.quant_block_size, acc,
-                                 q->scratch, q->scratch_bytes, L->name, rt->device.stream, &rt->err);
+    zt_status st =
+        zt_qgz_reduce(&rt->dist.topo, grads, L->shard_numel, rt->cfg.quant_block_size, acc,
+                      q->scratch, q->scratch_bytes, L->name, rt->device.stream, &rt->err);
     if (rt->opt.on_device) {
         L->accum_count += st == ZT_OK;
         return st;
     }
     size_t bytes = (size_t)L->shard_numel * sizeof(float);
     if (st == ZT_OK)
-        st = zt_device_copy_sync(rt->device.dev, rt->opt.staging, q->sum, bytes, ZT_COPY_D2H, rt->device.stream,
-                                 &rt->err);
+        st = zt_device_copy_sync(rt->device.dev, rt->opt.staging, q->sum, bytes, ZT_COPY_D2H,
+                                 rt->device.stream, &rt->err);
     if (st != ZT_OK)
         return st;
     rt->stats.d2h_bytes += bytes;
@@ -226,7 +228,7 @@ static int complete_oldest(zt_runtime *rt, int wait)
         done = zt_device_event_synchronize(rt->device.dev, copied, &e) == ZT_OK ? 1 : -1;
     }
     if (done < 0 && rt->async_err.status == ZT_OK) /* the copy failed: this step's sums are */
-        ZT_ERR(&rt->async_err, ZT_ERR_DEVICE,  /* incomplete */
+        ZT_ERR(&rt->async_err, ZT_ERR_DEVICE,      /* incomplete */
                "the copy of layer '%s''s gradients to the host failed (%s); the gradients of "
                "this step are incomplete: load a checkpoint",
                L->name, e.msg[0] ? e.msg : "event query failed");
@@ -253,7 +255,8 @@ zt_status zt_rt_finish_reductions(zt_runtime *rt)
     while (rt->reduce.n_pending)
         complete_oldest(rt, 1);
     zt_status st = ZT_OK;
-    if (rt->reduce.caller_done) { /* rt->device.stream waits for every caller release: wait for it */
+    if (rt->reduce
+            .caller_done) { /* rt->device.stream waits for every caller release: wait for it */
         st = zt_rt_sync_stream(rt, rt->device.stream);
         zt_device_tier_reclaim(&rt->tiers.dtier, 0);
     }
@@ -290,8 +293,10 @@ static zt_status open_landing(zt_runtime *rt)
         st = zt_device_event_create(rt->device.dev, &rt->reduce.landing_copied[k], &rt->err);
     }
     if (st != ZT_OK) {
-        zt_error_prefix(&rt->err, "%d gradient landing buffers of %zu bytes "
-                                  "(ztier.gradient_landing_buffers): ", n, largest);
+        zt_error_prefix(&rt->err,
+                        "%d gradient landing buffers of %zu bytes "
+                        "(ztier.gradient_landing_buffers): ",
+                        n, largest);
         zt_rt_free_landing(rt);
     }
     return st;
@@ -335,9 +340,10 @@ static zt_status queue_reduction(zt_runtime *rt, zt_layer *L)
     int k = free_landing(rt);
     size_t bytes = (size_t)L->shard_numel * zt_dtype_size(rt->reg.dtype);
     st = zt_device_memcpy_async(rt->device.dev, rt->reduce.landing[k], L->grads, bytes, ZT_COPY_D2H,
-                                      rt->device.stream, &rt->err);
+                                rt->device.stream, &rt->err);
     if (st == ZT_OK)
-        st = zt_device_event_record(rt->device.dev, rt->reduce.landing_copied[k], rt->device.stream, &rt->err);
+        st = zt_device_event_record(rt->device.dev, rt->reduce.landing_copied[k], rt->device.stream,
+                                    &rt->err);
     if (st != ZT_OK)
         return st;
     *pending_at(rt, rt->reduce.n_pending) = (zt_pending_reduction){(int)(L - rt->reg.layers), k};
@@ -356,7 +362,8 @@ zt_status zt_rt_fence_after_caller(zt_runtime *rt, zt_stream *caller)
     if (st == ZT_OK)
         st = zt_device_event_record(rt->device.dev, rt->reduce.caller_done, caller, &rt->err);
     if (st == ZT_OK)
-        st = zt_device_stream_wait_event(rt->device.dev, rt->device.stream, rt->reduce.caller_done, &rt->err);
+        st = zt_device_stream_wait_event(rt->device.dev, rt->device.stream, rt->reduce.caller_done,
+                                         &rt->err);
     return st;
 }
 
@@ -429,6 +436,6 @@ zt_status zt_rt_stream_destroy(zt_runtime *rt, zt_stream *s)
         }
     return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
                   "zt_stream_destroy: %p is not a stream made by zt_stream_create on this "
-                  "runtime (or it was destroyed already)", (void *)s);
+                  "runtime (or it was destroyed already)",
+                  (void *)s);
 }
-

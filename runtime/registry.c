@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The registry: layers and their parameters as the caller registers them, and the two
  * questions about a rank's shard every module asks of it. */
 #include "runtime/runtime.h"
@@ -23,7 +24,8 @@ void zt_param_in_shard(const zt_runtime *rt, const zt_param *p, int64_t *first, 
                        int64_t *shard_offset)
 {
     const zt_layer *L = &rt->reg.layers[p->layer];
-    int64_t lo = L->persistent ? 0 : (int64_t)rt->dist.rank * L->shard_numel, hi = lo + L->shard_numel;
+    int64_t lo = L->persistent ? 0 : (int64_t)rt->dist.rank * L->shard_numel,
+            hi = lo + L->shard_numel;
     int64_t a = p->offset > lo ? p->offset : lo;
     int64_t b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
     *first = a - p->offset;
@@ -73,8 +75,8 @@ static zt_status check_shape(zt_runtime *rt, const char *name, const int64_t *sh
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 1)
             return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
-                          "parameter '%s': shape[%d] = %lld, every dimension must be >= 1", name,
-                          d, (long long)shape[d]);
+                          "parameter '%s': shape[%d] = %lld, every dimension must be >= 1", name, d,
+                          (long long)shape[d]);
         if (n > (INT64_MAX / 4) / shape[d])
             return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
                           "parameter '%s': shape overflows (element count beyond 2^61)", name);
@@ -94,9 +96,9 @@ zt_status zt_rt_param_add(zt_runtime *rt, int layer, const char *name, const int
     zt_layer *L = &rt->reg.layers[layer];
     for (int i = 0; i < rt->reg.n_params; i++)
         if (strcmp(rt->reg.params[i].name, name) == 0)
-            return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT, "a parameter named '%s' already exists",
-                          name);
-    if (grow((void **)&rt->reg.params, &rt->reg.cap_params, rt->reg.n_params + 1, sizeof(zt_param)) ||
+            return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT, "a parameter named '%s' already exists", name);
+    if (grow((void **)&rt->reg.params, &rt->reg.cap_params, rt->reg.n_params + 1,
+             sizeof(zt_param)) ||
         grow((void **)&L->param_ids, &L->cap_params, L->n_params + 1, sizeof(int)))
         return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory adding parameter '%s'", name);
     zt_param *p = &rt->reg.params[rt->reg.n_params];

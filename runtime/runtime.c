@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Runtime lifecycle: the configuration, the modules it opens (comm at create; device,
  * optimizer and topology at commit), their teardown, and the counters gathered from them. */
 #include "runtime/runtime.h"
@@ -60,7 +61,8 @@ static zt_status open_comm(zt_runtime *rt, const zt_options *opts)
         return ZT_ERR(&rt->err, ZT_ERR_CONFIG,
                       "zt_options asks for rank %d of %d but the %s comm backend reports rank "
                       "%d of %d; leave rank/world_size at -1 or launch matching ranks",
-                      opts->rank, opts->world_size, rt->dist.comm->iface->name, rt->dist.rank, rt->dist.world);
+                      opts->rank, opts->world_size, rt->dist.comm->iface->name, rt->dist.rank,
+                      rt->dist.world);
     return ZT_OK;
 }
 
@@ -69,8 +71,8 @@ static zt_status open_device(zt_runtime *rt)
     rt->device.iface = zt_device_find(rt->cfg.device_backend, &rt->err);
     if (!rt->device.iface)
         return rt->err.status;
-    zt_device_config dc = {zt_config_device_budget(&rt->cfg), rt->cfg.device_index, 1, rt->cpu.pool,
-                           0, 1};
+    zt_device_config dc = {
+        zt_config_device_budget(&rt->cfg), rt->cfg.device_index, 1, rt->cpu.pool, 0, 1};
     zt_status st = ZT_OK;
     if (rt->dist.world > 1 && dc.device_index < 0) /* collective: every rank at commit */
         st = zt_comm_local_rank(rt->dist.comm, &dc.local_rank, &dc.local_size, &rt->err);
@@ -112,8 +114,8 @@ static zt_status open_device_comm(zt_runtime *rt)
     zt_status st = zt_comm_nccl_open(rt->dist.comm, rt->device.dev->index, &c, &rt->err);
     if (st == ZT_OK) {
         rt->dist.comm = c; /* which owns the MPI communicator now */
-        ZT_LOGI("runtime", "rank %d of %d: collectives over NCCL on GPU %d", rt->dist.rank, rt->dist.world,
-                rt->device.dev->index);
+        ZT_LOGI("runtime", "rank %d of %d: collectives over NCCL on GPU %d", rt->dist.rank,
+                rt->dist.world, rt->device.dev->index);
     }
     return st;
 #else
@@ -146,9 +148,16 @@ static zt_status open_optimizer(zt_runtime *rt)
 void zt_rt_optimizer_info(const zt_runtime *rt, zt_optimizer_info *out)
 {
     const zt_config *c = &rt->cfg;
-    zt_optimizer_info o = {sizeof o, c->optimizer == ZT_OPT_ADAMW, c->lr, c->beta1, c->beta2,
-                           c->eps, c->weight_decay, c->gradient_clipping,
-                           c->gradient_accumulation_steps, zt_config_device_optimizer(c)};
+    zt_optimizer_info o = {sizeof o,
+                           c->optimizer == ZT_OPT_ADAMW,
+                           c->lr,
+                           c->beta1,
+                           c->beta2,
+                           c->eps,
+                           c->weight_decay,
+                           c->gradient_clipping,
+                           c->gradient_accumulation_steps,
+                           zt_config_device_optimizer(c)};
     *out = o;
 }
 
@@ -163,9 +172,8 @@ void zt_rt_log_optimizer(const zt_runtime *rt)
                 "%d accumulation steps; state, gradient sums and Adam in device memory (%s "
                 "kernels)",
                 o.adamw ? "AdamW" : "Adam (L2 weight decay)", (double)o.lr, (double)o.beta1,
-                (double)o.beta2, (double)o.eps, (double)o.weight_decay,
-                (double)o.gradient_clipping, o.gradient_accumulation_steps,
-                rt->cfg.device_backend);
+                (double)o.beta2, (double)o.eps, (double)o.weight_decay, (double)o.gradient_clipping,
+                o.gradient_accumulation_steps, rt->cfg.device_backend);
         return;
     }
     char clip[32] = "off";
@@ -177,8 +185,8 @@ void zt_rt_log_optimizer(const zt_runtime *rt)
             o.adamw ? "AdamW" : "Adam (L2 weight decay)", (double)o.lr, (double)o.beta1,
             (double)o.beta2, (double)o.eps, (double)o.weight_decay,
             rt->cfg.weight_decay_set ? "" : " (the type's default)", clip,
-            o.gradient_accumulation_steps, tiers[rt->cfg.offload_optimizer.device],
-            rt->cpu.threads, zt_adam_variant_name(rt->cpu.adam_variant));
+            o.gradient_accumulation_steps, tiers[rt->cfg.offload_optimizer.device], rt->cpu.threads,
+            zt_adam_variant_name(rt->cpu.adam_variant));
 }
 
 /* When this rank's configuration is unusable but the launcher started several ranks, join
@@ -209,7 +217,8 @@ zt_status zt_rt_create(zt_runtime *rt, const zt_options *opts, const char *confi
     if (st != ZT_OK)
         return st;
     rt->state = ZT_RT_REGISTERING;
-    ZT_LOGI("runtime", "rank %d of %d, comm %s", rt->dist.rank, rt->dist.world, rt->dist.comm->iface->name);
+    ZT_LOGI("runtime", "rank %d of %d, comm %s", rt->dist.rank, rt->dist.world,
+            rt->dist.comm->iface->name);
     return ZT_OK;
 }
 
@@ -252,8 +261,8 @@ zt_status zt_rt_open(zt_runtime *rt)
     rt->train.loss_scale = 1.0f;
     if (rt->cfg.fp16) {
         rt->train.loss_scale = rt->cfg.fp16_loss_scale > 0
-                             ? rt->cfg.fp16_loss_scale
-                             : (float)(1u << rt->cfg.fp16_initial_scale_power);
+                                   ? rt->cfg.fp16_loss_scale
+                                   : (float)(1u << rt->cfg.fp16_initial_scale_power);
         rt->train.hysteresis_left = rt->cfg.fp16_hysteresis;
     }
     st = zt_topology_open(&rt->dist.topo, rt->dist.comm, rt->cfg.ranks_per_node,
@@ -263,7 +272,9 @@ zt_status zt_rt_open(zt_runtime *rt)
         return st;
     rt->dist.topo.dev = rt->device.dev; /* ZeRO++'s buffers and kernels */
     ZT_LOGI("runtime", "device backend %s, dtype %s", rt->device.iface->name,
-            rt->reg.dtype == ZT_F32 ? "fp32" : rt->reg.dtype == ZT_BF16 ? "bf16" : "fp16");
+            rt->reg.dtype == ZT_F32    ? "fp32"
+            : rt->reg.dtype == ZT_BF16 ? "bf16"
+                                       : "fp16");
     return ZT_OK;
 }
 
@@ -381,4 +392,3 @@ void zt_rt_stats(const zt_runtime *rt, zt_stats *out)
     }
     *out = s;
 }
-

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The runtime: the registry of layers and parameters, and the driver that composes the
  * modules below it for each public call. zt_runtime holds handles to the modules — the
  * communicator and topology, the device and its tier, the host tier, the swap spaces, the
@@ -51,7 +52,7 @@ typedef struct zt_layer {
     /* This rank's shard: working-dtype parameters and fp32 optimizer state. */
     zt_home param_home;
     zt_home master, exp_avg, exp_avg_sq;
-    void *grad_acc; /* gradient accumulation shard of rt->reg.acc_dtype: host memory, or fp32 in
+    void *grad_acc;  /* gradient accumulation shard of rt->reg.acc_dtype: host memory, or fp32 in
                        device memory with the device optimizer (rt->opt.on_device) */
     int accum_count; /* backward releases since the last step */
     /* The gradient norm's sums of grad_acc, folded into its last accumulation of the step
@@ -137,10 +138,10 @@ typedef struct zt_rt_tiers {
  * waiting for their copies. */
 typedef struct zt_reducer {
     zt_caller_streams callers;
-    zt_event *caller_done;         /* recorded on the caller's stream at an async release */
-    zt_event *comm_ready;          /* device-ordered comm (nccl): its input is ready */
-    void **landing;                /* gradient_landing_buffers host buffers (pinned), a shard */
-    zt_event **landing_copied;     /* per buffer: its copy from the device is done */
+    zt_event *caller_done;     /* recorded on the caller's stream at an async release */
+    zt_event *comm_ready;      /* device-ordered comm (nccl): its input is ready */
+    void **landing;            /* gradient_landing_buffers host buffers (pinned), a shard */
+    zt_event **landing_copied; /* per buffer: its copy from the device is done */
     size_t landing_bytes;
     int n_landing;
     zt_pending_reduction *pending; /* first in first out, n_landing slots */
@@ -153,13 +154,13 @@ struct zt_opt_engine_ops;
  * commit, and the state they work on. */
 typedef struct zt_opt_engine {
     const struct zt_opt_engine_ops *ops;
-    int on_device;             /* accumulators and Adam in device memory (step_device.c) */
-    zt_nvme_step *nvme_step;   /* when the optimizer state is on NVMe */
-    zt_opt_shard *shards;      /* n_layers: what the NVMe step updates */
+    int on_device;           /* accumulators and Adam in device memory (step_device.c) */
+    zt_nvme_step *nvme_step; /* when the optimizer state is on NVMe */
+    zt_opt_shard *shards;    /* n_layers: what the NVMe step updates */
     /* an overlapped step over state in host memory: its hyper-parameters, layers updated */
     zt_adam_hparams host_step_h;
     int host_step_pending, host_step_updated;
-    void *block;                      /* the NVMe step's buffers, one host allocation */
+    void *block; /* the NVMe step's buffers, one host allocation */
     size_t block_bytes, buf_bytes;
     float *buf[ZT_NVME_STEP_MAX_BUFS]; /* master, m, v of `sets` sets in block (masters NULL:
                                           plan opt_bufs_per_set 2) */
@@ -325,7 +326,6 @@ zt_status zt_dev_opt_accumulate(zt_runtime *rt, zt_layer *L, const void *shard, 
 zt_status zt_dev_opt_grad_stats(zt_runtime *rt, float scale, double out[2]);
 /* Adam on the layer's shard; the new parameters reach their home. */
 zt_status zt_dev_opt_update(zt_runtime *rt, zt_layer *L, const zt_adam_hparams *h);
-
 
 /* parameter initialisation (runtime/param_init.c): values of elements [first, first+count)
  * of a parameter, independent of sharding; fails only when a callback does. */

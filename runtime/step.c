@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The optimizer step: global gradient norm and overflow check (one all-reduce), then a fused
  * Adam pass over each layer's shard on the CPU, writing the new working-dtype parameters to
  * their home tier. A step with inf/nan gradients changes nothing but the loss scale. */
@@ -20,7 +21,8 @@ static zt_status global_grad_stats(zt_runtime *rt, double *sumsq, double *nonfin
     double acc[2] = {0.0, 0.0};
     zt_status st = zt_opt_grad_stats(rt, zt_rt_grad_average_factor(rt), acc);
     /* every rank joins the collective, also one whose sums failed (its error comes first) */
-    zt_status red = zt_comm_allreduce_sync(rt->dist.comm, acc, 2, ZT_COMM_F64, ZT_REDUCE_SUM, &rt->err);
+    zt_status red =
+        zt_comm_allreduce_sync(rt->dist.comm, acc, 2, ZT_COMM_F64, ZT_REDUCE_SUM, &rt->err);
     st = st != ZT_OK ? st : red;
     *sumsq = acc[0];
     *nonfinite = acc[1];
@@ -58,13 +60,13 @@ static void update_loss_scale(zt_runtime *rt, int overflow)
 
 /* A per-step value: NaN, infinities and values above the config's bound are refused like
  * the config refuses them; < 0 means the configured value. */
-static zt_status step_value(zt_runtime *rt, const char *name, float v, float configured,
-                            float *out)
+static zt_status step_value(zt_runtime *rt, const char *name, float v, float configured, float *out)
 {
     if (!isfinite(v) || v > 1e3f)
         return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
                       "zt_step: zt_step_args.%s = %g; it must be a number in [0, 1000], or < 0 "
-                      "for the configured value (%g)", name, (double)v, (double)configured);
+                      "for the configured value (%g)",
+                      name, (double)v, (double)configured);
     *out = v >= 0.0f ? v : configured;
     return ZT_OK;
 }
@@ -203,7 +205,8 @@ static zt_status run_step(zt_runtime *rt, const zt_step_args *args, zt_step_info
     if (info)
         *info = out;
     rt->stats.step_s += zt_now_s() - t0;
-    zt_trace_span("step", t0, "step %lld%s", (long long)rt->train.steps, out.skipped ? " (skipped)" : "");
+    zt_trace_span("step", t0, "step %lld%s", (long long)rt->train.steps,
+                  out.skipped ? " (skipped)" : "");
     return ZT_OK;
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The optimizer on the device (ztier.device_optimizer, offload_optimizer.device "none"):
  * master, m, v and the fp32 gradient accumulators live in device memory; released gradients
  * are added to the accumulators on ztier's stream (no copy to the host), and the step's norm
@@ -16,7 +17,8 @@ zt_status zt_dev_opt_open(zt_runtime *rt, uint64_t param_tmp_bytes)
 {
     const zt_device_iface *d = rt->device.dev->iface;
     rt->opt.on_device = 1;
-    zt_status st = d->alloc(rt->device.dev, ZT_DEVICE_STEP_STATS_BYTES, &rt->opt.dev_step_stats, &rt->err);
+    zt_status st =
+        d->alloc(rt->device.dev, ZT_DEVICE_STEP_STATS_BYTES, &rt->opt.dev_step_stats, &rt->err);
     rt->opt.dev_param_tmp_bytes = param_tmp_bytes;
     if (st == ZT_OK && param_tmp_bytes)
         st = d->alloc(rt->device.dev, param_tmp_bytes, &rt->opt.dev_param_tmp, &rt->err);
@@ -47,14 +49,14 @@ zt_status zt_dev_opt_zero_acc(zt_runtime *rt, zt_layer *L)
 {
     L->accum_count = 0;
     return zt_device_memset_async(rt->device.dev, L->grad_acc, 0,
-                                        (size_t)L->shard_numel * sizeof(float), rt->device.stream,
-                                        &rt->err);
+                                  (size_t)L->shard_numel * sizeof(float), rt->device.stream,
+                                  &rt->err);
 }
 
 zt_status zt_dev_opt_accumulate(zt_runtime *rt, zt_layer *L, const void *shard, zt_dtype dt)
 {
     zt_status st = zt_device_accumulate_async(rt->device.dev, L->grad_acc, shard, dt,
-                                                    (size_t)L->shard_numel, rt->device.stream, &rt->err);
+                                              (size_t)L->shard_numel, rt->device.stream, &rt->err);
     if (st == ZT_OK) {
         L->accum_count++;
         rt->stats.reduced_bytes += (uint64_t)L->shard_numel * zt_dtype_size(dt);
@@ -67,8 +69,8 @@ zt_status zt_dev_opt_grad_stats(zt_runtime *rt, float scale, double out[2])
     const zt_device_iface *d = rt->device.dev->iface;
     double *sums = rt->opt.dev_step_stats;
     /* the sums and Adam's count start from zero every step */
-    zt_status st = d->memset_async(rt->device.dev, sums, 0, ZT_DEVICE_STEP_SCRATCH_AT, rt->device.stream,
-                                   &rt->err);
+    zt_status st = d->memset_async(rt->device.dev, sums, 0, ZT_DEVICE_STEP_SCRATCH_AT,
+                                   rt->device.stream, &rt->err);
     for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
         zt_layer *L = &rt->reg.layers[i];
         if (L->persistent && rt->dist.rank != 0)
@@ -78,8 +80,8 @@ zt_status zt_dev_opt_grad_stats(zt_runtime *rt, float scale, double out[2])
                             rt->device.stream, &rt->err);
     }
     if (st == ZT_OK) /* the one wait of the step */
-        st = zt_device_copy_sync(rt->device.dev, out, sums, 2 * sizeof(double), ZT_COPY_D2H, rt->device.stream,
-                                 &rt->err);
+        st = zt_device_copy_sync(rt->device.dev, out, sums, 2 * sizeof(double), ZT_COPY_D2H,
+                                 rt->device.stream, &rt->err);
     return st;
 }
 
@@ -90,8 +92,8 @@ static zt_status store_params(zt_runtime *rt, zt_layer *L)
     size_t bytes = (size_t)L->shard_numel * zt_dtype_size(rt->reg.dtype);
     void *host = zt_home_host_ptr(&L->param_home);
     void *dst = host ? host : rt->opt.staging_lp;
-    zt_status st = zt_device_copy_sync(rt->device.dev, dst, rt->opt.dev_param_tmp, bytes, ZT_COPY_D2H,
-                                       rt->device.stream, &rt->err);
+    zt_status st = zt_device_copy_sync(rt->device.dev, dst, rt->opt.dev_param_tmp, bytes,
+                                       ZT_COPY_D2H, rt->device.stream, &rt->err);
     rt->stats.d2h_bytes += bytes;
     if (st == ZT_OK && !host)
         st = zt_home_store(&rt->tiers.homes, &L->param_home, rt->opt.staging_lp, &rt->err);
@@ -108,9 +110,8 @@ zt_status zt_dev_opt_update(zt_runtime *rt, zt_layer *L, const zt_adam_hparams *
         (unsigned long long *)((char *)rt->opt.dev_step_stats + ZT_DEVICE_STEP_COUNT_AT);
     double t0 = zt_now_s();
     zt_status st = zt_device_adam_async(rt->device.dev, &c, L->master.ptr, L->exp_avg.ptr,
-                                              L->exp_avg_sq.ptr, L->grad_acc, out, rt->reg.dtype,
-                                              (size_t)L->shard_numel, count, rt->device.stream,
-                                              &rt->err);
+                                        L->exp_avg_sq.ptr, L->grad_acc, out, rt->reg.dtype,
+                                        (size_t)L->shard_numel, count, rt->device.stream, &rt->err);
     if (st == ZT_OK && !direct)
         st = store_params(rt, L);
     zt_trace_span("optimizer", t0, "device adam %s (%lld elements)", L->name,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Static resource gate for the CUDA kernels, for CI machines without a GPU.
 #   check-kernel-resources.sh [--archs=80,90] <nvcc> [nvcc flags: -I, -D, --fmad=false ...] <file.cu>...
 # Compiles each file for each architecture with ptxas -v and prints, per kernel, registers,

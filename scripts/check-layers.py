@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The library's layers point down only. Reads the layer order from the zt_layer() calls in
 CMakeLists.txt (zt_layer(<folder> BELOW <folder>...)) and checks every #include "..." in the
 library's folders: a file may include its own folder, the folders below it (transitively) and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The CUDA code's lines executed by the CUDA tests on the stand-in (cudasim): builds
 # build-cov (gcov instrumentation, ZT_CUDA_FAKE), runs `ctest -L cuda` there and prints, for
 # the two .cu files, the cuda backend, the nccl backend and the GPT-2 CUDA ops, the lines

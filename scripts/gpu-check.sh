@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Everything the GPU-side issues ask to measure, in one run on a GPU machine, logs under
 # $OUT (or ./gpu-logs): the cuda-labelled tests (the same ones CI runs on the CPU stand-in,
 # docs/cudasim.md: compare what each said), the multi-rank trainer check, compute-sanitizer

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs the Debian packages ztier needs to build, test and run its demo, skipping the ones
 # already present. Uses sudo when not run as root.
 set -euo pipefail

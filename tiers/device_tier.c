@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "tiers/device_tier.h"
 #include "core/log.h"
 
@@ -82,8 +83,7 @@ void zt_device_tier_free_after(zt_device_tier *t, void *ptr, zt_event *after)
 {
     if (!ptr)
         return;
-    if (after && t->fence &&
-        zt_device_stream_wait_event(t->dev, t->fence, after, NULL) != ZT_OK)
+    if (after && t->fence && zt_device_stream_wait_event(t->dev, t->fence, after, NULL) != ZT_OK)
         zt_device_event_synchronize(t->dev, after, NULL);
     else if (after && !t->fence)
         zt_device_event_synchronize(t->dev, after, NULL);

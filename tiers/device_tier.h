@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The device tier: device memory under the backend's budget, with room made on demand. Who
  * may be evicted is not this module's decision: the owner of evictable buffers (the
  * prefetcher) registers a callback that frees one of them.
@@ -27,7 +28,7 @@ typedef struct zt_device_tier {
     zt_device *dev;
     zt_evict_fn evict; /* may be NULL: nothing is evictable */
     void *evict_user;
-    zt_stream *fence;  /* NULL: frees are immediate */
+    zt_stream *fence;           /* NULL: frees are immediate */
     zt_deferred_free *deferred; /* oldest first */
     int n_deferred, cap_deferred;
     zt_event **spare; /* events of reclaimed frees, for reuse */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "tiers/home.h"
 
 #include <string.h>
@@ -68,8 +69,7 @@ zt_status zt_home_read_start(const zt_home *home, void *dst, zt_swap_io *io, zt_
     return zt_swap_read(home->swap, &home->ext, dst, home->bytes, io, err);
 }
 
-zt_status zt_home_write_start(const zt_home *home, const void *src, zt_swap_io *io,
-                              zt_error *err)
+zt_status zt_home_write_start(const zt_home *home, const void *src, zt_swap_io *io, zt_error *err)
 {
     return zt_swap_write(home->swap, &home->ext, src, home->bytes, io, err);
 }
@@ -82,8 +82,8 @@ zt_status zt_home_io_wait(const zt_home *home, zt_swap_io *io, zt_error *err)
 static zt_status nvme_sync(const zt_home *home, void *buf, int write, zt_error *err)
 {
     zt_swap_io io;
-    zt_status st = write ? zt_home_write_start(home, buf, &io, err)
-                         : zt_home_read_start(home, buf, &io, err);
+    zt_status st =
+        write ? zt_home_write_start(home, buf, &io, err) : zt_home_read_start(home, buf, &io, err);
     return st == ZT_OK ? zt_home_io_wait(home, &io, err) : st;
 }
 

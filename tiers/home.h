@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A shard's home: the tier where a piece of state lives between uses (device memory, host
  * memory or NVMe), and the synchronous moves between a home and host or device memory. */
 #ifndef ZT_TIERS_HOME_H
@@ -15,8 +16,8 @@ typedef enum zt_tier_kind { ZT_TIER_DEVICE = 0, ZT_TIER_HOST = 1, ZT_TIER_NVME =
 typedef struct zt_home {
     zt_tier_kind kind;
     uint64_t bytes;
-    void *ptr;         /* DEVICE: device memory; HOST: host memory */
-    zt_swap *swap;     /* NVME: the swap space holding it */
+    void *ptr;     /* DEVICE: device memory; HOST: host memory */
+    zt_swap *swap; /* NVME: the swap space holding it */
     zt_swap_extent ext;
     const char *owner; /* tensor name for messages; not owned */
     int shared;        /* a second name for another home's memory (zt_home_share): freeing
@@ -54,8 +55,7 @@ zt_status zt_home_to_device(zt_homes *h, const zt_home *home, void *dst, zt_erro
 
 /* Starts / finishes moving an NVME home into or out of a host buffer (asynchronous). */
 zt_status zt_home_read_start(const zt_home *home, void *dst, zt_swap_io *io, zt_error *err);
-zt_status zt_home_write_start(const zt_home *home, const void *src, zt_swap_io *io,
-                              zt_error *err);
+zt_status zt_home_write_start(const zt_home *home, const void *src, zt_swap_io *io, zt_error *err);
 zt_status zt_home_io_wait(const zt_home *home, zt_swap_io *io, zt_error *err);
 
 #endif

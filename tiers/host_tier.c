@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "tiers/host_tier.h"
 #include "core/align.h"
 
@@ -75,8 +76,8 @@ zt_status zt_host_tier_alloc(zt_host_tier *t, uint64_t bytes, const char *owner,
     return ZT_OK;
 }
 
-zt_status zt_host_tier_alloc_pinned(zt_host_tier *t, uint64_t bytes, const char *owner,
-                                    void **out, zt_error *err)
+zt_status zt_host_tier_alloc_pinned(zt_host_tier *t, uint64_t bytes, const char *owner, void **out,
+                                    zt_error *err)
 {
     zt_status st = zt_host_tier_alloc(t, bytes, owner, out, err);
     if (st == ZT_OK)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Host tier: page-aligned, zeroed allocations for shards whose home is host memory, counted
  * against an optional byte bound (ztier.host_capacity) with current/peak statistics.
  * Allocations of a huge page (2 MiB) or more are backed by transparent huge pages where the
@@ -15,7 +16,7 @@ typedef struct zt_host_tier {
     uint64_t current;
     uint64_t peak;
     uint64_t allocations; /* large allocations made: the next one's start offset */
-    zt_pinner *pin; /* pins what the device copies from or to; NULL: nothing is pinned */
+    zt_pinner *pin;       /* pins what the device copies from or to; NULL: nothing is pinned */
 } zt_host_tier;
 
 /* Bytes an allocation of `bytes` counts for (whole pages). */
@@ -31,8 +32,8 @@ zt_status zt_host_tier_alloc(zt_host_tier *t, uint64_t bytes, const char *owner,
                              zt_error *err);
 /* The same, for memory the device copies from or to: pinned through t->pin where the limit
  * and the system allow (else pageable, counted and logged by the pinner). */
-zt_status zt_host_tier_alloc_pinned(zt_host_tier *t, uint64_t bytes, const char *owner,
-                                    void **out, zt_error *err);
+zt_status zt_host_tier_alloc_pinned(zt_host_tier *t, uint64_t bytes, const char *owner, void **out,
+                                    zt_error *err);
 /* Frees memory from zt_host_tier_alloc(_pinned); bytes must be the size it was allocated
  * with. */
 void zt_host_tier_free(zt_host_tier *t, void *ptr, uint64_t bytes);

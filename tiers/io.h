@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* I/O engines: execute aligned reads and writes ("pieces") on a set of open files. An engine
  * owns its own threads, so transfers progress while the caller computes; completions are
  * reported through a callback from the engine's thread. Inside the I/O layer results are
@@ -26,8 +27,8 @@ struct zt_io_piece {
     uint64_t offset; /* byte offset in the file, aligned for O_DIRECT */
     void *buf;
     uint32_t len;
-    uint32_t done;   /* bytes transferred so far (short transfers resume from here) */
-    int buf_index;   /* registered buffer index, or -1 */
+    uint32_t done; /* bytes transferred so far (short transfers resume from here) */
+    int buf_index; /* registered buffer index, or -1 */
     zt_io_done_fn on_done;
     void *user;
     zt_io_piece *next; /* engine-internal queue link */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The thread-pool engine: worker threads run pread/pwrite on queued pieces. The fallback
  * where io_uring cannot be set up (seccomp, old kernels) or when asked for by config. */
 #include "tiers/io.h"

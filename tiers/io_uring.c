@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The io_uring engine: one thread owns a ring with the files registered, keeps up to
  * queue_depth pieces in flight, resubmits the rest of short transfers, and sleeps in
  * io_uring_wait_cqe (no polling). New pieces wake it through an eventfd watched by the ring. */
@@ -26,7 +27,7 @@ struct zt_io_engine {
     int queue_depth, inflight, stop, poll_armed;
     struct iovec regions[16]; /* buffers registered with the ring */
     int n_regions;
-    uint64_t fixed_ios;       /* pieces that used a registered buffer */
+    uint64_t fixed_ios; /* pieces that used a registered buffer */
 };
 
 /* Index of the registered region holding [buf, buf + len), or -1. */
@@ -181,8 +182,8 @@ static void *ring_thread(void *arg)
     return NULL;
 }
 
-static int uring_create(const int *fds, int n_fds, int queue_depth, int threads,
-                        zt_io_engine **out, char *why, size_t why_len)
+static int uring_create(const int *fds, int n_fds, int queue_depth, int threads, zt_io_engine **out,
+                        char *why, size_t why_len)
 {
     (void)threads;
     zt_io_engine *e = calloc(1, sizeof *e);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "tiers/pinner.h"
 #include "core/log.h"
 

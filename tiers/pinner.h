@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Pinning host memory that the device copies from or to, through the device backend
  * (cudaHostRegister with cuda, mlock with the host backend), within a byte limit
  * (ztier.pinned_limit). A buffer that cannot be pinned (over the limit, or refused by the
@@ -17,11 +18,11 @@ typedef struct zt_pin_entry {
 } zt_pin_entry;
 
 typedef struct zt_pinner {
-    zt_device *dev;  /* NULL, or a backend without host_register: nothing is pinned */
-    uint64_t limit;  /* bytes that may be pinned at once */
+    zt_device *dev; /* NULL, or a backend without host_register: nothing is pinned */
+    uint64_t limit; /* bytes that may be pinned at once */
     uint64_t pinned, peak;
-    uint64_t refused;       /* bytes left pageable */
-    zt_pin_entry *entries;  /* what is pinned now */
+    uint64_t refused;      /* bytes left pageable */
+    zt_pin_entry *entries; /* what is pinned now */
     int n, cap;
     int warned;
 } zt_pinner;

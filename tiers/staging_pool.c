@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "tiers/staging_pool.h"
 #include "core/align.h"
 
@@ -11,7 +12,7 @@ struct zt_staging_pool {
     char *base;
     int *free_list; /* stack of free indices */
     int n_free;
-    int locked;      /* pinned through pin */
+    int locked; /* pinned through pin */
     zt_pinner *pin;
 };
 
@@ -21,7 +22,7 @@ uint64_t zt_staging_pool_footprint(int count, size_t size)
 }
 
 zt_status zt_staging_pool_create(int count, size_t size, zt_pinner *pin, zt_staging_pool **out,
-                                zt_error *err)
+                                 zt_error *err)
 {
     size = zt_round_up(size, ZT_PAGE_BYTES);
     zt_staging_pool *p = calloc(1, sizeof *p);
@@ -30,8 +31,8 @@ zt_status zt_staging_pool_create(int count, size_t size, zt_pinner *pin, zt_stag
     p->count = count;
     p->size = size;
     p->free_list = calloc((size_t)count, sizeof(int));
-    p->base = mmap(NULL, size * (size_t)count, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    p->base = mmap(NULL, size * (size_t)count, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
     if (!p->free_list || p->base == MAP_FAILED) {
         free(p->free_list);
         free(p);
@@ -74,7 +75,10 @@ void zt_staging_region(const zt_staging_pool *p, void **base, size_t *len)
     *len = p->size * (size_t)p->count;
 }
 int zt_staging_in_use(const zt_staging_pool *p) { return p->in_use; }
-uint64_t zt_staging_bytes(const zt_staging_pool *p) { return (uint64_t)p->size * (uint64_t)p->count; }
+uint64_t zt_staging_bytes(const zt_staging_pool *p)
+{
+    return (uint64_t)p->size * (uint64_t)p->count;
+}
 
 void zt_staging_pool_destroy(zt_staging_pool *p)
 {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A bounded pool of page-aligned staging buffers for NVMe <-> device transfers: a fixed
  * count of equal buffers (offload_param.buffer_count) in one mapping, pinned through the
  * pinner when given (pin.h: the device backend, within ztier.pinned_limit), with transparent
@@ -14,16 +15,16 @@
 typedef struct zt_staging_pool zt_staging_pool;
 
 zt_status zt_staging_pool_create(int count, size_t size, zt_pinner *pin, zt_staging_pool **out,
-                                zt_error *err);
+                                 zt_error *err);
 /* Bytes a pool of count buffers of size bytes maps (buffers are whole pages). */
 uint64_t zt_staging_pool_footprint(int count, size_t size);
-void *zt_staging_acquire(zt_staging_pool *p);            /* NULL when all are in use */
+void *zt_staging_acquire(zt_staging_pool *p); /* NULL when all are in use */
 void zt_staging_release(zt_staging_pool *p, void *buf);
 size_t zt_staging_size(const zt_staging_pool *p);
 /* The one mapping every buffer of the pool lives in (for registering it with io_uring). */
 void zt_staging_region(const zt_staging_pool *p, void **base, size_t *len);
 int zt_staging_in_use(const zt_staging_pool *p);
 uint64_t zt_staging_bytes(const zt_staging_pool *p);
-void zt_staging_pool_destroy(zt_staging_pool *p);         /* NULL is a no-op */
+void zt_staging_pool_destroy(zt_staging_pool *p); /* NULL is a no-op */
 
 #endif

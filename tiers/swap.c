@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* NVMe swap space (see nvme.h). Block b of the space lives in folder b % n_paths at file
  * offset (b / n_paths) * block_size, so every large transfer is spread over all folders.
  *
@@ -21,7 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
-
 
 typedef struct swap_file {
     char path[ZT_PATH_MAX + 64];
@@ -58,7 +58,8 @@ static zt_status check_folder(const char *dir, zt_error *err)
     if (stat(dir, &sb) != 0)
         return ZT_ERR(err, ZT_ERR_CONFIG,
                       "NVMe swap folder '%s' cannot be used: %s; create it, or set nvme_path to "
-                      "a folder on a fast local disk", dir, strerror(errno));
+                      "a folder on a fast local disk",
+                      dir, strerror(errno));
     if (!S_ISDIR(sb.st_mode))
         return ZT_ERR(err, ZT_ERR_CONFIG,
                       "NVMe swap path '%s' is not a folder; nvme_path must name a folder", dir);
@@ -100,8 +101,8 @@ static int lock_held_here(int fd)
     int found = fstat(fd, &mine) == 0 ? 0 : -1;
     for (struct dirent *e; found == 0 && (e = readdir(d));) {
         int other = atoi(e->d_name);
-        found = e->d_name[0] != '.' && other != fd && other != dirfd(d) &&
-                fstat(other, &sb) == 0 && sb.st_dev == mine.st_dev && sb.st_ino == mine.st_ino;
+        found = e->d_name[0] != '.' && other != fd && other != dirfd(d) && fstat(other, &sb) == 0 &&
+                sb.st_dev == mine.st_dev && sb.st_ino == mine.st_ino;
     }
     closedir(d);
     return found;
@@ -118,14 +119,17 @@ static zt_status lock_conflict(const swap_file *f, const char *dir, zt_error *er
         return ZT_ERR(err, ZT_ERR_CONFIG,
                       "NVMe swap folder '%s' is in use by another ztier runtime in this process: "
                       "destroy the first runtime before creating the next, or give each its own "
-                      "nvme_path", dir);
+                      "nvme_path",
+                      dir);
     if (pid < 0)
         return ZT_ERR(err, ZT_ERR_CONFIG,
                       "NVMe swap folder '%s' is in use by another ztier process (its pid could "
-                      "not be read from '%s'): give each run its own nvme_path", dir, f->lock_path);
+                      "not be read from '%s'): give each run its own nvme_path",
+                      dir, f->lock_path);
     return ZT_ERR(err, ZT_ERR_CONFIG,
                   "NVMe swap folder '%s' is in use by another ztier process (pid %ld%s): give "
-                  "each run its own nvme_path", dir, pid,
+                  "each run its own nvme_path",
+                  dir, pid,
                   pid == (long)getpid() ? " in another PID namespace, such as another container"
                                         : "");
 }
@@ -136,7 +140,8 @@ static zt_status take_lock(swap_file *f, const char *dir, zt_error *err)
     if (f->lock_fd < 0)
         return ZT_ERR(err, errno == EROFS || errno == EACCES ? ZT_ERR_CONFIG : ZT_ERR_IO,
                       "NVMe swap folder '%s' is not writable (%s): point nvme_path to a "
-                      "writable folder", dir, strerror(errno));
+                      "writable folder",
+                      dir, strerror(errno));
     if (flock(f->lock_fd, LOCK_EX | LOCK_NB) != 0) {
         zt_status st = lock_conflict(f, dir, err);
         close(f->lock_fd);
@@ -164,8 +169,10 @@ static void reclaim_stale_swap(const swap_file *f)
         ZT_LOGD("nvme", "could not reclaim stale swap file %s: %s", f->path, strerror(errno));
         return;
     }
-    ZT_LOGI("nvme", "reclaimed stale swap file '%s' (%llu bytes) left by an earlier run that did "
-                    "not shut down", f->path, (unsigned long long)sb.st_blocks * 512);
+    ZT_LOGI("nvme",
+            "reclaimed stale swap file '%s' (%llu bytes) left by an earlier run that did "
+            "not shut down",
+            f->path, (unsigned long long)sb.st_blocks * 512);
 }
 
 static int is_swap_name(const char *name)
@@ -214,12 +221,14 @@ static zt_status check_space(const char *dir, uint64_t need, zt_error *err)
         return ZT_OK;
     char note[160] = "";
     if (others)
-        snprintf(note, sizeof note, " (counting the %llu bytes of other ztier swap files there "
-                                    "as free)", (unsigned long long)others);
+        snprintf(note, sizeof note,
+                 " (counting the %llu bytes of other ztier swap files there "
+                 "as free)",
+                 (unsigned long long)others);
     return ZT_ERR(err, ZT_ERR_NOSPACE,
                   "not enough space for the NVMe swap in '%s': %llu bytes needed, %llu free%s; "
-                  "free space, add folders to nvme_path, or offload less", dir,
-                  (unsigned long long)need, (unsigned long long)(avail + others), note);
+                  "free space, add folders to nvme_path, or offload less",
+                  dir, (unsigned long long)need, (unsigned long long)(avail + others), note);
 }
 
 static zt_status open_swap_file(swap_file *f, const char *dir, const zt_swap_config *cfg,
@@ -232,10 +241,13 @@ static zt_status open_swap_file(swap_file *f, const char *dir, const zt_swap_con
             return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
                           "the filesystem of NVMe swap folder '%s' does not support O_DIRECT; "
                           "use a folder on a local disk, or set ztier.allow_buffered_io to use "
-                          "the page cache", dir);
+                          "the page cache",
+                          dir);
         }
-        ZT_LOGW("nvme", "'%s' has no O_DIRECT; using buffered I/O as ztier.allow_buffered_io "
-                        "permits", dir);
+        ZT_LOGW("nvme",
+                "'%s' has no O_DIRECT; using buffered I/O as ztier.allow_buffered_io "
+                "permits",
+                dir);
         f->fd = open(f->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     }
     if (f->fd < 0)
@@ -255,12 +267,14 @@ static zt_status no_space(swap_file *f, const char *dir, uint64_t bytes, int rc,
     if (free_bytes(dir, &avail))
         snprintf(free_text, sizeof free_text, ", %llu free", (unsigned long long)avail);
     if (others)
-        snprintf(note, sizeof note, "; other ztier swap files there hold %llu bytes: remove "
-                                    "those whose run is gone", (unsigned long long)others);
+        snprintf(note, sizeof note,
+                 "; other ztier swap files there hold %llu bytes: remove "
+                 "those whose run is gone",
+                 (unsigned long long)others);
     return ZT_ERR(err, ZT_ERR_NOSPACE,
                   "not enough space for the NVMe swap in '%s': %llu bytes needed%s (%s)%s; free "
-                  "space, add folders to nvme_path, or offload less", dir,
-                  (unsigned long long)bytes, free_text, strerror(rc), note);
+                  "space, add folders to nvme_path, or offload less",
+                  dir, (unsigned long long)bytes, free_text, strerror(rc), note);
 }
 
 static zt_status preallocate(swap_file *f, const char *dir, uint64_t bytes, zt_error *err)
@@ -325,24 +339,24 @@ static zt_status start_engine(zt_swap *sw, zt_error *err)
         if (sw->cfg.engine == ZT_IO_ENGINE_URING)
             return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
                           "ztier.io_engine is \"io_uring\" but io_uring cannot be set up here "
-                          "(%s); use \"auto\" or \"threads\"", why);
+                          "(%s); use \"auto\" or \"threads\"",
+                          why);
         ZT_LOGW("nvme", "io_uring is unavailable (%s); using the thread-pool I/O engine", why);
     }
     int rc = zt_io_threads_engine.create(sw->fds, sw->n_files, sw->cfg.queue_depth,
                                          threads < 8 ? 8 : threads, &sw->engine, why, sizeof why);
     if (rc != 0)
-        return ZT_ERR(err, ZT_ERR_IO, "cannot start the thread-pool I/O engine: %s",
-                      strerror(-rc));
+        return ZT_ERR(err, ZT_ERR_IO, "cannot start the thread-pool I/O engine: %s", strerror(-rc));
     sw->engine_iface = &zt_io_threads_engine;
     return ZT_OK;
 }
 
-zt_status zt_swap_create(const zt_swap_config *cfg, uint64_t capacity, zt_swap **out,
-                         zt_error *err)
+zt_status zt_swap_create(const zt_swap_config *cfg, uint64_t capacity, zt_swap **out, zt_error *err)
 {
     if (cfg->n_paths < 1 || cfg->n_paths > ZT_MAX_NVME_PATHS || cfg->block_size % ZT_PAGE_BYTES)
-        return ZT_ERR(err, ZT_ERR_CONFIG, "NVMe swap: %d folders (1..%d) and block size %llu "
-                                          "(a multiple of 4096) are required",
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "NVMe swap: %d folders (1..%d) and block size %llu "
+                      "(a multiple of 4096) are required",
                       cfg->n_paths, ZT_MAX_NVME_PATHS, (unsigned long long)cfg->block_size);
     zt_swap *sw = calloc(1, sizeof *sw);
     if (!sw)
@@ -370,9 +384,9 @@ zt_status zt_swap_create(const zt_swap_config *cfg, uint64_t capacity, zt_swap *
         return st;
     }
     sw->stats.capacity = sw->total_blocks * cfg->block_size;
-    ZT_LOGI("nvme", "%s swap: %llu bytes over %d folder(s), %s engine, queue depth %d",
-            cfg->tag, (unsigned long long)sw->stats.capacity, cfg->n_paths,
-            sw->engine_iface->name, cfg->queue_depth);
+    ZT_LOGI("nvme", "%s swap: %llu bytes over %d folder(s), %s engine, queue depth %d", cfg->tag,
+            (unsigned long long)sw->stats.capacity, cfg->n_paths, sw->engine_iface->name,
+            cfg->queue_depth);
     *out = sw;
     return ZT_OK;
 }
@@ -384,9 +398,9 @@ zt_status zt_swap_alloc(zt_swap *sw, uint64_t bytes, const char *owner, zt_swap_
     if (sw->next_block + blocks > sw->total_blocks)
         return ZT_ERR(err, ZT_ERR_INTERNAL,
                       "NVMe swap '%s' full placing '%s' (%llu blocks, %llu of %llu used): the "
-                      "placement plan undercounted", sw->cfg.tag, owner,
-                      (unsigned long long)blocks, (unsigned long long)sw->next_block,
-                      (unsigned long long)sw->total_blocks);
+                      "placement plan undercounted",
+                      sw->cfg.tag, owner, (unsigned long long)blocks,
+                      (unsigned long long)sw->next_block, (unsigned long long)sw->total_blocks);
     *out = (zt_swap_extent){sw->next_block, blocks, owner};
     sw->next_block += blocks;
     sw->stats.used = sw->next_block * sw->cfg.block_size;
@@ -428,8 +442,8 @@ static void piece_done(zt_io_piece *p, int result)
     char span[160] = "";
     double t0 = io->t_start;
     if (last && zt_trace_on())
-        snprintf(span, sizeof span, "NVMe %s '%s' %.2f MB",
-                 io->op == ZT_IO_READ ? "read" : "write", io->x->owner, (double)io->bytes / 1e6);
+        snprintf(span, sizeof span, "NVMe %s '%s' %.2f MB", io->op == ZT_IO_READ ? "read" : "write",
+                 io->x->owner, (double)io->bytes / 1e6);
     if (last)
         pthread_cond_broadcast(&sw->done);
     pthread_mutex_unlock(&sw->lock);
@@ -437,8 +451,8 @@ static void piece_done(zt_io_piece *p, int result)
         zt_trace_async("nvme", t0, "%s", span);
 }
 
-static zt_status start_io(zt_swap *sw, int op, const zt_swap_extent *x, uint64_t offset,
-                          void *buf, uint64_t len, zt_swap_io *io, zt_error *err)
+static zt_status start_io(zt_swap *sw, int op, const zt_swap_extent *x, uint64_t offset, void *buf,
+                          uint64_t len, zt_swap_io *io, zt_error *err)
 {
     uint64_t bs = sw->cfg.block_size, total = zt_round_up(len, ZT_PAGE_BYTES);
     if (offset % bs || offset + total > x->n_blocks * bs || ((uintptr_t)buf % ZT_PAGE_BYTES) != 0)
@@ -492,8 +506,8 @@ zt_status zt_swap_read_at(zt_swap *sw, const zt_swap_extent *x, uint64_t offset,
     return start_io(sw, ZT_IO_READ, x, offset, buf, len, io, err);
 }
 
-zt_status zt_swap_write_at(zt_swap *sw, const zt_swap_extent *x, uint64_t offset,
-                           const void *buf, uint64_t len, zt_swap_io *io, zt_error *err)
+zt_status zt_swap_write_at(zt_swap *sw, const zt_swap_extent *x, uint64_t offset, const void *buf,
+                           uint64_t len, zt_swap_io *io, zt_error *err)
 {
     return start_io(sw, ZT_IO_WRITE, x, offset, (void *)buf, len, io, err);
 }
@@ -538,11 +552,11 @@ zt_status zt_swap_wait(zt_swap *sw, zt_swap_io *io, zt_error *err)
                       "offset %llu): the checksum does not match what was written",
                       io->x->owner, (unsigned long long)io->bad_offset, file,
                       (unsigned long long)foff);
-    return ZT_ERR(err, zt_status_from_errno(io->error) == ZT_ERR_NOSPACE ? ZT_ERR_NOSPACE : ZT_ERR_IO,
-                  "NVMe %s of '%s' failed at byte %llu of the tensor (file '%s', offset %llu): %s",
-                  io->op == ZT_IO_READ ? "read" : "write", io->x->owner,
-                  (unsigned long long)io->bad_offset, file, (unsigned long long)foff,
-                  strerror(-io->error));
+    return ZT_ERR(
+        err, zt_status_from_errno(io->error) == ZT_ERR_NOSPACE ? ZT_ERR_NOSPACE : ZT_ERR_IO,
+        "NVMe %s of '%s' failed at byte %llu of the tensor (file '%s', offset %llu): %s",
+        io->op == ZT_IO_READ ? "read" : "write", io->x->owner, (unsigned long long)io->bad_offset,
+        file, (unsigned long long)foff, strerror(-io->error));
 }
 
 int zt_swap_register_buffers(zt_swap *sw, void *const *bufs, const size_t *lens, int n)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The NVMe tier: a swap space of preallocated files (one per folder, stable names, a lock so
  * two runs never share it, removed on destroy) with extents carved from it in blocks that
  * are striped over all folders. Reads and writes are asynchronous: they are split into
@@ -24,9 +25,9 @@ typedef struct zt_swap_config {
     int rank;
     uint64_t block_size; /* bytes, a multiple of 4096 */
     int queue_depth;
-    int threads;         /* thread-pool engine workers */
+    int threads; /* thread-pool engine workers */
     zt_io_engine_kind engine;
-    int allow_buffered;  /* fall back to buffered I/O where O_DIRECT is unsupported */
+    int allow_buffered; /* fall back to buffered I/O where O_DIRECT is unsupported */
     int verify_checksums;
 } zt_swap_config;
 
@@ -42,8 +43,8 @@ typedef struct zt_swap_io {
     int op;
     const zt_swap_extent *x;
     int pending;
-    int error;           /* first -errno, or -EBADMSG for a checksum mismatch */
-    uint64_t bad_offset; /* byte offset inside the extent of the failed block */
+    int error;            /* first -errno, or -EBADMSG for a checksum mismatch */
+    uint64_t bad_offset;  /* byte offset inside the extent of the failed block */
     uint64_t first_block; /* block of the extent where this transfer starts */
     zt_io_piece *pieces;
     int n_pieces;
@@ -82,8 +83,8 @@ zt_status zt_swap_write(zt_swap *sw, const zt_swap_extent *x, const void *buf, u
  * multiple of the block size. */
 zt_status zt_swap_read_at(zt_swap *sw, const zt_swap_extent *x, uint64_t offset, void *buf,
                           uint64_t len, zt_swap_io *io, zt_error *err);
-zt_status zt_swap_write_at(zt_swap *sw, const zt_swap_extent *x, uint64_t offset,
-                           const void *buf, uint64_t len, zt_swap_io *io, zt_error *err);
+zt_status zt_swap_write_at(zt_swap *sw, const zt_swap_extent *x, uint64_t offset, const void *buf,
+                           uint64_t len, zt_swap_io *io, zt_error *err);
 uint64_t zt_swap_block_size(const zt_swap *sw);
 /* Waits for a transfer; errors name the tensor, the file and the offset. */
 zt_status zt_swap_wait(zt_swap *sw, zt_swap_io *io, zt_error *err);

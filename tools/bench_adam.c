@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `ztier bench adam`: the fused CPU Adam step against its limit, interleaved (probe, triad,
  * adam, ...), medians and the median of the pairwise ratios. Bytes counted per parameter:
  * read master, m, v (12) + gradient (4 fp32 / 2 bf16) + write master, m, v (12) + bf16
@@ -35,7 +36,7 @@ typedef struct adam_bench {
     float *master, *m, *v, *grad;
     uint16_t *out;
     zt_dtype grad_dtype;
-    int copy; /* write the bf16 parameter copy */
+    int copy;          /* write the bf16 parameter copy */
     zt_host_tier host; /* the buffers are laid out as the runtime's host tier lays out shards */
 } adam_bench;
 
@@ -88,8 +89,8 @@ static void bench_free(adam_bench *b)
 static double adam_pass(adam_bench *b, zt_threadpool *pool, zt_adam_variant var, int64_t step)
 {
     zt_adam_hparams h = {1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, step, 1.0f};
-    zt_adam_tensors t = {b->master, b->m,    b->v,    b->grad,
-                         b->grad_dtype, b->copy ? b->out : NULL, ZT_BF16, b->n};
+    zt_adam_tensors t = {b->master, b->m, b->v, b->grad, b->grad_dtype, b->copy ? b->out : NULL,
+                         ZT_BF16,   b->n};
     double t0 = bench_now();
     zt_adam_step_parallel(pool, var, &h, &t);
     return bench_now() - t0;
@@ -151,11 +152,10 @@ static double nvme_step(const char *dir, int64_t n, int threads, int reps, doubl
  * and the median of the rounds' step / floor. 0, or -1 when a run failed. */
 enum { NVME_ROUNDS = 3 };
 static int nvme_rounds(const char *dir, int64_t n, int threads, int reps, double mem_s,
-                       double moved[2], double *step_s, double *floor_s, double *rbw,
-                       double *wbw, double *ratio)
+                       double moved[2], double *step_s, double *floor_s, double *rbw, double *wbw,
+                       double *ratio)
 {
-    double step[NVME_ROUNDS], floor[NVME_ROUNDS], r[NVME_ROUNDS], rb[NVME_ROUNDS],
-        wb[NVME_ROUNDS];
+    double step[NVME_ROUNDS], floor[NVME_ROUNDS], r[NVME_ROUNDS], rb[NVME_ROUNDS], wb[NVME_ROUNDS];
     for (int k = 0; k < NVME_ROUNDS; k++) {
         int disk_first = k % 2;
         if (disk_first && bench_disk_bandwidth(dir, 1u << 30, &rb[k], &wb[k]) != 0)
@@ -181,8 +181,8 @@ static int nvme_rounds(const char *dir, int64_t n, int threads, int reps, double
  * to the host and their accumulation, which also takes the norm's sums) and of zt_step
  * (norm, clip, Adam writing the new parameters: into a host home directly, or through a
  * staging buffer and a copy to device memory). */
-static int clipped_step(int64_t n, int threads, int reps, const char *param_dev,
-                        double *release_s, double *step_s)
+static int clipped_step(int64_t n, int threads, int reps, const char *param_dev, double *release_s,
+                        double *step_s)
 {
     char cfg[1600];
     snprintf(cfg, sizeof cfg,
@@ -221,8 +221,8 @@ static int clipped_step(int64_t n, int threads, int reps, const char *param_dev,
 static int parse_args(int argc, char **argv, int64_t *params, int *threads, zt_dtype *gdt,
                       zt_adam_variant *var, int *reps, int *copy)
 {
-    static const char *const known[] = {"params", "threads", "grad-dtype", "variant", "reps",
-                                        "nvme", "param-copy", NULL};
+    static const char *const known[] = {"params", "threads", "grad-dtype", "variant",
+                                        "reps",   "nvme",    "param-copy", NULL};
     static const char *const flags[] = {"json", "clipped-step", NULL};
     if (bench_check_args(argc, argv, known, flags) != 0)
         return -1;
@@ -335,7 +335,8 @@ int cmd_bench_adam(int argc, char **argv)
     printf("  %-22s %12.2f %12s\n", "STREAM triad", tri_gbps, "");
     printf("  %-22s %12.2f %12.3g\n", "fused Adam step", adam_gbps, pps);
     printf("  fused Adam step, %d steps back to back (as bench/peer_adam.py times the peers): "
-           "%.3g params/s\n", reps, b2b_pps);
+           "%.3g params/s\n",
+           reps, b2b_pps);
     printf("  gradient-norm pass (reads the gradient): %.2f GB/s on one thread, %.2f GB/s on "
            "the pool of %d\n",
            bench_median(norm1, reps), bench_median(normp, reps), threads);
@@ -353,8 +354,8 @@ int cmd_bench_adam(int argc, char **argv)
                "backward release (gradient copy, accumulation and the norm's sums), zt_step "
                "(clip, Adam, the new parameters to their home)\n");
         for (int k = 0; k < 2; k++) {
-            if (clipped_step(params, threads, reps, k ? "cpu" : "none", &crel_s[k],
-                             &cstep_s[k]) != 0) {
+            if (clipped_step(params, threads, reps, k ? "cpu" : "none", &crel_s[k], &cstep_s[k]) !=
+                0) {
                 zt_threadpool_destroy(pool);
                 return 1;
             }
@@ -368,8 +369,8 @@ int cmd_bench_adam(int argc, char **argv)
         bench_triad_destroy(triad), triad = NULL; /* give the memory back first */
         bench_free(&b);
         double mem_s = (double)params * bytes_per_param / (adam_gbps * 1e9);
-        if (nvme_rounds(nvme, params, threads, reps, mem_s, moved, &step_s, &floor_s, &rbw,
-                        &wbw, &floor_ratio) != 0) {
+        if (nvme_rounds(nvme, params, threads, reps, mem_s, moved, &step_s, &floor_s, &rbw, &wbw,
+                        &floor_ratio) != 0) {
             zt_threadpool_destroy(pool);
             return 1;
         }
@@ -377,8 +378,8 @@ int cmd_bench_adam(int argc, char **argv)
                "are the master), %d rounds alternating with the folder's bandwidth: %.3f s; "
                "floor %.3f s = max(in-memory %.3f s, read %.2f GB at %.2f GB/s, write %.2f GB "
                "at %.2f GB/s) (medians); ratio_vs_floor %.3f (median of the rounds)%s\n",
-               nvme, NVME_ROUNDS, step_s, floor_s, mem_s, moved[0] / 1e9, rbw / 1e9,
-               moved[1] / 1e9, wbw / 1e9, floor_ratio,
+               nvme, NVME_ROUNDS, step_s, floor_s, mem_s, moved[0] / 1e9, rbw / 1e9, moved[1] / 1e9,
+               wbw / 1e9, floor_ratio,
                floor_ratio < 0.95 ? "  (below 0.95: this floor is not a floor here; the "
                                     "disk's bandwidth moved between the measurements)"
                                   : "");
@@ -393,12 +394,11 @@ int cmd_bench_adam(int argc, char **argv)
                "\"working_set_bytes\":%.0f,\"pairs\":%d",
                zt_adam_variant_name(var), (long long)params, threads,
                gdt == ZT_F32 ? "fp32" : "bf16", copy ? "bf16" : "none", pps, b2b_pps, adam_gbps,
-               tri_gbps, rmed, probe_gbps, rp,
-               bench_median(norm1, reps), bench_median(normp, reps),
+               tri_gbps, rmed, probe_gbps, rp, bench_median(norm1, reps), bench_median(normp, reps),
                bytes_per_param, working_set, reps);
         if (nvme)
-            printf(",\"step_s\":%.6g,\"floor_s\":%.6g,\"ratio_vs_floor\":%.4f", step_s,
-                   floor_s, floor_ratio);
+            printf(",\"step_s\":%.6g,\"floor_s\":%.6g,\"ratio_vs_floor\":%.4f", step_s, floor_s,
+                   floor_ratio);
         if (crel_s[0] >= 0)
             printf(",\"clipped_release_s\":%.6g,\"clipped_step_s\":%.6g,"
                    "\"clipped_host_release_s\":%.6g,\"clipped_host_step_s\":%.6g",

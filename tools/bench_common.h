@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the `ztier bench` subcommands: timing, medians, size parsing, the
  * STREAM triad reference, and the table + one-line JSON output BENCHMARKING.md asks for. */
 #ifndef ZT_TOOLS_BENCH_COMMON_H

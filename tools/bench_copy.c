@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `ztier bench copy`: host<->device copies of a device backend, and the runtime's own fetch
  * path, against the physical limit measured in the same run over the same pinned buffers:
  *   - the limit: with cuda, cudaMemcpyAsync of pinned memory straight through the CUDA
@@ -198,10 +199,10 @@ int cmd_bench_copy(int argc, char **argv)
                "\"limit_h2d_gbps\":%.3f,\"limit_d2h_gbps\":%.3f,\"h2d_gbps\":%.3f,"
                "\"d2h_gbps\":%.3f,\"fetch_h2d_gbps\":%.3f,\"h2d_ratio\":%.3f,"
                "\"d2h_ratio\":%.3f,\"fetch_ratio\":%.3f}\n",
-               c.dev->iface->name, (unsigned long long)size, reps, limit,
-               bench_median(lh, reps), bench_median(ld, reps), bench_median(h2d, reps),
-               bench_median(d2h, reps), bench_median(fe, reps), bench_median(rh, reps),
-               bench_median(rd, reps), bench_median(rf, reps));
+               c.dev->iface->name, (unsigned long long)size, reps, limit, bench_median(lh, reps),
+               bench_median(ld, reps), bench_median(h2d, reps), bench_median(d2h, reps),
+               bench_median(fe, reps), bench_median(rh, reps), bench_median(rd, reps),
+               bench_median(rf, reps));
     teardown(&c);
     zt_runtime_destroy(f.rt);
     return 0;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The physical limit for `ztier bench copy --backend cuda`: one pinned copy straight through
  * the CUDA runtime (cudaMemcpyAsync on a fresh non-blocking stream, then a synchronize),
  * bypassing ztier's backend. */

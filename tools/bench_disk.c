@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The disk's own bandwidth, measured through the swap space (O_DIRECT, 1 MiB blocks,
  * queue depth 32): the limit the offload benchmarks compare their floors against. */
 #include "tools/bench_disk.h"
@@ -39,4 +40,3 @@ int bench_disk_bandwidth(const char *path, uint64_t size, double *read_bps, doub
     zt_swap_destroy(sw);
     return ok ? 0 : -1;
 }
-

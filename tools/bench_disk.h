@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Measures a folder's write then read bandwidth with one transfer of `size` bytes each.
  * Returns 0, or -1 after printing why. */
 #ifndef ZT_TOOLS_BENCH_DISK_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `ztier bench gpt2`: GPT-2 training step time with everything in memory (resident) against
  * the same model with its optimizer state (or also its parameters) on NVMe, interleaved
  * (resident, offloaded, ...), and the floor max(compute, NVMe bytes / measured bandwidth):
@@ -36,9 +37,10 @@ static int open_run(run *r, const gpt2_config *c, int B, int T, const char *offl
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}},"
              " \"ztier\": {\"hbm_capacity\": \"%s\", \"overlap_step\": \"%s\","
              " \"optimizer_threads\": %d}}",
-             !strcmp(offload, "all") ? "nvme" : !strcmp(offload, "params-cpu") ? "cpu" : "none", nvme,
-             strcmp(offload, "none") ? "nvme" : "cpu",
-             nvme, hbm, overlap, threads);
+             !strcmp(offload, "all")          ? "nvme"
+             : !strcmp(offload, "params-cpu") ? "cpu"
+                                              : "none",
+             nvme, strcmp(offload, "none") ? "nvme" : "cpu", nvme, hbm, overlap, threads);
     memset(r, 0, sizeof *r);
     if (zt_runtime_create(NULL, cfg, &r->rt) != ZT_OK ||
         gpt2_ztier_register(&r->g, r->rt, c, 1) != ZT_OK || zt_runtime_commit(r->rt) != ZT_OK) {
@@ -47,8 +49,8 @@ static int open_run(run *r, const gpt2_config *c, int B, int T, const char *offl
     }
     r->model = gpt2_model_create(c, B, T);
     if (!r->model)
-        fprintf(stderr, "ztier bench gpt2: out of memory for the activations of batch %d x %d\n",
-                B, T);
+        fprintf(stderr, "ztier bench gpt2: out of memory for the activations of batch %d x %d\n", B,
+                T);
     return r->model ? 0 : -1;
 }
 
@@ -75,9 +77,9 @@ static double step_once(run *r, const token_data *d, int64_t step, int B, int T,
 
 int cmd_bench_gpt2(int argc, char **argv)
 {
-    static const char *const known[] = {"config", "batch", "seq", "steps", "nvme-path",
-                                        "offload", "text", "backend", "overlap-step", "hbm",
-                                        "threads", "precision", NULL};
+    static const char *const known[] = {
+        "config",  "batch",        "seq", "steps",   "nvme-path", "offload", "text",
+        "backend", "overlap-step", "hbm", "threads", "precision", NULL};
     static const char *const flags[] = {"json", NULL};
     if (bench_check_args(argc, argv, known, flags) != 0)
         return 2;
@@ -88,8 +90,11 @@ int cmd_bench_gpt2(int argc, char **argv)
     const char *hbm = bench_arg(argc, argv, "hbm"); /* the offloaded run's device budget */
     uint64_t hbm_bytes = 0;
     if (hbm && (bench_parse_size(hbm, &hbm_bytes) || hbm_bytes < (1u << 20)))
-        return fprintf(stderr, "ztier bench gpt2: --hbm '%s' is not a size of 1M or more "
-                               "(e.g. 8G)\n", hbm), 2;
+        return fprintf(stderr,
+                       "ztier bench gpt2: --hbm '%s' is not a size of 1M or more "
+                       "(e.g. 8G)\n",
+                       hbm),
+               2;
     const char *text = (v = bench_arg(argc, argv, "text")) ? v : "/usr/share/common-licenses/GPL-3";
     int B = (v = bench_arg(argc, argv, "batch")) ? atoi(v) : 4;
     int T = (v = bench_arg(argc, argv, "seq")) ? atoi(v) : 64;
@@ -110,8 +115,10 @@ int cmd_bench_gpt2(int argc, char **argv)
         return 2;
     }
     if (T > c.max_seq)
-        return fprintf(stderr, "ztier bench gpt2: --seq %d is longer than %s's context of %d "
-                               "tokens: use --seq %d or less\n", T, name, c.max_seq, c.max_seq),
+        return fprintf(stderr,
+                       "ztier bench gpt2: --seq %d is longer than %s's context of %d "
+                       "tokens: use --seq %d or less\n",
+                       T, name, c.max_seq, c.max_seq),
                2;
     const char *backend = (v = bench_arg(argc, argv, "backend")) ? v : "host";
     if (strcmp(backend, "host") && strcmp(backend, "cuda"))
@@ -119,7 +126,8 @@ int cmd_bench_gpt2(int argc, char **argv)
     if (!strcmp(backend, "cuda") && !strcmp(offload, "params-cpu"))
         return fprintf(stderr, "ztier bench gpt2: --offload params-cpu is for the host backend; "
                                "with --backend cuda, --offload all puts the parameters and the "
-                               "optimizer state in pinned host memory\n"), 2;
+                               "optimizer state in pinned host memory\n"),
+               2;
     if (tokens_load_text(text, &d, err, sizeof err) != 0)
         return fprintf(stderr, "ztier bench gpt2: %s\n", err), 1;
     if (!strcmp(backend, "cuda")) {
@@ -169,14 +177,13 @@ int cmd_bench_gpt2(int argc, char **argv)
     }
     double io = rb / rbw + wb / wbw, floor_s = resident > io ? resident : io;
     printf("ztier bench gpt2: %s (%.1fM parameters), batch %d x %d tokens, %s on NVMe in '%s', "
-           "%d interleaved steps, %d threads (matmuls and optimizer)\n", name,
-           (double)gpt2_num_params(&c) / 1e6, B, T,
+           "%d interleaved steps, %d threads (matmuls and optimizer)\n",
+           name, (double)gpt2_num_params(&c) / 1e6, B, T,
            !strcmp(offload, "all")          ? "parameters and optimizer state"
            : !strcmp(offload, "params-cpu") ? "optimizer state (m, v; the parameters' home in "
                                               "host memory is the master)"
                                             : "optimizer state",
-           nvme,
-           steps, threads);
+           nvme, steps, threads);
     printf("  resident step      %8.3f s  (%.0f tokens/s)\n", resident, B * T / resident);
     printf("  offloaded step     %8.3f s  (%.0f tokens/s)\n", offloaded, B * T / offloaded);
     printf("  NVMe per step      %8.2f GB read, %.2f GB written; at the folder's measured "
@@ -190,7 +197,8 @@ int cmd_bench_gpt2(int argc, char **argv)
     printf("  floor max(compute, I/O) %.3f s; offloaded / resident %.3f; offloaded / floor %.3f\n",
            floor_s, offloaded / resident, offloaded / floor_s);
     if (bench_flag(argc, argv, "json"))
-        printf("{\"config\":\"%s\",\"batch\":%d,\"seq\":%d,\"offload\":\"%s\",\"resident_step_s\":%.4f,"
+        printf("{\"config\":\"%s\",\"batch\":%d,\"seq\":%d,\"offload\":\"%s\",\"resident_step_s\":%"
+               ".4f,"
                "\"offload_step_s\":%.4f,\"ratio\":%.4f,\"floor_s\":%.4f,\"ratio_vs_floor\":%.4f,"
                "\"tokens_per_s\":%.1f}\n",
                name, B, T, offload, resident, offloaded, offloaded / resident, floor_s,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `ztier bench gpt2 --backend cuda` (bench_gpt2_cuda.c, built with CUDA). */
 #ifndef ZT_TOOLS_BENCH_GPT2_H
 #define ZT_TOOLS_BENCH_GPT2_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `ztier bench gpt2 --backend cuda`: GPT-2 steps on the GPU (the CUDA ops: kernels of
  * gpt2_rows.h and cuBLAS with TF32, on a stream of ztier's cuda backend), resident
  * (parameters and the optimizer in device memory) against offloaded (parameters in pinned
@@ -26,8 +27,7 @@ typedef struct gpu_run {
 
 /* hbm: ztier.hbm_capacity, or NULL for all free device memory. */
 static int open_gpu_run(gpu_run *r, const gpt2_config *c, int B, int T, const char *params,
-                        const char *optimizer, const char *overlap, const char *hbm,
-                        int precision)
+                        const char *optimizer, const char *overlap, const char *hbm, int precision)
 {
     char cfg[1024], why[256] = "", budget[64] = "";
     if (hbm)
@@ -111,10 +111,13 @@ int bench_gpt2_cuda(const gpt2_config *c, const char *name, int B, int T, int st
            all ? "parameters and optimizer state" : "optimizer state",
            hbm ? hbm : "all free memory", steps);
     printf("  resident step   %8.3f s  (%.0f tokens/s, MFU %.3f of the bf16 dense peak; the "
-           "matmuls run in %s)\n", resident, B * T / resident, mfu_res,
-           precision == GPT2_BF16 ? "bf16" : precision == GPT2_TF32 ? "TF32" : "fp32");
-    printf("  offloaded step  %8.3f s  (%.0f tokens/s, MFU %.3f)\n", offloaded,
-           B * T / offloaded, mfu_off);
+           "matmuls run in %s)\n",
+           resident, B * T / resident, mfu_res,
+           precision == GPT2_BF16   ? "bf16"
+           : precision == GPT2_TF32 ? "TF32"
+                                    : "fp32");
+    printf("  offloaded step  %8.3f s  (%.0f tokens/s, MFU %.3f)\n", offloaded, B * T / offloaded,
+           mfu_off);
     printf("  offloaded / resident %.3f; waiting share of the offloaded step %.3f\n",
            offloaded / resident, 1 - resident / offloaded);
     if (json)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `ztier bench nvme`: write then read S bytes through the NVMe swap space (O_DIRECT, the
  * chosen engine, block size, queue depth) and, when fio is installed, run fio on the same
  * bytes of the same swap file (so both see the same extents of the device) with the same
@@ -27,13 +28,13 @@ typedef struct nvme_opts {
 
 static int parse(int argc, char **argv, nvme_opts *o)
 {
-    static const char *const known[] = {"path", "size", "block-size", "queue-depth", "engine",
-                                        "reps", NULL};
+    static const char *const known[] = {"path",   "size", "block-size", "queue-depth",
+                                        "engine", "reps", NULL};
     static const char *const flags[] = {"json", NULL};
     if (bench_check_args(argc, argv, known, flags) != 0)
         return -1;
-    *o = (nvme_opts){".", 1ull << 30, 1u << 20, 32, 3, bench_flag(argc, argv, "json"),
-                     ZT_IO_ENGINE_AUTO};
+    *o = (nvme_opts){
+        ".", 1ull << 30, 1u << 20, 32, 3, bench_flag(argc, argv, "json"), ZT_IO_ENGINE_AUTO};
     const char *v;
     if ((v = bench_arg(argc, argv, "path")))
         o->path = v;
@@ -84,8 +85,8 @@ static double run_fio(const nvme_opts *o, const fio_target *t, const char *rw, i
     json_t *root = json_loadf(p, 0, &je);
     pclose(p);
     json_t *job = json_array_get(json_object_get(root, "jobs"), 0);
-    json_t *bw = json_object_get(json_object_get(job, !strcmp(rw, "read") ? "read" : "write"),
-                                 "bw_bytes");
+    json_t *bw =
+        json_object_get(json_object_get(job, !strcmp(rw, "read") ? "read" : "write"), "bw_bytes");
     double gbps = json_is_number(bw) ? json_number_value(bw) / 1e9 : -1;
     json_decref(root);
     return gbps;
@@ -212,10 +213,12 @@ static void report(const nvme_opts *o, const char *engine, int have_fio,
     }
     double fw = have_fio ? bench_median(v[0], o->reps) : -1, zw = bench_median(v[1], o->reps);
     double fr = have_fio ? bench_median(v[2], o->reps) : -1, zr = bench_median(v[3], o->reps);
-    double rw = have_fio ? bench_median(r[0], o->reps) : -1, rr = have_fio ? bench_median(r[1], o->reps) : -1;
+    double rw = have_fio ? bench_median(r[0], o->reps) : -1,
+           rr = have_fio ? bench_median(r[1], o->reps) : -1;
     char sz[32], bs[32];
     printf("ztier bench nvme: %s in '%s', block %s, queue depth %d, O_DIRECT, engine %s, "
-           "%d interleaved rounds\n", bench_fmt_bytes(o->size, sz, sizeof sz), o->path,
+           "%d interleaved rounds\n",
+           bench_fmt_bytes(o->size, sz, sizeof sz), o->path,
            bench_fmt_bytes(o->block, bs, sizeof bs), o->qd, engine, o->reps);
     int wq = usual_depth(fio_qd[0], o->reps), rq = usual_depth(fio_qd[1], o->reps);
     if (have_fio) {
@@ -244,8 +247,8 @@ static void report(const nvme_opts *o, const char *engine, int have_fio,
                "\"read_gbps\":%.4f,\"write_gbps\":%.4f,\"fio_read_gbps\":%.4f,"
                "\"fio_write_gbps\":%.4f,\"read_ratio\":%.4f,\"write_ratio\":%.4f,"
                "\"fio_read_depth\":%d,\"fio_write_depth\":%d}\n",
-               (unsigned long long)o->size, (unsigned long long)o->block, o->qd, engine, zr, zw,
-               fr, fw, rr, rw, rq, wq);
+               (unsigned long long)o->size, (unsigned long long)o->block, o->qd, engine, zr, zw, fr,
+               fw, rr, rw, rq, wq);
     else
         printf("{\"size\":%llu,\"block_size\":%llu,\"queue_depth\":%d,\"engine\":\"%s\","
                "\"read_gbps\":%.4f,\"write_gbps\":%.4f,\"fio_read_gbps\":null,"
@@ -265,26 +268,23 @@ int cmd_bench_nvme(int argc, char **argv)
         return 1;
     }
     int have_fio = system("fio --version >/dev/null 2>&1") == 0;
-    double v[4][MAX_REPS] = {{0}}; /* fio write, ztier write, fio read, ztier read */
+    double v[4][MAX_REPS] = {{0}};   /* fio write, ztier write, fio read, ztier read */
     int fio_qd[2][MAX_REPS] = {{0}}; /* the depth of fio's best write, read */
     fio_target t;
     t.file = zt_swap_locate(z.sw, &z.x, 0, &t.offset); /* one folder: one file, contiguous */
-    run_ztier(&z, &o, 1), run_ztier(&z, &o, 0); /* warm-up: allocation, first touch */
+    run_ztier(&z, &o, 1), run_ztier(&z, &o, 0);        /* warm-up: allocation, first touch */
     if (have_fio)
         run_fio(&o, &t, "write", o.qd), run_fio(&o, &t, "read", o.qd);
     int ok = 1;
     for (int i = 0; i < o.reps && ok; i++) {
         int fio_first = i % 2 == 0; /* writes, then reads */
-        measure_pair(&z, &o, have_fio ? &t : NULL, 1, fio_first, &v[0][i], &v[1][i],
-                     &fio_qd[0][i]);
-        measure_pair(&z, &o, have_fio ? &t : NULL, 0, fio_first, &v[2][i], &v[3][i],
-                     &fio_qd[1][i]);
+        measure_pair(&z, &o, have_fio ? &t : NULL, 1, fio_first, &v[0][i], &v[1][i], &fio_qd[0][i]);
+        measure_pair(&z, &o, have_fio ? &t : NULL, 0, fio_first, &v[2][i], &v[3][i], &fio_qd[1][i]);
         ok = v[1][i] > 0 && v[3][i] > 0 && v[0][i] > 0 && v[2][i] > 0;
     }
     const char *engine = zt_swap_engine_name(z.sw);
     if (ok)
-        report(&o, engine, have_fio, (const double(*)[MAX_REPS])v,
-               (const int(*)[MAX_REPS])fio_qd);
+        report(&o, engine, have_fio, (const double(*)[MAX_REPS])v, (const int(*)[MAX_REPS])fio_qd);
     else
         fprintf(stderr, "ztier bench nvme: a run failed (see above)\n");
     zt_swap_destroy(z.sw);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `ztier bench prefetch`: how much of a training step is spent waiting for parameters.
  * A stack of square layers with real compute (one sgemm forward, two backward) runs
  * (a) resident: the same matmuls on weights already in memory — compute alone — and
@@ -25,8 +26,8 @@ typedef struct bench_model {
 /* y = x W^T; dW += dy^T x; dx = dy W */
 static void layer_forward(const bench_model *m, const float *w)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m->batch, m->hidden, m->hidden, 1.0f,
-                m->x, m->hidden, w, m->hidden, 0.0f, m->y, m->hidden);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m->batch, m->hidden, m->hidden, 1.0f, m->x,
+                m->hidden, w, m->hidden, 0.0f, m->y, m->hidden);
 }
 
 static void layer_backward(const bench_model *m, const float *w, float *dw)
@@ -71,9 +72,8 @@ static int offload_step(zt_runtime *rt, bench_model *m, double *step_s)
     return 0;
 }
 
-zt_runtime *bench_prefetch_runtime(int layers, int hidden, const char *offload,
-                                   const char *nvme, const char *extra_zero,
-                                   const char *extra_ztier)
+zt_runtime *bench_prefetch_runtime(int layers, int hidden, const char *offload, const char *nvme,
+                                   const char *extra_zero, const char *extra_ztier)
 {
     char cfg[2048];
     snprintf(cfg, sizeof cfg,
@@ -130,8 +130,8 @@ static void free_model(bench_model *m)
 
 int cmd_bench_prefetch(int argc, char **argv)
 {
-    static const char *const known[] = {"layers", "hidden", "batch", "steps", "offload",
-                                        "nvme-path", "backend", NULL};
+    static const char *const known[] = {"layers",  "hidden",    "batch",   "steps",
+                                        "offload", "nvme-path", "backend", NULL};
     static const char *const flags[] = {"json", NULL};
     if (bench_check_args(argc, argv, known, flags) != 0)
         return 2;
@@ -147,7 +147,8 @@ int cmd_bench_prefetch(int argc, char **argv)
     const char *offload = (v = bench_arg(argc, argv, "offload")) ? v : "cpu";
     const char *nvme = bench_arg(argc, argv, "nvme-path");
     if (m.layers < 2 || m.hidden < 16 || m.batch < 1 || steps < 3 || steps > 64 ||
-        (strcmp(offload, "cpu") && strcmp(offload, "nvme")) || (!strcmp(offload, "nvme") && !nvme)) {
+        (strcmp(offload, "cpu") && strcmp(offload, "nvme")) ||
+        (!strcmp(offload, "nvme") && !nvme)) {
         fprintf(stderr, "ztier bench prefetch: need --layers >= 2, --hidden >= 16, --steps 3..64, "
                         "--offload cpu|nvme (nvme needs --nvme-path DIR)\n");
         return 2;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `ztier bench prefetch --backend cuda`: the same stack of square layers as the CPU bench,
  * computed with cuBLAS on the trainer's own stream. (a) resident: the GEMMs on weights kept
  * in device memory; (b) through ztier with the parameters offloaded, every layer between
@@ -26,8 +27,8 @@ static void gemm_forward(gpu_model *m, const float *w)
 {
     const float one = 1, zero = 0;
     int h = m->hidden;
-    cublasSgemm(m->blas, CUBLAS_OP_T, CUBLAS_OP_N, h, m->batch, h, &one, w, h, m->x, h, &zero,
-                m->y, h);
+    cublasSgemm(m->blas, CUBLAS_OP_T, CUBLAS_OP_N, h, m->batch, h, &one, w, h, m->x, h, &zero, m->y,
+                h);
 }
 
 static void gemm_backward(gpu_model *m, const float *w, float *dw)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The limit for `ztier bench adam`: a pass with exactly the fused Adam step's memory traffic
  * over the same buffers, threads and chunks — read master, m, v and the gradient, write
  * master, m, v back in place, write the bf16 copy with the same kind of store as the Adam
@@ -63,14 +64,15 @@ __attribute__((target("avx2,fma"))) static void probe_avx2(const probe_ctx *c, i
         if (!c->out)
             continue;
         __m256i h = _mm256_srli_epi32(_mm256_castps_si256(p), 16);
-        __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        __m128i packed =
+            _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
         _mm_storeu_si128((__m128i *)(c->out + i), packed);
     }
     probe_scalar(c, i, hi);
 }
 
-__attribute__((target("avx512f,avx512bw"))) static void probe_avx512(const probe_ctx *c,
-                                                                     int64_t lo, int64_t hi)
+__attribute__((target("avx512f,avx512bw"))) static void probe_avx512(const probe_ctx *c, int64_t lo,
+                                                                     int64_t hi)
 {
     const __m512 tiny = _mm512_set1_ps(1e-30f);
     int64_t i = lo;

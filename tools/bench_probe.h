@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The memory-traffic probe that is the limit of `ztier bench adam` (bench_probe.c). */
 #ifndef ZT_TOOLS_BENCH_PROBE_H
 #define ZT_TOOLS_BENCH_PROBE_H

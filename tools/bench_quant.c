@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `ztier bench quant`: int8 block quantize and dequantize throughput of each variant against
  * memcpy over the same bytes, both on the same --threads threads (the runtime quantizes on
  * its optimizer pool), interleaved; the top-level ratio is the best variant's. int4 (qgZ)
@@ -102,7 +103,8 @@ int cmd_bench_quant(int argc, char **argv)
     if (zt_threadpool_create(threads, -1, &pool, &err) != ZT_OK)
         return fprintf(stderr, "ztier bench quant: %s\n", err.msg), 1;
     int64_t n = (int64_t)(bytes / 4);
-    float *x = malloc(bytes), *y = malloc(bytes), *s = malloc(sizeof(float) * (size_t)(n / 256 + 1));
+    float *x = malloc(bytes), *y = malloc(bytes),
+          *s = malloc(sizeof(float) * (size_t)(n / 256 + 1));
     int8_t *q = malloc((size_t)n);
     char *a = malloc(bytes), *b = malloc(bytes);
     if (!x || !y || !s || !q || !a || !b)
@@ -129,18 +131,19 @@ int cmd_bench_quant(int argc, char **argv)
             md[i] = qbytes / time_dequant(var, q, s, n, y) / 1e9;
             r[i] = (mq[i] < md[i] ? mq[i] : md[i]) / mm[i];
         }
-        double gq = bench_median(mq, REPS), gd = bench_median(md, REPS), gm = bench_median(mm, REPS);
+        double gq = bench_median(mq, REPS), gd = bench_median(md, REPS),
+               gm = bench_median(mm, REPS);
         double gr = bench_median(r, REPS);
         printf("  %-8s %12.2f %12.2f %12.2f %8.3f\n", zt_quant_variant_name(var), gq, gd, gm, gr);
         best = gr > best ? gr : best;
         snprintf(json + strlen(json), sizeof json - strlen(json),
                  "%s{\"variant\":\"%s\",\"quant_gbps\":%.3f,\"dequant_gbps\":%.3f,"
-                 "\"memcpy_gbps\":%.3f,\"ratio_vs_memcpy\":%.4f}", json[0] ? "," : "",
-                 zt_quant_variant_name(var), gq,
-                 gd, gm, gr);
+                 "\"memcpy_gbps\":%.3f,\"ratio_vs_memcpy\":%.4f}",
+                 json[0] ? "," : "", zt_quant_variant_name(var), gq, gd, gm, gr);
     }
     printf("  ratio_vs_memcpy (the best variant's, the slower of quantize and dequantize): "
-           "%.3f\n", best);
+           "%.3f\n",
+           best);
     /* int4: quantize reads 4 B and writes 0.5 B per element; dequantize-add reads 0.5 + 4 B
      * and writes 4 B (plus the scales) */
     double q4bytes = (double)n * 4.5 + (double)(n / 256) * 4;

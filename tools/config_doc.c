@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Prints docs/config.md: every key of the configuration table (runtime/config_keys.c) with
  * its type, what is allowed, its default (from zt_config_defaults) and its one-line doc.
  *   build/tools/zt_config_doc > docs/config.md
@@ -21,17 +22,26 @@ static const char *type_name(const zt_config_key *k)
 {
     switch (k->kind) {
     case ZT_KEY_INT:
-    case ZT_KEY_I64: return "integer";
-    case ZT_KEY_FLOAT: return "number";
-    case ZT_KEY_BOOL: return "bool";
-    case ZT_KEY_BYTES: return "bytes";
+    case ZT_KEY_I64:
+        return "integer";
+    case ZT_KEY_FLOAT:
+        return "number";
+    case ZT_KEY_BOOL:
+        return "bool";
+    case ZT_KEY_BYTES:
+        return "bytes";
     case ZT_KEY_ENUM:
-    case ZT_KEY_ENUM_STR: return "string";
-    case ZT_KEY_PATH: return "path";
-    case ZT_KEY_PATHS: return "path or list";
-    case ZT_KEY_BETAS: return "[number, number]";
+    case ZT_KEY_ENUM_STR:
+        return "string";
+    case ZT_KEY_PATH:
+        return "path";
+    case ZT_KEY_PATHS:
+        return "path or list";
+    case ZT_KEY_BETAS:
+        return "[number, number]";
     case ZT_KEY_IGNORED:
-    case ZT_KEY_LEGACY: break;
+    case ZT_KEY_LEGACY:
+        break;
     }
     return "";
 }
@@ -54,19 +64,26 @@ static void allowed(const zt_config_key *k, char *buf, size_t n)
         if (k->kind == ZT_KEY_BYTES && len < n)
             len += (size_t)snprintf(buf + len, n - len, "; or a string like \"2G\", \"512M\"");
         break;
-    case ZT_KEY_BOOL: len = (size_t)snprintf(buf, n, "true, false"); break;
+    case ZT_KEY_BOOL:
+        len = (size_t)snprintf(buf, n, "true, false");
+        break;
     case ZT_KEY_ENUM:
     case ZT_KEY_ENUM_STR:
         for (int i = 0; k->values[i] && len < n; i++)
             len += (size_t)snprintf(buf + len, n - len, "%s\"%s\"", i ? ", " : "", k->values[i]);
         break;
-    case ZT_KEY_PATH: len = (size_t)snprintf(buf, n, "a path; \"\" for none"); break;
+    case ZT_KEY_PATH:
+        len = (size_t)snprintf(buf, n, "a path; \"\" for none");
+        break;
     case ZT_KEY_PATHS:
         len = (size_t)snprintf(buf, n, "a folder, or a list of 1 to %d", ZT_MAX_NVME_PATHS);
         break;
-    case ZT_KEY_BETAS: len = (size_t)snprintf(buf, n, "each in [0, 1)"); break;
+    case ZT_KEY_BETAS:
+        len = (size_t)snprintf(buf, n, "each in [0, 1)");
+        break;
     case ZT_KEY_IGNORED:
-    case ZT_KEY_LEGACY: break;
+    case ZT_KEY_LEGACY:
+        break;
     }
     if (k->auto_ok && len < n)
         snprintf(buf + len, n - len, "; \"auto\": the default");
@@ -99,8 +116,12 @@ static void default_text(const zt_config_key *k, const zt_config *cfg, char *buf
             snprintf(buf, n, "%lld", (long long)v);
         return;
     }
-    case ZT_KEY_FLOAT: snprintf(buf, n, "%g", (double)*(const float *)field); return;
-    case ZT_KEY_BOOL: snprintf(buf, n, "%s", *(const int *)field ? "true" : "false"); return;
+    case ZT_KEY_FLOAT:
+        snprintf(buf, n, "%g", (double)*(const float *)field);
+        return;
+    case ZT_KEY_BOOL:
+        snprintf(buf, n, "%s", *(const int *)field ? "true" : "false");
+        return;
     case ZT_KEY_ENUM: {
         int v = *(const int *)field, count = 0;
         while (k->values[count])
@@ -112,7 +133,9 @@ static void default_text(const zt_config_key *k, const zt_config *cfg, char *buf
         return;
     }
     case ZT_KEY_ENUM_STR:
-    case ZT_KEY_PATH: snprintf(buf, n, "\"%.200s\"", field); return;
+    case ZT_KEY_PATH:
+        snprintf(buf, n, "\"%.200s\"", field);
+        return;
     case ZT_KEY_PATHS: {
         const zt_offload_config *off =
             (const zt_offload_config *)(field - offsetof(zt_offload_config, nvme_path));
@@ -123,7 +146,8 @@ static void default_text(const zt_config_key *k, const zt_config *cfg, char *buf
         snprintf(buf, n, "[%g, %g]", (double)cfg->beta1, (double)cfg->beta2);
         return;
     case ZT_KEY_IGNORED:
-    case ZT_KEY_LEGACY: break;
+    case ZT_KEY_LEGACY:
+        break;
     }
     buf[0] = '\0';
 }
@@ -181,8 +205,10 @@ int main(void)
     int missing = 0;
     for (const zt_config_key *k = zt_config_keys; k->path; k++)
         if (!k->doc || !*k->doc || strchr(k->doc, '\n')) {
-            fprintf(stderr, "zt_config_doc: key '%s' has no one-line doc in "
-                            "runtime/config_keys.c\n", k->path);
+            fprintf(stderr,
+                    "zt_config_doc: key '%s' has no one-line doc in "
+                    "runtime/config_keys.c\n",
+                    k->path);
             missing = 1;
         }
     if (missing)

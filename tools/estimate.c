@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `ztier estimate`: what a training run needs of each tier before it starts, and which
  * placements of the parameters and the optimizer state fit this machine.
  *
@@ -57,8 +58,7 @@ static int register_gpt2(est_model *m, const est_options *o, char *err, size_t l
 {
     gpt2_config c;
     if (gpt2_config_named(o->config, o->vocab, &c) != 0)
-        return snprintf(err, len, "unknown --config '%s' (" GPT2_CONFIG_HELP ")", o->config),
-               -1;
+        return snprintf(err, len, "unknown --config '%s' (" GPT2_CONFIG_HELP ")", o->config), -1;
     gpt2_ztier g;
     zt_status st = gpt2_ztier_register(&g, m->rt, &c, 1);
     gpt2_ztier_free(&g);
@@ -76,8 +76,8 @@ static int register_gpt2(est_model *m, const est_options *o, char *err, size_t l
     m->n_events = n;
     free(calls);
     m->params = gpt2_num_params(&c);
-    snprintf(m->name, sizeof m->name, "GPT-2 %s (V %d, L %d, C %d)", o->config, c.vocab,
-             c.layers, c.channels);
+    snprintf(m->name, sizeof m->name, "GPT-2 %s (V %d, L %d, C %d)", o->config, c.vocab, c.layers,
+             c.channels);
     return 0;
 }
 
@@ -127,12 +127,17 @@ static int json_order(est_model *m, json_t *layers, json_t *order, char *err, si
         const char *pass = json_string_value(json_array_get(e, 2));
         int l = layer_id(layers, json_string_value(json_array_get(e, 1)));
         int rel = op && !strcmp(op, "release");
-        zt_pass p = !pass ? -1 : !strcmp(pass, "forward") ? ZT_FORWARD
-                    : !strcmp(pass, "backward") ? ZT_BACKWARD
-                    : !strcmp(pass, "inference") ? ZT_INFERENCE : -1;
+        zt_pass p = !pass                        ? -1
+                    : !strcmp(pass, "forward")   ? ZT_FORWARD
+                    : !strcmp(pass, "backward")  ? ZT_BACKWARD
+                    : !strcmp(pass, "inference") ? ZT_INFERENCE
+                                                 : -1;
         if (!op || (!rel && strcmp(op, "fetch")) || l < 0 || (int)p < 0)
-            return snprintf(err, len, "order[%zu] must be [\"fetch\" or \"release\", a layer "
-                                      "name, \"forward\", \"backward\" or \"inference\"]", i), -1;
+            return snprintf(err, len,
+                            "order[%zu] must be [\"fetch\" or \"release\", a layer "
+                            "name, \"forward\", \"backward\" or \"inference\"]",
+                            i),
+                   -1;
         m->events[i] = (zt_est_event){l, p, rel};
     }
     m->n_events = (int)n;
@@ -159,8 +164,8 @@ static int register_json(est_model *m, const char *path, char *err, size_t len)
 }
 
 /* A runtime with the model registered and the placement (NULL: the configuration's). */
-static int build(est_model *m, const est_options *o, const char *pdev, const char *odev,
-                 char *err, size_t len)
+static int build(est_model *m, const est_options *o, const char *pdev, const char *odev, char *err,
+                 size_t len)
 {
     memset(m, 0, sizeof *m);
     zt_options opts = ZT_OPTIONS_INIT;
@@ -209,7 +214,7 @@ static int read_machine(const zt_runtime *rt, const est_options *o, machine *mc,
     memset(mc, 0, sizeof *mc);
     mc->ram_available = mem_available();
     const zt_config *c = &rt->cfg;
-    const char *path = c->offload_param.n_nvme_paths ? c->offload_param.nvme_path[0]
+    const char *path = c->offload_param.n_nvme_paths       ? c->offload_param.nvme_path[0]
                        : c->offload_optimizer.n_nvme_paths ? c->offload_optimizer.nvme_path[0]
                                                            : NULL;
     if (path) /* a copy: the runtime it comes from goes first */
@@ -222,13 +227,16 @@ static int read_machine(const zt_runtime *rt, const est_options *o, machine *mc,
     if (o->device_memory) {
         if (bench_parse_size(o->device_memory, &mc->device_budget) != 0)
             return snprintf(err, len, "--device-memory '%s' is not a size (e.g. 80G)",
-                            o->device_memory), -1;
+                            o->device_memory),
+                   -1;
     } else if (!strcmp(c->device_backend, "host")) {
         mc->device_budget = zt_config_device_budget(c);
     } else {
-        return snprintf(err, len, "the %s device backend's memory is known once a device is "
-                                  "open: give --device-memory (e.g. 80G for an H100)",
-                        c->device_backend), -1;
+        return snprintf(err, len,
+                        "the %s device backend's memory is known once a device is "
+                        "open: give --device-memory (e.g. 80G for an H100)",
+                        c->device_backend),
+               -1;
     }
     return 0;
 }
@@ -244,11 +252,14 @@ static void print_rank(const est_model *m, const zt_estimate *e, int world)
     static const char *const tiers[] = {"device", "cpu", "nvme"};
     printf("%s: %.2fM parameters, %d rank(s), %s, parameters on %s, optimizer state on %s\n",
            m->name, (double)m->params / 1e6, world,
-           p->dtype == ZT_F32 ? "fp32" : p->dtype == ZT_BF16 ? "bf16" : "fp16",
+           p->dtype == ZT_F32    ? "fp32"
+           : p->dtype == ZT_BF16 ? "bf16"
+                                 : "fp16",
            tiers[p->param_tier], tiers[p->optim_tier]);
     printf("per rank:\n");
     printf("  device  %10s at least for this call order (%s resident + %s for layer '%s' in "
-           "backward alone)\n", fmt(e->device_min_order, a), fmt(p->device_resident, b),
+           "backward alone)\n",
+           fmt(e->device_min_order, a), fmt(p->device_resident, b),
            fmt(p->device_min - p->device_resident, c), p->device_min_layer);
     printf("          %10s with the whole prefetch window; %s peak under the budget of %s "
            "(%llu evictions per step)\n",
@@ -258,7 +269,8 @@ static void print_rank(const est_model *m, const zt_estimate *e, int world)
            fmt(p->host_bytes, a));
     if (p->persistent_layers)
         printf("          %d layer%s (%s) below stage3_param_persistence_threshold stay%s in "
-               "device memory\n", p->persistent_layers, p->persistent_layers > 1 ? "s" : "",
+               "device memory\n",
+               p->persistent_layers, p->persistent_layers > 1 ? "s" : "",
                fmt(p->persistent_bytes, d), p->persistent_layers > 1 ? "" : "s");
     printf("  pinned  %10s (NVMe parameter staging)\n", fmt(p->pinned_bytes, a));
     printf("  nvme    %10s (%s parameters, %s optimizer state)\n",
@@ -281,10 +293,11 @@ static void judge(fit *f, const machine *mc, int per_node)
     f->ok_device = f->e.device_min_order <= mc->device_budget;
     f->ok_host = host <= mc->ram_available;
     f->ok_nvme = nvme == 0 || (mc->nvme_path && nvme <= mc->nvme_free);
-    const char *reasons[3] = {
-        f->ok_device ? NULL : "device budget too small",
-        f->ok_host ? NULL : "not enough free RAM",
-        f->ok_nvme ? NULL : mc->nvme_path ? "not enough NVMe space" : "no nvme_path set"};
+    const char *reasons[3] = {f->ok_device ? NULL : "device budget too small",
+                              f->ok_host ? NULL : "not enough free RAM",
+                              f->ok_nvme      ? NULL
+                              : mc->nvme_path ? "not enough NVMe space"
+                                              : "no nvme_path set"};
     size_t at = (size_t)snprintf(f->why, sizeof f->why, "does not fit:");
     for (int k = 0, n = 0; k < 3 && at < sizeof f->why; k++)
         if (reasons[k])
@@ -326,15 +339,17 @@ static void print_json(const est_model *m, const zt_estimate *e, const fit *fits
     const zt_plan *p = &e->plan;
     json_t *list = json_array();
     for (int i = 0; i < n; i++)
-        json_array_append_new(list, json_pack(
-            "{s:s, s:s, s:I, s:I, s:I, s:I, s:b}", "params", fits[i].param, "optimizer",
-            fits[i].optim, "device_min", (json_int_t)fits[i].e.device_min_order, "device_peak",
-            (json_int_t)fits[i].e.device_peak, "host_per_node",
-            (json_int_t)((fits[i].e.plan.host_bytes + fits[i].e.plan.pinned_bytes) * per_node),
-            "nvme_per_node",
-            (json_int_t)((fits[i].e.plan.nvme_param_bytes + fits[i].e.plan.nvme_optim_bytes) *
-                         per_node),
-            "fits", fits[i].ok_device && fits[i].ok_host && fits[i].ok_nvme));
+        json_array_append_new(
+            list,
+            json_pack(
+                "{s:s, s:s, s:I, s:I, s:I, s:I, s:b}", "params", fits[i].param, "optimizer",
+                fits[i].optim, "device_min", (json_int_t)fits[i].e.device_min_order, "device_peak",
+                (json_int_t)fits[i].e.device_peak, "host_per_node",
+                (json_int_t)((fits[i].e.plan.host_bytes + fits[i].e.plan.pinned_bytes) * per_node),
+                "nvme_per_node",
+                (json_int_t)((fits[i].e.plan.nvme_param_bytes + fits[i].e.plan.nvme_optim_bytes) *
+                             per_node),
+                "fits", fits[i].ok_device && fits[i].ok_host && fits[i].ok_nvme));
     json_t *o = json_pack(
         "{s:s, s:I, s:i, s:i, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}, "
         "s:o}",
@@ -344,8 +359,8 @@ static void print_json(const est_model *m, const zt_estimate *e, const fit *fits
         (json_int_t)p->device_resident, "host", (json_int_t)p->host_bytes, "pinned",
         (json_int_t)p->pinned_bytes, "nvme_params", (json_int_t)p->nvme_param_bytes,
         "nvme_optimizer", (json_int_t)p->nvme_optim_bytes, "machine", "ram_available",
-        (json_int_t)mc->ram_available, "device_budget", (json_int_t)mc->device_budget,
-        "nvme_free", (json_int_t)mc->nvme_free, "placements", list);
+        (json_int_t)mc->ram_available, "device_budget", (json_int_t)mc->device_budget, "nvme_free",
+        (json_int_t)mc->nvme_free, "placements", list);
     char *text = json_dumps(o, JSON_COMPACT);
     printf("%s\n", text ? text : "{}");
     free(text);
@@ -356,14 +371,19 @@ static void print_json(const est_model *m, const zt_estimate *e, const fit *fits
 
 static int parse(int argc, char **argv, est_options *o)
 {
-    static const char *const known[] = {"config", "vocab", "layers", "world", "ranks-per-node",
-                                        "ds-config", "device-memory", NULL};
+    static const char *const known[] = {"config",         "vocab",     "layers",        "world",
+                                        "ranks-per-node", "ds-config", "device-memory", NULL};
     static const char *const flags[] = {"json", NULL};
     if (bench_check_args(argc, argv, known, flags) != 0)
         return -1;
-    *o = (est_options){bench_arg(argc, argv, "config"), bench_arg(argc, argv, "layers"),
-                       bench_arg(argc, argv, "ds-config"), bench_arg(argc, argv, "device-memory"),
-                       0, 1, 0, bench_flag(argc, argv, "json")};
+    *o = (est_options){bench_arg(argc, argv, "config"),
+                       bench_arg(argc, argv, "layers"),
+                       bench_arg(argc, argv, "ds-config"),
+                       bench_arg(argc, argv, "device-memory"),
+                       0,
+                       1,
+                       0,
+                       bench_flag(argc, argv, "json")};
     const char *v = bench_arg(argc, argv, "vocab"), *w = bench_arg(argc, argv, "world");
     const char *r = bench_arg(argc, argv, "ranks-per-node");
     o->vocab = v ? (!strcmp(v, "byte") ? 256 : atoi(v)) : 0;
@@ -414,8 +434,8 @@ int cmd_estimate(int argc, char **argv)
         est_model pm;
         memset(&fits[i], 0, sizeof fits[i]);
         fits[i].param = placements[i][0], fits[i].optim = placements[i][1];
-        rc = estimate(&o, placements[i][0], placements[i][1], mc.device_budget, &pm,
-                      &fits[i].e, err, sizeof err);
+        rc = estimate(&o, placements[i][0], placements[i][1], mc.device_budget, &pm, &fits[i].e,
+                      err, sizeof err);
         free_model(&pm);
         judge(&fits[i], &mc, per_node);
     }

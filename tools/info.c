@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `ztier info`: version, what this build contains, and what this machine offers. */
 #include "optimizer/adam.h"
 #include "tools/commands.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ztier's CPU Adam as a loadable module for bench/peer_adam.py: the script loads it with
  * ctypes and times ztier's kernel on the peers' own tensors, in the peers' process,
  * interleaved with them, so that no process-to-process difference in memory bandwidth enters
@@ -19,9 +20,9 @@ SHIM_API void zt_peer_pool_free(void *pool) { zt_threadpool_destroy(pool); }
 
 /* One AdamW step of n fp32 parameters updated in place (the peers' work: no copy), as
  * `ztier bench adam --param-copy none` runs it; returns the count of non-finite gradients. */
-SHIM_API long long zt_peer_adamw(void *pool, float *param, const float *grad, float *m,
-                                 float *v, long long n, long long step, float lr, float beta1,
-                                 float beta2, float eps, float weight_decay)
+SHIM_API long long zt_peer_adamw(void *pool, float *param, const float *grad, float *m, float *v,
+                                 long long n, long long step, float lr, float beta1, float beta2,
+                                 float eps, float weight_decay)
 {
     zt_adam_variant variant;
     zt_adam_variant_parse(NULL, &variant); /* the best the CPU has, as the runtime picks */

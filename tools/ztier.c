@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The `ztier` command: tier bandwidth benchmarks and runtime information. */
 #include "tools/commands.h"
 
@@ -15,11 +16,11 @@ typedef struct command {
 
 static const command commands[] = {
     {NULL, "info", cmd_info, "print version, build options and CPU features"},
-    {NULL, "estimate", cmd_estimate, "the bytes each tier needs for a model, and which "
-                                     "placements fit"},
+    {NULL, "estimate", cmd_estimate,
+     "the bytes each tier needs for a model, and which "
+     "placements fit"},
     /* bench entries (alphabetical) */
-    ZT_BENCH_COMMANDS
-};
+    ZT_BENCH_COMMANDS};
 
 static void usage(FILE *out)
 {
@@ -50,8 +51,7 @@ int main(int argc, char **argv)
         int skip = is_group ? 3 : 2;
         return c->run(argc - skip, argv + skip);
     }
-    fprintf(stderr, "ztier: unknown command '%s%s%s'\n\n", is_group ? "bench " : "", name,
-            "");
+    fprintf(stderr, "ztier: unknown command '%s%s%s'\n\n", is_group ? "bench " : "", name, "");
     usage(stderr);
     return 2;
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cudasim: the CPU stand-in for the CUDA runtime, cuBLAS and NCCL that ztier's CUDA code runs
  * on in CI (a build with -DZT_CUDA_FAKE=ON). Device memory is host memory behind a range
  * table; each stream runs its work on a thread of its own, in stream order and with seeded
@@ -52,8 +53,8 @@ void cudasim_drain(void);
 
 /* What the stand-in has seen, for tests of what a kernel or library call does: */
 unsigned long long cudasim_atomic_ops(void); /* atomic operations kernels made so far */
-int cudasim_last_sort_bits(void);             /* key bits the last cub radix sort sorted */
-int cudasim_live_events(void);                /* events made and not yet destroyed */
+int cudasim_last_sort_bits(void);            /* key bits the last cub radix sort sorted */
+int cudasim_live_events(void);               /* events made and not yet destroyed */
 
 #ifdef __cplusplus
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // What code compiled from a .cu file (cudasim_kernel.h) calls in the stand-in: the kernel
 // launch, the per-thread context behind threadIdx and friends, the block and warp
 // synchronisation, and device work that a library would run on a stream (the radix sort).
@@ -11,7 +12,8 @@
 #include <functional>
 #include <vector>
 
-namespace cudasim {
+namespace cudasim
+{
 
 // One CUDA thread's coordinates.
 struct ThreadCtx {
@@ -39,8 +41,8 @@ struct KernelArg {
 // memory of the launching device (or pinned host memory), orders the kernel on its stream,
 // and runs `thread_body` once per CUDA thread there. Returns the launch's error (what
 // cudaGetLastError reports after a <<<>>> launch) and records it as the thread's last error.
-cudaError_t launch_kernel(const char *name, const void *key, dim3 grid, dim3 block,
-                          size_t shared, cudaStream_t stream, std::vector<KernelArg> pointers,
+cudaError_t launch_kernel(const char *name, const void *key, dim3 grid, dim3 block, size_t shared,
+                          cudaStream_t stream, std::vector<KernelArg> pointers,
                           std::function<void()> thread_body);
 
 // Inside a kernel: __syncthreads, __syncwarp, and a warp's exchange of `bytes` (<= 8) per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Included first by every .cu file compiled for the stand-in (the CMake rewrite puts it at
 // the top, see cudasim/rewrite.cmake): it makes CUDA C++ host C++. The real CUDA headers
 // come first for the types and for NVIDIA's own host implementations of the bf16 and fp16
@@ -49,7 +50,8 @@
 inline void __syncthreads() { ::cudasim::sync_block(); }
 inline void __syncwarp(unsigned mask = 0xffffffffu) { ::cudasim::sync_warp(mask); }
 
-namespace cudasim {
+namespace cudasim
+{
 
 template <typename T> T shfl(unsigned mask, T v, int src)
 {
@@ -59,9 +61,12 @@ template <typename T> T shfl(unsigned mask, T v, int src)
     return out;
 }
 
-inline int lane_id() { return (int)((t_ctx->thread_idx.x + t_ctx->thread_idx.y * t_ctx->block_dim.x +
-                                     t_ctx->thread_idx.z * t_ctx->block_dim.x * t_ctx->block_dim.y) %
-                                    32); }
+inline int lane_id()
+{
+    return (int)((t_ctx->thread_idx.x + t_ctx->thread_idx.y * t_ctx->block_dim.x +
+                  t_ctx->thread_idx.z * t_ctx->block_dim.x * t_ctx->block_dim.y) %
+                 32);
+}
 
 // Lanes are grouped `width` at a time (a power of two up to 32), as CUDA's shuffles group them.
 inline int in_group(int lane, int src, int width)
@@ -144,14 +149,16 @@ template <typename T> cudaError_t cudaFuncSetAttribute(T *entry, cudaFuncAttribu
 // block has not written and an index past the end: compute-sanitizer's racecheck, initcheck
 // and memcheck for shared memory, deterministically, in every build.
 
-namespace cudasim {
+namespace cudasim
+{
 
 // kind: "read-after-write", "write-after-write", "write-after-read", "uninitialised read",
 // "out of bounds"; other < 0 when no other thread is involved.
-void shared_finding(const char *var, size_t index, size_t size, const char *kind,
-                    unsigned thread, int other);
+void shared_finding(const char *var, size_t index, size_t size, const char *kind, unsigned thread,
+                    int other);
 
-template <typename T, size_t N> class Shared {
+template <typename T, size_t N> class Shared
+{
     struct Shadow {
         uint64_t run = 0, write_phase = 0, read_phase = 0, writer_ops = 0, reader_ops = 0;
         int writer = -1, reader = -1;
@@ -193,7 +200,8 @@ template <typename T, size_t N> class Shared {
             report(c, i, "uninitialised read", -1);
         else if (!ordered(c, s.writer, s.writer_ops, s.write_phase))
             report(c, i, "read-after-write", s.writer);
-        if (s.read_phase != c.phase || s.reader < 0 || ordered(c, s.reader, s.reader_ops, s.read_phase))
+        if (s.read_phase != c.phase || s.reader < 0 ||
+            ordered(c, s.reader, s.reader_ops, s.read_phase))
             s.reader = (int)c.thread, s.reader_ops = c.warp_ops, s.read_phase = c.phase;
     }
     __attribute__((no_sanitize("thread"))) void track_write(size_t i)
@@ -224,14 +232,19 @@ public:
         data_[i] = v;
     }
 
-    class Ref {
+    class Ref
+    {
         Shared *s_;
         size_t i_;
 
     public:
         Ref(Shared *s, size_t i) : s_(s), i_(i) {}
         operator T() const { return s_->load(i_); }
-        Ref &operator=(T v) { s_->store(i_, v); return *this; }
+        Ref &operator=(T v)
+        {
+            s_->store(i_, v);
+            return *this;
+        }
         Ref &operator=(const Ref &o) { return *this = static_cast<T>(o); }
         Ref &operator+=(T v) { return *this = s_->load(i_) + v; }
         Ref &operator-=(T v) { return *this = s_->load(i_) - v; }
@@ -255,11 +268,13 @@ public:
 
 // ---- transcendental functions a GPU computes to within an ulp or two ---------------------
 
-namespace cudasim {
+namespace cudasim
+{
 uint64_t mix(uint64_t x); // splitmix64 (cudasim/src/state.cc)
 }
 
-namespace cudasim::dev {
+namespace cudasim::dev
+{
 
 template <typename T> T nudge(T r, T x)
 {
@@ -268,14 +283,21 @@ template <typename T> T nudge(T r, T x)
     uint64_t bits = 0;
     std::memcpy(&bits, &x, sizeof x);
     switch (mix(bits) % 3) {
-    case 0: return r;
-    case 1: return std::nextafter(r, std::numeric_limits<T>::infinity());
-    default: return std::nextafter(r, -std::numeric_limits<T>::infinity());
+    case 0:
+        return r;
+    case 1:
+        return std::nextafter(r, std::numeric_limits<T>::infinity());
+    default:
+        return std::nextafter(r, -std::numeric_limits<T>::infinity());
     }
 }
 inline float expf_(float x) { return nudge(::expf(x), x); }
 inline float logf_(float x) { return nudge(::logf(x), x); }
-inline float tanhf_(float x) { float r = nudge(::tanhf(x), x); return std::fabs(r) > 1 ? std::copysign(1.0f, r) : r; }
+inline float tanhf_(float x)
+{
+    float r = nudge(::tanhf(x), x);
+    return std::fabs(r) > 1 ? std::copysign(1.0f, r) : r;
+}
 inline double exp_(double x) { return nudge(::exp(x), x); }
 inline double log_(double x) { return nudge(::log(x), x); }
 
@@ -290,13 +312,14 @@ inline double log_(double x) { return nudge(::log(x), x); }
 // ---- launches: kernel<<<grid, block, shared, stream>>>(args) is rewritten to
 // ::cudasim::launcher(kernel, "kernel")(grid, block, shared, stream)(args) -----------------
 
-namespace cudasim {
+namespace cudasim
+{
 
 template <typename T> void pointer_arg(std::vector<KernelArg> &out, int index, const T &v)
 {
     if constexpr (std::is_pointer_v<T>)
-        out.push_back({index, static_cast<const void *>(v),
-                       std::is_const_v<std::remove_pointer_t<T>>});
+        out.push_back(
+            {index, static_cast<const void *>(v), std::is_const_v<std::remove_pointer_t<T>>});
 }
 
 template <typename... P> struct Launcher {
@@ -308,7 +331,8 @@ template <typename... P> struct Launcher {
 
     template <typename... A> cudaError_t operator()(A &&...a) const
     {
-        static_assert(sizeof...(A) == sizeof...(P), "kernel launched with the wrong argument count");
+        static_assert(sizeof...(A) == sizeof...(P),
+                      "kernel launched with the wrong argument count");
         std::tuple<std::decay_t<P>...> args(static_cast<std::decay_t<P>>(std::forward<A>(a))...);
         std::vector<KernelArg> pointers;
         int index = 0;

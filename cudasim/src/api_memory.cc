@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The CUDA runtime's device, error and memory calls, on the stand-in's devices: device
 // memory, pinned and registered host memory, stream-ordered pools.
 #include "internal.h"
@@ -9,7 +10,8 @@
 
 using namespace cudasim;
 
-namespace {
+namespace
+{
 
 struct ErrorText {
     cudaError_t code;
@@ -153,15 +155,33 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
     if (device < 0 || device >= (int)state().devices.size())
         return api_result(cudaErrorInvalidDevice);
     switch (attr) {
-    case cudaDevAttrMemoryPoolsSupported: *value = !settings().no_pools; break;
-    case cudaDevAttrWarpSize: *value = 32; break;
-    case cudaDevAttrMaxThreadsPerBlock: *value = 1024; break;
-    case cudaDevAttrMaxSharedMemoryPerBlock: *value = 48 * 1024; break;
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = 227 * 1024; break;
-    case cudaDevAttrMultiProcessorCount: *value = 4; break;
-    case cudaDevAttrComputeCapabilityMajor: *value = 9; break;
-    case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
-    case cudaDevAttrUnifiedAddressing: *value = 1; break;
+    case cudaDevAttrMemoryPoolsSupported:
+        *value = !settings().no_pools;
+        break;
+    case cudaDevAttrWarpSize:
+        *value = 32;
+        break;
+    case cudaDevAttrMaxThreadsPerBlock:
+        *value = 1024;
+        break;
+    case cudaDevAttrMaxSharedMemoryPerBlock:
+        *value = 48 * 1024;
+        break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+        *value = 227 * 1024;
+        break;
+    case cudaDevAttrMultiProcessorCount:
+        *value = 4;
+        break;
+    case cudaDevAttrComputeCapabilityMajor:
+        *value = 9;
+        break;
+    case cudaDevAttrComputeCapabilityMinor:
+        *value = 0;
+        break;
+    case cudaDevAttrUnifiedAddressing:
+        *value = 1;
+        break;
     default:
         note("cudaDeviceGetAttribute(%d) is not modelled: answering 0", (int)attr);
         *value = 0;
@@ -243,7 +263,8 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
 static Alloc *alloc_at(const void *p, MemKind kind, const char *call)
 {
     Alloc *a = find_alloc(p);
-    if (!a || a->ptr != p || a->kind != kind || (a->free_pending && strcmp(call, "cudaFreeAsync"))) {
+    if (!a || a->ptr != p || a->kind != kind ||
+        (a->free_pending && strcmp(call, "cudaFreeAsync"))) {
         finding("%s(%s): not the start of memory it can free", call, describe_ptr(p).c_str());
         return nullptr;
     }
@@ -445,10 +466,17 @@ cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t h, enum cudaMemPoolAttr attr, 
         if (kv.second->pool == p)
             used += kv.second->reserved;
     switch (attr) {
-    case cudaMemPoolAttrReleaseThreshold: *static_cast<uint64_t *>(value) = p->release_threshold; break;
-    case cudaMemPoolAttrReservedMemCurrent: *static_cast<uint64_t *>(value) = cached + used; break;
-    case cudaMemPoolAttrUsedMemCurrent: *static_cast<uint64_t *>(value) = used; break;
-    default: return api_result(cudaErrorInvalidValue);
+    case cudaMemPoolAttrReleaseThreshold:
+        *static_cast<uint64_t *>(value) = p->release_threshold;
+        break;
+    case cudaMemPoolAttrReservedMemCurrent:
+        *static_cast<uint64_t *>(value) = cached + used;
+        break;
+    case cudaMemPoolAttrUsedMemCurrent:
+        *static_cast<uint64_t *>(value) = used;
+        break;
+    default:
+        return api_result(cudaErrorInvalidValue);
     }
     return cudaSuccess;
 }

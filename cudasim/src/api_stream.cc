@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The CUDA runtime's streams, events, copies, memsets, host functions and kernel launches on
 // the stand-in. Copies follow CUDA's rules for host memory: from or into pinned (or
 // registered) memory they run in stream order and the host must not touch the buffer until
@@ -10,12 +11,13 @@
 
 using namespace cudasim;
 
-namespace {
+namespace
+{
 
-#define STREAM(var, handle)                                                                    \
-    cudaError_t err_ = cudaSuccess;                                                            \
-    std::shared_ptr<Stream> var = stream_of(handle, &err_);                                    \
-    if (!var)                                                                                  \
+#define STREAM(var, handle)                                 \
+    cudaError_t err_ = cudaSuccess;                         \
+    std::shared_ptr<Stream> var = stream_of(handle, &err_); \
+    if (!var)                                               \
         return api_result(err_);
 
 Event *event_of(cudaEvent_t h)
@@ -36,11 +38,16 @@ bool take_not_ready()
 const char *kind_name(cudaMemcpyKind k)
 {
     switch (k) {
-    case cudaMemcpyHostToHost: return "HostToHost";
-    case cudaMemcpyHostToDevice: return "HostToDevice";
-    case cudaMemcpyDeviceToHost: return "DeviceToHost";
-    case cudaMemcpyDeviceToDevice: return "DeviceToDevice";
-    default: return "Default";
+    case cudaMemcpyHostToHost:
+        return "HostToHost";
+    case cudaMemcpyHostToDevice:
+        return "HostToDevice";
+    case cudaMemcpyDeviceToHost:
+        return "DeviceToHost";
+    case cudaMemcpyDeviceToDevice:
+        return "DeviceToDevice";
+    default:
+        return "Default";
     }
 }
 
@@ -64,18 +71,22 @@ bool fits(const Side &s, const void *p, size_t n, const char *call, const char *
 bool kind_matches(cudaMemcpyKind kind, const Side &dst, const Side &src)
 {
     switch (kind) {
-    case cudaMemcpyHostToDevice: return dst.device() && !src.device();
-    case cudaMemcpyDeviceToHost: return !dst.device() && src.device();
-    case cudaMemcpyDeviceToDevice: return dst.device() && src.device();
-    case cudaMemcpyHostToHost: return !dst.device() && !src.device();
-    case cudaMemcpyDefault: return true;
+    case cudaMemcpyHostToDevice:
+        return dst.device() && !src.device();
+    case cudaMemcpyDeviceToHost:
+        return !dst.device() && src.device();
+    case cudaMemcpyDeviceToDevice:
+        return dst.device() && src.device();
+    case cudaMemcpyHostToHost:
+        return !dst.device() && !src.device();
+    case cudaMemcpyDefault:
+        return true;
     }
     return false;
 }
 
-cudaError_t copy_on(std::unique_lock<std::mutex> &lk, const std::shared_ptr<Stream> &s,
-                    void *dst, const void *src, size_t n, cudaMemcpyKind kind, bool sync,
-                    const char *call)
+cudaError_t copy_on(std::unique_lock<std::mutex> &lk, const std::shared_ptr<Stream> &s, void *dst,
+                    const void *src, size_t n, cudaMemcpyKind kind, bool sync, const char *call)
 {
     if (n == 0)
         return cudaSuccess;
@@ -99,21 +110,20 @@ cudaError_t copy_on(std::unique_lock<std::mutex> &lk, const std::shared_ptr<Stre
     if (!d.a)
         sync = true; // pageable destination: the call returns when the bytes are there
     bool host_dst = d.pinned(), host_src = r.pinned();
-    uint64_t seq = enqueue(lk, s.get(), what, {{dst, n, true}, {src, n, false}},
-                           [=] {
-                               char *dp = static_cast<char *>(dst);
-                               const char *sp = static_cast<const char *>(src);
-                               if (host_dst)
-                                   pages_open(dp, dp + n);
-                               if (host_src)
-                                   pages_open(sp, sp + n);
-                               memmove(dp, sp, n);
-                               if (host_src)
-                                   pages_close(sp, sp + n);
-                               if (host_dst)
-                                   pages_close(dp, dp + n);
-                               (void)staged;
-                           });
+    uint64_t seq = enqueue(lk, s.get(), what, {{dst, n, true}, {src, n, false}}, [=] {
+        char *dp = static_cast<char *>(dst);
+        const char *sp = static_cast<const char *>(src);
+        if (host_dst)
+            pages_open(dp, dp + n);
+        if (host_src)
+            pages_open(sp, sp + n);
+        memmove(dp, sp, n);
+        if (host_src)
+            pages_close(sp, sp + n);
+        if (host_dst)
+            pages_close(dp, dp + n);
+        (void)staged;
+    });
     if (host_dst)
         pages_pending((char *)dst, (char *)dst + n, true, s->agent, seq, what);
     if (host_src)
@@ -123,8 +133,8 @@ cudaError_t copy_on(std::unique_lock<std::mutex> &lk, const std::shared_ptr<Stre
     return cudaSuccess;
 }
 
-cudaError_t memset_on(std::unique_lock<std::mutex> &lk, const std::shared_ptr<Stream> &s,
-                      void *dst, int value, size_t n, bool sync, const char *call)
+cudaError_t memset_on(std::unique_lock<std::mutex> &lk, const std::shared_ptr<Stream> &s, void *dst,
+                      int value, size_t n, bool sync, const char *call)
 {
     if (n == 0)
         return cudaSuccess;
@@ -137,8 +147,7 @@ cudaError_t memset_on(std::unique_lock<std::mutex> &lk, const std::shared_ptr<St
         return api_result(cudaErrorInvalidValue);
     char what[96];
     snprintf(what, sizeof what, "%s(%zu bytes)", call, n);
-    uint64_t seq = enqueue(lk, s.get(), what, {{dst, n, true}},
-                           [=] { memset(dst, value, n); });
+    uint64_t seq = enqueue(lk, s.get(), what, {{dst, n, true}}, [=] { memset(dst, value, n); });
     if (sync)
         wait_for(lk, s, seq);
     return cudaSuccess;
@@ -220,7 +229,8 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t h, cudaHostFn_t fn, void *arg)
     STREAM(s, h);
     if (!fn)
         return api_result(cudaErrorInvalidValue);
-    enqueue(lk, s.get(), "cudaLaunchHostFunc", {}, [fn, arg] { fn(arg); }, true);
+    enqueue(
+        lk, s.get(), "cudaLaunchHostFunc", {}, [fn, arg] { fn(arg); }, true);
     return cudaSuccess;
 }
 
@@ -337,15 +347,17 @@ cudaError_t cudaMemset(void *dst, int value, size_t n)
 
 // ---- kernels and library work -------------------------------------------------------------
 
-namespace cudasim {
+namespace cudasim
+{
 
-namespace {
+namespace
+{
 
 bool config_ok(dim3 g, dim3 b)
 {
-    return g.x >= 1 && g.y >= 1 && g.z >= 1 && g.x <= 0x7fffffffu && g.y <= 65535 &&
-           g.z <= 65535 && b.x >= 1 && b.y >= 1 && b.z >= 1 && b.x <= 1024 && b.y <= 1024 &&
-           b.z <= 64 && (uint64_t)b.x * b.y * b.z <= 1024;
+    return g.x >= 1 && g.y >= 1 && g.z >= 1 && g.x <= 0x7fffffffu && g.y <= 65535 && g.z <= 65535 &&
+           b.x >= 1 && b.y >= 1 && b.z >= 1 && b.x <= 1024 && b.y <= 1024 && b.z <= 64 &&
+           (uint64_t)b.x * b.y * b.z <= 1024;
 }
 
 // A pointer argument the kernel cannot use on this device: a finding, and the device's
@@ -356,8 +368,8 @@ bool pointer_ok(const char *name, const KernelArg &p, int device)
     if (a && (a->kind != MemKind::Device || a->device == device))
         return true;
     finding("kernel %s: argument %d is %s, which a kernel on device %d cannot reach (a GPU "
-            "faults: cudaErrorIllegalAddress)", name, p.index, describe_ptr(p.ptr).c_str(),
-            device);
+            "faults: cudaErrorIllegalAddress)",
+            name, p.index, describe_ptr(p.ptr).c_str(), device);
     state().devices[(size_t)device].sticky = cudaErrorIllegalAddress;
     return false;
 }
@@ -366,8 +378,8 @@ uint64_t g_launches = 0;
 
 } // namespace
 
-cudaError_t launch_kernel(const char *name, const void *key, dim3 grid, dim3 block,
-                          size_t shared, cudaStream_t stream, std::vector<KernelArg> pointers,
+cudaError_t launch_kernel(const char *name, const void *key, dim3 grid, dim3 block, size_t shared,
+                          cudaStream_t stream, std::vector<KernelArg> pointers,
                           std::function<void()> thread_body)
 {
     ENTER("a kernel launch");

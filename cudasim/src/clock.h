@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Vector clocks over agents (agent 0: the host; each stream an agent of its own): what an
 // operation is ordered after. Operation o of agent a at epoch e happens before work whose
 // clock c has c[a] >= e.
@@ -7,7 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-namespace cudasim {
+namespace cudasim
+{
 
 struct VClock {
     std::vector<uint64_t> t;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The cuBLAS calls ztier's CUDA code makes, on the stand-in: each queued on the handle's
 // stream and computed by OpenBLAS, with its exact byte ranges checked like any device work
 // (every matrix must be memory of the handle's device). With a TF32 math mode the GEMMs'
@@ -20,7 +21,8 @@ struct cublasContext {
     int device = 0;
 };
 
-namespace {
+namespace
+{
 
 float tf32(float x)
 {
@@ -72,7 +74,7 @@ cublasStatus_t queue(cublasContext *h, const char *what, std::vector<Access> acc
         if (a.bytes)
             nonempty.push_back(a);
     cudaError_t r = device_work(h->stream, what, std::move(nonempty), std::move(work));
-    return r == cudaSuccess ? CUBLAS_STATUS_SUCCESS
+    return r == cudaSuccess             ? CUBLAS_STATUS_SUCCESS
            : r == cudaErrorInvalidValue ? CUBLAS_STATUS_INVALID_VALUE
                                         : CUBLAS_STATUS_EXECUTION_FAILED;
 }
@@ -82,10 +84,10 @@ CBLAS_TRANSPOSE tr(cublasOperation_t op) { return op == CUBLAS_OP_N ? CblasNoTra
 bool op_ok(cublasOperation_t op) { return op == CUBLAS_OP_N || op == CUBLAS_OP_T; }
 
 // C[m,n] = alpha op(A) op(B) + beta C, column-major, after the dimension checks cuBLAS makes.
-cublasStatus_t gemm(cublasContext *h, const char *what, cublasOperation_t ta,
-                    cublasOperation_t tb, int m, int n, int k, float alpha, const void *A,
-                    int lda, const void *B, int ldb, float beta, float *C, int ldc, bool bf16,
-                    long long sa, long long sb, long long sc, int batch)
+cublasStatus_t gemm(cublasContext *h, const char *what, cublasOperation_t ta, cublasOperation_t tb,
+                    int m, int n, int k, float alpha, const void *A, int lda, const void *B,
+                    int ldb, float beta, float *C, int ldc, bool bf16, long long sa, long long sb,
+                    long long sc, int batch)
 {
     int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
     int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
@@ -109,8 +111,8 @@ cublasStatus_t gemm(cublasContext *h, const char *what, cublasOperation_t ta,
                          const char *pb = static_cast<const char *>(B) + (size_t)b * sb * es;
                          std::vector<float> fa = as_input(pa, a_bytes / es, bf16, round);
                          std::vector<float> fb = as_input(pb, b_bytes / es, bf16, round);
-                         cblas_sgemm(CblasColMajor, tr(ta), tr(tb), m, n, k, alpha, fa.data(),
-                                     lda, fb.data(), ldb, beta, C + (size_t)b * sc, ldc);
+                         cblas_sgemm(CblasColMajor, tr(ta), tr(tb), m, n, k, alpha, fa.data(), lda,
+                                     fb.data(), ldb, beta, C + (size_t)b * sc, ldc);
                      }
                  });
 }
@@ -166,37 +168,43 @@ cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t *mode)
 const char *cublasGetStatusString(cublasStatus_t s)
 {
     switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "the operation completed successfully";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
-    case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
-    default: return "an internal operation failed";
+    case CUBLAS_STATUS_SUCCESS:
+        return "the operation completed successfully";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+        return "the library was not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+        return "the resource allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE:
+        return "an invalid numeric value was used as an argument";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+        return "the GPU program failed to execute";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+        return "the functionality requested is not supported";
+    default:
+        return "an internal operation failed";
     }
 }
 
-cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
-                              int m, int n, int k, const float *alpha, const float *A, int lda,
+cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                              int n, int k, const float *alpha, const float *A, int lda,
                               const float *B, int ldb, const float *beta, float *C, int ldc)
 {
     if (!alpha || !beta)
         return CUBLAS_STATUS_INVALID_VALUE;
-    return gemm(h, "cublasSgemm", ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc, false,
-                0, 0, 0, 1);
+    return gemm(h, "cublasSgemm", ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc, false, 0,
+                0, 0, 1);
 }
 
 cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          cublasOperation_t tb, int m, int n, int k,
-                                         const float *alpha, const float *A, int lda,
-                                         long long sa, const float *B, int ldb, long long sb,
-                                         const float *beta, float *C, int ldc, long long sc,
-                                         int batch)
+                                         const float *alpha, const float *A, int lda, long long sa,
+                                         const float *B, int ldb, long long sb, const float *beta,
+                                         float *C, int ldc, long long sc, int batch)
 {
     if (!alpha || !beta)
         return CUBLAS_STATUS_INVALID_VALUE;
-    return gemm(h, "cublasSgemmStridedBatched", ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta,
-                C, ldc, false, sa, sb, sc, batch);
+    return gemm(h, "cublasSgemmStridedBatched", ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C,
+                ldc, false, sa, sb, sc, batch);
 }
 
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
@@ -213,14 +221,14 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
         return CUBLAS_STATUS_NOT_SUPPORTED;
     if (!alpha || !beta)
         return CUBLAS_STATUS_INVALID_VALUE;
-    return gemm(h, "cublasGemmEx", ta, tb, m, n, k, *static_cast<const float *>(alpha), A, lda,
-                B, ldb, *static_cast<const float *>(beta), static_cast<float *>(C), ldc, bf16, 0,
-                0, 0, 1);
+    return gemm(h, "cublasGemmEx", ta, tb, m, n, k, *static_cast<const float *>(alpha), A, lda, B,
+                ldb, *static_cast<const float *>(beta), static_cast<float *>(C), ldc, bf16, 0, 0, 0,
+                1);
 }
 
 cublasStatus_t cublasSgemv_v2(cublasHandle_t h, cublasOperation_t trans, int m, int n,
-                              const float *alpha, const float *A, int lda, const float *x,
-                              int incx, const float *beta, float *y, int incy)
+                              const float *alpha, const float *A, int lda, const float *x, int incx,
+                              const float *beta, float *y, int incy)
 {
     if (!op_ok(trans) || m < 0 || n < 0 || lda < (m > 1 ? m : 1) || incx == 0 || incy == 0 ||
         !alpha || !beta)
@@ -229,12 +237,13 @@ cublasStatus_t cublasSgemv_v2(cublasHandle_t h, cublasOperation_t trans, int m, 
     size_t xb = xl ? ((size_t)(xl - 1) * (size_t)abs(incx) + 1) * 4 : 0;
     size_t yb = yl ? ((size_t)(yl - 1) * (size_t)abs(incy) + 1) * 4 : 0;
     float a = *alpha, b = *beta;
-    return queue(h, "cublasSgemv", {{A, span(m, n, lda, 4), false}, {x, xb, false}, {y, yb, true}},
-                 [=] { cblas_sgemv(CblasColMajor, tr(trans), m, n, a, A, lda, x, incx, b, y, incy); });
+    return queue(
+        h, "cublasSgemv", {{A, span(m, n, lda, 4), false}, {x, xb, false}, {y, yb, true}},
+        [=] { cblas_sgemv(CblasColMajor, tr(trans), m, n, a, A, lda, x, incx, b, y, incy); });
 }
 
-cublasStatus_t cublasSaxpy_v2(cublasHandle_t h, int n, const float *alpha, const float *x,
-                              int incx, float *y, int incy)
+cublasStatus_t cublasSaxpy_v2(cublasHandle_t h, int n, const float *alpha, const float *x, int incx,
+                              float *y, int incy)
 {
     if (n < 0 || incx == 0 || incy == 0 || !alpha)
         return CUBLAS_STATUS_INVALID_VALUE;

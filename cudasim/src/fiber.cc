@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Fibers: a stack each and a six-register switch (x86-64 System V callee-saved registers
 // and the stack pointer). A fiber's work runs in entry(), which loops so that a pool's
 // fibers serve one block after another without new stacks.
@@ -48,8 +49,10 @@ cudasim_swap:
     .text
 )");
 
-namespace cudasim {
-namespace {
+namespace cudasim
+{
+namespace
+{
 
 #if defined(__SANITIZE_ADDRESS__) || defined(CUDASIM_TSAN_FIBERS)
 constexpr size_t kStack = 512 * 1024; // sanitizers' frames and interceptors are larger
@@ -116,10 +119,10 @@ void FiberPool::init_frame(Fiber *f)
     __asan_unpoison_memory_region(f->stack, f->stack_size);
 #endif
     void **sp = reinterpret_cast<void **>(f->stack + f->stack_size); // 16-byte aligned
-    *--sp = nullptr;                           // entry's return address (never used)
+    *--sp = nullptr;                          // entry's return address (never used)
     *--sp = reinterpret_cast<void *>(&entry); // where cudasim_swap's ret goes
     for (int r = 0; r < 6; r++)
-        *--sp = nullptr;                       // rbp rbx r12-r15
+        *--sp = nullptr; // rbp rbx r12-r15
     f->sp = sp;
 }
 

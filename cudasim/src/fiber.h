@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // User-space threads for CUDA threads: one stack each, switched by a few instructions (no
 // system call), with the switches announced to AddressSanitizer and ThreadSanitizer so both
 // follow a kernel's threads as threads. A pool belongs to one OS thread (a stream's).
@@ -8,20 +9,22 @@
 #include <functional>
 #include <vector>
 
-namespace cudasim {
+namespace cudasim
+{
 
 struct Fiber {
-    void *sp = nullptr;          // saved stack pointer while switched out
-    char *stack = nullptr;       // lowest usable byte
+    void *sp = nullptr;    // saved stack pointer while switched out
+    char *stack = nullptr; // lowest usable byte
     size_t stack_size = 0;
-    void *tsan = nullptr;        // ThreadSanitizer's context for it
-    void *asan_fake = nullptr;   // AddressSanitizer's fake stack while switched out
+    void *tsan = nullptr;                        // ThreadSanitizer's context for it
+    void *asan_fake = nullptr;                   // AddressSanitizer's fake stack while switched out
     const std::function<void()> *work = nullptr; // what it runs when switched to
-    bool done = false;           // its work returned
+    bool done = false;                           // its work returned
 };
 
 // The calling OS thread's fibers; grows to the most a block has asked for.
-class FiberPool {
+class FiberPool
+{
 public:
     ~FiberPool();
     Fiber *get(size_t i); // the i-th fiber, made on first use

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // A kernel's grid on the CPU: blocks one after another, in an order drawn from the launch's
 // seed (a kernel whose result depends on block order shows it), and each block's threads as
 // fibers, resumed in a random order at every step. A thread runs until it reaches
@@ -20,11 +21,13 @@
 #include <numeric>
 #include <vector_functions.h>
 
-namespace cudasim {
+namespace cudasim
+{
 
 thread_local ThreadCtx *t_ctx = nullptr;
 
-namespace {
+namespace
+{
 
 enum : int { kReady, kAtBarrier, kAtWarp, kExited };
 
@@ -134,8 +137,10 @@ void report_stuck(Block &b)
         }
         if (at_warp) {
             char buf[160];
-            snprintf(buf, sizeof buf, "; warp %u: %u lanes in a warp operation (__shfl*_sync, "
-                     "__syncwarp), %u at __syncthreads, %u exited", w, at_warp, at_bar, gone);
+            snprintf(buf, sizeof buf,
+                     "; warp %u: %u lanes in a warp operation (__shfl*_sync, "
+                     "__syncwarp), %u at __syncthreads, %u exited",
+                     w, at_warp, at_bar, gone);
             who += buf;
         }
     }
@@ -188,8 +193,8 @@ void schedule(Block &b, FiberPool &pool, const std::function<void()> &work)
 ThreadCtx thread_ctx(const Launch &l, uint3 block, unsigned t)
 {
     ThreadCtx c;
-    c.thread_idx = make_uint3(t % l.block.x, t / l.block.x % l.block.y,
-                              t / (l.block.x * l.block.y));
+    c.thread_idx =
+        make_uint3(t % l.block.x, t / l.block.x % l.block.y, t / (l.block.x * l.block.y));
     c.block_idx = block;
     c.block_dim = l.block;
     c.grid_dim = l.grid;
@@ -339,8 +344,8 @@ SharedClock shared_clock()
 
 const char *running_where() { return t_block ? t_block->where : "host code"; }
 
-void shared_finding(const char *var, size_t index, size_t size, const char *kind,
-                    unsigned thread, int other)
+void shared_finding(const char *var, size_t index, size_t size, const char *kind, unsigned thread,
+                    int other)
 {
     char who[64] = "";
     if (other >= 0)
@@ -348,9 +353,9 @@ void shared_finding(const char *var, size_t index, size_t size, const char *kind
     finding("%s: __shared__ %s[%zu] (of %zu): %s by thread %u%s with no __syncthreads (or "
             "__syncwarp within a warp) between them%s",
             running_where(), var, index, size, kind, thread, who,
-            strcmp(kind, "uninitialised read") == 0
-                ? "; the block never wrote it"
-                : strcmp(kind, "out of bounds") == 0 ? "; the index is past the array" : "");
+            strcmp(kind, "uninitialised read") == 0 ? "; the block never wrote it"
+            : strcmp(kind, "out of bounds") == 0    ? "; the index is past the array"
+                                                    : "");
 }
 
 } // namespace cudasim

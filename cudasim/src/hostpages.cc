@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Host access to pinned memory while a copy may be using it. A queued device-to-host copy's
 // destination pages are protected against any host access, and a host-to-device copy's
 // source pages against host writes, until the host has observed the copy's completion (a
@@ -15,13 +16,15 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-namespace cudasim {
-namespace {
+namespace cudasim
+{
+namespace
+{
 
 struct Pending {
     uintptr_t lo, hi; // whole pages
     bool device_writes;
-    bool reported;    // a finding was made (log mode): not protected again
+    bool reported; // a finding was made (log mode): not protected again
     uint32_t agent;
     uint64_t epoch;
     char what[160];
@@ -83,8 +86,7 @@ void on_segv(int sig, siginfo_t *si, void *ctx)
     lock_spin();
     Pending *hit = nullptr;
     for (Pending &p : g_pending)
-        if (!p.reported && addr >= p.lo && addr < p.hi &&
-            (p.device_writes || write))
+        if (!p.reported && addr >= p.lo && addr < p.hi && (p.device_writes || write))
             hit = &p;
     if (hit && t_copying) { // the stand-in's own copy met a page protected meanwhile
         uintptr_t ps = page_size();

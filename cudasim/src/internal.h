@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The stand-in's shared state and the few internal calls its parts use (the runtime API, the
 // kernels' launcher, cuBLAS, NCCL). Everything that orders work or checks it sits behind one
 // mutex (State::mu): the streams' clocks, the events, the allocation table and each
@@ -21,15 +22,16 @@
 #include <thread>
 #include <vector>
 
-namespace cudasim {
+namespace cudasim
+{
 
 struct Settings {
     int devices;
-    size_t mem;       // bytes per device
-    uint64_t seed;    // delays, block and thread orders
+    size_t mem;        // bytes per device
+    uint64_t seed;     // delays, block and thread orders
     unsigned delay_us; // the longest delay before a stream operation
     bool abort_on_finding;
-    bool no_pools;     // devices without memory pools
+    bool no_pools; // devices without memory pools
 };
 const Settings &settings();
 
@@ -57,19 +59,19 @@ struct AccessRec {
 struct Pool;
 
 struct Alloc {
-    char *ptr = nullptr;   // what the caller got
-    size_t size = 0;       // what the caller asked for
-    size_t reserved = 0;   // bytes counted against the device (pool blocks may be larger)
+    char *ptr = nullptr; // what the caller got
+    size_t size = 0;     // what the caller asked for
+    size_t reserved = 0; // bytes counted against the device (pool blocks may be larger)
     MemKind kind = MemKind::Device;
-    int device = -1;       // -1: host memory usable from every device
-    char *raw = nullptr;   // the host allocation behind it (guards around ptr)
+    int device = -1;     // -1: host memory usable from every device
+    char *raw = nullptr; // the host allocation behind it (guards around ptr)
     size_t raw_size = 0;
-    Pool *pool = nullptr;  // stream-ordered allocation from this pool (else nullptr)
+    Pool *pool = nullptr;    // stream-ordered allocation from this pool (else nullptr)
     const char *origin = ""; // the call that made it
     std::vector<AccessRec> history;
-    int open = 0;          // stream operations using it now (device memory is accessible)
+    int open = 0;              // stream operations using it now (device memory is accessible)
     bool free_pending = false; // cudaFreeAsync queued: the pointer is dead for new work
-    uint64_t serial = 0;   // tells a reused block from the one an operation opened
+    uint64_t serial = 0;       // tells a reused block from the one an operation opened
 };
 
 // ---- streams and events ------------------------------------------------------------------
@@ -82,19 +84,19 @@ struct Op {
     std::vector<std::pair<std::shared_ptr<Stream>, uint64_t>> deps; // wait for these first
     std::function<void()> run;
     std::vector<const void *> touch; // device memory it uses (opened while it runs)
-    VClock clock;        // the stream's clock after this op (host functions join it)
+    VClock clock;                    // the stream's clock after this op (host functions join it)
     bool host_fn = false;
 };
 
 struct Stream {
     uint32_t agent = 0;
     int device = 0;
-    int label = 0;       // #n in messages, in creation order
-    bool legacy = false; // the device's NULL stream
+    int label = 0;         // #n in messages, in creation order
+    bool legacy = false;   // the device's NULL stream
     bool blocking = false; // created without cudaStreamNonBlocking: ordered with NULL stream
     bool destroyed = false;
-    VClock clock;        // what every op queued next is ordered after
-    VClock done_clock;   // the clock of the last completed op
+    VClock clock;      // what every op queued next is ordered after
+    VClock done_clock; // the clock of the last completed op
     uint64_t enqueued = 0, completed = 0;
     std::deque<Op> queue;
     std::condition_variable cv; // work queued, or closing
@@ -107,7 +109,7 @@ struct Event {
     unsigned flags = 0;
     bool recorded = false;
     std::shared_ptr<Stream> stream;
-    uint64_t seq = 0;    // complete once stream->completed reaches it
+    uint64_t seq = 0; // complete once stream->completed reaches it
     VClock clock;
 };
 
@@ -131,13 +133,13 @@ struct State {
     std::mutex mu;
     std::condition_variable done; // some stream completed an op
     std::vector<Device> devices;
-    std::map<uintptr_t, Alloc *> allocs; // by ptr
+    std::map<uintptr_t, Alloc *> allocs;                        // by ptr
     std::map<uintptr_t, std::pair<size_t, const char *>> freed; // recently freed ranges
-    std::map<Stream *, std::shared_ptr<Stream>> streams; // live handles
-    std::vector<std::weak_ptr<Stream>> all;               // every stream made, for draining
+    std::map<Stream *, std::shared_ptr<Stream>> streams;        // live handles
+    std::vector<std::weak_ptr<Stream>> all;                     // every stream made, for draining
     std::map<Event *, std::unique_ptr<Event>> events;
     std::vector<std::unique_ptr<Pool>> pools;
-    VClock host; // what the host has observed complete
+    VClock host;             // what the host has observed complete
     uint32_t next_agent = 1; // agent 0 is the host
     uint64_t next_serial = 0;
     int next_label = 0;
@@ -166,11 +168,11 @@ void set_in_host_fn(bool on);
 void api_enter(const char *call);
 // The start of an API call's body: api_enter, the lock (`st`, `lk`), and the current
 // device's sticky error returned at once.
-#define ENTER(call)                                                                            \
-    api_enter(call);                                                                           \
-    State &st = state();                                                                       \
-    std::unique_lock<std::mutex> lk(st.mu);                                                    \
-    if (cudaError_t sticky_ = st.devices[(size_t)current_device()].sticky)                     \
+#define ENTER(call)                                                        \
+    api_enter(call);                                                       \
+    State &st = state();                                                   \
+    std::unique_lock<std::mutex> lk(st.mu);                                \
+    if (cudaError_t sticky_ = st.devices[(size_t)current_device()].sticky) \
         return api_result(sticky_);
 
 // ---- memory (memory.cc); callers hold State::mu ------------------------------------------

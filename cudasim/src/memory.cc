@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Device memory as host memory behind a range table, laid out and protected so that what a
 // GPU would not allow faults here:
 //   [guard page][data, rounded up to pages][guard page]
@@ -21,8 +22,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-namespace cudasim {
-namespace {
+namespace cudasim
+{
+namespace
+{
 
 constexpr unsigned char kGuardByte = 0xa5, kFreshByte = 0xff;
 constexpr size_t kFreedKept = 4096;
@@ -42,9 +45,9 @@ void protect(Alloc *a, int prot) { mprotect(a->ptr, data_bytes(a), prot); }
 
 // ---- what the SIGSEGV handler may read: the device ranges, under a spin lock it only tries
 struct Range {
-    uintptr_t lo, hi;  // the whole mapping, guard pages included
-    uintptr_t ptr;     // the data
-    size_t size;       // what the caller asked for
+    uintptr_t lo, hi; // the whole mapping, guard pages included
+    uintptr_t ptr;    // the data
+    size_t size;      // what the caller asked for
     const char *origin;
     int device;
     bool freed;
@@ -63,8 +66,14 @@ void ranges_unlock() { g_ranges_lock.clear(std::memory_order_release); }
 void ranges_set(const Alloc *a, bool freed)
 {
     ranges_lock();
-    Range r{(uintptr_t)a->raw, (uintptr_t)a->raw + a->raw_size, (uintptr_t)a->ptr, a->size,
-            a->origin, a->device, freed, false};
+    Range r{(uintptr_t)a->raw,
+            (uintptr_t)a->raw + a->raw_size,
+            (uintptr_t)a->ptr,
+            a->size,
+            a->origin,
+            a->device,
+            freed,
+            false};
     bool found = false;
     for (Range &x : g_ranges)
         if (x.lo == r.lo) {
@@ -138,8 +147,7 @@ Alloc *reuse_cached(Pool *pool, size_t bytes)
     for (size_t i = 0; i < pool->cached.size(); i++) {
         Alloc *c = pool->cached[i];
         size_t room = data_bytes(c);
-        if (room >= bytes && room <= 2 * bytes + page_size() &&
-            (!best || room < data_bytes(best)))
+        if (room >= bytes && room <= 2 * bytes + page_size() && (!best || room < data_bytes(best)))
             best = c, at = i;
     }
     if (best)
@@ -181,8 +189,10 @@ std::string describe_ptr(const void *p)
             return buf;
         }
     }
-    snprintf(buf, sizeof buf, "%p (host memory the CUDA runtime does not know: neither device, "
-             "pinned nor registered)", p);
+    snprintf(buf, sizeof buf,
+             "%p (host memory the CUDA runtime does not know: neither device, "
+             "pinned nor registered)",
+             p);
     return buf;
 }
 
@@ -275,8 +285,8 @@ void check_guards(Alloc *a, const char *who)
     for (const char *p = a->ptr + a->size; p < end; p++)
         if ((unsigned char)*p != kGuardByte) {
             finding("%s wrote outside device memory: byte %ld of an allocation of %zu bytes "
-                    "from %s on device %d (after its end)", who, (long)(p - a->ptr), a->size,
-                    a->origin, a->device);
+                    "from %s on device %d (after its end)",
+                    who, (long)(p - a->ptr), a->size, a->origin, a->device);
             fill_guards(a);
             break;
         }
@@ -347,12 +357,12 @@ bool device_fault(void *addr, bool write, char *msg, size_t len)
                  off < 0 ? "before its start" : "past its end");
     else
         snprintf(where, sizeof where, "byte %ld", off);
-    snprintf(msg, len,
-             "%s %s %s, %s of %zu bytes from %s on device %d%s", who,
+    snprintf(msg, len, "%s %s %s, %s of %zu bytes from %s on device %d%s", who,
              write ? "wrote" : "read", what, where, r->size, r->origin, r->device,
              strcmp(who, "host code") == 0
                  ? ": device memory is not host memory on a GPU (copy it with cudaMemcpy)"
-                 : r->freed ? "" : " that it was not given as an argument");
+             : r->freed ? ""
+                        : " that it was not given as an argument");
     uintptr_t page = x / page_size() * page_size();
     r->opened_for_good = true;
     ranges_unlock();

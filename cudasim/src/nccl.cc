@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The NCCL calls ztier makes, on the stand-in. A communicator's members (processes under
 // mpirun, or threads) meet in shared memory (shm_group.h); a collective is queued on its
 // CUDA stream like any device work (its send and receive ranges checked against the
@@ -27,11 +28,12 @@ struct ncclComm {
     std::atomic<int> async{ncclSuccess};
     std::atomic<bool> aborted{false};
     std::atomic<int> pending{0}; // exchanges queued and not yet run
-    std::mutex mu; // guards why
+    std::mutex mu;               // guards why
     std::string why;
 };
 
-namespace {
+namespace
+{
 
 std::mutex g_mu;
 std::set<ncclComm *> &g_live = *new std::set<ncclComm *>; // handles that may be used
@@ -66,35 +68,66 @@ bool live(ncclComm *c, const char *call)
     if (c && g_live.count(c))
         return true;
     finding("%s(%p): not a live communicator (never made, or already destroyed or aborted: "
-            "ncclCommAbort frees it too)", call, (void *)c);
+            "ncclCommAbort frees it too)",
+            call, (void *)c);
     return false;
 }
 
 bool dtype_of(ncclDataType_t t, shm::DType *out)
 {
     switch (t) {
-    case ncclInt8: *out = shm::DType::I8; return true;
-    case ncclUint8: *out = shm::DType::U8; return true;
-    case ncclInt32: *out = shm::DType::I32; return true;
-    case ncclUint32: *out = shm::DType::U32; return true;
-    case ncclInt64: *out = shm::DType::I64; return true;
-    case ncclUint64: *out = shm::DType::U64; return true;
-    case ncclFloat16: *out = shm::DType::F16; return true;
-    case ncclFloat32: *out = shm::DType::F32; return true;
-    case ncclFloat64: *out = shm::DType::F64; return true;
-    case ncclBfloat16: *out = shm::DType::BF16; return true;
-    default: return false;
+    case ncclInt8:
+        *out = shm::DType::I8;
+        return true;
+    case ncclUint8:
+        *out = shm::DType::U8;
+        return true;
+    case ncclInt32:
+        *out = shm::DType::I32;
+        return true;
+    case ncclUint32:
+        *out = shm::DType::U32;
+        return true;
+    case ncclInt64:
+        *out = shm::DType::I64;
+        return true;
+    case ncclUint64:
+        *out = shm::DType::U64;
+        return true;
+    case ncclFloat16:
+        *out = shm::DType::F16;
+        return true;
+    case ncclFloat32:
+        *out = shm::DType::F32;
+        return true;
+    case ncclFloat64:
+        *out = shm::DType::F64;
+        return true;
+    case ncclBfloat16:
+        *out = shm::DType::BF16;
+        return true;
+    default:
+        return false;
     }
 }
 
 bool op_of(ncclRedOp_t op, shm::RedOp *out)
 {
     switch (op) {
-    case ncclSum: *out = shm::RedOp::Sum; return true;
-    case ncclProd: *out = shm::RedOp::Prod; return true;
-    case ncclMax: *out = shm::RedOp::Max; return true;
-    case ncclMin: *out = shm::RedOp::Min; return true;
-    default: return false;
+    case ncclSum:
+        *out = shm::RedOp::Sum;
+        return true;
+    case ncclProd:
+        *out = shm::RedOp::Prod;
+        return true;
+    case ncclMax:
+        *out = shm::RedOp::Max;
+        return true;
+    case ncclMin:
+        *out = shm::RedOp::Min;
+        return true;
+    default:
+        return false;
     }
 }
 
@@ -201,15 +234,24 @@ extern "C" {
 const char *ncclGetErrorString(ncclResult_t r)
 {
     switch (r) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
-    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
-    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    default: return "unknown result code";
+    case ncclSuccess:
+        return "no error";
+    case ncclUnhandledCudaError:
+        return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError:
+        return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError:
+        return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument:
+        return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage:
+        return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError:
+        return "remote process exited or there was a network error";
+    case ncclInProgress:
+        return "NCCL operation in progress";
+    default:
+        return "unknown result code";
     }
 }
 
@@ -245,8 +287,8 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
         return ncclUnhandledCudaError;
     shm::Group *g = nullptr;
     std::string why;
-    if (shm::group_join(reinterpret_cast<const unsigned char *>(id.internal), nranks, rank,
-                        device, join_timeout(), &g, &why) != 0)
+    if (shm::group_join(reinterpret_cast<const unsigned char *>(id.internal), nranks, rank, device,
+                        join_timeout(), &g, &why) != 0)
         return fail(why.find("Duplicate") != std::string::npos ? ncclInvalidUsage : ncclSystemError,
                     "ncclCommInitRank: " + why);
     return make_comm(g, device, comm);
@@ -375,11 +417,10 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataT
     if (ncclResult_t r = check_call("ncclAllGather", comm, type, &t))
         return r;
     size_t bytes = count * shm::dtype_size(t);
-    return queue(comm, stream, "ncclAllGather",
-                 {{send, bytes, false}, {recv, bytes * (size_t)comm->size, true}},
-                 [=](std::string *why) {
-                     return shm::allgather(comm->group, send, recv, count, t, why);
-                 });
+    return queue(
+        comm, stream, "ncclAllGather",
+        {{send, bytes, false}, {recv, bytes * (size_t)comm->size, true}},
+        [=](std::string *why) { return shm::allgather(comm->group, send, recv, count, t, why); });
 }
 
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type,
@@ -452,8 +493,8 @@ static ncclResult_t p2p(bool send, void *buf, size_t count, ncclDataType_t type,
     return ncclGroupEnd();
 }
 
-ncclResult_t ncclSend(const void *buf, size_t count, ncclDataType_t type, int peer,
-                      ncclComm_t comm, cudaStream_t stream)
+ncclResult_t ncclSend(const void *buf, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t stream)
 {
     return p2p(true, const_cast<void *>(buf), count, type, peer, comm, stream);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Findings: what the checks report. Each is printed on stderr with the stack of the call
 // that made it; by default the process then aborts, so a test fails with the report as its
 // last words. Tests that provoke a finding on purpose switch to counting
@@ -15,8 +16,10 @@
 
 extern "C" void __sanitizer_print_stack_trace(void) __attribute__((weak));
 
-namespace cudasim {
-namespace {
+namespace cudasim
+{
+namespace
+{
 
 std::mutex g_mu;
 std::atomic<int> g_abort{-1}; // -1: the environment's setting
@@ -58,7 +61,8 @@ void finding(const char *fmt, ...)
     g_count++;
     snprintf(g_last, sizeof g_last, "%s", msg);
     if (aborting()) {
-        fprintf(stderr, "cudasim: aborting at the first finding (ZT_CUDASIM_ON_ERROR=log to go on)\n");
+        fprintf(stderr,
+                "cudasim: aborting at the first finding (ZT_CUDASIM_ON_ERROR=log to go on)\n");
         abort();
     }
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // See shm_group.h. The members of a group share one POSIX shared-memory segment:
 //
 //   Header | Slot[nranks] | staging: nranks x chunk_bytes
@@ -38,21 +39,23 @@
 #include <time.h>
 #include <unistd.h>
 
-namespace cudasim::shm {
-namespace {
+namespace cudasim::shm
+{
+namespace
+{
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint32_t kMagic = 0x314d5343;      // set last by the creator: the header is valid
+constexpr uint32_t kMagic = 0x314d5343; // set last by the creator: the header is valid
 constexpr unsigned char kIdTag[8] = {'c', 's', 'h', 'm', 'i', 'd', '0', '1'};
 constexpr size_t kIdRandomAt = 8, kIdRandomBytes = 16, kIdPidAt = 24;
 constexpr int kMaxRanks = 512;
-constexpr size_t kChunkMax = 256 << 10;      // staging per member per round
-constexpr size_t kChunkMin = 4 << 10;        // keeps reduce_scatter's per-rank slice >= 1 element
-constexpr size_t kStagingMax = 32 << 20;     // containers often mount a 64 MiB /dev/shm
-constexpr int kPollMs = 10;                  // a waiter re-checks abort this often
-constexpr int kProbeMs = 100;                // and peer processes' liveness this often
-constexpr int kDeadline = 1;                 // wait_until's "deadline passed" (not an errno)
+constexpr size_t kChunkMax = 256 << 10;  // staging per member per round
+constexpr size_t kChunkMin = 4 << 10;    // keeps reduce_scatter's per-rank slice >= 1 element
+constexpr size_t kStagingMax = 32 << 20; // containers often mount a 64 MiB /dev/shm
+constexpr int kPollMs = 10;              // a waiter re-checks abort this often
+constexpr int kProbeMs = 100;            // and peer processes' liveness this often
+constexpr int kDeadline = 1;             // wait_until's "deadline passed" (not an errno)
 
 enum SlotState : uint32_t { kFree, kClaimed, kReady, kLeft };
 enum FaultKind : uint32_t { kNoFault, kAborted, kDied, kDeparted, kJoinAbandoned };
@@ -77,25 +80,25 @@ struct CallDesc {
 };
 
 struct alignas(64) Slot {
-    uint32_t state;        // SlotState (atomic): the fields below are valid from kReady on
+    uint32_t state; // SlotState (atomic): the fields below are valid from kReady on
     int32_t pid;
-    uint64_t start_time;   // /proc start time: tells the member from a later owner of its pid
-    uint64_t pid_ns;       // its pid namespace's inode: pids mean nothing across namespaces
+    uint64_t start_time; // /proc start time: tells the member from a later owner of its pid
+    uint64_t pid_ns;     // its pid namespace's inode: pids mean nothing across namespaces
     int32_t device;
     char machine[64];
-    CallDesc desc[2];      // by call parity: a fast member may post call s+1 while others read s
-    int32_t color, key;    // group_split's arguments
+    CallDesc desc[2];   // by call parity: a fast member may post call s+1 while others read s
+    int32_t color, key; // group_split's arguments
     unsigned char child_id[128];
 };
 
 struct alignas(64) Header {
-    uint32_t magic;        // atomic
+    uint32_t magic; // atomic
     uint32_t nranks;
     uint64_t chunk_bytes;
     uint64_t total_bytes;
-    uint32_t joined;       // atomic futex word: members that finished claiming their slot
-    uint32_t attached;     // atomic: views still mapped; the last one out unlinks the name
-    uint64_t fault;        // atomic: FaultKind << 32 | rank, the first fault wins
+    uint32_t joined;                // atomic futex word: members that finished claiming their slot
+    uint32_t attached;              // atomic: views still mapped; the last one out unlinks the name
+    uint64_t fault;                 // atomic: FaultKind << 32 | rank, the first fault wins
     alignas(64) uint32_t bar_count; // atomic: arrivals at the current barrier
     alignas(64) uint32_t bar_gen;   // atomic futex word: bumped when a barrier opens
 };
@@ -139,15 +142,16 @@ struct Group {
     size_t chunk = 0;
     int rank = -1, nranks = 0, device = -1;
     pid_t pid = 0;
-    bool counted = false;       // holds one of hdr->attached
-    bool claimed = false;       // owns slots[rank]
-    bool in_registry = false;   // base is shared through the process's mapping registry
-    uint32_t seq = 0;           // calls started on this group, for CallDesc
+    bool counted = false;     // holds one of hdr->attached
+    bool claimed = false;     // owns slots[rank]
+    bool in_registry = false; // base is shared through the process's mapping registry
+    uint32_t seq = 0;         // calls started on this group, for CallDesc
     Clock::time_point next_probe{};
     std::string name;
 };
 
-namespace {
+namespace
+{
 
 // ---- messages ----
 
@@ -177,12 +181,18 @@ int sys_fail(std::string *why, const char *call, const std::string &name)
 const char *kind_name(uint32_t kind)
 {
     switch (kind) {
-    case kAllreduce: return "allreduce";
-    case kAllgather: return "allgather";
-    case kReduceScatter: return "reduce_scatter";
-    case kBroadcast: return "broadcast";
-    case kExchange: return "exchange";
-    case kSplit: return "group_split";
+    case kAllreduce:
+        return "allreduce";
+    case kAllgather:
+        return "allgather";
+    case kReduceScatter:
+        return "reduce_scatter";
+    case kBroadcast:
+        return "broadcast";
+    case kExchange:
+        return "exchange";
+    case kSplit:
+        return "group_split";
     }
     return "an unknown call";
 }
@@ -437,8 +447,9 @@ int barrier(Group *g, const char *what, std::string *why)
         futex_wake_all(&h->bar_gen);
         return 0;
     }
-    return wait_until(g, &h->bar_gen, [gen](uint32_t v) { return v != gen; },
-                      Clock::time_point::max(), what, why);
+    return wait_until(
+        g, &h->bar_gen, [gen](uint32_t v) { return v != gen; }, Clock::time_point::max(), what,
+        why);
 }
 
 // ---- joining ----
@@ -646,8 +657,7 @@ int open_segment(Group *g, Clock::time_point deadline, std::string *why)
             return sys_fail(why, "shm_open", g->name);
         if (Clock::now() >= deadline)
             return fail(why, -ETIMEDOUT,
-                        fmt("group_join on rank %d: %s kept vanishing", g->rank,
-                            g->name.c_str()));
+                        fmt("group_join on rank %d: %s kept vanishing", g->rank, g->name.c_str()));
         sleep_ms(1);
     }
 }
@@ -678,8 +688,8 @@ int claim_slot(Group *g, std::string *why)
 int wait_joined(Group *g, Clock::time_point deadline, double timeout_s, std::string *why)
 {
     uint32_t n = uint32_t(g->nranks);
-    int rc = wait_until(g, &g->hdr->joined, [n](uint32_t v) { return v >= n; }, deadline,
-                        "group_join", why);
+    int rc = wait_until(
+        g, &g->hdr->joined, [n](uint32_t v) { return v >= n; }, deadline, "group_join", why);
     if (rc != kDeadline)
         return rc;
     raise_fault(g, kJoinAbandoned, g->rank);
@@ -711,11 +721,9 @@ int check_join_args(const unsigned char *id, int nranks, int rank, double timeou
     if (!id || segment_name(id).empty())
         return fail(why, -EINVAL, "group_join: the id was not made by make_id");
     if (nranks < 1 || nranks > kMaxRanks)
-        return fail(why, -EINVAL,
-                    fmt("group_join: nranks=%d is outside 1..%d", nranks, kMaxRanks));
+        return fail(why, -EINVAL, fmt("group_join: nranks=%d is outside 1..%d", nranks, kMaxRanks));
     if (rank < 0 || rank >= nranks)
-        return fail(why, -EINVAL,
-                    fmt("group_join: rank %d is outside 0..%d", rank, nranks - 1));
+        return fail(why, -EINVAL, fmt("group_join: rank %d is outside 0..%d", rank, nranks - 1));
     if (!(timeout_s >= 0))
         return fail(why, -EINVAL, fmt("group_join: timeout_s=%g is not >= 0", timeout_s));
     return 0;
@@ -787,10 +795,14 @@ void reduce_in_rank_order(unsigned char *dst, const unsigned char *src, size_t s
 template <class T> ReduceFn reducer_for(RedOp op)
 {
     switch (op) {
-    case RedOp::Sum: return reduce_in_rank_order<T, SumOp>;
-    case RedOp::Prod: return reduce_in_rank_order<T, ProdOp>;
-    case RedOp::Max: return reduce_in_rank_order<T, MaxOp>;
-    case RedOp::Min: return reduce_in_rank_order<T, MinOp>;
+    case RedOp::Sum:
+        return reduce_in_rank_order<T, SumOp>;
+    case RedOp::Prod:
+        return reduce_in_rank_order<T, ProdOp>;
+    case RedOp::Max:
+        return reduce_in_rank_order<T, MaxOp>;
+    case RedOp::Min:
+        return reduce_in_rank_order<T, MinOp>;
     }
     return nullptr;
 }
@@ -799,16 +811,25 @@ template <class T> ReduceFn reducer_for(RedOp op)
 ReduceFn reducer(DType type, RedOp op)
 {
     switch (type) {
-    case DType::I8: return reducer_for<int8_t>(op);
-    case DType::U8: return reducer_for<uint8_t>(op);
-    case DType::I32: return reducer_for<int32_t>(op);
-    case DType::U32: return reducer_for<uint32_t>(op);
-    case DType::I64: return reducer_for<int64_t>(op);
-    case DType::U64: return reducer_for<uint64_t>(op);
-    case DType::F32: return reducer_for<float>(op);
-    case DType::F64: return reducer_for<double>(op);
+    case DType::I8:
+        return reducer_for<int8_t>(op);
+    case DType::U8:
+        return reducer_for<uint8_t>(op);
+    case DType::I32:
+        return reducer_for<int32_t>(op);
+    case DType::U32:
+        return reducer_for<uint32_t>(op);
+    case DType::I64:
+        return reducer_for<int64_t>(op);
+    case DType::U64:
+        return reducer_for<uint64_t>(op);
+    case DType::F32:
+        return reducer_for<float>(op);
+    case DType::F64:
+        return reducer_for<double>(op);
     case DType::F16:
-    case DType::BF16: return nullptr;
+    case DType::BF16:
+        return nullptr;
     }
     return nullptr;
 }
@@ -833,15 +854,14 @@ int check_buffers(const Group *g, const char *what, const void *send, const void
 }
 
 int check_reduction(const Group *g, const char *what, const void *send, const void *recv,
-                    size_t count, DType type, RedOp op, size_t span, ReduceFn *fn,
-                    std::string *why)
+                    size_t count, DType type, RedOp op, size_t span, ReduceFn *fn, std::string *why)
 {
     if (int rc = check_buffers(g, what, send, recv, count, type, span, why))
         return rc;
     if (type == DType::F16 || type == DType::BF16)
-        return fail(why, -ENOTSUP,
-                    fmt("%s: %s reductions are not supported by the CPU stand-in", what,
-                        dtype_name(type)));
+        return fail(
+            why, -ENOTSUP,
+            fmt("%s: %s reductions are not supported by the CPU stand-in", what, dtype_name(type)));
     *fn = reducer(type, op);
     if (!*fn)
         return fail(why, -EINVAL, fmt("%s: op %d is not a RedOp", what, int(op)));
@@ -1103,15 +1123,19 @@ size_t dtype_size(DType type)
 {
     switch (type) {
     case DType::I8:
-    case DType::U8: return 1;
+    case DType::U8:
+        return 1;
     case DType::F16:
-    case DType::BF16: return 2;
+    case DType::BF16:
+        return 2;
     case DType::I32:
     case DType::U32:
-    case DType::F32: return 4;
+    case DType::F32:
+        return 4;
     case DType::I64:
     case DType::U64:
-    case DType::F64: return 8;
+    case DType::F64:
+        return 8;
     }
     return 0;
 }
@@ -1119,16 +1143,26 @@ size_t dtype_size(DType type)
 const char *dtype_name(DType type)
 {
     switch (type) {
-    case DType::I8: return "I8";
-    case DType::U8: return "U8";
-    case DType::I32: return "I32";
-    case DType::U32: return "U32";
-    case DType::I64: return "I64";
-    case DType::U64: return "U64";
-    case DType::F16: return "F16";
-    case DType::F32: return "F32";
-    case DType::F64: return "F64";
-    case DType::BF16: return "BF16";
+    case DType::I8:
+        return "I8";
+    case DType::U8:
+        return "U8";
+    case DType::I32:
+        return "I32";
+    case DType::U32:
+        return "U32";
+    case DType::I64:
+        return "I64";
+    case DType::U64:
+        return "U64";
+    case DType::F16:
+        return "F16";
+    case DType::F32:
+        return "F32";
+    case DType::F64:
+        return "F64";
+    case DType::BF16:
+        return "BF16";
     }
     return "?";
 }
@@ -1188,8 +1222,7 @@ int group_join(const unsigned char id[128], int nranks, int rank, int device, do
     return 0;
 }
 
-int group_split(Group *parent, int color, int key, double timeout_s, Group **out,
-                std::string *why)
+int group_split(Group *parent, int color, int key, double timeout_s, Group **out, std::string *why)
 {
     if (!out)
         return fail(why, -EINVAL, "group_split: out is NULL");
@@ -1231,8 +1264,7 @@ int allreduce(Group *g, const void *send, void *recv, size_t count, DType type, 
     for (size_t off = 0; off < count; off += per) {
         size_t c = std::min(per, count - off);
         int rc = round_trip(
-            g, "allreduce",
-            [&] { memcpy(staging_of(g, g->rank), bytes(send) + off * es, c * es); },
+            g, "allreduce", [&] { memcpy(staging_of(g, g->rank), bytes(send) + off * es, c * es); },
             [&] { fn(bytes(recv) + off * es, staging_of(g, 0), g->chunk, g->nranks, c); }, why);
         if (rc)
             return rc;
@@ -1240,8 +1272,7 @@ int allreduce(Group *g, const void *send, void *recv, size_t count, DType type, 
     return 0;
 }
 
-int allgather(Group *g, const void *send, void *recv, size_t count, DType type,
-              std::string *why)
+int allgather(Group *g, const void *send, void *recv, size_t count, DType type, std::string *why)
 {
     size_t n = g ? size_t(g->nranks) : 1;
     if (int rc = check_buffers(g, "allgather", send, recv, count, type, n, why))
@@ -1256,8 +1287,8 @@ int allgather(Group *g, const void *send, void *recv, size_t count, DType type,
                 memcpy(bytes(recv) + (m * count + off) * es, staging_of(g, int(m)), c * es);
         };
         int rc = round_trip(
-            g, "allgather",
-            [&] { memcpy(staging_of(g, g->rank), bytes(send) + off * es, c * es); }, drain, why);
+            g, "allgather", [&] { memcpy(staging_of(g, g->rank), bytes(send) + off * es, c * es); },
+            drain, why);
         if (rc)
             return rc;
     }
@@ -1299,8 +1330,7 @@ int broadcast(Group *g, const void *send, void *recv, size_t count, DType type, 
     if (int rc = check_buffers(g, "broadcast", is_root ? send : recv, recv, count, type, 1, why))
         return rc;
     if (root < 0 || root >= g->nranks)
-        return fail(why, -EINVAL,
-                    fmt("broadcast: root %d is outside 0..%d", root, g->nranks - 1));
+        return fail(why, -EINVAL, fmt("broadcast: root %d is outside 0..%d", root, g->nranks - 1));
     if (int rc = begin_call(g, call_desc(kBroadcast, count, type, -1, root), why))
         return rc;
     size_t es = dtype_size(type);

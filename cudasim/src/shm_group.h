@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The host-memory transport under cudasim's NCCL stand-in: the members of one communicator
 // (processes started by mpirun on one machine, threads of one process, or a mix) meet in one
 // POSIX shared-memory segment and run NCCL's collectives on host buffers through it.
@@ -16,7 +17,8 @@
 #include <string>
 #include <vector>
 
-namespace cudasim::shm {
+namespace cudasim::shm
+{
 
 // Opaque: one communicator's shared segment and this member's view of it. Made by group_join
 // or group_split, released by group_destroy; one member uses it from one thread at a time.
@@ -59,8 +61,7 @@ int group_join(const unsigned char id[128], int nranks, int rank, int device, do
 // rank), each keeping its parent's device; color < 0 gives *out = NULL (no group) but the call
 // is still required. timeout_s bounds the new group's join. The parent stays valid and
 // independent of the child. Blocking; returns 0 or a negative errno as group_join does.
-int group_split(Group *parent, int color, int key, double timeout_s, Group **out,
-                std::string *why);
+int group_split(Group *parent, int color, int key, double timeout_s, Group **out, std::string *why);
 
 // This member's index and the member count; constant for the group's life; never fail.
 int group_rank(const Group *g);
@@ -84,8 +85,7 @@ size_t group_chunk_bytes(const Group *g);
 int allreduce(Group *g, const void *send, void *recv, size_t count, DType type, RedOp op,
               std::string *why);
 // recv holds n*count elements: member m's send lands at recv + m*count.
-int allgather(Group *g, const void *send, void *recv, size_t count, DType type,
-              std::string *why);
+int allgather(Group *g, const void *send, void *recv, size_t count, DType type, std::string *why);
 // send holds n*count elements; member m receives the reduction of everyone's slice m.
 int reduce_scatter(Group *g, const void *send, void *recv, size_t count, DType type, RedOp op,
                    std::string *why);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Settings from the environment, the process-wide state, and the per-thread API state (the
 // current device, the last error, whether the thread is inside a host-function callback).
 #include "internal.h"
@@ -5,7 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace cudasim {
+namespace cudasim
+{
 
 static size_t parse_bytes(const char *s, size_t dflt)
 {
@@ -14,10 +16,20 @@ static size_t parse_bytes(const char *s, size_t dflt)
     char *end = nullptr;
     double v = strtod(s, &end);
     switch (end && *end ? *end : 0) {
-    case 'K': case 'k': v *= 1024.0; break;
-    case 'M': case 'm': v *= 1024.0 * 1024.0; break;
-    case 'G': case 'g': v *= 1024.0 * 1024.0 * 1024.0; break;
-    default: break;
+    case 'K':
+    case 'k':
+        v *= 1024.0;
+        break;
+    case 'M':
+    case 'm':
+        v *= 1024.0 * 1024.0;
+        break;
+    case 'G':
+    case 'g':
+        v *= 1024.0 * 1024.0 * 1024.0;
+        break;
+    default:
+        break;
     }
     return v > 0 ? (size_t)v : dflt;
 }
@@ -73,7 +85,8 @@ uint64_t mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
-namespace {
+namespace
+{
 thread_local int t_device = 0;
 thread_local cudaError_t t_last = cudaSuccess;
 thread_local bool t_in_host_fn = false;

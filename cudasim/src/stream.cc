@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Streams: each a FIFO of operations run by a thread of its own, after a seeded random delay
 // (so that two streams' work interleaves differently from run to run of different seeds),
 // and ordering as CUDA defines it: an operation runs after the stream's earlier ones and
@@ -12,7 +13,8 @@
 #include <chrono>
 #include <cstdio>
 
-namespace cudasim {
+namespace cudasim
+{
 
 void host_observed(const VClock &c)
 {
@@ -134,15 +136,13 @@ std::shared_ptr<Stream> stream_of(cudaStream_t h, cudaError_t *err)
     auto it = st.streams.find(reinterpret_cast<Stream *>(h));
     if (it == st.streams.end()) {
         *err = cudaErrorInvalidResourceHandle;
-        finding("stream handle %p is not a live stream (destroyed, or never created)",
-                (void *)h);
+        finding("stream handle %p is not a live stream (destroyed, or never created)", (void *)h);
         return nullptr;
     }
     return it->second;
 }
 
-void record_access(Stream *s, Alloc *a, size_t lo, size_t hi, bool write,
-                   const std::string &what)
+void record_access(Stream *s, Alloc *a, size_t lo, size_t hi, bool write, const std::string &what)
 {
     for (const AccessRec &r : a->history) {
         if (r.agent == s->agent || r.hi <= lo || r.lo >= hi || !(write || r.write) ||
@@ -152,14 +152,13 @@ void record_access(Stream *s, Alloc *a, size_t lo, size_t hi, bool write,
                 "[%zu, %zu), and nothing orders the two (record an event after the first and "
                 "make the second's stream wait for it, or synchronize in between)",
                 describe_ptr(a->ptr).c_str(), what.c_str(), stream_name(s).c_str(),
-                write ? "writes" : "reads", lo, hi, r.what, r.write ? "wrote" : "read", r.lo,
-                r.hi);
+                write ? "writes" : "reads", lo, hi, r.what, r.write ? "wrote" : "read", r.lo, r.hi);
         break;
     }
     auto &h = a->history;
     for (size_t i = 0; i < h.size();) {
-        bool dominated = h[i].agent == s->agent && h[i].lo >= lo && h[i].hi <= hi &&
-                         (write || !h[i].write);
+        bool dominated =
+            h[i].agent == s->agent && h[i].lo >= lo && h[i].hi <= hi && (write || !h[i].write);
         if (dominated)
             h.erase(h.begin() + (long)i);
         else
@@ -173,8 +172,7 @@ void record_access(Stream *s, Alloc *a, size_t lo, size_t hi, bool write,
 }
 
 uint64_t enqueue(std::unique_lock<std::mutex> &lk, Stream *s, std::string what,
-                 const std::vector<Access> &acc, std::function<void()> run, bool host_fn,
-                 Deps deps)
+                 const std::vector<Access> &acc, std::function<void()> run, bool host_fn, Deps deps)
 {
     (void)lk; // held by the caller
     State &st = state();
@@ -200,8 +198,8 @@ uint64_t enqueue(std::unique_lock<std::mutex> &lk, Stream *s, std::string what,
         if (!al)
             continue; // pageable host memory: the callers copy it at the call
         if (al->free_pending)
-            finding("%s on %s uses %s after a cudaFreeAsync of it was queued",
-                    what.c_str(), stream_name(s).c_str(), describe_ptr(a.ptr).c_str());
+            finding("%s on %s uses %s after a cudaFreeAsync of it was queued", what.c_str(),
+                    stream_name(s).c_str(), describe_ptr(a.ptr).c_str());
         size_t lo = (size_t)((const char *)a.ptr - al->ptr);
         size_t hi = a.bytes == SIZE_MAX ? al->size : lo + a.bytes;
         record_access(s, al, lo, hi, a.write, what);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* zt_gpt2: trains GPT-2 with every parameter, gradient and optimizer state owned by ztier
  * and fetched per layer. Runs as data-parallel ranks under mpirun (each rank takes its rows
  * of every global batch; rank 0 prints).
@@ -54,9 +55,9 @@ typedef struct options {
     const char *config, *data, *text, *ds_config, *nvme, *hbm, *checkpoint, *resume;
     const char *export_llmc, *export_st, *write_shard;
     const char *lr, *keep;
-    const char *device; /* "cpu", "cuda" (the GPU, ztier's cuda backend), "auto" */
+    const char *device;    /* "cpu", "cuda" (the GPU, ztier's cuda backend), "auto" */
     const char *precision; /* the GPU's matmuls: "bf16" (the default), "tf32" or "fp32" */
-    const char *demo;   /* --demo DIR: sizes for the device (DIR: the CPU demo's NVMe folder) */
+    const char *demo;      /* --demo DIR: sizes for the device (DIR: the CPU demo's NVMe folder) */
     int vocab, batch, seq, steps, accum, save_every, eval_every;
     int threads;   /* the matmuls' and the optimizer's threads (0: the online cores) */
     int recompute; /* --recompute: layernorm and GELU outputs recomputed in backward */
@@ -97,8 +98,13 @@ static int usage(void)
 
 static int parse(int argc, char **argv, options *o)
 {
-    *o = (options){.config = "tiny", .batch = -1, .seq = -1, .steps = 20, .seed = 1337,
-                   .device = "auto", .precision = NULL}; /* batch, seq: -1 until chosen */
+    *o = (options){.config = "tiny",
+                   .batch = -1,
+                   .seq = -1,
+                   .steps = 20,
+                   .seed = 1337,
+                   .device = "auto",
+                   .precision = NULL}; /* batch, seq: -1 until chosen */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--recompute")) { /* a flag: no value */
@@ -110,22 +116,32 @@ static int parse(int argc, char **argv, options *o)
             i++;
             continue;
         }
-        const char **s = !strcmp(a, "--config") ? &o->config : !strcmp(a, "--data") ? &o->data
-                       : !strcmp(a, "--text") ? &o->text : !strcmp(a, "--ds-config") ? &o->ds_config
-                       : !strcmp(a, "--nvme") ? &o->nvme : !strcmp(a, "--hbm") ? &o->hbm
-                       : !strcmp(a, "--checkpoint") ? &o->checkpoint : !strcmp(a, "--resume") ? &o->resume
-                       : !strcmp(a, "--export") ? &o->export_llmc
-                       : !strcmp(a, "--safetensors") ? &o->export_st
-                       : !strcmp(a, "--lr") ? &o->lr : !strcmp(a, "--keep") ? &o->keep
-                       : !strcmp(a, "--write-shard") ? &o->write_shard
-                       : !strcmp(a, "--device") ? &o->device
-                       : !strcmp(a, "--precision") ? &o->precision
-                       : !strcmp(a, "--demo") ? &o->demo : NULL;
-        int *n = !strcmp(a, "--vocab") ? &o->vocab : !strcmp(a, "--batch") ? &o->batch
-               : !strcmp(a, "--seq") ? &o->seq : !strcmp(a, "--steps") ? &o->steps
-               : !strcmp(a, "--accum") ? &o->accum : !strcmp(a, "--save-every") ? &o->save_every
-               : !strcmp(a, "--eval-every") ? &o->eval_every
-               : !strcmp(a, "--threads") ? &o->threads : NULL;
+        const char **s = !strcmp(a, "--config")        ? &o->config
+                         : !strcmp(a, "--data")        ? &o->data
+                         : !strcmp(a, "--text")        ? &o->text
+                         : !strcmp(a, "--ds-config")   ? &o->ds_config
+                         : !strcmp(a, "--nvme")        ? &o->nvme
+                         : !strcmp(a, "--hbm")         ? &o->hbm
+                         : !strcmp(a, "--checkpoint")  ? &o->checkpoint
+                         : !strcmp(a, "--resume")      ? &o->resume
+                         : !strcmp(a, "--export")      ? &o->export_llmc
+                         : !strcmp(a, "--safetensors") ? &o->export_st
+                         : !strcmp(a, "--lr")          ? &o->lr
+                         : !strcmp(a, "--keep")        ? &o->keep
+                         : !strcmp(a, "--write-shard") ? &o->write_shard
+                         : !strcmp(a, "--device")      ? &o->device
+                         : !strcmp(a, "--precision")   ? &o->precision
+                         : !strcmp(a, "--demo")        ? &o->demo
+                                                       : NULL;
+        int *n = !strcmp(a, "--vocab")        ? &o->vocab
+                 : !strcmp(a, "--batch")      ? &o->batch
+                 : !strcmp(a, "--seq")        ? &o->seq
+                 : !strcmp(a, "--steps")      ? &o->steps
+                 : !strcmp(a, "--accum")      ? &o->accum
+                 : !strcmp(a, "--save-every") ? &o->save_every
+                 : !strcmp(a, "--eval-every") ? &o->eval_every
+                 : !strcmp(a, "--threads")    ? &o->threads
+                                              : NULL;
         if (!v || (!s && !n && strcmp(a, "--seed")))
             return usage();
         if (s)
@@ -145,8 +161,8 @@ static int parse(int argc, char **argv, options *o)
         return usage();
     }
     if ((!o->data) == (!o->text) || (o->batch != -1 && o->batch < 1) ||
-        (o->seq != -1 && o->seq < 2) || o->steps < 0 || o->accum < 0 ||
-        o->vocab < 0 || o->eval_every < 0 || o->threads < 0 || (o->write_shard && !o->text)) {
+        (o->seq != -1 && o->seq < 2) || o->steps < 0 || o->accum < 0 || o->vocab < 0 ||
+        o->eval_every < 0 || o->threads < 0 || (o->write_shard && !o->text)) {
         fprintf(stderr, "zt_gpt2: give exactly one of --data or --text (--write-shard needs "
                         "--text), and positive sizes\n");
         return usage();
@@ -228,8 +244,9 @@ static void print_step(int step, float loss, double dt, int tokens, double flops
            step, (double)loss, dt * 1e3, tokens / dt, mfu, (double)info->grad_norm,
            info->skipped ? " (skipped)" : "", human(s->device_bytes_current),
            human(s->device_bytes_peak), human(s->host_bytes_current), human(s->host_bytes_peak),
-           human(s->nvme_bytes_current), human(s->nvme_bytes_peak), human(s->h2d_bytes - p->h2d_bytes),
-           human(s->d2h_bytes - p->d2h_bytes), human(s->nvme_read_bytes - p->nvme_read_bytes),
+           human(s->nvme_bytes_current), human(s->nvme_bytes_peak),
+           human(s->h2d_bytes - p->h2d_bytes), human(s->d2h_bytes - p->d2h_bytes),
+           human(s->nvme_read_bytes - p->nvme_read_bytes),
            human(s->nvme_write_bytes - p->nvme_write_bytes));
     fflush(stdout);
 }
@@ -255,8 +272,8 @@ static void print_summary(const zt_stats *s, timing *tm, int tokens_per_step)
         qsort(tm->step_s, (size_t)n, sizeof(double), cmp_double);
         median = (tm->step_s[(n - 1) / 2] + tm->step_s[n / 2]) / 2;
     }
-    printf("summary: %d steps in %.2f s: %.1f ms/step (median %.1f ms), %.0f tokens/s\n",
-           tm->steps, tm->total, tm->steps ? tm->total / tm->steps * 1e3 : 0.0, median * 1e3,
+    printf("summary: %d steps in %.2f s: %.1f ms/step (median %.1f ms), %.0f tokens/s\n", tm->steps,
+           tm->total, tm->steps ? tm->total / tm->steps * 1e3 : 0.0, median * 1e3,
            (double)tokens_per_step * tm->steps / total);
     printf("  time: forward %.2f s (%.0f%%), backward %.2f s (%.0f%%), optimizer %.2f s (%.0f%%); "
            "fetch stall %.2f s (%.0f%%)\n",
@@ -285,7 +302,7 @@ typedef struct trainer {
     zt_runtime *rt;
     gpt2_ztier g;
     gpt2_model *model;
-    gpt2_ops ops; /* where the model computes (--device) */
+    gpt2_ops ops;      /* where the model computes (--device) */
     double peak_flops; /* the GPU's dense bf16 peak (FLOP/s) for MFU; 0 on the CPU */
     token_data data;
     int rank, world, rows;
@@ -330,18 +347,25 @@ static int load_data(trainer *t)
         return fprintf(stderr, "zt_gpt2: %s\n", err), 1;
     if (gpt2_config_named(t->o.config, t->o.vocab, &t->c) != 0)
         return fprintf(stderr, "zt_gpt2: unknown --config '%s' (" GPT2_CONFIG_HELP ")\n",
-                       t->o.config), 1;
+                       t->o.config),
+               1;
     choose_sizes(&t->o, &t->c);
     if (t->data.max_token >= t->c.vocab)
-        return fprintf(stderr, "zt_gpt2: '%s' holds token %d, beyond the vocabulary of %d "
-                       "(--vocab sets it; byte-level text needs 256)\n", path,
-                       t->data.max_token, t->c.vocab), 1;
+        return fprintf(stderr,
+                       "zt_gpt2: '%s' holds token %d, beyond the vocabulary of %d "
+                       "(--vocab sets it; byte-level text needs 256)\n",
+                       path, t->data.max_token, t->c.vocab),
+               1;
     if (t->o.seq > t->c.max_seq)
-        return fprintf(stderr, "zt_gpt2: --seq %d is longer than the %d positions of config "
-                       "%s\n", t->o.seq, t->c.max_seq, t->o.config), 1;
+        return fprintf(stderr,
+                       "zt_gpt2: --seq %d is longer than the %d positions of config "
+                       "%s\n",
+                       t->o.seq, t->c.max_seq, t->o.config),
+               1;
     if (t->data.n < (int64_t)t->o.seq + 2)
         return fprintf(stderr, "zt_gpt2: '%s' holds %lld tokens; --seq %d needs at least %d\n",
-                       path, (long long)t->data.n, t->o.seq, t->o.seq + 2), 1;
+                       path, (long long)t->data.n, t->o.seq, t->o.seq + 2),
+               1;
     return 0;
 }
 
@@ -355,7 +379,8 @@ static int open_ops(trainer *t)
 #ifdef GPT2_HAVE_CUDA
     char why[256] = "";
     int device = -1;
-    if (zt_stream_create(t->rt, &t->g.stream) != ZT_OK || zt_runtime_device(t->rt, &device) != ZT_OK)
+    if (zt_stream_create(t->rt, &t->g.stream) != ZT_OK ||
+        zt_runtime_device(t->rt, &device) != ZT_OK)
         return fail(t, "zt_stream_create");
     gpt2_precision p = (gpt2_precision)gpt2_precision_parse(t->o.precision);
     if (gpt2_ops_cuda_create(&t->ops, t->g.stream, device, p, why, sizeof why) != 0)
@@ -364,12 +389,14 @@ static int open_ops(trainer *t)
     t->peak_flops = gpt2_cuda_bf16_peak(name, sizeof name);
     if (t->peak_flops > 0)
         printf("zt_gpt2: MFU is counted against the %s's dense bf16 peak, %.0f TFLOPS; the "
-               "matmuls run in %s%s\n", name, t->peak_flops / 1e12, t->o.precision,
+               "matmuls run in %s%s\n",
+               name, t->peak_flops / 1e12, t->o.precision,
                p == GPT2_BF16 ? "" : ", whose peak is about half of it or less");
     return 0;
 #else
     return fprintf(stderr, "zt_gpt2: --device cuda: this build has no CUDA (rebuild where the "
-                           "CUDA toolkit is installed)\n"), 1;
+                           "CUDA toolkit is installed)\n"),
+           1;
 #endif
 }
 
@@ -409,8 +436,10 @@ static int setup(trainer *t)
     char device_why[600];
     t->o.device = resolve_device(t->o.device, device_why, sizeof device_why);
     if (!strcmp(t->o.device, "cpu") && t->o.precision)
-        fprintf(stderr, "zt_gpt2: --precision %s is for the GPU's matmuls; the CPU computes in "
-                        "fp32\n", t->o.precision);
+        fprintf(stderr,
+                "zt_gpt2: --precision %s is for the GPU's matmuls; the CPU computes in "
+                "fp32\n",
+                t->o.precision);
     if (!t->o.precision) /* issue 14's default: bf16 inputs, fp32 accumulation */
         t->o.precision = "bf16";
     if (load_data(t) != 0) /* after the device: --demo sizes the run for it */
@@ -428,7 +457,8 @@ static int setup(trainer *t)
     gpt2_set_threads(t->o.threads);
     if (apply_options(t->rt, &t->o) != ZT_OK)
         return fail(t, "the command line's settings");
-    if (!strcmp(t->o.device, "cuda") && zt_config_set(t->rt, "ztier.device_backend", "cuda") != ZT_OK)
+    if (!strcmp(t->o.device, "cuda") &&
+        zt_config_set(t->rt, "ztier.device_backend", "cuda") != ZT_OK)
         return fail(t, "--device cuda");
     if (t->o.demo && !strcmp(t->o.device, "cuda") && !t->o.ds_config &&
         zt_config_set(t->rt, "ztier.overlap_step", "on") != ZT_OK)
@@ -440,7 +470,8 @@ static int setup(trainer *t)
     zt_runtime_rank(t->rt, &t->rank, &t->world);
     if (t->o.batch % t->world)
         return fprintf(stderr, "zt_gpt2: --batch %d does not split over %d ranks\n", t->o.batch,
-                       t->world), 1;
+                       t->world),
+               1;
     t->rows = t->o.batch / t->world;
     if ((st = gpt2_ztier_register(&t->g, t->rt, &t->c, t->o.seed)) != ZT_OK)
         return fail(t, "registering GPT-2");
@@ -455,15 +486,17 @@ static int setup(trainer *t)
     t->targets = malloc(sizeof(int) * (size_t)t->rows * (size_t)t->o.seq);
     if (!t->model || !t->inputs || !t->targets)
         return fprintf(stderr, "zt_gpt2: out of memory for the activations of %d x %d tokens\n",
-                       t->rows, t->o.seq), 1;
+                       t->rows, t->o.seq),
+               1;
     if (t->rank == 0) {
         printf("GPT-2 %s: %.2fM parameters (V %d, Vp %d, L %d, NH %d, C %d), %d ranks, batch %d "
-               "x %d tokens, %d accumulation steps\n", t->o.config,
-               (double)gpt2_num_params(&t->c) / 1e6, t->c.vocab, t->c.padded_vocab, t->c.layers,
-               t->c.heads, t->c.channels, t->world, t->o.batch, t->o.seq, t->o.accum);
+               "x %d tokens, %d accumulation steps\n",
+               t->o.config, (double)gpt2_num_params(&t->c) / 1e6, t->c.vocab, t->c.padded_vocab,
+               t->c.layers, t->c.heads, t->c.channels, t->world, t->o.batch, t->o.seq, t->o.accum);
         printf("compute on %s (%s)\n", t->o.device, device_why);
         printf("per step: loss%s, time, tokens/s, grad norm; dev/host/nvme: current/peak bytes; "
-               "h2d d2h nvme r/w: bytes moved in the step\n", t->world > 1 ? " of rank 0's rows" : "");
+               "h2d d2h nvme r/w: bytes moved in the step\n",
+               t->world > 1 ? " of rank 0's rows" : "");
     }
     return 0;
 }
@@ -487,8 +520,8 @@ static int train_step(trainer *t, int64_t step, int show_progress, timing *tm, f
     float sum = 0;
     for (int k = 0; k < t->o.accum; k++) {
         float l = 0;
-        if (tokens_batch(&t->data, step * t->o.accum + k, t->o.batch, t->o.seq,
-                         t->rank * t->rows, t->rows, t->inputs, t->targets) != 0)
+        if (tokens_batch(&t->data, step * t->o.accum + k, t->o.batch, t->o.seq, t->rank * t->rows,
+                         t->rows, t->inputs, t->targets) != 0)
             return fprintf(stderr, "zt_gpt2: step %lld has no batch\n", (long long)step), 1;
         double a = now_s();
         if (gpt2_forward(t->model, &src, t->inputs, t->targets, &l) != 0)
@@ -498,7 +531,8 @@ static int train_step(trainer *t, int64_t step, int show_progress, timing *tm, f
             return fail_pass(t, "backward");
         if (gpt2_model_status(t->model) != 0)
             return fprintf(stderr, "zt_gpt2: a GPU kernel, copy or cuBLAS call failed: %s\n",
-                           gpt2_model_status_text(t->model)), 1;
+                           gpt2_model_status_text(t->model)),
+                   1;
         tm->forward += b - a, tm->backward += now_s() - b, sum += l;
     }
     double c = now_s();
@@ -538,9 +572,12 @@ static int train(trainer *t)
     if (zt_step_count(t->rt, &first) != ZT_OK) /* > 0 after --resume */
         return free(tm.step_s), fail(t, "zt_step_count");
     if (first > INT64_MAX / t->o.accum / t->o.batch)
-        return free(tm.step_s), fprintf(stderr, "zt_gpt2: the checkpoint is at step %lld, "
-                                        "beyond any batch this data can index\n",
-                                        (long long)first), 1;
+        return free(tm.step_s),
+               fprintf(stderr,
+                       "zt_gpt2: the checkpoint is at step %lld, "
+                       "beyond any batch this data can index\n",
+                       (long long)first),
+               1;
     if (first >= t->o.steps && t->rank == 0 && t->o.steps > 0)
         printf("the checkpoint is at step %lld and --steps is %d: nothing left to train\n",
                (long long)first, t->o.steps);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The smallest complete embedding of ztier: a 3-layer MLP trained on a synthetic
  * regression task through the per-layer API, printing the loss of every step.
  *
@@ -98,9 +99,9 @@ int main(int argc, char **argv)
         float loss = 0.0f, sum = 0.0f;
         for (int k = 0; k < accum; k++) {
             int64_t batch = (int64_t)s * accum + k;
-            st = stream ? minimal_micro_step_on(rt, &model, stream, batch, rank * rows, rows, 0,
-                                                &loss)
-                        : minimal_micro_step(rt, &model, batch, rank * rows, rows, &loss);
+            st = stream
+                     ? minimal_micro_step_on(rt, &model, stream, batch, rank * rows, rows, 0, &loss)
+                     : minimal_micro_step(rt, &model, batch, rank * rows, rows, &loss);
             if (st != ZT_OK)
                 return fail(rt, st, "training micro-step");
             sum += loss;
@@ -126,8 +127,7 @@ int main(int argc, char **argv)
                "(read %llu, written %llu), %llu fetches, %llu prefetched, %llu host waits\n",
                (unsigned long long)stats.device_bytes_peak,
                (unsigned long long)stats.device_bytes_capacity,
-               (unsigned long long)stats.host_bytes_peak,
-               (unsigned long long)stats.nvme_bytes_peak,
+               (unsigned long long)stats.host_bytes_peak, (unsigned long long)stats.nvme_bytes_peak,
                (unsigned long long)stats.nvme_read_bytes,
                (unsigned long long)stats.nvme_write_bytes, (unsigned long long)stats.fetches,
                (unsigned long long)stats.prefetch_hits, (unsigned long long)stats.host_syncs);

@@ -1,10 +1,11 @@
+/* SPDX-License-Identifier: MIT */
 #include "mlp.h"
 
 #include <math.h>
 #include <stddef.h>
 
-void dense_forward(const float *in, const float *w, const float *b, float *out, int batch,
-                   int n_in, int n_out)
+void dense_forward(const float *in, const float *w, const float *b, float *out, int batch, int n_in,
+                   int n_out)
 {
     for (int r = 0; r < batch; r++)
         for (int o = 0; o < n_out; o++) {

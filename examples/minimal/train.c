@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "train.h"
 
 #include <math.h>
@@ -99,8 +100,7 @@ static zt_status backward(zt_runtime *rt, const minimal_model *m, activations *a
         if (l < MLP_LAYERS - 1)
             tanh_backward(a->acts[l + 1], a->grad_out, (int64_t)rows * m->n_out[l]);
         dense_backward(a->acts[l], v.params[0].data, a->grad_out, v.params[0].grad,
-                       v.params[1].grad, l > 0 ? a->grad_in : NULL, rows, m->n_in[l],
-                       m->n_out[l]);
+                       v.params[1].grad, l > 0 ? a->grad_in : NULL, rows, m->n_in[l], m->n_out[l]);
         st = zt_release(rt, m->layer[l], ZT_BACKWARD);
         if (st != ZT_OK)
             return st;
@@ -112,8 +112,8 @@ static zt_status backward(zt_runtime *rt, const minimal_model *m, activations *a
 }
 
 /* Forward (and with `train`, backward) of rows [row0, row0 + rows) of batch `step`. */
-static zt_status run_batch(zt_runtime *rt, const minimal_model *m, int64_t step, int row0,
-                           int rows, int train, float *loss)
+static zt_status run_batch(zt_runtime *rt, const minimal_model *m, int64_t step, int row0, int rows,
+                           int train, float *loss)
 {
     activations a;
     if (alloc_acts(m, rows, &a) != 0) {

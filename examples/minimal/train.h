@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The minimal example's model registered with ztier and one training micro-step driven
  * through the per-layer API (fetch, compute, release). Uses only ztier.h. */
 #ifndef ZT_EXAMPLE_TRAIN_H
@@ -9,10 +10,10 @@
 #define MLP_LAYERS 3
 
 typedef struct minimal_model {
-    mlp_dims d;                 /* batch = global batch size */
-    int layer[MLP_LAYERS];      /* ztier layer ids */
-    int weight[MLP_LAYERS];     /* parameter ids, W [out, in] */
-    int bias[MLP_LAYERS];       /* parameter ids, b [out] */
+    mlp_dims d;             /* batch = global batch size */
+    int layer[MLP_LAYERS];  /* ztier layer ids */
+    int weight[MLP_LAYERS]; /* parameter ids, W [out, in] */
+    int bias[MLP_LAYERS];   /* parameter ids, b [out] */
     int n_in[MLP_LAYERS], n_out[MLP_LAYERS];
 } minimal_model;
 
@@ -28,8 +29,8 @@ zt_status minimal_micro_step(zt_runtime *rt, const minimal_model *m, int64_t ste
  * host functions on the host backend) between zt_fetch_async and zt_release_async; the host
  * waits for the stream once, at the end, for the loss. delay_us > 0 makes each layer's work
  * sleep first (a slow device, for tests). */
-zt_status minimal_micro_step_on(zt_runtime *rt, const minimal_model *m, void *stream,
-                                int64_t step, int row0, int rows, int delay_us, float *loss);
+zt_status minimal_micro_step_on(zt_runtime *rt, const minimal_model *m, void *stream, int64_t step,
+                                int row0, int rows, int delay_us, float *loss);
 
 /* The same in two halves: queue returns once every layer's work is queued and every fetch
  * and release made (the host does not wait for the stream); finish waits for the stream and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The minimal model's micro-step on a stream: the way a trainer that computes on a device
  * stream uses ztier. Each layer's compute is queued on the stream (here as host functions,
  * the host device backend's "kernels"; a CUDA trainer would launch kernels on its
@@ -34,8 +35,7 @@ static void forward_task(void *arg)
     int l = t->layer;
     if (s->delay_us)
         usleep((useconds_t)s->delay_us);
-    dense_forward(s->acts[l], t->w, t->b, s->acts[l + 1], s->rows, s->m->n_in[l],
-                  s->m->n_out[l]);
+    dense_forward(s->acts[l], t->w, t->b, s->acts[l + 1], s->rows, s->m->n_in[l], s->m->n_out[l]);
     if (l < MLP_LAYERS - 1)
         tanh_forward(s->acts[l + 1], (int64_t)s->rows * s->m->n_out[l]);
 }
@@ -43,8 +43,7 @@ static void forward_task(void *arg)
 static void loss_task(void *arg)
 {
     stream_step *s = arg;
-    s->loss = mse_loss(s->acts[MLP_LAYERS], s->target, s->grad_out,
-                       (int64_t)s->rows * s->m->d.out);
+    s->loss = mse_loss(s->acts[MLP_LAYERS], s->target, s->grad_out, (int64_t)s->rows * s->m->d.out);
 }
 
 static void backward_task(void *arg)
@@ -56,8 +55,8 @@ static void backward_task(void *arg)
         usleep((useconds_t)s->delay_us);
     if (l < MLP_LAYERS - 1)
         tanh_backward(s->acts[l + 1], s->grad_out, (int64_t)s->rows * s->m->n_out[l]);
-    dense_backward(s->acts[l], t->w, s->grad_out, t->dw, t->db, l > 0 ? s->grad_in : NULL,
-                   s->rows, s->m->n_in[l], s->m->n_out[l]);
+    dense_backward(s->acts[l], t->w, s->grad_out, t->dw, t->db, l > 0 ? s->grad_in : NULL, s->rows,
+                   s->m->n_in[l], s->m->n_out[l]);
     float *g = s->grad_in;
     s->grad_in = s->grad_out;
     s->grad_out = g;
@@ -155,8 +154,8 @@ zt_status minimal_micro_step_finish(zt_runtime *rt, void *stream, minimal_stream
     return st;
 }
 
-zt_status minimal_micro_step_on(zt_runtime *rt, const minimal_model *m, void *stream,
-                                int64_t step, int row0, int rows, int delay_us, float *loss)
+zt_status minimal_micro_step_on(zt_runtime *rt, const minimal_model *m, void *stream, int64_t step,
+                                int row0, int rows, int delay_us, float *loss)
 {
     minimal_stream_step *q = NULL;
     zt_status st = minimal_micro_step_queue(rt, m, stream, step, row0, rows, delay_us, &q);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "dataloader.h"
 
 #include <errno.h>
@@ -49,9 +50,10 @@ int tokens_load_shard(const char *path, token_data *out, char *err, size_t err_l
         long long bytes = ftell(f) - (long long)sizeof header, want = 2LL * header[2];
         fseek(f, (long)sizeof header, SEEK_SET);
         if (bytes != want) {
-            snprintf(buf, sizeof buf, "%s: the header declares %d tokens (%lld bytes) but %lld "
-                     "bytes follow it", bytes < want ? "truncated" : "trailing data", header[2],
-                     want, bytes);
+            snprintf(buf, sizeof buf,
+                     "%s: the header declares %d tokens (%lld bytes) but %lld "
+                     "bytes follow it",
+                     bytes < want ? "truncated" : "trailing data", header[2], want, bytes);
             problem = buf;
         }
     }

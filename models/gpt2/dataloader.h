@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Training data for the GPT-2 trainer: llm.c's token shards (a 256 x int32 header with magic
  * 20240520, version 1 and the token count, then uint16 tokens) or plain text read as bytes
  * (a byte-level tokenizer: token = byte). Batches are deterministic and rank-aware. */
@@ -34,6 +35,6 @@ void tokens_free(token_data *t);
  * (the position is computed without overflow). Needs n >= T + 2. Returns 0, or -1 for a
  * negative step (nothing written). */
 int tokens_batch(const token_data *t, int64_t step, int batch, int T, int row0, int rows,
-                  int *inputs, int *targets);
+                 int *inputs, int *targets);
 
 #endif

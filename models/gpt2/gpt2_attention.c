@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The attention decomposition of gpt2_attention.h, over an engine. */
 #include "gpt2_attention.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Causal self-attention as batched GEMMs around row kernels, the way a GPU computes it fast
  * (the row kernels of gpt2_kernels.c do O(T) serial work per row instead):
  *   forward:  q, k, v = the heads of qkv as [B, NH, T, hs]; att = softmax(q k^T / sqrt(hs))
@@ -18,8 +19,8 @@ typedef struct gpt2_att_engine {
     /* For b < batch: C_b = op(A_b) op(B_b) + beta C_b, row-major, op(X) = X^T where tX; op(A)
      * is m x k, op(B) k x n, C m x n; A_b = A + b * sa (elements), and so on. */
     void (*bmm)(void *ctx, int ta, int tb, int m, int n, int k, const float *A, int lda,
-                long long sa, const float *B, int ldb, long long sb, float beta, float *C,
-                int ldc, long long sc, int batch);
+                long long sa, const float *B, int ldb, long long sb, float beta, float *C, int ldc,
+                long long sc, int batch);
     /* dst[i] = src[heads_offset(i, ...)] for the B * NH * T * hs elements of dst */
     void (*gather)(void *ctx, float *dst, const float *src, int B, int T, int NH, int hs,
                    int stride, int off);
@@ -29,8 +30,7 @@ typedef struct gpt2_att_engine {
     /* every row r of rows rows of T: causal_softmax_row_forward(att + r T, r % T, ...) */
     void (*softmax_forward)(void *ctx, float *att, int rows, int T, float scale);
     /* causal_softmax_row_backward on every row, d in place */
-    void (*softmax_backward)(void *ctx, float *d, const float *att, int rows, int T,
-                             float scale);
+    void (*softmax_backward)(void *ctx, float *d, const float *att, int rows, int T, float scale);
 } gpt2_att_engine;
 
 /* Floats of scratch either pass takes. */

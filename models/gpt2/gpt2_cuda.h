@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The GPT-2 kernels on the GPU (gpt2_kernels.cu, built with CUDA): the same math as the CPU
  * kernels (gpt2_rows.h), a warp per row or a thread per element, queued on `stream` (a
  * cudaStream_t).
@@ -34,10 +35,10 @@ int gpt2_cuda_layernorm_backward(float *dinp, float *dw, float *db, const float 
 /* Attention's pieces around cuBLAS's batched GEMMs (gpt2_attention.h): heads gathered from
  * and scattered to rows (heads_offset), and the causal softmax of each row of T, forward and
  * backward (a warp per row). */
-int gpt2_cuda_heads_gather(float *dst, const float *src, int B, int T, int NH, int hs,
-                           int stride, int off, void *stream);
-int gpt2_cuda_heads_scatter(float *dst, const float *src, int B, int T, int NH, int hs,
-                            int stride, int off, int add, void *stream);
+int gpt2_cuda_heads_gather(float *dst, const float *src, int B, int T, int NH, int hs, int stride,
+                           int off, void *stream);
+int gpt2_cuda_heads_scatter(float *dst, const float *src, int B, int T, int NH, int hs, int stride,
+                            int off, int add, void *stream);
 int gpt2_cuda_softmax_forward(float *att, int rows, int T, float scale, void *stream);
 int gpt2_cuda_softmax_backward(float *d, const float *att, int rows, int T, float scale,
                                void *stream);
@@ -54,8 +55,8 @@ int gpt2_cuda_bias_fill(float *out, const float *bias, int N, int OC, void *stre
  * them in row order, as the CPU kernel does). */
 int gpt2_cuda_crossentropy_forward(float *probs, double *losses, const float *logits,
                                    const int *targets, int N, int V, void *stream);
-int gpt2_cuda_crossentropy_backward(float *dlogits, const float *probs, const int *targets,
-                                    int N, int V, void *stream);
+int gpt2_cuda_crossentropy_backward(float *dlogits, const float *probs, const int *targets, int N,
+                                    int V, void *stream);
 
 #ifdef __cplusplus
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The CPU kernels: loops over rows and elements of the shared math (gpt2_rows.h, which the
  * CUDA kernels compile too), and the matmuls through OpenBLAS. */
 #include "gpt2_kernels.h"
@@ -15,12 +16,12 @@ void encoder_forward(float *out, const int *tokens, const float *wte, const floa
 {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
-            encoder_row_forward(out + ((size_t)b * T + t) * C,
-                                wte + (size_t)tokens[b * T + t] * C, wpe + (size_t)t * C, C, 0, 1);
+            encoder_row_forward(out + ((size_t)b * T + t) * C, wte + (size_t)tokens[b * T + t] * C,
+                                wpe + (size_t)t * C, C, 0, 1);
 }
 
-void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
-                      int T, int C)
+void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B, int T,
+                      int C)
 {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
@@ -32,8 +33,8 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
                        const float *b, int N, int C)
 {
     for (int n = 0; n < N; n++)
-        layernorm_row_forward(out + (size_t)n * C, &mean[n], &rstd[n], inp + (size_t)n * C, w,
-                              b, C, 0, 1);
+        layernorm_row_forward(out + (size_t)n * C, &mean[n], &rstd[n], inp + (size_t)n * C, w, b, C,
+                              0, 1);
 }
 
 void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
@@ -44,8 +45,8 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, co
                                inp + (size_t)n * C, w, mean[n], rstd[n], C, 0, 1);
 }
 
-void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N,
-                    int C, int OC)
+void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C,
+                    int OC)
 {
     if (bias)
         for (int n = 0; n < N; n++)
@@ -59,8 +60,8 @@ void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, co
 {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C, 1.0f,
                 dinp, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f,
-                dw, C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw,
+                C);
     if (dbias)
         for (int n = 0; n < N; n++)
             for (int o = 0; o < OC; o++)
@@ -78,8 +79,8 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
                                       qkv + (size_t)b * T * 3 * C, t, T, C, h, hs);
 }
 
-void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att,
-                        int B, int T, int C, int NH)
+void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B,
+                        int T, int C, int NH)
 {
     int hs = C / NH;
     for (int b = 0; b < B; b++)
@@ -113,8 +114,8 @@ float crossentropy_forward(float *probs, const float *logits, const int *targets
 {
     double loss = 0;
     for (int n = 0; n < N; n++)
-        loss += crossentropy_row_forward(probs + (size_t)n * V, logits + (size_t)n * V,
-                                         targets[n], V, 0, 1);
+        loss += crossentropy_row_forward(probs + (size_t)n * V, logits + (size_t)n * V, targets[n],
+                                         V, 0, 1);
     return (float)(loss / N);
 }
 

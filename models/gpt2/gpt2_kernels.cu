@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The GPT-2 kernels on the GPU, running the CPU kernels' math (gpt2_rows.h): a warp per row
 // for the row kernels (lane l takes elements l, l + 32, ...: coalesced loads, the row's sums
 // and maxima as shuffle butterflies), a thread per element for the element-wise ones.
@@ -51,8 +52,8 @@ cudaStream_t as_stream(void *s) { return static_cast<cudaStream_t>(s); }
 
 int launched() { return static_cast<int>(cudaGetLastError()); }
 
-__global__ void encoder_fwd(float *out, const int *tok, const float *wte, const float *wpe,
-                            int BT, int T, int C)
+__global__ void encoder_fwd(float *out, const int *tok, const float *wte, const float *wpe, int BT,
+                            int T, int C)
 {
     long long r = warp_row();
     if (r < BT)
@@ -99,8 +100,8 @@ __global__ void layernorm_fwd(float *out, float *mean, float *rstd, const float 
 {
     long long n = warp_row();
     if (n < N)
-        layernorm_row_forward(out + (size_t)n * C, &mean[n], &rstd[n], inp + (size_t)n * C, w,
-                              b, C, lane(), kLanes);
+        layernorm_row_forward(out + (size_t)n * C, &mean[n], &rstd[n], inp + (size_t)n * C, w, b, C,
+                              lane(), kLanes);
 }
 
 // Each warp takes rows n, n + the grid's warps, ... and adds their dw, db into a partial sum
@@ -110,8 +111,8 @@ __global__ void layernorm_fwd(float *out, float *mean, float *rstd, const float 
 // order into dw, db.
 // max dynamic shared: kSharedMax (49152 bytes), ln_shared_bytes(C) when it fits, else 0
 __global__ void layernorm_bwd(float *dinp, const float *dout, const float *inp, const float *w,
-                              const float *mean, const float *rstd, int N, int C,
-                              float *warp_parts, float *block_parts)
+                              const float *mean, const float *rstd, int N, int C, float *warp_parts,
+                              float *block_parts)
 {
     extern __shared__ float shared_parts[];
     size_t per = 2 * (size_t)C;
@@ -169,8 +170,8 @@ __global__ void softmax_bwd(float *d, const float *att, int rows, int T, float s
 {
     long long r = warp_row();
     if (r < rows)
-        causal_softmax_row_backward(d + (size_t)r * T, att + (size_t)r * T, (int)(r % T), T,
-                                    scale, lane(), kLanes);
+        causal_softmax_row_backward(d + (size_t)r * T, att + (size_t)r * T, (int)(r % T), T, scale,
+                                    lane(), kLanes);
 }
 
 __global__ void gelu_fwd(float *out, const float *inp, long long n)
@@ -236,7 +237,7 @@ extern "C" int gpt2_cuda_encoder_forward(float *out, const int *tokens, const fl
     if (empty((long long)B * T) || C <= 0)
         return 0;
     encoder_fwd<<<row_blocks((long long)B * T), kThreads, 0, as_stream(stream)>>>(out, tokens, wte,
-                                                                               wpe, B * T, T, C);
+                                                                                  wpe, B * T, T, C);
     return launched();
 }
 
@@ -246,9 +247,9 @@ extern "C" int gpt2_cuda_encoder_backward_scratch(int B, int T, size_t *bytes)
 {
     int n = B * T;
     size_t sort = 0;
-    cudaError_t r = cub::DeviceRadixSort::SortPairs(nullptr, sort, (const int *)nullptr,
-                                                    (int *)nullptr, (const int *)nullptr,
-                                                    (int *)nullptr, n);
+    cudaError_t r =
+        cub::DeviceRadixSort::SortPairs(nullptr, sort, (const int *)nullptr, (int *)nullptr,
+                                        (const int *)nullptr, (int *)nullptr, n);
     *bytes = 3 * aligned(sizeof(int) * (size_t)n) + aligned(sort);
     return static_cast<int>(r);
 }
@@ -270,25 +271,25 @@ extern "C" int gpt2_cuda_encoder_backward(float *dwte, float *dwpe, const float 
     size_t sort_bytes = scratch_bytes > 3 * ints ? scratch_bytes - 3 * ints : 0;
     cudaStream_t s = as_stream(stream);
     row_numbers<<<blocks(n), kThreads, 0, s>>>(rows, n);
-    cudaError_t r = cub::DeviceRadixSort::SortPairs(sort_tmp, sort_bytes, tokens, tok_sorted,
-                                                    rows, rows_sorted, n, 0, token_bits(V), s);
+    cudaError_t r = cub::DeviceRadixSort::SortPairs(sort_tmp, sort_bytes, tokens, tok_sorted, rows,
+                                                    rows_sorted, n, 0, token_bits(V), s);
     if (r != cudaSuccess)
         return static_cast<int>(r);
     long long warps = (long long)n * ((C + kLanes - 1) / kLanes);
-    encoder_bwd_tokens<<<row_blocks(warps), kThreads, 0, s>>>(dwte, dout, tok_sorted,
-                                                             rows_sorted, n, C);
+    encoder_bwd_tokens<<<row_blocks(warps), kThreads, 0, s>>>(dwte, dout, tok_sorted, rows_sorted,
+                                                              n, C);
     encoder_bwd_positions<<<blocks((long long)T * C), kThreads, 0, s>>>(dwpe, dout, B, T, C);
     return launched();
 }
 
-extern "C" int gpt2_cuda_layernorm_forward(float *out, float *mean, float *rstd,
-                                           const float *inp, const float *w, const float *b,
-                                           int N, int C, void *stream)
+extern "C" int gpt2_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                                           const float *w, const float *b, int N, int C,
+                                           void *stream)
 {
     if (empty(N))
         return 0;
     layernorm_fwd<<<row_blocks(N), kThreads, 0, as_stream(stream)>>>(out, mean, rstd, inp, w, b, N,
-                                                                  C);
+                                                                     C);
     return launched();
 }
 
@@ -323,25 +324,25 @@ extern "C" int gpt2_cuda_layernorm_backward(float *dinp, float *dw, float *db, c
     return launched();
 }
 
-extern "C" int gpt2_cuda_heads_gather(float *dst, const float *src, int B, int T, int NH,
-                                      int hs, int stride, int off, void *stream)
+extern "C" int gpt2_cuda_heads_gather(float *dst, const float *src, int B, int T, int NH, int hs,
+                                      int stride, int off, void *stream)
 {
     long long n = (long long)B * NH * T * hs;
     if (empty(n))
         return 0;
     heads_gather<<<blocks(n), kThreads, 0, as_stream(stream)>>>(dst, src, n, T, NH, hs, stride,
-                                                                 off);
+                                                                off);
     return launched();
 }
 
-extern "C" int gpt2_cuda_heads_scatter(float *dst, const float *src, int B, int T, int NH,
-                                       int hs, int stride, int off, int add, void *stream)
+extern "C" int gpt2_cuda_heads_scatter(float *dst, const float *src, int B, int T, int NH, int hs,
+                                       int stride, int off, int add, void *stream)
 {
     long long n = (long long)B * NH * T * hs;
     if (empty(n))
         return 0;
-    heads_scatter<<<blocks(n), kThreads, 0, as_stream(stream)>>>(dst, src, n, T, NH, hs,
-                                                                  stride, off, add);
+    heads_scatter<<<blocks(n), kThreads, 0, as_stream(stream)>>>(dst, src, n, T, NH, hs, stride,
+                                                                 off, add);
     return launched();
 }
 
@@ -353,8 +354,8 @@ extern "C" int gpt2_cuda_softmax_forward(float *att, int rows, int T, float scal
     return launched();
 }
 
-extern "C" int gpt2_cuda_softmax_backward(float *d, const float *att, int rows, int T,
-                                          float scale, void *stream)
+extern "C" int gpt2_cuda_softmax_backward(float *d, const float *att, int rows, int T, float scale,
+                                          void *stream)
 {
     if (empty(rows))
         return 0;
@@ -362,8 +363,7 @@ extern "C" int gpt2_cuda_softmax_backward(float *d, const float *att, int rows, 
     return launched();
 }
 
-extern "C" int gpt2_cuda_to_bf16(unsigned short *dst, const float *src, long long n,
-                                 void *stream)
+extern "C" int gpt2_cuda_to_bf16(unsigned short *dst, const float *src, long long n, void *stream)
 {
     if (empty(n))
         return 0;
@@ -396,8 +396,8 @@ extern "C" int gpt2_cuda_gelu_backward(float *dinp, const float *inp, const floa
     return launched();
 }
 
-extern "C" int gpt2_cuda_residual_forward(float *out, const float *a, const float *b,
-                                          long long n, void *stream)
+extern "C" int gpt2_cuda_residual_forward(float *out, const float *a, const float *b, long long n,
+                                          void *stream)
 {
     if (empty(n))
         return 0;
@@ -410,7 +410,8 @@ extern "C" int gpt2_cuda_crossentropy_forward(float *probs, double *losses, cons
 {
     if (empty(N))
         return 0;
-    xent_fwd<<<row_blocks(N), kThreads, 0, as_stream(stream)>>>(probs, losses, logits, targets, N, V);
+    xent_fwd<<<row_blocks(N), kThreads, 0, as_stream(stream)>>>(probs, losses, logits, targets, N,
+                                                                V);
     return launched();
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GPT-2 layer kernels on the CPU in fp32: forward/backward pairs. Shapes in comments use
  * B batch, T time, C channels, NH heads, OC output channels, V vocabulary; arrays are
  * row-major and owned by the caller. Backward functions ADD into parameter gradients and
@@ -12,8 +13,8 @@ void gpt2_set_threads(int n);
 /* out[B,T,C] = wte[tok] + wpe[t] */
 void encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B,
                      int T, int C);
-void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
-                      int T, int C);
+void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B, int T,
+                      int C);
 
 /* out[N,C] = (inp - mean) * rstd * w + b; mean[N], rstd[N] saved for backward */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
@@ -22,16 +23,16 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, co
                         const float *w, const float *mean, const float *rstd, int N, int C);
 
 /* out[N,OC] = inp[N,C] @ w[OC,C]^T + bias[OC] (bias may be NULL) */
-void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N,
-                    int C, int OC);
+void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C,
+                    int OC);
 /* dinp[N,C] += dout @ w; dw[OC,C] += dout^T @ inp; dbias[OC] += sum_n dout (if not NULL) */
 void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                      const float *w, int N, int C, int OC);
 
 /* Causal self-attention. qkv[B,T,3C] -> out[B,T,C]; att[B,NH,T,T] keeps the softmax. */
 void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
-void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att,
-                        int B, int T, int C, int NH);
+void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B,
+                        int T, int C, int NH);
 
 /* tanh-approximated GELU over n elements */
 void gelu_forward(float *out, const float *inp, long long n);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "gpt2_model.h"
 #include "gpt2_ops.h"
 
@@ -6,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void set_shape(gpt2_config *c, int layers, int heads, int channels, int max_seq,
-                      int vocab)
+static void set_shape(gpt2_config *c, int layers, int heads, int channels, int max_seq, int vocab)
 {
     c->layers = layers;
     c->heads = heads;
@@ -35,8 +35,11 @@ static int custom_shape(const char *name, int *layers, int *channels)
 
 int gpt2_config_named(const char *name, int vocab, gpt2_config *c)
 {
-    static const struct { const char *name; int layers, heads, channels, max_seq; } table[] = {
-        {"tiny", 2, 2, 32, 16},       {"d12", 12, 12, 768, 1024}, {"d24", 24, 16, 1024, 1024},
+    static const struct {
+        const char *name;
+        int layers, heads, channels, max_seq;
+    } table[] = {
+        {"tiny", 2, 2, 32, 16},      {"d12", 12, 12, 768, 1024},  {"d24", 24, 16, 1024, 1024},
         {"d36", 36, 20, 1280, 1024}, {"d48", 48, 25, 1600, 1024},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
@@ -97,18 +100,42 @@ void gpt2_param_info_get(const gpt2_config *c, int layer, int k, gpt2_param_info
     snprintf(prefix, sizeof prefix, "h.%d.", layer - 1);
     float proj_std = 0.02f / sqrtf(2.0f * (float)c->layers); /* GPT-2's residual scaling */
     switch (k) {
-    case P_LN1W: set_info(p, prefix, "ln_1.weight", C, 0, -1.0f); break;
-    case P_LN1B: set_info(p, prefix, "ln_1.bias", C, 0, 0.0f); break;
-    case P_QKVW: set_info(p, prefix, "attn.c_attn.weight", 3 * C, C, 0.02f); break;
-    case P_QKVB: set_info(p, prefix, "attn.c_attn.bias", 3 * C, 0, 0.0f); break;
-    case P_ATTW: set_info(p, prefix, "attn.c_proj.weight", C, C, proj_std); break;
-    case P_ATTB: set_info(p, prefix, "attn.c_proj.bias", C, 0, 0.0f); break;
-    case P_LN2W: set_info(p, prefix, "ln_2.weight", C, 0, -1.0f); break;
-    case P_LN2B: set_info(p, prefix, "ln_2.bias", C, 0, 0.0f); break;
-    case P_FCW: set_info(p, prefix, "mlp.c_fc.weight", 4 * C, C, 0.02f); break;
-    case P_FCB: set_info(p, prefix, "mlp.c_fc.bias", 4 * C, 0, 0.0f); break;
-    case P_PROJW: set_info(p, prefix, "mlp.c_proj.weight", C, 4 * C, proj_std); break;
-    default: set_info(p, prefix, "mlp.c_proj.bias", C, 0, 0.0f); break;
+    case P_LN1W:
+        set_info(p, prefix, "ln_1.weight", C, 0, -1.0f);
+        break;
+    case P_LN1B:
+        set_info(p, prefix, "ln_1.bias", C, 0, 0.0f);
+        break;
+    case P_QKVW:
+        set_info(p, prefix, "attn.c_attn.weight", 3 * C, C, 0.02f);
+        break;
+    case P_QKVB:
+        set_info(p, prefix, "attn.c_attn.bias", 3 * C, 0, 0.0f);
+        break;
+    case P_ATTW:
+        set_info(p, prefix, "attn.c_proj.weight", C, C, proj_std);
+        break;
+    case P_ATTB:
+        set_info(p, prefix, "attn.c_proj.bias", C, 0, 0.0f);
+        break;
+    case P_LN2W:
+        set_info(p, prefix, "ln_2.weight", C, 0, -1.0f);
+        break;
+    case P_LN2B:
+        set_info(p, prefix, "ln_2.bias", C, 0, 0.0f);
+        break;
+    case P_FCW:
+        set_info(p, prefix, "mlp.c_fc.weight", 4 * C, C, 0.02f);
+        break;
+    case P_FCB:
+        set_info(p, prefix, "mlp.c_fc.bias", 4 * C, 0, 0.0f);
+        break;
+    case P_PROJW:
+        set_info(p, prefix, "mlp.c_proj.weight", C, 4 * C, proj_std);
+        break;
+    default:
+        set_info(p, prefix, "mlp.c_proj.bias", C, 0, 0.0f);
+        break;
     }
 }
 
@@ -149,7 +176,7 @@ struct gpt2_model {
     int recompute; /* layernorm and GELU outputs recomputed in backward, not kept per layer */
     float *ln_scratch, *gelu_scratch; /* their one buffer each when recomputing */
     size_t activation_bytes;
-    float *memory; /* one allocation carved into every tensor below */
+    float *memory;  /* one allocation carved into every tensor below */
     float *encoded; /* [B,T,C] */
     block_acts *blocks;
     float *lnf, *lnf_mean, *lnf_rstd; /* [B,T,C], [B,T], [B,T] */
@@ -227,10 +254,7 @@ gpt2_model *gpt2_model_create(const gpt2_config *c, int B, int T)
 size_t gpt2_model_activation_bytes(const gpt2_model *m) { return m->activation_bytes; }
 
 int gpt2_model_status(const gpt2_model *m) { return m->ops.status(m->ops.ctx); }
-const char *gpt2_model_status_text(const gpt2_model *m)
-{
-    return m->ops.status_text(m->ops.ctx);
-}
+const char *gpt2_model_status_text(const gpt2_model *m) { return m->ops.status_text(m->ops.ctx); }
 
 void gpt2_model_destroy(gpt2_model *m)
 {
@@ -313,8 +337,8 @@ static void block_backward(gpt2_model *m, float *const *p, float *const *g, cons
     m->ops.copy(m->ops.ctx, dres2, dout, nc * sizeof(float));
     if (m->recompute) { /* GELU's and ln_2's outputs again, from what the layer kept */
         m->ops.gelu_forward(m->ops.ctx, a->fch_gelu, a->fch, (long long)N * 4 * C);
-        m->ops.layernorm_forward(m->ops.ctx, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2,
-                                 p[P_LN2W], p[P_LN2B], N, C);
+        m->ops.layernorm_forward(m->ops.ctx, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p[P_LN2W],
+                                 p[P_LN2B], N, C);
     }
     m->ops.zero(m->ops.ctx, m->d_fcg, nc * 4 * sizeof(float));
     m->ops.matmul_backward(m->ops.ctx, m->d_fcg, g[P_PROJW], g[P_PROJB], dout, a->fch_gelu,

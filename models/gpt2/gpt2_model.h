@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GPT-2 on the CPU in fp32, driven layer by layer. The model never owns its parameters: a
  * gpt2_source hands out each layer's parameter (and, in backward, gradient) pointers right
  * before the layer runs and takes them back after — ztier's fetch/release in the trainer,
@@ -26,7 +27,7 @@ typedef struct gpt2_config {
 int gpt2_config_named(const char *name, int vocab, gpt2_config *out);
 /* The names gpt2_config_named takes, for usage lines, and what to tell of an unknown one. */
 #define GPT2_CONFIG_NAMES "tiny|d12|d24|d36|d48|d<L>c<C>"
-#define GPT2_CONFIG_HELP                                                                      \
+#define GPT2_CONFIG_HELP \
     "tiny, d12, d24, d36, d48, or d<L>c<C>: L layers of C channels, C a multiple of 64"
 int64_t gpt2_num_params(const gpt2_config *c);
 /* Training FLOPs per token at sequence length T (forward and backward): 6 N for the weights
@@ -35,8 +36,20 @@ double gpt2_flops_per_token(const gpt2_config *c, int T);
 
 #define GPT2_BLOCK_PARAMS 12
 /* Parameters of a block, in registration order. */
-enum { P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTW, P_ATTB, P_LN2W, P_LN2B, P_FCW, P_FCB, P_PROJW,
-       P_PROJB };
+enum {
+    P_LN1W,
+    P_LN1B,
+    P_QKVW,
+    P_QKVB,
+    P_ATTW,
+    P_ATTB,
+    P_LN2W,
+    P_LN2B,
+    P_FCW,
+    P_FCB,
+    P_PROJW,
+    P_PROJB
+};
 
 /* Name, shape and init of parameter k of layer l (see the layer numbering above). */
 typedef struct gpt2_param_info {

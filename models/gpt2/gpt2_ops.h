@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Where the GPT-2 model computes: its memory and kernels as a table, so the model code
  * (gpt2_model.c) is the same on the CPU (gpt2_ops_cpu: malloc, the OpenBLAS kernels) and on
  * a GPU (gpt2_ops_cuda.c: device memory, the CUDA kernels of gpt2_rows.h and cuBLAS, all
@@ -35,14 +36,13 @@ typedef struct gpt2_ops {
                                const float *att, int B, int T, int C, int NH);
     /* element-wise, over n elements (64-bit: a layer's activations pass 2^31 at scale) */
     void (*gelu_forward)(void *ctx, float *out, const float *inp, long long n);
-    void (*gelu_backward)(void *ctx, float *dinp, const float *inp, const float *dout,
-                          long long n);
+    void (*gelu_backward)(void *ctx, float *dinp, const float *inp, const float *dout, long long n);
     void (*residual_forward)(void *ctx, float *out, const float *a, const float *b, long long n);
     /* returns the mean loss on the host (a GPU waits for it) */
-    float (*crossentropy_forward)(void *ctx, float *probs, const float *logits,
-                                  const int *targets, int N, int V);
-    void (*crossentropy_backward)(void *ctx, float *dlogits, const float *probs,
-                                  const int *targets, int N, int V);
+    float (*crossentropy_forward)(void *ctx, float *probs, const float *logits, const int *targets,
+                                  int N, int V);
+    void (*crossentropy_backward)(void *ctx, float *dlogits, const float *probs, const int *targets,
+                                  int N, int V);
     /* 0, or the first error any call met since the ops were made (a GPU's launch or
      * allocation failure); the model reports it */
     int (*status)(void *ctx);

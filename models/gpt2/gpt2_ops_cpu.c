@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gpt2_ops_cpu: host memory and the CPU kernels (gpt2_kernels.c). */
 #include "gpt2_kernels.h"
 #include "gpt2_ops.h"
@@ -27,8 +28,10 @@ static void cpu_zero(void *ctx, void *p, size_t bytes)
 }
 int gpt2_precision_parse(const char *s)
 {
-    return !strcmp(s, "fp32") ? GPT2_FP32 : !strcmp(s, "tf32") ? GPT2_TF32
-                                          : !strcmp(s, "bf16") ? GPT2_BF16 : -1;
+    return !strcmp(s, "fp32")   ? GPT2_FP32
+           : !strcmp(s, "tf32") ? GPT2_TF32
+           : !strcmp(s, "bf16") ? GPT2_BF16
+                                : -1;
 }
 
 static int cpu_status(void *ctx)

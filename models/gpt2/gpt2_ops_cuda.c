@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gpt2_ops on a GPU: device memory, the CUDA kernels of gpt2_kernels.cu and cuBLAS for the
  * matmuls, everything queued on one stream. Nothing here waits for the GPU except the loss
  * (crossentropy_forward copies the per-row losses back). The first error of any call is
@@ -66,8 +67,7 @@ static void keep_blas(cuda_ctx *c, cublasStatus_t s)
     if (s == CUBLAS_STATUS_SUCCESS || c->error)
         return;
     c->error = CUBLAS_BASE + (int)s;
-    snprintf(c->what, sizeof c->what, "cuBLAS status %d (%s)", (int)s,
-             cublasGetStatusString(s));
+    snprintf(c->what, sizeof c->what, "cuBLAS status %d (%s)", (int)s, cublasGetStatusString(s));
 }
 
 static void *g_alloc(void *ctx, size_t bytes)
@@ -128,8 +128,8 @@ static const char *g_status_text(void *ctx) { return ((cuda_ctx *)ctx)->what; }
 
 #define S(ctx) ((void *)((cuda_ctx *)(ctx))->stream)
 
-static void enc_f(void *ctx, float *out, const int *tok, const float *wte, const float *wpe,
-                  int B, int T, int C)
+static void enc_f(void *ctx, float *out, const int *tok, const float *wte, const float *wpe, int B,
+                  int T, int C)
 {
     keep(ctx, gpt2_cuda_encoder_forward(out, tok, wte, wpe, B, T, C, S(ctx)));
 }
@@ -147,21 +147,20 @@ static void enc_b(void *ctx, float *dwte, float *dwpe, const float *dout, const 
     void *scratch = r ? NULL : grow(c, &c->enc_scratch, c->enc_bytes);
     keep(c, r);
     if (scratch)
-        keep(c, gpt2_cuda_encoder_backward(dwte, dwpe, dout, tok, B, T, C, V, scratch,
-                                           c->enc_bytes, S(ctx)));
+        keep(c, gpt2_cuda_encoder_backward(dwte, dwpe, dout, tok, B, T, C, V, scratch, c->enc_bytes,
+                                           S(ctx)));
 }
-static void ln_f(void *ctx, float *out, float *mean, float *rstd, const float *inp,
-                 const float *w, const float *b, int N, int C)
+static void ln_f(void *ctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                 const float *b, int N, int C)
 {
     keep(ctx, gpt2_cuda_layernorm_forward(out, mean, rstd, inp, w, b, N, C, S(ctx)));
 }
-static void ln_b(void *ctx, float *dinp, float *dw, float *db, const float *dout,
-                 const float *inp, const float *w, const float *mean, const float *rstd, int N,
-                 int C)
+static void ln_b(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                 const float *w, const float *mean, const float *rstd, int N, int C)
 {
     cuda_ctx *c = ctx;
-    float *scratch = grow(c, &c->ln_scratch, gpt2_cuda_layernorm_backward_scratch(N, C) *
-                                                 sizeof(float));
+    float *scratch =
+        grow(c, &c->ln_scratch, gpt2_cuda_layernorm_backward_scratch(N, C) * sizeof(float));
     if (scratch)
         keep(ctx, gpt2_cuda_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C,
                                                scratch, S(ctx)));
@@ -217,21 +216,21 @@ static const unsigned short *bf16_of(cuda_ctx *c, int k, const float *src, size_
 }
 
 /* Column-major C[m,n] (+)= op(A) op(B) with A, B bf16 and C fp32, accumulated in fp32. */
-static void gemm_bf16(cuda_ctx *c, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                      int k, const unsigned short *A, int lda, const unsigned short *B, int ldb,
+static void gemm_bf16(cuda_ctx *c, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                      const unsigned short *A, int lda, const unsigned short *B, int ldb,
                       float beta, float *C, int ldc)
 {
     const float one = 1;
-    keep_blas(c, cublasGemmEx(c->blas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B,
-                              CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
-                              CUBLAS_GEMM_DEFAULT));
+    keep_blas(c,
+              cublasGemmEx(c->blas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb,
+                           &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 /* Row-major out[N,OC] = inp[N,C] @ w[OC,C]^T (+ bias): column-major out^T = w inp^T. The
  * bias goes down first, copied into every row (in full fp32: a rank-1 GEMM could round it to
  * TF32), then the GEMM adds with beta 1, as the CPU's matmul does. */
-static void mm_f(void *ctx, float *out, const float *inp, const float *w, const float *bias,
-                 int N, int C, int OC)
+static void mm_f(void *ctx, float *out, const float *inp, const float *w, const float *bias, int N,
+                 int C, int OC)
 {
     cuda_ctx *c = ctx;
     const float one = 1, zero = 0;
@@ -265,15 +264,15 @@ static void mm_b(void *ctx, float *dinp, float *dw, float *dbias, const float *d
             gemm_bf16(c, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, x16, C, d16, OC, 1.0f, dw, C);
         }
     } else {
-        keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, w, C, dout,
-                                 OC, &one, dinp, C));
+        keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, w, C, dout, OC,
+                                 &one, dinp, C));
         keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C, dout,
                                  OC, &one, dw, C));
     }
     const float *e = dbias ? ones(c, N) : NULL;
     if (dbias && e)
-        keep_blas(c, cublasSgemv(c->blas, CUBLAS_OP_N, OC, N, &one, dout, OC, e, 1, &one, dbias,
-                                 1));
+        keep_blas(c,
+                  cublasSgemv(c->blas, CUBLAS_OP_N, OC, N, &one, dout, OC, e, 1, &one, dbias, 1));
 }
 
 /* ---- attention: cuBLAS's batched GEMMs around row kernels (gpt2_attention.h) ---- */
@@ -286,8 +285,8 @@ static void e_bmm(void *ctx, int ta, int tb, int m, int n, int k, const float *A
     cuda_ctx *c = ctx;
     const float one = 1;
     keep_blas(c, cublasSgemmStridedBatched(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                           ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &one, B,
-                                           ldb, sb, A, lda, sa, &beta, C, ldc, sc, batch));
+                                           ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &one, B, ldb,
+                                           sb, A, lda, sa, &beta, C, ldc, sc, batch));
 }
 static void e_gather(void *ctx, float *dst, const float *src, int B, int T, int NH, int hs,
                      int stride, int off)
@@ -319,8 +318,7 @@ static gpt2_att_engine engine(cuda_ctx *c)
     return (gpt2_att_engine){c, e_bmm, e_gather, e_scatter, e_softmax_f, e_softmax_b};
 }
 
-static void att_f(void *ctx, float *out, float *att, const float *qkv, int B, int T, int C,
-                  int NH)
+static void att_f(void *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
 {
     float *scratch = att_scratch(ctx, B, T, C, NH);
     gpt2_att_engine e = engine(ctx);
@@ -348,8 +346,7 @@ static void res_f(void *ctx, float *out, const float *a, const float *b, long lo
     keep(ctx, gpt2_cuda_residual_forward(out, a, b, n, S(ctx)));
 }
 
-static float xent_f(void *ctx, float *probs, const float *logits, const int *targets, int N,
-                    int V)
+static float xent_f(void *ctx, float *probs, const float *logits, const int *targets, int N, int V)
 {
     cuda_ctx *c = ctx;
     if (N > c->cap) { /* pinned: the losses' download is a DMA, not a staged copy */
@@ -372,8 +369,7 @@ static float xent_f(void *ctx, float *probs, const float *logits, const int *tar
     return (float)(loss / N);
 }
 
-static void xent_b(void *ctx, float *dlogits, const float *probs, const int *targets, int N,
-                   int V)
+static void xent_b(void *ctx, float *dlogits, const float *probs, const int *targets, int N, int V)
 {
     keep(ctx, gpt2_cuda_crossentropy_backward(dlogits, probs, targets, N, V, S(ctx)));
 }
@@ -448,8 +444,8 @@ int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int device, gpt2_precision
     if (s == CUBLAS_STATUS_SUCCESS)
         s = cublasSetStream(c->blas, c->stream);
     if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasSetMathMode(c->blas, p == GPT2_FP32 ? CUBLAS_DEFAULT_MATH
-                                                      : CUBLAS_TF32_TENSOR_OP_MATH);
+        s = cublasSetMathMode(c->blas,
+                              p == GPT2_FP32 ? CUBLAS_DEFAULT_MATH : CUBLAS_TF32_TENSOR_OP_MATH);
     if (s != CUBLAS_STATUS_SUCCESS) {
         snprintf(why, len, "cuBLAS: status %d (is a GPU usable?)", (int)s);
         if (c->blas)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The GPT-2 kernels' math, written once per row or element and compiled twice: by the C
  * compiler for the CPU kernels (gpt2_kernels.c loops over rows and calls these — so the
  * trainer's finite-difference and end-to-end tests check this math in CI), and by nvcc for
@@ -73,8 +74,8 @@ static __device__ __forceinline__ float gpt2_warp_maxf(float v)
 #define GPT2_GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
 
 /* ---- encoder: one (b, t) row ---- */
-static inline GPT2_HD void encoder_row_forward(float *o, const float *te, const float *pe,
-                                               int C, int lane, int lanes)
+static inline GPT2_HD void encoder_row_forward(float *o, const float *te, const float *pe, int C,
+                                               int lane, int lanes)
 {
     for (int c = lane; c < C; c += lanes)
         o[c] = te[c] + pe[c];
@@ -126,9 +127,9 @@ static inline GPT2_HD float ordered_sum(const float *parts, int n, size_t stride
 }
 
 /* ---- layernorm: one row of C (lane 0 stores its mean and rstd) ---- */
-static inline GPT2_HD void layernorm_row_forward(float *o, float *mean, float *rstd,
-                                                 const float *x, const float *w, const float *b,
-                                                 int C, int lane, int lanes)
+static inline GPT2_HD void layernorm_row_forward(float *o, float *mean, float *rstd, const float *x,
+                                                 const float *w, const float *b, int C, int lane,
+                                                 int lanes)
 {
     float m = 0, v = 0;
     for (int c = lane; c < C; c += lanes)
@@ -146,10 +147,9 @@ static inline GPT2_HD void layernorm_row_forward(float *o, float *mean, float *r
     }
 }
 
-static inline GPT2_HD void layernorm_row_backward(float *dx, float *dw, float *db,
-                                                  const float *d, const float *x,
-                                                  const float *w, float mean, float rstd, int C,
-                                                  int lane, int lanes)
+static inline GPT2_HD void layernorm_row_backward(float *dx, float *dw, float *db, const float *d,
+                                                  const float *x, const float *w, float mean,
+                                                  float rstd, int C, int lane, int lanes)
 {
     float dnorm_mean = 0, dnorm_norm_mean = 0;
     for (int c = lane; c < C; c += lanes) {
@@ -170,8 +170,8 @@ static inline GPT2_HD void layernorm_row_backward(float *dx, float *dw, float *d
 /* ---- causal attention: one (b, h, t) row; qkv rows of 3C, head size hs ---- */
 /* Row t of q.k scores in place: scaled, softmax over positions 0..t, zero after (the row
  * kernel below and the batched-GEMM attention of gpt2_attention.h share it). */
-static inline GPT2_HD void causal_softmax_row_forward(float *a, int t, int T, float scale,
-                                                      int lane, int lanes)
+static inline GPT2_HD void causal_softmax_row_forward(float *a, int t, int T, float scale, int lane,
+                                                      int lanes)
 {
     float maxv = -INFINITY;
     for (int s = lane; s <= t; s += lanes) {
@@ -187,8 +187,8 @@ static inline GPT2_HD void causal_softmax_row_forward(float *a, int t, int T, fl
         a[s] = s <= t ? a[s] / sum : 0.0f;
 }
 
-static inline GPT2_HD void attention_row_forward(float *o, float *a, const float *qkv_b,
-                                                 int t, int T, int C, int h, int hs)
+static inline GPT2_HD void attention_row_forward(float *o, float *a, const float *qkv_b, int t,
+                                                 int T, int C, int h, int hs)
 {
     float scale = 1.0f / sqrtf((float)hs);
     const float *q = qkv_b + (size_t)t * 3 * C + h * hs;
@@ -212,9 +212,8 @@ static inline GPT2_HD void attention_row_forward(float *o, float *a, const float
 /* d: this row's output gradient; dqkv_b: the batch element's qkv gradient (its k and v rows
  * are shared with the other rows of the head). datt[s] = d . v_s is computed twice rather
  * than kept, so no scratch of T floats is needed. */
-static inline GPT2_HD void attention_row_backward(float *dqkv_b, const float *d,
-                                                  const float *qkv_b, const float *a, int t,
-                                                  int C, int h, int hs)
+static inline GPT2_HD void attention_row_backward(float *dqkv_b, const float *d, const float *qkv_b,
+                                                  const float *a, int t, int C, int h, int hs)
 {
     float scale = 1.0f / sqrtf((float)hs);
     const float *q = qkv_b + (size_t)t * 3 * C + h * hs;
@@ -290,8 +289,8 @@ static inline GPT2_HD float gelu_elem_backward(float x, float dout)
 /* p = softmax(l) (p may be l); returns -log p[target] (in double, floored at 1e-30) to every
  * lane, which computes p[target] itself, as its owner lane does, from l[target] read before
  * any lane stores */
-static inline GPT2_HD double crossentropy_row_forward(float *p, const float *l, int target,
-                                                      int V, int lane, int lanes)
+static inline GPT2_HD double crossentropy_row_forward(float *p, const float *l, int target, int V,
+                                                      int lane, int lanes)
 {
     float lt = l[target];
     float maxv = -INFINITY;
@@ -308,8 +307,8 @@ static inline GPT2_HD double crossentropy_row_forward(float *p, const float *l, 
     return -log(fmax((double)(float)(pt / sum), 1e-30));
 }
 
-static inline GPT2_HD void crossentropy_row_backward(float *dl, const float *p, int target,
-                                                     int V, float inv_n, int lane, int lanes)
+static inline GPT2_HD void crossentropy_row_backward(float *dl, const float *p, int target, int V,
+                                                     float inv_n, int lane, int lanes)
 {
     for (int v = lane; v < V; v += lanes)
         dl[v] = (p[v] - (v == target ? 1.0f : 0.0f)) * inv_n;

@@ -1,11 +1,11 @@
+/* SPDX-License-Identifier: MIT */
 #include "gpt2_ztier.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-zt_status gpt2_ztier_register(gpt2_ztier *g, zt_runtime *rt, const gpt2_config *c,
-                              uint64_t seed)
+zt_status gpt2_ztier_register(gpt2_ztier *g, zt_runtime *rt, const gpt2_config *c, uint64_t seed)
 {
     memset(g, 0, sizeof *g);
     g->rt = rt;
@@ -177,7 +177,10 @@ const char *gpt2_ztier_error(const gpt2_ztier *g)
 
 /* ---- export ---- */
 
-static int64_t numel(const gpt2_param_info *p) { return p->shape[0] * (p->ndim == 2 ? p->shape[1] : 1); }
+static int64_t numel(const gpt2_param_info *p)
+{
+    return p->shape[0] * (p->ndim == 2 ? p->shape[1] : 1);
+}
 
 /* Reads parameter k of layer l (collective) and, on rank 0, appends it to f. */
 static zt_status write_param(gpt2_ztier *g, FILE *f, int l, int k)
@@ -209,8 +212,8 @@ zt_status gpt2_export_llmc(gpt2_ztier *g, const char *path)
     zt_runtime_rank(g->rt, &rank, &world);
     if (rank == 0 && !f)
         return ZT_ERR_IO;
-    int32_t header[256] = {20240326, 3, c->max_seq, c->vocab, c->layers, c->heads, c->channels,
-                           c->padded_vocab};
+    int32_t header[256] = {20240326,  3,        c->max_seq,  c->vocab,
+                           c->layers, c->heads, c->channels, c->padded_vocab};
     zt_status st = ZT_OK;
     if (f && fwrite(header, sizeof header, 1, f) != 1)
         st = ZT_ERR_IO;
@@ -244,11 +247,11 @@ zt_status gpt2_export_safetensors(gpt2_ztier *g, const char *path)
             char shape[64];
             snprintf(shape, sizeof shape, pi.ndim == 2 ? "[%lld,%lld]" : "[%lld]",
                      (long long)pi.shape[0], (long long)pi.shape[1]);
-            len += (size_t)snprintf(json + len, cap - len,
-                                    "%s\"%s\":{\"dtype\":\"F32\",\"shape\":%s,\"data_offsets\":[%llu,%llu]}",
-                                    len > 1 ? "," : "", pi.name, shape,
-                                    (unsigned long long)offset,
-                                    (unsigned long long)(offset + bytes));
+            len += (size_t)snprintf(
+                json + len, cap - len,
+                "%s\"%s\":{\"dtype\":\"F32\",\"shape\":%s,\"data_offsets\":[%llu,%llu]}",
+                len > 1 ? "," : "", pi.name, shape, (unsigned long long)offset,
+                (unsigned long long)(offset + bytes));
             offset += bytes;
         }
     len += (size_t)snprintf(json + len, cap - len, "}");
@@ -258,9 +261,10 @@ zt_status gpt2_export_safetensors(gpt2_ztier *g, const char *path)
     int rank = 0, world = 1;
     zt_runtime_rank(g->rt, &rank, &world);
     uint64_t hlen = len;
-    zt_status st = rank == 0 && (!f || fwrite(&hlen, 8, 1, f) != 1 || fwrite(json, 1, len, f) != len)
-                       ? ZT_ERR_IO
-                       : ZT_OK;
+    zt_status st =
+        rank == 0 && (!f || fwrite(&hlen, 8, 1, f) != 1 || fwrite(json, 1, len, f) != len)
+            ? ZT_ERR_IO
+            : ZT_OK;
     free(json);
     for (int l = 0; st == ZT_OK && l < gpt2_layer_count(c); l++)
         for (int k = 0; st == ZT_OK && k < gpt2_layer_param_count(c, l); k++)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GPT-2 on ztier: parameter registration, the gpt2_source that fetches and releases each
  * layer through the runtime (fp32 or bf16 parameters; compute is fp32), and weight export
  * (llm.c model file, safetensors). Uses only ztier.h. */
@@ -17,10 +18,10 @@ typedef struct gpt2_widened {
 typedef struct gpt2_ztier {
     zt_runtime *rt;
     gpt2_config c;
-    int *layer_ids;                           /* per model layer */
-    int (*param_ids)[GPT2_BLOCK_PARAMS];      /* per model layer */
-    gpt2_widened (*wide)[2];                  /* per model layer and pass */
-    zt_status last;                           /* status of the last failed call */
+    int *layer_ids;                      /* per model layer */
+    int (*param_ids)[GPT2_BLOCK_PARAMS]; /* per model layer */
+    gpt2_widened (*wide)[2];             /* per model layer and pass */
+    zt_status last;                      /* status of the last failed call */
     int inference; /* forward fetches use ZT_INFERENCE (evaluation outside training) */
     /* The model's stream (a cudaStream_t with the cuda backend): fetch and release are
      * stream-ordered on it (zt_fetch_async / zt_release_async). NULL: the blocking calls. */
@@ -29,8 +30,7 @@ typedef struct gpt2_ztier {
 } gpt2_ztier;
 
 /* Registers every layer and parameter (GPT-2 initialisation from `seed`). */
-zt_status gpt2_ztier_register(gpt2_ztier *g, zt_runtime *rt, const gpt2_config *c,
-                              uint64_t seed);
+zt_status gpt2_ztier_register(gpt2_ztier *g, zt_runtime *rt, const gpt2_config *c, uint64_t seed);
 void gpt2_ztier_free(gpt2_ztier *g);
 /* A source whose get/put are zt_fetch/zt_release (errors: the zt_status, also in g->last).
  * Parameters must be ZT_F32 or ZT_BF16 (widened to fp32); any other dtype fails with

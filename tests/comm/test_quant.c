@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ZeRO++ block quantization kernels: the AVX2 and AVX-512 variants equal the scalar reference
  * bit for bit over dtypes, odd lengths and block sizes; every element's error is within half
  * a step of its block's scale (checked in double); zero blocks stay zero; int4 packs and
@@ -51,10 +52,13 @@ static void test_int8_variants_match_and_bound(void **state)
         for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++)
             for (zt_dtype dt = ZT_F32; dt <= ZT_F16; dt++) {
                 int64_t n = lengths[li], nb = zt_quant_blocks(n, blocks[bi]);
-                float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
-                uint16_t *h = malloc(sizeof(uint16_t) * (size_t)n), *h2 = malloc(sizeof(uint16_t) * (size_t)n);
+                float *x = malloc(sizeof(float) * (size_t)n),
+                      *y = malloc(sizeof(float) * (size_t)n);
+                uint16_t *h = malloc(sizeof(uint16_t) * (size_t)n),
+                         *h2 = malloc(sizeof(uint16_t) * (size_t)n);
                 int8_t *q1 = malloc((size_t)n), *q2 = malloc((size_t)n);
-                float *s1 = malloc(sizeof(float) * (size_t)nb), *s2 = malloc(sizeof(float) * (size_t)nb);
+                float *s1 = malloc(sizeof(float) * (size_t)nb),
+                      *s2 = malloc(sizeof(float) * (size_t)nb);
                 fill(x, n);
                 const void *in = x;
                 if (dt != ZT_F32) { /* the exact input is the 16-bit value */
@@ -72,10 +76,12 @@ static void test_int8_variants_match_and_bound(void **state)
                     zt_quant8(var, in, dt, n, blocks[bi], q2, s2);
                     assert_memory_equal(q1, q2, (size_t)n);
                     assert_memory_equal(s1, s2, sizeof(float) * (size_t)nb);
-                    zt_dequant8(ZT_QUANT_SCALAR, q1, s1, n, blocks[bi], h, dt == ZT_F32 ? ZT_BF16 : dt);
+                    zt_dequant8(ZT_QUANT_SCALAR, q1, s1, n, blocks[bi], h,
+                                dt == ZT_F32 ? ZT_BF16 : dt);
                     zt_dequant8(var, q1, s1, n, blocks[bi], h2, dt == ZT_F32 ? ZT_BF16 : dt);
                     assert_memory_equal(h, h2, sizeof(uint16_t) * (size_t)n);
-                    float *a1 = calloc((size_t)n, sizeof(float)), *a2 = calloc((size_t)n, sizeof(float));
+                    float *a1 = calloc((size_t)n, sizeof(float)),
+                          *a2 = calloc((size_t)n, sizeof(float));
                     for (int64_t i = 0; i < n; i++) /* a running sum: a contracted FMA shows */
                         a1[i] = a2[i] = 0.25f * (float)(i % 5) + 1e-3f * x[i];
                     zt_dequant8_add(ZT_QUANT_SCALAR, q1, s1, n, blocks[bi], a1);
@@ -161,11 +167,12 @@ static void test_int4_non_finite_blocks(void **state)
         for (int i = 0; i < 64; i++)
             if (!isnan(y[i]))
                 fail_msg("%s: element %d of a block with a non-finite value came back %g, not "
-                         "NaN", zt_quant_variant_name(vars[vi]), i, (double)y[i]);
+                         "NaN",
+                         zt_quant_variant_name(vars[vi]), i, (double)y[i]);
         for (int i = 64; i < 96; i++)
             if (!(y[i] == 0.0f || (y[i] > 0) == (x[i] > 0)) || !isfinite(y[i]))
-                fail_msg("%s: tiny element %d: %g came back %g", zt_quant_variant_name(vars[vi]),
-                         i, (double)x[i], (double)y[i]);
+                fail_msg("%s: tiny element %d: %g came back %g", zt_quant_variant_name(vars[vi]), i,
+                         (double)x[i], (double)y[i]);
         check_bound(x + 96, y + 96, s + 3, 32, BLOCK);
         if (vi == 0) {
             memcpy(q0, q, sizeof q), memcpy(s0, s, sizeof s);
@@ -187,10 +194,12 @@ static void test_int8_parallel_equals_serial(void **state)
         for (size_t bi = 0; bi < 3; bi++)
             for (int threads = 1; threads <= 3; threads++) {
                 int64_t n = lengths[li], nb = zt_quant_blocks(n, blocks[bi]);
-                float *x = malloc(sizeof(float) * (size_t)n), *y1 = malloc(sizeof(float) * (size_t)n);
+                float *x = malloc(sizeof(float) * (size_t)n),
+                      *y1 = malloc(sizeof(float) * (size_t)n);
                 float *y2 = malloc(sizeof(float) * (size_t)n);
                 int8_t *q1 = malloc((size_t)n), *q2 = malloc((size_t)n);
-                float *s1 = malloc(sizeof(float) * (size_t)nb), *s2 = malloc(sizeof(float) * (size_t)nb);
+                float *s1 = malloc(sizeof(float) * (size_t)nb),
+                      *s2 = malloc(sizeof(float) * (size_t)nb);
                 fill(x, n);
                 zt_threadpool *pool = NULL;
                 zt_error err = {0};
@@ -222,7 +231,8 @@ static void test_int4_parallel_equals_serial(void **state)
                 size_t nq = (size_t)(n + 1) / 2, nf = sizeof(float) * (size_t)n;
                 float *x = malloc(nf), *a1 = malloc(nf), *a2 = malloc(nf);
                 uint8_t *q1 = malloc(nq), *q2 = malloc(nq);
-                float *s1 = malloc(sizeof(float) * (size_t)nb), *s2 = malloc(sizeof(float) * (size_t)nb);
+                float *s1 = malloc(sizeof(float) * (size_t)nb),
+                      *s2 = malloc(sizeof(float) * (size_t)nb);
                 fill(x, n);
                 for (int64_t i = 0; i < n; i++)
                     a1[i] = a2[i] = 0.25f * (float)(i % 5);

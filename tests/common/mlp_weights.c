@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "mlp_weights.h"
 
 #include <math.h>

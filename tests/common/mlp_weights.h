@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Every weight and bias of the minimal model read back through zt_param_read, for tests that
  * compare two runs. */
 #ifndef ZT_TESTS_MLP_WEIGHTS_H

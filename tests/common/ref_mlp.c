@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "ref_mlp.h"
 
 #include <math.h>
@@ -5,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int param_id(const minimal_model *m, int k) { return k % 2 ? m->bias[k / 2] : m->weight[k / 2]; }
+static int param_id(const minimal_model *m, int k)
+{
+    return k % 2 ? m->bias[k / 2] : m->weight[k / 2];
+}
 
 int ref_mlp_init(ref_mlp *r, zt_runtime *rt, const minimal_model *m, const ref_hparams *h)
 {

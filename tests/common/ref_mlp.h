@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* An independent in-memory trainer for the minimal example's MLP: its own parameter arrays
  * and its own AdamW with global-norm clipping, written without the runtime. Tests start it
  * from the runtime's initial values (read back with zt_param_read) and compare after N

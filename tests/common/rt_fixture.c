@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "rt_fixture.h"
 #include "scratch.h"
 #include "train.h"
@@ -120,8 +121,7 @@ static zt_status register_mlp(zt_runtime *rt, void *model)
     return minimal_register(rt, s->dims, s->seed, s->m);
 }
 
-void rt_fixture_register_mlp(zt_runtime *rt, const mlp_dims *dims, uint64_t seed,
-                             minimal_model *m)
+void rt_fixture_register_mlp(zt_runtime *rt, const mlp_dims *dims, uint64_t seed, minimal_model *m)
 {
     mlp_spec s = {dims, seed, m};
     rt_fixture_register(rt, register_mlp, &s);

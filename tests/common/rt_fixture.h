@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The runtime fixture of the tests: one scratch folder per test process, configs in which
  * $SCRATCH stands for that folder, and runtimes created from such a config with a model
  * registered and committed. The runtime helpers fail the running cmocka test on an error,
@@ -52,10 +53,9 @@ struct mlp_dims;
 struct minimal_model;
 void rt_fixture_register_mlp(zt_runtime *rt, const struct mlp_dims *dims, uint64_t seed,
                              struct minimal_model *m);
-zt_runtime *rt_fixture_mlp(const zt_options *opts, const char *cfg,
-                           const struct mlp_dims *dims, uint64_t seed, struct minimal_model *m);
-zt_status rt_fixture_try_mlp(const zt_options *opts, const char *cfg,
-                             const struct mlp_dims *dims, uint64_t seed,
-                             struct minimal_model *m, zt_runtime **out);
+zt_runtime *rt_fixture_mlp(const zt_options *opts, const char *cfg, const struct mlp_dims *dims,
+                           uint64_t seed, struct minimal_model *m);
+zt_status rt_fixture_try_mlp(const zt_options *opts, const char *cfg, const struct mlp_dims *dims,
+                             uint64_t seed, struct minimal_model *m, zt_runtime **out);
 
 #endif

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A scratch folder per test process: <$ZT_TEST_TMPDIR or /tmp>/<name>-<pid>. */
 #ifndef ZT_TESTS_SCRATCH_H
 #define ZT_TESTS_SCRATCH_H

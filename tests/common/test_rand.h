@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reproducible test inputs: uniform floats from a xorshift64 state the test seeds, so every
  * run and every machine draws the same values. */
 #ifndef ZT_TESTS_TEST_RAND_H

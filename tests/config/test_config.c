@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Configuration: real DeepSpeed ZeRO-3 configs load as they are; DeepSpeed keys ztier does not
  * use are logged at info; unknown keys warn with their full path and the closest known key;
  * every invalid value is ZT_ERR_CONFIG naming the JSON path, the value and what is allowed;
@@ -28,9 +29,9 @@ static void capture(void *user, int level, const char *msg)
     strcat(logbuf, "\n");
 }
 
-static const char *const env_vars[] = {"ZT_LOG", "ZT_HBM_CAPACITY", "ZT_NVME_PATH",
-                                       "ZT_IO_ENGINE", "ZT_ADAM_VARIANT", "ZT_THREADS",
-                                       "ZT_TRACE", NULL};
+static const char *const env_vars[] = {
+    "ZT_LOG",          "ZT_HBM_CAPACITY", "ZT_NVME_PATH", "ZT_IO_ENGINE",
+    "ZT_ADAM_VARIANT", "ZT_THREADS",      "ZT_TRACE",     NULL};
 
 static int setup(void **state)
 {
@@ -72,13 +73,13 @@ static void assert_msg_has(const char *msg, const char *const *fragments)
             fail_msg("message '%s' lacks '%s'", msg, fragments[i]);
 }
 
-#define expect_error(json, ...)                                                                \
-    do {                                                                                       \
-        zt_config cfg_;                                                                        \
-        zt_error err_;                                                                         \
-        assert_int_equal(parse((json), &cfg_, &err_), ZT_ERR_CONFIG);                          \
-        assert_int_equal(err_.status, ZT_ERR_CONFIG);                                          \
-        assert_msg_has(err_.msg, (const char *const[]){__VA_ARGS__, NULL});                    \
+#define expect_error(json, ...)                                             \
+    do {                                                                    \
+        zt_config cfg_;                                                     \
+        zt_error err_;                                                      \
+        assert_int_equal(parse((json), &cfg_, &err_), ZT_ERR_CONFIG);       \
+        assert_int_equal(err_.status, ZT_ERR_CONFIG);                       \
+        assert_msg_has(err_.msg, (const char *const[]){__VA_ARGS__, NULL}); \
     } while (0)
 
 static void assert_log_has(const char *fragment)
@@ -129,7 +130,7 @@ static void test_defaults_are_the_documented_values(void **state)
     assert_float_equal(c.fp16_min_loss_scale, 1, 0);
     assert_string_equal(c.device_backend, "host");
     assert_string_equal(c.comm_backend, "auto");
-    assert_int_equal(c.hbm_capacity, 0); /* unset: */
+    assert_int_equal(c.hbm_capacity, 0);                             /* unset: */
     assert_int_equal(zt_config_device_budget(&c), (int64_t)8 << 30); /* the host's 8 GiB */
     strcpy(c.device_backend, "cuda");
     assert_int_equal(zt_config_device_budget(&c), 0); /* the GPU's free memory less a reserve */
@@ -319,9 +320,9 @@ static void test_negative_size_is_error_with_exact_message(void **state)
     (void)state;
     zt_config c;
     zt_error err;
-    assert_int_equal(parse("{\"zero_optimization\": {\"stage3_prefetch_bucket_size\": -5}}", &c,
-                           &err),
-                     ZT_ERR_CONFIG);
+    assert_int_equal(
+        parse("{\"zero_optimization\": {\"stage3_prefetch_bucket_size\": -5}}", &c, &err),
+        ZT_ERR_CONFIG);
     assert_non_null(strstr(err.msg, "test: zero_optimization.stage3_prefetch_bucket_size = -5: "
                                     "must be an integer >= 0"));
     expect_error("{\"zero_optimization\": {\"offload_param\": {\"max_in_cpu\": -1}}}",
@@ -546,9 +547,10 @@ static void test_nvme_path_is_a_string_or_a_list(void **state)
 {
     (void)state;
     zt_config c;
-    parse_ok("{\"zero_optimization\": {\"offload_param\": {\"nvme_path\": [\"/a\", \"/b\", \"/c\"]},"
-             " \"offload_optimizer\": {\"nvme_path\": \"/d\"}}}",
-             &c);
+    parse_ok(
+        "{\"zero_optimization\": {\"offload_param\": {\"nvme_path\": [\"/a\", \"/b\", \"/c\"]},"
+        " \"offload_optimizer\": {\"nvme_path\": \"/d\"}}}",
+        &c);
     assert_int_equal(c.offload_param.n_nvme_paths, 3);
     assert_string_equal(c.offload_param.nvme_path[2], "/c");
     assert_int_equal(c.offload_optimizer.n_nvme_paths, 1);
@@ -782,7 +784,8 @@ static void test_legacy_offload_switches_map_to_modern_keys(void **state)
     assert_log_has("ztier warn [config] zero_optimization.cpu_offload is deprecated in "
                    "DeepSpeed: read as zero_optimization.offload_optimizer.device = \"cpu\"");
     parse_ok("{\"zero_optimization\": {\"cpu_offload_param\": true, "
-             "\"cpu_offload_use_pin_memory\": false}}", &c);
+             "\"cpu_offload_use_pin_memory\": false}}",
+             &c);
     assert_int_equal(c.offload_param.device, ZT_TIER_HOST);
     assert_int_equal(c.offload_param.pin_memory, 0);
     assert_int_equal(c.offload_optimizer.pin_memory, 0);
@@ -793,7 +796,8 @@ static void test_legacy_offload_switches_map_to_modern_keys(void **state)
     expect_error("{\"zero_optimization\": {\"cpu_offload\": true, \"offload_optimizer\": "
                  "{\"device\": \"nvme\", \"nvme_path\": \"/tmp\"}}}",
                  "zero_optimization.cpu_offload and zero_optimization.offload_optimizer.device "
-                 "are both set", "keep only zero_optimization.offload_optimizer.device");
+                 "are both set",
+                 "keep only zero_optimization.offload_optimizer.device");
     expect_error("{\"zero_optimization\": {\"cpu_offload\": \"yes\"}}",
                  "zero_optimization.cpu_offload = \"yes\"", "true or false");
 }
@@ -823,8 +827,7 @@ static void test_optimizer_defaults_follow_the_final_type(void **state)
     assert_int_equal(zt_config_set_value(&c, "optimizer.type", "\"Adam\"", &err), ZT_OK);
     assert_float_equal(c.weight_decay, 0.0f, 0); /* Adam's default */
     assert_int_equal(c.optimizer, ZT_OPT_ADAMW); /* adam_w_mode */
-    assert_int_equal(zt_config_set_value(&c, "optimizer.params.adam_w_mode", "false", &err),
-                     ZT_OK);
+    assert_int_equal(zt_config_set_value(&c, "optimizer.params.adam_w_mode", "false", &err), ZT_OK);
     assert_int_equal(c.optimizer, ZT_OPT_ADAM);
 }
 
@@ -834,11 +837,10 @@ static void test_set_value_checks_like_a_file(void **state)
     zt_config c;
     zt_error err;
     zt_config_defaults(&c);
-    assert_int_equal(zt_config_set_value(&c, "zero_optimization.offload_param.device", "nvme",
-                                         &err), ZT_OK);
+    assert_int_equal(
+        zt_config_set_value(&c, "zero_optimization.offload_param.device", "nvme", &err), ZT_OK);
     assert_int_equal(c.offload_param.device, ZT_TIER_NVME);
-    assert_int_equal(zt_config_set_value(&c, "optimizer.params.betas", "[0.8, 0.95]", &err),
-                     ZT_OK);
+    assert_int_equal(zt_config_set_value(&c, "optimizer.params.betas", "[0.8, 0.95]", &err), ZT_OK);
     assert_float_equal(c.beta2, 0.95f, 0);
     assert_int_equal(zt_config_set_value(&c, "zero_optimization.offload_optimizer",
                                          "{\"device\": \"cpu\", \"pin_memory\": false}", &err),
@@ -847,14 +849,15 @@ static void test_set_value_checks_like_a_file(void **state)
     assert_int_equal(zt_config_set_value(&c, NULL, "{\"gradient_clipping\": 0.5}", &err), ZT_OK);
     assert_float_equal(c.gradient_clipping, 0.5f, 0);
     assert_int_equal(zt_config_set_value(&c, "zero_optimization.offload_param.nvme_path",
-                                         "/mnt/fast disk/swap", &err), ZT_OK);
+                                         "/mnt/fast disk/swap", &err),
+                     ZT_OK);
     assert_string_equal(c.offload_param.nvme_path[0], "/mnt/fast disk/swap");
     /* errors: the path, the value and what is allowed; unknown keys are errors here */
     assert_int_equal(zt_config_set_value(&c, "aio.queue_depth", "0", &err), ZT_ERR_CONFIG);
     assert_msg_has(err.msg, (const char *const[]){"zt_config_set(\"aio.queue_depth\")",
                                                   "aio.queue_depth = 0", "[1, 4096]", NULL});
-    assert_int_equal(zt_config_set_value(&c, "zero_optimization.offload_param.devce", "nvme",
-                                         &err), ZT_ERR_CONFIG);
+    assert_int_equal(zt_config_set_value(&c, "zero_optimization.offload_param.devce", "nvme", &err),
+                     ZT_ERR_CONFIG);
     assert_msg_has(err.msg, (const char *const[]){"unknown key",
                                                   "did you mean "
                                                   "'zero_optimization.offload_param.device'?",

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The cuda device backend on a GPU: budgeted allocation and its errors, host<->device round
  * trips of random data (pinned and registered), memset, event ordering across two streams,
  * and the kernels (cast, scale, non-finite check, int8 block quantization) against scalar
@@ -422,8 +423,8 @@ static void test_round_trip_of_random_data(void **state)
     /* unaligned on both sides: host +3, device +1, host back +5 */
     assert_int_equal(zt_device_memcpy_async(dev, (char *)d + 1, src + 3, n, ZT_COPY_H2D, s, &err),
                      ZT_OK);
-    assert_int_equal(
-        zt_device_memcpy_async(dev, back + 5, (char *)d + 1, n, ZT_COPY_D2H, s, &err), ZT_OK);
+    assert_int_equal(zt_device_memcpy_async(dev, back + 5, (char *)d + 1, n, ZT_COPY_D2H, s, &err),
+                     ZT_OK);
     assert_int_equal(zt_device_stream_synchronize(dev, s, &err), ZT_OK);
     assert_memory_equal(back + 5, src + 3, n);
     assert_int_equal(back[4], 0);
@@ -507,8 +508,7 @@ static void test_bad_arguments_are_reported(void **state)
                      ZT_ERR_ARGUMENT);
     assert_int_equal(zt_device_cast_async(dev, d, (zt_dtype)7, d, ZT_F32, 4, s, &err),
                      ZT_ERR_ARGUMENT);
-    assert_int_equal(zt_device_scale_async(dev, d, (zt_dtype)7, 2.0f, 4, s, &err),
-                     ZT_ERR_ARGUMENT);
+    assert_int_equal(zt_device_scale_async(dev, d, (zt_dtype)7, 2.0f, 4, s, &err), ZT_ERR_ARGUMENT);
     assert_int_not_equal(zt_cuda_quant8(d, ZT_F32, 16, 0, d, d, s), 0);
     assert_int_not_equal(zt_cuda_dequant8(d, d, 16, 0, d, ZT_F32, s), 0);
     assert_int_equal(zt_device_stream_synchronize(dev, s, &err), ZT_OK);
@@ -660,8 +660,7 @@ static void test_cast_all_16bit_patterns(void **state)
                 assert_int_equal(bits_of(w[i]), bits_of(want));
         }
     }
-    assert_int_equal(zt_device_cast_async(dev, narrow.d, ZT_F16, in.d, ZT_BF16, N, s, &err),
-                     ZT_OK);
+    assert_int_equal(zt_device_cast_async(dev, narrow.d, ZT_F16, in.d, ZT_BF16, N, s, &err), ZT_OK);
     to_host(s, &narrow);
     const uint16_t *q = narrow.h;
     for (int i = 0; i < N; i++) {
@@ -854,8 +853,7 @@ static void test_quant4_matches_cpu_reference(void **state)
         memcpy(dacc.h, acc, N * sizeof(float));
         to_device(s, &dacc);
         zt_dequant4_add_scalar(q, scales, N, block, acc);
-        assert_int_equal(zt_device_dequant4_add_async(dev, dq.d, ds.d, N, block, dacc.d, s,
-                                                        &err),
+        assert_int_equal(zt_device_dequant4_add_async(dev, dq.d, ds.d, N, block, dacc.d, s, &err),
                          ZT_OK);
         to_host(s, &dacc);
         const float *g = dacc.h;
@@ -905,8 +903,7 @@ static void test_sumsq_matches_reference_and_repeats(void **state)
     for (int r = 0; r < 2; r++) {
         ((double *)dout.h)[0] = 1.25, ((double *)dout.h)[1] = 3;
         to_device(s, &dout);
-        assert_int_equal(zt_device_sumsq_async(dev, dx.d, N, scale, dout.d, dscratch.d, s,
-                                                 &err),
+        assert_int_equal(zt_device_sumsq_async(dev, dx.d, N, scale, dout.d, dscratch.d, s, &err),
                          ZT_OK);
         to_host(s, &dout);
         memcpy(got[r], dout.h, sizeof got[r]);
@@ -955,8 +952,7 @@ static void test_adam_matches_cpu_kernel(void **state)
         zt_adam_tensors t = {p, m, v, g, ZT_F32, with_out ? out : NULL, ot, N};
         assert_int_equal(zt_adam_step_scalar(&c, &t), 2);
         assert_int_equal(zt_device_adam_async(dev, &c, dp.d, dm.d, dv.d, dg.d,
-                                                with_out ? dout.d : NULL, ot, N, dcount.d, s,
-                                                &err),
+                                              with_out ? dout.d : NULL, ot, N, dcount.d, s, &err),
                          ZT_OK);
         to_host(s, &dp), to_host(s, &dm), to_host(s, &dv), to_host(s, &dcount);
         assert_int_equal(*(unsigned long long *)dcount.h, 7 + 2);
@@ -966,11 +962,10 @@ static void test_adam_matches_cpu_kernel(void **state)
                 assert_true(!isfinite(gp[i]) && !isfinite(p[i]));
                 continue;
             }
-            if (memcmp(&gp[i], &p[i], 4) || memcmp(&gm[i], &m[i], 4) ||
-                memcmp(&gv[i], &v[i], 4))
+            if (memcmp(&gp[i], &p[i], 4) || memcmp(&gm[i], &m[i], 4) || memcmp(&gv[i], &v[i], 4))
                 fail_msg("case %d, element %d: CPU p %a m %a v %a, GPU p %a m %a v %a", k, i,
-                         (double)p[i], (double)m[i], (double)v[i], (double)gp[i],
-                         (double)gm[i], (double)gv[i]);
+                         (double)p[i], (double)m[i], (double)v[i], (double)gp[i], (double)gm[i],
+                         (double)gv[i]);
         }
         if (!with_out)
             continue;
@@ -980,7 +975,9 @@ static void test_adam_matches_cpu_kernel(void **state)
             if (i != BAD_A && i != BAD_B &&
                 memcmp((char *)dout.h + (size_t)i * es, (char *)out + (size_t)i * es, es))
                 fail_msg("case %d, element %d: the %s working copy differs", k, i,
-                         ot == ZT_BF16 ? "bf16" : ot == ZT_F16 ? "fp16" : "fp32");
+                         ot == ZT_BF16  ? "bf16"
+                         : ot == ZT_F16 ? "fp16"
+                                        : "fp32");
     }
     dbuf_free(&dp), dbuf_free(&dm), dbuf_free(&dv), dbuf_free(&dg), dbuf_free(&dout);
     dbuf_free(&dcount);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* End to end on a GPU: a 3-layer linear network trained with cuBLAS through ztier.h, every
  * layer's GEMMs queued on the trainer's own cudaStream_t between zt_fetch_async and
  * zt_release_async (no synchronisation in the layer loop), for parameters in device memory,
@@ -23,14 +24,14 @@
 static const int width[LAYERS + 1] = {96, 256, 128, 32};
 static const double LR = 1e-3, B1 = 0.9, B2 = 0.999, EPS = 1e-8, WD = 0.01;
 
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "test_cuda_mlp:%d: ", __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fprintf(stderr, "\n");                                                             \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define CHECK(cond, ...)                                     \
+    do {                                                     \
+        if (!(cond)) {                                       \
+            fprintf(stderr, "test_cuda_mlp:%d: ", __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                    \
+            fprintf(stderr, "\n");                           \
+            exit(1);                                         \
+        }                                                    \
     } while (0)
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -116,8 +117,8 @@ static void forward(gpu_net *n, int l, const float *w)
 {
     int I = width[l], O = width[l + 1];
     const float one = 1, zero = 0;
-    cublas_ok(cublasSgemm(n->blas, CUBLAS_OP_T, CUBLAS_OP_N, O, BATCH, I, &one, w, I,
-                          n->act[l], I, &zero, n->act[l + 1], O),
+    cublas_ok(cublasSgemm(n->blas, CUBLAS_OP_T, CUBLAS_OP_N, O, BATCH, I, &one, w, I, n->act[l], I,
+                          &zero, n->act[l + 1], O),
               "forward");
 }
 
@@ -126,12 +127,12 @@ static void backward(gpu_net *n, int l, const float *w, float *dw)
 {
     int I = width[l], O = width[l + 1];
     const float one = 1, zero = 0;
-    cublas_ok(cublasSgemm(n->blas, CUBLAS_OP_N, CUBLAS_OP_T, I, O, BATCH, &one, n->act[l], I,
-                          n->dy, O, &one, dw, I),
+    cublas_ok(cublasSgemm(n->blas, CUBLAS_OP_N, CUBLAS_OP_T, I, O, BATCH, &one, n->act[l], I, n->dy,
+                          O, &one, dw, I),
               "backward dW");
     if (l > 0) {
-        cublas_ok(cublasSgemm(n->blas, CUBLAS_OP_N, CUBLAS_OP_N, I, BATCH, O, &one, w, I, n->dy,
-                              O, &zero, n->dx, I),
+        cublas_ok(cublasSgemm(n->blas, CUBLAS_OP_N, CUBLAS_OP_N, I, BATCH, O, &one, w, I, n->dy, O,
+                              &zero, n->dx, I),
                   "backward dX");
         float *t = n->dy;
         n->dy = n->dx;
@@ -146,9 +147,11 @@ static uint64_t gpu_step(gpu_net *n, const float *x, const float *t)
     zt_stats before = ZT_STATS_INIT, after = ZT_STATS_INIT;
     zt_stats_get(n->rt, &before);
     CHECK(cudaMemcpyAsync(n->act[0], x, sizeof(float) * BATCH * (size_t)width[0],
-                          cudaMemcpyHostToDevice, n->stream) == cudaSuccess, "copy x");
-    CHECK(cudaMemcpyAsync(n->target, t, sizeof(float) * BATCH * (size_t)out,
-                          cudaMemcpyHostToDevice, n->stream) == cudaSuccess, "copy t");
+                          cudaMemcpyHostToDevice, n->stream) == cudaSuccess,
+          "copy x");
+    CHECK(cudaMemcpyAsync(n->target, t, sizeof(float) * BATCH * (size_t)out, cudaMemcpyHostToDevice,
+                          n->stream) == cudaSuccess,
+          "copy t");
     for (int l = 0; l < LAYERS; l++) {
         zt_layer_view v;
         CHECK(zt_fetch_async(n->rt, n->layer[l], ZT_FORWARD, n->stream, &v) == ZT_OK, "%s",
@@ -160,7 +163,8 @@ static uint64_t gpu_step(gpu_net *n, const float *x, const float *t)
     /* dY = (Y - T) / (BATCH * out) */
     const float minus = -1, inv = 1.0f / (float)(BATCH * out);
     CHECK(cudaMemcpyAsync(n->dy, n->act[LAYERS], sizeof(float) * BATCH * (size_t)out,
-                          cudaMemcpyDeviceToDevice, n->stream) == cudaSuccess, "dy");
+                          cudaMemcpyDeviceToDevice, n->stream) == cudaSuccess,
+          "dy");
     cublas_ok(cublasSaxpy(n->blas, BATCH * out, &minus, n->target, 1, n->dy, 1), "saxpy");
     cublas_ok(cublasSscal(n->blas, BATCH * out, &inv, n->dy, 1), "sscal");
     for (int l = LAYERS - 1; l >= 0; l--) {
@@ -279,8 +283,8 @@ int main(void)
     const char *base = getenv("ZT_TEST_TMPDIR") ? getenv("ZT_TEST_TMPDIR") : "/tmp";
     snprintf(dir, sizeof dir, "%s/cuda-mlp-%d", base, (int)getpid());
     CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
-    const char *placements[][2] = {{"none", "cpu"}, {"cpu", "cpu"}, {"nvme", "cpu"},
-                                   {"none", "none"}, {"cpu", "none"}};
+    const char *placements[][2] = {
+        {"none", "cpu"}, {"cpu", "cpu"}, {"nvme", "cpu"}, {"none", "none"}, {"cpu", "none"}};
     int failed = 0;
     for (size_t k = 0; k < sizeof placements / sizeof placements[0]; k++) {
         double err = run(placements[k][0], placements[k][1], dir);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The nccl comm backend on one rank (MPI as a singleton): every collective of device memory
  * against the values sent, a split, a request finished by polling frees what it holds,
  * and (on the stand-in, which can make a collective hang) a collective that never completes
@@ -71,9 +72,8 @@ static void test_collectives_and_polled_requests(void **state)
     assert_int_equal(zt_comm_wait(c, &req, &err), ZT_OK);
     assert_int_equal(zt_comm_broadcast(c, zeros, 64, ZT_COMM_F32, 0, &req, &err), ZT_OK);
     assert_int_equal(zt_comm_wait(c, &req, &err), ZT_OK);
-    assert_int_equal(zt_comm_reduce_scatter(c, zeros, out, 64, ZT_COMM_F32, ZT_REDUCE_MAX,
-                                              &req, &err),
-                     ZT_OK);
+    assert_int_equal(
+        zt_comm_reduce_scatter(c, zeros, out, 64, ZT_COMM_F32, ZT_REDUCE_MAX, &req, &err), ZT_OK);
     assert_int_equal(zt_comm_wait(c, &req, &err), ZT_OK);
     assert_int_equal(zt_comm_barrier(c, &req, &err), ZT_OK);
     assert_int_equal(zt_comm_wait(c, &req, &err), ZT_OK);
@@ -85,8 +85,7 @@ static void test_collectives_and_polled_requests(void **state)
     zt_comm *sub = NULL;
     assert_int_equal(zt_comm_split(c, 0, 0, &sub, &err), ZT_OK);
     assert_int_equal(sub->size, 1);
-    assert_int_equal(zt_comm_allreduce(sub, d, out, 64, ZT_COMM_F32, ZT_REDUCE_SUM, &req,
-                                           &err),
+    assert_int_equal(zt_comm_allreduce(sub, d, out, 64, ZT_COMM_F32, ZT_REDUCE_SUM, &req, &err),
                      ZT_OK);
     assert_int_equal(zt_comm_wait(sub, &req, &err), ZT_OK);
     zt_comm_destroy(sub);
@@ -105,8 +104,7 @@ static void test_timeout_aborts_once(void **state)
     float *d = device_floats(h, 16);
     zt_comm_req req = {0};
     cudasim_hang_collective_after(1);
-    assert_int_equal(zt_comm_allreduce(c, d, d, 16, ZT_COMM_F32, ZT_REDUCE_SUM, &req, &err),
-                     ZT_OK);
+    assert_int_equal(zt_comm_allreduce(c, d, d, 16, ZT_COMM_F32, ZT_REDUCE_SUM, &req, &err), ZT_OK);
     assert_int_equal(zt_comm_wait(c, &req, &err), ZT_ERR_COMM);
     assert_non_null(strstr(err.msg, "did not complete within 1 s"));
     assert_int_equal(zt_comm_allreduce(c, d, d, 16, ZT_COMM_F32, ZT_REDUCE_SUM, &req, &err),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Kernels for the stand-in's own tests (sim_kernels.h): built by nvcc or, with ZT_CUDA_FAKE,
 // through the stand-in's rewrite, like the project's kernels.
 #include "sim_kernels.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Kernels that exercise the stand-in (tests/cudasim): correct ones, checked against CPU
  * references, and ones with a bug on purpose (each named for the bug), which the stand-in
  * must report naming the kernel. Each launch function returns the launch's cudaError_t as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the stand-in's tests share: reading back a finding the test provoked, and skipping,
  * in the ThreadSanitizer build, the tests whose bug is a data race on purpose (TSan reports
  * it, as cudasim_tsan_finds_races shows; here it would fail the run). */
@@ -26,10 +27,10 @@ static inline void expect_finding(const char *needle1, const char *needle2)
 }
 
 #if defined(__SANITIZE_THREAD__)
-#define SKIP_RACE_UNDER_TSAN()                                                                 \
-    do {                                                                                       \
-        print_message("a data race on purpose: skipped under ThreadSanitizer\n");              \
-        skip();                                                                                \
+#define SKIP_RACE_UNDER_TSAN()                                                    \
+    do {                                                                          \
+        print_message("a data race on purpose: skipped under ThreadSanitizer\n"); \
+        skip();                                                                   \
     } while (0)
 #else
 #define SKIP_RACE_UNDER_TSAN() ((void)0)

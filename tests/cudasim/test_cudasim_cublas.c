@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The stand-in's cuBLAS (cudasim/src/cublas.cc): every call ztier's CUDA code makes against a
  * column-major reference in double, with leading dimensions larger than the matrices and
  * every transpose; bf16 inputs widened exactly; TF32 math rounding the inputs to 10 mantissa
@@ -59,7 +60,10 @@ static float tf32(float x)
 }
 
 /* Column-major element (i, j) of op(X), X stored with leading dimension ld. */
-static float at(const float *x, int ld, int t, int i, int j) { return t ? x[j + i * ld] : x[i + j * ld]; }
+static float at(const float *x, int ld, int t, int i, int j)
+{
+    return t ? x[j + i * ld] : x[i + j * ld];
+}
 
 /* C = alpha op(A) op(B) + beta C in double; `round` applies TF32 rounding to A and B. */
 static void ref_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
@@ -121,8 +125,8 @@ static void test_sgemm_every_transpose(void **state)
             assert_int_equal(cudaMemcpy(dC, C0, sizeof(float) * ldc * n, cudaMemcpyHostToDevice),
                              cudaSuccess);
             assert_int_equal(cublasSgemm(blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                         tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, dA,
-                                         lda, dB, ldb, &beta, dC, ldc),
+                                         tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, dA, lda,
+                                         dB, ldb, &beta, dC, ldc),
                              CUBLAS_STATUS_SUCCESS);
             back(C, dC, sizeof(float) * ldc * n);
             ref_gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C0, want, ldc, 0);
@@ -143,9 +147,9 @@ static void test_tf32_rounds_the_inputs(void **state)
     float *dA = dev_of(A, 4 * m * k), *dB = dev_of(B, 4 * k * n), *dC = dev_of(C0, 4 * m * n);
     const float one = 1, zero = 0;
     assert_int_equal(cublasSetMathMode(blas, CUBLAS_TF32_TENSOR_OP_MATH), CUBLAS_STATUS_SUCCESS);
-    assert_int_equal(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, dA, m, dB, k,
-                                 &zero, dC, m),
-                     CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(
+        cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, dA, m, dB, k, &zero, dC, m),
+        CUBLAS_STATUS_SUCCESS);
     back(C, dC, 4 * m * n);
     ref_gemm(0, 0, m, n, k, 1, A, m, B, k, 0, C0, exact, m, 0);
     ref_gemm(0, 0, m, n, k, 1, A, m, B, k, 0, C0, rounded, m, 1);
@@ -185,8 +189,8 @@ static void test_gemm_ex_bf16_and_batched(void **state)
     void *dA = dev_of(A16, sizeof A16), *dB = dev_of(B16, sizeof B16);
     float *dC = dev_of(C0, sizeof C0);
     const float one = 1, zero = 0;
-    assert_int_equal(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, M, NN, K, &one, dA,
-                                  CUDA_R_16BF, M, dB, CUDA_R_16BF, K, &zero, dC, CUDA_R_32F, M,
+    assert_int_equal(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, M, NN, K, &one, dA, CUDA_R_16BF,
+                                  M, dB, CUDA_R_16BF, K, &zero, dC, CUDA_R_32F, M,
                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                      CUBLAS_STATUS_SUCCESS);
     back(C, dC, sizeof C);
@@ -197,9 +201,9 @@ static void test_gemm_ex_bf16_and_batched(void **state)
     float *bC = calloc(BATCH * M * NN, 4);
     float *dbA = dev_of(bA, 4 * BATCH * M * K), *dbB = dev_of(bB, 4 * BATCH * K * NN);
     float *dbC = dev_of(bC, 4 * BATCH * M * NN);
-    assert_int_equal(cublasSgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_N, M, NN, K, &one,
-                                               dbA, M, M * K, dbB, K, K * NN, &zero, dbC, M,
-                                               M * NN, BATCH),
+    assert_int_equal(cublasSgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_N, M, NN, K, &one, dbA,
+                                               M, M * K, dbB, K, K * NN, &zero, dbC, M, M * NN,
+                                               BATCH),
                      CUBLAS_STATUS_SUCCESS);
     back(bC, dbC, 4 * BATCH * M * NN);
     for (int b = 0; b < BATCH; b++) {
@@ -244,16 +248,16 @@ static void test_bad_arguments_and_host_matrices(void **state)
     float *d = NULL, host[64] = {0};
     const float one = 1;
     assert_int_equal(cudaMalloc((void **)&d, 256), cudaSuccess);
-    assert_int_equal(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 8, 8, 8, &one, d, 4, d, 8, &one,
-                                 d, 8),
-                     CUBLAS_STATUS_INVALID_VALUE); /* lda < m */
-    assert_int_equal(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, -1, 8, 8, &one, d, 8, d, 8,
-                                 &one, d, 8),
-                     CUBLAS_STATUS_INVALID_VALUE);
+    assert_int_equal(
+        cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 8, 8, 8, &one, d, 4, d, 8, &one, d, 8),
+        CUBLAS_STATUS_INVALID_VALUE); /* lda < m */
+    assert_int_equal(
+        cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, -1, 8, 8, &one, d, 8, d, 8, &one, d, 8),
+        CUBLAS_STATUS_INVALID_VALUE);
     assert_int_equal(cudasim_findings(), 0);
-    assert_int_not_equal(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 8, 8, 8, &one, host, 8, d,
-                                     8, &one, d, 8),
-                         CUBLAS_STATUS_SUCCESS);
+    assert_int_not_equal(
+        cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 8, 8, 8, &one, host, 8, d, 8, &one, d, 8),
+        CUBLAS_STATUS_SUCCESS);
     assert_non_null(strstr(cudasim_last_finding(), "cublasSgemm"));
     cudasim_reset_findings();
     cudaFree(d);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The stand-in's kernels (cudasim/src/grid.cc, cudasim/shim): indices, warp shuffles, block
  * reductions, atomics and dynamic shared memory against CPU references; the launch limits
  * CUDA enforces; and the bugs a GPU would not report, each found and named: a removed bounds
@@ -27,7 +28,6 @@ static void to_host(void *host, const void *dev, size_t bytes)
     assert_int_equal(cudaStreamSynchronize(stream), cudaSuccess);
     assert_int_equal(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
 }
-
 
 static int setup(void **state)
 {

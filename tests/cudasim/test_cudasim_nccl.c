@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The stand-in's NCCL (cudasim/src/nccl.cc) with two ranks as threads, each on a device of
  * its own (ZT_CUDASIM_DEVICES=2): every collective ztier uses against values computed here,
  * the alltoall as grouped sends and receives, a split; two ranks on one device refused as
@@ -26,9 +27,9 @@ typedef struct rank_run {
     float got_sum[N], got_max[N], got_gather[RANKS * N], got_scatter[N / RANKS], got_bcast[N];
     float got_a2a[RANKS * 16];
     int split_rank, split_size;
-    int pending_at_abort;  /* the hung collective was pending, with no error yet */
-    int destroy_refused;   /* a destroy after the abort was refused, as a finding */
-    char why[256]; /* ncclGetLastError after a failed init */
+    int pending_at_abort; /* the hung collective was pending, with no error yet */
+    int destroy_refused;  /* a destroy after the abort was refused, as a finding */
+    char why[256];        /* ncclGetLastError after a failed init */
 } rank_run;
 
 /* The rank's GPU current, its communicator joined; ncclSuccess or the failure. */

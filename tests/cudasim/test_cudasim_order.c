@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The stand-in's ordering (cudasim/src/stream.cc, hostpages.cc, api_*.cc): what CUDA orders
  * and what it does not. Streams, events, the NULL stream, pools, the last-error rules and
  * fault injection against what CUDA specifies; and the ordering bugs a GPU would not report,

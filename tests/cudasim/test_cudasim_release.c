@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* zt_release_async orders the reuse of a layer's buffers after one stream, the one it is
  * given (api/ztier.h): a kernel on a second stream that read the layer must be ordered
  * before that stream. Through ztier.h on the stand-in's GPU: with the second stream's event

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Checks cudasim's shared-memory group transport (src/shm_group.h) with its members as forked
 // processes, as threads of one process, and as processes of two threads each, for 2, 3 and 4
 // members. Every result is compared with a reference the checker computes on its own from the
@@ -26,7 +27,8 @@
 using namespace cudasim::shm;
 using Clock = std::chrono::steady_clock;
 
-namespace {
+namespace
+{
 
 // ---- harness: run one function as n ranks ----
 
@@ -49,15 +51,15 @@ constexpr double kJoinTimeout = 30;
 
 int failed(const Rank &r, int line, const char *cond, const std::string &detail)
 {
-    fprintf(stderr, "    rank %d/%d (%s): line %d: %s failed; %s\n", r.rank, r.n,
-            mode_name(r.mode), line, cond, detail.c_str());
+    fprintf(stderr, "    rank %d/%d (%s): line %d: %s failed; %s\n", r.rank, r.n, mode_name(r.mode),
+            line, cond, detail.c_str());
     return 1;
 }
 
-#define CHECK(cond, detail)                                                                       \
-    do {                                                                                          \
-        if (!(cond))                                                                              \
-            return failed(r, __LINE__, #cond, (detail));                                          \
+#define CHECK(cond, detail)                              \
+    do {                                                 \
+        if (!(cond))                                     \
+            return failed(r, __LINE__, #cond, (detail)); \
     } while (0)
 
 double seconds_since(Clock::time_point t0)
@@ -65,8 +67,8 @@ double seconds_since(Clock::time_point t0)
     return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-int run_threads(const std::vector<int> &ranks, int n, const RankFn &fn,
-                const unsigned char *id, Mode mode, std::vector<int> *outcome)
+int run_threads(const std::vector<int> &ranks, int n, const RankFn &fn, const unsigned char *id,
+                Mode mode, std::vector<int> *outcome)
 {
     std::vector<std::thread> threads;
     for (int rank : ranks)
@@ -91,8 +93,8 @@ void reap(const std::vector<pid_t> &pids, std::vector<int> *per_process)
         if (pid > 0) {
             size_t i = size_t(std::find(pids.begin(), pids.end(), pid) - pids.begin());
             if (i < pids.size()) {
-                (*per_process)[i] = WIFEXITED(status) ? WEXITSTATUS(status)
-                                                      : kKilled + WTERMSIG(status);
+                (*per_process)[i] =
+                    WIFEXITED(status) ? WEXITSTATUS(status) : kKilled + WTERMSIG(status);
                 --left;
             }
             continue;
@@ -150,8 +152,9 @@ bool segment_gone(const unsigned char id[128])
 int g_failures = 0;
 
 // Runs one scenario and prints its line. `expect(rank)` gives each rank's expected outcome.
-void scenario(const char *what, Mode mode, int n, const RankFn &fn,
-              const std::function<int(int)> &expect = [](int) { return 0; })
+void scenario(
+    const char *what, Mode mode, int n, const RankFn &fn,
+    const std::function<int(int)> &expect = [](int) { return 0; })
 {
     unsigned char id[128];
     make_id(id);
@@ -203,10 +206,14 @@ unsigned char byte_input(int rank, size_t j)
 template <class T> T combine(RedOp op, T a, T b)
 {
     switch (op) {
-    case RedOp::Sum: return a + b;
-    case RedOp::Prod: return a * b;
-    case RedOp::Max: return std::max(a, b);
-    case RedOp::Min: return std::min(a, b);
+    case RedOp::Sum:
+        return a + b;
+    case RedOp::Prod:
+        return a * b;
+    case RedOp::Max:
+        return std::max(a, b);
+    case RedOp::Min:
+        return std::min(a, b);
     }
     return a;
 }
@@ -437,8 +444,8 @@ int allgather_case(const Rank &r, Group *g, DType t, size_t count, bool in_place
     unsigned char *src = in_place ? recv.data() + size_t(r.rank) * piece : send.data();
     for (size_t j = 0; j < piece; ++j)
         src[j] = byte_input(r.rank, j);
-    std::string why, at = std::string("allgather ") + dtype_name(t) + " count=" +
-                          std::to_string(count) + (in_place ? " in place" : "");
+    std::string why, at = std::string("allgather ") + dtype_name(t) +
+                          " count=" + std::to_string(count) + (in_place ? " in place" : "");
     CHECK(allgather(g, src, recv.data(), count, t, &why) == 0, at + ": " + why);
     for (size_t m = 0; m < n; ++m)
         for (size_t j = 0; j < piece; ++j)
@@ -471,8 +478,8 @@ int broadcast_case(const Rank &r, Group *g, DType t, size_t count, int root, boo
     bool is_root = r.rank == root;
     const void *src = is_root ? send.data() : nullptr;
     unsigned char *dst = is_root && in_place ? send.data() : recv.data();
-    std::string why, at = std::string("broadcast ") + dtype_name(t) + " count=" +
-                          std::to_string(count) + " root=" + std::to_string(root) +
+    std::string why, at = std::string("broadcast ") + dtype_name(t) +
+                          " count=" + std::to_string(count) + " root=" + std::to_string(root) +
                           (in_place ? " in place" : "");
     CHECK(broadcast(g, src, dst, count, t, root, &why) == 0, at + ": " + why);
     for (size_t j = 0; j < bytes; ++j)
@@ -677,8 +684,8 @@ int split_case(const Rank &r, Group *parent, const char *name, const std::functi
     std::vector<int32_t> want = expected_members(r.n, color, key, color(r.rank)), got;
     if (int rc = child_members(r, child.g, &got))
         return rc;
-    CHECK(got == want, std::string(name) + ": members " + list_text(got) + ", expected " +
-                           list_text(want));
+    CHECK(got == want,
+          std::string(name) + ": members " + list_text(got) + ", expected " + list_text(want));
     CHECK(want[size_t(group_rank(child.g))] == r.rank, std::string(name) + ": wrong child rank");
     return 0;
 }
@@ -690,16 +697,19 @@ int check_split(const Rank &r)
         return rc;
     int n = r.n;
     // Two colors, keys reversing the order (with n=2 each child has one member).
-    if (int rc = split_case(r, j.g, "split by parity, reversed keys", [](int k) { return k % 2; },
-                            [](int k) { return -k; }))
+    if (int rc = split_case(
+            r, j.g, "split by parity, reversed keys", [](int k) { return k % 2; },
+            [](int k) { return -k; }))
         return rc;
     // Rank 0 opts out; equal keys keep the parent order.
-    if (int rc = split_case(r, j.g, "split with NOCOLOR", [](int k) { return k == 0 ? -1 : 5; },
-                            [](int) { return 0; }))
+    if (int rc = split_case(
+            r, j.g, "split with NOCOLOR", [](int k) { return k == 0 ? -1 : 5; },
+            [](int) { return 0; }))
         return rc;
     // One color, keys permuting the ranks.
-    if (int rc = split_case(r, j.g, "split with permuted keys", [](int) { return 3; },
-                            [n](int k) { return (k * 3 + 1) % n; }))
+    if (int rc = split_case(
+            r, j.g, "split with permuted keys", [](int) { return 3; },
+            [n](int k) { return (k * 3 + 1) % n; }))
         return rc;
     int32_t x = r.rank + 1, sum = 0;
     std::string why;
@@ -799,8 +809,7 @@ int check_dead_peer(const Rank &r)
     std::vector<double> a(100, 1.0), b(100);
     std::string why;
     Clock::time_point t0 = Clock::now();
-    CHECK(allreduce(j.g, a.data(), b.data(), a.size(), DType::F64, RedOp::Sum, &why) ==
-              -ECONNRESET,
+    CHECK(allreduce(j.g, a.data(), b.data(), a.size(), DType::F64, RedOp::Sum, &why) == -ECONNRESET,
           "the allreduce did not fail with -ECONNRESET: " + why);
     double took = seconds_since(t0);
     CHECK(took < 3, "noticing the death took " + std::to_string(took) + " s");
@@ -849,8 +858,7 @@ void mixed_scenarios(int n)
     }
     scenario("allreduce: every type and op, bit-exact in rank order", Mode::Mixed, n,
              check_allreduce);
-    scenario("exchange: alltoall with self, zero and multi-round", Mode::Mixed, n,
-             check_exchange);
+    scenario("exchange: alltoall with self, zero and multi-round", Mode::Mixed, n, check_exchange);
 }
 
 } // namespace
@@ -863,25 +871,20 @@ int main()
         for (Mode mode : {Mode::Processes, Mode::Threads}) {
             scenario("allreduce: every type and op, bit-exact in rank order", mode, n,
                      check_allreduce);
-            scenario("reduce_scatter: every type and op, bit-exact", mode, n,
-                     check_reduce_scatter);
+            scenario("reduce_scatter: every type and op, bit-exact", mode, n, check_reduce_scatter);
             scenario("F16/BF16 reductions refused, group still usable", mode, n,
                      check_half_refused);
             scenario("allgather: counts 0/1/7/multi-round, in place", mode, n, check_allgather);
             scenario("broadcast: every root, multi-round, in place", mode, n, check_broadcast);
-            scenario("exchange: alltoall with self, zero and multi-round", mode, n,
-                     check_exchange);
-            scenario("exchange: mismatches fail on every member", mode, n,
-                     check_exchange_mismatch);
+            scenario("exchange: alltoall with self, zero and multi-round", mode, n, check_exchange);
+            scenario("exchange: mismatches fail on every member", mode, n, check_exchange_mismatch);
             scenario("collective: mismatched calls fail on every member", mode, n,
                      check_call_mismatch);
             scenario("split: two colors, NOCOLOR, reordered keys", mode, n, check_split);
             scenario("join: duplicate device refused, naming both ranks", mode, n,
                      check_duplicate_device);
-            scenario("join: members without a device are not compared", mode, n,
-                     check_no_device);
-            scenario("join: timeout names the rank that never came", mode, n,
-                     check_join_timeout);
+            scenario("join: members without a device are not compared", mode, n, check_no_device);
+            scenario("join: timeout names the rank that never came", mode, n, check_join_timeout);
             scenario("abort wakes ranks blocked in a collective", mode, n, check_abort);
         }
         scenario("dead peer: SIGKILLed rank named within seconds", Mode::Processes, n,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Runs tsan_race and passes when ThreadSanitizer reported a data race in each kernel named on
 # the command line (the proof that the TSan build finds races between CUDA threads).
 set -uo pipefail

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Races between a kernel's CUDA threads for ThreadSanitizer to report (the TSan build, which
  * stands in for compute-sanitizer's racecheck): on global memory (race_global), which the
  * stand-in's own checks do not see, and on __shared__ memory without its barrier

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Fails when docs/config.md is not what tools/config_doc.c prints now (a key added, changed
 # or documented since the file was last generated).
 #   check_config_doc.sh <zt_config_doc> <docs/config.md>

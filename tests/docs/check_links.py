@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Every relative link in README.md and docs/*.md leads to a file that exists (and, with a
 #fragment, to a heading of that file), and README.md links every page in docs/.
   check_links.py <repository root>"""

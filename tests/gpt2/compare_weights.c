@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* compare_weights A B [tolerance]: two llm.c model files (magic 20240326) must have the same
  * header, and every tensor's relative L2 difference must be <= tolerance (0: bitwise).
  * Exit 0 when they match. Used by the trainer checks in run_trainer_checks.sh. */

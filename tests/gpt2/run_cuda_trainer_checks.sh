@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The GPT-2 trainer on CUDA over 2 ranks, a GPU each (on CI machines the stand-in's two
 # GPUs: ZT_CUDASIM_DEVICES=2; on a machine with 2+ GPUs, real ones), against 1 rank on the CPU:
 #  10 steps of the tiny GPT-2 with parameters and optimizer state sharded over the ranks in

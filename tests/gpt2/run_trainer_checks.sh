@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Trainer checks on the tiny GPT-2 with the byte-level GPL-3 text:
 #  1. parameters and optimizer on NVMe over 2 MPI ranks == everything in memory on 1 rank
 #     after 10 steps (relative L2 difference <= 1e-5 over all weights);

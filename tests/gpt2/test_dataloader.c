@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Token data: an llm.c shard written and read back; a bad magic number, a bad version, a
  * truncated file or header, trailing data and a missing file are refused with messages
  * naming the file and the problem; byte-level text converts to a shard losslessly; the rank

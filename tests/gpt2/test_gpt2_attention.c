@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Attention as batched GEMMs (gpt2_attention.c, what the CUDA ops run with cuBLAS) on a CPU
  * engine (cblas GEMMs and the row and element math of gpt2_rows.h) against the row kernels of
  * gpt2_kernels.c, which are checked against finite differences: the output, the softmax and
@@ -59,12 +60,11 @@ static void cpu_softmax_b(void *ctx, float *d, const float *att, int rows, int T
 {
     (void)ctx;
     for (int r = 0; r < rows; r++)
-        causal_softmax_row_backward(d + (size_t)r * T, att + (size_t)r * T, r % T, T, scale, 0,
-                                    1);
+        causal_softmax_row_backward(d + (size_t)r * T, att + (size_t)r * T, r % T, T, scale, 0, 1);
 }
 
-static const gpt2_att_engine cpu_engine = {NULL, cpu_bmm, cpu_gather, cpu_scatter,
-                                           cpu_softmax_f, cpu_softmax_b};
+static const gpt2_att_engine cpu_engine = {NULL,        cpu_bmm,       cpu_gather,
+                                           cpu_scatter, cpu_softmax_f, cpu_softmax_b};
 
 /* ---- the check ---- */
 
@@ -94,7 +94,7 @@ static void test_gemm_attention_equals_row_kernels(void **state)
     for (size_t i = 0; i < nqkv; i++)
         qkv[i] = frand(), d1[i] = d2[i] = 0.5f * frand(); /* gradients add to what is there */
     for (size_t i = 0; i < nout; i++)
-        dout[i] = frand(), out2[i] = 1e9f;               /* the output is overwritten */
+        dout[i] = frand(), out2[i] = 1e9f; /* the output is overwritten */
     for (size_t i = 0; i < natt; i++)
         att2[i] = 1e9f;
     attention_forward(out1, att1, qkv, B, T, C, NH);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The GPT-2 CUDA kernels (gpt2_kernels.cu) against the CPU kernels, which run the same
  * per-row math (gpt2_rows.h) and are checked against finite differences in CI: every
  * forward and backward on random inputs, to float tolerance (the GPU's expf/tanhf differ
@@ -156,8 +157,8 @@ static void layernorm_weight_grads_in_gpu_order(float *dw, float *db, const floa
             for (int c = 0; c < width; c++) {
                 float norm = (x[(size_t)n * width + c] - mean[n]) * rstd[n];
                 float dd = d[(size_t)n * width + c];
-                warp[k * per + width + c] += dd;     /* db, as the row function adds it */
-                warp[k * per + c] += norm * dd;      /* dw */
+                warp[k * per + width + c] += dd; /* db, as the row function adds it */
+                warp[k * per + c] += norm * dd;  /* dw */
             }
     for (int b = 0; b < nb; b++)
         for (size_t c = 0; c < per; c++) {
@@ -193,7 +194,8 @@ static void check_layernorm(void *s, int rows, int width, double tol)
     float *g_x = dev_copy(x, n * 4), *g_w = dev_copy(w, width * 4), *g_b = dev_copy(b, width * 4);
     float *g_d = dev_copy(d, n * 4), *g_out = dev_copy(out, n * 4);
     float *g_mean = dev_copy(mean, rows * 4), *g_rstd = dev_copy(rstd, rows * 4);
-    float *g_dx = dev_copy(dx, n * 4), *g_dw = dev_copy(dw, width * 4), *g_db = dev_copy(db, width * 4);
+    float *g_dx = dev_copy(dx, n * 4), *g_dw = dev_copy(dw, width * 4),
+          *g_db = dev_copy(db, width * 4);
     printf("layernorm, %d rows of %d:\n", rows, width);
     layernorm_forward(out, mean, rstd, x, w, b, rows, width);
     gpt2_cuda_layernorm_forward(g_out, g_mean, g_rstd, g_x, g_w, g_b, rows, width, s);
@@ -234,9 +236,10 @@ static void check_layernorm(void *s, int rows, int width, double tol)
              gpt2_cuda_layernorm_backward(g_dx, g_dw, g_db, g_d, g_x, g_w, g_mean, g_rstd, rows,
                                           width, scratch, s));
     launched("layernorm backward",
-             gpt2_cuda_layernorm_backward(g_dx2, g_dw2, g_db2, g_d, g_x, g_w, g_mean, g_rstd,
-                                          rows, width, scratch, s));
-    float *h_dx = host_copy(g_dx, n), *h_dw = host_copy(g_dw, width), *h_db = host_copy(g_db, width);
+             gpt2_cuda_layernorm_backward(g_dx2, g_dw2, g_db2, g_d, g_x, g_w, g_mean, g_rstd, rows,
+                                          width, scratch, s));
+    float *h_dx = host_copy(g_dx, n), *h_dw = host_copy(g_dw, width),
+          *h_db = host_copy(g_db, width);
     check_bits("  backward twice (dinp)", h_dx, g_dx2, n);
     check_bits("  backward twice (dw)", h_dw, g_dw2, width);
     check_bits("  backward twice (db)", h_db, g_db2, width);
@@ -353,7 +356,8 @@ int main(void)
                                                             enc_scratch, enc_bytes, s));
     check_bits("encoder backward, added (dwte)", dwte, g_dwte, V * C);
     check_bits("encoder backward, added (dwpe)", dwpe, g_dwpe, T * C);
-    if (gpt2_cuda_encoder_backward(g_dwte, g_dwpe, g_d, dtok, B, T, C, V, enc_scratch, 64, s) == 0) {
+    if (gpt2_cuda_encoder_backward(g_dwte, g_dwpe, g_d, dtok, B, T, C, V, enc_scratch, 64, s) ==
+        0) {
         printf("encoder backward with 64 bytes of scratch was not refused\n");
         failures++;
     }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GPT-2 on a GPU through ztier: 10 steps of the tiny config computed by the CUDA ops (the
  * CUDA kernels of gpt2_rows.h and cuBLAS in fp32 with TF32 off, parameters fetched and
  * released on the trainer's stream), against the same 10 steps on the CPU from the same
@@ -57,8 +58,7 @@ static int train_run(const run *r, float *losses)
     zt_runtime *rt = NULL;
     gpt2_ztier g;
     if (zt_runtime_create(NULL, cfg, &rt) != ZT_OK || gpt2_ztier_register(&g, rt, &c, 7) != ZT_OK ||
-        zt_runtime_commit(rt) != ZT_OK ||
-        (r->load && zt_checkpoint_load(rt, r->load) != ZT_OK)) {
+        zt_runtime_commit(rt) != ZT_OK || (r->load && zt_checkpoint_load(rt, r->load) != ZT_OK)) {
         fprintf(stderr, "%s: %s\n", r->backend, zt_last_error(rt));
         return -1;
     }
@@ -66,9 +66,9 @@ static int train_run(const run *r, float *losses)
     gpt2_ops ops = gpt2_ops_cpu;
     char why[256] = "";
     int device = -1;
-    if (gpu && (zt_stream_create(rt, &g.stream) != ZT_OK ||
-                zt_runtime_device(rt, &device) != ZT_OK ||
-                gpt2_ops_cuda_create(&ops, g.stream, device, r->precision, why, sizeof why) != 0)) {
+    if (gpu &&
+        (zt_stream_create(rt, &g.stream) != ZT_OK || zt_runtime_device(rt, &device) != ZT_OK ||
+         gpt2_ops_cuda_create(&ops, g.stream, device, r->precision, why, sizeof why) != 0)) {
         fprintf(stderr, "cuda ops: %s %s\n", why, zt_last_error(rt));
         return -1;
     }

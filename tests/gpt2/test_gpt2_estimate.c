@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The estimate of a GPT-2 run (`ztier estimate`'s model: the example's registration and
  * call order, replayed through the prefetch scheduler) against the run: three training steps
  * of the tiny GPT-2 under several placements and device budgets; host, pinned and NVMe bytes
@@ -81,8 +82,8 @@ static void check(const char *what, const char *cfg)
     assert_int_equal(zt_stats_get(rt, &st), ZT_OK);
     double dev = (double)e.device_peak / (double)st.device_bytes_peak;
     printf("%-40s device %8llu est %8llu (%.3f), host %8llu est %8llu, nvme %8llu est %8llu\n",
-           what, (unsigned long long)st.device_bytes_peak, (unsigned long long)e.device_peak,
-           dev, (unsigned long long)st.host_bytes_peak, (unsigned long long)e.plan.host_bytes,
+           what, (unsigned long long)st.device_bytes_peak, (unsigned long long)e.device_peak, dev,
+           (unsigned long long)st.host_bytes_peak, (unsigned long long)e.plan.host_bytes,
            (unsigned long long)st.nvme_bytes_peak,
            (unsigned long long)(e.plan.nvme_param_bytes + e.plan.nvme_optim_bytes));
     assert_true(dev >= 0.95 && dev <= 1.05);
@@ -97,12 +98,13 @@ static void check(const char *what, const char *cfg)
 static const char *config(const char *pdev, const char *odev, const char *hbm, const char *more)
 {
     static char buf[4096];
-    snprintf(buf, sizeof buf,
-             "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
-             "\"$SCRATCH\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"$SCRATCH\"}, "
-             "\"stage3_param_persistence_threshold\": 0}, \"aio\": {\"block_size\": 4096}, "
-             "\"ztier\": {\"hbm_capacity\": \"%s\"}%s}",
-             pdev, odev, hbm, more);
+    snprintf(
+        buf, sizeof buf,
+        "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
+        "\"$SCRATCH\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"$SCRATCH\"}, "
+        "\"stage3_param_persistence_threshold\": 0}, \"aio\": {\"block_size\": 4096}, "
+        "\"ztier\": {\"hbm_capacity\": \"%s\"}%s}",
+        pdev, odev, hbm, more);
     return buf;
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GPT-2 gradients and driving:
  *  - the fp32 forward/backward of the tiny config (kernels called on plain arrays) against
  *    central finite differences of an independent double-precision forward written here
@@ -112,8 +113,8 @@ static double d_loss(const dctx *d, const int *tok, const int *tgt)
 {
     const gpt2_config *c = d->c;
     int C = c->channels, NH = c->heads, hs = C / NH, V = c->padded_vocab, L = c->layers;
-    static double x[B * T][256], ln[B * T][256], qkv[B * T][768], y[B * T][256],
-        h[B * T][1024], tmp[1024];
+    static double x[B * T][256], ln[B * T][256], qkv[B * T][768], y[B * T][256], h[B * T][1024],
+        tmp[1024];
     for (int n = 0; n < B * T; n++)
         for (int i = 0; i < C; i++)
             x[n][i] = d->p[0][0][(size_t)tok[n] * C + i] + d->p[0][1][(size_t)(n % T) * C + i];
@@ -391,8 +392,8 @@ static void make_batch(int *tok, int *tgt)
  * -lr * g / (|g| + 1) (m_hat = g, sqrt(v_hat) = |g|), so u = -delta / lr gives the gradient
  * back: g = u / (1 - |u|). A large lr keeps delta far above the rounding of p. */
 #define ADAM_PROBE_LR 1000.0
-#define ADAM_PROBE                                                                             \
-    "\"optimizer\": {\"type\": \"Adam\", \"params\": {\"lr\": 1000, \"eps\": 1, "              \
+#define ADAM_PROBE                                                                \
+    "\"optimizer\": {\"type\": \"Adam\", \"params\": {\"lr\": 1000, \"eps\": 1, " \
     "\"betas\": [0.9, 0.999], \"weight_decay\": 0}}"
 
 static void check_runtime_gradients(const char *config)
@@ -428,8 +429,8 @@ static void check_runtime_gradients(const char *config)
                 if (fabs(grt - gp) > 1e-3 * fabs(gp) + 1e-5 * gmax) {
                     gpt2_param_info pi;
                     gpt2_param_info_get(&g.c, l, k, &pi);
-                    fail_msg("%s[%lld]: gradient through ztier %.8g, on plain arrays %.8g",
-                             pi.name, (long long)i, grt, gp);
+                    fail_msg("%s[%lld]: gradient through ztier %.8g, on plain arrays %.8g", pi.name,
+                             (long long)i, grt, gp);
                 }
             }
         }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The GPU's split of the row kernels over a warp (gpt2_rows.h with lanes 32), run on the CPU:
  * 32 threads are the lanes, and the lanes' sums and maxima (GPT2_LANES_*) are butterflies of
  * the GPU's order (offsets 16, 8, .. 1) over what the 32 threads hand in, so every lane gets
@@ -95,8 +96,8 @@ static void expect_close(const char *what, const float *want, const float *got, 
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)got[i] - want[i]) / (fabs((double)want[i]) + floor);
         if (!(d <= tol))
-            fail_msg("%s: element %zu is %.9g with 32 lanes, %.9g with one (tolerance %g)", what,
-                     i, (double)got[i], (double)want[i], tol);
+            fail_msg("%s: element %zu is %.9g with 32 lanes, %.9g with one (tolerance %g)", what, i,
+                     (double)got[i], (double)want[i], tol);
     }
 }
 
@@ -110,8 +111,8 @@ static struct {
 
 static void free_data(void)
 {
-    float *all[] = {g.wte, g.wpe, g.x,   g.w,    g.b,  g.d,  g.logits, g.probs, g.scores,
-                    g.dscores, g.out, g.mean, g.rstd, g.dx, g.dw, g.db, g.dwte, g.dwpe};
+    float *all[] = {g.wte,     g.wpe, g.x,    g.w,    g.b,  g.d,  g.logits, g.probs, g.scores,
+                    g.dscores, g.out, g.mean, g.rstd, g.dx, g.dw, g.db,     g.dwte,  g.dwpe};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         free(all[i]);
     memset(&g, 0, sizeof g);
@@ -132,7 +133,8 @@ static void setup_data(void)
         g.tok[i] = (i * 7) % 23, g.tgt[i] = (i * 5 + 3) % V; /* tokens repeat: runs per token */
     g.wte = randoms(V * C), g.wpe = randoms(T * C), g.x = randoms(N * C);
     g.w = randoms(C), g.b = randoms(C), g.d = randoms(N * V);
-    g.logits = randoms(N * V), g.scores = randoms(HEADS * T * T), g.dscores = randoms(HEADS * T * T);
+    g.logits = randoms(N * V), g.scores = randoms(HEADS * T * T),
+    g.dscores = randoms(HEADS * T * T);
     g.out = calloc(N * V, 4), g.probs = calloc(N * V, 4), g.mean = calloc(N, 4);
     g.rstd = calloc(N, 4), g.dx = calloc(N * C, 4), g.dw = calloc(C, 4), g.db = calloc(C, 4);
     g.dwte = calloc(V * C, 4), g.dwpe = calloc(T * C, 4);
@@ -163,8 +165,8 @@ static void encoder_job(int lane)
             j++;
         for (int c0 = 0; c0 < C; c0 += LANES) /* a warp per slice of 32 columns */
             encoder_token_backward(g.dwte + (size_t)sorted_tok[i] * C + c0, g.d + c0,
-                                   sorted_rows + i, j - i, C - c0 < LANES ? C - c0 : LANES, C,
-                                   lane, LANES);
+                                   sorted_rows + i, j - i, C - c0 < LANES ? C - c0 : LANES, C, lane,
+                                   LANES);
     }
     for (int e = lane; e < T * C; e += LANES) /* a thread per element of dwpe */
         g.dwpe[e] = encoder_position_backward(g.dwpe[e], g.d, B, T, C, e / C, e % C);
@@ -203,15 +205,13 @@ static void layernorm_job(int lane)
             mine[c] = 0.0f;
         for (int n = w; n < N; n += LN_WARPS)
             layernorm_row_backward(g.dx + (size_t)n * C, mine, mine + C, g.d + (size_t)n * C,
-                                   g.x + (size_t)n * C, g.w, g.mean[n], g.rstd[n], C, lane,
-                                   LANES);
+                                   g.x + (size_t)n * C, g.w, g.mean[n], g.rstd[n], C, lane, LANES);
     }
     pthread_barrier_wait(&emu_barrier); /* __syncthreads */
     for (int blk = 0; blk < LN_BLOCKS; blk++)
         for (int c = lane; c < 2 * C; c += LANES)
             ln_block_parts[blk][c] =
-                ordered_sum(&ln_warp_parts[blk * LN_WARPS_PER_BLOCK][c], LN_WARPS_PER_BLOCK,
-                            2 * C);
+                ordered_sum(&ln_warp_parts[blk * LN_WARPS_PER_BLOCK][c], LN_WARPS_PER_BLOCK, 2 * C);
     pthread_barrier_wait(&emu_barrier); /* the next kernel */
     for (int c = lane; c < 2 * C; c += LANES) {
         float *dst = c < C ? &g.dw[c] : &g.db[c - C];
@@ -248,8 +248,8 @@ static void softmax_job(int lane)
     for (int r = 0; r < HEADS * T; r++)
         causal_softmax_row_forward(g.scores + (size_t)r * T, r % T, T, kScale, lane, LANES);
     for (int r = 0; r < HEADS * T; r++)
-        causal_softmax_row_backward(g.dscores + (size_t)r * T, g.scores + (size_t)r * T, r % T,
-                                    T, kScale, lane, LANES);
+        causal_softmax_row_backward(g.dscores + (size_t)r * T, g.scores + (size_t)r * T, r % T, T,
+                                    kScale, lane, LANES);
 }
 
 static void test_causal_softmax(void **state)
@@ -262,7 +262,8 @@ static void test_causal_softmax(void **state)
     run_lanes(softmax_job);
     for (int r = 0; r < HEADS * T; r++) { /* the reference, in double */
         int t = r % T;
-        const float *xr = x + (size_t)r * T, *dr = dy + (size_t)r * T, *ar = g.scores + (size_t)r * T;
+        const float *xr = x + (size_t)r * T, *dr = dy + (size_t)r * T,
+                    *ar = g.scores + (size_t)r * T;
         double mx = -INFINITY, sum = 0, dot = 0;
         for (int s = 0; s <= t; s++)
             mx = fmax(mx, (double)xr[s] * kScale);
@@ -284,17 +285,15 @@ static void test_causal_softmax(void **state)
 static void crossentropy_job(int lane)
 {
     for (int n = 0; n < N; n++)
-        g.loss[n][lane] = crossentropy_row_forward(g.probs + (size_t)n * V,
-                                                   g.logits + (size_t)n * V, g.tgt[n], V, lane,
-                                                   LANES);
+        g.loss[n][lane] = crossentropy_row_forward(
+            g.probs + (size_t)n * V, g.logits + (size_t)n * V, g.tgt[n], V, lane, LANES);
 }
 
 static void crossentropy_in_place_job(int lane) /* probs over the logits, as the trainer's */
 {
     for (int n = 0; n < N; n++)
-        g.loss[n][lane] = crossentropy_row_forward(g.logits + (size_t)n * V,
-                                                   g.logits + (size_t)n * V, g.tgt[n], V, lane,
-                                                   LANES);
+        g.loss[n][lane] = crossentropy_row_forward(
+            g.logits + (size_t)n * V, g.logits + (size_t)n * V, g.tgt[n], V, lane, LANES);
 }
 
 static void crossentropy_backward_job(int lane)

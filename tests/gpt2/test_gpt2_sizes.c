@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The model's element counts at a scale where a layer's activations pass 2^31 elements
  * (B x T x 4C = 8 x 1024 x 4 x 65536 = 2^31): the counts it hands the element-wise ops are
  * exact 64-bit products, not 32-bit ones that wrap (the GPU's kernels index with them). The
@@ -18,10 +19,17 @@ static char fake[64]; /* every "allocation" points here: nothing is read or writ
 
 static void *m_alloc(void *ctx, size_t bytes) { return (void)ctx, (void)bytes, fake; }
 static void m_free(void *ctx, void *p) { (void)ctx, (void)p; }
-static void m_upload(void *ctx, void *d, const void *h, size_t n) { (void)ctx, (void)d, (void)h, (void)n; }
-static void m_copy(void *ctx, void *d, const void *s, size_t n) { (void)ctx, (void)d, (void)s, (void)n; }
+static void m_upload(void *ctx, void *d, const void *h, size_t n)
+{
+    (void)ctx, (void)d, (void)h, (void)n;
+}
+static void m_copy(void *ctx, void *d, const void *s, size_t n)
+{
+    (void)ctx, (void)d, (void)s, (void)n;
+}
 static void m_zero(void *ctx, void *p, size_t n) { (void)ctx, (void)p, (void)n; }
-static void m_enc_f(void *ctx, float *o, const int *t, const float *a, const float *b, int B_, int T_, int C_)
+static void m_enc_f(void *ctx, float *o, const int *t, const float *a, const float *b, int B_,
+                    int T_, int C_)
 {
     (void)ctx, (void)o, (void)t, (void)a, (void)b, (void)B_, (void)T_, (void)C_;
 }
@@ -98,13 +106,16 @@ static int src_get(void *ctx, int layer, int backward, float **params, float **g
     }
     return 0;
 }
-static int src_put(void *ctx, int layer, int backward) { return (void)ctx, (void)layer, (void)backward, 0; }
+static int src_put(void *ctx, int layer, int backward)
+{
+    return (void)ctx, (void)layer, (void)backward, 0;
+}
 
 static void test_element_counts_are_64_bit(void **state)
 {
     (void)state;
-    const gpt2_ops ops = {NULL,     m_alloc,  m_free,  m_upload, m_copy,   m_zero,    m_enc_f,
-                          m_enc_b,  m_ln_f,   m_ln_b,  m_mm_f,   m_mm_b,   m_att_f,   m_att_b,
+    const gpt2_ops ops = {NULL,     m_alloc,  m_free,  m_upload, m_copy,   m_zero,   m_enc_f,
+                          m_enc_b,  m_ln_f,   m_ln_b,  m_mm_f,   m_mm_b,   m_att_f,  m_att_b,
                           m_gelu_f, m_gelu_b, m_res_f, m_xent_f, m_xent_b, m_status, m_status_text};
     gpt2_config c = {256, 256, T, 1, 1, C};
     gpt2_model *m = gpt2_model_create_on(&c, B, T, &ops, 0);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Saves a checkpoint of a one-parameter model; the public API only. Linked against the
  * shipped libztier.so it saves whatever $ZT_TEST_CRASH_AT says; linked against the tests'
  * archive (the hooks compiled in) it is killed at the crash point that names.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The shipped libraries have no fault-injection hooks (core/test_hooks.h, tiers/io.h), in the
 # symbol tables or as the environment variable's name, while the tests' archive has them
 # (so the check looks for the right names); and a program linked against libztier.so runs a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs the build tree to a temporary prefix, then builds and runs consumers of it, the
 # way docs/linking.md tells users to:
 #  - find_package(ztier): ztier::ztier (shared) and ztier::ztier_static. Their compile lines

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The layer check on the sources, and the check's own test: a scratch copy of the library's
 # folders with one upward include added (tiers/ including runtime/) must fail it, naming the
 # file and the line, and one that includes sideways (optimizer/ including prefetch/) too.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # A frozen rank must not keep the job alive: <np> ranks of test_mpi_frozen_peer train with
 # rank <frozen> stopping itself (SIGSTOP). Every other rank must get ZT_ERR_COMM (from
 # training and from creating another runtime) and exit by itself with status 2 within

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The mpi comm backend under mpirun: every collective against values each rank can compute
  * on its own, 16-bit reductions carried out in fp32, splitting, and the bounded wait. */
 #include "core/convert.h"
@@ -10,14 +11,14 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "rank check failed at line %d: ", __LINE__);                      \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fprintf(stderr, "\n");                                                             \
-            failures++;                                                                        \
-        }                                                                                      \
+#define CHECK(cond, ...)                                                 \
+    do {                                                                 \
+        if (!(cond)) {                                                   \
+            fprintf(stderr, "rank check failed at line %d: ", __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                \
+            fprintf(stderr, "\n");                                       \
+            failures++;                                                  \
+        }                                                                \
     } while (0)
 
 static float value(int rank, size_t i) { return (float)(rank + 1) * 0.5f + (float)(i % 97); }
@@ -31,7 +32,8 @@ static void check_allgather(zt_comm *c, size_t count)
     zt_error err = {0};
     /* in place: this rank's block already sits at its slot */
     CHECK(zt_comm_allgather_sync(c, buf + (size_t)r * count, buf, count, ZT_COMM_F32, &err) ==
-              ZT_OK, "allgather: %s", err.msg);
+              ZT_OK,
+          "allgather: %s", err.msg);
     for (int q = 0; q < n; q++)
         for (size_t i = 0; i < count; i++)
             CHECK(buf[(size_t)q * count + i] == value(q, i), "allgather block %d elem %zu", q, i);
@@ -46,8 +48,9 @@ static void check_reduce_scatter(zt_comm *c, size_t count)
         send[i] = value(r, i);
     zt_comm_req req = {0};
     zt_error err = {0};
-    CHECK(zt_comm_reduce_scatter(c, send, send, count, ZT_COMM_F32, ZT_REDUCE_SUM, &req,
-                                   &err) == ZT_OK, "reduce_scatter issue");
+    CHECK(zt_comm_reduce_scatter(c, send, send, count, ZT_COMM_F32, ZT_REDUCE_SUM, &req, &err) ==
+              ZT_OK,
+          "reduce_scatter issue");
     CHECK(zt_comm_wait(c, &req, &err) == ZT_OK, "reduce_scatter: %s", err.msg);
     for (size_t i = 0; i < count; i++) {
         float want = 0;
@@ -94,7 +97,8 @@ static void check_bf16_allreduce_in_fp32(zt_comm *c)
 static void check_alltoall_bcast_split(zt_comm *c)
 {
     int n = c->size, r = c->rank;
-    int64_t *send = malloc(sizeof(int64_t) * (size_t)n), *recv = malloc(sizeof(int64_t) * (size_t)n);
+    int64_t *send = malloc(sizeof(int64_t) * (size_t)n),
+            *recv = malloc(sizeof(int64_t) * (size_t)n);
     for (int q = 0; q < n; q++)
         send[q] = r * 100 + q;
     zt_comm_req req = {0};
@@ -112,7 +116,8 @@ static void check_alltoall_bcast_split(zt_comm *c)
         CHECK(half->size == (n + 1 - r % 2) / 2, "split size %d", half->size);
         double s = 1.0;
         CHECK(zt_comm_allreduce_sync(half, &s, 1, ZT_COMM_F64, ZT_REDUCE_SUM, &err) == ZT_OK &&
-                  s == half->size, "allreduce on the split communicator");
+                  s == half->size,
+              "allreduce on the split communicator");
         zt_comm_destroy(half);
     }
     free(send), free(recv);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A rank that fails makes every rank return an error instead of hanging: rank 1 gets an
  * invalid config; every rank's zt_runtime_create must fail, rank 1 with the config error,
  * the others with ZT_ERR_COMM naming rank 1. Then a short collective timeout turns a peer
@@ -41,8 +42,8 @@ static int check_timeout(int rank)
     zt_status st = zt_comm_allreduce(c, &x, &x, 1, ZT_COMM_F64, ZT_REDUCE_SUM, &req, &err);
     if (st == ZT_OK)
         st = zt_comm_wait(c, &req, &err);
-    int ok = rank == 0 ? st == ZT_OK
-                       : st == ZT_ERR_COMM && strstr(err.msg, "did not complete within");
+    int ok =
+        rank == 0 ? st == ZT_OK : st == ZT_ERR_COMM && strstr(err.msg, "did not complete within");
     printf("rank %d: late peer -> %s [%s]\n", rank, st == ZT_OK ? "completed" : err.msg,
            ok ? "as expected" : "WRONG");
     if (rank != 0) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A rank that freezes (SIGSTOP) in the middle of training must not keep the others alive:
  * every other rank gets ZT_ERR_COMM from a ztier call once $ZT_COMM_TIMEOUT has passed,
  * destroys its runtime, cannot create another one (ZT_ERR_COMM at once rather than a hang)
@@ -94,8 +95,8 @@ int main(int argc, char **argv)
     int frozen = atoi(argv[1]);
     const mlp_dims dims = {16, 48, 4, 48};
     const ref_hparams hp = {0.01f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.5f};
-    const char *cfg = ref_mlp_config(&hp, "cpu", "cpu", 1, zeropp ? ZEROPP_ZERO : "",
-                                     zeropp ? ZEROPP_ZTIER : "");
+    const char *cfg =
+        ref_mlp_config(&hp, "cpu", "cpu", 1, zeropp ? ZEROPP_ZERO : "", zeropp ? ZEROPP_ZTIER : "");
     zt_runtime *rt = NULL;
     minimal_model m;
     int rank = 0, world = 1;

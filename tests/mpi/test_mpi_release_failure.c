@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A backward release that fails on one rank before the gradient collective (here: no device
  * memory for the fp32 copy of bf16 gradients on rank 1 only, two other layers held) stops
  * every rank within a second: rank 1 returns its own error, the others ZT_ERR_COMM naming
@@ -21,14 +22,14 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            printf("rank %d: FAILED: ", rank);                                                 \
-            printf(__VA_ARGS__);                                                               \
-            printf("\n");                                                                      \
-            return 1;                                                                          \
-        }                                                                                      \
+#define CHECK(cond, ...)                       \
+    do {                                       \
+        if (!(cond)) {                         \
+            printf("rank %d: FAILED: ", rank); \
+            printf(__VA_ARGS__);               \
+            printf("\n");                      \
+            return 1;                          \
+        }                                      \
     } while (0)
 
 int main(void)
@@ -47,15 +48,19 @@ int main(void)
     snprintf(cfg, sizeof cfg,
              "{\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"offload_param\": "
              "{\"device\": \"cpu\"}, \"stage3_param_persistence_threshold\": 0}, "
-             "\"ztier\": {\"hbm_capacity\": \"%s\"}}", budget);
+             "\"ztier\": {\"hbm_capacity\": \"%s\"}}",
+             budget);
     zt_runtime *rt = NULL;
     int a, b, c, p;
     int64_t shape[1] = {N};
     CHECK(zt_runtime_create(NULL, cfg, &rt) == ZT_OK, "create: %s", zt_last_error(rt));
-    CHECK(zt_layer_add(rt, "a", &a) == ZT_OK && zt_param_add(rt, a, "a.w", shape, 1, NULL, &p) ==
-          ZT_OK && zt_layer_add(rt, "b", &b) == ZT_OK &&
-          zt_param_add(rt, b, "b.w", shape, 1, NULL, &p) == ZT_OK && zt_layer_add(rt, "c", &c) ==
-          ZT_OK && zt_param_add(rt, c, "c.w", shape, 1, NULL, &p) == ZT_OK, "register");
+    CHECK(zt_layer_add(rt, "a", &a) == ZT_OK &&
+              zt_param_add(rt, a, "a.w", shape, 1, NULL, &p) == ZT_OK &&
+              zt_layer_add(rt, "b", &b) == ZT_OK &&
+              zt_param_add(rt, b, "b.w", shape, 1, NULL, &p) == ZT_OK &&
+              zt_layer_add(rt, "c", &c) == ZT_OK &&
+              zt_param_add(rt, c, "c.w", shape, 1, NULL, &p) == ZT_OK,
+          "register");
     CHECK(zt_runtime_commit(rt) == ZT_OK, "commit: %s", zt_last_error(rt));
     zt_layer_view v;
     CHECK(zt_fetch(rt, a, ZT_FORWARD, &v) == ZT_OK, "fetch a: %s", zt_last_error(rt));

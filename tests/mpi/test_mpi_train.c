@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ZeRO-3 across ranks (run under mpirun): the minimal MLP trained on N ranks, each taking
  * its slice of the global batch, equals the independent single-process reference trained on
  * the whole batch, for each placement given on the command line:
@@ -20,22 +21,24 @@ int main(int argc, char **argv)
     int accum = argc > 3 ? atoi(argv[3]) : 1;
     const char *persist = argc > 4 ? argv[4] : "0"; /* stage3_param_persistence_threshold */
     int on_stream = argc > 5 && strstr(argv[5], "stream");
-    const char *devopt = argc > 5 && strstr(argv[5], "devopt") ? ", \"device_optimizer\": \"on\""
-                                                                : "";
+    const char *devopt =
+        argc > 5 && strstr(argv[5], "devopt") ? ", \"device_optimizer\": \"on\"" : "";
     char extra_zero[96];
     snprintf(extra_zero, sizeof extra_zero, ", \"stage3_param_persistence_threshold\": %s",
              persist);
     if (!strcmp(pdev, "nvme") || !strcmp(odev, "nvme")) { /* every rank its own files there */
         static char dir[512];
         const char *base = getenv("ZT_TEST_TMPDIR") ? getenv("ZT_TEST_TMPDIR") : "/tmp";
-        snprintf(dir, sizeof dir, "%s/swap-mpi-%d", base, (int)getpid()); /* tests run in parallel */
+        snprintf(dir, sizeof dir, "%s/swap-mpi-%d", base,
+                 (int)getpid()); /* tests run in parallel */
         mkdir(dir, 0755);
         setenv("ZT_NVME_PATH", dir, 1);
     }
     const mlp_dims dims = {16, 48, 4, 48}; /* the batch splits over 2, 3 and 4 ranks */
     const ref_hparams hp = {0.01f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.5f};
     zt_runtime *rt = NULL;
-    if (zt_runtime_create(NULL, ref_mlp_config(&hp, pdev, odev, accum, extra_zero, devopt), &rt) != ZT_OK) {
+    if (zt_runtime_create(NULL, ref_mlp_config(&hp, pdev, odev, accum, extra_zero, devopt), &rt) !=
+        ZT_OK) {
         fprintf(stderr, "create: %s\n", zt_last_error(rt));
         zt_runtime_destroy(rt);
         return 1;
@@ -73,9 +76,9 @@ int main(int argc, char **argv)
         for (int k = 0; k < accum; k++) {
             float loss;
             int64_t batch = (int64_t)s * accum + k;
-            zt_status st = stream ? minimal_micro_step_on(rt, &m, stream, batch, rank * rows,
-                                                          rows, 0, &loss)
-                                  : minimal_micro_step(rt, &m, batch, rank * rows, rows, &loss);
+            zt_status st =
+                stream ? minimal_micro_step_on(rt, &m, stream, batch, rank * rows, rows, 0, &loss)
+                       : minimal_micro_step(rt, &m, batch, rank * rows, rows, &loss);
             if (st != ZT_OK) {
                 fprintf(stderr, "rank %d: step %d: %s\n", rank, s, zt_last_error(rt));
                 return 1;
@@ -90,7 +93,8 @@ int main(int argc, char **argv)
     double err = ref_mlp_max_rel_error(&ref, rt, &m);
     int ok = err <= 1e-5;
     printf("rank %d of %d (%s/%s, accum %d): max relative error %.3g vs the 1-process "
-           "reference: %s\n", rank, world, pdev, odev, accum, err, ok ? "ok" : "FAIL");
+           "reference: %s\n",
+           rank, world, pdev, odev, accum, err, ok ? "ok" : "FAIL");
     ref_mlp_free(&ref);
     zt_runtime_destroy(rt);
     return ok ? 0 : 1;

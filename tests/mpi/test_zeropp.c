@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ZeRO++ under mpirun (ranks_per_node = 2: 4 ranks are two nodes, 3 ranks two uneven nodes):
  * the minimal MLP trains with qwZ, qgZ, hpZ (which must change nothing) and all three, with
  * and without NVMe offload and with the optimizer on the device; after 50
@@ -40,20 +41,20 @@ static const char *config(const char *qw, const char *qg, int hpz, const char *o
     snprintf(extra_zero, sizeof extra_zero,
              ", \"stage3_param_persistence_threshold\": 0, \"stage3_max_reuse_distance\": 0,"
              " \"zero_quantized_weights\": %s,"
-             " \"zero_quantized_gradients\": %s, \"zero_hpz_partition_size\": %d", qw, qg, hpz);
+             " \"zero_quantized_gradients\": %s, \"zero_hpz_partition_size\": %d",
+             qw, qg, hpz);
     /* "devopt": parameters in host memory, the optimizer and the gradient sums on the device
      * (qgZ adds straight into the device accumulators) */
     int devopt = !strcmp(offload, "devopt");
-    return ref_mlp_config(&hp, devopt ? "cpu" : offload, devopt ? "none" : offload, 1,
-                          extra_zero,
+    return ref_mlp_config(&hp, devopt ? "cpu" : offload, devopt ? "none" : offload, 1, extra_zero,
                           devopt ? ", \"ranks_per_node\": 2, \"quant_block_size\": 64,"
                                    " \"device_optimizer\": \"on\""
                                  : ", \"ranks_per_node\": 2, \"quant_block_size\": 64");
 }
 
 /* Trains STEPS steps; hbm > 0 sets the device budget, and a failure is then an outcome. */
-static int train_budget(const char *qw, const char *qg, int hpz, const char *offload,
-                        uint64_t hbm, outcome *o)
+static int train_budget(const char *qw, const char *qg, int hpz, const char *offload, uint64_t hbm,
+                        outcome *o)
 {
     char bytes[32];
     snprintf(bytes, sizeof bytes, "%llu", (unsigned long long)hbm);
@@ -124,7 +125,8 @@ static uint64_t estimated_minimum(const char *qw, const char *qg, int hpz, const
     zt_estimate e;
     if (zt_runtime_create(NULL, config(qw, qg, hpz, offload), &rt) != ZT_OK ||
         minimal_register(rt, &dims, 42, &m) ||
-        zt_rt_estimate(rt, rt->dist.world, (uint64_t)rt->cfg.hbm_capacity, NULL, 0, 3, &e) != ZT_OK) {
+        zt_rt_estimate(rt, rt->dist.world, (uint64_t)rt->cfg.hbm_capacity, NULL, 0, 3, &e) !=
+            ZT_OK) {
         fprintf(stderr, "estimate: %s\n", zt_last_error(rt));
         e.device_min_order = 0;
     }
@@ -147,11 +149,11 @@ static int check_budget(int hpz, const char *offload)
     printf("qwZ+qgZ hpZ=%d %-4s at the estimated minimum of %llu bytes: %s, peak %llu, %llu "
            "evictions, parameters %.2g from the unbounded run; %llu bytes: %s %s\n",
            hpz, offload, (unsigned long long)min,
-           at.failed ? zt_status_string(at.failed) : "trains",
-           (unsigned long long)at.device_peak, (unsigned long long)at.evictions, d,
-           (unsigned long long)(min - 1),
-           below.failed ? zt_status_string(below.failed) : "trains too (the estimate is not the "
-                                                         "minimum)",
+           at.failed ? zt_status_string(at.failed) : "trains", (unsigned long long)at.device_peak,
+           (unsigned long long)at.evictions, d, (unsigned long long)(min - 1),
+           below.failed ? zt_status_string(below.failed)
+                        : "trains too (the estimate is not the "
+                          "minimum)",
            ok ? "ok" : "FAIL");
     /* between the minimum and the unbounded peak: slices kept, then dropped (hpZ is on where
      * the ranks split into equal nodes of ranks_per_node = 2) */
@@ -177,8 +179,9 @@ static double rel_diff(const outcome *a, const outcome *b)
     double num = 0, den = 0;
     for (int k = 0; k < 2 * MLP_LAYERS; k++) {
         int l = k / 2;
-        int64_t n = k % 2 ? (l == 2 ? dims.out : dims.hidden)
-                          : (int64_t)(l ? dims.hidden : dims.in) * (l == 2 ? dims.out : dims.hidden);
+        int64_t n = k % 2
+                        ? (l == 2 ? dims.out : dims.hidden)
+                        : (int64_t)(l ? dims.hidden : dims.in) * (l == 2 ? dims.out : dims.hidden);
         for (int64_t i = 0; i < n; i++) {
             double d = (double)a->params[k][i] - b->params[k][i];
             num += d * d;
@@ -195,9 +198,14 @@ int main(void)
     snprintf(swap, sizeof swap, "%s/swap-zeropp-%d", base, (int)getpid()); /* own folder */
     mkdir(swap, 0755);
     setenv("ZT_NVME_PATH", swap, 1);
-    const struct { const char *qw, *qg; int hpz; } modes[5] = {
-        {"false", "false", 1}, {"true", "false", 1}, {"false", "true", 1}, {"false", "false", 2},
-        {"true", "true", 2}};
+    const struct {
+        const char *qw, *qg;
+        int hpz;
+    } modes[5] = {{"false", "false", 1},
+                  {"true", "false", 1},
+                  {"false", "true", 1},
+                  {"false", "false", 2},
+                  {"true", "true", 2}};
     const char *offloads[3] = {"cpu", "nvme", "devopt"};
     outcome baseline;
     if (train("false", "false", 1, "cpu", &baseline) != 0)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Adam kernels: the scalar reference against Adam/AdamW in double over several steps; every
  * SIMD variant bitwise against the scalar reference (odd lengths, unaligned heads and tails,
  * subnormal, huge and tiny values, inf/nan gradients, every gradient and output dtype); the
@@ -124,8 +125,14 @@ static zt_adam_tensors shard_tensors(shard *s, zt_dtype gdt, int pdt)
     if (gdt != ZT_F32)
         for (int64_t i = 0; i < s->n; i++)
             s->g16[i] = gdt == ZT_BF16 ? zt_f32_to_bf16(s->gf[i]) : zt_f32_to_f16(s->gf[i]);
-    zt_adam_tensors t = {s->master, s->m, s->v, gdt == ZT_F32 ? (void *)s->gf : (void *)s->g16,
-                         gdt, pdt < 0 ? NULL : s->out, pdt < 0 ? ZT_F32 : (zt_dtype)pdt, s->n};
+    zt_adam_tensors t = {s->master,
+                         s->m,
+                         s->v,
+                         gdt == ZT_F32 ? (void *)s->gf : (void *)s->g16,
+                         gdt,
+                         pdt < 0 ? NULL : s->out,
+                         pdt < 0 ? ZT_F32 : (zt_dtype)pdt,
+                         s->n};
     return t;
 }
 
@@ -152,10 +159,9 @@ static void expect_same_shard(const shard *ref, const shard *got, int pdt, const
         else if (pdt >= 0)
             ok = ok && same_16(((uint16_t *)ref->out)[i], ((uint16_t *)got->out)[i], (zt_dtype)pdt);
         if (!ok)
-            fail_msg("%s: element %lld of %lld: master %a/%a m %a/%a v %a/%a", what,
-                     (long long)i, (long long)ref->n, (double)ref->master[i],
-                     (double)got->master[i], (double)ref->m[i], (double)got->m[i],
-                     (double)ref->v[i], (double)got->v[i]);
+            fail_msg("%s: element %lld of %lld: master %a/%a m %a/%a v %a/%a", what, (long long)i,
+                     (long long)ref->n, (double)ref->master[i], (double)got->master[i],
+                     (double)ref->m[i], (double)got->m[i], (double)ref->v[i], (double)got->v[i]);
     }
 }
 
@@ -166,8 +172,8 @@ static void expect_copy_of_master(const shard *s, int pdt)
         if (pdt == ZT_F32)
             assert_true(same_f32(((float *)s->out)[i], s->master[i]));
         else {
-            uint16_t want = pdt == ZT_BF16 ? zt_f32_to_bf16(s->master[i])
-                                           : zt_f32_to_f16(s->master[i]);
+            uint16_t want =
+                pdt == ZT_BF16 ? zt_f32_to_bf16(s->master[i]) : zt_f32_to_f16(s->master[i]);
             assert_true(same_16(((uint16_t *)s->out)[i], want, (zt_dtype)pdt));
         }
     }
@@ -212,8 +218,8 @@ static int64_t run_kernel(const kernel *k, const zt_adam_hparams *h, const zt_ad
 }
 
 /* Runs the scalar reference and kernel k on copies of one random shard; compares bitwise. */
-static void compare_kernel(const kernel *k, int64_t n, const int offsets[6], zt_dtype gdt,
-                           int pdt, int adamw, float grad_scale)
+static void compare_kernel(const kernel *k, int64_t n, const int offsets[6], zt_dtype gdt, int pdt,
+                           int adamw, float grad_scale)
 {
     static const int aligned[6] = {0};
     shard ref, got;
@@ -258,8 +264,9 @@ static void test_variants_bitwise_equal_scalar(void **state)
                     continue; /* the long shard at a few offsets only */
                 /* all arrays at one offset, or each at its own */
                 int same[6] = {off, off, off, off, off, off};
-                int mixed[6] = {off, (off + 3) % 16, (off + 7) % 16, (off + 1) % 16,
-                                (off + 9) % 16, (off + 5) % 16};
+                int mixed[6] = {
+                    off,           (off + 3) % 16, (off + 7) % 16, (off + 1) % 16, (off + 9) % 16,
+                    (off + 5) % 16};
                 zt_dtype gdt = (zt_dtype)((off + l) % 3);
                 int pdt = pdts[(off + 2 * l) % 4];
                 float gs = off % 4 == 0 ? 4.0f : 0.5f;
@@ -315,8 +322,8 @@ static void test_scalar_matches_double(void **state)
         for (int i = 0; i < N; i++)
             pd[i] = p[i] = frand(-1, 1);
         const double lr = 1e-2, b1 = 0.9, b2 = 0.99, eps = 1e-8, wd = 0.05, scale = 0.25;
-        zt_adam_hparams h = {(float)lr, (float)b1, (float)b2, (float)eps, (float)wd, adamw, 0,
-                             (float)scale};
+        zt_adam_hparams h = {(float)lr, (float)b1, (float)b2, (float)eps,
+                             (float)wd, adamw,     0,         (float)scale};
         for (int s = 1; s <= STEPS; s++) {
             for (int i = 0; i < N; i++)
                 g[i] = frand(-4, 4);
@@ -339,9 +346,8 @@ static void test_scalar_matches_double(void **state)
                 if (fabs(p[i] - pd[i]) > 1e-6 * (fabs(pd[i]) + lr) ||
                     fabs(m[i] - md[i]) > 1e-6 * mterms[i] ||
                     fabs(v[i] - vd[i]) > 1e-6 * fabs(vd[i]) + 1e-15)
-                    fail_msg("adamw=%d step %d elem %d: p %.9g/%.9g m %.9g/%.9g v %.9g/%.9g",
-                             adamw, s, i, (double)p[i], pd[i], (double)m[i], md[i],
-                             (double)v[i], vd[i]);
+                    fail_msg("adamw=%d step %d elem %d: p %.9g/%.9g m %.9g/%.9g v %.9g/%.9g", adamw,
+                             s, i, (double)p[i], pd[i], (double)m[i], md[i], (double)v[i], vd[i]);
             }
         }
     }
@@ -402,7 +408,7 @@ static void test_grad_sumsq_matches_double(void **state)
         hb[i] = zt_f32_to_bf16(g[i]);
         hf[i] = zt_f32_to_f16(g[i]);
     }
-    g[5] = NAN, g[n - 1] = INFINITY;  /* one in the vector body, one in the tail */
+    g[5] = NAN, g[n - 1] = INFINITY; /* one in the vector body, one in the tail */
     hb[5] = 0x7fc0, hb[n - 1] = 0xff80;
     hf[5] = 0x7e00, hf[n - 3] = 0x7c00;
     const void *grads[3] = {g, hb, hf};
@@ -504,14 +510,14 @@ static void test_grad_accumulate_folds_the_norm(void **state)
             assert_int_equal(bad, 1);
             assert_int_equal(bad2, 1);
             /* without a norm wanted it only adds */
-            assert_true(zt_grad_accumulate(pool, var, acc, ZT_F32, g, ZT_F32, 10, 1.0f, NULL,
-                                           0) == 0.0);
+            assert_true(zt_grad_accumulate(pool, var, acc, ZT_F32, g, ZT_F32, 10, 1.0f, NULL, 0) ==
+                        0.0);
             /* overwrite: acc's old contents (NaN here) are not read; 0 + g, as into zeros */
             g[7] = -0.0f, gb[7] = 0x8000;
             for (int64_t i = 0; i < n; i++)
                 acc[i] = NAN, want[i] = 0.0f + (dt ? zt_bf16_to_f32(gb[i]) : g[i]);
-            zt_grad_accumulate(with_pool ? pool : NULL, var, acc, ZT_F32,
-                               dt ? (const void *)gb : g, dt ? ZT_BF16 : ZT_F32, n, 0.5f, NULL, 1);
+            zt_grad_accumulate(with_pool ? pool : NULL, var, acc, ZT_F32, dt ? (const void *)gb : g,
+                               dt ? ZT_BF16 : ZT_F32, n, 0.5f, NULL, 1);
             for (int64_t i = 0; i < n; i++)
                 if (memcmp(&acc[i], &want[i], sizeof(float)) && !(isnan(acc[i]) && isnan(want[i])))
                     fail_msg("overwrite, element %lld: %g, want %g", (long long)i, (double)acc[i],
@@ -520,7 +526,8 @@ static void test_grad_accumulate_folds_the_norm(void **state)
         }
     /* a bf16 accumulator: each element's sum in fp32, rounded once; the norm of the bf16
      * values as a separate pass over them gives it */
-    uint16_t *acc16 = malloc(sizeof(uint16_t) * (size_t)n), *want16 = malloc(sizeof(uint16_t) * (size_t)n);
+    uint16_t *acc16 = malloc(sizeof(uint16_t) * (size_t)n),
+             *want16 = malloc(sizeof(uint16_t) * (size_t)n);
     for (int64_t i = 0; i < n; i++) {
         acc16[i] = zt_f32_to_bf16(frand(-1, 1));
         g[i] = frand(-1, 1);
@@ -534,7 +541,8 @@ static void test_grad_accumulate_folds_the_norm(void **state)
     zt_grad_accumulate(pool, var, acc16, ZT_BF16, g, ZT_F32, n, 0.5f, NULL, 1);
     assert_memory_equal(acc16, want16, sizeof(uint16_t) * (size_t)n);
     for (int64_t i = 0; i < n; i++) /* and the sums again, for the norm check below */
-        acc16[i] = zt_f32_to_bf16(frand(-1, 1)), want16[i] = zt_f32_to_bf16(zt_bf16_to_f32(acc16[i]) + g[i]);
+        acc16[i] = zt_f32_to_bf16(frand(-1, 1)),
+        want16[i] = zt_f32_to_bf16(zt_bf16_to_f32(acc16[i]) + g[i]);
     got = zt_grad_accumulate(pool, var, acc16, ZT_BF16, g, ZT_F32, n, 0.5f, &bad, 0);
     assert_memory_equal(acc16, want16, sizeof(uint16_t) * (size_t)n);
     double pass = zt_grad_sumsq_parallel(pool, var, acc16, ZT_BF16, n, 0.5f, &bad2);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fp32 <-> bf16 / fp16 conversions: the scalar functions against exact references (the
  * textbook nearest-even rule for bf16; every fp16 value; a rounding computed in double and
  * the compiler's _Float16 casts for fp32 -> fp16), and the array functions, whose AVX2/F16C
@@ -152,10 +153,10 @@ static void test_f32_to_f16_round_to_nearest_even(void **state)
     assert_int_equal(zt_f32_to_f16(65519.996f), 0x7bff);
     assert_int_equal(zt_f32_to_f16(65520.0f), 0x7c00); /* halfway above the largest: inf */
     assert_int_equal(zt_f32_to_f16(-70000.0f), 0xfc00);
-    assert_int_equal(zt_f32_to_f16(ldexpf(1, -25)), 0x0000);               /* tie: even */
-    assert_int_equal(zt_f32_to_f16(ldexpf(1.0000001f, -25)), 0x0001);      /* above: up */
-    assert_int_equal(zt_f32_to_f16(ldexpf(3, -25)), 0x0002);               /* tie: even */
-    assert_int_equal(zt_f32_to_f16(ldexpf(2047, -25)), 0x0400);  /* carries into normal */
+    assert_int_equal(zt_f32_to_f16(ldexpf(1, -25)), 0x0000);          /* tie: even */
+    assert_int_equal(zt_f32_to_f16(ldexpf(1.0000001f, -25)), 0x0001); /* above: up */
+    assert_int_equal(zt_f32_to_f16(ldexpf(3, -25)), 0x0002);          /* tie: even */
+    assert_int_equal(zt_f32_to_f16(ldexpf(2047, -25)), 0x0400);       /* carries into normal */
     assert_int_equal(zt_f32_to_f16(1e-42f), 0x0000);
     assert_int_equal(zt_f32_to_f16(-0.0f), 0x8000);
     assert_int_equal(zt_f32_to_f16(from_bits(0x7f800001u)), 0x7e00);

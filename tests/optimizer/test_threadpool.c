@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The thread pool's parallel-for: every item is processed exactly once whatever the thread
  * count, chunk size and item count; worker indices stay in range; many loops in a row reuse
  * the same threads; a loop started from inside a loop runs on its caller; NULL and one-thread

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The prefetch scheduler's decisions (prefetch/schedule.c) on hand-made layer orders: the
  * window the prefetcher moves after a fetch (limited by the bucket of elements ahead, by the
  * gathered elements allowed live, by the lookahead and by the end of the recorded step), the
@@ -79,7 +80,7 @@ static void test_order_first_step_records_then_predicts(void **state)
         assert_int_equal(e.pass, fb4[k].pass);
     }
     assert_int_equal(zt_layer_order_peek(&t, COUNT(fb4), &e), 0); /* past the step's end */
-    assert_int_equal(zt_layer_order_peek(&t, -1, &e), 0);          /* before the position */
+    assert_int_equal(zt_layer_order_peek(&t, -1, &e), 0);         /* before the position */
     /* after the first three fetches, peek(0) is the fourth (F3) and peek(1) the turn (B3) */
     play(&t, fb4, 3);
     assert_int_equal(zt_layer_order_peek(&t, 0, &e), 1);
@@ -275,8 +276,8 @@ static void test_window_skips_current_at_turn(void **state)
     layers_init(l, 4, 100);
     zt_layer_order t = {0};
     record(&t, fb4, COUNT(fb4));
-    play(&t, fb4, 4); /* F0..F3 fetched, F0..F2 dropped at their release */
-    gathered(&l[3], 0);  /* the fetch of F3 has not completed: not ready, yet skipped */
+    play(&t, fb4, 4);   /* F0..F3 fetched, F0..F2 dropped at their release */
+    gathered(&l[3], 0); /* the fetch of F3 has not completed: not ready, yet skipped */
     /* B3 skipped (current); B2 100; B1 200; B0 would make 300 > 250 */
     assert_int_equal(zt_sched_window(&lim, &t, l, 4, 3, out, 8), 2);
     assert_int_equal(out[0], 2);
@@ -661,7 +662,7 @@ static void test_step_forward_backward(void **state)
      * B1: B0.
      * B0: the end of the step: nothing. */
     static const int want_n[8] = {2, 2, 2, 2, 2, 2, 1, 0};
-    static const int want[8][2] = {{1, 2}, {2, 3}, {3, 3}, {2, 1},
+    static const int want[8][2] = {{1, 2}, {2, 3}, {3, 3},  {2, 1},
                                    {2, 1}, {1, 0}, {0, -1}, {-1, -1}};
     /* expected keep decisions at each release: only F3 (B3 is next) */
     static const int want_keep[8] = {0, 0, 0, 1, 0, 0, 0, 0};

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The README's short example and the embedding walk-through in docs/embedding.md are complete
 # programs: extract each, compile it with warnings as errors against the library built here,
 # and run it. The example must take its 5 steps; the walk-through must train (it exits

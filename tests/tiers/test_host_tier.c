@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The host tier: allocations are page-aligned, zeroed and counted by whole pages against the
  * bound; large ones (a huge page or more) start at different page offsets within their first
  * huge page, so that shards streamed side by side do not share cache sets and memory banks

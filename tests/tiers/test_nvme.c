@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The NVMe swap space: data written through each I/O engine reads back intact with many
  * transfers in flight and striping over several folders; files have stable names and are
  * removed on destroy; a second run on the same folder is refused, naming who holds it; bad

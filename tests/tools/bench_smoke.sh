@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Every `ztier bench` runs to the end at a tiny size and prints its JSON line with the
 # fields docs/benchmarks.md quotes; --backend cuda fails with its cause where there is no GPU (or
 # runs where there is one). Not a timing test: the figures are only checked to be numbers

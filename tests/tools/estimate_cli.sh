@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # `ztier estimate --layers` against a real run of the same model and configuration: the
 # minimal example's MLP (dims 32-256-256-8) described as a layers file, trained for 3 steps
 # by zt_minimal; the estimate's host bytes equal the run's host peak and its device peak is

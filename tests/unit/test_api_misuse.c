@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Misuse of the public API returns an argument/usage status with a message naming the
  * problem, never a crash, and the runtime stays usable afterwards. */
 #include "ztier.h"
@@ -46,10 +47,10 @@ static int teardown(void **state)
     return 0;
 }
 
-#define EXPECT(call, status, fragment)                                                         \
-    do {                                                                                       \
-        assert_int_equal((call), (status));                                                    \
-        assert_non_null(strstr(zt_last_error(f->rt), (fragment)));                             \
+#define EXPECT(call, status, fragment)                             \
+    do {                                                           \
+        assert_int_equal((call), (status));                        \
+        assert_non_null(strstr(zt_last_error(f->rt), (fragment))); \
     } while (0)
 
 static void test_create_rejects_null_out(void **state)
@@ -107,8 +108,7 @@ static void test_param_add_unknown_layer(void **state)
     fixture *f = *state;
     int64_t shape[1] = {3};
     int id;
-    EXPECT(zt_param_add(f->rt, 7, "p", shape, 1, NULL, &id), ZT_ERR_ARGUMENT,
-           "unknown layer id 7");
+    EXPECT(zt_param_add(f->rt, 7, "p", shape, 1, NULL, &id), ZT_ERR_ARGUMENT, "unknown layer id 7");
     EXPECT(zt_param_add(f->rt, -1, "p", shape, 1, NULL, &id), ZT_ERR_ARGUMENT,
            "unknown layer id -1");
 }
@@ -122,12 +122,9 @@ static void test_param_add_bad_shapes(void **state)
            "shape is NULL");
     EXPECT(zt_param_add(f->rt, f->layer, "p", zero, 0, NULL, &id), ZT_ERR_ARGUMENT, "ndim = 0");
     EXPECT(zt_param_add(f->rt, f->layer, "p", zero, 9, NULL, &id), ZT_ERR_ARGUMENT, "ndim = 9");
-    EXPECT(zt_param_add(f->rt, f->layer, "p", zero, 2, NULL, &id), ZT_ERR_ARGUMENT,
-           "shape[1] = 0");
-    EXPECT(zt_param_add(f->rt, f->layer, "p", neg, 1, NULL, &id), ZT_ERR_ARGUMENT,
-           "shape[0] = -3");
-    EXPECT(zt_param_add(f->rt, f->layer, "p", huge, 3, NULL, &id), ZT_ERR_ARGUMENT,
-           "overflows");
+    EXPECT(zt_param_add(f->rt, f->layer, "p", zero, 2, NULL, &id), ZT_ERR_ARGUMENT, "shape[1] = 0");
+    EXPECT(zt_param_add(f->rt, f->layer, "p", neg, 1, NULL, &id), ZT_ERR_ARGUMENT, "shape[0] = -3");
+    EXPECT(zt_param_add(f->rt, f->layer, "p", huge, 3, NULL, &id), ZT_ERR_ARGUMENT, "overflows");
     EXPECT(zt_param_add(f->rt, f->layer, "w", neg + 0, 0, NULL, NULL), ZT_ERR_ARGUMENT,
            "param_id is NULL");
 }
@@ -251,7 +248,8 @@ static zt_runtime *two_big_layers(const char *hbm, int layer[2], zt_status commi
     char cfg[256];
     snprintf(cfg, sizeof cfg,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"cpu\"}},"
-             " \"ztier\": {\"hbm_capacity\": \"%s\"}}", hbm);
+             " \"ztier\": {\"hbm_capacity\": \"%s\"}}",
+             hbm);
     assert_int_equal(zt_runtime_create(NULL, cfg, &rt), ZT_OK);
     int64_t shape[1] = {1 << 19}; /* 2 MiB of fp32 */
     int p;
@@ -308,7 +306,8 @@ static void test_long_path_keeps_the_reason(void **state)
     path[sizeof path - 1] = '\0';
     snprintf(cfg, sizeof cfg,
              "{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"nvme\", "
-             "\"nvme_path\": \"%s\"}}, \"ztier\": {\"hbm_capacity\": \"16M\"}}", path);
+             "\"nvme_path\": \"%s\"}}, \"ztier\": {\"hbm_capacity\": \"16M\"}}",
+             path);
     zt_runtime *rt = NULL;
     assert_int_equal(zt_runtime_create(NULL, cfg, &rt), ZT_OK);
     int layer, p;

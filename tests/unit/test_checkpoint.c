@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Checkpoints: save at step 5, resume in a fresh runtime, and steps 6-10 equal the
  * uninterrupted run bitwise; truncated, damaged, incomplete, edited and foreign checkpoints
  * are refused with a message naming the cause (the field, for an edited manifest), and the
@@ -412,13 +413,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resume_is_bitwise_host, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_resume_is_bitwise_device, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_resume_is_bitwise_nvme, make_dir, remove_dir),
-        cmocka_unit_test_setup_teardown(test_damaged_checkpoints_are_refused, make_dir,
-                                        remove_dir),
+        cmocka_unit_test_setup_teardown(test_damaged_checkpoints_are_refused, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_foreign_model_is_refused, make_dir, remove_dir),
-        cmocka_unit_test_setup_teardown(test_edited_manifests_are_refused, make_dir,
-                                        remove_dir),
-        cmocka_unit_test_setup_teardown(test_root_keeps_newest_checkpoints, make_dir,
-                                        remove_dir),
+        cmocka_unit_test_setup_teardown(test_edited_manifests_are_refused, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_root_keeps_newest_checkpoints, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_full_disk_keeps_previous_checkpoint, make_dir,
                                         remove_dir),
     };

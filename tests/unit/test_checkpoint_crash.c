@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A checkpoint save killed at any moment leaves a loadable checkpoint, bitwise equal to the
  * previous save or to the interrupted one: a child process trains and saves, and is killed
  * (SIGKILL) at each crash point of its second save in turn (ZT_TEST_CRASH_AT, test builds),
@@ -155,9 +156,9 @@ static void test_kill_at_every_crash_point(void **state)
             break;
         points++;
     }
-    printf("%d crash points: %d resumes from the previous save, %d from the killed one\n",
-           points, resumed[0], resumed[1] - 1);
-    assert_true(points >= 8);   /* the save passes at least that many points */
+    printf("%d crash points: %d resumes from the previous save, %d from the killed one\n", points,
+           resumed[0], resumed[1] - 1);
+    assert_true(points >= 8);    /* the save passes at least that many points */
     assert_true(resumed[0] > 0); /* killed before the commit: the previous checkpoint */
     assert_true(resumed[1] > 1); /* killed after it: the new one */
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The optimizer on the device (offload_optimizer "none", ztier.device_optimizer "on"), run
  * by the host backend's device kernels — the code path the cuda backend takes, with the
  * same per-element Adam (core/adam_elem.h):
@@ -75,9 +76,9 @@ static void train(zt_runtime *rt, const minimal_model *m, int from, int to, int 
             zt_stats_get(rt, &before);
             float loss;
             minimal_stream_step *q = NULL;
-            zt_status st = on_stream ? minimal_micro_step_queue(rt, m, stream, s, k * rows, rows,
-                                                                50, &q)
-                                     : minimal_micro_step(rt, m, s, k * rows, rows, &loss);
+            zt_status st = on_stream
+                               ? minimal_micro_step_queue(rt, m, stream, s, k * rows, rows, 50, &q)
+                               : minimal_micro_step(rt, m, s, k * rows, rows, &loss);
             if (st != ZT_OK)
                 fail_msg("step %d: %s", s, zt_last_error(rt));
             zt_stats_get(rt, &after);

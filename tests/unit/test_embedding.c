@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What a trainer that embeds ztier relies on, through the public API only:
  *  - offload asked for but every layer kept resident by the persistence threshold: a warning
  *    at commit naming the key, and zt_stats.persistent_bytes;
@@ -83,7 +84,8 @@ static void test_offload_kept_resident_is_reported(void **state)
     (void)state;
     minimal_model m;
     zt_runtime *rt = model("{\"zero_optimization\": {\"offload_param\": {\"device\": \"cpu\"}},"
-                           " \"ztier\": {\"hbm_capacity\": \"4M\"}}", 1, &m);
+                           " \"ztier\": {\"hbm_capacity\": \"4M\"}}",
+                           1, &m);
     assert_log_has("1 ztier warn [runtime] zero_optimization.offload_param.device is \"cpu\", "
                    "but all 3 layers are below "
                    "zero_optimization.stage3_param_persistence_threshold (100000 elements)");
@@ -98,7 +100,8 @@ static void test_offload_kept_resident_is_reported(void **state)
 
     rt = model("{\"zero_optimization\": {\"offload_param\": {\"device\": \"cpu\"}, "
                "\"stage3_param_persistence_threshold\": 1000}, \"ztier\": {\"hbm_capacity\": "
-               "\"4M\"}}", 2, &m);
+               "\"4M\"}}",
+               2, &m);
     assert_log_has("2 of 3 layers (");
     assert_int_equal(zt_stats_get(rt, &s), ZT_OK);
     assert_int_equal(s.persistent_layers, 2); /* fc2 (2352 elements) is offloaded */
@@ -124,7 +127,7 @@ static void test_effective_optimizer_is_logged_and_readable(void **state)
     assert_int_equal(o.gradient_accumulation_steps, 1);
     zt_optimizer_info small = {offsetof(zt_optimizer_info, lr), 0, 123.0f, 0, 0, 0, 0, 0, 0, 0};
     assert_int_equal(zt_optimizer_get(rt, &small), ZT_OK); /* an older, shorter struct */
-    assert_true(small.lr == 123.0f);                        /* untouched beyond its size */
+    assert_true(small.lr == 123.0f);                       /* untouched beyond its size */
     zt_runtime_destroy(rt);
 }
 
@@ -134,9 +137,11 @@ static void test_per_step_weight_decay(void **state)
     (void)state;
     minimal_model m;
     zt_runtime *a = model("{\"optimizer\": {\"params\": {\"weight_decay\": 0.0}}, "
-                          "\"ztier\": {\"hbm_capacity\": \"4M\"}}", 1, &m);
+                          "\"ztier\": {\"hbm_capacity\": \"4M\"}}",
+                          1, &m);
     zt_runtime *b = model("{\"optimizer\": {\"params\": {\"weight_decay\": 0.3, \"lr\": 0.01}}, "
-                          "\"ztier\": {\"hbm_capacity\": \"4M\"}}", 1, &m);
+                          "\"ztier\": {\"hbm_capacity\": \"4M\"}}",
+                          1, &m);
     for (int s = 0; s < 3; s++) {
         float loss;
         zt_step_args args = ZT_STEP_ARGS_INIT;
@@ -194,14 +199,18 @@ static void test_config_merge_order(void **state)
     FILE *f = fopen(path, "w");
     assert_non_null(f);
     fputs("{\"optimizer\": {\"params\": {\"lr\": 0.1, \"eps\": 1e-6}}, \"gradient_clipping\": 2.0,"
-          " \"ztier\": {\"hbm_capacity\": \"2M\"}}", f);
+          " \"ztier\": {\"hbm_capacity\": \"2M\"}}",
+          f);
     fclose(f);
     zt_options o = ZT_OPTIONS_INIT;
     o.config_path = path;
     zt_runtime *rt = NULL;
     setenv("ZT_HBM_CAPACITY", "8M", 1);
-    assert_int_equal(zt_runtime_create(&o, "{\"optimizer\": {\"params\": {\"lr\": 0.2, "
-                                           "\"weight_decay\": 0.05}}}", &rt), ZT_OK);
+    assert_int_equal(zt_runtime_create(&o,
+                                       "{\"optimizer\": {\"params\": {\"lr\": 0.2, "
+                                       "\"weight_decay\": 0.05}}}",
+                                       &rt),
+                     ZT_OK);
     zt_optimizer_info info = ZT_OPTIMIZER_INFO_INIT;
     assert_int_equal(zt_optimizer_get(rt, &info), ZT_OK);
     assert_true(info.lr == 0.2f && info.eps == 1e-6f && info.gradient_clipping == 2.0f);
@@ -238,9 +247,9 @@ static void test_config_rules_between_keys_wait_for_commit(void **state)
     zt_runtime *rt = create("{\"ztier\": {\"hbm_capacity\": \"4M\"}}", 1);
     assert_int_equal(zt_config_set(rt, "zero_optimization.offload_optimizer.device", "nvme"),
                      ZT_OK); /* no nvme_path yet */
-    assert_int_equal(zt_config_set(rt, "zero_optimization.offload_optimizer.nvme_path",
-                                   rt_fixture_dir()),
-                     ZT_OK);
+    assert_int_equal(
+        zt_config_set(rt, "zero_optimization.offload_optimizer.nvme_path", rt_fixture_dir()),
+        ZT_OK);
     assert_int_equal(zt_config_set(rt, "fp16.enabled", "true"), ZT_OK);
     assert_int_equal(zt_config_set(rt, "bf16.enabled", "true"), ZT_OK); /* both, for now */
     minimal_model m;
@@ -310,12 +319,13 @@ static void test_inference_between_and_inside_steps(void **state)
 static void write_and_check(const char *pdev, const char *odev, int bf16)
 {
     char cfg[2048];
-    snprintf(cfg, sizeof cfg,
-             "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
-             "\"$SCRATCH\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"$SCRATCH\"}, "
-             "\"stage3_param_persistence_threshold\": 0}, \"bf16\": {\"enabled\": %s}, "
-             "\"aio\": {\"block_size\": 4096}, \"ztier\": {\"hbm_capacity\": \"4M\"}}",
-             pdev, odev, bf16 ? "true" : "false");
+    snprintf(
+        cfg, sizeof cfg,
+        "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
+        "\"$SCRATCH\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"$SCRATCH\"}, "
+        "\"stage3_param_persistence_threshold\": 0}, \"bf16\": {\"enabled\": %s}, "
+        "\"aio\": {\"block_size\": 4096}, \"ztier\": {\"hbm_capacity\": \"4M\"}}",
+        pdev, odev, bf16 ? "true" : "false");
     minimal_model m;
     zt_runtime *rt = model(cfg, 1, &m);
     float loss;

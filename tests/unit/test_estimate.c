@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The estimate of a run against the run itself: for the minimal MLP under several placements
  * and device budgets (one that forces evictions), the estimated host, pinned and NVMe bytes
  * equal what zt_stats reports after three training steps, and the estimated device peak is
@@ -19,16 +20,16 @@
 
 static const mlp_dims dims = {64, 512, 8, 32};
 
-static const char *config(const char *pdev, const char *odev, const char *hbm,
-                          const char *extra)
+static const char *config(const char *pdev, const char *odev, const char *hbm, const char *extra)
 {
     static char buf[4096];
-    snprintf(buf, sizeof buf,
-             "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
-             "\"$SCRATCH\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"$SCRATCH\"}, "
-             "\"stage3_param_persistence_threshold\": 1000%s}, \"aio\": {\"block_size\": "
-             "8192}, \"ztier\": {\"hbm_capacity\": \"%s\"}}",
-             pdev, odev, extra, hbm);
+    snprintf(
+        buf, sizeof buf,
+        "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
+        "\"$SCRATCH\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"$SCRATCH\"}, "
+        "\"stage3_param_persistence_threshold\": 1000%s}, \"aio\": {\"block_size\": "
+        "8192}, \"ztier\": {\"hbm_capacity\": \"%s\"}}",
+        pdev, odev, extra, hbm);
     return buf;
 }
 
@@ -79,8 +80,8 @@ static void check(const char *what, const char *cfg)
     double dev = (double)e.device_peak / (double)st.device_bytes_peak;
     printf("%-34s device %8llu est %8llu (%.3f), window %8llu, host %8llu est %8llu, "
            "nvme %8llu est %8llu, %llu evictions/step est %llu\n",
-           what, (unsigned long long)st.device_bytes_peak, (unsigned long long)e.device_peak,
-           dev, (unsigned long long)e.device_window, (unsigned long long)st.host_bytes_peak,
+           what, (unsigned long long)st.device_bytes_peak, (unsigned long long)e.device_peak, dev,
+           (unsigned long long)e.device_window, (unsigned long long)st.host_bytes_peak,
            (unsigned long long)e.plan.host_bytes, (unsigned long long)st.nvme_bytes_peak,
            (unsigned long long)(e.plan.nvme_param_bytes + e.plan.nvme_optim_bytes),
            (unsigned long long)(st.evictions / 3), (unsigned long long)e.evictions);
@@ -101,9 +102,9 @@ static void test_estimate_matches_runs(void **state)
     check("params nvme, optimizer nvme", config("nvme", "nvme", "64M", ""));
     check("params cpu, optimizer nvme, bf16",
           config("cpu", "nvme", "64M", "}, \"bf16\": {\"enabled\": true"));
-    check("params cpu, small prefetch window",
-          config("cpu", "cpu", "64M", ", \"stage3_prefetch_bucket_size\": 20000, "
-                                      "\"stage3_max_reuse_distance\": 0"));
+    check("params cpu, small prefetch window", config("cpu", "cpu", "64M",
+                                                      ", \"stage3_prefetch_bucket_size\": 20000, "
+                                                      "\"stage3_max_reuse_distance\": 0"));
     check("params cpu, budget forces evictions", config("cpu", "cpu", "2150000", ""));
     check("params nvme, budget forces evictions", config("nvme", "cpu", "2150000", ""));
     check("params cpu, optimizer nvme, evictions", config("cpu", "nvme", "2150000", ""));
@@ -121,8 +122,8 @@ static void test_estimate_matches_runs(void **state)
 /* ---- a deeper stack of layers of uneven sizes, driven without compute ---- */
 
 #define STACK 9
-static const int64_t stack_sizes[STACK] = {3000, 40000, 9000, 70000, 20000, 500, 45000,
-                                           12000, 30000};
+static const int64_t stack_sizes[STACK] = {3000, 40000, 9000,  70000, 20000,
+                                           500,  45000, 12000, 30000};
 
 /* The stack's layers "l<i>", each with one parameter "l<i>.w"; their ids in `layers`. */
 static zt_status register_stack(zt_runtime *rt, void *layers)
@@ -249,8 +250,8 @@ static void test_fp32_parameters_in_host_memory_are_the_master(void **state)
     (void)state;
     uint64_t homes, unused;
     uint64_t fp32 = host_peak(config("cpu", "cpu", "64M", ""), &unused);
-    uint64_t bf16 = host_peak(config("cpu", "cpu", "64M", "}, \"bf16\": {\"enabled\": true"),
-                              &homes);
+    uint64_t bf16 =
+        host_peak(config("cpu", "cpu", "64M", "}, \"bf16\": {\"enabled\": true"), &homes);
     printf("host bytes: fp32 parameters %llu, bf16 %llu (2-byte homes %llu)\n",
            (unsigned long long)fp32, (unsigned long long)bf16, (unsigned long long)homes);
     assert_true(homes > 0);
@@ -273,12 +274,11 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_estimate_matches_runs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_estimate_follows_the_prefetch_window, setup,
+        cmocka_unit_test_setup_teardown(test_estimate_follows_the_prefetch_window, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_estimate_refuses_a_budget_below_the_minimum, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_estimate_refuses_a_budget_below_the_minimum,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fp32_parameters_in_host_memory_are_the_master,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fp32_parameters_in_host_memory_are_the_master, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

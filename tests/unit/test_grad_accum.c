@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bf16 gradient accumulators (ztier.grad_accum_dtype = "bf16"): training with two micro-steps
  * per step stays close to fp32 accumulation (the sums are rounded to bf16 once per
  * micro-step), with the optimizer state in host memory and on NVMe (the pipelined step reads
@@ -89,8 +90,8 @@ static void check(const char *optim)
                   "vs %.5f, host peak %llu vs %llu bytes\n",
                   optim, d, (double)loss16, (double)loss32, (unsigned long long)host16,
                   (unsigned long long)host32);
-    assert_true(d > 0.0);   /* the sums were rounded */
-    assert_true(d < 2e-2);  /* ... and stay close */
+    assert_true(d > 0.0);  /* the sums were rounded */
+    assert_true(d < 2e-2); /* ... and stay close */
     assert_true(loss16 < 1.05f * loss32 + 1e-4f);
     /* the accumulators (86544 elements over three layers, padded) in half the bytes */
     assert_true(host32 >= host16 + 86544 * 2 - 3 * 4096);

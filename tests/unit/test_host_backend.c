@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The host device backend: budgeted allocation, in-order asynchronous copies on worker
  * threads, events and cross-stream waits, and its cast/scale kernels. */
 #include "core/convert.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The minimal example's MLP trained through ztier must equal the same model trained by an
  * independent in-memory implementation (tests/common/ref_mlp.c) from the same initial
  * values after 20 steps (relative error <= 1e-6), for every placement and Adam variant, and
@@ -36,8 +37,8 @@ static zt_runtime *create(const char *config, minimal_model *m)
     return rt;
 }
 
-static void train_and_compare_with(const char *param_dev, const char *opt_dev,
-                                   const char *variant, const char *more_ztier)
+static void train_and_compare_with(const char *param_dev, const char *opt_dev, const char *variant,
+                                   const char *more_ztier)
 {
     char extra[160];
     snprintf(extra, sizeof extra, ", \"adam_variant\": \"%s\"%s", variant, more_ztier);
@@ -211,7 +212,7 @@ static void test_persistent_small_layers_equal_reference(void **state)
                      placements[k][1], err);
         zt_stats st = ZT_STATS_INIT;
         assert_int_equal(zt_stats_get(rt, &st), ZT_OK);
-        assert_int_equal(st.persistent_layers, 2); /* fc1 and fc3 */
+        assert_int_equal(st.persistent_layers, 2);            /* fc1 and fc3 */
         assert_true(st.prefetch_hits <= (uint64_t)STEPS * 2); /* only fc2 is ever prefetched */
         ref_mlp_free(&ref);
         zt_runtime_destroy(rt);
@@ -271,8 +272,7 @@ static void test_nvme_is_bitwise_host(void **state)
             result[k][2 * l] = malloc(sizeof(float) * (size_t)nw);
             result[k][2 * l + 1] = malloc(sizeof(float) * (size_t)m.n_out[l]);
             assert_int_equal(zt_param_read(rt, m.weight[l], result[k][2 * l], nw), ZT_OK);
-            assert_int_equal(zt_param_read(rt, m.bias[l], result[k][2 * l + 1], m.n_out[l]),
-                             ZT_OK);
+            assert_int_equal(zt_param_read(rt, m.bias[l], result[k][2 * l + 1], m.n_out[l]), ZT_OK);
         }
         zt_runtime_destroy(rt);
     }

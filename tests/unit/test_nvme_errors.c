@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* NVMe failures seen through the runtime: an I/O error while fetching a layer or while the
  * optimizer writes its state back returns ZT_ERR_IO naming the tensor, the file and the
  * offset, and the runtime still destroys cleanly (checked under ASan); a read-only or full
@@ -38,13 +39,14 @@ static int overlap_step = 1; /* ztier.overlap_step */
 static const char *config(const char *param, const char *optim)
 {
     static char buf[2048];
-    snprintf(buf, sizeof buf,
-             "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
-             "\"$SCRATCH\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"$SCRATCH\"},"
-             " \"stage3_param_persistence_threshold\": 0},"
-             " \"aio\": {\"block_size\": 4096},"
-             " \"ztier\": {\"hbm_capacity\": \"16M\", \"overlap_step\": %s}}",
-             param, optim, overlap_step ? "\"on\"" : "\"off\"");
+    snprintf(
+        buf, sizeof buf,
+        "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
+        "\"$SCRATCH\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"$SCRATCH\"},"
+        " \"stage3_param_persistence_threshold\": 0},"
+        " \"aio\": {\"block_size\": 4096},"
+        " \"ztier\": {\"hbm_capacity\": \"16M\", \"overlap_step\": %s}}",
+        param, optim, overlap_step ? "\"on\"" : "\"off\"");
     return buf;
 }
 
@@ -234,8 +236,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_read_error_during_fetch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_error_during_step, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_background_write_error_is_kept_until_a_load,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_background_write_error_is_kept_until_a_load, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_async_error_polls_without_waiting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_only_folder, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_folder, setup, teardown),

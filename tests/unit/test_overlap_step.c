@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The overlapped optimizer step (ztier.overlap_step: "auto" turns it on for the optimizer
  * state on NVMe, "on" also for the state in host memory):
  * zt_step returns with layers' updates still to run, and each layer is updated by the first
@@ -52,17 +53,18 @@ static const char *config_buffers(const char *param, const char *optim, const ch
                                   int buffers)
 {
     static char buf[2048];
-    snprintf(buf, sizeof buf,
-             "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
-             "\"$SCRATCH\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"$SCRATCH\","
-             " \"buffer_count\": %d},"
-             " \"stage3_param_persistence_threshold\": 0, \"sub_group_size\": 1024,"
-             " \"stage3_prefetch_bucket_size\": 1},"
-             " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003}},"
-             " \"gradient_accumulation_steps\": %d, \"gradient_clipping\": 1.0,"
-             " \"aio\": {\"block_size\": 4096},"
-             " \"ztier\": {\"hbm_capacity\": \"16M\", \"overlap_step\": \"%s\"}}",
-             param, optim, buffers, ACCUM, overlap);
+    snprintf(
+        buf, sizeof buf,
+        "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
+        "\"$SCRATCH\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"$SCRATCH\","
+        " \"buffer_count\": %d},"
+        " \"stage3_param_persistence_threshold\": 0, \"sub_group_size\": 1024,"
+        " \"stage3_prefetch_bucket_size\": 1},"
+        " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003}},"
+        " \"gradient_accumulation_steps\": %d, \"gradient_clipping\": 1.0,"
+        " \"aio\": {\"block_size\": 4096},"
+        " \"ztier\": {\"hbm_capacity\": \"16M\", \"overlap_step\": \"%s\"}}",
+        param, optim, buffers, ACCUM, overlap);
     return buf;
 }
 
@@ -124,8 +126,8 @@ static void test_bitwise_equal_to_the_serial_step(void **state)
     static const struct {
         const char *optim, *overlap;
         int overlap_on, on_stream, buffers;
-    } runs[] = {{"nvme", "off", 0, 0, 4}, {"nvme", "on", 1, 0, 4}, {"nvme", "auto", 1, 1, 4},
-                {"cpu", "on", 1, 0, 4},   {"cpu", "on", 1, 1, 4},  {"cpu", "auto", 0, 0, 4},
+    } runs[] = {{"nvme", "off", 0, 0, 4},  {"nvme", "on", 1, 0, 4}, {"nvme", "auto", 1, 1, 4},
+                {"cpu", "on", 1, 0, 4},    {"cpu", "on", 1, 1, 4},  {"cpu", "auto", 0, 0, 4},
                 {"nvme", "off", 0, 0, 15}, {"nvme", "on", 1, 0, 30}};
     for (int p = 0; p < 3; p++) {
         /* the reference: the optimizer state in host memory, the serial step */
@@ -133,12 +135,13 @@ static void test_bitwise_equal_to_the_serial_step(void **state)
         for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
             int overlap = runs[r].overlap_on;
             char what[160];
-            snprintf(what, sizeof what, "parameters '%s', optimizer '%s', overlap_step '%s', "
-                     "stream %d, %d buffers", params[p], runs[r].optim, runs[r].overlap,
-                     runs[r].on_stream, runs[r].buffers);
-            uint64_t overlapped = train(config_buffers(params[p], runs[r].optim,
-                                                       runs[r].overlap, runs[r].buffers),
-                                        runs[r].on_stream, &got, loss);
+            snprintf(what, sizeof what,
+                     "parameters '%s', optimizer '%s', overlap_step '%s', "
+                     "stream %d, %d buffers",
+                     params[p], runs[r].optim, runs[r].overlap, runs[r].on_stream, runs[r].buffers);
+            uint64_t overlapped =
+                train(config_buffers(params[p], runs[r].optim, runs[r].overlap, runs[r].buffers),
+                      runs[r].on_stream, &got, loss);
             mlp_weights_assert_same(&got, &ref, what);
             assert_memory_equal(loss, ref_loss, sizeof loss);
             /* 3 layers, one moved by the step's own prefetch: the others are left to later

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Parameter initialisation is a pure function of (seed, name, index): any split into shards
  * gives the same values, and the normal/uniform generators have the requested moments. */
 #include "runtime/runtime.h"
@@ -33,8 +34,7 @@ static void test_shards_match_whole(void **state)
     int cuts[] = {0, 1, 17, 4096, 9999, N};
     for (size_t i = 0; i + 1 < sizeof cuts / sizeof cuts[0]; i++)
         assert_int_equal(
-            zt_param_init_fill(&p, cuts[i], cuts[i + 1] - cuts[i], parts + cuts[i], NULL),
-            ZT_OK);
+            zt_param_init_fill(&p, cuts[i], cuts[i + 1] - cuts[i], parts + cuts[i], NULL), ZT_OK);
     assert_memory_equal(whole, parts, N * sizeof(float));
     free(whole), free(parts);
 }

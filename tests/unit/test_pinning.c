@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Pinned host tiers: the host memory the device copies from or to (parameters' host homes,
  * the gradient staging buffer, NVMe staging buffers, landing buffers) is pinned through the
  * device backend — page locking with the host backend, seen by the kernel as VmLck — within
@@ -129,8 +130,8 @@ static void check_placement(const char *param)
     run full, none, half;
     train(config(param, "1G", 1), &full);
     const zt_stats *s = &full.after_commit;
-    print_message("params %s: %llu bytes pinned at commit, %llu after steps; VmLck +%lld\n",
-                  param, (unsigned long long)s->host_pinned_bytes,
+    print_message("params %s: %llu bytes pinned at commit, %llu after steps; VmLck +%lld\n", param,
+                  (unsigned long long)s->host_pinned_bytes,
                   (unsigned long long)full.after_steps.host_pinned_bytes, full.locked_delta);
     assert_true(s->host_pinned_bytes > 0);
     assert_int_equal(s->pinned_refused_bytes, 0);
@@ -143,14 +144,12 @@ static void check_placement(const char *param)
     }
     /* the stream-ordered micro-step pinned its landing buffers too */
     assert_true(full.after_steps.host_pinned_bytes > s->host_pinned_bytes);
-    assert_int_equal(full.after_steps.host_pinned_peak_bytes,
-                     full.after_steps.host_pinned_bytes);
+    assert_int_equal(full.after_steps.host_pinned_peak_bytes, full.after_steps.host_pinned_bytes);
 
     /* nothing may be pinned: the same bytes are refused, logged once, results unchanged */
     train(config(param, "0", 1), &none);
     assert_int_equal(none.after_steps.host_pinned_bytes, 0);
-    assert_int_equal(none.after_steps.pinned_refused_bytes,
-                     full.after_steps.host_pinned_bytes);
+    assert_int_equal(none.after_steps.pinned_refused_bytes, full.after_steps.host_pinned_bytes);
     assert_int_equal(none.log.pin_warnings, 1);
     assert_non_null(strstr(none.log.last, "ztier.pinned_limit"));
     assert_memory_equal(none.w, full.w, sizeof full.w);

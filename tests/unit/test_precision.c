@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Low-precision training through the runtime: bf16/fp16 working parameters and gradients
  * with fp32 master weights, checked against a reference written here; fp16 dynamic loss
  * scaling skips a step with an inf gradient without changing anything but the scale, and
@@ -110,7 +111,8 @@ static void test_bf16_params_and_grads(void **state)
         for (int i = 0; i < N; i++) {
             /* the working copy is the master rounded to bf16: within half a bf16 step */
             if (!(fabsf(from_bf16(p[i]) - w[i]) <= 0.00391f * fabsf(w[i]) + 1e-20f))
-                fail_msg("step %d elem %d: bf16 %g vs master %g", s, i, (double)from_bf16(p[i]), (double)w[i]);
+                fail_msg("step %d elem %d: bf16 %g vs master %g", s, i, (double)from_bf16(p[i]),
+                         (double)w[i]);
             float gi = from_bf16(p[i]) - target(i);
             gp[i] = to_bf16(gi);
             g[i] = from_bf16(gp[i]);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The stream-ordered calls under the host backend, whose streams are worker threads: the
  * ordering rules of zt_fetch_async / zt_release_async hold against a caller stream that is
  * slow or stopped on purpose.
@@ -101,8 +102,8 @@ static void train_on_stream(const char *cfg, int delay_us, mlp_weights *out, flo
         for (int k = 0; k < ACCUM; k++) {
             minimal_stream_step *q = NULL;
             uint64_t before = host_syncs(rt);
-            zt_status st = minimal_micro_step_queue(rt, &m, stream, s, k * rows, rows, delay_us,
-                                                    &q);
+            zt_status st =
+                minimal_micro_step_queue(rt, &m, stream, s, k * rows, rows, delay_us, &q);
             if (st != ZT_OK)
                 fail_msg("step %d: %s", s, zt_last_error(rt));
             *layer_syncs += host_syncs(rt) - before;
@@ -198,9 +199,8 @@ static void test_calls_do_not_wait_for_a_stopped_stream(void **state)
         zt_stats before = ZT_STATS_INIT, during = ZT_STATS_INIT;
         assert_int_equal(zt_stats_get(rt, &before), ZT_OK);
         for (int k = 0; k < ACCUM; k++)
-            assert_int_equal(minimal_micro_step_queue(rt, &m, stream, s, k * rows, rows, 200,
-                                                      &q[k]),
-                             ZT_OK);
+            assert_int_equal(
+                minimal_micro_step_queue(rt, &m, stream, s, k * rows, rows, 200, &q[k]), ZT_OK);
         assert_int_equal(zt_stats_get(rt, &during), ZT_OK);
         assert_int_equal(during.releases - before.releases, 2 * MLP_LAYERS * ACCUM);
         assert_int_equal(during.reduced_bytes, before.reduced_bytes); /* nothing summed yet */

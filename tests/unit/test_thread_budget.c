@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The thread budget, seen from the kernel: a monitor thread samples every thread's state in
  * /proc/self/task while a training loop runs, per phase.
  *  - Idle (between calls, the work drained): no ztier thread is runnable; stream workers,
@@ -157,8 +158,8 @@ static void check_budget(const char *optim, int threads)
     atomic_store(&m.stop, 1);
     pthread_join(m.thread, NULL);
     for (int ph = 0; ph < PHASES; ph++)
-        print_message("optimizer %s, %d threads, %-13s: at most %d runnable (%d samples)\n",
-                      optim, threads, phase_names[ph], m.max_runnable[ph], m.samples[ph]);
+        print_message("optimizer %s, %d threads, %-13s: at most %d runnable (%d samples)\n", optim,
+                      threads, phase_names[ph], m.max_runnable[ph], m.samples[ph]);
     print_message("  %d threads in the process at most\n", m.threads_seen);
     assert_true(m.samples[IDLE] > 10 && m.samples[STEP] > 3);
     assert_int_equal(m.max_runnable[IDLE], 0); /* nothing spins */

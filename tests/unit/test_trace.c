@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The timeline trace: a training run with ztier.trace_path (or ZT_TRACE) writes a Chrome
  * trace that jansson parses, whose complete spans nest on every track, whose async slices
  * come in matching begin/end pairs, which covers every kind of work the run did (NVMe reads
@@ -55,9 +56,9 @@ static void train(const char *cfg)
     for (int step = 0; step < 3; step++) {
         float loss;
         for (int half = 0; half < 2; half++)
-            assert_int_equal(minimal_micro_step(rt, &m, step, half * dims.batch / 2,
-                                                dims.batch / 2, &loss),
-                             ZT_OK);
+            assert_int_equal(
+                minimal_micro_step(rt, &m, step, half * dims.batch / 2, dims.batch / 2, &loss),
+                ZT_OK);
         assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK);
     }
     zt_runtime_destroy(rt);
@@ -92,8 +93,8 @@ static int spans_nest(span *s, size_t n)
         while (depth && stack[depth - 1]->end <= s[i].ts + eps)
             depth--;
         if (depth && s[i].end > stack[depth - 1]->end + eps) {
-            print_message("span [%.3f, %.3f] of track %d crosses [%.3f, %.3f]\n", s[i].ts,
-                          s[i].end, s[i].tid, stack[depth - 1]->ts, stack[depth - 1]->end);
+            print_message("span [%.3f, %.3f] of track %d crosses [%.3f, %.3f]\n", s[i].ts, s[i].end,
+                          s[i].tid, stack[depth - 1]->ts, stack[depth - 1]->end);
             return 0;
         }
         assert_true(depth < 64);
@@ -153,8 +154,8 @@ static int read_trace(const char *path, seen *out)
         if (!strcmp(ph, "M")) {
             if (!strcmp(name, "thread_name")) {
                 out->named[tid] = 1;
-                const char *tn = json_string_value(
-                    json_object_get(json_object_get(ev, "args"), "name"));
+                const char *tn =
+                    json_string_value(json_object_get(json_object_get(ev, "args"), "name"));
                 assert_non_null(tn);
                 snprintf(out->names[tid], sizeof out->names[tid], "%s", tn);
             }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* An out-of-tree program built against an installed ztier: registers one layer with a
  * constant-initialised parameter, fetches it and checks the values, takes one step. */
 #include <ztier.h>
