@@ -382,6 +382,13 @@ ZT_API zt_status zt_checkpoint_load(zt_runtime *rt, const char *dir);
 /* ---- introspection ---- */
 /* Copies the counters into *out (out->struct_size must be set, e.g. ZT_STATS_INIT). */
 ZT_API zt_status zt_stats_get(const zt_runtime *rt, zt_stats *out);
+/* Every counter of *s (the fields of zt_stats up to s->struct_size), from one list of their
+ * names and units: ZT_STATS_TEXT writes a line per counter ("name value unit  # what"),
+ * ZT_STATS_JSON one JSON object {"name": value, ...}. Writes at most len bytes into buf,
+ * always terminated when len > 0; returns the length of the whole text (call again with a
+ * larger buffer when it is >= len), or -1 when s or its struct_size is invalid. */
+typedef enum zt_stats_format_kind { ZT_STATS_TEXT = 0, ZT_STATS_JSON = 1 } zt_stats_format_kind;
+ZT_API int zt_stats_format(const zt_stats *s, zt_stats_format_kind kind, char *buf, size_t len);
 ZT_API zt_status zt_runtime_rank(const zt_runtime *rt, int *rank, int *world_size);
 /* The GPU the cuda device backend computes on, after commit: ztier.device_index, or with
  * several ranks on one machine and no index set, the rank's local index there (a GPU each);
