@@ -72,41 +72,6 @@ static int offload_step(zt_runtime *rt, bench_model *m, double *step_s)
     return 0;
 }
 
-zt_runtime *bench_prefetch_runtime(int layers, int hidden, const char *offload, const char *nvme,
-                                   const char *extra_zero, const char *extra_ztier)
-{
-    char cfg[2048];
-    snprintf(cfg, sizeof cfg,
-             "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\"%s%s%s},"
-             " \"offload_optimizer\": {\"device\": \"cpu\"}%s},"
-             " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}},"
-             " \"ztier\": {\"hbm_capacity\": %zu%s}}",
-             offload, nvme ? ", \"nvme_path\": \"" : "", nvme ? nvme : "", nvme ? "\"" : "",
-             extra_zero,
-             /* room for the prefetch window: a few layers' parameters and gradients */
-             (size_t)hidden * (size_t)hidden * 4 * 8, extra_ztier);
-    zt_runtime *rt = NULL;
-    zt_status st = zt_runtime_create(NULL, cfg, &rt);
-    for (int l = 0; st == ZT_OK && l < layers; l++) {
-        char name[32];
-        int id, pid;
-        snprintf(name, sizeof name, "layer%d", l);
-        int64_t shape[2] = {hidden, hidden};
-        zt_init init = {ZT_INIT_NORMAL, 0.0f, 0.02f, 1, NULL, NULL};
-        st = zt_layer_add(rt, name, &id);
-        if (st == ZT_OK)
-            st = zt_param_add(rt, id, strcat(name, ".w"), shape, 2, &init, &pid);
-    }
-    if (st == ZT_OK)
-        st = zt_runtime_commit(rt);
-    if (st != ZT_OK) {
-        fprintf(stderr, "ztier bench prefetch: %s\n", zt_last_error(rt));
-        zt_runtime_destroy(rt);
-        return NULL;
-    }
-    return rt;
-}
-
 static int alloc_model(bench_model *m)
 {
     size_t act = (size_t)m->batch * (size_t)m->hidden, lw = (size_t)m->hidden * m->hidden;

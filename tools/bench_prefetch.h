@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* `ztier bench prefetch`: the runtime both versions train (bench_prefetch.c) and the GPU
+/* `ztier bench prefetch`: the runtime both versions train (bench_prefetch_runtime.c) and the GPU
  * version (bench_prefetch_cuda.c, built with CUDA). */
 #ifndef ZT_TOOLS_BENCH_PREFETCH_H
 #define ZT_TOOLS_BENCH_PREFETCH_H
