@@ -34,22 +34,28 @@ int zt_device_tier_reclaim(zt_device_tier *t, int wait)
     return t->n_deferred;
 }
 
+/* A try that fails for want of room is not an error of the call when waiting or evicting
+ * then makes room: its message reaches err only when it is the outcome. */
 zt_status zt_device_tier_alloc(zt_device_tier *t, size_t bytes, int may_evict, void **ptr,
                                zt_error *err)
 {
+    zt_error tried = {0};
     for (;;) {
         zt_device_tier_reclaim(t, 0);
-        zt_status st = zt_device_alloc(t->dev, bytes, ptr, err);
-        if (st != ZT_ERR_DEVICE_NOMEM)
-            return st;
-        if (t->n_deferred) { /* room that is on its way back comes first */
+        zt_status st = zt_device_alloc(t->dev, bytes, ptr, &tried);
+        if (st == ZT_OK)
+            return ZT_OK;
+        if (st == ZT_ERR_DEVICE_NOMEM && t->n_deferred) { /* room on its way back comes first */
             zt_event *e = t->deferred[0].fence;
             zt_device_event_synchronize(t->dev, e, NULL);
             t->fence_waits++;
             continue;
         }
-        if (!may_evict || !t->evict || !t->evict(t->evict_user))
-            return st;
+        if (st == ZT_ERR_DEVICE_NOMEM && may_evict && t->evict && t->evict(t->evict_user))
+            continue;
+        if (err)
+            *err = tried;
+        return st;
     }
 }
 
