@@ -2,6 +2,8 @@
 #include "tools/bench_common.h"
 #include "tiers/host_tier.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +33,23 @@ double bench_median(const double *v, int n)
     double m = n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
     free(tmp);
     return m;
+}
+
+int bench_int_arg(int argc, char **argv, const char *cmd, const char *name, long min, long max,
+                  int *out)
+{
+    const char *v = bench_arg(argc, argv, name);
+    if (!v)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno == ERANGE || x < min || x > max || x < INT_MIN || x > INT_MAX) {
+        fprintf(stderr, "%s: --%s '%s': give an integer from %ld to %ld\n", cmd, name, v, min, max);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
 }
 
 int bench_parse_size(const char *s, uint64_t *out)

@@ -29,6 +29,11 @@ void bench_triad_destroy(bench_triad *t);
 const char *bench_arg(int argc, char **argv, const char *name);
 /* 1 if `--name` appears as a flag. */
 int bench_flag(int argc, char **argv, const char *name);
+/* *out = the value of `--name` when given: a whole decimal integer in [min, max], else a
+ * message naming the option ("<cmd>: --name 'v': give an integer from min to max") and -1;
+ * 0 (and *out untouched) when the option is absent. */
+int bench_int_arg(int argc, char **argv, const char *cmd, const char *name, long min, long max,
+                  int *out);
 /* Rejects options not in the NULL-terminated list `known` (names without "--"), printing a
  * message that names the unknown option. Flags listed in `flags` take no value. Returns 0 ok. */
 int bench_check_args(int argc, char **argv, const char *const *known, const char *const *flags);

@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -369,6 +370,9 @@ static void print_json(const est_model *m, const zt_estimate *e, const fit *fits
 
 /* ---- the command ---- */
 
+/* The most ranks --world takes (2^20): beyond any job the plan is meant for. */
+#define ZT_EST_MAX_WORLD 1048576
+
 static int parse(int argc, char **argv, est_options *o)
 {
     static const char *const known[] = {"config",         "vocab",     "layers",        "world",
@@ -384,12 +388,16 @@ static int parse(int argc, char **argv, est_options *o)
                        1,
                        0,
                        bench_flag(argc, argv, "json")};
-    const char *v = bench_arg(argc, argv, "vocab"), *w = bench_arg(argc, argv, "world");
-    const char *r = bench_arg(argc, argv, "ranks-per-node");
-    o->vocab = v ? (!strcmp(v, "byte") ? 256 : atoi(v)) : 0;
-    o->world = w ? atoi(w) : 1;
-    o->ranks_per_node = r ? atoi(r) : 0;
-    if (!o->config == !o->layers || o->world < 1 || o->ranks_per_node < 0)
+    const char *v = bench_arg(argc, argv, "vocab");
+    if (v && !strcmp(v, "byte"))
+        o->vocab = 256;
+    else if (bench_int_arg(argc, argv, "ztier estimate", "vocab", 1, INT_MAX, &o->vocab) != 0)
+        return -1;
+    if (bench_int_arg(argc, argv, "ztier estimate", "world", 1, ZT_EST_MAX_WORLD, &o->world) != 0 ||
+        bench_int_arg(argc, argv, "ztier estimate", "ranks-per-node", 0, ZT_EST_MAX_WORLD,
+                      &o->ranks_per_node) != 0)
+        return -1;
+    if (!o->config == !o->layers)
         return -1;
     return 0;
 }

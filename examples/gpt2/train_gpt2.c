@@ -44,6 +44,8 @@
 #include "gpt2_ops.h"
 #include "gpt2_ztier.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +84,29 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The least value of each integer option (-1 for batch and seq means "chosen by --demo or
+ * the config"; 0 for the others means "the default" or "never"). */
+static int option_min(const char *opt)
+{
+    return !strcmp(opt, "--vocab") || !strcmp(opt, "--batch") ? 1 : !strcmp(opt, "--seq") ? 2 : 0;
+}
+
+/* *n = v, a whole decimal integer in [option_min(opt), INT_MAX]; else a message naming the
+ * option and -1. */
+static int parse_count(const char *opt, const char *v, int *n)
+{
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno == ERANGE || x < option_min(opt) || x > INT_MAX) {
+        fprintf(stderr, "zt_gpt2: %s '%s': give an integer from %d to %d\n", opt, v,
+                option_min(opt), INT_MAX);
+        return -1;
+    }
+    *n = (int)x;
+    return 0;
 }
 
 static int usage(void)
@@ -146,9 +171,9 @@ static int parse(int argc, char **argv, options *o)
             return usage();
         if (s)
             *s = v;
-        else if (n)
-            *n = atoi(v);
-        else
+        else if (n && parse_count(a, v, n) != 0)
+            return usage();
+        else if (!n)
             o->seed = strtoull(v, NULL, 10);
         i++;
     }

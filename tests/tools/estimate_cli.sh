@@ -40,4 +40,12 @@ grep -q "missing.json" "$work/err"
 echo '{"layers": [{"name": "a", "params": [{"name": "a.w", "shape": [0]}]}]}' > "$work/bad.json"
 if "$ztier" estimate --layers "$work/bad.json" 2> "$work/err"; then exit 1; fi
 grep -q "layers\[0\].params\[0\]" "$work/err"
+# numbers out of range or not numbers name the option (no wrap-around: 99999999999 ranks)
+for bad in "--world 99999999999" "--world 0" "--world 4x" "--vocab -3" "--ranks-per-node -1"; do
+  read -r opt val <<< "$bad"
+  if "$ztier" estimate --config tiny $opt "$val" 2> "$work/err" > /dev/null; then
+    echo "FAIL: estimate accepted $bad"; exit 1
+  fi
+  grep -q -- "$opt '$val': give an integer" "$work/err" || { cat "$work/err"; exit 1; }
+done
 echo "estimate CLI checks passed"
