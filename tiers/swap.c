@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,9 +182,55 @@ static int is_swap_name(const char *name)
     return strncmp(name, "ztier-", 6) == 0 && len > 11 && strcmp(name + len - 5, ".swap") == 0;
 }
 
+/* The swap files this process has open (device and inode): live for certain, so never
+ * counted among the other swap files whose space may be free. */
+#define ZT_OWN_SWAP_MAX 256
+static pthread_mutex_t own_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    dev_t dev;
+    ino_t ino;
+} own_files[ZT_OWN_SWAP_MAX];
+static int n_own_files;
+
+static void own_add(int fd)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) != 0)
+        return;
+    pthread_mutex_lock(&own_lock);
+    if (n_own_files < ZT_OWN_SWAP_MAX)
+        own_files[n_own_files].dev = sb.st_dev, own_files[n_own_files++].ino = sb.st_ino;
+    pthread_mutex_unlock(&own_lock);
+}
+
+static void own_remove(int fd)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) != 0)
+        return;
+    pthread_mutex_lock(&own_lock);
+    for (int i = 0; i < n_own_files; i++)
+        if (own_files[i].dev == sb.st_dev && own_files[i].ino == sb.st_ino) {
+            own_files[i] = own_files[--n_own_files];
+            break;
+        }
+    pthread_mutex_unlock(&own_lock);
+}
+
+static int is_own(const struct stat *sb)
+{
+    int found = 0;
+    pthread_mutex_lock(&own_lock);
+    for (int i = 0; i < n_own_files && !found; i++)
+        found = own_files[i].dev == sb->st_dev && own_files[i].ino == sb->st_ino;
+    pthread_mutex_unlock(&own_lock);
+    return found;
+}
+
 /* Bytes held by other ztier swap files in the folder: other tags or ranks, live or left by a
- * killed run. Their locks are not tried, as holding one even briefly would make a rank that
- * is starting up fail with "in use"; so whether this space is free is not known. */
+ * killed run; not this process's own. Their locks are not tried, as holding one even briefly
+ * would make a rank that is starting up fail with "in use"; so whether this space is free is
+ * not known. */
 static uint64_t other_swap_bytes(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -193,7 +240,8 @@ static uint64_t other_swap_bytes(const char *dir)
     struct stat sb;
     for (struct dirent *e; (e = readdir(d));)
         if (is_swap_name(e->d_name) &&
-            fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode))
+            fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode) &&
+            !is_own(&sb))
             bytes += (uint64_t)sb.st_blocks * 512;
     closedir(d);
     return bytes;
@@ -253,6 +301,7 @@ static zt_status open_swap_file(swap_file *f, const char *dir, const zt_swap_con
     if (f->fd < 0)
         return ZT_ERR(err, ZT_ERR_IO, "cannot create NVMe swap file '%s': %s", f->path,
                       strerror(errno));
+    own_add(f->fd);
     return ZT_OK;
 }
 
@@ -290,6 +339,7 @@ static zt_status preallocate(swap_file *f, const char *dir, uint64_t bytes, zt_e
 static void close_file(swap_file *f)
 {
     if (f->fd >= 0) {
+        own_remove(f->fd);
         close(f->fd);
         unlink(f->path);
     }

@@ -364,6 +364,31 @@ static void test_restart_after_kill_reuses_stale_swap(void **state)
     umount2(d, MNT_DETACH);
 }
 
+/* This process's own live swap (parameters and optimizer state in one folder) is not another
+ * run's possibly stale file: a second swap that does not fit is refused without counting the
+ * first as free space or naming it among "other ztier swap files". */
+static void test_own_swap_is_not_counted_as_other(void **state)
+{
+    (void)state;
+    char d[600];
+    if (mount_tight(d, sizeof d, "tight-own") != 0)
+        skip();
+    const char *dirs[1] = {d};
+    zt_swap_config a = config(dirs, 1, ZT_IO_ENGINE_AUTO), b = a;
+    a.allow_buffered = b.allow_buffered = 1;
+    a.tag = "params";
+    b.tag = "optim";
+    zt_swap *sa = NULL, *sb = NULL;
+    zt_error err = {0};
+    assert_int_equal(zt_swap_create(&a, 3 << 20, &sa, &err), ZT_OK);
+    assert_int_equal(zt_swap_create(&b, 2 << 20, &sb, &err), ZT_ERR_NOSPACE);
+    assert_non_null(strstr(err.msg, "2097152 bytes needed"));
+    if (strstr(err.msg, "other ztier swap files"))
+        fail_msg("this process's own swap was counted as another's: %s", err.msg);
+    zt_swap_destroy(sa);
+    umount2(d, MNT_DETACH);
+}
+
 /* Another rank's swap file may belong to a live run: it is left alone (its lock is not
  * touched) and counted as possibly free only for the early check; the preallocation then
  * tells, with a message naming the folder, the bytes needed and free, and that file. */
@@ -493,6 +518,7 @@ int main(void)
         cmocka_unit_test(test_disk_full),
         cmocka_unit_test(test_restart_after_kill_reuses_stale_swap),
         cmocka_unit_test(test_other_ranks_swap_is_left_alone),
+        cmocka_unit_test(test_own_swap_is_not_counted_as_other),
         cmocka_unit_test(test_injected_io_errors),
         cmocka_unit_test(test_checksum_detects_flipped_byte),
     };
