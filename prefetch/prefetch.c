@@ -13,6 +13,7 @@ struct zt_prefetcher {
     zt_sched_layer *view; /* the scheduler's view, refreshed before each decision */
     zt_layer_order trace;
     zt_prefetch_stats stats;
+    int order_warned; /* the first change of order was a warning; later ones are info */
 };
 
 static int held(const zt_prefetcher *pf, int i)
@@ -134,10 +135,20 @@ static void observe(zt_prefetcher *pf, int layer, zt_pass pass)
     int was_valid = pf->trace.valid && !pf->trace.deviated;
     if (zt_layer_order_observe(&pf->trace, layer, pass) != 0 || !was_valid)
         return;
-    ZT_LOGW("prefetch",
-            "layer order changed: fetch of '%s' (%s) at call %d of the step differs from the "
-            "recorded order; prefetching pauses and the order is re-recorded this step",
-            pf->gathers[layer].name, pass == ZT_FORWARD ? "forward" : "backward", pf->trace.next_n);
+    const char *name = pf->gathers[layer].name, *p = pass == ZT_FORWARD ? "forward" : "backward";
+    if (!pf->order_warned)
+        ZT_LOGW("prefetch",
+                "layer order changed: fetch of '%s' (%s) at call %d of the step differs from the "
+                "recorded order; prefetching pauses and the order is re-recorded this step. An "
+                "evaluation pass fetches with ZT_INFERENCE, which is never recorded; later "
+                "changes are logged at info level and counted in zt_stats.trace_deviations",
+                name, p, pf->trace.next_n);
+    else
+        ZT_LOGI("prefetch",
+                "layer order changed: fetch of '%s' (%s) at call %d of the step differs from the "
+                "recorded order; re-recorded this step",
+                name, p, pf->trace.next_n);
+    pf->order_warned = 1;
     drop_unheld(pf, layer);
 }
 

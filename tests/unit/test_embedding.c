@@ -261,6 +261,37 @@ static void test_config_rules_between_keys_wait_for_commit(void **state)
 
 /* ---- 4. inference passes ---- */
 
+/* An evaluation pass fetched with ZT_FORWARD every other step changes the recorded order
+ * again and again: one warning at the default level, naming ZT_INFERENCE; the later changes
+ * are counted (zt_stats.trace_deviations), not printed. */
+static void test_forward_evaluation_warns_once(void **state)
+{
+    (void)state;
+    const char *cfg = "{\"zero_optimization\": {\"offload_param\": {\"device\": \"cpu\"},"
+                      " \"stage3_param_persistence_threshold\": 0},"
+                      " \"ztier\": {\"hbm_capacity\": \"4M\"}}";
+    minimal_model m;
+    zt_runtime *rt = model(cfg, 1, &m); /* warnings */
+    for (int s = 0; s < 8; s++) {
+        train(rt, &m, s, s + 1);
+        if (s % 2) { /* the wrong pass for an evaluation */
+            zt_layer_view v;
+            for (int l = 0; l < MLP_LAYERS; l++) {
+                assert_int_equal(zt_fetch(rt, m.layer[l], ZT_FORWARD, &v), ZT_OK);
+                assert_int_equal(zt_release(rt, m.layer[l], ZT_FORWARD), ZT_OK);
+            }
+        }
+    }
+    zt_stats st = ZT_STATS_INIT;
+    assert_int_equal(zt_stats_get(rt, &st), ZT_OK);
+    assert_true(st.trace_deviations >= 3);
+    const char *first = strstr(logbuf, "layer order changed");
+    assert_non_null(first);
+    assert_non_null(strstr(first, "ZT_INFERENCE"));
+    assert_null(strstr(first + 1, "layer order changed")); /* once */
+    zt_runtime_destroy(rt);
+}
+
 static void test_inference_between_and_inside_steps(void **state)
 {
     (void)state;
@@ -492,6 +523,7 @@ int main(void)
         T(test_config_merge_order),
         T(test_config_rules_between_keys_wait_for_commit),
         T(test_inference_between_and_inside_steps),
+        T(test_forward_evaluation_warns_once),
         T(test_param_write_on_every_placement),
         T(test_param_write_bad_input),
         T(test_init_from_arrays_and_failing_callbacks),
