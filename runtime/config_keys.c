@@ -195,7 +195,8 @@ const zt_config_key zt_config_keys[] = {
          "gradient (L2)"),
     IGNORE("optimizer.params.torch_adam", UNUSED),
     IGNORE("optimizer.params.bias_correction", UNUSED),
-    IGNORE("optimizer.params.amsgrad", UNUSED),
+    IGNORE("optimizer.params.amsgrad",
+           "false is accepted; true is refused: ztier's Adam has no AMSGrad variant"),
     IGNORE("optimizer.params.fused", UNUSED),
     BOOL("bf16.enabled", F(bf16), 1,
          "The trainer's parameters and gradients in bf16 (fp32 master and optimizer state); not "

@@ -258,6 +258,12 @@ static zt_status set_value(const zt_config_key *k, zt_config *cfg, const json_t 
                            const char *origin, zt_error *err)
 {
     zt_status st = ZT_OK;
+    if (k->kind == ZT_KEY_IGNORED && !strcmp(k->path, "optimizer.params.amsgrad") &&
+        !json_is_false(v))
+        return fail_value(err, origin, k->path, v,
+                          "ztier's Adam has no AMSGrad variant (it keeps no running maximum of "
+                          "the second moment), so training would differ from the config's; "
+                          "remove the key or set it to false");
     if (k->kind == ZT_KEY_IGNORED) {
         ZT_LOGI("config", "%s: not used by ztier (ignored)", k->path);
         return ZT_OK;

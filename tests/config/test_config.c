@@ -621,6 +621,22 @@ static void test_parse_bytes_helper(void **state)
 
 /* ---- optimizer ---- */
 
+/* A setting that would change training ztier cannot honour is refused, with the reason:
+ * amsgrad true (false, DeepSpeed's default, is accepted). */
+static void test_amsgrad_true_is_refused(void **state)
+{
+    (void)state;
+    expect_error("{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"amsgrad\": true}}}",
+                 "optimizer.params.amsgrad = true", "no AMSGrad variant",
+                 "remove the key or set it to false");
+    expect_error("{\"optimizer\": {\"params\": {\"amsgrad\": 1}}}", "optimizer.params.amsgrad = 1");
+    zt_config c;
+    zt_error err;
+    assert_int_equal(
+        parse("{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"amsgrad\": false}}}", &c, &err),
+        ZT_OK);
+}
+
 static void test_optimizer_type_sets_deepspeed_defaults(void **state)
 {
     (void)state;
@@ -905,6 +921,7 @@ int main(void)
         T(test_nvme_device_without_path_fails_validation),
         T(test_byte_sizes_accept_suffixes),
         T(test_parse_bytes_helper),
+        T(test_amsgrad_true_is_refused),
         T(test_optimizer_type_sets_deepspeed_defaults),
         T(test_fp16_settings_land),
         T(test_validate_checks_the_final_struct),
