@@ -30,6 +30,10 @@
     {                                                  \
         path, ZT_KEY_IGNORED, 0, 0, 0, NULL, 0, 0, doc \
     }
+#define DROP(path, doc)                                \
+    {                                                  \
+        path, ZT_KEY_DROPPED, 0, 0, 0, NULL, 0, 0, doc \
+    }
 #define LEGACY(path, doc)                             \
     {                                                 \
         path, ZT_KEY_LEGACY, 0, 0, 1, NULL, 0, 0, doc \
@@ -153,8 +157,10 @@ const zt_config_key zt_config_keys[] = {
     IGNORE("zero_optimization.zero_quantized_nontrainable_weights", UNUSED),
     IGNORE("zero_optimization.log_trace_cache_warnings", UNUSED),
     IGNORE("zero_optimization.use_multi_rank_bucket_allreduce", UNUSED),
-    IGNORE("zero_optimization.mics_shard_size", UNUSED),
-    IGNORE("zero_optimization.mics_hierarchical_params_gather", UNUSED),
+    DROP("zero_optimization.mics_shard_size",
+         "MiCS is not built: parameters are sharded over all ranks (ZeRO-3)"),
+    DROP("zero_optimization.mics_hierarchical_params_gather",
+         "MiCS is not built: parameters are gathered over all ranks"),
     IGNORE("zero_optimization.legacy_stage1", UNUSED),
     LEGACY("zero_optimization.cpu_offload",
            "Deprecated DeepSpeed switch: true is read as offload_optimizer.device \"cpu\" "
@@ -194,7 +200,7 @@ const zt_config_key zt_config_keys[] = {
          "With \"Adam\": true decays weights decoupled (AdamW), false adds the decay to the "
          "gradient (L2)"),
     IGNORE("optimizer.params.torch_adam", UNUSED),
-    IGNORE("optimizer.params.bias_correction", UNUSED),
+    DROP("optimizer.params.bias_correction", "ztier's Adam always corrects the moments' bias"),
     IGNORE("optimizer.params.amsgrad",
            "false is accepted; true is refused: ztier's Adam has no AMSGrad variant"),
     IGNORE("optimizer.params.fused", UNUSED),
@@ -218,7 +224,7 @@ const zt_config_key zt_config_keys[] = {
         "The dynamic loss scale never halves below this"),
     IGNORE("fp16.consecutive_hysteresis", UNUSED),
     IGNORE("fp16.auto_cast", UNUSED),
-    IGNORE("fp16.fp16_master_weights_and_grads", UNUSED),
+    DROP("fp16.fp16_master_weights_and_grads", "the master weights and gradient sums stay fp32"),
     NUM("gradient_clipping", ZT_KEY_FLOAT, F(gradient_clipping), 0, NOMAX, 1,
         "Clip the global gradient norm to this; 0 turns clipping off"),
     NUM("gradient_accumulation_steps", ZT_KEY_INT, F(gradient_accumulation_steps), 1, 1 << 20, 1,
@@ -287,7 +293,8 @@ const zt_config_key zt_config_keys[] = {
     IGNORE("wall_clock_breakdown", UNUSED),
     IGNORE("memory_breakdown", UNUSED),
     IGNORE("dump_state", UNUSED),
-    IGNORE("scheduler", UNUSED "; the trainer may set lr per step through zt_step_args"),
+    DROP("scheduler", "ztier applies no learning-rate schedule: the lr is the optimizer's, or what "
+                      "the trainer passes each step in zt_step_args"),
     IGNORE("zero_allow_untested_optimizer", UNUSED),
     IGNORE("zero_force_ds_cpu_optimizer", UNUSED),
     IGNORE("activation_checkpointing", UNUSED "; activations are the trainer's"),
@@ -296,14 +303,14 @@ const zt_config_key zt_config_keys[] = {
     IGNORE("wandb", UNUSED),
     IGNORE("csv_monitor", UNUSED),
     IGNORE("comms_logger", UNUSED),
-    IGNORE("communication_data_type", UNUSED),
+    DROP("communication_data_type", "gradients are reduced in fp32 (16-bit ones widened first)"),
     IGNORE("seq_parallel_communication_data_type", UNUSED),
-    IGNORE("data_types", UNUSED),
-    IGNORE("prescale_gradients", UNUSED),
-    IGNORE("gradient_predivide_factor", UNUSED),
+    DROP("data_types", "the gradient sums' dtype is ztier.grad_accum_dtype"),
+    DROP("prescale_gradients", "gradients are summed over ranks, then averaged"),
+    DROP("gradient_predivide_factor", "gradients are summed over ranks, then averaged"),
     IGNORE("sparse_gradients", UNUSED),
-    IGNORE("fp32_allreduce", UNUSED),
-    IGNORE("amp", UNUSED),
+    DROP("fp32_allreduce", "gradients are reduced in fp32 (16-bit ones widened first)"),
+    DROP("amp", "no automatic mixed precision: fp16/bf16 sections set the working dtype"),
     IGNORE("checkpoint", UNUSED "; see zt_checkpoint_save"),
     IGNORE("elasticity", UNUSED),
     IGNORE("autotuning", UNUSED),

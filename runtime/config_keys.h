@@ -22,6 +22,9 @@ typedef enum zt_key_kind {
     ZT_KEY_PATHS,    /* nvme_path: a string or a list of strings (zt_offload_config) */
     ZT_KEY_BETAS,    /* [beta1, beta2], both in [0, 1) */
     ZT_KEY_IGNORED,  /* a DeepSpeed key (or whole subtree) ztier knowingly does not use */
+    ZT_KEY_DROPPED,  /* a DeepSpeed setting that changes training and that ztier does not
+                        apply: accepted with a warning at the default level (doc: what ztier
+                        does instead) */
     ZT_KEY_LEGACY    /* a deprecated DeepSpeed bool, mapped to its modern keys (config.c) */
 } zt_key_kind;
 

@@ -72,6 +72,7 @@ static void describe_allowed(const zt_config_key *k, char *buf, size_t n)
         snprintf(buf, n, "must be [beta1, beta2], each a number in [0, 1)");
         return;
     case ZT_KEY_IGNORED:
+    case ZT_KEY_DROPPED:
         break;
     }
     snprintf(buf, n, "is not used");
@@ -254,6 +255,21 @@ static int handle_auto(const zt_config_key *k, const json_t *v, const char *orig
     return 1;
 }
 
+/* A dropped key at DeepSpeed's default changes nothing: null, false, an object with
+ * "enabled": false, bias_correction true, gradient_predivide_factor 1. */
+static int drop_is_neutral(const zt_config_key *k, const json_t *v)
+{
+    if (json_is_null(v))
+        return 1;
+    if (!strcmp(k->path, "optimizer.params.bias_correction"))
+        return json_is_true(v);
+    if (!strcmp(k->path, "gradient_predivide_factor"))
+        return json_is_number(v) && json_number_value(v) == 1.0;
+    if (json_is_object(v))
+        return json_is_false(json_object_get(v, "enabled"));
+    return json_is_false(v);
+}
+
 static zt_status set_value(const zt_config_key *k, zt_config *cfg, const json_t *v,
                            const char *origin, zt_error *err)
 {
@@ -266,6 +282,14 @@ static zt_status set_value(const zt_config_key *k, zt_config *cfg, const json_t 
                           "remove the key or set it to false");
     if (k->kind == ZT_KEY_IGNORED) {
         ZT_LOGI("config", "%s: not used by ztier (ignored)", k->path);
+        return ZT_OK;
+    }
+    if (k->kind == ZT_KEY_DROPPED) { /* it would change training: said at the default level */
+        if (drop_is_neutral(k, v))
+            ZT_LOGI("config", "%s: DeepSpeed's default, which ztier's behaviour matches", k->path);
+        else
+            ZT_LOGW("config", "%s%s%s: %s (a DeepSpeed setting ztier does not apply)",
+                    origin ? origin : "", origin ? ": " : "", k->path, k->doc);
         return ZT_OK;
     }
     if (k->kind == ZT_KEY_LEGACY) /* applied after the walk (apply_legacy) */
@@ -292,6 +316,7 @@ static zt_status set_value(const zt_config_key *k, zt_config *cfg, const json_t 
     case ZT_KEY_BETAS:
         return set_betas(k, cfg, v, origin, err);
     case ZT_KEY_IGNORED:
+    case ZT_KEY_DROPPED:
     case ZT_KEY_LEGACY:
         break;
     }

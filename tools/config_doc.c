@@ -40,6 +40,7 @@ static const char *type_name(const zt_config_key *k)
     case ZT_KEY_BETAS:
         return "[number, number]";
     case ZT_KEY_IGNORED:
+    case ZT_KEY_DROPPED:
     case ZT_KEY_LEGACY:
         break;
     }
@@ -82,6 +83,7 @@ static void allowed(const zt_config_key *k, char *buf, size_t n)
         len = (size_t)snprintf(buf, n, "each in [0, 1)");
         break;
     case ZT_KEY_IGNORED:
+    case ZT_KEY_DROPPED:
     case ZT_KEY_LEGACY:
         break;
     }
@@ -146,6 +148,7 @@ static void default_text(const zt_config_key *k, const zt_config *cfg, char *buf
         snprintf(buf, n, "[%g, %g]", (double)cfg->beta1, (double)cfg->beta2);
         return;
     case ZT_KEY_IGNORED:
+    case ZT_KEY_DROPPED:
     case ZT_KEY_LEGACY:
         break;
     }
@@ -164,7 +167,7 @@ static void cell(const char *s)
 
 static int is_setting(const zt_config_key *k)
 {
-    return k->kind != ZT_KEY_IGNORED && k->kind != ZT_KEY_LEGACY;
+    return k->kind != ZT_KEY_IGNORED && k->kind != ZT_KEY_DROPPED && k->kind != ZT_KEY_LEGACY;
 }
 
 static void settings_table(const char *parent, const zt_config *cfg)
@@ -247,6 +250,12 @@ int main(void)
     printf("\n## Deprecated DeepSpeed switches\n\n");
     printf("Read as the keys that replaced them, with a warning.\n\n");
     notes_table(ZT_KEY_LEGACY);
+    printf("\n## DeepSpeed settings ztier does not apply\n\n");
+    printf("They would change training: accepted so that a DeepSpeed config loads, and, set to "
+           "anything\nbut DeepSpeed's default (null, false, \"enabled\": false; "
+           "bias_correction true,\ngradient_predivide_factor 1), warned about at the default log "
+           "level, saying what ztier\ndoes instead.\n\n");
+    notes_table(ZT_KEY_DROPPED);
     printf("\n## DeepSpeed keys ztier does not use\n\n");
     printf("Accepted so that a DeepSpeed config loads as is, and logged at info level; a key "
            "naming an\nobject stands for everything under it.\n\n");

@@ -183,11 +183,14 @@ static void test_hf_zero3_nvme_config_loads(void **state)
     assert_float_equal(c.lr, 1e-3f, 0);
     assert_float_equal(c.weight_decay, 0.01f, 0);
     assert_int_equal(zt_config_validate(&c, &err), ZT_OK);
-    assert_log_has("ztier info [config] scheduler: not used by ztier");
+    /* the schedule would change training: the one warning */
+    assert_log_has("ds_zero3_nvme.json: scheduler: ztier applies no learning-rate schedule");
     assert_log_has("train_batch_size: not used by ztier");
     assert_log_has("zero_optimization.stage3_gather_16bit_weights_on_model_save: not used");
     assert_log_has("optimizer.params.lr = \"auto\": using ztier's default");
-    assert_null(strstr(logbuf, "warn"));
+    const char *w = strstr(logbuf, "warn");
+    assert_non_null(w);
+    assert_null(strstr(w + 1, "warn"));
 }
 
 static void test_striped_nvme_bf16_config_loads(void **state)
@@ -209,7 +212,10 @@ static void test_striped_nvme_bf16_config_loads(void **state)
     assert_float_equal(c.weight_decay, 0.1f, 0);
     assert_int_equal(zt_config_validate(&c, &err), ZT_OK);
     assert_log_has("activation_checkpointing: not used by ztier");
-    assert_null(strstr(logbuf, "warn"));
+    const char *w = strstr(logbuf, "warn"); /* the scheduler's, alone */
+    assert_non_null(w);
+    assert_non_null(strstr(w, "scheduler: ztier applies no learning-rate schedule"));
+    assert_null(strstr(w + 1, "warn"));
 }
 
 static void test_hf_zero3_cpu_config_loads(void **state)
@@ -237,9 +243,46 @@ static void test_ignored_keys_are_silent_at_warn_level(void **state)
     (void)state;
     zt_config c;
     zt_log_configure(ZT_LOG_WARN, capture, NULL);
-    parse_ok("{\"train_batch_size\": 32, \"scheduler\": {\"type\": \"WarmupLR\"},"
-             " \"zero_optimization\": {\"round_robin_gradients\": true},"
+    parse_ok("{\"train_batch_size\": 32, \"zero_optimization\": {\"round_robin_gradients\": true},"
              " \"aio\": {\"use_gds\": false}, \"optimizer\": {\"params\": {\"torch_adam\": true}}}",
+             &c);
+    assert_string_equal(logbuf, "");
+}
+
+/* DeepSpeed settings that would change training and that ztier does not apply warn at the
+ * default level, one line each naming the key and what ztier does instead; at DeepSpeed's
+ * defaults they change nothing and stay silent. */
+static void test_dropped_training_settings_warn(void **state)
+{
+    (void)state;
+    zt_config c;
+    zt_log_configure(ZT_LOG_WARN, capture, NULL);
+    parse_ok("{\"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 100}},"
+             " \"zero_optimization\": {\"mics_shard_size\": 8},"
+             " \"optimizer\": {\"params\": {\"bias_correction\": false}},"
+             " \"fp16\": {\"fp16_master_weights_and_grads\": true}, \"prescale_gradients\": true,"
+             " \"gradient_predivide_factor\": 2.0, \"communication_data_type\": \"fp16\"}",
+             &c);
+    const char *const expected[] = {
+        "scheduler: ztier applies no learning-rate schedule",
+        "zero_optimization.mics_shard_size: MiCS is not built",
+        "optimizer.params.bias_correction: ztier's Adam always corrects",
+        "fp16.fp16_master_weights_and_grads: the master weights and gradient sums stay fp32",
+        "prescale_gradients: gradients are summed",
+        "gradient_predivide_factor: gradients are summed",
+        "communication_data_type: gradients are reduced in fp32",
+        NULL};
+    for (int i = 0; expected[i]; i++)
+        assert_log_has(expected[i]);
+    int lines = 0;
+    for (const char *p = logbuf; (p = strstr(p, "ztier warn")); p++)
+        lines++;
+    assert_int_equal(lines, 7);
+    logbuf[0] = '\0';
+    parse_ok("{\"optimizer\": {\"params\": {\"bias_correction\": true}},"
+             " \"fp16\": {\"fp16_master_weights_and_grads\": false}, \"prescale_gradients\": false,"
+             " \"gradient_predivide_factor\": 1.0, \"communication_data_type\": null,"
+             " \"amp\": {\"enabled\": false}, \"fp32_allreduce\": false}",
              &c);
     assert_string_equal(logbuf, "");
 }
@@ -898,6 +941,7 @@ int main(void)
         T(test_striped_nvme_bf16_config_loads),
         T(test_hf_zero3_cpu_config_loads),
         T(test_ignored_keys_are_silent_at_warn_level),
+        T(test_dropped_training_settings_warn),
         T(test_pydantic_field_names_are_aliases),
         T(test_ztier_object_values_land),
         T(test_unknown_key_warns_with_full_path_and_suggestion),
