@@ -23,6 +23,8 @@ typedef struct zt_offload_config {
     int fast_init;        /* accepted, no effect */
 } zt_offload_config;
 
+#define ZT_CONFIG_MAX_AUTO 16
+
 typedef struct zt_config {
     /* zero_optimization */
     int stage; /* 0..3; ztier implements 3 (others: error) */
@@ -87,6 +89,10 @@ typedef struct zt_config {
     int grad_accum_bf16;  /* gradient accumulators in bf16 (else fp32) */
     int checkpoint_keep;  /* committed checkpoints kept per root folder */
     int log_level;        /* -1 = unset */
+    /* Keys given as "auto" whose default changes training (ZT_AUTO_WARNED), with no value
+     * since: indices into zt_config_keys, reported at commit (zt_config_auto_report). */
+    int auto_keys[ZT_CONFIG_MAX_AUTO];
+    int n_auto_keys;
 } zt_config;
 
 /* Upper bound of byte counts and of keys without one. */

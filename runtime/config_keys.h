@@ -34,10 +34,13 @@ typedef struct zt_config_key {
     size_t offset;             /* of the field in zt_config */
     double min, max;           /* numeric kinds: inclusive range */
     const char *const *values; /* ENUM / ENUM_STR: NULL-terminated, shown as written here */
-    int auto_ok;               /* DeepSpeed's "auto" means: keep ztier's default */
-    int multiple;              /* numeric kinds: the value must be a multiple of this (0: any) */
-    const char *doc;           /* one line for people: what the key does (docs/config.md) */
+    int auto_ok;     /* DeepSpeed's "auto" means: keep ztier's default (1), and that default changes
+                    training, so commit warns unless a value was given since (ZT_AUTO_WARNED) */
+    int multiple;    /* numeric kinds: the value must be a multiple of this (0: any) */
+    const char *doc; /* one line for people: what the key does (docs/config.md) */
 } zt_config_key;
+
+#define ZT_AUTO_WARNED 2
 
 /* Terminated by a NULL path. A canonical key comes before its aliases (same offset). */
 extern const zt_config_key zt_config_keys[];

@@ -270,6 +270,45 @@ static int drop_is_neutral(const zt_config_key *k, const json_t *v)
     return json_is_false(v);
 }
 
+/* The record of "auto" keys whose default changes training (zt_config.auto_keys): noted when
+ * given as "auto", forgotten when given a value (aliases share the field's offset). */
+static void forget_auto(zt_config *cfg, const zt_config_key *k)
+{
+    for (int i = 0; i < cfg->n_auto_keys; i++)
+        if (zt_config_keys[cfg->auto_keys[i]].offset == k->offset)
+            cfg->auto_keys[i--] = cfg->auto_keys[--cfg->n_auto_keys];
+}
+
+static void note_auto(zt_config *cfg, const zt_config_key *k)
+{
+    forget_auto(cfg, k);
+    if (k->auto_ok == ZT_AUTO_WARNED && cfg->n_auto_keys < ZT_CONFIG_MAX_AUTO)
+        cfg->auto_keys[cfg->n_auto_keys++] = (int)(k - zt_config_keys);
+}
+
+int zt_config_auto_report(const zt_config *cfg, char *buf, size_t len)
+{
+    size_t used = 0;
+    if (len)
+        buf[0] = '\0';
+    for (int i = 0; i < cfg->n_auto_keys && used < len; i++) {
+        const zt_config_key *k = &zt_config_keys[cfg->auto_keys[i]];
+        const char *f = (const char *)cfg + k->offset;
+        char v[64];
+        if (k->kind == ZT_KEY_FLOAT)
+            snprintf(v, sizeof v, "%g", (double)*(const float *)f);
+        else if (k->kind == ZT_KEY_BETAS)
+            snprintf(v, sizeof v, "[%g, %g]", (double)((const float *)f)[0], (double)cfg->beta2);
+        else if (k->kind == ZT_KEY_BOOL)
+            snprintf(v, sizeof v, "%s", *(const int *)f ? "true" : "false");
+        else
+            snprintf(v, sizeof v, "%d", *(const int *)f);
+        int n = snprintf(buf + used, len - used, "%s%s = %s", i ? ", " : "", k->path, v);
+        used += n > 0 ? (size_t)n : 0;
+    }
+    return cfg->n_auto_keys;
+}
+
 static zt_status set_value(const zt_config_key *k, zt_config *cfg, const json_t *v,
                            const char *origin, zt_error *err)
 {
@@ -294,8 +333,12 @@ static zt_status set_value(const zt_config_key *k, zt_config *cfg, const json_t 
     }
     if (k->kind == ZT_KEY_LEGACY) /* applied after the walk (apply_legacy) */
         return json_is_boolean(v) ? ZT_OK : fail_key(k, err, origin, v);
-    if (handle_auto(k, v, origin, err, &st))
+    if (handle_auto(k, v, origin, err, &st)) {
+        if (st == ZT_OK)
+            note_auto(cfg, k);
         return st;
+    }
+    forget_auto(cfg, k); /* a value given: no longer "auto" (a bad one fails the parse) */
     if (k->offset == offsetof(zt_config, weight_decay) && k->kind == ZT_KEY_FLOAT)
         cfg->weight_decay_set = 1;
     switch (k->kind) {

@@ -35,4 +35,9 @@ zt_status zt_config_apply_env(zt_config *cfg, zt_error *err);
  * an nvme device needs a path, backend combinations). Synchronous; touches nothing. */
 zt_status zt_config_validate(const zt_config *cfg, zt_error *err);
 
+/* The keys given as "auto" whose ztier default changes training and that got no value since,
+ * with the values they have ("optimizer.params.lr = 0.001, gradient_clipping = 0"), into
+ * buf; returns how many (0: buf is ""). */
+int zt_config_auto_report(const zt_config *cfg, char *buf, size_t len);
+
 #endif

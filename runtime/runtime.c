@@ -243,6 +243,13 @@ zt_status zt_rt_open(zt_runtime *rt)
     zt_status st = zt_config_validate(&rt->cfg, &rt->err);
     if (st != ZT_OK)
         return st;
+    char autos[1024];
+    if (zt_config_auto_report(&rt->cfg, autos, sizeof autos) > 0)
+        ZT_LOGW("config",
+                "\"auto\" with no value from the trainer, so ztier's defaults: %s; give them with "
+                "zt_config_set before zt_runtime_commit (lr and weight decay may also come with "
+                "each zt_step)",
+                autos);
     if (rt->cfg.trace_path[0]) {
         if ((st = open_trace(rt)) != ZT_OK)
             return st;

@@ -88,7 +88,10 @@ static void allowed(const zt_config_key *k, char *buf, size_t n)
         break;
     }
     if (k->auto_ok && len < n)
-        snprintf(buf + len, n - len, "; \"auto\": the default");
+        snprintf(buf + len, n - len, "; \"auto\": the default%s",
+                 k->auto_ok == ZT_AUTO_WARNED ? " (it changes training: warned at commit unless "
+                                                "a value is given by then)"
+                                              : "");
 }
 
 /* The value zt_config_defaults gives the key; "unset" where that is outside what the key

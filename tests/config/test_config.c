@@ -469,9 +469,28 @@ static void test_auto_where_allowed_keeps_defaults(void **state)
              " \"ztier\": {\"comm_backend\": \"auto\", \"io_engine\": \"auto\"}}",
              &c);
     zt_config_defaults(&d);
+    /* the values are the defaults; the "auto" keys that change training are recorded */
+    memcpy(d.auto_keys, c.auto_keys, sizeof d.auto_keys);
+    d.n_auto_keys = c.n_auto_keys;
     assert_memory_equal(&c, &d, sizeof c);
     assert_log_has("zero_optimization.sub_group_size = \"auto\": using ztier's default");
     assert_log_has("gradient_clipping = \"auto\"");
+    char report[1024];
+    assert_int_equal(zt_config_auto_report(&c, report, sizeof report), 8);
+    assert_msg_has(
+        report, (const char *const[]){
+                    "gradient_accumulation_steps = 1", "gradient_clipping = 0",
+                    "bf16.enabled = false", "fp16.enabled = false", "optimizer.params.lr = 0.001",
+                    "optimizer.params.betas = [0.9, 0.999]", "optimizer.params.eps = 1e-08",
+                    "optimizer.params.weight_decay = 0.01", NULL});
+    assert_null(strstr(report, "bucket")); /* sizes change no result: not reported */
+    /* a value given later (zt_config_set, the environment) takes the key off the list */
+    zt_error err;
+    assert_int_equal(zt_config_set_value(&c, "optimizer.params.lr", "3e-4", &err), ZT_OK);
+    assert_int_equal(zt_config_set_value(&c, "gradient_clipping", "1.0", &err), ZT_OK);
+    assert_int_equal(zt_config_auto_report(&c, report, sizeof report), 6);
+    assert_null(strstr(report, "optimizer.params.lr"));
+    assert_null(strstr(report, "gradient_clipping"));
 }
 
 static void test_integers_accept_integral_scientific_notation(void **state)

@@ -264,6 +264,31 @@ static void test_config_rules_between_keys_wait_for_commit(void **state)
 /* An evaluation pass fetched with ZT_FORWARD every other step changes the recorded order
  * again and again: one warning at the default level, naming ZT_INFERENCE; the later changes
  * are counted (zt_stats.trace_deviations), not printed. */
+/* HF-style "auto" for a value that changes training, with no value from the trainer by
+ * commit: one warning at the default level naming each key and the default it got; a key the
+ * trainer set with zt_config_set after the file said "auto" is not in it. */
+static void test_auto_left_to_defaults_warns_at_commit(void **state)
+{
+    (void)state;
+    zt_runtime *rt = create("{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": \"auto\","
+                            " \"weight_decay\": \"auto\"}}, \"gradient_clipping\": \"auto\","
+                            " \"zero_optimization\": {\"reduce_bucket_size\": \"auto\"}}",
+                            1); /* warnings */
+    assert_int_equal(zt_config_set(rt, "optimizer.params.lr", "3e-4"), ZT_OK);
+    minimal_model m;
+    rt_fixture_register_mlp(rt, &dims, 3, &m);
+    rt_fixture_commit(rt);
+    const char *w = strstr(logbuf, "\"auto\" with no value from the trainer");
+    if (!w)
+        fail_msg("no warning; log:\n%s", logbuf);
+    assert_non_null(strstr(w, "optimizer.params.weight_decay = 0.01"));
+    assert_non_null(strstr(w, "gradient_clipping = 0"));
+    assert_null(strstr(w, "optimizer.params.lr"));
+    assert_null(strstr(w, "reduce_bucket_size"));         /* a size: changes no result */
+    assert_null(strstr(w + 1, "\"auto\" with no value")); /* once */
+    zt_runtime_destroy(rt);
+}
+
 static void test_forward_evaluation_warns_once(void **state)
 {
     (void)state;
@@ -524,6 +549,7 @@ int main(void)
         T(test_config_rules_between_keys_wait_for_commit),
         T(test_inference_between_and_inside_steps),
         T(test_forward_evaluation_warns_once),
+        T(test_auto_left_to_defaults_warns_at_commit),
         T(test_param_write_on_every_placement),
         T(test_param_write_bad_input),
         T(test_init_from_arrays_and_failing_callbacks),
