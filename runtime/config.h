@@ -53,6 +53,7 @@ typedef struct zt_config {
     int adam_w_mode;                  /* "Adam" with decoupled decay (DeepSpeed default) */
     float lr, beta1, beta2, eps, weight_decay;
     int weight_decay_set;        /* weight_decay was given (else: type's default) */
+    int optimizer_given;         /* a key under "optimizer" was given (else: warned at commit) */
     zt_optimizer_kind optimizer; /* resolved: AdamW for "AdamW" and "Adam" with
                                                adam_w_mode, else Adam (L2 decay) */
 

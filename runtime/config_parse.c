@@ -313,6 +313,8 @@ static zt_status set_value(const zt_config_key *k, zt_config *cfg, const json_t 
                            const char *origin, zt_error *err)
 {
     zt_status st = ZT_OK;
+    if (strncmp(k->path, "optimizer.", 10) == 0)
+        cfg->optimizer_given = 1;
     if (k->kind == ZT_KEY_IGNORED && !strcmp(k->path, "optimizer.params.amsgrad") &&
         !json_is_false(v))
         return fail_value(err, origin, k->path, v,

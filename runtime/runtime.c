@@ -250,6 +250,14 @@ zt_status zt_rt_open(zt_runtime *rt)
                 "zt_config_set before zt_runtime_commit (lr and weight decay may also come with "
                 "each zt_step)",
                 autos);
+    const zt_config *c = &rt->cfg;
+    if (!c->optimizer_given)
+        ZT_LOGW("config",
+                "no \"optimizer\" section: AdamW with ztier's defaults (lr %g, betas [%g, %g], eps "
+                "%g, weight decay %g); give one, or the values with zt_config_set before "
+                "zt_runtime_commit (lr and weight decay may also come with each zt_step)",
+                (double)c->lr, (double)c->beta1, (double)c->beta2, (double)c->eps,
+                (double)c->weight_decay);
     if (rt->cfg.trace_path[0]) {
         if ((st = open_trace(rt)) != ZT_OK)
             return st;

@@ -472,6 +472,7 @@ static void test_auto_where_allowed_keeps_defaults(void **state)
     /* the values are the defaults; the "auto" keys that change training are recorded */
     memcpy(d.auto_keys, c.auto_keys, sizeof d.auto_keys);
     d.n_auto_keys = c.n_auto_keys;
+    d.optimizer_given = c.optimizer_given;
     assert_memory_equal(&c, &d, sizeof c);
     assert_log_has("zero_optimization.sub_group_size = \"auto\": using ztier's default");
     assert_log_has("gradient_clipping = \"auto\"");

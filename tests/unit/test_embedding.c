@@ -289,6 +289,27 @@ static void test_auto_left_to_defaults_warns_at_commit(void **state)
     zt_runtime_destroy(rt);
 }
 
+/* No "optimizer" section: the run trains with ztier's AdamW defaults, said once at commit at
+ * the default level; one optimizer key given (here by zt_config_set) is enough to quiet it. */
+static void test_missing_optimizer_section_warns(void **state)
+{
+    (void)state;
+    minimal_model m;
+    zt_runtime *rt = model("{}", 1, &m); /* warnings */
+    const char *w = strstr(logbuf, "no \"optimizer\" section: AdamW with ztier's defaults");
+    if (!w)
+        fail_msg("no warning; log:\n%s", logbuf);
+    assert_non_null(strstr(w, "lr 0.001"));
+    assert_non_null(strstr(w, "weight decay 0.01"));
+    zt_runtime_destroy(rt);
+    rt = create("{}", 1);
+    assert_int_equal(zt_config_set(rt, "optimizer.params.lr", "3e-4"), ZT_OK);
+    rt_fixture_register_mlp(rt, &dims, 3, &m);
+    rt_fixture_commit(rt);
+    assert_null(strstr(logbuf, "\"optimizer\" section"));
+    zt_runtime_destroy(rt);
+}
+
 static void test_forward_evaluation_warns_once(void **state)
 {
     (void)state;
@@ -549,6 +570,7 @@ int main(void)
         T(test_config_rules_between_keys_wait_for_commit),
         T(test_inference_between_and_inside_steps),
         T(test_forward_evaluation_warns_once),
+        T(test_missing_optimizer_section_warns),
         T(test_auto_left_to_defaults_warns_at_commit),
         T(test_param_write_on_every_placement),
         T(test_param_write_bad_input),
