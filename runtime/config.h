@@ -23,7 +23,7 @@ typedef struct zt_offload_config {
     int fast_init;        /* accepted, no effect */
 } zt_offload_config;
 
-#define ZT_CONFIG_MAX_AUTO 16
+#define ZT_CONFIG_MAX_AUTO 24
 
 typedef struct zt_config {
     /* zero_optimization */
@@ -90,8 +90,10 @@ typedef struct zt_config {
     int grad_accum_bf16;  /* gradient accumulators in bf16 (else fp32) */
     int checkpoint_keep;  /* committed checkpoints kept per root folder */
     int log_level;        /* -1 = unset */
-    /* Keys given as "auto" whose default changes training (ZT_AUTO_WARNED), with no value
-     * since: indices into zt_config_keys, reported at commit (zt_config_auto_report). */
+    int64_t hidden_size;  /* for "auto" sizes; 0 = from the registered model */
+    /* Keys given as "auto" with no value since, whose default changes training
+     * (ZT_AUTO_WARNED: reported at commit, zt_config_auto_report) or that come from the
+     * model (ZT_AUTO_MODEL: zt_config_resolve_model_autos): indices into zt_config_keys. */
     int auto_keys[ZT_CONFIG_MAX_AUTO];
     int n_auto_keys;
 } zt_config;

@@ -96,7 +96,7 @@ const zt_config_key zt_config_keys[] = {
                  "DeepSpeed: every 3 make a set, 3 to 32 sets; each set beyond 3 reads one more "
                  "sub-group ahead during backward"),
     NUM("zero_optimization.stage3_prefetch_bucket_size", ZT_KEY_I64, F(stage3_prefetch_bucket_size),
-        0, NOMAX, 1,
+        0, NOMAX, ZT_AUTO_MODEL,
         "Elements the prefetcher gathers ahead of the layer being fetched, in the recorded "
         "layer order"),
     NUM("zero_optimization.stage3_max_live_parameters", ZT_KEY_I64, F(stage3_max_live_parameters),
@@ -107,20 +107,21 @@ const zt_config_key zt_config_keys[] = {
         "A released layer stays gathered when the recorded order needs it again within this "
         "many elements"),
     NUM("zero_optimization.stage3_param_persistence_threshold", ZT_KEY_I64,
-        F(stage3_param_persistence_threshold), 0, NOMAX, 1,
+        F(stage3_param_persistence_threshold), 0, NOMAX, ZT_AUTO_MODEL,
         "Layers with fewer elements stay in device memory on every rank (no gather, "
         "all-reduced gradients) whatever offload_param says; 0 offloads every layer"),
     /* DeepSpeed's pydantic model accepts these field names as well as the stage3_ aliases */
     NUM("zero_optimization.prefetch_bucket_size", ZT_KEY_I64, F(stage3_prefetch_bucket_size), 0,
-        NOMAX, 1, ALIAS_DOC("stage3_prefetch_bucket_size")),
+        NOMAX, ZT_AUTO_MODEL, ALIAS_DOC("stage3_prefetch_bucket_size")),
     NUM("zero_optimization.max_live_parameters", ZT_KEY_I64, F(stage3_max_live_parameters), 0,
         NOMAX, 1, ALIAS_DOC("stage3_max_live_parameters")),
     NUM("zero_optimization.max_reuse_distance", ZT_KEY_I64, F(stage3_max_reuse_distance), 0, NOMAX,
         1, ALIAS_DOC("stage3_max_reuse_distance")),
     NUM("zero_optimization.param_persistence_threshold", ZT_KEY_I64,
-        F(stage3_param_persistence_threshold), 0, NOMAX, 1,
+        F(stage3_param_persistence_threshold), 0, NOMAX, ZT_AUTO_MODEL,
         ALIAS_DOC("stage3_param_persistence_threshold")),
-    NUM("zero_optimization.reduce_bucket_size", ZT_KEY_I64, F(reduce_bucket_size), 1, NOMAX, 1,
+    NUM("zero_optimization.reduce_bucket_size", ZT_KEY_I64, F(reduce_bucket_size), 1, NOMAX,
+        ZT_AUTO_MODEL,
         "Accepted and not used yet: each layer's gradients are reduced on their own, not in "
         "buckets"),
     /* 0 (accepted by DeepSpeed, common in public configs) means the default */
@@ -283,6 +284,11 @@ const zt_config_key zt_config_keys[] = {
     NUM("ztier.gradient_landing_buffers", ZT_KEY_INT, F(gradient_landing_buffers), 1, 64, 0,
         "Pinned host buffers for the gradients of stream-ordered backward releases; more "
         "releases in flight wait (zt_stats.host_syncs)"),
+    NUM("ztier.hidden_size", ZT_KEY_I64, F(hidden_size), 0, NOMAX, 0,
+        "Hidden size behind the sizes given as \"auto\" (as the HF integration: "
+        "reduce_bucket_size h*h, stage3_prefetch_bucket_size 0.9*h*h, "
+        "stage3_param_persistence_threshold 10*h); 0: the dimension most registered 2-D "
+        "parameters share"),
     NUM("ztier.checkpoint_keep", ZT_KEY_INT, F(checkpoint_keep), 1, 1000, 0,
         "The newest committed checkpoints kept per checkpoint folder"),
     ENUM("ztier.log_level", ZT_KEY_ENUM, F(log_level), log_levels,

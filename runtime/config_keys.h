@@ -41,6 +41,9 @@ typedef struct zt_config_key {
 } zt_config_key;
 
 #define ZT_AUTO_WARNED 2
+/* "auto" means: derived at commit from the model's hidden size as the HF/DeepSpeed integration
+ * does (zt_config_resolve_model_autos) */
+#define ZT_AUTO_MODEL 3
 
 /* Terminated by a NULL path. A canonical key comes before its aliases (same offset). */
 extern const zt_config_key zt_config_keys[];

@@ -9,6 +9,7 @@
 #include "core/log.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -243,6 +244,10 @@ static int handle_auto(const zt_config_key *k, const json_t *v, const char *orig
         enum_index(k->values, "auto") >= 0)
         return 0;
     *st = ZT_OK;
+    if (k->auto_ok == ZT_AUTO_MODEL) {
+        ZT_LOGI("config", "%s = \"auto\": from the model's hidden size at commit", k->path);
+        return 1;
+    }
     if (k->auto_ok) {
         ZT_LOGI("config", "%s = \"auto\": using ztier's default", k->path);
         return 1;
@@ -282,17 +287,25 @@ static void forget_auto(zt_config *cfg, const zt_config_key *k)
 static void note_auto(zt_config *cfg, const zt_config_key *k)
 {
     forget_auto(cfg, k);
-    if (k->auto_ok == ZT_AUTO_WARNED && cfg->n_auto_keys < ZT_CONFIG_MAX_AUTO)
+    if ((k->auto_ok == ZT_AUTO_WARNED || k->auto_ok == ZT_AUTO_MODEL) &&
+        cfg->n_auto_keys < ZT_CONFIG_MAX_AUTO)
         cfg->auto_keys[cfg->n_auto_keys++] = (int)(k - zt_config_keys);
 }
 
 int zt_config_auto_report(const zt_config *cfg, char *buf, size_t len)
 {
     size_t used = 0;
+    int n_warned = 0;
     if (len)
         buf[0] = '\0';
-    for (int i = 0; i < cfg->n_auto_keys && used < len; i++) {
+    for (int i = 0; i < cfg->n_auto_keys; i++) {
         const zt_config_key *k = &zt_config_keys[cfg->auto_keys[i]];
+        if (k->auto_ok != ZT_AUTO_WARNED)
+            continue;
+        if (used >= len) {
+            n_warned++;
+            continue;
+        }
         const char *f = (const char *)cfg + k->offset;
         char v[64];
         if (k->kind == ZT_KEY_FLOAT)
@@ -303,10 +316,37 @@ int zt_config_auto_report(const zt_config *cfg, char *buf, size_t len)
             snprintf(v, sizeof v, "%s", *(const int *)f ? "true" : "false");
         else
             snprintf(v, sizeof v, "%d", *(const int *)f);
-        int n = snprintf(buf + used, len - used, "%s%s = %s", i ? ", " : "", k->path, v);
+        int n = snprintf(buf + used, len - used, "%s%s = %s", n_warned++ ? ", " : "", k->path, v);
         used += n > 0 ? (size_t)n : 0;
     }
-    return cfg->n_auto_keys;
+    return n_warned;
+}
+
+int zt_config_resolve_model_autos(zt_config *cfg, int64_t h, char *buf, size_t len)
+{
+    size_t used = 0;
+    int n_set = 0;
+    if (len)
+        buf[0] = '\0';
+    for (int i = 0; h > 0 && i < cfg->n_auto_keys; i++) {
+        const zt_config_key *k = &zt_config_keys[cfg->auto_keys[i]];
+        if (k->auto_ok != ZT_AUTO_MODEL)
+            continue;
+        int64_t v = h * h; /* reduce_bucket_size */
+        if (k->offset == offsetof(zt_config, stage3_prefetch_bucket_size))
+            v = (int64_t)(0.9 * (double)h * (double)h);
+        else if (k->offset == offsetof(zt_config, stage3_param_persistence_threshold))
+            v = 10 * h;
+        *(int64_t *)((char *)cfg + k->offset) = v;
+        if (used < len) {
+            int n = snprintf(buf + used, len - used, "%s%s = %lld", n_set ? ", " : "", k->path,
+                             (long long)v);
+            used += n > 0 ? (size_t)n : 0;
+        }
+        n_set++;
+        cfg->auto_keys[i--] = cfg->auto_keys[--cfg->n_auto_keys];
+    }
+    return n_set;
 }
 
 static zt_status set_value(const zt_config_key *k, zt_config *cfg, const json_t *v,

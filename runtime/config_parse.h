@@ -40,4 +40,11 @@ zt_status zt_config_validate(const zt_config *cfg, zt_error *err);
  * buf; returns how many (0: buf is ""). */
 int zt_config_auto_report(const zt_config *cfg, char *buf, size_t len);
 
+/* Gives the sizes left "auto" that come from the model (ZT_AUTO_MODEL) their value for
+ * hidden size h, as the HF/DeepSpeed integration does: reduce_bucket_size h*h,
+ * stage3_prefetch_bucket_size 0.9*h*h, stage3_param_persistence_threshold 10*h. Writes
+ * "key = value, ..." into buf and returns how many were set (h <= 0: none, they keep
+ * ztier's defaults and stay listed). */
+int zt_config_resolve_model_autos(zt_config *cfg, int64_t h, char *buf, size_t len);
+
 #endif

@@ -115,3 +115,35 @@ zt_status zt_rt_param_add(zt_runtime *rt, int layer, const char *name, const int
     *param_id = rt->reg.n_params++;
     return ZT_OK;
 }
+
+/* The hidden size the "auto" sizes come from: ztier.hidden_size, else the dimension the most
+ * registered 2-D parameters share (ties: the larger dimension); 0 without 2-D parameters.
+ * *shared, *of: how many 2-D parameters have it, of how many. */
+int64_t zt_rt_hidden_size(const zt_runtime *rt, int *shared, int *of)
+{
+    *shared = *of = 0;
+    if (rt->cfg.hidden_size > 0)
+        return rt->cfg.hidden_size;
+    int64_t best = 0;
+    for (int i = 0; i < rt->reg.n_params; i++) {
+        const zt_param *p = &rt->reg.params[i];
+        if (p->ndim != 2)
+            continue;
+        (*of)++;
+        for (int d = 0; d < 2; d++) {
+            int64_t dim = p->shape[d];
+            if (d == 1 && dim == p->shape[0])
+                break; /* a square parameter counts once */
+            int n = 0;
+            for (int j = 0; j < rt->reg.n_params; j++) {
+                const zt_param *q = &rt->reg.params[j];
+                n += q->ndim == 2 && (q->shape[0] == dim || q->shape[1] == dim);
+            }
+            if (n > *shared || (n == *shared && dim > best)) {
+                *shared = n;
+                best = dim;
+            }
+        }
+    }
+    return best;
+}

@@ -237,12 +237,32 @@ static zt_status open_trace(zt_runtime *rt)
     return zt_trace_open(path, &rt->err);
 }
 
+void zt_rt_resolve_model_autos(zt_runtime *rt)
+{
+    int shared, of;
+    int64_t h = zt_rt_hidden_size(rt, &shared, &of);
+    char set[512];
+    if (zt_config_resolve_model_autos(&rt->cfg, h, set, sizeof set) > 0) {
+        if (rt->cfg.hidden_size > 0)
+            ZT_LOGI("config", "\"auto\" sizes from ztier.hidden_size %lld: %s", (long long)h, set);
+        else
+            ZT_LOGI("config",
+                    "\"auto\" sizes from hidden size %lld (a dimension of %d of the %d 2-D "
+                    "parameters; ztier.hidden_size sets it): %s",
+                    (long long)h, shared, of, set);
+    } else if (h <= 0 && rt->cfg.n_auto_keys > zt_config_auto_report(&rt->cfg, NULL, 0))
+        ZT_LOGI("config",
+                "\"auto\" sizes keep ztier's defaults: no 2-D parameter to take a hidden size "
+                "from (ztier.hidden_size sets it)");
+}
+
 zt_status zt_rt_open(zt_runtime *rt)
 {
     /* keys set one by one are checked against each other once, here */
     zt_status st = zt_config_validate(&rt->cfg, &rt->err);
     if (st != ZT_OK)
         return st;
+    zt_rt_resolve_model_autos(rt);
     char autos[1024];
     if (zt_config_auto_report(&rt->cfg, autos, sizeof autos) > 0)
         ZT_LOGW("config",

@@ -233,6 +233,11 @@ void zt_rt_destroy(zt_runtime *rt);
 zt_status zt_rt_layer_add(zt_runtime *rt, const char *name, int *layer_id);
 zt_status zt_rt_param_add(zt_runtime *rt, int layer, const char *name, const int64_t *shape,
                           int ndim, const zt_init *init, int *param_id);
+/* The hidden size behind "auto" sizes (ztier.hidden_size, else the dimension most 2-D
+ * parameters share; 0 when none): *shared of *of 2-D parameters have it (runtime/registry.c). */
+int64_t zt_rt_hidden_size(const zt_runtime *rt, int *shared, int *of);
+/* Gives the "auto" sizes that come from the model their values (zt_rt_open, estimates). */
+void zt_rt_resolve_model_autos(zt_runtime *rt);
 /* Every counter, asked of each module (zt_stats_get). */
 void zt_rt_stats(const zt_runtime *rt, zt_stats *out);
 

@@ -87,7 +87,9 @@ static void allowed(const zt_config_key *k, char *buf, size_t n)
     case ZT_KEY_LEGACY:
         break;
     }
-    if (k->auto_ok && len < n)
+    if (k->auto_ok == ZT_AUTO_MODEL && len < n)
+        snprintf(buf + len, n - len, "; \"auto\": from the hidden size (ztier.hidden_size)");
+    else if (k->auto_ok && len < n)
         snprintf(buf + len, n - len, "; \"auto\": the default%s",
                  k->auto_ok == ZT_AUTO_WARNED ? " (it changes training: warned at commit unless "
                                                 "a value is given by then)"

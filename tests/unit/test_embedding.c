@@ -289,6 +289,64 @@ static void test_auto_left_to_defaults_warns_at_commit(void **state)
     zt_runtime_destroy(rt);
 }
 
+/* Sizes under "auto" come from the model's hidden size as the HF/DeepSpeed integration fills
+ * them (h*h, 0.9*h*h, 10*h): the minimal model's three 2-D weights (48x16, 48x48, 4x48)
+ * share 48. The threshold shows in what stays resident: 480 elements keeps fc3 only (196). */
+static void test_auto_sizes_come_from_the_hidden_size(void **state)
+{
+    (void)state;
+    const char *autos =
+        "{\"zero_optimization\": {\"offload_param\": {\"device\": \"cpu\"}, "
+        "\"stage3_param_persistence_threshold\": \"auto\", "
+        "\"stage3_prefetch_bucket_size\": \"auto\", "
+        "\"reduce_bucket_size\": \"auto\"}, \"ztier\": {\"hbm_capacity\": \"4M\"%s}}";
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, autos, "");
+    minimal_model m;
+    zt_runtime *rt = model(cfg, 2, &m); /* info */
+    const int64_t h = 48;
+    char want[256];
+    snprintf(want, sizeof want,
+             "\"auto\" sizes from hidden size %lld (a dimension of 3 of the 3 2-D parameters",
+             (long long)h);
+    assert_log_has(want);
+    snprintf(want, sizeof want, "zero_optimization.stage3_param_persistence_threshold = %lld",
+             (long long)(10 * h));
+    assert_log_has(want);
+    snprintf(want, sizeof want, "zero_optimization.stage3_prefetch_bucket_size = %lld",
+             (long long)(9 * h * h / 10));
+    assert_log_has(want);
+    snprintf(want, sizeof want, "zero_optimization.reduce_bucket_size = %lld", (long long)(h * h));
+    assert_log_has(want);
+    zt_stats s = ZT_STATS_INIT;
+    assert_int_equal(zt_stats_get(rt, &s), ZT_OK);
+    assert_int_equal(s.persistent_layers, 1);
+    zt_runtime_destroy(rt);
+
+    /* ztier.hidden_size 100: threshold 1000 keeps fc1 (816) and fc3 */
+    snprintf(cfg, sizeof cfg, autos, ", \"hidden_size\": 100");
+    rt = model(cfg, 2, &m);
+    assert_log_has("\"auto\" sizes from ztier.hidden_size 100: ");
+    assert_log_has("zero_optimization.stage3_param_persistence_threshold = 1000");
+    assert_int_equal(zt_stats_get(rt, &s), ZT_OK);
+    assert_int_equal(s.persistent_layers, 2);
+    zt_runtime_destroy(rt);
+
+    /* a value given after "auto" is kept */
+    snprintf(cfg, sizeof cfg, autos, "");
+    rt = create(cfg, 2);
+    assert_int_equal(zt_config_set(rt, "zero_optimization.stage3_param_persistence_threshold", "0"),
+                     ZT_OK);
+    rt_fixture_register_mlp(rt, &dims, 3, &m);
+    rt_fixture_commit(rt);
+    assert_log_has("zero_optimization.stage3_prefetch_bucket_size = 2073");
+    if (strstr(logbuf, "stage3_param_persistence_threshold = 480"))
+        fail_msg("the given threshold was replaced; log:\n%s", logbuf);
+    assert_int_equal(zt_stats_get(rt, &s), ZT_OK);
+    assert_int_equal(s.persistent_layers, 0);
+    zt_runtime_destroy(rt);
+}
+
 /* No "optimizer" section: the run trains with ztier's AdamW defaults, said once at commit at
  * the default level; one optimizer key given (here by zt_config_set) is enough to quiet it. */
 static void test_missing_optimizer_section_warns(void **state)
@@ -570,6 +628,7 @@ int main(void)
         T(test_config_rules_between_keys_wait_for_commit),
         T(test_inference_between_and_inside_steps),
         T(test_forward_evaluation_warns_once),
+        T(test_auto_sizes_come_from_the_hidden_size),
         T(test_missing_optimizer_section_warns),
         T(test_auto_left_to_defaults_warns_at_commit),
         T(test_param_write_on_every_placement),
