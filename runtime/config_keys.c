@@ -327,6 +327,7 @@ const zt_config_key zt_config_keys[] = {
     IGNORE("sequence_parallel_size", UNUSED),
     IGNORE("dataloader_drop_last", UNUSED),
     IGNORE("nebula", UNUSED),
+    IGNORE("hybrid_engine", UNUSED "; generation for RLHF is the trainer's"),
     {NULL, 0, 0, 0, 0, NULL, 0, 0, NULL},
 };
 
