@@ -152,6 +152,10 @@ typedef struct zt_optimizer_info {
     /* 1: Adam, its state and the gradient sums are in device memory (offload_optimizer
      * "none" with ztier.device_optimizer on, or auto with the cuda backend); 0: on the CPU */
     int on_device;
+    /* DeepSpeed's learning-rate schedule of the config's "scheduler" section ("WarmupLR",
+     * "WarmupDecayLR", "WarmupCosineLR", "OneCycle"), applied by zt_step when the trainer
+     * passes no lr; "" for none (lr above is then the lr of every step) */
+    char scheduler[24];
 } zt_optimizer_info;
 
 #define ZT_OPTIMIZER_INFO_INIT                   \
@@ -166,6 +170,9 @@ typedef struct zt_step_info {
     int skipped;      /* 1 when the step was skipped because a gradient was inf/nan */
     float loss_scale; /* fp16: the loss scale to use for the next micro-steps; else 1 */
     int micro_steps;  /* backward passes accumulated into this step */
+    /* the learning rate of this step: zt_step_args.lr, else the config's schedule at this
+     * step, else optimizer.params.lr (a skipped step: the one it would have used) */
+    float lr;
 } zt_step_info;
 
 /* Counters since creation (zeros before commit). current/peak are bytes resident in a tier
@@ -344,7 +351,10 @@ ZT_API zt_status zt_stream_synchronize(zt_runtime *rt, void *stream);
 
 /* Applies one optimizer step with the accumulated gradients (averaged over
  * gradient_accumulation_steps and ranks), then zeroes them. No layer may be held.
- * Synchronous. args may be NULL (the configured lr and weight decay); info may be NULL. A
+ * Synchronous. args may be NULL (the configured lr and weight decay); info may be NULL. The
+ * lr of a step is args->lr when >= 0, else the config's "scheduler" at the optimizer steps
+ * taken so far (DeepSpeed's formulas; OneCycle also sets Adam's betas; skipped steps do not
+ * advance it, as in DeepSpeed), else optimizer.params.lr. A
  * step with inf/nan gradients is skipped and changes nothing but the loss scale. A lr or
  * weight decay that is NaN, infinite or above 1000 is ZT_ERR_ARGUMENT.
  * Overlapped step (ztier.overlap_step: "auto", the default, with the optimizer state on
@@ -399,7 +409,8 @@ ZT_API zt_status zt_layer_count(const zt_runtime *rt, int *count);
 /* Optimizer steps taken so far (restored by zt_checkpoint_load). */
 ZT_API zt_status zt_step_count(const zt_runtime *rt, int64_t *steps);
 /* The optimizer as configured (any time after create; zt_step_args override per step).
- * out->struct_size must be set (ZT_OPTIMIZER_INFO_INIT). Commit also logs it at info. */
+ * out->struct_size must be set (ZT_OPTIMIZER_INFO_INIT). Commit also logs the settings
+ * training runs with, one line at the default level (ztier.log_effective_settings). */
 ZT_API zt_status zt_optimizer_get(const zt_runtime *rt, zt_optimizer_info *out);
 
 /* Failures of work that outlives its call. zt_step returns while the last NVMe write-backs of

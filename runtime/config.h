@@ -5,8 +5,9 @@
 #define ZT_RUNTIME_CONFIG_H
 
 #include "core/error.h"
-#include "tiers/home.h" /* zt_tier_kind */
-#include "tiers/swap.h" /* ZT_MAX_NVME_PATHS, ZT_PATH_MAX, zt_io_engine_kind */
+#include "optimizer/lr_schedule.h" /* zt_lr_schedule */
+#include "tiers/home.h"            /* zt_tier_kind */
+#include "tiers/swap.h"            /* ZT_MAX_NVME_PATHS, ZT_PATH_MAX, zt_io_engine_kind */
 
 #include <stdint.h>
 
@@ -66,6 +67,11 @@ typedef struct zt_config {
     int fp16_hysteresis;
     float fp16_min_loss_scale;
 
+    /* scheduler: type -1 (ZT_LR_CONSTANT) when there is none */
+    zt_lr_schedule sched;
+    unsigned
+        sched_given; /* bit i: scheduler.params' parameter i was given (zt_lr_schedule_param) */
+
     float gradient_clipping;         /* 0 = off */
     int gradient_accumulation_steps; /* >= 1 */
 
@@ -85,12 +91,13 @@ typedef struct zt_config {
     int device_index;             /* cuda: -1 = the caller's current device */
     int gradient_landing_buffers; /* async releases whose copies may be pending */
     int overlap_step; /* zt_overlap_mode: each layer updated when the next step first needs it */
-    int64_t pinned_limit; /* bytes of host memory that may be pinned */
-    int device_optimizer; /* zt_device_optimizer_mode */
-    int grad_accum_bf16;  /* gradient accumulators in bf16 (else fp32) */
-    int checkpoint_keep;  /* committed checkpoints kept per root folder */
-    int log_level;        /* -1 = unset */
-    int64_t hidden_size;  /* for "auto" sizes; 0 = from the registered model */
+    int64_t pinned_limit;       /* bytes of host memory that may be pinned */
+    int device_optimizer;       /* zt_device_optimizer_mode */
+    int grad_accum_bf16;        /* gradient accumulators in bf16 (else fp32) */
+    int checkpoint_keep;        /* committed checkpoints kept per root folder */
+    int log_level;              /* -1 = unset */
+    int log_effective_settings; /* commit prints the settings training runs with (bool) */
+    int64_t hidden_size;        /* for "auto" sizes; 0 = from the registered model */
     /* Keys given as "auto" with no value since, whose default changes training
      * (ZT_AUTO_WARNED: reported at commit, zt_config_auto_report) or that come from the
      * model (ZT_AUTO_MODEL: zt_config_resolve_model_autos): indices into zt_config_keys. */
@@ -117,6 +124,20 @@ typedef enum zt_overlap_mode {
 } zt_overlap_mode;
 
 void zt_config_defaults(zt_config *cfg);
+
+/* Notes that a key was given (whatever its value, "auto" too): the scheduler's parameters. */
+void zt_config_note_given(zt_config *cfg, const char *path);
+
+/* Derived values: scheduler.params.warmup_max_lr given as "auto" (and no value since) is the
+ * optimizer's lr, as the HF Trainer fills it. Run after every change of the keys. */
+void zt_config_resolve_schedule(zt_config *cfg);
+
+/* The scheduler's rules, checked at commit: a parameter its type does not take, a required
+ * one missing (total_num_steps, also when still "auto"; OneCycle's cycle_min_lr and
+ * cycle_max_lr) or a cosine span of zero steps is ZT_ERR_CONFIG naming the key and the fix;
+ * what DeepSpeed also warns about, parameters without a type and OneCycle's beta2 of 0.99
+ * are warned at the default level. */
+zt_status zt_config_check_schedule(const zt_config *cfg, zt_error *err);
 
 /* 1 when the optimizer state, the gradient accumulators and Adam live in device memory:
  * offload_optimizer.device is "none" and ztier.device_optimizer is on (or auto with the

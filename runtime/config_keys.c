@@ -10,6 +10,7 @@
 #define F(field) offsetof(zt_config, field)
 #define OP(field) (offsetof(zt_config, offload_param) + offsetof(zt_offload_config, field))
 #define OO(field) (offsetof(zt_config, offload_optimizer) + offsetof(zt_offload_config, field))
+#define S(field) (offsetof(zt_config, sched) + offsetof(zt_lr_schedule, field))
 #define NOMAX ZT_KEY_NO_MAX
 
 /* path, kind, offset, min, max, enum values, "auto" allowed, multiple of, doc (one line for
@@ -50,6 +51,9 @@ static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL}
 static const char *const on_off_auto[] = {"auto", "on", "off",
                                           NULL}; /* = zt_device_optimizer_mode */
 static const char *const accum_dtypes[] = {"fp32", "bf16", NULL};
+static const char *const lr_schedules[] = {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR",
+                                           "OneCycle", NULL};      /* = zt_lr_schedule_kind */
+static const char *const warmup_types[] = {"log", "linear", NULL}; /* = zt_warmup_type */
 
 /* The keys of offload_param and offload_optimizer; the docs of the four that differ. */
 #define OFFLOAD_KEYS(prefix, X, device_doc, path_doc, pin_doc, count_doc)               \
@@ -227,6 +231,51 @@ const zt_config_key zt_config_keys[] = {
     IGNORE("fp16.consecutive_hysteresis", UNUSED),
     IGNORE("fp16.auto_cast", UNUSED),
     DROP("fp16.fp16_master_weights_and_grads", "the master weights and gradient sums stay fp32"),
+    ENUM("scheduler.type", ZT_KEY_ENUM, F(sched.type), lr_schedules,
+         "DeepSpeed's learning-rate schedule, applied by zt_step when the trainer passes no lr "
+         "(a zt_step_args.lr overrides it, warned once); unset: the optimizer's lr throughout"),
+    NUM("scheduler.params.warmup_min_lr", ZT_KEY_FLOAT, S(warmup_min_lr), 0, 1e3, 1,
+        "WarmupLR, WarmupDecayLR: the lr the warmup starts from"),
+    NUM("scheduler.params.warmup_max_lr", ZT_KEY_FLOAT, S(warmup_max_lr), 0, 1e3, ZT_AUTO_WARNED,
+        "WarmupLR, WarmupDecayLR: the lr the warmup ends at; \"auto\": optimizer.params.lr"),
+    NUM("scheduler.params.warmup_num_steps", ZT_KEY_I64, S(warmup_num_steps), 0, NOMAX,
+        ZT_AUTO_WARNED, "Optimizer steps of the warmup (at least 2 are taken, as in DeepSpeed)"),
+    ENUM("scheduler.params.warmup_type", ZT_KEY_ENUM, S(warmup_type), warmup_types,
+         "The warmup's curve: \"log\" or \"linear\""),
+    NUM("scheduler.params.total_num_steps", ZT_KEY_I64, S(total_num_steps), 0, NOMAX,
+        ZT_AUTO_WARNED,
+        "WarmupDecayLR, WarmupCosineLR (required): optimizer steps of the whole run; \"auto\" "
+        "must get a value (zt_config_set) before commit"),
+    NUM("scheduler.params.warmup_min_ratio", ZT_KEY_FLOAT, S(warmup_min_ratio), 0, 1, 0,
+        "WarmupCosineLR: the warmup's first lr, as a ratio of optimizer.params.lr"),
+    NUM("scheduler.params.cos_min_ratio", ZT_KEY_FLOAT, S(cos_min_ratio), 0, 1, 0,
+        "WarmupCosineLR: the cosine's last lr, as a ratio of optimizer.params.lr"),
+    NUM("scheduler.params.cycle_min_lr", ZT_KEY_FLOAT, S(cycle_min_lr), 0, 1e3, 0,
+        "OneCycle (required): the cycle's lowest lr, and the lr of the decay after it"),
+    NUM("scheduler.params.cycle_max_lr", ZT_KEY_FLOAT, S(cycle_max_lr), 0, 1e3, 0,
+        "OneCycle (required): the cycle's highest lr"),
+    NUM("scheduler.params.decay_lr_rate", ZT_KEY_FLOAT, S(decay_lr_rate), 0, 1e6, 0,
+        "OneCycle: after the cycle, lr = cycle_min_lr / (1 + rate * steps / decay_step_size)"),
+    NUM("scheduler.params.cycle_first_step_size", ZT_KEY_I64, S(cycle_first_step_size), 1, NOMAX, 0,
+        "OneCycle: optimizer steps of the cycle's rising half"),
+    NUM("scheduler.params.cycle_second_step_size", ZT_KEY_I64, S(cycle_second_step_size), 0, NOMAX,
+        0, "OneCycle: optimizer steps of the cycle's falling half; 0: cycle_first_step_size"),
+    NUM("scheduler.params.cycle_first_stair_count", ZT_KEY_I64, S(cycle_first_stair_count), 0,
+        NOMAX, 0, "OneCycle: accepted; DeepSpeed's OneCycle does not use it either"),
+    NUM("scheduler.params.cycle_second_stair_count", ZT_KEY_I64, S(cycle_second_stair_count), 0,
+        NOMAX, 0, "OneCycle: accepted; DeepSpeed's OneCycle does not use it either"),
+    NUM("scheduler.params.decay_step_size", ZT_KEY_I64, S(decay_step_size), 0, NOMAX, 0,
+        "OneCycle: steps per unit of the decay after the cycle; 0: no decay (cycle_min_lr, "
+        "cycle_max_mom)"),
+    BOOL("scheduler.params.cycle_momentum", S(cycle_momentum), 0,
+         "OneCycle: cycle Adam's beta1 inversely to the lr, with beta2 0.99 (as DeepSpeed)"),
+    NUM("scheduler.params.cycle_min_mom", ZT_KEY_FLOAT, S(cycle_min_mom), 0, 1, 0,
+        "OneCycle: beta1 at the top of the cycle"),
+    NUM("scheduler.params.cycle_max_mom", ZT_KEY_FLOAT, S(cycle_max_mom), 0, 1, 0,
+        "OneCycle: beta1 at the bottom of the cycle and during the decay"),
+    NUM("scheduler.params.decay_mom_rate", ZT_KEY_FLOAT, S(decay_mom_rate), 0, 1e6, 0,
+        "OneCycle: after the cycle, beta1 = cycle_max_mom * (1 + rate * steps / "
+        "decay_step_size)"),
     NUM("gradient_clipping", ZT_KEY_FLOAT, F(gradient_clipping), 0, NOMAX, ZT_AUTO_WARNED,
         "Clip the global gradient norm to this; 0 turns clipping off"),
     NUM("gradient_accumulation_steps", ZT_KEY_INT, F(gradient_accumulation_steps), 1, 1 << 20,
@@ -293,6 +342,9 @@ const zt_config_key zt_config_keys[] = {
         "The newest committed checkpoints kept per checkpoint folder"),
     ENUM("ztier.log_level", ZT_KEY_ENUM, F(log_level), log_levels,
          "Log level; unset: warn. ZT_LOG overrides it, and zt_options.log_level both"),
+    BOOL("ztier.log_effective_settings", F(log_effective_settings), 0,
+         "Commit prints one line at the default level with the settings training runs with "
+         "(optimizer, lr, precision, clipping, accumulation, schedule); false: not"),
     /* DeepSpeed settings (whole subtrees) for things outside ztier's scope. */
     IGNORE("train_batch_size", UNUSED),
     IGNORE("train_micro_batch_size_per_gpu", UNUSED),
@@ -300,8 +352,6 @@ const zt_config_key zt_config_keys[] = {
     IGNORE("wall_clock_breakdown", UNUSED),
     IGNORE("memory_breakdown", UNUSED),
     IGNORE("dump_state", UNUSED),
-    DROP("scheduler", "ztier applies no learning-rate schedule: the lr is the optimizer's, or what "
-                      "the trainer passes each step in zt_step_args"),
     IGNORE("zero_allow_untested_optimizer", UNUSED),
     IGNORE("zero_force_ds_cpu_optimizer", UNUSED),
     IGNORE("activation_checkpointing", UNUSED "; activations are the trainer's"),
@@ -340,6 +390,8 @@ const char *const zt_config_objects[] = {
     "optimizer.params",
     "bf16",
     "fp16",
+    "scheduler",
+    "scheduler.params",
     "ztier",
     NULL,
 };

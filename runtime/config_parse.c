@@ -308,8 +308,12 @@ int zt_config_auto_report(const zt_config *cfg, char *buf, size_t len)
         }
         const char *f = (const char *)cfg + k->offset;
         char v[64];
-        if (k->kind == ZT_KEY_FLOAT)
+        if (k->offset == offsetof(zt_config, sched.warmup_max_lr))
+            snprintf(v, sizeof v, "%g (optimizer.params.lr)", (double)*(const float *)f);
+        else if (k->kind == ZT_KEY_FLOAT)
             snprintf(v, sizeof v, "%g", (double)*(const float *)f);
+        else if (k->kind == ZT_KEY_I64)
+            snprintf(v, sizeof v, "%lld", (long long)*(const int64_t *)f);
         else if (k->kind == ZT_KEY_BETAS)
             snprintf(v, sizeof v, "[%g, %g]", (double)((const float *)f)[0], (double)cfg->beta2);
         else if (k->kind == ZT_KEY_BOOL)
@@ -355,6 +359,7 @@ static zt_status set_value(const zt_config_key *k, zt_config *cfg, const json_t 
     zt_status st = ZT_OK;
     if (strncmp(k->path, "optimizer.", 10) == 0)
         cfg->optimizer_given = 1;
+    zt_config_note_given(cfg, k->path);
     if (k->kind == ZT_KEY_IGNORED && !strcmp(k->path, "optimizer.params.amsgrad") &&
         !json_is_false(v))
         return fail_value(err, origin, k->path, v,
@@ -555,6 +560,7 @@ static void resolve(zt_config *cfg)
     if (!cfg->weight_decay_set)
         cfg->weight_decay = adam ? 0.0f : 0.01f;
     cfg->optimizer = !adam || cfg->adam_w_mode ? ZT_OPT_ADAMW : ZT_OPT_ADAM;
+    zt_config_resolve_schedule(cfg);
     if (cfg->sub_group_size == 0) {
         ZT_LOGI("config", "zero_optimization.sub_group_size = 0: using the default (1e9)");
         cfg->sub_group_size = 1000000000;
@@ -876,6 +882,8 @@ static zt_status check_ranges(const zt_config *cfg, zt_error *err)
         if (k->kind == ZT_KEY_ENUM && k->offset == offsetof(zt_config, log_level) &&
             cfg->log_level == -1)
             continue; /* -1: unset */
+        if (k->offset == offsetof(zt_config, sched.type) && cfg->sched.type == ZT_LR_CONSTANT)
+            continue; /* no scheduler */
         if (k->offset == offsetof(zt_config, hbm_capacity) && cfg->hbm_capacity == 0)
             continue; /* 0: unset */
         if (field_ok(k, cfg, text, sizeof text))

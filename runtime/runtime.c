@@ -157,36 +157,111 @@ void zt_rt_optimizer_info(const zt_runtime *rt, zt_optimizer_info *out)
                            c->weight_decay,
                            c->gradient_clipping,
                            c->gradient_accumulation_steps,
-                           zt_config_device_optimizer(c)};
+                           zt_config_device_optimizer(c),
+                           {0}};
+    snprintf(o.scheduler, sizeof o.scheduler, "%s", zt_lr_schedule_name(c->sched.type));
     *out = o;
 }
 
-void zt_rt_log_optimizer(const zt_runtime *rt)
+/* The schedule and its parameters, by DeepSpeed's names. */
+static void describe_schedule(const zt_config *c, char *buf, size_t len)
 {
-    zt_optimizer_info o;
-    zt_rt_optimizer_info(rt, &o);
-    static const char *const tiers[] = {"host memory", "host memory", "NVMe"};
-    if (o.on_device) {
-        ZT_LOGI("optimizer",
-                "%s: lr %g, betas (%g, %g), eps %g, weight decay %g, gradient clipping %g, "
-                "%d accumulation steps; state, gradient sums and Adam in device memory (%s "
-                "kernels)",
-                o.adamw ? "AdamW" : "Adam (L2 weight decay)", (double)o.lr, (double)o.beta1,
-                (double)o.beta2, (double)o.eps, (double)o.weight_decay, (double)o.gradient_clipping,
-                o.gradient_accumulation_steps, rt->cfg.device_backend);
+    const zt_lr_schedule *s = &c->sched;
+    const char *name = zt_lr_schedule_name(s->type);
+    const char *curve = s->warmup_type == ZT_WARMUP_LINEAR ? "linear" : "log";
+    switch (s->type) {
+    case ZT_LR_WARMUP:
+    case ZT_LR_WARMUP_DECAY: {
+        char total[48] = "";
+        if (s->type == ZT_LR_WARMUP_DECAY)
+            snprintf(total, sizeof total, ", total_num_steps %lld", (long long)s->total_num_steps);
+        snprintf(buf, len, "%s (warmup_min_lr %g, warmup_max_lr %g, warmup_num_steps %lld %s%s)",
+                 name, (double)s->warmup_min_lr, (double)s->warmup_max_lr,
+                 (long long)s->warmup_num_steps, curve, total);
         return;
     }
-    char clip[32] = "off";
-    if (o.gradient_clipping > 0)
-        snprintf(clip, sizeof clip, "at norm %g", (double)o.gradient_clipping);
-    ZT_LOGI("optimizer",
-            "%s: lr %g, betas (%g, %g), eps %g, weight decay %g%s, gradient clipping %s, %d "
-            "accumulation steps; state in %s, %d threads, %s kernels",
-            o.adamw ? "AdamW" : "Adam (L2 weight decay)", (double)o.lr, (double)o.beta1,
-            (double)o.beta2, (double)o.eps, (double)o.weight_decay,
-            rt->cfg.weight_decay_set ? "" : " (the type's default)", clip,
-            o.gradient_accumulation_steps, tiers[rt->cfg.offload_optimizer.device], rt->cpu.threads,
-            zt_adam_variant_name(rt->cpu.adam_variant));
+    case ZT_LR_WARMUP_COSINE:
+        snprintf(buf, len,
+                 "%s (of lr %g: warmup_min_ratio %g, warmup_num_steps %lld %s, total_num_steps "
+                 "%lld, cos_min_ratio %g)",
+                 name, (double)c->lr, (double)s->warmup_min_ratio, (long long)s->warmup_num_steps,
+                 curve, (long long)s->total_num_steps, (double)s->cos_min_ratio);
+        return;
+    case ZT_LR_ONE_CYCLE: {
+        char mom[96] = "off";
+        if (s->cycle_momentum)
+            snprintf(mom, sizeof mom, "beta1 %g..%g, decay_mom_rate %g", (double)s->cycle_min_mom,
+                     (double)s->cycle_max_mom, (double)s->decay_mom_rate);
+        long long second = (long long)(s->cycle_second_step_size ? s->cycle_second_step_size
+                                                                 : s->cycle_first_step_size);
+        snprintf(buf, len,
+                 "%s (cycle_min_lr %g, cycle_max_lr %g, cycle_first_step_size %lld, "
+                 "cycle_second_step_size %lld, decay_lr_rate %g, decay_step_size %lld, momentum "
+                 "cycling %s)",
+                 name, (double)s->cycle_min_lr, (double)s->cycle_max_lr,
+                 (long long)s->cycle_first_step_size, second, (double)s->decay_lr_rate,
+                 (long long)s->decay_step_size, mom);
+        return;
+    }
+    default:
+        snprintf(buf, len, "none");
+    }
+}
+
+static void describe_precision(const zt_runtime *rt, char *buf, size_t len)
+{
+    const zt_config *c = &rt->cfg;
+    if (c->bf16)
+        snprintf(buf, len, "bf16 (fp32 master)");
+    else if (!c->fp16)
+        snprintf(buf, len, "fp32");
+    else if (c->fp16_loss_scale > 0)
+        snprintf(buf, len, "fp16 (fp32 master), fixed loss scale %g", (double)c->fp16_loss_scale);
+    else
+        snprintf(buf, len,
+                 "fp16 (fp32 master), dynamic loss scale from %g (window %d, hysteresis %d, "
+                 "min %g)",
+                 (double)rt->train.loss_scale, c->fp16_loss_scale_window, c->fp16_hysteresis,
+                 (double)c->fp16_min_loss_scale);
+}
+
+/* One line at the default level (rank 0) with what training runs with; the placement and
+ * kernels at info. */
+void zt_rt_log_optimizer(const zt_runtime *rt)
+{
+    const zt_config *c = &rt->cfg;
+    if (c->log_effective_settings && rt->dist.rank == 0) {
+        char lr[96], betas[64], clip[32] = "off", precision[160], sched[320];
+        int cycled = c->sched.type == ZT_LR_ONE_CYCLE && c->sched.cycle_momentum;
+        if (c->sched.type == ZT_LR_CONSTANT)
+            snprintf(lr, sizeof lr, "lr %g", (double)c->lr);
+        else
+            snprintf(lr, sizeof lr, "lr per step from the schedule");
+        if (cycled)
+            snprintf(betas, sizeof betas, "betas (cycled by the schedule, 0.99)");
+        else
+            snprintf(betas, sizeof betas, "betas (%g, %g)", (double)c->beta1, (double)c->beta2);
+        if (c->gradient_clipping > 0)
+            snprintf(clip, sizeof clip, "at norm %g", (double)c->gradient_clipping);
+        describe_precision(rt, precision, sizeof precision);
+        describe_schedule(c, sched, sizeof sched);
+        ZT_LOGW("runtime",
+                "effective settings: %s, %s (zt_step_args.lr overrides), %s, eps %g, weight "
+                "decay %g%s, %s, gradient clipping %s, %d accumulation steps, schedule %s "
+                "(ztier.log_effective_settings false hides this line)",
+                c->optimizer == ZT_OPT_ADAMW ? "AdamW" : "Adam (L2 weight decay)", lr, betas,
+                (double)c->eps, (double)c->weight_decay,
+                c->weight_decay_set ? "" : " (the type's default)", precision, clip,
+                c->gradient_accumulation_steps, sched);
+    }
+    static const char *const tiers[] = {"host memory", "host memory", "NVMe"};
+    if (zt_config_device_optimizer(c))
+        ZT_LOGI("optimizer", "state, gradient sums and Adam in device memory (%s kernels)",
+                c->device_backend);
+    else
+        ZT_LOGI("optimizer", "state in %s, %d threads, %s kernels",
+                tiers[c->offload_optimizer.device], rt->cpu.threads,
+                zt_adam_variant_name(rt->cpu.adam_variant));
 }
 
 /* When this rank's configuration is unusable but the launcher started several ranks, join
@@ -260,6 +335,8 @@ zt_status zt_rt_open(zt_runtime *rt)
 {
     /* keys set one by one are checked against each other once, here */
     zt_status st = zt_config_validate(&rt->cfg, &rt->err);
+    if (st == ZT_OK)
+        st = zt_config_check_schedule(&rt->cfg, &rt->err);
     if (st != ZT_OK)
         return st;
     zt_rt_resolve_model_autos(rt);

@@ -183,7 +183,8 @@ typedef struct zt_train_state {
      * except while an overlapped step is in progress (ztier.overlap_step), which updates
      * layer i when something first needs it (zt_rt_step_through). */
     int step_cleared;
-    int stepping; /* inside zt_rt_step */
+    int stepping;           /* inside zt_rt_step */
+    int lr_override_warned; /* a trainer's lr replaced the config's schedule (said once) */
 } zt_train_state;
 
 /* The handle: the state of the API, the configuration, the error, the registry and the
@@ -226,7 +227,8 @@ zt_status zt_rt_create(zt_runtime *rt, const zt_options *opts, const char *confi
 zt_status zt_rt_config_set(zt_runtime *rt, const char *path, const char *value);
 /* Opens what the configuration shapes: device, optimizer threads, node topology. At commit. */
 zt_status zt_rt_open(zt_runtime *rt);
-/* The optimizer as it will run (from the configuration), and its log line at commit. */
+/* The optimizer as it will run (from the configuration), and its log lines at commit: the
+ * effective settings at the default level (ztier.log_effective_settings), placement at info. */
 void zt_rt_optimizer_info(const zt_runtime *rt, zt_optimizer_info *out);
 void zt_rt_log_optimizer(const zt_runtime *rt);
 void zt_rt_destroy(zt_runtime *rt);

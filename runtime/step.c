@@ -71,28 +71,65 @@ static zt_status step_value(zt_runtime *rt, const char *name, float v, float con
     return ZT_OK;
 }
 
-/* The step's lr and weight decay (args may be NULL or an older, shorter struct). */
-static zt_status step_values(zt_runtime *rt, const zt_step_args *args, float *lr, float *wd)
+/* The step's values: the trainer's lr and weight decay (args may be NULL or an older,
+ * shorter struct), else the config's schedule at this step, else the configured ones. */
+typedef struct step_values {
+    float lr, wd, beta1, beta2;
+} step_values;
+
+static zt_status scheduled(zt_runtime *rt, step_values *v)
 {
-    *lr = rt->cfg.lr;
-    *wd = rt->cfg.weight_decay;
-    if (!args)
-        return ZT_OK;
-    zt_status st = step_value(rt, "lr", args->lr, rt->cfg.lr, lr);
-    if (st == ZT_OK && args->struct_size >= offsetof(zt_step_args, weight_decay) + sizeof(float))
-        st = step_value(rt, "weight_decay", args->weight_decay, rt->cfg.weight_decay, wd);
-    return st;
+    const zt_lr_schedule *s = &rt->cfg.sched;
+    double b1 = v->beta1, b2 = v->beta2;
+    v->lr = (float)zt_lr_schedule_lr(s, rt->train.steps, (double)rt->cfg.lr);
+    if (zt_lr_schedule_betas(s, rt->train.steps, &b1, &b2) && !(b1 >= 0.0 && b1 < 1.0))
+        return ZT_ERR(&rt->err, ZT_ERR_CONFIG,
+                      "scheduler OneCycle: at optimizer step %lld its momentum decay gives "
+                      "beta1 = %g, outside [0, 1) (cycle_max_mom * (1 + decay_mom_rate * steps "
+                      "/ decay_step_size)); lower scheduler.params.decay_mom_rate",
+                      (long long)rt->train.steps + 1, b1);
+    v->beta1 = (float)b1;
+    v->beta2 = (float)b2;
+    return ZT_OK;
 }
 
-static zt_adam_hparams make_hparams(const zt_runtime *rt, float lr, float wd, float coef)
+static zt_status get_step_values(zt_runtime *rt, const zt_step_args *args, step_values *v)
+{
+    v->lr = rt->cfg.lr;
+    v->wd = rt->cfg.weight_decay;
+    v->beta1 = rt->cfg.beta1;
+    v->beta2 = rt->cfg.beta2;
+    zt_status st = ZT_OK;
+    int given = args && args->lr >= 0.0f;
+    if (args)
+        st = step_value(rt, "lr", args->lr, rt->cfg.lr, &v->lr);
+    if (st == ZT_OK && args &&
+        args->struct_size >= offsetof(zt_step_args, weight_decay) + sizeof(float))
+        st = step_value(rt, "weight_decay", args->weight_decay, rt->cfg.weight_decay, &v->wd);
+    if (st != ZT_OK || rt->cfg.sched.type == ZT_LR_CONSTANT)
+        return st;
+    if (!given)
+        return scheduled(rt, v);
+    if (!rt->train.lr_override_warned && rt->dist.rank == 0)
+        ZT_LOGW("step",
+                "zt_step_args.lr = %g overrides the config's scheduler %s: the trainer's lr "
+                "is used and the schedule%s is not applied; pass lr < 0 to use the schedule, or "
+                "remove the scheduler section",
+                (double)v->lr, zt_lr_schedule_name(rt->cfg.sched.type),
+                rt->cfg.sched.type == ZT_LR_ONE_CYCLE ? " (and its momentum cycling)" : "");
+    rt->train.lr_override_warned = 1;
+    return ZT_OK;
+}
+
+static zt_adam_hparams make_hparams(const zt_runtime *rt, const step_values *v, float coef)
 {
     zt_adam_hparams h;
     memset(&h, 0, sizeof h);
-    h.lr = lr;
-    h.beta1 = rt->cfg.beta1;
-    h.beta2 = rt->cfg.beta2;
+    h.lr = v->lr;
+    h.beta1 = v->beta1;
+    h.beta2 = v->beta2;
     h.eps = rt->cfg.eps;
-    h.weight_decay = wd;
+    h.weight_decay = v->wd;
     h.adamw = rt->cfg.optimizer == ZT_OPT_ADAMW;
     h.step = rt->train.steps + 1;
     h.grad_scale = coef * zt_rt_grad_average_factor(rt);
@@ -164,13 +201,13 @@ static zt_status run_step(zt_runtime *rt, const zt_step_args *args, zt_step_info
 {
     double t0 = zt_now_s();
     double sumsq = 0, nonfinite = 0;
-    float lr, wd;
+    step_values v;
     /* the previous step's updates all done (a trainer that skips a layer's fetch); every
      * release's gradients summed; the caller's streams past their last release */
     zt_status updated = zt_rt_step_complete(rt); /* reported after the collective */
     zt_status st = zt_rt_finish_reductions(rt);
     if (st == ZT_OK)
-        st = step_values(rt, args, &lr, &wd);
+        st = get_step_values(rt, args, &v);
     if (st == ZT_OK)
         st = global_grad_stats(rt, &sumsq, &nonfinite);
     if (st == ZT_OK)
@@ -179,6 +216,7 @@ static zt_status run_step(zt_runtime *rt, const zt_step_args *args, zt_step_info
         return st;
     zt_step_info out = {0};
     out.micro_steps = max_accum_count(rt);
+    out.lr = v.lr;
     out.grad_norm = (float)sqrt(sumsq);
     out.clip_coef = 1.0f;
     out.skipped = nonfinite > 0;
@@ -190,7 +228,7 @@ static zt_status run_step(zt_runtime *rt, const zt_step_args *args, zt_step_info
         rt->stats.skipped_steps++;
     } else {
         zt_prefetcher_invalidate(rt->prefetch); /* gathered copies are about to go stale */
-        zt_adam_hparams h = make_hparams(rt, lr, wd, out.clip_coef);
+        zt_adam_hparams h = make_hparams(rt, &v, out.clip_coef);
         if ((st = zt_opt_begin(rt, &h)) != ZT_OK)
             return st;
         rt->train.steps++;

@@ -183,14 +183,22 @@ static void test_hf_zero3_nvme_config_loads(void **state)
     assert_float_equal(c.lr, 1e-3f, 0);
     assert_float_equal(c.weight_decay, 0.01f, 0);
     assert_int_equal(zt_config_validate(&c, &err), ZT_OK);
-    /* the schedule would change training: the one warning */
-    assert_log_has("ds_zero3_nvme.json: scheduler: ztier applies no learning-rate schedule");
+    /* the schedule is applied: WarmupLR, its "auto"s recorded for the report at commit */
+    assert_int_equal(c.sched.type, ZT_LR_WARMUP);
+    assert_float_equal(c.sched.warmup_min_lr, 0, 0);
+    assert_float_equal(c.sched.warmup_max_lr, c.lr, 0); /* "auto": the optimizer's lr */
+    assert_int_equal(c.sched.warmup_num_steps, 1000);
+    assert_int_equal(zt_config_check_schedule(&c, &err), ZT_OK);
+    char report[1024];
+    zt_config_auto_report(&c, report, sizeof report);
+    assert_msg_has(report, (const char *const[]){
+                               "scheduler.params.warmup_max_lr = 0.001 (optimizer.params.lr)",
+                               "scheduler.params.warmup_num_steps = 1000", NULL});
+    assert_null(strstr(report, "warmup_min_lr")); /* "auto" is 0 in HF too: not reported */
     assert_log_has("train_batch_size: not used by ztier");
     assert_log_has("zero_optimization.stage3_gather_16bit_weights_on_model_save: not used");
     assert_log_has("optimizer.params.lr = \"auto\": using ztier's default");
-    const char *w = strstr(logbuf, "warn");
-    assert_non_null(w);
-    assert_null(strstr(w + 1, "warn"));
+    assert_null(strstr(logbuf, "warn"));
 }
 
 static void test_striped_nvme_bf16_config_loads(void **state)
@@ -212,10 +220,12 @@ static void test_striped_nvme_bf16_config_loads(void **state)
     assert_float_equal(c.weight_decay, 0.1f, 0);
     assert_int_equal(zt_config_validate(&c, &err), ZT_OK);
     assert_log_has("activation_checkpointing: not used by ztier");
-    const char *w = strstr(logbuf, "warn"); /* the scheduler's, alone */
-    assert_non_null(w);
-    assert_non_null(strstr(w, "scheduler: ztier applies no learning-rate schedule"));
-    assert_null(strstr(w + 1, "warn"));
+    assert_int_equal(c.sched.type, ZT_LR_WARMUP);
+    assert_float_equal(c.sched.warmup_max_lr, 3e-4f, 0);
+    assert_int_equal(c.sched.warmup_num_steps, 100);
+    assert_int_equal(c.sched.warmup_type, ZT_WARMUP_LOG);
+    assert_int_equal(zt_config_check_schedule(&c, &err), ZT_OK);
+    assert_null(strstr(logbuf, "warn")); /* nothing ztier does not apply */
 }
 
 static void test_hf_zero3_cpu_config_loads(void **state)
@@ -257,14 +267,12 @@ static void test_dropped_training_settings_warn(void **state)
     (void)state;
     zt_config c;
     zt_log_configure(ZT_LOG_WARN, capture, NULL);
-    parse_ok("{\"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 100}},"
-             " \"zero_optimization\": {\"mics_shard_size\": 8},"
+    parse_ok("{\"zero_optimization\": {\"mics_shard_size\": 8},"
              " \"optimizer\": {\"params\": {\"bias_correction\": false}},"
              " \"fp16\": {\"fp16_master_weights_and_grads\": true}, \"prescale_gradients\": true,"
              " \"gradient_predivide_factor\": 2.0, \"communication_data_type\": \"fp16\"}",
              &c);
     const char *const expected[] = {
-        "scheduler: ztier applies no learning-rate schedule",
         "zero_optimization.mics_shard_size: MiCS is not built",
         "optimizer.params.bias_correction: ztier's Adam always corrects",
         "fp16.fp16_master_weights_and_grads: the master weights and gradient sums stay fp32",
@@ -277,7 +285,7 @@ static void test_dropped_training_settings_warn(void **state)
     int lines = 0;
     for (const char *p = logbuf; (p = strstr(p, "ztier warn")); p++)
         lines++;
-    assert_int_equal(lines, 7);
+    assert_int_equal(lines, 6);
     logbuf[0] = '\0';
     parse_ok("{\"optimizer\": {\"params\": {\"bias_correction\": true}},"
              " \"fp16\": {\"fp16_master_weights_and_grads\": false}, \"prescale_gradients\": false,"
@@ -947,6 +955,159 @@ static void test_set_value_checks_like_a_file(void **state)
     assert_int_equal(zt_config_set_value(&c, "optimizer.params.lr", NULL, &err), ZT_ERR_CONFIG);
 }
 
+/* ---- the scheduler section ---- */
+
+static void test_scheduler_params_land(void **state)
+{
+    (void)state;
+    zt_config c;
+    zt_error err;
+    parse_ok("{\"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"warmup_min_lr\": 1e-5,"
+             " \"warmup_max_lr\": 2e-3, \"warmup_num_steps\": 30, \"warmup_type\": \"linear\","
+             " \"total_num_steps\": 5e2}}}",
+             &c);
+    assert_int_equal(c.sched.type, ZT_LR_WARMUP_DECAY);
+    assert_float_equal(c.sched.warmup_min_lr, 1e-5f, 0);
+    assert_float_equal(c.sched.warmup_max_lr, 2e-3f, 0);
+    assert_int_equal(c.sched.warmup_num_steps, 30);
+    assert_int_equal(c.sched.warmup_type, ZT_WARMUP_LINEAR);
+    assert_int_equal(c.sched.total_num_steps, 500);
+    assert_int_equal(zt_config_validate(&c, &err), ZT_OK);
+    assert_int_equal(zt_config_check_schedule(&c, &err), ZT_OK);
+    parse_ok("{\"scheduler\": {\"type\": \"OneCycle\", \"params\": {\"cycle_min_lr\": 1e-4,"
+             " \"cycle_max_lr\": 1e-2, \"decay_lr_rate\": 0.5, \"cycle_first_step_size\": 7,"
+             " \"cycle_second_step_size\": 9, \"decay_step_size\": 3, \"cycle_momentum\": false,"
+             " \"cycle_min_mom\": 0.85, \"cycle_max_mom\": 0.95, \"decay_mom_rate\": 0.01,"
+             " \"cycle_first_stair_count\": 0}}}",
+             &c);
+    assert_int_equal(c.sched.type, ZT_LR_ONE_CYCLE);
+    assert_float_equal(c.sched.cycle_min_lr, 1e-4f, 0);
+    assert_float_equal(c.sched.cycle_max_lr, 1e-2f, 0);
+    assert_float_equal(c.sched.decay_lr_rate, 0.5f, 0);
+    assert_int_equal(c.sched.cycle_first_step_size, 7);
+    assert_int_equal(c.sched.cycle_second_step_size, 9);
+    assert_int_equal(c.sched.decay_step_size, 3);
+    assert_int_equal(c.sched.cycle_momentum, 0);
+    assert_float_equal(c.sched.cycle_min_mom, 0.85f, 0);
+    assert_float_equal(c.sched.cycle_max_mom, 0.95f, 0);
+    assert_float_equal(c.sched.decay_mom_rate, 0.01f, 0);
+    assert_int_equal(zt_config_check_schedule(&c, &err), ZT_OK);
+    /* DeepSpeed's defaults */
+    zt_config_defaults(&c);
+    assert_int_equal(c.sched.type, ZT_LR_CONSTANT);
+    assert_float_equal(c.sched.warmup_max_lr, 0.001f, 0);
+    assert_int_equal(c.sched.warmup_num_steps, 1000);
+    assert_float_equal(c.sched.cos_min_ratio, 0.0001f, 0);
+    assert_int_equal(c.sched.cycle_first_step_size, 2000);
+    assert_int_equal(c.sched.cycle_momentum, 1);
+    assert_float_equal(c.sched.cycle_min_mom, 0.8f, 0);
+    assert_float_equal(c.sched.cycle_max_mom, 0.9f, 0);
+}
+
+static void test_unsupported_scheduler_type_is_refused_by_name(void **state)
+{
+    (void)state;
+    expect_error(
+        "{\"scheduler\": {\"type\": \"LRRangeTest\"}}", "scheduler.type = \"LRRangeTest\"",
+        "must be one of \"WarmupLR\", \"WarmupDecayLR\", \"WarmupCosineLR\", \"OneCycle\"");
+    expect_error("{\"scheduler\": {\"type\": \"StepLR\"}}", "scheduler.type = \"StepLR\"");
+    expect_error(
+        "{\"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_type\": \"cubic\"}}}",
+        "scheduler.params.warmup_type = \"cubic\"", "\"log\", \"linear\"");
+}
+
+static zt_status check_schedule(const char *json, zt_error *err)
+{
+    zt_config c;
+    parse_ok(json, &c);
+    zt_error_clear(err);
+    return zt_config_check_schedule(&c, err);
+}
+
+#define expect_schedule_error(json, ...)                                    \
+    do {                                                                    \
+        zt_error err_;                                                      \
+        assert_int_equal(check_schedule((json), &err_), ZT_ERR_CONFIG);     \
+        assert_msg_has(err_.msg, (const char *const[]){__VA_ARGS__, NULL}); \
+    } while (0)
+
+static void test_scheduler_rules_at_commit(void **state)
+{
+    (void)state;
+    expect_schedule_error(
+        "{\"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"total_num_steps\": 10}}}",
+        "scheduler.params.total_num_steps: WarmupLR takes no such parameter",
+        "it takes warmup_min_lr, warmup_max_lr, warmup_num_steps, warmup_type");
+    expect_schedule_error("{\"scheduler\": {\"type\": \"WarmupDecayLR\"}}",
+                          "scheduler.params.total_num_steps is not set: WarmupDecayLR needs it",
+                          "zt_config_set(rt, \"scheduler.params.total_num_steps\"");
+    expect_schedule_error("{\"scheduler\": {\"type\": \"WarmupCosineLR\", \"params\": "
+                          "{\"total_num_steps\": \"auto\"}}}",
+                          "scheduler.params.total_num_steps is \"auto\" with no value given since",
+                          "WarmupCosineLR needs it");
+    expect_schedule_error(
+        "{\"scheduler\": {\"type\": \"WarmupCosineLR\", \"params\": {\"total_num_steps\": 2,"
+        " \"warmup_num_steps\": 1}}}",
+        "total_num_steps = 2 equals warmup_num_steps", "make total_num_steps larger");
+    expect_schedule_error(
+        "{\"scheduler\": {\"type\": \"OneCycle\", \"params\": {\"cycle_min_lr\": 0.1}}}",
+        "scheduler.params.cycle_max_lr is not set: OneCycle needs it");
+    /* warned as DeepSpeed warns, or where DeepSpeed would silently apply nothing */
+    zt_error err;
+    logbuf[0] = '\0';
+    assert_int_equal(check_schedule("{\"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": "
+                                    "{\"total_num_steps\": 50, \"warmup_num_steps\": 100}}}",
+                                    &err),
+                     ZT_OK);
+    assert_log_has("total_num_steps = 50 is less than warmup_num_steps = 100");
+    assert_int_equal(
+        check_schedule("{\"scheduler\": {\"params\": {\"warmup_num_steps\": 5}}}", &err), ZT_OK);
+    assert_log_has("scheduler.params are given but scheduler.type is not: no schedule is applied");
+    assert_int_equal(check_schedule("{\"scheduler\": {\"type\": \"OneCycle\", \"params\": "
+                                    "{\"cycle_min_lr\": 0.1, \"cycle_max_lr\": 0.2}}}",
+                                    &err),
+                     ZT_OK);
+    assert_log_has("sets beta2 to 0.99, as DeepSpeed does: optimizer.params.betas[1] = 0.999");
+    logbuf[0] = '\0';
+    assert_int_equal(check_schedule("{\"scheduler\": {\"type\": \"OneCycle\", \"params\": "
+                                    "{\"cycle_min_lr\": 0.1, \"cycle_max_lr\": 0.2, "
+                                    "\"cycle_momentum\": false}}}",
+                                    &err),
+                     ZT_OK);
+    assert_null(strstr(logbuf, "warn"));
+}
+
+/* HF's "auto"s in the scheduler: total_num_steps must get a value, warmup_max_lr follows the
+ * optimizer's lr until given one, and a value given later takes the key off the report. */
+static void test_scheduler_auto_values(void **state)
+{
+    (void)state;
+    zt_config c;
+    zt_error err;
+    parse_ok(
+        "{\"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"warmup_min_lr\": \"auto\","
+        " \"warmup_max_lr\": \"auto\", \"warmup_num_steps\": \"auto\", \"total_num_steps\":"
+        " \"auto\"}}}",
+        &c);
+    assert_int_equal(zt_config_check_schedule(&c, &err), ZT_ERR_CONFIG);
+    assert_int_equal(zt_config_set_value(&c, "optimizer.params.lr", "3e-4", &err), ZT_OK);
+    assert_float_equal(c.sched.warmup_max_lr, 3e-4f, 0);
+    assert_int_equal(zt_config_set_value(&c, "scheduler.params.total_num_steps", "400", &err),
+                     ZT_OK);
+    assert_int_equal(zt_config_check_schedule(&c, &err), ZT_OK);
+    char report[1024];
+    assert_int_equal(zt_config_auto_report(&c, report, sizeof report), 2);
+    assert_msg_has(report, (const char *const[]){"scheduler.params.warmup_max_lr = 0.0003 "
+                                                 "(optimizer.params.lr)",
+                                                 "scheduler.params.warmup_num_steps = 1000", NULL});
+    assert_int_equal(zt_config_set_value(&c, "scheduler.params.warmup_max_lr", "1e-3", &err),
+                     ZT_OK);
+    assert_int_equal(zt_config_set_value(&c, "optimizer.params.lr", "5e-4", &err), ZT_OK);
+    assert_float_equal(c.sched.warmup_max_lr, 1e-3f, 0); /* given: no longer the optimizer's */
+    assert_int_equal(zt_config_auto_report(&c, report, sizeof report), 1);
+    assert_null(strstr(report, "warmup_max_lr"));
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -992,6 +1153,10 @@ int main(void)
         T(test_validate_rejects_unsupported_backend_combinations),
         T(test_environment_overrides_apply),
         T(test_bad_environment_values_are_errors),
+        T(test_scheduler_params_land),
+        T(test_unsupported_scheduler_type_is_refused_by_name),
+        T(test_scheduler_rules_at_commit),
+        T(test_scheduler_auto_values),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -117,15 +117,18 @@ static void test_effective_optimizer_is_logged_and_readable(void **state)
     zt_runtime *rt = model("{\"optimizer\": {\"type\": \"Adam\", \"params\": {\"lr\": 2e-4}},"
                            " \"gradient_clipping\": 1.5, \"ztier\": {\"hbm_capacity\": \"4M\"}}",
                            2, &m);
-    assert_log_has("[optimizer] AdamW: lr 0.0002, betas (0.9, 0.999), eps 1e-08, weight decay "
-                   "0 (the type's default), gradient clipping at norm 1.5, 1 accumulation steps");
+    assert_log_has("ztier warn [runtime] effective settings: AdamW, lr 0.0002 (zt_step_args.lr "
+                   "overrides), betas (0.9, 0.999), eps 1e-08, weight decay 0 (the type's "
+                   "default), fp32, gradient clipping at norm 1.5, 1 accumulation steps, "
+                   "schedule none");
     zt_optimizer_info o = ZT_OPTIMIZER_INFO_INIT;
     assert_int_equal(zt_optimizer_get(rt, &o), ZT_OK);
     assert_int_equal(o.adamw, 1);
     assert_true(o.lr == 2e-4f && o.beta1 == 0.9f && o.beta2 == 0.999f && o.eps == 1e-8f);
     assert_true(o.weight_decay == 0.0f && o.gradient_clipping == 1.5f);
     assert_int_equal(o.gradient_accumulation_steps, 1);
-    zt_optimizer_info small = {offsetof(zt_optimizer_info, lr), 0, 123.0f, 0, 0, 0, 0, 0, 0, 0};
+    assert_string_equal(o.scheduler, "");
+    zt_optimizer_info small = {.struct_size = offsetof(zt_optimizer_info, lr), .lr = 123.0f};
     assert_int_equal(zt_optimizer_get(rt, &small), ZT_OK); /* an older, shorter struct */
     assert_true(small.lr == 123.0f);                       /* untouched beyond its size */
     zt_runtime_destroy(rt);
