@@ -62,10 +62,7 @@ void zt_text_shorten(char *s, size_t max)
     s[max < len ? max : len] = '\0';
 }
 
-static int is_continuation(char c)
-{
-    return ((unsigned char)c & 0xC0) == 0x80;
-}
+static int is_continuation(char c) { return ((unsigned char)c & 0xC0) == 0x80; }
 
 const char *zt_text_quote(char *buf, size_t n, const char *s, char q)
 {

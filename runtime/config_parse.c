@@ -764,13 +764,10 @@ static json_t *nest(const char *path, json_t *value)
 }
 
 static const char *const setter_names[] = {"zt_config_set", "zt_config_set_string",
-                                            "zt_config_set_int", "zt_config_set_double",
-                                            "zt_config_set_bool"};
+                                           "zt_config_set_int", "zt_config_set_double",
+                                           "zt_config_set_bool"};
 
-const char *zt_config_setter_name(zt_config_type t)
-{
-    return setter_names[t];
-}
+const char *zt_config_setter_name(zt_config_type t) { return setter_names[t]; }
 
 /* What key k takes from the typed setters when a value of type t does not fit: "an integer:
  * use zt_config_set_int"; NULL when it fits. */
@@ -819,8 +816,7 @@ static zt_status typed_json(const zt_config_value *v, const char *origin, json_t
     if (v->type == ZT_CONFIG_STRING && !v->text)
         return ZT_ERR(err, ZT_ERR_CONFIG, "%s: value is NULL", origin);
     if (v->type == ZT_CONFIG_DOUBLE && !isfinite(v->d))
-        return ZT_ERR(err, ZT_ERR_CONFIG, "%s: the value %g is not a finite number", origin,
-                      v->d);
+        return ZT_ERR(err, ZT_ERR_CONFIG, "%s: the value %g is not a finite number", origin, v->d);
     *out = v->type == ZT_CONFIG_STRING   ? json_string(v->text)
            : v->type == ZT_CONFIG_INT    ? json_integer((json_int_t)v->i)
            : v->type == ZT_CONFIG_DOUBLE ? json_real(v->d)
@@ -870,9 +866,9 @@ zt_status zt_config_set_typed(zt_config *cfg, const char *path, const zt_config_
                           "%s: needs the path of a key; a whole document goes through "
                           "zt_config_set with JSON text",
                           origin);
-        zt_status st = check_typed(path, v, origin, err);
-        if (st == ZT_OK)
-            st = typed_json(v, origin, &val, err);
+        zt_status st = typed_json(v, origin, &val, err);
+        if (st == ZT_OK && (st = check_typed(path, v, origin, err)) != ZT_OK)
+            json_decref(val);
         if (st != ZT_OK)
             return st;
     }
@@ -896,9 +892,10 @@ zt_status zt_config_set_value(zt_config *cfg, const char *path, const char *valu
 static zt_status read_text(const char *path, char **out, zt_error *err)
 {
     FILE *f = fopen(path, "rb");
+    char q[ZT_QUOTE_MAX];
     if (!f)
-        return ZT_ERR(err, ZT_ERR_CONFIG, "cannot read config file '%s': %s", path,
-                      strerror(errno));
+        return ZT_ERR(err, ZT_ERR_CONFIG, "cannot read config file %s: %s",
+                      zt_text_quote(q, sizeof q, path, '\''), strerror(errno));
     size_t cap = 0, len = 0;
     char *text = NULL;
     const char *why = NULL;
@@ -919,7 +916,8 @@ static zt_status read_text(const char *path, char **out, zt_error *err)
     fclose(f);
     if (*why) {
         free(text);
-        return ZT_ERR(err, ZT_ERR_CONFIG, "cannot read config file '%s': %s", path, why);
+        return ZT_ERR(err, ZT_ERR_CONFIG, "cannot read config file %s: %s",
+                      zt_text_quote(q, sizeof q, path, '\''), why);
     }
     text[len] = '\0';
     *out = text;
@@ -976,13 +974,19 @@ static zt_status env_nvme_paths(zt_config *cfg, zt_error *err)
     if (!v)
         return ZT_OK;
     zt_offload_config tmp = {0};
+    char q[ZT_QUOTE_MAX];
     for (const char *p = v;; p++) {
         size_t len = strcspn(p, ":");
-        if (len == 0 || len >= ZT_PATH_MAX || tmp.n_nvme_paths == ZT_MAX_NVME_PATHS)
+        if (len >= ZT_PATH_MAX)
             return ZT_ERR(err, ZT_ERR_CONFIG,
-                          "environment variable ZT_NVME_PATH = \"%s\": must be a folder path or "
+                          "environment variable ZT_NVME_PATH = %s: a path is too long: at most "
+                          "%d bytes; use a shorter one (a symbolic link to the folder works)",
+                          zt_text_quote(q, sizeof q, v, '"'), ZT_PATH_MAX - 1);
+        if (len == 0 || tmp.n_nvme_paths == ZT_MAX_NVME_PATHS)
+            return ZT_ERR(err, ZT_ERR_CONFIG,
+                          "environment variable ZT_NVME_PATH = %s: must be a folder path or "
                           "up to %d non-empty folder paths separated by ':'",
-                          v, ZT_MAX_NVME_PATHS);
+                          zt_text_quote(q, sizeof q, v, '"'), ZT_MAX_NVME_PATHS);
         memcpy(tmp.nvme_path[tmp.n_nvme_paths++], p, len);
         p += len;
         if (!*p)
@@ -998,11 +1002,12 @@ zt_status zt_config_apply_env(zt_config *cfg, zt_error *err)
 {
     const char *log = env_value("ZT_LOG");
     int level = log ? zt_log_level_parse(log) : -1;
+    char q[ZT_QUOTE_MAX];
     if (log && level < 0)
         return ZT_ERR(err, ZT_ERR_CONFIG,
-                      "environment variable ZT_LOG = \"%s\": must be one of \"error\", \"warn\", "
+                      "environment variable ZT_LOG = %s: must be one of \"error\", \"warn\", "
                       "\"info\", \"debug\" (or 0 to 3)",
-                      log);
+                      zt_text_quote(q, sizeof q, log, '"'));
     if (log)
         cfg->log_level = level;
     zt_status st = env_key("ZT_HBM_CAPACITY", "ztier.hbm_capacity", cfg, err);

@@ -27,10 +27,7 @@ typedef struct key_seen {
     int line;
 } key_seen;
 
-static int peek(const scanner *sc)
-{
-    return sc->at < sc->len ? sc->s[sc->at] : -1;
-}
+static int peek(const scanner *sc) { return sc->at < sc->len ? sc->s[sc->at] : -1; }
 
 static void skip_ws(scanner *sc)
 {
