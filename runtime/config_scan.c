@@ -5,6 +5,8 @@
  * it scans to find repeated ones. */
 #include "runtime/config_scan.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,24 +187,44 @@ static size_t digits(const scanner *sc, size_t at)
     return n;
 }
 
+/* jansson refuses an integer outside long long and a real beyond double's range. */
+static int number_fits(const scanner *sc, size_t start, size_t end, int integer)
+{
+    char small[64], *num = end - start < sizeof small ? small : malloc(end - start + 1);
+    if (!num)
+        return 0;
+    memcpy(num, sc->s + start, end - start);
+    num[end - start] = '\0';
+    errno = 0;
+    double d = integer ? (double)strtoll(num, NULL, 10) : strtod(num, NULL);
+    int fits = errno != ERANGE || (!integer && d != HUGE_VAL && d != -HUGE_VAL);
+    if (num != small)
+        free(num);
+    return fits;
+}
+
 static int scan_number(scanner *sc)
 {
     size_t at = sc->at + (sc->s[sc->at] == '-');
     size_t n = digits(sc, at);
+    int integer = 1, exponent = 0;
     if (n == 0 || (n > 1 && sc->s[at] == '0'))
         return -1;
     at += n;
     if (at < sc->len && sc->s[at] == '.') {
         if ((n = digits(sc, at + 1)) == 0)
             return -1;
-        at += 1 + n;
+        at += 1 + n, integer = 0;
     }
     if (at < sc->len && (sc->s[at] == 'e' || sc->s[at] == 'E')) {
         at += 1 + (at + 1 < sc->len && (sc->s[at + 1] == '+' || sc->s[at + 1] == '-'));
         if ((n = digits(sc, at)) == 0)
             return -1;
-        at += n;
+        at += n, integer = 0, exponent = 1;
     }
+    /* only a long number or one with an exponent can be out of range */
+    if ((at - sc->at > 18 || exponent) && !number_fits(sc, sc->at, at, integer))
+        return -1;
     sc->at = at;
     return 0;
 }
