@@ -4,6 +4,7 @@
 #include "runtime/checkpoint.h"
 #include "core/log.h"
 #include "runtime/runtime.h"
+#include "runtime/config_parse.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,12 +90,42 @@ zt_status zt_runtime_create(const zt_options *opts, const char *config_json, zt_
     return st;
 }
 
-zt_status zt_config_set(zt_runtime *rt, const char *path, const char *value)
+static zt_status config_set(zt_runtime *rt, const char *path, const zt_config_value *v)
 {
     if (!rt)
         return ZT_ERR_ARGUMENT;
-    zt_status st = enter(rt, ZT_RT_REGISTERING, "zt_config_set");
-    return st == ZT_OK ? zt_rt_config_set(rt, path, value) : st;
+    zt_status st = enter(rt, ZT_RT_REGISTERING, zt_config_setter_name(v->type));
+    return st == ZT_OK ? zt_rt_config_set(rt, path, v) : st;
+}
+
+zt_status zt_config_set(zt_runtime *rt, const char *path, const char *value)
+{
+    zt_config_value v = {ZT_CONFIG_JSON, value, 0, 0};
+    return config_set(rt, path, &v);
+}
+
+zt_status zt_config_set_string(zt_runtime *rt, const char *path, const char *value)
+{
+    zt_config_value v = {ZT_CONFIG_STRING, value, 0, 0};
+    return config_set(rt, path, &v);
+}
+
+zt_status zt_config_set_int(zt_runtime *rt, const char *path, int64_t value)
+{
+    zt_config_value v = {ZT_CONFIG_INT, NULL, value, 0};
+    return config_set(rt, path, &v);
+}
+
+zt_status zt_config_set_double(zt_runtime *rt, const char *path, double value)
+{
+    zt_config_value v = {ZT_CONFIG_DOUBLE, NULL, 0, value};
+    return config_set(rt, path, &v);
+}
+
+zt_status zt_config_set_bool(zt_runtime *rt, const char *path, int value)
+{
+    zt_config_value v = {ZT_CONFIG_BOOL, NULL, value != 0, 0};
+    return config_set(rt, path, &v);
 }
 
 const char *zt_last_error(const zt_runtime *rt)

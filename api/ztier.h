@@ -240,21 +240,42 @@ ZT_API const char *zt_status_string(zt_status s); /* static storage; never NULL 
 ZT_API zt_status zt_runtime_create(const zt_options *opts, const char *config_json,
                                    zt_runtime **out);
 
-/* Changes one configuration key, or merges a JSON object, before zt_runtime_commit:
- *   zt_config_set(rt, "zero_optimization.offload_param.device", "nvme");
- *   zt_config_set(rt, "optimizer.params.lr", "3e-4");
+/* Changes one configuration key, or merges a JSON object, before zt_runtime_commit.
+ * value is JSON text, parsed as JSON first:
+ *   zt_config_set(rt, "optimizer.params.lr", "3e-4");                 (the number 3e-4)
  *   zt_config_set(rt, "optimizer.params.betas", "[0.9, 0.95]");
  *   zt_config_set(rt, "zero_optimization.offload_param", "{\"device\": \"cpu\"}");
- *   zt_config_set(rt, NULL, "{\"gradient_clipping\": 1.0}");   (a whole document)
- * path: a dotted path of the DeepSpeed schema (see docs/config.md), or NULL/"" to merge the object in
- * value. value: JSON text; text that is not valid JSON is taken as a string ("nvme", a folder
- * path). Same checks and messages as the config file, except that an unknown key is an error.
+ *   zt_config_set(rt, NULL, "{\"gradient_clipping\": 1.0}");          (a whole document)
+ * Only text that is not valid JSON is taken as a plain string ("nvme", "/mnt/nvme"), so a
+ * string that happens to be JSON is read as JSON: "1234" is a number, "null" is null (no
+ * value), "\"q\"" is the string q, "true" a boolean. For text that comes from users (paths,
+ * names, command-line values) use the typed setters below, which never parse their value.
+ * path: a dotted path of the DeepSpeed schema (see docs/config.md), or NULL/"" to merge the
+ * object in value. Same checks and messages as the config file (a key given twice in value
+ * is warned with both positions, the last one wins), except that an unknown key is an error.
  * Merge order, later wins: defaults, the config file (zt_options.config_path, else
- * $ZT_CONFIG), the config_json text of zt_runtime_create, zt_config_set calls in call order,
+ * $ZT_CONFIG), the config_json text of zt_runtime_create, zt_config_set* calls in call order,
  * then the environment variables (ZT_HBM_CAPACITY, ZT_NVME_PATH, ...). A rejected call
  * changes nothing. Not collective, but every rank must end with the same configuration.
  * ZT_ERR_USAGE after commit, and for ztier.comm_backend (the ranks are joined at create). */
 ZT_API zt_status zt_config_set(zt_runtime *rt, const char *path, const char *value);
+
+/* Typed setters: set the one key at path (a dotted path, not an object) to value as given,
+ * never parsed: zt_config_set_string(rt, "zero_optimization.offload_param.nvme_path",
+ * "1234") sets the folder "1234". Same checks, merge order and rules as zt_config_set (a
+ * rejected call changes nothing). The type must fit the key (docs/config.md), else
+ * ZT_ERR_CONFIG names the key, what it expects and the setter to use:
+ *   _string: strings, names ("nvme", "AdamW"), paths; one folder for nvme_path (several:
+ *            zt_config_set with a JSON list); a byte size ("2G") for byte-count keys;
+ *            "auto" where DeepSpeed's "auto" is accepted;
+ *   _int:    integer keys and byte counts; also number keys;
+ *   _double: number keys (a finite value);
+ *   _bool:   true/false keys (0 is false, anything else true).
+ * value of _string is copied (NULL is ZT_ERR_CONFIG). Synchronous. */
+ZT_API zt_status zt_config_set_string(zt_runtime *rt, const char *path, const char *value);
+ZT_API zt_status zt_config_set_int(zt_runtime *rt, const char *path, int64_t value);
+ZT_API zt_status zt_config_set_double(zt_runtime *rt, const char *path, double value);
+ZT_API zt_status zt_config_set_bool(zt_runtime *rt, const char *path, int value);
 
 /* The last error message of this handle, with context; "" after a successful call.
  * Owned by the handle; valid until the next call on it. rt == NULL gives a fixed text. */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *base_name(const char *path)
@@ -12,13 +13,22 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
+static int word_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
 /* The longest '...' quoted part of s (a path, a name), as [*start, *end) inside the quotes;
- * 0 when there is none. */
+ * 0 when there is none. A quote inside a word (ztier's) neither opens nor closes one. */
 static int longest_quoted(const char *s, size_t *start, size_t *end)
 {
     size_t best = 0;
     for (const char *open = strchr(s, '\''); open; open = strchr(open + 1, '\'')) {
+        if (open > s && word_char(open[-1]))
+            continue;
         const char *close = strchr(open + 1, '\'');
+        while (close && word_char(close[1]))
+            close = strchr(close + 1, '\'');
         if (!close)
             break;
         if ((size_t)(close - open - 1) > best) {
@@ -52,21 +62,54 @@ void zt_text_shorten(char *s, size_t max)
     s[max < len ? max : len] = '\0';
 }
 
+static int is_continuation(char c) { return ((unsigned char)c & 0xC0) == 0x80; }
+
+const char *zt_text_quote(char *buf, size_t n, const char *s, char q)
+{
+    size_t len = strlen(s), head = 60, tail = len - 20, chars = 0;
+    char quote[2] = {q, '\0'};
+    if (len <= 80) {
+        snprintf(buf, n, "%s%s%s", quote, s, quote);
+        return buf;
+    }
+    while (head > 0 && is_continuation(s[head])) /* whole UTF-8 characters at both cuts */
+        head--;
+    while (tail < len && is_continuation(s[tail]))
+        tail++;
+    for (size_t i = 0; i < len; i++)
+        chars += !is_continuation(s[i]);
+    snprintf(buf, n, "%s%.*s...%s%s (%zu characters)", quote, (int)head, s, s + tail, quote, chars);
+    return buf;
+}
+
 zt_status zt_error_set(zt_error *e, zt_status s, const char *file, int line, const char *fmt, ...)
 {
     if (!e)
         return s;
     e->status = s;
-    char text[4 * ZT_ERROR_MSG_MAX];
-    va_list ap;
+    char stack[4 * ZT_ERROR_MSG_MAX], where[96], *text = stack;
+    int wlen = snprintf(where, sizeof where, " [%s:%d]", base_name(file), line);
+    size_t room = sizeof stack - (size_t)wlen - 4; /* the [file:line] always fits after */
+    va_list ap, again;
     va_start(ap, fmt);
-    int n = vsnprintf(text, sizeof text, fmt, ap);
+    va_copy(again, ap);
+    int n = vsnprintf(stack, room, fmt, ap);
+    size_t len = n < 0 ? 0 : (size_t)n;
+    if (len >= room) { /* a long text: formatted whole, so its end (why, the fix) stays */
+        char *big = malloc(len + (size_t)wlen + 1);
+        if (big && vsnprintf(big, len + 1, fmt, again) == n)
+            text = big;
+        else
+            free(big), len = room - 1, memcpy(stack + len - 3, "...", 3);
+    }
+    va_end(again);
     va_end(ap);
-    size_t len = n < 0 ? 0 : (size_t)n < sizeof text ? (size_t)n : sizeof text - 1;
-    snprintf(text + len, sizeof text - len, " [%s:%d]", base_name(file), line);
-    /* long paths are shortened in the middle, so the cause and the fix always fit */
+    memcpy(text + len, where, (size_t)wlen + 1);
+    /* long texts are shortened in the middle, so the cause, the fix and [file:line] fit */
     zt_text_shorten(text, sizeof e->msg - 1);
     memcpy(e->msg, text, strlen(text) + 1);
+    if (text != stack)
+        free(text);
     return s;
 }
 

@@ -6,6 +6,7 @@
  * the final struct (after environment overrides or edits by the caller). */
 #include "runtime/config_parse.h"
 #include "runtime/config_keys.h"
+#include "runtime/config_scan.h"
 #include "core/log.h"
 
 #include <errno.h>
@@ -19,9 +20,16 @@
 
 /* ---- describing values and what is allowed ---- */
 
+/* The value as JSON text for messages, a long one shortened in the middle (malloc'd). */
 static char *value_text(const json_t *v)
 {
     char *s = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(15)) : NULL;
+    if (s && strlen(s) > 80) {
+        char q[ZT_QUOTE_MAX];
+        zt_text_quote(q, sizeof q, s, 0);
+        free(s);
+        s = strdup(q);
+    }
     return s ? s : strdup("?");
 }
 
@@ -183,12 +191,26 @@ static zt_status set_enum(const zt_config_key *k, zt_config *cfg, const json_t *
     return ZT_OK;
 }
 
+/* A path string longer than the configuration holds. */
+static zt_status path_too_long(const zt_config_key *k, const json_t *v, const char *origin,
+                               zt_error *err)
+{
+    char allowed[160];
+    snprintf(allowed, sizeof allowed,
+             "a path is too long: at most %d bytes; use a shorter one (a symbolic link to the "
+             "folder works)",
+             ZT_PATH_MAX - 1);
+    return fail_value(err, origin, k->path, v, allowed);
+}
+
 static zt_status set_path(const zt_config_key *k, zt_config *cfg, const json_t *v,
                           const char *origin, zt_error *err)
 {
     const char *s = json_is_null(v) ? "" : json_string_value(v);
-    if (!s || strlen(s) >= ZT_PATH_MAX)
+    if (!s)
         return fail_key(k, err, origin, v);
+    if (strlen(s) >= ZT_PATH_MAX)
+        return path_too_long(k, v, origin, err);
     snprintf((char *)cfg + k->offset, ZT_PATH_MAX, "%s", s);
     return ZT_OK;
 }
@@ -208,9 +230,11 @@ static zt_status set_paths(const zt_config_key *k, zt_config *cfg, const json_t 
         return fail_key(k, err, origin, v);
     for (size_t i = 0; i < n; i++) {
         const char *s = json_string_value(json_is_string(v) ? v : json_array_get(v, i));
-        if (!s || !*s || strlen(s) >= ZT_PATH_MAX)
+        if (!s || !*s)
             return fail_value(err, origin, k->path, v,
                               "every entry must be a non-empty folder path string");
+        if (strlen(s) >= ZT_PATH_MAX)
+            return path_too_long(k, v, origin, err);
     }
     for (size_t i = 0; i < n; i++)
         snprintf(off->nvme_path[i], ZT_PATH_MAX, "%s",
@@ -353,6 +377,12 @@ int zt_config_resolve_model_autos(zt_config *cfg, int64_t h, char *buf, size_t l
     return n_set;
 }
 
+/* An ignored key whose value is still checked (amsgrad: only false is DeepSpeed's meaning). */
+static int ignored_but_checked(const zt_config_key *k)
+{
+    return k->kind == ZT_KEY_IGNORED && !strcmp(k->path, "optimizer.params.amsgrad");
+}
+
 static zt_status set_value(const zt_config_key *k, zt_config *cfg, const json_t *v,
                            const char *origin, zt_error *err)
 {
@@ -360,8 +390,7 @@ static zt_status set_value(const zt_config_key *k, zt_config *cfg, const json_t 
     if (strncmp(k->path, "optimizer.", 10) == 0)
         cfg->optimizer_given = 1;
     zt_config_note_given(cfg, k->path);
-    if (k->kind == ZT_KEY_IGNORED && !strcmp(k->path, "optimizer.params.amsgrad") &&
-        !json_is_false(v))
+    if (ignored_but_checked(k) && !json_is_false(v))
         return fail_value(err, origin, k->path, v,
                           "ztier's Adam has no AMSGrad variant (it keeps no running maximum of "
                           "the second moment), so training would differ from the config's; "
@@ -648,19 +677,109 @@ static zt_status parse_doc(zt_config *cfg, json_t *root, const char *origin, int
     return st;
 }
 
-zt_status zt_config_parse(zt_config *cfg, const char *json_text, const char *origin, zt_error *err)
+/* ---- the scan before jansson (config_scan.h) ---- */
+
+/* path with a leading older object name ("bfloat16") read as the current one, into buf. */
+static const char *canonical_path(const char *path, char *buf, size_t n)
+{
+    size_t first = strcspn(path, ".");
+    char head[64];
+    snprintf(head, sizeof head, "%.*s", (int)(first < 63 ? first : 63), path);
+    const char *alias = first < 63 ? object_alias(head) : NULL;
+    if (!alias)
+        return path;
+    snprintf(buf, n, "%s%s", alias, path + first);
+    return buf;
+}
+
+typedef struct scan_ctx {
+    const char *text, *origin;
+    size_t len;
+    char *blanked; /* the text jansson reads: the caller's writable text, or a copy made at the
+                      first value skipped (NULL: none, or the copy failed) */
+    int copied;
+} scan_ctx;
+
+/* Whether a member's object or array is never read: an ignored DeepSpeed key or an unknown
+ * key in an object ztier reads (the walk below sees the key, with 0 for its value). */
+static int scan_skip(void *user, const char *path, const char *name)
+{
+    (void)user;
+    char pbuf[512], kbuf[512], parent[512];
+    size_t plen = strlen(path) - strlen(name);
+    if (plen >= sizeof parent)
+        return 0;
+    snprintf(parent, sizeof parent, "%.*s", (int)(plen ? plen - 1 : 0), path);
+    const char *p = canonical_path(parent, pbuf, sizeof pbuf);
+    if (*p && !is_object_path(p))
+        return 0; /* inside a value that is read as a whole (arrays, dropped objects) */
+    if (strchr(name, '.'))
+        return 1; /* "a.b" is an unknown key */
+    const char *key = canonical_path(path, kbuf, sizeof kbuf);
+    const zt_config_key *k = find_key(key);
+    if (!k)
+        return !is_object_path(key) && !object_alias(key);
+    return k->kind == ZT_KEY_IGNORED && !ignored_but_checked(k);
+}
+
+static void scan_skipped(void *user, size_t start, size_t end)
+{
+    scan_ctx *c = user;
+    if (!c->blanked && !c->copied) {
+        c->copied = 1;
+        c->blanked = malloc(c->len + 1);
+        if (c->blanked)
+            memcpy(c->blanked, c->text, c->len + 1);
+    }
+    if (c->blanked)
+        zt_json_blank(c->blanked, start, end);
+}
+
+static void scan_duplicate(void *user, const char *path, zt_json_pos first, zt_json_pos again)
+{
+    const scan_ctx *c = user;
+    char key[ZT_QUOTE_MAX];
+    ZT_LOGW("config",
+            "%s: key %s is given twice, at line %d, column %d and at line %d, column %d: the "
+            "last one (line %d, column %d) is used; remove the other",
+            c->origin, zt_text_quote(key, sizeof key, path, '\''), first.line, first.column,
+            again.line, again.column, again.line, again.column);
+}
+
+/* jansson's document of text after the scan: keys given twice warned, the values nobody
+ * reads blanked out (in `writable`, the text itself, when the caller lets it be changed,
+ * else in a copy). prefix: the dotted path the text's members are under. */
+static json_t *load_json(const char *text, char *writable, const char *origin, const char *prefix,
+                         size_t flags, json_error_t *je)
+{
+    scan_ctx c = {text, origin, strlen(text), writable, 0};
+    zt_json_scan_ops ops = {scan_skip, scan_skipped, scan_duplicate, &c};
+    zt_json_scan(text, c.len, prefix, &ops); /* a syntax error: jansson's message says where */
+    json_t *root = json_loads(c.blanked ? c.blanked : text, flags, je);
+    if (c.copied)
+        free(c.blanked);
+    return root;
+}
+
+static zt_status parse_text(zt_config *cfg, const char *json_text, char *writable,
+                            const char *origin, zt_error *err)
 {
     json_error_t je;
     origin = origin ? origin : "config text";
-    json_t *root = json_text ? json_loads(json_text, 0, &je) : NULL;
     if (!json_text)
         return ZT_ERR(err, ZT_ERR_CONFIG, "%s: no JSON text given", origin);
+    json_t *root = load_json(json_text, writable, origin, "", 0, &je);
     if (!root)
         return ZT_ERR(err, ZT_ERR_CONFIG, "%s: JSON syntax error at line %d, column %d: %s", origin,
                       je.line, je.column, je.text);
     zt_status st = parse_doc(cfg, root, origin, 0, err);
     json_decref(root);
     return st;
+}
+
+zt_status zt_config_parse(zt_config *cfg, const char *json_text, const char *origin, zt_error *err)
+{
+    return parse_text(cfg, json_text, NULL, origin, err);
 }
 
 /* {"a": {"b": {"c": value}}} for path "a.b.c"; takes value; NULL for an empty part. */
@@ -690,17 +809,116 @@ static json_t *nest(const char *path, json_t *value)
     return doc;
 }
 
-zt_status zt_config_set_value(zt_config *cfg, const char *path, const char *value, zt_error *err)
+static const char *const setter_names[] = {"zt_config_set", "zt_config_set_string",
+                                           "zt_config_set_int", "zt_config_set_double",
+                                           "zt_config_set_bool"};
+
+const char *zt_config_setter_name(zt_config_type t) { return setter_names[t]; }
+
+/* What key k takes from the typed setters when a value of type t does not fit: "an integer:
+ * use zt_config_set_int"; NULL when it fits. */
+static const char *typed_expectation(const zt_config_key *k, zt_config_type t)
 {
-    if (!value)
-        return ZT_ERR(err, ZT_ERR_CONFIG, "zt_config_set(\"%s\"): value is NULL", path ? path : "");
+    switch (k->kind) {
+    case ZT_KEY_INT:
+    case ZT_KEY_I64:
+        return t == ZT_CONFIG_INT ? NULL : "an integer: use zt_config_set_int";
+    case ZT_KEY_FLOAT:
+        return t == ZT_CONFIG_DOUBLE || t == ZT_CONFIG_INT ? NULL
+                                                           : "a number: use zt_config_set_double";
+    case ZT_KEY_BYTES:
+        return t == ZT_CONFIG_INT || t == ZT_CONFIG_STRING
+                   ? NULL
+                   : "a byte count: use zt_config_set_int, or zt_config_set_string with a size "
+                     "such as \"2G\"";
+    case ZT_KEY_BOOL:
+    case ZT_KEY_LEGACY:
+        return t == ZT_CONFIG_BOOL ? NULL : "true or false: use zt_config_set_bool";
+    case ZT_KEY_ENUM:
+    case ZT_KEY_ENUM_STR:
+        return t == ZT_CONFIG_STRING ? NULL : "one of its names: use zt_config_set_string";
+    case ZT_KEY_PATH:
+        return t == ZT_CONFIG_STRING ? NULL : "a path: use zt_config_set_string";
+    case ZT_KEY_PATHS:
+        return t == ZT_CONFIG_STRING ? NULL
+                                     : "a folder path: use zt_config_set_string (several "
+                                       "folders: zt_config_set with a JSON list)";
+    case ZT_KEY_BETAS:
+        return "a list [beta1, beta2]: use zt_config_set with JSON text such as \"[0.9, 0.999]\"";
+    case ZT_KEY_IGNORED:
+    case ZT_KEY_DROPPED:
+        break;
+    }
+    return NULL;
+}
+
+static const char *const type_names[] = {"JSON text", "a string", "an integer", "a number",
+                                         "a boolean"};
+
+/* The typed value as JSON in *out. */
+static zt_status typed_json(const zt_config_value *v, const char *origin, json_t **out,
+                            zt_error *err)
+{
+    if (v->type == ZT_CONFIG_STRING && !v->text)
+        return ZT_ERR(err, ZT_ERR_CONFIG, "%s: value is NULL", origin);
+    if (v->type == ZT_CONFIG_DOUBLE && !isfinite(v->d))
+        return ZT_ERR(err, ZT_ERR_CONFIG, "%s: the value %g is not a finite number", origin, v->d);
+    *out = v->type == ZT_CONFIG_STRING   ? json_string(v->text)
+           : v->type == ZT_CONFIG_INT    ? json_integer((json_int_t)v->i)
+           : v->type == ZT_CONFIG_DOUBLE ? json_real(v->d)
+                                         : json_boolean(v->i);
+    if (!*out && v->type == ZT_CONFIG_STRING)
+        return ZT_ERR(err, ZT_ERR_CONFIG, "%s: the value is not UTF-8 text", origin);
+    return *out ? ZT_OK : ZT_ERR(err, ZT_ERR_NOMEM, "%s: out of memory", origin);
+}
+
+/* A typed value for key path: the key must exist and take it (checked before the value). */
+static zt_status check_typed(const char *path, const zt_config_value *v, const char *origin,
+                             zt_error *err)
+{
+    char buf[512];
+    const char *key = canonical_path(path, buf, sizeof buf);
+    if (is_object_path(key) || object_alias(key))
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "%s: %s is an object: set its keys one by one, or give zt_config_set JSON "
+                      "text such as {\"key\": value}",
+                      origin, path);
+    const zt_config_key *k = find_key(key);
+    int is_auto = v->type == ZT_CONFIG_STRING && v->text && strcasecmp(v->text, "auto") == 0;
+    const char *want = k && !is_auto ? typed_expectation(k, v->type) : NULL;
+    if (!want) /* fits; or an unknown key, which the walk names with the closest known one */
+        return ZT_OK;
+    const char *use = strchr(want, ':');
+    return ZT_ERR(err, ZT_ERR_CONFIG, "%s: %s expects %.*s, not %s:%s", origin, k->path,
+                  (int)(use - want), want, type_names[v->type], use + 1);
+}
+
+zt_status zt_config_set_typed(zt_config *cfg, const char *path, const zt_config_value *v,
+                              zt_error *err)
+{
     char origin[320];
-    snprintf(origin, sizeof origin, "zt_config_set(\"%.256s\")", path ? path : "");
-    json_error_t je;
-    json_t *v = json_loads(value, JSON_DECODE_ANY, &je);
-    if (!v) /* not JSON: the text itself is the (string) value */
-        v = json_string(value);
-    json_t *doc = v && path && *path ? nest(path, v) : v;
+    snprintf(origin, sizeof origin, "%s(\"%.256s\")", setter_names[v->type], path ? path : "");
+    json_t *val = NULL;
+    if (v->type == ZT_CONFIG_JSON) {
+        if (!v->text)
+            return ZT_ERR(err, ZT_ERR_CONFIG, "%s: value is NULL", origin);
+        json_error_t je;
+        val = load_json(v->text, NULL, origin, path ? path : "", JSON_DECODE_ANY, &je);
+        if (!val) /* not JSON: the text itself is the (string) value */
+            val = json_string(v->text);
+    } else {
+        if (!path || !*path)
+            return ZT_ERR(err, ZT_ERR_CONFIG,
+                          "%s: needs the path of a key; a whole document goes through "
+                          "zt_config_set with JSON text",
+                          origin);
+        zt_status st = typed_json(v, origin, &val, err);
+        if (st == ZT_OK && (st = check_typed(path, v, origin, err)) != ZT_OK)
+            json_decref(val);
+        if (st != ZT_OK)
+            return st;
+    }
+    json_t *doc = val && path && *path ? nest(path, val) : val;
     zt_status st = doc ? parse_doc(cfg, doc, origin, 1, err)
                        : ZT_ERR(err, ZT_ERR_CONFIG,
                                 "%s: the path has an empty part or the "
@@ -710,13 +928,20 @@ zt_status zt_config_set_value(zt_config *cfg, const char *path, const char *valu
     return st;
 }
 
+zt_status zt_config_set_value(zt_config *cfg, const char *path, const char *value, zt_error *err)
+{
+    zt_config_value v = {ZT_CONFIG_JSON, value, 0, 0};
+    return zt_config_set_typed(cfg, path, &v, err);
+}
+
 /* Reads a whole file (pipes too) into a NUL-terminated malloc'd buffer the caller frees. */
 static zt_status read_text(const char *path, char **out, zt_error *err)
 {
     FILE *f = fopen(path, "rb");
+    char q[ZT_QUOTE_MAX];
     if (!f)
-        return ZT_ERR(err, ZT_ERR_CONFIG, "cannot read config file '%s': %s", path,
-                      strerror(errno));
+        return ZT_ERR(err, ZT_ERR_CONFIG, "cannot read config file %s: %s",
+                      zt_text_quote(q, sizeof q, path, '\''), strerror(errno));
     size_t cap = 0, len = 0;
     char *text = NULL;
     const char *why = NULL;
@@ -737,7 +962,8 @@ static zt_status read_text(const char *path, char **out, zt_error *err)
     fclose(f);
     if (*why) {
         free(text);
-        return ZT_ERR(err, ZT_ERR_CONFIG, "cannot read config file '%s': %s", path, why);
+        return ZT_ERR(err, ZT_ERR_CONFIG, "cannot read config file %s: %s",
+                      zt_text_quote(q, sizeof q, path, '\''), why);
     }
     text[len] = '\0';
     *out = text;
@@ -750,8 +976,8 @@ zt_status zt_config_load_file(zt_config *cfg, const char *path, zt_error *err)
     if (!path)
         return ZT_ERR(err, ZT_ERR_CONFIG, "no config file path given");
     zt_status st = read_text(path, &text, err);
-    if (st == ZT_OK)
-        st = zt_config_parse(cfg, text, path, err);
+    if (st == ZT_OK) /* the text is ours: values nobody reads are blanked in place */
+        st = parse_text(cfg, text, text, path, err);
     free(text);
     return st;
 }
@@ -794,13 +1020,19 @@ static zt_status env_nvme_paths(zt_config *cfg, zt_error *err)
     if (!v)
         return ZT_OK;
     zt_offload_config tmp = {0};
+    char q[ZT_QUOTE_MAX];
     for (const char *p = v;; p++) {
         size_t len = strcspn(p, ":");
-        if (len == 0 || len >= ZT_PATH_MAX || tmp.n_nvme_paths == ZT_MAX_NVME_PATHS)
+        if (len >= ZT_PATH_MAX)
             return ZT_ERR(err, ZT_ERR_CONFIG,
-                          "environment variable ZT_NVME_PATH = \"%s\": must be a folder path or "
+                          "environment variable ZT_NVME_PATH = %s: a path is too long: at most "
+                          "%d bytes; use a shorter one (a symbolic link to the folder works)",
+                          zt_text_quote(q, sizeof q, v, '"'), ZT_PATH_MAX - 1);
+        if (len == 0 || tmp.n_nvme_paths == ZT_MAX_NVME_PATHS)
+            return ZT_ERR(err, ZT_ERR_CONFIG,
+                          "environment variable ZT_NVME_PATH = %s: must be a folder path or "
                           "up to %d non-empty folder paths separated by ':'",
-                          v, ZT_MAX_NVME_PATHS);
+                          zt_text_quote(q, sizeof q, v, '"'), ZT_MAX_NVME_PATHS);
         memcpy(tmp.nvme_path[tmp.n_nvme_paths++], p, len);
         p += len;
         if (!*p)
@@ -816,11 +1048,12 @@ zt_status zt_config_apply_env(zt_config *cfg, zt_error *err)
 {
     const char *log = env_value("ZT_LOG");
     int level = log ? zt_log_level_parse(log) : -1;
+    char q[ZT_QUOTE_MAX];
     if (log && level < 0)
         return ZT_ERR(err, ZT_ERR_CONFIG,
-                      "environment variable ZT_LOG = \"%s\": must be one of \"error\", \"warn\", "
+                      "environment variable ZT_LOG = %s: must be one of \"error\", \"warn\", "
                       "\"info\", \"debug\" (or 0 to 3)",
-                      log);
+                      zt_text_quote(q, sizeof q, log, '"'));
     if (log)
         cfg->log_level = level;
     zt_status st = env_key("ZT_HBM_CAPACITY", "ztier.hbm_capacity", cfg, err);

@@ -6,7 +6,10 @@
 
 #include "runtime/config.h"
 
-/* Parses JSON text over the defaults already in *cfg. Unknown keys are logged as warnings
+/* Parses JSON text over the defaults already in *cfg. A key given twice in one object is
+ * warned with both places (line:column) and the last one wins; the values of keys nobody
+ * reads (DeepSpeed keys ztier ignores, unknown keys) are never built. Unknown keys are logged
+ * as warnings
  * naming the full path ("zero_optimization.stage3_prefetch_bucketsize") and the closest
  * known key; DeepSpeed keys ztier does not use are logged at info; invalid values return
  * ZT_ERR_CONFIG with a message naming the path, the value and what is allowed. DeepSpeed's
@@ -21,6 +24,34 @@ zt_status zt_config_parse(zt_config *cfg, const char *json_text, const char *ori
  * (ZT_ERR_CONFIG with the closest known key) rather than a warning, and that rules between
  * keys (zt_config_validate) are left for the caller to check once all keys are set. */
 zt_status zt_config_set_value(zt_config *cfg, const char *path, const char *value, zt_error *err);
+
+/* The value of one zt_config_set* call: JSON text (zt_config_set) or a typed value
+ * (zt_config_set_string/_int/_double/_bool), never parsed. */
+typedef enum zt_config_type {
+    ZT_CONFIG_JSON = 0,
+    ZT_CONFIG_STRING,
+    ZT_CONFIG_INT,
+    ZT_CONFIG_DOUBLE,
+    ZT_CONFIG_BOOL
+} zt_config_type;
+
+typedef struct zt_config_value {
+    zt_config_type type;
+    const char *text; /* JSON, STRING (borrowed) */
+    int64_t i;        /* INT; BOOL: 0 or 1 */
+    double d;         /* DOUBLE */
+} zt_config_value;
+
+/* zt_config_set_value for any zt_config_value. A typed value sets the one key at path (an
+ * object or no path is ZT_ERR_CONFIG) and must fit the key's kind: a mismatch is
+ * ZT_ERR_CONFIG naming the key, what it expects and the setter to use. Numbers widen
+ * (an int for a float key), a byte count takes an int or a size string ("2G"), a key of
+ * folder paths takes one string, and "auto" as a string meets the key's own rule. */
+/* "zt_config_set", "zt_config_set_string", ...: the public call of a value type. */
+const char *zt_config_setter_name(zt_config_type t);
+
+zt_status zt_config_set_typed(zt_config *cfg, const char *path, const zt_config_value *v,
+                              zt_error *err);
 
 /* Reads and parses a file (ZT_ERR_CONFIG naming the path when it cannot be read). */
 zt_status zt_config_load_file(zt_config *cfg, const char *path, zt_error *err);

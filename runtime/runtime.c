@@ -31,16 +31,17 @@ static zt_status load_config(zt_runtime *rt, const zt_options *opts, const char 
     return st;
 }
 
-zt_status zt_rt_config_set(zt_runtime *rt, const char *path, const char *value)
+zt_status zt_rt_config_set(zt_runtime *rt, const char *path, const zt_config_value *value)
 {
     zt_config next = rt->cfg;
-    zt_status st = zt_config_set_value(&next, path, value, &rt->err);
+    zt_status st = zt_config_set_typed(&next, path, value, &rt->err);
     if (st == ZT_OK)
         st = zt_config_apply_env(&next, &rt->err); /* the environment keeps the last word */
     if (st == ZT_OK && strcmp(next.comm_backend, rt->cfg.comm_backend) != 0)
         st = ZT_ERR(&rt->err, ZT_ERR_USAGE,
-                    "zt_config_set: ztier.comm_backend cannot change after zt_runtime_create "
-                    "(the ranks are already connected); set it in the config text or file");
+                    "%s: ztier.comm_backend cannot change after zt_runtime_create "
+                    "(the ranks are already connected); set it in the config text or file",
+                    zt_config_setter_name(value->type));
     if (st != ZT_OK)
         return st;
     if (rt->log.level_option < 0 && next.log_level >= 0 && next.log_level != rt->cfg.log_level)

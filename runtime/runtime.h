@@ -223,8 +223,9 @@ void zt_param_in_shard(const zt_runtime *rt, const zt_param *p, int64_t *first, 
 
 /* lifecycle (runtime/runtime.c) */
 zt_status zt_rt_create(zt_runtime *rt, const zt_options *opts, const char *config_json);
-/* Changes the configuration before commit (zt_config_set). */
-zt_status zt_rt_config_set(zt_runtime *rt, const char *path, const char *value);
+/* Changes the configuration before commit (zt_config_set and the typed zt_config_set_*). */
+struct zt_config_value;
+zt_status zt_rt_config_set(zt_runtime *rt, const char *path, const struct zt_config_value *value);
 /* Opens what the configuration shapes: device, optimizer threads, node topology. At commit. */
 zt_status zt_rt_open(zt_runtime *rt);
 /* The optimizer as it will run (from the configuration), and its log lines at commit: the

@@ -56,14 +56,16 @@ uint64_t zt_swap_footprint(uint64_t bytes, uint64_t block_size)
 static zt_status check_folder(const char *dir, zt_error *err)
 {
     struct stat sb;
+    char q[ZT_QUOTE_MAX];
     if (stat(dir, &sb) != 0)
         return ZT_ERR(err, ZT_ERR_CONFIG,
-                      "NVMe swap folder '%s' cannot be used: %s; create it, or set nvme_path to "
+                      "NVMe swap folder %s cannot be used: %s; create it, or set nvme_path to "
                       "a folder on a fast local disk",
-                      dir, strerror(errno));
+                      zt_text_quote(q, sizeof q, dir, '\''), strerror(errno));
     if (!S_ISDIR(sb.st_mode))
         return ZT_ERR(err, ZT_ERR_CONFIG,
-                      "NVMe swap path '%s' is not a folder; nvme_path must name a folder", dir);
+                      "NVMe swap path %s is not a folder; nvme_path must name a folder",
+                      zt_text_quote(q, sizeof q, dir, '\''));
     return ZT_OK;
 }
 
@@ -137,12 +139,13 @@ static zt_status lock_conflict(const swap_file *f, const char *dir, zt_error *er
 
 static zt_status take_lock(swap_file *f, const char *dir, zt_error *err)
 {
+    char q[ZT_QUOTE_MAX];
     f->lock_fd = open(f->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (f->lock_fd < 0)
         return ZT_ERR(err, errno == EROFS || errno == EACCES ? ZT_ERR_CONFIG : ZT_ERR_IO,
-                      "NVMe swap folder '%s' is not writable (%s): point nvme_path to a "
+                      "NVMe swap folder %s is not writable (%s): point nvme_path to a "
                       "writable folder",
-                      dir, strerror(errno));
+                      zt_text_quote(q, sizeof q, dir, '\''), strerror(errno));
     if (flock(f->lock_fd, LOCK_EX | LOCK_NB) != 0) {
         zt_status st = lock_conflict(f, dir, err);
         close(f->lock_fd);

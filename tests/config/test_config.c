@@ -6,6 +6,7 @@
 #include "runtime/config_parse.h"
 #include "core/log.h"
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -1108,6 +1111,301 @@ static void test_scheduler_auto_values(void **state)
     assert_null(strstr(report, "warmup_max_lr"));
 }
 
+/* ---- typed setters (zt_config_set_string/_int/_double/_bool) ---- */
+
+static zt_status set_typed(zt_config *c, const char *path, zt_config_type t, const char *text,
+                           int64_t i, double d, zt_error *err)
+{
+    zt_config_value v = {t, text, i, d};
+    zt_error_clear(err);
+    return zt_config_set_typed(c, path, &v, err);
+}
+
+#define set_string(c, path, s, err) set_typed((c), (path), ZT_CONFIG_STRING, (s), 0, 0, (err))
+#define set_int(c, path, i, err) set_typed((c), (path), ZT_CONFIG_INT, NULL, (i), 0, (err))
+#define set_double(c, path, d, err) set_typed((c), (path), ZT_CONFIG_DOUBLE, NULL, 0, (d), (err))
+#define set_bool(c, path, b, err) set_typed((c), (path), ZT_CONFIG_BOOL, NULL, (b), 0, (err))
+
+/* Folder names that are JSON text stay the exact strings; zt_config_set reads them as JSON. */
+static void test_typed_string_is_never_parsed(void **state)
+{
+    (void)state;
+    static const char *const traps[] = {"1234", "null", "\"q\"", "true", "[\"/a\"]", " 7 "};
+    zt_config c;
+    zt_error err;
+    zt_config_defaults(&c);
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(
+            set_string(&c, "zero_optimization.offload_param.nvme_path", traps[i], &err), ZT_OK);
+        assert_int_equal(c.offload_param.n_nvme_paths, 1);
+        assert_string_equal(c.offload_param.nvme_path[0], traps[i]);
+    }
+    assert_int_equal(set_string(&c, "ztier.trace_path", "null", &err), ZT_OK);
+    assert_string_equal(c.trace_path, "null");
+    /* the JSON setter's meaning, for contrast */
+    assert_int_equal(
+        zt_config_set_value(&c, "zero_optimization.offload_param.nvme_path", "1234", &err),
+        ZT_ERR_CONFIG);
+    assert_int_equal(
+        zt_config_set_value(&c, "zero_optimization.offload_param.nvme_path", "\"q\"", &err), ZT_OK);
+    assert_string_equal(c.offload_param.nvme_path[0], "q");
+    assert_int_equal(
+        zt_config_set_value(&c, "zero_optimization.offload_param.nvme_path", "null", &err), ZT_OK);
+    assert_int_equal(c.offload_param.n_nvme_paths, 0);
+}
+
+static void test_typed_setters_on_every_kind(void **state)
+{
+    (void)state;
+    zt_config c;
+    zt_error err;
+    zt_config_defaults(&c);
+    assert_int_equal(set_int(&c, "aio.queue_depth", 7, &err), ZT_OK); /* INT */
+    assert_int_equal(c.aio_queue_depth, 7);
+    assert_int_equal(set_int(&c, "zero_optimization.offload_param.buffer_count", 9, &err), ZT_OK);
+    assert_int_equal(c.offload_param.buffer_count, 9);                        /* I64 */
+    assert_int_equal(set_double(&c, "gradient_clipping", 0.25, &err), ZT_OK); /* FLOAT */
+    assert_float_equal(c.gradient_clipping, 0.25f, 0);
+    assert_int_equal(set_int(&c, "gradient_clipping", 2, &err), ZT_OK); /* an int widens */
+    assert_float_equal(c.gradient_clipping, 2.0f, 0);
+    assert_int_equal(set_bool(&c, "fp16.enabled", 1, &err), ZT_OK); /* BOOL */
+    assert_int_equal(c.fp16, 1);
+    assert_int_equal(set_bool(&c, "fp16.enabled", 0, &err), ZT_OK);
+    assert_int_equal(c.fp16, 0);
+    assert_int_equal(set_int(&c, "ztier.hbm_capacity", 12345, &err), ZT_OK); /* BYTES */
+    assert_int_equal(c.hbm_capacity, 12345);
+    assert_int_equal(set_string(&c, "ztier.hbm_capacity", "2G", &err), ZT_OK);
+    assert_int_equal(c.hbm_capacity, (int64_t)2 << 30);
+    assert_int_equal(set_string(&c, "zero_optimization.offload_optimizer.device", "NVMe", &err),
+                     ZT_OK); /* ENUM */
+    assert_int_equal(c.offload_optimizer.device, ZT_TIER_NVME);
+    assert_int_equal(set_string(&c, "ztier.adam_variant", "scalar", &err), ZT_OK); /* ENUM_STR */
+    assert_string_equal(c.adam_variant, "scalar");
+    assert_int_equal(set_string(&c, "ztier.trace_path", "/tmp/t {rank}.json", &err), ZT_OK);
+    assert_string_equal(c.trace_path, "/tmp/t {rank}.json"); /* PATH */
+    assert_int_equal(set_string(&c, "zero_optimization.offload_optimizer.nvme_path", "/x y", &err),
+                     ZT_OK); /* PATHS: one folder */
+    assert_int_equal(c.offload_optimizer.n_nvme_paths, 1);
+    assert_string_equal(c.offload_optimizer.nvme_path[0], "/x y");
+    assert_int_equal(set_bool(&c, "zero_optimization.cpu_offload_param", 1, &err), ZT_OK);
+    assert_int_equal(c.offload_param.device, ZT_TIER_HOST);             /* LEGACY */
+    assert_int_equal(set_int(&c, "train_batch_size", 64, &err), ZT_OK); /* IGNORED */
+    assert_int_equal(set_bool(&c, "optimizer.params.amsgrad", 1, &err), ZT_ERR_CONFIG);
+    assert_int_equal(set_bool(&c, "prescale_gradients", 1, &err), ZT_OK); /* DROPPED: warned */
+    assert_log_has("prescale_gradients: gradients are summed over ranks");
+    assert_int_equal(set_string(&c, "optimizer.params.lr", "auto", &err), ZT_OK);   /* "auto" */
+    assert_int_equal(set_string(&c, "bfloat16.enabled", "x", &err), ZT_ERR_CONFIG); /* alias */
+    assert_msg_has(err.msg, (const char *const[]){"bf16.enabled expects true or false, not a "
+                                                  "string: use zt_config_set_bool",
+                                                  NULL});
+    assert_int_equal(set_bool(&c, "bfloat16.enabled", 1, &err), ZT_OK);
+    assert_int_equal(c.bf16, 1);
+}
+
+#define expect_mismatch(call, ...)                                         \
+    do {                                                                   \
+        zt_config before_ = c;                                             \
+        assert_int_equal((call), ZT_ERR_CONFIG);                           \
+        assert_msg_has(err.msg, (const char *const[]){__VA_ARGS__, NULL}); \
+        assert_memory_equal(&before_, &c, sizeof c); /* nothing changed */ \
+    } while (0)
+
+static void test_typed_setters_refuse_mismatches(void **state)
+{
+    (void)state;
+    zt_config c;
+    zt_error err;
+    zt_config_defaults(&c);
+    expect_mismatch(set_string(&c, "gradient_clipping", "1.0", &err),
+                    "zt_config_set_string(\"gradient_clipping\"): gradient_clipping expects a "
+                    "number, not a string: use zt_config_set_double");
+    expect_mismatch(set_bool(&c, "gradient_clipping", 1, &err), "expects a number, not a boolean");
+    expect_mismatch(set_double(&c, "aio.queue_depth", 8.0, &err),
+                    "aio.queue_depth expects an integer, not a number: use zt_config_set_int");
+    expect_mismatch(set_string(&c, "aio.queue_depth", "8", &err), "use zt_config_set_int");
+    expect_mismatch(set_int(&c, "fp16.enabled", 1, &err),
+                    "fp16.enabled expects true or false, not an integer: use zt_config_set_bool");
+    expect_mismatch(set_double(&c, "ztier.hbm_capacity", 1e9, &err),
+                    "expects a byte count, not a number: use zt_config_set_int, or "
+                    "zt_config_set_string");
+    expect_mismatch(set_bool(&c, "zero_optimization.offload_param.device", 1, &err),
+                    "expects one of its names, not a boolean: use zt_config_set_string");
+    expect_mismatch(set_int(&c, "zero_optimization.offload_param.nvme_path", 1, &err),
+                    "expects a folder path, not an integer: use zt_config_set_string");
+    expect_mismatch(set_int(&c, "ztier.trace_path", 1, &err), "expects a path");
+    expect_mismatch(set_string(&c, "optimizer.params.betas", "[0.9, 0.95]", &err),
+                    "optimizer.params.betas expects a list [beta1, beta2], not a string: use "
+                    "zt_config_set with JSON text");
+    expect_mismatch(set_string(&c, "zero_optimization.offload_param", "cpu", &err),
+                    "zero_optimization.offload_param is an object");
+    expect_mismatch(set_int(&c, NULL, 1, &err), "needs the path of a key");
+    expect_mismatch(set_string(&c, "optimizer.params.learning_rate", "x", &err),
+                    "unknown key 'optimizer.params.learning_rate'");
+    expect_mismatch(set_double(&c, "optimizer.params.lr", NAN, &err), "not a finite number");
+    expect_mismatch(set_string(&c, "optimizer.params.lr", NULL, &err), "value is NULL");
+    expect_mismatch(set_int(&c, "aio.queue_depth", 0, &err), "aio.queue_depth = 0", "[1, 4096]");
+    expect_mismatch(set_string(&c, "zero_optimization.offload_param.device", "disk", &err),
+                    "must be one of \"none\", \"cpu\", \"nvme\"");
+}
+
+/* ---- duplicate keys, ignored subtrees, long values ---- */
+
+static void test_duplicate_keys_warn_with_both_positions(void **state)
+{
+    (void)state;
+    zt_config c;
+    parse_ok("{\n"
+             "  \"zero_optimization\": {\"stage\": 3,\n"
+             "    \"offload_param\": {\"device\": \"cpu\"},\n"
+             "    \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"/\u00e9/x\"}},\n"
+             "  \"gradient_clipping\": 1.0, \"gradient_clipping\": 2.0,\n"
+             "  \"tensorboard\": {\"a\": 1, \"a\": 2}\n"
+             "}",
+             &c);
+    assert_log_has("test: key 'zero_optimization.offload_param' is given twice, at line 3, "
+                   "column 5 and at line 4, column 5: the last one (line 4, column 5) is used");
+    assert_log_has("test: key 'gradient_clipping' is given twice, at line 5, column 3 and at "
+                   "line 5, column 29: the last one (line 5, column 29) is used");
+    assert_int_equal(c.offload_param.device, ZT_TIER_NVME); /* the last one wins */
+    assert_float_equal(c.gradient_clipping, 2.0f, 0);
+    assert_null(strstr(logbuf, "'tensorboard.a'")); /* an ignored value is not looked into */
+    /* the value of zt_config_set: positions in the value, paths under the key */
+    zt_error err;
+    logbuf[0] = '\0';
+    assert_int_equal(zt_config_set_value(&c, "zero_optimization",
+                                         "{\"stage\": 3,\n \"sub_group_size\": 1,"
+                                         " \"sub_group_size\": 2}",
+                                         &err),
+                     ZT_OK);
+    assert_log_has("zt_config_set(\"zero_optimization\"): key 'zero_optimization.sub_group_size' "
+                   "is given twice, at line 2, column 2 and at line 2, column 23");
+    assert_int_equal(c.sub_group_size, 2);
+    /* keys written with escapes are the same key */
+    logbuf[0] = '\0';
+    parse_ok("{\"aio\": {\"queue_depth\": 4, \"queue\\u005fdepth\": 5}}", &c);
+    assert_log_has("key 'aio.queue_depth' is given twice, at line 1, column 10 and at line 1, "
+                   "column 28");
+    assert_int_equal(c.aio_queue_depth, 5);
+}
+
+static char *tmp_path(const char *name)
+{
+    static char path[1024];
+    const char *dir = getenv("ZT_TEST_TMPDIR");
+    snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : "/tmp", name);
+    return path;
+}
+
+static long max_rss_kib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* 50 MB of numbers under an ignored key and an unknown one: not built (it took 1.08 GB and
+ * 5.5 s), the rest of the file read, and the lines of later syntax errors unchanged. */
+static void test_ignored_subtrees_are_not_built(void **state)
+{
+    (void)state;
+    char *path = tmp_path("test_config_big.json");
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"tensorboard\": {\"enabled\": false, \"values\": [", f);
+    long bytes = 0;
+    for (long i = 0; bytes < 25L << 20; i++)
+        bytes += fprintf(f, "%s%ld.5", i ? "," : "", i % 10);
+    fputs("]},\n \"my_trainer_extras\": [[", f);
+    for (long i = 0; bytes < 50L << 20; i++)
+        bytes += fprintf(f, "%s%ld", i % 1000 ? "," : "],\n[", i % 10);
+    fputs("]],\n \"zero_optimization\": {\"stage\": 3, \"sub_group_size\": 4096},"
+          " \"gradient_clipping\": 0.75}\n",
+          f);
+    fclose(f);
+    zt_config c;
+    zt_error err;
+    zt_config_defaults(&c);
+    long before = max_rss_kib();
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(zt_config_load_file(&c, path, &err), ZT_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long grown_mib = (max_rss_kib() - before) / 1024;
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    print_message("50 MB config: %.2f s, peak RSS grew %ld MiB\n", secs, grown_mib);
+    assert_true(grown_mib < 200); /* the text itself: 50 MB */
+    assert_true(secs < 30);
+    assert_int_equal(c.sub_group_size, 4096);
+    assert_float_equal(c.gradient_clipping, 0.75f, 0);
+    assert_log_has("unknown key 'my_trainer_extras' ignored");
+    remove(path);
+    /* blanked values keep the lines: a syntax error after one is at its own line */
+    expect_error("{\"wandb\": [1,\n2,\n3],\n \"aio\": {\"queue_depth\": 4,,}}",
+                 "JSON syntax error at line 4");
+    /* and a syntax error inside an ignored value is still one */
+    expect_error("{\"wandb\": {\"a\": [1, 2,, 3]}}", "JSON syntax error at line 1");
+    expect_error("{\"wandb\": {\"a\": [01]}}", "JSON syntax error");
+    expect_error("{\"wandb\": {\"a\": \"\\x\"}}", "JSON syntax error");
+    /* amsgrad is read even when ignored */
+    expect_error("{\"optimizer\": {\"params\": {\"amsgrad\": [true]}}}", "AMSGrad");
+}
+
+static int ends_with_place(const char *msg, const char *file)
+{
+    const char *open = strrchr(msg, '[');
+    size_t n = strlen(file);
+    return open && strncmp(open + 1, file, n) == 0 && open[1 + n] == ':' &&
+           strspn(open + 2 + n, "0123456789") > 0 &&
+           open[2 + n + strspn(open + 2 + n, "0123456789")] == ']' &&
+           open[3 + n + strspn(open + 2 + n, "0123456789")] == '\0';
+}
+
+static void test_long_values_keep_reason_and_place(void **state)
+{
+    (void)state;
+    char *long_path = malloc(5001), *json = malloc(6000);
+    memset(long_path, 'd', 5000);
+    long_path[0] = '/', long_path[5000] = '\0';
+    zt_config c;
+    zt_error err;
+    zt_config_defaults(&c);
+    assert_int_equal(set_string(&c, "zero_optimization.offload_param.nvme_path", long_path, &err),
+                     ZT_ERR_CONFIG);
+    assert_msg_has(err.msg, (const char *const[]){"zero_optimization.offload_param.nvme_path = "
+                                                  "\"/ddd",
+                                                  "(5002 characters)", "too long",
+                                                  "at most 1023 bytes", NULL});
+    assert_true(ends_with_place(err.msg, "config_parse.c"));
+    snprintf(json, 6000, "{\"zero_optimization\": {\"offload_param\": {\"nvme_path\": \"%s\"}}}",
+             long_path);
+    assert_int_equal(parse(json, &c, &err), ZT_ERR_CONFIG);
+    assert_msg_has(err.msg, (const char *const[]){"test: ", "too long", NULL});
+    assert_true(ends_with_place(err.msg, "config_parse.c"));
+    setenv("ZT_NVME_PATH", long_path, 1);
+    assert_int_equal(zt_config_apply_env(&c, &err), ZT_ERR_CONFIG);
+    assert_msg_has(err.msg,
+                   (const char *const[]){"ZT_NVME_PATH", "(5000 characters)", "too long", NULL});
+    assert_true(ends_with_place(err.msg, "config_parse.c"));
+    /* any text: the start, the end and [file:line] stay, the middle goes */
+    int line = __LINE__ + 1;
+    ZT_ERR(&err, ZT_ERR_CONFIG, "start %s end: the fix", long_path);
+    char place[64];
+    snprintf(place, sizeof place, "end: the fix [test_config.c:%d]", line);
+    assert_true(strncmp(err.msg, "start /ddd", 10) == 0);
+    assert_non_null(strstr(err.msg, place));
+    assert_true(ends_with_place(err.msg, "test_config.c"));
+    assert_true(strlen(err.msg) < ZT_ERROR_MSG_MAX);
+    /* a quote inside a word is not a quoted part that loses its middle */
+    ZT_ERR(&err, ZT_ERR_CONFIG, "ztier's %s '%.1000s' reason", "x", long_path);
+    assert_non_null(strstr(err.msg, "ztier's x '/ddd"));
+    assert_non_null(strstr(err.msg, "' reason [test_config.c:"));
+    char q[ZT_QUOTE_MAX];
+    assert_string_equal(zt_text_quote(q, sizeof q, "short", '\''), "'short'");
+    assert_string_equal(zt_text_quote(q, sizeof q, long_path + 4930, 0), long_path + 4930);
+    free(long_path);
+    free(json);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1157,6 +1455,12 @@ int main(void)
         T(test_unsupported_scheduler_type_is_refused_by_name),
         T(test_scheduler_rules_at_commit),
         T(test_scheduler_auto_values),
+        T(test_typed_string_is_never_parsed),
+        T(test_typed_setters_on_every_kind),
+        T(test_typed_setters_refuse_mismatches),
+        T(test_duplicate_keys_warn_with_both_positions),
+        T(test_ignored_subtrees_are_not_built),
+        T(test_long_values_keep_reason_and_place),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,6 +6,8 @@
  *    (equal to configuring it), invalid per-step values refused with nothing changed;
  *  - zt_config_set: the merge order file < text < calls < environment, errors that name the
  *    key, rules between keys checked at commit, refusal after commit and for comm_backend;
+ *    the typed setters take folder names that are JSON text ("1234", "null") as they are,
+ *    and a long missing nvme_path keeps the reason and [file:line] in the message;
  *  - ZT_INFERENCE fetches between and inside steps: no warning, no deviation, prefetching
  *    of the next step unchanged, values equal to the parameters;
  *  - zt_param_write: fetches and zt_param_read see the written values on every placement
@@ -23,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -607,6 +610,110 @@ static void test_errors_are_returned_not_logged(void **state)
     zt_runtime_destroy(rt);
 }
 
+/* The swap file an NVMe parameter home made in folder dir (relative to the working folder):
+ * 1 when there is one. */
+static int has_swap_file(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int found = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        found |= strncmp(e->d_name, "ztier-", 6) == 0 && strstr(e->d_name, ".swap") != NULL;
+    if (d)
+        closedir(d);
+    return found;
+}
+
+/* Folder names that are JSON text ("1234", "null", "\"q\"") given to zt_config_set_string
+ * are those folders: the swap files land in them. */
+static void test_typed_setter_folder_names_are_exact(void **state)
+{
+    (void)state;
+    static const char *const traps[] = {"1234", "null", "\"q\""};
+    char cwd[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(rt_fixture_dir()), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(mkdir(traps[i], 0755), 0);
+        zt_runtime *rt = create("{\"zero_optimization\": {\"stage3_param_persistence_threshold\":"
+                                " 0}, \"aio\": {\"block_size\": 4096}}",
+                                1);
+        assert_int_equal(
+            zt_config_set_string(rt, "zero_optimization.offload_param.nvme_path", traps[i]), ZT_OK);
+        assert_int_equal(zt_config_set_string(rt, "zero_optimization.offload_param.device", "nvme"),
+                         ZT_OK);
+        assert_int_equal(zt_config_set_string(rt, "ztier.hbm_capacity", "4M"), ZT_OK);
+        assert_int_equal(zt_config_set_int(rt, "aio.queue_depth", 4), ZT_OK);
+        assert_int_equal(zt_config_set_double(rt, "optimizer.params.lr", 0.125), ZT_OK);
+        assert_int_equal(zt_config_set_bool(rt, "ztier.verify_checksums", 1), ZT_OK);
+        /* a mismatch names the key and the setter, and changes nothing */
+        assert_int_equal(zt_config_set_string(rt, "gradient_clipping", "1.0"), ZT_ERR_CONFIG);
+        assert_non_null(strstr(zt_last_error(rt), "gradient_clipping expects a number, not a "
+                                                  "string: use zt_config_set_double"));
+        assert_int_equal(zt_config_set_bool(rt, "optimizer.params.lr", 1), ZT_ERR_CONFIG);
+        zt_optimizer_info info = ZT_OPTIMIZER_INFO_INIT;
+        assert_int_equal(zt_optimizer_get(rt, &info), ZT_OK);
+        assert_true(info.lr == 0.125f && info.gradient_clipping == 0.0f);
+        minimal_model m;
+        assert_int_equal(minimal_register(rt, &dims, 3, &m), ZT_OK);
+        if (zt_runtime_commit(rt) != ZT_OK)
+            fail_msg("nvme_path %s: %s", traps[i], zt_last_error(rt));
+        if (!has_swap_file(traps[i]))
+            fail_msg("no swap file in the folder %s", traps[i]);
+        assert_int_equal(zt_config_set_bool(rt, "fp16.enabled", 1), ZT_ERR_USAGE);
+        assert_non_null(strstr(zt_last_error(rt), "zt_config_set_bool after zt_runtime_commit"));
+        zt_runtime_destroy(rt);
+    }
+    /* the environment still has the last word */
+    setenv("ZT_NVME_PATH", "null", 1);
+    zt_runtime *rt = create("{\"zero_optimization\": {\"stage3_param_persistence_threshold\":"
+                            " 0}}",
+                            1);
+    assert_int_equal(zt_config_set_string(rt, "zero_optimization.offload_param.nvme_path", "1234"),
+                     ZT_OK);
+    assert_int_equal(zt_config_set_string(rt, "zero_optimization.offload_param.device", "nvme"),
+                     ZT_OK);
+    assert_int_equal(zt_config_set_string(rt, "ztier.hbm_capacity", "4M"), ZT_OK);
+    minimal_model m;
+    assert_int_equal(minimal_register(rt, &dims, 3, &m), ZT_OK);
+    assert_int_equal(zt_runtime_commit(rt), ZT_OK);
+    unsetenv("ZT_NVME_PATH");
+    assert_true(has_swap_file("null") && !has_swap_file("1234"));
+    zt_runtime_destroy(rt);
+    assert_int_equal(chdir(cwd), 0);
+}
+
+/* A long nvme_path that does not exist: the message keeps the reason and its [file:line]. */
+static void test_long_missing_nvme_path_keeps_the_reason(void **state)
+{
+    (void)state;
+    char path[1001];
+    for (int i = 0; i < 1000; i++)
+        path[i] = i % 100 ? 'n' : '/'; /* components a filesystem takes */
+    path[1000] = '\0';
+    zt_runtime *rt =
+        create("{\"zero_optimization\": {\"stage3_param_persistence_threshold\": 0}}", 1);
+    assert_int_equal(zt_config_set_string(rt, "zero_optimization.offload_param.nvme_path", path),
+                     ZT_OK);
+    assert_int_equal(zt_config_set_string(rt, "zero_optimization.offload_param.device", "nvme"),
+                     ZT_OK);
+    minimal_model m;
+    assert_int_equal(minimal_register(rt, &dims, 3, &m), ZT_OK);
+    assert_int_equal(zt_runtime_commit(rt), ZT_ERR_CONFIG);
+    const char *msg = zt_last_error(rt);
+    const char *const parts[] = {"NVMe swap folder '/nnn",
+                                 "(1000 characters)",
+                                 "cannot be used",
+                                 "No such file or directory",
+                                 "create it",
+                                 "[swap.c:",
+                                 NULL};
+    for (int i = 0; parts[i]; i++)
+        if (!strstr(msg, parts[i]))
+            fail_msg("message '%s' lacks '%s'", msg, parts[i]);
+    assert_int_equal(msg[strlen(msg) - 1], ']');
+    zt_runtime_destroy(rt);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -629,6 +736,8 @@ int main(void)
         T(test_invalid_step_values_change_nothing),
         T(test_config_merge_order),
         T(test_config_rules_between_keys_wait_for_commit),
+        T(test_typed_setter_folder_names_are_exact),
+        T(test_long_missing_nvme_path_keeps_the_reason),
         T(test_inference_between_and_inside_steps),
         T(test_forward_evaluation_warns_once),
         T(test_auto_sizes_come_from_the_hidden_size),
