@@ -1,14 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /* An out-of-tree program built against an installed ztier: registers one layer with a
- * constant-initialised parameter, fetches it and checks the values, takes one step. */
+ * constant-initialised parameter, fetches it and checks the values, takes one step.
+ *   consumer [device_backend]: with "cuda", the runtime runs on the cuda backend (from the
+ *   module libztier-cuda.so when linked with libztier.so); a failure prints ztier's message. */
 #include <ztier.h>
 
 #include <stdio.h>
 
-int main(void)
+int main(int argc, char **argv)
 {
+    char config[256];
+    snprintf(config, sizeof config,
+             "{\"ztier\": {\"hbm_capacity\": \"8M\", \"device_backend\": \"%s\"}}",
+             argc > 1 ? argv[1] : "host");
     zt_runtime *rt = NULL;
-    zt_status st = zt_runtime_create(NULL, "{\"ztier\": {\"hbm_capacity\": \"8M\"}}", &rt);
+    zt_status st = zt_runtime_create(NULL, config, &rt);
     int layer = -1, param = -1;
     int64_t shape[2] = {3, 5};
     zt_init init = {ZT_INIT_CONSTANT, 0.5f, 0.0f, 0, NULL, NULL};
