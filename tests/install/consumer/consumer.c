@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* An out-of-tree program built against an installed ztier: registers one layer with a
  * constant-initialised parameter, fetches it and checks the values, takes one step.
- *   consumer [device_backend]: with "cuda", the runtime runs on the cuda backend (from the
- *   module libztier-cuda.so when linked with libztier.so); a failure prints ztier's message. */
+ *   consumer [device_backend [comm_backend]]: e.g. "cuda", or "host" "mpi" under mpirun: the
+ *   runtime runs on those backends (from their modules, libztier-<name>.so, when linked with
+ *   libztier.so); a failure prints ztier's message. */
 #include <ztier.h>
 
 #include <stdio.h>
@@ -11,8 +12,9 @@ int main(int argc, char **argv)
 {
     char config[256];
     snprintf(config, sizeof config,
-             "{\"ztier\": {\"hbm_capacity\": \"8M\", \"device_backend\": \"%s\"}}",
-             argc > 1 ? argv[1] : "host");
+             "{\"ztier\": {\"hbm_capacity\": \"8M\", \"device_backend\": \"%s\", "
+             "\"comm_backend\": \"%s\"}}",
+             argc > 1 ? argv[1] : "host", argc > 2 ? argv[2] : "auto");
     zt_runtime *rt = NULL;
     zt_status st = zt_runtime_create(NULL, config, &rt);
     int layer = -1, param = -1;
