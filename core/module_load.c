@@ -57,6 +57,9 @@ static void own_dir(char *dir, size_t cap)
         snprintf(dir, cap, "%.*s", (int)(slash - info.dli_fname), info.dli_fname);
 }
 
+/* Records the error; NULL for the caller to return. */
+#define LOAD_FAIL(...) (ZT_ERR(err, ZT_ERR_UNSUPPORTED, __VA_ARGS__), (const zt_module *)NULL)
+
 static const zt_module *load(const struct known *k, zt_error *err)
 {
     const int flags = RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE;
@@ -68,42 +71,34 @@ static const zt_module *load(const struct known *k, zt_error *err)
         if (access(path, F_OK) == 0) {
             h = dlopen(path, flags);
             if (!h) /* there, but it or a library it needs does not load */
-                return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
-                              "cannot load %s, the %s backend's module: %s. It needs %s: "
-                              "install it, or put its directory on LD_LIBRARY_PATH",
-                              path, k->name, dlerror(), k->needs),
-                       NULL;
+                return LOAD_FAIL("cannot load %s, the %s backend's module: %s. It needs %s: "
+                                 "install it, or put its directory on LD_LIBRARY_PATH",
+                                 path, k->name, dlerror(), k->needs);
         }
     }
     if (!h) {
         snprintf(path, sizeof path, "%s", k->file);
         h = dlopen(k->file, flags);
         if (!h)
-            return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
-                          "%s, the %s backend's module, was not found next to libztier.so "
-                          "(%s) nor on the loader's path (%s): install it beside libztier.so "
-                          "(`cmake --install` does, with the library); it needs %s",
-                          k->file, k->name, dir[0] ? dir : "directory unknown", dlerror(),
-                          k->needs),
-                   NULL;
+            return LOAD_FAIL("%s, the %s backend's module, was not found next to libztier.so "
+                             "(%s) nor on the loader's path (%s): install it beside libztier.so "
+                             "(`cmake --install` does, with the library); it needs %s",
+                             k->file, k->name, dir[0] ? dir : "directory unknown", dlerror(),
+                             k->needs);
     }
     char sym[64];
     snprintf(sym, sizeof sym, "ztier_%s_module_v1", k->name);
     const zt_module *(*entry)(void) = (const zt_module *(*)(void))dlsym(h, sym);
     const zt_module *m = entry ? entry() : NULL;
     if (!m)
-        return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
-                      "%s has no entry point %s: it is not a ztier %s module, or one of "
-                      "another ztier version; install the one built with this libztier.so",
-                      path, sym, k->name),
-               NULL;
+        return LOAD_FAIL("%s has no entry point %s: it is not a ztier %s module, or one of "
+                         "another ztier version; install the one built with this libztier.so",
+                         path, sym, k->name);
     if (m->abi != ZT_MODULE_ABI || !m->name || strcmp(m->name, k->name) != 0)
-        return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
-                      "%s was built for module ABI %u (backend '%s'), this libztier.so has "
-                      "ABI %u (backend '%s'): install the module built with this libztier.so",
-                      path, (unsigned)m->abi, m->name ? m->name : "?", (unsigned)ZT_MODULE_ABI,
-                      k->name),
-               NULL;
+        return LOAD_FAIL("%s was built for module ABI %u (backend '%s'), this libztier.so has "
+                         "ABI %u (backend '%s'): install the module built with this libztier.so",
+                         path, (unsigned)m->abi, m->name ? m->name : "?", (unsigned)ZT_MODULE_ABI,
+                         k->name);
     Dl_info info;
     ZT_LOGI("module", "the %s backend from %s", k->name,
             dladdr((void *)entry, &info) && info.dli_fname ? info.dli_fname : path);
