@@ -34,11 +34,14 @@ int main(int argc, char **argv)
         zt_runtime_destroy(rt);
         return 1;
     }
-    const float *w = view.params[0].data;
+    /* The view is in the device backend's memory (the GPU's with cuda): the values are read
+     * into host memory through zt_param_read. */
     int ok = view.n_params == 1 && view.params[0].numel == 15;
+    zt_release(rt, layer, ZT_FORWARD);
+    float w[15] = {0};
+    ok = ok && zt_param_read(rt, param, w, 15) == ZT_OK;
     for (int i = 0; ok && i < 15; i++)
         ok = w[i] == 0.5f;
-    zt_release(rt, layer, ZT_FORWARD);
     ok = ok && zt_step(rt, NULL, NULL) == ZT_OK && zt_version() == ZT_VERSION;
     zt_runtime_destroy(rt);
     printf("consumer: ztier %s %s\n", zt_version_string(), ok ? "ok" : "WRONG VALUES");
