@@ -1,17 +1,31 @@
-# Installs the library, the public header, a CMake package (find_package(ztier) ->
-# ztier::ztier, ztier::ztier_static) and ztier.pc for pkg-config.
+# Installs the library, its backend modules (libztier-cuda.so, -nccl.so, -mpi.so, beside
+# libztier.so: core/module.h), the public header, a CMake package (find_package(ztier) ->
+# ztier::ztier; with COMPONENTS static also ztier::ztier_static) and pkg-config files
+# (ztier.pc for libztier.so, ztier-static.pc for libztier.a). What the shared route installs
+# needs nothing but ztier itself: a machine with only the runtime libraries of jansson,
+# liburing, numa and zlib compiles and links against it.
 include(CMakePackageConfigHelpers)
 if(ZT_CUDA_FAKE) # a build for checking the CUDA code, never one to install
   return()
 endif()
 
-install(TARGETS ztier ztier_static EXPORT ztierTargets
+install(TARGETS ztier EXPORT ztierTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS ztier_static EXPORT ztierStaticTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(ZT_MODULES) # found beside libztier.so first; they find libztier.so.0 beside themselves
+  set_target_properties(${ZT_MODULES} PROPERTIES INSTALL_RPATH "$ORIGIN")
+  install(TARGETS ${ZT_MODULES} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(FILES ${PROJECT_SOURCE_DIR}/api/ztier.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT ztierTargets NAMESPACE ztier:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ztier)
+# Read by ztierConfig.cmake only for COMPONENTS static, after it has found the dependencies
+# its imported target names (PkgConfig::JANSSON, MPI::MPI_C, CUDA::cudart, ...).
+install(EXPORT ztierStaticTargets NAMESPACE ztier::
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ztier)
 
 set(ZT_CONFIG_MPI ${ZT_MPI})
 set(ZT_CONFIG_CUDA ${ZT_CUDA})
@@ -22,13 +36,14 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/ztierConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/ztierConfig.cmake ${PROJECT_BINARY_DIR}/ztierConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ztier)
 
-# pkg-config. Cflags carry only ztier's own include directory: ztier.h needs no MPI or CUDA
-# header, so MPI/CUDA are private dependencies. They appear in Libs.private (what
-# `pkg-config --static --libs` adds to link libztier.a), written as -L/-l flags from the
-# libraries CMake found, never through Requires.private: pkg-config adds the Cflags of every
-# Requires.private package to `--cflags`, which put Open MPI's include paths (ompi-c) into
-# single-process consumers. The remaining Requires.private packages (jansson, liburing, numa,
-# zlib) install their headers in the system include directory.
+# pkg-config. ztier.pc (libztier.so) has no Requires or Libs.private at all: pkgconf resolves
+# every Requires.private package even for --cflags, so those would make the -dev packages of
+# jansson, liburing, numa and zlib a requirement for compiling against ztier.h, which needs
+# none of them (libztier.so records its own dependencies; the CUDA/NCCL/MPI ones are its
+# modules'). ztier-static.pc (libztier.a) carries what the archive needs: Requires of those four
+# and, in Libs, MPI, the CUDA runtime, NCCL and libstdc++ as -L/-l flags from the libraries CMake
+# found, never through Requires: pkg-config adds the Cflags of every required package to
+# `--cflags`, which put Open MPI's include paths (ompi-c) into consumers' compile lines.
 # No rpath in Libs: see docs/linking.md.
 function(zt_pc_link_flags out)
   set(flags "")
@@ -56,7 +71,7 @@ function(zt_pc_link_flags out)
   set(${out} "${flags}" PARENT_SCOPE)
 endfunction()
 
-set(ZT_PC_REQUIRES_PRIVATE "jansson liburing numa zlib")
+set(ZT_PC_STATIC_REQUIRES "jansson liburing numa zlib")
 set(ZT_PC_PRIVATE_LIBS -lpthread -lm)
 if(ZT_CUDA)
   # The kernels' host-side launch code is C++: a static link needs the C++ runtime too.
@@ -74,10 +89,13 @@ if(ZT_MPI)
   separate_arguments(ZT_PC_MPI_LINK_FLAGS UNIX_COMMAND "${MPI_C_LINK_FLAGS}")
   list(APPEND ZT_PC_PRIVATE_LIBS ${ZT_PC_MPI_LINK_FLAGS} ${MPI_C_LIBRARIES})
 endif()
-zt_pc_link_flags(ZT_PC_LIBS_PRIVATE ${ZT_PC_PRIVATE_LIBS})
+zt_pc_link_flags(ZT_PC_STATIC_LIBS ${ZT_PC_PRIVATE_LIBS})
 # Relocatable: the prefix is found relative to the .pc file, so `cmake --install --prefix`
 # anywhere gives a working ztier.pc.
 file(RELATIVE_PATH ZT_PC_TO_PREFIX "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
 string(REGEX REPLACE "/$" "" ZT_PC_TO_PREFIX "${ZT_PC_TO_PREFIX}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/ztier.pc.in ${PROJECT_BINARY_DIR}/ztier.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/ztier.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/ztier-static.pc.in ${PROJECT_BINARY_DIR}/ztier-static.pc
+               @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/ztier.pc ${PROJECT_BINARY_DIR}/ztier-static.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

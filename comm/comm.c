@@ -2,6 +2,7 @@
 /* Backend selection and synchronous helpers shared by every comm backend. */
 #include "comm/comm.h"
 #include "core/log.h"
+#include "core/module.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,35 @@ int zt_launcher_world_size(void)
 #define BUILT_COMMS "single (mpi: install libopenmpi-dev and rebuild)"
 #endif
 
+/* A backend's module did not load: err (which says why) gets what selected it in front. */
+static zt_status backend_missing(const char *what, zt_error *err)
+{
+    zt_error_prefix(err, "%s: ", what);
+    return err ? err->status : ZT_ERR_UNSUPPORTED;
+}
+
+#ifdef ZT_HAVE_MPI
+zt_status zt_comm_mpi_create(zt_comm **out, zt_error *err)
+{
+    const zt_module *m = zt_module_get("mpi", err);
+    if (!m)
+        return backend_missing("the mpi comm backend (ztier.comm_backend \"mpi\", \"nccl\", or "
+                               "\"auto\" with several ranks)",
+                               err);
+    return ((const zt_comm_backend *)m->iface)->create(out, err);
+}
+#endif
+
+#ifdef ZT_HAVE_NCCL
+zt_status zt_comm_nccl_open(zt_comm *boot, int device, zt_comm **out, zt_error *err)
+{
+    const zt_module *m = zt_module_get("nccl", err);
+    if (!m)
+        return backend_missing("the nccl comm backend", err);
+    return ((const zt_comm_backend *)m->iface)->open_device(boot, device, out, err);
+}
+#endif
+
 zt_status zt_comm_create(const char *backend, zt_comm **out, zt_error *err)
 {
     int launched = zt_launcher_world_size();
@@ -64,8 +94,11 @@ zt_status zt_comm_create(const char *backend, zt_comm **out, zt_error *err)
         return zt_comm_mpi_create(out, err);
 #endif
 #ifdef ZT_HAVE_NCCL
-    if (strcmp(backend, "nccl") == 0) /* its bootstrap; NCCL itself at commit, on the GPU */
+    if (strcmp(backend, "nccl") == 0) {  /* its bootstrap; NCCL itself at commit, on the GPU */
+        if (!zt_module_get("nccl", err)) /* a missing module fails now, not at commit */
+            return backend_missing("ztier.comm_backend \"nccl\"", err);
         return zt_comm_mpi_create(out, err);
+    }
 #endif
     return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
                   "comm backend \"%s\" is not available in this build (built: %s); "

@@ -8,6 +8,7 @@
 #ifndef ZT_RUNTIME_COMM_H
 #define ZT_RUNTIME_COMM_H
 
+#include "core/export.h"
 #include "core/error.h"
 #include "device/device.h"
 
@@ -143,7 +144,7 @@ static inline zt_status zt_comm_complete_on(zt_comm *c, zt_comm_req *req, zt_str
 /* The communicator that takes host-memory buffers for c's ranks. */
 static inline zt_comm *zt_comm_host(zt_comm *c) { return c->host ? c->host : c; }
 
-size_t zt_comm_dtype_size(zt_comm_dtype dt);
+ZT_MODULE_API size_t zt_comm_dtype_size(zt_comm_dtype dt);
 
 /* The comm dtype that carries elements of a zt_dtype. */
 static inline zt_comm_dtype zt_comm_dtype_of(zt_dtype t)
@@ -173,19 +174,31 @@ zt_status zt_comm_broadcast_sync(zt_comm *c, void *buf, size_t count, zt_comm_dt
 
 /* Collective: every rank contributes its status. Returns the local status if it failed,
  * ZT_ERR_COMM naming the first failing rank if another rank failed, else ZT_OK. */
-zt_status zt_comm_agree(zt_comm *c, zt_status local, const char *what, zt_error *err);
+ZT_MODULE_API zt_status zt_comm_agree(zt_comm *c, zt_status local, const char *what, zt_error *err);
 
 /* The number of ranks the launcher (mpirun, srun) started, 1 when not launched by one. */
 int zt_launcher_world_size(void);
 
 zt_status zt_comm_single_create(zt_comm **out, zt_error *err);
+
+/* What the mpi and nccl modules (core/module.h: libztier-mpi.so, libztier-nccl.so in
+ * libztier.so; linked in in libztier.a) give: the one of the two ways to make a communicator
+ * the backend has; the other slot is NULL. */
+typedef struct zt_comm_backend {
+    /* mpi: the world communicator (initialises MPI unless the program did) */
+    zt_status (*create)(zt_comm **out, zt_error *err);
+    /* nccl: see zt_comm_nccl_open */
+    zt_status (*open_device)(zt_comm *boot, int device, zt_comm **out, zt_error *err);
+} zt_comm_backend;
+
 #ifdef ZT_HAVE_MPI
+/* The world communicator over MPI, from the mpi module (loaded on first use). */
 zt_status zt_comm_mpi_create(zt_comm **out, zt_error *err);
 #endif
 #ifdef ZT_HAVE_NCCL
 /* An NCCL communicator over boot's ranks on `device` (collective; every rank or none
- * succeeds). On success it owns boot (its host communicator); on failure boot stays the
- * caller's. */
+ * succeeds), from the nccl module (loaded on first use). On success it owns boot (its host
+ * communicator); on failure boot stays the caller's. */
 zt_status zt_comm_nccl_open(zt_comm *boot, int device, zt_comm **out, zt_error *err);
 #endif
 

@@ -23,6 +23,7 @@
 #include "core/convert.h"
 #include "comm/comm.h"
 #include "core/log.h"
+#include "core/module.h"
 #include "core/time.h"
 #include "core/trace.h"
 
@@ -470,7 +471,7 @@ static void finalize_at_exit(void)
     MPI_Finalize();
 }
 
-zt_status zt_comm_mpi_create(zt_comm **out, zt_error *err)
+static zt_status mpi_create(zt_comm **out, zt_error *err)
 {
     int initialized = 0, provided = 0;
     MPI_Initialized(&initialized);
@@ -500,3 +501,9 @@ zt_status zt_comm_mpi_create(zt_comm **out, zt_error *err)
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     return make_comm(dup, out, err);
 }
+
+/* The module's entry point (core/module.h): libztier-mpi.so in libztier.so, linked in in
+ * libztier.a; zt_comm_mpi_create (comm.c) reaches mpi_create through it. */
+static const zt_comm_backend mpi_backend = {/* .create = */ mpi_create, /* .open_device = */ NULL};
+static const zt_module mpi_module = {ZT_MODULE_ABI, "mpi", &mpi_backend};
+const zt_module *ztier_mpi_module_v1(void) { return &mpi_module; }

@@ -21,6 +21,7 @@
 #include "comm/comm.h"
 #include "core/time.h"
 #include "core/log.h"
+#include "core/module.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -454,7 +455,7 @@ static zt_status open_on(zt_comm *boot, int device, zt_comm **out, zt_error *err
     return st; /* the bootstrap stays in the new communicator: host-memory agreements */
 }
 
-zt_status zt_comm_nccl_open(zt_comm *boot, int device, zt_comm **out, zt_error *err)
+static zt_status nccl_open(zt_comm *boot, int device, zt_comm **out, zt_error *err)
 {
     int prev = -1;
     if (cudaGetDevice(&prev) != cudaSuccess)
@@ -466,3 +467,9 @@ zt_status zt_comm_nccl_open(zt_comm *boot, int device, zt_comm **out, zt_error *
         cudaSetDevice(prev);
     return st;
 }
+
+/* The module's entry point (core/module.h): libztier-nccl.so in libztier.so, linked in in
+ * libztier.a; zt_comm_nccl_open (comm.c) reaches nccl_open through it. */
+static const zt_comm_backend nccl_backend = {/* .create = */ NULL, /* .open_device = */ nccl_open};
+static const zt_module nccl_module = {ZT_MODULE_ABI, "nccl", &nccl_backend};
+const zt_module *ztier_nccl_module_v1(void) { return &nccl_module; }

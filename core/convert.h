@@ -12,6 +12,7 @@
 #ifndef ZT_CORE_CONVERT_H
 #define ZT_CORE_CONVERT_H
 
+#include "core/export.h"
 #include "ztier.h"
 
 #include <stddef.h>
@@ -102,7 +103,8 @@ static inline void zt_store_f32(void *p, zt_dtype t, size_t i, float x)
 
 /* dst[i] = (dst_type)src[i] for n elements, with the rounding above. dst and src must not
  * overlap unless the types are equal (then it is a memmove). Synchronous, no allocation. */
-void zt_convert_array(void *dst, zt_dtype dst_type, const void *src, zt_dtype src_type, size_t n);
+ZT_MODULE_API void zt_convert_array(void *dst, zt_dtype dst_type, const void *src,
+                                    zt_dtype src_type, size_t n);
 /* x[i] *= alpha for n elements, computed in fp32 and rounded back for 16-bit types. */
 void zt_scale_array(void *x, zt_dtype type, float alpha, size_t n);
 

@@ -4,6 +4,7 @@
 #ifndef ZT_CORE_ERROR_H
 #define ZT_CORE_ERROR_H
 
+#include "core/export.h"
 #include "ztier.h"
 
 #include <stddef.h>
@@ -20,11 +21,12 @@ typedef struct zt_error {
  * than the record loses the middle (of its longest quoted part first), never its start (what
  * failed), its end (why, the fix) or the [file:line]. Allocates only for a text above 4 KiB
  * (if that fails, the text's end is cut, the [file:line] still kept). */
-zt_status zt_error_set(zt_error *e, zt_status s, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+ZT_MODULE_API zt_status zt_error_set(zt_error *e, zt_status s, const char *file, int line,
+                                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* Prepends context ("layer 'h3': ") to an already recorded message. */
-void zt_error_prefix(zt_error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+ZT_MODULE_API void zt_error_prefix(zt_error *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 void zt_error_clear(zt_error *e);
 

@@ -4,17 +4,18 @@
 #ifndef ZT_CORE_LOG_H
 #define ZT_CORE_LOG_H
 
+#include "core/export.h"
 #include "ztier.h"
 
 enum { ZT_LOG_ERROR = 0, ZT_LOG_WARN = 1, ZT_LOG_INFO = 2, ZT_LOG_DEBUG = 3 };
 
 /* Process-wide sink; the runtime installs its options' sink at create. */
 void zt_log_configure(int level, zt_log_fn fn, void *user);
-int zt_log_level(void);
+ZT_MODULE_API int zt_log_level(void);
 /* Parses "error|warn|info|debug" (or 0..3); returns -1 if unknown. */
 int zt_log_level_parse(const char *s);
 
-void zt_log_write(int level, const char *subsys, const char *fmt, ...)
+ZT_MODULE_API void zt_log_write(int level, const char *subsys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #define ZT_LOG(level, subsys, ...)                        \

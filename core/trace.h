@@ -10,6 +10,7 @@
 #ifndef ZT_CORE_TRACE_H
 #define ZT_CORE_TRACE_H
 
+#include "core/export.h"
 #include "core/error.h"
 
 /* Opens (or, when one is open, joins) the process's trace. ZT_ERR_CONFIG names the path when
@@ -22,12 +23,12 @@ int zt_trace_on(void);
 
 /* Names the calling thread's track (a string with static storage, or one that outlives the
  * thread), e.g. "mpi comm", "host stream 2". Unnamed threads get "thread N". */
-void zt_trace_thread_name(const char *name);
+ZT_MODULE_API void zt_trace_thread_name(const char *name);
 
 /* A span on the calling thread's track from t0 (zt_now_s()) to now: category (fetch, stream,
  * comm, optimizer, step, checkpoint) and a printf-style name. Spans of one thread nest (they
  * follow its calls). */
-void zt_trace_span(const char *cat, double t0, const char *fmt, ...)
+ZT_MODULE_API void zt_trace_span(const char *cat, double t0, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* An interval that may overlap others of its kind (an NVMe transfer in flight, the caller's

@@ -41,6 +41,7 @@
  *
  * It runs in CI on cudasim, the CPU stand-in (ZT_CUDA_FAKE, docs/cudasim.md); on a GPU when
  * one is lent (scripts/gpu-check.sh). */
+#include "core/module.h"
 #include "device/cuda_kernels.h"
 #include "device/device.h"
 #include "core/log.h"
@@ -919,3 +920,8 @@ const zt_device_iface zt_device_cuda = {
     /* .quant4_async = */ k_quant4_async,
     /* .dequant4_add_async = */ k_dequant4_add_async,
 };
+
+/* The module's entry point (core/module.h): libztier-cuda.so in libztier.so, linked in in
+ * libztier.a. */
+static const zt_module cuda_module = {ZT_MODULE_ABI, "cuda", &zt_device_cuda};
+const zt_module *ztier_cuda_module_v1(void) { return &cuda_module; }

@@ -1,22 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /* Backend lookup and helpers shared by every device backend. */
 #include "device/device.h"
+#include "core/module.h"
 
 #include <string.h>
 
-static const zt_device_iface *const backends[] = {
-    &zt_device_host,
-#ifdef ZT_HAVE_CUDA
-    &zt_device_cuda,
-#endif
-};
-
 const zt_device_iface *zt_device_find(const char *name, zt_error *err)
 {
-    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
-        if (strcmp(backends[i]->name, name) == 0)
-            return backends[i];
+    if (strcmp(name, "host") == 0)
+        return &zt_device_host;
 #ifdef ZT_HAVE_CUDA
+    if (strcmp(name, "cuda") == 0) { /* libztier-cuda.so in libztier.so (core/module.h) */
+        const zt_module *m = zt_module_get("cuda", err);
+        if (!m)
+            zt_error_prefix(err, "ztier.device_backend \"cuda\": ");
+        return m ? m->iface : NULL;
+    }
     const char *built = "host, cuda";
 #else
     const char *built =

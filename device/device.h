@@ -14,6 +14,7 @@
 /* The device scratch sumsq_async takes: two doubles per partial sum, at most 4096 of them. */
 #define ZT_SUMSQ_SCRATCH_DOUBLES 8192
 
+#include "core/export.h"
 #include "core/adam_elem.h"
 #include "core/error.h"
 #include "core/threadpool.h"
@@ -270,13 +271,14 @@ static inline int zt_device_can_pin(const zt_device *dev)
 }
 
 /* Sets up the common header of a backend instance (and tears it down). */
-void zt_device_base_init(zt_device *dev, const zt_device_iface *iface, uint64_t capacity);
-void zt_device_base_fini(zt_device *dev);
+ZT_MODULE_API void zt_device_base_init(zt_device *dev, const zt_device_iface *iface,
+                                       uint64_t capacity);
+ZT_MODULE_API void zt_device_base_fini(zt_device *dev);
 
 /* Counts bytes against the capacity, or returns ZT_ERR_DEVICE_NOMEM naming the request, the
  * use and the fix. Thread-safe. Every backend's alloc goes through it. */
-zt_status zt_device_budget_take(zt_device *dev, size_t bytes, zt_error *err);
-void zt_device_budget_return(zt_device *dev, size_t bytes);
+ZT_MODULE_API zt_status zt_device_budget_take(zt_device *dev, size_t bytes, zt_error *err);
+ZT_MODULE_API void zt_device_budget_return(zt_device *dev, size_t bytes);
 
 extern const zt_device_iface zt_device_host;
 #ifdef ZT_HAVE_CUDA

@@ -17,9 +17,9 @@ ctest --test-dir "$build" -L cuda -j 2 > "$build/cuda-coverage-ctest.log" 2>&1 |
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 objects=(
-  "CMakeFiles/zt_device.dir/device/cudasim/cuda_kernels.cu.cc"
-  "CMakeFiles/zt_device.dir/device/cuda.c"
-  "CMakeFiles/zt_comm.dir/comm/nccl.c"
+  "device/CMakeFiles/zt_device_cuda.dir/cudasim/cuda_kernels.cu.cc"
+  "device/CMakeFiles/zt_device_cuda.dir/cuda.c"
+  "comm/CMakeFiles/zt_comm_nccl.dir/nccl.c"
   "models/gpt2/CMakeFiles/zt_gpt2_cuda.dir/cudasim/gpt2_kernels.cu.cc"
   "models/gpt2/CMakeFiles/zt_gpt2_cuda.dir/gpt2_ops_cuda.c"
 )
