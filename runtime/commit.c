@@ -252,7 +252,7 @@ static zt_status check_device_budget(zt_runtime *rt, const zt_plan *plan)
     return ZT_ERR(&rt->err, ZT_ERR_DEVICE_NOMEM,
                   "the device memory budget of %llu bytes (%s) is below the %llu bytes the "
                   "first step needs at least with the layers it holds at once: %llu bytes of "
-                  "parameters that live in device memory plus %llu bytes at %s (held by "
+                  "parameters that live in device memory plus %llu bytes at %s (tied by "
                   "zt_layer_tie: %s; one layer alone would need %llu); raise the budget to "
                   "%llu bytes, offload parameters (zero_optimization.offload_param.device) or "
                   "hold fewer layers across the backward pass",

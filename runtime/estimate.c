@@ -208,8 +208,8 @@ static void describe_tight(sim *s, const zt_est_event *e)
                                   : L->holds[ZT_FORWARD] ? ZT_FORWARD
                                                          : ZT_INFERENCE]);
     }
-    if (!listed && at > 0 && (size_t)at < len)
-        snprintf(s->tight + at, len - (size_t)at, " with no other layer held");
+    if (at > 0 && (size_t)at < len)
+        snprintf(s->tight + at, len - (size_t)at, listed ? " held" : " with no other layer held");
 }
 
 static zt_status replay(zt_runtime *rt, sim *s, const zt_est_event *ev, int n, int steps)

@@ -51,7 +51,7 @@ typedef struct zt_order_need {
     uint64_t min;               /* the smallest budget the steps run with */
     uint64_t window;            /* their peak with no budget */
     char tight[ZT_ORDER_TIGHT]; /* where min - 1 bytes run out ("the backward fetch of layer
-                                    'h3' with 'embed' (backward)"); "" when min is the plan's
+                                    'h3' with 'embed' (backward) held"); "" when min is the plan's
                                     device_min (one layer's backward pass alone) */
 } zt_order_need;
 
