@@ -350,6 +350,7 @@ zt_status zt_rt_estimate(zt_runtime *rt, int world, uint64_t device_capacity,
     zt_status st = zt_rt_order_need(rt, &out->plan, events, n, steps, accum, &need);
     out->device_window = need.window;
     out->device_min_order = need.min;
+    memcpy(out->tight, need.tight, sizeof out->tight);
     if (st == ZT_OK && device_capacity < need.min)
         st = ZT_ERR(&rt->err, ZT_ERR_DEVICE_NOMEM,
                     "estimate: the device budget of %llu bytes is below the %llu bytes these "

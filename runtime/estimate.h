@@ -15,17 +15,21 @@ typedef struct zt_est_event {
     int release;
 } zt_est_event;
 
+#define ZT_ORDER_TIGHT 256
+
 typedef struct zt_estimate {
     zt_plan plan;
-    uint64_t device_capacity;  /* the budget the replay ran under */
-    int runs;                  /* the steps run under that budget (device_peak and evictions are
+    uint64_t device_capacity;   /* the budget the replay ran under */
+    int runs;                   /* the steps run under that budget (device_peak and evictions are
                                   theirs); 0: it is below device_min_order */
-    uint64_t device_peak;      /* the replayed steps' peak under that budget */
-    uint64_t device_window;    /* the peak with no budget: what the whole window takes */
-    uint64_t device_min_order; /* the smallest budget these steps run with (layers held
+    uint64_t device_peak;       /* the replayed steps' peak under that budget */
+    uint64_t device_window;     /* the peak with no budget: what the whole window takes */
+    uint64_t device_min_order;  /* the smallest budget these steps run with (layers held
                                   together, like a tied embedding, need more than
                                   plan.device_min) */
-    uint64_t evictions;        /* prefetched layers freed for room, per step under the budget */
+    uint64_t evictions;         /* prefetched layers freed for room, per step under the budget */
+    char tight[ZT_ORDER_TIGHT]; /* where a byte below device_min_order runs out, when that is
+                                   above plan.device_min (zt_order_need.tight) */
 } zt_estimate;
 
 /* Estimates one rank of the registered model run on `world` ranks with the runtime's
@@ -43,8 +47,6 @@ zt_status zt_rt_estimate(zt_runtime *rt, int world, uint64_t device_capacity,
  * of that layer and released at its own place. Without ties: forward in order, backward in
  * reverse. *n receives the count; the caller frees the array; NULL when out of memory. */
 zt_est_event *zt_rt_registered_order(const zt_runtime *rt, int *n);
-
-#define ZT_ORDER_TIGHT 256
 
 /* What a call order needs of the device. */
 typedef struct zt_order_need {
