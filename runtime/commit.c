@@ -252,15 +252,15 @@ static zt_status check_device_budget(zt_runtime *rt, const zt_plan *plan)
     return ZT_ERR(&rt->err, ZT_ERR_DEVICE_NOMEM,
                   "the device memory budget of %llu bytes (%s) is below the %llu bytes the "
                   "first step needs at least with the layers it holds at once: %llu bytes of "
-                  "parameters that live in device memory plus %llu bytes at %s (tied by "
-                  "zt_layer_tie: %s; one layer alone would need %llu); raise the budget to "
+                  "parameters that live in device memory plus %llu bytes at %s (%s%s; one "
+                  "layer alone would need %llu); raise the budget to "
                   "%llu bytes, offload parameters (zero_optimization.offload_param.device) or "
                   "hold fewer layers across the backward pass",
                   (unsigned long long)cap, key, (unsigned long long)need.min,
                   (unsigned long long)plan->device_resident,
                   (unsigned long long)(need.min - plan->device_resident), need.tight,
-                  ties[0] ? ties : "none", (unsigned long long)plan->device_min,
-                  (unsigned long long)need.min);
+                  ties[0] ? "tied by zt_layer_tie: " : "no layer tied by zt_layer_tie", ties,
+                  (unsigned long long)plan->device_min, (unsigned long long)need.min);
 }
 
 /* The prefetcher and the gather pipeline's shared environment. */
