@@ -155,6 +155,18 @@ zt_status zt_layer_add(zt_runtime *rt, const char *name, int *layer_id)
     return zt_rt_layer_add(rt, name, layer_id);
 }
 
+zt_status zt_layer_tie(zt_runtime *rt, int layer, int after_layer)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    zt_status st = enter(rt, ZT_RT_REGISTERING, "zt_layer_tie");
+    if (st == ZT_OK)
+        st = check_layer(rt, layer);
+    if (st == ZT_OK)
+        st = check_layer(rt, after_layer);
+    return st == ZT_OK ? zt_rt_layer_tie(rt, layer, after_layer) : st;
+}
+
 static zt_status check_init(zt_runtime *rt, const char *name, const zt_init *in)
 {
     if (!in)

@@ -294,6 +294,19 @@ ZT_API zt_status zt_layer_add(zt_runtime *rt, const char *name, int *layer_id);
 ZT_API zt_status zt_param_add(zt_runtime *rt, int layer, const char *name, const int64_t *shape,
                               int ndim, const zt_init *init, int *param_id);
 
+/* Declares a tied layer: `layer`'s parameters are used a second time right after the
+ * forward computation of layer `after_layer` (> layer), as GPT-2's token embedding is the
+ * output head after the last layer. The trainer then fetches `layer` again there in the
+ * forward pass, and in the backward pass fetches it before the backward pass of
+ * `after_layer` and holds it until its own backward computation ends (its gradient collects
+ * both uses; docs/embedding.md). Fetch and release work the same with or without it; what
+ * changes is commit's device budget check, which replays this call order (as `ztier
+ * estimate` does) and refuses a budget the held layer and the largest layer backward
+ * between need together, where without the declaration it counts one layer at a time.
+ * A layer is tied once. ZT_ERR_ARGUMENT for an unknown id or after_layer <= layer;
+ * ZT_ERR_USAGE after commit or for a second tie of the same layer to another. */
+ZT_API zt_status zt_layer_tie(zt_runtime *rt, int layer, int after_layer);
+
 /* Freezes the model, plans placement, allocates every tier and initialises parameters.
  * Synchronous. After it, registration calls return ZT_ERR_USAGE. */
 ZT_API zt_status zt_runtime_commit(zt_runtime *rt);

@@ -4,10 +4,12 @@
  * prefetcher with one gather per layer, the NVMe optimizer step), and write the initial
  * values. */
 #include "core/log.h"
+#include "runtime/estimate.h"
 #include "runtime/plan.h"
 #include "runtime/opt_engine.h"
 #include "runtime/runtime.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -200,23 +202,65 @@ static void report_persistent(zt_runtime *rt, const zt_plan *plan)
                 n, rt->reg.n_layers, bytes, where, threshold);
 }
 
-/* The device budget must hold the parameters that live there plus the largest layer while
- * its backward pass runs; below that no schedule can run. */
+/* The tied layers (zt_layer_tie) as "'embed' from 'ln_f'", for a message. */
+static void describe_ties(const zt_runtime *rt, char *buf, size_t len)
+{
+    int at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < rt->reg.n_layers && at >= 0 && (size_t)at < len; i++) {
+        const zt_layer *L = &rt->reg.layers[i];
+        if (L->tied_after >= 0)
+            at += snprintf(buf + at, len - (size_t)at, "%s'%s' from the backward pass of '%s'",
+                           at ? ", " : "", L->name, rt->reg.layers[L->tied_after].name);
+    }
+}
+
+/* The device budget must hold the parameters that live there plus what the step's call order
+ * holds at once: the largest layer in its backward pass, and with tied layers (zt_layer_tie)
+ * the layers held through it beside it. The order is replayed as `ztier estimate` replays
+ * it (runtime/estimate.h), so a budget commit accepts runs the first step. */
 static zt_status check_device_budget(zt_runtime *rt, const zt_plan *plan)
 {
-    if (plan->device_min <= rt->device.dev->capacity)
-        return ZT_OK;
+    int n;
+    zt_est_event *order = zt_rt_registered_order(rt, &n);
+    if (!order)
+        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory checking the device budget");
+    /* two steps (the first records the order, the second prefetches by it) of one
+     * micro-step: every micro-step makes the same calls */
+    zt_order_need need;
+    zt_status st = zt_rt_order_need(rt, plan, order, n, 2, 1, &need);
+    free(order);
+    uint64_t cap = rt->device.dev->capacity;
+    if (st != ZT_OK || need.min <= cap)
+        return st;
+    const char *key = strcmp(rt->device.iface->name, "host") == 0
+                          ? "ztier.hbm_capacity on the host backend"
+                          : "on cuda the GPU's free memory less a reserve, or ztier.hbm_capacity";
+    if (!need.tight[0])
+        return ZT_ERR(&rt->err, ZT_ERR_DEVICE_NOMEM,
+                      "the device memory budget of %llu bytes (%s) is below the %llu bytes "
+                      "this model needs at least: %llu bytes of parameters that live in device "
+                      "memory plus %llu bytes while layer '%s' runs its backward pass "
+                      "(parameters, gradients, transfer buffers); raise the budget, offload "
+                      "parameters (zero_optimization.offload_param.device) or split that layer",
+                      (unsigned long long)cap, key, (unsigned long long)need.min,
+                      (unsigned long long)plan->device_resident,
+                      (unsigned long long)(need.min - plan->device_resident),
+                      plan->device_min_layer);
+    char ties[256];
+    describe_ties(rt, ties, sizeof ties);
     return ZT_ERR(&rt->err, ZT_ERR_DEVICE_NOMEM,
-                  "the device memory budget of %llu bytes (ztier.hbm_capacity on the host "
-                  "backend) is below the %llu bytes this model needs at least: %llu bytes of "
-                  "parameters that live in device memory plus %llu bytes while layer '%s' runs "
-                  "its backward pass (parameters, gradients, transfer buffers); raise the "
-                  "budget, offload parameters (zero_optimization.offload_param.device) or "
-                  "split that layer",
-                  (unsigned long long)rt->device.dev->capacity,
-                  (unsigned long long)plan->device_min, (unsigned long long)plan->device_resident,
-                  (unsigned long long)(plan->device_min - plan->device_resident),
-                  plan->device_min_layer);
+                  "the device memory budget of %llu bytes (%s) is below the %llu bytes the "
+                  "first step needs at least with the layers it holds at once: %llu bytes of "
+                  "parameters that live in device memory plus %llu bytes at %s (%s%s; one "
+                  "layer alone would need %llu); raise the budget to "
+                  "%llu bytes, offload parameters (zero_optimization.offload_param.device) or "
+                  "hold fewer layers across the backward pass",
+                  (unsigned long long)cap, key, (unsigned long long)need.min,
+                  (unsigned long long)plan->device_resident,
+                  (unsigned long long)(need.min - plan->device_resident), need.tight,
+                  ties[0] ? "tied by zt_layer_tie: " : "no layer tied by zt_layer_tie", ties,
+                  (unsigned long long)plan->device_min, (unsigned long long)need.min);
 }
 
 /* The prefetcher and the gather pipeline's shared environment. */

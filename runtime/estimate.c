@@ -9,6 +9,7 @@
 #include "runtime/estimate.h"
 #include "prefetch/schedule.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,8 @@ typedef struct sim {
     zt_layer_order trace;
     uint64_t ds, current, peak, capacity, evictions;
     int world, nvme_params;
+    int micro_steps;            /* per step */
+    char tight[ZT_ORDER_TIGHT]; /* a failed replay: where the budget ran out */
 } sim;
 
 static int holds(const sim_layer *L) { return L->holds[0] + L->holds[1] + L->holds[2]; }
@@ -160,7 +163,7 @@ static int release(sim *s, int id, zt_pass pass)
 {
     sim_layer *L = &s->layers[id];
     if (L->holds[pass] == 0)
-        return 0;
+        return -1; /* not fetched for that pass */
     L->holds[pass]--;
     if (pass == ZT_BACKWARD && L->holds[ZT_BACKWARD] == 0) {
         /* 16-bit gradients widened for the sum, then qgZ's buffers */
@@ -187,22 +190,46 @@ static void step(sim *s)
     move_window(s, -1);
 }
 
+/* The call that found no room and the layers held then (besides its own). */
+static void describe_tight(sim *s, const zt_est_event *e)
+{
+    static const char *const passes[] = {"forward", "backward", "inference"};
+    const zt_layer *layers = s->rt->reg.layers;
+    size_t len = sizeof s->tight;
+    int at = snprintf(s->tight, len, "the %s %s of layer '%s'", passes[e->pass],
+                      e->release ? "release" : "fetch", layers[e->layer].name);
+    int listed = 0;
+    for (int i = 0; i < s->n && at > 0 && (size_t)at < len; i++) {
+        const sim_layer *L = &s->layers[i];
+        if (i != e->layer && holds(L))
+            at += snprintf(s->tight + at, len - (size_t)at, "%s'%s' (%s)",
+                           listed++ ? ", " : " with ", layers[i].name,
+                           passes[L->holds[ZT_BACKWARD]  ? ZT_BACKWARD
+                                  : L->holds[ZT_FORWARD] ? ZT_FORWARD
+                                                         : ZT_INFERENCE]);
+    }
+    if (at > 0 && (size_t)at < len)
+        snprintf(s->tight + at, len - (size_t)at, listed ? " held" : " with no other layer held");
+}
+
 static zt_status replay(zt_runtime *rt, sim *s, const zt_est_event *ev, int n, int steps)
 {
-    int accum = rt->cfg.gradient_accumulation_steps;
     for (int t = 0; t < steps; t++) {
-        for (int m = 0; m < accum; m++)
+        for (int m = 0; m < s->micro_steps; m++)
             for (int i = 0; i < n; i++) {
                 int ok = ev[i].release ? release(s, ev[i].layer, ev[i].pass)
                                        : fetch(s, ev[i].layer, ev[i].pass);
-                if (!ok)
-                    return ZT_ERR(&rt->err, ev[i].release ? ZT_ERR_ARGUMENT : ZT_ERR_DEVICE_NOMEM,
-                                  ev[i].release
-                                      ? "estimate: event %d releases layer '%s', which is not "
-                                        "fetched for that pass"
-                                      : "estimate: event %d, the fetch of layer '%s', does not "
-                                        "fit the device budget",
+                if (ok < 0)
+                    return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
+                                  "estimate: event %d releases layer '%s', which is not "
+                                  "fetched for that pass",
                                   i, rt->reg.layers[ev[i].layer].name);
+                if (ok == 0) {
+                    describe_tight(s, &ev[i]);
+                    return ZT_ERR(&rt->err, ZT_ERR_DEVICE_NOMEM,
+                                  "estimate: event %d, %s, does not fit the device budget", i,
+                                  s->tight);
+                }
             }
         step(s);
     }
@@ -210,11 +237,12 @@ static zt_status replay(zt_runtime *rt, sim *s, const zt_est_event *ev, int n, i
 }
 
 static zt_status simulate(zt_runtime *rt, const zt_plan *plan, uint64_t capacity,
-                          const zt_est_event *ev, int n, int steps, sim *s)
+                          const zt_est_event *ev, int n, int steps, int micro_steps, sim *s)
 {
     memset(s, 0, sizeof *s);
     s->rt = rt;
     s->n = rt->reg.n_layers;
+    s->micro_steps = micro_steps;
     s->lim =
         (zt_sched_limits){rt->cfg.stage3_prefetch_bucket_size, rt->cfg.stage3_max_live_parameters,
                           rt->cfg.stage3_max_reuse_distance};
@@ -241,39 +269,63 @@ static zt_status simulate(zt_runtime *rt, const zt_plan *plan, uint64_t capacity
     return st;
 }
 
-/* Each layer forward in order, then backward in reverse. */
-static zt_est_event *default_events(int layers, int *n)
+static void add(zt_est_event *ev, int *n, int layer, zt_pass pass, int release)
 {
-    zt_est_event *ev = calloc(4 * (size_t)layers, sizeof *ev);
+    ev[(*n)++] = (zt_est_event){layer, pass, release};
+}
+
+zt_est_event *zt_rt_registered_order(const zt_runtime *rt, int *n)
+{
+    int layers = rt->reg.n_layers;
+    const zt_layer *L = rt->reg.layers;
+    zt_est_event *ev = calloc(8 * (size_t)(layers ? layers : 1), sizeof *ev); /* ties: twice */
     *n = 0;
-    for (int i = 0; ev && i < 2 * layers; i++) {
-        int l = i < layers ? i : 2 * layers - 1 - i;
-        zt_pass pass = i < layers ? ZT_FORWARD : ZT_BACKWARD;
-        ev[(*n)++] = (zt_est_event){l, pass, 0};
-        ev[(*n)++] = (zt_est_event){l, pass, 1};
+    for (int l = 0; ev && l < layers; l++) {
+        add(ev, n, l, ZT_FORWARD, 0), add(ev, n, l, ZT_FORWARD, 1);
+        for (int t = 0; t < layers; t++) /* the second use of layers tied after l */
+            if (L[t].tied_after == l)
+                add(ev, n, t, ZT_FORWARD, 0), add(ev, n, t, ZT_FORWARD, 1);
+    }
+    for (int l = layers - 1; ev && l >= 0; l--) {
+        for (int t = 0; t < layers; t++) /* held from here to their own backward */
+            if (L[t].tied_after == l)
+                add(ev, n, t, ZT_BACKWARD, 0);
+        if (L[l].tied_after < 0)
+            add(ev, n, l, ZT_BACKWARD, 0);
+        add(ev, n, l, ZT_BACKWARD, 1);
     }
     return ev;
 }
 
-/* The smallest budget the replay succeeds with, between the plan's minimum (a lower bound)
- * and the unbounded peak (enough): a bisection, replays being cheap. */
-static uint64_t order_minimum(zt_runtime *rt, const zt_plan *plan, uint64_t hi,
-                              const zt_est_event *ev, int n, int steps)
+zt_status zt_rt_order_need(zt_runtime *rt, const zt_plan *plan, const zt_est_event *ev, int n,
+                           int steps, int micro_steps, zt_order_need *out)
 {
-    uint64_t lo = plan->device_min; /* fails below; hi succeeds */
-    zt_error saved = rt->err;
+    memset(out, 0, sizeof *out);
     sim s;
-    if (simulate(rt, plan, lo, ev, n, steps, &s) == ZT_OK)
+    zt_status st = simulate(rt, plan, UINT64_MAX, ev, n, steps, micro_steps, &s);
+    if (st != ZT_OK)
+        return st;
+    out->window = s.peak;
+    /* a bisection between the plan's minimum (a lower bound: one layer's backward pass) and
+     * the unbounded peak (enough), replays being cheap */
+    zt_error saved = rt->err;
+    uint64_t lo = plan->device_min, hi = s.peak;
+    if (simulate(rt, plan, lo, ev, n, steps, micro_steps, &s) == ZT_OK)
         hi = lo;
     while (hi - lo > 1) {
         uint64_t mid = lo + (hi - lo) / 2;
-        if (simulate(rt, plan, mid, ev, n, steps, &s) == ZT_OK)
+        if (simulate(rt, plan, mid, ev, n, steps, micro_steps, &s) == ZT_OK)
             hi = mid;
         else
             lo = mid;
     }
+    out->min = hi;
+    /* layers held together need more than the plan's minimum: say where a byte less fails */
+    if (hi > plan->device_min &&
+        simulate(rt, plan, hi - 1, ev, n, steps, micro_steps, &s) == ZT_ERR_DEVICE_NOMEM)
+        memcpy(out->tight, s.tight, sizeof out->tight);
     rt->err = saved;
-    return hi;
+    return ZT_OK;
 }
 
 zt_status zt_rt_estimate(zt_runtime *rt, int world, uint64_t device_capacity,
@@ -283,7 +335,7 @@ zt_status zt_rt_estimate(zt_runtime *rt, int world, uint64_t device_capacity,
     if (rt->reg.n_layers == 0)
         return ZT_ERR(&rt->err, ZT_ERR_USAGE, "estimate: no layers registered");
     zt_est_event *own = NULL;
-    if (!events && !(events = own = default_events(rt->reg.n_layers, &n)))
+    if (!events && !(events = own = zt_rt_registered_order(rt, &n)))
         return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory estimating");
     for (int i = 0; i < n; i++)
         if (events[i].layer < 0 || events[i].layer >= rt->reg.n_layers)
@@ -293,22 +345,27 @@ zt_status zt_rt_estimate(zt_runtime *rt, int world, uint64_t device_capacity,
     zt_plan_layout(rt, world);
     zt_plan_make(rt, world, &out->plan);
     out->device_capacity = device_capacity;
-    sim s;
-    zt_status st = simulate(rt, &out->plan, UINT64_MAX, events, n, steps, &s);
-    out->device_window = s.peak;
-    if (st == ZT_OK)
-        out->device_min_order = order_minimum(rt, &out->plan, s.peak, events, n, steps);
-    if (st == ZT_OK && device_capacity < out->device_min_order)
+    int accum = rt->cfg.gradient_accumulation_steps;
+    zt_order_need need;
+    zt_status st = zt_rt_order_need(rt, &out->plan, events, n, steps, accum, &need);
+    out->device_window = need.window;
+    out->device_min_order = need.min;
+    memcpy(out->tight, need.tight, sizeof out->tight);
+    if (st == ZT_OK && device_capacity < need.min)
         st = ZT_ERR(&rt->err, ZT_ERR_DEVICE_NOMEM,
                     "estimate: the device budget of %llu bytes is below the %llu bytes these "
-                    "steps need at least (%llu for layer '%s' in its backward pass alone; "
-                    "layers held at the same time need more)",
-                    (unsigned long long)device_capacity, (unsigned long long)out->device_min_order,
-                    (unsigned long long)out->plan.device_min, out->plan.device_min_layer);
+                    "steps need at least (%llu for layer '%s' in its backward pass alone%s%s)",
+                    (unsigned long long)device_capacity, (unsigned long long)need.min,
+                    (unsigned long long)out->plan.device_min, out->plan.device_min_layer,
+                    need.tight[0] ? "; a byte less runs out at " : "", need.tight);
+    sim s;
     if (st == ZT_OK)
-        st = simulate(rt, &out->plan, device_capacity, events, n, steps, &s);
-    out->device_peak = s.peak;
-    out->evictions = steps > 0 ? s.evictions / (uint64_t)steps : 0;
+        st = simulate(rt, &out->plan, device_capacity, events, n, steps, accum, &s);
+    if (st == ZT_OK) {
+        out->runs = 1;
+        out->device_peak = s.peak;
+        out->evictions = steps > 0 ? s.evictions / (uint64_t)steps : 0;
+    }
     free(own);
     return st;
 }

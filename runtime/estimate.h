@@ -15,23 +15,54 @@ typedef struct zt_est_event {
     int release;
 } zt_est_event;
 
+#define ZT_ORDER_TIGHT 256
+
 typedef struct zt_estimate {
     zt_plan plan;
-    uint64_t device_capacity;  /* the budget the replay ran under */
-    uint64_t device_peak;      /* the replayed steps' peak under that budget */
-    uint64_t device_window;    /* the peak with no budget: what the whole window takes */
-    uint64_t device_min_order; /* the smallest budget these steps run with (layers held
+    uint64_t device_capacity;   /* the budget the replay ran under */
+    int runs;                   /* the steps run under that budget (device_peak and evictions are
+                                  theirs); 0: it is below device_min_order */
+    uint64_t device_peak;       /* the replayed steps' peak under that budget */
+    uint64_t device_window;     /* the peak with no budget: what the whole window takes */
+    uint64_t device_min_order;  /* the smallest budget these steps run with (layers held
                                   together, like a tied embedding, need more than
                                   plan.device_min) */
-    uint64_t evictions;        /* prefetched layers freed for room, per step under the budget */
+    uint64_t evictions;         /* prefetched layers freed for room, per step under the budget */
+    char tight[ZT_ORDER_TIGHT]; /* where a byte below device_min_order runs out, when that is
+                                   above plan.device_min (zt_order_need.tight) */
 } zt_estimate;
 
 /* Estimates one rank of the registered model run on `world` ranks with the runtime's
  * configuration: the plan, then `steps` optimizer steps of gradient_accumulation_steps
- * micro-steps each, every micro-step the n events given (NULL: each layer fetched and
- * released forward in order, then backward in reverse). Lays the model out for `world`; the
- * runtime must not be committed (it stays uncommitted and usable). */
+ * micro-steps each, every micro-step the n events given (NULL: zt_rt_registered_order).
+ * Lays the model out for `world`; the runtime must not be committed (it stays uncommitted
+ * and usable). Below the minimum: ZT_ERR_DEVICE_NOMEM naming it, with the plan,
+ * device_min_order and device_window filled and runs 0. */
 zt_status zt_rt_estimate(zt_runtime *rt, int world, uint64_t device_capacity,
                          const zt_est_event *events, int n, int steps, zt_estimate *out);
+
+/* One micro-step's calls as the registration declares them: each layer fetched and released
+ * forward in order, a tied layer (zt_layer_tie) fetched and released again after the layer
+ * it is tied after; then backward in reverse, a tied layer fetched before the backward pass
+ * of that layer and released at its own place. Without ties: forward in order, backward in
+ * reverse. *n receives the count; the caller frees the array; NULL when out of memory. */
+zt_est_event *zt_rt_registered_order(const zt_runtime *rt, int *n);
+
+/* What a call order needs of the device. */
+typedef struct zt_order_need {
+    uint64_t min;               /* the smallest budget the steps run with */
+    uint64_t window;            /* their peak with no budget */
+    char tight[ZT_ORDER_TIGHT]; /* where min - 1 bytes run out ("the backward fetch of layer
+                                    'h3' with 'embed' (backward) held"); "" when min is the plan's
+                                    device_min (one layer's backward pass alone) */
+} zt_order_need;
+
+/* Replays `steps` steps of `micro_steps` micro-steps of the n events (every layer id valid)
+ * under the plan (made by zt_plan_make for the layout of zt_plan_layout) and finds the
+ * smallest budget they run with: the call behind zt_rt_estimate and commit's device budget
+ * check. Allocates nothing of the runtime; leaves rt->err as it was unless it fails
+ * (ZT_ERR_ARGUMENT: an event releases a layer not fetched for that pass; ZT_ERR_NOMEM). */
+zt_status zt_rt_order_need(zt_runtime *rt, const zt_plan *plan, const zt_est_event *ev, int n,
+                           int steps, int micro_steps, zt_order_need *out);
 
 #endif

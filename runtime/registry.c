@@ -61,7 +61,26 @@ zt_status zt_rt_layer_add(zt_runtime *rt, const char *name, int *layer_id)
     memset(L, 0, sizeof *L);
     if (!(L->name = strdup(name)))
         return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory adding layer '%s'", name);
+    L->tied_after = -1;
     *layer_id = rt->reg.n_layers++;
+    return ZT_OK;
+}
+
+zt_status zt_rt_layer_tie(zt_runtime *rt, int layer, int after_layer)
+{
+    const zt_layer *L = &rt->reg.layers[layer];
+    if (after_layer <= layer)
+        return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
+                      "zt_layer_tie: layer '%s' (id %d) cannot be used again after layer %d: the "
+                      "second use must come after the layer's own forward, so after_layer is "
+                      "greater than its id",
+                      L->name, layer, after_layer);
+    if (L->tied_after >= 0 && L->tied_after != after_layer)
+        return ZT_ERR(&rt->err, ZT_ERR_USAGE,
+                      "zt_layer_tie: layer '%s' is already tied after layer '%s'; a layer is "
+                      "tied once",
+                      L->name, rt->reg.layers[L->tied_after].name);
+    rt->reg.layers[layer].tied_after = after_layer;
     return ZT_OK;
 }
 

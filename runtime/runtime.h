@@ -48,6 +48,8 @@ typedef struct zt_layer {
     int64_t shard_numel; /* flat_numel / world_size; flat_numel when persistent */
     int persistent;      /* below stage3_param_persistence_threshold: replicated on every rank
                             and resident in device memory, never gathered or released */
+    int tied_after;      /* zt_layer_tie: used again after this layer's forward and held in
+                            backward from that layer's backward on; -1: not tied */
 
     /* This rank's shard: working-dtype parameters and fp32 optimizer state. */
     zt_home param_home;
@@ -234,6 +236,7 @@ void zt_rt_optimizer_info(const zt_runtime *rt, zt_optimizer_info *out);
 void zt_rt_log_optimizer(const zt_runtime *rt);
 void zt_rt_destroy(zt_runtime *rt);
 zt_status zt_rt_layer_add(zt_runtime *rt, const char *name, int *layer_id);
+zt_status zt_rt_layer_tie(zt_runtime *rt, int layer, int after_layer);
 zt_status zt_rt_param_add(zt_runtime *rt, int layer, const char *name, const int64_t *shape,
                           int ndim, const zt_init *init, int *param_id);
 /* The hidden size behind "auto" sizes (ztier.hidden_size, else the dimension most 2-D

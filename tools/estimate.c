@@ -13,7 +13,11 @@
  *   {"layers": [{"name": "fc1", "params": [{"name": "fc1.w", "shape": [256, 32]}, ...]}, ...],
  *    "order": [["fetch", "fc1", "forward"], ["release", "fc1", "forward"], ...]}
  * "order" (one micro-step's fetches and releases) is optional: without it each layer is
- * fetched and released forward in order, then backward in reverse. */
+ * fetched and released forward in order, then backward in reverse, and a layer with
+ * "tied_after": "<layer>" (zt_layer_tie: an embedding reused as the head) is used again after
+ * that layer and held through the backward pass from there, the order commit checks.
+ * A device budget below the call order's minimum cannot run: the command says so, naming the
+ * minimum, and exits with 1 (the placements that fit are still listed). */
 #include "runtime/estimate.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
@@ -145,6 +149,23 @@ static int json_order(est_model *m, json_t *layers, json_t *order, char *err, si
     return 0;
 }
 
+/* "tied_after": after every layer is known, as its target comes later. */
+static int json_ties(est_model *m, json_t *layers, char *err, size_t len)
+{
+    for (size_t i = 0; i < json_array_size(layers); i++) {
+        json_t *tie = json_object_get(json_array_get(layers, i), "tied_after");
+        if (!tie)
+            continue;
+        int after = layer_id(layers, json_string_value(tie));
+        if (after < 0)
+            return snprintf(err, len, "layers[%zu].tied_after must name a layer of the file", i),
+                   -1;
+        if (zt_layer_tie(m->rt, (int)i, after) != ZT_OK)
+            return snprintf(err, len, "layers[%zu]: %s", i, zt_last_error(m->rt)), -1;
+    }
+    return 0;
+}
+
 static int register_json(est_model *m, const char *path, char *err, size_t len)
 {
     json_error_t je;
@@ -157,6 +178,8 @@ static int register_json(est_model *m, const char *path, char *err, size_t len)
                  : (snprintf(err, len, "'%s' needs a non-empty \"layers\" list", path), -1);
     for (size_t i = 0; rc == 0 && i < json_array_size(layers); i++)
         rc = add_json_layer(m, json_array_get(layers, i), (int)i, err, len);
+    if (rc == 0)
+        rc = json_ties(m, layers, err, len);
     if (rc == 0)
         rc = json_order(m, layers, json_object_get(doc, "order"), err, len);
     snprintf(m->name, sizeof m->name, "%zu layers of '%.90s'", json_array_size(layers), path);
@@ -262,10 +285,15 @@ static void print_rank(const est_model *m, const zt_estimate *e, int world)
            "backward alone)\n",
            fmt(e->device_min_order, a), fmt(p->device_resident, b),
            fmt(p->device_min - p->device_resident, c), p->device_min_layer);
-    printf("          %10s with the whole prefetch window; %s peak under the budget of %s "
-           "(%llu evictions per step)\n",
-           fmt(e->device_window, a), fmt(e->device_peak, b), fmt(e->device_capacity, c),
-           (unsigned long long)e->evictions);
+    if (e->runs)
+        printf("          %10s with the whole prefetch window; %s peak under the budget of %s "
+               "(%llu evictions per step)\n",
+               fmt(e->device_window, a), fmt(e->device_peak, b), fmt(e->device_capacity, c),
+               (unsigned long long)e->evictions);
+    else
+        printf("          %10s with the whole prefetch window; the budget of %s is below the "
+               "minimum: these steps cannot run\n",
+               fmt(e->device_window, a), fmt(e->device_capacity, c));
     printf("  host    %10s (fp32 gradient accumulators, staging, and the shards placed on cpu)\n",
            fmt(p->host_bytes, a));
     if (p->persistent_layers)
@@ -325,9 +353,10 @@ static void print_fits(const fit *fits, int n, const machine *mc, int per_node)
            "device peak", "host/node", "nvme/node", "verdict");
     for (int i = 0; i < n; i++) {
         const zt_plan *p = &fits[i].e.plan;
-        char d1[32], d2[32], h[32], v[32];
+        char d1[32], d2[32] = "-", h[32], v[32];
         printf("  %-7s %-9s %12s %12s %12s %12s  %s\n", fits[i].param, fits[i].optim,
-               fmt(fits[i].e.device_min_order, d1), fmt(fits[i].e.device_peak, d2),
+               fmt(fits[i].e.device_min_order, d1),
+               fits[i].e.runs ? fmt(fits[i].e.device_peak, d2) : d2,
                fmt((p->host_bytes + p->pinned_bytes) * (uint64_t)per_node, h),
                fmt((p->nvme_param_bytes + p->nvme_optim_bytes) * (uint64_t)per_node, v),
                fits[i].why);
@@ -352,13 +381,13 @@ static void print_json(const est_model *m, const zt_estimate *e, const fit *fits
                              per_node),
                 "fits", fits[i].ok_device && fits[i].ok_host && fits[i].ok_nvme));
     json_t *o = json_pack(
-        "{s:s, s:I, s:i, s:i, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}, "
-        "s:o}",
+        "{s:s, s:I, s:i, s:i, s:{s:I, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, "
+        "s:I}, s:o}",
         "model", m->name, "parameters", (json_int_t)m->params, "world", world, "ranks_per_node",
-        per_node, "per_rank", "device_min", (json_int_t)e->device_min_order, "device_window",
-        (json_int_t)e->device_window, "device_peak", (json_int_t)e->device_peak, "device_resident",
-        (json_int_t)p->device_resident, "host", (json_int_t)p->host_bytes, "pinned",
-        (json_int_t)p->pinned_bytes, "nvme_params", (json_int_t)p->nvme_param_bytes,
+        per_node, "per_rank", "device_min", (json_int_t)e->device_min_order, "runs", e->runs,
+        "device_window", (json_int_t)e->device_window, "device_peak", (json_int_t)e->device_peak,
+        "device_resident", (json_int_t)p->device_resident, "host", (json_int_t)p->host_bytes,
+        "pinned", (json_int_t)p->pinned_bytes, "nvme_params", (json_int_t)p->nvme_param_bytes,
         "nvme_optimizer", (json_int_t)p->nvme_optim_bytes, "machine", "ram_available",
         (json_int_t)mc->ram_available, "device_budget", (json_int_t)mc->device_budget, "nvme_free",
         (json_int_t)mc->nvme_free, "placements", list);
@@ -453,6 +482,17 @@ int cmd_estimate(int argc, char **argv)
             print_json(&m, &e, fits, 4, &mc, o.world, per_node);
     } else {
         fprintf(stderr, "ztier estimate: %s\n", err);
+    }
+    if (rc == 0 && !e.runs) { /* the configuration's placement cannot run on this budget */
+        fprintf(stderr,
+                "ztier estimate: the device budget of %llu bytes is below the %llu bytes these "
+                "steps need at least with this placement (%llu for layer '%s' in its backward "
+                "pass alone%s%s); raise %s, or choose a placement that fits (above)\n",
+                (unsigned long long)e.device_capacity, (unsigned long long)e.device_min_order,
+                (unsigned long long)e.plan.device_min, e.plan.device_min_layer,
+                e.tight[0] ? "; a byte less runs out at " : "", e.tight,
+                o.device_memory ? "--device-memory" : "ztier.hbm_capacity");
+        rc = -1;
     }
     free_model(&m);
     return rc == 0 ? 0 : 1;

@@ -32,7 +32,9 @@ zt_status gpt2_ztier_register(gpt2_ztier *g, zt_runtime *rt, const gpt2_config *
         if (st != ZT_OK)
             return st;
     }
-    return ZT_OK;
+    /* wte is the LM head after ln_f too, held through the backward pass (gpt2_backward):
+     * commit sizes the device budget for that */
+    return zt_layer_tie(rt, g->layer_ids[0], g->layer_ids[n - 1]);
 }
 
 void gpt2_ztier_free(gpt2_ztier *g)

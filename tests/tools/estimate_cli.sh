@@ -34,6 +34,40 @@ JSON
   [ "$host_run" -eq "$host_est" ]
   awk -v a="$dev_run" -v b="$dev_est" 'BEGIN { r = b / a; exit !(r >= 0.95 && r <= 1.05) }'
 done
+# a tied embedding (llm.c's wte, reused as the head after ln_f and held through backward):
+# the minimum is its backward pass beside the largest block's, 2 * 4 * (20480 + 32768) bytes
+# (without the tie: h1's alone, 2 * 4 * 32768); a budget below it is an error naming it, with
+# no "peak under the budget"
+tied_model() { # $1: the embedding's extra key
+  cat > "$work/tied.json" <<JSON
+{"layers": [
+  {"name": "embed", $1 "params": [{"name": "wte", "shape": [256, 64]}, {"name": "wpe", "shape": [64, 64]}]},
+  {"name": "h0", "params": [{"name": "h0.w", "shape": [64, 256]}]},
+  {"name": "h1", "params": [{"name": "h1.w", "shape": [64, 512]}]},
+  {"name": "h2", "params": [{"name": "h2.w", "shape": [64, 384]}]},
+  {"name": "ln_f", "params": [{"name": "ln_f.w", "shape": [64]}, {"name": "ln_f.b", "shape": [64]}]}]}
+JSON
+}
+min_of() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["per_rank"]["device_min"], d["per_rank"]["runs"])' "$1"; }
+echo '{"zero_optimization": {"stage3_param_persistence_threshold": 0, "offload_param": {"device": "cpu"}}}' > "$work/tied_ds.json"
+tied_model ''
+[ "$(min_of "$("$ztier" estimate --layers "$work/tied.json" --ds-config "$work/tied_ds.json" --device-memory 262144 --json | tail -n 1)")" = "262144 True" ]
+tied_model '"tied_after": "ln_f",'
+out=$("$ztier" estimate --layers "$work/tied.json" --ds-config "$work/tied_ds.json" --device-memory 425984 --json)
+grep -q "peak under the budget of 416.00 KiB" <<<"$out"
+[ "$(min_of "$(tail -n 1 <<<"$out")")" = "425984 True" ]
+if "$ztier" estimate --layers "$work/tied.json" --ds-config "$work/tied_ds.json" --device-memory 425983 --json > "$work/out" 2> "$work/err"; then
+  echo "FAIL: a budget below the tied minimum exited 0"; exit 1
+fi
+cat "$work/err"
+grep -q "device budget of 425983 bytes is below the 425984 bytes" "$work/err"
+grep -q "layer 'h1' with 'embed' (backward) held" "$work/err"
+grep -q "below the minimum: these steps cannot run" "$work/out"
+if grep -q "peak under the budget" "$work/out"; then echo "FAIL: a peak under a budget below the minimum"; exit 1; fi
+[ "$(min_of "$(tail -n 1 "$work/out")")" = "425984 False" ]
+echo '{"layers": [{"name": "a", "tied_after": "zz", "params": [{"name": "a.w", "shape": [4]}]}]}' > "$work/bad.json"
+if "$ztier" estimate --layers "$work/bad.json" 2> "$work/err"; then exit 1; fi
+grep -q "layers\[0\].tied_after must name a layer" "$work/err"
 # bad input names the problem
 if "$ztier" estimate --layers "$work/missing.json" 2> "$work/err"; then exit 1; fi
 grep -q "missing.json" "$work/err"

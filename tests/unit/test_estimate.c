@@ -91,6 +91,8 @@ static void check(const char *what, const char *cfg)
     assert_int_equal(st.persistent_bytes, e.plan.persistent_bytes);
     assert_true(dev >= 0.95 && dev <= 1.05);
     assert_true(e.device_peak <= e.device_window);
+    /* one layer at a time (no tie): the order's minimum is the plan's, commit's as before */
+    assert_int_equal(e.device_min_order, e.plan.device_min);
     zt_runtime_destroy(rt);
 }
 
@@ -178,6 +180,7 @@ static void check_stack(const char *what, const char *cfg)
            (unsigned long long)e.evictions * 4);
     assert_true(dev >= 0.95 && dev <= 1.05);
     assert_int_equal(st.host_bytes_peak, e.plan.host_bytes);
+    assert_int_equal(e.device_min_order, e.plan.device_min);
     zt_runtime_destroy(rt);
 }
 
