@@ -342,6 +342,7 @@ zt_status zt_rt_estimate(zt_runtime *rt, int world, uint64_t device_capacity,
             return free(own),
                    ZT_ERR(&rt->err, ZT_ERR_ARGUMENT, "estimate: event %d names layer %d of %d", i,
                           events[i].layer, rt->reg.n_layers);
+    zt_rt_resolve_model_autos(rt); /* the "auto" sizes commit would give */
     zt_plan_layout(rt, world);
     zt_plan_make(rt, world, &out->plan);
     out->device_capacity = device_capacity;

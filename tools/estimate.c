@@ -191,9 +191,12 @@ static int register_json(est_model *m, const char *path, char *err, size_t len)
 static int build(est_model *m, const est_options *o, const char *pdev, const char *odev, char *err,
                  size_t len)
 {
+    static int config_read; /* the first read showed the config's warnings: later ones are quiet */
     memset(m, 0, sizeof *m);
     zt_options opts = ZT_OPTIONS_INIT;
     opts.config_path = o->ds_config;
+    if (config_read++)
+        opts.log_level = 0; /* errors */
     if (zt_runtime_create(&opts, NULL, &m->rt) != ZT_OK)
         return snprintf(err, len, "%s", zt_last_error(m->rt)), -1;
     if ((pdev && zt_config_set(m->rt, "zero_optimization.offload_param.device", pdev)) ||
