@@ -5,6 +5,7 @@
  * path, the value and what is allowed. zt_config_validate checks the same table again on
  * the final struct (after environment overrides or edits by the caller). */
 #include "runtime/config_parse.h"
+#include "runtime/config_schedule.h"
 #include "runtime/config_keys.h"
 #include "runtime/config_scan.h"
 #include "core/log.h"

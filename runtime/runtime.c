@@ -5,6 +5,7 @@
 #include "core/log.h"
 #include "core/trace.h"
 #include "runtime/config_parse.h"
+#include "runtime/config_schedule.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,6 +4,7 @@
  * every invalid value is ZT_ERR_CONFIG naming the JSON path, the value and what is allowed;
  * environment overrides and the final validation are checked the same way. */
 #include "runtime/config_parse.h"
+#include "runtime/config_schedule.h"
 #include "core/log.h"
 
 #include <math.h>
