@@ -58,8 +58,9 @@ static zt_status barrier(zt_runtime *rt)
 
 static int fail(zt_runtime *rt, int rank, const char *what, zt_status st)
 {
-    printf("mn rank=%d error=%s at=%.3f what=%s: %s\n", rank, zt_status_string(st), now_s(),
-           what, zt_last_error(rt));
+    printf("mn rank=%d error=%s at=%.3f what=%s: %s\n", rank,
+           st == ZT_ERR_COMM ? "ZT_ERR_COMM" : zt_status_string(st), now_s(), what,
+           zt_last_error(rt));
     fflush(stdout);
     zt_runtime_destroy(rt);
     return st == ZT_ERR_COMM ? 2 : 1;
