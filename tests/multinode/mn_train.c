@@ -123,6 +123,8 @@ int main(int argc, char **argv)
     int rank = 0, world = 1;
     double t0 = now_s();
     zt_status st = zt_runtime_create(NULL, ref_mlp_config(&hp, "cpu", "cpu", 1, zero, ztier), &rt);
+    if (st == ZT_OK) /* the rank is known from creation on: a failed commit names it */
+        zt_runtime_rank(rt, &rank, &world);
     if (st == ZT_OK)
         st = minimal_register(rt, &dims, 42, &m);
     if (st == ZT_OK)
