@@ -1,7 +1,26 @@
 /* SPDX-License-Identifier: MIT */
-/* The `mpi` comm backend (host memory). Each communicator owns one worker thread that runs
- * its collectives, in issue order, as blocking MPI calls: progress never depends on the
- * caller entering MPI (MPI is initialised with MPI_THREAD_MULTIPLE).
+/* The `mpi` comm backend (host memory). Each communicator runs its collectives as blocking
+ * MPI calls on worker threads ("lanes"): progress never depends on the caller entering MPI
+ * (MPI is initialised with MPI_THREAD_MULTIPLE).
+ *
+ * Several collectives in flight: a communicator has $ZT_MPI_LANES lanes (default 1, 1-16; see below),
+ * each an MPI communicator of its own (lane 0 the communicator itself, the others
+ * MPI_Comm_dup's of it) with its own worker thread. The k-th collective issued on the
+ * communicator runs on lane k mod lanes. MPI requires every rank to issue the collectives
+ * of one MPI communicator in the same order: each rank issues the same sequence (comm.h's
+ * rule for callers), so the k-th collective lands on the same lane everywhere, and each lane
+ * runs its own in issue order. Collectives on different lanes proceed at the same time, so
+ * a gather issued ahead of use and a reduction behind it no longer wait for each other's
+ * round trips. Each lane runs the same blocking MPI calls as one thread would (the same
+ * algorithms for the same sizes), so results are bitwise those of one lane. Completion stays
+ * in issue order as seen by the caller: a wait returns once its collective and every
+ * collective issued before it on the communicator are done.
+ * Why the default is 1: after a peer stops, collectives on other lanes are still inside MPI
+ * when their waits give up, and MPI may write into buffers the runtime then frees; the
+ * frozen-peer tests (tests/mpi/frozen_peer.sh) crash with heap corruption at 4 lanes. Until
+ * that failure path keeps every buffer of an unfinished collective, several lanes are for
+ * benchmarks (tests/multinode/bench.sh) only.
+ *
  * bf16/fp16 reductions are carried out in fp32 (converted before and after the MPI call) so
  * gradients are never summed in 16-bit. A wait that exceeds the timeout ($ZT_COMM_TIMEOUT
  * seconds, default 600) returns ZT_ERR_COMM instead of hanging when a peer has failed.
@@ -60,20 +79,34 @@ typedef struct mpi_op {
     int abandoned; /* given up on before it completed; counted in g_abandoned */
     zt_status status;
     char msg[ZT_ERROR_MSG_MAX];
+    uint64_t seq; /* issue order on its communicator */
     struct mpi_op *next;
 } mpi_op;
 
-typedef struct mpi_comm {
-    zt_comm base;
+#define MPI_LANES_MAX 16
+
+typedef struct mpi_comm mpi_comm;
+
+/* One worker thread and the MPI communicator its collectives run on. */
+typedef struct mpi_lane {
+    mpi_comm *owner;
     MPI_Comm comm;
     pthread_t thread;
+    pthread_cond_t work;
+    mpi_op *head, *tail; /* queued and running, in issue order */
+    char track[48];      /* the worker's name in the timeline trace */
+} mpi_lane;
+
+struct mpi_comm {
+    zt_comm base;
     pthread_mutex_t lock;
-    pthread_cond_t work, done;
-    mpi_op *head, *tail;
+    pthread_cond_t done;
+    mpi_lane lanes[MPI_LANES_MAX];
+    int n_lanes;
+    uint64_t next_seq;
     int stop;
     double timeout_s;
-    char track[48]; /* the worker's name in the timeline trace */
-} mpi_comm;
+};
 
 static const zt_comm_iface mpi_iface;
 
@@ -124,7 +157,7 @@ static int set_error(mpi_op *op, int rc, const char *what)
 }
 
 /* Reductions of 16-bit data: widen to fp32, reduce, narrow. */
-static int run_reduce16(mpi_comm *c, mpi_op *op)
+static int run_reduce16(mpi_comm *c, MPI_Comm comm, mpi_op *op)
 {
     size_t total = op->kind == OP_REDUCE_SCATTER ? op->count * (size_t)c->base.size : op->count;
     float *wide = malloc(total * sizeof(float)), *out = malloc(op->count * sizeof(float));
@@ -137,8 +170,8 @@ static int run_reduce16(mpi_comm *c, mpi_op *op)
     zt_convert_array(wide, ZT_F32, op->send, as_dtype(op->dt), total);
     MPI_Op mop = op->rop == ZT_REDUCE_MAX ? MPI_MAX : MPI_SUM;
     int rc = op->kind == OP_REDUCE_SCATTER
-                 ? MPI_Reduce_scatter_block(wide, out, (int)op->count, MPI_FLOAT, mop, c->comm)
-                 : MPI_Allreduce(wide, out, (int)op->count, MPI_FLOAT, mop, c->comm);
+                 ? MPI_Reduce_scatter_block(wide, out, (int)op->count, MPI_FLOAT, mop, comm)
+                 : MPI_Allreduce(wide, out, (int)op->count, MPI_FLOAT, mop, comm);
     if (rc == MPI_SUCCESS)
         zt_convert_array(op->recv, as_dtype(op->dt), out, ZT_F32, op->count);
     free(wide), free(out);
@@ -148,7 +181,7 @@ static int run_reduce16(mpi_comm *c, mpi_op *op)
 
 static zt_status make_comm(MPI_Comm comm, zt_comm **out, zt_error *err);
 
-static void run_op(mpi_comm *c, mpi_op *op)
+static void run_op(mpi_comm *c, MPI_Comm comm, mpi_op *op)
 {
     MPI_Datatype t = mpi_type(op->dt);
     int n = (int)op->count;
@@ -161,34 +194,34 @@ static void run_op(mpi_comm *c, mpi_op *op)
                                                               (size_t)c->base.rank
                                ? MPI_IN_PLACE
                                : op->send;
-        set_error(op, MPI_Allgather(send, n, raw, op->recv, n, raw, c->comm), "MPI_Allgather");
+        set_error(op, MPI_Allgather(send, n, raw, op->recv, n, raw, comm), "MPI_Allgather");
         break;
     }
     case OP_REDUCE_SCATTER:
     case OP_ALLREDUCE:
         if (bytes16) {
-            run_reduce16(c, op);
+            run_reduce16(c, comm, op);
         } else if (op->kind == OP_ALLREDUCE) {
             const void *send = op->send == op->recv ? MPI_IN_PLACE : op->send;
-            set_error(op, MPI_Allreduce(send, op->recv, n, t, mop, c->comm), "MPI_Allreduce");
+            set_error(op, MPI_Allreduce(send, op->recv, n, t, mop, comm), "MPI_Allreduce");
         } else {
             const void *send = op->send == op->recv ? MPI_IN_PLACE : op->send;
-            set_error(op, MPI_Reduce_scatter_block(send, op->recv, n, t, mop, c->comm),
+            set_error(op, MPI_Reduce_scatter_block(send, op->recv, n, t, mop, comm),
                       "MPI_Reduce_scatter_block");
         }
         break;
     case OP_ALLTOALL:
-        set_error(op, MPI_Alltoall(op->send, n, raw, op->recv, n, raw, c->comm), "MPI_Alltoall");
+        set_error(op, MPI_Alltoall(op->send, n, raw, op->recv, n, raw, comm), "MPI_Alltoall");
         break;
     case OP_BCAST:
-        set_error(op, MPI_Bcast(op->recv, n, raw, op->root, c->comm), "MPI_Bcast");
+        set_error(op, MPI_Bcast(op->recv, n, raw, op->root, comm), "MPI_Bcast");
         break;
     case OP_BARRIER:
-        set_error(op, MPI_Barrier(c->comm), "MPI_Barrier");
+        set_error(op, MPI_Barrier(comm), "MPI_Barrier");
         break;
     case OP_SPLIT: {
         MPI_Comm sub;
-        if (set_error(op, MPI_Comm_split(c->comm, op->color, op->key, &sub), "MPI_Comm_split"))
+        if (set_error(op, MPI_Comm_split(comm, op->color, op->key, &sub), "MPI_Comm_split"))
             break;
         zt_error err = {0};
         if (make_comm(sub, op->split_out, &err) != ZT_OK) {
@@ -207,27 +240,48 @@ static const char *op_name(enum mpi_op_kind k)
     return names[k];
 }
 
+/* The oldest collective issued on c that has not completed, or NULL (c->lock held). */
+static const mpi_op *oldest_pending(const mpi_comm *c)
+{
+    const mpi_op *oldest = NULL;
+    for (int i = 0; i < c->n_lanes; i++) {
+        const mpi_op *h = c->lanes[i].head; /* a lane completes its own in order */
+        if (h && (!oldest || h->seq < oldest->seq))
+            oldest = h;
+    }
+    return oldest;
+}
+
+/* op and every collective issued before it are done (c->lock held). */
+static int done_in_order(const mpi_comm *c, const mpi_op *op)
+{
+    const mpi_op *oldest = oldest_pending(c);
+    return op->done && (!oldest || oldest->seq > op->seq);
+}
+
 static void *worker(void *arg)
 {
-    mpi_comm *c = arg;
-    snprintf(c->track, sizeof c->track, "mpi comm (%d ranks)", c->base.size);
-    zt_trace_thread_name(c->track);
+    mpi_lane *l = arg;
+    mpi_comm *c = l->owner;
+    snprintf(l->track, sizeof l->track, "mpi comm (%d ranks) lane %d", c->base.size,
+             (int)(l - c->lanes));
+    zt_trace_thread_name(l->track);
     pthread_mutex_lock(&c->lock);
     for (;;) {
-        while (!c->head && !c->stop)
-            pthread_cond_wait(&c->work, &c->lock);
-        if (!c->head)
+        while (!l->head && !c->stop)
+            pthread_cond_wait(&l->work, &c->lock);
+        if (!l->head)
             break;
-        mpi_op *op = c->head;
+        mpi_op *op = l->head;
         pthread_mutex_unlock(&c->lock);
         double t0 = zt_now_s();
-        run_op(c, op);
+        run_op(c, l->comm, op);
         zt_trace_span("comm", t0, "%s %.2f MB", op_name(op->kind),
                       (double)(op->count * zt_comm_dtype_size(op->dt)) / 1e6);
         pthread_mutex_lock(&c->lock);
-        c->head = op->next;
-        if (!c->head)
-            c->tail = NULL;
+        l->head = op->next;
+        if (!l->head)
+            l->tail = NULL;
         op->done = 1;
         if (op->abandoned) /* the peer came back after all */
             atomic_fetch_sub(&g_abandoned, 1);
@@ -249,12 +303,15 @@ static zt_status submit(zt_comm *base, const mpi_op *tmpl, zt_comm_req *req, zt_
     op->msg[0] = '\0';
     op->next = NULL;
     pthread_mutex_lock(&c->lock);
-    if (c->tail)
-        c->tail->next = op;
+    op->seq = c->next_seq++;
+    /* the same lane on every rank: each issues the same sequence */
+    mpi_lane *l = &c->lanes[op->seq % (uint64_t)c->n_lanes];
+    if (l->tail)
+        l->tail->next = op;
     else
-        c->head = op;
-    c->tail = op;
-    pthread_cond_signal(&c->work);
+        l->head = op;
+    l->tail = op;
+    pthread_cond_signal(&l->work);
     pthread_mutex_unlock(&c->lock);
     req->impl = op;
     req->done = 0;
@@ -277,11 +334,19 @@ static zt_status mpi_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
      * reduction) and a rank must report a stopped peer within one timeout. A retried wait
      * for the given-up collective itself waits again (a late peer may still join). */
     int after_abandoned = atomic_load(&g_abandoned) > op->abandoned;
-    while (!op->done && !after_abandoned && rc != ETIMEDOUT)
+    while (!done_in_order(c, op) && !after_abandoned && rc != ETIMEDOUT)
         rc = pthread_cond_timedwait(&c->done, &c->lock, &deadline);
-    int done = op->done;
-    if (!done) /* the op stays queued (the worker owns it); this runtime must be destroyed */
-        abandon(op);
+    int done = done_in_order(c, op);
+    if (!done) { /* what stays queued (its worker owns it); this runtime must be destroyed */
+        for (int i = 0; i < c->n_lanes; i++)
+            for (mpi_op *q = c->lanes[i].head; q; q = q->next)
+                if (q->seq <= op->seq)
+                    abandon(q);
+        if (op->done) { /* only an earlier one is missing: op itself is the caller's again */
+            free(op);
+            req->impl = NULL;
+        }
+    }
     pthread_mutex_unlock(&c->lock);
     if (!done && after_abandoned)
         return ZT_ERR(err, ZT_ERR_COMM,
@@ -310,7 +375,7 @@ static int mpi_test(zt_comm *base, zt_comm_req *req)
     if (!op)
         return 1;
     pthread_mutex_lock(&c->lock);
-    int done = op->done;
+    int done = done_in_order(c, op);
     pthread_mutex_unlock(&c->lock);
     return done;
 }
@@ -379,26 +444,32 @@ static void mpi_destroy(zt_comm *base)
     mpi_comm *c = (mpi_comm *)base;
     pthread_mutex_lock(&c->lock);
     int stuck = 0;
-    for (mpi_op *op = c->head; op; op = op->next, stuck++)
-        abandon(op); /* nobody can wait for them any more */
+    for (int i = 0; i < c->n_lanes; i++)
+        for (mpi_op *op = c->lanes[i].head; op; op = op->next, stuck++)
+            abandon(op); /* nobody can wait for them any more */
     c->stop = 1;
-    pthread_cond_signal(&c->work);
+    for (int i = 0; i < c->n_lanes; i++)
+        pthread_cond_signal(&c->lanes[i].work);
     pthread_mutex_unlock(&c->lock);
     if (stuck) {
         /* A collective never completed (a peer failed): its thread cannot be joined, and
          * the communicator and the queue stay allocated for it until the process ends. */
         ZT_LOGW("comm", "rank %d: leaving %d collective(s) that never completed", base->rank,
                 stuck);
-        pthread_detach(c->thread);
+        for (int i = 0; i < c->n_lanes; i++)
+            pthread_detach(c->lanes[i].thread);
         return;
     }
-    pthread_join(c->thread, NULL);
+    for (int i = 0; i < c->n_lanes; i++)
+        pthread_join(c->lanes[i].thread, NULL);
     /* MPI_Comm_free is collective and could block on a peer that stopped responding; the
      * handle goes away with the process then. */
-    if (c->comm != MPI_COMM_WORLD && atomic_load(&g_abandoned) == 0)
-        MPI_Comm_free(&c->comm);
+    for (int i = 0; i < c->n_lanes; i++)
+        if (c->lanes[i].comm != MPI_COMM_WORLD && atomic_load(&g_abandoned) == 0)
+            MPI_Comm_free(&c->lanes[i].comm);
+    for (int i = 0; i < c->n_lanes; i++)
+        pthread_cond_destroy(&c->lanes[i].work);
     pthread_mutex_destroy(&c->lock);
-    pthread_cond_destroy(&c->work);
     pthread_cond_destroy(&c->done);
     free(c);
 }
@@ -419,24 +490,67 @@ static const zt_comm_iface mpi_iface = {
     /* .complete_on = */ NULL,
 };
 
+/* $ZT_MPI_LANES, 1-16 (default 1); the same on every rank (the launcher passes the
+ * environment on), as the lane of each collective depends on it. */
+static int lanes_wanted(void)
+{
+    const char *v = getenv("ZT_MPI_LANES");
+    int n = v && *v ? atoi(v) : 1;
+    if (n < 1 || n > MPI_LANES_MAX) {
+        ZT_LOGW("comm", "ZT_MPI_LANES=%s is outside 1-%d; using 1", v, MPI_LANES_MAX);
+        n = 1;
+    }
+    return n;
+}
+
+/* Stops and joins the first n lanes' threads (none has work). */
+static void stop_lanes(mpi_comm *c, int n)
+{
+    pthread_mutex_lock(&c->lock);
+    c->stop = 1;
+    for (int i = 0; i < n; i++)
+        pthread_cond_signal(&c->lanes[i].work);
+    pthread_mutex_unlock(&c->lock);
+    for (int i = 0; i < n; i++)
+        pthread_join(c->lanes[i].thread, NULL);
+}
+
 static zt_status make_comm(MPI_Comm comm, zt_comm **out, zt_error *err)
 {
     mpi_comm *c = calloc(1, sizeof *c);
     if (!c)
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory creating an MPI communicator");
     c->base.iface = &mpi_iface;
-    c->comm = comm;
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm, &c->base.rank);
     MPI_Comm_size(comm, &c->base.size);
     const char *t = getenv("ZT_COMM_TIMEOUT");
     c->timeout_s = t && atof(t) > 0 ? atof(t) : 600.0;
+    c->n_lanes = lanes_wanted();
+    /* collective on every rank, in the same order: the lanes' communicators */
+    c->lanes[0].comm = comm;
+    for (int i = 1; i < c->n_lanes; i++) {
+        if (MPI_Comm_dup(comm, &c->lanes[i].comm) != MPI_SUCCESS) {
+            for (int k = 1; k < i; k++)
+                MPI_Comm_free(&c->lanes[k].comm);
+            free(c);
+            return ZT_ERR(err, ZT_ERR_COMM, "MPI_Comm_dup failed for a communicator's lane");
+        }
+        MPI_Comm_set_errhandler(c->lanes[i].comm, MPI_ERRORS_RETURN);
+    }
     pthread_mutex_init(&c->lock, NULL);
-    pthread_cond_init(&c->work, NULL);
     pthread_cond_init(&c->done, NULL);
-    if (pthread_create(&c->thread, NULL, worker, c) != 0) {
-        free(c);
-        return ZT_ERR(err, ZT_ERR_COMM, "cannot start the MPI progress thread");
+    for (int i = 0; i < c->n_lanes; i++) {
+        mpi_lane *l = &c->lanes[i];
+        l->owner = c;
+        pthread_cond_init(&l->work, NULL);
+        if (pthread_create(&l->thread, NULL, worker, l) != 0) {
+            stop_lanes(c, i);
+            for (int k = 1; k < c->n_lanes; k++)
+                MPI_Comm_free(&c->lanes[k].comm);
+            free(c);
+            return ZT_ERR(err, ZT_ERR_COMM, "cannot start the MPI progress threads");
+        }
     }
     *out = &c->base;
     return ZT_OK;

@@ -279,9 +279,14 @@ void zt_gather_drop(zt_gather *g, zt_gather_env *env)
         g->state == ZT_GATHER_READING)
         zt_device_stream_synchronize(env->dev, env->stream, NULL);
 
-    if (g->state == ZT_GATHER_COMM) {
-        zt_comm *c = gather_comm(g, env);
-        zt_comm_wait(c, &g->req, NULL);
+    if (g->state == ZT_GATHER_COMM && zt_comm_wait(gather_comm(g, env), &g->req, NULL) != ZT_OK) {
+        /* the collective never completed (a peer stopped): it may still write to the
+         * buffers, which stay allocated until the process ends (the runtime is beyond use) */
+        g->buf = g->qwz_scratch = g->secondary = NULL;
+        g->from_secondary = 0;
+        g->qwz.send = g->qwz.recv = NULL;
+        g->state = ZT_GATHER_NONE;
+        return;
     }
     if (g->from_secondary) /* the slices were being gathered: they are consumed either way */
         zt_gather_release_secondary(g, env);

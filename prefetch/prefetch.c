@@ -106,8 +106,11 @@ void zt_prefetcher_destroy(zt_prefetcher *pf)
 
 zt_gather *zt_prefetcher_gather(zt_prefetcher *pf, int layer) { return &pf->gathers[layer]; }
 
-/* Moves each layer of the window one stage on. A failure only cancels that layer's
- * prefetch: its own fetch redoes the work and reports the error with its context. */
+/* Moves each layer of the window one stage on, but none whose collective is in flight: its
+ * completion is waited for by its own fetch, so the window's later gathers are issued
+ * without waiting for earlier ones and several stay in flight together (the comm backend
+ * runs them at once). A failure only cancels that layer's prefetch: its own fetch redoes
+ * the work and reports the error with its context. */
 static void move_window(zt_prefetcher *pf, int current)
 {
     int ids[ZT_SCHED_LOOKAHEAD];
@@ -115,6 +118,8 @@ static void move_window(zt_prefetcher *pf, int current)
                             ZT_SCHED_LOOKAHEAD);
     for (int i = 0; i < k; i++) {
         zt_gather *g = &pf->gathers[ids[i]];
+        if (g->state == ZT_GATHER_COMM)
+            continue;
         zt_error err = {0};
         int needs_staging;
         if (zt_gather_advance(g, pf->env, 0, &needs_staging, &err) != ZT_OK)

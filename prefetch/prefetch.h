@@ -3,7 +3,9 @@
  * order (trace.h) and who holds which layer, and makes every read-ahead, keep, drop and
  * eviction decision through the scheduler (schedule.h):
  *  - at a training fetch, the layers the trace expects next move one stage further, within
- *    stage3_prefetch_bucket_size and stage3_max_live_parameters;
+ *    stage3_prefetch_bucket_size and stage3_max_live_parameters, up to their collective:
+ *    a layer whose collective is in flight is completed by its own fetch, so the gathers
+ *    ahead of use stay in flight together;
  *  - a released layer stays gathered when the trace needs it again within
  *    stage3_max_reuse_distance elements;
  *  - device memory runs out: the unheld gathered layer needed furthest away is evicted (the

@@ -124,13 +124,21 @@ static int advance(sim *s, sim_layer *L, int evict)
     return 1;
 }
 
+/* The gather's collective is in flight (COMM): the last stage, where there is a collective
+ * (several ranks, or an NVMe home's staged shard). */
+static int in_comm(const sim *s, const sim_layer *L)
+{
+    return L->gathered && L->stages_left == 1 && (s->world > 1 || s->nvme_params);
+}
+
 static void move_window(sim *s, int current)
 {
     int ids[ZT_SCHED_LOOKAHEAD];
     int k =
         zt_sched_window(&s->lim, &s->trace, snapshot(s), s->n, current, ids, ZT_SCHED_LOOKAHEAD);
-    for (int i = 0; i < k; i++)
-        advance(s, &s->layers[ids[i]], 0); /* a prefetch that does not fit is cancelled */
+    for (int i = 0; i < k; i++)              /* a prefetch that does not fit is cancelled; one in */
+        if (!in_comm(s, &s->layers[ids[i]])) /* flight is completed by its fetch */
+            advance(s, &s->layers[ids[i]], 0);
 }
 
 static int fetch(sim *s, int id, zt_pass pass)

@@ -7,7 +7,11 @@
  * shard is added to the accumulator (first in, first out) by the first call that finds the
  * copy done, or by the next call that needs the sums. Under several ranks the collective
  * runs on the host (MPI) after the caller's event, or on the device (NCCL) after it without
- * a host wait. Every wait for the device is counted (zt_stats.host_syncs). */
+ * a host wait. A host-memory collective (MPI, not qgZ) is issued and left in flight: the
+ * release returns while it runs behind the caller's next layers, and it is added to the
+ * accumulator in issue order once ZT_REDUCTIONS_IN_FLIGHT are in flight, or by the next
+ * call that needs the sums (zt_step, a checkpoint). Every wait for the device is counted
+ * (zt_stats.host_syncs). */
 #include "core/align.h"
 #include "core/convert.h"
 #include "core/time.h"
@@ -92,28 +96,16 @@ static zt_status widen_grads(zt_runtime *rt, zt_layer *L, void **wide)
     return st;
 }
 
-/* Sums over ranks (in place at the start of buf), copies this rank's shard to the host and
- * adds it to the fp32 accumulator. */
-static zt_status reduce_in_place(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt)
+/* The sum of the layer's gradients over ranks is at the start of buf: copies this rank's
+ * shard to the host and adds it to the fp32 accumulator. */
+static zt_status add_reduced(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt)
 {
-    zt_comm_req req = {0};
-    zt_topology_count(&rt->dist.topo,
-                      (uint64_t)L->shard_numel * zt_dtype_size(dt) * (L->persistent ? 2 : 1));
-    zt_status st =
-        L->persistent /* replicated: every rank needs the whole sum */
-            ? zt_comm_allreduce(rt->dist.comm, buf, buf, (size_t)L->shard_numel,
-                                zt_comm_dtype_of(dt), ZT_REDUCE_SUM, &req, &rt->err)
-            : zt_comm_reduce_scatter(rt->dist.comm, buf, buf, (size_t)L->shard_numel,
-                                     zt_comm_dtype_of(dt), ZT_REDUCE_SUM, &req, &rt->err);
-    if (st == ZT_OK)
-        st = stream_after_comm(rt, &req);
-    if (st == ZT_OK && rt->opt.on_device) /* summed on the device, on ztier's stream */
+    if (rt->opt.on_device) /* summed on the device, on ztier's stream */
         return zt_dev_opt_accumulate(rt, L, buf, dt);
     void *host = rt->opt.staging_lp; /* holds one fp32 shard */
     size_t bytes = (size_t)L->shard_numel * zt_dtype_size(dt);
-    if (st == ZT_OK)
-        st = zt_device_copy_sync(rt->device.dev, host, buf, bytes, ZT_COPY_D2H, rt->device.stream,
-                                 &rt->err);
+    zt_status st = zt_device_copy_sync(rt->device.dev, host, buf, bytes, ZT_COPY_D2H,
+                                       rt->device.stream, &rt->err);
     if (st != ZT_OK)
         return st;
     rt->stats.d2h_bytes += bytes;
@@ -121,6 +113,103 @@ static zt_status reduce_in_place(zt_runtime *rt, zt_layer *L, void *buf, zt_dtyp
     accumulate_shard(rt, L, host, dt);
     L->accum_count++;
     return ZT_OK;
+}
+
+/* Issues the sum over ranks, in place at the start of buf: a reduce-scatter, or for a
+ * replicated (persistent) layer an all-reduce. */
+static zt_status issue_sum(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt, zt_comm_req *req)
+{
+    zt_topology_count(&rt->dist.topo,
+                      (uint64_t)L->shard_numel * zt_dtype_size(dt) * (L->persistent ? 2 : 1));
+    return L->persistent /* replicated: every rank needs the whole sum */
+               ? zt_comm_allreduce(rt->dist.comm, buf, buf, (size_t)L->shard_numel,
+                                   zt_comm_dtype_of(dt), ZT_REDUCE_SUM, req, &rt->err)
+               : zt_comm_reduce_scatter(rt->dist.comm, buf, buf, (size_t)L->shard_numel,
+                                        zt_comm_dtype_of(dt), ZT_REDUCE_SUM, req, &rt->err);
+}
+
+/* Sums over ranks (in place at the start of buf), copies this rank's shard to the host and
+ * adds it to the fp32 accumulator. */
+static zt_status reduce_in_place(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt)
+{
+    zt_comm_req req = {0};
+    zt_status st = issue_sum(rt, L, buf, dt, &req);
+    if (st == ZT_OK)
+        st = stream_after_comm(rt, &req);
+    return st == ZT_OK ? add_reduced(rt, L, buf, dt) : st;
+}
+
+/* ---- reductions in flight (several ranks, a host-memory comm) ---- */
+
+/* The collective runs on the comm's threads while the caller goes on: a host-memory comm
+ * (MPI; on the device, nccl orders it without a host wait already) and the sum added on the
+ * host (the device optimizer adds it on ztier's stream at once). */
+static int can_defer(const zt_runtime *rt)
+{
+    return rt->dist.world > 1 && !device_ordered(rt) && !rt->opt.on_device;
+}
+
+/* Waits for the oldest reduction in flight and adds it to its accumulator. Its buffers are
+ * freed unless its collective never completed (MPI may still write to them). */
+static zt_status complete_inflight(zt_runtime *rt)
+{
+    zt_inflight_reduction *r = &rt->reduce.inflight[rt->reduce.inflight_head];
+    zt_layer *L = &rt->reg.layers[r->layer];
+    void *buf = r->wide ? r->wide : r->grads;
+    zt_status st = zt_comm_wait(rt->dist.comm, &r->req, &rt->err);
+    int finished = st == ZT_OK;
+    if (st == ZT_OK)
+        st = add_reduced(rt, L, buf, r->dt);
+    if (st != ZT_OK)
+        zt_error_prefix(&rt->err,
+                        "the gradient reduction of layer '%s' (released earlier): ", L->name);
+    if (finished) {
+        zt_device_tier_free(&rt->tiers.dtier, r->wide);
+        zt_device_tier_free(&rt->tiers.dtier, r->grads);
+    }
+    rt->reduce.inflight_head = (rt->reduce.inflight_head + 1) % ZT_REDUCTIONS_IN_FLIGHT;
+    rt->reduce.n_inflight--;
+    return st;
+}
+
+/* Every reduction in flight completed; the first failure is returned, and the rest are
+ * still waited for (they are collectives every rank issued). */
+static zt_status complete_all_inflight(zt_runtime *rt)
+{
+    zt_status first = ZT_OK;
+    while (rt->reduce.n_inflight) {
+        zt_status st = complete_inflight(rt);
+        first = first != ZT_OK ? first : st;
+    }
+    return first;
+}
+
+/* Issues the layer's sum and leaves it in flight; it takes over L->grads and `wide`. When
+ * ZT_REDUCTIONS_IN_FLIGHT are, the oldest completes first (its failure is reported after
+ * this collective, which every rank issues alike). */
+static zt_status defer_sum(zt_runtime *rt, zt_layer *L, void *wide, zt_dtype dt)
+{
+    zt_status done = ZT_OK;
+    if (rt->reduce.n_inflight == ZT_REDUCTIONS_IN_FLIGHT)
+        done = complete_inflight(rt);
+    int k = (rt->reduce.inflight_head + rt->reduce.n_inflight) % ZT_REDUCTIONS_IN_FLIGHT;
+    zt_inflight_reduction *r = &rt->reduce.inflight[k];
+    *r = (zt_inflight_reduction){(int)(L - rt->reg.layers), {0}, L->grads, wide, dt};
+    zt_status st = issue_sum(rt, L, wide ? wide : L->grads, dt, &r->req);
+    if (st == ZT_OK) {
+        rt->reduce.n_inflight++;
+        L->grads = NULL;
+    }
+    return done != ZT_OK ? done : st;
+}
+
+void zt_rt_drop_reductions(zt_runtime *rt)
+{
+    while (rt->reduce.n_inflight) {
+        zt_error ignored = rt->err;
+        complete_inflight(rt);
+        rt->err = ignored;
+    }
 }
 
 /* qgZ's device buffers: its transfer scratch and, unless the sum goes straight into a device
@@ -197,6 +286,10 @@ static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
         st = zt_comm_agree(rt->dist.comm, st, "the gradient reduction", &rt->err);
     if (st == ZT_OK && qgz) {
         st = qgz_reduce(rt, L, buf, &q);
+    } else if (st == ZT_OK && can_defer(rt)) {
+        st = defer_sum(rt, L, wide, dt);
+        if (!L->grads) /* handed over, with wide */
+            wide = NULL;
     } else if (st == ZT_OK) {
         st = reduce_in_place(rt, L, buf, dt);
     }
@@ -250,7 +343,9 @@ void zt_rt_poll_reductions(zt_runtime *rt)
         ;
 }
 
-zt_status zt_rt_finish_reductions(zt_runtime *rt)
+/* The single rank's pending copies added, and the caller's streams past their last
+ * release. */
+static zt_status finish_landing(zt_runtime *rt)
 {
     while (rt->reduce.n_pending)
         complete_oldest(rt, 1);
@@ -261,6 +356,13 @@ zt_status zt_rt_finish_reductions(zt_runtime *rt)
         zt_device_tier_reclaim(&rt->tiers.dtier, 0);
     }
     return st;
+}
+
+zt_status zt_rt_finish_reductions(zt_runtime *rt)
+{
+    zt_status st = finish_landing(rt);
+    zt_status inflight = complete_all_inflight(rt);
+    return st != ZT_OK ? st : inflight;
 }
 
 /* Pinned landing buffers, made at the first stream-ordered backward release. */
@@ -382,8 +484,9 @@ zt_status zt_rt_reduce_release(zt_runtime *rt, zt_layer *L, zt_stream *caller)
     } else {
         if (caller) /* the collective reads them: after the caller's work on them */
             st = comm_after(rt, rt->reduce.caller_done);
-        else /* the layer's own earlier micro-steps are summed first */
-            zt_rt_poll_reductions(rt), st = zt_rt_finish_reductions(rt);
+        else /* the layer's own earlier micro-steps are summed first (in flight ones are, in
+              * issue order, behind this one's) */
+            zt_rt_poll_reductions(rt), st = finish_landing(rt);
         if (st == ZT_OK)
             st = reduce_grads(rt, L);
     }

@@ -424,6 +424,7 @@ void zt_rt_destroy(zt_runtime *rt)
         zt_device_stream_destroy(rt->device.dev, rt->reduce.callers.s[i]);
     }
     free(rt->reduce.callers.s);
+    zt_rt_drop_reductions(rt); /* their gradients are device-tier buffers */
     zt_prefetcher_destroy(rt->prefetch);
     if (rt->device.stream)
         zt_device_stream_synchronize(rt->device.dev, rt->device.stream, NULL);

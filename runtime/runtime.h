@@ -75,6 +75,22 @@ typedef struct zt_pending_reduction {
     int buf; /* landing buffer index */
 } zt_pending_reduction;
 
+/* A backward release's gradient collective in flight (several ranks, a host-memory comm):
+ * completed in issue order, at the latest by the next zt_step, while later layers compute.
+ * It owns the gradients (and their fp32 copy when widened) until then. */
+typedef struct zt_inflight_reduction {
+    int layer;
+    zt_comm_req req;
+    void *grads; /* device: the released gradients */
+    void *wide;  /* device: their fp32 copy, summed in place of them; NULL when not widened */
+    zt_dtype dt; /* of what is summed */
+} zt_inflight_reduction;
+
+/* Reductions kept in flight at most: a release beyond it completes the oldest first. The
+ * count, not the time, decides when one completes, so device memory (and with it every
+ * eviction, and so every collective) stays a function of the call sequence on every rank. */
+#define ZT_REDUCTIONS_IN_FLIGHT 8
+
 /* Caller streams made by zt_stream_create (host backend: the only streams it accepts). */
 typedef struct zt_caller_streams {
     zt_stream **s;
@@ -148,6 +164,8 @@ typedef struct zt_reducer {
     int n_landing;
     zt_pending_reduction *pending; /* first in first out, n_landing slots */
     int pending_head, n_pending;
+    zt_inflight_reduction inflight[ZT_REDUCTIONS_IN_FLIGHT]; /* first in first out */
+    int inflight_head, n_inflight;
 } zt_reducer;
 
 struct zt_opt_engine_ops;
@@ -272,6 +290,9 @@ void zt_rt_poll_reductions(zt_runtime *rt);
 zt_status zt_rt_finish_reductions(zt_runtime *rt);
 /* Frees the landing buffers and their events (destroy). */
 void zt_rt_free_landing(zt_runtime *rt);
+/* Waits for the reductions still in flight and frees their buffers, ignoring failures
+ * (destroy; a collective that never completed keeps its buffers). */
+void zt_rt_drop_reductions(zt_runtime *rt);
 /* Caller streams (zt_stream_create and friends; runtime/reduce.c). */
 zt_status zt_rt_stream_create(zt_runtime *rt, zt_stream **out);
 zt_status zt_rt_stream_destroy(zt_runtime *rt, zt_stream *s);
