@@ -64,6 +64,10 @@ typedef struct zt_comm_iface {
     /* Ends req without a host wait: work queued on `stream` (a zt_stream *) after this call
      * runs after the collective, on the device. */
     zt_status (*complete_on)(zt_comm *c, zt_comm_req *req, void *stream, zt_error *err);
+    /* Optional (NULL: zt_comm_node_ids compares host names and machine ids). Collective over
+     * c's ranks: *node = the lowest rank of c on this rank's node, as the backend knows nodes
+     * (mpi: the ranks that share memory, MPI_Comm_split_type); *how says so, for messages. */
+    zt_status (*node_id)(zt_comm *c, int *node, const char **how, zt_error *err);
 } zt_comm_iface;
 
 struct zt_comm {
@@ -161,6 +165,12 @@ zt_status zt_comm_create(const char *backend, zt_comm **out, zt_error *err);
 /* This rank's place among the ranks on its machine (the same host name and machine id):
  * local_rank of local_size. Collective over c's ranks; host memory. */
 zt_status zt_comm_local_rank(zt_comm *c, int *local_rank, int *local_size, zt_error *err);
+
+/* Every rank's node: node_id[r] (size entries, equal for ranks on one node) over the ranks of
+ * zt_comm_host(c), the same table on every rank; *how says how the nodes were found (a static
+ * string). The backend's node_id where it has one, else host names and machine ids.
+ * Collective; host memory. */
+zt_status zt_comm_node_ids(zt_comm *c, int64_t *node_id, const char **how, zt_error *err);
 
 /* Issue + wait, for the synchronous call sites; host memory (on zt_comm_host(c)). */
 zt_status zt_comm_allreduce_sync(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt,

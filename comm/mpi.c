@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 enum mpi_op_kind {
     OP_ALLGATHER,
@@ -43,7 +44,8 @@ enum mpi_op_kind {
     OP_ALLTOALL,
     OP_BCAST,
     OP_BARRIER,
-    OP_SPLIT
+    OP_SPLIT,
+    OP_NODE_ID
 };
 
 typedef struct mpi_op {
@@ -55,6 +57,7 @@ typedef struct mpi_op {
     zt_reduce_op rop;
     int root, color, key;
     zt_comm **split_out;
+    int *node_out; /* OP_NODE_ID */
     /* completion */
     int done;
     int abandoned; /* given up on before it completed; counted in g_abandoned */
@@ -63,9 +66,16 @@ typedef struct mpi_op {
     struct mpi_op *next;
 } mpi_op;
 
+/* Who a member of a communicator is, for messages: its world rank and host name. */
+typedef struct mpi_member {
+    int world_rank;
+    char host[64];
+} mpi_member;
+
 typedef struct mpi_comm {
     zt_comm base;
     MPI_Comm comm;
+    mpi_member *members; /* [size], from the exchange at creation */
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t work, done;
@@ -186,6 +196,19 @@ static void run_op(mpi_comm *c, mpi_op *op)
     case OP_BARRIER:
         set_error(op, MPI_Barrier(c->comm), "MPI_Barrier");
         break;
+    case OP_NODE_ID: { /* the lowest rank among those that share this rank's memory */
+        MPI_Comm shm;
+        if (set_error(op,
+                      MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->base.rank,
+                                          MPI_INFO_NULL, &shm),
+                      "MPI_Comm_split_type"))
+            break;
+        *op->node_out = c->base.rank;
+        set_error(op, MPI_Allreduce(MPI_IN_PLACE, op->node_out, 1, MPI_INT, MPI_MIN, shm),
+                  "MPI_Allreduce");
+        MPI_Comm_free(&shm);
+        break;
+    }
     case OP_SPLIT: {
         MPI_Comm sub;
         if (set_error(op, MPI_Comm_split(c->comm, op->color, op->key, &sub), "MPI_Comm_split"))
@@ -203,7 +226,7 @@ static void run_op(mpi_comm *c, mpi_op *op)
 static const char *op_name(enum mpi_op_kind k)
 {
     static const char *const names[] = {"all-gather", "reduce-scatter", "all-reduce", "all-to-all",
-                                        "broadcast",  "barrier",        "split"};
+                                        "broadcast",  "barrier",        "split",      "node id"};
     return names[k];
 }
 
@@ -261,6 +284,36 @@ static zt_status submit(zt_comm *base, const mpi_op *tmpl, zt_comm_req *req, zt_
     return ZT_OK;
 }
 
+/* "world rank 2 (host b)", and the communicator's rank where it is not the world's. */
+static void whoami(const mpi_comm *c, char *out, size_t cap)
+{
+    const mpi_member *m = &c->members[c->base.rank];
+    int n = snprintf(out, cap, "world rank %d (host %s)", m->world_rank, m->host);
+    if (m->world_rank != c->base.rank && n > 0 && (size_t)n < cap)
+        snprintf(out + n, cap - (size_t)n, ", rank %d of %d here", c->base.rank, c->base.size);
+}
+
+/* The ranks a collective waits for: the other members, by world rank and host. A blocked
+ * collective does not say which of them is missing; with two members, that is the other. */
+static void suspects(const mpi_comm *c, char *out, size_t cap)
+{
+    size_t used = (size_t)snprintf(out, cap, "%s", c->base.size > 2 ? "one of world ranks " : "");
+    int shown = 0;
+    for (int r = 0; r < c->base.size && used < cap; r++) {
+        if (r == c->base.rank)
+            continue;
+        if (shown == 8) {
+            snprintf(out + used, cap - used, ", ... (%d others)", c->base.size - 1);
+            return;
+        }
+        const mpi_member *m = &c->members[r];
+        int n = snprintf(out + used, cap - used, "%s%s%d (host %s)", shown ? ", " : "",
+                         c->base.size > 2 ? "" : "world rank ", m->world_rank, m->host);
+        used += n > 0 ? (size_t)n : 0;
+        shown++;
+    }
+}
+
 static zt_status mpi_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
 {
     mpi_comm *c = (mpi_comm *)base;
@@ -283,20 +336,24 @@ static zt_status mpi_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
     if (!done) /* the op stays queued (the worker owns it); this runtime must be destroyed */
         abandon(op);
     pthread_mutex_unlock(&c->lock);
+    char me[96], peers[512];
+    whoami(c, me, sizeof me);
+    if (!done)
+        suspects(c, peers, sizeof peers);
     if (!done && after_abandoned)
         return ZT_ERR(err, ZT_ERR_COMM,
-                      "rank %d: a collective was not waited for because an earlier one never "
-                      "completed; another rank has probably failed or stopped (destroy this "
-                      "runtime; raise ZT_COMM_TIMEOUT, now %.0f s, if that rank is just slow)",
-                      base->rank, c->timeout_s);
+                      "%s: a collective (%s) was not waited for because an earlier one never "
+                      "completed; %s has probably failed or stopped (destroy this runtime; "
+                      "raise ZT_COMM_TIMEOUT, now %.0f s, if it is just slow)",
+                      me, op_name(op->kind), peers, c->timeout_s);
     if (!done)
         return ZT_ERR(err, ZT_ERR_COMM,
-                      "rank %d: a collective did not complete within %.0f s; another rank has "
-                      "probably failed or stopped (raise ZT_COMM_TIMEOUT if it is just slow)",
-                      base->rank, c->timeout_s);
+                      "%s: a collective (%s) did not complete within %.0f s; %s has probably "
+                      "failed or stopped (raise ZT_COMM_TIMEOUT if it is just slow)",
+                      me, op_name(op->kind), c->timeout_s, peers);
     zt_status st = op->status;
     if (st != ZT_OK)
-        ZT_ERR(err, st, "rank %d: %s", base->rank, op->msg);
+        ZT_ERR(err, st, "%s: %s", me, op->msg);
     free(op);
     req->impl = NULL;
     req->done = 1;
@@ -374,6 +431,15 @@ static zt_status mpi_split(zt_comm *c, int color, int key, zt_comm **out, zt_err
     return st == ZT_OK ? mpi_wait(c, &req, err) : st;
 }
 
+static zt_status mpi_node_id(zt_comm *c, int *node, const char **how, zt_error *err)
+{
+    mpi_op op = {.kind = OP_NODE_ID, .node_out = node};
+    zt_comm_req req = {0};
+    *how = "found by MPI_Comm_split_type: the ranks that share memory";
+    zt_status st = submit(c, &op, &req, err);
+    return st == ZT_OK ? mpi_wait(c, &req, err) : st;
+}
+
 static void mpi_destroy(zt_comm *base)
 {
     mpi_comm *c = (mpi_comm *)base;
@@ -387,8 +453,9 @@ static void mpi_destroy(zt_comm *base)
     if (stuck) {
         /* A collective never completed (a peer failed): its thread cannot be joined, and
          * the communicator and the queue stay allocated for it until the process ends. */
-        ZT_LOGW("comm", "rank %d: leaving %d collective(s) that never completed", base->rank,
-                stuck);
+        char me[96];
+        whoami(c, me, sizeof me);
+        ZT_LOGW("comm", "%s: leaving %d collective(s) that never completed", me, stuck);
         pthread_detach(c->thread);
         return;
     }
@@ -400,6 +467,7 @@ static void mpi_destroy(zt_comm *base)
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->work);
     pthread_cond_destroy(&c->done);
+    free(c->members);
     free(c);
 }
 
@@ -417,6 +485,7 @@ static const zt_comm_iface mpi_iface = {
     /* .destroy = */ mpi_destroy,
     /* .wait_event = */ NULL, /* host memory: the host orders it */
     /* .complete_on = */ NULL,
+    /* .node_id = */ mpi_node_id,
 };
 
 static zt_status make_comm(MPI_Comm comm, zt_comm **out, zt_error *err)
@@ -429,12 +498,28 @@ static zt_status make_comm(MPI_Comm comm, zt_comm **out, zt_error *err)
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm, &c->base.rank);
     MPI_Comm_size(comm, &c->base.size);
+    /* who each member is, for messages that name a rank (collective: every member creates it) */
+    c->members = calloc((size_t)c->base.size, sizeof *c->members);
+    mpi_member me = {0};
+    MPI_Comm_rank(MPI_COMM_WORLD, &me.world_rank);
+    if (gethostname(me.host, sizeof me.host - 1) != 0)
+        snprintf(me.host, sizeof me.host, "?");
+    if (!c->members || MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, c->members, (int)sizeof me,
+                                     MPI_BYTE, comm) != MPI_SUCCESS) {
+        free(c->members);
+        free(c);
+        return ZT_ERR(err, ZT_ERR_COMM,
+                      "world rank %d (host %s): cannot exchange the ranks' names on a new "
+                      "communicator",
+                      me.world_rank, me.host);
+    }
     const char *t = getenv("ZT_COMM_TIMEOUT");
     c->timeout_s = t && atof(t) > 0 ? atof(t) : 600.0;
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->work, NULL);
     pthread_cond_init(&c->done, NULL);
     if (pthread_create(&c->thread, NULL, worker, c) != 0) {
+        free(c->members);
         free(c);
         return ZT_ERR(err, ZT_ERR_COMM, "cannot start the MPI progress thread");
     }

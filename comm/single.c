@@ -89,6 +89,7 @@ static const zt_comm_iface single_iface = {
     /* .destroy = */ single_destroy,
     /* .wait_event = */ NULL, /* host memory: the host orders it */
     /* .complete_on = */ NULL,
+    /* .node_id = */ NULL, /* one rank */
 };
 
 zt_status zt_comm_single_create(zt_comm **out, zt_error *err)

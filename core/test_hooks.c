@@ -21,3 +21,19 @@ void zt_test_crash_point(const char *where)
         raise(SIGKILL);
     }
 }
+
+int zt_test_node_of(int size, int64_t *node_id)
+{
+    const char *s = getenv("ZT_TEST_NODE_OF");
+    if (!s || !*s)
+        return 0;
+    int n = 0;
+    for (char *end = NULL; *s; s = *end ? end + 1 : end, n++) {
+        long long v = strtoll(s, &end, 10);
+        if (end == s) /* not a number: counted, so that the count is wrong and says so */
+            return size + 1;
+        if (n < size)
+            node_id[n] = v;
+    }
+    return n > size ? size + 1 : n;
+}
