@@ -169,7 +169,7 @@ static zt_status node_ids(zt_topology *t, int ranks_per_node, int64_t *ids, zt_e
 {
     int forced = zt_test_node_of(t->size, ids);
     if (forced) {
-        t->source = "from ZT_TEST_NODE_OF (a test's)";
+        t->source = "from ZT_TEST_NODE_OF, a test's override";
         if (forced != t->size)
             return ZT_ERR(err, ZT_ERR_CONFIG,
                           "ZT_TEST_NODE_OF gives the node of %d ranks, this world has %d", forced,
@@ -177,7 +177,7 @@ static zt_status node_ids(zt_topology *t, int ranks_per_node, int64_t *ids, zt_e
         return ZT_OK;
     }
     if (ranks_per_node > 0) {
-        t->source = "groups of ztier.ranks_per_node consecutive ranks";
+        t->source = "from ztier.ranks_per_node: groups of consecutive ranks";
         zt_layout_consecutive(t->size, ranks_per_node, ids);
         return ZT_OK;
     }
