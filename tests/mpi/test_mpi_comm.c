@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The mpi comm backend under mpirun: every collective against values each rank can compute
- * on its own, 16-bit reductions carried out in fp32, splitting, and the bounded wait. */
+ * on its own, 16-bit reductions carried out in fp32, splitting, and the bounded wait; the
+ * node of each rank (one machine: one node, node id 0, the lowest rank); an agreement names
+ * another rank's status as it came, one that is none of ztier's too. */
 #include "core/convert.h"
 #include "comm/comm.h"
 
@@ -123,6 +125,34 @@ static void check_alltoall_bcast_split(zt_comm *c)
     free(send), free(recv);
 }
 
+static void check_node_ids_and_agree(zt_comm *c)
+{
+    int n = c->size, r = c->rank;
+    int64_t *ids = calloc((size_t)n, sizeof *ids);
+    const char *how = NULL;
+    zt_error err = {0};
+    CHECK(zt_comm_node_ids(c, ids, &how, &err) == ZT_OK, "node ids: %s", err.msg);
+    for (int q = 0; q < n; q++)
+        CHECK(ids[q] == 0, "rank %d's node id %lld (one machine: 0, its lowest rank)", q,
+              (long long)ids[q]);
+    CHECK(how && strstr(how, "MPI_Comm_split_type"), "found by: %s", how ? how : "(none)");
+    free(ids);
+    /* the last rank reports a status that is no zt_status (as garbage from a mismatched
+     * collective would): the others print it as it came */
+    zt_status mine = r == n - 1 ? (zt_status)1000 : ZT_OK;
+    zt_status st = zt_comm_agree(c, mine, "the check", &err);
+    char want[128];
+    snprintf(want, sizeof want,
+             "the check failed on rank %d of %d (status 1000: not a ztier status", n - 1, n);
+    CHECK(r == n - 1 ? st == mine : st == ZT_ERR_COMM && strstr(err.msg, want), "agreement: %s",
+          err.msg);
+    mine = r == 0 ? ZT_ERR_IO : ZT_OK;
+    st = zt_comm_agree(c, mine, "the check", &err);
+    snprintf(want, sizeof want, "(status %d: %s;", (int)ZT_ERR_IO, zt_status_string(ZT_ERR_IO));
+    CHECK(r == 0 ? st == mine : st == ZT_ERR_COMM && strstr(err.msg, want), "agreement: %s",
+          err.msg);
+}
+
 int main(void)
 {
     zt_comm *c = NULL;
@@ -142,6 +172,7 @@ int main(void)
     check_reduce_scatter(c, 4099);
     check_bf16_allreduce_in_fp32(c);
     check_alltoall_bcast_split(c);
+    check_node_ids_and_agree(c);
     double total = failures;
     zt_comm_allreduce_sync(c, &total, 1, ZT_COMM_F64, ZT_REDUCE_SUM, &err);
     if (c->rank == 0)
