@@ -1,0 +1,317 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Multi-node tests over Linux network namespaces (docs/multinode.md). Each "node" is a
+# network namespace with its own host name (a UTS namespace, node<i>), joined by a veth pair
+# to a bridge in a namespace of its own; mpirun runs in a "head" namespace on the same bridge
+# and starts Open MPI's daemons in the nodes through rsh_agent.sh. Ranks talk over TCP on the
+# veths only (btl tcp,self: no shared memory, even between ranks of one node), so every byte
+# between nodes crosses a node's eth0, whose tx_bytes mn_train reads.
+#   run.sh <scenario> <mn_train> <mpirun> [mpirun args...]
+# Scenarios:
+#   same-<plain|zeropp>-<nodes>x<ranks>  trained across the nodes, the weights are bitwise the
+#       same job's on one node (ztier.ranks_per_node standing in for the nodes); the bytes
+#       that crossed the nodes' links match zt_stats' comm_bytes_inter (and, for plain
+#       ZeRO-3, the formula) within WIRE_OVERHEAD
+#   uneven       ZeRO++ on 3 nodes of 2+1+1 ranks commits within 5 s, with hpZ's warning
+#   map-by-node  ZeRO++ with --map-by node moves the by-slot placement's bytes between the
+#                nodes (wire counters) within 5%
+#   kill         a rank of the second node SIGKILLs itself mid-training: every other rank
+#                fails with ZT_ERR_COMM naming its world rank and exits within
+#                ZT_COMM_TIMEOUT + 3 s
+#   delay        a relay.py switch delays every frame 10 ms one way: ZeRO-3 and ZeRO++ train to
+#                the same weights as on one node
+# Exit 77 (skipped) where this process may not create network namespaces.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+
+# --rank <marks> <program> [args...]: one rank of the kill scenario; records the program's
+# exit status and time in <marks>/status.<world rank>, then waits (at most 10 s) for the
+# other survivors to record theirs: a rank that exits with an error makes mpirun end the
+# job, and a survivor must not be counted as exiting by itself when mpirun killed it.
+if [ "${1:-}" = --rank ]; then
+  marks=$2 survivors=$(($3 - 1))
+  shift 3
+  "$@"
+  status=$?
+  echo "$status $(date +%s.%N)" > "$marks/status.$OMPI_COMM_WORLD_RANK"
+  shopt -s nullglob
+  for ((i = 0; i < 200; i++)); do
+    recorded=("$marks"/status.*)
+    [ "${#recorded[@]}" -ge "$survivors" ] && break
+    sleep 0.05
+  done
+  exit "$status"
+fi
+
+scenario=$1 prog=$2
+shift 2
+mpirun=("$@")
+# TCP/IP and Ethernet headers (66 bytes a segment of at most 1448: 4.6%), the receivers'
+# ACKs (counted on their links), Open MPI's fragment headers and the barriers around the
+# measured steps, over the bytes ztier counts. Measured with this model: 1.02-1.05
+# (ZeRO-3; GSO packs segments, fewer ACKs) and 1.04-1.08 (ZeRO++, smaller messages).
+WIRE_MIN=0.90 WIRE_MAX=1.12
+
+skip() { echo "SKIP: $*"; exit 77; }
+[ -n "${ZT_MN_SANITIZE:-}" ] &&
+  skip "sanitizer build: these tests check the network behaviour, which the plain build covers"
+[ "$(id -u)" = 0 ] || skip "needs root to create network namespaces"
+P=zt$$
+ip netns add "${P}b" 2> /dev/null || skip "cannot create network namespaces (ip netns add)"
+command -v unshare > /dev/null && unshare --uts true 2> /dev/null ||
+  { ip netns del "${P}b"; skip "cannot create UTS namespaces (unshare --uts)"; }
+
+work=$(mktemp -d "${ZT_TEST_TMPDIR:-/tmp}/multinode.XXXXXX")
+namespaces=("${P}b")
+relay_pid=
+cleanup() {
+  [ -n "$relay_pid" ] && kill "$relay_pid" 2> /dev/null
+  for ns in "${namespaces[@]}"; do # anything of this run still alive in its namespaces
+    for pid in $(ip netns pids "$ns" 2> /dev/null); do kill -9 "$pid" 2> /dev/null; done
+  done
+  for ns in "${namespaces[@]}"; do ip netns del "$ns" 2> /dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+net=10.77.0
+nodes_made=0
+
+# make_nodes <n> [delay ms]: namespaces ${P}n1..n (10.77.0.<i>, host node<i>) and ${P}h
+# (10.77.0.100, mpirun), joined by a bridge in ${P}b, or by relay.py when delayed.
+make_nodes() {
+  local n=$1 delay=${2:-}
+  ip -n "${P}b" link set lo up
+  [ -z "$delay" ] && { ip -n "${P}b" link add br0 type bridge && ip -n "${P}b" link set br0 up; }
+  local i ports=()
+  for i in $(seq 1 "$n") 100; do
+    local ns=${P}n$i
+    [ "$i" = 100 ] && ns=${P}h
+    ip netns add "$ns" || return 1
+    namespaces+=("$ns")
+    ip -n "${P}b" link add "v$i" type veth peer name eth0 netns "$ns" || return 1
+    ip -n "$ns" addr add "$net.$i/24" dev eth0
+    ip -n "$ns" link set lo up
+    ip -n "$ns" link set eth0 up
+    [ -z "$delay" ] && ip -n "${P}b" link set "v$i" master br0
+    ip -n "${P}b" link set "v$i" up
+    ports+=("v$i")
+  done
+  if [ -n "$delay" ]; then
+    ip netns exec "${P}b" python3 "$here/relay.py" "$delay" "${ports[@]}" > "$work/relay.log" 2>&1 &
+    relay_pid=$!
+  fi
+  nodes_made=$n
+}
+
+# across <np> <hostfile lines> <log> [mpirun options --] <mn_train args...>: mpirun in the
+# head namespace over the nodes; the program's output goes to <log>.
+across() {
+  local np=$1 hosts=$2 log=$3 opts=()
+  shift 3
+  if [ "$1" = -- ]; then shift; else
+    while [ "$1" != -- ]; do opts+=("$1"); shift; done
+    shift
+  fi
+  printf '%s\n' "$hosts" > "$work/hostfile"
+  # the environment reaches the daemons and ranks through rsh_agent.sh, a local process
+  ZT_MN_PREFIX=$P ZT_MN_IFACE=eth0 ip netns exec "${P}h" timeout -k 5 120 "${mpirun[@]}" -np "$np" \
+    --hostfile "$work/hostfile" --mca plm_rsh_agent "$here/rsh_agent.sh" \
+    --mca plm_rsh_no_tree_spawn 1 --mca btl tcp,self --mca btl_tcp_if_include "$net.0/24" \
+    --mca oob_tcp_if_include "$net.0/24" "${opts[@]}" "$@" < /dev/null > "$log" 2>&1
+}
+
+# one_node <np> <log> <mn_train args...>: the reference: the same job in the root namespace
+one_node() {
+  local np=$1 log=$2
+  shift 2
+  timeout -k 5 120 "${mpirun[@]}" -np "$np" "$@" < /dev/null > "$log" 2>&1
+}
+
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; } # field <name> < "mn rank=..." lines
+sum() { awk '{ s += $1 } END { printf "%.0f", s }'; }
+
+# wire <log>: bytes that left the nodes over the measured steps: per host, the tx_bytes
+# difference seen by its lowest rank (every rank of a node reads the same counter)
+wire() {
+  grep '^mn rank=' "$1" | sort -t= -k2 -n | awk '{
+      for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+      if (!(f["host"] in seen)) { seen[f["host"]] = 1; s += f["tx1"] - f["tx0"] } }
+    END { printf "%.0f", s }'
+}
+
+# hosts_of <log>: "rank:host" of each rank, in rank order
+hosts_of() {
+  grep '^mn rank=' "$1" | sort -t= -k2 -n | awk '{
+      for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+      printf "%s:%s ", f["rank"], f["host"] }'
+}
+
+ratio_ok() { awk -v a="$1" -v b="$2" -v lo="$3" -v hi="$4" 'BEGIN { r = a / b; exit !(r >= lo && r <= hi) }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", b ? a / b : -1 }'; }
+
+# same <plain|zeropp> <nodes> <ranks per node> [delay ms]
+same() {
+  local mode=$1 n=$2 r=$3 delay=${4:-} np=$(($2 * $3)) steps=6 hosts="" i
+  for i in $(seq 1 "$n"); do hosts+="$net.$i slots=$r"$'\n'; done
+  one_node "$np" "$work/one.log" "$prog" "$mode" "$steps" "$work/one.bin" "rpn=$r" ||
+    { cat "$work/one.log"; fail "the one-node run failed"; return; }
+  [ "$nodes_made" -ge "$n" ] || make_nodes "$n" "$delay" || { fail "could not build the nodes"; return; }
+  if [ -n "$delay" ]; then # a TCP connect from node2 to node1 takes one round trip
+    local rtt
+    rtt=$(ip netns exec "${P}n2" python3 -c '
+import socket, subprocess, sys, time
+srv = subprocess.Popen(["ip", "netns", "exec", sys.argv[1], "python3", "-c",
+    "import socket; s = socket.create_server((\"\", 5999)); print(flush=True); s.accept()"],
+    stdout=subprocess.PIPE)
+srv.stdout.readline()
+t = time.monotonic(); c = socket.create_connection((sys.argv[2], 5999))
+print("%.1f" % ((time.monotonic() - t) * 1000)); c.close(); srv.wait()' "${P}n1" "$net.1")
+    echo "TCP connect between the nodes: ${rtt:-?} ms (one round trip; $delay ms each way)"
+    awk -v r="${rtt:-0}" -v d="$delay" 'BEGIN { exit !(r >= 1.8 * d) }' ||
+      fail "the link is not delayed"
+  fi
+  local t0=$SECONDS
+  across "$np" "$hosts" "$work/across.log" -- "$prog" "$mode" "$steps" "$work/across.bin"
+  local rc=$?
+  cat "$work/across.log"
+  echo "$np ranks on $n nodes${delay:+ with $delay ms one way}: status $rc after $((SECONDS - t0)) s"
+  [ "$rc" = 0 ] || { fail "training across the nodes failed"; return; }
+  local want="" k
+  for ((k = 0; k < np; k++)); do want+="$k:node$((k / r + 1)) "; done
+  [ "$(hosts_of "$work/across.log")" = "$want" ] ||
+    fail "ranks on hosts $(hosts_of "$work/across.log"), expected $want"
+  if cmp "$work/one.bin" "$work/across.bin"; then
+    echo "weights bitwise equal to the one-node run ($(stat -c %s "$work/one.bin") bytes)"
+  else
+    fail "weights differ from the one-node run"
+  fi
+  [ -n "$delay" ] && return
+  local counted wired
+  counted=$(grep '^mn rank=' "$work/across.log" | field inter | sum)
+  wired=$(wire "$work/across.log")
+  echo "inter-node bytes over $((steps - 1)) steps: $wired on the links, $counted counted by" \
+       "zt_stats (x$(ratio "$wired" "$counted"), allowed $WIRE_MIN-$WIRE_MAX)"
+  ratio_ok "$wired" "$counted" "$WIRE_MIN" "$WIRE_MAX" || fail "link bytes do not match zt_stats"
+  if [ "$mode" = plain ]; then
+    # ZeRO-3: per step each layer's gradient is reduce-scattered and the layer gathered
+    # twice, for the forward pass and again for the backward one (stage3_max_reuse_distance
+    # 0), but the last: its backward follows its forward at once. In each, every rank sends
+    # its shard to the np - r ranks on other nodes. A shard: the layer's parameters, each
+    # rounded up to 16 elements, rounded up to np x 16 and split over the np ranks (fp32).
+    local formula
+    formula=$(awk -v np="$np" -v r="$r" -v s=$((steps - 1)) '
+      function up(x, m) { return int((x + m - 1) / m) * m }
+      BEGIN {
+        split("32 256 256 256 256 8", d, " "); b = 0
+        for (l = 0; l < 3; l++) {
+          shard = up(up(d[2*l+1] * d[2*l+2], 16) + up(d[2*l+2], 16), np * 16) / np
+          b += (l < 2 ? 3 : 2) * shard
+        }
+        printf "%.0f", 4 * b * (np - r) * np * s }')
+    echo "ZeRO-3 formula: $formula bytes (zt_stats x$(ratio "$counted" "$formula"))"
+    ratio_ok "$counted" "$formula" 1 1 || fail "zt_stats differ from the formula"
+  fi
+}
+
+uneven() {
+  make_nodes 3 || { fail "could not build the nodes"; return; }
+  local t0=$SECONDS
+  across 4 "$net.1 slots=2"$'\n'"$net.2 slots=1"$'\n'"$net.3 slots=1" "$work/across.log" -- \
+    "$prog" zeropp 4 "$work/across.bin"
+  local rc=$?
+  cat "$work/across.log"
+  echo "2+1+1 ranks on 3 nodes: status $rc after $((SECONDS - t0)) s"
+  [ "$rc" = 0 ] || fail "ZeRO++ on uneven nodes failed"
+  [ "$(hosts_of "$work/across.log")" = "0:node1 1:node1 2:node2 3:node3 " ] ||
+    fail "ranks on hosts $(hosts_of "$work/across.log")"
+  local slow
+  slow=$(grep '^mn rank=' "$work/across.log" | field commit_s | awk '$1 >= 5')
+  [ -z "$slow" ] && [ "$(grep -c '^mn rank=.*commit_s=' "$work/across.log")" = 4 ] ||
+    fail "not every rank committed within 5 s"
+  grep -Eqi "warn.*(hpz.*\<off\>|\<off\>.*hpz)" "$work/across.log" || fail "no warning that hpZ is off"
+}
+
+map_by_node() {
+  make_nodes 2 || { fail "could not build the nodes"; return; }
+  local hosts="$net.1 slots=2"$'\n'"$net.2 slots=2" bytes=()
+  local how
+  for how in slot node; do
+    across 4 "$hosts" "$work/$how.log" --map-by "$how" -- "$prog" zeropp 6 "$work/$how.bin" ||
+      { cat "$work/$how.log"; fail "ZeRO++ mapped by $how failed"; return; }
+    cat "$work/$how.log"
+    bytes+=("$(wire "$work/$how.log")")
+    local counted
+    counted=$(grep '^mn rank=' "$work/$how.log" | field inter | sum)
+    echo "--map-by $how: ranks on $(hosts_of "$work/$how.log"): ${bytes[-1]} bytes between" \
+         "nodes on the links, $counted counted by zt_stats (x$(ratio "${bytes[-1]}" "$counted"))"
+    ratio_ok "${bytes[-1]}" "$counted" "$WIRE_MIN" "$WIRE_MAX" ||
+      fail "--map-by $how: link bytes do not match zt_stats"
+  done
+  [ "$(hosts_of "$work/node.log")" = "0:node1 1:node2 2:node1 3:node2 " ] ||
+    fail "--map-by node placed the ranks on $(hosts_of "$work/node.log")"
+  echo "by node / by slot: x$(ratio "${bytes[1]}" "${bytes[0]}") (allowed 0.95-1.05)"
+  ratio_ok "${bytes[1]}" "${bytes[0]}" 0.95 1.05 ||
+    fail "--map-by node moves other bytes between nodes than by slot"
+}
+
+kill_rank() {
+  local timeout=${ZT_COMM_TIMEOUT:-5} victim=2
+  make_nodes 2 || { fail "could not build the nodes"; return; }
+  mkdir "$work/marks"
+  local t0=$SECONDS
+  ZT_COMM_TIMEOUT=$timeout across 4 "$net.1 slots=2"$'\n'"$net.2 slots=2" "$work/across.log" \
+    --enable-recovery -- bash "$0" --rank "$work/marks" 4 \
+    "$prog" plain 20 "$work/across.bin" "kill=$victim@3" &
+  local mpirun_pid=$! waited=0
+  # With --enable-recovery, Open MPI 4.1's mpirun may stay after every rank has gone: once
+  # the three survivors have recorded their exit, it gets 5 s, then is ended here.
+  while kill -0 "$mpirun_pid" 2> /dev/null && [ "$(ls "$work/marks" | wc -l)" -lt 3 ] &&
+    [ $((SECONDS - t0)) -lt 60 ]; do sleep 0.2; done
+  while kill -0 "$mpirun_pid" 2> /dev/null && [ "$waited" -lt 25 ]; do sleep 0.2; waited=$((waited + 1)); done
+  if kill -0 "$mpirun_pid" 2> /dev/null; then
+    echo "mpirun still running 5 s after the ranks exited: ended here"
+    for pid in $(ip netns pids "${P}h"); do kill "$pid" 2> /dev/null; done
+  fi
+  wait "$mpirun_pid"
+  local rc=$?
+  local killed_at
+  killed_at=$(grep "^mn rank=$victim killed=" "$work/across.log" | field killed)
+  [ -n "$killed_at" ] || { fail "rank $victim was not killed"; return; }
+  grep -q "^mn rank=$victim killed=.* host=node2" "$work/across.log" ||
+    fail "rank $victim was not on the second node"
+  local r
+  for r in 0 1 3; do
+    local line status exit_at error_at
+    line=$(grep "^mn rank=$r error=" "$work/across.log")
+    error_at=$(field at <<< "$line")
+    read -r status exit_at < "$work/marks/status.$r" 2> /dev/null
+    echo "rank $r: error $(awk -v a="$killed_at" -v b="${error_at:-0}" 'BEGIN { printf "%.2f", b - a }') s," \
+         "exit (status ${status:-none}) $(awk -v a="$killed_at" -v b="${exit_at:-0}" 'BEGIN { printf "%.2f", b - a }') s after the kill"
+    grep -q "error=ZT_ERR_COMM" <<< "$line" || fail "rank $r did not fail with ZT_ERR_COMM"
+    grep -q ": rank $r: " <<< "$line" || fail "rank $r's message does not name its world rank"
+    [ "${status:-}" = 2 ] || fail "rank $r did not exit by itself with status 2"
+    awk -v a="$killed_at" -v b="${exit_at:-1e18}" -v l=$((timeout + 3)) 'BEGIN { exit !(b - a <= l) }' ||
+      fail "rank $r did not exit within ZT_COMM_TIMEOUT + 3 s of the kill"
+  done
+}
+
+case "$scenario" in
+  same-*)
+    IFS=-x read -r _ mode n r <<< "$scenario"
+    same "$mode" "$n" "$r"
+    ;;
+  uneven) ZT_COMM_TIMEOUT=${ZT_COMM_TIMEOUT:-5} uneven ;;
+  map-by-node) map_by_node ;;
+  kill) kill_rank ;;
+  delay)
+    same plain 2 2 10
+    same zeropp 2 2 10
+    ;;
+  *) echo "unknown scenario $scenario"; exit 2 ;;
+esac
+[ "$fails" = 0 ] || exit 1
+echo PASS
