@@ -458,9 +458,20 @@ ZT_API zt_status zt_optimizer_get(const zt_runtime *rt, zt_optimizer_info *out);
 ZT_API zt_status zt_async_error(zt_runtime *rt);
 
 /* Copies the current fp32 master values of a parameter (all elements, gathered from every
- * rank) into dst (numel floats, caller-owned). Collective; synchronous; no layer may be
- * held. */
+ * rank) into dst (numel floats, caller-owned) on every rank. Collective; synchronous; no layer
+ * may be held. Only the parameter's elements move: each rank sends its shard's part of the
+ * parameter to every other rank (a replicated layer, below
+ * stage3_param_persistence_threshold, moves nothing). */
 ZT_API zt_status zt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel);
+
+/* zt_param_read for one rank: the values land in dst (numel floats, caller-owned) on rank
+ * `root` only; the other ranks only send their part (their dst and numel are not used, dst
+ * may be NULL). Every rank passes the same root. For exporters and other readers of the
+ * whole model that write it from one rank: each element crosses the network once, so reading
+ * every parameter moves about the model's fp32 bytes, where zt_param_read on every rank
+ * moves that much to each of them. Collective; synchronous; no layer may be held. */
+ZT_API zt_status zt_param_read_to(zt_runtime *rt, int param_id, int root, float *dst,
+                                  int64_t numel);
 
 /* The mirror of zt_param_read: sets a parameter's fp32 master values (and the working-dtype
  * copy every later fetch sees) from src (numel floats, the whole tensor, caller-owned,

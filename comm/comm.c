@@ -124,6 +124,16 @@ zt_status zt_comm_allgather_sync(zt_comm *c, const void *send, void *recv, size_
     return st == ZT_OK ? zt_comm_wait(c, &req, err) : st;
 }
 
+zt_status zt_comm_gatherv_sync(zt_comm *c, const void *send, void *recv, const size_t *counts,
+                               const size_t *displs, zt_comm_dtype dt, int root, zt_error *err)
+{
+    zt_comm_req req = {0};
+    c = zt_comm_host(c);
+    zt_status st = root < 0 ? zt_comm_allgatherv(c, send, recv, counts, displs, dt, &req, err)
+                            : zt_comm_gatherv(c, send, recv, counts, displs, dt, root, &req, err);
+    return st == ZT_OK ? zt_comm_wait(c, &req, err) : st;
+}
+
 zt_status zt_comm_broadcast_sync(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt, int root,
                                  zt_error *err)
 {

@@ -45,7 +45,9 @@ enum mpi_op_kind {
     OP_BCAST,
     OP_BARRIER,
     OP_SPLIT,
-    OP_NODE_ID
+    OP_NODE_ID,
+    OP_GATHERV,
+    OP_ALLGATHERV
 };
 
 typedef struct mpi_op {
@@ -57,7 +59,8 @@ typedef struct mpi_op {
     zt_reduce_op rop;
     int root, color, key;
     zt_comm **split_out;
-    int *node_out; /* OP_NODE_ID */
+    int *node_out;          /* OP_NODE_ID */
+    int *vcounts, *vdispls; /* gatherv/allgatherv: size entries each, owned by the op */
     /* completion */
     int done;
     int abandoned; /* given up on before it completed; counted in g_abandoned */
@@ -209,6 +212,18 @@ static void run_op(mpi_comm *c, mpi_op *op)
         MPI_Comm_free(&shm);
         break;
     }
+    case OP_GATHERV:
+        set_error(op,
+                  MPI_Gatherv(op->send, op->vcounts[c->base.rank], raw, op->recv, op->vcounts,
+                              op->vdispls, raw, op->root, c->comm),
+                  "MPI_Gatherv");
+        break;
+    case OP_ALLGATHERV:
+        set_error(op,
+                  MPI_Allgatherv(op->send, op->vcounts[c->base.rank], raw, op->recv, op->vcounts,
+                                 op->vdispls, raw, c->comm),
+                  "MPI_Allgatherv");
+        break;
     case OP_SPLIT: {
         MPI_Comm sub;
         if (set_error(op, MPI_Comm_split(c->comm, op->color, op->key, &sub), "MPI_Comm_split"))
@@ -226,7 +241,8 @@ static void run_op(mpi_comm *c, mpi_op *op)
 static const char *op_name(enum mpi_op_kind k)
 {
     static const char *const names[] = {"all-gather", "reduce-scatter", "all-reduce", "all-to-all",
-                                        "broadcast",  "barrier",        "split",      "node id"};
+                                        "broadcast",  "barrier",        "split",      "node id",
+                                        "gather",     "all-gather (v)"};
     return names[k];
 }
 
@@ -245,8 +261,9 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&c->lock);
         double t0 = zt_now_s();
         run_op(c, op);
+        size_t count = op->vcounts ? (size_t)op->vcounts[c->base.rank] : op->count;
         zt_trace_span("comm", t0, "%s %.2f MB", op_name(op->kind),
-                      (double)(op->count * zt_comm_dtype_size(op->dt)) / 1e6);
+                      (double)(count * zt_comm_dtype_size(op->dt)) / 1e6);
         pthread_mutex_lock(&c->lock);
         c->head = op->next;
         if (!c->head)
@@ -354,6 +371,7 @@ static zt_status mpi_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
     zt_status st = op->status;
     if (st != ZT_OK)
         ZT_ERR(err, st, "%s: %s", me, op->msg);
+    free(op->vcounts);
     free(op);
     req->impl = NULL;
     req->done = 1;
@@ -415,6 +433,45 @@ static zt_status mpi_broadcast(zt_comm *c, void *buf, size_t count, zt_comm_dtyp
                       c->size);
     mpi_op op = {.kind = OP_BCAST, .recv = buf, .count = count, .dt = dt, .root = root};
     return submit(c, &op, req, err);
+}
+
+/* MPI counts and displacements are ints: blocks past 2^31 elements cannot be described. */
+static zt_status submit_v(zt_comm *c, mpi_op *op, const size_t *counts, const size_t *displs,
+                          zt_comm_req *req, zt_error *err)
+{
+    int n = c->size;
+    for (int r = 0; r < n; r++)
+        if (counts[r] > INT32_MAX || displs[r] > INT32_MAX)
+            return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
+                          "%s of %zu elements at element %zu: MPI counts them in ints (at most "
+                          "%d); split the tensor",
+                          op_name(op->kind), counts[r], displs[r], INT32_MAX);
+    op->vcounts = malloc(2 * (size_t)n * sizeof(int));
+    if (!op->vcounts)
+        return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory queueing a collective");
+    op->vdispls = op->vcounts + n;
+    for (int r = 0; r < n; r++)
+        op->vcounts[r] = (int)counts[r], op->vdispls[r] = (int)displs[r];
+    zt_status st = submit(c, op, req, err);
+    if (st != ZT_OK)
+        free(op->vcounts);
+    return st;
+}
+
+static zt_status mpi_gatherv(zt_comm *c, const void *send, void *recv, const size_t *counts,
+                             const size_t *displs, zt_comm_dtype dt, int root, zt_comm_req *req,
+                             zt_error *err)
+{
+    mpi_op op = {.kind = OP_GATHERV, .send = send, .recv = recv, .dt = dt, .root = root};
+    return submit_v(c, &op, counts, displs, req, err);
+}
+
+static zt_status mpi_allgatherv(zt_comm *c, const void *send, void *recv, const size_t *counts,
+                                const size_t *displs, zt_comm_dtype dt, zt_comm_req *req,
+                                zt_error *err)
+{
+    mpi_op op = {.kind = OP_ALLGATHERV, .send = send, .recv = recv, .dt = dt};
+    return submit_v(c, &op, counts, displs, req, err);
 }
 
 static zt_status mpi_barrier(zt_comm *c, zt_comm_req *req, zt_error *err)
@@ -486,6 +543,8 @@ static const zt_comm_iface mpi_iface = {
     /* .wait_event = */ NULL, /* host memory: the host orders it */
     /* .complete_on = */ NULL,
     /* .node_id = */ mpi_node_id,
+    /* .gatherv = */ mpi_gatherv,
+    /* .allgatherv = */ mpi_allgatherv,
 };
 
 static zt_status make_comm(MPI_Comm comm, zt_comm **out, zt_error *err)
