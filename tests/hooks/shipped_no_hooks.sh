@@ -15,7 +15,7 @@ fail() {
   echo "shipped_no_hooks: FAIL: $*" >&2
   exit 1
 }
-hooks='zt_test_crash_point|zt_io_test_'
+hooks='zt_test_crash_point|zt_test_delay_point|zt_io_test_'
 
 # symbols <name> <nm arguments...>: the hook symbols nm lists, one a line
 symbols() {
@@ -27,7 +27,7 @@ symbols() {
 # env_name <file>: the environment variable's name where it is in the file
 env_name() {
   strings -a "$1" > "$work/strings"
-  grep -F ZT_TEST_CRASH_AT "$work/strings" || true
+  grep -E "ZT_TEST_(CRASH|DELAY)_AT" "$work/strings" || true
 }
 
 [[ -n $(symbols test "$test_archive") ]] || fail "no hook symbol in the tests' archive $test_archive"
@@ -37,7 +37,7 @@ for lib in "$so" "$static"; do
   [[ -z $found ]] || fail "$lib has hook symbols:
 $found"
   found=$(env_name "$lib")
-  [[ -z $found ]] || fail "$lib names ZT_TEST_CRASH_AT: $found"
+  [[ -z $found ]] || fail "$lib names a hook's variable: $found"
 done
 found=$(symbols dynamic -D "$so")
 [[ -z $found ]] || fail "$so exports hook symbols:
