@@ -412,7 +412,11 @@ ZT_API zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info 
  * an atomic replacement of dir/latest; a save that fails or is killed at any point leaves
  * the previous checkpoint the latest one and loadable. The newest ztier.checkpoint_keep
  * checkpoints (default 2) are kept, older ones removed. Collective: every rank calls it (the
- * folder must be on a filesystem every rank sees). Synchronous; no layer may be held. */
+ * folder must be on a filesystem every rank sees). Synchronous; no layer may be held.
+ * Rank 0 commits and then tells the others: a rank that loses contact with it after writing
+ * its own file (a network split, a dead rank 0) returns ZT_ERR_COMM with a message saying it
+ * cannot know whether the save was committed and how to tell from dir/latest (the new
+ * checkpoint or the previous one is the latest; either loads). */
 ZT_API zt_status zt_checkpoint_save(zt_runtime *rt, const char *dir);
 
 /* Restores a checkpoint saved by the same model on the same number of ranks; afterwards

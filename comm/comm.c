@@ -145,14 +145,24 @@ zt_status zt_comm_broadcast_sync(zt_comm *c, void *buf, size_t count, zt_comm_dt
 
 zt_status zt_comm_agree(zt_comm *c, zt_status local, const char *what, zt_error *err)
 {
+    int exchanged;
+    return zt_comm_agree_exchanged(c, local, what, &exchanged, err);
+}
+
+zt_status zt_comm_agree_exchanged(zt_comm *c, zt_status local, const char *what, int *exchanged,
+                                  zt_error *err)
+{
+    *exchanged = 1;
     if (!c || c->size == 1)
         return local;
+    *exchanged = 0;
     int64_t *all = calloc((size_t)c->size, sizeof *all);
     if (!all)
         return local != ZT_OK ? local : ZT_ERR(err, ZT_ERR_NOMEM, "out of memory in %s", what);
     int64_t mine = local;
     zt_error comm_err = {0};
     zt_status st = zt_comm_allgather_sync(c, &mine, all, 1, ZT_COMM_I64, &comm_err);
+    *exchanged = st == ZT_OK;
     int bad = -1;
     for (int r = 0; st == ZT_OK && r < c->size && bad < 0; r++)
         if (all[r] != ZT_OK)

@@ -224,6 +224,11 @@ zt_status zt_comm_broadcast_sync(zt_comm *c, void *buf, size_t count, zt_comm_dt
 /* Collective: every rank contributes its status. Returns the local status if it failed,
  * ZT_ERR_COMM naming the first failing rank if another rank failed, else ZT_OK. */
 ZT_MODULE_API zt_status zt_comm_agree(zt_comm *c, zt_status local, const char *what, zt_error *err);
+/* zt_comm_agree that also says whether the statuses were exchanged (*exchanged = 1: this
+ * rank saw every rank's status, the same ones every rank that saw them decided on; 0: the
+ * collective itself failed here, and other ranks may still have seen them all). */
+zt_status zt_comm_agree_exchanged(zt_comm *c, zt_status local, const char *what, int *exchanged,
+                                  zt_error *err);
 
 /* The number of ranks the launcher (mpirun, srun) started, 1 when not launched by one. */
 int zt_launcher_world_size(void);

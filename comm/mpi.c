@@ -12,6 +12,9 @@
  * other waits fail at once instead of after one more timeout each, new communicators are
  * refused (MPI_Comm_dup), MPI_Comm_free is skipped (collective in the standard), and the
  * exit handler does not call MPI_Finalize, which would wait forever (it logs a warning).
+ * A communicator whose collective timed out or failed stays failed (with the communicators
+ * split from it): later collectives on it, and a wait retried for the given-up one, fail at
+ * once with that first failure's message, even when the given-up collective ends after all.
  * So each rank that sees the failure returns ZT_ERR_COMM within one timeout and its process
  * exits with the program's status; the launcher then ends the job (Open MPI's mpirun kills
  * the remaining ranks, the stopped one included, and reports a process that exited without
@@ -75,8 +78,18 @@ typedef struct mpi_member {
     char host[64];
 } mpi_member;
 
+/* A failure shared by a communicator and those split from it (one family: every one of them
+ * reaches the failed peer). Recorded once, by the first collective that timed out or ended
+ * with an MPI error; never cleared: the runtime that saw it must be destroyed. */
+typedef struct mpi_failure {
+    atomic_int refs;   /* the family's communicators; the last one destroyed frees it */
+    atomic_int failed; /* set after first is written; first never changes after */
+    zt_error first;
+} mpi_failure;
+
 typedef struct mpi_comm {
     zt_comm base;
+    mpi_failure *failure;
     MPI_Comm comm;
     mpi_member *members; /* [size], from the exchange at creation */
     pthread_t thread;
@@ -95,6 +108,37 @@ static const zt_comm_iface mpi_iface;
  * MPI calls that synchronise with it (later collectives, MPI_Comm_free, MPI_Finalize) would
  * block: process-wide, because every communicator reaches that peer. */
 static atomic_int g_abandoned;
+
+/* Collectives that MPI ended with an error: a peer is gone (Open MPI's --enable-recovery), so
+ * MPI_Comm_dup, MPI_Comm_free and MPI_Finalize could block on it too. */
+static atomic_int g_errors;
+
+static pthread_mutex_t g_failure_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Records e as c's family's failure unless one is recorded already, and wakes c's waiters
+ * (c->lock not held). */
+static void failure_record(mpi_comm *c, const zt_error *e)
+{
+    pthread_mutex_lock(&g_failure_lock);
+    if (!atomic_load(&c->failure->failed)) {
+        c->failure->first = *e;
+        atomic_store(&c->failure->failed, 1);
+    }
+    pthread_mutex_unlock(&g_failure_lock);
+    pthread_mutex_lock(&c->lock);
+    pthread_cond_broadcast(&c->done);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Once c's family has failed: copies the first failure into err and returns 1. */
+static int failure_get(const mpi_comm *c, zt_error *err)
+{
+    if (!atomic_load(&c->failure->failed))
+        return 0;
+    if (err)
+        *err = c->failure->first;
+    return 1;
+}
 
 /* Counts op as given up on, once (c->lock held). */
 static void abandon(mpi_op *op)
@@ -159,7 +203,7 @@ static int run_reduce16(mpi_comm *c, mpi_op *op)
                      op->kind == OP_REDUCE_SCATTER ? "MPI_Reduce_scatter_block" : "MPI_Allreduce");
 }
 
-static zt_status make_comm(MPI_Comm comm, zt_comm **out, zt_error *err);
+static zt_status make_comm(MPI_Comm comm, mpi_failure *family, zt_comm **out, zt_error *err);
 
 static void run_op(mpi_comm *c, mpi_op *op)
 {
@@ -229,7 +273,7 @@ static void run_op(mpi_comm *c, mpi_op *op)
         if (set_error(op, MPI_Comm_split(c->comm, op->color, op->key, &sub), "MPI_Comm_split"))
             break;
         zt_error err = {0};
-        if (make_comm(sub, op->split_out, &err) != ZT_OK) {
+        if (make_comm(sub, c->failure, op->split_out, &err) != ZT_OK) {
             op->status = err.status;
             snprintf(op->msg, sizeof op->msg, "%.1000s", err.msg);
         }
@@ -245,6 +289,8 @@ static const char *op_name(enum mpi_op_kind k)
                                         "gather",     "all-gather (v)"};
     return names[k];
 }
+
+static void whoami(const mpi_comm *c, char *out, size_t cap);
 
 static void *worker(void *arg)
 {
@@ -262,6 +308,14 @@ static void *worker(void *arg)
         double t0 = zt_now_s();
         run_op(c, op);
         size_t count = op->vcounts ? (size_t)op->vcounts[c->base.rank] : op->count;
+        if (op->status == ZT_ERR_COMM) { /* MPI failed it: later collectives would too */
+            zt_error e = {0};
+            char me[96];
+            whoami(c, me, sizeof me);
+            ZT_ERR(&e, ZT_ERR_COMM, "%s: %s", me, op->msg);
+            atomic_fetch_add(&g_errors, 1);
+            failure_record(c, &e);
+        }
         zt_trace_span("comm", t0, "%s %.2f MB", op_name(op->kind),
                       (double)(count * zt_comm_dtype_size(op->dt)) / 1e6);
         pthread_mutex_lock(&c->lock);
@@ -280,6 +334,8 @@ static void *worker(void *arg)
 static zt_status submit(zt_comm *base, const mpi_op *tmpl, zt_comm_req *req, zt_error *err)
 {
     mpi_comm *c = (mpi_comm *)base;
+    if (failure_get(c, err)) /* not issued: it could only wait for the failed peer */
+        return ZT_ERR_COMM;
     mpi_op *op = malloc(sizeof *op);
     if (!op)
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory queueing a collective");
@@ -342,17 +398,21 @@ static zt_status mpi_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
     deadline.tv_sec += (time_t)c->timeout_s;
     int rc = 0;
     pthread_mutex_lock(&c->lock);
-    /* Once another collective has been given up on, this one is not waited for either: it
-     * would only take one more timeout each (e.g. zt_step's agreement after a timed-out
-     * reduction) and a rank must report a stopped peer within one timeout. A retried wait
-     * for the given-up collective itself waits again (a late peer may still join). */
+    /* Once a collective of this communicator's family failed or was given up on, this one is
+     * not waited for: it would only take one more timeout each (e.g. zt_step's agreement
+     * after a timed-out reduction, or a retried wait for the given-up collective before its
+     * buffer is freed) and a rank must report a stopped peer within one timeout. It returns
+     * its result if it completed. So does one while a collective of another family is given
+     * up on. */
     int after_abandoned = atomic_load(&g_abandoned) > op->abandoned;
-    while (!op->done && !after_abandoned && rc != ETIMEDOUT)
+    while (!op->done && !after_abandoned && !atomic_load(&c->failure->failed) && rc != ETIMEDOUT)
         rc = pthread_cond_timedwait(&c->done, &c->lock, &deadline);
     int done = op->done;
     if (!done) /* the op stays queued (the worker owns it); this runtime must be destroyed */
         abandon(op);
     pthread_mutex_unlock(&c->lock);
+    if (!done && failure_get(c, err))
+        return ZT_ERR_COMM;
     char me[96], peers[512];
     whoami(c, me, sizeof me);
     if (!done)
@@ -363,11 +423,15 @@ static zt_status mpi_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
                       "completed; %s has probably failed or stopped (destroy this runtime; "
                       "raise ZT_COMM_TIMEOUT, now %.0f s, if it is just slow)",
                       me, op_name(op->kind), peers, c->timeout_s);
-    if (!done)
-        return ZT_ERR(err, ZT_ERR_COMM,
-                      "%s: a collective (%s) did not complete within %.0f s; %s has probably "
-                      "failed or stopped (raise ZT_COMM_TIMEOUT if it is just slow)",
-                      me, op_name(op->kind), c->timeout_s, peers);
+    if (!done) {
+        zt_error mine = {0}, *e = err ? err : &mine;
+        ZT_ERR(e, ZT_ERR_COMM,
+               "%s: a collective (%s) did not complete within %.0f s; %s has probably failed or "
+               "stopped (raise ZT_COMM_TIMEOUT if it is just slow)",
+               me, op_name(op->kind), c->timeout_s, peers);
+        failure_record(c, e); /* later waits and collectives fail at once with it */
+        return ZT_ERR_COMM;
+    }
     zt_status st = op->status;
     if (st != ZT_OK)
         ZT_ERR(err, st, "%s: %s", me, op->msg);
@@ -519,8 +583,10 @@ static void mpi_destroy(zt_comm *base)
     pthread_join(c->thread, NULL);
     /* MPI_Comm_free is collective and could block on a peer that stopped responding; the
      * handle goes away with the process then. */
-    if (c->comm != MPI_COMM_WORLD && atomic_load(&g_abandoned) == 0)
+    if (c->comm != MPI_COMM_WORLD && atomic_load(&g_abandoned) == 0 && atomic_load(&g_errors) == 0)
         MPI_Comm_free(&c->comm);
+    if (atomic_fetch_sub(&c->failure->refs, 1) == 1)
+        free(c->failure);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->work);
     pthread_cond_destroy(&c->done);
@@ -547,11 +613,19 @@ static const zt_comm_iface mpi_iface = {
     /* .allgatherv = */ mpi_allgatherv,
 };
 
-static zt_status make_comm(MPI_Comm comm, zt_comm **out, zt_error *err)
+/* family: the failure record of the communicator comm was split from; NULL: a new family. */
+static zt_status make_comm(MPI_Comm comm, mpi_failure *family, zt_comm **out, zt_error *err)
 {
     mpi_comm *c = calloc(1, sizeof *c);
-    if (!c)
+    mpi_failure *f = family ? family : calloc(1, sizeof *f);
+    if (!c || !f) {
+        free(c);
+        if (!family)
+            free(f);
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory creating an MPI communicator");
+    }
+    atomic_fetch_add(&f->refs, 1);
+    c->failure = f;
     c->base.iface = &mpi_iface;
     c->comm = comm;
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
@@ -579,6 +653,8 @@ static zt_status make_comm(MPI_Comm comm, zt_comm **out, zt_error *err)
     pthread_cond_init(&c->done, NULL);
     if (pthread_create(&c->thread, NULL, worker, c) != 0) {
         free(c->members);
+        if (atomic_fetch_sub(&f->refs, 1) == 1)
+            free(f);
         free(c);
         return ZT_ERR(err, ZT_ERR_COMM, "cannot start the MPI progress thread");
     }
@@ -604,12 +680,12 @@ static void finalize_at_exit(void)
     if (finalized)
         return;
     int abandoned = atomic_load(&g_abandoned);
-    if (abandoned) {
+    if (abandoned || atomic_load(&g_errors)) {
         ZT_LOGW("comm",
                 "rank %d: MPI is not finalised because a peer stopped responding (%d "
-                "collective(s) never completed); the launcher may report that this "
-                "process exited without finalising",
-                world_rank(), abandoned);
+                "collective(s) never completed, %d ended with an MPI error); the launcher "
+                "may report that this process exited without finalising",
+                world_rank(), abandoned, atomic_load(&g_errors));
         return;
     }
     MPI_Finalize();
@@ -635,15 +711,16 @@ static zt_status mpi_create(zt_comm **out, zt_error *err)
                       "MPI_THREAD_MULTIPLE (call MPI_Init_thread with it, or let ztier "
                       "initialise MPI)",
                       provided);
-    if (atomic_load(&g_abandoned)) /* MPI_Comm_dup would wait for the stopped peer forever */
+    /* MPI_Comm_dup would wait for the stopped peer forever */
+    if (atomic_load(&g_abandoned) || atomic_load(&g_errors))
         return ZT_ERR(err, ZT_ERR_COMM,
-                      "rank %d: a collective of an earlier runtime never completed (another "
-                      "rank has probably failed or stopped), so MPI cannot be used again in "
-                      "this process; end it and restart the job",
+                      "rank %d: a collective of an earlier runtime never completed or failed "
+                      "(another rank has probably failed or stopped), so MPI cannot be used "
+                      "again in this process; end it and restart the job",
                       world_rank());
     MPI_Comm dup;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-    return make_comm(dup, out, err);
+    return make_comm(dup, NULL, out, err);
 }
 
 /* The module's entry point (core/module.h): libztier-mpi.so in libztier.so, linked in in

@@ -5,6 +5,8 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #ifndef ZT_TEST_HOOKS
 #error "core/test_hooks.c belongs to the tests' archive only (built with ZT_TEST_HOOKS)"
@@ -36,4 +38,16 @@ int zt_test_node_of(int size, int64_t *node_id)
             node_id[n] = v;
     }
     return n > size ? size + 1 : n;
+}
+
+void zt_test_delay_point(const char *where)
+{
+    const char *at = getenv("ZT_TEST_DELAY_AT"), *secs = getenv("ZT_TEST_DELAY_S");
+    if (!at || strcmp(at, where) != 0 || !secs || atof(secs) <= 0)
+        return;
+    ZT_LOGD("test", "delay point '%s': %s s", where, secs);
+    double s = atof(secs);
+    struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&t, &t) != 0)
+        ;
 }

@@ -15,7 +15,7 @@ fail() {
   echo "shipped_no_hooks: FAIL: $*" >&2
   exit 1
 }
-hooks='zt_test_crash_point|zt_test_node_of|zt_io_test_'
+hooks='zt_test_crash_point|zt_test_node_of|zt_test_delay_point|zt_io_test_'
 
 # symbols <name> <nm arguments...>: the hook symbols nm lists, one a line
 symbols() {
@@ -27,7 +27,7 @@ symbols() {
 # env_name <file>: the environment variables' names where they are in the file
 env_name() {
   strings -a "$1" > "$work/strings"
-  grep -E 'ZT_TEST_CRASH_AT|ZT_TEST_NODE_OF' "$work/strings" || true
+  grep -E 'ZT_TEST_CRASH_AT|ZT_TEST_NODE_OF|ZT_TEST_DELAY_AT' "$work/strings" || true
 }
 
 [[ -n $(symbols test "$test_archive") ]] || fail "no hook symbol in the tests' archive $test_archive"

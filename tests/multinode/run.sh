@@ -302,7 +302,7 @@ kill_rank() {
     echo "rank $r: error $(awk -v a="$killed_at" -v b="${error_at:-0}" 'BEGIN { printf "%.2f", b - a }') s," \
          "exit (status ${status:-none}) $(awk -v a="$killed_at" -v b="${exit_at:-0}" 'BEGIN { printf "%.2f", b - a }') s after the kill"
     grep -q "error=ZT_ERR_COMM" <<< "$line" || fail "rank $r did not fail with ZT_ERR_COMM"
-    grep -q ": rank $r: " <<< "$line" || fail "rank $r's message does not name its world rank"
+    grep -Eq "world rank $r \(host node[0-9]+\)" <<< "$line" || fail "rank $r's message does not name its world rank and host"
     [ "${status:-}" = 2 ] || fail "rank $r did not exit by itself with status 2"
     awk -v a="$killed_at" -v b="${exit_at:-1e18}" -v l=$((timeout + 3)) 'BEGIN { exit !(b - a <= l) }' ||
       fail "rank $r did not exit within ZT_COMM_TIMEOUT + 3 s of the kill"
