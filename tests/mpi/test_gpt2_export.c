@@ -9,22 +9,11 @@
 #include "gpt2_ztier.h"
 #include "runtime/runtime.h"
 #include "scratch.h"
+#include "rank_check.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-
-#define CHECK(cond, ...)                                                 \
-    do {                                                                 \
-        if (!(cond)) {                                                   \
-            fprintf(stderr, "rank check failed at line %d: ", __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                \
-            fprintf(stderr, "\n");                                       \
-            failures++;                                                  \
-        }                                                                \
-    } while (0)
 
 static const char *const config =
     "{\"zero_optimization\": {\"stage\": 3, \"stage3_param_persistence_threshold\": 0}, "

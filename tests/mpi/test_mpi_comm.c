@@ -6,23 +6,12 @@
  * blocks (some empty, 16-bit moved as bits) to each root and to every rank. */
 #include "core/convert.h"
 #include "comm/comm.h"
+#include "rank_check.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-
-#define CHECK(cond, ...)                                                 \
-    do {                                                                 \
-        if (!(cond)) {                                                   \
-            fprintf(stderr, "rank check failed at line %d: ", __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                \
-            fprintf(stderr, "\n");                                       \
-            failures++;                                                  \
-        }                                                                \
-    } while (0)
 
 static float value(int rank, size_t i) { return (float)(rank + 1) * 0.5f + (float)(i % 97); }
 

@@ -11,22 +11,11 @@
  * rank (world - 1) times the model's sharded bytes; the old path's bytes (the layer's
  * all-gather per parameter) are printed beside them. Bad roots are ZT_ERR_ARGUMENT. */
 #include "runtime/runtime.h"
+#include "rank_check.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-
-#define CHECK(cond, ...)                                                 \
-    do {                                                                 \
-        if (!(cond)) {                                                   \
-            fprintf(stderr, "rank check failed at line %d: ", __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                \
-            fprintf(stderr, "\n");                                       \
-            failures++;                                                  \
-        }                                                                \
-    } while (0)
 
 typedef struct spec {
     const char *layer, *name;
