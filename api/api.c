@@ -443,20 +443,36 @@ zt_status zt_optimizer_get(const zt_runtime *rt, zt_optimizer_info *out)
     return ZT_OK;
 }
 
-zt_status zt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel)
+/* zt_param_read (every rank: root -1) and zt_param_read_to (one rank: to_one). */
+static zt_status param_read(zt_runtime *rt, const char *fn, int to_one, int param_id, int root,
+                            float *dst, int64_t numel)
 {
     if (!rt)
         return ZT_ERR_ARGUMENT;
-    zt_status st = enter(rt, ZT_RT_COMMITTED, "zt_param_read");
+    zt_status st = enter(rt, ZT_RT_COMMITTED, fn);
     if (st != ZT_OK)
         return st;
     CHECK_ARG(rt, param_id >= 0 && param_id < rt->reg.n_params,
               "unknown parameter id %d (the runtime has %d parameters)", param_id,
               rt->reg.n_params);
-    CHECK_ARG(rt, dst, "zt_param_read: dst is NULL");
-    if ((st = check_nothing_held(rt, "zt_param_read")) != ZT_OK)
+    CHECK_ARG(rt, !to_one || (root >= 0 && root < rt->dist.world),
+              "%s: root %d is not a rank (the runtime has ranks 0 to %d; zt_param_read reads "
+              "on every rank)",
+              fn, root, rt->dist.world - 1);
+    CHECK_ARG(rt, dst || (to_one && root != rt->dist.rank), "%s: dst is NULL", fn);
+    if ((st = check_nothing_held(rt, fn)) != ZT_OK)
         return st;
-    return zt_rt_param_read(rt, param_id, dst, numel);
+    return zt_rt_param_read(rt, param_id, root, dst, numel);
+}
+
+zt_status zt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel)
+{
+    return param_read(rt, "zt_param_read", 0, param_id, -1, dst, numel);
+}
+
+zt_status zt_param_read_to(zt_runtime *rt, int param_id, int root, float *dst, int64_t numel)
+{
+    return param_read(rt, "zt_param_read_to", 1, param_id, root, dst, numel);
 }
 
 zt_status zt_async_error(zt_runtime *rt)

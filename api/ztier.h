@@ -412,7 +412,11 @@ ZT_API zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info 
  * an atomic replacement of dir/latest; a save that fails or is killed at any point leaves
  * the previous checkpoint the latest one and loadable. The newest ztier.checkpoint_keep
  * checkpoints (default 2) are kept, older ones removed. Collective: every rank calls it (the
- * folder must be on a filesystem every rank sees). Synchronous; no layer may be held. */
+ * folder must be on a filesystem every rank sees). Synchronous; no layer may be held.
+ * Rank 0 commits and then tells the others: a rank that loses contact with it after writing
+ * its own file (a network split, a dead rank 0) returns ZT_ERR_COMM with a message saying it
+ * cannot know whether the save was committed and how to tell from dir/latest (the new
+ * checkpoint or the previous one is the latest; either loads). */
 ZT_API zt_status zt_checkpoint_save(zt_runtime *rt, const char *dir);
 
 /* Restores a checkpoint saved by the same model on the same number of ranks; afterwards
@@ -458,9 +462,20 @@ ZT_API zt_status zt_optimizer_get(const zt_runtime *rt, zt_optimizer_info *out);
 ZT_API zt_status zt_async_error(zt_runtime *rt);
 
 /* Copies the current fp32 master values of a parameter (all elements, gathered from every
- * rank) into dst (numel floats, caller-owned). Collective; synchronous; no layer may be
- * held. */
+ * rank) into dst (numel floats, caller-owned) on every rank. Collective; synchronous; no layer
+ * may be held. Only the parameter's elements move: each rank sends its shard's part of the
+ * parameter to every other rank (a replicated layer, below
+ * stage3_param_persistence_threshold, moves nothing). */
 ZT_API zt_status zt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel);
+
+/* zt_param_read for one rank: the values land in dst (numel floats, caller-owned) on rank
+ * `root` only; the other ranks only send their part (their dst and numel are not used, dst
+ * may be NULL). Every rank passes the same root. For exporters and other readers of the
+ * whole model that write it from one rank: each element crosses the network once, so reading
+ * every parameter moves about the model's fp32 bytes, where zt_param_read on every rank
+ * moves that much to each of them. Collective; synchronous; no layer may be held. */
+ZT_API zt_status zt_param_read_to(zt_runtime *rt, int param_id, int root, float *dst,
+                                  int64_t numel);
 
 /* The mirror of zt_param_read: sets a parameter's fp32 master values (and the working-dtype
  * copy every later fetch sees) from src (numel floats, the whole tensor, caller-owned,

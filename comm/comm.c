@@ -124,6 +124,16 @@ zt_status zt_comm_allgather_sync(zt_comm *c, const void *send, void *recv, size_
     return st == ZT_OK ? zt_comm_wait(c, &req, err) : st;
 }
 
+zt_status zt_comm_gatherv_sync(zt_comm *c, const void *send, void *recv, const size_t *counts,
+                               const size_t *displs, zt_comm_dtype dt, int root, zt_error *err)
+{
+    zt_comm_req req = {0};
+    c = zt_comm_host(c);
+    zt_status st = root < 0 ? zt_comm_allgatherv(c, send, recv, counts, displs, dt, &req, err)
+                            : zt_comm_gatherv(c, send, recv, counts, displs, dt, root, &req, err);
+    return st == ZT_OK ? zt_comm_wait(c, &req, err) : st;
+}
+
 zt_status zt_comm_broadcast_sync(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt, int root,
                                  zt_error *err)
 {
@@ -135,19 +145,29 @@ zt_status zt_comm_broadcast_sync(zt_comm *c, void *buf, size_t count, zt_comm_dt
 
 zt_status zt_comm_agree(zt_comm *c, zt_status local, const char *what, zt_error *err)
 {
+    int exchanged;
+    return zt_comm_agree_exchanged(c, local, what, &exchanged, err);
+}
+
+zt_status zt_comm_agree_exchanged(zt_comm *c, zt_status local, const char *what, int *exchanged,
+                                  zt_error *err)
+{
+    *exchanged = 1;
     if (!c || c->size == 1)
         return local;
+    *exchanged = 0;
     int64_t *all = calloc((size_t)c->size, sizeof *all);
     if (!all)
         return local != ZT_OK ? local : ZT_ERR(err, ZT_ERR_NOMEM, "out of memory in %s", what);
     int64_t mine = local;
     zt_error comm_err = {0};
     zt_status st = zt_comm_allgather_sync(c, &mine, all, 1, ZT_COMM_I64, &comm_err);
+    *exchanged = st == ZT_OK;
     int bad = -1;
     for (int r = 0; st == ZT_OK && r < c->size && bad < 0; r++)
         if (all[r] != ZT_OK)
             bad = r;
-    zt_status other = bad >= 0 ? (zt_status)all[bad] : ZT_OK;
+    int64_t other = bad >= 0 ? all[bad] : ZT_OK;
     free(all);
     if (local != ZT_OK)
         return local; /* this rank's own message stays */
@@ -155,11 +175,15 @@ zt_status zt_comm_agree(zt_comm *c, zt_status local, const char *what, zt_error 
         *err = comm_err;
         return st;
     }
+    /* the status as it came: one that is none of ztier's means the ranks are out of step */
+    int known = other > 0 && other < ZT_STATUS_COUNT;
     if (bad >= 0)
         return ZT_ERR(err, ZT_ERR_COMM,
-                      "%s failed on rank %d of %d (%s; see that rank's message); every rank "
-                      "stops with an error",
-                      what, bad, c->size, zt_status_string(other));
+                      "%s failed on rank %d of %d (status %lld: %s; see that rank's message); "
+                      "every rank stops with an error",
+                      what, bad, c->size, (long long)other,
+                      known ? zt_status_string((zt_status)other)
+                            : "not a ztier status, the ranks' collectives are out of step");
     return ZT_OK;
 }
 
@@ -198,5 +222,29 @@ zt_status zt_comm_local_rank(zt_comm *c, int *local_rank, int *local_size, zt_er
     free(all);
     if (st == ZT_OK)
         *local_rank = before, *local_size = same;
+    return st;
+}
+
+zt_status zt_comm_node_ids(zt_comm *c, int64_t *node_id, const char **how, zt_error *err)
+{
+    c = zt_comm_host(c);
+    node_id[0] = 0;
+    *how = "one rank";
+    if (c->size == 1)
+        return ZT_OK;
+    int64_t mine = 0;
+    zt_status st = ZT_OK;
+    if (c->iface->node_id) {
+        int node = 0;
+        st = c->iface->node_id(c, &node, how, err);
+        mine = node;
+    } else {
+        *how = "found by host name and machine id";
+        mine = (int64_t)machine_id();
+    }
+    /* a rank whose backend failed must not leave the others in the exchange */
+    st = zt_comm_agree(c, st, "finding the node of each rank", err);
+    if (st == ZT_OK)
+        st = zt_comm_allgather_sync(c, &mine, node_id, 1, ZT_COMM_I64, err);
     return st;
 }

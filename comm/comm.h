@@ -64,6 +64,22 @@ typedef struct zt_comm_iface {
     /* Ends req without a host wait: work queued on `stream` (a zt_stream *) after this call
      * runs after the collective, on the device. */
     zt_status (*complete_on)(zt_comm *c, zt_comm_req *req, void *stream, zt_error *err);
+    /* Optional (NULL: zt_comm_node_ids compares host names and machine ids). Collective over
+     * c's ranks: *node = the lowest rank of c on this rank's node, as the backend knows nodes
+     * (mpi: the ranks that share memory, MPI_Comm_split_type); *how says so, for messages. */
+    zt_status (*node_id)(zt_comm *c, int *node, const char **how, zt_error *err);
+    /* Blocks of unequal size, host memory: rank r's counts[r] elements (send) land at
+     * recv + displs[r] elements on `root` only (gatherv; recv is not touched elsewhere and
+     * may be NULL there) or on every rank (allgatherv). counts and displs (size entries, the
+     * same on every rank) are read before the call returns; send and recv stay the caller's
+     * until the request completes. NULL in a backend whose collectives take device memory
+     * (nccl): its host communicator (zt_comm_host) takes host buffers. */
+    zt_status (*gatherv)(zt_comm *c, const void *send, void *recv, const size_t *counts,
+                         const size_t *displs, zt_comm_dtype dt, int root, zt_comm_req *req,
+                         zt_error *err);
+    zt_status (*allgatherv)(zt_comm *c, const void *send, void *recv, const size_t *counts,
+                            const size_t *displs, zt_comm_dtype dt, zt_comm_req *req,
+                            zt_error *err);
 } zt_comm_iface;
 
 struct zt_comm {
@@ -118,6 +134,28 @@ static inline zt_status zt_comm_split(zt_comm *c, int color, int key, zt_comm **
     return c->iface->split(c, color, key, out, err);
 }
 static inline void zt_comm_destroy(zt_comm *c) { c->iface->destroy(c); }
+static inline zt_status zt_comm_gatherv(zt_comm *c, const void *send, void *recv,
+                                        const size_t *counts, const size_t *displs,
+                                        zt_comm_dtype dt, int root, zt_comm_req *req, zt_error *err)
+{
+    if (!c->iface->gatherv)
+        return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
+                      "the %s comm backend gathers no host buffers; use its host communicator",
+                      c->iface->name);
+    if (root < 0 || root >= c->size)
+        return ZT_ERR(err, ZT_ERR_ARGUMENT, "gather root %d outside a world of %d", root, c->size);
+    return c->iface->gatherv(c, send, recv, counts, displs, dt, root, req, err);
+}
+static inline zt_status zt_comm_allgatherv(zt_comm *c, const void *send, void *recv,
+                                           const size_t *counts, const size_t *displs,
+                                           zt_comm_dtype dt, zt_comm_req *req, zt_error *err)
+{
+    if (!c->iface->allgatherv)
+        return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
+                      "the %s comm backend gathers no host buffers; use its host communicator",
+                      c->iface->name);
+    return c->iface->allgatherv(c, send, recv, counts, displs, dt, req, err);
+}
 
 /* 1 when c's collectives run on a device stream (nccl): ordered after device work by an
  * event, and device work after them, with no host wait (wait_event, complete_on). */
@@ -162,11 +200,22 @@ zt_status zt_comm_create(const char *backend, zt_comm **out, zt_error *err);
  * local_rank of local_size. Collective over c's ranks; host memory. */
 zt_status zt_comm_local_rank(zt_comm *c, int *local_rank, int *local_size, zt_error *err);
 
+/* Every rank's node: node_id[r] (size entries, equal for ranks on one node) over the ranks of
+ * zt_comm_host(c), the same table on every rank; *how says how the nodes were found (a static
+ * string). The backend's node_id where it has one, else host names and machine ids.
+ * Collective; host memory. */
+zt_status zt_comm_node_ids(zt_comm *c, int64_t *node_id, const char **how, zt_error *err);
+
 /* Issue + wait, for the synchronous call sites; host memory (on zt_comm_host(c)). */
 zt_status zt_comm_allreduce_sync(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt,
                                  zt_reduce_op op, zt_error *err);
 zt_status zt_comm_allgather_sync(zt_comm *c, const void *send, void *recv, size_t count,
                                  zt_comm_dtype dt, zt_error *err);
+
+/* Host memory (on zt_comm_host(c)), issue + wait: gatherv to root, or allgatherv when
+ * root < 0 (see zt_comm_iface.gatherv). */
+zt_status zt_comm_gatherv_sync(zt_comm *c, const void *send, void *recv, const size_t *counts,
+                               const size_t *displs, zt_comm_dtype dt, int root, zt_error *err);
 
 /* Host memory, issue + wait. */
 zt_status zt_comm_broadcast_sync(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt, int root,
@@ -175,6 +224,11 @@ zt_status zt_comm_broadcast_sync(zt_comm *c, void *buf, size_t count, zt_comm_dt
 /* Collective: every rank contributes its status. Returns the local status if it failed,
  * ZT_ERR_COMM naming the first failing rank if another rank failed, else ZT_OK. */
 ZT_MODULE_API zt_status zt_comm_agree(zt_comm *c, zt_status local, const char *what, zt_error *err);
+/* zt_comm_agree that also says whether the statuses were exchanged (*exchanged = 1: this
+ * rank saw every rank's status, the same ones every rank that saw them decided on; 0: the
+ * collective itself failed here, and other ranks may still have seen them all). */
+zt_status zt_comm_agree_exchanged(zt_comm *c, zt_status local, const char *what, int *exchanged,
+                                  zt_error *err);
 
 /* The number of ranks the launcher (mpirun, srun) started, 1 when not launched by one. */
 int zt_launcher_world_size(void);

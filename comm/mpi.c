@@ -3,23 +3,20 @@
  * MPI calls on worker threads ("lanes"): progress never depends on the caller entering MPI
  * (MPI is initialised with MPI_THREAD_MULTIPLE).
  *
- * Several collectives in flight: a communicator has $ZT_MPI_LANES lanes (default 1, 1-16; see below),
- * each an MPI communicator of its own (lane 0 the communicator itself, the others
- * MPI_Comm_dup's of it) with its own worker thread. The k-th collective issued on the
- * communicator runs on lane k mod lanes. MPI requires every rank to issue the collectives
- * of one MPI communicator in the same order: each rank issues the same sequence (comm.h's
- * rule for callers), so the k-th collective lands on the same lane everywhere, and each lane
- * runs its own in issue order. Collectives on different lanes proceed at the same time, so
- * a gather issued ahead of use and a reduction behind it no longer wait for each other's
- * round trips. Each lane runs the same blocking MPI calls as one thread would (the same
- * algorithms for the same sizes), so results are bitwise those of one lane. Completion stays
- * in issue order as seen by the caller: a wait returns once its collective and every
- * collective issued before it on the communicator are done.
- * Why the default is 1: after a peer stops, collectives on other lanes are still inside MPI
- * when their waits give up, and MPI may write into buffers the runtime then frees; the
- * frozen-peer tests (tests/mpi/frozen_peer.sh) crash with heap corruption at 4 lanes. Until
- * that failure path keeps every buffer of an unfinished collective, several lanes are for
- * benchmarks (tests/multinode/bench.sh) only.
+ * Several collectives in flight: a communicator whose members are on more than one host has
+ * 4 lanes ($ZT_MPI_LANES sets the number for every communicator, 1-16), each an MPI
+ * communicator of its own (lane 0 the communicator itself, the others MPI_Comm_dup's of it)
+ * with its own worker thread; on one host, where a collective's latency is a memory copy, it
+ * has 1. The k-th collective issued on the communicator runs on lane k mod lanes. MPI
+ * requires every rank to issue the collectives of one MPI communicator in the same order:
+ * each rank issues the same sequence (comm.h's rule for callers) and every rank counts the
+ * same lanes (from the host names exchanged at creation), so the k-th collective lands on the
+ * same lane everywhere, and each lane runs its own in issue order. Collectives on different
+ * lanes proceed at the same time, so gathers issued ahead of use and reductions behind it do
+ * not wait for each other's round trips. Each lane runs the same blocking MPI calls one thread
+ * would (the same algorithms for the same sizes), so results are bitwise those of one lane.
+ * Completion stays in issue order as the caller sees it: a wait returns once its collective
+ * and every collective issued before it on the communicator are done.
  *
  * bf16/fp16 reductions are carried out in fp32 (converted before and after the MPI call) so
  * gradients are never summed in 16-bit. A wait that exceeds the timeout ($ZT_COMM_TIMEOUT
@@ -31,6 +28,9 @@
  * other waits fail at once instead of after one more timeout each, new communicators are
  * refused (MPI_Comm_dup), MPI_Comm_free is skipped (collective in the standard), and the
  * exit handler does not call MPI_Finalize, which would wait forever (it logs a warning).
+ * A communicator whose collective timed out or failed stays failed (with the communicators
+ * split from it): later collectives on it, and a wait retried for the given-up one, fail at
+ * once with that first failure's message, even when the given-up collective ends after all.
  * So each rank that sees the failure returns ZT_ERR_COMM within one timeout and its process
  * exits with the program's status; the launcher then ends the job (Open MPI's mpirun kills
  * the remaining ranks, the stopped one included, and reports a process that exited without
@@ -54,6 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 enum mpi_op_kind {
     OP_ALLGATHER,
@@ -62,7 +63,10 @@ enum mpi_op_kind {
     OP_ALLTOALL,
     OP_BCAST,
     OP_BARRIER,
-    OP_SPLIT
+    OP_SPLIT,
+    OP_NODE_ID,
+    OP_GATHERV,
+    OP_ALLGATHERV
 };
 
 typedef struct mpi_op {
@@ -74,6 +78,8 @@ typedef struct mpi_op {
     zt_reduce_op rop;
     int root, color, key;
     zt_comm **split_out;
+    int *node_out;          /* OP_NODE_ID */
+    int *vcounts, *vdispls; /* gatherv/allgatherv: size entries each, owned by the op */
     /* completion */
     int done;
     int abandoned; /* given up on before it completed; counted in g_abandoned */
@@ -82,6 +88,21 @@ typedef struct mpi_op {
     uint64_t seq; /* issue order on its communicator */
     struct mpi_op *next;
 } mpi_op;
+
+/* Who a member of a communicator is, for messages: its world rank and host name. */
+typedef struct mpi_member {
+    int world_rank;
+    char host[64];
+} mpi_member;
+
+/* A failure shared by a communicator and those split from it (one family: every one of them
+ * reaches the failed peer). Recorded once, by the first collective that timed out or ended
+ * with an MPI error; never cleared: the runtime that saw it must be destroyed. */
+typedef struct mpi_failure {
+    atomic_int refs;   /* the family's communicators; the last one destroyed frees it */
+    atomic_int failed; /* set after first is written; first never changes after */
+    zt_error first;
+} mpi_failure;
 
 #define MPI_LANES_MAX 16
 
@@ -99,6 +120,9 @@ typedef struct mpi_lane {
 
 struct mpi_comm {
     zt_comm base;
+    mpi_failure *failure;
+    MPI_Comm comm;       /* lane 0's */
+    mpi_member *members; /* [size], from the exchange at creation */
     pthread_mutex_t lock;
     pthread_cond_t done;
     mpi_lane lanes[MPI_LANES_MAX];
@@ -115,6 +139,37 @@ static const zt_comm_iface mpi_iface;
  * MPI calls that synchronise with it (later collectives, MPI_Comm_free, MPI_Finalize) would
  * block: process-wide, because every communicator reaches that peer. */
 static atomic_int g_abandoned;
+
+/* Collectives that MPI ended with an error: a peer is gone (Open MPI's --enable-recovery), so
+ * MPI_Comm_dup, MPI_Comm_free and MPI_Finalize could block on it too. */
+static atomic_int g_errors;
+
+static pthread_mutex_t g_failure_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Records e as c's family's failure unless one is recorded already, and wakes c's waiters
+ * (c->lock not held). */
+static void failure_record(mpi_comm *c, const zt_error *e)
+{
+    pthread_mutex_lock(&g_failure_lock);
+    if (!atomic_load(&c->failure->failed)) {
+        c->failure->first = *e;
+        atomic_store(&c->failure->failed, 1);
+    }
+    pthread_mutex_unlock(&g_failure_lock);
+    pthread_mutex_lock(&c->lock);
+    pthread_cond_broadcast(&c->done);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Once c's family has failed: copies the first failure into err and returns 1. */
+static int failure_get(const mpi_comm *c, zt_error *err)
+{
+    if (!atomic_load(&c->failure->failed))
+        return 0;
+    if (err)
+        *err = c->failure->first;
+    return 1;
+}
 
 /* Counts op as given up on, once (c->lock held). */
 static void abandon(mpi_op *op)
@@ -179,7 +234,7 @@ static int run_reduce16(mpi_comm *c, MPI_Comm comm, mpi_op *op)
                      op->kind == OP_REDUCE_SCATTER ? "MPI_Reduce_scatter_block" : "MPI_Allreduce");
 }
 
-static zt_status make_comm(MPI_Comm comm, zt_comm **out, zt_error *err);
+static zt_status make_comm(MPI_Comm comm, mpi_failure *family, zt_comm **out, zt_error *err);
 
 static void run_op(mpi_comm *c, MPI_Comm comm, mpi_op *op)
 {
@@ -219,12 +274,37 @@ static void run_op(mpi_comm *c, MPI_Comm comm, mpi_op *op)
     case OP_BARRIER:
         set_error(op, MPI_Barrier(comm), "MPI_Barrier");
         break;
+    case OP_NODE_ID: { /* the lowest rank among those that share this rank's memory */
+        MPI_Comm shm;
+        if (set_error(op,
+                      MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, c->base.rank,
+                                          MPI_INFO_NULL, &shm),
+                      "MPI_Comm_split_type"))
+            break;
+        *op->node_out = c->base.rank;
+        set_error(op, MPI_Allreduce(MPI_IN_PLACE, op->node_out, 1, MPI_INT, MPI_MIN, shm),
+                  "MPI_Allreduce");
+        MPI_Comm_free(&shm);
+        break;
+    }
+    case OP_GATHERV:
+        set_error(op,
+                  MPI_Gatherv(op->send, op->vcounts[c->base.rank], raw, op->recv, op->vcounts,
+                              op->vdispls, raw, op->root, comm),
+                  "MPI_Gatherv");
+        break;
+    case OP_ALLGATHERV:
+        set_error(op,
+                  MPI_Allgatherv(op->send, op->vcounts[c->base.rank], raw, op->recv, op->vcounts,
+                                 op->vdispls, raw, comm),
+                  "MPI_Allgatherv");
+        break;
     case OP_SPLIT: {
         MPI_Comm sub;
         if (set_error(op, MPI_Comm_split(comm, op->color, op->key, &sub), "MPI_Comm_split"))
             break;
         zt_error err = {0};
-        if (make_comm(sub, op->split_out, &err) != ZT_OK) {
+        if (make_comm(sub, c->failure, op->split_out, &err) != ZT_OK) {
             op->status = err.status;
             snprintf(op->msg, sizeof op->msg, "%.1000s", err.msg);
         }
@@ -236,9 +316,12 @@ static void run_op(mpi_comm *c, MPI_Comm comm, mpi_op *op)
 static const char *op_name(enum mpi_op_kind k)
 {
     static const char *const names[] = {"all-gather", "reduce-scatter", "all-reduce", "all-to-all",
-                                        "broadcast",  "barrier",        "split"};
+                                        "broadcast",  "barrier",        "split",      "node id",
+                                        "gather",     "all-gather (v)"};
     return names[k];
 }
+
+static void whoami(const mpi_comm *c, char *out, size_t cap);
 
 /* The oldest collective issued on c that has not completed, or NULL (c->lock held). */
 static const mpi_op *oldest_pending(const mpi_comm *c)
@@ -259,6 +342,19 @@ static int done_in_order(const mpi_comm *c, const mpi_op *op)
     return op->done && (!oldest || oldest->seq > op->seq);
 }
 
+/* A collective given up on, or issued after its family failed, is not started: it could
+ * only wait for the lost peer, and MPI must not be handed buffers their owner may free. */
+static int skip_op(mpi_comm *c, mpi_op *op)
+{
+    zt_error e = {0};
+    if (!op->abandoned && !failure_get(c, &e))
+        return 0;
+    op->status = ZT_ERR_COMM;
+    snprintf(op->msg, sizeof op->msg, "not started: %.1000s",
+             e.msg[0] ? e.msg : "an earlier collective was given up on");
+    return 1;
+}
+
 static void *worker(void *arg)
 {
     mpi_lane *l = arg;
@@ -273,11 +369,22 @@ static void *worker(void *arg)
         if (!l->head)
             break;
         mpi_op *op = l->head;
+        int skip = skip_op(c, op);
         pthread_mutex_unlock(&c->lock);
         double t0 = zt_now_s();
-        run_op(c, l->comm, op);
+        if (!skip)
+            run_op(c, l->comm, op);
+        size_t count = op->vcounts ? (size_t)op->vcounts[c->base.rank] : op->count;
+        if (!skip && op->status == ZT_ERR_COMM) { /* MPI failed it: later ones would too */
+            zt_error e = {0};
+            char me[96];
+            whoami(c, me, sizeof me);
+            ZT_ERR(&e, ZT_ERR_COMM, "%s: %s", me, op->msg);
+            atomic_fetch_add(&g_errors, 1);
+            failure_record(c, &e);
+        }
         zt_trace_span("comm", t0, "%s %.2f MB", op_name(op->kind),
-                      (double)(op->count * zt_comm_dtype_size(op->dt)) / 1e6);
+                      (double)(count * zt_comm_dtype_size(op->dt)) / 1e6);
         pthread_mutex_lock(&c->lock);
         l->head = op->next;
         if (!l->head)
@@ -294,6 +401,8 @@ static void *worker(void *arg)
 static zt_status submit(zt_comm *base, const mpi_op *tmpl, zt_comm_req *req, zt_error *err)
 {
     mpi_comm *c = (mpi_comm *)base;
+    if (failure_get(c, err)) /* not issued: it could only wait for the failed peer */
+        return ZT_ERR_COMM;
     mpi_op *op = malloc(sizeof *op);
     if (!op)
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory queueing a collective");
@@ -318,6 +427,36 @@ static zt_status submit(zt_comm *base, const mpi_op *tmpl, zt_comm_req *req, zt_
     return ZT_OK;
 }
 
+/* "world rank 2 (host b)", and the communicator's rank where it is not the world's. */
+static void whoami(const mpi_comm *c, char *out, size_t cap)
+{
+    const mpi_member *m = &c->members[c->base.rank];
+    int n = snprintf(out, cap, "world rank %d (host %s)", m->world_rank, m->host);
+    if (m->world_rank != c->base.rank && n > 0 && (size_t)n < cap)
+        snprintf(out + n, cap - (size_t)n, ", rank %d of %d here", c->base.rank, c->base.size);
+}
+
+/* The ranks a collective waits for: the other members, by world rank and host. A blocked
+ * collective does not say which of them is missing; with two members, that is the other. */
+static void suspects(const mpi_comm *c, char *out, size_t cap)
+{
+    size_t used = (size_t)snprintf(out, cap, "%s", c->base.size > 2 ? "one of world ranks " : "");
+    int shown = 0;
+    for (int r = 0; r < c->base.size && used < cap; r++) {
+        if (r == c->base.rank)
+            continue;
+        if (shown == 8) {
+            snprintf(out + used, cap - used, ", ... (%d others)", c->base.size - 1);
+            return;
+        }
+        const mpi_member *m = &c->members[r];
+        int n = snprintf(out + used, cap - used, "%s%s%d (host %s)", shown ? ", " : "",
+                         c->base.size > 2 ? "" : "world rank ", m->world_rank, m->host);
+        used += n > 0 ? (size_t)n : 0;
+        shown++;
+    }
+}
+
 static zt_status mpi_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
 {
     mpi_comm *c = (mpi_comm *)base;
@@ -329,12 +468,15 @@ static zt_status mpi_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
     deadline.tv_sec += (time_t)c->timeout_s;
     int rc = 0;
     pthread_mutex_lock(&c->lock);
-    /* Once another collective has been given up on, this one is not waited for either: it
-     * would only take one more timeout each (e.g. zt_step's agreement after a timed-out
-     * reduction) and a rank must report a stopped peer within one timeout. A retried wait
-     * for the given-up collective itself waits again (a late peer may still join). */
+    /* Once a collective of this communicator's family failed or was given up on, this one is
+     * not waited for: it would only take one more timeout each (e.g. zt_step's agreement
+     * after a timed-out reduction, or a retried wait for the given-up collective before its
+     * buffer is freed) and a rank must report a stopped peer within one timeout. It returns
+     * its result if it completed. So does one while a collective of another family is given
+     * up on. */
     int after_abandoned = atomic_load(&g_abandoned) > op->abandoned;
-    while (!done_in_order(c, op) && !after_abandoned && rc != ETIMEDOUT)
+    while (!done_in_order(c, op) && !after_abandoned && !atomic_load(&c->failure->failed) &&
+           rc != ETIMEDOUT)
         rc = pthread_cond_timedwait(&c->done, &c->lock, &deadline);
     int done = done_in_order(c, op);
     if (!done) { /* what stays queued (its worker owns it); this runtime must be destroyed */
@@ -343,25 +485,37 @@ static zt_status mpi_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
                 if (q->seq <= op->seq)
                     abandon(q);
         if (op->done) { /* only an earlier one is missing: op itself is the caller's again */
+            free(op->vcounts);
             free(op);
             req->impl = NULL;
         }
     }
     pthread_mutex_unlock(&c->lock);
+    if (!done && failure_get(c, err))
+        return ZT_ERR_COMM;
+    char me[96], peers[512];
+    whoami(c, me, sizeof me);
+    if (!done)
+        suspects(c, peers, sizeof peers);
     if (!done && after_abandoned)
         return ZT_ERR(err, ZT_ERR_COMM,
-                      "rank %d: a collective was not waited for because an earlier one never "
-                      "completed; another rank has probably failed or stopped (destroy this "
-                      "runtime; raise ZT_COMM_TIMEOUT, now %.0f s, if that rank is just slow)",
-                      base->rank, c->timeout_s);
-    if (!done)
-        return ZT_ERR(err, ZT_ERR_COMM,
-                      "rank %d: a collective did not complete within %.0f s; another rank has "
-                      "probably failed or stopped (raise ZT_COMM_TIMEOUT if it is just slow)",
-                      base->rank, c->timeout_s);
+                      "%s: a collective (%s) was not waited for because an earlier one never "
+                      "completed; %s has probably failed or stopped (destroy this runtime; "
+                      "raise ZT_COMM_TIMEOUT, now %.0f s, if it is just slow)",
+                      me, op_name(op->kind), peers, c->timeout_s);
+    if (!done) {
+        zt_error mine = {0}, *e = err ? err : &mine;
+        ZT_ERR(e, ZT_ERR_COMM,
+               "%s: a collective (%s) did not complete within %.0f s; %s has probably failed or "
+               "stopped (raise ZT_COMM_TIMEOUT if it is just slow)",
+               me, op_name(op->kind), c->timeout_s, peers);
+        failure_record(c, e); /* later waits and collectives fail at once with it */
+        return ZT_ERR_COMM;
+    }
     zt_status st = op->status;
     if (st != ZT_OK)
-        ZT_ERR(err, st, "rank %d: %s", base->rank, op->msg);
+        ZT_ERR(err, st, "%s: %s", me, op->msg);
+    free(op->vcounts);
     free(op);
     req->impl = NULL;
     req->done = 1;
@@ -425,6 +579,45 @@ static zt_status mpi_broadcast(zt_comm *c, void *buf, size_t count, zt_comm_dtyp
     return submit(c, &op, req, err);
 }
 
+/* MPI counts and displacements are ints: blocks past 2^31 elements cannot be described. */
+static zt_status submit_v(zt_comm *c, mpi_op *op, const size_t *counts, const size_t *displs,
+                          zt_comm_req *req, zt_error *err)
+{
+    int n = c->size;
+    for (int r = 0; r < n; r++)
+        if (counts[r] > INT32_MAX || displs[r] > INT32_MAX)
+            return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
+                          "%s of %zu elements at element %zu: MPI counts them in ints (at most "
+                          "%d); split the tensor",
+                          op_name(op->kind), counts[r], displs[r], INT32_MAX);
+    op->vcounts = malloc(2 * (size_t)n * sizeof(int));
+    if (!op->vcounts)
+        return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory queueing a collective");
+    op->vdispls = op->vcounts + n;
+    for (int r = 0; r < n; r++)
+        op->vcounts[r] = (int)counts[r], op->vdispls[r] = (int)displs[r];
+    zt_status st = submit(c, op, req, err);
+    if (st != ZT_OK)
+        free(op->vcounts);
+    return st;
+}
+
+static zt_status mpi_gatherv(zt_comm *c, const void *send, void *recv, const size_t *counts,
+                             const size_t *displs, zt_comm_dtype dt, int root, zt_comm_req *req,
+                             zt_error *err)
+{
+    mpi_op op = {.kind = OP_GATHERV, .send = send, .recv = recv, .dt = dt, .root = root};
+    return submit_v(c, &op, counts, displs, req, err);
+}
+
+static zt_status mpi_allgatherv(zt_comm *c, const void *send, void *recv, const size_t *counts,
+                                const size_t *displs, zt_comm_dtype dt, zt_comm_req *req,
+                                zt_error *err)
+{
+    mpi_op op = {.kind = OP_ALLGATHERV, .send = send, .recv = recv, .dt = dt};
+    return submit_v(c, &op, counts, displs, req, err);
+}
+
 static zt_status mpi_barrier(zt_comm *c, zt_comm_req *req, zt_error *err)
 {
     mpi_op op = {.kind = OP_BARRIER};
@@ -435,6 +628,15 @@ static zt_status mpi_split(zt_comm *c, int color, int key, zt_comm **out, zt_err
 {
     mpi_op op = {.kind = OP_SPLIT, .color = color, .key = key, .split_out = out};
     zt_comm_req req = {0};
+    zt_status st = submit(c, &op, &req, err);
+    return st == ZT_OK ? mpi_wait(c, &req, err) : st;
+}
+
+static zt_status mpi_node_id(zt_comm *c, int *node, const char **how, zt_error *err)
+{
+    mpi_op op = {.kind = OP_NODE_ID, .node_out = node};
+    zt_comm_req req = {0};
+    *how = "found by MPI_Comm_split_type: the ranks that share memory";
     zt_status st = submit(c, &op, &req, err);
     return st == ZT_OK ? mpi_wait(c, &req, err) : st;
 }
@@ -454,8 +656,9 @@ static void mpi_destroy(zt_comm *base)
     if (stuck) {
         /* A collective never completed (a peer failed): its thread cannot be joined, and
          * the communicator and the queue stay allocated for it until the process ends. */
-        ZT_LOGW("comm", "rank %d: leaving %d collective(s) that never completed", base->rank,
-                stuck);
+        char me[96];
+        whoami(c, me, sizeof me);
+        ZT_LOGW("comm", "%s: leaving %d collective(s) that never completed", me, stuck);
         for (int i = 0; i < c->n_lanes; i++)
             pthread_detach(c->lanes[i].thread);
         return;
@@ -463,14 +666,18 @@ static void mpi_destroy(zt_comm *base)
     for (int i = 0; i < c->n_lanes; i++)
         pthread_join(c->lanes[i].thread, NULL);
     /* MPI_Comm_free is collective and could block on a peer that stopped responding; the
-     * handle goes away with the process then. */
-    for (int i = 0; i < c->n_lanes; i++)
-        if (c->lanes[i].comm != MPI_COMM_WORLD && atomic_load(&g_abandoned) == 0)
-            MPI_Comm_free(&c->lanes[i].comm);
+     * handles go away with the process then. */
+    if (atomic_load(&g_abandoned) == 0 && atomic_load(&g_errors) == 0)
+        for (int i = 0; i < c->n_lanes; i++)
+            if (c->lanes[i].comm != MPI_COMM_WORLD)
+                MPI_Comm_free(&c->lanes[i].comm);
     for (int i = 0; i < c->n_lanes; i++)
         pthread_cond_destroy(&c->lanes[i].work);
+    if (atomic_fetch_sub(&c->failure->refs, 1) == 1)
+        free(c->failure);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->done);
+    free(c->members);
     free(c);
 }
 
@@ -488,19 +695,29 @@ static const zt_comm_iface mpi_iface = {
     /* .destroy = */ mpi_destroy,
     /* .wait_event = */ NULL, /* host memory: the host orders it */
     /* .complete_on = */ NULL,
+    /* .node_id = */ mpi_node_id,
+    /* .gatherv = */ mpi_gatherv,
+    /* .allgatherv = */ mpi_allgatherv,
 };
 
-/* $ZT_MPI_LANES, 1-16 (default 1); the same on every rank (the launcher passes the
- * environment on), as the lane of each collective depends on it. */
-static int lanes_wanted(void)
+/* The number of lanes: $ZT_MPI_LANES (1-16), else 4 where the members are on more than one
+ * host, 1 on one host. Every rank computes the same from the same environment and host names
+ * (the launcher passes the environment on), as the lane of each collective depends on it. */
+static int lanes_for(const mpi_comm *c)
 {
     const char *v = getenv("ZT_MPI_LANES");
-    int n = v && *v ? atoi(v) : 1;
-    if (n < 1 || n > MPI_LANES_MAX) {
-        ZT_LOGW("comm", "ZT_MPI_LANES=%s is outside 1-%d; using 1", v, MPI_LANES_MAX);
-        n = 1;
+    if (v && *v) {
+        char *end = NULL;
+        long n = strtol(v, &end, 10);
+        if (*end == '\0' && n >= 1 && n <= MPI_LANES_MAX)
+            return (int)n;
+        ZT_LOGW("comm", "ZT_MPI_LANES=%s is not a number from 1 to %d; using the default", v,
+                MPI_LANES_MAX);
     }
-    return n;
+    for (int r = 1; r < c->base.size; r++)
+        if (strcmp(c->members[r].host, c->members[0].host) != 0)
+            return 4;
+    return 1;
 }
 
 /* Stops and joins the first n lanes' threads (none has work). */
@@ -511,46 +728,88 @@ static void stop_lanes(mpi_comm *c, int n)
     for (int i = 0; i < n; i++)
         pthread_cond_signal(&c->lanes[i].work);
     pthread_mutex_unlock(&c->lock);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         pthread_join(c->lanes[i].thread, NULL);
+        pthread_cond_destroy(&c->lanes[i].work);
+    }
 }
 
-static zt_status make_comm(MPI_Comm comm, zt_comm **out, zt_error *err)
+/* Lane 0 runs on comm, the others on duplicates of it (collective: every member calls it). */
+static int start_lanes(mpi_comm *c, MPI_Comm comm)
 {
-    mpi_comm *c = calloc(1, sizeof *c);
-    if (!c)
-        return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory creating an MPI communicator");
-    c->base.iface = &mpi_iface;
-    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(comm, &c->base.rank);
-    MPI_Comm_size(comm, &c->base.size);
-    const char *t = getenv("ZT_COMM_TIMEOUT");
-    c->timeout_s = t && atof(t) > 0 ? atof(t) : 600.0;
-    c->n_lanes = lanes_wanted();
-    /* collective on every rank, in the same order: the lanes' communicators */
     c->lanes[0].comm = comm;
     for (int i = 1; i < c->n_lanes; i++) {
         if (MPI_Comm_dup(comm, &c->lanes[i].comm) != MPI_SUCCESS) {
             for (int k = 1; k < i; k++)
                 MPI_Comm_free(&c->lanes[k].comm);
-            free(c);
-            return ZT_ERR(err, ZT_ERR_COMM, "MPI_Comm_dup failed for a communicator's lane");
+            return -1;
         }
         MPI_Comm_set_errhandler(c->lanes[i].comm, MPI_ERRORS_RETURN);
     }
-    pthread_mutex_init(&c->lock, NULL);
-    pthread_cond_init(&c->done, NULL);
     for (int i = 0; i < c->n_lanes; i++) {
         mpi_lane *l = &c->lanes[i];
         l->owner = c;
         pthread_cond_init(&l->work, NULL);
         if (pthread_create(&l->thread, NULL, worker, l) != 0) {
+            pthread_cond_destroy(&l->work);
             stop_lanes(c, i);
             for (int k = 1; k < c->n_lanes; k++)
                 MPI_Comm_free(&c->lanes[k].comm);
-            free(c);
-            return ZT_ERR(err, ZT_ERR_COMM, "cannot start the MPI progress threads");
+            return -1;
         }
+    }
+    return 0;
+}
+
+/* family: the failure record of the communicator comm was split from; NULL: a new family. */
+static zt_status make_comm(MPI_Comm comm, mpi_failure *family, zt_comm **out, zt_error *err)
+{
+    mpi_comm *c = calloc(1, sizeof *c);
+    mpi_failure *f = family ? family : calloc(1, sizeof *f);
+    if (!c || !f) {
+        free(c);
+        if (!family)
+            free(f);
+        return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory creating an MPI communicator");
+    }
+    atomic_fetch_add(&f->refs, 1);
+    c->failure = f;
+    c->base.iface = &mpi_iface;
+    c->comm = comm;
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm, &c->base.rank);
+    MPI_Comm_size(comm, &c->base.size);
+    /* who each member is, for messages that name a rank (collective: every member creates it) */
+    c->members = calloc((size_t)c->base.size, sizeof *c->members);
+    mpi_member me = {0};
+    MPI_Comm_rank(MPI_COMM_WORLD, &me.world_rank);
+    if (gethostname(me.host, sizeof me.host - 1) != 0)
+        snprintf(me.host, sizeof me.host, "?");
+    if (!c->members || MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, c->members, (int)sizeof me,
+                                     MPI_BYTE, comm) != MPI_SUCCESS) {
+        free(c->members);
+        free(c);
+        return ZT_ERR(err, ZT_ERR_COMM,
+                      "world rank %d (host %s): cannot exchange the ranks' names on a new "
+                      "communicator",
+                      me.world_rank, me.host);
+    }
+    const char *t = getenv("ZT_COMM_TIMEOUT");
+    c->timeout_s = t && atof(t) > 0 ? atof(t) : 600.0;
+    c->n_lanes = lanes_for(c);
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->done, NULL);
+    if (start_lanes(c, comm) != 0) {
+        pthread_mutex_destroy(&c->lock);
+        pthread_cond_destroy(&c->done);
+        free(c->members);
+        if (atomic_fetch_sub(&f->refs, 1) == 1)
+            free(f);
+        free(c);
+        return ZT_ERR(err, ZT_ERR_COMM,
+                      "world rank %d (host %s): cannot start the MPI worker threads or "
+                      "duplicate the communicator for them",
+                      me.world_rank, me.host);
     }
     *out = &c->base;
     return ZT_OK;
@@ -574,12 +833,12 @@ static void finalize_at_exit(void)
     if (finalized)
         return;
     int abandoned = atomic_load(&g_abandoned);
-    if (abandoned) {
+    if (abandoned || atomic_load(&g_errors)) {
         ZT_LOGW("comm",
                 "rank %d: MPI is not finalised because a peer stopped responding (%d "
-                "collective(s) never completed); the launcher may report that this "
-                "process exited without finalising",
-                world_rank(), abandoned);
+                "collective(s) never completed, %d ended with an MPI error); the launcher "
+                "may report that this process exited without finalising",
+                world_rank(), abandoned, atomic_load(&g_errors));
         return;
     }
     MPI_Finalize();
@@ -605,15 +864,16 @@ static zt_status mpi_create(zt_comm **out, zt_error *err)
                       "MPI_THREAD_MULTIPLE (call MPI_Init_thread with it, or let ztier "
                       "initialise MPI)",
                       provided);
-    if (atomic_load(&g_abandoned)) /* MPI_Comm_dup would wait for the stopped peer forever */
+    /* MPI_Comm_dup would wait for the stopped peer forever */
+    if (atomic_load(&g_abandoned) || atomic_load(&g_errors))
         return ZT_ERR(err, ZT_ERR_COMM,
-                      "rank %d: a collective of an earlier runtime never completed (another "
-                      "rank has probably failed or stopped), so MPI cannot be used again in "
-                      "this process; end it and restart the job",
+                      "rank %d: a collective of an earlier runtime never completed or failed "
+                      "(another rank has probably failed or stopped), so MPI cannot be used "
+                      "again in this process; end it and restart the job",
                       world_rank());
     MPI_Comm dup;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-    return make_comm(dup, out, err);
+    return make_comm(dup, NULL, out, err);
 }
 
 /* The module's entry point (core/module.h): libztier-mpi.so in libztier.so, linked in in

@@ -402,6 +402,9 @@ static const zt_comm_iface nccl_iface = {
     /* .destroy = */ nccl_destroy,
     /* .wait_event = */ nccl_wait_event,
     /* .complete_on = */ nccl_complete_on,
+    /* .node_id = */ NULL, /* its host communicator's (MPI) finds the nodes */
+    /* .gatherv = */ NULL, /* host buffers only: the MPI communicator in c->host */
+    /* .allgatherv = */ NULL,
 };
 
 /* On success, owns comm and host (the MPI communicator for host-memory collectives); on

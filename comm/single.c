@@ -47,6 +47,25 @@ static zt_status single_broadcast(zt_comm *c, void *buf, size_t count, zt_comm_d
     return ZT_OK;
 }
 
+static zt_status single_allgatherv(zt_comm *c, const void *send, void *recv, const size_t *counts,
+                                   const size_t *displs, zt_comm_dtype dt, zt_comm_req *req,
+                                   zt_error *err)
+{
+    (void)c, (void)err;
+    size_t es = zt_comm_dtype_size(dt);
+    copy_if_needed((char *)recv + displs[0] * es, send, counts[0] * es);
+    req->done = 1;
+    return ZT_OK;
+}
+
+static zt_status single_gatherv(zt_comm *c, const void *send, void *recv, const size_t *counts,
+                                const size_t *displs, zt_comm_dtype dt, int root, zt_comm_req *req,
+                                zt_error *err)
+{
+    (void)root; /* 0: checked by zt_comm_gatherv */
+    return single_allgatherv(c, send, recv, counts, displs, dt, req, err);
+}
+
 static zt_status single_barrier(zt_comm *c, zt_comm_req *req, zt_error *err)
 {
     (void)c, (void)err;
@@ -89,6 +108,9 @@ static const zt_comm_iface single_iface = {
     /* .destroy = */ single_destroy,
     /* .wait_event = */ NULL, /* host memory: the host orders it */
     /* .complete_on = */ NULL,
+    /* .node_id = */ NULL, /* one rank */
+    /* .gatherv = */ single_gatherv,
+    /* .allgatherv = */ single_allgatherv,
 };
 
 zt_status zt_comm_single_create(zt_comm **out, zt_error *err)

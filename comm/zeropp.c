@@ -5,81 +5,7 @@
 #include "core/log.h"
 #include "core/quant.h"
 
-#include <stdlib.h>
 #include <string.h>
-
-int zt_topology_node_ranks(int size, int ranks_per_node)
-{
-    int rpn = ranks_per_node;
-    const char *env = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    if (rpn <= 0 && env && atoi(env) > 0)
-        rpn = atoi(env);
-    return rpn <= 0 || rpn > size ? size : rpn;
-}
-
-/* Nodes of equal size, more than one rank each. */
-static int equal_nodes(int size, int node_ranks)
-{
-    return node_ranks > 1 && size % node_ranks == 0;
-}
-
-int zt_qgz_two_level(int size, int node_ranks)
-{
-    return size > node_ranks && equal_nodes(size, node_ranks);
-}
-
-zt_status zt_topology_open(zt_topology *t, zt_comm *world, int ranks_per_node, int hpz, int qgz,
-                           zt_error *err)
-{
-    memset(t, 0, sizeof *t);
-    t->world = world;
-    t->rank = world->rank;
-    t->size = world->size;
-    int rpn = zt_topology_node_ranks(t->size, ranks_per_node);
-    t->node_ranks = rpn;
-    int first = t->rank / rpn * rpn;
-    t->node_size = first + rpn <= t->size ? rpn : t->size - first;
-    t->local_rank = t->rank - first;
-    int want_hpz = hpz > 1 && t->size > 1, hier = qgz && zt_qgz_two_level(t->size, rpn);
-    /* Whether a gather reads the node's slices must be the same on every rank (the world's
-     * collectives follow from it), and it depends on whether a slice found room: slices of
-     * one size everywhere keep that decision the same. */
-    if (want_hpz && !equal_nodes(t->size, rpn)) {
-        ZT_LOGW("zeropp",
-                "zero_hpz_partition_size = %d: hpZ is off, it needs nodes of equal "
-                "size and more than one rank (%d ranks do not split into nodes of %d; "
-                "set ztier.ranks_per_node)",
-                hpz, t->size, rpn);
-        want_hpz = 0;
-    } else if (want_hpz && hpz != rpn) {
-        ZT_LOGW("zeropp",
-                "zero_hpz_partition_size = %d: ztier keeps secondary shards per node "
-                "(%d ranks here, from ztier.ranks_per_node)",
-                hpz, rpn);
-    }
-    /* split is collective: every rank takes part when any of these is on (config is shared) */
-    zt_status st = ZT_OK;
-    if (want_hpz || hier)
-        st = zt_comm_split(world, t->rank - t->local_rank, t->rank, &t->intra, err);
-    if (st == ZT_OK && hier)
-        st = zt_comm_split(world, t->local_rank, t->rank, &t->inter, err);
-    return st;
-}
-
-void zt_topology_close(zt_topology *t)
-{
-    if (t->inter)
-        zt_comm_destroy(t->inter);
-    if (t->intra)
-        zt_comm_destroy(t->intra);
-    t->inter = t->intra = NULL;
-}
-
-void zt_topology_count(zt_topology *t, uint64_t bytes_per_peer)
-{
-    t->bytes_intra += bytes_per_peer * (uint64_t)(t->node_size - 1);
-    t->bytes_inter += bytes_per_peer * (uint64_t)(t->size - t->node_size);
-}
 
 /* ---- scratch and kernels ---- */
 
@@ -218,10 +144,11 @@ static zt_status qgz_flat(zt_topology *t, const float *grads, int64_t shard, int
     return st;
 }
 
-/* Two levels (equal nodes of L ranks, N nodes; rank = node * L + local): inside the node,
- * local rank j gathers the node's sum of the N shards owned by ranks with local index j
- * (int4 all-to-all, fp32 sum); across nodes, those partial sums go to their owners (int4
- * all-to-all among the ranks with local index j, fp32 sum). Inter-node traffic is 1/L of
+/* Two levels (N nodes of L ranks each, in any placement: the rank with local index j on node
+ * m is the layout's members[m * L + j]): inside the node, local rank j gathers the node's sum
+ * of the N shards owned by the ranks with local index j (int4 all-to-all over the node's
+ * ranks, fp32 sum); across nodes, those partial sums go to their owners (int4 all-to-all
+ * among the ranks with local index j, in node order; fp32 sum). Inter-node traffic is 1/L of
  * the one-level exchange. */
 static size_t two_level_scratch(int size, int Ln, int64_t shard, int block)
 {
@@ -234,6 +161,7 @@ static zt_status qgz_hierarchical(zt_topology *t, const float *grads, int64_t sh
                                   float *acc, void *scratch, zt_stream *s, zt_error *err)
 {
     const zt_device_iface *d = t->dev->iface;
+    const int *member = t->layout.members; /* node by node: equal nodes of Ln */
     int Ln = t->node_size, N = t->size / Ln;
     size_t p1 = packed_bytes((int64_t)N * shard, block, 4), p2 = packed_bytes(shard, block, 4);
     size_t nshard = (size_t)N * (size_t)shard, used = 0;
@@ -244,10 +172,10 @@ static zt_status qgz_hierarchical(zt_topology *t, const float *grads, int64_t sh
     zt_status st = d->memset_async(t->dev, send, 0, p1 * (size_t)Ln, s, err);
     if (st == ZT_OK)
         st = d->memset_async(t->dev, partial, 0, nshard * sizeof(float), s, err);
-    for (int j = 0; st == ZT_OK && j < Ln; j++) { /* to local peer j: the shards of m*Ln + j */
+    for (int j = 0; st == ZT_OK && j < Ln; j++) { /* to local peer j: the shards of (m, j) */
         for (int m = 0; st == ZT_OK && m < N; m++)
             st = d->memcpy_async(t->dev, group + (size_t)m * (size_t)shard,
-                                 grads + (size_t)(m * Ln + j) * (size_t)shard,
+                                 grads + (size_t)member[m * Ln + j] * (size_t)shard,
                                  sizeof(float) * (size_t)shard, ZT_COPY_D2D, s, err);
         if (st == ZT_OK)
             st = pack4(t, group, (int64_t)nshard, block, send + p1 * (size_t)j, s, err);
@@ -278,10 +206,10 @@ static zt_status qgz_hierarchical(zt_topology *t, const float *grads, int64_t sh
     return st;
 }
 
-size_t zt_qgz_scratch_bytes(int size, int node_ranks, int64_t n, int block)
+size_t zt_qgz_scratch_bytes(int size, int two_level_ranks, int64_t n, int block)
 {
-    return zt_qgz_two_level(size, node_ranks) ? two_level_scratch(size, node_ranks, n, block)
-                                              : flat_scratch(size, n, block);
+    return two_level_ranks > 0 ? two_level_scratch(size, two_level_ranks, n, block)
+                               : flat_scratch(size, n, block);
 }
 
 zt_status zt_qgz_reduce(zt_topology *t, const float *grads, int64_t n, int block, float *acc,

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* ZeRO++ on top of a communicator: the node topology it needs, with counters of the bytes
- * this rank sends inside and across nodes, and the three collectives:
+/* ZeRO++ on top of a communicator and its node topology (topology.h, which counts the bytes
+ * this rank sends inside and across nodes): the three collectives:
  *  - qwZ: an all-gather of int8 blocks plus fp32 scales instead of the parameters; every rank
  *    (its own slot too) dequantizes, so all ranks compute with the same weights;
  *  - qgZ: a gradient reduce-scatter done as int4 all-to-alls summed in fp32: two levels
- *    (inside nodes, then across them) on equal nodes, one level otherwise;
+ *    (inside nodes, then across them) where the topology says so, one level otherwise;
  *  - hpZ: the all-gather of node-local slices (the slices themselves live in device memory,
  *    kept by the gather pipeline).
  * Every buffer is in the memory of the topology's device backend (host memory with the host
@@ -20,37 +20,10 @@
 
 #include "core/threadpool.h"
 #include "comm/comm.h"
+#include "comm/topology.h"
 #include "device/device.h"
 
 #include <stdint.h>
-
-typedef struct zt_topology {
-    zt_comm *world;         /* not owned */
-    zt_comm *intra, *inter; /* owned; NULL unless hpZ or hierarchical qgZ needs them */
-    int rank, size;
-    int node_size;  /* ranks on this rank's node */
-    int node_ranks; /* ranks per node as grouped (the last node may have fewer) */
-    int local_rank; /* index of this rank inside its node */
-    uint64_t bytes_intra, bytes_inter; /* sent by this rank */
-    zt_device *dev; /* where the buffers live and the kernels run; not owned (set after open) */
-} zt_topology;
-
-/* Groups the ranks into nodes of ranks_per_node (0: the launcher's local size, else the
- * whole world) and, when hpZ (hpz: zero_hpz_partition_size, > 1 to use it) or hierarchical
- * qgZ (qgz: 1 when on) needs them, splits the node and cross-node communicators
- * (collective: every rank calls it with the same arguments). */
-zt_status zt_topology_open(zt_topology *t, zt_comm *world, int ranks_per_node, int hpz, int qgz,
-                           zt_error *err);
-void zt_topology_close(zt_topology *t);
-
-/* Ranks per node for `size` ranks: ranks_per_node (> 0), else the launcher's local size
- * (OMPI_COMM_WORLD_LOCAL_SIZE), else all of them; at most size. */
-int zt_topology_node_ranks(int size, int ranks_per_node);
-/* 1 when qgZ takes its two-level form: equal nodes, more than one, of more than one rank. */
-int zt_qgz_two_level(int size, int node_ranks);
-
-/* Counts a collective in which this rank sends bytes_per_peer to every other rank. */
-void zt_topology_count(zt_topology *t, uint64_t bytes_per_peer);
 
 /* qwZ: quantizes one rank's shard (n elements of dtype at own, device memory) on stream s
  * and starts the all-gather of every rank's packed shard (completes through req). Its
@@ -69,9 +42,11 @@ zt_status zt_qwz_finish(zt_qwz *q, const zt_topology *t, void *full, zt_dtype dt
 
 /* qgZ: reduces the full fp32 gradients of a layer (size * n elements, device memory, complete
  * on s) and adds this rank's summed shard of n elements to acc (device memory), with
- * scratch_bytes of device scratch, at least zt_qgz_scratch_bytes(size, node_size, n, block).
- * Returns with the sum done (the scratch free again); name is for messages. */
-size_t zt_qgz_scratch_bytes(int size, int node_ranks, int64_t n, int block);
+ * scratch_bytes of device scratch, at least zt_qgz_scratch_bytes(size,
+ * zt_topology_qgz_nodes(t), n, block). Returns with the sum done (the scratch free again);
+ * name is for messages. */
+/* two_level_ranks: ranks per node of the two-level form, 0 for one level. */
+size_t zt_qgz_scratch_bytes(int size, int two_level_ranks, int64_t n, int block);
 zt_status zt_qgz_reduce(zt_topology *t, const float *grads, int64_t n, int block, float *acc,
                         void *scratch, size_t scratch_bytes, const char *name, zt_stream *s,
                         zt_error *err);

@@ -22,7 +22,7 @@
  * zt_device, comm.h's zt_comm_backend, zt_comm_iface and zt_comm) and the ZT_MODULE_API
  * functions' signatures. Bumped on any change to them: libztier.so refuses a module built with
  * another value, since it would call through a table of another shape. */
-#define ZT_MODULE_ABI 1
+#define ZT_MODULE_ABI 3
 
 typedef struct zt_module {
     uint32_t abi;      /* ZT_MODULE_ABI of the headers the module was compiled with */

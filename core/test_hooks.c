@@ -5,6 +5,8 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #ifndef ZT_TEST_HOOKS
 #error "core/test_hooks.c belongs to the tests' archive only (built with ZT_TEST_HOOKS)"
@@ -20,4 +22,32 @@ void zt_test_crash_point(const char *where)
         ZT_LOGD("test", "crash point %ld: %s", passed, where);
         raise(SIGKILL);
     }
+}
+
+int zt_test_node_of(int size, int64_t *node_id)
+{
+    const char *s = getenv("ZT_TEST_NODE_OF");
+    if (!s || !*s)
+        return 0;
+    int n = 0;
+    for (char *end = NULL; *s; s = *end ? end + 1 : end, n++) {
+        long long v = strtoll(s, &end, 10);
+        if (end == s) /* not a number: counted, so that the count is wrong and says so */
+            return size + 1;
+        if (n < size)
+            node_id[n] = v;
+    }
+    return n > size ? size + 1 : n;
+}
+
+void zt_test_delay_point(const char *where)
+{
+    const char *at = getenv("ZT_TEST_DELAY_AT"), *secs = getenv("ZT_TEST_DELAY_S");
+    if (!at || strcmp(at, where) != 0 || !secs || atof(secs) <= 0)
+        return;
+    ZT_LOGD("test", "delay point '%s': %s s", where, secs);
+    double s = atof(secs);
+    struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&t, &t) != 0)
+        ;
 }

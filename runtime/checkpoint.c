@@ -136,8 +136,13 @@ static zt_status begin_save(zt_runtime *rt, const char *root, char *name)
     return zt_comm_broadcast_sync(rt->dist.comm, name, ZT_CKPT_NAME_MAX, ZT_COMM_U8, 0, &rt->err);
 }
 
-/* Every rank writes its shard; rank 0 writes the manifest and commits the folder. */
-static zt_status write_checkpoint(zt_runtime *rt, const char *root, const char *name)
+/* Every rank writes its shard; rank 0 writes the manifest and commits the folder. Once every
+ * rank's shard file is written (the ranks exchange their statuses, then the files' sizes and
+ * CRCs), only rank 0 decides: *verdict_due says this rank got that far (rank 0 then tells
+ * the others whether it committed). *unknown: this rank sent its OK but lost contact before
+ * that point (a network split may let rank 0 get through and commit). */
+static zt_status write_checkpoint(zt_runtime *rt, const char *root, const char *name,
+                                  int *verdict_due, int *unknown)
 {
     char folder[ZT_PATH_MAX + 160];
     zt_ckpt_partial_path(root, name, folder, sizeof folder);
@@ -148,9 +153,16 @@ static zt_status write_checkpoint(zt_runtime *rt, const char *root, const char *
     int64_t *files = calloc(2 * (size_t)rt->dist.world, sizeof *files);
     if (!files && st == ZT_OK)
         st = ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory saving a checkpoint");
-    st = zt_comm_agree(rt->dist.comm, st, "checkpoint save (shard files)", &rt->err);
+    /* Rank 0 may commit once it has seen every status OK: a rank that sent OK but did not
+     * get through the exchange itself (a network split) cannot know whether it did. */
+    int sent_ok = st == ZT_OK, exchanged = 0;
+    zt_status agreed = zt_comm_agree_exchanged(rt->dist.comm, st, "checkpoint save (shard files)",
+                                               &exchanged, &rt->err);
+    st = agreed;
     if (st == ZT_OK)
         st = zt_comm_allgather_sync(rt->dist.comm, mine, files, 2, ZT_COMM_I64, &rt->err);
+    *unknown = rt->dist.rank != 0 && sent_ok && (!exchanged || (agreed == ZT_OK && st != ZT_OK));
+    *verdict_due = st == ZT_OK;
     zt_ckpt_state s = current_state(rt);
     if (st == ZT_OK && rt->dist.rank == 0)
         st = zt_manifest_write(rt, &s, files, folder, &rt->err);
@@ -159,6 +171,49 @@ static zt_status write_checkpoint(zt_runtime *rt, const char *root, const char *
         st = zt_ckpt_commit(root, name, rt->cfg.checkpoint_keep, &rt->err);
     free(files);
     return st;
+}
+
+/* A rank that cannot know whether the save was committed says so, and how to find out. */
+static zt_status outcome_unknown(zt_runtime *rt, const char *root, const char *name)
+{
+    char why[ZT_ERROR_MSG_MAX];
+    snprintf(why, sizeof why, "%s", rt->err.msg);
+    return ZT_ERR(&rt->err, ZT_ERR_COMM,
+                  "checkpoint save of step %lld: rank %d cannot know whether it was committed "
+                  "(it lost contact with rank 0 after writing its shard: %s). Rank 0 commits a "
+                  "save by writing its name first in '%s/latest': if that file's first line is "
+                  "'%s', this save was committed, else the previous checkpoint is still the "
+                  "latest; either loads with zt_checkpoint_load",
+                  (long long)rt->train.steps, rt->dist.rank, why, root, name);
+}
+
+/* Rank 0 tells the others whether it committed the save (its status st). Returns what this
+ * rank knows: ZT_OK for committed, or why not; the outcome unknown where rank 0's word did not
+ * arrive. */
+static zt_status verdict(zt_runtime *rt, const char *root, const char *name, zt_status st)
+{
+    int64_t word = st;
+    zt_test_delay_point("checkpoint verdict");
+    zt_error comm_err = {0};
+    zt_status sent = zt_comm_broadcast_sync(rt->dist.comm, &word, 1, ZT_COMM_I64, 0, &comm_err);
+    if (rt->dist.rank == 0) {
+        if (st == ZT_OK && sent != ZT_OK)
+            return ZT_ERR(&rt->err, ZT_ERR_COMM,
+                          "checkpoint save of step %lld: '%s/%s' was committed ('%s/latest' "
+                          "names it first), but the other ranks could not be told: %s",
+                          (long long)rt->train.steps, root, name, root, comm_err.msg);
+        return st;
+    }
+    if (sent != ZT_OK) {
+        rt->err = comm_err;
+        return outcome_unknown(rt, root, name);
+    }
+    if (word != ZT_OK)
+        return ZT_ERR(&rt->err, ZT_ERR_COMM,
+                      "checkpoint save failed on rank 0 (status %lld, %s; see that rank's "
+                      "message); the previous checkpoint stays the latest",
+                      (long long)word, zt_status_string((zt_status)word));
+    return ZT_OK;
 }
 
 zt_status zt_rt_checkpoint_save(zt_runtime *rt, const char *root)
@@ -171,11 +226,15 @@ zt_status zt_rt_checkpoint_save(zt_runtime *rt, const char *root)
     zt_status st = begin_save(rt, root, name);
     if (st != ZT_OK)
         return st;
-    st = write_checkpoint(rt, root, name);
+    int verdict_due = 0, unknown = 0;
+    st = write_checkpoint(rt, root, name, &verdict_due, &unknown);
     zt_trace_span("checkpoint", t0, "save %s", name);
-    st = zt_comm_agree(rt->dist.comm, st, "checkpoint save", &rt->err);
+    if (unknown)
+        st = outcome_unknown(rt, root, name);
+    else if (verdict_due && rt->dist.world > 1)
+        st = verdict(rt, root, name, st);
     if (st != ZT_OK && rt->dist.rank == 0)
-        zt_ckpt_abort(root, name); /* the previous checkpoint stays the latest */
+        zt_ckpt_abort(root, name); /* never a committed one: the previous one stays the latest */
     if (st == ZT_OK)
         ZT_LOGI("checkpoint", "saved step %lld to %s/%s", (long long)rt->train.steps, root, name);
     return st;

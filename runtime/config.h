@@ -85,7 +85,7 @@ typedef struct zt_config {
     int allow_buffered_io;        /* fall back to buffered I/O without O_DIRECT */
     int optimizer_threads;        /* 0 = all cores */
     char adam_variant[16];        /* "auto" | "scalar" | "avx2" | "avx512" */
-    int ranks_per_node;           /* 0 = from the launcher's environment */
+    int ranks_per_node;           /* 0 = the nodes the comm backend finds */
     int quant_block_size;         /* elements per ZeRO++ quantization block */
     char trace_path[ZT_PATH_MAX]; /* "" = no trace */
     int device_index;             /* cuda: -1 = the caller's current device */

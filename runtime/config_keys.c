@@ -143,8 +143,8 @@ const zt_config_key zt_config_keys[] = {
          "nodes of equal size)"),
     NUM("zero_optimization.zero_hpz_partition_size", ZT_KEY_INT, F(zero_hpz_partition_size), 1,
         1 << 20, 0,
-        "ZeRO++ hpZ: above 1, keep node-local secondary shards (nodes of ztier.ranks_per_node "
-        "ranks; off with a warning on unequal nodes)"),
+        "ZeRO++ hpZ: above 1, keep node-local secondary shards (the nodes found at commit, or "
+        "ztier.ranks_per_node's; off on every rank with one warning on unequal nodes)"),
     IGNORE("zero_optimization.round_robin_gradients", UNUSED),
     IGNORE("zero_optimization.stage3_gather_16bit_weights_on_model_save", UNUSED),
     IGNORE("zero_optimization.stage3_gather_fp16_weights_on_model_save", UNUSED),
@@ -308,8 +308,8 @@ const zt_config_key zt_config_keys[] = {
          "CPU Adam kernel: \"auto\" the best this CPU has; a named one fails where the CPU or "
          "build lacks it (ZT_ADAM_VARIANT)"),
     NUM("ztier.ranks_per_node", ZT_KEY_INT, F(ranks_per_node), 0, 1 << 20, 0,
-        "Ranks per node for ZeRO++ (hpZ, qgZ's two levels); 0: the launcher's "
-        "OMPI_COMM_WORLD_LOCAL_SIZE, else all ranks on one node"),
+        "Ranks per node for ZeRO++ (hpZ, qgZ's two levels), as groups of consecutive ranks; 0: "
+        "the nodes the comm backend finds (MPI_Comm_split_type), in any rank placement"),
     NUM("ztier.quant_block_size", ZT_KEY_INT, F(quant_block_size), 16, 1 << 16, 0,
         "Elements per ZeRO++ quantization block (qwZ, qgZ)"),
     {"ztier.trace_path", ZT_KEY_PATH, F(trace_path), 0, 0, NULL, 0, 0,

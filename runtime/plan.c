@@ -44,8 +44,8 @@ uint64_t zt_plan_qgz_bytes(const zt_runtime *rt, const zt_plan *p, const zt_laye
     if (!rt->cfg.zero_quantized_gradients || p->world == 1 || L->persistent)
         return 0;
     uint64_t sum = p->optim_tier == ZT_TIER_DEVICE ? 0 : (uint64_t)L->shard_numel * 4;
-    return sum +
-           zt_qgz_scratch_bytes(p->world, p->node_ranks, L->shard_numel, rt->cfg.quant_block_size);
+    return sum + zt_qgz_scratch_bytes(p->world, p->qgz_node_ranks, L->shard_numel,
+                                      rt->cfg.quant_block_size);
 }
 
 /* Device bytes layer L needs at least in its backward pass: at its fetch, its gathered
@@ -146,7 +146,12 @@ void zt_plan_make(const zt_runtime *rt, int world, zt_plan *p)
 {
     *p = (zt_plan){0};
     p->world = world;
-    p->node_ranks = zt_topology_node_ranks(world, rt->cfg.ranks_per_node);
+    const zt_topology *t = &rt->dist.topo;
+    int rpn = rt->cfg.ranks_per_node;
+    if (t->world && t->size == world) /* committing: the layout every rank agreed on */
+        p->qgz_node_ranks = zt_topology_qgz_nodes(t);
+    else
+        p->qgz_node_ranks = zt_qgz_two_level(world, rpn) ? rpn : 0;
     p->dtype = zt_config_dtype(&rt->cfg);
     p->param_tier = rt->cfg.offload_param.device;
     p->optim_tier = zt_config_device_optimizer(&rt->cfg)               ? ZT_TIER_DEVICE

@@ -9,7 +9,9 @@
 
 typedef struct zt_plan {
     int world;
-    int node_ranks;          /* ranks per node (ztier.ranks_per_node, else the launcher's) */
+    int qgz_node_ranks;      /* ranks per node of two-level qgZ's, 0 for one level: the
+                                committed topology's, else (estimates) consecutive nodes of
+                                ztier.ranks_per_node */
     zt_dtype dtype;          /* of parameters and gradients */
     zt_tier_kind param_tier; /* home of sharded parameters (persistent ones: device) */
     zt_tier_kind optim_tier; /* home of master, m, v: host or NVMe (Adam on the CPU), or the

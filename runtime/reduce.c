@@ -221,8 +221,9 @@ typedef struct qgz_buffers {
 
 static zt_status alloc_qgz(zt_runtime *rt, zt_layer *L, qgz_buffers *q)
 {
-    q->scratch_bytes = zt_qgz_scratch_bytes(rt->dist.topo.size, rt->dist.topo.node_ranks,
-                                            L->shard_numel, rt->cfg.quant_block_size);
+    q->scratch_bytes =
+        zt_qgz_scratch_bytes(rt->dist.topo.size, zt_topology_qgz_nodes(&rt->dist.topo),
+                             L->shard_numel, rt->cfg.quant_block_size);
     zt_status st = zt_prefetcher_alloc(rt->prefetch, q->scratch_bytes, &q->scratch, &rt->err);
     size_t bytes = (size_t)L->shard_numel * sizeof(float);
     if (st == ZT_OK && !rt->opt.on_device)

@@ -385,6 +385,14 @@ zt_status zt_rt_open(zt_runtime *rt)
     if (st != ZT_OK)
         return st;
     rt->dist.topo.dev = rt->device.dev; /* ZeRO++'s buffers and kernels */
+    const zt_topology *t = &rt->dist.topo;
+    if (rt->dist.rank == 0 && rt->dist.world > 1) /* what was turned off warned on every rank */
+        ZT_LOGI("runtime", "node layout: %s (%s); ZeRO++: hpZ %s, qgZ %s, qwZ %s", t->layout.desc,
+                t->source, t->hpz ? "on" : "off",
+                !rt->cfg.zero_quantized_gradients ? "off"
+                : t->two_level                    ? "on, two levels"
+                                                  : "on, one level",
+                rt->cfg.zero_quantized_weights ? "on" : "off");
     ZT_LOGI("runtime", "device backend %s, dtype %s", rt->device.iface->name,
             rt->reg.dtype == ZT_F32    ? "fp32"
             : rt->reg.dtype == ZT_BF16 ? "bf16"

@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -256,30 +257,80 @@ zt_status zt_rt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *inf
     return st;
 }
 
-zt_status zt_rt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel)
+/* Counts, in the topology's byte counters, a block this rank sends to `peer` alone. The
+ * node layout is the topology's: ranks rank - local_rank .. + node_size share this node. */
+static void count_sent_to(zt_topology *t, int peer, uint64_t bytes)
+{
+    if (peer == t->rank)
+        return;
+    const zt_layout *L = &t->layout;
+    int same = L->node_of ? L->node_of[peer] == L->node_of[t->rank] : 1;
+    if (same)
+        t->bytes_intra += bytes;
+    else
+        t->bytes_inter += bytes;
+}
+
+/* Gathers the parameter's elements, not its layer: rank r contributes the overlap of the
+ * parameter with shard r (empty for most ranks of a small parameter), to root alone or, root
+ * < 0, to every rank; so each element crosses the network once per receiving rank. st is
+ * this rank's status so far: a rank that cannot take part (its shard did not load, a wrong
+ * numel on the root, no memory here) stops every rank before the gather, none waits for it. */
+static zt_status gather_param(zt_runtime *rt, const zt_param *p, zt_status st, const float *own,
+                              float *dst, int root)
+{
+    const zt_layer *L = &rt->reg.layers[p->layer];
+    int n = rt->dist.world;
+    size_t *counts = calloc(2 * (size_t)n, sizeof *counts);
+    if (!counts && st == ZT_OK)
+        st = ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory reading parameter '%s'", p->name);
+    char what[160];
+    snprintf(what, sizeof what, "reading parameter '%.120s'", p->name);
+    if ((st = zt_comm_agree(rt->dist.comm, st, what, &rt->err)) != ZT_OK) {
+        free(counts);
+        return st;
+    }
+    size_t *displs = counts + n;
+    for (int r = 0; r < n; r++) {
+        int64_t lo = (int64_t)r * L->shard_numel, hi = lo + L->shard_numel;
+        int64_t a = p->offset > lo ? p->offset : lo;
+        int64_t b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+        counts[r] = b > a ? (size_t)(b - a) : 0;
+        displs[r] = b > a ? (size_t)(a - p->offset) : 0;
+    }
+    uint64_t mine = (uint64_t)counts[rt->dist.rank] * sizeof(float);
+    if (root < 0)
+        zt_topology_count(&rt->dist.topo, mine);
+    else
+        count_sent_to(&rt->dist.topo, root, mine);
+    st = zt_comm_gatherv_sync(rt->dist.comm, own, dst, counts, displs, ZT_COMM_F32, root, &rt->err);
+    free(counts);
+    return st;
+}
+
+zt_status zt_rt_param_read(zt_runtime *rt, int param_id, int root, float *dst, int64_t numel)
 {
     const zt_param *p = &rt->reg.params[param_id];
     zt_layer *L = &rt->reg.layers[p->layer];
-    if (numel != p->numel)
-        return ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
-                      "parameter '%s' has %lld elements, the destination holds %lld", p->name,
-                      (long long)p->numel, (long long)numel);
-    zt_status st = zt_rt_drain_optimizer(rt);
-    float *full = st == ZT_OK ? malloc((size_t)L->flat_numel * sizeof(float)) : NULL;
-    if (!full)
-        return st != ZT_OK ? st
-                           : ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory reading parameter '%s'",
-                                    p->name);
-    st = zt_home_load(&rt->tiers.homes, &L->master, rt->opt.staging, &rt->err);
-    if (st == ZT_OK && L->persistent) /* every rank holds all of it */
-        memcpy(full, rt->opt.staging, (size_t)L->flat_numel * sizeof(float));
-    else if (st == ZT_OK)
-        st = zt_comm_allgather_sync(rt->dist.comm, rt->opt.staging, full, (size_t)L->shard_numel,
-                                    ZT_COMM_F32, &rt->err);
+    int receives = root < 0 || root == rt->dist.rank;
+    zt_status st = ZT_OK;
+    if (receives && numel != p->numel)
+        st = ZT_ERR(&rt->err, ZT_ERR_ARGUMENT,
+                    "parameter '%s' has %lld elements, the destination holds %lld", p->name,
+                    (long long)p->numel, (long long)numel);
     if (st == ZT_OK)
-        memcpy(dst, full + p->offset, (size_t)numel * sizeof(float));
-    free(full);
-    return st;
+        st = zt_rt_drain_optimizer(rt);
+    if (st == ZT_OK)
+        st = zt_home_load(&rt->tiers.homes, &L->master, rt->opt.staging, &rt->err);
+    int64_t a, b, at;
+    zt_param_in_shard(rt, p, &a, &b, &at);
+    const float *own = (const float *)rt->opt.staging + at;
+    if (L->persistent || rt->dist.world == 1) { /* all of it is here */
+        if (st == ZT_OK && receives)
+            memcpy(dst, own, (size_t)p->numel * sizeof(float));
+        return st;
+    }
+    return gather_param(rt, p, st, own, receives ? dst : NULL, root);
 }
 
 /* Sets the overlap of the parameter with this rank's shard in the fp32 master, and the

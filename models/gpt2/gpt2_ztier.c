@@ -184,15 +184,18 @@ static int64_t numel(const gpt2_param_info *p)
     return p->shape[0] * (p->ndim == 2 ? p->shape[1] : 1);
 }
 
-/* Reads parameter k of layer l (collective) and, on rank 0, appends it to f. */
+/* Gathers parameter k of layer l to rank 0 (collective: the other ranks only send their
+ * part, so the export moves each weight once) and there appends it to f. */
 static zt_status write_param(gpt2_ztier *g, FILE *f, int l, int k)
 {
     gpt2_param_info pi;
     gpt2_param_info_get(&g->c, l, k, &pi);
-    float *buf = malloc(sizeof(float) * (size_t)numel(&pi));
-    if (!buf)
+    int rank = 0, world = 1;
+    zt_runtime_rank(g->rt, &rank, &world);
+    float *buf = rank == 0 ? malloc(sizeof(float) * (size_t)numel(&pi)) : NULL;
+    if (rank == 0 && !buf)
         return ZT_ERR_NOMEM;
-    zt_status st = zt_param_read(g->rt, g->param_ids[l][k], buf, numel(&pi));
+    zt_status st = zt_param_read_to(g->rt, g->param_ids[l][k], 0, buf, numel(&pi));
     if (st == ZT_OK && f && fwrite(buf, sizeof(float), (size_t)numel(&pi), f) != (size_t)numel(&pi))
         st = ZT_ERR_IO;
     free(buf);

@@ -3,7 +3,9 @@
  * against the values sent, a split, a request finished by polling frees what it holds,
  * and (on the stand-in, which can make a collective hang) a collective that never completes
  * times out with an error, aborts the communicator, every later call says so, and the
- * communicator's destruction does not touch the aborted NCCL handle again.
+ * communicator's destruction does not touch the aborted NCCL handle again. Gathers of
+ * unequal blocks take host memory: the nccl communicator refuses them, its host communicator
+ * (zt_comm_host, the MPI bootstrap) carries them.
  * Exits 77 (skipped) where no GPU is visible. */
 #include "comm/comm.h"
 
@@ -118,6 +120,24 @@ static void test_timeout_aborts_once(void **state)
 }
 #endif
 
+static void test_gatherv_goes_to_the_host_communicator(void **state)
+{
+    (void)state;
+    zt_comm *c = open_nccl();
+    zt_error err = {0};
+    float send[2] = {4.0f, 5.0f}, recv[4] = {0, 0, 0, 0};
+    size_t counts[1] = {2}, displs[1] = {1};
+    zt_comm_req req = {0};
+    assert_int_equal(zt_comm_gatherv(c, send, recv, counts, displs, ZT_COMM_F32, 0, &req, &err),
+                     ZT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "host communicator"));
+    assert_int_equal(zt_comm_gatherv_sync(c, send, recv, counts, displs, ZT_COMM_F32, 0, &err),
+                     ZT_OK);
+    float want[4] = {0, 4.0f, 5.0f, 0};
+    assert_memory_equal(recv, want, sizeof want);
+    zt_comm_destroy(c);
+}
+
 int main(void)
 {
     int count = 0;
@@ -127,6 +147,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_collectives_and_polled_requests),
+        cmocka_unit_test(test_gatherv_goes_to_the_host_communicator),
 #ifdef ZT_CUDA_FAKE
         cmocka_unit_test(test_timeout_aborts_once),
 #endif

@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: MIT
 # Trainer checks on the tiny GPT-2 with the byte-level GPL-3 text:
 #  1. parameters and optimizer on NVMe over 2 MPI ranks == everything in memory on 1 rank
-#     after 10 steps (relative L2 difference <= 1e-5 over all weights);
+#     after 10 steps (relative L2 difference <= 1e-5 over all weights); before any step the
+#     2-rank exports (llm.c and safetensors, each tensor gathered to rank 0) are the 1-rank
+#     files byte for byte;
 #  2. save at step 5, resume, and steps 6-10 == the uninterrupted run, bitwise;
 #  3. ZeRO++ on 4 ranks (two nodes of two) stays within 10% of the unquantized loss;
 #  4. bf16 parameter copies stay within 5% of the fp32 loss;
@@ -40,6 +42,12 @@ if [ -n "$mpirun" ]; then
     --export "$work/offload.bin" > "$work/offload.log"
   grep -q "tier peaks:.*nvme 0.0M$" "$work/offload.log" && { echo "the NVMe tier was not used"; exit 1; }
   "$compare" "$work/offload.bin" "$work/resident.bin" 1e-5
+  "$trainer" "${common[@]}" --steps 0 --export "$work/init1.bin" --safetensors "$work/init1.st" \
+    > /dev/null
+  $mpirun -np 2 "$trainer" "${common[@]}" --steps 0 --ds-config "$work/offload.json" \
+    --export "$work/init2.bin" --safetensors "$work/init2.st" > /dev/null
+  cmp "$work/init1.bin" "$work/init2.bin"
+  cmp "$work/init1.st" "$work/init2.st"
 fi
 
 # 3. ZeRO++ (qwZ + qgZ + hpZ) on 4 ranks as two nodes of 2: the loss after 50 steps stays

@@ -1,25 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /* The mpi comm backend under mpirun: every collective against values each rank can compute
- * on its own, 16-bit reductions carried out in fp32, splitting, and the bounded wait. */
+ * on its own, 16-bit reductions carried out in fp32, splitting, and the bounded wait; the
+ * node of each rank (one machine: one node, node id 0, the lowest rank); an agreement names
+ * another rank's status as it came, one that is none of ztier's too; gathers of unequal
+ * blocks (some empty, 16-bit moved as bits) to each root and to every rank. */
 #include "core/convert.h"
 #include "comm/comm.h"
+#include "rank_check.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-
-#define CHECK(cond, ...)                                                 \
-    do {                                                                 \
-        if (!(cond)) {                                                   \
-            fprintf(stderr, "rank check failed at line %d: ", __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                \
-            fprintf(stderr, "\n");                                       \
-            failures++;                                                  \
-        }                                                                \
-    } while (0)
 
 static float value(int rank, size_t i) { return (float)(rank + 1) * 0.5f + (float)(i % 97); }
 
@@ -123,6 +115,77 @@ static void check_alltoall_bcast_split(zt_comm *c)
     free(send), free(recv);
 }
 
+static void check_node_ids_and_agree(zt_comm *c)
+{
+    int n = c->size, r = c->rank;
+    int64_t *ids = calloc((size_t)n, sizeof *ids);
+    const char *how = NULL;
+    zt_error err = {0};
+    CHECK(zt_comm_node_ids(c, ids, &how, &err) == ZT_OK, "node ids: %s", err.msg);
+    for (int q = 0; q < n; q++)
+        CHECK(ids[q] == 0, "rank %d's node id %lld (one machine: 0, its lowest rank)", q,
+              (long long)ids[q]);
+    CHECK(how && strstr(how, "MPI_Comm_split_type"), "found by: %s", how ? how : "(none)");
+    free(ids);
+    /* the last rank reports a status that is no zt_status (as garbage from a mismatched
+     * collective would): the others print it as it came */
+    zt_status mine = r == n - 1 ? (zt_status)1000 : ZT_OK;
+    zt_status st = zt_comm_agree(c, mine, "the check", &err);
+    char want[128];
+    snprintf(want, sizeof want,
+             "the check failed on rank %d of %d (status 1000: not a ztier status", n - 1, n);
+    CHECK(r == n - 1 ? st == mine : st == ZT_ERR_COMM && strstr(err.msg, want), "agreement: %s",
+          err.msg);
+    mine = r == 0 ? ZT_ERR_IO : ZT_OK;
+    st = zt_comm_agree(c, mine, "the check", &err);
+    snprintf(want, sizeof want, "(status %d: %s;", (int)ZT_ERR_IO, zt_status_string(ZT_ERR_IO));
+    CHECK(r == 0 ? st == mine : st == ZT_ERR_COMM && strstr(err.msg, want), "agreement: %s",
+          err.msg);
+}
+
+/* Rank q sends q * 3 + (q == 1 ? 0 : 5) elements (rank 1 none), placed in reverse rank order
+ * with a gap: to each root in turn (nothing lands elsewhere) and to every rank. bf16 data are
+ * moved bit for bit (patterns that are NaNs as floats included). */
+static void check_gatherv(zt_comm *c)
+{
+    int n = c->size, r = c->rank;
+    size_t *counts = calloc(2 * (size_t)n, sizeof *counts), *displs = counts + n, total = 0;
+    for (int q = n - 1; q >= 0; q--) {
+        counts[q] = q == 1 ? 0 : (size_t)q * 3 + 5;
+        displs[q] = total + 2;
+        total += counts[q] + 2;
+    }
+    uint16_t *send = malloc((counts[r] + 1) * sizeof *send);
+    uint16_t *recv = malloc(total * sizeof *recv);
+    for (size_t i = 0; i < counts[r]; i++)
+        send[i] = (uint16_t)(0x7fc0u + (unsigned)r * 256u + (unsigned)i);
+    zt_error err = {0};
+    for (int root = -1; root < n; root++) {
+        for (size_t i = 0; i < total; i++)
+            recv[i] = 0xdead;
+        CHECK(zt_comm_gatherv_sync(c, send, recv, counts, displs, ZT_COMM_BF16, root, &err) ==
+                  ZT_OK,
+              "gatherv to %d: %s", root, err.msg);
+        int bad = 0;
+        for (int q = 0; q < n; q++)
+            for (size_t i = 0; i < counts[q]; i++) {
+                uint16_t want = root < 0 || root == r
+                                    ? (uint16_t)(0x7fc0u + (unsigned)q * 256u + (unsigned)i)
+                                    : 0xdead;
+                bad += recv[displs[q] + i] != want;
+            }
+        for (int q = 0; q < n; q++) /* the gaps stay untouched */
+            bad += recv[displs[q] - 2] != 0xdead || recv[displs[q] - 1] != 0xdead;
+        CHECK(bad == 0, "gatherv to %d: %d elements wrong on rank %d", root, bad, r);
+    }
+    zt_comm_req req = {0};
+    CHECK(zt_comm_gatherv(c, send, recv, counts, displs, ZT_COMM_BF16, n, &req, &err) ==
+                  ZT_ERR_ARGUMENT &&
+              strstr(err.msg, "outside a world"),
+          "gatherv to root %d: %s", n, err.msg);
+    free(send), free(recv), free(counts);
+}
+
 int main(void)
 {
     zt_comm *c = NULL;
@@ -142,6 +205,8 @@ int main(void)
     check_reduce_scatter(c, 4099);
     check_bf16_allreduce_in_fp32(c);
     check_alltoall_bcast_split(c);
+    check_node_ids_and_agree(c);
+    check_gatherv(c);
     double total = failures;
     zt_comm_allreduce_sync(c, &total, 1, ZT_COMM_F64, ZT_REDUCE_SUM, &err);
     if (c->rank == 0)

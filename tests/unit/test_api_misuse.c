@@ -155,6 +155,7 @@ static void test_fetch_and_step_before_commit(void **state)
     EXPECT(zt_release(f->rt, f->layer, ZT_FORWARD), ZT_ERR_USAGE, "before zt_runtime_commit");
     EXPECT(zt_step(f->rt, NULL, NULL), ZT_ERR_USAGE, "before zt_runtime_commit");
     EXPECT(zt_param_read(f->rt, f->param, buf, 32), ZT_ERR_USAGE, "before zt_runtime_commit");
+    EXPECT(zt_param_read_to(f->rt, f->param, 0, buf, 32), ZT_ERR_USAGE, "before zt_runtime_commit");
 }
 
 static void test_commit_needs_parameters(void **state)
@@ -216,6 +217,7 @@ static void test_step_in_the_middle_of_backward(void **state)
     EXPECT(zt_step(f->rt, NULL, NULL), ZT_ERR_USAGE, "not released: 'l0' (backward)");
     float buf[32];
     EXPECT(zt_param_read(f->rt, f->param, buf, 32), ZT_ERR_USAGE, "'l0' (backward)");
+    EXPECT(zt_param_read_to(f->rt, f->param, 0, buf, 32), ZT_ERR_USAGE, "'l0' (backward)");
     EXPECT(zt_param_write(f->rt, f->param, buf, 32), ZT_ERR_USAGE, "'l0' (backward)");
     EXPECT(zt_checkpoint_save(f->rt, "/tmp/unused"), ZT_ERR_USAGE, "'l0' (backward)");
     assert_int_equal(zt_release(f->rt, f->layer, ZT_BACKWARD), ZT_OK);
@@ -240,6 +242,16 @@ static void test_param_read_bad_arguments(void **state)
     EXPECT(zt_param_read(f->rt, f->param, NULL, 32), ZT_ERR_ARGUMENT, "dst is NULL");
     EXPECT(zt_param_read(f->rt, f->param, buf, 31), ZT_ERR_ARGUMENT, "has 32 elements");
     assert_int_equal(zt_stats_get(f->rt, NULL), ZT_ERR_ARGUMENT);
+    /* one rank: the root is 0, and it needs a buffer */
+    EXPECT(zt_param_read_to(f->rt, f->param, 1, buf, 32), ZT_ERR_ARGUMENT, "root 1 is not a rank");
+    EXPECT(zt_param_read_to(f->rt, f->param, -1, buf, 32), ZT_ERR_ARGUMENT, "zt_param_read reads");
+    EXPECT(zt_param_read_to(f->rt, f->param, 0, NULL, 32), ZT_ERR_ARGUMENT, "dst is NULL");
+    EXPECT(zt_param_read_to(f->rt, f->param, 0, buf, 33), ZT_ERR_ARGUMENT, "has 32 elements");
+    EXPECT(zt_param_read_to(f->rt, 9, 0, buf, 32), ZT_ERR_ARGUMENT, "unknown parameter id 9");
+    float all[32];
+    assert_int_equal(zt_param_read(f->rt, f->param, all, 32), ZT_OK);
+    assert_int_equal(zt_param_read_to(f->rt, f->param, 0, buf, 32), ZT_OK);
+    assert_memory_equal(buf, all, sizeof buf);
 }
 
 static zt_runtime *two_big_layers(const char *hbm, int layer[2], zt_status commit)

@@ -151,7 +151,9 @@ static void check_budget(const char *optim, int threads)
         assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK);
         /* a call that waits for the step's background work (the NVMe write-backs) */
         assert_int_equal(zt_param_read(rt, p, w, shape[0]), ZT_OK);
-        usleep(30000); /* copies of the next step's first layers finish */
+        /* copies of the next step's first layers (32 MB each) finish; 30 ms was too short
+         * under ASan on a loaded 2-core machine (one copy thread still runnable) */
+        usleep(100000);
         atomic_store(&m.phase, IDLE);
         usleep(60000);
     }
