@@ -276,10 +276,10 @@ static void run_op(mpi_comm *c, MPI_Comm comm, mpi_op *op)
         break;
     case OP_NODE_ID: { /* the lowest rank among those that share this rank's memory */
         MPI_Comm shm;
-        if (set_error(op,
-                      MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, c->base.rank,
-                                          MPI_INFO_NULL, &shm),
-                      "MPI_Comm_split_type"))
+        if (set_error(
+                op,
+                MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, c->base.rank, MPI_INFO_NULL, &shm),
+                "MPI_Comm_split_type"))
             break;
         *op->node_out = c->base.rank;
         set_error(op, MPI_Allreduce(MPI_IN_PLACE, op->node_out, 1, MPI_INT, MPI_MIN, shm),

@@ -49,6 +49,12 @@ typedef struct zt_gather_env {
      * report. */
     int (*home_ready)(void *ctx, const zt_home *home, int demand);
     void *home_ready_ctx;
+    /* called when the device tier is full, before anything gathered is evicted: frees device
+     * memory that work in flight holds (the runtime's gradient reductions) by completing the
+     * oldest; 1 when it completed one, 0 when none was in flight. Failures are the callee's
+     * to keep and report. NULL: nothing in flight holds device memory. */
+    int (*reclaim)(void *ctx);
+    void *reclaim_ctx;
 } zt_gather_env;
 
 typedef struct zt_gather {

@@ -50,11 +50,13 @@ static int evict_slice(zt_prefetcher *pf)
     return 0;
 }
 
-/* The device tier's evictor: an hpZ slice, else the unheld gathered layer needed furthest
- * away. */
+/* The device tier's evictor: memory held by work in flight (which the estimate counts as
+ * free already), else an hpZ slice, else the unheld gathered layer needed furthest away. */
 static int evict_one(void *user)
 {
     zt_prefetcher *pf = user;
+    if (pf->env->reclaim && pf->env->reclaim(pf->env->reclaim_ctx))
+        return 1;
     if (evict_slice(pf))
         return 1;
     int victim = zt_sched_victim(&pf->trace, snapshot(pf), pf->n);

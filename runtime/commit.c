@@ -276,7 +276,9 @@ static zt_status open_prefetch(zt_runtime *rt)
                                      .hpz = rt->dist.topo.hpz,
                                      .quant_block = rt->cfg.quant_block_size,
                                      .home_ready = zt_rt_param_home_ready,
-                                     .home_ready_ctx = rt};
+                                     .home_ready_ctx = rt,
+                                     .reclaim = zt_rt_reclaim_reduction,
+                                     .reclaim_ctx = rt};
     zt_sched_limits lim = {rt->cfg.stage3_prefetch_bucket_size, rt->cfg.stage3_max_live_parameters,
                            rt->cfg.stage3_max_reuse_distance};
     return zt_prefetcher_create(&lim, &rt->gather_env, rt->reg.n_layers, &rt->prefetch, &rt->err);

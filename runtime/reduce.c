@@ -172,16 +172,18 @@ static zt_status complete_inflight(zt_runtime *rt)
     return st;
 }
 
-/* Every reduction in flight completed; the first failure is returned, and the rest are
- * still waited for (they are collectives every rank issued). */
+/* Every reduction in flight completed; the first failure is returned (one completed to make
+ * room counts), and the rest are still waited for (they are collectives every rank issued). */
 static zt_status complete_all_inflight(zt_runtime *rt)
 {
-    zt_status first = ZT_OK;
-    while (rt->reduce.n_inflight) {
-        zt_status st = complete_inflight(rt);
-        first = first != ZT_OK ? first : st;
-    }
-    return first;
+    zt_error first = rt->reduce.inflight_err;
+    rt->reduce.inflight_err = (zt_error){0};
+    while (rt->reduce.n_inflight)
+        if (complete_inflight(rt) != ZT_OK && first.status == ZT_OK)
+            first = rt->err;
+    if (first.status != ZT_OK)
+        rt->err = first;
+    return first.status;
 }
 
 /* Issues the layer's sum and leaves it in flight; it takes over L->grads and `wide`. When
@@ -203,8 +205,21 @@ static zt_status defer_sum(zt_runtime *rt, zt_layer *L, void *wide, zt_dtype dt)
     return done != ZT_OK ? done : st;
 }
 
+int zt_rt_reclaim_reduction(void *ctx)
+{
+    zt_runtime *rt = ctx;
+    if (!rt->reduce.n_inflight)
+        return 0;
+    zt_error caller = rt->err;
+    if (complete_inflight(rt) != ZT_OK && rt->reduce.inflight_err.status == ZT_OK)
+        rt->reduce.inflight_err = rt->err;
+    rt->err = caller;
+    return 1;
+}
+
 void zt_rt_drop_reductions(zt_runtime *rt)
 {
+    rt->reduce.inflight_err = (zt_error){0};
     while (rt->reduce.n_inflight) {
         zt_error ignored = rt->err;
         complete_inflight(rt);

@@ -166,6 +166,7 @@ typedef struct zt_reducer {
     int pending_head, n_pending;
     zt_inflight_reduction inflight[ZT_REDUCTIONS_IN_FLIGHT]; /* first in first out */
     int inflight_head, n_inflight;
+    zt_error inflight_err; /* the first failure of one completed to make room; for zt_step */
 } zt_reducer;
 
 struct zt_opt_engine_ops;
@@ -293,6 +294,10 @@ void zt_rt_free_landing(zt_runtime *rt);
 /* Waits for the reductions still in flight and frees their buffers, ignoring failures
  * (destroy; a collective that never completed keeps its buffers). */
 void zt_rt_drop_reductions(zt_runtime *rt);
+
+/* The device tier's reclaim hook (zt_gather_env.reclaim): completes the oldest reduction in
+ * flight, freeing its gradients; 0 when none is. Its failure is kept for zt_step. */
+int zt_rt_reclaim_reduction(void *rt);
 /* Caller streams (zt_stream_create and friends; runtime/reduce.c). */
 zt_status zt_rt_stream_create(zt_runtime *rt, zt_stream **out);
 zt_status zt_rt_stream_destroy(zt_runtime *rt, zt_stream *s);

@@ -82,7 +82,7 @@ printf '%-8s %-8s %-6s %-16s %12s %14s\n' config mode delay binary "ms/step" "MB
 for delay in $delays; do
   nodes "$delay"
   for config in $configs; do
-    for mode in plain zeropp; do
+    for mode in ${ZT_BENCH_MODES:-plain zeropp}; do
       for p in "${progs[@]}"; do
         bin=${p%%=*} label=${p#*=} envs=
         [ "$label" = "$p" ] && label=$(basename "$(dirname "$bin")")

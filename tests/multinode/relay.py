@@ -16,6 +16,7 @@ import sys
 import time
 
 SOL_PACKET, PACKET_VNET_HDR, PACKET_OUTGOING, ETH_P_ALL = 263, 15, 4, 0x0003
+SO_RCVBUFFORCE = 33
 VNET_HDR = 10  # struct virtio_net_hdr
 
 
@@ -26,6 +27,9 @@ def main():
     for name in ports:
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         s.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
+        # room for a burst while this process is busy: the kernel drops what does not fit,
+        # and TCP then waits for a retransmission timeout (200 ms at least)
+        s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 64 << 20)
         s.bind((name, 0))
         s.setblocking(False)
         socks.append(s)
