@@ -32,6 +32,7 @@ typedef struct sim {
     int n;
     zt_layer_order trace;
     uint64_t ds, current, peak, capacity, evictions;
+    uint64_t qgz_held; /* qgZ's buffers, kept from a backward release to the step */
     int world, nvme_params;
     int micro_steps;            /* per step */
     char tight[ZT_ORDER_TIGHT]; /* a failed replay: where the budget ran out */
@@ -174,13 +175,16 @@ static int release(sim *s, int id, zt_pass pass)
         return -1; /* not fetched for that pass */
     L->holds[pass]--;
     if (pass == ZT_BACKWARD && L->holds[ZT_BACKWARD] == 0) {
-        /* 16-bit gradients widened for the sum, then qgZ's buffers */
+        /* 16-bit gradients widened for the sum, then qgZ's buffers, grown to this layer's
+         * (kept until the step) */
         uint64_t wide = s->ds != 4 && s->world > 1 ? (uint64_t)L->numel * 4 : 0;
+        uint64_t grow = L->qgz_bytes > s->qgz_held ? L->qgz_bytes - s->qgz_held : 0;
         if (!alloc(s, wide, 1))
             return 0;
-        if (!alloc(s, L->qgz_bytes, 1))
+        if (!alloc(s, grow, 1))
             return 0;
-        s->current -= wide + L->qgz_bytes;
+        s->qgz_held += grow;
+        s->current -= wide;
         s->current -= (uint64_t)L->numel * s->ds;
         L->grads = 0;
     }
@@ -191,6 +195,8 @@ static int release(sim *s, int id, zt_pass pass)
 
 static void step(sim *s)
 {
+    s->current -= s->qgz_held;
+    s->qgz_held = 0;
     for (int i = 0; i < s->n; i++)
         if (!holds(&s->layers[i]))
             drop(s, &s->layers[i]);

@@ -205,6 +205,8 @@ static zt_status defer_sum(zt_runtime *rt, zt_layer *L, void *wide, zt_dtype dt)
     return done != ZT_OK ? done : st;
 }
 
+static void free_qgz(zt_runtime *rt);
+
 int zt_rt_reclaim_reduction(void *ctx)
 {
     zt_runtime *rt = ctx;
@@ -220,6 +222,7 @@ int zt_rt_reclaim_reduction(void *ctx)
 void zt_rt_drop_reductions(zt_runtime *rt)
 {
     rt->reduce.inflight_err = (zt_error){0};
+    free_qgz(rt);
     while (rt->reduce.n_inflight) {
         zt_error ignored = rt->err;
         complete_inflight(rt);
@@ -227,40 +230,57 @@ void zt_rt_drop_reductions(zt_runtime *rt)
     }
 }
 
-/* qgZ's device buffers: its transfer scratch and, unless the sum goes straight into a device
- * accumulator (the optimizer on the device), a zeroed fp32 shard for the sum. */
-typedef struct qgz_buffers {
-    void *scratch, *sum;
-    size_t scratch_bytes;
-} qgz_buffers;
-
-static zt_status alloc_qgz(zt_runtime *rt, zt_layer *L, qgz_buffers *q)
+/* qgZ's device buffers (rt->reduce.qgz): its transfer scratch and, unless the sum goes
+ * straight into a device accumulator (the optimizer on the device), an fp32 shard for the
+ * sum. They are kept from the first backward release of a step to the step, grown to the
+ * largest layer's: every rank grows them at the same release (the layers' sizes decide, the
+ * same on every rank), so a release agrees with the others only when it grew them, not at
+ * every layer (an agreement is a round trip between nodes). ztier estimate replays the same. */
+static void free_qgz(zt_runtime *rt)
 {
-    q->scratch_bytes =
-        zt_qgz_scratch_bytes(rt->dist.topo.size, zt_topology_qgz_nodes(&rt->dist.topo),
-                             L->shard_numel, rt->cfg.quant_block_size);
-    zt_status st = zt_prefetcher_alloc(rt->prefetch, q->scratch_bytes, &q->scratch, &rt->err);
-    size_t bytes = (size_t)L->shard_numel * sizeof(float);
-    if (st == ZT_OK && !rt->opt.on_device)
-        st = zt_prefetcher_alloc(rt->prefetch, bytes, &q->sum, &rt->err);
+    zt_qgz_buffers *q = &rt->reduce.qgz;
+    zt_device_tier_free(&rt->tiers.dtier, q->scratch);
+    zt_device_tier_free(&rt->tiers.dtier, q->sum);
+    *q = (zt_qgz_buffers){0};
+}
+
+/* Makes the buffers large enough for L; *grew: they had to be (re)allocated. The sum is
+ * zeroed for this release. */
+static zt_status qgz_buffers_for(zt_runtime *rt, zt_layer *L, int *grew)
+{
+    zt_qgz_buffers *q = &rt->reduce.qgz;
+    size_t scratch = zt_qgz_scratch_bytes(rt->dist.topo.size, zt_topology_qgz_nodes(&rt->dist.topo),
+                                          L->shard_numel, rt->cfg.quant_block_size);
+    size_t sum = rt->opt.on_device ? 0 : (size_t)L->shard_numel * sizeof(float);
+    zt_status st = ZT_OK;
+    *grew = scratch > q->scratch_bytes || sum > q->sum_bytes;
+    if (*grew) {
+        scratch = scratch > q->scratch_bytes ? scratch : q->scratch_bytes;
+        sum = sum > q->sum_bytes ? sum : q->sum_bytes;
+        free_qgz(rt);
+        st = zt_prefetcher_alloc(rt->prefetch, scratch, &q->scratch, &rt->err);
+        if (st == ZT_OK && sum)
+            st = zt_prefetcher_alloc(rt->prefetch, sum, &q->sum, &rt->err);
+        if (st == ZT_OK)
+            q->scratch_bytes = scratch, q->sum_bytes = sum;
+        else
+            free_qgz(rt);
+    }
     if (st == ZT_OK && q->sum)
-        st = zt_device_memset_async(rt->device.dev, q->sum, 0, bytes, rt->device.stream, &rt->err);
+        st = zt_device_memset_async(rt->device.dev, q->sum, 0,
+                                    (size_t)L->shard_numel * sizeof(float), rt->device.stream,
+                                    &rt->err);
     if (st != ZT_OK)
         zt_error_prefix(&rt->err, "qgZ's buffers: ");
     return st;
 }
 
-static void free_qgz(zt_runtime *rt, qgz_buffers *q)
-{
-    zt_device_tier_free(&rt->tiers.dtier, q->scratch);
-    zt_device_tier_free(&rt->tiers.dtier, q->sum);
-}
-
 /* qgZ: the int4 reduction of fp32 gradients in device memory; its sum goes straight into a
  * device accumulator (the optimizer on the device), else through q->sum and the host staging
  * buffer into the host accumulator, as an unquantized reduction's does. */
-static zt_status qgz_reduce(zt_runtime *rt, zt_layer *L, const float *grads, const qgz_buffers *q)
+static zt_status qgz_reduce(zt_runtime *rt, zt_layer *L, const float *grads)
 {
+    const zt_qgz_buffers *q = &rt->reduce.qgz;
     float *acc = rt->opt.on_device ? L->grad_acc : q->sum;
     zt_status st =
         zt_qgz_reduce(&rt->dist.topo, grads, L->shard_numel, rt->cfg.quant_block_size, acc,
@@ -282,26 +302,27 @@ static zt_status qgz_reduce(zt_runtime *rt, zt_layer *L, const float *grads, con
 }
 
 /* Sums the layer's gradients over ranks into this rank's fp32 accumulator. What can fail
- * before the collective (widening, qgZ's buffers) is agreed on first, so a rank that fails
- * there stops every rank at once instead of leaving them in the collective. */
+ * before the collective (widening, growing qgZ's buffers) is agreed on first, so a rank that
+ * fails there stops every rank at once instead of leaving them in the collective. */
 static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
 {
     void *buf = L->grads, *wide = NULL;
-    qgz_buffers q = {0};
     zt_dtype dt = rt->reg.dtype;
     int qgz = rt->cfg.zero_quantized_gradients && rt->dist.world > 1 && !L->persistent;
-    int widen = dt != ZT_F32 && rt->dist.world > 1;
+    int widen = dt != ZT_F32 && rt->dist.world > 1, grew = 0;
     zt_status st = ZT_OK;
     if (widen) {
         st = widen_grads(rt, L, &wide);
         buf = wide, dt = ZT_F32;
     }
     if (st == ZT_OK && qgz)
-        st = alloc_qgz(rt, L, &q);
-    if (widen || qgz) /* the same on every rank: the configuration decides */
+        st = qgz_buffers_for(rt, L, &grew);
+    if (widen || grew) /* the same on every rank: the configuration and the sizes decide */
         st = zt_comm_agree(rt->dist.comm, st, "the gradient reduction", &rt->err);
+    else if (st != ZT_OK) /* zeroing the sum failed: the device is broken, not out of room */
+        return st;
     if (st == ZT_OK && qgz) {
-        st = qgz_reduce(rt, L, buf, &q);
+        st = qgz_reduce(rt, L, buf);
     } else if (st == ZT_OK && can_defer(rt)) {
         st = defer_sum(rt, L, wide, dt);
         if (!L->grads) /* handed over, with wide */
@@ -309,7 +330,6 @@ static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
     } else if (st == ZT_OK) {
         st = reduce_in_place(rt, L, buf, dt);
     }
-    free_qgz(rt, &q);
     zt_device_tier_free(&rt->tiers.dtier, wide);
     return st;
 }
@@ -378,6 +398,7 @@ zt_status zt_rt_finish_reductions(zt_runtime *rt)
 {
     zt_status st = finish_landing(rt);
     zt_status inflight = complete_all_inflight(rt);
+    free_qgz(rt); /* fenced: freed once ztier's stream is past the last qgZ sum */
     return st != ZT_OK ? st : inflight;
 }
 

@@ -75,6 +75,12 @@ typedef struct zt_pending_reduction {
     int buf; /* landing buffer index */
 } zt_pending_reduction;
 
+/* qgZ's device buffers, grown to the largest layer released since the last step. */
+typedef struct zt_qgz_buffers {
+    void *scratch, *sum; /* sum: NULL when the optimizer is on the device */
+    size_t scratch_bytes, sum_bytes;
+} zt_qgz_buffers;
+
 /* A backward release's gradient collective in flight (several ranks, a host-memory comm):
  * completed in issue order, at the latest by the next zt_step, while later layers compute.
  * It owns the gradients (and their fp32 copy when widened) until then. */
@@ -167,6 +173,7 @@ typedef struct zt_reducer {
     zt_inflight_reduction inflight[ZT_REDUCTIONS_IN_FLIGHT]; /* first in first out */
     int inflight_head, n_inflight;
     zt_error inflight_err; /* the first failure of one completed to make room; for zt_step */
+    zt_qgz_buffers qgz;    /* qgZ's, from the first backward release to the step */
 } zt_reducer;
 
 struct zt_opt_engine_ops;
