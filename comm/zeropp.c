@@ -107,41 +107,38 @@ static zt_status unpack4_add(const zt_topology *t, const char *p, int64_t n, int
                                         acc, s, err);
 }
 
-static zt_status alltoall_sync(zt_comm *c, const void *send, void *recv, size_t bytes,
-                               zt_error *err)
-{
-    zt_comm_req req = {0};
-    zt_status st = zt_comm_alltoall(c, send, recv, bytes, ZT_COMM_U8, &req, err);
-    return st == ZT_OK ? zt_comm_wait(c, &req, err) : st;
-}
-
-/* One level: every rank sends every owner its piece. Any world size and node layout. */
-static size_t flat_scratch(int size, int64_t shard, int block)
+/* One level: every rank sends every owner its piece. Any world size and node layout. The
+ * head is empty; the tail holds what is sent and received. */
+static size_t flat_tail(int size, int64_t shard, int block)
 {
     return 2 * scratch_round(packed_bytes(shard, block, 4) * (size_t)size);
 }
 
-static zt_status qgz_flat(zt_topology *t, const float *grads, int64_t shard, int block, float *acc,
-                          void *scratch, zt_stream *s, zt_error *err)
+/* Issues the exchange of the packed pieces in send (complete on s once synchronised) to
+ * their owners, into recv, on c: the last exchange, which zt_qgz_finish completes. */
+static zt_status issue_last(zt_qgz *q, zt_topology *t, zt_comm *c, const char *send, char *recv,
+                            int parts, int64_t shard, int block, zt_stream *s, zt_error *err)
+{
+    zt_status st = dsync(t, s, err);
+    if (st != ZT_OK)
+        return st;
+    *q = (zt_qgz){.comm = c, .recv = recv, .parts = parts, .n = shard, .block = block};
+    return zt_comm_alltoall(c, send, recv, packed_bytes(shard, block, 4), ZT_COMM_U8, &q->req, err);
+}
+
+static zt_status qgz_flat(zt_qgz *q, zt_topology *t, const float *grads, int64_t shard, int block,
+                          void *tail, zt_stream *s, zt_error *err)
 {
     size_t pb = packed_bytes(shard, block, 4), used = 0;
-    char *send = carve(scratch, &used, pb * (size_t)t->size);
-    char *recv = carve(scratch, &used, pb * (size_t)t->size);
+    char *send = carve(tail, &used, pb * (size_t)t->size);
+    char *recv = carve(tail, &used, pb * (size_t)t->size);
     zt_status st = zt_device_memset_async(t->dev, send, 0, pb * (size_t)t->size, s, err);
     for (int r = 0; st == ZT_OK && r < t->size; r++)
         st = pack4(t, grads + (size_t)r * (size_t)shard, shard, block, send + pb * (size_t)r, s,
                    err);
     if (st == ZT_OK)
-        st = dsync(t, s, err);
-    if (st == ZT_OK) {
         zt_topology_count(t, pb);
-        st = alltoall_sync(t->world, send, recv, pb, err);
-    }
-    for (int q = 0; st == ZT_OK && q < t->size; q++) /* sum in fp32 */
-        st = unpack4_add(t, recv + pb * (size_t)q, shard, block, acc, s, err);
-    if (st == ZT_OK)
-        st = dsync(t, s, err);
-    return st;
+    return st == ZT_OK ? issue_last(q, t, t->world, send, recv, t->size, shard, block, s, err) : st;
 }
 
 /* Two levels (N nodes of L ranks each, in any placement: the rank with local index j on node
@@ -149,26 +146,35 @@ static zt_status qgz_flat(zt_topology *t, const float *grads, int64_t shard, int
  * of the N shards owned by the ranks with local index j (int4 all-to-all over the node's
  * ranks, fp32 sum); across nodes, those partial sums go to their owners (int4 all-to-all
  * among the ranks with local index j, in node order; fp32 sum). Inter-node traffic is 1/L of
- * the one-level exchange. */
-static size_t two_level_scratch(int size, int Ln, int64_t shard, int block)
+ * the one-level exchange. The head holds the node's exchange and sums, the tail the
+ * exchange between nodes. */
+static size_t two_level_head(int size, int Ln, int64_t shard, int block)
 {
     int64_t nshard = (int64_t)(size / Ln) * shard;
     return 2 * scratch_round(packed_bytes(nshard, block, 4) * (size_t)Ln) +
            2 * scratch_round((size_t)nshard * sizeof(float));
 }
 
-static zt_status qgz_hierarchical(zt_topology *t, const float *grads, int64_t shard, int block,
-                                  float *acc, void *scratch, zt_stream *s, zt_error *err)
+static size_t two_level_tail(int size, int Ln, int64_t shard, int block)
+{
+    return 2 * scratch_round(packed_bytes(shard, block, 4) * (size_t)(size / Ln));
+}
+
+static zt_status qgz_hierarchical(zt_qgz *q, zt_topology *t, const float *grads, int64_t shard,
+                                  int block, void *head, void *tail, zt_stream *s, zt_error *err)
 {
     const zt_device_iface *d = t->dev->iface;
     const int *member = t->layout.members; /* node by node: equal nodes of Ln */
     int Ln = t->node_size, N = t->size / Ln;
     size_t p1 = packed_bytes((int64_t)N * shard, block, 4), p2 = packed_bytes(shard, block, 4);
     size_t nshard = (size_t)N * (size_t)shard, used = 0;
-    char *send = carve(scratch, &used, p1 * (size_t)Ln);
-    char *recv = carve(scratch, &used, p1 * (size_t)Ln);
-    float *group = carve(scratch, &used, nshard * sizeof(float));
-    float *partial = carve(scratch, &used, nshard * sizeof(float));
+    char *send = carve(head, &used, p1 * (size_t)Ln);
+    char *recv = carve(head, &used, p1 * (size_t)Ln);
+    float *group = carve(head, &used, nshard * sizeof(float));
+    float *partial = carve(head, &used, nshard * sizeof(float));
+    size_t tail_used = 0;
+    char *send2 = carve(tail, &tail_used, p2 * (size_t)N);
+    char *recv2 = carve(tail, &tail_used, p2 * (size_t)N);
     zt_status st = d->memset_async(t->dev, send, 0, p1 * (size_t)Ln, s, err);
     if (st == ZT_OK)
         st = d->memset_async(t->dev, partial, 0, nshard * sizeof(float), s, err);
@@ -182,52 +188,82 @@ static zt_status qgz_hierarchical(zt_topology *t, const float *grads, int64_t sh
     }
     if (st == ZT_OK)
         st = dsync(t, s, err);
-    if (st == ZT_OK) {
+    if (st == ZT_OK) { /* inside the node (shared memory): completed here */
+        zt_comm_req req = {0};
         t->bytes_intra += p1 * (uint64_t)(Ln - 1);
-        st = alltoall_sync(t->intra, send, recv, p1, err);
+        st = zt_comm_alltoall(t->intra, send, recv, p1, ZT_COMM_U8, &req, err);
+        if (st == ZT_OK)
+            st = zt_comm_wait(t->intra, &req, err);
     }
     for (int i = 0; st == ZT_OK && i < Ln; i++)
         st = unpack4_add(t, recv + p1 * (size_t)i, (int64_t)nshard, block, partial, s, err);
-    if (st == ZT_OK) /* requantize: to node m, its owner's part (send is free again) */
-        st = d->memset_async(t->dev, send, 0, p2 * (size_t)N, s, err);
+    if (st == ZT_OK) /* requantize: to node m, its owner's part */
+        st = d->memset_async(t->dev, send2, 0, p2 * (size_t)N, s, err);
     for (int m = 0; st == ZT_OK && m < N; m++)
-        st = pack4(t, partial + (size_t)m * (size_t)shard, shard, block, send + p2 * (size_t)m, s,
+        st = pack4(t, partial + (size_t)m * (size_t)shard, shard, block, send2 + p2 * (size_t)m, s,
                    err);
     if (st == ZT_OK)
-        st = dsync(t, s, err);
-    if (st == ZT_OK) {
         t->bytes_inter += p2 * (uint64_t)(N - 1);
-        st = alltoall_sync(t->inter, send, recv, p2, err);
-    }
-    for (int m = 0; st == ZT_OK && m < N; m++)
-        st = unpack4_add(t, recv + p2 * (size_t)m, shard, block, acc, s, err);
-    if (st == ZT_OK)
-        st = dsync(t, s, err);
-    return st;
+    return st == ZT_OK ? issue_last(q, t, t->inter, send2, recv2, N, shard, block, s, err) : st;
+}
+
+size_t zt_qgz_head_bytes(int size, int two_level_ranks, int64_t n, int block)
+{
+    return two_level_ranks > 0 ? two_level_head(size, two_level_ranks, n, block) : 0;
+}
+
+size_t zt_qgz_tail_bytes(int size, int two_level_ranks, int64_t n, int block)
+{
+    return two_level_ranks > 0 ? two_level_tail(size, two_level_ranks, n, block)
+                               : flat_tail(size, n, block);
 }
 
 size_t zt_qgz_scratch_bytes(int size, int two_level_ranks, int64_t n, int block)
 {
-    return two_level_ranks > 0 ? two_level_scratch(size, two_level_ranks, n, block)
-                               : flat_scratch(size, n, block);
+    return scratch_round(zt_qgz_head_bytes(size, two_level_ranks, n, block)) +
+           zt_qgz_tail_bytes(size, two_level_ranks, n, block);
+}
+
+zt_status zt_qgz_start(zt_qgz *q, zt_topology *t, const float *grads, int64_t n, int block,
+                       void *head, void *tail, const char *name, zt_stream *s, zt_error *err)
+{
+    zt_status st = t->inter ? qgz_hierarchical(q, t, grads, n, block, head, tail, s, err)
+                            : qgz_flat(q, t, grads, n, block, tail, s, err);
+    if (st != ZT_OK)
+        zt_error_prefix(err, "qgZ of '%s': ", name);
+    return st;
+}
+
+zt_status zt_qgz_finish(zt_qgz *q, zt_topology *t, float *acc, const char *name, zt_stream *s,
+                        zt_error *err)
+{
+    zt_status st = zt_comm_wait(q->comm, &q->req, err);
+    size_t pb = packed_bytes(q->n, q->block, 4);
+    for (int m = 0; st == ZT_OK && m < q->parts; m++) /* sum in fp32 */
+        st = unpack4_add(t, q->recv + pb * (size_t)m, q->n, q->block, acc, s, err);
+    if (st == ZT_OK)
+        st = dsync(t, s, err);
+    if (st != ZT_OK)
+        zt_error_prefix(err, "qgZ of '%s': ", name);
+    return st;
 }
 
 zt_status zt_qgz_reduce(zt_topology *t, const float *grads, int64_t n, int block, float *acc,
                         void *scratch, size_t scratch_bytes, const char *name, zt_stream *s,
                         zt_error *err)
 {
-    size_t need = t->inter ? two_level_scratch(t->size, t->node_size, n, block)
-                           : flat_scratch(t->size, n, block);
+    int ranks = t->inter ? t->node_size : 0;
+    size_t head = scratch_round(zt_qgz_head_bytes(t->size, ranks, n, block));
+    size_t need = zt_qgz_scratch_bytes(t->size, ranks, n, block);
     if (scratch_bytes < need)
         return ZT_ERR(err, ZT_ERR_INTERNAL,
                       "qgZ of '%s': a scratch of %zu bytes, %zu needed (zt_qgz_scratch_bytes "
                       "and the topology disagree)",
                       name, scratch_bytes, need);
-    zt_status st = t->inter ? qgz_hierarchical(t, grads, n, block, acc, scratch, s, err)
-                            : qgz_flat(t, grads, n, block, acc, scratch, s, err);
-    if (st != ZT_OK)
-        zt_error_prefix(err, "qgZ of '%s': ", name);
-    return st;
+    zt_qgz q;
+    zt_status st =
+        zt_qgz_start(&q, t, grads, n, block, scratch, (char *)scratch + head, name, s, err);
+    return st == ZT_OK ? zt_qgz_finish(&q, t, acc, name, s, err) : st;
 }
 
 /* ---- hpZ ---- */

@@ -19,9 +19,10 @@ typedef struct sim_layer {
     int gathered, stages_left; /* stages_left: window moves until ready (0: ready) */
     int holds[3];
     int grads;
-    uint64_t qwz_bytes, qgz_bytes; /* ZeRO++'s transfer buffers (0: not used) */
-    int qwz_held;                  /* qwZ's buffers are allocated */
-    int advancing;                 /* its own allocation is being made: not evictable */
+    uint64_t qwz_bytes; /* qwZ's transfer buffers (0: not used) */
+    int qgz;            /* its gradients are reduced by qgZ */
+    int qwz_held;       /* qwZ's buffers are allocated */
+    int advancing;      /* its own allocation is being made: not evictable */
 } sim_layer;
 
 typedef struct sim {
@@ -32,7 +33,10 @@ typedef struct sim {
     int n;
     zt_layer_order trace;
     uint64_t ds, current, peak, capacity, evictions;
-    uint64_t qgz_held; /* qgZ's buffers, kept from a backward release to the step */
+    /* qgZ's buffers (runtime/reduce.c): made at the step's first qgZ release for the largest
+     * layer (qgz_bytes, 0 without qgZ), held until the step */
+    uint64_t qgz_bytes;
+    int qgz_made;
     int world, nvme_params;
     int micro_steps;            /* per step */
     char tight[ZT_ORDER_TIGHT]; /* a failed replay: where the budget ran out */
@@ -175,15 +179,16 @@ static int release(sim *s, int id, zt_pass pass)
         return -1; /* not fetched for that pass */
     L->holds[pass]--;
     if (pass == ZT_BACKWARD && L->holds[ZT_BACKWARD] == 0) {
-        /* 16-bit gradients widened for the sum, then qgZ's buffers, grown to this layer's
-         * (kept until the step) */
+        /* 16-bit gradients widened for the sum, then qgZ's head and this release's slot,
+         * grown to this layer's (kept until the step) */
         uint64_t wide = s->ds != 4 && s->world > 1 ? (uint64_t)L->numel * 4 : 0;
-        uint64_t grow = L->qgz_bytes > s->qgz_held ? L->qgz_bytes - s->qgz_held : 0;
         if (!alloc(s, wide, 1))
             return 0;
-        if (!alloc(s, grow, 1))
-            return 0;
-        s->qgz_held += grow;
+        if (L->qgz && !s->qgz_made) {
+            if (!alloc(s, s->qgz_bytes, 1))
+                return 0;
+            s->qgz_made = 1;
+        }
         s->current -= wide;
         s->current -= (uint64_t)L->numel * s->ds;
         L->grads = 0;
@@ -195,8 +200,9 @@ static int release(sim *s, int id, zt_pass pass)
 
 static void step(sim *s)
 {
-    s->current -= s->qgz_held;
-    s->qgz_held = 0;
+    if (s->qgz_made)
+        s->current -= s->qgz_bytes;
+    s->qgz_made = 0;
     for (int i = 0; i < s->n; i++)
         if (!holds(&s->layers[i]))
             drop(s, &s->layers[i]);
@@ -274,8 +280,9 @@ static zt_status simulate(zt_runtime *rt, const zt_plan *plan, uint64_t capacity
         s->layers[i] = (sim_layer){.numel = L->flat_numel,
                                    .persistent = L->persistent,
                                    .qwz_bytes = zt_plan_qwz_bytes(rt, plan, L),
-                                   .qgz_bytes = zt_plan_qgz_bytes(rt, plan, L)};
+                                   .qgz = zt_plan_uses_qgz(rt, plan, L)};
     }
+    s->qgz_bytes = zt_plan_qgz_bytes(rt, plan);
     if (st == ZT_OK)
         st = replay(rt, s, ev, n, steps);
     free(s->layers), free(s->view);

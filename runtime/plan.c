@@ -39,13 +39,25 @@ uint64_t zt_plan_qwz_bytes(const zt_runtime *rt, const zt_plan *p, const zt_laye
     return zt_qwz_scratch_bytes(p->world, L->shard_numel, rt->cfg.quant_block_size);
 }
 
-uint64_t zt_plan_qgz_bytes(const zt_runtime *rt, const zt_plan *p, const zt_layer *L)
+int zt_plan_uses_qgz(const zt_runtime *rt, const zt_plan *p, const zt_layer *L)
 {
-    if (!rt->cfg.zero_quantized_gradients || p->world == 1 || L->persistent)
+    return rt->cfg.zero_quantized_gradients && p->world > 1 && !L->persistent;
+}
+
+uint64_t zt_plan_qgz_bytes(const zt_runtime *rt, const zt_plan *p)
+{
+    int64_t n = 0; /* the largest shard qgZ reduces: every buffer grows with it */
+    for (int i = 0; i < rt->reg.n_layers; i++) {
+        const zt_layer *L = &rt->reg.layers[i];
+        if (zt_plan_uses_qgz(rt, p, L) && L->shard_numel > n)
+            n = L->shard_numel;
+    }
+    if (n == 0)
         return 0;
-    uint64_t sum = p->optim_tier == ZT_TIER_DEVICE ? 0 : (uint64_t)L->shard_numel * 4;
-    return sum + zt_qgz_scratch_bytes(p->world, p->qgz_node_ranks, L->shard_numel,
-                                      rt->cfg.quant_block_size);
+    int block = rt->cfg.quant_block_size;
+    uint64_t sum = p->optim_tier == ZT_TIER_DEVICE ? 0 : (uint64_t)n * 4;
+    return zt_qgz_head_bytes(p->world, p->qgz_node_ranks, n, block) +
+           ZT_QGZ_SLOTS * (sum + zt_qgz_tail_bytes(p->world, p->qgz_node_ranks, n, block));
 }
 
 /* Device bytes layer L needs at least in its backward pass: at its fetch, its gathered
@@ -59,7 +71,7 @@ static uint64_t backward_need(const zt_runtime *rt, const zt_layer *L, const zt_
     uint64_t qwz = zt_plan_qwz_bytes(rt, p, L);
     uint64_t fetch = params + (qwz > grads ? qwz : grads);
     uint64_t wide = p->dtype != ZT_F32 && p->world > 1 ? flat * 4 : 0;
-    uint64_t release = grads + wide + zt_plan_qgz_bytes(rt, p, L);
+    uint64_t release = grads + wide + (zt_plan_uses_qgz(rt, p, L) ? zt_plan_qgz_bytes(rt, p) : 0);
     return fetch > release ? fetch : release;
 }
 

@@ -59,11 +59,16 @@ zt_tier_kind zt_plan_master_tier(const zt_plan *p, const zt_layer *L);
  * master then (the step's set buffers, or a persistent layer's own master) is pinned. */
 int zt_plan_master_to_device(const zt_plan *p, const zt_layer *L);
 
-/* Device bytes of ZeRO++'s transfer buffers for layer L (0 where they are not used): qwZ's,
- * held from a gather's all-gather to its end, and qgZ's (its scratch and, with the optimizer
- * off the device, the fp32 sum of the shard), held through a backward release. */
+/* Device bytes of qwZ's transfer buffers for layer L (0 where they are not used), held from
+ * a gather's all-gather to its end. */
 uint64_t zt_plan_qwz_bytes(const zt_runtime *rt, const zt_plan *p, const zt_layer *L);
-uint64_t zt_plan_qgz_bytes(const zt_runtime *rt, const zt_plan *p, const zt_layer *L);
+
+/* Whether L's gradients are reduced by qgZ, and the bytes of qgZ's buffers (0 without it),
+ * made at a step's first qgZ release for the largest layer and held until the step: the head
+ * scratch and ZT_QGZ_SLOTS slots, each a last exchange's tail and, with the optimizer off
+ * the device, the fp32 sum of a shard (runtime/reduce.c). */
+int zt_plan_uses_qgz(const zt_runtime *rt, const zt_plan *p, const zt_layer *L);
+uint64_t zt_plan_qgz_bytes(const zt_runtime *rt, const zt_plan *p);
 
 /* The NVMe step's buffer sets: offload_optimizer.buffer_count counts buffers as DeepSpeed's
  * does, one optimizer state of a sub-group each, so a set (master, m, v) takes three; at

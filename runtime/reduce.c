@@ -139,6 +139,126 @@ static zt_status reduce_in_place(zt_runtime *rt, zt_layer *L, void *buf, zt_dtyp
     return st == ZT_OK ? add_reduced(rt, L, buf, dt) : st;
 }
 
+/* ---- qgZ's buffers ---- */
+
+/* qgZ's device buffers (rt->reduce.qgz): the head scratch, which every qgZ reduction uses
+ * until its last exchange is issued, and ZT_QGZ_SLOTS slots, each the last exchange's tail
+ * and, unless the sum goes straight into a device accumulator (the optimizer on the device),
+ * an fp32 shard for the sum; the k-th qgZ release since the step uses slot k mod
+ * ZT_QGZ_SLOTS. They are made at the first qgZ release of a step, sized for the largest
+ * layer qgZ reduces, and freed by the step: so only that release agrees with the other ranks
+ * on whether every rank could make them (an agreement is a round trip between nodes), not
+ * every release. ztier estimate replays the same. */
+static void free_qgz(zt_runtime *rt)
+{
+    zt_qgz_buffers *q = &rt->reduce.qgz;
+    zt_device_tier_free(&rt->tiers.dtier, q->head);
+    for (int k = 0; k < ZT_QGZ_SLOTS; k++) {
+        zt_device_tier_free(&rt->tiers.dtier, q->slot[k].tail);
+        zt_device_tier_free(&rt->tiers.dtier, q->slot[k].sum);
+    }
+    *q = (zt_qgz_buffers){0};
+}
+
+/* The largest shard qgZ reduces: every buffer's size grows with it. */
+static int64_t qgz_largest_shard(const zt_runtime *rt)
+{
+    int64_t n = 0;
+    for (int i = 0; i < rt->reg.n_layers; i++) {
+        const zt_layer *L = &rt->reg.layers[i];
+        if (!L->persistent && L->shard_numel > n)
+            n = L->shard_numel;
+    }
+    return n;
+}
+
+static zt_status make_qgz(zt_runtime *rt)
+{
+    zt_qgz_buffers *q = &rt->reduce.qgz;
+    int ranks = zt_topology_qgz_nodes(&rt->dist.topo), size = rt->dist.topo.size;
+    int block = rt->cfg.quant_block_size;
+    int64_t n = qgz_largest_shard(rt);
+    size_t head = zt_qgz_head_bytes(size, ranks, n, block);
+    size_t tail = zt_qgz_tail_bytes(size, ranks, n, block);
+    size_t sum = rt->opt.on_device ? 0 : (size_t)n * sizeof(float);
+    zt_status st = head ? zt_prefetcher_alloc(rt->prefetch, head, &q->head, &rt->err) : ZT_OK;
+    for (int k = 0; st == ZT_OK && k < ZT_QGZ_SLOTS; k++) {
+        st = zt_prefetcher_alloc(rt->prefetch, tail, &q->slot[k].tail, &rt->err);
+        if (st == ZT_OK && sum)
+            st = zt_prefetcher_alloc(rt->prefetch, sum, &q->slot[k].sum, &rt->err);
+    }
+    if (st != ZT_OK)
+        free_qgz(rt);
+    q->made = st == ZT_OK;
+    return st;
+}
+
+static int slot_in_flight(const zt_runtime *rt, int slot)
+{
+    for (int i = 0; i < rt->reduce.n_inflight; i++)
+        if (rt->reduce.inflight[(rt->reduce.inflight_head + i) % ZT_REDUCTIONS_IN_FLIGHT]
+                .qgz_slot == slot)
+            return 1;
+    return 0;
+}
+
+static zt_status complete_inflight(zt_runtime *rt);
+
+/* This release's slot (*made: the buffers were made for it, the step's first), its sum
+ * zeroed. A slot still in flight is completed first. */
+static zt_status qgz_buffers_for(zt_runtime *rt, zt_layer *L, int *slot, int *made)
+{
+    zt_qgz_buffers *q = &rt->reduce.qgz;
+    zt_status st = ZT_OK;
+    *made = !q->made;
+    if (*made)
+        st = make_qgz(rt);
+    *slot = q->next++ % ZT_QGZ_SLOTS;
+    while (st == ZT_OK && slot_in_flight(rt, *slot)) /* released ZT_QGZ_SLOTS ago */
+        st = complete_inflight(rt);
+    void *sum = q->slot[*slot].sum;
+    if (st == ZT_OK && sum)
+        st = zt_device_memset_async(rt->device.dev, sum, 0, (size_t)L->shard_numel * sizeof(float),
+                                    rt->device.stream, &rt->err);
+    if (st != ZT_OK)
+        zt_error_prefix(&rt->err, "qgZ's buffers: ");
+    return st;
+}
+
+/* The end of a qgZ reduction into the host accumulator: the sum, from the slot, through the
+ * host staging buffer. */
+static zt_status qgz_add_sum(zt_runtime *rt, zt_layer *L, const void *sum)
+{
+    size_t bytes = (size_t)L->shard_numel * sizeof(float);
+    zt_status st = zt_device_copy_sync(rt->device.dev, rt->opt.staging, sum, bytes, ZT_COPY_D2H,
+                                       rt->device.stream, &rt->err);
+    if (st != ZT_OK)
+        return st;
+    rt->stats.d2h_bytes += bytes;
+    accumulate_shard(rt, L, rt->opt.staging, ZT_F32);
+    L->accum_count++;
+    return ZT_OK;
+}
+
+/* qgZ done at once: the int4 reduction of fp32 gradients in device memory; its sum goes
+ * straight into a device accumulator (the optimizer on the device), else through the slot's
+ * sum into the host accumulator, as an unquantized reduction's does. */
+static zt_status qgz_now(zt_runtime *rt, zt_layer *L, const float *grads, int slot)
+{
+    const zt_qgz_slot *s = &rt->reduce.qgz.slot[slot];
+    float *acc = rt->opt.on_device ? L->grad_acc : s->sum;
+    zt_qgz q;
+    zt_status st = zt_qgz_start(&q, &rt->dist.topo, grads, L->shard_numel, rt->cfg.quant_block_size,
+                                rt->reduce.qgz.head, s->tail, L->name, rt->device.stream, &rt->err);
+    if (st == ZT_OK)
+        st = zt_qgz_finish(&q, &rt->dist.topo, acc, L->name, rt->device.stream, &rt->err);
+    if (rt->opt.on_device) {
+        L->accum_count += st == ZT_OK;
+        return st;
+    }
+    return st == ZT_OK ? qgz_add_sum(rt, L, s->sum) : st;
+}
+
 /* ---- reductions in flight (several ranks, a host-memory comm) ---- */
 
 /* The collective runs on the comm's threads while the caller goes on: a host-memory comm
@@ -150,25 +270,37 @@ static int can_defer(const zt_runtime *rt)
 }
 
 /* Waits for the oldest reduction in flight and adds it to its accumulator. Its buffers are
- * freed unless its collective never completed (MPI may still write to them). */
+ * freed (a qgZ slot's are kept for the next release) unless its collective never completed:
+ * MPI may still write to them, so they stay allocated until the process ends. */
 static zt_status complete_inflight(zt_runtime *rt)
 {
     zt_inflight_reduction *r = &rt->reduce.inflight[rt->reduce.inflight_head];
     zt_layer *L = &rt->reg.layers[r->layer];
+    zt_qgz_slot *slot = r->qgz_slot >= 0 ? &rt->reduce.qgz.slot[r->qgz_slot] : NULL;
     void *buf = r->wide ? r->wide : r->grads;
-    zt_status st = zt_comm_wait(rt->dist.comm, &r->req, &rt->err);
+    rt->reduce.inflight_head = (rt->reduce.inflight_head + 1) % ZT_REDUCTIONS_IN_FLIGHT;
+    rt->reduce.n_inflight--;
+    zt_status st = slot ? zt_comm_wait(r->qgz.comm, &r->qgz.req, &rt->err)
+                        : zt_comm_wait(rt->dist.comm, &r->req, &rt->err);
     int finished = st == ZT_OK;
-    if (st == ZT_OK)
+    if (st == ZT_OK && slot) {
+        st =
+            zt_qgz_finish(&r->qgz, &rt->dist.topo, slot->sum, L->name, rt->device.stream, &rt->err);
+        if (st == ZT_OK)
+            st = qgz_add_sum(rt, L, slot->sum);
+    } else if (st == ZT_OK) {
         st = add_reduced(rt, L, buf, r->dt);
+    }
     if (st != ZT_OK)
         zt_error_prefix(&rt->err,
                         "the gradient reduction of layer '%s' (released earlier): ", L->name);
     if (finished) {
         zt_device_tier_free(&rt->tiers.dtier, r->wide);
         zt_device_tier_free(&rt->tiers.dtier, r->grads);
+    } else if (slot) {
+        *slot = (zt_qgz_slot){0}; /* left to MPI, as the head may be: all stay allocated */
+        rt->reduce.qgz.head = NULL;
     }
-    rt->reduce.inflight_head = (rt->reduce.inflight_head + 1) % ZT_REDUCTIONS_IN_FLIGHT;
-    rt->reduce.n_inflight--;
     return st;
 }
 
@@ -186,17 +318,28 @@ static zt_status complete_all_inflight(zt_runtime *rt)
     return first.status;
 }
 
-/* Issues the layer's sum and leaves it in flight; it takes over L->grads and `wide`. When
- * ZT_REDUCTIONS_IN_FLIGHT are, the oldest completes first (its failure is reported after
- * this collective, which every rank issues alike). */
+/* A slot of the ring for a new reduction in flight; when ZT_REDUCTIONS_IN_FLIGHT are, the
+ * oldest completes first (its failure is reported after this collective, which every rank
+ * issues alike, in *done). */
+static zt_inflight_reduction *inflight_slot(zt_runtime *rt, zt_status *done)
+{
+    *done = ZT_OK;
+    if (rt->reduce.n_inflight == ZT_REDUCTIONS_IN_FLIGHT)
+        *done = complete_inflight(rt);
+    int k = (rt->reduce.inflight_head + rt->reduce.n_inflight) % ZT_REDUCTIONS_IN_FLIGHT;
+    return &rt->reduce.inflight[k];
+}
+
+/* Issues the layer's sum and leaves it in flight; it takes over L->grads and `wide`. */
 static zt_status defer_sum(zt_runtime *rt, zt_layer *L, void *wide, zt_dtype dt)
 {
-    zt_status done = ZT_OK;
-    if (rt->reduce.n_inflight == ZT_REDUCTIONS_IN_FLIGHT)
-        done = complete_inflight(rt);
-    int k = (rt->reduce.inflight_head + rt->reduce.n_inflight) % ZT_REDUCTIONS_IN_FLIGHT;
-    zt_inflight_reduction *r = &rt->reduce.inflight[k];
-    *r = (zt_inflight_reduction){(int)(L - rt->reg.layers), {0}, L->grads, wide, dt};
+    zt_status done;
+    zt_inflight_reduction *r = inflight_slot(rt, &done);
+    *r = (zt_inflight_reduction){.layer = (int)(L - rt->reg.layers),
+                                 .grads = L->grads,
+                                 .wide = wide,
+                                 .dt = dt,
+                                 .qgz_slot = -1};
     zt_status st = issue_sum(rt, L, wide ? wide : L->grads, dt, &r->req);
     if (st == ZT_OK) {
         rt->reduce.n_inflight++;
@@ -205,7 +348,20 @@ static zt_status defer_sum(zt_runtime *rt, zt_layer *L, void *wide, zt_dtype dt)
     return done != ZT_OK ? done : st;
 }
 
-static void free_qgz(zt_runtime *rt);
+/* qgZ up to its last exchange, which is left in flight in the release's slot (the gradients
+ * are quantized by then: the caller frees them). */
+static zt_status defer_qgz(zt_runtime *rt, zt_layer *L, const float *grads, int slot)
+{
+    zt_status done;
+    zt_inflight_reduction *r = inflight_slot(rt, &done);
+    *r = (zt_inflight_reduction){.layer = (int)(L - rt->reg.layers), .qgz_slot = slot};
+    zt_status st = zt_qgz_start(
+        &r->qgz, &rt->dist.topo, grads, L->shard_numel, rt->cfg.quant_block_size,
+        rt->reduce.qgz.head, rt->reduce.qgz.slot[slot].tail, L->name, rt->device.stream, &rt->err);
+    if (st == ZT_OK)
+        rt->reduce.n_inflight++;
+    return done != ZT_OK ? done : st;
+}
 
 int zt_rt_reclaim_reduction(void *ctx)
 {
@@ -222,83 +378,12 @@ int zt_rt_reclaim_reduction(void *ctx)
 void zt_rt_drop_reductions(zt_runtime *rt)
 {
     rt->reduce.inflight_err = (zt_error){0};
-    free_qgz(rt);
     while (rt->reduce.n_inflight) {
         zt_error ignored = rt->err;
         complete_inflight(rt);
         rt->err = ignored;
     }
-}
-
-/* qgZ's device buffers (rt->reduce.qgz): its transfer scratch and, unless the sum goes
- * straight into a device accumulator (the optimizer on the device), an fp32 shard for the
- * sum. They are kept from the first backward release of a step to the step, grown to the
- * largest layer's: every rank grows them at the same release (the layers' sizes decide, the
- * same on every rank), so a release agrees with the others only when it grew them, not at
- * every layer (an agreement is a round trip between nodes). ztier estimate replays the same. */
-static void free_qgz(zt_runtime *rt)
-{
-    zt_qgz_buffers *q = &rt->reduce.qgz;
-    zt_device_tier_free(&rt->tiers.dtier, q->scratch);
-    zt_device_tier_free(&rt->tiers.dtier, q->sum);
-    *q = (zt_qgz_buffers){0};
-}
-
-/* Makes the buffers large enough for L; *grew: they had to be (re)allocated. The sum is
- * zeroed for this release. */
-static zt_status qgz_buffers_for(zt_runtime *rt, zt_layer *L, int *grew)
-{
-    zt_qgz_buffers *q = &rt->reduce.qgz;
-    size_t scratch = zt_qgz_scratch_bytes(rt->dist.topo.size, zt_topology_qgz_nodes(&rt->dist.topo),
-                                          L->shard_numel, rt->cfg.quant_block_size);
-    size_t sum = rt->opt.on_device ? 0 : (size_t)L->shard_numel * sizeof(float);
-    zt_status st = ZT_OK;
-    *grew = scratch > q->scratch_bytes || sum > q->sum_bytes;
-    if (*grew) {
-        scratch = scratch > q->scratch_bytes ? scratch : q->scratch_bytes;
-        sum = sum > q->sum_bytes ? sum : q->sum_bytes;
-        free_qgz(rt);
-        st = zt_prefetcher_alloc(rt->prefetch, scratch, &q->scratch, &rt->err);
-        if (st == ZT_OK && sum)
-            st = zt_prefetcher_alloc(rt->prefetch, sum, &q->sum, &rt->err);
-        if (st == ZT_OK)
-            q->scratch_bytes = scratch, q->sum_bytes = sum;
-        else
-            free_qgz(rt);
-    }
-    if (st == ZT_OK && q->sum)
-        st = zt_device_memset_async(rt->device.dev, q->sum, 0,
-                                    (size_t)L->shard_numel * sizeof(float), rt->device.stream,
-                                    &rt->err);
-    if (st != ZT_OK)
-        zt_error_prefix(&rt->err, "qgZ's buffers: ");
-    return st;
-}
-
-/* qgZ: the int4 reduction of fp32 gradients in device memory; its sum goes straight into a
- * device accumulator (the optimizer on the device), else through q->sum and the host staging
- * buffer into the host accumulator, as an unquantized reduction's does. */
-static zt_status qgz_reduce(zt_runtime *rt, zt_layer *L, const float *grads)
-{
-    const zt_qgz_buffers *q = &rt->reduce.qgz;
-    float *acc = rt->opt.on_device ? L->grad_acc : q->sum;
-    zt_status st =
-        zt_qgz_reduce(&rt->dist.topo, grads, L->shard_numel, rt->cfg.quant_block_size, acc,
-                      q->scratch, q->scratch_bytes, L->name, rt->device.stream, &rt->err);
-    if (rt->opt.on_device) {
-        L->accum_count += st == ZT_OK;
-        return st;
-    }
-    size_t bytes = (size_t)L->shard_numel * sizeof(float);
-    if (st == ZT_OK)
-        st = zt_device_copy_sync(rt->device.dev, rt->opt.staging, q->sum, bytes, ZT_COPY_D2H,
-                                 rt->device.stream, &rt->err);
-    if (st != ZT_OK)
-        return st;
-    rt->stats.d2h_bytes += bytes;
-    accumulate_shard(rt, L, rt->opt.staging, ZT_F32);
-    L->accum_count++;
-    return ZT_OK;
+    free_qgz(rt);
 }
 
 /* Sums the layer's gradients over ranks into this rank's fp32 accumulator. What can fail
@@ -309,20 +394,20 @@ static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
     void *buf = L->grads, *wide = NULL;
     zt_dtype dt = rt->reg.dtype;
     int qgz = rt->cfg.zero_quantized_gradients && rt->dist.world > 1 && !L->persistent;
-    int widen = dt != ZT_F32 && rt->dist.world > 1, grew = 0;
+    int widen = dt != ZT_F32 && rt->dist.world > 1, grew = 0, slot = -1;
     zt_status st = ZT_OK;
     if (widen) {
         st = widen_grads(rt, L, &wide);
         buf = wide, dt = ZT_F32;
     }
     if (st == ZT_OK && qgz)
-        st = qgz_buffers_for(rt, L, &grew);
+        st = qgz_buffers_for(rt, L, &slot, &grew);
     if (widen || grew) /* the same on every rank: the configuration and the sizes decide */
         st = zt_comm_agree(rt->dist.comm, st, "the gradient reduction", &rt->err);
-    else if (st != ZT_OK) /* zeroing the sum failed: the device is broken, not out of room */
-        return st;
-    if (st == ZT_OK && qgz) {
-        st = qgz_reduce(rt, L, buf);
+    if (st == ZT_OK && qgz && can_defer(rt)) {
+        st = defer_qgz(rt, L, buf, slot);
+    } else if (st == ZT_OK && qgz) {
+        st = qgz_now(rt, L, buf, slot);
     } else if (st == ZT_OK && can_defer(rt)) {
         st = defer_sum(rt, L, wide, dt);
         if (!L->grads) /* handed over, with wide */

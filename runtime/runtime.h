@@ -75,27 +75,39 @@ typedef struct zt_pending_reduction {
     int buf; /* landing buffer index */
 } zt_pending_reduction;
 
-/* qgZ's device buffers, grown to the largest layer released since the last step. */
-typedef struct zt_qgz_buffers {
-    void *scratch, *sum; /* sum: NULL when the optimizer is on the device */
-    size_t scratch_bytes, sum_bytes;
-} zt_qgz_buffers;
-
 /* A backward release's gradient collective in flight (several ranks, a host-memory comm):
  * completed in issue order, at the latest by the next zt_step, while later layers compute.
  * It owns the gradients (and their fp32 copy when widened) until then. */
 typedef struct zt_inflight_reduction {
     int layer;
     zt_comm_req req;
-    void *grads; /* device: the released gradients */
-    void *wide;  /* device: their fp32 copy, summed in place of them; NULL when not widened */
-    zt_dtype dt; /* of what is summed */
+    void *grads;  /* device: the released gradients */
+    void *wide;   /* device: their fp32 copy, summed in place of them; NULL when not widened */
+    zt_dtype dt;  /* of what is summed */
+    int qgz_slot; /* a qgZ reduction: its last exchange, in that slot's buffers; else -1 */
+    zt_qgz qgz;
 } zt_inflight_reduction;
 
 /* Reductions kept in flight at most: a release beyond it completes the oldest first. The
  * count, not the time, decides when one completes, so device memory (and with it every
  * eviction, and so every collective) stays a function of the call sequence on every rank. */
 #define ZT_REDUCTIONS_IN_FLIGHT 8
+
+/* qgZ's device buffers (runtime/reduce.c), made at the step's first qgZ release for the
+ * largest layer: the head scratch all share, and per slot (one per qgZ reduction in flight)
+ * the last exchange's tail and the sum. */
+#define ZT_QGZ_SLOTS 4
+
+typedef struct zt_qgz_slot {
+    void *tail, *sum; /* sum: NULL when the optimizer is on the device */
+} zt_qgz_slot;
+
+typedef struct zt_qgz_buffers {
+    int made;
+    void *head; /* NULL for one-level qgZ (it needs none) */
+    zt_qgz_slot slot[ZT_QGZ_SLOTS];
+    int next; /* qgZ releases since the step: the next one's slot, modulo */
+} zt_qgz_buffers;
 
 /* Caller streams made by zt_stream_create (host backend: the only streams it accepts). */
 typedef struct zt_caller_streams {
