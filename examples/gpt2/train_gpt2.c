@@ -657,9 +657,9 @@ static int write_shard(const char *text, const char *out)
 static int finish(trainer *t)
 {
     if (t->o.export_llmc && gpt2_export_llmc(&t->g, t->o.export_llmc) != ZT_OK)
-        return fail(t, "--export");
+        return fail_pass(t, "--export");
     if (t->o.export_st && gpt2_export_safetensors(&t->g, t->o.export_st) != ZT_OK)
-        return fail(t, "--safetensors");
+        return fail_pass(t, "--safetensors");
     return 0;
 }
 

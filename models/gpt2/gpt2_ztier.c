@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "gpt2_ztier.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,9 +185,55 @@ static int64_t numel(const gpt2_param_info *p)
     return p->shape[0] * (p->ndim == 2 ? p->shape[1] : 1);
 }
 
+/* Rank 0's output file. A write that fails there (or the file that cannot be created) is
+ * recorded, with a message naming the file, and the export goes on without writing: every
+ * rank must issue all the gathers, or the others would wait in one until ZT_COMM_TIMEOUT. */
+typedef struct export_file {
+    FILE *f;
+    const char *path;
+    zt_status st; /* the first failure to write (rank 0) */
+} export_file;
+
+static void export_fail(gpt2_ztier *g, export_file *out, const char *what)
+{
+    if (out->st == ZT_OK) {
+        out->st = ZT_ERR_IO;
+        snprintf(g->error, sizeof g->error, "cannot %s '%s': %s", what, out->path, strerror(errno));
+    }
+    if (out->f)
+        fclose(out->f);
+    out->f = NULL;
+}
+
+static void export_write(gpt2_ztier *g, export_file *out, const void *p, size_t size, size_t n)
+{
+    if (out->f && fwrite(p, size, n, out->f) != n)
+        export_fail(g, out, "write");
+}
+
+static export_file export_open(gpt2_ztier *g, const char *path)
+{
+    int rank = 0, world = 1;
+    zt_runtime_rank(g->rt, &rank, &world);
+    export_file out = {NULL, path, ZT_OK};
+    g->error[0] = '\0';
+    if (rank == 0 && !(out.f = fopen(path, "wb")))
+        export_fail(g, &out, "create");
+    return out;
+}
+
+/* The export's status: st (a collective's, the same on every rank), else rank 0's writes. */
+static zt_status export_close(gpt2_ztier *g, export_file *out, zt_status st)
+{
+    if (out->f && fclose(out->f) != 0)
+        out->f = NULL, export_fail(g, out, "write");
+    out->f = NULL;
+    return st != ZT_OK ? st : out->st;
+}
+
 /* Gathers parameter k of layer l to rank 0 (collective: the other ranks only send their
- * part, so the export moves each weight once) and there appends it to f. */
-static zt_status write_param(gpt2_ztier *g, FILE *f, int l, int k)
+ * part, so the export moves each weight once) and there appends it to the file. */
+static zt_status write_param(gpt2_ztier *g, export_file *out, int l, int k)
 {
     gpt2_param_info pi;
     gpt2_param_info_get(&g->c, l, k, &pi);
@@ -196,43 +243,29 @@ static zt_status write_param(gpt2_ztier *g, FILE *f, int l, int k)
     if (rank == 0 && !buf)
         return ZT_ERR_NOMEM;
     zt_status st = zt_param_read_to(g->rt, g->param_ids[l][k], 0, buf, numel(&pi));
-    if (st == ZT_OK && f && fwrite(buf, sizeof(float), (size_t)numel(&pi), f) != (size_t)numel(&pi))
-        st = ZT_ERR_IO;
+    if (st == ZT_OK)
+        export_write(g, out, buf, sizeof(float), (size_t)numel(&pi));
     free(buf);
     return st;
-}
-
-static FILE *open_on_rank0(gpt2_ztier *g, const char *path)
-{
-    int rank = 0, world = 1;
-    zt_runtime_rank(g->rt, &rank, &world);
-    return rank == 0 ? fopen(path, "wb") : NULL;
 }
 
 zt_status gpt2_export_llmc(gpt2_ztier *g, const char *path)
 {
     const gpt2_config *c = &g->c;
-    FILE *f = open_on_rank0(g, path);
-    int rank = 0, world = 1;
-    zt_runtime_rank(g->rt, &rank, &world);
-    if (rank == 0 && !f)
-        return ZT_ERR_IO;
+    export_file out = export_open(g, path);
     int32_t header[256] = {20240326,  3,        c->max_seq,  c->vocab,
                            c->layers, c->heads, c->channels, c->padded_vocab};
+    export_write(g, &out, header, sizeof header, 1);
     zt_status st = ZT_OK;
-    if (f && fwrite(header, sizeof header, 1, f) != 1)
-        st = ZT_ERR_IO;
     /* llm.c's order: wte, wpe, then each block tensor for all layers in turn, then ln_f */
     for (int k = 0; st == ZT_OK && k < 2; k++)
-        st = write_param(g, f, 0, k);
+        st = write_param(g, &out, 0, k);
     for (int k = 0; st == ZT_OK && k < GPT2_BLOCK_PARAMS; k++)
         for (int l = 1; st == ZT_OK && l <= c->layers; l++)
-            st = write_param(g, f, l, k);
+            st = write_param(g, &out, l, k);
     for (int k = 0; st == ZT_OK && k < 2; k++)
-        st = write_param(g, f, c->layers + 1, k);
-    if (f && fclose(f) != 0 && st == ZT_OK)
-        st = ZT_ERR_IO;
-    return st;
+        st = write_param(g, &out, c->layers + 1, k);
+    return export_close(g, &out, st);
 }
 
 zt_status gpt2_export_safetensors(gpt2_ztier *g, const char *path)
@@ -262,19 +295,14 @@ zt_status gpt2_export_safetensors(gpt2_ztier *g, const char *path)
     len += (size_t)snprintf(json + len, cap - len, "}");
     while (len % 8) /* the header is padded with spaces to keep the data aligned */
         json[len++] = ' ';
-    FILE *f = open_on_rank0(g, path);
-    int rank = 0, world = 1;
-    zt_runtime_rank(g->rt, &rank, &world);
+    export_file out = export_open(g, path);
     uint64_t hlen = len;
-    zt_status st =
-        rank == 0 && (!f || fwrite(&hlen, 8, 1, f) != 1 || fwrite(json, 1, len, f) != len)
-            ? ZT_ERR_IO
-            : ZT_OK;
+    export_write(g, &out, &hlen, 8, 1);
+    export_write(g, &out, json, 1, len);
     free(json);
+    zt_status st = ZT_OK;
     for (int l = 0; st == ZT_OK && l < gpt2_layer_count(c); l++)
         for (int k = 0; st == ZT_OK && k < gpt2_layer_param_count(c, l); k++)
-            st = write_param(g, f, l, k);
-    if (f && fclose(f) != 0 && st == ZT_OK)
-        st = ZT_ERR_IO;
-    return st;
+            st = write_param(g, &out, l, k);
+    return export_close(g, &out, st);
 }

@@ -40,7 +40,10 @@ gpt2_source gpt2_ztier_source(gpt2_ztier *g);
 const char *gpt2_ztier_error(const gpt2_ztier *g);
 
 /* Writes fp32 weights in llm.c's model format (magic 20240326, version 3) or as
- * safetensors. Collective under MPI (every rank calls it); rank 0 writes the file. */
+ * safetensors. Collective under MPI (every rank calls it); rank 0 writes the file. When rank 0
+ * cannot create or write it, rank 0 returns ZT_ERR_IO (gpt2_ztier_error names the file and
+ * the cause) after taking part in every gather, so the other ranks, which return ZT_OK, never
+ * wait for it. */
 zt_status gpt2_export_llmc(gpt2_ztier *g, const char *path);
 zt_status gpt2_export_safetensors(gpt2_ztier *g, const char *path);
 

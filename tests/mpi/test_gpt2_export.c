@@ -5,7 +5,9 @@
  * 1.2x the model's fp32 bytes, across nodes and in all; the old path's bytes (the layer's
  * all-gather to every rank per parameter) are printed beside them. Rank 0's file holds the
  * single-process values bit for bit: llm.c's header, then every tensor in llm.c's order equal
- * to its initial values (a pure function of seed, name and index, computed here). */
+ * to its initial values (a pure function of seed, name and index, computed here). Exports
+ * that rank 0 cannot write (a folder in place of the file; /dev/full) end on every rank
+ * within seconds, rank 0's with ZT_ERR_IO naming the file, and a later export still works. */
 #include "gpt2_ztier.h"
 #include "runtime/runtime.h"
 #include "scratch.h"
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char *const config =
     "{\"zero_optimization\": {\"stage\": 3, \"stage3_param_persistence_threshold\": 0}, "
@@ -132,6 +135,28 @@ int main(void)
           (unsigned long long)model_bytes);
     CHECK(inter <= 1.2 * (double)model_bytes, "the export sent %.0f B across nodes", inter);
     CHECK(all > 0, "nothing was counted");
+
+    /* rank 0 cannot write: it reports, the others are not left waiting */
+    const char *bad[2] = {dir, "/dev/full"};
+    for (int i = 0; i < 2; i++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        zt_status st = gpt2_export_llmc(&g, bad[i]);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        const char *msg = gpt2_ztier_error(&g);
+        if (rank == 0)
+            CHECK(st == ZT_ERR_IO && strstr(msg, bad[i]), "export to %s: %s (%s)", bad[i],
+                  zt_status_string(st), msg);
+        else
+            CHECK(st == ZT_OK, "export to %s on rank %d: %s", bad[i], rank, msg);
+        CHECK(s < 10, "the export to %s took %.1f s", bad[i], s);
+        if (rank == 0)
+            printf("export to %s: %s after %.2f s: %s\n", bad[i], zt_status_string(st), s, msg);
+    }
+    CHECK(gpt2_export_llmc(&g, file) == ZT_OK, "export again: %s", gpt2_ztier_error(&g));
+    if (rank == 0)
+        check_file(&g, file);
 
     double total = summed(rt, (uint64_t)failures);
     if (rank == 0) {
