@@ -3,11 +3,15 @@
  * with ZeRO-3 ("plain") or ZeRO++ (qwZ + qgZ + hpZ, "zeropp"), each rank on its slice of the
  * global batch:
  *   mn_train <plain|zeropp> <steps> <params_out> [rpn=<ranks per node>] [kill=<rank>@<step>]
+ *            [save=<dir>@<seconds>]
  * Rank 0 writes every parameter (fp32, layer by layer) to params_out, which run.sh compares
  * bitwise with the same job on one node. rpn sets ztier.ranks_per_node (the one-node reference
  * stands in for the nodes that way); without it ztier finds the layout itself. kill makes
  * that rank SIGKILL itself before that step's micro-step: the others must then fail with
- * ZT_ERR_COMM, and exit with status 2.
+ * ZT_ERR_COMM, and exit with status 2. save makes every rank save a checkpoint into dir at
+ * the end, rank 0 stalling that many seconds after it committed the save and before it tells
+ * the others (the tests' ZT_TEST_DELAY_AT hook), so that run.sh can cut a node off there;
+ * each rank prints "mn rank=... save=<ok|status>" with its message.
  * Each rank prints one "mn rank=..." line: its host name, the bytes zt_stats counts as sent
  * across nodes (comm_bytes_inter) and within (comm_bytes_intra) over steps 1..steps-1, and
  * the interface counter $ZT_MN_IFACE's tx_bytes (/sys/class/net; in a network namespace:
@@ -95,13 +99,15 @@ int main(int argc, char **argv)
     int zeropp = argc > 3 && !strcmp(argv[1], "zeropp");
     int steps = argc > 3 ? atoi(argv[2]) : 0;
     int rpn = 0, kill_rank = -1, kill_step = -1;
+    char save_dir[512] = "", stall[32] = "";
     for (int i = 4; i < argc; i++)
         if (sscanf(argv[i], "rpn=%d", &rpn) != 1 &&
-            sscanf(argv[i], "kill=%d@%d", &kill_rank, &kill_step) != 2)
+            sscanf(argv[i], "kill=%d@%d", &kill_rank, &kill_step) != 2 &&
+            sscanf(argv[i], "save=%511[^@]@%31s", save_dir, stall) != 2)
             steps = 0;
     if ((!zeropp && (argc < 4 || strcmp(argv[1], "plain"))) || steps < 2) {
         fprintf(stderr, "usage: mn_train <plain|zeropp> <steps >= 2> <params_out> "
-                        "[rpn=<ranks per node>] [kill=<rank>@<step>]\n");
+                        "[rpn=<ranks per node>] [kill=<rank>@<step>] [save=<dir>@<seconds>]\n");
         return 1;
     }
     /* wide enough that each collective's messages span many packets (run.sh's byte check),
@@ -168,6 +174,19 @@ int main(int argc, char **argv)
            (unsigned long long)(s1.comm_bytes_intra - s0.comm_bytes_intra), tx0, tx1);
     fflush(stdout);
     int bad = write_params(rt, &m, rank, argv[3]);
+    if (*save_dir) {
+        if (rank == 0) /* after the commit, before the others hear of it */
+            setenv("ZT_TEST_DELAY_AT", "checkpoint verdict", 1),
+                setenv("ZT_TEST_DELAY_S", stall, 1);
+        st = zt_checkpoint_save(rt, save_dir);
+        printf("mn rank=%d save=%s at=%.3f host=%s: %s\n", rank,
+               st == ZT_OK         ? "ok"
+               : st == ZT_ERR_COMM ? "ZT_ERR_COMM"
+                                   : zt_status_string(st),
+               now_s(), host, st == ZT_OK ? "" : zt_last_error(rt));
+        fflush(stdout);
+        bad |= st != ZT_OK;
+    }
     zt_runtime_destroy(rt);
     return bad;
 }

@@ -20,6 +20,10 @@
 #                ZT_COMM_TIMEOUT + 3 s
 #   delay        a relay.py switch delays every frame 10 ms one way: ZeRO-3 and ZeRO++ train to
 #                the same weights as on one node
+#   split-save   the second node's link goes down during a checkpoint save, after rank 0
+#                committed it and before the others heard (rank 0 stalls there: the tests'
+#                ZT_TEST_DELAY_AT hook): ranks 0 and 1 report the save committed, ranks 2 and
+#                3 (cut off) that they cannot know, none that it failed; `latest` names it
 # Exit 77 (skipped) where this process may not create network namespaces.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -309,6 +313,39 @@ kill_rank() {
   done
 }
 
+split_save() {
+  local timeout=8 ckpt=$work/ckpt t0=$SECONDS
+  make_nodes 2 || { fail "could not build the nodes"; return; }
+  ZT_COMM_TIMEOUT=$timeout across 4 "$net.1 slots=2"$'\n'"$net.2 slots=2" "$work/across.log" \
+    -- "$prog" plain 3 "$work/across.bin" "save=$ckpt@3" &
+  local mpirun_pid=$!
+  while [ ! -s "$ckpt/latest" ] && kill -0 "$mpirun_pid" 2> /dev/null &&
+    [ $((SECONDS - t0)) -lt 60 ]; do sleep 0.02; done
+  [ -s "$ckpt/latest" ] || { fail "rank 0 did not commit the save"; wait "$mpirun_pid"; return; }
+  ip -n "${P}b" link set v2 down # node2 cut off while rank 0 stalls before its word
+  echo "node2 cut off $((SECONDS - t0)) s after the start, once $ckpt/latest appeared"
+  # ranks 2 and 3 give up on rank 0's word ZT_COMM_TIMEOUT after they began to wait for it
+  # (before the cut); their output reaches mpirun through their node's link, once it is back
+  sleep $((timeout + 3))
+  ip -n "${P}b" link set v2 up
+  wait "$mpirun_pid"
+  grep '^mn rank=[0-3] save=' "$work/across.log"
+  local r line
+  for r in 0 1; do
+    grep -q "^mn rank=$r save=ok .*host=node1" "$work/across.log" ||
+      fail "rank $r (node1) did not report the save committed"
+  done
+  for r in 2 3; do
+    line=$(grep "^mn rank=$r save=" "$work/across.log")
+    grep -q "save=ZT_ERR_COMM .*host=node2" <<< "$line" || fail "rank $r (node2) did not fail with ZT_ERR_COMM"
+    grep -q "cannot know" <<< "$line" || fail "rank $r does not say that it cannot know the outcome"
+    grep -q "latest" <<< "$line" || fail "rank $r does not name the latest file"
+  done
+  local newest
+  newest=$(head -n 1 "$ckpt/latest")
+  [ -n "$newest" ] && [ -d "$ckpt/$newest" ] || fail "latest does not name a checkpoint folder ($newest)"
+}
+
 case "$scenario" in
   same-*)
     IFS=-x read -r _ mode n r <<< "$scenario"
@@ -317,6 +354,7 @@ case "$scenario" in
   uneven) ZT_COMM_TIMEOUT=${ZT_COMM_TIMEOUT:-5} uneven ;;
   map-by-node) map_by_node ;;
   kill) kill_rank ;;
+  split-save) split_save ;;
   delay)
     same plain 2 2 10
     same zeropp 2 2 10
