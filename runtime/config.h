@@ -28,7 +28,7 @@ typedef struct zt_offload_config {
 
 typedef struct zt_config {
     /* zero_optimization */
-    int stage; /* 0..3; ztier implements 3 (others: error) */
+    int stage; /* 0..3; ztier implements 3 and 0 (1, 2: error) */
     zt_offload_config offload_param;
     zt_offload_config offload_optimizer;
     int64_t stage3_prefetch_bucket_size;        /* elements */

@@ -79,8 +79,9 @@ static const char *const warmup_types[] = {"log", "linear", NULL}; /* = zt_warmu
 
 const zt_config_key zt_config_keys[] = {
     NUM("zero_optimization.stage", ZT_KEY_INT, F(stage), 0, 3, 0,
-        "ZeRO stage: ztier implements stage 3 only (parameters, gradients and optimizer state "
-        "partitioned); any other value is an error"),
+        "ZeRO stage: 3 (parameters, gradients and optimizer state partitioned) or 0 (plain "
+        "data parallelism: every layer replicated, gradients all-reduced, the whole optimizer on "
+        "every rank; nothing offloaded); 1 and 2 are not built yet (an error)"),
     OFFLOAD_KEYS("zero_optimization.offload_param", OP,
                  "Home of the parameters: \"none\" device memory, \"cpu\" host memory, \"nvme\" "
                  "swap files in nvme_path",

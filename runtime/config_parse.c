@@ -648,12 +648,30 @@ static zt_status apply_legacy(zt_config *cfg, json_t *root, const char *origin, 
 /* Rules checked both after parsing and by zt_config_validate. */
 static zt_status check_core(const zt_config *cfg, zt_error *err)
 {
-    if (cfg->stage != 3)
+    if (cfg->stage == 1 || cfg->stage == 2)
         return ZT_ERR(err, ZT_ERR_CONFIG,
-                      "zero_optimization.stage = %d: ztier implements ZeRO stage 3 only "
-                      "(parameters, gradients and optimizer states all partitioned); set it to 3 "
-                      "or leave it out",
-                      cfg->stage);
+                      "zero_optimization.stage = %d: ztier implements ZeRO stages 3 (parameters, "
+                      "gradients and optimizer states all partitioned) and 0 (plain data "
+                      "parallelism); stages 1 and 2 are not built yet: set 3 (no more memory per "
+                      "rank than stage %d, one gather per layer and use) or leave it out",
+                      cfg->stage, cfg->stage);
+    if (cfg->stage == 0) {
+        const char *key = cfg->offload_param.device != ZT_TIER_DEVICE       ? "offload_param"
+                          : cfg->offload_optimizer.device != ZT_TIER_DEVICE ? "offload_optimizer"
+                                                                            : NULL;
+        if (key)
+            return ZT_ERR(err, ZT_ERR_CONFIG,
+                          "zero_optimization.%s with stage 0: stage 0 keeps every parameter and "
+                          "the whole optimizer state on every rank's device, so nothing is "
+                          "offloaded (as in DeepSpeed); remove %s or set stage 3",
+                          key, key);
+        if (cfg->zero_quantized_weights || cfg->zero_quantized_gradients ||
+            cfg->zero_hpz_partition_size > 1)
+            return ZT_ERR(err, ZT_ERR_CONFIG,
+                          "ZeRO++ (zero_quantized_weights, zero_quantized_gradients, "
+                          "zero_hpz_partition_size) with stage 0: it applies to stage 3's "
+                          "gathers and reductions; remove it or set stage 3");
+    }
     if (cfg->bf16 && cfg->fp16)
         return ZT_ERR(err, ZT_ERR_CONFIG,
                       "bf16.enabled and fp16.enabled are both true: enable at most one");

@@ -19,8 +19,9 @@ static void layout_layer(zt_runtime *rt, zt_layer *L, int world)
         p->offset = off;
         off += round_up(p->numel, ZT_PARAM_ALIGN_ELEMS);
     }
-    /* Small layers are not worth a collective per use: every rank keeps all of them. */
-    L->persistent = off < rt->cfg.stage3_param_persistence_threshold;
+    /* Small layers are not worth a collective per use: every rank keeps all of them; stage 0
+     * keeps every layer so (plain data parallelism). */
+    L->persistent = rt->cfg.stage == 0 || off < rt->cfg.stage3_param_persistence_threshold;
     int64_t ranks = L->persistent ? 1 : world;
     L->flat_numel = round_up(off ? off : 1, ranks * ZT_PARAM_ALIGN_ELEMS);
     L->shard_numel = L->flat_numel / ranks;

@@ -537,10 +537,10 @@ static void test_booleans_accept_0_and_1(void **state)
                  "zero_optimization.overlap_comm = 1.0", "true or false");
 }
 
-static void test_stage_other_than_3_is_error(void **state)
+static void test_stages_1_and_2_are_errors(void **state)
 {
     (void)state;
-    for (int s = 0; s < 3; s++) {
+    for (int s = 1; s < 3; s++) {
         char json[64];
         snprintf(json, sizeof json, "{\"zero_optimization\": {\"stage\": %d}}", s);
         zt_config c;
@@ -548,13 +548,31 @@ static void test_stage_other_than_3_is_error(void **state)
         assert_int_equal(parse(json, &c, &err), ZT_ERR_CONFIG);
         char want[64];
         snprintf(want, sizeof want, "test: zero_optimization.stage = %d", s);
-        assert_msg_has(err.msg, (const char *const[]){want, "ZeRO stage 3 only", NULL});
+        assert_msg_has(err.msg, (const char *const[]){want, "stages 1 and 2 are not built yet",
+                                                      "set 3", NULL});
     }
     expect_error("{\"zero_optimization\": {\"stage\": 4}}", "zero_optimization.stage = 4",
                  "[0, 3]");
     zt_config c;
     parse_ok("{\"zero_optimization\": {\"overlap_comm\": true}}", &c);
     assert_int_equal(c.stage, 3); /* absent means 3 */
+}
+
+/* Stage 0 is plain data parallelism: nothing offloaded, no ZeRO++ (DeepSpeed's rules). */
+static void test_stage_0(void **state)
+{
+    (void)state;
+    zt_config c;
+    parse_ok("{\"zero_optimization\": {\"stage\": 0}}", &c);
+    assert_int_equal(c.stage, 0);
+    expect_error("{\"zero_optimization\": {\"stage\": 0, \"offload_param\": {\"device\": "
+                 "\"cpu\"}}}",
+                 "zero_optimization.offload_param with stage 0", "set stage 3");
+    expect_error("{\"zero_optimization\": {\"stage\": 0, \"offload_optimizer\": {\"device\": "
+                 "\"nvme\", \"nvme_path\": \"/tmp\"}}}",
+                 "zero_optimization.offload_optimizer with stage 0", "set stage 3");
+    expect_error("{\"zero_optimization\": {\"stage\": 0, \"zero_quantized_gradients\": true}}",
+                 "ZeRO++", "with stage 0");
 }
 
 static void test_fp16_and_bf16_together_is_error(void **state)
@@ -777,7 +795,7 @@ static void test_validate_checks_the_final_struct(void **state)
     expect_invalid(&c, "aio.block_size = 5000", "multiple of 4096");
     zt_config_defaults(&c);
     c.stage = 2;
-    expect_invalid(&c, "zero_optimization.stage = 2", "stage 3 only");
+    expect_invalid(&c, "zero_optimization.stage = 2", "not built yet");
     zt_config_defaults(&c);
     c.bf16 = c.fp16 = 1;
     expect_invalid(&c, "bf16.enabled", "fp16.enabled");
@@ -1435,7 +1453,8 @@ int main(void)
         T(test_auto_where_allowed_keeps_defaults),
         T(test_integers_accept_integral_scientific_notation),
         T(test_booleans_accept_0_and_1),
-        T(test_stage_other_than_3_is_error),
+        T(test_stages_1_and_2_are_errors),
+        T(test_stage_0),
         T(test_fp16_and_bf16_together_is_error),
         T(test_syntax_error_reports_line_and_column),
         T(test_syntax_error_in_file_names_the_file),

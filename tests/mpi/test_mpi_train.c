@@ -2,9 +2,11 @@
 /* ZeRO-3 across ranks (run under mpirun): the minimal MLP trained on N ranks, each taking
  * its slice of the global batch, equals the independent single-process reference trained on
  * the whole batch, for each placement given on the command line:
- *   test_mpi_train <param_device> <optimizer_device> [accum] [persistence] [stream,devopt]
+ *   test_mpi_train <param_device> <optimizer_device> [accum] [persistence] [stream,devopt,stage0]
  * With "stream" every layer is computed on a stream between zt_fetch_async and
- * zt_release_async; with "devopt" (and optimizer "none") the optimizer runs on the device. */
+ * zt_release_async; with "devopt" (and optimizer "none") the optimizer runs on the device;
+ * "stage0" (with both devices "none") sets zero_optimization.stage 0: every layer replicated,
+ * and the bytes each rank sends per step must be an all-reduce of every layer's gradients. */
 #include "ref_mlp.h"
 
 #include <stdio.h>
@@ -14,6 +16,8 @@
 #include <unistd.h>
 
 #define STEPS 20
+
+static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
 int main(int argc, char **argv)
 {
@@ -40,6 +44,12 @@ int main(int argc, char **argv)
     if (zt_runtime_create(NULL, ref_mlp_config(&hp, pdev, odev, accum, extra_zero, devopt), &rt) !=
         ZT_OK) {
         fprintf(stderr, "create: %s\n", zt_last_error(rt));
+        zt_runtime_destroy(rt);
+        return 1;
+    }
+    int stage0 = argc > 5 && strstr(argv[5], "stage0");
+    if (stage0 && zt_config_set_int(rt, "zero_optimization.stage", 0) != ZT_OK) {
+        fprintf(stderr, "stage 0: %s\n", zt_last_error(rt));
         zt_runtime_destroy(rt);
         return 1;
     }
@@ -90,8 +100,25 @@ int main(int argc, char **argv)
         }
         ref_mlp_step(&ref, (int64_t)s * accum, accum);
     }
+    int ok = 1;
+    if (stage0) { /* replicated layers: no gather; each micro-step all-reduces the gradients,
+                   * which zt_stats counts as 2 x their bytes to each other rank */
+        zt_stats s = ZT_STATS_INIT;
+        zt_stats_get(rt, &s);
+        uint64_t grads = 0; /* fp32 bytes of every layer's gradients, as laid out (each
+                             * parameter rounded up to 16 elements) */
+        for (int l = 0; l < MLP_LAYERS; l++)
+            grads += 4 * (uint64_t)(round16(m.n_in[l] * m.n_out[l]) + round16(m.n_out[l]));
+        uint64_t sent = s.comm_bytes_intra + s.comm_bytes_inter;
+        double want = 2.0 * (double)grads * (world - 1) * STEPS * accum;
+        printf("rank %d: stage 0: %u of %d layers replicated, %llu bytes gathered, %llu bytes "
+               "sent over %d micro-steps (%.4f x 2 x the gradients to each other rank)\n",
+               rank, s.persistent_layers, MLP_LAYERS, (unsigned long long)s.gathered_bytes,
+               (unsigned long long)sent, STEPS * accum, (double)sent / want);
+        ok = s.persistent_layers == MLP_LAYERS && s.gathered_bytes == 0 && (double)sent == want;
+    }
     double err = ref_mlp_max_rel_error(&ref, rt, &m);
-    int ok = err <= 1e-5;
+    ok = ok && err <= 1e-5;
     printf("rank %d of %d (%s/%s, accum %d): max relative error %.3g vs the 1-process "
            "reference: %s\n",
            rank, world, pdev, odev, accum, err, ok ? "ok" : "FAIL");
