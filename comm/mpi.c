@@ -49,6 +49,7 @@
 #include <errno.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -844,6 +845,18 @@ static void finalize_at_exit(void)
     MPI_Finalize();
 }
 
+/* A peer that died leaves sockets whose next write raises SIGPIPE, which would end this
+ * process before its collective reports the peer (Open MPI's TCP transport writes without
+ * MSG_NOSIGNAL). Ignored, so the write fails and the collective returns its error, unless
+ * the program handles or ignores SIGPIPE itself (then its choice stands). */
+static void ignore_sigpipe(void)
+{
+    struct sigaction old;
+    if (sigaction(SIGPIPE, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+        old.sa_handler == SIG_DFL)
+        signal(SIGPIPE, SIG_IGN);
+}
+
 static zt_status mpi_create(zt_comm **out, zt_error *err)
 {
     int initialized = 0, provided = 0;
@@ -852,6 +865,7 @@ static zt_status mpi_create(zt_comm **out, zt_error *err)
         /* The progress thread blocks inside MPI; let it yield the core to compute threads
          * while it waits (the user's own setting wins). */
         setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+        ignore_sigpipe();
         if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
             return ZT_ERR(err, ZT_ERR_COMM, "MPI_Init_thread failed; is this run under mpirun?");
         atexit(finalize_at_exit);
