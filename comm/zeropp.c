@@ -218,12 +218,6 @@ size_t zt_qgz_tail_bytes(int size, int two_level_ranks, int64_t n, int block)
                                : flat_tail(size, n, block);
 }
 
-size_t zt_qgz_scratch_bytes(int size, int two_level_ranks, int64_t n, int block)
-{
-    return scratch_round(zt_qgz_head_bytes(size, two_level_ranks, n, block)) +
-           zt_qgz_tail_bytes(size, two_level_ranks, n, block);
-}
-
 zt_status zt_qgz_start(zt_qgz *q, zt_topology *t, const float *grads, int64_t n, int block,
                        void *head, void *tail, const char *name, zt_stream *s, zt_error *err)
 {
@@ -234,10 +228,12 @@ zt_status zt_qgz_start(zt_qgz *q, zt_topology *t, const float *grads, int64_t n,
     return st;
 }
 
+zt_status zt_qgz_wait(zt_qgz *q, zt_error *err) { return zt_comm_wait(q->comm, &q->req, err); }
+
 zt_status zt_qgz_finish(zt_qgz *q, zt_topology *t, float *acc, const char *name, zt_stream *s,
                         zt_error *err)
 {
-    zt_status st = zt_comm_wait(q->comm, &q->req, err);
+    zt_status st = ZT_OK;
     size_t pb = packed_bytes(q->n, q->block, 4);
     for (int m = 0; st == ZT_OK && m < q->parts; m++) /* sum in fp32 */
         st = unpack4_add(t, q->recv + pb * (size_t)m, q->n, q->block, acc, s, err);
@@ -246,24 +242,6 @@ zt_status zt_qgz_finish(zt_qgz *q, zt_topology *t, float *acc, const char *name,
     if (st != ZT_OK)
         zt_error_prefix(err, "qgZ of '%s': ", name);
     return st;
-}
-
-zt_status zt_qgz_reduce(zt_topology *t, const float *grads, int64_t n, int block, float *acc,
-                        void *scratch, size_t scratch_bytes, const char *name, zt_stream *s,
-                        zt_error *err)
-{
-    int ranks = t->inter ? t->node_size : 0;
-    size_t head = scratch_round(zt_qgz_head_bytes(t->size, ranks, n, block));
-    size_t need = zt_qgz_scratch_bytes(t->size, ranks, n, block);
-    if (scratch_bytes < need)
-        return ZT_ERR(err, ZT_ERR_INTERNAL,
-                      "qgZ of '%s': a scratch of %zu bytes, %zu needed (zt_qgz_scratch_bytes "
-                      "and the topology disagree)",
-                      name, scratch_bytes, need);
-    zt_qgz q;
-    zt_status st =
-        zt_qgz_start(&q, t, grads, n, block, scratch, (char *)scratch + head, name, s, err);
-    return st == ZT_OK ? zt_qgz_finish(&q, t, acc, name, s, err) : st;
 }
 
 /* ---- hpZ ---- */

@@ -41,21 +41,15 @@ zt_status zt_qwz_finish(zt_qwz *q, const zt_topology *t, void *full, zt_dtype dt
                         int block, zt_stream *s, zt_error *err);
 
 /* qgZ: reduces the full fp32 gradients of a layer (size * n elements, device memory, complete
- * on s) and adds this rank's summed shard of n elements to acc (device memory), with
- * scratch_bytes of device scratch, at least zt_qgz_scratch_bytes(size,
- * zt_topology_qgz_nodes(t), n, block). Returns with the sum done (the scratch free again);
- * name is for messages. */
-/* two_level_ranks: ranks per node of the two-level form, 0 for one level. */
-size_t zt_qgz_scratch_bytes(int size, int two_level_ranks, int64_t n, int block);
-
-/* qgZ in two parts, so that its last exchange (between nodes, or the only one) stays in
+ * on s) and adds this rank's summed shard of n elements to acc (device memory); name is for
+ * messages. In two parts, so that its last exchange (between nodes, or the only one) stays in
  * flight while the caller goes on: zt_qgz_start quantizes the gradients, completes the
  * exchange inside the node of the two-level form (its ranks share memory) and issues the last
- * all-to-all; zt_qgz_finish waits for it and adds this rank's sum to acc. The head scratch
+ * all-to-all; zt_qgz_wait waits for it, then zt_qgz_finish adds this rank's sum to acc. The head scratch
  * (zt_qgz_head_bytes; 0 for one level) is free again once zt_qgz_start returns, so several
  * reductions in flight can share one; the tail (zt_qgz_tail_bytes) is the last exchange's
- * and stays in use until zt_qgz_finish. zt_qgz_reduce is the two back to back, on one
- * scratch of zt_qgz_scratch_bytes. */
+ * and stays in use until zt_qgz_finish. two_level_ranks: ranks per node of the two-level
+ * form, 0 for one level. */
 typedef struct zt_qgz {
     zt_comm *comm; /* the last exchange's */
     zt_comm_req req;
@@ -69,10 +63,8 @@ size_t zt_qgz_head_bytes(int size, int two_level_ranks, int64_t n, int block);
 size_t zt_qgz_tail_bytes(int size, int two_level_ranks, int64_t n, int block);
 zt_status zt_qgz_start(zt_qgz *q, zt_topology *t, const float *grads, int64_t n, int block,
                        void *head, void *tail, const char *name, zt_stream *s, zt_error *err);
+zt_status zt_qgz_wait(zt_qgz *q, zt_error *err);
 zt_status zt_qgz_finish(zt_qgz *q, zt_topology *t, float *acc, const char *name, zt_stream *s,
-                        zt_error *err);
-zt_status zt_qgz_reduce(zt_topology *t, const float *grads, int64_t n, int block, float *acc,
-                        void *scratch, size_t scratch_bytes, const char *name, zt_stream *s,
                         zt_error *err);
 
 /* hpZ: starts the all-gather of the node's slices (bytes each) into full. */

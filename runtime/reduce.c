@@ -251,6 +251,8 @@ static zt_status qgz_now(zt_runtime *rt, zt_layer *L, const float *grads, int sl
     zt_status st = zt_qgz_start(&q, &rt->dist.topo, grads, L->shard_numel, rt->cfg.quant_block_size,
                                 rt->reduce.qgz.head, s->tail, L->name, rt->device.stream, &rt->err);
     if (st == ZT_OK)
+        st = zt_qgz_wait(&q, &rt->err);
+    if (st == ZT_OK)
         st = zt_qgz_finish(&q, &rt->dist.topo, acc, L->name, rt->device.stream, &rt->err);
     if (rt->opt.on_device) {
         L->accum_count += st == ZT_OK;
@@ -280,8 +282,8 @@ static zt_status complete_inflight(zt_runtime *rt)
     void *buf = r->wide ? r->wide : r->grads;
     rt->reduce.inflight_head = (rt->reduce.inflight_head + 1) % ZT_REDUCTIONS_IN_FLIGHT;
     rt->reduce.n_inflight--;
-    zt_status st = slot ? zt_comm_wait(r->qgz.comm, &r->qgz.req, &rt->err)
-                        : zt_comm_wait(rt->dist.comm, &r->req, &rt->err);
+    zt_status st =
+        slot ? zt_qgz_wait(&r->qgz, &rt->err) : zt_comm_wait(rt->dist.comm, &r->req, &rt->err);
     int finished = st == ZT_OK;
     if (st == ZT_OK && slot) {
         st =
