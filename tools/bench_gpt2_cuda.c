@@ -51,8 +51,14 @@ static int open_gpu_run(gpu_run *r, const gpt2_config *c, int B, int T, const ch
         gpt2_ops_cuda_create(&r->ops, r->g.stream, device, (gpt2_precision)precision, why,
                              sizeof why) != 0)
         return fprintf(stderr, "ztier bench gpt2: %s\n", why), -1;
-    r->model = gpt2_model_create_on(c, B, T, &r->ops, 0);
-    return r->model ? 0 : -1;
+    if (!(r->model = gpt2_model_create_on(c, B, T, &r->ops, 0)))
+        return fprintf(stderr,
+                       "ztier bench gpt2: no device memory for the activations of %d x %d tokens "
+                       "(%.1f GiB, beside ztier's budget; the resident and the offloaded run "
+                       "each hold theirs): give a smaller --batch or --seq\n",
+                       B, T, gpt2_activation_bytes(c, B, T, 0) / 1073741824.0),
+               -1;
+    return 0;
 }
 
 static void close_gpu_run(gpu_run *r)

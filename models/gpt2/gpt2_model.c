@@ -246,6 +246,16 @@ gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const gpt2_
     return m;
 }
 
+size_t gpt2_activation_bytes(const gpt2_config *c, int B, int T, int recompute)
+{
+    gpt2_model m = {.c = *c, .B = B, .T = T, .recompute = recompute};
+    if (!(m.blocks = calloc((size_t)c->layers, sizeof *m.blocks)))
+        return 0;
+    size_t n = carve(&m, NULL) * sizeof(float);
+    free(m.blocks);
+    return n;
+}
+
 gpt2_model *gpt2_model_create(const gpt2_config *c, int B, int T)
 {
     return gpt2_model_create_on(c, B, T, &gpt2_ops_cpu, 0);

@@ -85,6 +85,9 @@ struct gpt2_ops;
  * bit for bit, in less activation memory. */
 gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const struct gpt2_ops *ops,
                                  int recompute);
+/* Bytes of activations and gradient scratch a model of that shape allocates (0 when out of
+ * memory to count them). */
+size_t gpt2_activation_bytes(const gpt2_config *c, int B, int T, int recompute);
 /* Bytes of activations and gradient scratch the model holds. */
 size_t gpt2_model_activation_bytes(const gpt2_model *m);
 /* 0, or the first error the ops met (a GPU launch or allocation failure). */

@@ -132,8 +132,30 @@ static void test_element_counts_are_64_bit(void **state)
     gpt2_model_destroy(m);
 }
 
+/* gpt2_activation_bytes (what `ztier bench gpt2` names when the device lacks the memory)
+ * against the tensors counted by hand, and against a model of that shape. */
+static void test_activation_bytes_match_the_model(void **state)
+{
+    (void)state;
+    gpt2_config c = {250, 256, 64, 3, 4, 32};
+    const size_t b = 2, t = 16, bt = b * t, ch = 32, att = b * 4 * t * t, vp = c.padded_vocab;
+    const size_t per_layer = 18 * bt * ch + 4 * bt + att;
+    const size_t rest =
+        ch * bt + (ch * bt + 2 * bt) + bt * vp + 4 * bt * ch + 3 * bt * ch + 8 * bt * ch;
+    assert_int_equal(gpt2_activation_bytes(&c, 2, 16, 0), 4 * (3 * per_layer + rest));
+    for (int recompute = 0; recompute < 2; recompute++) {
+        gpt2_model *m = gpt2_model_create_on(&c, 2, 16, &gpt2_ops_cpu, recompute);
+        assert_non_null(m);
+        assert_int_equal(gpt2_activation_bytes(&c, 2, 16, recompute),
+                         gpt2_model_activation_bytes(m));
+        gpt2_model_destroy(m);
+    }
+    assert_true(gpt2_activation_bytes(&c, 2, 16, 1) < gpt2_activation_bytes(&c, 2, 16, 0));
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_element_counts_are_64_bit)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_element_counts_are_64_bit),
+                                       cmocka_unit_test(test_activation_bytes_match_the_model)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
