@@ -233,6 +233,13 @@ void zt_topology_close(zt_topology *t)
     zt_layout_free(&t->layout);
 }
 
+void zt_topology_count_allreduce(zt_topology *t, uint64_t bytes)
+{
+    uint64_t size = (uint64_t)(t->size > 0 ? t->size : 1);
+    t->bytes_intra += 2 * bytes * (uint64_t)(t->node_size - 1) / size;
+    t->bytes_inter += 2 * bytes * (uint64_t)(t->size - t->node_size) / size;
+}
+
 void zt_topology_count(zt_topology *t, uint64_t bytes_per_peer)
 {
     t->bytes_intra += bytes_per_peer * (uint64_t)(t->node_size - 1);

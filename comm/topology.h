@@ -77,5 +77,8 @@ static inline int zt_topology_qgz_nodes(const zt_topology *t)
 
 /* Counts a collective in which this rank sends bytes_per_peer to every other rank. */
 void zt_topology_count(zt_topology *t, uint64_t bytes_per_peer);
+/* Counts an all-reduce of `bytes` as a ring's volume: a reduce-scatter and an all-gather of
+ * bytes / size to every other rank, 2 x bytes x (size - 1) / size in all. */
+void zt_topology_count_allreduce(zt_topology *t, uint64_t bytes);
 
 #endif

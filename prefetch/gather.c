@@ -15,7 +15,8 @@ static zt_comm *gather_comm(const zt_gather *g, const zt_gather_env *env)
 }
 
 zt_status zt_gather_init(zt_gather *g, zt_gather_env *env, const char *name, int64_t flat_numel,
-                         int64_t shard_numel, int persistent, const zt_home *home, zt_error *err)
+                         int64_t shard_numel, int persistent, const zt_home *home,
+                         const zt_home *replica, zt_error *err)
 {
     *g = (zt_gather){0};
     g->name = name;
@@ -23,6 +24,7 @@ zt_status zt_gather_init(zt_gather *g, zt_gather_env *env, const char *name, int
     g->shard_numel = shard_numel;
     g->persistent = persistent;
     g->home = home;
+    g->replica = replica;
     return zt_device_event_create(env->dev, &g->copied, err);
 }
 
@@ -38,6 +40,10 @@ void zt_gather_fini(zt_gather *g, zt_gather_env *env)
 static zt_status alloc_full(zt_gather *g, zt_gather_env *env, int demand, zt_error *err)
 {
     size_t bytes = (size_t)g->flat_numel * dsize(env);
+    if (g->replica) {
+        g->buf = g->replica->ptr;
+        return ZT_OK;
+    }
     return zt_device_tier_alloc(env->dtier, bytes, demand, &g->buf, err);
 }
 
@@ -302,7 +308,8 @@ void zt_gather_drop(zt_gather *g, zt_gather_env *env)
         env->host_syncs++;
         zt_device_event_synchronize(env->dev, copy, NULL);
     }
-    zt_device_tier_free_after(env->dtier, g->buf, env->fenced_drops ? copy : NULL);
+    if (!g->replica)
+        zt_device_tier_free_after(env->dtier, g->buf, env->fenced_drops ? copy : NULL);
     g->buf = NULL;
     g->state = ZT_GATHER_NONE;
 }

@@ -63,6 +63,9 @@ typedef struct zt_gather {
     int64_t shard_numel; /* this rank's part (persistent: flat_numel) */
     int persistent;      /* the home is the full layer in device memory: nothing to move */
     const zt_home *home; /* this rank's shard of the working-dtype parameters */
+    /* stages 1 and 2: the full layer's device memory, owned by the runtime; the gather fills
+     * it instead of a buffer of its own, and a drop leaves it allocated (NULL: not replicated) */
+    const zt_home *replica;
     zt_gather_state state;
     void *buf;        /* device: the full parameters while gathered */
     zt_event *copied; /* the shard's copy into buf is done */
@@ -77,7 +80,8 @@ typedef struct zt_gather {
 } zt_gather;
 
 zt_status zt_gather_init(zt_gather *g, zt_gather_env *env, const char *name, int64_t flat_numel,
-                         int64_t shard_numel, int persistent, const zt_home *home, zt_error *err);
+                         int64_t shard_numel, int persistent, const zt_home *home,
+                         const zt_home *replica, zt_error *err);
 /* Drops whatever is gathered (waiting for stages in flight) and frees the event. */
 void zt_gather_fini(zt_gather *g, zt_gather_env *env);
 
@@ -93,7 +97,8 @@ zt_status zt_gather_advance(zt_gather *g, zt_gather_env *env, int demand, int *n
  * NULL when there is nothing to wait for (persistent layers). */
 zt_event *zt_gather_ready_event(const zt_gather *g);
 
-/* Waits for any stage in flight and frees the full buffer (state NONE). Never fails. */
+/* Waits for any stage in flight and frees the full buffer (state NONE; a replica stays
+ * allocated, out of date until the next gather). Never fails. */
 void zt_gather_drop(zt_gather *g, zt_gather_env *env);
 
 /* Frees the hpZ slice (before the parameters change). */

@@ -26,8 +26,10 @@ static const zt_sched_layer *snapshot(zt_prefetcher *pf)
     for (int i = 0; i < pf->n; i++) {
         const zt_gather *g = &pf->gathers[i];
         /* a layer in mid-advance counts as held: its own allocations cannot evict it */
-        pf->view[i] = (zt_sched_layer){g->flat_numel, g->persistent, g->state != ZT_GATHER_NONE,
-                                       g->state == ZT_GATHER_READY, held(pf, i) + g->advancing};
+        /* a replica is resident, like a persistent layer: never windowed, kept or evicted */
+        pf->view[i] = (zt_sched_layer){g->flat_numel, g->persistent || g->replica != NULL,
+                                       g->state != ZT_GATHER_NONE, g->state == ZT_GATHER_READY,
+                                       held(pf, i) + g->advancing};
     }
     return pf->view;
 }
@@ -129,11 +131,15 @@ static void move_window(zt_prefetcher *pf, int current)
     }
 }
 
-static void drop_unheld(zt_prefetcher *pf, int except)
+/* replicas: the replicated layers' too (their parameters change), else only gathered
+ * copies. */
+static void drop_unheld(zt_prefetcher *pf, int except, int replicas)
 {
-    for (int i = 0; i < pf->n; i++)
-        if (i != except && !held(pf, i) && pf->gathers[i].state != ZT_GATHER_NONE)
-            zt_gather_drop(&pf->gathers[i], pf->env);
+    for (int i = 0; i < pf->n; i++) {
+        zt_gather *g = &pf->gathers[i];
+        if (i != except && !held(pf, i) && g->state != ZT_GATHER_NONE && (replicas || !g->replica))
+            zt_gather_drop(g, pf->env);
+    }
 }
 
 /* Checks a training fetch against the recorded order; a change drops the window. */
@@ -156,7 +162,7 @@ static void observe(zt_prefetcher *pf, int layer, zt_pass pass)
                 "recorded order; re-recorded this step",
                 name, p, pf->trace.next_n);
     pf->order_warned = 1;
-    drop_unheld(pf, layer);
+    drop_unheld(pf, layer, 0);
 }
 
 /* An NVMe read of the fetched layer waits for a staging buffer: the read of another layer
@@ -212,7 +218,8 @@ zt_status zt_prefetcher_fetch(zt_prefetcher *pf, int layer, zt_pass pass, void *
 void zt_prefetcher_release(zt_prefetcher *pf, int layer, zt_pass pass)
 {
     pf->holds[layer][pass]--;
-    if (held(pf, layer) == 0 && !zt_sched_keep(&pf->lim, &pf->trace, snapshot(pf), pf->n, layer))
+    if (held(pf, layer) == 0 && !pf->gathers[layer].replica &&
+        !zt_sched_keep(&pf->lim, &pf->trace, snapshot(pf), pf->n, layer))
         zt_gather_drop(&pf->gathers[layer], pf->env);
 }
 
@@ -239,12 +246,32 @@ void zt_prefetcher_invalidate(zt_prefetcher *pf)
     for (int i = 0; i < pf->n; i++) /* hpZ slices of the old parameters go too */
         if (pf->gathers[i].secondary && !pf->gathers[i].from_secondary)
             zt_gather_release_secondary(&pf->gathers[i], pf->env);
-    drop_unheld(pf, -1);
+    drop_unheld(pf, -1, 1);
+}
+
+/* Stages 1 and 2: every replica the step left out of date is all-gathered now, ahead of the
+ * next forward pass: first every shard's copy into its replica, then every collective, so
+ * they run together (a layer whose home the overlapped step has not updated yet is left to
+ * its fetch, which updates it first). In layer order on every rank. */
+static void refresh_replicas(zt_prefetcher *pf)
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < pf->n; i++) {
+            zt_gather *g = &pf->gathers[i];
+            if (!g->replica || g->state != (pass ? ZT_GATHER_COPYING : ZT_GATHER_NONE))
+                continue;
+            zt_error err = {0};
+            int needs_staging;
+            if (zt_gather_advance(g, pf->env, 0, &needs_staging, &err) != ZT_OK)
+                ZT_LOGD("prefetch", "all-gather of replica '%s' left to its fetch: %s", g->name,
+                        err.msg);
+        }
 }
 
 void zt_prefetcher_step_done(zt_prefetcher *pf)
 {
     zt_layer_order_end_step(&pf->trace);
+    refresh_replicas(pf);
     move_window(pf, -1);
 }
 

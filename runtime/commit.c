@@ -24,6 +24,10 @@ static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
     zt_tier_kind param_tier = L->persistent ? ZT_TIER_DEVICE : plan->param_tier;
     zt_status st = zt_home_alloc(&ph, param_tier, shard * zt_dtype_size(rt->reg.dtype), L->name,
                                  &L->param_home, &rt->err);
+    if (st == ZT_OK && L->replicated)
+        st = zt_home_alloc(&ph, ZT_TIER_DEVICE,
+                           (uint64_t)L->flat_numel * zt_dtype_size(rt->reg.dtype), L->name,
+                           &L->replica, &rt->err);
     if (st == ZT_OK && zt_plan_master_is_param(plan, L))
         zt_home_share(&L->param_home, L->name, &L->master);
     else if (st == ZT_OK) {
@@ -44,7 +48,7 @@ static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
     if (st == ZT_OK)
         st = zt_gather_init(zt_prefetcher_gather(rt->prefetch, (int)(L - rt->reg.layers)),
                             &rt->gather_env, L->name, L->flat_numel, L->shard_numel, L->persistent,
-                            &L->param_home, &rt->err);
+                            &L->param_home, L->replicated ? &L->replica : NULL, &rt->err);
     if (st == ZT_OK && !(L->views = calloc(2 * (size_t)L->n_params, sizeof *L->views)))
         st = ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory for the views of layer '%s'", L->name);
     return st;

@@ -79,9 +79,12 @@ static const char *const warmup_types[] = {"log", "linear", NULL}; /* = zt_warmu
 
 const zt_config_key zt_config_keys[] = {
     NUM("zero_optimization.stage", ZT_KEY_INT, F(stage), 0, 3, 0,
-        "ZeRO stage: 3 (parameters, gradients and optimizer state partitioned) or 0 (plain "
-        "data parallelism: every layer replicated, gradients all-reduced, the whole optimizer on "
-        "every rank; nothing offloaded); 1 and 2 are not built yet (an error)"),
+        "ZeRO stage: 3 (parameters, gradients and optimizer state partitioned), 2 (gradients "
+        "and optimizer state partitioned: parameters replicated, gradients reduce-scattered in "
+        "backward, the updated partitions all-gathered after the step), 1 (as 2 in ztier: see "
+        "docs/configuration.md) or 0 (plain data parallelism: every layer replicated, gradients "
+        "all-reduced, the whole optimizer on every rank; nothing offloaded); offload_param "
+        "needs 3"),
     OFFLOAD_KEYS("zero_optimization.offload_param", OP,
                  "Home of the parameters: \"none\" device memory, \"cpu\" host memory, \"nvme\" "
                  "swap files in nvme_path",

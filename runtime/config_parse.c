@@ -648,29 +648,30 @@ static zt_status apply_legacy(zt_config *cfg, json_t *root, const char *origin, 
 /* Rules checked both after parsing and by zt_config_validate. */
 static zt_status check_core(const zt_config *cfg, zt_error *err)
 {
-    if (cfg->stage == 1 || cfg->stage == 2)
+    if (cfg->stage < 3 && cfg->offload_param.device != ZT_TIER_DEVICE)
         return ZT_ERR(err, ZT_ERR_CONFIG,
-                      "zero_optimization.stage = %d: ztier implements ZeRO stages 3 (parameters, "
-                      "gradients and optimizer states all partitioned) and 0 (plain data "
-                      "parallelism); stages 1 and 2 are not built yet: set 3 (no more memory per "
-                      "rank than stage %d, one gather per layer and use) or leave it out",
-                      cfg->stage, cfg->stage);
+                      "zero_optimization.offload_param with stage %d: stages 0, 1 and 2 keep "
+                      "every layer's parameters on every rank's device, so they cannot be "
+                      "offloaded (as in DeepSpeed, offload_param needs stage 3); remove "
+                      "offload_param or set stage 3",
+                      cfg->stage);
+    if (cfg->stage < 3 && cfg->zero_hpz_partition_size > 1)
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "zero_optimization.zero_hpz_partition_size = %d with stage %d: hpZ keeps "
+                      "node-local copies of stage 3's partitioned parameters, which stages 0-2 "
+                      "replicate already; remove it or set stage 3",
+                      cfg->zero_hpz_partition_size, cfg->stage);
     if (cfg->stage == 0) {
-        const char *key = cfg->offload_param.device != ZT_TIER_DEVICE       ? "offload_param"
-                          : cfg->offload_optimizer.device != ZT_TIER_DEVICE ? "offload_optimizer"
-                                                                            : NULL;
-        if (key)
+        if (cfg->offload_optimizer.device != ZT_TIER_DEVICE)
             return ZT_ERR(err, ZT_ERR_CONFIG,
-                          "zero_optimization.%s with stage 0: stage 0 keeps every parameter and "
-                          "the whole optimizer state on every rank's device, so nothing is "
-                          "offloaded (as in DeepSpeed); remove %s or set stage 3",
-                          key, key);
-        if (cfg->zero_quantized_weights || cfg->zero_quantized_gradients ||
-            cfg->zero_hpz_partition_size > 1)
+                          "zero_optimization.offload_optimizer with stage 0: stage 0 keeps the "
+                          "whole optimizer state on every rank's device, so nothing is offloaded "
+                          "(as in DeepSpeed); remove offload_optimizer or set stage 1, 2 or 3");
+        if (cfg->zero_quantized_weights || cfg->zero_quantized_gradients)
             return ZT_ERR(err, ZT_ERR_CONFIG,
-                          "ZeRO++ (zero_quantized_weights, zero_quantized_gradients, "
-                          "zero_hpz_partition_size) with stage 0: it applies to stage 3's "
-                          "gathers and reductions; remove it or set stage 3");
+                          "ZeRO++ (zero_quantized_weights, zero_quantized_gradients) with stage "
+                          "0: it applies to the partitioned stages' gathers and reductions; "
+                          "remove it or set stage 2 or 3");
     }
     if (cfg->bf16 && cfg->fp16)
         return ZT_ERR(err, ZT_ERR_CONFIG,

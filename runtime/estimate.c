@@ -4,7 +4,9 @@
  * same trace and scheduler decisions as the runtime. What it models, per layer: the gathered
  * buffer (allocated when its gather starts, freed when dropped), qwZ's transfer buffers (from
  * its all-gather to its end), the gradient buffer of a backward pass, and what a release
- * takes for the sum over ranks: the fp32 copy of 16-bit gradients and qgZ's buffers. Not
+ * takes for the sum over ranks: the fp32 copy of 16-bit gradients and qgZ's buffers; for
+ * stages 1 and 2, the replicas are resident (in the plan) and qwZ's buffers of their gathers
+ * are held from the step that issues them to the layer's fetch. Not
  * modelled: hpZ's secondary slices (ZeRO++), which the runtime only keeps where room is. */
 #include "runtime/estimate.h"
 #include "prefetch/schedule.h"
@@ -23,6 +25,8 @@ typedef struct sim_layer {
     int qgz;            /* its gradients are reduced by qgZ */
     int qwz_held;       /* qwZ's buffers are allocated */
     int advancing;      /* its own allocation is being made: not evictable */
+    int replicated;     /* stages 1 and 2: a resident replica, all-gathered after the step */
+    int stale;          /* ... not gathered since the parameters last changed */
 } sim_layer;
 
 typedef struct sim {
@@ -162,6 +166,15 @@ static int fetch(sim *s, int id, zt_pass pass)
             return 0;
     if (training && s->trace.valid && !s->trace.deviated)
         move_window(s, id);
+    if (L->stale && L->qwz_bytes) { /* the replica's gather at its fetch, qwZ's buffers too */
+        L->advancing = 1;
+        int ok = alloc(s, L->qwz_bytes, 1);
+        L->advancing = 0;
+        if (!ok)
+            return 0;
+        L->qwz_held = 1;
+    }
+    L->stale = 0;
     become_ready(s, L);
     L->holds[pass]++;
     if (pass == ZT_BACKWARD && !L->grads) {
@@ -207,6 +220,14 @@ static void step(sim *s)
         if (!holds(&s->layers[i]))
             drop(s, &s->layers[i]);
     zt_layer_order_end_step(&s->trace);
+    for (int i = 0; i < s->n; i++) { /* the replicas' gathers, in layer order (prefetch.c) */
+        sim_layer *L = &s->layers[i];
+        if (!L->replicated)
+            continue;
+        L->stale = 1;
+        if (!L->qwz_bytes || alloc(s, L->qwz_bytes, 0)) /* none: left to the fetch */
+            L->stale = 0, L->qwz_held = L->qwz_bytes > 0;
+    }
     move_window(s, -1);
 }
 
@@ -278,7 +299,9 @@ static zt_status simulate(zt_runtime *rt, const zt_plan *plan, uint64_t capacity
     for (int i = 0; st == ZT_OK && i < s->n; i++) {
         const zt_layer *L = &rt->reg.layers[i];
         s->layers[i] = (sim_layer){.numel = L->flat_numel,
-                                   .persistent = L->persistent,
+                                   .persistent = L->persistent || L->replicated,
+                                   .replicated = L->replicated,
+                                   .stale = L->replicated,
                                    .qwz_bytes = zt_plan_qwz_bytes(rt, plan, L),
                                    .qgz = zt_plan_uses_qgz(rt, plan, L)};
     }

@@ -22,6 +22,7 @@ static void layout_layer(zt_runtime *rt, zt_layer *L, int world)
     /* Small layers are not worth a collective per use: every rank keeps all of them; stage 0
      * keeps every layer so (plain data parallelism). */
     L->persistent = rt->cfg.stage == 0 || off < rt->cfg.stage3_param_persistence_threshold;
+    L->replicated = !L->persistent && rt->cfg.stage < 3;
     int64_t ranks = L->persistent ? 1 : world;
     L->flat_numel = round_up(off ? off : 1, ranks * ZT_PARAM_ALIGN_ELEMS);
     L->shard_numel = L->flat_numel / ranks;
@@ -68,7 +69,7 @@ uint64_t zt_plan_qgz_bytes(const zt_runtime *rt, const zt_plan *p)
 static uint64_t backward_need(const zt_runtime *rt, const zt_layer *L, const zt_plan *p)
 {
     uint64_t flat = (uint64_t)L->flat_numel, ds = zt_dtype_size(p->dtype);
-    uint64_t params = L->persistent ? 0 : flat * ds, grads = flat * ds;
+    uint64_t params = L->persistent || L->replicated ? 0 : flat * ds, grads = flat * ds;
     uint64_t qwz = zt_plan_qwz_bytes(rt, p, L);
     uint64_t fetch = params + (qwz > grads ? qwz : grads);
     uint64_t wide = p->dtype != ZT_F32 && p->world > 1 ? flat * 4 : 0;
@@ -134,6 +135,8 @@ static void plan_layer(const zt_runtime *rt, const zt_layer *L, zt_plan *p)
         p->host_bytes += zt_host_tier_footprint(shard * 4);
     else if (own_master && master_tier == ZT_TIER_NVME)
         p->nvme_optim_bytes += zt_swap_footprint(shard * 4, bs);
+    if (L->replicated) /* its full parameters, beside the shard the optimizer writes */
+        p->device_resident += (uint64_t)L->flat_numel * ds;
     if (L->persistent) {
         p->device_resident += param_bytes;
         p->persistent_bytes += param_bytes;

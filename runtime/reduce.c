@@ -119,8 +119,11 @@ static zt_status add_reduced(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt
  * replicated (persistent) layer an all-reduce. */
 static zt_status issue_sum(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt, zt_comm_req *req)
 {
-    zt_topology_count(&rt->dist.topo,
-                      (uint64_t)L->shard_numel * zt_dtype_size(dt) * (L->persistent ? 2 : 1));
+    uint64_t bytes = (uint64_t)L->shard_numel * zt_dtype_size(dt);
+    if (L->persistent)
+        zt_topology_count_allreduce(&rt->dist.topo, bytes);
+    else
+        zt_topology_count(&rt->dist.topo, bytes);
     return L->persistent /* replicated: every rank needs the whole sum */
                ? zt_comm_allreduce(rt->dist.comm, buf, buf, (size_t)L->shard_numel,
                                    zt_comm_dtype_of(dt), ZT_REDUCE_SUM, req, &rt->err)

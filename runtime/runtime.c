@@ -405,6 +405,7 @@ static void free_layer(zt_runtime *rt, zt_layer *L)
     if (rt->device.dev) {
         zt_device_tier_free(&rt->tiers.dtier, L->grads);
         zt_home_free(&rt->tiers.homes, &L->param_home);
+        zt_home_free(&rt->tiers.homes, &L->replica);
     }
     zt_home_free(&rt->tiers.homes, &L->master);
     zt_home_free(&rt->tiers.homes, &L->exp_avg);

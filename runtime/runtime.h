@@ -48,11 +48,15 @@ typedef struct zt_layer {
     int64_t shard_numel; /* flat_numel / world_size; flat_numel when persistent */
     int persistent;      /* below stage3_param_persistence_threshold: replicated on every rank
                             and resident in device memory, never gathered or released */
+    int replicated;      /* stages 1 and 2: sharded like stage 3 (optimizer state, gradient
+                            sums), and a full replica of the parameters stays in device memory,
+                            all-gathered once after each step, never per use */
     int tied_after;      /* zt_layer_tie: used again after this layer's forward and held in
                             backward from that layer's backward on; -1: not tied */
 
     /* This rank's shard: working-dtype parameters and fp32 optimizer state. */
     zt_home param_home;
+    zt_home replica; /* replicated layers: the full working-dtype parameters, in device memory */
     zt_home master, exp_avg, exp_avg_sq;
     void *grad_acc;  /* gradient accumulation shard of rt->reg.acc_dtype: host memory, or fp32 in
                        device memory with the device optimizer (rt->opt.on_device) */

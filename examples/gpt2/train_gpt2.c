@@ -9,6 +9,7 @@
  *           [--checkpoint DIR [--save-every N] [--keep N]] [--resume DIR]
  *           [--export model.bin] [--safetensors model.safetensors] [--threads N]
  *           [--device auto|cpu|cuda] [--precision bf16|tf32|fp32] [--recompute] [--demo DIR]
+ *           [--zero-stage 0|1|2|3]
  *   zt_gpt2 --text file --write-shard out.bin     (byte-level text -> llm.c token shard)
  *
  * --threads N: the matmuls (OpenBLAS) and ztier's optimizer pool each use N threads; they
@@ -35,7 +36,9 @@
  * file; the options given on the command line (--lr, --nvme, --hbm, --accum, --keep) are set
  * over it with zt_config_set. --checkpoint DIR saves into DIR/step-N folders and keeps the
  * newest --keep (default 2); --resume DIR continues from DIR's latest checkpoint.
- * --eval-every N prints the loss of a fixed evaluation batch every N steps, computed with
+ * --zero-stage N sets zero_optimization.stage; below 3 the parameters stay on the device
+ * (offload_param "none", and --nvme holds only the optimizer state), and stage 0 keeps the
+ * optimizer there too. --eval-every N prints the loss of a fixed evaluation batch every N steps, computed with
  * ZT_INFERENCE fetches. One line per optimizer step: the loss (rank 0's rows), time,
  * tokens/s, each tier's current/peak bytes and the bytes moved in the step; a summary at the
  * end. Ctrl-C stops at the next step boundary (a second one kills the program). */
@@ -61,8 +64,9 @@ typedef struct options {
     const char *precision; /* the GPU's matmuls: "bf16" (the default), "tf32" or "fp32" */
     const char *demo;      /* --demo DIR: sizes for the device (DIR: the CPU demo's NVMe folder) */
     int vocab, batch, seq, steps, accum, save_every, eval_every;
-    int threads;   /* the matmuls' and the optimizer's threads (0: the online cores) */
-    int recompute; /* --recompute: layernorm and GELU outputs recomputed in backward */
+    int threads;    /* the matmuls' and the optimizer's threads (0: the online cores) */
+    int recompute;  /* --recompute: layernorm and GELU outputs recomputed in backward */
+    int zero_stage; /* --zero-stage: zero_optimization.stage (-1: the configuration's) */
     uint64_t seed;
 } options;
 
@@ -129,6 +133,7 @@ static int parse(int argc, char **argv, options *o)
                    .steps = 20,
                    .seed = 1337,
                    .device = "auto",
+                   .zero_stage = -1,
                    .precision = NULL}; /* batch, seq: -1 until chosen */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -166,6 +171,7 @@ static int parse(int argc, char **argv, options *o)
                  : !strcmp(a, "--save-every") ? &o->save_every
                  : !strcmp(a, "--eval-every") ? &o->eval_every
                  : !strcmp(a, "--threads")    ? &o->threads
+                 : !strcmp(a, "--zero-stage") ? &o->zero_stage
                                               : NULL;
         if (!v || (!s && !n && strcmp(a, "--seed")))
             return usage();
@@ -187,9 +193,9 @@ static int parse(int argc, char **argv, options *o)
     }
     if ((!o->data) == (!o->text) || (o->batch != -1 && o->batch < 1) ||
         (o->seq != -1 && o->seq < 2) || o->steps < 0 || o->accum < 0 || o->vocab < 0 ||
-        o->eval_every < 0 || o->threads < 0 || (o->write_shard && !o->text)) {
+        o->eval_every < 0 || o->threads < 0 || o->zero_stage > 3 || (o->write_shard && !o->text)) {
         fprintf(stderr, "zt_gpt2: give exactly one of --data or --text (--write-shard needs "
-                        "--text), and positive sizes\n");
+                        "--text), positive sizes and a --zero-stage of 0 to 3\n");
         return usage();
     }
     return 0;
@@ -206,14 +212,21 @@ static const char *const builtin_config =
 /* The command line's settings over the configuration (a value NULL: not given). */
 static zt_status apply_options(zt_runtime *rt, const options *o)
 {
-    char accum[16], threads[16];
+    char accum[16], threads[16], stage[16];
     snprintf(accum, sizeof accum, "%d", o->accum);
     snprintf(threads, sizeof threads, "%d", o->threads);
+    snprintf(stage, sizeof stage, "%d", o->zero_stage);
+    int replicated = o->zero_stage >= 0 && o->zero_stage < 3; /* parameters on the device */
     const char *set[][2] = {
         {"optimizer.params.lr", o->lr},
-        {"zero_optimization.offload_param.device", o->nvme ? "nvme" : NULL},
-        {"zero_optimization.offload_optimizer.device", o->nvme ? "nvme" : NULL},
-        {"zero_optimization.offload_param.nvme_path", o->nvme},
+        {"zero_optimization.stage", o->zero_stage >= 0 ? stage : NULL},
+        {"zero_optimization.offload_param.device", replicated ? "none"
+                                                   : o->nvme  ? "nvme"
+                                                              : NULL},
+        {"zero_optimization.offload_optimizer.device", o->zero_stage == 0 ? "none"
+                                                       : o->nvme          ? "nvme"
+                                                                          : NULL},
+        {"zero_optimization.offload_param.nvme_path", replicated ? NULL : o->nvme},
         {"zero_optimization.offload_optimizer.nvme_path", o->nvme},
         {"ztier.hbm_capacity", o->hbm},
         {"gradient_accumulation_steps", o->accum > 0 ? accum : NULL},
@@ -311,9 +324,13 @@ static void print_summary(const zt_stats *s, timing *tm, int tokens_per_step)
                (unsigned long long)s->overlapped_updates, s->overlapped_update_s);
     printf("  tier peaks: device %s of %s, host %s, nvme %s\n", human(s->device_bytes_peak),
            human(s->device_bytes_capacity), human(s->host_bytes_peak), human(s->nvme_bytes_peak));
-    printf("  moved: h2d %s, d2h %s, nvme read %s in %.1f s, written %s in %.1f s\n",
-           human(s->h2d_bytes), human(s->d2h_bytes), human(s->nvme_read_bytes), s->nvme_read_s,
-           human(s->nvme_write_bytes), s->nvme_write_s);
+    printf(
+        "  moved: h2d %s, d2h %s, nvme read %s in %.1f s, written %s in %.1f s; sent to other "
+        "ranks %s (%s per step)\n",
+        human(s->h2d_bytes), human(s->d2h_bytes), human(s->nvme_read_bytes), s->nvme_read_s,
+        human(s->nvme_write_bytes), s->nvme_write_s,
+        human(s->comm_bytes_intra + s->comm_bytes_inter),
+        human(tm->steps ? (s->comm_bytes_intra + s->comm_bytes_inter) / (uint64_t)tm->steps : 0));
     printf("  %llu fetches, %llu prefetched, %llu evictions, %llu skipped steps, %llu host waits "
            "in fetch and release\n",
            (unsigned long long)s->fetches, (unsigned long long)s->prefetch_hits,

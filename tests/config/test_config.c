@@ -537,22 +537,38 @@ static void test_booleans_accept_0_and_1(void **state)
                  "zero_optimization.overlap_comm = 1.0", "true or false");
 }
 
-static void test_stages_1_and_2_are_errors(void **state)
+/* Stages 1 and 2 take the optimizer offload but not the parameters' (DeepSpeed's rule), nor
+ * hpZ (stage 3's); a stage beyond 3 or a bucket size below 1 is refused naming the key. */
+static void test_stages_1_and_2(void **state)
 {
     (void)state;
     for (int s = 1; s < 3; s++) {
-        char json[64];
-        snprintf(json, sizeof json, "{\"zero_optimization\": {\"stage\": %d}}", s);
+        char json[160], want[64];
         zt_config c;
-        zt_error err;
-        assert_int_equal(parse(json, &c, &err), ZT_ERR_CONFIG);
-        char want[64];
-        snprintf(want, sizeof want, "test: zero_optimization.stage = %d", s);
-        assert_msg_has(err.msg, (const char *const[]){want, "stages 1 and 2 are not built yet",
-                                                      "set 3", NULL});
+        snprintf(json, sizeof json,
+                 "{\"zero_optimization\": {\"stage\": %d, \"offload_optimizer\": {\"device\": "
+                 "\"cpu\"}, \"zero_quantized_gradients\": true}}",
+                 s);
+        parse_ok(json, &c);
+        assert_int_equal(c.stage, s);
+        assert_int_equal(c.offload_optimizer.device, ZT_TIER_HOST);
+        snprintf(json, sizeof json,
+                 "{\"zero_optimization\": {\"stage\": %d, \"offload_param\": {\"device\": "
+                 "\"cpu\"}}}",
+                 s);
+        snprintf(want, sizeof want, "test: zero_optimization.offload_param with stage %d", s);
+        expect_error(json, want, "remove offload_param or set stage 3");
+        snprintf(json, sizeof json,
+                 "{\"zero_optimization\": {\"stage\": %d, \"zero_hpz_partition_size\": 2}}", s);
+        expect_error(json, "zero_optimization.zero_hpz_partition_size = 2 with stage",
+                     "remove it or set stage 3");
     }
     expect_error("{\"zero_optimization\": {\"stage\": 4}}", "zero_optimization.stage = 4",
                  "[0, 3]");
+    expect_error("{\"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": 0}}",
+                 "zero_optimization.reduce_bucket_size = 0", ">= 1");
+    expect_error("{\"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": -5}}",
+                 "zero_optimization.reduce_bucket_size = -5");
     zt_config c;
     parse_ok("{\"zero_optimization\": {\"overlap_comm\": true}}", &c);
     assert_int_equal(c.stage, 3); /* absent means 3 */
@@ -570,7 +586,7 @@ static void test_stage_0(void **state)
                  "zero_optimization.offload_param with stage 0", "set stage 3");
     expect_error("{\"zero_optimization\": {\"stage\": 0, \"offload_optimizer\": {\"device\": "
                  "\"nvme\", \"nvme_path\": \"/tmp\"}}}",
-                 "zero_optimization.offload_optimizer with stage 0", "set stage 3");
+                 "zero_optimization.offload_optimizer with stage 0", "set stage 1, 2 or 3");
     expect_error("{\"zero_optimization\": {\"stage\": 0, \"zero_quantized_gradients\": true}}",
                  "ZeRO++", "with stage 0");
 }
@@ -795,7 +811,8 @@ static void test_validate_checks_the_final_struct(void **state)
     expect_invalid(&c, "aio.block_size = 5000", "multiple of 4096");
     zt_config_defaults(&c);
     c.stage = 2;
-    expect_invalid(&c, "zero_optimization.stage = 2", "not built yet");
+    c.offload_param.device = ZT_TIER_HOST;
+    expect_invalid(&c, "zero_optimization.offload_param with stage 2", "set stage 3");
     zt_config_defaults(&c);
     c.bf16 = c.fp16 = 1;
     expect_invalid(&c, "bf16.enabled", "fp16.enabled");
@@ -1453,7 +1470,7 @@ int main(void)
         T(test_auto_where_allowed_keeps_defaults),
         T(test_integers_accept_integral_scientific_notation),
         T(test_booleans_accept_0_and_1),
-        T(test_stages_1_and_2_are_errors),
+        T(test_stages_1_and_2),
         T(test_stage_0),
         T(test_fp16_and_bf16_together_is_error),
         T(test_syntax_error_reports_line_and_column),

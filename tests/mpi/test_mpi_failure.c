@@ -18,7 +18,7 @@
 static int check_create_failure(int rank)
 {
     const char *good = "{\"ztier\": {\"hbm_capacity\": \"16M\"}}";
-    const char *bad = "{\"zero_optimization\": {\"stage\": 2}}";
+    const char *bad = "{\"zero_optimization\": {\"stage\": 4}}";
     zt_runtime *rt = NULL;
     zt_status st = zt_runtime_create(NULL, rank == 1 ? bad : good, &rt);
     const char *msg = zt_last_error(rt);

@@ -2,11 +2,16 @@
 /* ZeRO-3 across ranks (run under mpirun): the minimal MLP trained on N ranks, each taking
  * its slice of the global batch, equals the independent single-process reference trained on
  * the whole batch, for each placement given on the command line:
- *   test_mpi_train <param_device> <optimizer_device> [accum] [persistence] [stream,devopt,stage0]
+ *   test_mpi_train <param_device> <optimizer_device> [accum] [persistence]
+ *                  [stream,devopt,stage0,stage1,stage2]
  * With "stream" every layer is computed on a stream between zt_fetch_async and
  * zt_release_async; with "devopt" (and optimizer "none") the optimizer runs on the device;
  * "stage0" (with both devices "none") sets zero_optimization.stage 0: every layer replicated,
- * and the bytes each rank sends per step must be an all-reduce of every layer's gradients. */
+ * and the bytes each rank sends per step must be an all-reduce of every layer's gradients
+ * (counted as a ring's: 2 x (N - 1) / N of them). "stage1" and "stage2" (parameters "none")
+ * set stage 1 or 2: parameters replicated, optimizer state and gradient sums partitioned; each
+ * micro-step reduce-scatters the gradients and each step all-gathers the updated partitions
+ * once (plus the first fetch's), nothing else. */
 #include "ref_mlp.h"
 
 #include <stdio.h>
@@ -48,8 +53,12 @@ int main(int argc, char **argv)
         return 1;
     }
     int stage0 = argc > 5 && strstr(argv[5], "stage0");
-    if (stage0 && zt_config_set_int(rt, "zero_optimization.stage", 0) != ZT_OK) {
-        fprintf(stderr, "stage 0: %s\n", zt_last_error(rt));
+    int stage = stage0                                  ? 0
+                : argc > 5 && strstr(argv[5], "stage1") ? 1
+                : argc > 5 && strstr(argv[5], "stage2") ? 2
+                                                        : 3;
+    if (zt_config_set_int(rt, "zero_optimization.stage", stage) != ZT_OK) {
+        fprintf(stderr, "stage %d: %s\n", stage, zt_last_error(rt));
         zt_runtime_destroy(rt);
         return 1;
     }
@@ -76,6 +85,8 @@ int main(int argc, char **argv)
         zt_runtime_destroy(rt);
         return 1;
     }
+    zt_stats before = ZT_STATS_INIT; /* the reference's reads of the initial values */
+    zt_stats_get(rt, &before);
     void *stream = NULL;
     if (on_stream && zt_stream_create(rt, &stream) != ZT_OK) {
         fprintf(stderr, "rank %d: zt_stream_create: %s\n", rank, zt_last_error(rt));
@@ -109,13 +120,40 @@ int main(int argc, char **argv)
                              * parameter rounded up to 16 elements) */
         for (int l = 0; l < MLP_LAYERS; l++)
             grads += 4 * (uint64_t)(round16(m.n_in[l] * m.n_out[l]) + round16(m.n_out[l]));
-        uint64_t sent = s.comm_bytes_intra + s.comm_bytes_inter;
-        double want = 2.0 * (double)grads * (world - 1) * STEPS * accum;
+        uint64_t sent = s.comm_bytes_intra + s.comm_bytes_inter, want = 0;
+        for (int l = 0; l < MLP_LAYERS; l++) /* each layer's all-reduce, as counted */
+            want += 2 * 4 * (uint64_t)(round16(m.n_in[l] * m.n_out[l]) + round16(m.n_out[l])) *
+                    (uint64_t)(world - 1) / (uint64_t)world;
+        want *= (uint64_t)STEPS * (uint64_t)accum;
         printf("rank %d: stage 0: %u of %d layers replicated, %llu bytes gathered, %llu bytes "
-               "sent over %d micro-steps (%.4f x 2 x the gradients to each other rank)\n",
+               "sent over %d micro-steps (%.4f x 2 (N-1)/N x the gradients)\n",
                rank, s.persistent_layers, MLP_LAYERS, (unsigned long long)s.gathered_bytes,
-               (unsigned long long)sent, STEPS * accum, (double)sent / want);
-        ok = s.persistent_layers == MLP_LAYERS && s.gathered_bytes == 0 && (double)sent == want;
+               (unsigned long long)sent, STEPS * accum,
+               (double)sent / (2.0 * (double)grads * (world - 1) / world * STEPS * accum));
+        ok = s.persistent_layers == MLP_LAYERS && s.gathered_bytes == 0 && sent == want;
+    } else if (stage < 3) { /* replicas: one all-gather per step, a reduce-scatter per micro-step */
+        zt_stats s = ZT_STATS_INIT;
+        zt_stats_get(rt, &s);
+        uint64_t shards = 0; /* fp32 bytes of every layer's partition, as laid out */
+        for (int l = 0; l < MLP_LAYERS; l++) {
+            int64_t flat = round16(m.n_in[l] * m.n_out[l]) + round16(m.n_out[l]);
+            shards += 4 * (uint64_t)((flat + 16 * world - 1) / (16 * world) * 16);
+        }
+        uint64_t sent = s.comm_bytes_intra + s.comm_bytes_inter - before.comm_bytes_intra -
+                        before.comm_bytes_inter;
+        uint64_t reduced = shards * (uint64_t)(world - 1) * STEPS * (uint64_t)accum;
+        /* the first fetch's all-gather and one after each step: after the last one too unless
+         * the step leaves its updates to the next fetches (the NVMe-pipelined step) */
+        uint64_t round = shards * (uint64_t)(world - 1), gathered = round * (STEPS + 1);
+        if (sent == reduced + round * STEPS)
+            gathered = round * STEPS;
+        printf("rank %d: stage %d: %u layers persistent, %llu bytes sent over %d steps of %d "
+               "micro-steps (reduce-scatters %llu + all-gathers %llu expected): per step %.3f x "
+               "the parameters' bytes\n",
+               rank, stage, s.persistent_layers, (unsigned long long)sent, STEPS, accum,
+               (unsigned long long)reduced, (unsigned long long)gathered,
+               (double)sent / STEPS / (double)(shards * (uint64_t)world));
+        ok = s.persistent_layers == 0 && sent == reduced + gathered;
     }
     double err = ref_mlp_max_rel_error(&ref, rt, &m);
     ok = ok && err <= 1e-5;

@@ -574,11 +574,11 @@ static void test_errors_are_returned_not_logged(void **state)
     o.log_fn = capture;
     logbuf[0] = '\0';
     zt_runtime *rt = NULL;
-    assert_int_equal(zt_runtime_create(&o, "{\"zero_optimization\": {\"stage\": 2}}", &rt),
+    assert_int_equal(zt_runtime_create(&o, "{\"zero_optimization\": {\"stage\": 4}}", &rt),
                      ZT_ERR_CONFIG);
     assert_null(strstr(logbuf, "0 ztier error"));
     assert_null(strstr(zt_last_error(rt), "zt_runtime_create"));
-    assert_non_null(strstr(zt_last_error(rt), "zero_optimization.stage = 2"));
+    assert_non_null(strstr(zt_last_error(rt), "zero_optimization.stage = 4"));
     zt_runtime_destroy(rt);
 
     minimal_model m;
