@@ -217,6 +217,15 @@ typedef struct zt_stats {
     /* hpZ: node-local slices freed to make room for other device allocations (each one's
      * backward gather then crosses nodes as without hpZ) */
     uint64_t hpz_slices_dropped;
+    /* ZeRO stages 1 and 2: the full parameters every rank keeps in device memory (the layers
+     * that are not persistent; all-gathered once after each step) */
+    uint64_t replicated_bytes;
+    uint32_t replicated_layers;
+    /* Time the calls waited for collectives on the host: all-gathers a fetch needed and
+     * gradient reductions a release, zt_step or a checkpoint completed (the communication
+     * the trainer was exposed to; "comm" spans on its track in the trace). Collectives the
+     * device orders (nccl) are not waited for on the host and not counted. */
+    double comm_wait_s;
 } zt_stats;
 
 #define ZT_STATS_INIT                   \

@@ -61,6 +61,9 @@ const zt_stats_field zt_stats_fields[] = {
     U64(overlapped_updates, "", "layer updates an overlapped step left to later calls"),
     F64(overlapped_update_s, "s", "time those later calls spent on them"),
     U64(hpz_slices_dropped, "", "hpZ node-local slices freed to make room"),
+    U64(replicated_bytes, "B", "parameters replicated on every rank (ZeRO stages 1 and 2)"),
+    U32(replicated_layers, "", "layers replicated so"),
+    F64(comm_wait_s, "s", "waited for collectives on the host (exposed communication)"),
     {NULL, 0, ZT_STAT_U64, NULL, NULL},
 };
 

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "prefetch/gather.h"
 #include "core/convert.h"
+#include "core/time.h"
+#include "core/trace.h"
 
 static size_t dsize(const zt_gather_env *env) { return zt_dtype_size(env->dtype); }
 
@@ -216,11 +218,22 @@ static zt_status ready_on_device(zt_gather *g, zt_gather_env *env, zt_comm *c, z
     return st == ZT_OK ? zt_device_event_record(env->dev, g->copied, env->stream, err) : st;
 }
 
+/* The host waits for the all-gather: the time is communication the caller was exposed to
+ * (zt_stats.comm_wait_s, a "comm" span on the caller's track). */
+static zt_status wait_allgather(zt_gather *g, zt_gather_env *env, zt_comm *c, zt_error *err)
+{
+    double t0 = zt_now_s();
+    zt_status st = zt_comm_wait(c, &g->req, err);
+    env->comm_wait_s += zt_now_s() - t0;
+    zt_trace_span("comm", t0, "wait for the all-gather of %s", g->name);
+    return st;
+}
+
 static zt_status finish_allgather(zt_gather *g, zt_gather_env *env, zt_error *err)
 {
     zt_comm *c = gather_comm(g, env);
     zt_status st =
-        on_device(g, env) ? ready_on_device(g, env, c, err) : zt_comm_wait(c, &g->req, err);
+        on_device(g, env) ? ready_on_device(g, env, c, err) : wait_allgather(g, env, c, err);
     if (st == ZT_OK && g->qwz.recv)
         st = zt_qwz_finish(&g->qwz, env->topo, g->buf, env->dtype, g->shard_numel, env->quant_block,
                            env->stream, err);

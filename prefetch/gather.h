@@ -37,6 +37,7 @@ typedef struct zt_gather_env {
     int quant_block;                    /* elements per quantization block */
     uint64_t h2d_bytes, gathered_bytes; /* counters */
     uint64_t host_syncs;                /* times the host waited for a device stream */
+    double comm_wait_s; /* time the host waited for all-gathers to complete (exposed) */
     /* set once the caller hands ztier its stream: a dropped layer's copy still in flight is
      * then fenced (freed after it) instead of waited for; until then drops wait, so that
      * device memory stays a function of the calls (what ztier estimate replays) */

@@ -370,6 +370,7 @@ static zt_status clear_accumulators(zt_runtime *rt)
     zt_status st = ZT_OK;
     for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
         zt_layer *L = &rt->reg.layers[i];
+        L->local_count = 0; /* a stage-1 layer's own sums start again too */
         if (rt->opt.on_device) {
             st = zt_dev_opt_zero_acc(rt, L);
         } else {
@@ -417,6 +418,11 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
     zt_rt_step_complete(rt);
     if (st == ZT_OK)
         st = open_checked(rt, dir, folder, sizeof folder, &m, &f);
+    if (st == ZT_OK && m.zero_stage >= 0 && m.zero_stage != rt->cfg.stage)
+        ZT_LOGI("checkpoint",
+                "'%s' was saved at ZeRO stage %d and loads into stage %d: the same state of "
+                "every parameter",
+                folder, m.zero_stage, rt->cfg.stage);
     if (st == ZT_OK) {
         zt_prefetcher_invalidate(rt->prefetch);
         shard_path(folder, rt, path, sizeof path);

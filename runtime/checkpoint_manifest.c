@@ -86,11 +86,11 @@ zt_status zt_manifest_write(const zt_runtime *rt, const zt_ckpt_state *s, const 
                             const char *folder, zt_error *err)
 {
     json_t *m =
-        json_pack("{s:s, s:i, s:i, s:I, s:f, s:i, s:i, s:b, s:o, s:o}", "format", CKPT_FORMAT,
-                  "version", ZT_CKPT_VERSION, "world_size", rt->dist.world, "step",
-                  (json_int_t)s->step, "loss_scale", (double)s->loss_scale, "good_steps",
-                  (int)s->good_steps, "hysteresis_left", (int)s->hysteresis_left, "fp16",
-                  s->fp16 > 0, "layers", model_json(rt), "files", files_json(rt, files));
+        json_pack("{s:s, s:i, s:i, s:i, s:I, s:f, s:i, s:i, s:b, s:o, s:o}", "format", CKPT_FORMAT,
+                  "version", ZT_CKPT_VERSION, "world_size", rt->dist.world, "zero_stage",
+                  rt->cfg.stage, "step", (json_int_t)s->step, "loss_scale", (double)s->loss_scale,
+                  "good_steps", (int)s->good_steps, "hysteresis_left", (int)s->hysteresis_left,
+                  "fp16", s->fp16 > 0, "layers", model_json(rt), "files", files_json(rt, files));
     if (!m)
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory building a checkpoint manifest");
     char sum[16];
@@ -108,6 +108,7 @@ zt_status zt_manifest_write(const zt_runtime *rt, const zt_ckpt_state *s, const 
 typedef struct mctx {
     const char *path;
     zt_error *err;
+    int saved_stage; /* the manifest's zero_stage, once read (-1: not recorded) */
 } mctx;
 
 static zt_status bad(const mctx *c, const char *field, const json_t *v, const char *allowed)
@@ -182,6 +183,19 @@ static zt_status check_loss_scale(const zt_runtime *rt, const mctx *c, json_t *m
     return ZT_OK;
 }
 
+/* The ZeRO stage that saved it (absent in checkpoints from before stages 0-2: -1). Any stage
+ * loads it: the files hold each rank's partition of every layer, which stages 1, 2 and 3
+ * lay out alike for one world size. */
+static zt_status check_stage(mctx *c, json_t *m, zt_manifest *out)
+{
+    int64_t stage = -1;
+    zt_status st = json_object_get(m, "zero_stage")
+                       ? get_int(c, m, "zero_stage", "zero_stage", 0, 3, &stage)
+                       : ZT_OK;
+    out->zero_stage = c->saved_stage = (int)stage;
+    return st;
+}
+
 static zt_status check_state(const zt_runtime *rt, const mctx *c, json_t *m, zt_ckpt_state *s)
 {
     int64_t step = 0, good = 0, hyst = 0;
@@ -239,6 +253,15 @@ static zt_status check_layer(const zt_runtime *rt, const mctx *c, const zt_layer
     int64_t flat = 0;
     snprintf(field, sizeof field, "layers[%d].flat_numel", i);
     zt_status st = get_int(c, jl, "flat_numel", field, 1, INT64_MAX, &flat);
+    if (st == ZT_OK && (int)json_array_size(params) == L->n_params && flat != L->flat_numel &&
+        c->saved_stage >= 0 && c->saved_stage != rt->cfg.stage)
+        return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
+                      "checkpoint '%s' was saved at ZeRO stage %d, which lays layer '%s' out "
+                      "otherwise than stage %d does on %d ranks (one partition per rank against "
+                      "a replicated layer): load it with zero_optimization.stage %d (loading "
+                      "across that change is not built yet)",
+                      c->path, c->saved_stage, L->name, rt->cfg.stage, rt->dist.world,
+                      c->saved_stage);
     if (st == ZT_OK && ((int)json_array_size(params) != L->n_params || flat != L->flat_numel))
         return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
                       "checkpoint '%s': layer '%s' has other parameters there: it was saved "
@@ -299,7 +322,7 @@ zt_status zt_manifest_read(const zt_runtime *rt, const char *folder, zt_manifest
 {
     char path[ZT_PATH_MAX + 200];
     snprintf(path, sizeof path, "%s/manifest.json", folder);
-    mctx c = {path, err};
+    mctx c = {path, err, -1};
     json_error_t je;
     json_t *m = json_load_file(path, 0, &je);
     if (!m)
@@ -311,6 +334,8 @@ zt_status zt_manifest_read(const zt_runtime *rt, const char *folder, zt_manifest
                        : ZT_ERR(err, ZT_ERR_CORRUPT, "'%s' is not a JSON object", path);
     if (st == ZT_OK)
         st = check_state(rt, &c, m, &out->state);
+    if (st == ZT_OK)
+        st = check_stage(&c, m, out);
     if (st == ZT_OK)
         st = check_model(rt, &c, m);
     if (st == ZT_OK)

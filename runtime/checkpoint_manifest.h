@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* manifest.json of a checkpoint folder: the model it was saved from, the step state, each
+/* manifest.json of a checkpoint folder: the model it was saved from, its ZeRO stage, the step
+ * state, each
  * rank's file with its size and CRC-32, and a checksum over all of it. Reading validates
  * every field's type and range and refuses a damaged or edited manifest with
  * ZT_ERR_CORRUPT naming the field, and a foreign model with ZT_ERR_ARGUMENT. */
@@ -24,6 +25,7 @@ typedef struct zt_ckpt_state {
 typedef struct zt_manifest {
     int version;
     zt_ckpt_state state;
+    int zero_stage;      /* the saving run's zero_optimization.stage; -1: not recorded */
     uint64_t file_bytes; /* this rank's file */
     uint32_t file_crc;
 } zt_manifest;

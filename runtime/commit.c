@@ -22,12 +22,22 @@ static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
     ph.pin = rt->cfg.offload_param.pin_memory; /* the device copies parameters from home */
     oh.swap = rt->tiers.optim_swap;
     zt_tier_kind param_tier = L->persistent ? ZT_TIER_DEVICE : plan->param_tier;
-    zt_status st = zt_home_alloc(&ph, param_tier, shard * zt_dtype_size(rt->reg.dtype), L->name,
-                                 &L->param_home, &rt->err);
-    if (st == ZT_OK && L->replicated)
-        st = zt_home_alloc(&ph, ZT_TIER_DEVICE,
-                           (uint64_t)L->flat_numel * zt_dtype_size(rt->reg.dtype), L->name,
-                           &L->replica, &rt->err);
+    size_t ds = zt_dtype_size(rt->reg.dtype);
+    zt_status st;
+    if (L->replicated) { /* the partition's home is this rank's slice of the replica */
+        st = zt_home_alloc(&ph, ZT_TIER_DEVICE, (uint64_t)L->flat_numel * ds, L->name, &L->replica,
+                           &rt->err);
+        if (st == ZT_OK) {
+            zt_home_share(&L->replica, L->name, &L->param_home);
+            L->param_home.ptr = (char *)L->replica.ptr + (size_t)rt->dist.rank * shard * ds;
+            L->param_home.bytes = shard * ds;
+        }
+    } else {
+        st = zt_home_alloc(&ph, param_tier, shard * ds, L->name, &L->param_home, &rt->err);
+    }
+    if (st == ZT_OK && zt_plan_local_sums(rt, plan, L))
+        st = zt_home_alloc(&ph, ZT_TIER_DEVICE, (uint64_t)L->flat_numel * 4, L->name,
+                           &L->grad_local, &rt->err);
     if (st == ZT_OK && zt_plan_master_is_param(plan, L))
         zt_home_share(&L->param_home, L->name, &L->master);
     else if (st == ZT_OK) {
@@ -187,6 +197,8 @@ static void report_persistent(zt_runtime *rt, const zt_plan *plan)
     int n = plan->persistent_layers;
     rt->stats.persistent_bytes = bytes;
     rt->stats.persistent_layers = (uint32_t)n;
+    rt->stats.replicated_bytes = plan->replicated_bytes;
+    rt->stats.replicated_layers = (uint32_t)plan->replicated_layers;
     if (n == 0 || plan->param_tier == ZT_TIER_DEVICE)
         return;
     const char *where = plan->param_tier == ZT_TIER_NVME ? "nvme" : "cpu";

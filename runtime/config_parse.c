@@ -661,6 +661,11 @@ static zt_status check_core(const zt_config *cfg, zt_error *err)
                       "node-local copies of stage 3's partitioned parameters, which stages 0-2 "
                       "replicate already; remove it or set stage 3",
                       cfg->zero_hpz_partition_size, cfg->stage);
+    if (cfg->stage == 1 && cfg->zero_quantized_gradients)
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "zero_optimization.zero_quantized_gradients with stage 1: qgZ quantizes the "
+                      "reduce-scatter of each backward release, which stage 1 replaces by one "
+                      "reduction of its own sums per step; set stage 2 or 3, or remove it");
     if (cfg->stage == 0) {
         if (cfg->offload_optimizer.device != ZT_TIER_DEVICE)
             return ZT_ERR(err, ZT_ERR_CONFIG,

@@ -26,6 +26,7 @@ typedef struct sim_layer {
     int qwz_held;       /* qwZ's buffers are allocated */
     int advancing;      /* its own allocation is being made: not evictable */
     int replicated;     /* stages 1 and 2: a resident replica, all-gathered after the step */
+    int local;          /* stage 1: its micro-steps summed in resident fp32 (no widening) */
     int stale;          /* ... not gathered since the parameters last changed */
 } sim_layer;
 
@@ -194,7 +195,7 @@ static int release(sim *s, int id, zt_pass pass)
     if (pass == ZT_BACKWARD && L->holds[ZT_BACKWARD] == 0) {
         /* 16-bit gradients widened for the sum, then qgZ's head and this release's slot,
          * grown to this layer's (kept until the step) */
-        uint64_t wide = s->ds != 4 && s->world > 1 ? (uint64_t)L->numel * 4 : 0;
+        uint64_t wide = s->ds != 4 && s->world > 1 && !L->local ? (uint64_t)L->numel * 4 : 0;
         if (!alloc(s, wide, 1))
             return 0;
         if (L->qgz && !s->qgz_made) {
@@ -301,6 +302,7 @@ static zt_status simulate(zt_runtime *rt, const zt_plan *plan, uint64_t capacity
         s->layers[i] = (sim_layer){.numel = L->flat_numel,
                                    .persistent = L->persistent || L->replicated,
                                    .replicated = L->replicated,
+                                   .local = zt_plan_local_sums(rt, plan, L),
                                    .stale = L->replicated,
                                    .qwz_bytes = zt_plan_qwz_bytes(rt, plan, L),
                                    .qgz = zt_plan_uses_qgz(rt, plan, L)};

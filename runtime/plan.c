@@ -34,6 +34,12 @@ void zt_plan_layout(zt_runtime *rt, int world)
         layout_layer(rt, &rt->reg.layers[i], world);
 }
 
+int zt_plan_local_sums(const zt_runtime *rt, const zt_plan *p, const zt_layer *L)
+{
+    return rt->cfg.stage == 1 && L->replicated && p->world > 1 &&
+           rt->cfg.gradient_accumulation_steps > 1;
+}
+
 uint64_t zt_plan_qwz_bytes(const zt_runtime *rt, const zt_plan *p, const zt_layer *L)
 {
     if (!rt->cfg.zero_quantized_weights || p->world == 1 || L->persistent)
@@ -72,7 +78,8 @@ static uint64_t backward_need(const zt_runtime *rt, const zt_layer *L, const zt_
     uint64_t params = L->persistent || L->replicated ? 0 : flat * ds, grads = flat * ds;
     uint64_t qwz = zt_plan_qwz_bytes(rt, p, L);
     uint64_t fetch = params + (qwz > grads ? qwz : grads);
-    uint64_t wide = p->dtype != ZT_F32 && p->world > 1 ? flat * 4 : 0;
+    uint64_t wide =
+        p->dtype != ZT_F32 && p->world > 1 && !zt_plan_local_sums(rt, p, L) ? flat * 4 : 0;
     uint64_t release = grads + wide + (zt_plan_uses_qgz(rt, p, L) ? zt_plan_qgz_bytes(rt, p) : 0);
     return fetch > release ? fetch : release;
 }
@@ -135,9 +142,13 @@ static void plan_layer(const zt_runtime *rt, const zt_layer *L, zt_plan *p)
         p->host_bytes += zt_host_tier_footprint(shard * 4);
     else if (own_master && master_tier == ZT_TIER_NVME)
         p->nvme_optim_bytes += zt_swap_footprint(shard * 4, bs);
-    if (L->replicated) /* its full parameters, beside the shard the optimizer writes */
+    if (zt_plan_local_sums(rt, p, L)) /* stage 1: the micro-steps' fp32 sums */
+        p->device_resident += (uint64_t)L->flat_numel * 4;
+    if (L->replicated) { /* its full parameters; the partition's home is its slice */
         p->device_resident += (uint64_t)L->flat_numel * ds;
-    if (L->persistent) {
+        p->replicated_bytes += (uint64_t)L->flat_numel * ds;
+        p->replicated_layers++;
+    } else if (L->persistent) {
         p->device_resident += param_bytes;
         p->persistent_bytes += param_bytes;
         p->persistent_layers++;

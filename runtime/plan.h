@@ -37,6 +37,8 @@ typedef struct zt_plan {
     const char *device_min_layer;
     uint64_t persistent_bytes;
     int persistent_layers;
+    uint64_t replicated_bytes; /* stages 1 and 2: the replicas in device_resident */
+    int replicated_layers;
 } zt_plan;
 
 /* Lays every layer out for `world` ranks: parameter offsets, flat and shard sizes, and
@@ -58,6 +60,12 @@ zt_tier_kind zt_plan_master_tier(const zt_plan *p, const zt_layer *L);
  * home (fp32 parameters in device memory, the state on NVMe): the host memory that holds the
  * master then (the step's set buffers, or a persistent layer's own master) is pinned. */
 int zt_plan_master_to_device(const zt_plan *p, const zt_layer *L);
+
+/* 1 when layer L keeps the fp32 sums of this rank's micro-steps in device memory and
+ * reduce-scatters them once per step (stage 1, several ranks, gradient accumulation); else
+ * each backward release reduce-scatters its gradients (stage 2, and stage 1 without
+ * accumulation, where the two are the same). */
+int zt_plan_local_sums(const zt_runtime *rt, const zt_plan *p, const zt_layer *L);
 
 /* Device bytes of qwZ's transfer buffers for layer L (0 where they are not used), held from
  * a gather's all-gather to its end. */

@@ -35,12 +35,13 @@ zt_status zt_rt_sync_event(zt_runtime *rt, zt_event *e)
     return zt_device_event_synchronize(rt->device.dev, e, &rt->err);
 }
 
-/* grad_acc += shard (of dtype), on the optimizer pool. The step's last accumulation also
- * takes the gradient norm's sums while each chunk is in cache, so zt_step need not read the
- * accumulator again for them. */
-static void accumulate_shard(zt_runtime *rt, zt_layer *L, const void *shard, zt_dtype dtype)
+/* grad_acc += shard (of dtype; the sum of `micro` micro-steps), on the optimizer pool. The
+ * step's last accumulation also takes the gradient norm's sums while each chunk is in cache,
+ * so zt_step need not read the accumulator again for them. */
+static void accumulate_shard(zt_runtime *rt, zt_layer *L, const void *shard, zt_dtype dtype,
+                             int micro)
 {
-    int last = L->accum_count + 1 >= rt->cfg.gradient_accumulation_steps;
+    int last = L->accum_count + micro >= rt->cfg.gradient_accumulation_steps;
     int64_t bad = 0;
     /* the step's first micro-step overwrites: the sums are not zeroed between steps */
     double sum = zt_grad_accumulate(
@@ -76,10 +77,16 @@ static zt_status comm_after_stream(zt_runtime *rt, zt_stream *s)
 }
 
 /* A collective's result is needed on rt->device.stream: it waits for it on the device, or (host
- * backends) the host waits for the collective. */
-static zt_status stream_after_comm(zt_runtime *rt, zt_comm_req *req)
+ * backends) the host waits for the collective (counted as exposed communication). */
+static zt_status stream_after_comm(zt_runtime *rt, zt_comm_req *req, const zt_layer *L)
 {
-    return zt_comm_complete_on(rt->dist.comm, req, rt->device.stream, &rt->err);
+    double t0 = zt_now_s();
+    zt_status st = zt_comm_complete_on(rt->dist.comm, req, rt->device.stream, &rt->err);
+    if (!device_ordered(rt)) {
+        rt->stats.comm_wait_s += zt_now_s() - t0;
+        zt_trace_span("comm", t0, "wait for the reduction of %s", L->name);
+    }
+    return st;
 }
 
 /* 16-bit gradients are widened to fp32 on the device before they are summed over ranks, so
@@ -98,10 +105,10 @@ static zt_status widen_grads(zt_runtime *rt, zt_layer *L, void **wide)
 
 /* The sum of the layer's gradients over ranks is at the start of buf: copies this rank's
  * shard to the host and adds it to the fp32 accumulator. */
-static zt_status add_reduced(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt)
+static zt_status add_reduced(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt, int micro)
 {
     if (rt->opt.on_device) /* summed on the device, on ztier's stream */
-        return zt_dev_opt_accumulate(rt, L, buf, dt);
+        return zt_dev_opt_accumulate(rt, L, buf, dt, micro);
     void *host = rt->opt.staging_lp; /* holds one fp32 shard */
     size_t bytes = (size_t)L->shard_numel * zt_dtype_size(dt);
     zt_status st = zt_device_copy_sync(rt->device.dev, host, buf, bytes, ZT_COPY_D2H,
@@ -110,8 +117,8 @@ static zt_status add_reduced(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt
         return st;
     rt->stats.d2h_bytes += bytes;
     rt->stats.reduced_bytes += (uint64_t)L->flat_numel * zt_dtype_size(dt);
-    accumulate_shard(rt, L, host, dt);
-    L->accum_count++;
+    accumulate_shard(rt, L, host, dt, micro);
+    L->accum_count += micro;
     return ZT_OK;
 }
 
@@ -133,13 +140,13 @@ static zt_status issue_sum(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt, 
 
 /* Sums over ranks (in place at the start of buf), copies this rank's shard to the host and
  * adds it to the fp32 accumulator. */
-static zt_status reduce_in_place(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt)
+static zt_status reduce_in_place(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt, int micro)
 {
     zt_comm_req req = {0};
     zt_status st = issue_sum(rt, L, buf, dt, &req);
     if (st == ZT_OK)
-        st = stream_after_comm(rt, &req);
-    return st == ZT_OK ? add_reduced(rt, L, buf, dt) : st;
+        st = stream_after_comm(rt, &req, L);
+    return st == ZT_OK ? add_reduced(rt, L, buf, dt, micro) : st;
 }
 
 /* ---- qgZ's buffers ---- */
@@ -238,7 +245,7 @@ static zt_status qgz_add_sum(zt_runtime *rt, zt_layer *L, const void *sum)
     if (st != ZT_OK)
         return st;
     rt->stats.d2h_bytes += bytes;
-    accumulate_shard(rt, L, rt->opt.staging, ZT_F32);
+    accumulate_shard(rt, L, rt->opt.staging, ZT_F32, 1);
     L->accum_count++;
     return ZT_OK;
 }
@@ -253,8 +260,10 @@ static zt_status qgz_now(zt_runtime *rt, zt_layer *L, const float *grads, int sl
     zt_qgz q;
     zt_status st = zt_qgz_start(&q, &rt->dist.topo, grads, L->shard_numel, rt->cfg.quant_block_size,
                                 rt->reduce.qgz.head, s->tail, L->name, rt->device.stream, &rt->err);
+    double t0 = zt_now_s();
     if (st == ZT_OK)
         st = zt_qgz_wait(&q, &rt->err);
+    rt->stats.comm_wait_s += zt_now_s() - t0;
     if (st == ZT_OK)
         st = zt_qgz_finish(&q, &rt->dist.topo, acc, L->name, rt->device.stream, &rt->err);
     if (rt->opt.on_device) {
@@ -282,11 +291,13 @@ static zt_status complete_inflight(zt_runtime *rt)
     zt_inflight_reduction *r = &rt->reduce.inflight[rt->reduce.inflight_head];
     zt_layer *L = &rt->reg.layers[r->layer];
     zt_qgz_slot *slot = r->qgz_slot >= 0 ? &rt->reduce.qgz.slot[r->qgz_slot] : NULL;
-    void *buf = r->wide ? r->wide : r->grads;
     rt->reduce.inflight_head = (rt->reduce.inflight_head + 1) % ZT_REDUCTIONS_IN_FLIGHT;
     rt->reduce.n_inflight--;
+    double t0 = zt_now_s();
     zt_status st =
         slot ? zt_qgz_wait(&r->qgz, &rt->err) : zt_comm_wait(rt->dist.comm, &r->req, &rt->err);
+    rt->stats.comm_wait_s += zt_now_s() - t0;
+    zt_trace_span("comm", t0, "wait for the reduction of %s", L->name);
     int finished = st == ZT_OK;
     if (st == ZT_OK && slot) {
         st =
@@ -294,7 +305,7 @@ static zt_status complete_inflight(zt_runtime *rt)
         if (st == ZT_OK)
             st = qgz_add_sum(rt, L, slot->sum);
     } else if (st == ZT_OK) {
-        st = add_reduced(rt, L, buf, r->dt);
+        st = add_reduced(rt, L, r->sum, r->dt, r->micro);
     }
     if (st != ZT_OK)
         zt_error_prefix(&rt->err,
@@ -335,17 +346,21 @@ static zt_inflight_reduction *inflight_slot(zt_runtime *rt, zt_status *done)
     return &rt->reduce.inflight[k];
 }
 
-/* Issues the layer's sum and leaves it in flight; it takes over L->grads and `wide`. */
-static zt_status defer_sum(zt_runtime *rt, zt_layer *L, void *wide, zt_dtype dt)
+/* Issues the sum of `sum` (micro micro-steps) and leaves it in flight; it takes over
+ * L->grads and `wide` (sum is one of them, or a stage-1 layer's own sums). */
+static zt_status defer_sum(zt_runtime *rt, zt_layer *L, void *sum, void *wide, zt_dtype dt,
+                           int micro)
 {
     zt_status done;
     zt_inflight_reduction *r = inflight_slot(rt, &done);
     *r = (zt_inflight_reduction){.layer = (int)(L - rt->reg.layers),
                                  .grads = L->grads,
                                  .wide = wide,
+                                 .sum = sum,
+                                 .micro = micro,
                                  .dt = dt,
                                  .qgz_slot = -1};
-    zt_status st = issue_sum(rt, L, wide ? wide : L->grads, dt, &r->req);
+    zt_status st = issue_sum(rt, L, sum, dt, &r->req);
     if (st == ZT_OK) {
         rt->reduce.n_inflight++;
         L->grads = NULL;
@@ -383,12 +398,57 @@ int zt_rt_reclaim_reduction(void *ctx)
 void zt_rt_drop_reductions(zt_runtime *rt)
 {
     rt->reduce.inflight_err = (zt_error){0};
+    for (int i = 0; i < rt->reg.n_layers; i++)
+        rt->reg.layers[i].local_count = 0; /* the step's own sums go with it */
     while (rt->reduce.n_inflight) {
         zt_error ignored = rt->err;
         complete_inflight(rt);
         rt->err = ignored;
     }
     free_qgz(rt);
+}
+
+/* Stage 1: the released gradients added to this rank's own fp32 sums of the step, on ztier's
+ * stream (the first micro-step's overwrite them); *due is set at the step's last
+ * micro-step, when the sums are reduce-scattered. */
+static zt_status add_local(zt_runtime *rt, zt_layer *L, int *due)
+{
+    size_t n = (size_t)L->flat_numel;
+    zt_status st = L->local_count == 0
+                       ? zt_device_cast_async(rt->device.dev, L->grad_local.ptr, ZT_F32, L->grads,
+                                              rt->reg.dtype, n, rt->device.stream, &rt->err)
+                       : zt_device_accumulate_async(rt->device.dev, L->grad_local.ptr, L->grads,
+                                                    rt->reg.dtype, n, rt->device.stream, &rt->err);
+    L->local_count += st == ZT_OK;
+    *due = st == ZT_OK && L->local_count >= rt->cfg.gradient_accumulation_steps;
+    if (*due) /* the collective reads them after ztier's stream has summed them */
+        st = comm_after_stream(rt, rt->device.stream);
+    return st;
+}
+
+/* The sums of a stage-1 layer's micro-steps over ranks, into this rank's accumulator: issued
+ * and left in flight where the others are. */
+static zt_status reduce_local(zt_runtime *rt, zt_layer *L)
+{
+    int micro = L->local_count;
+    L->local_count = 0;
+    if (can_defer(rt))
+        return defer_sum(rt, L, L->grad_local.ptr, NULL, ZT_F32, micro);
+    return reduce_in_place(rt, L, L->grad_local.ptr, ZT_F32, micro);
+}
+
+zt_status zt_rt_flush_local_sums(zt_runtime *rt)
+{
+    zt_status st = ZT_OK;
+    for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
+        zt_layer *L = &rt->reg.layers[i];
+        if (L->local_count > 0) { /* a step before the configured micro-steps were done */
+            st = comm_after_stream(rt, rt->device.stream);
+            if (st == ZT_OK)
+                st = reduce_local(rt, L);
+        }
+    }
+    return st;
 }
 
 /* Sums the layer's gradients over ranks into this rank's fp32 accumulator. What can fail
@@ -398,6 +458,11 @@ static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
 {
     void *buf = L->grads, *wide = NULL;
     zt_dtype dt = rt->reg.dtype;
+    if (L->grad_local.ptr) { /* stage 1: summed here until the step's last micro-step */
+        int due = 0;
+        zt_status st = add_local(rt, L, &due);
+        return st == ZT_OK && due ? reduce_local(rt, L) : st;
+    }
     int qgz = rt->cfg.zero_quantized_gradients && rt->dist.world > 1 && !L->persistent;
     int widen = dt != ZT_F32 && rt->dist.world > 1, grew = 0, slot = -1;
     zt_status st = ZT_OK;
@@ -414,11 +479,11 @@ static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
     } else if (st == ZT_OK && qgz) {
         st = qgz_now(rt, L, buf, slot);
     } else if (st == ZT_OK && can_defer(rt)) {
-        st = defer_sum(rt, L, wide, dt);
+        st = defer_sum(rt, L, wide ? wide : L->grads, wide, dt, 1);
         if (!L->grads) /* handed over, with wide */
             wide = NULL;
     } else if (st == ZT_OK) {
-        st = reduce_in_place(rt, L, buf, dt);
+        st = reduce_in_place(rt, L, buf, dt, 1);
     }
     zt_device_tier_free(&rt->tiers.dtier, wide);
     return st;
@@ -452,7 +517,7 @@ static int complete_oldest(zt_runtime *rt, int wait)
                "this step are incomplete: load a checkpoint",
                L->name, e.msg[0] ? e.msg : "event query failed");
     if (done > 0) {
-        accumulate_shard(rt, L, rt->reduce.landing[p->buf], rt->reg.dtype);
+        accumulate_shard(rt, L, rt->reduce.landing[p->buf], rt->reg.dtype, 1);
         L->accum_count++;
         size_t bytes = (size_t)L->shard_numel * zt_dtype_size(rt->reg.dtype);
         rt->stats.d2h_bytes += bytes;

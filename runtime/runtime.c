@@ -406,6 +406,7 @@ static void free_layer(zt_runtime *rt, zt_layer *L)
         zt_device_tier_free(&rt->tiers.dtier, L->grads);
         zt_home_free(&rt->tiers.homes, &L->param_home);
         zt_home_free(&rt->tiers.homes, &L->replica);
+        zt_home_free(&rt->tiers.homes, &L->grad_local);
     }
     zt_home_free(&rt->tiers.homes, &L->master);
     zt_home_free(&rt->tiers.homes, &L->exp_avg);
@@ -487,6 +488,7 @@ void zt_rt_stats(const zt_runtime *rt, zt_stats *out)
     s.h2d_bytes += rt->gather_env.h2d_bytes;
     s.host_syncs += rt->gather_env.host_syncs + rt->tiers.dtier.fence_waits;
     s.gathered_bytes = rt->gather_env.gathered_bytes;
+    s.comm_wait_s += rt->gather_env.comm_wait_s;
     s.comm_bytes_intra = rt->dist.topo.bytes_intra;
     s.comm_bytes_inter = rt->dist.topo.bytes_inter;
     s.pinned_bytes = rt->tiers.param_staging ? zt_staging_bytes(rt->tiers.param_staging) : 0;

@@ -56,7 +56,13 @@ typedef struct zt_layer {
 
     /* This rank's shard: working-dtype parameters and fp32 optimizer state. */
     zt_home param_home;
-    zt_home replica; /* replicated layers: the full working-dtype parameters, in device memory */
+    zt_home replica; /* replicated layers: the full working-dtype parameters in device memory;
+                        param_home is this rank's slice of it */
+    /* Stage 1 with gradient accumulation: the fp32 sums of this rank's own micro-steps, the
+     * whole layer in device memory, reduce-scattered once per step (at the step's last
+     * micro-step, or by zt_step); local_count: micro-steps in it */
+    zt_home grad_local;
+    int local_count;
     zt_home master, exp_avg, exp_avg_sq;
     void *grad_acc;  /* gradient accumulation shard of rt->reg.acc_dtype: host memory, or fp32 in
                        device memory with the device optimizer (rt->opt.on_device) */
@@ -87,6 +93,8 @@ typedef struct zt_inflight_reduction {
     zt_comm_req req;
     void *grads;  /* device: the released gradients */
     void *wide;   /* device: their fp32 copy, summed in place of them; NULL when not widened */
+    void *sum;    /* device: what is summed in place (grads, wide or a stage-1 layer's sums) */
+    int micro;    /* micro-steps the sum covers */
     zt_dtype dt;  /* of what is summed */
     int qgz_slot; /* a qgZ reduction: its last exchange, in that slot's buffers; else -1 */
     zt_qgz qgz;
@@ -312,6 +320,9 @@ void zt_rt_poll_reductions(zt_runtime *rt);
 /* Waits for the caller's streams up to their last release and completes every pending
  * reduction: the accumulators are whole and no device buffer is in use by a caller. */
 zt_status zt_rt_finish_reductions(zt_runtime *rt);
+/* Stage 1: the sums of layers whose micro-steps stopped short of the configured count are
+ * reduced now (zt_step, on every rank alike). */
+zt_status zt_rt_flush_local_sums(zt_runtime *rt);
 /* Frees the landing buffers and their events (destroy). */
 void zt_rt_free_landing(zt_runtime *rt);
 /* Waits for the reductions still in flight and frees their buffers, ignoring failures
@@ -383,7 +394,8 @@ void zt_dev_opt_close(zt_runtime *rt);
 zt_status zt_dev_opt_alloc_acc(zt_runtime *rt, zt_layer *L);
 zt_status zt_dev_opt_zero_acc(zt_runtime *rt, zt_layer *L);
 /* acc += the reduced shard (device memory, dtype dt), on ztier's stream. */
-zt_status zt_dev_opt_accumulate(zt_runtime *rt, zt_layer *L, const void *shard, zt_dtype dt);
+zt_status zt_dev_opt_accumulate(zt_runtime *rt, zt_layer *L, const void *shard, zt_dtype dt,
+                                int micro);
 /* out[0]: sum of squares of the scaled accumulators, out[1]: non-finite count (this rank). */
 zt_status zt_dev_opt_grad_stats(zt_runtime *rt, float scale, double out[2]);
 /* Adam on the layer's shard; the new parameters reach their home. */

@@ -206,7 +206,10 @@ static zt_status run_step(zt_runtime *rt, const zt_step_args *args, zt_step_info
     /* the previous step's updates all done (a trainer that skips a layer's fetch); every
      * release's gradients summed; the caller's streams past their last release */
     zt_status updated = zt_rt_step_complete(rt); /* reported after the collective */
+    zt_status flushed = zt_rt_flush_local_sums(rt);
     zt_status st = zt_rt_finish_reductions(rt);
+    if (st == ZT_OK)
+        st = flushed;
     if (st == ZT_OK)
         st = get_step_values(rt, args, &v);
     if (st == ZT_OK)

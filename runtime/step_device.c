@@ -53,12 +53,13 @@ zt_status zt_dev_opt_zero_acc(zt_runtime *rt, zt_layer *L)
                                   &rt->err);
 }
 
-zt_status zt_dev_opt_accumulate(zt_runtime *rt, zt_layer *L, const void *shard, zt_dtype dt)
+zt_status zt_dev_opt_accumulate(zt_runtime *rt, zt_layer *L, const void *shard, zt_dtype dt,
+                                int micro)
 {
     zt_status st = zt_device_accumulate_async(rt->device.dev, L->grad_acc, shard, dt,
                                               (size_t)L->shard_numel, rt->device.stream, &rt->err);
     if (st == ZT_OK) {
-        L->accum_count++;
+        L->accum_count += micro;
         rt->stats.reduced_bytes += (uint64_t)L->shard_numel * zt_dtype_size(dt);
     }
     return st;

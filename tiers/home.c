@@ -114,5 +114,7 @@ zt_status zt_home_store(zt_homes *h, zt_home *home, const void *src, zt_error *e
 zt_status zt_home_to_device(zt_homes *h, const zt_home *home, void *dst, zt_error *err)
 {
     zt_copy_kind kind = home->kind == ZT_TIER_DEVICE ? ZT_COPY_D2D : ZT_COPY_H2D;
+    if (home->ptr == dst) /* a home inside the destination (a replica's slice): in place */
+        return ZT_OK;
     return zt_device_memcpy_async(h->dev, dst, home->ptr, home->bytes, kind, h->stream, err);
 }

@@ -3,7 +3,7 @@
  * placements of the parameters and the optimizer state fit this machine.
  *
  *   ztier estimate (--config tiny|d12|d24|d36|d48|d<L>c<C> [--vocab N] | --layers FILE.json)
- *                  [--world N] [--ranks-per-node N] [--ds-config FILE]
+ *                  [--world N] [--ranks-per-node N] [--ds-config FILE] [--stage 0|1|2|3]
  *                  [--device-memory SIZE] [--json]
  *
  * The model is registered exactly as a run registers it (GPT-2 through the example's code,
@@ -16,6 +16,8 @@
  * fetched and released forward in order, then backward in reverse, and a layer with
  * "tied_after": "<layer>" (zt_layer_tie: an embedding reused as the head) is used again after
  * that layer and held through the backward pass from there, the order commit checks.
+ * --stage sets zero_optimization.stage (below 3 the parameters stay on the device, and at 0
+ * the optimizer state too, as a run must have them); the placements listed are the stage's.
  * A device budget below the call order's minimum cannot run: the command says so, naming the
  * minimum, and exits with 1 (the placements that fit are still listed). */
 #include "runtime/estimate.h"
@@ -38,6 +40,7 @@
 typedef struct est_options {
     const char *config, *layers, *ds_config, *device_memory;
     int vocab, world, ranks_per_node, json;
+    int stage; /* --stage, or -1: the configuration's */
 } est_options;
 
 /* A registered model and one micro-step's calls. */
@@ -53,7 +56,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: ztier estimate (" CONFIG_USAGE
                     "--layers FILE.json) [--world N] [--ranks-per-node N] [--ds-config FILE] "
-                    "[--device-memory SIZE] [--json]\n");
+                    "[--stage 0|1|2|3] [--device-memory SIZE] [--json]\n");
     return 2;
 }
 
@@ -199,7 +202,14 @@ static int build(est_model *m, const est_options *o, const char *pdev, const cha
         opts.log_level = 0; /* errors */
     if (zt_runtime_create(&opts, NULL, &m->rt) != ZT_OK)
         return snprintf(err, len, "%s", zt_last_error(m->rt)), -1;
-    if ((pdev && zt_config_set(m->rt, "zero_optimization.offload_param.device", pdev)) ||
+    char stage[8];
+    snprintf(stage, sizeof stage, "%d", o->stage);
+    if (o->stage >= 0 && !pdev && o->stage < 3) /* the parameters where the stage keeps them */
+        pdev = "none";
+    if (o->stage == 0 && !odev)
+        odev = "none";
+    if ((o->stage >= 0 && zt_config_set(m->rt, "zero_optimization.stage", stage)) ||
+        (pdev && zt_config_set(m->rt, "zero_optimization.offload_param.device", pdev)) ||
         (odev && zt_config_set(m->rt, "zero_optimization.offload_optimizer.device", odev)))
         return snprintf(err, len, "%s", zt_last_error(m->rt)), -1;
     return o->config ? register_gpt2(m, o, err, len) : register_json(m, o->layers, err, len);
@@ -277,8 +287,9 @@ static void print_rank(const est_model *m, const zt_estimate *e, int world)
     const zt_plan *p = &e->plan;
     char a[32], b[32], c[32], d[32];
     static const char *const tiers[] = {"device", "cpu", "nvme"};
-    printf("%s: %.2fM parameters, %d rank(s), %s, parameters on %s, optimizer state on %s\n",
-           m->name, (double)m->params / 1e6, world,
+    printf("%s: %.2fM parameters, %d rank(s), ZeRO stage %d, %s, parameters on %s, optimizer "
+           "state on %s\n",
+           m->name, (double)m->params / 1e6, world, m->rt->cfg.stage,
            p->dtype == ZT_F32    ? "fp32"
            : p->dtype == ZT_BF16 ? "bf16"
                                  : "fp16",
@@ -297,6 +308,10 @@ static void print_rank(const est_model *m, const zt_estimate *e, int world)
         printf("          %10s with the whole prefetch window; the budget of %s is below the "
                "minimum: these steps cannot run\n",
                fmt(e->device_window, a), fmt(e->device_capacity, c));
+    if (p->replicated_layers)
+        printf("          %10s of it the full parameters of %d layers, replicated on every rank "
+               "(stage %d)\n",
+               fmt(p->replicated_bytes, a), p->replicated_layers, m->rt->cfg.stage);
     printf("  host    %10s (fp32 gradient accumulators, staging, and the shards placed on cpu)\n",
            fmt(p->host_bytes, a));
     if (p->persistent_layers)
@@ -384,16 +399,17 @@ static void print_json(const est_model *m, const zt_estimate *e, const fit *fits
                              per_node),
                 "fits", fits[i].ok_device && fits[i].ok_host && fits[i].ok_nvme));
     json_t *o = json_pack(
-        "{s:s, s:I, s:i, s:i, s:{s:I, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, "
-        "s:I}, s:o}",
+        "{s:s, s:I, s:i, s:i, s:i, s:{s:I, s:I, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, "
+        "s:I, s:I}, s:o}",
         "model", m->name, "parameters", (json_int_t)m->params, "world", world, "ranks_per_node",
-        per_node, "per_rank", "device_min", (json_int_t)e->device_min_order, "runs", e->runs,
-        "device_window", (json_int_t)e->device_window, "device_peak", (json_int_t)e->device_peak,
-        "device_resident", (json_int_t)p->device_resident, "host", (json_int_t)p->host_bytes,
-        "pinned", (json_int_t)p->pinned_bytes, "nvme_params", (json_int_t)p->nvme_param_bytes,
-        "nvme_optimizer", (json_int_t)p->nvme_optim_bytes, "machine", "ram_available",
-        (json_int_t)mc->ram_available, "device_budget", (json_int_t)mc->device_budget, "nvme_free",
-        (json_int_t)mc->nvme_free, "placements", list);
+        per_node, "stage", m->rt->cfg.stage, "per_rank", "replicated",
+        (json_int_t)p->replicated_bytes, "device_min", (json_int_t)e->device_min_order, "runs",
+        e->runs, "device_window", (json_int_t)e->device_window, "device_peak",
+        (json_int_t)e->device_peak, "device_resident", (json_int_t)p->device_resident, "host",
+        (json_int_t)p->host_bytes, "pinned", (json_int_t)p->pinned_bytes, "nvme_params",
+        (json_int_t)p->nvme_param_bytes, "nvme_optimizer", (json_int_t)p->nvme_optim_bytes,
+        "machine", "ram_available", (json_int_t)mc->ram_available, "device_budget",
+        (json_int_t)mc->device_budget, "nvme_free", (json_int_t)mc->nvme_free, "placements", list);
     char *text = json_dumps(o, JSON_COMPACT);
     printf("%s\n", text ? text : "{}");
     free(text);
@@ -407,8 +423,9 @@ static void print_json(const est_model *m, const zt_estimate *e, const fit *fits
 
 static int parse(int argc, char **argv, est_options *o)
 {
-    static const char *const known[] = {"config",         "vocab",     "layers",        "world",
-                                        "ranks-per-node", "ds-config", "device-memory", NULL};
+    static const char *const known[] = {"config",        "vocab",          "layers",
+                                        "world",         "ranks-per-node", "ds-config",
+                                        "device-memory", "stage",          NULL};
     static const char *const flags[] = {"json", NULL};
     if (bench_check_args(argc, argv, known, flags) != 0)
         return -1;
@@ -419,7 +436,8 @@ static int parse(int argc, char **argv, est_options *o)
                        0,
                        1,
                        0,
-                       bench_flag(argc, argv, "json")};
+                       bench_flag(argc, argv, "json"),
+                       -1};
     const char *v = bench_arg(argc, argv, "vocab");
     if (v && !strcmp(v, "byte"))
         o->vocab = 256;
@@ -427,7 +445,8 @@ static int parse(int argc, char **argv, est_options *o)
         return -1;
     if (bench_int_arg(argc, argv, "ztier estimate", "world", 1, ZT_EST_MAX_WORLD, &o->world) != 0 ||
         bench_int_arg(argc, argv, "ztier estimate", "ranks-per-node", 0, ZT_EST_MAX_WORLD,
-                      &o->ranks_per_node) != 0)
+                      &o->ranks_per_node) != 0 ||
+        bench_int_arg(argc, argv, "ztier estimate", "stage", 0, 3, &o->stage) != 0)
         return -1;
     if (!o->config == !o->layers)
         return -1;
@@ -462,15 +481,21 @@ int cmd_estimate(int argc, char **argv)
         free_model(&m);
         return 1;
     }
+    int stage = m.rt->cfg.stage;
     free_model(&m);
     int per_node = o.ranks_per_node ? o.ranks_per_node : o.world;
-    static const char *const placements[][2] = {
+    /* the placements the stage allows: the parameters offloaded only at stage 3, nothing at 0 */
+    static const char *const stage3[][2] = {
         {"none", "cpu"}, {"cpu", "cpu"}, {"cpu", "nvme"}, {"nvme", "nvme"}};
+    static const char *const stage12[][2] = {{"none", "cpu"}, {"none", "nvme"}};
+    static const char *const stage0[][2] = {{"none", "none"}};
+    const char *const(*placements)[2] = stage == 3 ? stage3 : stage ? stage12 : stage0;
+    int n_fits = stage == 3 ? 4 : stage ? 2 : 1;
     fit fits[4];
     int rc = estimate(&o, NULL, NULL, mc.device_budget, &m, &e, err, sizeof err);
     if (rc == 0)
         print_rank(&m, &e, o.world);
-    for (int i = 0; rc == 0 && i < 4; i++) {
+    for (int i = 0; rc == 0 && i < n_fits; i++) {
         est_model pm;
         memset(&fits[i], 0, sizeof fits[i]);
         fits[i].param = placements[i][0], fits[i].optim = placements[i][1];
@@ -480,9 +505,9 @@ int cmd_estimate(int argc, char **argv)
         judge(&fits[i], &mc, per_node);
     }
     if (rc == 0) {
-        print_fits(fits, 4, &mc, per_node);
+        print_fits(fits, n_fits, &mc, per_node);
         if (o.json)
-            print_json(&m, &e, fits, 4, &mc, o.world, per_node);
+            print_json(&m, &e, fits, n_fits, &mc, o.world, per_node);
     } else {
         fprintf(stderr, "ztier estimate: %s\n", err);
     }

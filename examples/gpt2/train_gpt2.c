@@ -314,10 +314,11 @@ static void print_summary(const zt_stats *s, timing *tm, int tokens_per_step)
            tm->total, tm->steps ? tm->total / tm->steps * 1e3 : 0.0, median * 1e3,
            (double)tokens_per_step * tm->steps / total);
     printf("  time: forward %.2f s (%.0f%%), backward %.2f s (%.0f%%), optimizer %.2f s (%.0f%%); "
-           "fetch stall %.2f s (%.0f%%)\n",
+           "fetch stall %.2f s (%.0f%%); waits for collectives (exposed communication) %.2f s "
+           "(%.0f%%)\n",
            tm->forward, 100 * tm->forward / total, tm->backward, 100 * tm->backward / total,
            tm->optimizer, 100 * tm->optimizer / total, s->fetch_wait_s,
-           100 * s->fetch_wait_s / total);
+           100 * s->fetch_wait_s / total, s->comm_wait_s, 100 * s->comm_wait_s / total);
     if (s->overlapped_updates) /* the NVMe step's layer updates run by the next forward */
         printf("  overlapped optimizer step: %llu layer updates run by later fetches, %.2f s "
                "(inside the fetch stall)\n",

@@ -135,7 +135,7 @@ const char *ref_mlp_config(const ref_hparams *h, const char *param_dev, const ch
 {
     static char buf[2048];
     snprintf(buf, sizeof buf,
-             "{\"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"%s\"},"
+             "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\"},"
              " \"offload_optimizer\": {\"device\": \"%s\"},"
              " \"stage3_param_persistence_threshold\": 0%s},"
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": %.9g, \"betas\": [%.9g, "

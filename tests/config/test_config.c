@@ -547,7 +547,7 @@ static void test_stages_1_and_2(void **state)
         zt_config c;
         snprintf(json, sizeof json,
                  "{\"zero_optimization\": {\"stage\": %d, \"offload_optimizer\": {\"device\": "
-                 "\"cpu\"}, \"zero_quantized_gradients\": true}}",
+                 "\"cpu\"}, \"zero_quantized_weights\": true}}",
                  s);
         parse_ok(json, &c);
         assert_int_equal(c.stage, s);
@@ -563,6 +563,8 @@ static void test_stages_1_and_2(void **state)
         expect_error(json, "zero_optimization.zero_hpz_partition_size = 2 with stage",
                      "remove it or set stage 3");
     }
+    expect_error("{\"zero_optimization\": {\"stage\": 1, \"zero_quantized_gradients\": true}}",
+                 "zero_optimization.zero_quantized_gradients with stage 1", "set stage 2 or 3");
     expect_error("{\"zero_optimization\": {\"stage\": 4}}", "zero_optimization.stage = 4",
                  "[0, 3]");
     expect_error("{\"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": 0}}",

@@ -119,6 +119,15 @@ static const project_case cases[] = {
      {AUTO, NO_OPT, NULL}, NO_REFUSAL, A_B16 A_CLIP A_ACC},
     {"msswift_zero3.json", "AdamW", DEFAULTS, 0, 1, FP32, "", DEF_LR,
      {AUTO, NO_OPT, NULL}, NO_REFUSAL, A_F16 A_B16 A_CLIP A_ACC},
+    /* ZeRO stages 1 and 2: the optimizer offloaded (ZeRO-Offload), buckets and overlap keys */
+    {"hf_zero2_auto.json", "AdamW", DEFAULTS, 0, 1, FP32, "WarmupLR", 0.0,
+     {AUTO, NULL}, NO_REFUSAL, A_OPT A_SCH A_F16 A_B16 A_CLIP A_ACC},
+    {"dse_zero_offload_stage2.json", "AdamW", 1e-4, 0.9, 0.999, 1e-8, 0.01, 1.0, 2, FP16_DYN, "", 1e-4,
+     {"zero_optimization.cpu_offload " LEGACY, NULL}, NO_REFUSAL, NULL},
+    {"llamafactory_ds_z2_offload.json", "AdamW", DEFAULTS, 0, 1, FP32, "", DEF_LR,
+     {AUTO, NO_OPT, NULL}, NO_REFUSAL, A_F16 A_B16 A_CLIP A_ACC},
+    {"axolotl_zero1_bf16.json", "AdamW", DEFAULTS, 0, 1, BF16, "", DEF_LR,
+     {AUTO, NO_OPT, NULL}, NO_REFUSAL, A_F16 A_CLIP A_ACC},
     /* WarmupDecayLR has no default length: its "auto" must come from the trainer */
     {"alpaca_zero3_decay.json", "AdamW", DEFAULTS, 0, 1, FP32, "WarmupDecayLR", 0.0,
      {AUTO, NULL}, "scheduler.params.total_num_steps", "scheduler.params.total_num_steps", "1000",
@@ -303,7 +312,7 @@ static void run_one(const project_case *c)
 static void test_project_configs(void **state)
 {
     (void)state;
-    assert_int_equal(sizeof cases / sizeof cases[0], 23);
+    assert_int_equal(sizeof cases / sizeof cases[0], 27);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_one(&cases[i]);
 }

@@ -10,8 +10,9 @@
  * and the bytes each rank sends per step must be an all-reduce of every layer's gradients
  * (counted as a ring's: 2 x (N - 1) / N of them). "stage1" and "stage2" (parameters "none")
  * set stage 1 or 2: parameters replicated, optimizer state and gradient sums partitioned; each
- * micro-step reduce-scatters the gradients and each step all-gathers the updated partitions
- * once (plus the first fetch's), nothing else. */
+ * micro-step reduce-scatters the gradients (stage 1: each step, its own sums of the
+ * micro-steps) and each step all-gathers the updated partitions once (plus the first
+ * fetch's), nothing else. */
 #include "ref_mlp.h"
 
 #include <stdio.h>
@@ -141,7 +142,9 @@ int main(int argc, char **argv)
         }
         uint64_t sent = s.comm_bytes_intra + s.comm_bytes_inter - before.comm_bytes_intra -
                         before.comm_bytes_inter;
-        uint64_t reduced = shards * (uint64_t)(world - 1) * STEPS * (uint64_t)accum;
+        /* stage 1 sums its micro-steps itself and reduce-scatters once per step */
+        uint64_t reduced =
+            shards * (uint64_t)(world - 1) * STEPS * (uint64_t)(stage == 1 ? 1 : accum);
         /* the first fetch's all-gather and one after each step: after the last one too unless
          * the step leaves its updates to the next fetches (the NVMe-pipelined step) */
         uint64_t round = shards * (uint64_t)(world - 1), gathered = round * (STEPS + 1);

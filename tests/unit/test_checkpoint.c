@@ -29,6 +29,14 @@ static zt_runtime *create(const char *pdev, const char *odev, minimal_model *m, 
     return rt_fixture_mlp(NULL, ref_mlp_config(&hp, pdev, odev, 1, "", ""), &d, 42, m);
 }
 
+/* extra_zero: more keys of zero_optimization (", \"stage\": 2") */
+static zt_runtime *create_zero(const char *pdev, const char *odev, const char *extra_zero,
+                               minimal_model *m)
+{
+    mlp_dims d = dims;
+    return rt_fixture_mlp(NULL, ref_mlp_config(&hp, pdev, odev, 1, extra_zero, ""), &d, 42, m);
+}
+
 static void train(zt_runtime *rt, const minimal_model *m, int from, int to)
 {
     for (int s = from; s < to; s++) {
@@ -303,6 +311,54 @@ static void test_edited_manifests_are_refused(void **state)
     zt_runtime_destroy(rt);
 }
 
+/* A checkpoint records the stage that saved it and loads under another: stage 3 (parameters
+ * in host memory) to stage 2 (replicated on the device) and back, resumed bitwise as the
+ * uninterrupted stage-3 run; stage 0 lays its layers out alike on one rank and loads too. */
+static void test_checkpoints_load_under_any_stage(void **state)
+{
+    (void)state;
+    static const char *const stages[][3] = {{"cpu", "cpu", ", \"stage\": 3"},
+                                            {"none", "cpu", ", \"stage\": 2"},
+                                            {"none", "nvme", ", \"stage\": 1"},
+                                            {"none", "none", ", \"stage\": 0"}};
+    static char swap[600];
+    snprintf(swap, sizeof swap, "%s-swap", dir);
+    mkdir(swap, 0755);
+    setenv("ZT_NVME_PATH", swap, 1);
+    minimal_model m;
+    zt_runtime *a = create_zero(stages[0][0], stages[0][1], stages[0][2], &m);
+    train(a, &m, 0, 10);
+    int64_t n = 0, n2 = 0;
+    float *want = read_all(a, &m, &n);
+    zt_runtime_destroy(a);
+    for (int from = 0; from < 4; from++)
+        for (int to = 0; to < 4; to++) {
+            if (from == to)
+                continue;
+            a = create_zero(stages[from][0], stages[from][1], stages[from][2], &m);
+            train(a, &m, 0, 5);
+            assert_int_equal(zt_checkpoint_save(a, dir), ZT_OK);
+            zt_runtime_destroy(a);
+            char path[700], want_stage[32];
+            latest_file("manifest.json", path, sizeof path);
+            char *manifest = slurp(path);
+            snprintf(want_stage, sizeof want_stage, "\"zero_stage\": %d", 3 - from);
+            assert_non_null(strstr(manifest, want_stage));
+            free(manifest);
+            zt_runtime *b = create_zero(stages[to][0], stages[to][1], stages[to][2], &m);
+            assert_int_equal(zt_checkpoint_load(b, dir), ZT_OK);
+            train(b, &m, 5, 10);
+            float *got = read_all(b, &m, &n2);
+            assert_int_equal(n, n2);
+            assert_memory_equal(want, got, sizeof(float) * (size_t)n); /* bitwise */
+            free(got);
+            zt_runtime_destroy(b);
+        }
+    free(want);
+    unsetenv("ZT_NVME_PATH");
+    rmdir(swap);
+}
+
 /* ---- the root folder: newest checkpoints kept, any of them loadable by folder ---- */
 
 static int count_checkpoint_folders(void)
@@ -416,6 +472,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_damaged_checkpoints_are_refused, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_foreign_model_is_refused, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_edited_manifests_are_refused, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_checkpoints_load_under_any_stage, make_dir,
+                                        remove_dir),
         cmocka_unit_test_setup_teardown(test_root_keeps_newest_checkpoints, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_full_disk_keeps_previous_checkpoint, make_dir,
                                         remove_dir),

@@ -89,6 +89,7 @@ static void check(const char *what, const char *cfg)
     assert_int_equal(st.nvme_bytes_peak, e.plan.nvme_param_bytes + e.plan.nvme_optim_bytes);
     assert_int_equal(st.pinned_bytes, e.plan.pinned_bytes);
     assert_int_equal(st.persistent_bytes, e.plan.persistent_bytes);
+    assert_int_equal(st.replicated_bytes, e.plan.replicated_bytes);
     assert_true(dev >= 0.95 && dev <= 1.05);
     assert_true(e.device_peak <= e.device_window);
     /* one layer at a time (no tie): the order's minimum is the plan's, commit's as before */
@@ -108,6 +109,12 @@ static void test_estimate_matches_runs(void **state)
                                                       ", \"stage3_prefetch_bucket_size\": 20000, "
                                                       "\"stage3_max_reuse_distance\": 0"));
     check("params cpu, budget forces evictions", config("cpu", "cpu", "2150000", ""));
+    /* stages 0, 1 and 2: replicas resident, the optimizer where it is placed */
+    check("stage 2, optimizer cpu", config("none", "cpu", "64M", ", \"stage\": 2"));
+    check("stage 1, optimizer nvme", config("none", "nvme", "64M", ", \"stage\": 1"));
+    check("stage 2, optimizer nvme, bf16",
+          config("none", "nvme", "64M", ", \"stage\": 2}, \"bf16\": {\"enabled\": true"));
+    check("stage 0", config("none", "none", "64M", ", \"stage\": 0"));
     check("params nvme, budget forces evictions", config("nvme", "cpu", "2150000", ""));
     check("params cpu, optimizer nvme, evictions", config("cpu", "nvme", "2150000", ""));
     check("params nvme, optimizer nvme, small window",
