@@ -346,15 +346,16 @@ static zt_inflight_reduction *inflight_slot(zt_runtime *rt, zt_status *done)
     return &rt->reduce.inflight[k];
 }
 
-/* Issues the sum of `sum` (micro micro-steps) and leaves it in flight; it takes over
- * L->grads and `wide` (sum is one of them, or a stage-1 layer's own sums). */
+/* Issues the sum of `sum` (micro micro-steps) and leaves it in flight. With take_grads it
+ * takes over L->grads and `wide` (sum is one of them); a stage-1 layer's own sums are its
+ * own, and its released gradients, already added to them, are freed by the release. */
 static zt_status defer_sum(zt_runtime *rt, zt_layer *L, void *sum, void *wide, zt_dtype dt,
-                           int micro)
+                           int micro, int take_grads)
 {
     zt_status done;
     zt_inflight_reduction *r = inflight_slot(rt, &done);
     *r = (zt_inflight_reduction){.layer = (int)(L - rt->reg.layers),
-                                 .grads = L->grads,
+                                 .grads = take_grads ? L->grads : NULL,
                                  .wide = wide,
                                  .sum = sum,
                                  .micro = micro,
@@ -363,7 +364,8 @@ static zt_status defer_sum(zt_runtime *rt, zt_layer *L, void *sum, void *wide, z
     zt_status st = issue_sum(rt, L, sum, dt, &r->req);
     if (st == ZT_OK) {
         rt->reduce.n_inflight++;
-        L->grads = NULL;
+        if (take_grads)
+            L->grads = NULL;
     }
     return done != ZT_OK ? done : st;
 }
@@ -433,7 +435,7 @@ static zt_status reduce_local(zt_runtime *rt, zt_layer *L)
     int micro = L->local_count;
     L->local_count = 0;
     if (can_defer(rt))
-        return defer_sum(rt, L, L->grad_local.ptr, NULL, ZT_F32, micro);
+        return defer_sum(rt, L, L->grad_local.ptr, NULL, ZT_F32, micro, 0);
     return reduce_in_place(rt, L, L->grad_local.ptr, ZT_F32, micro);
 }
 
@@ -479,7 +481,7 @@ static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
     } else if (st == ZT_OK && qgz) {
         st = qgz_now(rt, L, buf, slot);
     } else if (st == ZT_OK && can_defer(rt)) {
-        st = defer_sum(rt, L, wide ? wide : L->grads, wide, dt, 1);
+        st = defer_sum(rt, L, wide ? wide : L->grads, wide, dt, 1, 1);
         if (!L->grads) /* handed over, with wide */
             wide = NULL;
     } else if (st == ZT_OK) {
