@@ -28,19 +28,23 @@ typedef struct run {
 /* hbm: ztier.hbm_capacity (the host backend's device budget); threads: the optimizer
  * pool's, the same as the matmuls' (one budget, as zt_gpt2 --threads). */
 static int open_run(run *r, const gpt2_config *c, int B, int T, const char *offload,
-                    const char *nvme, const char *overlap, const char *hbm, int threads)
+                    const char *nvme, const char *overlap, const char *hbm, int threads, int stage)
 {
     char cfg[2048];
+    /* stage 0 keeps the optimizer state where the parameters are: the resident run's */
+    const char *resident_optim = stage == 0 ? "none" : "cpu";
     snprintf(cfg, sizeof cfg,
-             "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\", \"nvme_path\": "
-             "\"%s\"}, \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"}},"
+             "{\"zero_optimization\": {\"stage\": %d, \"offload_param\": {\"device\": \"%s\", "
+             "\"nvme_path\": \"%s\"}, \"offload_optimizer\": {\"device\": \"%s\", "
+             "\"nvme_path\": \"%s\"}},"
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}},"
              " \"ztier\": {\"hbm_capacity\": \"%s\", \"overlap_step\": \"%s\","
              " \"optimizer_threads\": %d}}",
+             stage,
              !strcmp(offload, "all")          ? "nvme"
              : !strcmp(offload, "params-cpu") ? "cpu"
                                               : "none",
-             nvme, strcmp(offload, "none") ? "nvme" : "cpu", nvme, hbm, overlap, threads);
+             nvme, strcmp(offload, "none") ? "nvme" : resident_optim, nvme, hbm, overlap, threads);
     memset(r, 0, sizeof *r);
     if (zt_runtime_create(NULL, cfg, &r->rt) != ZT_OK ||
         gpt2_ztier_register(&r->g, r->rt, c, 1) != ZT_OK || zt_runtime_commit(r->rt) != ZT_OK) {
@@ -78,8 +82,8 @@ static double step_once(run *r, const token_data *d, int64_t step, int B, int T,
 int cmd_bench_gpt2(int argc, char **argv)
 {
     static const char *const known[] = {
-        "config",  "batch",        "seq", "steps",   "nvme-path", "offload", "text",
-        "backend", "overlap-step", "hbm", "threads", "precision", NULL};
+        "config",  "batch",        "seq", "steps",   "nvme-path", "offload",    "text",
+        "backend", "overlap-step", "hbm", "threads", "precision", "zero-stage", NULL};
     static const char *const flags[] = {"json", NULL};
     if (bench_check_args(argc, argv, known, flags) != 0)
         return 2;
@@ -104,14 +108,19 @@ int cmd_bench_gpt2(int argc, char **argv)
     int threads = (v = bench_arg(argc, argv, "threads")) ? atoi(v) : cores > 0 ? (int)cores : 1;
     if (threads < 1)
         return fprintf(stderr, "ztier bench gpt2: --threads must be >= 1\n"), 2;
+    int stage = 3; /* zero_optimization.stage of both runs */
+    if (bench_int_arg(argc, argv, "ztier bench gpt2", "zero-stage", 0, 3, &stage) != 0)
+        return 2;
     gpt2_config c;
     token_data d;
     char err[512];
     if (gpt2_config_named(name, 0, &c) || B < 1 || T < 2 || steps < 1 || steps > MAX_STEPS ||
         (strcmp(offload, "optimizer") && strcmp(offload, "all") && strcmp(offload, "params-cpu")) ||
         (strcmp(overlap, "auto") && strcmp(overlap, "on") && strcmp(overlap, "off"))) {
-        fprintf(stderr, "ztier bench gpt2: --config " GPT2_CONFIG_NAMES ", --steps 1..16, "
-                        "--offload optimizer|params-cpu|all, --overlap-step auto|on|off\n");
+        fprintf(
+            stderr,
+            "ztier bench gpt2: --config " GPT2_CONFIG_NAMES ", --steps 1..16, "
+            "--offload optimizer|params-cpu|all, --overlap-step auto|on|off, --zero-stage 0-3\n");
         return 2;
     }
     if (T > c.max_seq)
@@ -136,7 +145,7 @@ int cmd_bench_gpt2(int argc, char **argv)
         int rc = gpt2_precision_parse(precision) < 0
                      ? (fprintf(stderr, "ztier bench gpt2: --precision bf16|tf32|fp32\n"), 2)
                      : bench_gpt2_cuda(&c, name, B, T, steps, offload, overlap, hbm,
-                                       gpt2_precision_parse(precision), &d,
+                                       gpt2_precision_parse(precision), stage, &d,
                                        bench_flag(argc, argv, "json"));
 #else
         fprintf(stderr, "ztier bench gpt2: --backend cuda needs a build with CUDA\n");
@@ -148,8 +157,8 @@ int cmd_bench_gpt2(int argc, char **argv)
     run res, off;
     int *in = malloc(sizeof(int) * (size_t)B * T), *tg = malloc(sizeof(int) * (size_t)B * T);
     gpt2_set_threads(threads);
-    if (open_run(&res, &c, B, T, "none", nvme, "auto", "16G", threads) ||
-        open_run(&off, &c, B, T, offload, nvme, overlap, hbm ? hbm : "16G", threads)) {
+    if (open_run(&res, &c, B, T, "none", nvme, "auto", "16G", threads, stage) ||
+        open_run(&off, &c, B, T, offload, nvme, overlap, hbm ? hbm : "16G", threads, stage)) {
         tokens_free(&d);
         return 1;
     }

@@ -11,6 +11,6 @@
  * gpt2_precision (the matmuls'). */
 int bench_gpt2_cuda(const gpt2_config *c, const char *name, int B, int T, int steps,
                     const char *offload, const char *overlap, const char *hbm, int precision,
-                    const token_data *d, int json);
+                    int stage, const token_data *d, int json);
 
 #endif

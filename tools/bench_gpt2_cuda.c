@@ -27,18 +27,19 @@ typedef struct gpu_run {
 
 /* hbm: ztier.hbm_capacity, or NULL for all free device memory. */
 static int open_gpu_run(gpu_run *r, const gpt2_config *c, int B, int T, const char *params,
-                        const char *optimizer, const char *overlap, const char *hbm, int precision)
+                        const char *optimizer, const char *overlap, const char *hbm, int precision,
+                        int stage)
 {
     char cfg[1024], why[256] = "", budget[64] = "";
     if (hbm)
         snprintf(budget, sizeof budget, ", \"hbm_capacity\": \"%s\"", hbm);
     snprintf(cfg, sizeof cfg,
-             "{\"zero_optimization\": {\"offload_param\": {\"device\": \"%s\"},"
+             "{\"zero_optimization\": {\"stage\": %d, \"offload_param\": {\"device\": \"%s\"},"
              " \"offload_optimizer\": {\"device\": \"%s\"}},"
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}},"
              " \"ztier\": {\"device_backend\": \"cuda\", \"comm_backend\": \"single\","
              " \"overlap_step\": \"%s\"%s}}",
-             params, optimizer, overlap, budget);
+             stage, params, optimizer, overlap, budget);
     memset(r, 0, sizeof *r);
     if (zt_runtime_create(NULL, cfg, &r->rt) != ZT_OK ||
         gpt2_ztier_register(&r->g, r->rt, c, 1) != ZT_OK || zt_runtime_commit(r->rt) != ZT_OK ||
@@ -89,13 +90,13 @@ static double gpu_step(gpu_run *r, const token_data *d, int64_t step, int B, int
 
 int bench_gpt2_cuda(const gpt2_config *c, const char *name, int B, int T, int steps,
                     const char *offload, const char *overlap, const char *hbm, int precision,
-                    const token_data *d, int json)
+                    int stage, const token_data *d, int json)
 {
     gpu_run res, off;
     int *in = malloc(sizeof(int) * (size_t)B * T), *tg = malloc(sizeof(int) * (size_t)B * T);
     int all = !strcmp(offload, "all");
-    if (!in || !tg || open_gpu_run(&res, c, B, T, "none", "none", "auto", NULL, precision) ||
-        open_gpu_run(&off, c, B, T, all ? "cpu" : "none", "cpu", overlap, hbm, precision)) {
+    if (!in || !tg || open_gpu_run(&res, c, B, T, "none", "none", "auto", NULL, precision, stage) ||
+        open_gpu_run(&off, c, B, T, all ? "cpu" : "none", "cpu", overlap, hbm, precision, stage)) {
         free(in), free(tg);
         return 1;
     }

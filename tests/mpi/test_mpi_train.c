@@ -3,7 +3,7 @@
  * its slice of the global batch, equals the independent single-process reference trained on
  * the whole batch, for each placement given on the command line:
  *   test_mpi_train <param_device> <optimizer_device> [accum] [persistence]
- *                  [stream,devopt,stage0,stage1,stage2]
+ *                  [stream,devopt,stage0,stage1,stage2,ckpt]
  * With "stream" every layer is computed on a stream between zt_fetch_async and
  * zt_release_async; with "devopt" (and optimizer "none") the optimizer runs on the device;
  * "stage0" (with both devices "none") sets zero_optimization.stage 0: every layer replicated,
@@ -12,8 +12,11 @@
  * set stage 1 or 2: parameters replicated, optimizer state and gradient sums partitioned; each
  * micro-step reduce-scatters the gradients (stage 1: each step, its own sums of the
  * micro-steps) and each step all-gathers the updated partitions once (plus the first
- * fetch's), nothing else. */
+ * fetch's), nothing else. "ckpt" saves a checkpoint halfway, and a runtime of another stage
+ * (3 after 0-2, 2 after 3, its parameters on the device then) loads it and trains on. */
 #include "ref_mlp.h"
+#include "runtime/runtime.h"
+#include "scratch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +27,34 @@
 #define STEPS 20
 
 static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+
+/* Saves a checkpoint into a folder every rank names alike, destroys the runtime and loads
+ * the checkpoint into a new one at `stage` (the same model, optimizer and accumulation). */
+static zt_status switch_stage(zt_runtime **rt, minimal_model *m, const ref_hparams *hp,
+                              const char *odev, int accum, int stage, char *root, size_t len)
+{
+    int rank = 0, world = 1;
+    zt_runtime_rank(*rt, &rank, &world);
+    if (rank == 0)
+        scratch_make("mpi-train-stage", root, len);
+    zt_status st = zt_comm_broadcast_sync((*rt)->dist.comm, root, len, ZT_COMM_U8, 0, &(*rt)->err);
+    if (st == ZT_OK)
+        st = zt_checkpoint_save(*rt, root);
+    if (st != ZT_OK)
+        return st;
+    zt_runtime_destroy(*rt);
+    *rt = NULL;
+    mlp_dims d = m->d;
+    char zero[96];
+    snprintf(zero, sizeof zero, ", \"stage\": %d", stage);
+    st = zt_runtime_create(
+        NULL, ref_mlp_config(hp, stage < 3 ? "none" : "cpu", odev, accum, zero, ""), rt);
+    if (st == ZT_OK)
+        st = minimal_register(*rt, &d, 42, m);
+    if (st == ZT_OK)
+        st = zt_runtime_commit(*rt);
+    return st == ZT_OK ? zt_checkpoint_load(*rt, root) : st;
+}
 
 int main(int argc, char **argv)
 {
@@ -94,7 +125,21 @@ int main(int argc, char **argv)
         zt_runtime_destroy(rt);
         return 1;
     }
+    int ckpt = argc > 5 && strstr(argv[5], "ckpt");
+    char root[512] = "";
     for (int s = 0; s < STEPS; s++) {
+        if (ckpt && s == STEPS / 2) {
+            int to = stage == 3 ? 2 : 3;
+            if (switch_stage(&rt, &m, &hp, odev, accum, to, root, sizeof root) != ZT_OK) {
+                fprintf(stderr, "rank %d: stage %d to %d through a checkpoint: %s\n", rank, stage,
+                        to, zt_last_error(rt));
+                return 1;
+            }
+            if (rank == 0)
+                printf("rank 0: stage %d saved at step %d, loaded and trained on at stage %d\n",
+                       stage, s, to);
+            stage = to;
+        }
         for (int k = 0; k < accum; k++) {
             float loss;
             int64_t batch = (int64_t)s * accum + k;
@@ -113,7 +158,10 @@ int main(int argc, char **argv)
         ref_mlp_step(&ref, (int64_t)s * accum, accum);
     }
     int ok = 1;
-    if (stage0) { /* replicated layers: no gather; each micro-step all-reduces the gradients,
+    if (ckpt) { /* the bytes of two runtimes: only the values are checked */
+        if (rank == 0)
+            scratch_remove(root);
+    } else if (stage0) { /* replicated layers: no gather; each micro-step all-reduces the gradients,
                    * which zt_stats counts as 2 x their bytes to each other rank */
         zt_stats s = ZT_STATS_INIT;
         zt_stats_get(rt, &s);
