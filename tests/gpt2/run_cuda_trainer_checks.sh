@@ -7,7 +7,7 @@
 #  TF32 off. Each step's gradient norm (over the whole batch, on every rank) agrees within
 #  1e-3 relative and the final weights within 1e-4 relative L2 (test_gpt2_cuda_train's fp32
 #  tolerance: the GPU sums in other orders); the layer loop makes at most a host wait per step.
-# And ZeRO++ (qwZ + qgZ + hpZ, two "nodes" of two) on 4 ranks, a GPU each (the stand-in's
+# Then ZeRO stages 2 and 1 the same way. And ZeRO++ (qwZ + qgZ + hpZ, two "nodes" of two) on 4 ranks, a GPU each (the stand-in's
 # four; skipped on fewer real GPUs): its CUDA quantization kernels and NCCL's all-to-alls
 # against the same run on the CPU ranks (MPI): the weights within 1e-2 relative L2.
 #   run_cuda_trainer_checks.sh <zt_gpt2> <compare_weights> <mpirun ...>
@@ -52,6 +52,19 @@ paste <(awk '$1 == "step" {print $2, $14}' "$work/cpu.log") \
 waits=$(sed -n 's/.* \([0-9]*\) host waits in fetch and release.*/\1/p' "$work/cuda.log")
 echo "host waits in fetch and release over 10 steps: $waits"
 [ "$waits" -le 10 ]
+
+# ZeRO stages 2 and 1 (replicated parameters on the GPUs, their post-step all-gathers and
+# the reduce-scatters over NCCL; stage 1 sums 2 micro-steps on each GPU first) against the
+# CPU with the same global batch
+"${mpirun[@]}" -np 2 -x ZT_CUDASIM_DEVICES "$trainer" "${common[@]}" --device auto --precision fp32 \
+  --zero-stage 2 --export "$work/cuda-s2.bin" > "$work/cuda-s2.log"
+echo "stage 2 on 2 ranks, CUDA against CPU:"
+"$compare" "$work/cuda-s2.bin" "$work/cpu.bin" 1e-4
+"$trainer" "${common[@]}" --device cpu --accum 2 --export "$work/cpu-a2.bin" > "$work/cpu-a2.log"
+"${mpirun[@]}" -np 2 -x ZT_CUDASIM_DEVICES "$trainer" "${common[@]}" --device auto --precision fp32 \
+  --zero-stage 1 --accum 2 --export "$work/cuda-s1.bin" > "$work/cuda-s1.log"
+echo "stage 1, 2 micro-steps, on 2 ranks, CUDA against CPU:"
+"$compare" "$work/cuda-s1.bin" "$work/cpu-a2.bin" 1e-4
 
 if [ "$gpus" -lt 4 ]; then
   echo "ZeRO++ on 4 ranks: skipped ($gpus GPUs)"; exit 0
