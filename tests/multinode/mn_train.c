@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* The program run.sh launches across network namespaces ("nodes"): the minimal MLP trained
- * with ZeRO-3 ("plain") or ZeRO++ (qwZ + qgZ + hpZ, "zeropp"), each rank on its slice of the
- * global batch:
- *   mn_train <plain|zeropp> <steps> <params_out> [rpn=<ranks per node>] [kill=<rank>@<step>]
+ * with ZeRO-3 ("plain"), ZeRO++ (qwZ + qgZ + hpZ, "zeropp") or ZeRO stage 2 ("stage2":
+ * parameters replicated on the device, the optimizer state partitioned in host memory), each
+ * rank on its slice of the global batch:
+ *   mn_train <plain|zeropp|stage2> <steps> <params_out> [rpn=<ranks per node>] [kill=<rank>@<step>]
  *            [save=<dir>@<seconds>]
  * Rank 0 writes every parameter (fp32, layer by layer) to params_out, which run.sh compares
  * bitwise with the same job on one node. rpn sets ztier.ranks_per_node (the one-node reference
@@ -97,6 +98,7 @@ static int write_params(zt_runtime *rt, const minimal_model *m, int rank, const 
 int main(int argc, char **argv)
 {
     int zeropp = argc > 3 && !strcmp(argv[1], "zeropp");
+    int stage2 = argc > 3 && !strcmp(argv[1], "stage2");
     int steps = argc > 3 ? atoi(argv[2]) : 0;
     int rpn = 0, kill_rank = -1, kill_step = -1;
     char save_dir[512] = "", stall[32] = "";
@@ -105,8 +107,8 @@ int main(int argc, char **argv)
             sscanf(argv[i], "kill=%d@%d", &kill_rank, &kill_step) != 2 &&
             sscanf(argv[i], "save=%511[^@]@%31s", save_dir, stall) != 2)
             steps = 0;
-    if ((!zeropp && (argc < 4 || strcmp(argv[1], "plain"))) || steps < 2) {
-        fprintf(stderr, "usage: mn_train <plain|zeropp> <steps >= 2> <params_out> "
+    if ((!zeropp && !stage2 && (argc < 4 || strcmp(argv[1], "plain"))) || steps < 2) {
+        fprintf(stderr, "usage: mn_train <plain|zeropp|stage2> <steps >= 2> <params_out> "
                         "[rpn=<ranks per node>] [kill=<rank>@<step>] [save=<dir>@<seconds>]\n");
         return 1;
     }
@@ -119,16 +121,18 @@ int main(int argc, char **argv)
         snprintf(ztier, sizeof ztier, ", \"ranks_per_node\": %d", rpn);
     if (zeropp)
         strcat(ztier, ", \"quant_block_size\": 64");
-    const char *zero = zeropp ? ", \"stage3_max_reuse_distance\": 0,"
-                                " \"zero_quantized_weights\": true,"
-                                " \"zero_quantized_gradients\": true,"
-                                " \"zero_hpz_partition_size\": 2"
-                              : ", \"stage3_max_reuse_distance\": 0";
+    const char *zero = zeropp   ? ", \"stage3_max_reuse_distance\": 0,"
+                                  " \"zero_quantized_weights\": true,"
+                                  " \"zero_quantized_gradients\": true,"
+                                  " \"zero_hpz_partition_size\": 2"
+                       : stage2 ? ", \"stage\": 2"
+                                : ", \"stage3_max_reuse_distance\": 0";
     zt_runtime *rt = NULL;
     minimal_model m;
     int rank = 0, world = 1;
     double t0 = now_s();
-    zt_status st = zt_runtime_create(NULL, ref_mlp_config(&hp, "cpu", "cpu", 1, zero, ztier), &rt);
+    zt_status st = zt_runtime_create(
+        NULL, ref_mlp_config(&hp, stage2 ? "none" : "cpu", "cpu", 1, zero, ztier), &rt);
     if (st == ZT_OK) /* the rank is known from creation on: a failed commit names it */
         zt_runtime_rank(rt, &rank, &world);
     if (st == ZT_OK)

@@ -8,10 +8,10 @@
 # between nodes crosses a node's eth0, whose tx_bytes mn_train reads.
 #   run.sh <scenario> <mn_train> <mpirun> [mpirun args...]
 # Scenarios:
-#   same-<plain|zeropp>-<nodes>x<ranks>  trained across the nodes, the weights are bitwise the
-#       same job's on one node (ztier.ranks_per_node standing in for the nodes); the bytes
-#       that crossed the nodes' links match zt_stats' comm_bytes_inter (and, for plain
-#       ZeRO-3, the formula) within WIRE_OVERHEAD
+#   same-<plain|zeropp|stage2>-<nodes>x<ranks>  trained across the nodes, the weights are
+#       bitwise the same job's on one node (ztier.ranks_per_node standing in for the nodes);
+#       the bytes that crossed the nodes' links match zt_stats' comm_bytes_inter (and, for
+#       plain ZeRO-3 and stage 2, the formula) within WIRE_OVERHEAD
 #   uneven       ZeRO++ on 3 nodes of 2+1+1 ranks commits within 5 s, with hpZ's warning
 #   map-by-node  ZeRO++ with --map-by node moves the by-slot placement's bytes between the
 #                nodes (wire counters) within 5%
@@ -217,6 +217,21 @@ print("%.1f" % ((time.monotonic() - t) * 1000)); c.close(); srv.wait()' "${P}n1"
         }
         printf "%.0f", 4 * b * (np - r) * np * s }')
     echo "ZeRO-3 formula: $formula bytes (zt_stats x$(ratio "$counted" "$formula"))"
+    ratio_ok "$counted" "$formula" 1 1 || fail "zt_stats differ from the formula"
+  fi
+  if [ "$mode" = stage2 ]; then
+    # stage 2: per step each layer's gradients are reduce-scattered once and its replica
+    # all-gathered once (after the step), each rank sending its shard to the np - r ranks on
+    # other nodes
+    local formula
+    formula=$(awk -v np="$np" -v r="$r" -v s=$((steps - 1)) '
+      function up(x, m) { return int((x + m - 1) / m) * m }
+      BEGIN {
+        split("32 256 256 256 256 8", d, " "); b = 0
+        for (l = 0; l < 3; l++)
+          b += 2 * up(up(d[2*l+1] * d[2*l+2], 16) + up(d[2*l+2], 16), np * 16) / np
+        printf "%.0f", 4 * b * (np - r) * np * s }')
+    echo "stage 2 formula: $formula bytes (zt_stats x$(ratio "$counted" "$formula"))"
     ratio_ok "$counted" "$formula" 1 1 || fail "zt_stats differ from the formula"
   fi
 }
