@@ -13,7 +13,9 @@
  * micro-step reduce-scatters the gradients (stage 1: each step, its own sums of the
  * micro-steps) and each step all-gathers the updated partitions once (plus the first
  * fetch's), nothing else. "ckpt" saves a checkpoint halfway, and a runtime of another stage
- * (3 after 0-2, 2 after 3, its parameters on the device then) loads it and trains on. */
+ * (3 after 0-2, 2 after 3, its parameters on the device then) loads it and trains on.
+ * "twin" trains a second runtime beside it, the same stage with everything in memory (the
+ * optimizer state in device memory): the parameters must end bitwise equal. */
 #include "ref_mlp.h"
 #include "runtime/runtime.h"
 #include "scratch.h"
@@ -27,6 +29,23 @@
 #define STEPS 20
 
 static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+
+/* 1 when every parameter of two runtimes' models has the same bits (the reads are
+ * collective: every rank calls this). */
+static int same_bits(zt_runtime *a, const minimal_model *ma, zt_runtime *b, const minimal_model *mb)
+{
+    int same = 1;
+    for (int l = 0; l < MLP_LAYERS; l++)
+        for (int k = 0; k < 2; k++) {
+            int64_t n = k ? ma->n_out[l] : (int64_t)ma->n_in[l] * ma->n_out[l];
+            float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
+            int ok = x && y && zt_param_read(a, k ? ma->bias[l] : ma->weight[l], x, n) == ZT_OK &&
+                     zt_param_read(b, k ? mb->bias[l] : mb->weight[l], y, n) == ZT_OK;
+            same = same && ok && !memcmp(x, y, sizeof(float) * (size_t)n);
+            free(x), free(y);
+        }
+    return same;
+}
 
 /* Saves a checkpoint into a folder every rank names alike, destroys the runtime and loads
  * the checkpoint into a new one at `stage` (the same model, optimizer and accumulation). */
@@ -117,6 +136,18 @@ int main(int argc, char **argv)
         zt_runtime_destroy(rt);
         return 1;
     }
+    zt_runtime *twin = NULL; /* the same stage, everything in memory */
+    minimal_model tm;
+    if (argc > 5 && strstr(argv[5], "twin")) {
+        char zero[160];
+        snprintf(zero, sizeof zero, "%s, \"stage\": %d", extra_zero, stage);
+        if (zt_runtime_create(NULL, ref_mlp_config(&hp, "none", "none", accum, zero, devopt),
+                              &twin) != ZT_OK ||
+            minimal_register(twin, &dims, 42, &tm) != ZT_OK || zt_runtime_commit(twin) != ZT_OK) {
+            fprintf(stderr, "rank %d: twin: %s\n", rank, zt_last_error(twin));
+            return 1;
+        }
+    }
     zt_stats before = ZT_STATS_INIT; /* the reference's reads of the initial values */
     zt_stats_get(rt, &before);
     void *stream = NULL;
@@ -150,6 +181,14 @@ int main(int argc, char **argv)
                 fprintf(stderr, "rank %d: step %d: %s\n", rank, s, zt_last_error(rt));
                 return 1;
             }
+            if (twin && minimal_micro_step(twin, &tm, batch, rank * rows, rows, &loss) != ZT_OK) {
+                fprintf(stderr, "rank %d: twin, step %d: %s\n", rank, s, zt_last_error(twin));
+                return 1;
+            }
+        }
+        if (twin && zt_step(twin, NULL, NULL) != ZT_OK) {
+            fprintf(stderr, "rank %d: twin's zt_step: %s\n", rank, zt_last_error(twin));
+            return 1;
         }
         if (zt_step(rt, NULL, NULL) != ZT_OK) {
             fprintf(stderr, "rank %d: zt_step: %s\n", rank, zt_last_error(rt));
@@ -205,6 +244,13 @@ int main(int argc, char **argv)
                (unsigned long long)reduced, (unsigned long long)gathered,
                (double)sent / STEPS / (double)(shards * (uint64_t)world));
         ok = s.persistent_layers == 0 && sent == reduced + gathered;
+    }
+    if (twin) {
+        int same = same_bits(rt, &m, twin, &tm);
+        printf("rank %d: stage %d, %s/%s against everything in memory: parameters %s\n", rank,
+               stage, pdev, odev, same ? "bitwise equal" : "DIFFER");
+        ok = ok && same;
+        zt_runtime_destroy(twin);
     }
     double err = ref_mlp_max_rel_error(&ref, rt, &m);
     ok = ok && err <= 1e-5;
