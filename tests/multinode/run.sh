@@ -200,38 +200,27 @@ print("%.1f" % ((time.monotonic() - t) * 1000)); c.close(); srv.wait()' "${P}n1"
   echo "inter-node bytes over $((steps - 1)) steps: $wired on the links, $counted counted by" \
        "zt_stats (x$(ratio "$wired" "$counted"), allowed $WIRE_MIN-$WIRE_MAX)"
   ratio_ok "$wired" "$counted" "$WIRE_MIN" "$WIRE_MAX" || fail "link bytes do not match zt_stats"
-  if [ "$mode" = plain ]; then
-    # ZeRO-3: per step each layer's gradient is reduce-scattered and the layer gathered
-    # twice, for the forward pass and again for the backward one (stage3_max_reuse_distance
-    # 0), but the last: its backward follows its forward at once. In each, every rank sends
-    # its shard to the np - r ranks on other nodes. A shard: the layer's parameters, each
-    # rounded up to 16 elements, rounded up to np x 16 and split over the np ranks (fp32).
-    local formula
-    formula=$(awk -v np="$np" -v r="$r" -v s=$((steps - 1)) '
-      function up(x, m) { return int((x + m - 1) / m) * m }
-      BEGIN {
-        split("32 256 256 256 256 8", d, " "); b = 0
-        for (l = 0; l < 3; l++) {
-          shard = up(up(d[2*l+1] * d[2*l+2], 16) + up(d[2*l+2], 16), np * 16) / np
-          b += (l < 2 ? 3 : 2) * shard
-        }
-        printf "%.0f", 4 * b * (np - r) * np * s }')
-    echo "ZeRO-3 formula: $formula bytes (zt_stats x$(ratio "$counted" "$formula"))"
-    ratio_ok "$counted" "$formula" 1 1 || fail "zt_stats differ from the formula"
-  fi
-  if [ "$mode" = stage2 ]; then
-    # stage 2: per step each layer's gradients are reduce-scattered once and its replica
-    # all-gathered once (after the step), each rank sending its shard to the np - r ranks on
-    # other nodes
+  # The bytes every rank sends to the np - r ranks on other nodes over the steps measured,
+  # summed over the ranks, from how many times per step each layer's shard is sent (the awk
+  # expression of l, the layer): its parameters, each rounded up to 16 elements, rounded up
+  # to np x 16 and split over the np ranks (fp32).
+  # ZeRO-3: its gradients reduce-scattered and the layer gathered twice, for the forward pass
+  # and again for the backward one (stage3_max_reuse_distance 0), but the last: its backward
+  # follows its forward at once. Stage 2: a reduce-scatter and one all-gather of the replica
+  # after the step.
+  local sends=""
+  [ "$mode" = plain ] && sends="l < 2 ? 3 : 2"
+  [ "$mode" = stage2 ] && sends="2"
+  if [ -n "$sends" ]; then
     local formula
     formula=$(awk -v np="$np" -v r="$r" -v s=$((steps - 1)) '
       function up(x, m) { return int((x + m - 1) / m) * m }
       BEGIN {
         split("32 256 256 256 256 8", d, " "); b = 0
         for (l = 0; l < 3; l++)
-          b += 2 * up(up(d[2*l+1] * d[2*l+2], 16) + up(d[2*l+2], 16), np * 16) / np
+          b += ('"$sends"') * up(up(d[2*l+1] * d[2*l+2], 16) + up(d[2*l+2], 16), np * 16) / np
         printf "%.0f", 4 * b * (np - r) * np * s }')
-    echo "stage 2 formula: $formula bytes (zt_stats x$(ratio "$counted" "$formula"))"
+    echo "$mode formula: $formula bytes (zt_stats x$(ratio "$counted" "$formula"))"
     ratio_ok "$counted" "$formula" 1 1 || fail "zt_stats differ from the formula"
   fi
 }
