@@ -29,6 +29,7 @@
 #define STEPS 20
 
 static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+static uint64_t page(uint64_t bytes) { return (bytes + 4095) / 4096 * 4096; }
 
 /* 1 when every parameter of two runtimes' models has the same bits (the reads are
  * collective: every rank calls this). */
@@ -222,11 +223,26 @@ int main(int argc, char **argv)
     } else if (stage < 3) { /* replicas: one all-gather per step, a reduce-scatter per micro-step */
         zt_stats s = ZT_STATS_INIT;
         zt_stats_get(rt, &s);
-        uint64_t shards = 0; /* fp32 bytes of every layer's partition, as laid out */
+        uint64_t shards = 0, host = 0, largest = 0; /* fp32 bytes of every layer's partition */
         for (int l = 0; l < MLP_LAYERS; l++) {
             int64_t flat = round16(m.n_in[l] * m.n_out[l]) + round16(m.n_out[l]);
-            shards += 4 * (uint64_t)((flat + 16 * world - 1) / (16 * world) * 16);
+            uint64_t shard = 4 * (uint64_t)((flat + 16 * world - 1) / (16 * world) * 16);
+            shards += shard;
+            host += 4 * page(shard); /* its fp32 master, m, v and gradient sums: 16 B/element */
+            largest = shard > largest ? shard : largest;
         }
+        host += 2 * page(largest); /* the optimizer's staging: an fp32 shard and its copy */
+        /* memory: the full parameters once on the device, a partition of everything else */
+        int memory_ok = s.replicated_bytes == shards * (uint64_t)world &&
+                        (strcmp(odev, "cpu") || s.host_bytes_peak == host);
+        printf("rank %d: stage %d: device replicas %llu bytes (the parameters: %llu), host peak "
+               "%llu bytes (%s: %llu)\n",
+               rank, stage, (unsigned long long)s.replicated_bytes,
+               (unsigned long long)(shards * (uint64_t)world),
+               (unsigned long long)s.host_bytes_peak,
+               strcmp(odev, "cpu") ? "not checked, the state is not in host memory"
+                                   : "16 bytes per partition element, page-rounded, and staging",
+               (unsigned long long)host);
         uint64_t sent = s.comm_bytes_intra + s.comm_bytes_inter - before.comm_bytes_intra -
                         before.comm_bytes_inter;
         /* stage 1 sums its micro-steps itself and reduce-scatters once per step */
@@ -243,7 +259,7 @@ int main(int argc, char **argv)
                rank, stage, s.persistent_layers, (unsigned long long)sent, STEPS, accum,
                (unsigned long long)reduced, (unsigned long long)gathered,
                (double)sent / STEPS / (double)(shards * (uint64_t)world));
-        ok = s.persistent_layers == 0 && sent == reduced + gathered;
+        ok = s.persistent_layers == 0 && sent == reduced + gathered && memory_ok;
     }
     if (twin) {
         int same = same_bits(rt, &m, twin, &tm);
