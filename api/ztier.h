@@ -226,6 +226,9 @@ typedef struct zt_stats {
      * the trainer was exposed to; "comm" spans on its track in the trace). Collectives the
      * device orders (nccl) are not waited for on the host and not counted. */
     double comm_wait_s;
+    /* Stages 1 and 2: all-gathers after the step that packed several layers
+     * (zero_optimization.allgather_bucket_size) */
+    uint64_t allgather_buckets;
 } zt_stats;
 
 #define ZT_STATS_INIT                   \

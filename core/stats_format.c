@@ -64,6 +64,7 @@ const zt_stats_field zt_stats_fields[] = {
     U64(replicated_bytes, "B", "parameters replicated on every rank (ZeRO stages 1 and 2)"),
     U32(replicated_layers, "", "layers replicated so"),
     F64(comm_wait_s, "s", "waited for collectives on the host (exposed communication)"),
+    U64(allgather_buckets, "", "post-step all-gathers that packed several layers"),
     {NULL, 0, ZT_STAT_U64, NULL, NULL},
 };
 

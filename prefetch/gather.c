@@ -4,6 +4,8 @@
 #include "core/time.h"
 #include "core/trace.h"
 
+#include <stdlib.h>
+
 static size_t dsize(const zt_gather_env *env) { return zt_dtype_size(env->dtype); }
 
 static char *rank_slot(const zt_gather *g, const zt_gather_env *env)
@@ -332,4 +334,121 @@ void zt_gather_release_secondary(zt_gather *g, zt_gather_env *env)
     zt_device_tier_free(env->dtier, g->secondary);
     g->secondary = NULL;
     g->from_secondary = 0;
+}
+
+/* ---- buckets: several replicas, one all-gather (stages 1 and 2) ---- */
+
+zt_status zt_gather_bucket_start(zt_gather *g, int k, zt_gather_env *env, int *started,
+                                 zt_error *err)
+{
+    zt_topology *t = env->topo;
+    size_t ds = dsize(env);
+    zt_gather_bucket *b = calloc(1, sizeof *b);
+    *started = 0;
+    if (!b)
+        return ZT_OK; /* one by one, then */
+    b->first = g, b->count = k;
+    for (int i = 0; i < k; i++)
+        b->elems += g[i].shard_numel;
+    size_t send = (size_t)b->elems * ds;
+    zt_error local = {0};
+    if (zt_device_tier_alloc(env->dtier, send, 0, &b->send, &local) != ZT_OK ||
+        zt_device_tier_alloc(env->dtier, send * (size_t)t->size, 0, &b->recv, &local) != ZT_OK) {
+        zt_device_tier_free(env->dtier, b->send);
+        free(b);
+        return ZT_OK;
+    }
+    zt_status st = ZT_OK;
+    size_t off = 0;
+    for (int i = 0; st == ZT_OK && i < k; i++) { /* this rank's partitions, packed */
+        st = zt_device_memcpy_async(env->dev, (char *)b->send + off, g[i].home->ptr,
+                                    g[i].home->bytes, ZT_COPY_D2D, env->stream, err);
+        off += g[i].home->bytes;
+    }
+    if (st == ZT_OK)
+        st = zt_device_event_record(env->dev, g->copied, env->stream, err);
+    if (st == ZT_OK && zt_comm_device_ordered(t->world)) {
+        st = zt_comm_wait_event(t->world, env->dev, g->copied, err);
+    } else if (st == ZT_OK) {
+        env->host_syncs++;
+        st = zt_device_event_synchronize(env->dev, g->copied, err);
+    }
+    if (st == ZT_OK) {
+        zt_topology_count(t, send);
+        st = zt_comm_allgather(t->world, b->send, b->recv, (size_t)b->elems,
+                               zt_comm_dtype_of(env->dtype), &b->req, err);
+    }
+    if (st != ZT_OK) { /* nothing was issued: the copies are waited for above or fenced */
+        zt_device_stream_synchronize(env->dev, env->stream, NULL);
+        zt_device_tier_free(env->dtier, b->send);
+        zt_device_tier_free(env->dtier, b->recv);
+        free(b);
+        return st;
+    }
+    for (int i = 0; i < k; i++) {
+        g[i].buf = g[i].replica->ptr;
+        g[i].bucket = b;
+        g[i].state = ZT_GATHER_COMM;
+    }
+    env->buckets++;
+    *started = 1;
+    return ZT_OK;
+}
+
+/* Rank r's piece of every layer, from the rank's run of recv into each replica. */
+static zt_status unpack(zt_gather_bucket *b, zt_gather_env *env, zt_error *err)
+{
+    size_t ds = dsize(env), off = 0;
+    zt_status st = ZT_OK;
+    for (int r = 0; r < env->topo->size; r++)
+        for (int i = 0; st == ZT_OK && i < b->count; i++) {
+            zt_gather *g = &b->first[i];
+            size_t bytes = (size_t)g->shard_numel * ds;
+            st = zt_device_memcpy_async(env->dev, (char *)g->buf + (size_t)r * bytes,
+                                        (const char *)b->recv + off, bytes, ZT_COPY_D2D,
+                                        env->stream, err);
+            off += bytes;
+        }
+    return st;
+}
+
+zt_status zt_gather_bucket_finish(zt_gather_bucket *b, zt_gather_env *env, zt_error *err)
+{
+    zt_comm *c = env->topo->world;
+    zt_status st;
+    if (zt_comm_device_ordered(c)) {
+        st = zt_comm_complete_on(c, &b->req, env->stream, err);
+    } else {
+        double t0 = zt_now_s();
+        st = zt_comm_wait(c, &b->req, err);
+        env->comm_wait_s += zt_now_s() - t0;
+        zt_trace_span("comm", t0, "wait for the all-gather of %d replicas from %s", b->count,
+                      b->first->name);
+    }
+    int completed = st == ZT_OK;
+    if (st == ZT_OK)
+        st = unpack(b, env, err);
+    zt_event *done = b->first->copied; /* every piece copied: the layers are ready after it */
+    if (st == ZT_OK)
+        st = zt_device_event_record(env->dev, done, env->stream, err);
+    for (int i = 0; i < b->count; i++) {
+        zt_gather *g = &b->first[i];
+        g->bucket = NULL;
+        if (st == ZT_OK && i > 0)
+            st = zt_device_event_record(env->dev, g->copied, env->stream, err);
+        if (st == ZT_OK)
+            env->gathered_bytes += (uint64_t)g->flat_numel * dsize(env);
+    }
+    for (int i = 0; i < b->count; i++) {
+        zt_gather *g = &b->first[i];
+        g->state = st == ZT_OK ? ZT_GATHER_READY : ZT_GATHER_NONE;
+        if (st != ZT_OK)
+            g->buf = NULL;
+    }
+    if (completed) { /* recv: freed once the copies out of it are done */
+        zt_device_tier_free(env->dtier, b->send);
+        zt_device_tier_free_after(env->dtier, b->recv, done);
+    }
+    free(b); /* a collective that never completed keeps its buffers: MPI may write them */
+    return st;
 }

@@ -37,7 +37,9 @@ typedef struct zt_gather_env {
     int quant_block;                    /* elements per quantization block */
     uint64_t h2d_bytes, gathered_bytes; /* counters */
     uint64_t host_syncs;                /* times the host waited for a device stream */
-    double comm_wait_s; /* time the host waited for all-gathers to complete (exposed) */
+    int64_t bucket_elems; /* stages 1/2: most partition elements one bucketed all-gather packs */
+    uint64_t buckets;     /* bucketed all-gathers issued */
+    double comm_wait_s;   /* time the host waited for all-gathers to complete (exposed) */
     /* set once the caller hands ztier its stream: a dropped layer's copy still in flight is
      * then fenced (freed after it) instead of waited for; until then drops wait, so that
      * device memory stays a function of the calls (what ztier estimate replays) */
@@ -58,6 +60,15 @@ typedef struct zt_gather_env {
     void *reclaim_ctx;
 } zt_gather_env;
 
+/* Stages 1 and 2: consecutive replicated layers all-gathered by one collective. */
+typedef struct zt_gather_bucket {
+    struct zt_gather *first; /* its gathers: count of them, consecutive in memory */
+    int count;
+    int64_t elems;     /* the sum of their partitions */
+    void *send, *recv; /* device: elems, and ranks x elems, elements */
+    zt_comm_req req;
+} zt_gather_bucket;
+
 typedef struct zt_gather {
     const char *name;    /* not owned */
     int64_t flat_numel;  /* the full layer */
@@ -67,6 +78,7 @@ typedef struct zt_gather {
     /* stages 1 and 2: the full layer's device memory, owned by the runtime; the gather fills
      * it instead of a buffer of its own, and a drop leaves it allocated (NULL: not replicated) */
     const zt_home *replica;
+    zt_gather_bucket *bucket; /* COMM in a bucketed all-gather */
     zt_gather_state state;
     void *buf;        /* device: the full parameters while gathered */
     zt_event *copied; /* the shard's copy into buf is done */
@@ -101,6 +113,16 @@ zt_event *zt_gather_ready_event(const zt_gather *g);
 /* Waits for any stage in flight and frees the full buffer (state NONE; a replica stays
  * allocated, out of date until the next gather). Never fails. */
 void zt_gather_drop(zt_gather *g, zt_gather_env *env);
+
+/* Packs the partitions of k consecutive replicated gathers (NONE, homes current) into one
+ * all-gather; each is then COMM in the bucket. Without room for its buffers (never evicting)
+ * nothing changes and *started is 0: the caller gathers them one by one. */
+zt_status zt_gather_bucket_start(zt_gather *g, int k, zt_gather_env *env, int *started,
+                                 zt_error *err);
+/* Waits for the bucket's all-gather and copies every piece into its replica: each of its
+ * gathers READY, or NONE after a failure (the buffers stay allocated if the collective
+ * never completed). Frees the bucket. */
+zt_status zt_gather_bucket_finish(zt_gather_bucket *b, zt_gather_env *env, zt_error *err);
 
 /* Frees the hpZ slice (before the parameters change). */
 void zt_gather_release_secondary(zt_gather *g, zt_gather_env *env);

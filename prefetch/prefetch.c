@@ -52,12 +52,38 @@ static int evict_slice(zt_prefetcher *pf)
     return 0;
 }
 
+/* Completes the bucketed all-gather layer i is in (the buffers go), if any; a failure leaves
+ * its layers to be gathered again (the error is the caller's, or logged with NULL). */
+static zt_status finish_bucket(zt_prefetcher *pf, int i, zt_error *err)
+{
+    zt_gather_bucket *b = pf->gathers[i].bucket;
+    if (!b)
+        return ZT_OK;
+    zt_error local = {0};
+    zt_status st = zt_gather_bucket_finish(b, pf->env, err ? err : &local);
+    if (st != ZT_OK && !err)
+        ZT_LOGD("prefetch", "bucketed all-gather of replicas: %s", local.msg);
+    return st;
+}
+
+static int finish_any_bucket(zt_prefetcher *pf)
+{
+    for (int i = 0; i < pf->n; i++)
+        if (pf->gathers[i].bucket) {
+            finish_bucket(pf, i, NULL);
+            return 1;
+        }
+    return 0;
+}
+
 /* The device tier's evictor: memory held by work in flight (which the estimate counts as
  * free already), else an hpZ slice, else the unheld gathered layer needed furthest away. */
 static int evict_one(void *user)
 {
     zt_prefetcher *pf = user;
     if (pf->env->reclaim && pf->env->reclaim(pf->env->reclaim_ctx))
+        return 1;
+    if (finish_any_bucket(pf)) /* a bucket's buffers, freed at its first fetch anyway */
         return 1;
     if (evict_slice(pf))
         return 1;
@@ -99,6 +125,8 @@ void zt_prefetcher_destroy(zt_prefetcher *pf)
 {
     if (!pf)
         return;
+    while (finish_any_bucket(pf))
+        ;
     for (int i = 0; i < pf->n; i++)
         zt_gather_fini(&pf->gathers[i], pf->env);
     if (pf->env->dtier->evict_user == pf)
@@ -135,6 +163,8 @@ static void move_window(zt_prefetcher *pf, int current)
  * copies. */
 static void drop_unheld(zt_prefetcher *pf, int except, int replicas)
 {
+    while (replicas && finish_any_bucket(pf))
+        ;
     for (int i = 0; i < pf->n; i++) {
         zt_gather *g = &pf->gathers[i];
         if (i != except && !held(pf, i) && g->state != ZT_GATHER_NONE && (replicas || !g->replica))
@@ -200,7 +230,9 @@ zt_status zt_prefetcher_fetch(zt_prefetcher *pf, int layer, zt_pass pass, void *
         observe(pf, layer, pass);
     if (g->state != ZT_GATHER_NONE && !g->persistent)
         pf->stats.prefetch_hits++;
-    zt_status st = start_gather(pf, g, err);
+    zt_status st = finish_bucket(pf, layer, err);
+    if (st == ZT_OK)
+        st = start_gather(pf, g, err);
     if (st == ZT_OK && training && pf->trace.valid && !pf->trace.deviated)
         move_window(pf, layer);
     while (st == ZT_OK && g->state != ZT_GATHER_READY) {
@@ -249,12 +281,45 @@ void zt_prefetcher_invalidate(zt_prefetcher *pf)
     drop_unheld(pf, -1, 1);
 }
 
+/* A replica the step left out of date whose partition is current (a layer whose home the
+ * overlapped step has not updated yet is left to its fetch, which updates it first). */
+static int stale_and_ready(zt_prefetcher *pf, int i)
+{
+    zt_gather *g = &pf->gathers[i];
+    zt_gather_env *env = pf->env;
+    return g->replica && g->state == ZT_GATHER_NONE &&
+           (!env->home_ready || env->home_ready(env->home_ready_ctx, g->home, 0));
+}
+
+/* Consecutive stale replicas packed into all-gathers of at most env->bucket_elems partition
+ * elements (several ranks, no qwZ); a run of one, or a bucket without room for its buffers,
+ * is left to the per-layer gathers. */
+static void bucket_replicas(zt_prefetcher *pf)
+{
+    zt_gather_env *env = pf->env;
+    if (env->bucket_elems <= 0 || env->topo->size == 1 || env->qwz)
+        return;
+    for (int i = 0; i < pf->n;) {
+        int k = 0;
+        int64_t elems = 0;
+        while (i + k < pf->n && stale_and_ready(pf, i + k) &&
+               (k == 0 || elems + pf->gathers[i + k].shard_numel <= env->bucket_elems))
+            elems += pf->gathers[i + k++].shard_numel;
+        zt_error err = {0};
+        int started = 0;
+        if (k > 1 && zt_gather_bucket_start(&pf->gathers[i], k, env, &started, &err) != ZT_OK)
+            ZT_LOGD("prefetch", "bucketed all-gather from '%s' left to the fetches: %s",
+                    pf->gathers[i].name, err.msg);
+        i += k > 0 ? k : 1;
+    }
+}
+
 /* Stages 1 and 2: every replica the step left out of date is all-gathered now, ahead of the
- * next forward pass: first every shard's copy into its replica, then every collective, so
- * they run together (a layer whose home the overlapped step has not updated yet is left to
- * its fetch, which updates it first). In layer order on every rank. */
+ * next forward pass: buckets first, then for the rest every shard's copy into its replica
+ * and every collective, so they run together. In layer order on every rank. */
 static void refresh_replicas(zt_prefetcher *pf)
 {
+    bucket_replicas(pf);
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < pf->n; i++) {
             zt_gather *g = &pf->gathers[i];

@@ -289,6 +289,7 @@ static zt_status open_prefetch(zt_runtime *rt)
                                      .topo = &rt->dist.topo,
                                      .dtype = rt->reg.dtype,
                                      .qwz = rt->cfg.zero_quantized_weights,
+                                     .bucket_elems = rt->cfg.allgather_bucket_size,
                                      .hpz = rt->dist.topo.hpz,
                                      .quant_block = rt->cfg.quant_block_size,
                                      .home_ready = zt_rt_param_home_ready,

@@ -36,6 +36,7 @@ typedef struct zt_config {
     int64_t stage3_max_reuse_distance;          /* elements */
     int64_t stage3_param_persistence_threshold; /* elements */
     int64_t reduce_bucket_size;                 /* elements */
+    int64_t allgather_bucket_size;              /* elements */
     int64_t sub_group_size;                     /* elements */
     int overlap_comm, contiguous_gradients;     /* accepted (always on) */
     int zero_quantized_weights;                 /* bool */

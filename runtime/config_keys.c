@@ -157,7 +157,11 @@ const zt_config_key zt_config_keys[] = {
     IGNORE("zero_optimization.model_persistence_threshold", UNUSED),
     IGNORE("zero_optimization.stage3_module_granularity_threshold", UNUSED),
     IGNORE("zero_optimization.allgather_partitions", UNUSED),
-    IGNORE("zero_optimization.allgather_bucket_size", UNUSED),
+    NUM("zero_optimization.allgather_bucket_size", ZT_KEY_I64, F(allgather_bucket_size), 1, NOMAX,
+        ZT_AUTO_MODEL,
+        "Stages 1 and 2: the replicas' all-gather after the step packs consecutive layers into "
+        "one collective up to this many elements of their partitions (with its buffers: "
+        "ranks + 1 times that, in device memory, while it runs; no room: one per layer)"),
     IGNORE("zero_optimization.reduce_scatter", UNUSED),
     IGNORE("zero_optimization.memory_efficient_linear", UNUSED),
     IGNORE("zero_optimization.ignore_unused_parameters", UNUSED),

@@ -5,8 +5,9 @@
  * buffer (allocated when its gather starts, freed when dropped), qwZ's transfer buffers (from
  * its all-gather to its end), the gradient buffer of a backward pass, and what a release
  * takes for the sum over ranks: the fp32 copy of 16-bit gradients and qgZ's buffers; for
- * stages 1 and 2, the replicas are resident (in the plan) and qwZ's buffers of their gathers
- * are held from the step that issues them to the layer's fetch. Not
+ * stages 1 and 2, the replicas are resident (in the plan), and qwZ's buffers of their gathers
+ * or the buffers of a bucketed all-gather are held from the step that issues them to the
+ * fetch of a layer in it. Not
  * modelled: hpZ's secondary slices (ZeRO++), which the runtime only keeps where room is. */
 #include "runtime/estimate.h"
 #include "prefetch/schedule.h"
@@ -21,13 +22,15 @@ typedef struct sim_layer {
     int gathered, stages_left; /* stages_left: window moves until ready (0: ready) */
     int holds[3];
     int grads;
-    uint64_t qwz_bytes; /* qwZ's transfer buffers (0: not used) */
-    int qgz;            /* its gradients are reduced by qgZ */
-    int qwz_held;       /* qwZ's buffers are allocated */
-    int advancing;      /* its own allocation is being made: not evictable */
-    int replicated;     /* stages 1 and 2: a resident replica, all-gathered after the step */
-    int local;          /* stage 1: its micro-steps summed in resident fp32 (no widening) */
-    int stale;          /* ... not gathered since the parameters last changed */
+    uint64_t qwz_bytes;    /* qwZ's transfer buffers (0: not used) */
+    int qgz;               /* its gradients are reduced by qgZ */
+    int qwz_held;          /* qwZ's buffers are allocated */
+    int advancing;         /* its own allocation is being made: not evictable */
+    int replicated;        /* stages 1 and 2: a resident replica, all-gathered after the step */
+    int local;             /* stage 1: its micro-steps summed in resident fp32 (no widening) */
+    int stale;             /* ... not gathered since the parameters last changed */
+    int bucket_of;         /* in a bucketed all-gather: its first layer; else -1 */
+    uint64_t bucket_bytes; /* the first layer of a bucket: its buffers */
 } sim_layer;
 
 typedef struct sim {
@@ -43,6 +46,7 @@ typedef struct sim {
     uint64_t qgz_bytes;
     int qgz_made;
     int world, nvme_params;
+    int64_t bucket_elems;       /* allgather_bucket_size; 0: no buckets (one rank, qwZ) */
     int micro_steps;            /* per step */
     char tight[ZT_ORDER_TIGHT]; /* a failed replay: where the budget ran out */
 } sim;
@@ -80,11 +84,33 @@ static void drop(sim *s, sim_layer *L)
     L->gathered = 0, L->stages_left = 0;
 }
 
+/* The bucket that layer `first` starts is done: its buffers go. */
+static void end_bucket(sim *s, int first)
+{
+    s->current -= s->layers[first].bucket_bytes;
+    s->layers[first].bucket_bytes = 0;
+    for (int i = first; i < s->n && s->layers[i].bucket_of == first; i++)
+        s->layers[i].bucket_of = -1;
+}
+
+/* A bucket still in flight ended to make room (the runtime's evictor does so), 1; else 0. */
+static int end_any_bucket(sim *s)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->layers[i].bucket_bytes) {
+            end_bucket(s, i);
+            return 1;
+        }
+    return 0;
+}
+
 /* Device allocation; with `evict`, frees the unheld layer needed furthest away until the
  * bytes fit (zt_device_alloc_evicting). 0 when they cannot. */
 static int alloc(sim *s, uint64_t bytes, int evict)
 {
     while (s->current + bytes > s->capacity) {
+        if (evict && end_any_bucket(s))
+            continue;
         int victim = evict ? zt_sched_victim(&s->trace, snapshot(s), s->n) : -1;
         if (victim < 0)
             return 0;
@@ -167,6 +193,8 @@ static int fetch(sim *s, int id, zt_pass pass)
             return 0;
     if (training && s->trace.valid && !s->trace.deviated)
         move_window(s, id);
+    if (L->bucket_of >= 0) /* its bucket's all-gather completes */
+        end_bucket(s, L->bucket_of);
     if (L->stale && L->qwz_bytes) { /* the replica's gather at its fetch, qwZ's buffers too */
         L->advancing = 1;
         int ok = alloc(s, L->qwz_bytes, 1);
@@ -212,6 +240,29 @@ static int release(sim *s, int id, zt_pass pass)
     return 1;
 }
 
+/* Consecutive stale replicas packed into all-gathers of at most bucket_elems partition
+ * elements, each with its buffers (a partition's bytes and the ranks' of them) if they fit
+ * without evicting (prefetch.c's bucket_replicas). */
+static void bucket_replicas(sim *s)
+{
+    if (s->bucket_elems <= 0)
+        return;
+    for (int i = 0; i < s->n;) {
+        int k = 0;
+        int64_t elems = 0;
+        while (i + k < s->n && s->layers[i + k].stale &&
+               (k == 0 || elems + s->layers[i + k].numel / s->world <= s->bucket_elems))
+            elems += s->layers[i + k++].numel / s->world;
+        uint64_t bytes = (uint64_t)elems * s->ds * (uint64_t)(s->world + 1);
+        if (k > 1 && alloc(s, bytes, 0)) {
+            s->layers[i].bucket_bytes = bytes;
+            for (int j = i; j < i + k; j++)
+                s->layers[j].bucket_of = i, s->layers[j].stale = 0;
+        }
+        i += k > 0 ? k : 1;
+    }
+}
+
 static void step(sim *s)
 {
     if (s->qgz_made)
@@ -221,11 +272,13 @@ static void step(sim *s)
         if (!holds(&s->layers[i]))
             drop(s, &s->layers[i]);
     zt_layer_order_end_step(&s->trace);
-    for (int i = 0; i < s->n; i++) { /* the replicas' gathers, in layer order (prefetch.c) */
+    for (int i = 0; i < s->n; i++)
+        s->layers[i].stale = s->layers[i].replicated;
+    bucket_replicas(s);
+    for (int i = 0; i < s->n; i++) { /* the other replicas' gathers, in layer order */
         sim_layer *L = &s->layers[i];
-        if (!L->replicated)
+        if (!L->stale)
             continue;
-        L->stale = 1;
         if (!L->qwz_bytes || alloc(s, L->qwz_bytes, 0)) /* none: left to the fetch */
             L->stale = 0, L->qwz_held = L->qwz_bytes > 0;
     }
@@ -291,6 +344,13 @@ static zt_status simulate(zt_runtime *rt, const zt_plan *plan, uint64_t capacity
     s->ds = zt_dtype_size(plan->dtype);
     s->world = plan->world;
     s->nvme_params = plan->param_tier == ZT_TIER_NVME;
+    /* an overlapped step leaves each update, and so the replica's gather, to its fetch */
+    int overlapped = plan->optim_tier == ZT_TIER_NVME ? rt->cfg.overlap_step != ZT_OVERLAP_OFF
+                                                      : plan->optim_tier == ZT_TIER_HOST &&
+                                                            rt->cfg.overlap_step == ZT_OVERLAP_ON;
+    s->bucket_elems = plan->world > 1 && !rt->cfg.zero_quantized_weights && !overlapped
+                          ? rt->cfg.allgather_bucket_size
+                          : 0;
     s->capacity = capacity;
     s->current = s->peak = plan->device_resident;
     s->layers = calloc((size_t)s->n, sizeof *s->layers);
@@ -304,6 +364,7 @@ static zt_status simulate(zt_runtime *rt, const zt_plan *plan, uint64_t capacity
                                    .replicated = L->replicated,
                                    .local = zt_plan_local_sums(rt, plan, L),
                                    .stale = L->replicated,
+                                   .bucket_of = -1,
                                    .qwz_bytes = zt_plan_qwz_bytes(rt, plan, L),
                                    .qgz = zt_plan_uses_qgz(rt, plan, L)};
     }

@@ -489,6 +489,7 @@ void zt_rt_stats(const zt_runtime *rt, zt_stats *out)
     s.host_syncs += rt->gather_env.host_syncs + rt->tiers.dtier.fence_waits;
     s.gathered_bytes = rt->gather_env.gathered_bytes;
     s.comm_wait_s += rt->gather_env.comm_wait_s;
+    s.allgather_buckets = rt->gather_env.buckets;
     s.comm_bytes_intra = rt->dist.topo.bytes_intra;
     s.comm_bytes_inter = rt->dist.topo.bytes_inter;
     s.pinned_bytes = rt->tiers.param_staging ? zt_staging_bytes(rt->tiers.param_staging) : 0;
