@@ -445,9 +445,11 @@ zt_status zt_gather_bucket_finish(zt_gather_bucket *b, zt_gather_env *env, zt_er
         if (st != ZT_OK)
             g->buf = NULL;
     }
-    if (completed) { /* recv: freed once the copies out of it are done */
-        zt_device_tier_free(env->dtier, b->send);
-        zt_device_tier_free_after(env->dtier, b->recv, done);
+    if (completed && st != ZT_OK) /* the copies' end was not recorded: wait for them */
+        zt_device_stream_synchronize(env->dev, env->stream, NULL);
+    if (completed) { /* once the copies into send and out of recv (that stream) are done */
+        zt_device_tier_free_after(env->dtier, b->send, st == ZT_OK ? done : NULL);
+        zt_device_tier_free_after(env->dtier, b->recv, st == ZT_OK ? done : NULL);
     }
     free(b); /* a collective that never completed keeps its buffers: MPI may write them */
     return st;
