@@ -4,6 +4,7 @@
 #include "core/time.h"
 #include "core/trace.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 static size_t dsize(const zt_gather_env *env) { return zt_dtype_size(env->dtype); }
@@ -220,22 +221,23 @@ static zt_status ready_on_device(zt_gather *g, zt_gather_env *env, zt_comm *c, z
     return st == ZT_OK ? zt_device_event_record(env->dev, g->copied, env->stream, err) : st;
 }
 
-/* The host waits for the all-gather: the time is communication the caller was exposed to
- * (zt_stats.comm_wait_s, a "comm" span on the caller's track). */
-static zt_status wait_allgather(zt_gather *g, zt_gather_env *env, zt_comm *c, zt_error *err)
+/* The host waits for an all-gather (of `what`): the time is communication the caller was
+ * exposed to (zt_stats.comm_wait_s, a "comm" span on the caller's track). */
+static zt_status wait_allgather(zt_gather_env *env, zt_comm *c, zt_comm_req *req, const char *what,
+                                zt_error *err)
 {
     double t0 = zt_now_s();
-    zt_status st = zt_comm_wait(c, &g->req, err);
+    zt_status st = zt_comm_wait(c, req, err);
     env->comm_wait_s += zt_now_s() - t0;
-    zt_trace_span("comm", t0, "wait for the all-gather of %s", g->name);
+    zt_trace_span("comm", t0, "wait for the all-gather of %s", what);
     return st;
 }
 
 static zt_status finish_allgather(zt_gather *g, zt_gather_env *env, zt_error *err)
 {
     zt_comm *c = gather_comm(g, env);
-    zt_status st =
-        on_device(g, env) ? ready_on_device(g, env, c, err) : wait_allgather(g, env, c, err);
+    zt_status st = on_device(g, env) ? ready_on_device(g, env, c, err)
+                                     : wait_allgather(env, c, &g->req, g->name, err);
     if (st == ZT_OK && g->qwz.recv)
         st = zt_qwz_finish(&g->qwz, env->topo, g->buf, env->dtype, g->shard_numel, env->quant_block,
                            env->stream, err);
@@ -415,34 +417,26 @@ static zt_status unpack(zt_gather_bucket *b, zt_gather_env *env, zt_error *err)
 zt_status zt_gather_bucket_finish(zt_gather_bucket *b, zt_gather_env *env, zt_error *err)
 {
     zt_comm *c = env->topo->world;
-    zt_status st;
-    if (zt_comm_device_ordered(c)) {
-        st = zt_comm_complete_on(c, &b->req, env->stream, err);
-    } else {
-        double t0 = zt_now_s();
-        st = zt_comm_wait(c, &b->req, err);
-        env->comm_wait_s += zt_now_s() - t0;
-        zt_trace_span("comm", t0, "wait for the all-gather of %d replicas from %s", b->count,
-                      b->first->name);
-    }
+    char what[160];
+    snprintf(what, sizeof what, "%d replicas from %s", b->count, b->first->name);
+    zt_status st = zt_comm_device_ordered(c) ? zt_comm_complete_on(c, &b->req, env->stream, err)
+                                             : wait_allgather(env, c, &b->req, what, err);
     int completed = st == ZT_OK;
     if (st == ZT_OK)
         st = unpack(b, env, err);
-    zt_event *done = b->first->copied; /* every piece copied: the layers are ready after it */
-    if (st == ZT_OK)
-        st = zt_device_event_record(env->dev, done, env->stream, err);
-    for (int i = 0; i < b->count; i++) {
+    zt_event *done = b->first->copied;   /* every piece copied: the layers are ready after it */
+    for (int i = 0; i < b->count; i++) { /* each layer's own event, after all the pieces */
         zt_gather *g = &b->first[i];
-        g->bucket = NULL;
-        if (st == ZT_OK && i > 0)
-            st = zt_device_event_record(env->dev, g->copied, env->stream, err);
         if (st == ZT_OK)
-            env->gathered_bytes += (uint64_t)g->flat_numel * dsize(env);
+            st = zt_device_event_record(env->dev, g->copied, env->stream, err);
+        g->bucket = NULL;
     }
-    for (int i = 0; i < b->count; i++) {
+    for (int i = 0; i < b->count; i++) { /* all READY, or none after a failure */
         zt_gather *g = &b->first[i];
         g->state = st == ZT_OK ? ZT_GATHER_READY : ZT_GATHER_NONE;
-        if (st != ZT_OK)
+        if (st == ZT_OK)
+            env->gathered_bytes += (uint64_t)g->flat_numel * dsize(env);
+        else
             g->buf = NULL;
     }
     if (completed && st != ZT_OK) /* the copies' end was not recorded: wait for them */

@@ -76,16 +76,22 @@ static zt_status comm_after_stream(zt_runtime *rt, zt_stream *s)
     return st == ZT_OK ? comm_after(rt, rt->reduce.comm_ready) : st;
 }
 
+/* The host waited for L's reduction since t0: communication the caller was exposed to
+ * (zt_stats.comm_wait_s, a "comm" span on the caller's track). */
+static void waited(zt_runtime *rt, double t0, const zt_layer *L)
+{
+    rt->stats.comm_wait_s += zt_now_s() - t0;
+    zt_trace_span("comm", t0, "wait for the reduction of %s", L->name);
+}
+
 /* A collective's result is needed on rt->device.stream: it waits for it on the device, or (host
- * backends) the host waits for the collective (counted as exposed communication). */
+ * backends) the host waits for the collective. */
 static zt_status stream_after_comm(zt_runtime *rt, zt_comm_req *req, const zt_layer *L)
 {
     double t0 = zt_now_s();
     zt_status st = zt_comm_complete_on(rt->dist.comm, req, rt->device.stream, &rt->err);
-    if (!device_ordered(rt)) {
-        rt->stats.comm_wait_s += zt_now_s() - t0;
-        zt_trace_span("comm", t0, "wait for the reduction of %s", L->name);
-    }
+    if (!device_ordered(rt))
+        waited(rt, t0, L);
     return st;
 }
 
@@ -263,7 +269,7 @@ static zt_status qgz_now(zt_runtime *rt, zt_layer *L, const float *grads, int sl
     double t0 = zt_now_s();
     if (st == ZT_OK)
         st = zt_qgz_wait(&q, &rt->err);
-    rt->stats.comm_wait_s += zt_now_s() - t0;
+    waited(rt, t0, L);
     if (st == ZT_OK)
         st = zt_qgz_finish(&q, &rt->dist.topo, acc, L->name, rt->device.stream, &rt->err);
     if (rt->opt.on_device) {
@@ -296,8 +302,7 @@ static zt_status complete_inflight(zt_runtime *rt)
     double t0 = zt_now_s();
     zt_status st =
         slot ? zt_qgz_wait(&r->qgz, &rt->err) : zt_comm_wait(rt->dist.comm, &r->req, &rt->err);
-    rt->stats.comm_wait_s += zt_now_s() - t0;
-    zt_trace_span("comm", t0, "wait for the reduction of %s", L->name);
+    waited(rt, t0, L);
     int finished = st == ZT_OK;
     if (st == ZT_OK && slot) {
         st =
