@@ -229,6 +229,9 @@ typedef struct zt_stats {
     /* Stages 1 and 2: all-gathers after the step that packed several layers
      * (zero_optimization.allgather_bucket_size) */
     uint64_t allgather_buckets;
+    /* Gradient reductions that packed several backward releases into one collective
+     * (zero_optimization.reduce_bucket_size) */
+    uint64_t reduce_buckets;
 } zt_stats;
 
 #define ZT_STATS_INIT                   \

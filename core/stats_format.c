@@ -65,6 +65,7 @@ const zt_stats_field zt_stats_fields[] = {
     U32(replicated_layers, "", "layers replicated so"),
     F64(comm_wait_s, "s", "waited for collectives on the host (exposed communication)"),
     U64(allgather_buckets, "", "post-step all-gathers that packed several layers"),
+    U64(reduce_buckets, "", "gradient reductions that packed several releases"),
     {NULL, 0, ZT_STAT_U64, NULL, NULL},
 };
 

@@ -7,8 +7,10 @@
  * takes for the sum over ranks: the fp32 copy of 16-bit gradients and qgZ's buffers; for
  * stages 1 and 2, the replicas are resident (in the plan), and qwZ's buffers of their gathers
  * or the buffers of a bucketed all-gather are held from the step that issues them to the
- * fetch of a layer in it. Not
- * modelled: hpZ's secondary slices (ZeRO++), which the runtime only keeps where room is. */
+ * fetch of a layer in it; under several ranks, released gradients held in a reduction bucket
+ * until it closes, and the step's bucket buffers from its first bucket to the step. Not
+ * modelled: hpZ's secondary slices (ZeRO++), which the runtime only keeps where room is, and
+ * the buffers of reductions left in flight (their gradients, freed as they complete). */
 #include "runtime/estimate.h"
 #include "prefetch/schedule.h"
 
@@ -31,6 +33,8 @@ typedef struct sim_layer {
     int stale;             /* ... not gathered since the parameters last changed */
     int bucket_of;         /* in a bucketed all-gather: its first layer; else -1 */
     uint64_t bucket_bytes; /* the first layer of a bucket: its buffers */
+    int held;              /* in the open reduction bucket: 1, 2 with its gradients */
+    int local_count;       /* stage 1: micro-steps in its own sums */
 } sim_layer;
 
 typedef struct sim {
@@ -47,6 +51,12 @@ typedef struct sim {
     int qgz_made;
     int world, nvme_params;
     int64_t bucket_elems;       /* allgather_bucket_size; 0: no buckets (one rank, qwZ) */
+    /* reduction buckets (runtime/reduce.c; several ranks): the open one's layers in release
+     * order, its elements and kind; the step's bucket buffers (pack_bytes; made: tried) */
+    int *open, n_open, open_allreduce;
+    int64_t open_elems;
+    uint64_t pack_bytes;
+    int packs_made, packs_held;
     int micro_steps;            /* per step */
     char tight[ZT_ORDER_TIGHT]; /* a failed replay: where the budget ran out */
 } sim;
@@ -214,27 +224,93 @@ static int fetch(sim *s, int id, zt_pass pass)
     return 1;
 }
 
+/* One held release summed on its own: 16-bit gradients widened first. */
+static int reduce_held(sim *s, int id)
+{
+    sim_layer *L = &s->layers[id];
+    uint64_t wide = s->ds != 4 && L->held == 2 ? (uint64_t)L->numel * 4 : 0;
+    if (!alloc(s, wide, 1))
+        return 0;
+    s->current -= wide;
+    if (L->held == 2)
+        s->current -= (uint64_t)L->numel * s->ds;
+    L->held = 0;
+    return 1;
+}
+
+/* The open bucket's collective: packed into the step's bucket buffers (made at its first, if
+ * they fit), its gradients freed; else, or alone, each release on its own. */
+static int close_bucket(sim *s)
+{
+    int n = s->n_open;
+    s->n_open = 0, s->open_elems = 0;
+    if (n > 1 && !s->packs_made) {
+        s->packs_made = 1;
+        s->packs_held = alloc(s, s->pack_bytes, 1);
+    }
+    for (int i = 0; i < n; i++) {
+        sim_layer *L = &s->layers[s->open[i]];
+        if (n > 1 && s->packs_held) {
+            s->current -= L->held == 2 ? (uint64_t)L->numel * s->ds : 0;
+            L->held = 0;
+        } else if (!reduce_held(s, s->open[i])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Layer id's gradients (its own: owned) held in the open bucket, closed first when it holds
+ * the layer or the other kind of collective's, and after when it reaches reduce_bucket_size. */
+static int hold(sim *s, int id, int owned)
+{
+    sim_layer *L = &s->layers[id];
+    if ((L->held || (s->n_open && s->open_allreduce != (L->persistent && !L->replicated))) &&
+        !close_bucket(s))
+        return 0;
+    s->open[s->n_open++] = id;
+    s->open_elems += L->numel;
+    s->open_allreduce = L->persistent && !L->replicated;
+    L->held = owned ? 2 : 1;
+    const zt_runtime *rt = s->rt;
+    return s->open_elems >= rt->cfg.reduce_bucket_size ? close_bucket(s) : 1;
+}
+
+/* A backward pass ends: its gradients summed over ranks, held for a bucket (several ranks, no
+ * qgZ; a stage-1 layer's own sums at the step's last micro-step), or at once: 16-bit ones
+ * widened for the sum, then qgZ's head and this release's slot, grown to this layer's (kept
+ * until the step). */
+static int release_grads(sim *s, int id)
+{
+    sim_layer *L = &s->layers[id];
+    uint64_t grads = (uint64_t)L->numel * s->ds;
+    L->grads = 0;
+    if (s->pack_bytes && !L->qgz && !L->local)
+        return hold(s, id, 1);
+    if (L->local) { /* added to its own sums: those are held at the last micro-step */
+        s->current -= grads;
+        return ++L->local_count < s->micro_steps || (L->local_count = 0, hold(s, id, 0));
+    }
+    uint64_t wide = s->ds != 4 && s->world > 1 ? (uint64_t)L->numel * 4 : 0;
+    if (!alloc(s, wide, 1))
+        return 0;
+    if (L->qgz && !s->qgz_made) {
+        if (!alloc(s, s->qgz_bytes, 1))
+            return 0;
+        s->qgz_made = 1;
+    }
+    s->current -= wide + grads;
+    return 1;
+}
+
 static int release(sim *s, int id, zt_pass pass)
 {
     sim_layer *L = &s->layers[id];
     if (L->holds[pass] == 0)
         return -1; /* not fetched for that pass */
     L->holds[pass]--;
-    if (pass == ZT_BACKWARD && L->holds[ZT_BACKWARD] == 0) {
-        /* 16-bit gradients widened for the sum, then qgZ's head and this release's slot,
-         * grown to this layer's (kept until the step) */
-        uint64_t wide = s->ds != 4 && s->world > 1 && !L->local ? (uint64_t)L->numel * 4 : 0;
-        if (!alloc(s, wide, 1))
-            return 0;
-        if (L->qgz && !s->qgz_made) {
-            if (!alloc(s, s->qgz_bytes, 1))
-                return 0;
-            s->qgz_made = 1;
-        }
-        s->current -= wide;
-        s->current -= (uint64_t)L->numel * s->ds;
-        L->grads = 0;
-    }
+    if (pass == ZT_BACKWARD && L->holds[ZT_BACKWARD] == 0 && !release_grads(s, id))
+        return 0;
     if (!holds(L) && !zt_sched_keep(&s->lim, &s->trace, snapshot(s), s->n, id))
         drop(s, L);
     return 1;
@@ -263,8 +339,13 @@ static void bucket_replicas(sim *s)
     }
 }
 
-static void step(sim *s)
+static int step(sim *s)
 {
+    if (!close_bucket(s)) /* the step's last bucket, then its buffers go */
+        return 0;
+    if (s->packs_held)
+        s->current -= s->pack_bytes;
+    s->packs_made = s->packs_held = 0;
     if (s->qgz_made)
         s->current -= s->qgz_bytes;
     s->qgz_made = 0;
@@ -283,6 +364,7 @@ static void step(sim *s)
             L->stale = 0, L->qwz_held = L->qwz_bytes > 0;
     }
     move_window(s, -1);
+    return 1;
 }
 
 /* The call that found no room and the layers held then (besides its own). */
@@ -326,7 +408,12 @@ static zt_status replay(zt_runtime *rt, sim *s, const zt_est_event *ev, int n, i
                                   s->tight);
                 }
             }
-        step(s);
+        if (!step(s)) {
+            snprintf(s->tight, sizeof s->tight, "the step's last gradient bucket");
+            return ZT_ERR(&rt->err, ZT_ERR_DEVICE_NOMEM,
+                          "estimate: the step's last gradient bucket does not fit the device "
+                          "budget");
+        }
     }
     return ZT_OK;
 }
@@ -353,10 +440,14 @@ static zt_status simulate(zt_runtime *rt, const zt_plan *plan, uint64_t capacity
                           : 0;
     s->capacity = capacity;
     s->current = s->peak = plan->device_resident;
+    int slots = 0;
+    s->pack_bytes = (uint64_t)zt_plan_bucket_elems(rt, plan->world, &slots) * 4 * (uint64_t)slots;
     s->layers = calloc((size_t)s->n, sizeof *s->layers);
     s->view = calloc((size_t)s->n, sizeof *s->view);
-    zt_status st =
-        s->layers && s->view ? ZT_OK : ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory estimating");
+    s->open = calloc((size_t)s->n + 1, sizeof *s->open);
+    zt_status st = s->layers && s->view && s->open
+                       ? ZT_OK
+                       : ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory estimating");
     for (int i = 0; st == ZT_OK && i < s->n; i++) {
         const zt_layer *L = &rt->reg.layers[i];
         s->layers[i] = (sim_layer){.numel = L->flat_numel,
@@ -371,7 +462,7 @@ static zt_status simulate(zt_runtime *rt, const zt_plan *plan, uint64_t capacity
     s->qgz_bytes = zt_plan_qgz_bytes(rt, plan);
     if (st == ZT_OK)
         st = replay(rt, s, ev, n, steps);
-    free(s->layers), free(s->view);
+    free(s->layers), free(s->view), free(s->open);
     zt_layer_order_free(&s->trace);
     return st;
 }

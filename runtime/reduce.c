@@ -14,8 +14,10 @@
  * (zt_stats.host_syncs). */
 #include "core/align.h"
 #include "core/convert.h"
+#include "core/log.h"
 #include "core/time.h"
 #include "core/trace.h"
+#include "runtime/plan.h"
 #include "runtime/runtime.h"
 
 #include <stdio.h>
@@ -76,34 +78,39 @@ static zt_status comm_after_stream(zt_runtime *rt, zt_stream *s)
     return st == ZT_OK ? comm_after(rt, rt->reduce.comm_ready) : st;
 }
 
-/* The host waited for L's reduction since t0: communication the caller was exposed to
- * (zt_stats.comm_wait_s, a "comm" span on the caller's track). */
-static void waited(zt_runtime *rt, double t0, const zt_layer *L)
+/* The host waited for the reduction of n layers from L since t0: communication the caller
+ * was exposed to (zt_stats.comm_wait_s, a "comm" span on the caller's track). */
+static void waited_n(zt_runtime *rt, double t0, const zt_layer *L, int n)
 {
     rt->stats.comm_wait_s += zt_now_s() - t0;
-    zt_trace_span("comm", t0, "wait for the reduction of %s", L->name);
+    if (n > 1)
+        zt_trace_span("comm", t0, "wait for the reduction of %d layers from %s", n, L->name);
+    else
+        zt_trace_span("comm", t0, "wait for the reduction of %s", L->name);
 }
 
-/* A collective's result is needed on rt->device.stream: it waits for it on the device, or (host
- * backends) the host waits for the collective. */
-static zt_status stream_after_comm(zt_runtime *rt, zt_comm_req *req, const zt_layer *L)
+static void waited(zt_runtime *rt, double t0, const zt_layer *L) { waited_n(rt, t0, L, 1); }
+
+/* A collective's result (the reduction of n layers from L) is needed on rt->device.stream:
+ * it waits for it on the device, or (host backends) the host waits for the collective. */
+static zt_status stream_after_comm(zt_runtime *rt, zt_comm_req *req, const zt_layer *L, int n)
 {
     double t0 = zt_now_s();
     zt_status st = zt_comm_complete_on(rt->dist.comm, req, rt->device.stream, &rt->err);
     if (!device_ordered(rt))
-        waited(rt, t0, L);
+        waited_n(rt, t0, L, n);
     return st;
 }
 
-/* 16-bit gradients are widened to fp32 on the device before they are summed over ranks, so
- * no rank's contribution is rounded to 16 bits in the sum. */
-static zt_status widen_grads(zt_runtime *rt, zt_layer *L, void **wide)
+/* 16-bit gradients (src, of dt) are widened to fp32 on the device before they are summed over
+ * ranks, so no rank's contribution is rounded to 16 bits in the sum. */
+static zt_status widen(zt_runtime *rt, zt_layer *L, const void *src, zt_dtype dt, void **wide)
 {
     size_t n = (size_t)L->flat_numel;
     zt_status st = zt_prefetcher_alloc(rt->prefetch, n * sizeof(float), wide, &rt->err);
     if (st == ZT_OK)
-        st = zt_device_cast_async(rt->device.dev, *wide, ZT_F32, L->grads, rt->reg.dtype, n,
-                                  rt->device.stream, &rt->err);
+        st = zt_device_cast_async(rt->device.dev, *wide, ZT_F32, src, dt, n, rt->device.stream,
+                                  &rt->err);
     if (st == ZT_OK)
         st = comm_after_stream(rt, rt->device.stream);
     return st;
@@ -128,20 +135,26 @@ static zt_status add_reduced(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt
     return ZT_OK;
 }
 
-/* Issues the sum over ranks, in place at the start of buf: a reduce-scatter, or for a
- * replicated (persistent) layer an all-reduce. */
-static zt_status issue_sum(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt, zt_comm_req *req)
+/* Issues the sum over ranks of `count` elements per rank, in place at the start of buf: a
+ * reduce-scatter, or for replicated (persistent) layers an all-reduce. */
+static zt_status issue_collective(zt_runtime *rt, void *buf, int64_t count, zt_dtype dt,
+                                  int allreduce, zt_comm_req *req)
 {
-    uint64_t bytes = (uint64_t)L->shard_numel * zt_dtype_size(dt);
-    if (L->persistent)
+    uint64_t bytes = (uint64_t)count * zt_dtype_size(dt);
+    if (allreduce)
         zt_topology_count_allreduce(&rt->dist.topo, bytes);
     else
         zt_topology_count(&rt->dist.topo, bytes);
-    return L->persistent /* replicated: every rank needs the whole sum */
-               ? zt_comm_allreduce(rt->dist.comm, buf, buf, (size_t)L->shard_numel,
-                                   zt_comm_dtype_of(dt), ZT_REDUCE_SUM, req, &rt->err)
-               : zt_comm_reduce_scatter(rt->dist.comm, buf, buf, (size_t)L->shard_numel,
+    return allreduce /* replicated: every rank needs the whole sum */
+               ? zt_comm_allreduce(rt->dist.comm, buf, buf, (size_t)count, zt_comm_dtype_of(dt),
+                                   ZT_REDUCE_SUM, req, &rt->err)
+               : zt_comm_reduce_scatter(rt->dist.comm, buf, buf, (size_t)count,
                                         zt_comm_dtype_of(dt), ZT_REDUCE_SUM, req, &rt->err);
+}
+
+static zt_status issue_sum(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt, zt_comm_req *req)
+{
+    return issue_collective(rt, buf, L->shard_numel, dt, L->persistent, req);
 }
 
 /* Sums over ranks (in place at the start of buf), copies this rank's shard to the host and
@@ -151,7 +164,7 @@ static zt_status reduce_in_place(zt_runtime *rt, zt_layer *L, void *buf, zt_dtyp
     zt_comm_req req = {0};
     zt_status st = issue_sum(rt, L, buf, dt, &req);
     if (st == ZT_OK)
-        st = stream_after_comm(rt, &req, L);
+        st = stream_after_comm(rt, &req, L, 1);
     return st == ZT_OK ? add_reduced(rt, L, buf, dt, micro) : st;
 }
 
@@ -219,6 +232,20 @@ static int slot_in_flight(const zt_runtime *rt, int slot)
 }
 
 static zt_status complete_inflight(zt_runtime *rt);
+
+/* The sum over ranks of a bucket's layers is at the start of buf, each layer's shard after the
+ * one before: each is added to its accumulator, in release order. */
+static zt_status add_bucket(zt_runtime *rt, const zt_bucket_entry *e, int n, void *buf)
+{
+    size_t off = 0;
+    zt_status st = ZT_OK;
+    for (int i = 0; st == ZT_OK && i < n; i++) {
+        zt_layer *L = &rt->reg.layers[e[i].layer];
+        st = add_reduced(rt, L, (char *)buf + off, ZT_F32, e[i].micro);
+        off += (size_t)L->shard_numel * sizeof(float);
+    }
+    return st;
+}
 
 /* This release's slot (*made: the buffers were made for it, the step's first), its sum
  * zeroed. A slot still in flight is completed first. */
@@ -302,25 +329,37 @@ static zt_status complete_inflight(zt_runtime *rt)
     double t0 = zt_now_s();
     zt_status st =
         slot ? zt_qgz_wait(&r->qgz, &rt->err) : zt_comm_wait(rt->dist.comm, &r->req, &rt->err);
-    waited(rt, t0, L);
+    waited_n(rt, t0, L, r->n_entries ? r->n_entries : 1);
     int finished = st == ZT_OK;
     if (st == ZT_OK && slot) {
         st =
             zt_qgz_finish(&r->qgz, &rt->dist.topo, slot->sum, L->name, rt->device.stream, &rt->err);
         if (st == ZT_OK)
             st = qgz_add_sum(rt, L, slot->sum);
+    } else if (st == ZT_OK && r->n_entries) {
+        st = add_bucket(rt, r->entries, r->n_entries, r->sum);
     } else if (st == ZT_OK) {
         st = add_reduced(rt, L, r->sum, r->dt, r->micro);
     }
-    if (st != ZT_OK)
+    if (st != ZT_OK && r->n_entries)
+        zt_error_prefix(&rt->err,
+                        "the gradient reduction of %d layers from '%s' (released earlier): ",
+                        r->n_entries, L->name);
+    else if (st != ZT_OK)
         zt_error_prefix(&rt->err,
                         "the gradient reduction of layer '%s' (released earlier): ", L->name);
+    free(r->entries);
+    r->entries = NULL;
     if (finished) {
         zt_device_tier_free(&rt->tiers.dtier, r->wide);
         zt_device_tier_free(&rt->tiers.dtier, r->grads);
     } else if (slot) {
         *slot = (zt_qgz_slot){0}; /* left to MPI, as the head may be: all stay allocated */
         rt->reduce.qgz.head = NULL;
+    } else if (r->n_entries) {
+        for (int k = 0; k < rt->reduce.packs.n; k++) /* a bucket's slot: left to MPI too */
+            if (rt->reduce.packs.buf[k] == r->sum)
+                rt->reduce.packs.buf[k] = NULL;
     }
     return st;
 }
@@ -351,27 +390,25 @@ static zt_inflight_reduction *inflight_slot(zt_runtime *rt, zt_status *done)
     return &rt->reduce.inflight[k];
 }
 
-/* Issues the sum of `sum` (micro micro-steps) and leaves it in flight. With take_grads it
- * takes over L->grads and `wide` (sum is one of them); a stage-1 layer's own sums are its
- * own, and its released gradients, already added to them, are freed by the release. */
-static zt_status defer_sum(zt_runtime *rt, zt_layer *L, void *sum, void *wide, zt_dtype dt,
-                           int micro, int take_grads)
+/* Issues the sum of `sum` (micro micro-steps) and leaves it in flight; once issued (*taken),
+ * the reduction owns `grads` and `wide` (NULL each, or sum is one of them; a stage-1 layer's
+ * own sums stay its own). */
+static zt_status defer_sum(zt_runtime *rt, zt_layer *L, void *sum, void *grads, void *wide,
+                           zt_dtype dt, int micro, int *taken)
 {
     zt_status done;
     zt_inflight_reduction *r = inflight_slot(rt, &done);
     *r = (zt_inflight_reduction){.layer = (int)(L - rt->reg.layers),
-                                 .grads = take_grads ? L->grads : NULL,
+                                 .grads = grads,
                                  .wide = wide,
                                  .sum = sum,
                                  .micro = micro,
                                  .dt = dt,
                                  .qgz_slot = -1};
     zt_status st = issue_sum(rt, L, sum, dt, &r->req);
-    if (st == ZT_OK) {
+    *taken = st == ZT_OK;
+    if (st == ZT_OK)
         rt->reduce.n_inflight++;
-        if (take_grads)
-            L->grads = NULL;
-    }
     return done != ZT_OK ? done : st;
 }
 
@@ -402,8 +439,13 @@ int zt_rt_reclaim_reduction(void *ctx)
     return 1;
 }
 
+static void free_held(zt_runtime *rt, zt_bucket_entry *e, int n);
+static void free_packs(zt_runtime *rt);
+
 void zt_rt_drop_reductions(zt_runtime *rt)
 {
+    free_held(rt, rt->reduce.open.e, rt->reduce.open.n); /* never issued: on no rank */
+    rt->reduce.open = (zt_reduce_bucket){0};
     rt->reduce.inflight_err = (zt_error){0};
     for (int i = 0; i < rt->reg.n_layers; i++)
         rt->reg.layers[i].local_count = 0; /* the step's own sums go with it */
@@ -413,6 +455,7 @@ void zt_rt_drop_reductions(zt_runtime *rt)
         rt->err = ignored;
     }
     free_qgz(rt);
+    free_packs(rt);
 }
 
 /* Stage 1: the released gradients added to this rank's own fp32 sums of the step, on ztier's
@@ -433,15 +476,230 @@ static zt_status add_local(zt_runtime *rt, zt_layer *L, int *due)
     return st;
 }
 
-/* The sums of a stage-1 layer's micro-steps over ranks, into this rank's accumulator: issued
- * and left in flight where the others are. */
+/* ---- reduction buckets (reduce_bucket_size; several ranks, not qgZ) ---- */
+
+/* One held release summed over ranks on its own: widened first when 16-bit, then issued and
+ * left in flight where the others are, or summed at once. Its gradients are freed, or handed
+ * to the reduction in flight. */
+static zt_status reduce_held(zt_runtime *rt, const zt_bucket_entry *e)
+{
+    zt_layer *L = &rt->reg.layers[e->layer];
+    void *buf = e->src, *wide = NULL, *grads = e->owned ? e->src : NULL;
+    zt_dtype dt = e->dt;
+    zt_status st = ZT_OK;
+    if (dt != ZT_F32) { /* what can fail before the collective is agreed on first */
+        st = widen(rt, L, e->src, dt, &wide);
+        st = zt_comm_agree(rt->dist.comm, st, "the gradient reduction", &rt->err);
+        buf = wide, dt = ZT_F32;
+    }
+    if (st == ZT_OK && can_defer(rt)) {
+        int taken = 0;
+        st = defer_sum(rt, L, buf, grads, wide, dt, e->micro, &taken);
+        if (taken)
+            grads = wide = NULL;
+    } else if (st == ZT_OK) {
+        st = reduce_in_place(rt, L, buf, dt, e->micro);
+    }
+    zt_device_tier_free(&rt->tiers.dtier, wide); /* after rt->device.stream's use of them */
+    zt_device_tier_free(&rt->tiers.dtier, grads);
+    return st;
+}
+
+static void free_held(zt_runtime *rt, zt_bucket_entry *e, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (e[i].owned)
+            zt_device_tier_free(&rt->tiers.dtier, e[i].src);
+    free(e);
+}
+
+/* Every rank's piece of each held release, packed rank by rank into fp32 `pack` (parts: the
+ * ranks, or 1 for an all-reduce): [rank 0: layer a, layer b, ...][rank 1: ...]. */
+static zt_status pack_bucket(zt_runtime *rt, const zt_reduce_bucket *b, int parts, void *pack)
+{
+    char *dst = pack;
+    zt_status st = ZT_OK;
+    for (int r = 0; r < parts; r++)
+        for (int i = 0; st == ZT_OK && i < b->n; i++) {
+            const zt_bucket_entry *e = &b->e[i];
+            size_t n = (size_t)rt->reg.layers[e->layer].shard_numel;
+            const char *src = (const char *)e->src + (size_t)r * n * zt_dtype_size(e->dt);
+            st = e->dt == ZT_F32 ? zt_device_memcpy_async(rt->device.dev, dst, src, n * 4,
+                                                          ZT_COPY_D2D, rt->device.stream, &rt->err)
+                                 : zt_device_cast_async(rt->device.dev, dst, ZT_F32, src, e->dt, n,
+                                                        rt->device.stream, &rt->err);
+            dst += n * sizeof(float);
+        }
+    return st;
+}
+
+static void free_packs(zt_runtime *rt)
+{
+    zt_bucket_buffers *q = &rt->reduce.packs;
+    for (int k = 0; k < q->n; k++)
+        zt_device_tier_free(&rt->tiers.dtier, q->buf[k]);
+    *q = (zt_bucket_buffers){0};
+}
+
+/* The step's bucket buffers, made at its first bucket: each rank says whether it could, and
+ * where one could not, every rank reduces this step's releases one by one. */
+static zt_status make_packs(zt_runtime *rt)
+{
+    zt_bucket_buffers *q = &rt->reduce.packs;
+    int slots = 0;
+    size_t bytes = (size_t)zt_plan_bucket_elems(rt, rt->dist.world, &slots) * sizeof(float);
+    zt_error caller = rt->err, mine = {0};
+    zt_status st = ZT_OK;
+    q->made = 1;
+    for (int k = 0; st == ZT_OK && k < slots; k++) {
+        st = zt_prefetcher_alloc(rt->prefetch, bytes, &q->buf[k], &mine);
+        q->n += st == ZT_OK;
+    }
+    int exchanged = 0;
+    st = zt_comm_agree_exchanged(rt->dist.comm, st, "the gradient buckets", &exchanged, &rt->err);
+    if (st == ZT_OK || !exchanged) {
+        if (st != ZT_OK)
+            free_packs(rt), q->made = 1;
+        return st;
+    }
+    ZT_LOGI("reduce",
+            "no room on some rank for %d x %zu bytes of gradient bucket buffers "
+            "(zero_optimization.reduce_bucket_size): this step's releases are reduced one by one",
+            slots, bytes);
+    free_packs(rt);
+    q->made = 1;
+    rt->err = caller;
+    return ZT_OK;
+}
+
+/* This bucket's buffer (NULL: none this step), the bucket before it in that slot completed. */
+static zt_status pack_slot(zt_runtime *rt, void **buf)
+{
+    zt_bucket_buffers *q = &rt->reduce.packs;
+    zt_status st = q->made ? ZT_OK : make_packs(rt);
+    *buf = NULL;
+    if (st != ZT_OK || q->n == 0)
+        return st;
+    *buf = q->buf[q->next++ % q->n];
+    for (int busy = 1; busy && st == ZT_OK;) {
+        busy = 0;
+        for (int i = 0; i < rt->reduce.n_inflight; i++)
+            busy |=
+                rt->reduce.inflight[(rt->reduce.inflight_head + i) % ZT_REDUCTIONS_IN_FLIGHT].sum ==
+                *buf;
+        if (busy)
+            st = complete_inflight(rt);
+    }
+    return st;
+}
+
+/* The held releases in one collective: packed into the slot's fp32 buffer, summed over ranks,
+ * each shard added to its accumulator (left in flight where the others are). Without the
+ * step's buffers, each release is reduced on its own. */
+static zt_status issue_bucket(zt_runtime *rt, zt_reduce_bucket *b)
+{
+    void *pack = NULL;
+    zt_status st = pack_slot(rt, &pack);
+    if (st != ZT_OK) {
+        free_held(rt, b->e, b->n);
+        return st;
+    }
+    if (!pack) {
+        zt_status first = ZT_OK;
+        zt_error kept = {0};
+        for (int i = 0; i < b->n; i++) /* every one: each is a collective all ranks issue */
+            if (reduce_held(rt, &b->e[i]) != ZT_OK && first == ZT_OK)
+                first = rt->err.status, kept = rt->err;
+        free(b->e);
+        if (first != ZT_OK)
+            rt->err = kept;
+        return first;
+    }
+    const zt_layer *head = &rt->reg.layers[b->e[0].layer];
+    int parts = b->allreduce ? 1 : rt->dist.world;
+    st = pack_bucket(rt, b, parts, pack);
+    for (int i = 0; i < b->n; i++) /* freed after the pack's copies of them */
+        if (b->e[i].owned)
+            zt_device_tier_free(&rt->tiers.dtier, b->e[i].src);
+    if (st == ZT_OK)
+        st = comm_after_stream(rt, rt->device.stream);
+    int64_t count = b->elems / parts;
+    if (st == ZT_OK && can_defer(rt)) {
+        zt_status done;
+        zt_inflight_reduction *r = inflight_slot(rt, &done);
+        *r = (zt_inflight_reduction){.layer = b->e[0].layer,
+                                     .entries = b->e,
+                                     .n_entries = b->n,
+                                     .sum = pack,
+                                     .dt = ZT_F32,
+                                     .qgz_slot = -1};
+        st = issue_collective(rt, pack, count, ZT_F32, b->allreduce, &r->req);
+        if (st == ZT_OK) {
+            rt->stats.reduce_buckets++;
+            rt->reduce.n_inflight++;
+            return done;
+        }
+        r->entries = NULL;
+    } else if (st == ZT_OK) {
+        zt_comm_req req = {0};
+        st = issue_collective(rt, pack, count, ZT_F32, b->allreduce, &req);
+        rt->stats.reduce_buckets += st == ZT_OK;
+        if (st == ZT_OK)
+            st = stream_after_comm(rt, &req, head, b->n);
+        if (st == ZT_OK)
+            st = add_bucket(rt, b->e, b->n, pack);
+    }
+    free(b->e);
+    return st;
+}
+
+/* The open bucket's releases summed over ranks now (full, another kind's release, zt_step). */
+static zt_status issue_open(zt_runtime *rt)
+{
+    zt_reduce_bucket b = rt->reduce.open;
+    rt->reduce.open = (zt_reduce_bucket){0};
+    if (b.n == 0)
+        return ZT_OK;
+    if (b.n > 1)
+        return issue_bucket(rt, &b);
+    zt_status st = reduce_held(rt, &b.e[0]);
+    free(b.e);
+    return st;
+}
+
+/* Holds a release's gradients (src, of dt; owned: the released buffer, taken from the layer)
+ * in the open bucket, which is issued once its elements reach reduce_bucket_size. A release
+ * of a layer the bucket holds, or for the other kind of collective, issues it first. */
+static zt_status hold(zt_runtime *rt, zt_layer *L, void *src, zt_dtype dt, int owned, int micro)
+{
+    zt_reduce_bucket *b = &rt->reduce.open;
+    int again = 0; /* the layer's next micro-step */
+    for (int i = 0; i < b->n; i++)
+        again |= b->e[i].layer == (int)(L - rt->reg.layers);
+    zt_status st = again || (b->n && b->allreduce != L->persistent) ? issue_open(rt) : ZT_OK;
+    if (b->n == b->cap) {
+        int cap = b->cap ? 2 * b->cap : 8;
+        zt_bucket_entry *e = realloc(b->e, (size_t)cap * sizeof *e);
+        if (!e) /* the others are left waiting in their collective: as a dead rank would */
+            return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of host memory for a gradient bucket");
+        b->e = e, b->cap = cap;
+    }
+    b->e[b->n++] = (zt_bucket_entry){(int)(L - rt->reg.layers), src, dt, owned, micro};
+    b->elems += L->flat_numel;
+    b->allreduce = L->persistent;
+    if (owned)
+        L->grads = NULL;
+    if (st == ZT_OK && b->elems >= rt->cfg.reduce_bucket_size)
+        st = issue_open(rt);
+    return st;
+}
+
+/* The sums of a stage-1 layer's micro-steps, held for the bucket's reduce-scatter. */
 static zt_status reduce_local(zt_runtime *rt, zt_layer *L)
 {
     int micro = L->local_count;
     L->local_count = 0;
-    if (can_defer(rt))
-        return defer_sum(rt, L, L->grad_local.ptr, NULL, ZT_F32, micro, 0);
-    return reduce_in_place(rt, L, L->grad_local.ptr, ZT_F32, micro);
+    return hold(rt, L, L->grad_local.ptr, ZT_F32, 0, micro);
 }
 
 zt_status zt_rt_flush_local_sums(zt_runtime *rt)
@@ -458,40 +716,37 @@ zt_status zt_rt_flush_local_sums(zt_runtime *rt)
     return st;
 }
 
-/* Sums the layer's gradients over ranks into this rank's fp32 accumulator. What can fail
- * before the collective (widening, growing qgZ's buffers) is agreed on first, so a rank that
- * fails there stops every rank at once instead of leaving them in the collective. */
+/* Sums the layer's gradients over ranks into this rank's fp32 accumulator: held for the
+ * bucket (several ranks), or by qgZ, or on one rank at once. What can fail before qgZ's
+ * collective (widening, growing its buffers) is agreed on first, so a rank that fails there
+ * stops every rank at once instead of leaving them in the collective. */
 static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
 {
-    void *buf = L->grads, *wide = NULL;
-    zt_dtype dt = rt->reg.dtype;
     if (L->grad_local.ptr) { /* stage 1: summed here until the step's last micro-step */
         int due = 0;
         zt_status st = add_local(rt, L, &due);
         return st == ZT_OK && due ? reduce_local(rt, L) : st;
     }
     int qgz = rt->cfg.zero_quantized_gradients && rt->dist.world > 1 && !L->persistent;
-    int widen = dt != ZT_F32 && rt->dist.world > 1, grew = 0, slot = -1;
+    if (rt->dist.world > 1 && !qgz)
+        return hold(rt, L, L->grads, rt->reg.dtype, 1, 1);
+    if (!qgz) /* one rank: the gradients are the sum */
+        return reduce_in_place(rt, L, L->grads, rt->reg.dtype, 1);
+    void *buf = L->grads, *wide = NULL;
+    int grew = 0, slot = -1;
     zt_status st = ZT_OK;
-    if (widen) {
-        st = widen_grads(rt, L, &wide);
-        buf = wide, dt = ZT_F32;
+    if (rt->reg.dtype != ZT_F32) {
+        st = widen(rt, L, L->grads, rt->reg.dtype, &wide);
+        buf = wide;
     }
-    if (st == ZT_OK && qgz)
+    if (st == ZT_OK)
         st = qgz_buffers_for(rt, L, &slot, &grew);
-    if (widen || grew) /* the same on every rank: the configuration and the sizes decide */
+    if (rt->reg.dtype != ZT_F32 || grew) /* the same on every rank: the sizes decide */
         st = zt_comm_agree(rt->dist.comm, st, "the gradient reduction", &rt->err);
-    if (st == ZT_OK && qgz && can_defer(rt)) {
+    if (st == ZT_OK && can_defer(rt))
         st = defer_qgz(rt, L, buf, slot);
-    } else if (st == ZT_OK && qgz) {
+    else if (st == ZT_OK)
         st = qgz_now(rt, L, buf, slot);
-    } else if (st == ZT_OK && can_defer(rt)) {
-        st = defer_sum(rt, L, wide ? wide : L->grads, wide, dt, 1, 1);
-        if (!L->grads) /* handed over, with wide */
-            wide = NULL;
-    } else if (st == ZT_OK) {
-        st = reduce_in_place(rt, L, buf, dt, 1);
-    }
     zt_device_tier_free(&rt->tiers.dtier, wide);
     return st;
 }
@@ -558,10 +813,15 @@ static zt_status finish_landing(zt_runtime *rt)
 
 zt_status zt_rt_finish_reductions(zt_runtime *rt)
 {
+    zt_status held = issue_open(rt); /* every rank alike: the step's last bucket */
+    zt_error held_err = rt->err;
     zt_status st = finish_landing(rt);
     zt_status inflight = complete_all_inflight(rt);
     free_qgz(rt); /* fenced: freed once ztier's stream is past the last qgZ sum */
-    return st != ZT_OK ? st : inflight;
+    free_packs(rt);
+    if (held != ZT_OK)
+        rt->err = held_err;
+    return held != ZT_OK ? held : st != ZT_OK ? st : inflight;
 }
 
 /* Pinned landing buffers, made at the first stream-ordered backward release. */

@@ -85,11 +85,46 @@ typedef struct zt_pending_reduction {
     int buf; /* landing buffer index */
 } zt_pending_reduction;
 
+/* A backward release held in the open reduction bucket (reduce_bucket_size, several ranks):
+ * its gradients, summed over ranks with the bucket's other layers in one collective. */
+typedef struct zt_bucket_entry {
+    int layer;
+    void *src;   /* device: the layer's full flat gradients, or a stage-1 layer's sums */
+    zt_dtype dt; /* of src */
+    int owned;   /* src is the released gradients: freed once packed */
+    int micro;   /* micro-steps src covers */
+} zt_bucket_entry;
+
+/* The releases held until their elements reach reduce_bucket_size, a layer comes again (the
+ * next micro-step) or zt_step: one kind of collective per bucket, a reduce-scatter
+ * (partitioned layers) or an all-reduce (persistent ones). */
+typedef struct zt_reduce_bucket {
+    zt_bucket_entry *e;
+    int n, cap;
+    int64_t elems; /* flat elements held */
+    int allreduce;
+} zt_reduce_bucket;
+
+/* The fp32 buffers buckets are packed into (runtime/reduce.c): made at the step's first
+ * bucket of several releases, sized for the largest bucket the layers allow, and freed by the
+ * step (only that bucket agrees with the other ranks on whether each could make them); the
+ * k-th bucket since uses slot k mod n, after the bucket before it in that slot completed. */
+#define ZT_BUCKET_SLOTS 2
+
+typedef struct zt_bucket_buffers {
+    int made;                   /* tried this step (made, or no room on some rank: none) */
+    void *buf[ZT_BUCKET_SLOTS]; /* n of them; NULL: one collective per release this step */
+    int n, next;
+} zt_bucket_buffers;
+
 /* A backward release's gradient collective in flight (several ranks, a host-memory comm):
  * completed in issue order, at the latest by the next zt_step, while later layers compute.
- * It owns the gradients (and their fp32 copy when widened) until then. */
+ * It owns the gradients (and their fp32 copy when widened) until then; a bucket's, its
+ * entries (sum: the slot it is packed in). */
 typedef struct zt_inflight_reduction {
     int layer;
+    zt_bucket_entry *entries; /* a bucket's layers, each's shard at its offset in sum */
+    int n_entries;            /* 0: one layer's */
     zt_comm_req req;
     void *grads;  /* device: the released gradients */
     void *wide;   /* device: their fp32 copy, summed in place of them; NULL when not widened */
@@ -198,6 +233,8 @@ typedef struct zt_reducer {
     int inflight_head, n_inflight;
     zt_error inflight_err; /* the first failure of one completed to make room; for zt_step */
     zt_qgz_buffers qgz;    /* qgZ's, from the first backward release to the step */
+    zt_reduce_bucket open; /* releases waiting for their bucket's collective */
+    zt_bucket_buffers packs;
 } zt_reducer;
 
 struct zt_opt_engine_ops;

@@ -41,8 +41,10 @@ static double now_s(void)
  * longest backward pass (fetches and releases) and writes the weights to w. */
 static double train(double delay, float *w)
 {
-    /* persistent layers: no gathers, so rank 0's backward fetches never wait for rank 1 */
-    const char *cfg = "{\"zero_optimization\": {\"offload_param\": {\"device\": \"cpu\"}, "
+    /* persistent layers: no gathers, so rank 0's backward fetches never wait for rank 1;
+     * reduce_bucket_size 1: each release's collective is issued by the release itself */
+    const char *cfg = "{\"zero_optimization\": {\"reduce_bucket_size\": 1, "
+                      "\"offload_param\": {\"device\": \"cpu\"}, "
                       "\"offload_optimizer\": {\"device\": \"cpu\"}, "
                       "\"stage3_param_persistence_threshold\": 1000000}, "
                       "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}}}";

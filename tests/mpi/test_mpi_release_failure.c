@@ -46,7 +46,8 @@ int main(void)
     const char *budget = rank == 1 ? "1100K" : "4M";
     char cfg[512];
     snprintf(cfg, sizeof cfg,
-             "{\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"offload_param\": "
+             "{\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"reduce_bucket_size\": 1, "
+             "\"offload_param\": "
              "{\"device\": \"cpu\"}, \"stage3_param_persistence_threshold\": 0}, "
              "\"ztier\": {\"hbm_capacity\": \"%s\"}}",
              budget);

@@ -14,11 +14,15 @@
  * micro-steps) and each step all-gathers the updated partitions once (plus the first
  * fetch's), nothing else. "ckpt" saves a checkpoint halfway, and a runtime of another stage
  * (3 after 0-2, 2 after 3, its parameters on the device then) loads it and trains on.
- * "twin" trains a second runtime beside it, the same stage with everything in memory (the
- * optimizer state in device memory) and each replica all-gathered on its own
- * (allgather_bucket_size 1; this one packs them into buckets): the parameters must end
- * bitwise equal. */
+ * "rbucket" sets reduce_bucket_size to 300 elements: the last two layers' gradients in one
+ * collective, the first's on its own (else the default holds every layer of a micro-step in
+ * one). "twin" trains a second runtime beside it, the same stage with everything in memory
+ * (the optimizer state in device memory), each replica all-gathered and each release's
+ * gradients reduced on its own (allgather_bucket_size and reduce_bucket_size 1; this one packs
+ * both into buckets): the parameters must end bitwise equal. Every run without "ckpt" also
+ * compares its device peak with ztier's estimate of the same steps. */
 #include "ref_mlp.h"
+#include "runtime/estimate.h"
 #include "runtime/runtime.h"
 #include "scratch.h"
 
@@ -78,6 +82,27 @@ static zt_status switch_stage(zt_runtime **rt, minimal_model *m, const ref_hpara
     return st == ZT_OK ? zt_checkpoint_load(*rt, root) : st;
 }
 
+/* ztier's estimate of the device peak of `steps` steps at `stage` on `world` ranks under
+ * `capacity`: a runtime configured as `cfg` (reduce_bucket_size: rbucket, when not 0), the
+ * model registered, not committed. 0 when the estimate fails. */
+static uint64_t estimated_peak(const char *cfg, int stage, int64_t rbucket, const mlp_dims *dims,
+                               int world, uint64_t capacity, int steps)
+{
+    zt_runtime *est = NULL;
+    minimal_model m;
+    zt_estimate e;
+    int ok = zt_runtime_create(NULL, cfg, &est) == ZT_OK &&
+             zt_config_set_int(est, "zero_optimization.stage", stage) == ZT_OK &&
+             (!rbucket ||
+              zt_config_set_int(est, "zero_optimization.reduce_bucket_size", rbucket) == ZT_OK) &&
+             minimal_register(est, dims, 42, &m) == ZT_OK &&
+             zt_rt_estimate(est, world, capacity, NULL, 0, steps, &e) == ZT_OK;
+    if (!ok)
+        fprintf(stderr, "estimate: %s\n", zt_last_error(est));
+    zt_runtime_destroy(est);
+    return ok ? e.device_peak : 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *pdev = argc > 1 ? argv[1] : "cpu", *odev = argc > 2 ? argv[2] : "cpu";
@@ -116,6 +141,12 @@ int main(int argc, char **argv)
         zt_runtime_destroy(rt);
         return 1;
     }
+    if (argc > 5 && strstr(argv[5], "rbucket") &&
+        zt_config_set_int(rt, "zero_optimization.reduce_bucket_size", 300) != ZT_OK) {
+        fprintf(stderr, "reduce_bucket_size: %s\n", zt_last_error(rt));
+        zt_runtime_destroy(rt);
+        return 1;
+    }
     int rank = 0, world = 1;
     zt_runtime_rank(rt, &rank, &world);
     if (world < 2 || dims.batch % world) {
@@ -142,9 +173,10 @@ int main(int argc, char **argv)
     zt_runtime *twin = NULL; /* the same stage, everything in memory */
     minimal_model tm;
     if (argc > 5 && strstr(argv[5], "twin")) {
-        char zero[160];
-        snprintf(zero, sizeof zero, "%s, \"stage\": %d, \"allgather_bucket_size\": 1", extra_zero,
-                 stage);
+        char zero[256];
+        snprintf(zero, sizeof zero,
+                 "%s, \"stage\": %d, \"allgather_bucket_size\": 1, \"reduce_bucket_size\": 1",
+                 extra_zero, stage);
         if (zt_runtime_create(NULL, ref_mlp_config(&hp, "none", "none", accum, zero, devopt),
                               &twin) != ZT_OK ||
             minimal_register(twin, &dims, 42, &tm) != ZT_OK || zt_runtime_commit(twin) != ZT_OK) {
@@ -268,14 +300,32 @@ int main(int argc, char **argv)
         int same = same_bits(rt, &m, twin, &tm);
         zt_stats a = ZT_STATS_INIT, b = ZT_STATS_INIT;
         zt_stats_get(rt, &a), zt_stats_get(twin, &b);
-        printf("rank %d: stage %d, %s/%s in %llu bucketed all-gathers against everything in "
-               "memory in %llu: parameters %s\n",
+        printf("rank %d: stage %d, %s/%s in %llu bucketed all-gathers and %llu bucketed "
+               "reductions against everything in memory in %llu and %llu: parameters %s\n",
                rank, stage, pdev, odev, (unsigned long long)a.allgather_buckets,
-               (unsigned long long)b.allgather_buckets, same ? "bitwise equal" : "DIFFER");
-        /* with the state on NVMe each update waits for the layer's fetch: no bucket then */
-        int bucketed = !strcmp(odev, "nvme") || a.allgather_buckets > 0;
-        ok = ok && same && bucketed && b.allgather_buckets == 0;
+               (unsigned long long)a.reduce_buckets, (unsigned long long)b.allgather_buckets,
+               (unsigned long long)b.reduce_buckets, same ? "bitwise equal" : "DIFFER");
+        /* with the state on NVMe each update waits for the layer's fetch: no bucket then;
+         * stages 0 and 3 have no replicas */
+        int bucketed = stage == 0 || stage == 3 || !strcmp(odev, "nvme") || a.allgather_buckets > 0;
+        ok = ok && same && bucketed && a.reduce_buckets > 0 && b.allgather_buckets == 0 &&
+             b.reduce_buckets == 0;
         zt_runtime_destroy(twin);
+    }
+    /* the device peak, against ztier's estimate of these steps: within 10% without streams
+     * (the estimate counts what reductions in flight hold as free, as the runtime reclaims it
+     * on demand; with streams, frees also wait for the caller's stream) */
+    if (!ckpt) {
+        zt_stats s = ZT_STATS_INIT;
+        zt_stats_get(rt, &s);
+        int64_t rbucket = argc > 5 && strstr(argv[5], "rbucket") ? 300 : 0;
+        uint64_t est =
+            estimated_peak(ref_mlp_config(&hp, pdev, odev, accum, extra_zero, devopt), stage,
+                           rbucket, &dims, world, s.device_bytes_capacity, STEPS);
+        double ratio = (double)est / (double)s.device_bytes_peak;
+        printf("rank %d: device peak %llu bytes, estimated %llu (%.3f)\n", rank,
+               (unsigned long long)s.device_bytes_peak, (unsigned long long)est, ratio);
+        ok = ok && (on_stream || (ratio >= 0.9 && ratio <= 1.1));
     }
     double err = ref_mlp_max_rel_error(&ref, rt, &m);
     ok = ok && err <= 1e-5;
