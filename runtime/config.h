@@ -38,7 +38,8 @@ typedef struct zt_config {
     int64_t reduce_bucket_size;                 /* elements */
     int64_t allgather_bucket_size;              /* elements */
     int64_t sub_group_size;                     /* elements */
-    int overlap_comm, contiguous_gradients;     /* accepted (always on) */
+    int overlap_comm;                           /* reductions left in flight */
+    int contiguous_gradients;                   /* accepted (always contiguous) */
     int zero_quantized_weights;                 /* bool */
     int zero_quantized_gradients;               /* bool */
     int zero_hpz_partition_size;                /* >= 1 */

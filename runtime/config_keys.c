@@ -130,16 +130,19 @@ const zt_config_key zt_config_keys[] = {
         ALIAS_DOC("stage3_param_persistence_threshold")),
     NUM("zero_optimization.reduce_bucket_size", ZT_KEY_I64, F(reduce_bucket_size), 1, NOMAX,
         ZT_AUTO_MODEL,
-        "Accepted and not used yet: each layer's gradients are reduced on their own, not in "
-        "buckets"),
+        "Elements of released gradients summed over ranks in one collective (several ranks, "
+        "not qgZ): held until a bucket reaches it, a layer comes again or zt_step; 1 reduces "
+        "each release on its own"),
     /* 0 (accepted by DeepSpeed, common in public configs) means the default */
     NUM("zero_optimization.sub_group_size", ZT_KEY_I64, F(sub_group_size), 0, NOMAX, 1,
         "Elements per sub-group of the NVMe-pipelined optimizer step (capped at 16M, in whole "
         "swap blocks); 0 means the default"),
     BOOL("zero_optimization.overlap_comm", F(overlap_comm), 0,
-         "Accepted, no effect: always on in ztier"),
+         "Gradient reductions over MPI left in flight behind the caller's next layers; false "
+         "completes each at its release (a bucket's at the release that closes it)"),
     BOOL("zero_optimization.contiguous_gradients", F(contiguous_gradients), 0,
-         "Accepted, no effect: always on in ztier"),
+         "Accepted, no effect: ztier's gradient sums are contiguous either way (one buffer per "
+         "layer, a bucket packed into one)"),
     BOOL("zero_optimization.zero_quantized_weights", F(zero_quantized_weights), 0,
          "ZeRO++ qwZ: all-gather parameters as int8 blocks (several ranks; not persistent layers)"),
     BOOL("zero_optimization.zero_quantized_gradients", F(zero_quantized_gradients), 0,

@@ -50,7 +50,7 @@ typedef struct sim {
     uint64_t qgz_bytes;
     int qgz_made;
     int world, nvme_params;
-    int64_t bucket_elems;       /* allgather_bucket_size; 0: no buckets (one rank, qwZ) */
+    int64_t bucket_elems; /* allgather_bucket_size; 0: no buckets (one rank, qwZ) */
     /* reduction buckets (runtime/reduce.c; several ranks): the open one's layers in release
      * order, its elements and kind; the step's bucket buffers (pack_bytes; made: tried) */
     int *open, n_open, open_allreduce;

@@ -309,11 +309,11 @@ static zt_status qgz_now(zt_runtime *rt, zt_layer *L, const float *grads, int sl
 /* ---- reductions in flight (several ranks, a host-memory comm) ---- */
 
 /* The collective runs on the comm's threads while the caller goes on: a host-memory comm
- * (MPI; on the device, nccl orders it without a host wait already) and the sum added on the
- * host (the device optimizer adds it on ztier's stream at once). */
+ * (MPI; on the device, nccl orders it without a host wait already), the sum added on the
+ * host (the device optimizer adds it on ztier's stream at once), and overlap_comm on. */
 static int can_defer(const zt_runtime *rt)
 {
-    return rt->dist.world > 1 && !device_ordered(rt) && !rt->opt.on_device;
+    return rt->dist.world > 1 && !device_ordered(rt) && !rt->opt.on_device && rt->cfg.overlap_comm;
 }
 
 /* Waits for the oldest reduction in flight and adds it to its accumulator. Its buffers are

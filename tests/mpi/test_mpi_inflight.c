@@ -4,7 +4,9 @@
  * return without waiting for rank 1 (their collectives stay in flight until zt_step): its
  * backward pass takes less than one DELAY, where a release that waited for its collective
  * would take about LAYERS x DELAY. zt_step then waits for them, and the weights after two
- * steps equal, bit for bit, those of the same training without the delay. */
+ * steps equal, bit for bit, those of the same training without the delay. With
+ * zero_optimization.overlap_comm false each release completes its collective: rank 0's
+ * backward pass then waits for rank 1's releases (about LAYERS x DELAY), same weights. */
 #include "comm/comm.h"
 
 #include "ztier.h"
@@ -39,15 +41,18 @@ static double now_s(void)
 
 /* Trains STEPS steps; rank 1 sleeps delay s before each backward release. Returns rank 0's
  * longest backward pass (fetches and releases) and writes the weights to w. */
-static double train(double delay, float *w)
+static double train(double delay, int overlap, float *w)
 {
     /* persistent layers: no gathers, so rank 0's backward fetches never wait for rank 1;
      * reduce_bucket_size 1: each release's collective is issued by the release itself */
-    const char *cfg = "{\"zero_optimization\": {\"reduce_bucket_size\": 1, "
-                      "\"offload_param\": {\"device\": \"cpu\"}, "
-                      "\"offload_optimizer\": {\"device\": \"cpu\"}, "
-                      "\"stage3_param_persistence_threshold\": 1000000}, "
-                      "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}}}";
+    char cfg[512];
+    snprintf(cfg, sizeof cfg,
+             "{\"zero_optimization\": {\"reduce_bucket_size\": 1, \"overlap_comm\": %s, "
+             "\"offload_param\": {\"device\": \"cpu\"}, "
+             "\"offload_optimizer\": {\"device\": \"cpu\"}, "
+             "\"stage3_param_persistence_threshold\": 1000000}, "
+             "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}}}",
+             overlap ? "true" : "false");
     zt_runtime *rt = NULL;
     int ids[LAYERS], p[LAYERS];
     require(zt_runtime_create(NULL, cfg, &rt) == ZT_OK, "create", rt);
@@ -103,16 +108,22 @@ int main(void)
         return 77;
     }
     rank = atoi(getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK") : "0");
-    static float delayed[LAYERS * N], plain[LAYERS * N];
-    double backward = train(DELAY, delayed);
-    train(0, plain);
+    static float delayed[LAYERS * N], plain[LAYERS * N], unlapped[LAYERS * N];
+    double backward = train(DELAY, 1, delayed);
+    train(0, 1, plain);
+    double waiting = train(DELAY, 0, unlapped);
     printf("rank %d: backward pass %.3f s with rank 1 sleeping %.1f s before each of %d "
-           "releases\n",
-           rank, backward, DELAY, LAYERS);
-    if (rank == 0)
+           "releases; %.3f s with overlap_comm false\n",
+           rank, backward, DELAY, LAYERS, waiting);
+    if (rank == 0) {
         require(backward < DELAY, "the releases waited for rank 1", NULL);
+        require(waiting > (LAYERS - 0.5) * DELAY,
+                "with overlap_comm false the releases did not wait for their collectives", NULL);
+    }
     require(!memcmp(delayed, plain, sizeof plain), "weights differ from the run without delay",
             NULL);
+    require(!memcmp(unlapped, plain, sizeof plain),
+            "weights with overlap_comm false differ from the run without delay", NULL);
     printf("rank %d: ok\n", rank);
     return 0;
 }

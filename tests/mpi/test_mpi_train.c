@@ -319,9 +319,8 @@ int main(int argc, char **argv)
         zt_stats s = ZT_STATS_INIT;
         zt_stats_get(rt, &s);
         int64_t rbucket = argc > 5 && strstr(argv[5], "rbucket") ? 300 : 0;
-        uint64_t est =
-            estimated_peak(ref_mlp_config(&hp, pdev, odev, accum, extra_zero, devopt), stage,
-                           rbucket, &dims, world, s.device_bytes_capacity, STEPS);
+        uint64_t est = estimated_peak(ref_mlp_config(&hp, pdev, odev, accum, extra_zero, devopt),
+                                      stage, rbucket, &dims, world, s.device_bytes_capacity, STEPS);
         double ratio = (double)est / (double)s.device_bytes_peak;
         printf("rank %d: device peak %llu bytes, estimated %llu (%.3f)\n", rank,
                (unsigned long long)s.device_bytes_peak, (unsigned long long)est, ratio);

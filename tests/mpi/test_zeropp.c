@@ -10,7 +10,10 @@
  * trains to bitwise the same parameters as an unbounded one, within that budget and with
  * evictions; one byte less fails with ZT_ERR_DEVICE_NOMEM on every rank alike, at commit or
  * at a fetch or release; with hpZ, a budget halfway to the unbounded peak drops slices for
- * room and trains to the same parameters (on 3 ranks hpZ is off: uneven nodes). */
+ * room and trains to the same parameters (on 3 ranks hpZ is off: uneven nodes). At ZeRO
+ * stages 1 and 2 (parameters replicated on the device, optimizer on the CPU) qwZ quantizes the
+ * post-step all-gather of the replicas and, at stage 2, qgZ the reduce-scatters: the same 10%
+ * bounds against the unquantized stage-3 run. */
 #include "ref_mlp.h"
 #include "runtime/estimate.h"
 
@@ -35,14 +38,19 @@ typedef struct outcome {
     int world;
 } outcome;
 
+static int zero_stage = 3; /* below 3: parameters replicated, "offload" the optimizer's */
+
 static const char *config(const char *qw, const char *qg, int hpz, const char *offload)
 {
     char extra_zero[320];
     snprintf(extra_zero, sizeof extra_zero,
-             ", \"stage3_param_persistence_threshold\": 0, \"stage3_max_reuse_distance\": 0,"
+             ", \"stage3_max_reuse_distance\": 0," /* persistence 0: ref_mlp_config's */
              " \"zero_quantized_weights\": %s,"
-             " \"zero_quantized_gradients\": %s, \"zero_hpz_partition_size\": %d",
-             qw, qg, hpz);
+             " \"zero_quantized_gradients\": %s, \"zero_hpz_partition_size\": %d, \"stage\": %d",
+             qw, qg, hpz, zero_stage);
+    if (zero_stage < 3)
+        return ref_mlp_config(&hp, "none", offload, 1, extra_zero,
+                              ", \"ranks_per_node\": 2, \"quant_block_size\": 64");
     /* "devopt": parameters in host memory, the optimizer and the gradient sums on the device
      * (qgZ adds straight into the device accumulators) */
     int devopt = !strcmp(offload, "devopt");
@@ -227,6 +235,23 @@ int main(void)
                    100 * dl, d, o.inter_bytes_per_step, bytes, ok ? "ok" : "FAIL");
             failures += !ok;
         }
+    for (zero_stage = 1; zero_stage <= 2; zero_stage++)
+        for (int i = 1; i <= 2; i++) {
+            if (zero_stage == 1 && i == 2)
+                continue; /* qgZ: stage 2 and 3 only */
+            outcome o;
+            if (train(modes[i].qw, modes[i].qg, 1, "cpu", &o) != 0)
+                return 1;
+            double d = rel_diff(&o, &baseline);
+            double dl = fabs(o.loss - baseline.loss) / baseline.loss;
+            int ok = d > 0 && d <= 0.10 && dl <= 0.10; /* quantized: not the same bits */
+            printf("stage %d qwZ=%-5s qgZ=%-5s cpu : loss %.5f (unquantized stage 3 %.5f, "
+                   "%.1f%%), parameters %.2g relative %s\n",
+                   zero_stage, modes[i].qw, modes[i].qg, o.loss, baseline.loss, 100 * dl, d,
+                   ok ? "ok" : "FAIL");
+            failures += !ok;
+        }
+    zero_stage = 3;
     failures += check_budget(1, "cpu") + check_budget(1, "nvme") + check_budget(2, "cpu");
     rmdir(swap);
     return failures ? 1 : 0;
