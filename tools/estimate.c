@@ -312,6 +312,13 @@ static void print_rank(const est_model *m, const zt_estimate *e, int world)
         printf("          %10s of it the full parameters of %d layers, replicated on every rank "
                "(stage %d)\n",
                fmt(p->replicated_bytes, a), p->replicated_layers, m->rt->cfg.stage);
+    int slots = 0;
+    int64_t bucket = zt_plan_bucket_elems(m->rt, world, &slots);
+    if (bucket > 0)
+        printf("          gradient buckets (reduce_bucket_size %lld): %d fp32 buffer%s of %s a "
+               "step and up to %s of released gradients held, counted above\n",
+               (long long)m->rt->cfg.reduce_bucket_size, slots, slots > 1 ? "s" : "",
+               fmt((uint64_t)bucket * 4, a), fmt((uint64_t)bucket * zt_dtype_size(p->dtype), b));
     printf("  host    %10s (fp32 gradient accumulators, staging, and the shards placed on cpu)\n",
            fmt(p->host_bytes, a));
     if (p->persistent_layers)
@@ -385,6 +392,8 @@ static void print_json(const est_model *m, const zt_estimate *e, const fit *fits
                        const machine *mc, int world, int per_node)
 {
     const zt_plan *p = &e->plan;
+    int slots = 0;
+    int64_t bucket = zt_plan_bucket_elems(m->rt, world, &slots);
     json_t *list = json_array();
     for (int i = 0; i < n; i++)
         json_array_append_new(
@@ -399,8 +408,8 @@ static void print_json(const est_model *m, const zt_estimate *e, const fit *fits
                              per_node),
                 "fits", fits[i].ok_device && fits[i].ok_host && fits[i].ok_nvme));
     json_t *o = json_pack(
-        "{s:s, s:I, s:i, s:i, s:i, s:{s:I, s:I, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, "
-        "s:I, s:I}, s:o}",
+        "{s:s, s:I, s:i, s:i, s:i, s:{s:I, s:I, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+        "s:I}, s:{s:I, s:I, s:I}, s:o}",
         "model", m->name, "parameters", (json_int_t)m->params, "world", world, "ranks_per_node",
         per_node, "stage", m->rt->cfg.stage, "per_rank", "replicated",
         (json_int_t)p->replicated_bytes, "device_min", (json_int_t)e->device_min_order, "runs",
@@ -408,8 +417,10 @@ static void print_json(const est_model *m, const zt_estimate *e, const fit *fits
         (json_int_t)e->device_peak, "device_resident", (json_int_t)p->device_resident, "host",
         (json_int_t)p->host_bytes, "pinned", (json_int_t)p->pinned_bytes, "nvme_params",
         (json_int_t)p->nvme_param_bytes, "nvme_optimizer", (json_int_t)p->nvme_optim_bytes,
-        "machine", "ram_available", (json_int_t)mc->ram_available, "device_budget",
-        (json_int_t)mc->device_budget, "nvme_free", (json_int_t)mc->nvme_free, "placements", list);
+        "bucket_buffers", (json_int_t)(bucket * 4 * slots), "bucket_held_max",
+        (json_int_t)(bucket * (int64_t)zt_dtype_size(p->dtype)), "machine", "ram_available",
+        (json_int_t)mc->ram_available, "device_budget", (json_int_t)mc->device_budget, "nvme_free",
+        (json_int_t)mc->nvme_free, "placements", list);
     char *text = json_dumps(o, JSON_COMPACT);
     printf("%s\n", text ? text : "{}");
     free(text);
