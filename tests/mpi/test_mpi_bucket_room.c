@@ -6,6 +6,7 @@
  * of the same training where both ranks have room and pack the layers into buckets. */
 #include "comm/comm.h"
 
+#include "vec_layers.h"
 #include "ztier.h"
 
 #include <stdio.h>
@@ -36,18 +37,12 @@ static uint64_t train(const char *budget, float *w)
              "\"stage3_param_persistence_threshold\": 0}, \"optimizer\": {\"type\": \"AdamW\", "
              "\"params\": {\"lr\": 0.01}}, \"ztier\": {\"hbm_capacity\": \"%s\"}}",
              budget);
-    zt_runtime *rt = NULL;
     int ids[LAYERS], p[LAYERS];
-    require(zt_runtime_create(NULL, cfg, &rt) == ZT_OK, "create", rt);
-    for (int l = 0; l < LAYERS; l++) {
-        char name[16];
-        int64_t shape[1] = {N};
-        zt_init init = {.kind = ZT_INIT_NORMAL, .a = 0.0f, .b = 0.02f, .seed = 3u + (unsigned)l};
-        snprintf(name, sizeof name, "l%d", l);
-        require(zt_layer_add(rt, name, &ids[l]) == ZT_OK, "layer", rt);
-        require(zt_param_add(rt, ids[l], name, shape, 1, &init, &p[l]) == ZT_OK, "param", rt);
-    }
-    require(zt_runtime_commit(rt) == ZT_OK, "commit", rt);
+    char err[512];
+    zt_runtime *rt = vec_layers_runtime(cfg, LAYERS, N, 3u, ids, p, err, sizeof err);
+    if (!rt)
+        printf("rank %d: %s\n", rank, err);
+    require(rt != NULL, "the runtime", NULL);
     for (int s = 0; s < STEPS; s++) {
         zt_layer_view v;
         for (int l = 0; l < LAYERS; l++) {

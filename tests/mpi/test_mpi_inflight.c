@@ -9,6 +9,7 @@
  * backward pass then waits for rank 1's releases (about LAYERS x DELAY), same weights. */
 #include "comm/comm.h"
 
+#include "vec_layers.h"
 #include "ztier.h"
 
 #include <stdio.h>
@@ -53,18 +54,12 @@ static double train(double delay, int overlap, float *w)
              "\"stage3_param_persistence_threshold\": 1000000}, "
              "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}}}",
              overlap ? "true" : "false");
-    zt_runtime *rt = NULL;
     int ids[LAYERS], p[LAYERS];
-    require(zt_runtime_create(NULL, cfg, &rt) == ZT_OK, "create", rt);
-    for (int l = 0; l < LAYERS; l++) {
-        char name[16];
-        int64_t shape[1] = {N};
-        zt_init init = {.kind = ZT_INIT_NORMAL, .a = 0.0f, .b = 0.02f, .seed = 7u + (unsigned)l};
-        snprintf(name, sizeof name, "l%d", l);
-        require(zt_layer_add(rt, name, &ids[l]) == ZT_OK, "layer", rt);
-        require(zt_param_add(rt, ids[l], name, shape, 1, &init, &p[l]) == ZT_OK, "param", rt);
-    }
-    require(zt_runtime_commit(rt) == ZT_OK, "commit", rt);
+    char err[512];
+    zt_runtime *rt = vec_layers_runtime(cfg, LAYERS, N, 7u, ids, p, err, sizeof err);
+    if (!rt)
+        printf("rank %d: %s\n", rank, err);
+    require(rt != NULL, "the runtime", NULL);
     float first[LAYERS];
     for (int l = 0; l < LAYERS; l++) {
         static float w0[N];
