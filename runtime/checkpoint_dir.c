@@ -162,6 +162,30 @@ static void remove_partials(const char *root)
     closedir(d);
 }
 
+/* Complete checkpoint folders `latest` does not list are never loaded through it: a save
+ * killed between its folder's rename and the list's update, or an older checkpoint whose
+ * removal was cut short. They go (each one a whole checkpoint of disk); only the files ztier
+ * writes are removed, so a folder holding anything else stays (with a warning). */
+static void remove_unlisted(const char *root, const ckpt_list *l)
+{
+    DIR *d = opendir(root);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!valid_name(e->d_name) || list_has(l, e->d_name))
+            continue;
+        char path[PATH_LEN + 256];
+        snprintf(path, sizeof path, "%s/%s", root, e->d_name);
+        ZT_LOGW("checkpoint",
+                "removing '%s': a checkpoint folder '%s/" LIST_FILE "' does not list (a save or "
+                "a removal was interrupted); the checkpoints it lists are kept",
+                path, root);
+        remove_folder(path);
+    }
+    closedir(d);
+}
+
 static int exists(const char *root, const char *name)
 {
     char path[PATH_LEN];
@@ -194,6 +218,8 @@ zt_status zt_ckpt_begin(const char *root, int64_t step, char *name, zt_error *er
     if (st != ZT_OK)
         return st;
     remove_partials(root);
+    if (exists(root, LIST_FILE)) /* a root `latest` manages: what it does not list is ours */
+        remove_unlisted(root, &list);
     snprintf(name, ZT_CKPT_NAME_MAX, "step-%08lld", (long long)step);
     for (int k = 1; exists(root, name) || list_has(&list, name); k++)
         snprintf(name, ZT_CKPT_NAME_MAX, "step-%08lld.%d", (long long)step, k);

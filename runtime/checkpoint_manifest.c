@@ -237,7 +237,18 @@ static zt_status check_param(const mctx *c, const zt_param *p, json_t *jp, const
                       "checkpoint '%s': parameter '%s' has another shape there: it was saved "
                       "from a different model",
                       c->path, p->name);
-    return ZT_OK;
+    /* where it starts in its layer's flat layout: the shard files hold that layout */
+    char at[96];
+    snprintf(at, sizeof at, "%s.offset", field);
+    int64_t offset = -1;
+    zt_status st = get_int(c, jp, "offset", at, 0, INT64_MAX, &offset);
+    if (st == ZT_OK && offset != p->offset)
+        return ZT_ERR(c->err, ZT_ERR_CORRUPT,
+                      "checkpoint '%s': parameter '%s' starts at element %lld of its layer "
+                      "there and at %lld here: the files hold another layout (a damaged "
+                      "manifest, or another version's layout)",
+                      c->path, p->name, (long long)offset, (long long)p->offset);
+    return st;
 }
 
 static zt_status check_layer(const zt_runtime *rt, const mctx *c, const zt_layer *L, json_t *jl,

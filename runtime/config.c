@@ -27,7 +27,7 @@ void zt_config_defaults(zt_config *c)
     c->stage3_max_live_parameters = 1000000000;
     c->stage3_max_reuse_distance = 1000000000;
     c->stage3_param_persistence_threshold = 100000;
-    c->reduce_bucket_size = 500000000;
+    c->reduce_bucket_size = 5000000; /* DeepSpeed: 5e8 (docs/configuration.md, "ZeRO stages") */
     c->allgather_bucket_size = 500000000;
     c->sub_group_size = 1000000000;
     c->overlap_comm = c->contiguous_gradients = 1;

@@ -131,8 +131,8 @@ const zt_config_key zt_config_keys[] = {
     NUM("zero_optimization.reduce_bucket_size", ZT_KEY_I64, F(reduce_bucket_size), 1, NOMAX,
         ZT_AUTO_MODEL,
         "Elements of released gradients summed over ranks in one collective (several ranks, "
-        "not qgZ): held until a bucket reaches it, a layer comes again or zt_step; 1 reduces "
-        "each release on its own"),
+        "not qgZ): held until the next layer would pass it, a layer comes again or zt_step; a "
+        "larger layer goes alone, 1 reduces each on its own (DeepSpeed's default: 5e8)"),
     /* 0 (accepted by DeepSpeed, common in public configs) means the default */
     NUM("zero_optimization.sub_group_size", ZT_KEY_I64, F(sub_group_size), 0, NOMAX, 1,
         "Elements per sub-group of the NVMe-pipelined optimizer step (capped at 16M, in whole "

@@ -260,20 +260,23 @@ static int close_bucket(sim *s)
     return 1;
 }
 
-/* Layer id's gradients (its own: owned) held in the open bucket, closed first when it holds
- * the layer or the other kind of collective's, and after when it reaches reduce_bucket_size. */
+/* Layer id's gradients (its own: owned) held in the open bucket, closed first when the layer
+ * would take it past reduce_bucket_size, when it holds the layer or the other kind of
+ * collective's, and after when it reaches the size (runtime/reduce.c's hold). */
 static int hold(sim *s, int id, int owned)
 {
     sim_layer *L = &s->layers[id];
-    if ((L->held || (s->n_open && s->open_allreduce != (L->persistent && !L->replicated))) &&
+    int64_t size = s->rt->cfg.reduce_bucket_size;
+    int allreduce = L->persistent && !L->replicated;
+    if (s->n_open &&
+        (L->held || s->open_allreduce != allreduce || s->open_elems + L->numel > size) &&
         !close_bucket(s))
         return 0;
     s->open[s->n_open++] = id;
     s->open_elems += L->numel;
-    s->open_allreduce = L->persistent && !L->replicated;
+    s->open_allreduce = allreduce;
     L->held = owned ? 2 : 1;
-    const zt_runtime *rt = s->rt;
-    return s->open_elems >= rt->cfg.reduce_bucket_size ? close_bucket(s) : 1;
+    return s->open_elems >= size ? close_bucket(s) : 1;
 }
 
 /* A backward pass ends: its gradients summed over ranks, held for a bucket (several ranks, no

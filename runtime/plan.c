@@ -54,18 +54,16 @@ int zt_plan_uses_qgz(const zt_runtime *rt, const zt_plan *p, const zt_layer *L)
 
 int64_t zt_plan_bucket_elems(const zt_runtime *rt, int world, int *slots)
 {
-    int64_t largest = 0, total = 0;
+    int64_t total = 0;
     *slots = 0;
     for (int i = 0; world > 1 && i < rt->reg.n_layers; i++) {
         const zt_layer *L = &rt->reg.layers[i];
-        if (rt->cfg.zero_quantized_gradients && !L->persistent)
-            continue; /* qgZ's */
-        largest = L->flat_numel > largest ? L->flat_numel : largest;
-        total += L->flat_numel;
+        if (!(rt->cfg.zero_quantized_gradients && !L->persistent)) /* not qgZ's */
+            total += L->flat_numel;
     }
     if (total == 0)
         return 0;
-    int64_t cap = rt->cfg.reduce_bucket_size - 1 + largest;
+    int64_t cap = rt->cfg.reduce_bucket_size;
     *slots = cap >= total ? 1 : ZT_BUCKET_SLOTS;
     return cap < total ? cap : total;
 }

@@ -76,10 +76,11 @@ uint64_t zt_plan_qwz_bytes(const zt_runtime *rt, const zt_plan *p, const zt_laye
  * scratch and ZT_QGZ_SLOTS slots, each a last exchange's tail and, with the optimizer off
  * the device, the fp32 sum of a shard (runtime/reduce.c). */
 int zt_plan_uses_qgz(const zt_runtime *rt, const zt_plan *p, const zt_layer *L);
-/* Gradient buckets (reduce_bucket_size, world > 1): the most flat elements one can hold (a
- * bucket closes at the release that reaches the size, and holds each layer at most once),
- * and in *slots how many fp32 buffers of that size a step makes (1 when one bucket can hold
- * every layer); 0 and 0 with one rank or nothing to bucket. */
+/* Gradient buckets (reduce_bucket_size, world > 1): the most flat elements a bucket of
+ * several layers can hold (a layer that would take it past the size closes it first, and it
+ * holds each layer at most once), and in *slots how many fp32 buffers of that size a step
+ * makes (1 when one bucket can hold every layer); 0 and 0 with one rank or nothing to
+ * bucket. */
 int64_t zt_plan_bucket_elems(const zt_runtime *rt, int world, int *slots);
 uint64_t zt_plan_qgz_bytes(const zt_runtime *rt, const zt_plan *p);
 

@@ -668,15 +668,18 @@ static zt_status issue_open(zt_runtime *rt)
 }
 
 /* Holds a release's gradients (src, of dt; owned: the released buffer, taken from the layer)
- * in the open bucket, which is issued once its elements reach reduce_bucket_size. A release
- * of a layer the bucket holds, or for the other kind of collective, issues it first. */
+ * in the open bucket. The bucket is issued first when the layer would take it past
+ * reduce_bucket_size (DeepSpeed's rule: a bucket of several never holds more), when it holds
+ * the layer already (the next micro-step) or when the layer needs the other kind of
+ * collective; and after, once it reaches the size (a layer that large goes alone). */
 static zt_status hold(zt_runtime *rt, zt_layer *L, void *src, zt_dtype dt, int owned, int micro)
 {
     zt_reduce_bucket *b = &rt->reduce.open;
-    int again = 0; /* the layer's next micro-step */
+    int close = b->n && (b->allreduce != L->persistent ||
+                         b->elems + L->flat_numel > rt->cfg.reduce_bucket_size);
     for (int i = 0; i < b->n; i++)
-        again |= b->e[i].layer == (int)(L - rt->reg.layers);
-    zt_status st = again || (b->n && b->allreduce != L->persistent) ? issue_open(rt) : ZT_OK;
+        close |= b->e[i].layer == (int)(L - rt->reg.layers);
+    zt_status st = close ? issue_open(rt) : ZT_OK;
     if (b->n == b->cap) {
         int cap = b->cap ? 2 * b->cap : 8;
         zt_bucket_entry *e = realloc(b->e, (size_t)cap * sizeof *e);

@@ -111,7 +111,7 @@ static void test_defaults_are_the_documented_values(void **state)
     assert_int_equal(c.stage3_max_live_parameters, 1000000000);
     assert_int_equal(c.stage3_max_reuse_distance, 1000000000);
     assert_int_equal(c.stage3_param_persistence_threshold, 100000);
-    assert_int_equal(c.reduce_bucket_size, 500000000);
+    assert_int_equal(c.reduce_bucket_size, 5000000);
     assert_int_equal(c.sub_group_size, 1000000000);
     assert_int_equal(c.zero_hpz_partition_size, 1);
     assert_int_equal(c.aio_block_size, 1048576);
@@ -245,7 +245,7 @@ static void test_hf_zero3_cpu_config_loads(void **state)
     assert_int_equal(c.offload_param.n_nvme_paths, 0);
     assert_int_equal(c.fp16, 0);
     assert_int_equal(c.stage3_prefetch_bucket_size, 50000000);
-    assert_int_equal(c.reduce_bucket_size, 500000000);
+    assert_int_equal(c.reduce_bucket_size, 5000000);
     assert_float_equal(c.gradient_clipping, 0, 0);
     assert_float_equal(c.beta2, 0.999f, 0);
     assert_int_equal(zt_config_validate(&c, &err), ZT_OK);

@@ -14,7 +14,7 @@
  * micro-steps) and each step all-gathers the updated partitions once (plus the first
  * fetch's), nothing else. "ckpt" saves a checkpoint halfway, and a runtime of another stage
  * (3 after 0-2, 2 after 3, its parameters on the device then) loads it and trains on.
- * "rbucket" sets reduce_bucket_size to 300 elements: the last two layers' gradients in one
+ * "rbucket" sets reduce_bucket_size to 3000 elements: the last two layers' gradients in one
  * collective, the first's on its own (else the default holds every layer of a micro-step in
  * one). "twin" trains a second runtime beside it, the same stage with everything in memory
  * (the optimizer state in device memory), each replica all-gathered and each release's
@@ -142,7 +142,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (argc > 5 && strstr(argv[5], "rbucket") &&
-        zt_config_set_int(rt, "zero_optimization.reduce_bucket_size", 300) != ZT_OK) {
+        zt_config_set_int(rt, "zero_optimization.reduce_bucket_size", 3000) != ZT_OK) {
         fprintf(stderr, "reduce_bucket_size: %s\n", zt_last_error(rt));
         zt_runtime_destroy(rt);
         return 1;
@@ -318,7 +318,7 @@ int main(int argc, char **argv)
     if (!ckpt) {
         zt_stats s = ZT_STATS_INIT;
         zt_stats_get(rt, &s);
-        int64_t rbucket = argc > 5 && strstr(argv[5], "rbucket") ? 300 : 0;
+        int64_t rbucket = argc > 5 && strstr(argv[5], "rbucket") ? 3000 : 0;
         uint64_t est = estimated_peak(ref_mlp_config(&hp, pdev, odev, accum, extra_zero, devopt),
                                       stage, rbucket, &dims, world, s.device_bytes_capacity, STEPS);
         double ratio = (double)est / (double)s.device_bytes_peak;

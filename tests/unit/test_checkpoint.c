@@ -311,6 +311,44 @@ static void test_edited_manifests_are_refused(void **state)
     zt_runtime_destroy(rt);
 }
 
+/* Each parameter's offset in its layer is checked too: moved, or missing, the checkpoint is
+ * refused though the checksum matches (rewritten as ztier would). */
+static void test_parameter_offsets_are_checked(void **state)
+{
+    (void)state;
+    minimal_model m;
+    zt_runtime *rt = create("cpu", "cpu", &m, dims);
+    train(rt, &m, 0, 2);
+    assert_int_equal(zt_checkpoint_save(rt, dir), ZT_OK);
+    char path[700];
+    latest_file("manifest.json", path, sizeof path);
+    char *original = slurp(path);
+    for (int missing = 0; missing < 2; missing++) {
+        json_error_t je;
+        json_t *man = json_loads(original, 0, &je);
+        assert_non_null(man);
+        json_t *bias = json_array_get(
+            json_object_get(json_array_get(json_object_get(man, "layers"), 0), "params"), 1);
+        json_int_t at = json_integer_value(json_object_get(bias, "offset"));
+        assert_true(at > 0);
+        if (missing)
+            json_object_del(bias, "offset");
+        else
+            json_object_set_new(bias, "offset", json_integer(at + 16));
+        char sum[16];
+        zt_manifest_checksum(man, sum);
+        json_object_set_new(man, "checksum", json_string(sum));
+        assert_int_equal(json_dump_file(man, path, JSON_INDENT(1) | JSON_REAL_PRECISION(17)), 0);
+        json_decref(man);
+        expect_refused(rt, &m, ZT_ERR_CORRUPT,
+                       missing ? "layers[0].params[1].offset" : "starts at element");
+    }
+    spill(path, original);
+    assert_int_equal(zt_checkpoint_load(rt, dir), ZT_OK);
+    free(original);
+    zt_runtime_destroy(rt);
+}
+
 /* A checkpoint records the stage that saved it and loads under another: stage 3 (parameters
  * in host memory) to stage 2 (replicated on the device) and back, resumed bitwise as the
  * uninterrupted stage-3 run; stage 0 lays its layers out alike on one rank and loads too. */
@@ -472,6 +510,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_damaged_checkpoints_are_refused, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_foreign_model_is_refused, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_edited_manifests_are_refused, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_parameter_offsets_are_checked, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_checkpoints_load_under_any_stage, make_dir,
                                         remove_dir),
         cmocka_unit_test_setup_teardown(test_root_keeps_newest_checkpoints, make_dir, remove_dir),

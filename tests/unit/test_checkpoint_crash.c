@@ -3,9 +3,11 @@
  * previous save or to the interrupted one: a child process trains and saves, and is killed
  * (SIGKILL) at each crash point of its second save in turn (ZT_TEST_CRASH_AT, test builds),
  * then at random moments from outside while it saves over and over. After every kill a
- * fresh runtime loads the folder and compares every parameter with an uninterrupted run. */
+ * fresh runtime loads the folder and compares every parameter with an uninterrupted run, and
+ * (crash points) the next save leaves only `latest` and the folders it lists. */
 #include "train.h"
 
+#include <dirent.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -127,6 +129,47 @@ static int64_t load_and_compare(void)
     return steps;
 }
 
+/* Entries of the folder other than `latest` and the folders it lists (a partial save's folder,
+ * or a complete one `latest` does not name). */
+static int unlisted(void)
+{
+    char path[600], listed[16][64];
+    int n = 0, left = 0;
+    snprintf(path, sizeof path, "%s/latest", dir);
+    FILE *f = fopen(path, "r");
+    while (f && n < 16 && fgets(listed[n], sizeof listed[n], f))
+        listed[n][strcspn(listed[n], "\n")] = '\0', n++;
+    if (f)
+        fclose(f);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));) {
+        int known =
+            !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "latest");
+        for (int i = 0; i < n; i++)
+            known |= !strcmp(e->d_name, listed[i]);
+        left += !known;
+    }
+    closedir(d);
+    return left;
+}
+
+/* Resumes from the folder, trains a step and saves: whatever an interrupted save left is
+ * gone after it. */
+static void save_again(void)
+{
+    minimal_model m;
+    zt_runtime *rt = create(&m);
+    assert_non_null(rt);
+    int64_t steps = 0;
+    assert_int_equal(zt_checkpoint_load(rt, dir), ZT_OK);
+    assert_int_equal(zt_step_count(rt, &steps), ZT_OK);
+    assert_int_equal(train_step(rt, &m, steps), ZT_OK);
+    assert_int_equal(zt_checkpoint_save(rt, dir), ZT_OK);
+    zt_runtime_destroy(rt);
+    assert_int_equal(unlisted(), 0);
+}
+
 static void clear_dir(void)
 {
     char cmd[600];
@@ -137,7 +180,7 @@ static void clear_dir(void)
 static void test_kill_at_every_crash_point(void **state)
 {
     (void)state;
-    int resumed[2] = {0, 0}, points = 0;
+    int resumed[2] = {0, 0}, points = 0, leftover = 0;
     for (int at = 1; at < 200; at++) {
         clear_dir();
         pid_t pid = fork();
@@ -152,12 +195,15 @@ static void test_kill_at_every_crash_point(void **state)
         int64_t steps = load_and_compare();
         assert_true(steps == 3 || steps == 5);
         resumed[steps == 5]++;
+        leftover += unlisted() > 0;
+        save_again();
         if (!killed) /* `at` lies beyond the save's last crash point */
             break;
         points++;
     }
-    printf("%d crash points: %d resumes from the previous save, %d from the killed one\n", points,
-           resumed[0], resumed[1] - 1);
+    printf("%d crash points: %d resumes from the previous save, %d from the killed one; %d "
+           "left a folder `latest` does not list, which the next save removed\n",
+           points, resumed[0], resumed[1] - 1, leftover);
     assert_true(points >= 8);    /* the save passes at least that many points */
     assert_true(resumed[0] > 0); /* killed before the commit: the previous checkpoint */
     assert_true(resumed[1] > 1); /* killed after it: the new one */
