@@ -202,7 +202,7 @@ static void test_kill_at_every_crash_point(void **state)
         points++;
     }
     printf("%d crash points: %d resumes from the previous save, %d from the killed one; %d "
-           "left a folder `latest` does not list, which the next save removed\n",
+           "left a partial folder or one `latest` does not list; the next save removed each\n",
            points, resumed[0], resumed[1] - 1, leftover);
     assert_true(points >= 8);    /* the save passes at least that many points */
     assert_true(resumed[0] > 0); /* killed before the commit: the previous checkpoint */
