@@ -6,6 +6,7 @@
 
 int cmd_info(int argc, char **argv);
 int cmd_estimate(int argc, char **argv);
+int cmd_checkpoint(int argc, char **argv);
 int cmd_bench_copy(int argc, char **argv);
 int cmd_bench_prefetch(int argc, char **argv);
 int cmd_bench_adam(int argc, char **argv);

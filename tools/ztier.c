@@ -19,6 +19,7 @@ static const command commands[] = {
     {NULL, "estimate", cmd_estimate,
      "the bytes each tier needs for a model, and which "
      "placements fit"},
+    {NULL, "checkpoint", cmd_checkpoint, "inspect DIR: a checkpoint's contents and integrity"},
     /* bench entries (alphabetical) */
     ZT_BENCH_COMMANDS};
 
