@@ -15,17 +15,6 @@
 
 enum { LAYERS = 3, N = 1 << 16, STEPS = 2 }; /* bf16: 128 KiB per layer, 768 KiB packed */
 
-static int rank;
-
-static void require(int ok, const char *what, zt_runtime *rt)
-{
-    if (!ok) {
-        printf("rank %d: FAILED: %s%s%s\n", rank, what, rt ? ": " : "",
-               rt ? zt_last_error(rt) : "");
-        exit(1);
-    }
-}
-
 /* Trains STEPS steps on the given device budget per rank; returns the buckets issued and
  * writes the weights to w. */
 static uint64_t train(const char *budget, float *w)

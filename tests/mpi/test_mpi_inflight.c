@@ -21,18 +21,6 @@
 enum { LAYERS = 4, N = 4096, STEPS = 2 };
 #define DELAY 0.5
 
-static int rank;
-
-/* Ends the rank with what failed (mpirun then ends the job). */
-static void require(int ok, const char *what, zt_runtime *rt)
-{
-    if (!ok) {
-        printf("rank %d: FAILED: %s%s%s\n", rank, what, rt ? ": " : "",
-               rt ? zt_last_error(rt) : "");
-        exit(1);
-    }
-}
-
 static double now_s(void)
 {
     struct timespec ts;

@@ -1,14 +1,29 @@
 /* SPDX-License-Identifier: MIT */
-/* A runtime of `layers` layers of one 1-D parameter of n elements each ("l0", "l1", ...;
- * normal(0, 0.02) values, seeded seed + layer), committed: the model of the MPI tests that
- * time or count reductions. NULL with the runtime's message in err when a call fails. */
+/* The model of the MPI tests that time or count reductions, and how they fail: one program
+ * per test, so the rank and require() live here. */
 #ifndef ZT_TESTS_MPI_VEC_LAYERS_H
 #define ZT_TESTS_MPI_VEC_LAYERS_H
 
 #include "ztier.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
+static int rank; /* this process's, set by main */
+
+/* Ends the rank with what failed (mpirun then ends the job). */
+static inline void require(int ok, const char *what, zt_runtime *rt)
+{
+    if (!ok) {
+        printf("rank %d: FAILED: %s%s%s\n", rank, what, rt ? ": " : "",
+               rt ? zt_last_error(rt) : "");
+        exit(1);
+    }
+}
+
+/* A runtime of `layers` layers of one 1-D parameter of n elements each ("l0", "l1", ...;
+ * normal(0, 0.02) values, seeded seed + layer), committed; NULL with the runtime's message in
+ * err when a call fails. */
 static inline zt_runtime *vec_layers_runtime(const char *cfg, int layers, int64_t n, unsigned seed,
                                              int *ids, int *params, char *err, size_t len)
 {

@@ -262,6 +262,16 @@ static void edit_manifest(const char *path, const char *original, const char *ke
     json_decref(m);
 }
 
+/* A runtime trained 2 steps and saved: *rt, and its manifest's path and text. */
+static char *saved_manifest(zt_runtime **rt, minimal_model *m, char *path, size_t len)
+{
+    *rt = create("cpu", "cpu", m, dims);
+    train(*rt, m, 0, 2);
+    assert_int_equal(zt_checkpoint_save(*rt, dir), ZT_OK);
+    latest_file("manifest.json", path, len);
+    return slurp(path);
+}
+
 static void test_edited_manifests_are_refused(void **state)
 {
     (void)state;
@@ -283,12 +293,9 @@ static void test_edited_manifests_are_refused(void **state)
         {"version", "7", 1, "\"version\" is 7"},
     };
     minimal_model m;
-    zt_runtime *rt = create("cpu", "cpu", &m, dims);
-    train(rt, &m, 0, 2);
-    assert_int_equal(zt_checkpoint_save(rt, dir), ZT_OK);
+    zt_runtime *rt = NULL;
     char path[700];
-    latest_file("manifest.json", path, sizeof path);
-    char *original = slurp(path);
+    char *original = saved_manifest(&rt, &m, path, sizeof path);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         edit_manifest(path, original, cases[i].key, cases[i].value, cases[i].fix);
         expect_refused(rt, &m, ZT_ERR_CORRUPT, cases[i].fragment);
@@ -317,12 +324,9 @@ static void test_parameter_offsets_are_checked(void **state)
 {
     (void)state;
     minimal_model m;
-    zt_runtime *rt = create("cpu", "cpu", &m, dims);
-    train(rt, &m, 0, 2);
-    assert_int_equal(zt_checkpoint_save(rt, dir), ZT_OK);
+    zt_runtime *rt = NULL;
     char path[700];
-    latest_file("manifest.json", path, sizeof path);
-    char *original = slurp(path);
+    char *original = saved_manifest(&rt, &m, path, sizeof path);
     for (int missing = 0; missing < 2; missing++) {
         json_error_t je;
         json_t *man = json_loads(original, 0, &je);
