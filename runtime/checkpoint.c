@@ -8,6 +8,8 @@
  * and a refused checkpoint changes nothing. */
 #include "runtime/checkpoint.h"
 #include "runtime/checkpoint_dir.h"
+#include "runtime/checkpoint_file.h"
+#include "runtime/checkpoint_reshard.h"
 #include "runtime/checkpoint_manifest.h"
 #include "core/log.h"
 #include "core/test_hooks.h"
@@ -21,25 +23,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
-
-#define CKPT_MAGIC_V1 "ZTCKPT01"
-#define CKPT_MAGIC "ZTCKPT02"
-
-/* Version 1 files start with the first 32 bytes of this header. */
-typedef struct shard_header {
-    char magic[8];
-    uint32_t version, rank, world, n_layers;
-    uint64_t step;
-    float loss_scale;
-    int32_t good_steps, hysteresis_left, fp16;
-} shard_header;
-
-#define HEADER_V1_BYTES 32
-
-static size_t header_bytes(int version)
-{
-    return version == 1 ? HEADER_V1_BYTES : sizeof(shard_header);
-}
 
 static zt_ckpt_state current_state(const zt_runtime *rt)
 {
@@ -99,16 +82,16 @@ static zt_status write_shard_file(zt_runtime *rt, const char *folder, uint64_t *
         return ZT_ERR(&rt->err, zt_status_from_errno(errno),
                       "cannot create checkpoint file '%s': %s", path, strerror(errno));
     zt_ckpt_state s = current_state(rt);
-    shard_header h = {CKPT_MAGIC,
-                      ZT_CKPT_VERSION,
-                      (uint32_t)rt->dist.rank,
-                      (uint32_t)rt->dist.world,
-                      (uint32_t)rt->reg.n_layers,
-                      (uint64_t)s.step,
-                      s.loss_scale,
-                      s.good_steps,
-                      s.hysteresis_left,
-                      s.fp16};
+    zt_shard_header h = {ZT_CKPT_MAGIC,
+                         ZT_CKPT_VERSION,
+                         (uint32_t)rt->dist.rank,
+                         (uint32_t)rt->dist.world,
+                         (uint32_t)rt->reg.n_layers,
+                         (uint64_t)s.step,
+                         s.loss_scale,
+                         s.good_steps,
+                         s.hysteresis_left,
+                         s.fp16};
     *crc = crc32(0L, Z_NULL, 0);
     zt_status st = write_all(f, &h, sizeof h, crc, path, &rt->err);
     if (st == ZT_OK)
@@ -242,48 +225,9 @@ zt_status zt_rt_checkpoint_save(zt_runtime *rt, const char *root)
 
 /* ---- load ---- */
 
-static zt_status read_header(zt_runtime *rt, FILE *f, const char *path, int version,
-                             shard_header *h)
-{
-    memset(h, 0, sizeof *h);
-    if (fread(h, header_bytes(version), 1, f) != 1 ||
-        memcmp(h->magic, version == 1 ? CKPT_MAGIC_V1 : CKPT_MAGIC, 8) != 0 ||
-        h->rank != (uint32_t)rt->dist.rank || h->world != (uint32_t)rt->dist.world ||
-        h->n_layers != (uint32_t)rt->reg.n_layers)
-        return ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
-                      "checkpoint file '%s' has a damaged header or belongs to another rank "
-                      "(this is rank %d of %d)",
-                      path, rt->dist.rank, rt->dist.world);
-    return ZT_OK;
-}
-
-/* The header repeats the manifest's state; a mismatch means one of them was changed. */
-static zt_status cross_check(zt_runtime *rt, const shard_header *h, const zt_manifest *m,
-                             const char *path)
-{
-    const zt_ckpt_state *s = &m->state;
-    if (h->step != (uint64_t)s->step)
-        return ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
-                      "checkpoint file '%s' holds step %llu, its manifest says \"step\": %lld: "
-                      "one of them was changed; load another checkpoint",
-                      path, (unsigned long long)h->step, (long long)s->step);
-    const char *field = m->version == 1                            ? NULL
-                        : h->loss_scale != s->loss_scale           ? "loss_scale"
-                        : h->good_steps != s->good_steps           ? "good_steps"
-                        : h->hysteresis_left != s->hysteresis_left ? "hysteresis_left"
-                        : h->fp16 != s->fp16                       ? "fp16"
-                                                                   : NULL;
-    if (!field)
-        return ZT_OK;
-    return ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
-                  "checkpoint file '%s' and its manifest disagree on \"%s\": one of them was "
-                  "changed; load another checkpoint",
-                  path, field);
-}
-
 static uint64_t expected_shard_bytes(const zt_runtime *rt, int version)
 {
-    uint64_t n = header_bytes(version);
+    uint64_t n = zt_ckpt_header_bytes(version);
     for (int i = 0; i < rt->reg.n_layers; i++)
         n += 3 * (uint64_t)rt->reg.layers[i].shard_numel * sizeof(float);
     return n;
@@ -310,9 +254,10 @@ static zt_status verify_shard_file(zt_runtime *rt, FILE *f, const char *path, co
                       "checkpoint file '%s' is damaged (CRC-32 %08lx, the manifest says %08lx)",
                       path, (unsigned long)crc, (unsigned long)m->file_crc);
     rewind(f);
-    shard_header h;
-    zt_status st = read_header(rt, f, path, m->version, &h);
-    return st == ZT_OK ? cross_check(rt, &h, m, path) : st;
+    zt_shard_header h;
+    zt_status st = zt_ckpt_read_header(f, path, m->version, rt->dist.rank, rt->dist.world,
+                                       rt->reg.n_layers, &h, &rt->err);
+    return st == ZT_OK ? zt_ckpt_cross_check(&h, m, path, &rt->err) : st;
 }
 
 /* Reads the file's next fp32 shard of layer L into rt->opt.staging. */
@@ -327,7 +272,7 @@ static zt_status read_shard(zt_runtime *rt, FILE *f, const zt_layer *L, const ch
 /* Per layer the file holds master, m, v; the working-dtype parameters follow the master. */
 static zt_status restore_layers(zt_runtime *rt, FILE *f, const char *path, int version)
 {
-    zt_status st = fseek(f, (long)header_bytes(version), SEEK_SET) == 0
+    zt_status st = fseek(f, (long)zt_ckpt_header_bytes(version), SEEK_SET) == 0
                        ? ZT_OK
                        : ZT_ERR(&rt->err, ZT_ERR_IO, "reading '%s': %s", path, strerror(errno));
     for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
@@ -382,7 +327,8 @@ static zt_status clear_accumulators(zt_runtime *rt)
     return st;
 }
 
-/* Every rank checks its manifest and file; nothing changes unless all of them pass. */
+/* Every rank checks the manifest and its file (resharding: its share of the files); nothing
+ * changes unless all of them pass. *out: this rank's file (NULL when resharding). */
 static zt_status open_checked(zt_runtime *rt, const char *dir, char *folder, size_t len,
                               zt_manifest *m, FILE **out)
 {
@@ -394,21 +340,24 @@ static zt_status open_checked(zt_runtime *rt, const char *dir, char *folder, siz
         st = zt_ckpt_resolve(dir, folder, len, &rt->err);
     if (st == ZT_OK)
         st = zt_manifest_read(rt, folder, m, &rt->err);
-    if (st == ZT_OK) {
+    int reshard = st == ZT_OK && zt_manifest_reshards(rt, m);
+    if (reshard) {
+        st = zt_ckpt_reshard_verify(rt, folder, m);
+    } else if (st == ZT_OK) {
         shard_path(folder, rt, path, sizeof path);
         if (!(*out = fopen(path, "rb")))
             st = ZT_ERR(&rt->err, ZT_ERR_CORRUPT, "checkpoint file '%s' is missing: %s", path,
                         strerror(errno));
+        if (st == ZT_OK)
+            st = verify_shard_file(rt, *out, path, m);
     }
-    if (st == ZT_OK)
-        st = verify_shard_file(rt, *out, path, m);
     return zt_comm_agree(rt->dist.comm, st, "checkpoint load (checks)", &rt->err);
 }
 
 zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
 {
     char folder[ZT_PATH_MAX + 160] = "", path[ZT_PATH_MAX + 240];
-    zt_manifest m;
+    zt_manifest m = {0};
     FILE *f = NULL;
     double t0 = zt_now_s();
     /* no reduction still to land in the accumulators the load clears, no caller stream
@@ -423,13 +372,19 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
                 "'%s' was saved at ZeRO stage %d and loads into stage %d: the same state of "
                 "every parameter",
                 folder, m.zero_stage, rt->cfg.stage);
+    if (st == ZT_OK && !f)
+        ZT_LOGI("checkpoint",
+                "'%s' was saved by %d ranks and this run has %d (or lays layers out otherwise): "
+                "each rank reads its parts from the files that hold them",
+                folder, m.world, rt->dist.world);
     if (st == ZT_OK) {
         zt_prefetcher_invalidate(rt->prefetch);
         shard_path(folder, rt, path, sizeof path);
-        st = restore_layers(rt, f, path, m.version);
+        st = f ? restore_layers(rt, f, path, m.version) : zt_ckpt_reshard_restore(rt, folder, &m);
     }
     if (f)
         fclose(f);
+    zt_manifest_free(&m);
     if (st == ZT_OK) {
         restore_state(rt, &m.state);
         st = clear_accumulators(rt);

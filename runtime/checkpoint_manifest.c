@@ -48,8 +48,10 @@ static json_t *model_json(const zt_runtime *rt)
             json_array_append_new(params, json_pack("{s:s, s:o, s:I}", "name", p->name, "shape",
                                                     shape, "offset", (json_int_t)p->offset));
         }
-        json_array_append_new(layers, json_pack("{s:s, s:I, s:o}", "name", L->name, "flat_numel",
-                                                (json_int_t)L->flat_numel, "params", params));
+        json_array_append_new(layers,
+                              json_pack("{s:s, s:I, s:I, s:o}", "name", L->name, "flat_numel",
+                                        (json_int_t)L->flat_numel, "shard_numel",
+                                        (json_int_t)L->shard_numel, "params", params));
     }
     return layers;
 }
@@ -109,6 +111,7 @@ typedef struct mctx {
     const char *path;
     zt_error *err;
     int saved_stage; /* the manifest's zero_stage, once read (-1: not recorded) */
+    int saved_world; /* its world_size, once read */
 } mctx;
 
 static zt_status bad(const mctx *c, const char *field, const json_t *v, const char *allowed)
@@ -135,7 +138,7 @@ static zt_status get_int(const mctx *c, json_t *obj, const char *key, const char
     return ZT_OK;
 }
 
-static zt_status check_header(const zt_runtime *rt, const mctx *c, json_t *m, int *version)
+static zt_status check_header(const zt_runtime *rt, mctx *c, json_t *m, int *version)
 {
     json_t *fmt = json_object_get(m, "format");
     if (!json_is_string(fmt) || strcmp(json_string_value(fmt), CKPT_FORMAT) != 0)
@@ -157,11 +160,8 @@ static zt_status check_header(const zt_runtime *rt, const mctx *c, json_t *m, in
     }
     if ((st = get_int(c, m, "world_size", "world_size", 1, 1 << 24, &world)) != ZT_OK)
         return st;
-    if (world != rt->dist.world)
-        return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
-                      "checkpoint '%s' was saved by %lld ranks and this run has %d: resume with "
-                      "the same number of ranks",
-                      c->path, (long long)world, rt->dist.world);
+    c->saved_world = (int)world;
+    (void)rt;
     return ZT_OK;
 }
 
@@ -251,8 +251,21 @@ static zt_status check_param(const mctx *c, const zt_param *p, json_t *jp, const
     return st;
 }
 
+/* The elements a layer's parameters take in its flat layout (the rest is padding). */
+static int64_t params_end(const zt_runtime *rt, const zt_layer *L)
+{
+    int64_t end = 0;
+    for (int k = 0; k < L->n_params; k++) {
+        const zt_param *p = &rt->reg.params[L->param_ids[k]];
+        end = p->offset + p->numel > end ? p->offset + p->numel : end;
+    }
+    return end;
+}
+
+/* Layer i as saved: its name and parameters must be this model's; its flat size and each
+ * file's part of it (*flat, *shard; 0 where not recorded) may differ from this run's. */
 static zt_status check_layer(const zt_runtime *rt, const mctx *c, const zt_layer *L, json_t *jl,
-                             int i)
+                             int i, int64_t *flat, int64_t *shard)
 {
     char field[64];
     snprintf(field, sizeof field, "layers[%d]", i);
@@ -261,32 +274,42 @@ static zt_status check_layer(const zt_runtime *rt, const mctx *c, const zt_layer
         return bad(c, field, jl, "a layer needs a \"name\" string and a \"params\" list");
     if (strcmp(json_string_value(name), L->name) != 0)
         return foreign(c, "a layer", json_string_value(name), L->name);
-    int64_t flat = 0;
-    snprintf(field, sizeof field, "layers[%d].flat_numel", i);
-    zt_status st = get_int(c, jl, "flat_numel", field, 1, INT64_MAX, &flat);
-    if (st == ZT_OK && (int)json_array_size(params) == L->n_params && flat != L->flat_numel &&
-        c->saved_stage >= 0 && c->saved_stage != rt->cfg.stage)
-        return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
-                      "checkpoint '%s' was saved at ZeRO stage %d, which lays layer '%s' out "
-                      "otherwise than stage %d does on %d ranks (one partition per rank against "
-                      "a replicated layer): load it with zero_optimization.stage %d (loading "
-                      "across that change is not built yet)",
-                      c->path, c->saved_stage, L->name, rt->cfg.stage, rt->dist.world,
-                      c->saved_stage);
-    if (st == ZT_OK && ((int)json_array_size(params) != L->n_params || flat != L->flat_numel))
+    if ((int)json_array_size(params) != L->n_params)
         return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
                       "checkpoint '%s': layer '%s' has other parameters there: it was saved "
                       "from a different model",
                       c->path, L->name);
+    snprintf(field, sizeof field, "layers[%d].flat_numel", i);
+    zt_status st = get_int(c, jl, "flat_numel", field, params_end(rt, L), INT64_MAX, flat);
+    *shard = 0;
+    if (st == ZT_OK && json_object_get(jl, "shard_numel")) {
+        snprintf(field, sizeof field, "layers[%d].shard_numel", i);
+        st = get_int(c, jl, "shard_numel", field, 1, *flat, shard);
+        if (st == ZT_OK && *shard != *flat && *shard * c->saved_world != *flat)
+            return bad(c, field, json_object_get(jl, "shard_numel"),
+                       "it must be the layer's flat_numel (replicated) or that over world_size");
+    }
     for (int k = 0; st == ZT_OK && k < L->n_params; k++) {
         snprintf(field, sizeof field, "layers[%d].params[%d]", i, k);
         st = check_param(c, &rt->reg.params[L->param_ids[k]], json_array_get(params, (size_t)k),
                          field);
     }
-    return st;
+    if (st != ZT_OK || *shard || (*flat == L->flat_numel && c->saved_world == rt->dist.world))
+        return st;
+    /* laid out otherwise and saved before each file's part was recorded */
+    if (c->saved_world != rt->dist.world)
+        return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
+                      "checkpoint '%s' was saved by %d ranks and this run has %d, by a version "
+                      "that did not record each file's part of a layer: resume it with %d ranks",
+                      c->path, c->saved_world, rt->dist.world, c->saved_world);
+    return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
+                  "checkpoint '%s' was saved at ZeRO stage %d, which lays layer '%s' out "
+                  "otherwise than stage %d does on %d ranks, by a version that did not record "
+                  "each file's part of a layer: load it with zero_optimization.stage %d",
+                  c->path, c->saved_stage, L->name, rt->cfg.stage, rt->dist.world, c->saved_stage);
 }
 
-static zt_status check_model(const zt_runtime *rt, const mctx *c, json_t *m)
+static zt_status check_model(const zt_runtime *rt, const mctx *c, json_t *m, zt_manifest *out)
 {
     json_t *layers = json_object_get(m, "layers");
     if (!json_is_array(layers))
@@ -296,21 +319,37 @@ static zt_status check_model(const zt_runtime *rt, const mctx *c, json_t *m)
                       "checkpoint '%s' holds %d layers, this model has %d: it was saved from a "
                       "different model",
                       c->path, (int)json_array_size(layers), rt->reg.n_layers);
+    size_t n = (size_t)(rt->reg.n_layers ? rt->reg.n_layers : 1);
+    out->flat = calloc(n, sizeof *out->flat);
+    out->shard = calloc(n, sizeof *out->shard);
+    if (!out->flat || !out->shard)
+        return ZT_ERR(c->err, ZT_ERR_NOMEM, "out of memory reading '%s'", c->path);
     zt_status st = ZT_OK;
-    for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++)
-        st = check_layer(rt, c, &rt->reg.layers[i], json_array_get(layers, (size_t)i), i);
+    int recorded = 1;
+    for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
+        st = check_layer(rt, c, &rt->reg.layers[i], json_array_get(layers, (size_t)i), i,
+                         &out->flat[i], &out->shard[i]);
+        recorded &= out->shard[i] > 0;
+    }
+    if (st == ZT_OK && !recorded) /* older checkpoints: all as this run lays them out */
+        free(out->shard), out->shard = NULL;
     return st;
 }
 
 static zt_status check_files(const zt_runtime *rt, const mctx *c, json_t *m, zt_manifest *out)
 {
     json_t *files = json_object_get(m, "files");
-    if (!json_is_array(files) || (int)json_array_size(files) != rt->dist.world)
-        return bad(c, "files", files, "it must list one file per rank");
-    for (int r = 0; r < rt->dist.world; r++) {
+    int world = c->saved_world;
+    if (!json_is_array(files) || (int)json_array_size(files) != world)
+        return bad(c, "files", files, "it must list one file per rank of world_size");
+    out->world = world;
+    out->files = calloc(2 * (size_t)world, sizeof *out->files);
+    if (!out->files)
+        return ZT_ERR(c->err, ZT_ERR_NOMEM, "out of memory reading '%s'", c->path);
+    for (int r = 0; r < world; r++) {
         json_t *e = json_array_get(files, (size_t)r), *name = json_object_get(e, "name");
         char want[64], field[64];
-        zt_ckpt_shard_name(r, rt->dist.world, want, sizeof want);
+        zt_ckpt_shard_name(r, world, want, sizeof want);
         snprintf(field, sizeof field, "files[%d].name", r);
         if (!json_is_string(name) || strcmp(json_string_value(name), want) != 0)
             return bad(c, field, name, "it must name that rank's shard file");
@@ -322,7 +361,8 @@ static zt_status check_files(const zt_runtime *rt, const mctx *c, json_t *m, zt_
             st = get_int(c, e, "crc32", field, 0, UINT32_MAX, &crc);
         if (st != ZT_OK)
             return st;
-        if (r == rt->dist.rank)
+        out->files[2 * r] = bytes, out->files[2 * r + 1] = crc;
+        if (world == rt->dist.world && r == rt->dist.rank)
             out->file_bytes = (uint64_t)bytes, out->file_crc = (uint32_t)crc;
     }
     return ZT_OK;
@@ -333,13 +373,13 @@ zt_status zt_manifest_read(const zt_runtime *rt, const char *folder, zt_manifest
 {
     char path[ZT_PATH_MAX + 200];
     snprintf(path, sizeof path, "%s/manifest.json", folder);
-    mctx c = {path, err, -1};
+    mctx c = {path, err, -1, 0};
     json_error_t je;
+    memset(out, 0, sizeof *out);
     json_t *m = json_load_file(path, 0, &je);
     if (!m)
         return ZT_ERR(err, ZT_ERR_CORRUPT, "checkpoint manifest '%s' cannot be read: line %d: %s",
                       path, je.line, je.text);
-    memset(out, 0, sizeof *out);
     zt_status st = json_is_object(m)
                        ? check_header(rt, &c, m, &out->version)
                        : ZT_ERR(err, ZT_ERR_CORRUPT, "'%s' is not a JSON object", path);
@@ -348,9 +388,26 @@ zt_status zt_manifest_read(const zt_runtime *rt, const char *folder, zt_manifest
     if (st == ZT_OK)
         st = check_stage(&c, m, out);
     if (st == ZT_OK)
-        st = check_model(rt, &c, m);
+        st = check_model(rt, &c, m, out);
     if (st == ZT_OK)
         st = check_files(rt, &c, m, out);
     json_decref(m);
+    if (st != ZT_OK)
+        zt_manifest_free(out);
     return st;
+}
+
+void zt_manifest_free(zt_manifest *m)
+{
+    free(m->flat), free(m->shard), free(m->files);
+    m->flat = m->shard = m->files = NULL;
+}
+
+int zt_manifest_reshards(const zt_runtime *rt, const zt_manifest *m)
+{
+    int differ = m->world != rt->dist.world;
+    for (int i = 0; m->shard && i < rt->reg.n_layers; i++)
+        differ |= m->flat[i] != rt->reg.layers[i].flat_numel ||
+                  m->shard[i] != rt->reg.layers[i].shard_numel;
+    return differ;
 }

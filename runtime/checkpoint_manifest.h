@@ -26,8 +26,13 @@ typedef struct zt_manifest {
     int version;
     zt_ckpt_state state;
     int zero_stage;      /* the saving run's zero_optimization.stage; -1: not recorded */
-    uint64_t file_bytes; /* this rank's file */
+    uint64_t file_bytes; /* this rank's file (same world size) */
     uint32_t file_crc;
+    int world;      /* the ranks that saved it, one file each */
+    int64_t *flat;  /* per layer: its elements as the saving run laid it out */
+    int64_t *shard; /* per layer: each file's part of it (the whole layer for a replicated
+                        one); NULL in checkpoints from before it was recorded */
+    int64_t *files; /* per saving rank: its file's bytes and CRC-32 */
 } zt_manifest;
 
 /* "rank-00003-of-00008.zts" */
@@ -42,8 +47,15 @@ void zt_manifest_checksum(json_t *m, char out[16]);
 zt_status zt_manifest_write(const zt_runtime *rt, const zt_ckpt_state *s, const int64_t *files,
                             const char *folder, zt_error *err);
 
-/* Reads and validates folder/manifest.json against this runtime's model and rank. */
+/* Reads and validates folder/manifest.json against this runtime's model and rank; a
+ * checkpoint of the same model saved by another number of ranks, or laid out otherwise (stage
+ * 0 against 1-3), passes where it records each layer's part per file. zt_manifest_free after. */
 zt_status zt_manifest_read(const zt_runtime *rt, const char *folder, zt_manifest *out,
                            zt_error *err);
+void zt_manifest_free(zt_manifest *m);
+
+/* 1 when the files' parts differ from this run's (another world size, or a layer replicated
+ * in one and partitioned in the other): each rank then reads its parts from several files. */
+int zt_manifest_reshards(const zt_runtime *rt, const zt_manifest *m);
 
 #endif

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/* Resharding load (checkpoint_reshard.h). A checkpoint stores per layer each saving rank's
+ * part of the flat layout (m->shard elements, or the whole layer where it was replicated) in
+ * that rank's file: master, m, v per layer in registration order. Parameters sit at the same
+ * offsets in every layout; only the padding after them depends on the world size. So this
+ * rank's part [first, first + shard) of a layer, in any layout, is the concatenation of the
+ * pieces of the saved parts that overlap it: each rank reads only those pieces (and checks
+ * its share of the files whole), never the whole model unless its own part is the whole
+ * layer. Elements past the saved layout (padding) load as zeros. */
+#include "runtime/checkpoint_reshard.h"
+#include "runtime/checkpoint_file.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+static void file_path(const char *folder, const zt_manifest *m, int k, char *out, size_t len)
+{
+    char name[64];
+    zt_ckpt_shard_name(k, m->world, name, sizeof name);
+    snprintf(out, len, "%s/%s", folder, name);
+}
+
+static uint64_t expected_bytes(const zt_runtime *rt, const zt_manifest *m)
+{
+    uint64_t n = zt_ckpt_header_bytes(m->version);
+    for (int i = 0; i < rt->reg.n_layers; i++)
+        n += 3 * (uint64_t)m->shard[i] * sizeof(float);
+    return n;
+}
+
+static zt_status verify_file(zt_runtime *rt, const char *folder, const zt_manifest *m, int k)
+{
+    char path[ZT_PATH_MAX + 240];
+    file_path(folder, m, k, path, sizeof path);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ZT_ERR(&rt->err, ZT_ERR_CORRUPT, "checkpoint file '%s' is missing: %s", path,
+                      strerror(errno));
+    uint64_t want = expected_bytes(rt, m), said = (uint64_t)m->files[2 * k];
+    struct stat sb;
+    zt_status st = ZT_OK;
+    if (fstat(fileno(f), &sb) != 0 || (uint64_t)sb.st_size != said || said != want)
+        st =
+            ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
+                   "checkpoint file '%s' has %lld bytes, the manifest says %llu and the model "
+                   "needs %llu: the file is truncated or from another save",
+                   path, (long long)sb.st_size, (unsigned long long)said, (unsigned long long)want);
+    uLong crc = crc32(0L, Z_NULL, 0);
+    size_t n;
+    while (st == ZT_OK && (n = fread(rt->opt.staging, 1, rt->opt.staging_bytes, f)) > 0)
+        crc = crc32(crc, rt->opt.staging, (uInt)n);
+    if (st == ZT_OK && crc != (uLong)m->files[2 * k + 1])
+        st = ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
+                    "checkpoint file '%s' is damaged (CRC-32 %08lx, the manifest says %08lx)", path,
+                    (unsigned long)crc, (unsigned long)m->files[2 * k + 1]);
+    zt_shard_header h;
+    if (st == ZT_OK) {
+        rewind(f);
+        st = zt_ckpt_read_header(f, path, m->version, k, m->world, rt->reg.n_layers, &h, &rt->err);
+    }
+    if (st == ZT_OK)
+        st = zt_ckpt_cross_check(&h, m, path, &rt->err);
+    fclose(f);
+    return st;
+}
+
+zt_status zt_ckpt_reshard_verify(zt_runtime *rt, const char *folder, const zt_manifest *m)
+{
+    zt_status st = ZT_OK;
+    for (int k = rt->dist.rank; st == ZT_OK && k < m->world; k += rt->dist.world)
+        st = verify_file(rt, folder, m, k);
+    return st;
+}
+
+/* The saved files, opened as first needed. */
+typedef struct sources {
+    const char *folder;
+    const zt_manifest *m;
+    FILE **f;
+    int64_t *layer_at; /* per layer: where its parts start in a file, in elements */
+} sources;
+
+static zt_status read_piece(zt_runtime *rt, sources *s, int k, int layer, int state, int64_t lo,
+                            int64_t hi, int64_t part_first, float *dst)
+{
+    char path[ZT_PATH_MAX + 240];
+    file_path(s->folder, s->m, k, path, sizeof path);
+    if (!s->f[k] && !(s->f[k] = fopen(path, "rb")))
+        return ZT_ERR(&rt->err, ZT_ERR_IO, "reading '%s': %s", path, strerror(errno));
+    int64_t at = s->layer_at[layer] + state * s->m->shard[layer] + (lo - part_first);
+    off_t off = (off_t)zt_ckpt_header_bytes(s->m->version) + (off_t)at * (off_t)sizeof(float);
+    if (fseeko(s->f[k], off, SEEK_SET) != 0 ||
+        fread(dst, sizeof(float), (size_t)(hi - lo), s->f[k]) != (size_t)(hi - lo))
+        return ZT_ERR(&rt->err, ZT_ERR_IO, "reading '%s': %s", path,
+                      ferror(s->f[k]) ? strerror(errno) : "the file ends early");
+    return ZT_OK;
+}
+
+/* This rank's part of `state` (0 master, 1 m, 2 v) of layer i, into rt->opt.staging. */
+static zt_status gather_part(zt_runtime *rt, sources *s, int i, int state)
+{
+    const zt_layer *L = &rt->reg.layers[i];
+    const zt_manifest *m = s->m;
+    int64_t first = L->persistent ? 0 : (int64_t)rt->dist.rank * L->shard_numel;
+    int64_t end = first + L->shard_numel < m->flat[i] ? first + L->shard_numel : m->flat[i];
+    float *dst = rt->opt.staging;
+    memset(dst, 0, (size_t)L->shard_numel * sizeof(float));
+    if (first >= end)
+        return ZT_OK;
+    int64_t sh = m->shard[i];
+    if (sh == m->flat[i]) /* replicated when saved: every file holds it whole */
+        return read_piece(rt, s, rt->dist.rank % m->world, i, state, first, end, 0, dst);
+    zt_status st = ZT_OK;
+    for (int64_t k = first / sh; st == ZT_OK && k * sh < end; k++) {
+        int64_t lo = first > k * sh ? first : k * sh;
+        int64_t hi = end < (k + 1) * sh ? end : (k + 1) * sh;
+        st = read_piece(rt, s, (int)k, i, state, lo, hi, k * sh, dst + (lo - first));
+    }
+    return st;
+}
+
+zt_status zt_ckpt_reshard_restore(zt_runtime *rt, const char *folder, const zt_manifest *m)
+{
+    sources s = {folder, m, calloc((size_t)m->world, sizeof(FILE *)),
+                 calloc((size_t)rt->reg.n_layers + 1, sizeof(int64_t))};
+    zt_status st =
+        s.f && s.layer_at ? ZT_OK : ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory loading");
+    for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++)
+        s.layer_at[i + 1] = s.layer_at[i] + 3 * m->shard[i];
+    for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
+        zt_layer *L = &rt->reg.layers[i];
+        st = gather_part(rt, &s, i, 0);
+        if (st == ZT_OK)
+            st = zt_layer_set_master(rt, L, rt->opt.staging);
+        if (st == ZT_OK)
+            st = gather_part(rt, &s, i, 1);
+        if (st == ZT_OK)
+            st = zt_home_store(&rt->tiers.homes, &L->exp_avg, rt->opt.staging, &rt->err);
+        if (st == ZT_OK)
+            st = gather_part(rt, &s, i, 2);
+        if (st == ZT_OK)
+            st = zt_home_store(&rt->tiers.homes, &L->exp_avg_sq, rt->opt.staging, &rt->err);
+    }
+    for (int k = 0; s.f && k < m->world; k++)
+        if (s.f[k])
+            fclose(s.f[k]);
+    free(s.f), free(s.layer_at);
+    return st;
+}
