@@ -16,7 +16,7 @@ train() { # <root> [mpirun ...]: 4 steps, a save at 2 and 4
   local root=$1
   shift
   "$@" "$gpt2" --config tiny --vocab byte --text /usr/share/common-licenses/GPL-3 --batch 2 \
-    --seq 16 --steps 4 --checkpoint "$root" --save-every 2 --threads 1 > "$root.log" 2>&1 ||
+    --seq 16 --steps 4 --checkpoint "$root" --save-every 2 --threads 1 --device cpu > "$root.log" 2>&1 ||
     { tail -5 "$root.log"; fail "training into $root"; }
 }
 expect() { # <exit status> <text> <args...>
