@@ -572,7 +572,9 @@ static zt_status make_packs(zt_runtime *rt)
     return ZT_OK;
 }
 
-/* This bucket's buffer (NULL: none this step), the bucket before it in that slot completed. */
+/* This bucket's buffer (NULL: none this step), the bucket before it in that slot completed
+ * (the first failure of those completed is returned; the buffer is free all the same, unless
+ * its collective never completed: then there is none). */
 static zt_status pack_slot(zt_runtime *rt, void **buf)
 {
     zt_bucket_buffers *q = &rt->reduce.packs;
@@ -580,44 +582,45 @@ static zt_status pack_slot(zt_runtime *rt, void **buf)
     *buf = NULL;
     if (st != ZT_OK || q->n == 0)
         return st;
-    *buf = q->buf[q->next++ % q->n];
-    for (int busy = 1; busy && st == ZT_OK;) {
+    int k = q->next++ % q->n;
+    zt_error first = {0};
+    for (int busy = 1; busy;) {
         busy = 0;
         for (int i = 0; i < rt->reduce.n_inflight; i++)
             busy |=
                 rt->reduce.inflight[(rt->reduce.inflight_head + i) % ZT_REDUCTIONS_IN_FLIGHT].sum ==
-                *buf;
-        if (busy)
-            st = complete_inflight(rt);
+                q->buf[k];
+        if (busy && complete_inflight(rt) != ZT_OK && first.status == ZT_OK)
+            first = rt->err;
     }
-    return st;
+    *buf = q->buf[k]; /* NULL when MPI may still write it */
+    if (first.status != ZT_OK)
+        rt->err = first;
+    return first.status;
+}
+
+/* Each held release reduced on its own (no bucket buffers this step); every one is a
+ * collective all ranks issue, so all are, and the first failure is returned. */
+static zt_status reduce_one_by_one(zt_runtime *rt, zt_reduce_bucket *b)
+{
+    zt_status first = ZT_OK;
+    zt_error kept = {0};
+    for (int i = 0; i < b->n; i++)
+        if (reduce_held(rt, &b->e[i]) != ZT_OK && first == ZT_OK)
+            first = rt->err.status, kept = rt->err;
+    free(b->e);
+    if (first != ZT_OK)
+        rt->err = kept;
+    return first;
 }
 
 /* The held releases in one collective: packed into the slot's fp32 buffer, summed over ranks,
- * each shard added to its accumulator (left in flight where the others are). Without the
- * step's buffers, each release is reduced on its own. */
-static zt_status issue_bucket(zt_runtime *rt, zt_reduce_bucket *b)
+ * each shard added to its accumulator (left in flight where the others are). */
+static zt_status issue_packed(zt_runtime *rt, zt_reduce_bucket *b, void *pack)
 {
-    void *pack = NULL;
-    zt_status st = pack_slot(rt, &pack);
-    if (st != ZT_OK) {
-        free_held(rt, b->e, b->n);
-        return st;
-    }
-    if (!pack) {
-        zt_status first = ZT_OK;
-        zt_error kept = {0};
-        for (int i = 0; i < b->n; i++) /* every one: each is a collective all ranks issue */
-            if (reduce_held(rt, &b->e[i]) != ZT_OK && first == ZT_OK)
-                first = rt->err.status, kept = rt->err;
-        free(b->e);
-        if (first != ZT_OK)
-            rt->err = kept;
-        return first;
-    }
     const zt_layer *head = &rt->reg.layers[b->e[0].layer];
     int parts = b->allreduce ? 1 : rt->dist.world;
-    st = pack_bucket(rt, b, parts, pack);
+    zt_status st = pack_bucket(rt, b, parts, pack);
     for (int i = 0; i < b->n; i++) /* freed after the pack's copies of them */
         if (b->e[i].owned)
             zt_device_tier_free(&rt->tiers.dtier, b->e[i].src);
@@ -651,6 +654,24 @@ static zt_status issue_bucket(zt_runtime *rt, zt_reduce_bucket *b)
     }
     free(b->e);
     return st;
+}
+
+/* The open bucket's collective, in the step's next bucket buffer, or each release on its own
+ * when the step has none. A reduction completed to free that buffer may have failed: that is
+ * reported after this bucket's collective, which every rank issues alike. */
+static zt_status issue_bucket(zt_runtime *rt, zt_reduce_bucket *b)
+{
+    void *pack = NULL;
+    zt_status prior = pack_slot(rt, &pack);
+    zt_error prior_err = rt->err;
+    if (!pack && prior != ZT_OK) { /* the ranks could not agree on the buffers */
+        free_held(rt, b->e, b->n);
+        return prior;
+    }
+    zt_status st = pack ? issue_packed(rt, b, pack) : reduce_one_by_one(rt, b);
+    if (prior != ZT_OK)
+        rt->err = prior_err;
+    return prior != ZT_OK ? prior : st;
 }
 
 /* The open bucket's releases summed over ranks now (full, another kind's release, zt_step). */
