@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -225,41 +224,6 @@ zt_status zt_rt_checkpoint_save(zt_runtime *rt, const char *root)
 
 /* ---- load ---- */
 
-static uint64_t expected_shard_bytes(const zt_runtime *rt, int version)
-{
-    uint64_t n = zt_ckpt_header_bytes(version);
-    for (int i = 0; i < rt->reg.n_layers; i++)
-        n += 3 * (uint64_t)rt->reg.layers[i].shard_numel * sizeof(float);
-    return n;
-}
-
-/* Checks size, CRC, header and its agreement with the manifest before anything changes. */
-static zt_status verify_shard_file(zt_runtime *rt, FILE *f, const char *path, const zt_manifest *m)
-{
-    uint64_t want = expected_shard_bytes(rt, m->version);
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || (uint64_t)sb.st_size != m->file_bytes ||
-        m->file_bytes != want)
-        return ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
-                      "checkpoint file '%s' has %lld bytes, the manifest says %llu and the "
-                      "model needs %llu: the file is truncated or from another save",
-                      path, (long long)sb.st_size, (unsigned long long)m->file_bytes,
-                      (unsigned long long)want);
-    uLong crc = crc32(0L, Z_NULL, 0);
-    size_t n;
-    while ((n = fread(rt->opt.staging, 1, rt->opt.staging_bytes, f)) > 0)
-        crc = crc32(crc, rt->opt.staging, (uInt)n);
-    if (crc != m->file_crc)
-        return ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
-                      "checkpoint file '%s' is damaged (CRC-32 %08lx, the manifest says %08lx)",
-                      path, (unsigned long)crc, (unsigned long)m->file_crc);
-    rewind(f);
-    zt_shard_header h;
-    zt_status st = zt_ckpt_read_header(f, path, m->version, rt->dist.rank, rt->dist.world,
-                                       rt->reg.n_layers, &h, &rt->err);
-    return st == ZT_OK ? zt_ckpt_cross_check(&h, m, path, &rt->err) : st;
-}
-
 /* Reads the file's next fp32 shard of layer L into rt->opt.staging. */
 static zt_status read_shard(zt_runtime *rt, FILE *f, const zt_layer *L, const char *path)
 {
@@ -349,7 +313,7 @@ static zt_status open_checked(zt_runtime *rt, const char *dir, char *folder, siz
             st = ZT_ERR(&rt->err, ZT_ERR_CORRUPT, "checkpoint file '%s' is missing: %s", path,
                         strerror(errno));
         if (st == ZT_OK)
-            st = verify_shard_file(rt, *out, path, m);
+            st = zt_ckpt_verify_file(rt, *out, path, m, rt->dist.rank);
     }
     return zt_comm_agree(rt->dist.comm, st, "checkpoint load (checks)", &rt->err);
 }

@@ -3,6 +3,8 @@
 #include "runtime/checkpoint_file.h"
 
 #include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
 
 #define HEADER_V1_BYTES 32
 
@@ -11,8 +13,8 @@ size_t zt_ckpt_header_bytes(int version)
     return version == 1 ? HEADER_V1_BYTES : sizeof(zt_shard_header);
 }
 
-zt_status zt_ckpt_read_header(FILE *f, const char *path, int version, int rank, int world,
-                              int n_layers, zt_shard_header *h, zt_error *err)
+static zt_status read_header(FILE *f, const char *path, int version, int rank, int world,
+                             int n_layers, zt_shard_header *h, zt_error *err)
 {
     memset(h, 0, sizeof *h);
     if (fread(h, zt_ckpt_header_bytes(version), 1, f) != 1 ||
@@ -26,8 +28,8 @@ zt_status zt_ckpt_read_header(FILE *f, const char *path, int version, int rank, 
     return ZT_OK;
 }
 
-zt_status zt_ckpt_cross_check(const zt_shard_header *h, const zt_manifest *m, const char *path,
-                              zt_error *err)
+static zt_status cross_check(const zt_shard_header *h, const zt_manifest *m, const char *path,
+                             zt_error *err)
 {
     const zt_ckpt_state *s = &m->state;
     if (h->step != (uint64_t)s->step)
@@ -47,4 +49,37 @@ zt_status zt_ckpt_cross_check(const zt_shard_header *h, const zt_manifest *m, co
                   "checkpoint file '%s' and its manifest disagree on \"%s\": one of them was "
                   "changed; load another checkpoint",
                   path, field);
+}
+
+uint64_t zt_ckpt_file_bytes(const zt_runtime *rt, const zt_manifest *m)
+{
+    uint64_t n = zt_ckpt_header_bytes(m->version);
+    for (int i = 0; i < rt->reg.n_layers; i++)
+        n += 3 * (uint64_t)(m->shard ? m->shard[i] : rt->reg.layers[i].shard_numel) * sizeof(float);
+    return n;
+}
+
+zt_status zt_ckpt_verify_file(zt_runtime *rt, FILE *f, const char *path, const zt_manifest *m,
+                              int k)
+{
+    uint64_t want = zt_ckpt_file_bytes(rt, m), said = (uint64_t)m->files[2 * k];
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || (uint64_t)sb.st_size != said || said != want)
+        return ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
+                      "checkpoint file '%s' has %lld bytes, the manifest says %llu and the "
+                      "model needs %llu: the file is truncated or from another save",
+                      path, (long long)sb.st_size, (unsigned long long)said,
+                      (unsigned long long)want);
+    uLong crc = crc32(0L, Z_NULL, 0);
+    size_t n;
+    while ((n = fread(rt->opt.staging, 1, rt->opt.staging_bytes, f)) > 0)
+        crc = crc32(crc, rt->opt.staging, (uInt)n);
+    if (crc != (uLong)m->files[2 * k + 1])
+        return ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
+                      "checkpoint file '%s' is damaged (CRC-32 %08lx, the manifest says %08lx)",
+                      path, (unsigned long)crc, (unsigned long)m->files[2 * k + 1]);
+    rewind(f);
+    zt_shard_header h;
+    zt_status st = read_header(f, path, m->version, k, m->world, rt->reg.n_layers, &h, &rt->err);
+    return st == ZT_OK ? cross_check(&h, m, path, &rt->err) : st;
 }

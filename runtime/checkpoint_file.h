@@ -24,13 +24,15 @@ typedef struct zt_shard_header {
 
 size_t zt_ckpt_header_bytes(int version);
 
-/* Reads the header at the file's start: refused (ZT_ERR_CORRUPT) unless its magic is the
- * version's and it was written by `rank` of `world` for n_layers layers. */
-zt_status zt_ckpt_read_header(FILE *f, const char *path, int version, int rank, int world,
-                              int n_layers, zt_shard_header *h, zt_error *err);
+/* The bytes each of the checkpoint's files holds: the header and every layer's three parts
+ * (the manifest's parts, or this run's layout where the manifest does not record them). */
+uint64_t zt_ckpt_file_bytes(const zt_runtime *rt, const zt_manifest *m);
 
-/* The header repeats the manifest's state; a mismatch means one of them was changed. */
-zt_status zt_ckpt_cross_check(const zt_shard_header *h, const zt_manifest *m, const char *path,
-                              zt_error *err);
+/* Checks saving rank k's file whole before anything is restored: its size against the
+ * manifest's and zt_ckpt_file_bytes, its CRC-32 against the manifest's, and its header (rank k
+ * of m->world, this model's layer count, the manifest's step state). rt->opt.staging is the
+ * read buffer. ZT_ERR_CORRUPT naming the file and the mismatch. */
+zt_status zt_ckpt_verify_file(zt_runtime *rt, FILE *f, const char *path, const zt_manifest *m,
+                              int k);
 
 #endif

@@ -138,7 +138,7 @@ static zt_status get_int(const mctx *c, json_t *obj, const char *key, const char
     return ZT_OK;
 }
 
-static zt_status check_header(const zt_runtime *rt, mctx *c, json_t *m, int *version)
+static zt_status check_header(mctx *c, json_t *m, int *version)
 {
     json_t *fmt = json_object_get(m, "format");
     if (!json_is_string(fmt) || strcmp(json_string_value(fmt), CKPT_FORMAT) != 0)
@@ -161,7 +161,6 @@ static zt_status check_header(const zt_runtime *rt, mctx *c, json_t *m, int *ver
     if ((st = get_int(c, m, "world_size", "world_size", 1, 1 << 24, &world)) != ZT_OK)
         return st;
     c->saved_world = (int)world;
-    (void)rt;
     return ZT_OK;
 }
 
@@ -336,7 +335,7 @@ static zt_status check_model(const zt_runtime *rt, const mctx *c, json_t *m, zt_
     return st;
 }
 
-static zt_status check_files(const zt_runtime *rt, const mctx *c, json_t *m, zt_manifest *out)
+static zt_status check_files(const mctx *c, json_t *m, zt_manifest *out)
 {
     json_t *files = json_object_get(m, "files");
     int world = c->saved_world;
@@ -362,8 +361,6 @@ static zt_status check_files(const zt_runtime *rt, const mctx *c, json_t *m, zt_
         if (st != ZT_OK)
             return st;
         out->files[2 * r] = bytes, out->files[2 * r + 1] = crc;
-        if (world == rt->dist.world && r == rt->dist.rank)
-            out->file_bytes = (uint64_t)bytes, out->file_crc = (uint32_t)crc;
     }
     return ZT_OK;
 }
@@ -381,7 +378,7 @@ zt_status zt_manifest_read(const zt_runtime *rt, const char *folder, zt_manifest
         return ZT_ERR(err, ZT_ERR_CORRUPT, "checkpoint manifest '%s' cannot be read: line %d: %s",
                       path, je.line, je.text);
     zt_status st = json_is_object(m)
-                       ? check_header(rt, &c, m, &out->version)
+                       ? check_header(&c, m, &out->version)
                        : ZT_ERR(err, ZT_ERR_CORRUPT, "'%s' is not a JSON object", path);
     if (st == ZT_OK)
         st = check_state(rt, &c, m, &out->state);
@@ -390,7 +387,7 @@ zt_status zt_manifest_read(const zt_runtime *rt, const char *folder, zt_manifest
     if (st == ZT_OK)
         st = check_model(rt, &c, m, out);
     if (st == ZT_OK)
-        st = check_files(rt, &c, m, out);
+        st = check_files(&c, m, out);
     json_decref(m);
     if (st != ZT_OK)
         zt_manifest_free(out);

@@ -25,9 +25,7 @@ typedef struct zt_ckpt_state {
 typedef struct zt_manifest {
     int version;
     zt_ckpt_state state;
-    int zero_stage;      /* the saving run's zero_optimization.stage; -1: not recorded */
-    uint64_t file_bytes; /* this rank's file (same world size) */
-    uint32_t file_crc;
+    int zero_stage; /* the saving run's zero_optimization.stage; -1: not recorded */
     int world;      /* the ranks that saved it, one file each */
     int64_t *flat;  /* per layer: its elements as the saving run laid it out */
     int64_t *shard; /* per layer: each file's part of it (the whole layer for a replicated

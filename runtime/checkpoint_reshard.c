@@ -14,22 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <zlib.h>
 
 static void file_path(const char *folder, const zt_manifest *m, int k, char *out, size_t len)
 {
     char name[64];
     zt_ckpt_shard_name(k, m->world, name, sizeof name);
     snprintf(out, len, "%s/%s", folder, name);
-}
-
-static uint64_t expected_bytes(const zt_runtime *rt, const zt_manifest *m)
-{
-    uint64_t n = zt_ckpt_header_bytes(m->version);
-    for (int i = 0; i < rt->reg.n_layers; i++)
-        n += 3 * (uint64_t)m->shard[i] * sizeof(float);
-    return n;
 }
 
 static zt_status verify_file(zt_runtime *rt, const char *folder, const zt_manifest *m, int k)
@@ -40,30 +30,7 @@ static zt_status verify_file(zt_runtime *rt, const char *folder, const zt_manife
     if (!f)
         return ZT_ERR(&rt->err, ZT_ERR_CORRUPT, "checkpoint file '%s' is missing: %s", path,
                       strerror(errno));
-    uint64_t want = expected_bytes(rt, m), said = (uint64_t)m->files[2 * k];
-    struct stat sb;
-    zt_status st = ZT_OK;
-    if (fstat(fileno(f), &sb) != 0 || (uint64_t)sb.st_size != said || said != want)
-        st =
-            ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
-                   "checkpoint file '%s' has %lld bytes, the manifest says %llu and the model "
-                   "needs %llu: the file is truncated or from another save",
-                   path, (long long)sb.st_size, (unsigned long long)said, (unsigned long long)want);
-    uLong crc = crc32(0L, Z_NULL, 0);
-    size_t n;
-    while (st == ZT_OK && (n = fread(rt->opt.staging, 1, rt->opt.staging_bytes, f)) > 0)
-        crc = crc32(crc, rt->opt.staging, (uInt)n);
-    if (st == ZT_OK && crc != (uLong)m->files[2 * k + 1])
-        st = ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
-                    "checkpoint file '%s' is damaged (CRC-32 %08lx, the manifest says %08lx)", path,
-                    (unsigned long)crc, (unsigned long)m->files[2 * k + 1]);
-    zt_shard_header h;
-    if (st == ZT_OK) {
-        rewind(f);
-        st = zt_ckpt_read_header(f, path, m->version, k, m->world, rt->reg.n_layers, &h, &rt->err);
-    }
-    if (st == ZT_OK)
-        st = zt_ckpt_cross_check(&h, m, path, &rt->err);
+    zt_status st = zt_ckpt_verify_file(rt, f, path, m, k);
     fclose(f);
     return st;
 }
