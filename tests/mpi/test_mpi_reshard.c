@@ -8,6 +8,7 @@
  * bitwise DIR.at-save; it trains the same K steps on the same global batch and must end within
  * 1e-5 relative L2 of DIR.final (the sum over ranks adds in another order on another world
  * size; within the master, m and v restored bitwise, only that order differs). */
+#include "mlp_weights.h"
 #include "ref_mlp.h"
 
 #include <math.h>
@@ -22,21 +23,6 @@ enum { K = 4 };
 static const mlp_dims dims = {16, 48, 4, 48}; /* the batch splits over 1, 2, 3 and 4 ranks */
 static const ref_hparams hp = {0.01f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.5f};
 
-/* Every parameter, concatenated (collective). NULL on failure. */
-static float *read_params(zt_runtime *rt, const minimal_model *m, int64_t *n)
-{
-    float *all = malloc(sizeof(float) * 8192);
-    *n = 0;
-    for (int l = 0; all && l < MLP_LAYERS; l++)
-        for (int k = 0; k < 2; k++) {
-            int64_t len = k ? m->n_out[l] : (int64_t)m->n_in[l] * m->n_out[l];
-            if (zt_param_read(rt, k ? m->bias[l] : m->weight[l], all + *n, len) != ZT_OK)
-                return free(all), NULL;
-            *n += len;
-        }
-    return all;
-}
-
 static int train(zt_runtime *rt, const minimal_model *m, int64_t from, int rank, int world)
 {
     int rows = dims.batch / world;
@@ -49,28 +35,26 @@ static int train(zt_runtime *rt, const minimal_model *m, int64_t from, int rank,
     return 0;
 }
 
-static int write_file(const char *path, const float *x, int64_t n)
+/* The weights to a file, or back from one into w's arrays (0, or -1). */
+static int weights_file(const char *path, mlp_weights *w, int write)
 {
-    FILE *f = fopen(path, "wb");
-    int ok = f && fwrite(x, sizeof(float), (size_t)n, f) == (size_t)n;
+    FILE *f = fopen(path, write ? "wb" : "rb");
+    int ok = f != NULL;
+    for (int i = 0; ok && i < 2 * MLP_LAYERS; i++)
+        ok = (write ? fwrite(w->w[i], sizeof(float), (size_t)w->n[i], f)
+                    : fread(w->w[i], sizeof(float), (size_t)w->n[i], f)) == (size_t)w->n[i];
     return (f ? fclose(f) : 0) == 0 && ok ? 0 : -1;
 }
 
-static float *read_file(const char *path, int64_t n)
-{
-    float *x = malloc(sizeof(float) * (size_t)n);
-    FILE *f = fopen(path, "rb");
-    int ok = x && f && fread(x, sizeof(float), (size_t)n, f) == (size_t)n;
-    if (f)
-        fclose(f);
-    return ok ? x : (free(x), NULL);
-}
-
-static double rel_l2(const float *a, const float *b, int64_t n)
+/* ||a - b|| / ||b|| over every weight. */
+static double rel_l2(const mlp_weights *a, const mlp_weights *b)
 {
     double d = 0, r = 0;
-    for (int64_t i = 0; i < n; i++)
-        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), r += (double)b[i] * b[i];
+    for (int i = 0; i < 2 * MLP_LAYERS; i++)
+        for (int64_t j = 0; j < a->n[i]; j++) {
+            double x = a->w[i][j], y = b->w[i][j];
+            d += (x - y) * (x - y), r += y * y;
+        }
     return sqrt(d / (r > 0 ? r : 1));
 }
 
@@ -82,7 +66,7 @@ int main(int argc, char **argv)
     }
     int save = !strcmp(argv[1], "save"), stage = atoi(argv[5]);
     const char *dir = argv[2];
-    char swap[600], path[700];
+    char swap[600];
     snprintf(swap, sizeof swap, "%s.swap-%d", dir, (int)getpid()); /* each rank its own */
     mkdir(swap, 0755);
     setenv("ZT_NVME_PATH", swap, 1);
@@ -94,45 +78,44 @@ int main(int argc, char **argv)
         zt_config_set_int(rt, "zero_optimization.stage", stage) == ZT_OK &&
         minimal_register(rt, &dims, 42, &m) == ZT_OK && zt_runtime_commit(rt) == ZT_OK;
     zt_runtime_rank(rt, &rank, &world);
-    int64_t n = 0, from = 0;
-    float *x = NULL, *want = NULL;
+    int64_t from = 0;
+    mlp_weights x = {0}, want = {0}; /* this run's, the saving run's */
+    char path[700];
+    snprintf(path, sizeof path, "%s.at-save", dir);
     if (ok && save) {
         ok = train(rt, &m, 0, rank, world) == 0 && zt_checkpoint_save(rt, dir) == ZT_OK &&
-             (x = read_params(rt, &m, &n)) != NULL;
-        snprintf(path, sizeof path, "%s.at-save", dir);
-        ok = ok && (rank || write_file(path, x, n) == 0);
-        free(x), x = NULL;
+             mlp_weights_read(rt, &m, &x) == ZT_OK && (rank || weights_file(path, &x, 1) == 0);
     } else if (ok) {
+        /* want: sized by a second read, then overwritten from the file */
         ok = zt_checkpoint_load(rt, dir) == ZT_OK && zt_step_count(rt, &from) == ZT_OK &&
-             (x = read_params(rt, &m, &n)) != NULL;
-        snprintf(path, sizeof path, "%s.at-save", dir);
-        ok = ok && (want = read_file(path, n)) != NULL;
-        if (ok && memcmp(x, want, sizeof(float) * (size_t)n) != 0) {
+             mlp_weights_read(rt, &m, &x) == ZT_OK && mlp_weights_read(rt, &m, &want) == ZT_OK &&
+             weights_file(path, &want, 0) == 0;
+        if (ok && mlp_weights_max_rel_diff(&x, &want) != 0) {
             printf("rank %d of %d: the loaded parameters differ from the saved ones\n", rank,
                    world);
             ok = 0;
         }
-        free(x), free(want), x = want = NULL;
+        if (ok)
+            printf("rank %d of %d, stage %d, %s/%s: step %lld loaded, parameters bitwise the "
+                   "saved ones\n",
+                   rank, world, stage, argv[3], argv[4], (long long)from);
     }
-    if (ok && !save)
-        printf("rank %d of %d, stage %d, %s/%s: step %lld loaded, parameters bitwise the saved "
-               "ones\n",
-               rank, world, stage, argv[3], argv[4], (long long)from);
+    mlp_weights_free(&x);
     ok = ok && train(rt, &m, save ? K : from, rank, world) == 0 &&
-         (x = read_params(rt, &m, &n)) != NULL;
+         mlp_weights_read(rt, &m, &x) == ZT_OK;
     snprintf(path, sizeof path, "%s.final", dir);
     if (ok && save) {
-        ok = rank || write_file(path, x, n) == 0;
+        ok = rank || weights_file(path, &x, 1) == 0;
     } else if (ok) {
-        ok = (want = read_file(path, n)) != NULL;
-        double err = ok ? rel_l2(x, want, n) : 1;
+        ok = weights_file(path, &want, 0) == 0;
+        double err = ok ? rel_l2(&x, &want) : 1;
         printf("rank %d of %d: after %d more steps %.3g relative L2 from the uninterrupted run\n",
                rank, world, K, err);
         ok = ok && err <= 1e-5;
     }
     if (!ok)
         printf("rank %d of %d: FAILED: %s\n", rank, world, zt_last_error(rt));
-    free(x), free(want);
+    mlp_weights_free(&x), mlp_weights_free(&want);
     zt_runtime_destroy(rt);
     rmdir(swap);
     return ok ? 0 : 1;
