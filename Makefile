@@ -52,6 +52,7 @@ test-fast: build
 	ctest --test-dir $(BUILD) --output-on-failure -j 2
 
 test: build build-asan
+	scripts/test-venv.sh $(BUILD)/venv
 	ctest --test-dir $(BUILD) --output-on-failure -j 2
 	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(BUILD_ASAN) --output-on-failure -j 2
 ifeq ($(CUDA_FAKE),ON)

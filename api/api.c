@@ -6,6 +6,7 @@
 #include "runtime/runtime.h"
 #include "runtime/config_parse.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -524,4 +525,63 @@ zt_status zt_checkpoint_load(zt_runtime *rt, const char *dir)
         return ZT_ERR_ARGUMENT;
     zt_status st = checkpoint_enter(rt, dir, "zt_checkpoint_load");
     return st == ZT_OK ? zt_rt_checkpoint_load(rt, dir) : st;
+}
+
+/* ---- checkpoint meta ---- */
+
+static int meta_key_ok(const char *key)
+{
+    size_t n = key ? strlen(key) : 0;
+    if (n < 1 || n >= ZT_CKPT_META_KEY)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)key[i]) && !strchr("._-", key[i]))
+            return 0;
+    return 1;
+}
+
+static int meta_find(const zt_ckpt_meta *m, const char *key)
+{
+    for (int i = 0; i < m->n; i++)
+        if (!strcmp(m->key[i], key))
+            return i;
+    return -1;
+}
+
+zt_status zt_checkpoint_meta_set(zt_runtime *rt, const char *key, int64_t value)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    if (rt->state == ZT_RT_FAILED)
+        return ZT_ERR_USAGE;
+    zt_error_clear(&rt->err);
+    CHECK_ARG(rt, meta_key_ok(key),
+              "zt_checkpoint_meta_set: key '%.60s' is not 1 to %d characters of [A-Za-z0-9._-]",
+              key ? key : "(null)", ZT_CKPT_META_KEY - 1);
+    zt_ckpt_meta *m = &rt->meta;
+    int i = meta_find(m, key);
+    CHECK_ARG(rt, i >= 0 || m->n < ZT_CKPT_META_MAX,
+              "zt_checkpoint_meta_set: '%s' would be key %d; a checkpoint keeps at most %d", key,
+              m->n + 1, ZT_CKPT_META_MAX);
+    if (i < 0)
+        snprintf(m->key[i = m->n++], ZT_CKPT_META_KEY, "%s", key);
+    m->value[i] = value;
+    return ZT_OK;
+}
+
+zt_status zt_checkpoint_meta_get(zt_runtime *rt, const char *key, int64_t *value)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    if (rt->state == ZT_RT_FAILED)
+        return ZT_ERR_USAGE;
+    zt_error_clear(&rt->err);
+    CHECK_ARG(rt, key && value, "zt_checkpoint_meta_get: key or value is NULL");
+    int i = meta_find(&rt->meta, key);
+    CHECK_ARG(rt, i >= 0,
+              "zt_checkpoint_meta_get: no value for '%.60s': neither set with "
+              "zt_checkpoint_meta_set nor in the checkpoint loaded",
+              key);
+    *value = rt->meta.value[i];
+    return ZT_OK;
 }

@@ -442,6 +442,18 @@ ZT_API zt_status zt_checkpoint_save(zt_runtime *rt, const char *dir);
  * synchronous; no layer may be held. */
 ZT_API zt_status zt_checkpoint_load(zt_runtime *rt, const char *dir);
 
+/* Integers a trainer keeps with its checkpoints: its model's hyper-parameters that the
+ * shapes do not show (GPT-2's head count, its vocabulary before padding), a data position.
+ * Every later zt_checkpoint_save writes them into the manifest's "meta" object, which
+ * `ztier checkpoint inspect` prints and `ztier checkpoint export --format llmc` reads;
+ * zt_checkpoint_load sets the keys the loaded checkpoint holds to its values (the others keep
+ * theirs), so _get after a load returns what was saved.
+ * key: 1 to 47 characters of [A-Za-z0-9._-]; at most 16 keys; setting a key again replaces
+ * its value. Local (no collective): every rank should set the same. _get of a key that was
+ * neither set nor loaded is ZT_ERR_ARGUMENT (zt_last_error names it). Any time after create. */
+ZT_API zt_status zt_checkpoint_meta_set(zt_runtime *rt, const char *key, int64_t value);
+ZT_API zt_status zt_checkpoint_meta_get(zt_runtime *rt, const char *key, int64_t *value);
+
 /* ---- introspection ---- */
 /* Copies the counters into *out (out->struct_size must be set, e.g. ZT_STATS_INIT). */
 ZT_API zt_status zt_stats_get(const zt_runtime *rt, zt_stats *out);

@@ -318,6 +318,30 @@ static zt_status open_checked(zt_runtime *rt, const char *dir, char *folder, siz
     return zt_comm_agree(rt->dist.comm, st, "checkpoint load (checks)", &rt->err);
 }
 
+/* The loaded checkpoint's meta values, then the ones set before that it lacks while there is
+ * room (a warning names each that is not). */
+static void meta_merge(zt_ckpt_meta *to, const zt_ckpt_meta *loaded)
+{
+    zt_ckpt_meta set = *to;
+    *to = *loaded;
+    for (int k = 0; k < set.n; k++) {
+        int i = 0;
+        while (i < to->n && strcmp(to->key[i], set.key[k]) != 0)
+            i++;
+        if (i < to->n)
+            continue;
+        if (to->n == ZT_CKPT_META_MAX) {
+            ZT_LOGW("checkpoint",
+                    "meta value '%s' set before the load is dropped: the loaded checkpoint holds "
+                    "%d values, the most a runtime keeps",
+                    set.key[k], ZT_CKPT_META_MAX);
+            continue;
+        }
+        memcpy(to->key[to->n], set.key[k], ZT_CKPT_META_KEY);
+        to->value[to->n++] = set.value[k];
+    }
+}
+
 zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
 {
     char folder[ZT_PATH_MAX + 160] = "", path[ZT_PATH_MAX + 240];
@@ -351,6 +375,7 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
     zt_manifest_free(&m);
     if (st == ZT_OK) {
         restore_state(rt, &m.state);
+        meta_merge(&rt->meta, &m.meta);
         st = clear_accumulators(rt);
     }
     if (st == ZT_OK) { /* the state is consistent again */

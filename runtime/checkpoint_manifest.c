@@ -69,6 +69,14 @@ static json_t *files_json(const zt_runtime *rt, const int64_t *files)
     return list;
 }
 
+static json_t *meta_json(const zt_ckpt_meta *meta)
+{
+    json_t *o = json_object();
+    for (int i = 0; i < meta->n; i++)
+        json_object_set_new(o, meta->key[i], json_integer((json_int_t)meta->value[i]));
+    return o;
+}
+
 static zt_status dump_synced(json_t *m, const char *path, zt_error *err)
 {
     FILE *f = fopen(path, "w");
@@ -87,12 +95,12 @@ static zt_status dump_synced(json_t *m, const char *path, zt_error *err)
 zt_status zt_manifest_write(const zt_runtime *rt, const zt_ckpt_state *s, const int64_t *files,
                             const char *folder, zt_error *err)
 {
-    json_t *m =
-        json_pack("{s:s, s:i, s:i, s:i, s:I, s:f, s:i, s:i, s:b, s:o, s:o}", "format", CKPT_FORMAT,
-                  "version", ZT_CKPT_VERSION, "world_size", rt->dist.world, "zero_stage",
-                  rt->cfg.stage, "step", (json_int_t)s->step, "loss_scale", (double)s->loss_scale,
-                  "good_steps", (int)s->good_steps, "hysteresis_left", (int)s->hysteresis_left,
-                  "fp16", s->fp16 > 0, "layers", model_json(rt), "files", files_json(rt, files));
+    json_t *m = json_pack(
+        "{s:s, s:i, s:i, s:i, s:I, s:f, s:i, s:i, s:b, s:o, s:o, s:o}", "format", CKPT_FORMAT,
+        "version", ZT_CKPT_VERSION, "world_size", rt->dist.world, "zero_stage", rt->cfg.stage,
+        "step", (json_int_t)s->step, "loss_scale", (double)s->loss_scale, "good_steps",
+        (int)s->good_steps, "hysteresis_left", (int)s->hysteresis_left, "fp16", s->fp16 > 0,
+        "layers", model_json(rt), "files", files_json(rt, files), "meta", meta_json(&rt->meta));
     if (!m)
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory building a checkpoint manifest");
     char sum[16];
@@ -365,6 +373,26 @@ static zt_status check_files(const mctx *c, json_t *m, zt_manifest *out)
     return ZT_OK;
 }
 
+/* The trainer's integers: an object of at most ZT_CKPT_META_MAX integers (absent before
+ * they were saved). */
+static zt_status check_meta(const mctx *c, json_t *m, zt_manifest *out)
+{
+    json_t *meta = json_object_get(m, "meta"), *v;
+    const char *key;
+    if (!meta)
+        return ZT_OK;
+    if (!json_is_object(meta) || json_object_size(meta) > ZT_CKPT_META_MAX)
+        return bad(c, "meta", meta, "it must be an object of at most 16 integers");
+    json_object_foreach(meta, key, v)
+    {
+        if (!json_is_integer(v) || strlen(key) >= ZT_CKPT_META_KEY)
+            return bad(c, "meta", meta, "each key must be short and each value an integer");
+        snprintf(out->meta.key[out->meta.n], ZT_CKPT_META_KEY, "%s", key);
+        out->meta.value[out->meta.n++] = (int64_t)json_integer_value(v);
+    }
+    return ZT_OK;
+}
+
 zt_status zt_manifest_read(const zt_runtime *rt, const char *folder, zt_manifest *out,
                            zt_error *err)
 {
@@ -388,6 +416,8 @@ zt_status zt_manifest_read(const zt_runtime *rt, const char *folder, zt_manifest
         st = check_model(rt, &c, m, out);
     if (st == ZT_OK)
         st = check_files(&c, m, out);
+    if (st == ZT_OK)
+        st = check_meta(&c, m, out);
     json_decref(m);
     if (st != ZT_OK)
         zt_manifest_free(out);

@@ -25,12 +25,13 @@ typedef struct zt_ckpt_state {
 typedef struct zt_manifest {
     int version;
     zt_ckpt_state state;
-    int zero_stage; /* the saving run's zero_optimization.stage; -1: not recorded */
-    int world;      /* the ranks that saved it, one file each */
-    int64_t *flat;  /* per layer: its elements as the saving run laid it out */
-    int64_t *shard; /* per layer: each file's part of it (the whole layer for a replicated
+    int zero_stage;    /* the saving run's zero_optimization.stage; -1: not recorded */
+    int world;         /* the ranks that saved it, one file each */
+    int64_t *flat;     /* per layer: its elements as the saving run laid it out */
+    int64_t *shard;    /* per layer: each file's part of it (the whole layer for a replicated
                         one); NULL in checkpoints from before it was recorded */
-    int64_t *files; /* per saving rank: its file's bytes and CRC-32 */
+    int64_t *files;    /* per saving rank: its file's bytes and CRC-32 */
+    zt_ckpt_meta meta; /* the trainer's integers (zt_checkpoint_meta_set); none before them */
 } zt_manifest;
 
 /* "rank-00003-of-00008.zts" */

@@ -276,6 +276,16 @@ typedef struct zt_train_state {
     int lr_override_warned; /* a trainer's lr replaced the config's schedule (said once) */
 } zt_train_state;
 
+/* Integers a trainer keeps with its checkpoints (zt_checkpoint_meta_set): saved in each
+ * manifest's "meta", replaced by a checkpoint's at load. */
+#define ZT_CKPT_META_MAX 16
+#define ZT_CKPT_META_KEY 48
+typedef struct zt_ckpt_meta {
+    int n;
+    char key[ZT_CKPT_META_MAX][ZT_CKPT_META_KEY];
+    int64_t value[ZT_CKPT_META_MAX];
+} zt_ckpt_meta;
+
 /* The handle: the state of the API, the configuration, the error, the registry and the
  * modules (each owning its state; zt_rt_stats asks each for its counters). */
 struct zt_runtime {
@@ -297,6 +307,7 @@ struct zt_runtime {
     zt_reducer reduce;
     zt_opt_engine opt;
     zt_train_state train;
+    zt_ckpt_meta meta;
     zt_stats stats; /* the driver's own counters (the modules report theirs) */
     int tracing;    /* this runtime holds the process's timeline trace open */
 };

@@ -15,6 +15,7 @@ packages=(
   libopenblas-dev  # GPT-2 example matmuls
   fio              # the NVMe benchmark's reference
   python3          # the layer, docs and config-reference checks
+  python3-venv     # the scratch venv of the safetensors reader (scripts/test-venv.sh)
   clang-format     # the layout check (tests/format)
 )
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* `ztier checkpoint inspect DIR`: what a checkpoint holds and whether it is intact, without
+/* `ztier checkpoint inspect DIR` (export: checkpoint_export.c): what a checkpoint holds and whether it is intact, without
  * the model or a runtime. DIR is a checkpoint root (the newest checkpoint its `latest` names)
  * or one step folder. Prints the world size, ZeRO stage, step, the model's layers and
  * parameters and the bytes of each parameter state, then checks the manifest's checksum and
@@ -7,6 +7,7 @@
  * when anything is not (each named on its own line), 2 for a usage error. */
 #include "runtime/checkpoint_dir.h"
 #include "runtime/checkpoint_manifest.h"
+#include "tools/checkpoint_read.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
 
@@ -16,35 +17,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: ztier checkpoint inspect DIR   (DIR: a checkpoint root, as the "
-                    "trainer's --checkpoint names it, or one step folder in it)\n");
+    fprintf(stderr, "usage: ztier checkpoint inspect DIR\n"
+                    "       ztier checkpoint export DIR --format safetensors|llmc "
+                    "[--dtype fp32|bf16] [--out FILE]\n"
+                    "DIR: a checkpoint root, as the trainer's --checkpoint names it (its latest "
+                    "checkpoint), or one step folder in it\n");
     return 2;
 }
 
-/* A file's size and CRC-32, read in pieces; 0, or -1 with errno's text in why. */
-static int file_crc(const char *path, uint64_t *bytes, uint32_t *crc, char *why, size_t len)
+/* The trainer's meta values (zt_checkpoint_meta_set), on one line. */
+static void print_meta(json_t *meta)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return snprintf(why, len, "%s", strerror(errno)), -1;
-    enum { PIECE = 4 << 20 };
-    unsigned char *buf = malloc(PIECE);
-    uLong c = crc32(0L, Z_NULL, 0);
-    size_t n;
-    *bytes = 0;
-    while (buf && (n = fread(buf, 1, PIECE, f)) > 0)
-        c = crc32(c, buf, (uInt)n), *bytes += n;
-    int failed = !buf || ferror(f);
-    if (failed)
-        snprintf(why, len, "%s", buf ? strerror(errno) : "out of memory");
-    free(buf);
-    fclose(f);
-    *crc = (uint32_t)c;
-    return failed ? -1 : 0;
+    const char *key;
+    json_t *v;
+    if (!json_is_object(meta) || json_object_size(meta) == 0)
+        return;
+    printf("  meta:");
+    json_object_foreach(meta, key, v) printf(" %s=%lld", key, (long long)json_integer_value(v));
+    printf("\n");
 }
 
 /* The model as the manifest records it: layers, parameters (elements of their shapes) and
@@ -81,7 +74,7 @@ static int check_files(const char *folder, json_t *files)
         snprintf(path, sizeof path, "%s/%s", folder, name ? name : "?");
         uint64_t bytes = 0;
         uint32_t crc = 0;
-        if (!name || file_crc(path, &bytes, &crc, why, sizeof why) != 0) {
+        if (!name || ckpt_file_crc(path, &bytes, &crc, why, sizeof why) != 0) {
             printf("  %-28s DAMAGED: cannot be read (%s)\n", name ? name : "(no name)",
                    name ? why : "the manifest gives none");
             bad++;
@@ -139,6 +132,7 @@ static int inspect(const char *dir)
     printf("  %zu layers, %lld parameters (%lld elements as laid out)\n",
            json_is_array(layers) ? json_array_size(layers) : 0, (long long)params,
            (long long)laid_out);
+    print_meta(json_object_get(m, "meta"));
     printf("  each parameter state (fp32 master, Adam m, Adam v): %s\n",
            bench_fmt_bytes((uint64_t)laid_out * 4, a, sizeof a));
     printf("  manifest: %s\n", manifest_ok ? "checksum matches"
@@ -163,9 +157,7 @@ int cmd_checkpoint(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[0], "inspect"))
         return inspect(argv[1]);
-    if (argc >= 1 && !strcmp(argv[0], "export")) {
-        fprintf(stderr, "ztier checkpoint export: not built yet\n");
-        return 2;
-    }
+    if (argc >= 1 && !strcmp(argv[0], "export"))
+        return cmd_checkpoint_export(argc, argv);
     return usage();
 }

@@ -19,7 +19,8 @@ static const command commands[] = {
     {NULL, "estimate", cmd_estimate,
      "the bytes each tier needs for a model, and which "
      "placements fit"},
-    {NULL, "checkpoint", cmd_checkpoint, "inspect DIR: a checkpoint's contents and integrity"},
+    {NULL, "checkpoint", cmd_checkpoint,
+     "inspect DIR | export DIR --format safetensors|llmc: check or export a checkpoint"},
     /* bench entries (alphabetical) */
     ZT_BENCH_COMMANDS};
 

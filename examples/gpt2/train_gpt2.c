@@ -6,7 +6,7 @@
  *   zt_gpt2 [--config tiny|d12|d24|d36|d48|d<L>c<C>] [--vocab byte|gpt2|N] (--data shard.bin | --text file)
  *           [--batch B] [--seq T] [--steps N] [--accum K] [--lr LR] [--seed S]
  *           [--ds-config ds.json] [--nvme DIR] [--hbm SIZE] [--eval-every N]
- *           [--checkpoint DIR [--save-every N] [--keep N]] [--resume DIR]
+ *           [--checkpoint DIR [--save-every N] [--keep N]] [--resume DIR] [--init model.bin]
  *           [--export model.bin] [--safetensors model.safetensors] [--threads N]
  *           [--device auto|cpu|cuda] [--precision bf16|tf32|fp32] [--recompute] [--demo DIR]
  *           [--zero-stage 0|1|2|3]
@@ -35,7 +35,9 @@
  * built-in one (everything offloaded to host memory, AdamW with lr 3e-4) or --ds-config's
  * file; the options given on the command line (--lr, --nvme, --hbm, --accum, --keep) are set
  * over it with zt_config_set. --checkpoint DIR saves into DIR/step-N folders and keeps the
- * newest --keep (default 2); --resume DIR continues from DIR's latest checkpoint.
+ * newest --keep (default 2); --resume DIR continues from DIR's latest checkpoint. --init
+ * starts from the weights of an llm.c model file (fp32 or bf16) of the same shape, with a
+ * fresh optimizer.
  * --zero-stage N sets zero_optimization.stage; below 3 the parameters stay on the device
  * (offload_param "none", and --nvme holds only the optimizer state), and stage 0 keeps the
  * optimizer there too. --eval-every N prints the loss of a fixed evaluation batch every N steps, computed with
@@ -57,7 +59,7 @@
 #include <unistd.h>
 
 typedef struct options {
-    const char *config, *data, *text, *ds_config, *nvme, *hbm, *checkpoint, *resume;
+    const char *config, *data, *text, *ds_config, *nvme, *hbm, *checkpoint, *resume, *init;
     const char *export_llmc, *export_st, *write_shard;
     const char *lr, *keep;
     const char *device;    /* "cpu", "cuda" (the GPU, ztier's cuda backend), "auto" */
@@ -119,7 +121,8 @@ static int usage(void)
                     "(--data FILE.bin | --text FILE) [--batch B] [--seq T] [--steps N] [--accum K] "
                     "[--lr LR] [--seed S] [--ds-config FILE] [--nvme DIR] [--hbm SIZE] "
                     "[--eval-every N] [--checkpoint DIR [--save-every N] [--keep N]] "
-                    "[--resume DIR] [--export FILE] [--safetensors FILE] [--device auto|cpu|cuda] "
+                    "[--resume DIR] [--init FILE.bin] [--export FILE] [--safetensors FILE] "
+                    "[--device auto|cpu|cuda] "
                     "[--precision bf16|tf32|fp32] [--threads N] [--recompute] [--demo DIR]\n"
                     "       zt_gpt2 --text FILE --write-shard OUT.bin\n");
     return 2;
@@ -154,6 +157,7 @@ static int parse(int argc, char **argv, options *o)
                          : !strcmp(a, "--hbm")         ? &o->hbm
                          : !strcmp(a, "--checkpoint")  ? &o->checkpoint
                          : !strcmp(a, "--resume")      ? &o->resume
+                         : !strcmp(a, "--init")        ? &o->init
                          : !strcmp(a, "--export")      ? &o->export_llmc
                          : !strcmp(a, "--safetensors") ? &o->export_st
                          : !strcmp(a, "--lr")          ? &o->lr
@@ -193,9 +197,11 @@ static int parse(int argc, char **argv, options *o)
     }
     if ((!o->data) == (!o->text) || (o->batch != -1 && o->batch < 1) ||
         (o->seq != -1 && o->seq < 2) || o->steps < 0 || o->accum < 0 || o->vocab < 0 ||
-        o->eval_every < 0 || o->threads < 0 || o->zero_stage > 3 || (o->write_shard && !o->text)) {
+        o->eval_every < 0 || o->threads < 0 || o->zero_stage > 3 || (o->write_shard && !o->text) ||
+        (o->init && o->resume)) {
         fprintf(stderr, "zt_gpt2: give exactly one of --data or --text (--write-shard needs "
-                        "--text), positive sizes and a --zero-stage of 0 to 3\n");
+                        "--text), at most one of --init and --resume, positive sizes and a "
+                        "--zero-stage of 0 to 3\n");
         return usage();
     }
     return 0;
@@ -520,8 +526,12 @@ static int setup(trainer *t)
         return fail(t, "registering GPT-2");
     if ((st = zt_runtime_commit(t->rt)) != ZT_OK)
         return fail(t, "zt_runtime_commit");
+    if (t->o.init && gpt2_import_llmc(&t->g, t->o.init) != ZT_OK)
+        return fprintf(stderr, "zt_gpt2: --init: %s\n", gpt2_ztier_error(&t->g)), 1;
     if (t->o.resume && zt_checkpoint_load(t->rt, t->o.resume) != ZT_OK)
         return fail(t, "--resume");
+    if (t->o.resume && gpt2_ztier_check_loaded(&t->g) != ZT_OK)
+        return fprintf(stderr, "zt_gpt2: --resume %s: %s\n", t->o.resume, t->g.error), 1;
     if (open_ops(t) != 0)
         return 1;
     t->model = gpt2_model_create_on(&t->c, t->rows, t->o.seq, &t->ops, t->o.recompute);

@@ -2,6 +2,7 @@
 #include "gpt2_ztier.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,9 +34,39 @@ zt_status gpt2_ztier_register(gpt2_ztier *g, zt_runtime *rt, const gpt2_config *
         if (st != ZT_OK)
             return st;
     }
+    /* what the shapes do not show, kept with every checkpoint (an llm.c export needs them) */
+    const struct {
+        const char *key;
+        int value;
+    } meta[] = {{"gpt2.layers", c->layers},     {"gpt2.heads", c->heads},
+                {"gpt2.channels", c->channels}, {"gpt2.max_seq", c->max_seq},
+                {"gpt2.vocab", c->vocab},       {"gpt2.padded_vocab", c->padded_vocab}};
+    for (size_t i = 0; i < sizeof meta / sizeof meta[0]; i++) {
+        zt_status st = zt_checkpoint_meta_set(rt, meta[i].key, meta[i].value);
+        if (st != ZT_OK)
+            return st;
+    }
     /* wte is the LM head after ln_f too, held through the backward pass (gpt2_backward):
      * commit sizes the device budget for that */
     return zt_layer_tie(rt, g->layer_ids[0], g->layer_ids[n - 1]);
+}
+
+zt_status gpt2_ztier_check_loaded(gpt2_ztier *g)
+{
+    const char *keys[] = {"gpt2.heads", "gpt2.vocab"};
+    const int want[] = {g->c.heads, g->c.vocab};
+    g->error[0] = '\0';
+    for (int i = 0; i < 2; i++) {
+        int64_t v = 0;
+        if (zt_checkpoint_meta_get(g->rt, keys[i], &v) == ZT_OK && v != want[i]) {
+            snprintf(g->error, sizeof g->error,
+                     "the checkpoint's model has %s %lld, this one %d (the same shapes, another "
+                     "model): give the --config and --vocab it was trained with",
+                     keys[i] + 5, (long long)v, want[i]);
+            return ZT_ERR_ARGUMENT;
+        }
+    }
+    return ZT_OK;
 }
 
 void gpt2_ztier_free(gpt2_ztier *g)
@@ -305,4 +336,101 @@ zt_status gpt2_export_safetensors(gpt2_ztier *g, const char *path)
         for (int k = 0; st == ZT_OK && k < gpt2_layer_param_count(c, l); k++)
             st = write_param(g, &out, l, k);
     return export_close(g, &out, st);
+}
+
+/* ---- import ---- */
+
+/* The llm.c header's shape against this model's: 0, or -1 with the first mismatch in
+ * g->error. */
+static int llmc_header_matches(gpt2_ztier *g, const char *path, const int32_t *h)
+{
+    const gpt2_config *c = &g->c;
+    if (h[0] != 20240326 || (h[1] != 3 && h[1] != 5)) {
+        snprintf(g->error, sizeof g->error,
+                 "'%s' is not an llm.c GPT-2 model file (magic %d, version %d; expected "
+                 "20240326, version 3 fp32 or 5 bf16)",
+                 path, h[0], h[1]);
+        return -1;
+    }
+    static const char *what[] = {"max_seq", "vocab", "layers", "heads", "channels", "padded_vocab"};
+    const int want[] = {c->max_seq, c->vocab, c->layers, c->heads, c->channels, c->padded_vocab};
+    for (int i = 0; i < 6; i++)
+        if (h[2 + i] != want[i]) {
+            snprintf(g->error, sizeof g->error,
+                     "'%s' holds a model with %s %d, this one has %d: give the --config and "
+                     "--vocab it was made with",
+                     path, what[i], h[2 + i], want[i]);
+            return -1;
+        }
+    return 0;
+}
+
+/* Parameter k of layer l from f (fp32, or bf16 widened) into buf; a read that fails leaves
+ * NaNs, which zt_param_write refuses on this rank, so every rank's write fails alike. */
+static void read_param(gpt2_ztier *g, FILE *f, const char *path, uint16_t *h, float *buf, int64_t n)
+{
+    size_t got = 0;
+    if (h) { /* bf16 */
+        got = fread(h, 2, (size_t)n, f);
+        for (int64_t i = 0; i < n; i++)
+            buf[i] = bf16_to_f32(h[i]);
+    } else {
+        got = fread(buf, 4, (size_t)n, f);
+    }
+    if (got != (size_t)n) {
+        if (!g->error[0])
+            snprintf(g->error, sizeof g->error, "cannot read '%s': %s", path,
+                     ferror(f) ? strerror(errno) : "it ends early");
+        for (int64_t i = 0; i < n; i++)
+            buf[i] = NAN;
+    }
+}
+
+zt_status gpt2_import_llmc(gpt2_ztier *g, const char *path)
+{
+    const gpt2_config *c = &g->c;
+    int32_t h[256] = {0};
+    g->error[0] = '\0';
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        snprintf(g->error, sizeof g->error, "cannot open '%s': %s", path, strerror(errno));
+    else if (fread(h, sizeof h, 1, f) != 1)
+        snprintf(g->error, sizeof g->error, "'%s' is shorter than an llm.c header", path);
+    else
+        llmc_header_matches(g, path, h);
+    /* every rank reads the same file: the ranks agree on its header through the first write */
+    int64_t largest = 1;
+    for (int l = 0; l < gpt2_layer_count(c); l++)
+        for (int k = 0; k < gpt2_layer_param_count(c, l); k++) {
+            gpt2_param_info pi;
+            gpt2_param_info_get(c, l, k, &pi);
+            largest = numel(&pi) > largest ? numel(&pi) : largest;
+        }
+    float *buf = malloc(sizeof(float) * (size_t)largest);
+    uint16_t *half = h[1] == 5 ? malloc(sizeof(uint16_t) * (size_t)largest) : NULL;
+    zt_status st = buf && (h[1] != 5 || half) ? ZT_OK : ZT_ERR_NOMEM;
+    for (int i = 0; st == ZT_OK && i < 4 + GPT2_BLOCK_PARAMS * c->layers; i++) {
+        /* llm.c's order (gpt2_export_llmc) */
+        int l = i < 2                                    ? 0
+                : i >= 2 + GPT2_BLOCK_PARAMS * c->layers ? c->layers + 1
+                                                         : 1 + (i - 2) % c->layers;
+        int k = i < 2                                    ? i
+                : i >= 2 + GPT2_BLOCK_PARAMS * c->layers ? i - 2 - GPT2_BLOCK_PARAMS * c->layers
+                                                         : (i - 2) / c->layers;
+        gpt2_param_info pi;
+        gpt2_param_info_get(c, l, k, &pi);
+        if (g->error[0]) /* nothing usable here: NaNs make every rank's write fail */
+            for (int64_t e = 0; e < numel(&pi); e++)
+                buf[e] = NAN;
+        else
+            read_param(g, f, path, half, buf, numel(&pi));
+        st = zt_param_write(g->rt, g->param_ids[l][k], buf, numel(&pi));
+    }
+    if (st == ZT_OK && f && fgetc(f) != EOF)
+        snprintf(g->error, sizeof g->error, "'%s' is longer than the model it describes", path),
+            st = ZT_ERR_ARGUMENT;
+    free(buf), free(half);
+    if (f)
+        fclose(f);
+    return st;
 }

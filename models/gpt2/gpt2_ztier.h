@@ -29,8 +29,14 @@ typedef struct gpt2_ztier {
     char error[256]; /* why the source failed when ztier itself did not ("" otherwise) */
 } gpt2_ztier;
 
-/* Registers every layer and parameter (GPT-2 initialisation from `seed`). */
+/* Registers every layer and parameter (GPT-2 initialisation from `seed`), and the shape the
+ * parameters do not show as checkpoint meta values (gpt2.layers, .heads, .channels, .max_seq,
+ * .vocab, .padded_vocab; zt_checkpoint_meta_set). */
 zt_status gpt2_ztier_register(gpt2_ztier *g, zt_runtime *rt, const gpt2_config *c, uint64_t seed);
+/* After zt_checkpoint_load: ZT_ERR_ARGUMENT (gpt2_ztier_error says which) when the checkpoint
+ * recorded another head count or vocabulary than this model's; ZT_OK otherwise, and for a
+ * checkpoint that recorded none. */
+zt_status gpt2_ztier_check_loaded(gpt2_ztier *g);
 void gpt2_ztier_free(gpt2_ztier *g);
 /* A source whose get/put are zt_fetch/zt_release (errors: the zt_status, also in g->last).
  * Parameters must be ZT_F32 or ZT_BF16 (widened to fp32); any other dtype fails with
@@ -46,5 +52,12 @@ const char *gpt2_ztier_error(const gpt2_ztier *g);
  * wait for it. */
 zt_status gpt2_export_llmc(gpt2_ztier *g, const char *path);
 zt_status gpt2_export_safetensors(gpt2_ztier *g, const char *path);
+
+/* Sets every parameter from an llm.c model file (version 3 fp32 or 5 bf16) whose shape is
+ * this model's (max_seq, vocab, layers, heads, channels); the optimizer state is untouched.
+ * Collective: every rank reads the file. A file that cannot be read, has another shape or
+ * another length fails on every rank (ZT_ERR_ARGUMENT; gpt2_ztier_error names the file and
+ * the mismatch) and leaves the parameters it had not reached as they were. */
+zt_status gpt2_import_llmc(gpt2_ztier *g, const char *path);
 
 #endif

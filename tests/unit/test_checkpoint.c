@@ -505,6 +505,48 @@ static void test_full_disk_keeps_previous_checkpoint(void **state)
     umount2(dir, MNT_DETACH);
 }
 
+/* ---- meta values: kept with each checkpoint, back after a load ---- */
+
+static void test_meta_values_round_trip(void **state)
+{
+    (void)state;
+    minimal_model m;
+    zt_runtime *rt = create("cpu", "cpu", &m, dims);
+    int64_t v = 0;
+    assert_int_equal(zt_checkpoint_meta_get(rt, "data.position", &v), ZT_ERR_ARGUMENT);
+    assert_non_null(strstr(zt_last_error(rt), "data.position"));
+    assert_int_equal(zt_checkpoint_meta_set(rt, "data.position", 7), ZT_OK);
+    assert_int_equal(zt_checkpoint_meta_set(rt, "data.position", INT64_C(1) << 40), ZT_OK);
+    assert_int_equal(zt_checkpoint_meta_set(rt, "model.heads", -3), ZT_OK);
+    assert_int_equal(zt_checkpoint_meta_set(rt, "bad key", 1), ZT_ERR_ARGUMENT);
+    assert_non_null(strstr(zt_last_error(rt), "bad key"));
+    assert_int_equal(zt_checkpoint_meta_set(rt, "", 1), ZT_ERR_ARGUMENT);
+    train(rt, &m, 0, 2);
+    assert_int_equal(zt_checkpoint_save(rt, dir), ZT_OK);
+    zt_runtime_destroy(rt);
+
+    rt = create("cpu", "cpu", &m, dims); /* set before the load, then the saved value wins */
+    assert_int_equal(zt_checkpoint_meta_set(rt, "model.heads", 12), ZT_OK);
+    assert_int_equal(zt_checkpoint_meta_set(rt, "only.here", 5), ZT_OK);
+    assert_int_equal(zt_checkpoint_load(rt, dir), ZT_OK);
+    assert_int_equal(zt_checkpoint_meta_get(rt, "data.position", &v), ZT_OK);
+    assert_true(v == INT64_C(1) << 40);
+    assert_int_equal(zt_checkpoint_meta_get(rt, "model.heads", &v), ZT_OK);
+    assert_int_equal(v, -3);
+    assert_int_equal(zt_checkpoint_meta_get(rt, "only.here", &v), ZT_OK); /* kept */
+    assert_int_equal(v, 5);
+    char key[16];
+    for (int i = 3; i < 16; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        assert_int_equal(zt_checkpoint_meta_set(rt, key, i), ZT_OK);
+    }
+    assert_int_equal(zt_checkpoint_meta_set(rt, "one.too.many", 1), ZT_ERR_ARGUMENT);
+    assert_non_null(strstr(zt_last_error(rt), "at most 16"));
+    assert_int_equal(zt_checkpoint_meta_get(rt, "k15", &v), ZT_OK);
+    assert_int_equal(v, 15);
+    zt_runtime_destroy(rt);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -520,6 +562,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_root_keeps_newest_checkpoints, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_full_disk_keeps_previous_checkpoint, make_dir,
                                         remove_dir),
+        cmocka_unit_test_setup_teardown(test_meta_values_round_trip, make_dir, remove_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
