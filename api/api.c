@@ -136,6 +136,8 @@ const char *zt_last_error(const zt_runtime *rt)
     return rt->err.msg;
 }
 
+zt_status zt_last_status(const zt_runtime *rt) { return rt ? rt->err.status : ZT_ERR_ARGUMENT; }
+
 void zt_runtime_destroy(zt_runtime *rt)
 {
     if (!rt)

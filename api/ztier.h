@@ -295,6 +295,10 @@ ZT_API zt_status zt_config_set_bool(zt_runtime *rt, const char *path, int value)
 /* The last error message of this handle, with context; "" after a successful call.
  * Owned by the handle; valid until the next call on it. rt == NULL gives a fixed text. */
 ZT_API const char *zt_last_error(const zt_runtime *rt);
+/* The status of the last failed call on this handle (the one zt_last_error describes); ZT_OK
+ * after a successful call. For a caller that reports several calls' failures in one place:
+ * ZT_ERR_COMM there means another rank was lost or reported its own error. */
+ZT_API zt_status zt_last_status(const zt_runtime *rt);
 
 /* Frees everything the runtime owns and removes its swap files. NULL is a no-op. */
 ZT_API void zt_runtime_destroy(zt_runtime *rt);

@@ -358,17 +358,44 @@ typedef struct trainer {
     int *inputs, *targets;
 } trainer;
 
+/* The exit status of a run that lost another rank (it died, froze or its network went down;
+ * or it failed and said why in its own output): the checkpoints are intact, and --resume
+ * continues on the ranks still available (scripts/train-with-restarts.sh). EX_TEMPFAIL. */
+#define EXIT_RANK_LOST 75
+
+/* The exit status of a failed ztier call with status st, after its message. */
+static int exit_status(trainer *t, zt_status st)
+{
+    if (st != ZT_ERR_COMM)
+        return 1;
+    fprintf(stderr,
+            "zt_gpt2: lost contact with another rank (see the messages above); %s: exit status "
+            "%d\n",
+            t->o.checkpoint ? "the checkpoints are intact: continue with --resume on the ranks "
+                              "still available"
+                            : "nothing was saved (no --checkpoint)",
+            EXIT_RANK_LOST);
+    return EXIT_RANK_LOST;
+}
+
 static int fail(trainer *t, const char *what)
 {
     fprintf(stderr, "zt_gpt2: %s: %s\n", what, t->rt ? zt_last_error(t->rt) : "");
-    return 1;
+    return t->rt ? exit_status(t, zt_last_status(t->rt)) : 1;
 }
 
 /* A failed forward/backward: the source knows why (a dtype it cannot compute, or ztier). */
 static int fail_pass(trainer *t, const char *what)
 {
     fprintf(stderr, "zt_gpt2: %s: %s\n", what, gpt2_ztier_error(&t->g));
-    return 1;
+    return exit_status(t, t->g.last);
+}
+
+/* A failed export or import (st): gpt2_ztier_error says why. */
+static int fail_file(trainer *t, const char *what, zt_status st)
+{
+    fprintf(stderr, "zt_gpt2: %s: %s\n", what, gpt2_ztier_error(&t->g));
+    return exit_status(t, st);
 }
 
 /* What the command line left unset, for the device the run computes on (see --demo). */
@@ -526,12 +553,16 @@ static int setup(trainer *t)
         return fail(t, "registering GPT-2");
     if ((st = zt_runtime_commit(t->rt)) != ZT_OK)
         return fail(t, "zt_runtime_commit");
-    if (t->o.init && gpt2_import_llmc(&t->g, t->o.init) != ZT_OK)
-        return fprintf(stderr, "zt_gpt2: --init: %s\n", gpt2_ztier_error(&t->g)), 1;
+    if (t->o.init && (st = gpt2_import_llmc(&t->g, t->o.init)) != ZT_OK)
+        return fail_file(t, "--init", st);
     if (t->o.resume && zt_checkpoint_load(t->rt, t->o.resume) != ZT_OK)
         return fail(t, "--resume");
     if (t->o.resume && gpt2_ztier_check_loaded(&t->g) != ZT_OK)
         return fprintf(stderr, "zt_gpt2: --resume %s: %s\n", t->o.resume, t->g.error), 1;
+    int64_t resumed = 0;
+    if (t->o.resume && t->rank == 0 && zt_step_count(t->rt, &resumed) == ZT_OK)
+        printf("resumed %s at step %lld on %d rank%s\n", t->o.resume, (long long)resumed, t->world,
+               t->world > 1 ? "s" : "");
     if (open_ops(t) != 0)
         return 1;
     t->model = gpt2_model_create_on(&t->c, t->rows, t->o.seq, &t->ops, t->o.recompute);
@@ -640,8 +671,9 @@ static int train(trainer *t)
         zt_step_info info = {0};
         prev = s;
         progress_t0 = now_s();
-        if (train_step(t, step, show_progress, &tm, &loss, &info) != 0)
-            return free(tm.step_s), 1;
+        int rc = train_step(t, step, show_progress, &tm, &loss, &info);
+        if (rc != 0)
+            return free(tm.step_s), rc;
         double dt = now_s() - progress_t0;
         if (progress_shown)
             fprintf(stderr, "\r%40s\r", ""), progress_shown = 0;
@@ -651,17 +683,19 @@ static int train(trainer *t)
         if (t->rank == 0)
             print_step((int)step + 1, loss, dt, t->o.batch * t->o.seq * t->o.accum,
                        gpt2_flops_per_token(&t->c, t->o.seq), t->peak_flops, &info, &s, &prev);
-        if (t->o.save_every > 0 && (step + 1) % t->o.save_every == 0 && save(t, "periodic"))
-            return free(tm.step_s), 1;
-        if (t->o.eval_every > 0 && (step + 1) % t->o.eval_every == 0 && evaluate(t) != 0)
-            return free(tm.step_s), 1;
+        if (t->o.save_every > 0 && (step + 1) % t->o.save_every == 0 &&
+            (rc = save(t, "periodic")) != 0)
+            return free(tm.step_s), rc;
+        if (t->o.eval_every > 0 && (step + 1) % t->o.eval_every == 0 && (rc = evaluate(t)) != 0)
+            return free(tm.step_s), rc;
     }
     if (stop_requested && t->rank == 0)
         printf("stopped by Ctrl-C at a step boundary\n");
     /* The checkpoint call site for an interrupted run: with --checkpoint DIR the state is
      * saved here, after the last complete step, so --resume DIR continues from it. */
-    if (stop_requested && save(t, "interrupted"))
-        return free(tm.step_s), 1;
+    int rc = stop_requested ? save(t, "interrupted") : 0;
+    if (rc != 0)
+        return free(tm.step_s), rc;
     if (t->rank == 0)
         print_summary(&s, &tm, t->o.batch * t->o.seq * t->o.accum);
     free(tm.step_s);
@@ -684,10 +718,11 @@ static int write_shard(const char *text, const char *out)
 
 static int finish(trainer *t)
 {
-    if (t->o.export_llmc && gpt2_export_llmc(&t->g, t->o.export_llmc) != ZT_OK)
-        return fail_pass(t, "--export");
-    if (t->o.export_st && gpt2_export_safetensors(&t->g, t->o.export_st) != ZT_OK)
-        return fail_pass(t, "--safetensors");
+    zt_status st = ZT_OK;
+    if (t->o.export_llmc && (st = gpt2_export_llmc(&t->g, t->o.export_llmc)) != ZT_OK)
+        return fail_file(t, "--export", st);
+    if (t->o.export_st && (st = gpt2_export_safetensors(&t->g, t->o.export_st)) != ZT_OK)
+        return fail_file(t, "--safetensors", st);
     return 0;
 }
 
