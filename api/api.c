@@ -447,8 +447,8 @@ zt_status zt_optimizer_get(const zt_runtime *rt, zt_optimizer_info *out)
 }
 
 /* zt_param_read (every rank: root -1) and zt_param_read_to (one rank: to_one). */
-static zt_status param_read(zt_runtime *rt, const char *fn, int to_one, int param_id, int root,
-                            float *dst, int64_t numel)
+static zt_status param_read(zt_runtime *rt, const char *fn, int to_one, int param_id, int state,
+                            int root, float *dst, int64_t numel)
 {
     if (!rt)
         return ZT_ERR_ARGUMENT;
@@ -465,17 +465,26 @@ static zt_status param_read(zt_runtime *rt, const char *fn, int to_one, int para
     CHECK_ARG(rt, dst || (to_one && root != rt->dist.rank), "%s: dst is NULL", fn);
     if ((st = check_nothing_held(rt, fn)) != ZT_OK)
         return st;
-    return zt_rt_param_read(rt, param_id, root, dst, numel);
+    CHECK_ARG(rt, state >= ZT_STATE_MASTER && state <= ZT_STATE_ADAM_V,
+              "%s: state %d is none of ZT_STATE_MASTER, ZT_STATE_ADAM_M, ZT_STATE_ADAM_V", fn,
+              state);
+    return zt_rt_param_read(rt, param_id, state, root, dst, numel);
 }
 
 zt_status zt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel)
 {
-    return param_read(rt, "zt_param_read", 0, param_id, -1, dst, numel);
+    return param_read(rt, "zt_param_read", 0, param_id, ZT_STATE_MASTER, -1, dst, numel);
+}
+
+zt_status zt_param_read_state(zt_runtime *rt, int param_id, zt_param_state state, float *dst,
+                              int64_t numel)
+{
+    return param_read(rt, "zt_param_read_state", 0, param_id, (int)state, -1, dst, numel);
 }
 
 zt_status zt_param_read_to(zt_runtime *rt, int param_id, int root, float *dst, int64_t numel)
 {
-    return param_read(rt, "zt_param_read_to", 1, param_id, root, dst, numel);
+    return param_read(rt, "zt_param_read_to", 1, param_id, ZT_STATE_MASTER, root, dst, numel);
 }
 
 zt_status zt_async_error(zt_runtime *rt)

@@ -499,6 +499,18 @@ ZT_API zt_status zt_async_error(zt_runtime *rt);
  * stage3_param_persistence_threshold, moves nothing). */
 ZT_API zt_status zt_param_read(zt_runtime *rt, int param_id, float *dst, int64_t numel);
 
+/* zt_param_read for any of a parameter's optimizer states: its fp32 master, Adam's first
+ * moment m or second moment v (all elements, on every rank), from whatever tier holds them.
+ * For inspection and tests (a checkpoint restores them bitwise). Collective; synchronous; no
+ * layer may be held. */
+typedef enum zt_param_state {
+    ZT_STATE_MASTER = 0,
+    ZT_STATE_ADAM_M = 1,
+    ZT_STATE_ADAM_V = 2
+} zt_param_state;
+ZT_API zt_status zt_param_read_state(zt_runtime *rt, int param_id, zt_param_state state, float *dst,
+                                     int64_t numel);
+
 /* zt_param_read for one rank: the values land in dst (numel floats, caller-owned) on rank
  * `root` only; the other ranks only send their part (their dst and numel are not used, dst
  * may be NULL). Every rank passes the same root. For exporters and other readers of the

@@ -400,7 +400,9 @@ static inline float zt_rt_grad_average_factor(const zt_runtime *rt)
 }
 /* The parameter's fp32 master values into dst: on root only (dst unused elsewhere), or on
  * every rank when root < 0. Collective. */
-zt_status zt_rt_param_read(zt_runtime *rt, int param_id, int root, float *dst, int64_t numel);
+/* state: 0 the fp32 master, 1 Adam's m, 2 Adam's v; root -1: every rank receives it */
+zt_status zt_rt_param_read(zt_runtime *rt, int param_id, int state, int root, float *dst,
+                           int64_t numel);
 zt_status zt_rt_param_write(zt_runtime *rt, int param_id, const float *src, int64_t numel);
 /* Completes the pending gradient reductions (waiting for the caller's streams up to their
  * last release), waits for the optimizer's background transfers and reports any failure of

@@ -311,7 +311,8 @@ static zt_status gather_param(zt_runtime *rt, const zt_param *p, zt_status st, c
     return st;
 }
 
-zt_status zt_rt_param_read(zt_runtime *rt, int param_id, int root, float *dst, int64_t numel)
+zt_status zt_rt_param_read(zt_runtime *rt, int param_id, int state, int root, float *dst,
+                           int64_t numel)
 {
     const zt_param *p = &rt->reg.params[param_id];
     zt_layer *L = &rt->reg.layers[p->layer];
@@ -323,8 +324,9 @@ zt_status zt_rt_param_read(zt_runtime *rt, int param_id, int root, float *dst, i
                     (long long)p->numel, (long long)numel);
     if (st == ZT_OK)
         st = zt_rt_drain_optimizer(rt);
+    zt_home *home = state == 1 ? &L->exp_avg : state == 2 ? &L->exp_avg_sq : &L->master;
     if (st == ZT_OK)
-        st = zt_home_load(&rt->tiers.homes, &L->master, rt->opt.staging, &rt->err);
+        st = zt_home_load(&rt->tiers.homes, home, rt->opt.staging, &rt->err);
     int64_t a, b, at;
     zt_param_in_shard(rt, p, &a, &b, &at);
     const float *own = (const float *)rt->opt.staging + at;

@@ -12,13 +12,19 @@
 
 zt_status mlp_weights_read(zt_runtime *rt, const minimal_model *m, mlp_weights *out)
 {
+    return mlp_weights_read_state(rt, m, ZT_STATE_MASTER, out);
+}
+
+zt_status mlp_weights_read_state(zt_runtime *rt, const minimal_model *m, zt_param_state state,
+                                 mlp_weights *out)
+{
     memset(out, 0, sizeof *out);
     for (int l = 0; l < MLP_LAYERS; l++) {
         int ids[2] = {m->weight[l], m->bias[l]};
         int64_t n[2] = {(int64_t)m->n_out[l] * m->n_in[l], m->n_out[l]};
         for (int k = 0; k < 2; k++) {
             float *w = malloc(sizeof(float) * (size_t)n[k]);
-            zt_status st = w ? zt_param_read(rt, ids[k], w, n[k]) : ZT_ERR_NOMEM;
+            zt_status st = w ? zt_param_read_state(rt, ids[k], state, w, n[k]) : ZT_ERR_NOMEM;
             out->w[2 * l + k] = w;
             out->n[2 * l + k] = n[k];
             if (st != ZT_OK) {

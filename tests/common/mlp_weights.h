@@ -13,6 +13,9 @@ typedef struct mlp_weights {
 
 /* ZT_OK, or the status of the read that failed (what was read is freed). */
 zt_status mlp_weights_read(zt_runtime *rt, const minimal_model *m, mlp_weights *out);
+/* The same for Adam's m or v (zt_param_read_state), or the master. */
+zt_status mlp_weights_read_state(zt_runtime *rt, const minimal_model *m, zt_param_state state,
+                                 mlp_weights *out);
 void mlp_weights_free(mlp_weights *w);
 /* 0 when bitwise equal, else the largest |a - b| / max(|b|, 1e-3). */
 double mlp_weights_max_rel_diff(const mlp_weights *a, const mlp_weights *b);

@@ -2,10 +2,11 @@
 /* Checkpoints across world sizes and stages (run under mpirun; reshard.sh drives it):
  *   test_mpi_reshard save DIR <param_device> <optimizer_device> <stage>
  * trains the minimal MLP K steps on this run's ranks, saves a checkpoint into DIR, writes the
- * parameters (zt_param_read) to DIR.at-save, trains K more steps and writes DIR.final;
+ * parameters' fp32 master, Adam m and v (zt_param_read_state) to DIR.at-save.{0,1,2}, trains K
+ * more steps and writes DIR.final;
  *   test_mpi_reshard load DIR <param_device> <optimizer_device> <stage>
- * loads DIR on this run's ranks (any number, any stage and placement): the parameters must be
- * bitwise DIR.at-save; it trains the same K steps on the same global batch and must end within
+ * loads DIR on this run's ranks (any number, any stage and placement): master, m and v must be
+ * bitwise DIR.at-save's; it trains the same K steps on the same global batch and must end within
  * 1e-5 relative L2 of DIR.final (the sum over ranks adds in another order on another world
  * size; within the master, m and v restored bitwise, only that order differs). */
 #include "mlp_weights.h"
@@ -81,33 +82,36 @@ int main(int argc, char **argv)
     int64_t from = 0;
     mlp_weights x = {0}, want = {0}; /* this run's, the saving run's */
     char path[700];
-    snprintf(path, sizeof path, "%s.at-save", dir);
-    if (ok && save) {
-        ok = train(rt, &m, 0, rank, world) == 0 && zt_checkpoint_save(rt, dir) == ZT_OK &&
-             mlp_weights_read(rt, &m, &x) == ZT_OK && (rank || weights_file(path, &x, 1) == 0);
-    } else if (ok) {
+    ok = ok && (save ? train(rt, &m, 0, rank, world) == 0 && zt_checkpoint_save(rt, dir) == ZT_OK
+                     : zt_checkpoint_load(rt, dir) == ZT_OK && zt_step_count(rt, &from) == ZT_OK);
+    static const char *names[] = {"fp32 master", "Adam m", "Adam v"};
+    for (int state = 0; ok && state < 3; state++) {
+        snprintf(path, sizeof path, "%s.at-save.%d", dir, state);
+        ok = mlp_weights_read_state(rt, &m, (zt_param_state)state, &x) == ZT_OK;
+        if (ok && save)
+            ok = rank || weights_file(path, &x, 1) == 0;
         /* want: sized by a second read, then overwritten from the file */
-        ok = zt_checkpoint_load(rt, dir) == ZT_OK && zt_step_count(rt, &from) == ZT_OK &&
-             mlp_weights_read(rt, &m, &x) == ZT_OK && mlp_weights_read(rt, &m, &want) == ZT_OK &&
-             weights_file(path, &want, 0) == 0;
-        if (ok && mlp_weights_max_rel_diff(&x, &want) != 0) {
-            printf("rank %d of %d: the loaded parameters differ from the saved ones\n", rank,
-                   world);
+        else if (ok)
+            ok = mlp_weights_read_state(rt, &m, (zt_param_state)state, &want) == ZT_OK &&
+                 weights_file(path, &want, 0) == 0;
+        if (ok && !save && mlp_weights_max_rel_diff(&x, &want) != 0) {
+            printf("rank %d of %d: the loaded %s differs from the saved one\n", rank, world,
+                   names[state]);
             ok = 0;
         }
-        if (ok)
-            printf("rank %d of %d, stage %d, %s/%s: step %lld loaded, parameters bitwise the "
-                   "saved ones\n",
-                   rank, world, stage, argv[3], argv[4], (long long)from);
+        mlp_weights_free(&x), mlp_weights_free(&want);
     }
-    mlp_weights_free(&x);
+    if (ok && !save)
+        printf("rank %d of %d, stage %d, %s/%s: step %lld loaded, fp32 master, Adam m and v "
+               "bitwise the saved ones\n",
+               rank, world, stage, argv[3], argv[4], (long long)from);
     ok = ok && train(rt, &m, save ? K : from, rank, world) == 0 &&
          mlp_weights_read(rt, &m, &x) == ZT_OK;
     snprintf(path, sizeof path, "%s.final", dir);
     if (ok && save) {
         ok = rank || weights_file(path, &x, 1) == 0;
-    } else if (ok) {
-        ok = weights_file(path, &want, 0) == 0;
+    } else if (ok) { /* want: sized by a read, then overwritten from the file */
+        ok = mlp_weights_read(rt, &m, &want) == ZT_OK && weights_file(path, &want, 0) == 0;
         double err = ok ? rel_l2(&x, &want) : 1;
         printf("rank %d of %d: after %d more steps %.3g relative L2 from the uninterrupted run\n",
                rank, world, K, err);

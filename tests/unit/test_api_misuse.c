@@ -90,6 +90,10 @@ static void test_null_handle_and_destroy_null(void **state)
     assert_int_equal(zt_layer_add(NULL, "x", &id), ZT_ERR_ARGUMENT);
     assert_int_equal(zt_step(NULL, NULL, NULL), ZT_ERR_ARGUMENT);
     assert_non_null(zt_last_error(NULL));
+    assert_int_equal(zt_last_status(NULL), ZT_ERR_ARGUMENT);
+    int64_t v;
+    assert_int_equal(zt_checkpoint_meta_set(NULL, "k", 1), ZT_ERR_ARGUMENT);
+    assert_int_equal(zt_checkpoint_meta_get(NULL, "k", &v), ZT_ERR_ARGUMENT);
     zt_runtime_destroy(NULL);
 }
 
@@ -156,6 +160,9 @@ static void test_fetch_and_step_before_commit(void **state)
     EXPECT(zt_step(f->rt, NULL, NULL), ZT_ERR_USAGE, "before zt_runtime_commit");
     EXPECT(zt_param_read(f->rt, f->param, buf, 32), ZT_ERR_USAGE, "before zt_runtime_commit");
     EXPECT(zt_param_read_to(f->rt, f->param, 0, buf, 32), ZT_ERR_USAGE, "before zt_runtime_commit");
+    EXPECT(zt_param_read_state(f->rt, f->param, ZT_STATE_ADAM_M, buf, 32), ZT_ERR_USAGE,
+           "before zt_runtime_commit");
+    assert_int_equal(zt_last_status(f->rt), ZT_ERR_USAGE);
 }
 
 static void test_commit_needs_parameters(void **state)

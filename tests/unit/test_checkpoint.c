@@ -8,6 +8,7 @@
 #include "ref_mlp.h"
 #include "rt_fixture.h"
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -505,6 +506,54 @@ static void test_full_disk_keeps_previous_checkpoint(void **state)
     umount2(dir, MNT_DETACH);
 }
 
+/* ---- Adam's m and v read back through the API, restored bitwise by a load ---- */
+
+static void test_optimizer_state_reads_back(void **state)
+{
+    (void)state;
+    static char swap[600];
+    snprintf(swap, sizeof swap, "%s-swap", dir);
+    mkdir(swap, 0755);
+    setenv("ZT_NVME_PATH", swap, 1);
+    minimal_model m;
+    zt_runtime *rt = create("cpu", "nvme", &m, dims);
+    train(rt, &m, 0, 3);
+    int64_t n = (int64_t)m.n_out[0] * m.n_in[0];
+    float *saved[3], *got = malloc(sizeof(float) * (size_t)n);
+    for (int s = 0; s < 3; s++) {
+        saved[s] = malloc(sizeof(float) * (size_t)n);
+        assert_int_equal(zt_param_read_state(rt, m.weight[0], (zt_param_state)s, saved[s], n),
+                         ZT_OK);
+    }
+    double m_abs = 0;
+    for (int64_t i = 0; i < n; i++) {
+        assert_true(saved[2][i] >= 0.0f); /* v: a running mean of squares */
+        m_abs += fabs(saved[1][i]);
+    }
+    assert_true(m_abs > 0); /* three steps moved m */
+    assert_int_equal(zt_param_read_state(rt, m.weight[0], ZT_STATE_MASTER, got, n), ZT_OK);
+    assert_memory_equal(got, saved[0], sizeof(float) * (size_t)n);
+    assert_int_equal(zt_param_read(rt, m.weight[0], got, n), ZT_OK); /* the same as the master */
+    assert_memory_equal(got, saved[0], sizeof(float) * (size_t)n);
+    assert_int_equal(zt_param_read_state(rt, m.weight[0], (zt_param_state)7, got, n),
+                     ZT_ERR_ARGUMENT);
+    assert_non_null(strstr(zt_last_error(rt), "ZT_STATE_ADAM_V"));
+    assert_int_equal(zt_checkpoint_save(rt, dir), ZT_OK);
+    zt_runtime_destroy(rt);
+
+    rt = create("nvme", "cpu", &m, dims); /* another placement */
+    assert_int_equal(zt_checkpoint_load(rt, dir), ZT_OK);
+    for (int s = 0; s < 3; s++) {
+        assert_int_equal(zt_param_read_state(rt, m.weight[0], (zt_param_state)s, got, n), ZT_OK);
+        assert_memory_equal(got, saved[s], sizeof(float) * (size_t)n);
+        free(saved[s]);
+    }
+    free(got);
+    zt_runtime_destroy(rt);
+    unsetenv("ZT_NVME_PATH");
+    rmdir(swap);
+}
+
 /* ---- meta values: kept with each checkpoint, back after a load ---- */
 
 static void test_meta_values_round_trip(void **state)
@@ -563,6 +612,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_full_disk_keeps_previous_checkpoint, make_dir,
                                         remove_dir),
         cmocka_unit_test_setup_teardown(test_meta_values_round_trip, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_optimizer_state_reads_back, make_dir, remove_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
