@@ -10,6 +10,7 @@
 #include "runtime/checkpoint_dir.h"
 #include "runtime/checkpoint_file.h"
 #include "runtime/checkpoint_reshard.h"
+#include "runtime/checkpoint_writer.h"
 #include "runtime/checkpoint_manifest.h"
 #include "core/log.h"
 #include "core/test_hooks.h"
@@ -39,33 +40,23 @@ static void shard_path(const char *folder, const zt_runtime *rt, char *out, size
 
 /* ---- save ---- */
 
-static zt_status write_all(FILE *f, const void *p, size_t n, uLong *crc, const char *path,
-                           zt_error *err)
-{
-    if (n && fwrite(p, 1, n, f) != n)
-        return ZT_ERR(err, zt_status_from_errno(errno), "writing checkpoint file '%s': %s", path,
-                      strerror(errno));
-    *crc = crc32(*crc, p, (uInt)n);
-    return ZT_OK;
-}
-
 /* Writes one home's bytes through the fp32 staging buffer. */
-static zt_status write_home(zt_runtime *rt, FILE *f, const zt_home *h, uLong *crc, const char *path)
+static zt_status write_home(zt_runtime *rt, zt_ckpt_writer *w, const zt_home *h)
 {
     zt_status st = zt_home_load(&rt->tiers.homes, h, rt->opt.staging, &rt->err);
-    return st == ZT_OK ? write_all(f, rt->opt.staging, h->bytes, crc, path, &rt->err) : st;
+    return st == ZT_OK ? zt_ckpt_writer_put(w, rt->opt.staging, h->bytes) : st;
 }
 
-static zt_status write_layers(zt_runtime *rt, FILE *f, uLong *crc, const char *path)
+static zt_status write_layers(zt_runtime *rt, zt_ckpt_writer *w)
 {
     zt_status st = ZT_OK;
     for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
         zt_layer *L = &rt->reg.layers[i];
-        st = write_home(rt, f, &L->master, crc, path);
+        st = write_home(rt, w, &L->master);
         if (st == ZT_OK)
-            st = write_home(rt, f, &L->exp_avg, crc, path);
+            st = write_home(rt, w, &L->exp_avg);
         if (st == ZT_OK)
-            st = write_home(rt, f, &L->exp_avg_sq, crc, path);
+            st = write_home(rt, w, &L->exp_avg_sq);
         zt_test_crash_point("shard layer written");
     }
     return st;
@@ -76,10 +67,10 @@ static zt_status write_shard_file(zt_runtime *rt, const char *folder, uint64_t *
 {
     char path[ZT_PATH_MAX + 240];
     shard_path(folder, rt, path, sizeof path);
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return ZT_ERR(&rt->err, zt_status_from_errno(errno),
-                      "cannot create checkpoint file '%s': %s", path, strerror(errno));
+    zt_ckpt_writer *w = NULL;
+    zt_status st = zt_ckpt_writer_open(path, rt->cfg.io_engine, &w, &rt->err);
+    if (st != ZT_OK)
+        return st;
     zt_ckpt_state s = current_state(rt);
     zt_shard_header h = {ZT_CKPT_MAGIC,
                          ZT_CKPT_VERSION,
@@ -91,17 +82,16 @@ static zt_status write_shard_file(zt_runtime *rt, const char *folder, uint64_t *
                          s.good_steps,
                          s.hysteresis_left,
                          s.fp16};
-    *crc = crc32(0L, Z_NULL, 0);
-    zt_status st = write_all(f, &h, sizeof h, crc, path, &rt->err);
+    st = zt_ckpt_writer_put(w, &h, sizeof h);
     if (st == ZT_OK)
-        st = write_layers(rt, f, crc, path);
-    *bytes = (uint64_t)ftell(f);
-    if (st == ZT_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-        st = ZT_ERR(&rt->err, zt_status_from_errno(errno), "writing checkpoint file '%s': %s", path,
-                    strerror(errno));
-    if (fclose(f) != 0 && st == ZT_OK)
-        st = ZT_ERR(&rt->err, zt_status_from_errno(errno), "writing checkpoint file '%s': %s", path,
-                    strerror(errno));
+        st = write_layers(rt, w);
+    if (st != ZT_OK) {
+        zt_ckpt_writer_discard(w);
+        return st;
+    }
+    uint32_t c = 0;
+    st = zt_ckpt_writer_finish(w, bytes, &c);
+    *crc = c;
     zt_test_crash_point("shard file synced");
     return st;
 }
@@ -228,7 +218,7 @@ zt_status zt_rt_checkpoint_save(zt_runtime *rt, const char *root)
 static zt_status read_shard(zt_runtime *rt, FILE *f, const zt_layer *L, const char *path)
 {
     size_t bytes = (size_t)L->shard_numel * sizeof(float);
-    if (fread(rt->opt.staging, 1, bytes, f) != bytes)
+    if (zt_ckpt_fread(rt->opt.staging, bytes, f) != bytes)
         return ZT_ERR(&rt->err, ZT_ERR_IO, "reading '%s': %s", path, strerror(errno));
     return ZT_OK;
 }

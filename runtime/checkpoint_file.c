@@ -2,6 +2,7 @@
 /* A rank's shard file's header (checkpoint_file.h). */
 #include "runtime/checkpoint_file.h"
 
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <zlib.h>
@@ -51,6 +52,19 @@ static zt_status cross_check(const zt_shard_header *h, const zt_manifest *m, con
                   path, field);
 }
 
+size_t zt_ckpt_fread(void *dst, size_t bytes, FILE *f)
+{
+    size_t done = 0;
+    while (done < bytes) {
+        size_t want = bytes - done < ((size_t)8 << 20) ? bytes - done : (size_t)8 << 20;
+        size_t n = fread((char *)dst + done, 1, want, f);
+        done += n;
+        if (n < want)
+            break;
+    }
+    return done;
+}
+
 uint64_t zt_ckpt_file_bytes(const zt_runtime *rt, const zt_manifest *m)
 {
     uint64_t n = zt_ckpt_header_bytes(m->version);
@@ -72,8 +86,9 @@ zt_status zt_ckpt_verify_file(zt_runtime *rt, FILE *f, const char *path, const z
                       (unsigned long long)want);
     uLong crc = crc32(0L, Z_NULL, 0);
     size_t n;
-    while ((n = fread(rt->opt.staging, 1, rt->opt.staging_bytes, f)) > 0)
-        crc = crc32(crc, rt->opt.staging, (uInt)n);
+    posix_fadvise(fileno(f), 0, 0, POSIX_FADV_SEQUENTIAL);
+    while ((n = zt_ckpt_fread(rt->opt.staging, rt->opt.staging_bytes, f)) > 0)
+        crc = crc32_z(crc, rt->opt.staging, n);
     if (crc != (uLong)m->files[2 * k + 1])
         return ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
                       "checkpoint file '%s' is damaged (CRC-32 %08lx, the manifest says %08lx)",

@@ -28,6 +28,11 @@ size_t zt_ckpt_header_bytes(int version);
  * (the manifest's parts, or this run's layout where the manifest does not record them). */
 uint64_t zt_ckpt_file_bytes(const zt_runtime *rt, const zt_manifest *m);
 
+/* fread of bytes into dst in pieces of at most 8 MiB: the kernel's read-ahead streams those,
+ * where one read of hundreds of megabytes waits for its pages in turn (3-4x slower here). The
+ * bytes read. */
+size_t zt_ckpt_fread(void *dst, size_t bytes, FILE *f);
+
 /* Checks saving rank k's file whole before anything is restored: its size against the
  * manifest's and zt_ckpt_file_bytes, its CRC-32 against the manifest's, and its header (rank k
  * of m->world, this model's layer count, the manifest's step state). rt->opt.staging is the

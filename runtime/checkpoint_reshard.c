@@ -61,7 +61,8 @@ static zt_status read_piece(zt_runtime *rt, sources *s, int k, int layer, int st
     int64_t at = s->layer_at[layer] + state * s->m->shard[layer] + (lo - part_first);
     off_t off = (off_t)zt_ckpt_header_bytes(s->m->version) + (off_t)at * (off_t)sizeof(float);
     if (fseeko(s->f[k], off, SEEK_SET) != 0 ||
-        fread(dst, sizeof(float), (size_t)(hi - lo), s->f[k]) != (size_t)(hi - lo))
+        zt_ckpt_fread(dst, (size_t)(hi - lo) * sizeof(float), s->f[k]) !=
+            (size_t)(hi - lo) * sizeof(float))
         return ZT_ERR(&rt->err, ZT_ERR_IO, "reading '%s': %s", path,
                       ferror(s->f[k]) ? strerror(errno) : "the file ends early");
     return ZT_OK;

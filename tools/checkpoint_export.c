@@ -3,7 +3,7 @@
  * model file from a checkpoint's fp32 master weights, whatever number of ranks saved it.
  * Every rank file is checked whole first (size, CRC-32, header); then the parameters are
  * streamed one at a time, each gathered from the files that hold its pieces, so the memory
- * is the largest parameter (fp32, plus its bf16 copy), not the model. The file is written as
+ * is the largest parameter in fp32, not the model. The file is written as
  * F.partial beside F, synced and renamed: F is either the whole export or untouched.
  *   safetensors: names and shapes of the manifest, dtype F32 or BF16, the step in
  *                __metadata__ (loadable by the `safetensors` Python package).
@@ -35,9 +35,8 @@ typedef struct exporter {
     ckpt_view v;
     int *order; /* the parameters in the file's order */
     int n;
-    float *buf;     /* the largest parameter, fp32 */
-    uint16_t *half; /* and its bf16 copy */
-    int fd;         /* the .partial file */
+    float *buf; /* the largest parameter, fp32 (its bf16 copy written over its first half) */
+    int fd;     /* the .partial file */
     char tmp[PATH_MAX + 16];
     uint64_t written, total;
     double t0, last_report;
@@ -231,10 +230,12 @@ static int write_params(exporter *e)
         if (ckpt_read_param(&e->v, e->order[i], e->buf, e->why, sizeof e->why) != 0)
             return -1;
         int rc;
-        if (e->o.bf16) {
-            for (int64_t k = 0; k < p->numel; k++)
-                e->half[k] = zt_f32_to_bf16(e->buf[k]);
-            rc = write_all(e, e->half, (size_t)p->numel * 2);
+        if (e->o.bf16) { /* in place: element k's 2 bytes land where no later element is */
+            for (int64_t k = 0; k < p->numel; k++) {
+                uint16_t h = zt_f32_to_bf16(e->buf[k]);
+                memcpy((char *)e->buf + 2 * k, &h, sizeof h);
+            }
+            rc = write_all(e, e->buf, (size_t)p->numel * 2);
         } else {
             rc = write_all(e, e->buf, (size_t)p->numel * 4);
         }
@@ -282,8 +283,7 @@ static int prepare(exporter *e, int64_t shape[8])
     }
     e->order = malloc((size_t)e->v.n_params * sizeof *e->order);
     e->buf = malloc((size_t)largest * sizeof(float));
-    e->half = e->o.bf16 ? malloc((size_t)largest * sizeof(uint16_t)) : NULL;
-    if (!e->order || !e->buf || (e->o.bf16 && !e->half))
+    if (!e->order || !e->buf)
         return snprintf(e->why, sizeof e->why,
                         "out of memory for the largest parameter (%lld elements)",
                         (long long)largest),
@@ -344,7 +344,7 @@ int cmd_checkpoint_export(int argc, char **argv)
             bench_fmt_bytes((uint64_t)ru.ru_maxrss * 1024, c, sizeof c),
             bench_fmt_bytes((uint64_t)(ru.ru_maxrss - ru0.ru_maxrss) * 1024, d, sizeof d));
     }
-    free(e.order), free(e.buf), free(e.half);
+    free(e.order), free(e.buf);
     ckpt_close(&e.v);
     return rc ? 1 : 0;
 }

@@ -369,8 +369,9 @@ static int exit_status(trainer *t, zt_status st)
     if (st != ZT_ERR_COMM)
         return 1;
     fprintf(stderr,
-            "zt_gpt2: lost contact with another rank (see the messages above); %s: exit status "
-            "%d\n",
+            "zt_gpt2: a collective with the other ranks failed: a rank was lost (it died, froze "
+            "or its network went down) or failed and said why in its own output; %s: exit "
+            "status %d\n",
             t->o.checkpoint ? "the checkpoints are intact: continue with --resume on the ranks "
                               "still available"
                             : "nothing was saved (no --checkpoint)",
@@ -555,14 +556,16 @@ static int setup(trainer *t)
         return fail(t, "zt_runtime_commit");
     if (t->o.init && (st = gpt2_import_llmc(&t->g, t->o.init)) != ZT_OK)
         return fail_file(t, "--init", st);
+    double load_t0 = now_s();
     if (t->o.resume && zt_checkpoint_load(t->rt, t->o.resume) != ZT_OK)
         return fail(t, "--resume");
+    double load_s = now_s() - load_t0;
     if (t->o.resume && gpt2_ztier_check_loaded(&t->g) != ZT_OK)
         return fprintf(stderr, "zt_gpt2: --resume %s: %s\n", t->o.resume, t->g.error), 1;
     int64_t resumed = 0;
     if (t->o.resume && t->rank == 0 && zt_step_count(t->rt, &resumed) == ZT_OK)
-        printf("resumed %s at step %lld on %d rank%s\n", t->o.resume, (long long)resumed, t->world,
-               t->world > 1 ? "s" : "");
+        printf("resumed %s at step %lld on %d rank%s in %.3f s\n", t->o.resume, (long long)resumed,
+               t->world, t->world > 1 ? "s" : "", load_s);
     if (open_ops(t) != 0)
         return 1;
     t->model = gpt2_model_create_on(&t->c, t->rows, t->o.seq, &t->ops, t->o.recompute);
@@ -589,10 +592,11 @@ static int save(trainer *t, const char *why)
 {
     if (!t->o.checkpoint)
         return 0;
+    double t0 = now_s();
     if (zt_checkpoint_save(t->rt, t->o.checkpoint) != ZT_OK)
         return fail(t, "checkpoint save");
     if (t->rank == 0)
-        printf("checkpoint saved to %s (%s)\n", t->o.checkpoint, why);
+        printf("checkpoint saved to %s (%s) in %.3f s\n", t->o.checkpoint, why, now_s() - t0);
     return 0;
 }
 

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Checkpoint save and load throughput against the disk (docs/benchmarks.md, "Checkpoints"):
+# the GPT-2 trainer on 4 ranks of this machine saves `rounds` checkpoints into DIR (each
+# written, fsynced and committed: the time zt_checkpoint_save takes on rank 0), then, round by
+# round and interleaved, `ztier bench nvme` writes and reads as many bytes in DIR (O_DIRECT,
+# fio's best as the limit), the checkpoint is loaded on 4 ranks (the same layout: one file per
+# rank) and on 3 (resharded: each rank reads its pieces of several files), with the page cache
+# dropped before each load (root only; otherwise the loads read memory and the script says
+# so). Medians and the ratios to fio's figures.
+#   bench/checkpoints.sh <zt_gpt2> <ztier> <DIR> [config] [rounds]
+# e.g. bench/checkpoints.sh build/examples/gpt2/zt_gpt2 build/tools/ztier /mnt/nvme/bench d12 3
+set -uo pipefail
+gpt2=${1:?usage: checkpoints.sh <zt_gpt2> <ztier> <DIR> [config] [rounds]} ztier=${2:?} dir=${3:?}
+config=${4:-d12} rounds=${5:-3}
+text=${TEXT:-/usr/share/common-licenses/GPL-3}
+mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+model=(--config "$config" --text "$text" --batch 12 --seq 64 --threads 1 --device cpu)
+mkdir -p "$dir" || exit 1
+out=$(mktemp -d)
+trap 'rm -rf "$out" "$dir/ck" "$dir/nvme"' EXIT
+rm -rf "$dir/ck"
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2> /dev/null; }
+drop && cached=0 || cached=1
+"${mpirun[@]}" -np 4 "$gpt2" "${model[@]}" --steps "$rounds" --checkpoint "$dir/ck" --save-every 1 \
+  --keep 1 > "$out/save.txt" 2>&1 || { tail -5 "$out/save.txt"; exit 1; }
+bytes=$(du -sb "$dir/ck/$(head -1 "$dir/ck/latest")" | cut -f1)
+mkdir -p "$dir/nvme"
+for r in $(seq "$rounds"); do
+  "$ztier" bench nvme --path "$dir/nvme" --size "$bytes" --reps 1 --json > "$out/nvme$r.txt" 2>&1 ||
+    { tail -3 "$out/nvme$r.txt"; exit 1; }
+  for np in 4 3; do
+    drop
+    "${mpirun[@]}" -np $np "$gpt2" "${model[@]}" --steps "$rounds" --resume "$dir/ck" > "$out/load$np-$r.txt" 2>&1 ||
+      { tail -5 "$out/load$np-$r.txt"; exit 1; }
+  done
+done
+median() { sort -g | awk '{a[NR] = $1} END {print NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+gbps() { awk -v b="$bytes" '{printf "%.3f\n", b / $1 / 1e9}'; }
+save=$(sed -n 's/^checkpoint saved to .* in \([0-9.]*\) s$/\1/p' "$out/save.txt" | gbps | median)
+load4=$(cat "$out"/load4-*.txt | sed -n 's/^resumed .* in \([0-9.]*\) s$/\1/p' | gbps | median)
+load3=$(cat "$out"/load3-*.txt | sed -n 's/^resumed .* in \([0-9.]*\) s$/\1/p' | gbps | median)
+fio_w=$(cat "$out"/nvme*.txt | sed -n 's/.*"fio_write_gbps":\([0-9.]*\).*/\1/p' | median)
+fio_r=$(cat "$out"/nvme*.txt | sed -n 's/.*"fio_read_gbps":\([0-9.]*\).*/\1/p' | median)
+zt_w=$(cat "$out"/nvme*.txt | sed -n 's/.*"write_gbps":\([0-9.]*\).*/\1/p' | median)
+zt_r=$(cat "$out"/nvme*.txt | sed -n 's/.*"read_gbps":\([0-9.]*\).*/\1/p' | median)
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+echo "GPT-2 $config checkpoint, $bytes bytes (4 files), $rounds rounds, $dir; $(uname -n), $(nproc) cores"
+[ "$cached" = 1 ] && echo "the page cache could not be dropped (not root): the loads read memory, not the disk"
+echo "| | GB/s (median) | fio on the same folder | ratio |"
+echo "| --- | --- | --- | --- |"
+echo "| save on 4 ranks (write + fsync) | $save | $fio_w write (ztier bench nvme $zt_w) | $(ratio "$save" "$fio_w") |"
+echo "| load on 4 ranks (the same layout) | $load4 | $fio_r read (ztier bench nvme $zt_r) | $(ratio "$load4" "$fio_r") |"
+echo "| load on 3 ranks (resharded) | $load3 | $fio_r read | $(ratio "$load3" "$fio_r") |"
+echo "resharded / same-layout load: $(ratio "$load3" "$load4")"
