@@ -10,6 +10,7 @@
 #include "runtime/checkpoint_dir.h"
 #include "runtime/checkpoint_file.h"
 #include "runtime/checkpoint_reshard.h"
+#include "runtime/checkpoint_reader.h"
 #include "runtime/checkpoint_writer.h"
 #include "runtime/checkpoint_manifest.h"
 #include "core/log.h"
@@ -215,34 +216,35 @@ zt_status zt_rt_checkpoint_save(zt_runtime *rt, const char *root)
 /* ---- load ---- */
 
 /* Reads the file's next fp32 shard of layer L into rt->opt.staging. */
-static zt_status read_shard(zt_runtime *rt, FILE *f, const zt_layer *L, const char *path)
+static zt_status read_shard(zt_runtime *rt, zt_ckpt_reader *r, const zt_layer *L)
 {
-    size_t bytes = (size_t)L->shard_numel * sizeof(float);
-    if (zt_ckpt_fread(rt->opt.staging, bytes, f) != bytes)
-        return ZT_ERR(&rt->err, ZT_ERR_IO, "reading '%s': %s", path, strerror(errno));
-    return ZT_OK;
+    return zt_ckpt_reader_get(r, rt->opt.staging, (size_t)L->shard_numel * sizeof(float));
 }
 
-/* Per layer the file holds master, m, v; the working-dtype parameters follow the master. */
-static zt_status restore_layers(zt_runtime *rt, FILE *f, const char *path, int version)
+/* Per layer the file holds master, m, v; the working-dtype parameters follow the master. The
+ * file was checked whole before (zt_ckpt_verify_file). */
+static zt_status restore_layers(zt_runtime *rt, const char *path, int version)
 {
-    zt_status st = fseek(f, (long)zt_ckpt_header_bytes(version), SEEK_SET) == 0
-                       ? ZT_OK
-                       : ZT_ERR(&rt->err, ZT_ERR_IO, "reading '%s': %s", path, strerror(errno));
+    zt_ckpt_reader *r = NULL;
+    uint64_t size = 0;
+    zt_status st = zt_ckpt_reader_open(path, rt->cfg.io_engine, &size, &r, &rt->err);
+    if (st == ZT_OK)
+        st = zt_ckpt_reader_get(r, NULL, zt_ckpt_header_bytes(version));
     for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
         zt_layer *L = &rt->reg.layers[i];
-        st = read_shard(rt, f, L, path);
+        st = read_shard(rt, r, L);
         if (st == ZT_OK)
             st = zt_layer_set_master(rt, L, rt->opt.staging);
         if (st == ZT_OK)
-            st = read_shard(rt, f, L, path);
+            st = read_shard(rt, r, L);
         if (st == ZT_OK)
             st = zt_home_store(&rt->tiers.homes, &L->exp_avg, rt->opt.staging, &rt->err);
         if (st == ZT_OK)
-            st = read_shard(rt, f, L, path);
+            st = read_shard(rt, r, L);
         if (st == ZT_OK)
             st = zt_home_store(&rt->tiers.homes, &L->exp_avg_sq, rt->opt.staging, &rt->err);
     }
+    zt_ckpt_reader_close(r);
     return st;
 }
 
@@ -358,7 +360,7 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
     if (st == ZT_OK) {
         zt_prefetcher_invalidate(rt->prefetch);
         shard_path(folder, rt, path, sizeof path);
-        st = f ? restore_layers(rt, f, path, m.version) : zt_ckpt_reshard_restore(rt, folder, &m);
+        st = f ? restore_layers(rt, path, m.version) : zt_ckpt_reshard_restore(rt, folder, &m);
     }
     if (f)
         fclose(f);

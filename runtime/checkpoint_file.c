@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* A rank's shard file's header (checkpoint_file.h). */
 #include "runtime/checkpoint_file.h"
+#include "runtime/checkpoint_reader.h"
 
 #include <fcntl.h>
 #include <string.h>
@@ -85,10 +86,18 @@ zt_status zt_ckpt_verify_file(zt_runtime *rt, FILE *f, const char *path, const z
                       path, (long long)sb.st_size, (unsigned long long)said,
                       (unsigned long long)want);
     uLong crc = crc32(0L, Z_NULL, 0);
-    size_t n;
-    posix_fadvise(fileno(f), 0, 0, POSIX_FADV_SEQUENTIAL);
-    while ((n = zt_ckpt_fread(rt->opt.staging, rt->opt.staging_bytes, f)) > 0)
-        crc = crc32_z(crc, rt->opt.staging, n);
+    zt_ckpt_reader *r = NULL;
+    uint64_t size = 0;
+    zt_status rs = zt_ckpt_reader_open(path, rt->cfg.io_engine, &size, &r, &rt->err);
+    for (uint64_t at = 0; rs == ZT_OK && at < size; at += rt->opt.staging_bytes) {
+        size_t n = size - at < rt->opt.staging_bytes ? (size_t)(size - at) : rt->opt.staging_bytes;
+        rs = zt_ckpt_reader_get(r, rt->opt.staging, n);
+        if (rs == ZT_OK)
+            crc = crc32_z(crc, rt->opt.staging, n);
+    }
+    zt_ckpt_reader_close(r);
+    if (rs != ZT_OK)
+        return rs;
     if (crc != (uLong)m->files[2 * k + 1])
         return ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
                       "checkpoint file '%s' is damaged (CRC-32 %08lx, the manifest says %08lx)",
