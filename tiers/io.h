@@ -54,6 +54,12 @@ extern const zt_io_iface zt_io_uring_engine;
 uint64_t zt_io_uring_fixed_ios(const zt_io_engine *e);
 extern const zt_io_iface zt_io_threads_engine;
 
+/* An engine for a few files of a short-lived reader or writer (a checkpoint file): io_uring
+ * with queue_depth pieces in flight, unless kind is ZT_IO_ENGINE_THREADS or io_uring cannot
+ * be set up here, then the thread pool (2 workers). 0, or -errno with why filled. */
+int zt_io_engine_start(const int *fds, int n_fds, int queue_depth, zt_io_engine_kind kind,
+                       const zt_io_iface **iface, zt_io_engine **out, char *why, size_t why_len);
+
 /* Injected I/O failures, for tests. Defined only in the tests' archive (ztier_test: the
  * engines compiled with ZT_TEST_HOOKS); the shipped libraries have none of them, so a program
  * that calls them links only against ztier_test. */

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+/* The checkpoint file writer and reader (runtime/checkpoint_writer.c, checkpoint_reader.c)
+ * against plain files: for lengths around the block and ring sizes, bytes put in uneven
+ * pieces come back from the file and from the reader (in other uneven pieces) unchanged, with
+ * zlib's CRC-32 of them and the exact length, on both I/O engines; reading past the end and an
+ * injected write failure (ENOSPC) are errors naming the file. (A full tmpfs, through the
+ * page cache where it has no O_DIRECT: test_checkpoint's full-disk test.) */
+#include "runtime/checkpoint_reader.h"
+#include "runtime/checkpoint_writer.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cmocka.h>
+
+static char path[600];
+
+static int make_path(void **state)
+{
+    (void)state;
+    const char *base = getenv("ZT_TEST_TMPDIR") ? getenv("ZT_TEST_TMPDIR") : "/tmp";
+    snprintf(path, sizeof path, "%s/ckpt-stream-%d.bin", base, (int)getpid());
+    return 0;
+}
+
+static int remove_path(void **state)
+{
+    (void)state;
+    unlink(path);
+    return 0;
+}
+
+static unsigned char *pattern(size_t n, unsigned seed)
+{
+    unsigned char *p = malloc(n ? n : 1);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (unsigned char)((i * 2654435761u + seed) >> 13);
+    return p;
+}
+
+static void round_trip(size_t n, zt_io_engine_kind engine)
+{
+    unsigned char *data = pattern(n, (unsigned)n), *back = malloc(n + 1);
+    zt_error err = {0};
+    zt_ckpt_writer *w = NULL;
+    assert_int_equal(zt_ckpt_writer_open(path, engine, &w, &err), ZT_OK);
+    for (size_t at = 0, piece = 1; at < n; piece = piece * 7 + 3) { /* uneven pieces */
+        size_t take = piece % (3 << 20) + 1 < n - at ? piece % (3 << 20) + 1 : n - at;
+        assert_int_equal(zt_ckpt_writer_put(w, data + at, take), ZT_OK);
+        at += take;
+    }
+    uint64_t bytes = 0;
+    uint32_t crc = 0;
+    assert_int_equal(zt_ckpt_writer_finish(w, &bytes, &crc), ZT_OK);
+    assert_int_equal(bytes, n);
+    assert_int_equal(crc, (uint32_t)crc32_z(crc32(0L, Z_NULL, 0), data, n));
+    FILE *f = fopen(path, "rb"); /* the file itself */
+    assert_non_null(f);
+    assert_int_equal(fread(back, 1, n + 1, f), n);
+    fclose(f);
+    if (n)
+        assert_memory_equal(back, data, n);
+    memset(back, 0, n + 1);
+    zt_ckpt_reader *r = NULL; /* and through the reader */
+    uint64_t size = 0;
+    assert_int_equal(zt_ckpt_reader_open(path, engine, &size, &r, &err), ZT_OK);
+    assert_int_equal(size, n);
+    for (size_t at = 0, piece = 5; at < n; piece = piece * 5 + 1) {
+        size_t take = piece % (5 << 20) + 1 < n - at ? piece % (5 << 20) + 1 : n - at;
+        assert_int_equal(zt_ckpt_reader_get(r, at % 3 ? back + at : NULL, take), ZT_OK);
+        if (at % 3 == 0) /* skipped: fill from the data to compare the rest */
+            memcpy(back + at, data + at, take);
+        at += take;
+    }
+    if (n)
+        assert_memory_equal(back, data, n);
+    assert_int_equal(zt_ckpt_reader_get(r, back, 1), ZT_ERR_CORRUPT);
+    assert_non_null(strstr(err.msg, path));
+    zt_ckpt_reader_close(r);
+    free(data), free(back);
+}
+
+static void test_round_trips(void **state)
+{
+    (void)state;
+    const size_t sizes[] = {0, 1, 4095, 4096, 4097, 8 << 20, (8 << 20) + 3, 41 * 1000 * 1000 + 123};
+    for (int e = 0; e < 2; e++)
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+            round_trip(sizes[i], e ? ZT_IO_ENGINE_THREADS : ZT_IO_ENGINE_AUTO);
+}
+
+static void test_failed_write_is_reported(void **state)
+{
+    (void)state;
+    for (int e = 0; e < 2; e++) {
+        zt_error err = {0};
+        zt_ckpt_writer *w = NULL;
+        assert_int_equal(
+            zt_ckpt_writer_open(path, e ? ZT_IO_ENGINE_THREADS : ZT_IO_ENGINE_AUTO, &w, &err),
+            ZT_OK);
+        zt_io_test_fail(ZT_IO_WRITE, ENOSPC, 1); /* the second buffer written */
+        unsigned char *data = pattern(20 << 20, 7);
+        zt_status st = zt_ckpt_writer_put(w, data, 20 << 20);
+        uint64_t bytes;
+        uint32_t crc;
+        zt_status fin = zt_ckpt_writer_finish(w, &bytes, &crc);
+        assert_int_equal(st != ZT_OK ? st : fin, ZT_ERR_NOSPACE);
+        assert_non_null(strstr(err.msg, path));
+        assert_non_null(strstr(err.msg, "the disk is full"));
+        assert_false(zt_io_test_failure_pending());
+        free(data);
+    }
+}
+
+static void test_missing_file(void **state)
+{
+    (void)state;
+    zt_error err = {0};
+    zt_ckpt_reader *r = NULL;
+    uint64_t size = 0;
+    unlink(path);
+    assert_int_equal(zt_ckpt_reader_open(path, ZT_IO_ENGINE_AUTO, &size, &r, &err), ZT_ERR_CORRUPT);
+    assert_null(r);
+    assert_non_null(strstr(err.msg, "No such file"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_round_trips, make_path, remove_path),
+        cmocka_unit_test_setup_teardown(test_failed_write_is_reported, make_path, remove_path),
+        cmocka_unit_test_setup_teardown(test_missing_file, make_path, remove_path),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

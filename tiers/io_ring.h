@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/* A ring of aligned buffers ("slots") over one open file, each read or written by the I/O
+ * engine while the caller works on the others: the core of streaming a file front to back
+ * with O_DIRECT (the checkpoint reader and writer). The caller picks which slot moves which
+ * bytes; a slot is busy from its submission until its transfer completes. */
+#ifndef ZT_TIERS_IO_RING_H
+#define ZT_TIERS_IO_RING_H
+
+#include "tiers/io.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct zt_io_ring zt_io_ring;
+
+/* n_slots buffers of slot_bytes (a multiple of 4096) over fd (owned by the caller, open
+ * until destroy), on the engine zt_io_engine_start picks for kind. 0, or -errno with why
+ * filled. */
+int zt_io_ring_create(int fd, int n_slots, size_t slot_bytes, zt_io_engine_kind kind,
+                      zt_io_ring **out, char *why, size_t why_len);
+unsigned char *zt_io_ring_buf(zt_io_ring *r, int slot);
+/* Starts slot's transfer of len bytes at offset (op: ZT_IO_READ or ZT_IO_WRITE). */
+void zt_io_ring_submit(zt_io_ring *r, int slot, int op, uint64_t offset, size_t len);
+/* Waits until slot is not busy; 0, or the errno of the first transfer of the ring that
+ * failed (any slot's: a failed file stays failed). */
+int zt_io_ring_wait(zt_io_ring *r, int slot);
+/* Waits for every transfer in flight, stops the engine, frees. NULL is a no-op. */
+void zt_io_ring_destroy(zt_io_ring *r);
+
+#endif
