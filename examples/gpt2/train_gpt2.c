@@ -8,7 +8,8 @@
  *           [--ds-config ds.json] [--nvme DIR] [--hbm SIZE] [--eval-every N]
  *           [--checkpoint DIR [--save-every N] [--keep N]] [--resume DIR] [--init model.bin]
  *           [--export model.bin] [--safetensors model.safetensors] [--threads N]
- *           [--device auto|cpu|cuda] [--precision bf16|tf32|fp32] [--recompute] [--demo DIR]
+ *           [--device auto|cpu|cuda] [--precision bf16|tf32|fp32]
+ *           [--checkpoint-activations none|selective|full] [--demo DIR]
  *           [--zero-stage 0|1|2|3]
  *   zt_gpt2 --text file --write-shard out.bin     (byte-level text -> llm.c token shard)
  *
@@ -18,8 +19,10 @@
  * backend; fp32 parameters); auto, the default, is cuda when this build has CUDA and a GPU
  * is usable, else cpu, and the first line says which and why. --precision: the GPU's matmuls
  * with bf16 inputs and fp32 accumulation (the default), in TF32, or in fp32 with TF32 off
- * (the CPU computes in fp32). --recompute keeps no layernorm or GELU outputs per layer and
- * recomputes them in backward: the same results in less activation memory.
+ * (the CPU computes in fp32). --checkpoint-activations picks what each block keeps for its
+ * backward: none (everything), selective (no layernorm or GELU outputs: recomputed; also
+ * --recompute) or full (only its output: the block's forward runs again in backward); the
+ * same results bit for bit, in less activation memory.
  *
  * --demo DIR (what `make demo` runs) sizes the run for the device it computes on, for what
  * --batch, --seq, --hbm and --nvme leave unset (a sequence at most the model's context): on
@@ -65,9 +68,10 @@ typedef struct options {
     const char *device;    /* "cpu", "cuda" (the GPU, ztier's cuda backend), "auto" */
     const char *precision; /* the GPU's matmuls: "bf16" (the default), "tf32" or "fp32" */
     const char *demo;      /* --demo DIR: sizes for the device (DIR: the CPU demo's NVMe folder) */
+    const char *ckpt_act;  /* --checkpoint-activations none|selective|full */
     int vocab, batch, seq, steps, accum, save_every, eval_every;
     int threads;    /* the matmuls' and the optimizer's threads (0: the online cores) */
-    int recompute;  /* --recompute: layernorm and GELU outputs recomputed in backward */
+    int policy;     /* --checkpoint-activations (gpt2_policy); --recompute: selective */
     int zero_stage; /* --zero-stage: zero_optimization.stage (-1: the configuration's) */
     uint64_t seed;
 } options;
@@ -123,7 +127,8 @@ static int usage(void)
                     "[--eval-every N] [--checkpoint DIR [--save-every N] [--keep N]] "
                     "[--resume DIR] [--init FILE.bin] [--export FILE] [--safetensors FILE] "
                     "[--device auto|cpu|cuda] "
-                    "[--precision bf16|tf32|fp32] [--threads N] [--recompute] [--demo DIR]\n"
+                    "[--precision bf16|tf32|fp32] [--threads N] [--checkpoint-activations "
+                    "none|selective|full] [--demo DIR]\n"
                     "       zt_gpt2 --text FILE --write-shard OUT.bin\n");
     return 2;
 }
@@ -141,7 +146,7 @@ static int parse(int argc, char **argv, options *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--recompute")) { /* a flag: no value */
-            o->recompute = 1;
+            o->policy = GPT2_SELECTIVE;
             continue;
         }
         if (v && !strcmp(a, "--vocab") && (!strcmp(v, "byte") || !strcmp(v, "gpt2"))) {
@@ -149,24 +154,25 @@ static int parse(int argc, char **argv, options *o)
             i++;
             continue;
         }
-        const char **s = !strcmp(a, "--config")        ? &o->config
-                         : !strcmp(a, "--data")        ? &o->data
-                         : !strcmp(a, "--text")        ? &o->text
-                         : !strcmp(a, "--ds-config")   ? &o->ds_config
-                         : !strcmp(a, "--nvme")        ? &o->nvme
-                         : !strcmp(a, "--hbm")         ? &o->hbm
-                         : !strcmp(a, "--checkpoint")  ? &o->checkpoint
-                         : !strcmp(a, "--resume")      ? &o->resume
-                         : !strcmp(a, "--init")        ? &o->init
-                         : !strcmp(a, "--export")      ? &o->export_llmc
-                         : !strcmp(a, "--safetensors") ? &o->export_st
-                         : !strcmp(a, "--lr")          ? &o->lr
-                         : !strcmp(a, "--keep")        ? &o->keep
-                         : !strcmp(a, "--write-shard") ? &o->write_shard
-                         : !strcmp(a, "--device")      ? &o->device
-                         : !strcmp(a, "--precision")   ? &o->precision
-                         : !strcmp(a, "--demo")        ? &o->demo
-                                                       : NULL;
+        const char **s = !strcmp(a, "--config")                   ? &o->config
+                         : !strcmp(a, "--data")                   ? &o->data
+                         : !strcmp(a, "--text")                   ? &o->text
+                         : !strcmp(a, "--ds-config")              ? &o->ds_config
+                         : !strcmp(a, "--nvme")                   ? &o->nvme
+                         : !strcmp(a, "--hbm")                    ? &o->hbm
+                         : !strcmp(a, "--checkpoint")             ? &o->checkpoint
+                         : !strcmp(a, "--resume")                 ? &o->resume
+                         : !strcmp(a, "--init")                   ? &o->init
+                         : !strcmp(a, "--export")                 ? &o->export_llmc
+                         : !strcmp(a, "--safetensors")            ? &o->export_st
+                         : !strcmp(a, "--lr")                     ? &o->lr
+                         : !strcmp(a, "--keep")                   ? &o->keep
+                         : !strcmp(a, "--write-shard")            ? &o->write_shard
+                         : !strcmp(a, "--device")                 ? &o->device
+                         : !strcmp(a, "--precision")              ? &o->precision
+                         : !strcmp(a, "--demo")                   ? &o->demo
+                         : !strcmp(a, "--checkpoint-activations") ? &o->ckpt_act
+                                                                  : NULL;
         int *n = !strcmp(a, "--vocab")        ? &o->vocab
                  : !strcmp(a, "--batch")      ? &o->batch
                  : !strcmp(a, "--seq")        ? &o->seq
@@ -189,6 +195,10 @@ static int parse(int argc, char **argv, options *o)
     }
     if (strcmp(o->device, "cpu") && strcmp(o->device, "cuda") && strcmp(o->device, "auto")) {
         fprintf(stderr, "zt_gpt2: --device is auto, cpu or cuda\n");
+        return usage();
+    }
+    if (o->ckpt_act && (o->policy = gpt2_policy_parse(o->ckpt_act)) < 0) {
+        fprintf(stderr, "zt_gpt2: --checkpoint-activations is none, selective or full\n");
         return usage();
     }
     if (o->precision && gpt2_precision_parse(o->precision) < 0) {
@@ -568,7 +578,7 @@ static int setup(trainer *t)
                t->world, t->world > 1 ? "s" : "", load_s);
     if (open_ops(t) != 0)
         return 1;
-    t->model = gpt2_model_create_on(&t->c, t->rows, t->o.seq, &t->ops, t->o.recompute);
+    t->model = gpt2_model_create_on(&t->c, t->rows, t->o.seq, &t->ops, t->o.policy);
     t->inputs = malloc(sizeof(int) * (size_t)t->rows * (size_t)t->o.seq);
     t->targets = malloc(sizeof(int) * (size_t)t->rows * (size_t)t->o.seq);
     if (!t->model || !t->inputs || !t->targets)
@@ -581,6 +591,9 @@ static int setup(trainer *t)
                t->o.config, (double)gpt2_num_params(&t->c) / 1e6, t->c.vocab, t->c.padded_vocab,
                t->c.layers, t->c.heads, t->c.channels, t->world, t->o.batch, t->o.seq, t->o.accum);
         printf("compute on %s (%s)\n", t->o.device, device_why);
+        static const char *policies[] = {"none", "selective", "full"};
+        printf("activations %zu bytes per rank (--checkpoint-activations %s)\n",
+               gpt2_model_activation_bytes(t->model), policies[t->o.policy]);
         printf("per step: loss%s, time, tokens/s, grad norm; dev/host/nvme: current/peak bytes; "
                "h2d d2h nvme r/w: bytes moved in the step\n",
                t->world > 1 ? " of rank 0's rows" : "");

@@ -172,9 +172,9 @@ typedef struct block_acts {
 struct gpt2_model {
     gpt2_config c;
     int B, T;
-    gpt2_ops ops;  /* where it computes */
-    int recompute; /* layernorm and GELU outputs recomputed in backward, not kept per layer */
-    float *ln_scratch, *gelu_scratch; /* their one buffer each when recomputing */
+    gpt2_ops ops;                     /* where it computes */
+    int policy;                       /* gpt2_policy: what each block keeps for its backward */
+    float *ln_scratch, *gelu_scratch; /* GPT2_SELECTIVE: their one buffer each */
     size_t activation_bytes;
     float *memory;  /* one allocation carved into every tensor below */
     float *encoded; /* [B,T,C] */
@@ -186,28 +186,46 @@ struct gpt2_model {
     int *tokens, *targets;            /* [B,T] of the last forward, in the ops' memory */
 };
 
+/* A block's tensors from base + *off on (base NULL: only counted); under GPT2_SELECTIVE the
+ * layernorm and GELU outputs are the shared scratch. */
+static void carve_block(gpt2_model *m, block_acts *a, float *base, size_t *off)
+{
+    size_t BT = (size_t)m->B * m->T, C = (size_t)m->c.channels;
+    size_t att = (size_t)m->B * m->c.heads * m->T * m->T;
+#define CARVE(field, n) (field = base ? base + *off : NULL, *off += (n))
+    if (m->policy == GPT2_SELECTIVE)
+        a->ln1 = a->ln2 = m->ln_scratch, a->fch_gelu = m->gelu_scratch;
+    else
+        CARVE(a->ln1, BT * C), CARVE(a->ln2, BT * C), CARVE(a->fch_gelu, BT * 4 * C);
+    CARVE(a->ln1_mean, BT), CARVE(a->ln1_rstd, BT);
+    CARVE(a->qkv, BT * 3 * C), CARVE(a->atty, BT * C), CARVE(a->att, att);
+    CARVE(a->attproj, BT * C), CARVE(a->res2, BT * C);
+    CARVE(a->ln2_mean, BT), CARVE(a->ln2_rstd, BT);
+    CARVE(a->fch, BT * 4 * C);
+    CARVE(a->fcproj, BT * C), CARVE(a->res3, BT * C);
+#undef CARVE
+}
+
 /* Points every activation tensor into `base` (NULL: only counts) and returns the floats used,
  * so the size of the one allocation and its carving can never disagree. */
 static size_t carve(gpt2_model *m, float *base)
 {
     size_t BT = (size_t)m->B * m->T, C = (size_t)m->c.channels, off = 0;
-    size_t att = (size_t)m->B * m->c.heads * m->T * m->T;
 #define CARVE(field, n) (field = base ? base + off : NULL, off += (n))
     CARVE(m->encoded, BT * C);
-    if (m->recompute) /* one buffer for every layer's layernorm output, one for GELU's */
+    if (m->policy ==
+        GPT2_SELECTIVE) /* one buffer for every layer's layernorm output, one for GELU's */
         CARVE(m->ln_scratch, BT * C), CARVE(m->gelu_scratch, BT * 4 * C);
-    for (int l = 0; l < m->c.layers; l++) {
-        block_acts *a = &m->blocks[l];
-        if (m->recompute)
-            a->ln1 = a->ln2 = m->ln_scratch, a->fch_gelu = m->gelu_scratch;
-        else
-            CARVE(a->ln1, BT * C), CARVE(a->ln2, BT * C), CARVE(a->fch_gelu, BT * 4 * C);
-        CARVE(a->ln1_mean, BT), CARVE(a->ln1_rstd, BT);
-        CARVE(a->qkv, BT * 3 * C), CARVE(a->atty, BT * C), CARVE(a->att, att);
-        CARVE(a->attproj, BT * C), CARVE(a->res2, BT * C);
-        CARVE(a->ln2_mean, BT), CARVE(a->ln2_rstd, BT);
-        CARVE(a->fch, BT * 4 * C);
-        CARVE(a->fcproj, BT * C), CARVE(a->res3, BT * C);
+    if (m->policy == GPT2_FULL) { /* one block's tensors, shared; each block's output its own */
+        block_acts shared;
+        carve_block(m, &shared, base, &off);
+        for (int l = 0; l < m->c.layers; l++) {
+            m->blocks[l] = shared;
+            CARVE(m->blocks[l].res3, BT * C);
+        }
+    } else {
+        for (int l = 0; l < m->c.layers; l++)
+            carve_block(m, &m->blocks[l], base, &off);
     }
     CARVE(m->lnf, BT * C), CARVE(m->lnf_mean, BT), CARVE(m->lnf_rstd, BT);
     CARVE(m->probs, BT * (size_t)m->c.padded_vocab);
@@ -217,17 +235,26 @@ static size_t carve(gpt2_model *m, float *base)
     return off;
 }
 
-gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const gpt2_ops *ops,
-                                 int recompute)
+int gpt2_policy_parse(const char *name)
 {
-    if (B < 1 || T < 1 || T > c->max_seq || c->heads < 1 || c->channels % c->heads)
+    return !strcmp(name, "none")        ? GPT2_KEEP_ALL
+           : !strcmp(name, "selective") ? GPT2_SELECTIVE
+           : !strcmp(name, "full")      ? GPT2_FULL
+                                        : -1;
+}
+
+gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const gpt2_ops *ops,
+                                 int policy)
+{
+    if (B < 1 || T < 1 || T > c->max_seq || c->heads < 1 || c->channels % c->heads ||
+        policy < GPT2_KEEP_ALL || policy > GPT2_FULL)
         return NULL;
     gpt2_model *m = calloc(1, sizeof *m);
     size_t BT = (size_t)B * T;
     if (!m)
         return NULL;
     m->ops = *ops;
-    m->recompute = recompute;
+    m->policy = policy;
     if (!(m->blocks = calloc((size_t)c->layers, sizeof *m->blocks)) ||
         !(m->tokens = ops->alloc(ops->ctx, BT * sizeof(int))) ||
         !(m->targets = ops->alloc(ops->ctx, BT * sizeof(int)))) {
@@ -246,9 +273,9 @@ gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const gpt2_
     return m;
 }
 
-size_t gpt2_activation_bytes(const gpt2_config *c, int B, int T, int recompute)
+size_t gpt2_activation_bytes(const gpt2_config *c, int B, int T, int policy)
 {
-    gpt2_model m = {.c = *c, .B = B, .T = T, .recompute = recompute};
+    gpt2_model m = {.c = *c, .B = B, .T = T, .policy = policy};
     if (!(m.blocks = calloc((size_t)c->layers, sizeof *m.blocks)))
         return 0;
     size_t n = carve(&m, NULL) * sizeof(float);
@@ -345,7 +372,7 @@ static void block_backward(gpt2_model *m, float *const *p, float *const *g, cons
     float *dres2 = m->d_c;
     /* res3 = res2 + fcproj(gelu(fc(ln2(res2)))) */
     m->ops.copy(m->ops.ctx, dres2, dout, nc * sizeof(float));
-    if (m->recompute) { /* GELU's and ln_2's outputs again, from what the layer kept */
+    if (m->policy == GPT2_SELECTIVE) { /* GELU's and ln_2's outputs again, from what it kept */
         m->ops.gelu_forward(m->ops.ctx, a->fch_gelu, a->fch, (long long)N * 4 * C);
         m->ops.layernorm_forward(m->ops.ctx, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p[P_LN2W],
                                  p[P_LN2B], N, C);
@@ -361,7 +388,7 @@ static void block_backward(gpt2_model *m, float *const *p, float *const *g, cons
                            4 * C);
     m->ops.layernorm_backward(m->ops.ctx, dres2, g[P_LN2W], g[P_LN2B], dln2, a->res2, p[P_LN2W],
                               a->ln2_mean, a->ln2_rstd, N, C);
-    if (m->recompute) /* ln_1's output again */
+    if (m->policy == GPT2_SELECTIVE) /* ln_1's output again */
         m->ops.layernorm_forward(m->ops.ctx, a->ln1, a->ln1_mean, a->ln1_rstd, in, p[P_LN1W],
                                  p[P_LN1B], N, C);
     /* res2 = in + attproj(attention(qkv(ln1(in)))) */
@@ -408,6 +435,8 @@ int gpt2_backward(gpt2_model *m, const gpt2_source *src, void (*progress)(int la
             return rc;
         const float *in = l ? m->blocks[l - 1].res3 : m->encoded;
         float *din = dx == m->d_a ? m->d_b : m->d_a;
+        if (m->policy == GPT2_FULL) /* the block's tensors again, from its kept input */
+            block_forward(m, p, &m->blocks[l], in);
         block_backward(m, p, g, &m->blocks[l], in, dx, din);
         dx = din;
         if ((rc = src->put(src->ctx, l + 1, 1)))

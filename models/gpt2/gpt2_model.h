@@ -80,14 +80,21 @@ typedef struct gpt2_model gpt2_model;
  * GPU stream). The source then hands out parameters in that memory. */
 gpt2_model *gpt2_model_create(const gpt2_config *c, int B, int T);
 struct gpt2_ops;
-/* recompute: layernorm and GELU outputs are recomputed in backward from what each layer keeps
- * (its inputs, mean and rstd, the GELU's input) instead of kept per layer: the same results,
- * bit for bit, in less activation memory. */
+/* Which activations each block keeps from forward to backward (its activation checkpointing
+ * policy); every policy gives the same results, bit for bit:
+ *   GPT2_KEEP_ALL:  every tensor its backward reads;
+ *   GPT2_SELECTIVE: no layernorm or GELU outputs (recomputed in backward from the block's
+ *                   input, mean and rstd, and the GELU's input: cheap, and 6 [B,T,C] a block);
+ *   GPT2_FULL:      only the block's output (the next block's input); backward runs the
+ *                   block's forward again into one shared set of tensors first. */
+typedef enum gpt2_policy { GPT2_KEEP_ALL = 0, GPT2_SELECTIVE = 1, GPT2_FULL = 2 } gpt2_policy;
+/* "none", "selective", "full" -> the policy; -1 for anything else. */
+int gpt2_policy_parse(const char *name);
 gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const struct gpt2_ops *ops,
-                                 int recompute);
+                                 int policy);
 /* Bytes of activations and gradient scratch a model of that shape allocates (0 when out of
  * memory to count them). */
-size_t gpt2_activation_bytes(const gpt2_config *c, int B, int T, int recompute);
+size_t gpt2_activation_bytes(const gpt2_config *c, int B, int T, int policy);
 /* Bytes of activations and gradient scratch the model holds. */
 size_t gpt2_model_activation_bytes(const gpt2_model *m);
 /* 0, or the first error the ops met (a GPU launch or allocation failure). */

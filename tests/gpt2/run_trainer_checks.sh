@@ -12,7 +12,8 @@
 #  6. --eval-every (ZT_INFERENCE forwards between steps) leaves training bitwise unchanged;
 #  7. --keep 2 keeps the newest two checkpoints; an edited manifest stops --resume with the
 #     field named, before any training;
-#  8. --demo DIR on the CPU (what make demo runs) trains bitwise like its explicit settings.
+#  8. --demo DIR on the CPU (what make demo runs) trains bitwise like its explicit settings;
+#  9. --checkpoint-activations selective and full train bitwise like none, in less memory.
 #   run_trainer_checks.sh <zt_gpt2> <compare_weights> <mpirun or "">
 set -euo pipefail
 trainer=$1 compare=$2 mpirun=${3:-}
@@ -109,4 +110,15 @@ mkdir -p "$work/demo-swap" "$work/explicit-swap"
 "$compare" "$work/demo.bin" "$work/explicit.bin"
 grep -q "batch 4 x 16 tokens" "$work/demo.log"
 grep -q "tier peaks:.*nvme [1-9]" "$work/demo.log"
+# 9. activation checkpointing: the weights of 10 steps bit for bit those of keeping everything
+kept=$(sed -n 's/^activations \([0-9]*\) bytes .*/\1/p' "$work/resident.log")
+prev=$kept
+for policy in selective full; do
+  "$trainer" "${common[@]}" --steps 10 --checkpoint-activations $policy \
+    --export "$work/$policy.bin" > "$work/$policy.log"
+  cmp "$work/resident.bin" "$work/$policy.bin"
+  now=$(sed -n 's/^activations \([0-9]*\) bytes .*/\1/p' "$work/$policy.log")
+  [ -n "$now" ] && [ "$now" -lt "$prev" ] || { echo "$policy keeps $now bytes, not under $prev"; exit 1; }
+  prev=$now
+done
 echo "trainer checks passed"

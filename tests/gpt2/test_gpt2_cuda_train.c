@@ -39,6 +39,7 @@ typedef struct run {
     gpt2_precision precision;
     int from, to;
     const char *load, *save, *weights;
+    int policy; /* gpt2_policy: what the blocks keep for backward */
 } run;
 
 /* losses[s] receives step s's loss. 0, or -1 with a message. */
@@ -72,7 +73,7 @@ static int train_run(const run *r, float *losses)
         fprintf(stderr, "cuda ops: %s %s\n", why, zt_last_error(rt));
         return -1;
     }
-    gpt2_model *m = gpt2_model_create_on(&c, B, T, &ops, 0);
+    gpt2_model *m = gpt2_model_create_on(&c, B, T, &ops, r->policy);
     gpt2_source src = gpt2_ztier_source(&g);
     int tok[B * T], tgt[B * T], rc = 0;
     for (int s = r->from; s < r->to && rc == 0; s++) {
@@ -103,7 +104,7 @@ static int train_run(const run *r, float *losses)
 
 static int train(const char *backend, const char *optimizer, gpt2_precision p, float *losses)
 {
-    run r = {backend, optimizer, p, 0, STEPS, NULL, NULL, NULL};
+    run r = {backend, optimizer, p, 0, STEPS, NULL, NULL, NULL, GPT2_KEEP_ALL};
     return train_run(&r, losses);
 }
 
@@ -130,9 +131,9 @@ static int check_resume(const char *optimizer, const char *dir)
     snprintf(w_straight, sizeof w_straight, "%s/straight-%s.bin", dir, optimizer);
     snprintf(w_resumed, sizeof w_resumed, "%s/resumed-%s.bin", dir, optimizer);
     float straight[STEPS], resumed[STEPS];
-    run a = {"cuda", optimizer, GPT2_BF16, 0, STEPS, NULL, NULL, w_straight};
-    run b1 = {"cuda", optimizer, GPT2_BF16, 0, STEPS / 2, NULL, ckpt, NULL};
-    run b2 = {"cuda", optimizer, GPT2_BF16, STEPS / 2, STEPS, ckpt, NULL, w_resumed};
+    run a = {"cuda", optimizer, GPT2_BF16, 0, STEPS, NULL, NULL, w_straight, GPT2_KEEP_ALL};
+    run b1 = {"cuda", optimizer, GPT2_BF16, 0, STEPS / 2, NULL, ckpt, NULL, GPT2_KEEP_ALL};
+    run b2 = {"cuda", optimizer, GPT2_BF16, STEPS / 2, STEPS, ckpt, NULL, w_resumed, GPT2_KEEP_ALL};
     if (train_run(&a, straight) || train_run(&b1, resumed) || train_run(&b2, resumed))
         return 1;
     int same_losses = !memcmp(straight, resumed, sizeof straight);
@@ -143,6 +144,30 @@ static int check_resume(const char *optimizer, const char *dir)
     printf("resume, optimizer %-4s: losses %s, weights %s\n", optimizer,
            same_losses ? "bit for bit" : "DIFFER", same_weights ? "bit for bit" : "DIFFER");
     return !(same_losses && same_weights);
+}
+
+/* The activation checkpointing policies on the GPU's kernels: selective and full recompute
+ * give the losses and the weights of keeping everything, bit for bit. 0 when they do. */
+static int check_policies(const char *dir)
+{
+    static const char *names[] = {"none", "selective", "full"};
+    float losses[3][STEPS];
+    char weights[3][600];
+    int failed = 0;
+    for (int k = 0; k < 3; k++) {
+        snprintf(weights[k], sizeof weights[k], "%s/policy-%s.bin", dir, names[k]);
+        run r = {"cuda", "cpu", GPT2_BF16, 0, STEPS, NULL, NULL, weights[k], k};
+        if (train_run(&r, losses[k]) != 0)
+            return 1;
+    }
+    for (int k = 1; k < 3; k++) {
+        int same_losses = !memcmp(losses[0], losses[k], sizeof losses[0]);
+        int same_weights = same_file(weights[0], weights[k]);
+        printf("checkpoint-activations %-9s against none: losses %s, weights %s\n", names[k],
+               same_losses ? "bit for bit" : "DIFFER", same_weights ? "bit for bit" : "DIFFER");
+        failed |= !(same_losses && same_weights);
+    }
+    return failed;
 }
 
 int main(void)
@@ -171,7 +196,7 @@ int main(void)
     }
     char dir[512];
     scratch_make("gpt2-cuda-resume", dir, sizeof dir);
-    failed |= check_resume("cpu", dir) | check_resume("none", dir);
+    failed |= check_resume("cpu", dir) | check_resume("none", dir) | check_policies(dir);
     if (scratch_remove(dir) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
     return failed;

@@ -231,21 +231,22 @@ static void test_gradients_match_finite_differences(void **state)
     gpt2_model_destroy(m);
 }
 
-/* Recomputing layernorm and GELU outputs in backward: the same loss and every gradient bit
- * for bit, in less activation memory (no per-layer ln_1, ln_2 or GELU outputs). */
-static void test_recompute_is_bitwise_and_smaller(void **state)
+/* The activation checkpointing policies: selective (layernorm and GELU outputs recomputed in
+ * backward) and full (each block's forward run again in backward from its kept input) give
+ * the same loss and every gradient bit for bit, in less activation memory, by the counts. */
+static void test_policies_are_bitwise_and_smaller(void **state)
 {
     (void)state;
-    plain s[2];
-    float loss[2];
-    size_t bytes[2];
+    plain s[3];
+    float loss[3];
+    size_t bytes[3];
     int tok[B * T], tgt[B * T];
     for (int i = 0; i < B * T; i++)
         tok[i] = (i * 7) % 60, tgt[i] = (i * 3 + 1) % 60;
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; r < 3; r++) {
         memset(&s[r], 0, sizeof s[r]);
         assert_int_equal(gpt2_config_named("tiny", 64, &s[r].c), 0);
-        rng = 12345; /* the same parameters for both */
+        rng = 12345; /* the same parameters for all */
         init_plain(&s[r]);
         gpt2_model *m = gpt2_model_create_on(&s[r].c, B, T, &gpt2_ops_cpu, r);
         assert_non_null(m);
@@ -255,15 +256,21 @@ static void test_recompute_is_bitwise_and_smaller(void **state)
         assert_int_equal(gpt2_backward(m, &src, NULL), 0);
         gpt2_model_destroy(m);
     }
-    assert_memory_equal(&loss[0], &loss[1], sizeof loss[0]);
-    for (int l = 0; l < s[0].n_layers; l++)
-        for (int k = 0; k < gpt2_layer_param_count(&s[0].c, l); k++)
-            assert_memory_equal(s[0].g[l][k], s[1].g[l][k], sizeof(float) * (size_t)s[0].n[l][k]);
-    /* per layer two [B,T,C] and one [B,T,4C] fewer, but one [B,T,C] and one [B,T,4C] shared:
-     * 6C per layer less, C + 4C more */
+    for (int r = 1; r < 3; r++) {
+        assert_memory_equal(&loss[0], &loss[r], sizeof loss[0]);
+        for (int l = 0; l < s[0].n_layers; l++)
+            for (int k = 0; k < gpt2_layer_param_count(&s[0].c, l); k++)
+                assert_memory_equal(s[0].g[l][k], s[r].g[l][k],
+                                    sizeof(float) * (size_t)s[0].n[l][k]);
+    }
+    /* selective: per layer two [B,T,C] and one [B,T,4C] fewer, but one [B,T,C] and one
+     * [B,T,4C] shared: 6C per layer less, C + 4C more */
     size_t C = (size_t)s[0].c.channels, BT = (size_t)B * T, L = (size_t)s[0].c.layers;
     assert_int_equal(bytes[0] - bytes[1], sizeof(float) * BT * (6 * C * L - 5 * C));
-    for (int r = 0; r < 2; r++)
+    /* full: one block's tensors shared, each block's output its own */
+    size_t per_layer = 18 * BT * C + 4 * BT + (size_t)B * s[0].c.heads * T * T;
+    assert_int_equal(bytes[0] - bytes[2], sizeof(float) * ((L - 1) * per_layer - L * BT * C));
+    for (int r = 0; r < 3; r++)
         for (int l = 0; l < s[r].n_layers; l++)
             for (int k = 0; k < gpt2_layer_param_count(&s[r].c, l); k++)
                 free(s[r].p[l][k]), free(s[r].g[l][k]);
@@ -508,7 +515,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradients_match_finite_differences),
         cmocka_unit_test(test_layer_order_with_tied_head),
-        cmocka_unit_test(test_recompute_is_bitwise_and_smaller),
+        cmocka_unit_test(test_policies_are_bitwise_and_smaller),
         cmocka_unit_test(test_runtime_gradients_equal_plain_resident),
         cmocka_unit_test(test_runtime_gradients_equal_plain_offloaded),
         cmocka_unit_test(test_fp16_parameters_are_refused_with_a_message),

@@ -143,14 +143,20 @@ static void test_activation_bytes_match_the_model(void **state)
     const size_t rest =
         ch * bt + (ch * bt + 2 * bt) + bt * vp + 4 * bt * ch + 3 * bt * ch + 8 * bt * ch;
     assert_int_equal(gpt2_activation_bytes(&c, 2, 16, 0), 4 * (3 * per_layer + rest));
-    for (int recompute = 0; recompute < 2; recompute++) {
-        gpt2_model *m = gpt2_model_create_on(&c, 2, 16, &gpt2_ops_cpu, recompute);
+    for (int policy = GPT2_KEEP_ALL; policy <= GPT2_FULL; policy++) {
+        gpt2_model *m = gpt2_model_create_on(&c, 2, 16, &gpt2_ops_cpu, policy);
         assert_non_null(m);
-        assert_int_equal(gpt2_activation_bytes(&c, 2, 16, recompute),
-                         gpt2_model_activation_bytes(m));
+        assert_int_equal(gpt2_activation_bytes(&c, 2, 16, policy), gpt2_model_activation_bytes(m));
         gpt2_model_destroy(m);
     }
-    assert_true(gpt2_activation_bytes(&c, 2, 16, 1) < gpt2_activation_bytes(&c, 2, 16, 0));
+    /* full: one block's tensors and the 3 blocks' outputs */
+    assert_int_equal(gpt2_activation_bytes(&c, 2, 16, GPT2_FULL),
+                     4 * (per_layer + 3 * bt * ch + rest));
+    assert_true(gpt2_activation_bytes(&c, 2, 16, GPT2_FULL) <
+                gpt2_activation_bytes(&c, 2, 16, GPT2_SELECTIVE));
+    assert_true(gpt2_activation_bytes(&c, 2, 16, GPT2_SELECTIVE) <
+                gpt2_activation_bytes(&c, 2, 16, GPT2_KEEP_ALL));
+    assert_null(gpt2_model_create_on(&c, 2, 16, &gpt2_ops_cpu, 3));
 }
 
 int main(void)
