@@ -6,7 +6,8 @@
 # the trainer's documented status 75 within the timeout + 3 s; the script resumes on the 3
 # ranks left from the last complete checkpoint (same global batch) and finishes. Its final
 # weights must be within 1e-4 relative L2 of an uninterrupted 4-rank run's, and the loss of
-# both on the first batch, over all 12 rows, within 1e-3.
+# both on the first batch, over all 12 rows, within 1e-3. A run that fails for its own reason
+# (a batch that does not split over the ranks: exit 1) is not restarted.
 #   failover.sh <zt_gpt2> <compare_weights> <train-with-restarts.sh> <mpirun> [mpirun args...]
 set -uo pipefail
 gpt2=$1 compare=$2 restarts=$3
@@ -68,4 +69,11 @@ a=$(loss ref.bin) b=$(loss failover.bin)
 echo "    loss on the first batch: uninterrupted $a, after the failover $b"
 awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-3 * a) }' ||
   fail "the losses differ"
+# a failure of its own: exit 1 on every rank, no restart
+timeout -k 5 120 bash "$restarts" --checkpoint "$work/ck2" --np 4 --grace 5 -- "${mpirun[@]}" \
+  --enable-recovery -np {np} {wrap} "$gpt2" "${model[@]}" --batch 13 > bad.log 2>&1
+rc=$?
+grep "train-with-restarts" bad.log | sed 's/^/    /'
+[ $rc = 1 ] || fail "a run with a bad batch ended with $rc, not 1"
+grep -q "not restarting" bad.log && ! grep -q "run 2" bad.log || fail "a failure of its own was restarted"
 echo "ok"
