@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <zlib.h>
 
 #define HEADER_V1_BYTES 32
 
@@ -85,20 +84,12 @@ zt_status zt_ckpt_verify_file(zt_runtime *rt, FILE *f, const char *path, const z
                       "model needs %llu: the file is truncated or from another save",
                       path, (long long)sb.st_size, (unsigned long long)said,
                       (unsigned long long)want);
-    uLong crc = crc32(0L, Z_NULL, 0);
-    zt_ckpt_reader *r = NULL;
     uint64_t size = 0;
-    zt_status rs = zt_ckpt_reader_open(path, rt->cfg.io_engine, &size, &r, &rt->err);
-    for (uint64_t at = 0; rs == ZT_OK && at < size; at += rt->opt.staging_bytes) {
-        size_t n = size - at < rt->opt.staging_bytes ? (size_t)(size - at) : rt->opt.staging_bytes;
-        rs = zt_ckpt_reader_get(r, rt->opt.staging, n);
-        if (rs == ZT_OK)
-            crc = crc32_z(crc, rt->opt.staging, n);
-    }
-    zt_ckpt_reader_close(r);
+    uint32_t crc = 0;
+    zt_status rs = zt_ckpt_file_crc(path, rt->cfg.io_engine, &size, &crc, &rt->err);
     if (rs != ZT_OK)
         return rs;
-    if (crc != (uLong)m->files[2 * k + 1])
+    if (crc != (uint32_t)m->files[2 * k + 1])
         return ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
                       "checkpoint file '%s' is damaged (CRC-32 %08lx, the manifest says %08lx)",
                       path, (unsigned long)crc, (unsigned long)m->files[2 * k + 1]);

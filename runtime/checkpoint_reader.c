@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 enum { SLOTS = 4, SLOT_BYTES = 8 << 20, BLOCK = 4096 };
 
@@ -148,4 +149,25 @@ zt_status zt_ckpt_reader_get(zt_ckpt_reader *r, void *dst, size_t n)
             out += take;
     }
     return ZT_OK;
+}
+
+zt_status zt_ckpt_file_crc(const char *path, zt_io_engine_kind engine, uint64_t *size,
+                           uint32_t *crc, zt_error *err)
+{
+    zt_ckpt_reader *r = NULL;
+    zt_status st = zt_ckpt_reader_open(path, engine, size, &r, err);
+    uLong c = crc32(0L, Z_NULL, 0);
+    for (uint64_t k = 0; st == ZT_OK && k < chunks(r); k++) {
+        int slot = (int)(k % SLOTS), failed = zt_io_ring_wait(r->ring, slot);
+        if (failed)
+            st = read_error(r, failed);
+        else
+            c = crc32_z(c, zt_io_ring_buf(r->ring, slot), (size_t)chunk_len(r, k));
+        submit_next(r); /* the slot is consumed: on to the chunk SLOTS ahead */
+    }
+    if (st == ZT_OK)
+        c = crc32_z(c, r->tail, (size_t)(r->size - r->direct));
+    *crc = (uint32_t)c;
+    zt_ckpt_reader_close(r);
+    return st;
 }

@@ -82,10 +82,11 @@ zt_status zt_ckpt_writer_open(const char *path, zt_io_engine_kind engine, zt_ckp
 zt_status zt_ckpt_writer_put(zt_ckpt_writer *w, const void *p, size_t n)
 {
     const unsigned char *src = p;
-    w->crc = crc32_z(w->crc, src, n);
     while (n > 0) {
         size_t take = SLOT_BYTES - w->fill < n ? SLOT_BYTES - w->fill : n;
-        memcpy(zt_io_ring_buf(w->ring, w->cur) + w->fill, src, take);
+        unsigned char *dst = zt_io_ring_buf(w->ring, w->cur) + w->fill;
+        memcpy(dst, src, take);
+        w->crc = crc32_z(w->crc, dst, take); /* the copy, still in cache: one pass over p */
         w->fill += take, src += take, n -= take;
         zt_status st = w->fill == SLOT_BYTES ? submit(w, SLOT_BYTES) : ZT_OK;
         if (st != ZT_OK)

@@ -10,6 +10,7 @@
  *   llmc:        llm.c's GPT-2 model file (version 3 fp32, 5 bf16), for checkpoints of the
  *                GPT-2 trainer (its shape from the manifest's gpt2.* meta values). */
 #include "core/convert.h"
+#include "core/time.h"
 #include "tools/bench_common.h"
 #include "tools/checkpoint_read.h"
 #include "tools/commands.h"
@@ -22,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 typedef struct export_opts {
@@ -42,13 +42,6 @@ typedef struct exporter {
     double t0, last_report;
     char why[2 * PATH_MAX + 512];
 } exporter;
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static int export_usage(void)
 {
@@ -213,7 +206,7 @@ static int llmc_header(exporter *e, const int64_t shape[8])
 
 static void progress(exporter *e, int done)
 {
-    double t = now_s();
+    double t = zt_now_s();
     if (!done && t - e->last_report < 5.0)
         return;
     e->last_report = t;
@@ -304,7 +297,7 @@ static int run(exporter *e, const char *out)
     if ((e->fd = open(e->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
         return snprintf(e->why, sizeof e->why, "cannot create '%s': %s", e->tmp, strerror(errno)),
                -1;
-    e->t0 = e->last_report = now_s();
+    e->t0 = e->last_report = zt_now_s();
     if ((e->o.llmc ? llmc_header(e, shape) : safetensors_header(e)) != 0 || write_params(e) != 0)
         return -1;
     return commit_file(e, out);
@@ -333,7 +326,7 @@ int cmd_checkpoint_export(int argc, char **argv)
         progress(&e, 1);
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
-        double dt = now_s() - e.t0;
+        double dt = zt_now_s() - e.t0;
         char a[32], b[32], c[32], d[32];
         printf(
             "exported %d parameters of step %lld (%s, %s, %s) to %s in %.2f s, %s/s; peak "

@@ -7,6 +7,7 @@
 #include "runtime/checkpoint_dir.h"
 #include "runtime/checkpoint_file.h"
 #include "runtime/checkpoint_manifest.h"
+#include "runtime/checkpoint_reader.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,29 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #define WHY(...) (snprintf(why, len, __VA_ARGS__), -1)
 
 int ckpt_file_crc(const char *path, uint64_t *bytes, uint32_t *crc, char *why, size_t len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    if (access(path, R_OK) != 0) /* the cause alone, for the one-line messages */
         return WHY("%s", strerror(errno));
-    enum { PIECE = 1 << 20 };
-    unsigned char *buf = malloc(PIECE);
-    uLong c = crc32(0L, Z_NULL, 0);
-    size_t n;
-    *bytes = 0;
-    while (buf && (n = fread(buf, 1, PIECE, f)) > 0)
-        c = crc32(c, buf, (uInt)n), *bytes += n;
-    int failed = !buf || ferror(f);
-    if (failed)
-        snprintf(why, len, "%s", buf ? strerror(errno) : "out of memory");
-    free(buf);
-    fclose(f);
-    *crc = (uint32_t)c;
-    return failed ? -1 : 0;
+    zt_error err = {0};
+    return zt_ckpt_file_crc(path, ZT_IO_ENGINE_AUTO, bytes, crc, &err) == ZT_OK
+               ? 0
+               : WHY("%s", err.msg);
 }
 
 /* An integer field of obj in [lo, hi]; 0, or -1 naming it. */

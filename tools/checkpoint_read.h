@@ -52,7 +52,7 @@ int ckpt_meta(const ckpt_view *v, const char *key, int64_t *value);
 
 void ckpt_close(ckpt_view *v);
 
-/* A file's size and CRC-32, read in pieces; 0, or -1 with errno's text in why. */
+/* A file's size and CRC-32 (zt_ckpt_file_crc); 0, or -1 with the cause in why. */
 int ckpt_file_crc(const char *path, uint64_t *bytes, uint32_t *crc, char *why, size_t len);
 
 #endif

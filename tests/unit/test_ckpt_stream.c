@@ -61,6 +61,11 @@ static void round_trip(size_t n, zt_io_engine_kind engine)
     assert_int_equal(zt_ckpt_writer_finish(w, &bytes, &crc), ZT_OK);
     assert_int_equal(bytes, n);
     assert_int_equal(crc, (uint32_t)crc32_z(crc32(0L, Z_NULL, 0), data, n));
+    uint64_t size2 = 0; /* the whole file's CRC, taken from the read buffers */
+    uint32_t crc2 = 0;
+    assert_int_equal(zt_ckpt_file_crc(path, engine, &size2, &crc2, &err), ZT_OK);
+    assert_int_equal(size2, n);
+    assert_int_equal(crc2, crc);
     FILE *f = fopen(path, "rb"); /* the file itself */
     assert_non_null(f);
     assert_int_equal(fread(back, 1, n + 1, f), n);
