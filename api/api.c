@@ -338,6 +338,118 @@ zt_status zt_stream_synchronize(zt_runtime *rt, void *stream)
     return st == ZT_OK ? zt_device_stream_synchronize(rt->device.dev, stream, &rt->err) : st;
 }
 
+/* ---- activation checkpoints ---- */
+
+zt_status zt_act_register(zt_runtime *rt, int layer, size_t bytes)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    zt_status st = enter(rt, ZT_RT_REGISTERING, "zt_act_register");
+    if (st == ZT_OK)
+        st = check_layer(rt, layer);
+    if (st != ZT_OK)
+        return st;
+    CHECK_ARG(rt, bytes > 0, "zt_act_register(layer %d): bytes is 0", layer);
+    return zt_rt_act_register(rt, layer, bytes);
+}
+
+static zt_status act_enter(zt_runtime *rt, int layer, void *stream, const char *call)
+{
+    zt_status st = enter(rt, ZT_RT_COMMITTED, call);
+    if (st == ZT_OK)
+        st = check_layer(rt, layer);
+    if (st == ZT_OK && strstr(call, "_async"))
+        st = check_stream(rt, stream, call);
+    return st;
+}
+
+static zt_status act_save(zt_runtime *rt, int layer, const void *src, size_t bytes, void *stream,
+                          const char *call)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    zt_status st = act_enter(rt, layer, stream, call);
+    if (st != ZT_OK)
+        return st;
+    CHECK_ARG(rt, src && bytes, "%s(layer %d): src is NULL or bytes is 0", call, layer);
+    return zt_rt_act_save(rt, layer, src, bytes, stream);
+}
+
+zt_status zt_act_save(zt_runtime *rt, int layer, const void *src, size_t bytes)
+{
+    return act_save(rt, layer, src, bytes, NULL, "zt_act_save");
+}
+
+zt_status zt_act_save_async(zt_runtime *rt, int layer, const void *src, size_t bytes, void *stream)
+{
+    return act_save(rt, layer, src, bytes, stream, "zt_act_save_async");
+}
+
+static zt_status act_load(zt_runtime *rt, int layer, void *stream, void **ptr, size_t *bytes,
+                          const char *call)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    zt_status st = act_enter(rt, layer, stream, call);
+    if (st != ZT_OK)
+        return st;
+    CHECK_ARG(rt, ptr, "%s(layer %d): ptr is NULL", call, layer);
+    uint64_t n = 0;
+    st = zt_rt_act_load(rt, layer, stream, ptr, &n);
+    if (st == ZT_OK && bytes)
+        *bytes = (size_t)n;
+    return st;
+}
+
+zt_status zt_act_load(zt_runtime *rt, int layer, void **ptr, size_t *bytes)
+{
+    return act_load(rt, layer, NULL, ptr, bytes, "zt_act_load");
+}
+
+zt_status zt_act_load_async(zt_runtime *rt, int layer, void *stream, void **ptr, size_t *bytes)
+{
+    return act_load(rt, layer, stream, ptr, bytes, "zt_act_load_async");
+}
+
+static zt_status act_free(zt_runtime *rt, int layer, void *stream, const char *call)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    zt_status st = act_enter(rt, layer, stream, call);
+    return st == ZT_OK ? zt_rt_act_free(rt, layer, stream) : st;
+}
+
+zt_status zt_act_free(zt_runtime *rt, int layer)
+{
+    return act_free(rt, layer, NULL, "zt_act_free");
+}
+
+zt_status zt_act_free_async(zt_runtime *rt, int layer, void *stream)
+{
+    return act_free(rt, layer, stream, "zt_act_free_async");
+}
+
+zt_status zt_act_home(const zt_runtime *rt, const char **home)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    zt_error_clear(err_of(rt));
+    if (!home)
+        return ZT_ERR(err_of(rt), ZT_ERR_ARGUMENT, "zt_act_home: home is NULL");
+    *home = zt_rt_act_home(rt);
+    return ZT_OK;
+}
+
+zt_status zt_act_discard(zt_runtime *rt)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    zt_status st = enter(rt, ZT_RT_COMMITTED, "zt_act_discard");
+    if (st == ZT_OK)
+        zt_rt_act_discard(rt);
+    return st;
+}
+
 zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)
 {
     if (!rt)
@@ -349,6 +461,12 @@ zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)
               "zt_step: args was not initialised with ZT_STEP_ARGS_INIT");
     if ((st = check_nothing_held(rt, "zt_step")) != ZT_OK)
         return st;
+    if (zt_rt_act_outstanding(rt))
+        return ZT_ERR(&rt->err, ZT_ERR_USAGE,
+                      "zt_step while %d layers' activation checkpoints are saved and not freed: "
+                      "load and free each after its backward (zt_act_load, zt_act_free), or "
+                      "zt_act_discard to abandon them",
+                      zt_rt_act_outstanding(rt));
     /* An I/O error on one rank must stop every rank, not leave them out of step. */
     return zt_comm_agree(rt->dist.comm, zt_rt_step(rt, args, info), "zt_step", &rt->err);
 }

@@ -232,6 +232,15 @@ typedef struct zt_stats {
     /* Gradient reductions that packed several backward releases into one collective
      * (zero_optimization.reduce_bucket_size) */
     uint64_t reduce_buckets;
+    /* Activation checkpoints (zt_act_save and the rest): saves and the bytes saved, the
+     * store's device buffers now and at most (loaded and read-ahead ones; with
+     * activation_checkpointing.device "none" the saved copies themselves), bytes reserved in
+     * its home tier (host memory or NVMe), loads whose bytes were already on the device or on
+     * their way there, and the time loads waited for their bytes on the host. */
+    uint64_t act_saves, act_saved_bytes;
+    uint64_t act_device_bytes, act_device_peak_bytes, act_home_bytes;
+    uint64_t act_prefetch_hits;
+    double act_wait_s;
 } zt_stats;
 
 #define ZT_STATS_INIT                   \
@@ -399,6 +408,51 @@ ZT_API zt_status zt_stream_destroy(zt_runtime *rt, void *stream);
 ZT_API zt_status zt_stream_launch(zt_runtime *rt, void *stream, void (*fn)(void *), void *arg);
 /* Waits until the stream has run everything queued on it. */
 ZT_API zt_status zt_stream_synchronize(zt_runtime *rt, void *stream);
+
+/* ---- activation checkpoints ----
+ *
+ * What a trainer keeps from a layer's forward for its backward (under full activation
+ * checkpointing, the layer's input) can wait off the device: ztier copies it to pinned host
+ * memory or NVMe (activation_checkpointing.device "cpu" or "nvme"; DeepSpeed's
+ * cpu_checkpointing is "cpu"; "none" keeps the copies in device memory) and brings it back
+ * in the reverse order, activation_checkpointing.prefetch_layers ahead of the backward that
+ * needs it, into device memory of the same budget as the parameters: the read-ahead takes
+ * only free room (it never evicts a parameter); a load it did not reach evicts as a fetch.
+ *
+ *   before commit:          zt_act_register(rt, layer, bytes)      the most it will save
+ *   after layer's forward:  zt_act_save(rt, layer, x, bytes)       x: device memory
+ *   before its backward:    zt_act_load(rt, layer, &ptr, &bytes)   ptr: device memory
+ *   after its backward:     zt_act_free(rt, layer)
+ *
+ * layer is a registered layer's id. Each save is loaded once, in the reverse order of the
+ * saves, and freed once before the layer saves again: anything else (a save larger than
+ * registered, a second load, a load out of order, a free before the load) is
+ * ZT_ERR_ARGUMENT or ZT_ERR_USAGE naming the layer, and changes nothing. A transfer that fails
+ * (an NVMe write or read, a copy) is returned by the call that meets it, naming the layer
+ * (a save's NVMe write runs behind the next calls), and then by every activation call until
+ * zt_act_discard, which forgets the step's activations: abandon the step, discard, run it
+ * again (the parameters and gradients are untouched by these calls). zt_step refuses to run
+ * while activations are saved and not freed. Local calls (no collective).
+ *
+ * The _async forms order ztier's copies against the caller's stream, like zt_fetch_async:
+ * a save copies what the stream computed so far and the stream's later work waits for the
+ * copy (so it may overwrite x); activation_checkpointing.synchronize_checkpoint_boundary
+ * makes it wait on the host instead. A load's bytes are complete for the stream's later
+ * work; a free gives the buffer back after the stream's work so far. */
+ZT_API zt_status zt_act_register(zt_runtime *rt, int layer, size_t bytes);
+ZT_API zt_status zt_act_save(zt_runtime *rt, int layer, const void *src, size_t bytes);
+ZT_API zt_status zt_act_load(zt_runtime *rt, int layer, void **ptr, size_t *bytes);
+ZT_API zt_status zt_act_free(zt_runtime *rt, int layer);
+ZT_API zt_status zt_act_save_async(zt_runtime *rt, int layer, const void *src, size_t bytes,
+                                   void *stream);
+ZT_API zt_status zt_act_load_async(zt_runtime *rt, int layer, void *stream, void **ptr,
+                                   size_t *bytes);
+ZT_API zt_status zt_act_free_async(zt_runtime *rt, int layer, void *stream);
+ZT_API zt_status zt_act_discard(zt_runtime *rt);
+/* Where the checkpoints go, as configured: "none", "cpu" or "nvme" (static storage;
+ * activation_checkpointing.device, else "cpu" with cpu_checkpointing). Any time after create:
+ * a trainer decides from it whether to hand its checkpoints over at all. */
+ZT_API zt_status zt_act_home(const zt_runtime *rt, const char **home);
 
 /* ---- optimizer ---- */
 

@@ -66,6 +66,13 @@ const zt_stats_field zt_stats_fields[] = {
     F64(comm_wait_s, "s", "waited for collectives on the host (exposed communication)"),
     U64(allgather_buckets, "", "post-step all-gathers that packed several layers"),
     U64(reduce_buckets, "", "gradient reductions that packed several releases"),
+    U64(act_saves, "", "activation checkpoints saved"),
+    U64(act_saved_bytes, "B", "bytes of activation checkpoints saved"),
+    U64(act_device_bytes, "B", "device memory of the activation store now"),
+    U64(act_device_peak_bytes, "B", "device memory of the activation store at most"),
+    U64(act_home_bytes, "B", "bytes reserved for activation checkpoints in their home tier"),
+    U64(act_prefetch_hits, "", "activation loads already on their way"),
+    F64(act_wait_s, "s", "time activation loads waited for their bytes"),
     {NULL, 0, ZT_STAT_U64, NULL, NULL},
 };
 

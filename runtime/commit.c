@@ -246,7 +246,18 @@ static zt_status check_device_budget(zt_runtime *rt, const zt_plan *plan)
     zt_order_need need;
     zt_status st = zt_rt_order_need(rt, plan, order, n, 2, 1, &need);
     free(order);
-    uint64_t cap = rt->device.dev->capacity;
+    uint64_t cap = rt->device.dev->capacity, acts = zt_rt_act_device_min(rt);
+    if (st == ZT_OK && need.min <= cap && need.min + acts > cap)
+        return ZT_ERR(&rt->err, ZT_ERR_DEVICE_NOMEM,
+                      "the device memory budget of %llu bytes is below the %llu bytes this model "
+                      "needs at least: %llu for its parameters and gradients plus %llu for the "
+                      "activation checkpoints registered with zt_act_register (every saved copy "
+                      "with activation_checkpointing.device \"none\", else one load of the "
+                      "largest); raise the "
+                      "budget, or keep the checkpoints in host memory or on NVMe "
+                      "(activation_checkpointing.device)",
+                      (unsigned long long)cap, (unsigned long long)(need.min + acts),
+                      (unsigned long long)need.min, (unsigned long long)acts);
     if (st != ZT_OK || need.min <= cap)
         return st;
     const char *key = strcmp(rt->device.iface->name, "host") == 0
@@ -355,6 +366,8 @@ zt_status zt_rt_commit(zt_runtime *rt)
         st = place_layer(rt, &plan, &rt->reg.layers[i]);
     if (st == ZT_OK)
         st = open_nvme_step(rt);
+    if (st == ZT_OK)
+        st = zt_rt_act_open(rt);
     zt_opt_engine_choose(rt); /* from what was opened */
     for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++)
         st = init_layer(rt, &rt->reg.layers[i]);

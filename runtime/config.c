@@ -23,6 +23,8 @@ void zt_config_defaults(zt_config *c)
     off.max_in_cpu = 1000000000;
     c->offload_param = off;
     c->offload_optimizer = off;
+    c->act_offload = off;
+    c->act_prefetch_layers = 1;
     c->stage3_prefetch_bucket_size = 50000000;
     c->stage3_max_live_parameters = 1000000000;
     c->stage3_max_reuse_distance = 1000000000;

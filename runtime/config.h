@@ -77,6 +77,17 @@ typedef struct zt_config {
     float gradient_clipping;         /* 0 = off */
     int gradient_accumulation_steps; /* >= 1 */
 
+    /* activation_checkpointing: where zt_act_save keeps activations (device, nvme_path,
+     * buffer_count of act_offload are read; DeepSpeed's cpu_checkpointing is device "cpu") */
+    zt_offload_config act_offload;
+    int act_prefetch_layers;        /* layers brought back ahead of the load needing them */
+    int act_cpu_checkpointing;      /* bool */
+    int act_partition;              /* partition_activations: not supported (warned) */
+    int act_contiguous;             /* contiguous_memory_optimization: always (one home each) */
+    int act_sync;                   /* synchronize_checkpoint_boundary */
+    int act_profile;                /* per-layer spans in the trace */
+    int64_t act_number_checkpoints; /* 0: not given */
+
     /* ztier */
     char device_backend[16]; /* "host" | "cuda" */
     char comm_backend[16];   /* "single" | "mpi" | "nccl" | "auto" */

@@ -10,6 +10,7 @@
 #define F(field) offsetof(zt_config, field)
 #define OP(field) (offsetof(zt_config, offload_param) + offsetof(zt_offload_config, field))
 #define OO(field) (offsetof(zt_config, offload_optimizer) + offsetof(zt_offload_config, field))
+#define AO(field) (offsetof(zt_config, act_offload) + offsetof(zt_offload_config, field))
 #define S(field) (offsetof(zt_config, sched) + offsetof(zt_lr_schedule, field))
 #define NOMAX ZT_KEY_NO_MAX
 
@@ -356,6 +357,38 @@ const zt_config_key zt_config_keys[] = {
     BOOL("ztier.log_effective_settings", F(log_effective_settings), 0,
          "Commit prints one line at the default level with the settings training runs with "
          "(optimizer, lr, precision, clipping, accumulation, schedule); false: not"),
+    /* activation_checkpointing: DeepSpeed's keys and ztier's own (zt_act_save) */
+    ENUM("activation_checkpointing.device", ZT_KEY_ENUM, AO(device), offload_devices,
+         "ztier: where zt_act_save keeps activation checkpoints between a layer's forward and "
+         "backward: \"none\" device memory, \"cpu\" pinned host memory, \"nvme\" swap files "
+         "in nvme_path"),
+    {"activation_checkpointing.nvme_path", ZT_KEY_PATHS, AO(nvme_path), 0, 0, NULL, 0, 0,
+     "ztier: folder (or list of folders) of the activation swap files with device \"nvme\"; "
+     "unset: offload_param's nvme_path, else offload_optimizer's"},
+    NUM("activation_checkpointing.buffer_count", ZT_KEY_I64, AO(buffer_count), 2, 64, 0,
+        "ztier: pinned staging buffers of the activations' NVMe writes and reads, the largest "
+        "registered layer's size each"),
+    NUM("activation_checkpointing.prefetch_layers", ZT_KEY_INT, F(act_prefetch_layers), 0, 64, 0,
+        "ztier: layers whose checkpoints are brought back to the device ahead of the load "
+        "that needs them (in free device memory only)"),
+    BOOL("activation_checkpointing.cpu_checkpointing", F(act_cpu_checkpointing), 0,
+         "Keep activation checkpoints in pinned host memory (= device \"cpu\"; a device "
+         "given explicitly wins)"),
+    BOOL("activation_checkpointing.partition_activations", F(act_partition), 0,
+         "Not supported (true is warned): ztier has no tensor parallelism, so no rank holds a "
+         "copy of another rank's activations to split; each rank keeps its own whole"),
+    BOOL("activation_checkpointing.contiguous_memory_optimization", F(act_contiguous), 0,
+         "Accepted, always on: each layer's checkpoint has one preallocated home, made at "
+         "commit from zt_act_register, so nothing fragments"),
+    NUM("activation_checkpointing.number_checkpoints", ZT_KEY_I64, F(act_number_checkpoints), 0,
+        NOMAX, 0,
+        "Checkpoints expected per step; ztier sizes the store from zt_act_register and warns "
+        "at commit when this differs from the layers registered"),
+    BOOL("activation_checkpointing.synchronize_checkpoint_boundary", F(act_sync), 0,
+         "zt_act_save_async waits on the host for its copy (as zt_act_save)"),
+    BOOL("activation_checkpointing.profile", F(act_profile), 0,
+         "Spans per activation save, load and NVMe transfer (layer, bytes, time) in the "
+         "trace of ztier.trace_path"),
     /* DeepSpeed settings (whole subtrees) for things outside ztier's scope. */
     IGNORE("train_batch_size", UNUSED),
     IGNORE("train_micro_batch_size_per_gpu", UNUSED),
@@ -365,7 +398,6 @@ const zt_config_key zt_config_keys[] = {
     IGNORE("dump_state", UNUSED),
     IGNORE("zero_allow_untested_optimizer", UNUSED),
     IGNORE("zero_force_ds_cpu_optimizer", UNUSED),
-    IGNORE("activation_checkpointing", UNUSED "; activations are the trainer's"),
     IGNORE("flops_profiler", UNUSED),
     IGNORE("tensorboard", UNUSED),
     IGNORE("wandb", UNUSED),
@@ -404,5 +436,6 @@ const char *const zt_config_objects[] = {
     "scheduler",
     "scheduler.params",
     "ztier",
+    "activation_checkpointing",
     NULL,
 };

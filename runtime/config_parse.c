@@ -1199,5 +1199,11 @@ zt_status zt_config_validate(const zt_config *cfg, zt_error *err)
         st = check_nvme(&cfg->offload_optimizer, "offload_optimizer", err);
     if (st == ZT_OK)
         st = check_backends(cfg, err);
+    if (st == ZT_OK && cfg->act_offload.device == ZT_TIER_NVME && !cfg->act_offload.n_nvme_paths &&
+        !cfg->offload_param.n_nvme_paths && !cfg->offload_optimizer.n_nvme_paths)
+        st = ZT_ERR(err, ZT_ERR_CONFIG,
+                    "activation_checkpointing.device is \"nvme\" but no folder is set: set "
+                    "activation_checkpointing.nvme_path to a folder on a fast local disk (it "
+                    "falls back to offload_param's or offload_optimizer's nvme_path)");
     return st;
 }

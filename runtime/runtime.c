@@ -435,6 +435,7 @@ void zt_rt_destroy(zt_runtime *rt)
     }
     free(rt->reduce.callers.s);
     zt_rt_drop_reductions(rt); /* their gradients are device-tier buffers */
+    zt_rt_act_close(rt);
     zt_prefetcher_destroy(rt->prefetch);
     if (rt->device.stream)
         zt_device_stream_synchronize(rt->device.dev, rt->device.stream, NULL);
@@ -504,6 +505,7 @@ void zt_rt_stats(const zt_runtime *rt, zt_stats *out)
         s.trace_deviations = ps.deviations;
         s.hpz_slices_dropped = ps.slices_dropped;
     }
+    zt_rt_act_stats(rt, &s);
     zt_swap *swaps[2] = {rt->tiers.param_swap, rt->tiers.optim_swap};
     for (int i = 0; i < 2; i++) {
         if (!swaps[i])

@@ -13,6 +13,7 @@
 #include "core/threadpool.h"
 #include "optimizer/adam.h"
 #include "optimizer/nvme_step.h"
+#include "prefetch/act_store.h"
 #include "prefetch/prefetch.h"
 #include "comm/comm.h"
 #include "comm/zeropp.h"
@@ -73,6 +74,7 @@ typedef struct zt_layer {
     int64_t norm_bad;
     int norm_valid;
 
+    uint64_t act_bytes;    /* zt_act_register: the most its activation checkpoint holds */
     void *grads;           /* device: full flat gradients while a backward pass holds it */
     double fetched_at[3];  /* per pass: when the caller got it (the trace's layer spans) */
     zt_tensor_view *views; /* 2 * n_params: forward views, then backward views */
@@ -286,6 +288,13 @@ typedef struct zt_ckpt_meta {
     int64_t value[ZT_CKPT_META_MAX];
 } zt_ckpt_meta;
 
+/* Activation checkpoints (runtime/activations.c): the store, its stream and NVMe swap. */
+typedef struct zt_rt_acts {
+    zt_act_store *store; /* NULL: no layer registered activations */
+    zt_stream *stream;
+    zt_swap *swap;
+} zt_rt_acts;
+
 /* The handle: the state of the API, the configuration, the error, the registry and the
  * modules (each owning its state; zt_rt_stats asks each for its counters). */
 struct zt_runtime {
@@ -304,6 +313,7 @@ struct zt_runtime {
     zt_rt_tiers tiers;
     zt_gather_env gather_env;
     zt_prefetcher *prefetch;
+    zt_rt_acts acts;
     zt_reducer reduce;
     zt_opt_engine opt;
     zt_train_state train;
@@ -455,5 +465,28 @@ zt_status zt_dev_opt_update(zt_runtime *rt, zt_layer *L, const zt_adam_hparams *
  * of a parameter, independent of sharding; fails only when a callback does. */
 zt_status zt_param_init_fill(const zt_param *p, int64_t first, int64_t count, float *dst,
                              zt_error *err);
+
+/* activation checkpoints (runtime/activations.c): the sizes layers register, the store and
+ * its swap space opened at commit from activation_checkpointing, the calls passed to the
+ * store (prefetch/act_store.h), its counters */
+zt_status zt_rt_act_register(zt_runtime *rt, int layer, uint64_t bytes);
+/* "none", "cpu" or "nvme": where the configuration sends the checkpoints. */
+const char *zt_rt_act_home(const zt_runtime *rt);
+/* Device memory the activation store needs at least (added to commit's budget check): the
+ * saved copies themselves with device "none", else one load of the largest layer. */
+uint64_t zt_rt_act_device_min(const zt_runtime *rt);
+/* At commit, after the prefetcher: the tier, its swap space and the store; the keys of
+ * activation_checkpointing that change nothing here are reported. */
+zt_status zt_rt_act_open(zt_runtime *rt);
+void zt_rt_act_close(zt_runtime *rt);
+
+zt_status zt_rt_act_save(zt_runtime *rt, int layer, const void *src, uint64_t bytes,
+                         zt_stream *caller);
+zt_status zt_rt_act_load(zt_runtime *rt, int layer, zt_stream *caller, void **ptr, uint64_t *bytes);
+zt_status zt_rt_act_free(zt_runtime *rt, int layer, zt_stream *caller);
+void zt_rt_act_discard(zt_runtime *rt);
+/* Layers whose activations are saved and not freed (0 without a store). */
+int zt_rt_act_outstanding(const zt_runtime *rt);
+void zt_rt_act_stats(const zt_runtime *rt, zt_stats *out);
 
 #endif

@@ -10,7 +10,7 @@
  *           [--export model.bin] [--safetensors model.safetensors] [--threads N]
  *           [--device auto|cpu|cuda] [--precision bf16|tf32|fp32]
  *           [--checkpoint-activations none|selective|full] [--demo DIR]
- *           [--zero-stage 0|1|2|3]
+ *           [--offload-activations none|host|nvme] [--zero-stage 0|1|2|3]
  *   zt_gpt2 --text file --write-shard out.bin     (byte-level text -> llm.c token shard)
  *
  * --threads N: the matmuls (OpenBLAS) and ztier's optimizer pool each use N threads; they
@@ -22,7 +22,11 @@
  * (the CPU computes in fp32). --checkpoint-activations picks what each block keeps for its
  * backward: none (everything), selective (no layernorm or GELU outputs: recomputed; also
  * --recompute) or full (only its output: the block's forward runs again in backward); the
- * same results bit for bit, in less activation memory.
+ * same results bit for bit, in less activation memory. --offload-activations host|nvme (or
+ * the configuration's activation_checkpointing.device / cpu_checkpointing) hands full's
+ * checkpoints, each block's input, to ztier (zt_act_save), which keeps them in pinned host
+ * memory or on NVMe (in --nvme's folder) and brings them back ahead of each block's backward;
+ * the model then keeps two block outputs instead of one per block.
  *
  * --demo DIR (what `make demo` runs) sizes the run for the device it computes on, for what
  * --batch, --seq, --hbm and --nvme leave unset (a sequence at most the model's context): on
@@ -69,6 +73,7 @@ typedef struct options {
     const char *precision; /* the GPU's matmuls: "bf16" (the default), "tf32" or "fp32" */
     const char *demo;      /* --demo DIR: sizes for the device (DIR: the CPU demo's NVMe folder) */
     const char *ckpt_act;  /* --checkpoint-activations none|selective|full */
+    const char *offload_act; /* --offload-activations none|host|nvme (NULL: the config's) */
     int vocab, batch, seq, steps, accum, save_every, eval_every;
     int threads;    /* the matmuls' and the optimizer's threads (0: the online cores) */
     int policy;     /* --checkpoint-activations (gpt2_policy); --recompute: selective */
@@ -128,7 +133,7 @@ static int usage(void)
                     "[--resume DIR] [--init FILE.bin] [--export FILE] [--safetensors FILE] "
                     "[--device auto|cpu|cuda] "
                     "[--precision bf16|tf32|fp32] [--threads N] [--checkpoint-activations "
-                    "none|selective|full] [--demo DIR]\n"
+                    "none|selective|full] [--offload-activations none|host|nvme] [--demo DIR]\n"
                     "       zt_gpt2 --text FILE --write-shard OUT.bin\n");
     return 2;
 }
@@ -172,6 +177,7 @@ static int parse(int argc, char **argv, options *o)
                          : !strcmp(a, "--precision")              ? &o->precision
                          : !strcmp(a, "--demo")                   ? &o->demo
                          : !strcmp(a, "--checkpoint-activations") ? &o->ckpt_act
+                         : !strcmp(a, "--offload-activations")    ? &o->offload_act
                                                                   : NULL;
         int *n = !strcmp(a, "--vocab")        ? &o->vocab
                  : !strcmp(a, "--batch")      ? &o->batch
@@ -199,6 +205,18 @@ static int parse(int argc, char **argv, options *o)
     }
     if (o->ckpt_act && (o->policy = gpt2_policy_parse(o->ckpt_act)) < 0) {
         fprintf(stderr, "zt_gpt2: --checkpoint-activations is none, selective or full\n");
+        return usage();
+    }
+    if (o->offload_act && strcmp(o->offload_act, "none") && strcmp(o->offload_act, "host") &&
+        strcmp(o->offload_act, "nvme")) {
+        fprintf(stderr, "zt_gpt2: --offload-activations is none, host or nvme\n");
+        return usage();
+    }
+    if (o->offload_act && strcmp(o->offload_act, "none") && o->policy != GPT2_FULL) {
+        fprintf(stderr,
+                "zt_gpt2: --offload-activations %s moves each block's input, the one "
+                "checkpoint --checkpoint-activations full keeps: add that option\n",
+                o->offload_act);
         return usage();
     }
     if (o->precision && gpt2_precision_parse(o->precision) < 0) {
@@ -247,6 +265,13 @@ static zt_status apply_options(zt_runtime *rt, const options *o)
         {"ztier.hbm_capacity", o->hbm},
         {"gradient_accumulation_steps", o->accum > 0 ? accum : NULL},
         {"ztier.checkpoint_keep", o->keep},
+        {"activation_checkpointing.device", !o->offload_act                   ? NULL
+                                            : !strcmp(o->offload_act, "host") ? "cpu"
+                                                                              : o->offload_act},
+        {"activation_checkpointing.cpu_checkpointing",
+         o->offload_act && !strcmp(o->offload_act, "none") ? "false" : NULL},
+        {"activation_checkpointing.nvme_path",
+         o->offload_act && !strcmp(o->offload_act, "nvme") ? o->nvme : NULL},
         /* one budget: the matmuls and the optimizer take turns on the same cores */
         {"ztier.optimizer_threads", threads},
     };
@@ -318,7 +343,9 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void print_summary(const zt_stats *s, timing *tm, int tokens_per_step)
+/* act_home, model_act: where the activation checkpoints went, the model's own activations */
+static void print_summary(const zt_stats *s, timing *tm, int tokens_per_step, const char *act_home,
+                          size_t model_act)
 {
     double total = tm->total > 0 ? tm->total : 1e-9, median = 0;
     int n = tm->steps < tm->cap ? tm->steps : tm->cap;
@@ -339,6 +366,13 @@ static void print_summary(const zt_stats *s, timing *tm, int tokens_per_step)
         printf("  overlapped optimizer step: %llu layer updates run by later fetches, %.2f s "
                "(inside the fetch stall)\n",
                (unsigned long long)s->overlapped_updates, s->overlapped_update_s);
+    if (s->act_saves) /* --offload-activations: the store's side of the activation memory */
+        printf("  activation checkpoints: %llu saved (%s) to %s; their device buffers at most "
+               "%llu bytes (model's activations %zu bytes); %llu of the loads read ahead, %.2f s "
+               "waited\n",
+               (unsigned long long)s->act_saves, human(s->act_saved_bytes), act_home,
+               (unsigned long long)s->act_device_peak_bytes, model_act,
+               (unsigned long long)s->act_prefetch_hits, s->act_wait_s);
     printf("  tier peaks: device %s of %s, host %s, nvme %s\n", human(s->device_bytes_peak),
            human(s->device_bytes_capacity), human(s->host_bytes_peak), human(s->nvme_bytes_peak));
     printf(
@@ -366,6 +400,7 @@ typedef struct trainer {
     token_data data;
     int rank, world, rows;
     int *inputs, *targets;
+    const char *act_home; /* GPT2_FULL_OFFLOAD: where the blocks' inputs wait, in words */
 } trainer;
 
 /* The exit status of a run that lost another rank (it died, froze or its network went down;
@@ -518,6 +553,32 @@ static const char *resolve_device(const char *device, char *why, size_t len)
     return "cpu";
 }
 
+/* Full checkpoints go to ztier's activation store when the configuration (or
+ * --offload-activations) sends them to host memory or NVMe: the model keeps two block
+ * outputs instead of one per block. Before commit: the blocks register their size. */
+static int choose_offload(trainer *t)
+{
+    const char *home = "none";
+    if (zt_act_home(t->rt, &home) != ZT_OK)
+        return fail(t, "zt_act_home");
+    if (!strcmp(home, "none"))
+        return 0;
+    t->act_home = !strcmp(home, "cpu") ? "host memory" : "NVMe";
+    if (t->o.policy != GPT2_FULL) { /* the config asked, the policy keeps more than inputs */
+        if (t->rank == 0)
+            fprintf(stderr,
+                    "zt_gpt2: warning: the configuration sends activation checkpoints to %s "
+                    "(activation_checkpointing), but --checkpoint-activations is not full: "
+                    "nothing is offloaded; add --checkpoint-activations full\n",
+                    t->act_home);
+        return 0;
+    }
+    t->o.policy = GPT2_FULL_OFFLOAD;
+    if (gpt2_ztier_register_acts(&t->g, t->rows, t->o.seq) != ZT_OK)
+        return fail(t, "zt_act_register");
+    return 0;
+}
+
 static int setup(trainer *t)
 {
     char device_why[600];
@@ -562,6 +623,8 @@ static int setup(trainer *t)
     t->rows = t->o.batch / t->world;
     if ((st = gpt2_ztier_register(&t->g, t->rt, &t->c, t->o.seed)) != ZT_OK)
         return fail(t, "registering GPT-2");
+    if (choose_offload(t) != 0)
+        return 1;
     if ((st = zt_runtime_commit(t->rt)) != ZT_OK)
         return fail(t, "zt_runtime_commit");
     if (t->o.init && (st = gpt2_import_llmc(&t->g, t->o.init)) != ZT_OK)
@@ -579,6 +642,10 @@ static int setup(trainer *t)
     if (open_ops(t) != 0)
         return 1;
     t->model = gpt2_model_create_on(&t->c, t->rows, t->o.seq, &t->ops, t->o.policy);
+    if (t->model && t->o.policy == GPT2_FULL_OFFLOAD) {
+        gpt2_act_store store = gpt2_ztier_act_store(&t->g);
+        gpt2_model_set_store(t->model, &store);
+    }
     t->inputs = malloc(sizeof(int) * (size_t)t->rows * (size_t)t->o.seq);
     t->targets = malloc(sizeof(int) * (size_t)t->rows * (size_t)t->o.seq);
     if (!t->model || !t->inputs || !t->targets)
@@ -591,9 +658,13 @@ static int setup(trainer *t)
                t->o.config, (double)gpt2_num_params(&t->c) / 1e6, t->c.vocab, t->c.padded_vocab,
                t->c.layers, t->c.heads, t->c.channels, t->world, t->o.batch, t->o.seq, t->o.accum);
         printf("compute on %s (%s)\n", t->o.device, device_why);
-        static const char *policies[] = {"none", "selective", "full"};
-        printf("activations %zu bytes per rank (--checkpoint-activations %s)\n",
+        static const char *policies[] = {"none", "selective", "full", "full"};
+        printf("activations %zu bytes per rank (--checkpoint-activations %s)",
                gpt2_model_activation_bytes(t->model), policies[t->o.policy]);
+        if (t->o.policy == GPT2_FULL_OFFLOAD)
+            printf(", and each block's input (%zu bytes) in %s",
+                   gpt2_checkpoint_bytes(&t->c, t->rows, t->o.seq), t->act_home);
+        printf("\n");
         printf("per step: loss%s, time, tokens/s, grad norm; dev/host/nvme: current/peak bytes; "
                "h2d d2h nvme r/w: bytes moved in the step\n",
                t->world > 1 ? " of rank 0's rows" : "");
@@ -714,7 +785,8 @@ static int train(trainer *t)
     if (rc != 0)
         return free(tm.step_s), rc;
     if (t->rank == 0)
-        print_summary(&s, &tm, t->o.batch * t->o.seq * t->o.accum);
+        print_summary(&s, &tm, t->o.batch * t->o.seq * t->o.accum, t->act_home,
+                      gpt2_model_activation_bytes(t->model));
     free(tm.step_s);
     return 0;
 }

@@ -179,6 +179,7 @@ struct gpt2_model {
     float *memory;  /* one allocation carved into every tensor below */
     float *encoded; /* [B,T,C] */
     block_acts *blocks;
+    gpt2_act_store store;             /* GPT2_FULL_OFFLOAD: where each block's input waits */
     float *lnf, *lnf_mean, *lnf_rstd; /* [B,T,C], [B,T], [B,T] */
     float *probs;                     /* [B,T,Vp] logits, then probabilities, then dlogits */
     float *d_a, *d_b, *d_c, *d_d;     /* [B,T,C] gradient scratch */
@@ -223,6 +224,15 @@ static size_t carve(gpt2_model *m, float *base)
             m->blocks[l] = shared;
             CARVE(m->blocks[l].res3, BT * C);
         }
+    } else if (m->policy == GPT2_FULL_OFFLOAD) { /* ... and two outputs, alternating */
+        block_acts shared;
+        float *out[2];
+        carve_block(m, &shared, base, &off);
+        CARVE(out[0], BT * C), CARVE(out[1], BT * C);
+        for (int l = 0; l < m->c.layers; l++) {
+            m->blocks[l] = shared;
+            m->blocks[l].res3 = out[l % 2];
+        }
     } else {
         for (int l = 0; l < m->c.layers; l++)
             carve_block(m, &m->blocks[l], base, &off);
@@ -234,6 +244,13 @@ static size_t carve(gpt2_model *m, float *base)
 #undef CARVE
     return off;
 }
+
+size_t gpt2_checkpoint_bytes(const gpt2_config *c, int B, int T)
+{
+    return (size_t)B * T * c->channels * sizeof(float);
+}
+
+void gpt2_model_set_store(gpt2_model *m, const gpt2_act_store *store) { m->store = *store; }
 
 int gpt2_policy_parse(const char *name)
 {
@@ -247,7 +264,7 @@ gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const gpt2_
                                  int policy)
 {
     if (B < 1 || T < 1 || T > c->max_seq || c->heads < 1 || c->channels % c->heads ||
-        policy < GPT2_KEEP_ALL || policy > GPT2_FULL)
+        policy < GPT2_KEEP_ALL || policy > GPT2_FULL_OFFLOAD)
         return NULL;
     gpt2_model *m = calloc(1, sizeof *m);
     size_t BT = (size_t)B * T;
@@ -345,6 +362,9 @@ int gpt2_forward(gpt2_model *m, const gpt2_source *src, const int *tokens, const
         block_forward(m, p, &m->blocks[l], x);
         if ((rc = src->put(src->ctx, l + 1, 0)))
             return rc;
+        if (m->policy == GPT2_FULL_OFFLOAD && /* its input waits in the store */
+            (rc = m->store.save(m->store.ctx, l + 1, x, gpt2_checkpoint_bytes(&m->c, m->B, m->T))))
+            return rc;
         x = m->blocks[l].res3;
     }
     if ((rc = src->get(src->ctx, L + 1, 0, p, NULL)))
@@ -434,11 +454,15 @@ int gpt2_backward(gpt2_model *m, const gpt2_source *src, void (*progress)(int la
         if ((rc = src->get(src->ctx, l + 1, 1, p, g)))
             return rc;
         const float *in = l ? m->blocks[l - 1].res3 : m->encoded;
+        if (m->policy == GPT2_FULL_OFFLOAD && (rc = m->store.load(m->store.ctx, l + 1, &in)))
+            return rc;
         float *din = dx == m->d_a ? m->d_b : m->d_a;
-        if (m->policy == GPT2_FULL) /* the block's tensors again, from its kept input */
+        if (m->policy >= GPT2_FULL) /* the block's tensors again, from its kept input */
             block_forward(m, p, &m->blocks[l], in);
         block_backward(m, p, g, &m->blocks[l], in, dx, din);
         dx = din;
+        if (m->policy == GPT2_FULL_OFFLOAD && (rc = m->store.free(m->store.ctx, l + 1)))
+            return rc;
         if ((rc = src->put(src->ctx, l + 1, 1)))
             return rc;
     }

@@ -86,12 +86,37 @@ struct gpt2_ops;
  *   GPT2_SELECTIVE: no layernorm or GELU outputs (recomputed in backward from the block's
  *                   input, mean and rstd, and the GELU's input: cheap, and 6 [B,T,C] a block);
  *   GPT2_FULL:      only the block's output (the next block's input); backward runs the
- *                   block's forward again into one shared set of tensors first. */
-typedef enum gpt2_policy { GPT2_KEEP_ALL = 0, GPT2_SELECTIVE = 1, GPT2_FULL = 2 } gpt2_policy;
+ *                   block's forward again into one shared set of tensors first;
+ *   GPT2_FULL_OFFLOAD: GPT2_FULL with each block's input handed to an activation store
+ *                   (gpt2_model_set_store: ztier's zt_act_*, which keeps it in host memory or
+ *                   on NVMe) after the block's forward and asked back before its backward;
+ *                   the model keeps two block outputs, alternating. */
+typedef enum gpt2_policy {
+    GPT2_KEEP_ALL = 0,
+    GPT2_SELECTIVE = 1,
+    GPT2_FULL = 2,
+    GPT2_FULL_OFFLOAD = 3
+} gpt2_policy;
+
+/* Where GPT2_FULL_OFFLOAD keeps each block's input between its forward and its backward.
+ * save: after block `layer`'s forward (x may be overwritten by the model's next work, which
+ * the store orders itself after); load: before its backward, *x the bytes in the model's
+ * memory until free, after the backward. 0 or an error code (returned by forward/backward). */
+typedef struct gpt2_act_store {
+    int (*save)(void *ctx, int layer, const float *x, size_t bytes);
+    int (*load)(void *ctx, int layer, const float **x);
+    int (*free)(void *ctx, int layer);
+    void *ctx;
+} gpt2_act_store;
 /* "none", "selective", "full" -> the policy; -1 for anything else. */
 int gpt2_policy_parse(const char *name);
 gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const struct gpt2_ops *ops,
                                  int policy);
+/* GPT2_FULL_OFFLOAD: the store the blocks' inputs go to (before the first forward). */
+void gpt2_model_set_store(gpt2_model *m, const gpt2_act_store *store);
+/* Bytes of one block's checkpoint (its input, [B,T,C] fp32): what each block hands to the
+ * store under GPT2_FULL_OFFLOAD. */
+size_t gpt2_checkpoint_bytes(const gpt2_config *c, int B, int T);
 /* Bytes of activations and gradient scratch a model of that shape allocates (0 when out of
  * memory to count them). */
 size_t gpt2_activation_bytes(const gpt2_config *c, int B, int T, int policy);

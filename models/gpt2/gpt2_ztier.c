@@ -204,6 +204,50 @@ static int ztier_put(void *ctx, int layer, int backward)
 
 gpt2_source gpt2_ztier_source(gpt2_ztier *g) { return (gpt2_source){ztier_get, ztier_put, g}; }
 
+/* ---- activation checkpoints ---- */
+
+zt_status gpt2_ztier_register_acts(gpt2_ztier *g, int B, int T)
+{
+    zt_status st = ZT_OK;
+    for (int l = 1; st == ZT_OK && l <= g->c.layers; l++)
+        st = zt_act_register(g->rt, g->layer_ids[l], gpt2_checkpoint_bytes(&g->c, B, T));
+    return st;
+}
+
+static int act_status(gpt2_ztier *g, zt_status st) { return st == ZT_OK ? 0 : (int)(g->last = st); }
+
+static int act_save(void *ctx, int layer, const float *x, size_t bytes)
+{
+    gpt2_ztier *g = ctx;
+    int id = g->layer_ids[layer];
+    return act_status(g, g->stream ? zt_act_save_async(g->rt, id, x, bytes, g->stream)
+                                   : zt_act_save(g->rt, id, x, bytes));
+}
+
+static int act_load(void *ctx, int layer, const float **x)
+{
+    gpt2_ztier *g = ctx;
+    int id = g->layer_ids[layer];
+    void *p = NULL;
+    zt_status st = g->stream ? zt_act_load_async(g->rt, id, g->stream, &p, NULL)
+                             : zt_act_load(g->rt, id, &p, NULL);
+    *x = p;
+    return act_status(g, st);
+}
+
+static int act_free(void *ctx, int layer)
+{
+    gpt2_ztier *g = ctx;
+    int id = g->layer_ids[layer];
+    return act_status(g,
+                      g->stream ? zt_act_free_async(g->rt, id, g->stream) : zt_act_free(g->rt, id));
+}
+
+gpt2_act_store gpt2_ztier_act_store(gpt2_ztier *g)
+{
+    return (gpt2_act_store){act_save, act_load, act_free, g};
+}
+
 const char *gpt2_ztier_error(const gpt2_ztier *g)
 {
     return g->error[0] ? g->error : zt_last_error(g->rt);

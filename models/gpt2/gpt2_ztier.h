@@ -42,6 +42,11 @@ void gpt2_ztier_free(gpt2_ztier *g);
  * Parameters must be ZT_F32 or ZT_BF16 (widened to fp32); any other dtype fails with
  * ZT_ERR_UNSUPPORTED and a message naming the parameter. */
 gpt2_source gpt2_ztier_source(gpt2_ztier *g);
+/* GPT2_FULL_OFFLOAD through ztier's activation checkpoints: registers each block's
+ * checkpoint of a [B,T] batch (before commit), and a store whose save/load/free are
+ * zt_act_save/_load/_free (the _async forms on g->stream when it is set). */
+zt_status gpt2_ztier_register_acts(gpt2_ztier *g, int B, int T);
+gpt2_act_store gpt2_ztier_act_store(gpt2_ztier *g);
 /* Why the last get/put failed: the source's own message, else zt_last_error(). */
 const char *gpt2_ztier_error(const gpt2_ztier *g);
 

@@ -223,7 +223,9 @@ static void test_striped_nvme_bf16_config_loads(void **state)
     assert_float_equal(c.beta2, 0.95f, 0);
     assert_float_equal(c.weight_decay, 0.1f, 0);
     assert_int_equal(zt_config_validate(&c, &err), ZT_OK);
-    assert_log_has("activation_checkpointing: not used by ztier");
+    /* read (partition_activations is warned at commit: tests/unit/test_activations.c) */
+    assert_int_equal(c.act_partition, 1);
+    assert_int_equal(c.act_contiguous, 1);
     assert_int_equal(c.sched.type, ZT_LR_WARMUP);
     assert_float_equal(c.sched.warmup_max_lr, 3e-4f, 0);
     assert_int_equal(c.sched.warmup_num_steps, 100);

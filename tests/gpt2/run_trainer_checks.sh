@@ -13,7 +13,10 @@
 #  7. --keep 2 keeps the newest two checkpoints; an edited manifest stops --resume with the
 #     field named, before any training;
 #  8. --demo DIR on the CPU (what make demo runs) trains bitwise like its explicit settings;
-#  9. --checkpoint-activations selective and full train bitwise like none, in less memory.
+#  9. --checkpoint-activations selective and full train bitwise like none, in less memory;
+# 10. full with its checkpoints in host memory or on NVMe (--offload-activations, or the
+#     config's cpu_checkpointing) trains bitwise like none, the store's device buffers at
+#     most two blocks' checkpoints.
 #   run_trainer_checks.sh <zt_gpt2> <compare_weights> <mpirun or "">
 set -euo pipefail
 trainer=$1 compare=$2 mpirun=${3:-}
@@ -121,4 +124,30 @@ for policy in selective full; do
   [ -n "$now" ] && [ "$now" -lt "$prev" ] || { echo "$policy keeps $now bytes, not under $prev"; exit 1; }
   prev=$now
 done
+# 10. full checkpoints offloaded: bitwise, and at most two blocks' inputs on the device
+ckpt=$((8 * 16 * 32 * 4)) # batch x seq x channels, fp32: one block's input
+cat > "$work/cpu_ckpt.json" <<JSON
+{"optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.9, 0.95], "weight_decay": 0.1}},
+ "gradient_clipping": 1.0, "activation_checkpointing": {"cpu_checkpointing": true}}
+JSON
+for where in host nvme config; do
+  case $where in
+    config) opts=(--ds-config "$work/cpu_ckpt.json") ;;
+    nvme) opts=(--offload-activations nvme --nvme "$work/swap") ;;
+    *) opts=(--offload-activations host) ;;
+  esac
+  "$trainer" "${common[@]}" --steps 10 --checkpoint-activations full "${opts[@]}" \
+    --export "$work/off-$where.bin" > "$work/off-$where.log"
+  cmp "$work/resident.bin" "$work/off-$where.bin"
+  peak=$(sed -n 's/.*their device buffers at most \([0-9]*\) bytes.*/\1/p' "$work/off-$where.log")
+  [ -n "$peak" ] && [ "$peak" -gt 0 ] && [ "$peak" -le $((2 * ckpt)) ] ||
+    { echo "offload to $where: store's device peak '$peak', not within 2 x $ckpt"; exit 1; }
+done
+grep -q "and each block's input ($ckpt bytes) in host memory" "$work/off-config.log" ||
+  { echo "cpu_checkpointing in the config did not offload"; exit 1; }
+# a policy that keeps more than the inputs cannot offload them: refused, not ignored
+if "$trainer" "${common[@]}" --steps 1 --offload-activations host 2> "$work/refused.err"; then
+  echo "--offload-activations without full was accepted"; exit 1
+fi
+grep -q "add that option" "$work/refused.err"
 echo "trainer checks passed"
