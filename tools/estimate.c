@@ -4,7 +4,7 @@
  *
  *   ztier estimate (--config tiny|d12|d24|d36|d48|d<L>c<C> [--vocab N] | --layers FILE.json)
  *                  [--world N] [--ranks-per-node N] [--ds-config FILE] [--stage 0|1|2|3]
- *                  [--device-memory SIZE] [--json]
+ *                  [--device-memory SIZE] [--batch B --seq T] [--json]
  *
  * The model is registered exactly as a run registers it (GPT-2 through the example's code,
  * or the layers and shapes of a JSON file), the configuration is read as a run reads it
@@ -19,9 +19,13 @@
  * --stage sets zero_optimization.stage (below 3 the parameters stay on the device, and at 0
  * the optimizer state too, as a run must have them); the placements listed are the stage's.
  * A device budget below the call order's minimum cannot run: the command says so, naming the
- * minimum, and exits with 1 (the placements that fit are still listed). */
+ * minimum, and exits with 1 (the placements that fit are still listed).
+ * With --batch (the global batch, split over --world as zt_gpt2 splits it) and --seq, a GPT-2
+ * estimate also counts the activations of each checkpointing policy (tools/estimate_acts.c)
+ * and the largest batch at that sequence within the device budget. */
 #include "runtime/estimate.h"
 #include "tools/bench_common.h"
+#include "tools/estimate_acts.h"
 #include "tools/commands.h"
 
 #include "gpt2_ztier.h"
@@ -40,7 +44,8 @@
 typedef struct est_options {
     const char *config, *layers, *ds_config, *device_memory;
     int vocab, world, ranks_per_node, json;
-    int stage; /* --stage, or -1: the configuration's */
+    int stage;      /* --stage, or -1: the configuration's */
+    int batch, seq; /* --batch, --seq: the activations too (0: not given) */
 } est_options;
 
 /* A registered model and one micro-step's calls. */
@@ -56,7 +61,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: ztier estimate (" CONFIG_USAGE
                     "--layers FILE.json) [--world N] [--ranks-per-node N] [--ds-config FILE] "
-                    "[--stage 0|1|2|3] [--device-memory SIZE] [--json]\n");
+                    "[--stage 0|1|2|3] [--device-memory SIZE] [--batch B --seq T] [--json]\n");
     return 2;
 }
 
@@ -389,7 +394,7 @@ static void print_fits(const fit *fits, int n, const machine *mc, int per_node)
 }
 
 static void print_json(const est_model *m, const zt_estimate *e, const fit *fits, int n,
-                       const machine *mc, int world, int per_node)
+                       const machine *mc, int world, int per_node, json_t *acts)
 {
     const zt_plan *p = &e->plan;
     int slots = 0;
@@ -421,6 +426,8 @@ static void print_json(const est_model *m, const zt_estimate *e, const fit *fits
         (json_int_t)(bucket * (int64_t)zt_dtype_size(p->dtype)), "machine", "ram_available",
         (json_int_t)mc->ram_available, "device_budget", (json_int_t)mc->device_budget, "nvme_free",
         (json_int_t)mc->nvme_free, "placements", list);
+    if (acts)
+        json_object_set_new(o, "activations", acts);
     char *text = json_dumps(o, JSON_COMPACT);
     printf("%s\n", text ? text : "{}");
     free(text);
@@ -434,9 +441,9 @@ static void print_json(const est_model *m, const zt_estimate *e, const fit *fits
 
 static int parse(int argc, char **argv, est_options *o)
 {
-    static const char *const known[] = {"config",        "vocab",          "layers",
-                                        "world",         "ranks-per-node", "ds-config",
-                                        "device-memory", "stage",          NULL};
+    static const char *const known[] = {
+        "config", "vocab", "layers", "world", "ranks-per-node", "ds-config", "device-memory",
+        "stage",  "batch", "seq",    NULL};
     static const char *const flags[] = {"json", NULL};
     if (bench_check_args(argc, argv, known, flags) != 0)
         return -1;
@@ -448,7 +455,9 @@ static int parse(int argc, char **argv, est_options *o)
                        1,
                        0,
                        bench_flag(argc, argv, "json"),
-                       -1};
+                       -1,
+                       0,
+                       0};
     const char *v = bench_arg(argc, argv, "vocab");
     if (v && !strcmp(v, "byte"))
         o->vocab = 256;
@@ -457,10 +466,17 @@ static int parse(int argc, char **argv, est_options *o)
     if (bench_int_arg(argc, argv, "ztier estimate", "world", 1, ZT_EST_MAX_WORLD, &o->world) != 0 ||
         bench_int_arg(argc, argv, "ztier estimate", "ranks-per-node", 0, ZT_EST_MAX_WORLD,
                       &o->ranks_per_node) != 0 ||
-        bench_int_arg(argc, argv, "ztier estimate", "stage", 0, 3, &o->stage) != 0)
+        bench_int_arg(argc, argv, "ztier estimate", "stage", 0, 3, &o->stage) != 0 ||
+        bench_int_arg(argc, argv, "ztier estimate", "batch", 1, INT_MAX, &o->batch) != 0 ||
+        bench_int_arg(argc, argv, "ztier estimate", "seq", 1, INT_MAX, &o->seq) != 0)
         return -1;
-    if (!o->config == !o->layers)
+    if (!o->config == !o->layers || !o->batch != !o->seq || (o->batch && !o->config))
+        return -1; /* --batch and --seq together, for a GPT-2 --config */
+    if (o->batch && o->batch % o->world) {
+        fprintf(stderr, "ztier estimate: --batch %d does not split over --world %d\n", o->batch,
+                o->world);
         return -1;
+    }
     return 0;
 }
 
@@ -515,10 +531,25 @@ int cmd_estimate(int argc, char **argv)
         free_model(&pm);
         judge(&fits[i], &mc, per_node);
     }
+    est_acts_in acts = {.rows = o.batch / o.world, .seq = o.seq};
+    if (rc == 0 && o.batch) {
+        gpt2_config_named(o.config, o.vocab, &acts.c);
+        acts.prefetch_layers = m.rt->cfg.act_prefetch_layers;
+        acts.params_peak = e.runs ? e.device_peak : e.device_min_order;
+        acts.budget = mc.device_budget;
+        if (o.seq > acts.c.max_seq) {
+            fprintf(stderr, "ztier estimate: --seq %d is longer than the model's context (%d)\n",
+                    o.seq, acts.c.max_seq);
+            rc = -1;
+        }
+    }
     if (rc == 0) {
         print_fits(fits, n_fits, &mc, per_node);
+        if (o.batch)
+            est_acts_print(&acts);
         if (o.json)
-            print_json(&m, &e, fits, n_fits, &mc, o.world, per_node);
+            print_json(&m, &e, fits, n_fits, &mc, o.world, per_node,
+                       o.batch ? est_acts_json(&acts) : NULL);
     } else {
         fprintf(stderr, "ztier estimate: %s\n", err);
     }

@@ -7,7 +7,8 @@
  * accumulation), within 2e-2. And resumed: 10 steps in one run against 5 steps, a
  * checkpoint, a new runtime that loads it and 5 more steps: the same losses and the same
  * exported parameters, bit for bit (the kernels sum shared gradients in a fixed order, and
- * so does the device optimizer's norm).
+ * so does the device optimizer's norm). The activation checkpointing policies, and full with
+ * its checkpoints in host memory or on NVMe (zt_act_*_async), give the same bits again.
  * Exits 77 (skipped) where no GPU is visible, as on this project's CI machines. */
 #include "gpt2_model.h"
 #include "gpt2_ops.h"
@@ -40,27 +41,34 @@ typedef struct run {
     int from, to;
     const char *load, *save, *weights;
     int policy; /* gpt2_policy: what the blocks keep for backward */
+    /* GPT2_FULL_OFFLOAD: activation_checkpointing.device ("cpu", "nvme") and the NVMe folder */
+    const char *act_home, *act_dir;
 } run;
 
 /* losses[s] receives step s's loss. 0, or -1 with a message. */
 static int train_run(const run *r, float *losses)
 {
-    char cfg[1024];
+    char cfg[2048];
     snprintf(cfg, sizeof cfg,
              "{\"zero_optimization\": {\"offload_param\": {\"device\": \"cpu\"},"
              " \"offload_optimizer\": {\"device\": \"%s\"},"
              " \"stage3_param_persistence_threshold\": 0},"
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003}},"
+             " \"activation_checkpointing\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
+             " \"aio\": {\"block_size\": 4096},"
              " \"gradient_clipping\": 1.0, \"ztier\": {\"device_backend\": \"%s\","
              " \"comm_backend\": \"single\", \"hbm_capacity\": \"256M\"}}",
-             r->optimizer, r->backend);
+             r->optimizer, r->act_home ? r->act_home : "none", r->act_dir ? r->act_dir : "/tmp",
+             r->backend);
     gpt2_config c;
     gpt2_config_named("tiny", 64, &c);
     zt_runtime *rt = NULL;
     gpt2_ztier g;
     if (zt_runtime_create(NULL, cfg, &rt) != ZT_OK || gpt2_ztier_register(&g, rt, &c, 7) != ZT_OK ||
+        (r->policy == GPT2_FULL_OFFLOAD && gpt2_ztier_register_acts(&g, B, T) != ZT_OK) ||
         zt_runtime_commit(rt) != ZT_OK || (r->load && zt_checkpoint_load(rt, r->load) != ZT_OK)) {
         fprintf(stderr, "%s: %s\n", r->backend, zt_last_error(rt));
+        zt_runtime_destroy(rt);
         return -1;
     }
     int gpu = !strcmp(r->backend, "cuda");
@@ -75,6 +83,9 @@ static int train_run(const run *r, float *losses)
     }
     gpt2_model *m = gpt2_model_create_on(&c, B, T, &ops, r->policy);
     gpt2_source src = gpt2_ztier_source(&g);
+    gpt2_act_store store = gpt2_ztier_act_store(&g); /* on g.stream: the _async calls */
+    if (r->policy == GPT2_FULL_OFFLOAD)
+        gpt2_model_set_store(m, &store);
     int tok[B * T], tgt[B * T], rc = 0;
     for (int s = r->from; s < r->to && rc == 0; s++) {
         batch(s, c.vocab, tok, tgt);
@@ -104,7 +115,7 @@ static int train_run(const run *r, float *losses)
 
 static int train(const char *backend, const char *optimizer, gpt2_precision p, float *losses)
 {
-    run r = {backend, optimizer, p, 0, STEPS, NULL, NULL, NULL, GPT2_KEEP_ALL};
+    run r = {backend, optimizer, p, 0, STEPS, NULL, NULL, NULL, GPT2_KEEP_ALL, NULL, NULL};
     return train_run(&r, losses);
 }
 
@@ -131,9 +142,12 @@ static int check_resume(const char *optimizer, const char *dir)
     snprintf(w_straight, sizeof w_straight, "%s/straight-%s.bin", dir, optimizer);
     snprintf(w_resumed, sizeof w_resumed, "%s/resumed-%s.bin", dir, optimizer);
     float straight[STEPS], resumed[STEPS];
-    run a = {"cuda", optimizer, GPT2_BF16, 0, STEPS, NULL, NULL, w_straight, GPT2_KEEP_ALL};
-    run b1 = {"cuda", optimizer, GPT2_BF16, 0, STEPS / 2, NULL, ckpt, NULL, GPT2_KEEP_ALL};
-    run b2 = {"cuda", optimizer, GPT2_BF16, STEPS / 2, STEPS, ckpt, NULL, w_resumed, GPT2_KEEP_ALL};
+    run a = {"cuda", optimizer,  GPT2_BF16,     0,    STEPS, NULL,
+             NULL,   w_straight, GPT2_KEEP_ALL, NULL, NULL};
+    run b1 = {"cuda", optimizer, GPT2_BF16,     0,    STEPS / 2, NULL,
+              ckpt,   NULL,      GPT2_KEEP_ALL, NULL, NULL};
+    run b2 = {"cuda", optimizer, GPT2_BF16,     STEPS / 2, STEPS, ckpt,
+              NULL,   w_resumed, GPT2_KEEP_ALL, NULL,      NULL};
     if (train_run(&a, straight) || train_run(&b1, resumed) || train_run(&b2, resumed))
         return 1;
     int same_losses = !memcmp(straight, resumed, sizeof straight);
@@ -150,17 +164,23 @@ static int check_resume(const char *optimizer, const char *dir)
  * give the losses and the weights of keeping everything, bit for bit. 0 when they do. */
 static int check_policies(const char *dir)
 {
-    static const char *names[] = {"none", "selective", "full"};
-    float losses[3][STEPS];
-    char weights[3][600];
+    /* the last two: full with each block's input in pinned host memory / on NVMe, handed
+     * over and back on the trainer's stream (zt_act_save_async, zt_act_load_async) */
+    static const char *names[] = {"none", "selective", "full", "full+host", "full+nvme"};
+    static const char *homes[] = {NULL, NULL, NULL, "cpu", "nvme"};
+    float losses[5][STEPS];
+    char weights[5][600];
     int failed = 0;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 5; k++) {
         snprintf(weights[k], sizeof weights[k], "%s/policy-%s.bin", dir, names[k]);
-        run r = {"cuda", "cpu", GPT2_BF16, 0, STEPS, NULL, NULL, weights[k], k};
+        run r = {"cuda",   "cpu",      GPT2_BF16,
+                 0,        STEPS,      NULL,
+                 NULL,     weights[k], k < 3 ? k : GPT2_FULL_OFFLOAD,
+                 homes[k], dir};
         if (train_run(&r, losses[k]) != 0)
             return 1;
     }
-    for (int k = 1; k < 3; k++) {
+    for (int k = 1; k < 5; k++) {
         int same_losses = !memcmp(losses[0], losses[k], sizeof losses[0]);
         int same_weights = same_file(weights[0], weights[k]);
         printf("checkpoint-activations %-9s against none: losses %s, weights %s\n", names[k],

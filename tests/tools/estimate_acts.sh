@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# `ztier estimate --batch --seq` against the GPT-2 trainer: for each activation checkpointing
+# policy, the estimate's "model" bytes equal the activations the trainer allocates (its
+# "activations N bytes" line), and with full checkpoints in ztier's store (host memory and
+# NVMe) its "store_device" equals the store's measured device peak (zt_stats), two blocks'
+# inputs with prefetch_layers 1; none > selective > full >= full+offload.
+#   estimate_acts.sh <ztier> <zt_gpt2>
+set -euo pipefail
+ztier=$1 trainer=$2
+work=$(mktemp -d "${ZT_TEST_TMPDIR:-/tmp}/estimate-acts.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+for i in $(seq 200); do echo "the quick brown fox $i jumps over the lazy dog"; done > "$work/t.txt"
+mkdir -p "$work/swap"
+common=(--config tiny --vocab 256 --text "$work/t.txt" --batch 8 --seq 16 --steps 2 --device cpu)
+"$ztier" estimate --config tiny --vocab 256 --batch 8 --seq 16 --json | tail -n 1 > "$work/est.json"
+field() { python3 -c "import json,sys; print(json.load(open('$work/est.json'))['activations']['policies']['$1']['$2'])"; }
+prev=
+for policy in none selective full host nvme; do
+  case $policy in
+    host | nvme) opts=(--checkpoint-activations full --offload-activations "$policy" --nvme "$work/swap")
+                 key=full+offload ;;
+    *) opts=(--checkpoint-activations "$policy"); key=$policy ;;
+  esac
+  "$trainer" "${common[@]}" "${opts[@]}" > "$work/$policy.log" 2> /dev/null
+  ran=$(sed -n 's/^activations \([0-9]*\) bytes .*/\1/p' "$work/$policy.log")
+  est=$(field "$key" model)
+  [ "$ran" = "$est" ] || { echo "$policy: the trainer allocates $ran bytes, the estimate says $est"; exit 1; }
+  if [ "$key" = full+offload ]; then
+    peak=$(sed -n 's/.*their device buffers at most \([0-9]*\) bytes.*/\1/p' "$work/$policy.log")
+    est_store=$(field "$key" store_device)
+    [ "$peak" = "$est_store" ] ||
+      { echo "$policy: the store's device peak is $peak bytes, the estimate says $est_store"; exit 1; }
+    echo "$policy: model $ran bytes, store's device peak $peak bytes: as estimated"
+  else
+    echo "$policy: model $ran bytes: as estimated"
+  fi
+  # tiny has 2 layers: full's one output per block and the store's two alternating are equal
+  if [ -n "$prev" ] && [ "$policy" != nvme ]; then
+    [ "$ran" -lt "$prev" ] || { [ "$policy" = host ] && [ "$ran" -le "$prev" ]; } ||
+      { echo "$policy keeps $ran bytes, not under $prev"; exit 1; }
+  fi
+  prev=$ran
+done
+echo "activation estimates match the trainer"

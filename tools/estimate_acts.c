@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+#include "tools/estimate_acts.h"
+#include "tools/bench_common.h"
+
+#include <stdio.h>
+
+enum { N_ROWS = 4 };
+static const char *const names[N_ROWS] = {"none", "selective", "full", "full+offload"};
+static const int policies[N_ROWS] = {GPT2_KEEP_ALL, GPT2_SELECTIVE, GPT2_FULL, GPT2_FULL_OFFLOAD};
+
+typedef struct act_row {
+    uint64_t model;        /* the model's allocation: activations and gradient scratch */
+    uint64_t per_block;    /* of it, what each block keeps to its backward */
+    uint64_t store_home;   /* full+offload: the blocks' inputs in host memory or on NVMe */
+    uint64_t store_device; /* full+offload: the store's device buffers at most */
+    uint64_t device_total; /* with the parameters' peak */
+    int largest_batch;     /* at this sequence, within the budget (0: none fits) */
+} act_row;
+
+static uint64_t store_device(const est_acts_in *in, int policy, int rows)
+{
+    if (policy != GPT2_FULL_OFFLOAD)
+        return 0;
+    int held = in->prefetch_layers + 1 < in->c.layers ? in->prefetch_layers + 1 : in->c.layers;
+    return (uint64_t)held * gpt2_checkpoint_bytes(&in->c, rows, in->seq);
+}
+
+static uint64_t device_total(const est_acts_in *in, int policy, int rows)
+{
+    return in->params_peak + gpt2_activation_bytes(&in->c, rows, in->seq, policy) +
+           store_device(in, policy, rows);
+}
+
+static act_row row_of(const est_acts_in *in, int policy)
+{
+    act_row r = {0};
+    r.model = gpt2_activation_bytes(&in->c, in->rows, in->seq, policy);
+    gpt2_config one_less = in->c;
+    one_less.layers--;
+    r.per_block = r.model - gpt2_activation_bytes(&one_less, in->rows, in->seq, policy);
+    if (policy == GPT2_FULL_OFFLOAD)
+        r.store_home = (uint64_t)in->c.layers * gpt2_checkpoint_bytes(&in->c, in->rows, in->seq);
+    r.store_device = store_device(in, policy, in->rows);
+    r.device_total = r.model + r.store_device + in->params_peak;
+    int lo = 0, hi = 1 << 20; /* the bytes grow with the batch: the largest that fits */
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (device_total(in, policy, mid) <= in->budget)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    r.largest_batch = lo;
+    return r;
+}
+
+/* The per-layer figure of the literature, 16-bit with dropout masks: s b h (34 + 5 a s / h). */
+static double formula(const est_acts_in *in)
+{
+    double s = in->seq, b = in->rows, h = in->c.channels, a = in->c.heads;
+    return s * b * h * (34.0 + 5.0 * a * s / h);
+}
+
+void est_acts_print(const est_acts_in *in)
+{
+    char a[32], b[32], c[32], d[32], e[32], f[32];
+    printf("\nactivations per rank, batch %d x %d tokens, fp32 (the model's own allocation), "
+           "device budget %s:\n",
+           in->rows, in->seq, bench_fmt_bytes(in->budget, f, sizeof f));
+    printf("  %-13s %12s %12s %14s %14s %14s  %s\n", "policy", "model", "per block", "store (off)",
+           "store (device)", "device total", "largest batch at this seq");
+    for (int k = 0; k < N_ROWS; k++) {
+        act_row r = row_of(in, policies[k]);
+        printf("  %-13s %12s %12s %14s %14s %14s  %d\n", names[k],
+               bench_fmt_bytes(r.model, a, sizeof a), bench_fmt_bytes(r.per_block, b, sizeof b),
+               bench_fmt_bytes(r.store_home, c, sizeof c),
+               bench_fmt_bytes(r.store_device, d, sizeof d),
+               bench_fmt_bytes(r.device_total, e, sizeof e), r.largest_batch);
+    }
+    double fl = formula(in);
+    printf("  (full+offload: each block's input in ztier's store, host memory or NVMe, %d layers "
+           "brought back ahead; device total includes the parameters' peak of %s; the "
+           "formula s*b*h*(34+5*a*s/h), 16-bit with dropout masks: %s per layer, %s for %d)\n",
+           in->prefetch_layers, bench_fmt_bytes(in->params_peak, a, sizeof a),
+           bench_fmt_bytes((uint64_t)fl, b, sizeof b),
+           bench_fmt_bytes((uint64_t)(fl * in->c.layers), c, sizeof c), in->c.layers);
+}
+
+json_t *est_acts_json(const est_acts_in *in)
+{
+    json_t *rows = json_object();
+    for (int k = 0; k < N_ROWS; k++) {
+        act_row r = row_of(in, policies[k]);
+        json_object_set_new(
+            rows, names[k],
+            json_pack("{s:I, s:I, s:I, s:I, s:I, s:i}", "model", (json_int_t)r.model, "per_block",
+                      (json_int_t)r.per_block, "store_home", (json_int_t)r.store_home,
+                      "store_device", (json_int_t)r.store_device, "device_total",
+                      (json_int_t)r.device_total, "largest_batch", r.largest_batch));
+    }
+    return json_pack("{s:i, s:i, s:I, s:o}", "batch_per_rank", in->rows, "seq", in->seq,
+                     "formula_per_layer_16bit", (json_int_t)formula(in), "policies", rows);
+}
