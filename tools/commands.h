@@ -15,6 +15,7 @@ int cmd_bench_adam(int argc, char **argv);
 int cmd_bench_nvme(int argc, char **argv);
 int cmd_bench_gpt2(int argc, char **argv);
 int cmd_bench_quant(int argc, char **argv);
+int cmd_bench_act(int argc, char **argv);
 
 /* Each bench subcommand adds one line here and its file to tools/CMakeLists.txt. */
 #define ZT_BENCH_COMMANDS                                                                          \
@@ -23,6 +24,7 @@ int cmd_bench_quant(int argc, char **argv);
         {"bench", "nvme", cmd_bench_nvme, "NVMe swap write/read vs fio's best depth"},             \
         {"bench", "quant", cmd_bench_quant, "ZeRO++ int8/int4 (de)quantization vs memcpy"},        \
         {"bench", "prefetch", cmd_bench_prefetch, "stall of an offloaded stack (--backend cuda)"}, \
-        {"bench", "gpt2", cmd_bench_gpt2, "GPT-2 step: resident vs NVMe offload"},
+        {"bench", "gpt2", cmd_bench_gpt2, "GPT-2 step: resident vs NVMe offload"},                 \
+        {"bench", "act", cmd_bench_act, "GPT-2 full checkpoints: kept vs host vs NVMe"},
 
 #endif
