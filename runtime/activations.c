@@ -59,19 +59,7 @@ static zt_status open_swap(zt_runtime *rt)
                       "activation_checkpointing.device is \"nvme\" but no folder is set: set "
                       "activation_checkpointing.nvme_path (it falls back to offload_param's or "
                       "offload_optimizer's nvme_path)");
-    zt_swap_config c;
-    memset(&c, 0, sizeof c);
-    for (int i = 0; i < off->n_nvme_paths; i++)
-        c.paths[i] = off->nvme_path[i];
-    c.n_paths = off->n_nvme_paths;
-    c.tag = "act";
-    c.rank = rt->dist.rank;
-    c.block_size = (uint64_t)rt->cfg.aio_block_size;
-    c.queue_depth = rt->cfg.aio_queue_depth;
-    c.threads = rt->cfg.aio_intra_op_parallelism;
-    c.engine = rt->cfg.io_engine;
-    c.allow_buffered = rt->cfg.allow_buffered_io;
-    c.verify_checksums = rt->cfg.verify_checksums;
+    zt_swap_config c = zt_rt_swap_config(rt, off, "act");
     uint64_t need = 0;
     for (int i = 0; i < rt->reg.n_layers; i++)
         if (rt->reg.layers[i].act_bytes)

@@ -119,8 +119,8 @@ static zt_status alloc_staging(zt_runtime *rt, const zt_plan *plan)
     return st;
 }
 
-static zt_swap_config swap_config(const zt_runtime *rt, const zt_offload_config *off,
-                                  const char *tag)
+zt_swap_config zt_rt_swap_config(const zt_runtime *rt, const zt_offload_config *off,
+                                 const char *tag)
 {
     zt_swap_config c;
     memset(&c, 0, sizeof c);
@@ -160,7 +160,7 @@ static zt_status open_swaps(zt_runtime *rt, const zt_plan *plan)
 {
     zt_status st = ZT_OK;
     if (plan->nvme_param_bytes) {
-        zt_swap_config c = swap_config(rt, &rt->cfg.offload_param, "param");
+        zt_swap_config c = zt_rt_swap_config(rt, &rt->cfg.offload_param, "param");
         st = zt_swap_create(&c, plan->nvme_param_bytes, &rt->tiers.param_swap, &rt->err);
         if (st == ZT_OK)
             st = zt_staging_pool_create((int)rt->cfg.offload_param.buffer_count,
@@ -169,7 +169,7 @@ static zt_status open_swaps(zt_runtime *rt, const zt_plan *plan)
                                         &rt->tiers.param_staging, &rt->err);
     }
     if (st == ZT_OK && plan->nvme_optim_bytes) {
-        zt_swap_config c = swap_config(rt, &rt->cfg.offload_optimizer, "optim");
+        zt_swap_config c = zt_rt_swap_config(rt, &rt->cfg.offload_optimizer, "optim");
         st = zt_swap_create(&c, plan->nvme_optim_bytes, &rt->tiers.optim_swap, &rt->err);
     }
     if (st == ZT_OK)

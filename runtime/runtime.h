@@ -466,6 +466,11 @@ zt_status zt_dev_opt_update(zt_runtime *rt, zt_layer *L, const zt_adam_hparams *
 zt_status zt_param_init_fill(const zt_param *p, int64_t first, int64_t count, float *dst,
                              zt_error *err);
 
+/* The swap space settings of one kind of state: the folders of off, the aio and ztier keys
+ * (runtime/commit.c). */
+zt_swap_config zt_rt_swap_config(const zt_runtime *rt, const zt_offload_config *off,
+                                 const char *tag);
+
 /* activation checkpoints (runtime/activations.c): the sizes layers register, the store and
  * its swap space opened at commit from activation_checkpointing, the calls passed to the
  * store (prefetch/act_store.h), its counters */

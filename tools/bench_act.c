@@ -11,6 +11,7 @@
 #include "gpt2_ztier.h"
 #include "tools/bench_common.h"
 #include "tools/bench_disk.h"
+#include "tools/bench_gpt2.h"
 #include "tools/commands.h"
 
 #include <stdio.h>
@@ -68,21 +69,6 @@ static void close_act_run(act_run *r)
     zt_runtime_destroy(r->rt);
 }
 
-static double act_step(act_run *r, const token_data *d, int64_t step, int B, int T, int *in,
-                       int *tg)
-{
-    gpt2_source src = gpt2_ztier_source(&r->g);
-    float loss;
-    tokens_batch(d, step, B, T, 0, B, in, tg);
-    double t0 = bench_now();
-    if (gpt2_forward(r->model, &src, in, tg, &loss) || gpt2_backward(r->model, &src, NULL) ||
-        zt_step(r->rt, NULL, NULL) != ZT_OK) {
-        fprintf(stderr, "ztier bench act: %s\n", gpt2_ztier_error(&r->g));
-        return -1;
-    }
-    return bench_now() - t0;
-}
-
 int cmd_bench_act(int argc, char **argv)
 {
     static const char *const known[] = {"config", "batch",     "seq",     "steps",
@@ -119,12 +105,13 @@ int cmd_bench_act(int argc, char **argv)
     for (; opened < N_RUNS && rc == 0; opened++)
         rc = open_act_run(&runs[opened], opened, &c, B, T, nvme, threads);
     for (int k = 0; k < N_RUNS && rc == 0; k++) /* warm-up */
-        rc = act_step(&runs[k], &d, 0, B, T, in, tg) < 0;
+        rc = bench_gpt2_step("ztier bench act", &runs[k].g, runs[k].model, &d, 0, B, T, in, tg) < 0;
     for (int k = 0; k < N_RUNS && rc == 0; k++)
         zt_stats_get(runs[k].rt, &runs[k].s0);
     for (int i = 0; i < steps && rc == 0; i++) /* interleaved: full, host, nvme, full, ... */
         for (int k = 0; k < N_RUNS && rc == 0; k++)
-            rc = (runs[k].step_s[i] = act_step(&runs[k], &d, i + 1, B, T, in, tg)) < 0;
+            rc = (runs[k].step_s[i] = bench_gpt2_step("ztier bench act", &runs[k].g, runs[k].model,
+                                                      &d, i + 1, B, T, in, tg)) < 0;
     for (int k = 0; k < N_RUNS && rc == 0; k++)
         zt_stats_get(runs[k].rt, &runs[k].s1);
     double med[N_RUNS] = {0}, rbw = 1, wbw = 1;

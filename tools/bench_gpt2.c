@@ -65,18 +65,25 @@ static void close_run(run *r)
     zt_runtime_destroy(r->rt);
 }
 
-static double step_once(run *r, const token_data *d, int64_t step, int B, int T, int *in, int *tg)
+double bench_gpt2_step(const char *cmd, gpt2_ztier *g, gpt2_model *model, const token_data *d,
+                       int64_t step, int B, int T, int *in, int *tg)
 {
-    gpt2_source src = gpt2_ztier_source(&r->g);
+    gpt2_source src = gpt2_ztier_source(g);
     float loss;
     tokens_batch(d, step, B, T, 0, B, in, tg);
     double t0 = bench_now();
-    if (gpt2_forward(r->model, &src, in, tg, &loss) || gpt2_backward(r->model, &src, NULL) ||
-        zt_step(r->rt, NULL, NULL) != ZT_OK) {
-        fprintf(stderr, "ztier bench gpt2: %s\n", zt_last_error(r->rt));
+    if (gpt2_forward(model, &src, in, tg, &loss) || gpt2_backward(model, &src, NULL) ||
+        gpt2_model_status(model) || zt_step(g->rt, NULL, NULL) != ZT_OK) {
+        fprintf(stderr, "%s: %s%s%s\n", cmd, gpt2_ztier_error(g),
+                gpt2_model_status(model) ? "; on the GPU: " : "", gpt2_model_status_text(model));
         return -1;
     }
     return bench_now() - t0;
+}
+
+static double step_once(run *r, const token_data *d, int64_t step, int B, int T, int *in, int *tg)
+{
+    return bench_gpt2_step("ztier bench gpt2", &r->g, r->model, d, step, B, T, in, tg);
 }
 
 int cmd_bench_gpt2(int argc, char **argv)

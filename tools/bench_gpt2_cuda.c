@@ -74,18 +74,7 @@ static void close_gpu_run(gpu_run *r)
 static double gpu_step(gpu_run *r, const token_data *d, int64_t step, int B, int T, int *in,
                        int *tg)
 {
-    gpt2_source src = gpt2_ztier_source(&r->g);
-    float loss;
-    tokens_batch(d, step, B, T, 0, B, in, tg);
-    double t0 = bench_now();
-    if (gpt2_forward(r->model, &src, in, tg, &loss) || gpt2_backward(r->model, &src, NULL) ||
-        gpt2_model_status(r->model) || zt_step(r->rt, NULL, NULL) != ZT_OK) {
-        fprintf(stderr, "ztier bench gpt2: %s%s%s\n", zt_last_error(r->rt),
-                gpt2_model_status(r->model) ? "; on the GPU: " : "",
-                gpt2_model_status_text(r->model));
-        return -1;
-    }
-    return bench_now() - t0;
+    return bench_gpt2_step("ztier bench gpt2", &r->g, r->model, d, step, B, T, in, tg);
 }
 
 int bench_gpt2_cuda(const gpt2_config *c, const char *name, int B, int T, int steps,

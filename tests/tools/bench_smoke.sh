@@ -52,6 +52,8 @@ else
 fi
 run gpt2 resident_step_s offload_step_s tokens_per_s -- \
   gpt2 --config tiny --batch 2 --seq 16 --steps 1 --nvme-path "$work" --text "$work/text.txt"
+run act full_s host_s nvme_s host_ratio nvme_ratio bytes_per_step disk_read_bps -- \
+  act --config tiny --batch 2 --seq 16 --steps 1 --nvme-path "$work" --text "$work/text.txt"
 
 # the GPU versions: a clear error without a GPU
 for args in "copy --backend cuda --size 4M" "prefetch --backend cuda --layers 2 --steps 3" \
