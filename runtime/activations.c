@@ -43,6 +43,34 @@ uint64_t zt_rt_act_device_min(const zt_runtime *rt)
     return act_tier(&rt->cfg) == ZT_TIER_DEVICE ? sum : max;
 }
 
+void zt_rt_act_estimate(const zt_runtime *rt, int *layers, uint64_t *home, uint64_t *device_min,
+                        uint64_t *device_max)
+{
+    /* a load holds its layer and the next prefetch_layers in reverse order (the previous one
+     * is freed by then): the largest sum of that many consecutive registered layers, saved in
+     * registration order */
+    int held = rt->cfg.act_prefetch_layers + 1, n = 0;
+    uint64_t sum = 0, window = 0, max_window = 0;
+    for (int i = 0, in_window = 0; i < rt->reg.n_layers; i++) {
+        uint64_t b = rt->reg.layers[i].act_bytes;
+        if (!b)
+            continue;
+        n++, sum += b, window += b;
+        if (++in_window > held) { /* drop the registered layer `held` back */
+            for (int j = i - 1, seen = 0; j >= 0; j--)
+                if (rt->reg.layers[j].act_bytes && ++seen == held) {
+                    window -= rt->reg.layers[j].act_bytes;
+                    break;
+                }
+            in_window = held;
+        }
+        max_window = window > max_window ? window : max_window;
+    }
+    *layers = n, *home = sum;
+    *device_min = zt_rt_act_device_min(rt);
+    *device_max = act_tier(&rt->cfg) == ZT_TIER_DEVICE ? sum : max_window;
+}
+
 /* The folders of the activation swap: its own, else the parameters', else the optimizer's. */
 static const zt_offload_config *act_paths(const zt_config *c)
 {

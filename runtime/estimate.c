@@ -550,6 +550,10 @@ zt_status zt_rt_estimate(zt_runtime *rt, int world, uint64_t device_capacity,
     int accum = rt->cfg.gradient_accumulation_steps;
     zt_order_need need;
     zt_status st = zt_rt_order_need(rt, &out->plan, events, n, steps, accum, &need);
+    zt_rt_act_estimate(rt, &out->act_layers, &out->act_home, &out->act_device_min,
+                       &out->act_device_max);
+    need.min += out->act_device_min;
+    need.window += out->act_device_max;
     out->device_window = need.window;
     out->device_min_order = need.min;
     memcpy(out->tight, need.tight, sizeof out->tight);
@@ -565,7 +569,10 @@ zt_status zt_rt_estimate(zt_runtime *rt, int world, uint64_t device_capacity,
         st = simulate(rt, &out->plan, device_capacity, events, n, steps, accum, &s);
     if (st == ZT_OK) {
         out->runs = 1;
-        out->device_peak = s.peak;
+        /* the store's read-ahead takes only free room */
+        out->device_peak = s.peak + out->act_device_max < device_capacity
+                               ? s.peak + out->act_device_max
+                               : device_capacity;
         out->evictions = steps > 0 ? s.evictions / (uint64_t)steps : 0;
     }
     free(own);

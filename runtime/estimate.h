@@ -30,6 +30,12 @@ typedef struct zt_estimate {
     uint64_t evictions;         /* prefetched layers freed for room, per step under the budget */
     char tight[ZT_ORDER_TIGHT]; /* where a byte below device_min_order runs out, when that is
                                    above plan.device_min (zt_order_need.tight) */
+    /* Activation checkpoints registered (zt_act_register): the layers, the bytes of their
+     * homes (host memory, NVMe, or device memory with activation_checkpointing.device
+     * "none"), and the store's device buffers: at least (counted in device_min_order) and at
+     * most (a load and prefetch_layers read ahead; counted in device_window) */
+    int act_layers;
+    uint64_t act_home, act_device_min, act_device_max;
 } zt_estimate;
 
 /* Estimates one rank of the registered model run on `world` ranks with the runtime's

@@ -480,6 +480,10 @@ const char *zt_rt_act_home(const zt_runtime *rt);
 /* Device memory the activation store needs at least (added to commit's budget check): the
  * saved copies themselves with device "none", else one load of the largest layer. */
 uint64_t zt_rt_act_device_min(const zt_runtime *rt);
+/* For `ztier estimate`: the layers that registered, their homes' bytes, the store's device
+ * buffers at least and at most (a load and prefetch_layers read ahead of it). */
+void zt_rt_act_estimate(const zt_runtime *rt, int *layers, uint64_t *home, uint64_t *device_min,
+                        uint64_t *device_max);
 /* At commit, after the prefetcher: the tier, its swap space and the store; the keys of
  * activation_checkpointing that change nothing here are reported. */
 zt_status zt_rt_act_open(zt_runtime *rt);

@@ -10,9 +10,12 @@
  * or the layers and shapes of a JSON file), the configuration is read as a run reads it
  * (--ds-config, $ZT_CONFIG, the environment), and the plan and the prefetch schedule are the
  * runtime's own (runtime/estimate.h): nothing is allocated. A layers file:
- *   {"layers": [{"name": "fc1", "params": [{"name": "fc1.w", "shape": [256, 32]}, ...]}, ...],
+ *   {"layers": [{"name": "fc1", "params": [{"name": "fc1.w", "shape": [256, 32]}, ...],
+ *                "activations": 65536}, ...],
  *    "order": [["fetch", "fc1", "forward"], ["release", "fc1", "forward"], ...]}
- * "order" (one micro-step's fetches and releases) is optional: without it each layer is
+ * "activations" (optional) is what the layer hands to zt_act_save: its activation checkpoint's
+ * bytes, registered as the trainer registers them. "order" (one micro-step's fetches and
+ * releases) is optional: without it each layer is
  * fetched and released forward in order, then backward in reverse, and a layer with
  * "tied_after": "<layer>" (zt_layer_tie: an embedding reused as the head) is used again after
  * that layer and held through the backward pass from there, the order commit checks.
@@ -116,6 +119,14 @@ static int add_json_layer(est_model *m, json_t *jl, int i, char *err, size_t len
                    -1;
         m->params += numel;
     }
+    json_t *acts = json_object_get(jl, "activations"); /* bytes it hands to zt_act_save */
+    if (acts && (!json_is_integer(acts) || json_integer_value(acts) <= 0 ||
+                 zt_act_register(m->rt, id, (size_t)json_integer_value(acts)) != ZT_OK))
+        return snprintf(err, len, "layers[%d].activations: %s", i,
+                        json_is_integer(acts) && json_integer_value(acts) > 0
+                            ? zt_last_error(m->rt)
+                            : "a positive number of bytes"),
+               -1;
     return 0;
 }
 
@@ -332,6 +343,17 @@ static void print_rank(const est_model *m, const zt_estimate *e, int world)
                p->persistent_layers, p->persistent_layers > 1 ? "s" : "",
                fmt(p->persistent_bytes, d), p->persistent_layers > 1 ? "" : "s");
     printf("  pinned  %10s (NVMe parameter staging)\n", fmt(p->pinned_bytes, a));
+    if (e->act_layers) {
+        const char *home = "none";
+        zt_act_home(m->rt, &home);
+        printf("  activation checkpoints of %d layers (zt_act_register): %s in %s; on the device "
+               "%s at least, %s at most (counted above)\n",
+               e->act_layers, fmt(e->act_home, a),
+               !strcmp(home, "cpu")    ? "pinned host memory"
+               : !strcmp(home, "nvme") ? "NVMe"
+                                       : "device memory",
+               fmt(e->act_device_min, b), fmt(e->act_device_max, c));
+    }
     printf("  nvme    %10s (%s parameters, %s optimizer state)\n",
            fmt(p->nvme_param_bytes + p->nvme_optim_bytes, a), fmt(p->nvme_param_bytes, b),
            fmt(p->nvme_optim_bytes, c));
@@ -339,6 +361,7 @@ static void print_rank(const est_model *m, const zt_estimate *e, int world)
 
 typedef struct fit {
     const char *param, *optim;
+    const char *act_home; /* where registered activation checkpoints live: "none", "cpu", "nvme" */
     zt_estimate e;
     int ok_device, ok_host, ok_nvme;
     char why[160];
@@ -347,8 +370,12 @@ typedef struct fit {
 static void judge(fit *f, const machine *mc, int per_node)
 {
     const zt_plan *p = &f->e.plan;
-    uint64_t host = (p->host_bytes + p->pinned_bytes) * (uint64_t)per_node;
-    uint64_t nvme = (p->nvme_param_bytes + p->nvme_optim_bytes) * (uint64_t)per_node;
+    uint64_t acts = f->e.act_home; /* registered activation checkpoints in their home */
+    int acts_host = f->act_home && !strcmp(f->act_home, "cpu");
+    int acts_nvme = f->act_home && !strcmp(f->act_home, "nvme");
+    uint64_t host = (p->host_bytes + p->pinned_bytes + (acts_host ? acts : 0)) * (uint64_t)per_node;
+    uint64_t nvme =
+        (p->nvme_param_bytes + p->nvme_optim_bytes + (acts_nvme ? acts : 0)) * (uint64_t)per_node;
     f->ok_device = f->e.device_min_order <= mc->device_budget;
     f->ok_host = host <= mc->ram_available;
     f->ok_nvme = nvme == 0 || (mc->nvme_path && nvme <= mc->nvme_free);
@@ -528,6 +555,8 @@ int cmd_estimate(int argc, char **argv)
         fits[i].param = placements[i][0], fits[i].optim = placements[i][1];
         rc = estimate(&o, placements[i][0], placements[i][1], mc.device_budget, &pm, &fits[i].e,
                       err, sizeof err);
+        if (rc == 0)
+            zt_act_home(pm.rt, &fits[i].act_home);
         free_model(&pm);
         judge(&fits[i], &mc, per_node);
     }

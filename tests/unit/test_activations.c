@@ -6,6 +6,7 @@
  * changes nothing; a failed NVMe write stops the step's activation calls until a discard,
  * after which the next step runs right; activation_checkpointing's keys do what they say. */
 #include "rt_fixture.h"
+#include "runtime/estimate.h"
 #include "tiers/io.h"
 #include "train.h"
 
@@ -397,6 +398,43 @@ static void test_device_budget(void **state)
     }
 }
 
+/* `ztier estimate`'s figures for registered activations (runtime/estimate.c) against a run's
+ * zt_stats: the homes' bytes and the store's device peak, for each home and read-ahead. */
+static void test_estimate_equals_the_run(void **state)
+{
+    (void)state;
+    const char *cfgs[] = {
+        "{\"device\": \"cpu\"}", "{\"device\": \"cpu\", \"prefetch_layers\": 2}",
+        "{\"device\": \"nvme\", \"nvme_path\": \"$SCRATCH\", \"buffer_count\": 3}",
+        "{\"device\": \"none\"}"};
+    for (size_t k = 0; k < sizeof cfgs / sizeof cfgs[0]; k++) {
+        char cfg[512];
+        snprintf(cfg, sizeof cfg,
+                 "{\"activation_checkpointing\": %s, \"ztier\": {\"hbm_capacity\": \"16M\"}}",
+                 cfgs[k]);
+        minimal_model m;
+        zt_runtime *est_rt = rt_fixture_create(NULL, cfg);
+        rt_fixture_register_mlp(est_rt, &dims, 1, &m);
+        for (int l = 0; l < MLP_LAYERS; l++)
+            assert_int_equal(zt_act_register(est_rt, m.layer[l], act_bytes[l]), ZT_OK);
+        zt_estimate e;
+        assert_int_equal(zt_rt_estimate(est_rt, 1, 16 << 20, NULL, 0, 2, &e), ZT_OK);
+        zt_runtime_destroy(est_rt);
+        zt_runtime *rt = make(cfgs[k], "16M", &m);
+        for (int step = 0; step < 2; step++)
+            run_step(rt, &m, step);
+        zt_stats s = ZT_STATS_INIT;
+        assert_int_equal(zt_stats_get(rt, &s), ZT_OK);
+        assert_int_equal(e.act_layers, MLP_LAYERS);
+        assert_int_equal(e.act_home, s.act_home_bytes);
+        if (s.act_device_peak_bytes != e.act_device_max)
+            fail_msg("%s: the store's device peak %llu, estimated %llu", cfgs[k],
+                     (unsigned long long)s.act_device_peak_bytes,
+                     (unsigned long long)e.act_device_max);
+        zt_runtime_destroy(rt);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -409,6 +447,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_nvme_full_during_forward, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_device_budget, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_estimate_equals_the_run, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
