@@ -44,14 +44,16 @@ static void capture(void *user, int level, const char *msg)
         strcat(strcat(warnings, msg), "\n");
 }
 
+static const char *ztier_extra = ""; /* more keys of "ztier" for the next make() */
+
 /* A runtime over the minimal model with every layer registering act_bytes. */
 static zt_runtime *make(const char *act_cfg, const char *hbm, minimal_model *m)
 {
     char cfg[1024];
     snprintf(cfg, sizeof cfg,
              "{\"activation_checkpointing\": %s, \"aio\": {\"block_size\": 8192},"
-             " \"ztier\": {\"hbm_capacity\": \"%s\"}}",
-             act_cfg, hbm);
+             " \"ztier\": {\"hbm_capacity\": \"%s\"%s}}",
+             act_cfg, hbm, ztier_extra);
     zt_options o = ZT_OPTIONS_INIT;
     o.log_fn = capture;
     warnings[0] = 0;
@@ -335,6 +337,63 @@ static void test_nvme_full_during_forward(void **state)
 
 /* ---- configuration ---- */
 
+/* The trace of activation_checkpointing.profile: a span per save and load, with the bytes. */
+static void test_profile_spans(void **state)
+{
+    (void)state;
+    minimal_model m;
+    ztier_extra = ", \"trace_path\": \"$SCRATCH/trace.json\"";
+    zt_runtime *rt =
+        make("{\"device\": \"nvme\", \"nvme_path\": \"$SCRATCH\", \"profile\": true}", "16M", &m);
+    ztier_extra = "";
+    run_step(rt, &m, 0);
+    run_step(rt, &m, 1); /* its saves finish the first step's writes, if nothing did before */
+    zt_runtime_destroy(rt);
+    char path[1024], text[1 << 16] = "";
+    snprintf(path, sizeof path, "%s/trace.json", rt_fixture_dir());
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = 0;
+    fclose(f);
+    char want[64];
+    for (int l = 0; l < MLP_LAYERS; l++) {
+        snprintf(want, sizeof want, "save layer %d (%zu bytes)", m.layer[l], act_bytes[l]);
+        if (!strstr(text, want))
+            fail_msg("the trace lacks \"%s\"", want);
+        snprintf(want, sizeof want, "load layer %d (%zu bytes)", m.layer[l], act_bytes[l]);
+        if (!strstr(text, want))
+            fail_msg("the trace lacks \"%s\"", want);
+    }
+    assert_non_null(strstr(text, "NVMe write of layer"));
+}
+
+/* NULL handles and calls before commit. */
+static void test_calls_out_of_place(void **state)
+{
+    (void)state;
+    void *p;
+    size_t n;
+    const char *home;
+    char b[8];
+    assert_int_equal(zt_act_register(NULL, 0, 8), ZT_ERR_ARGUMENT);
+    assert_int_equal(zt_act_save(NULL, 0, b, 8), ZT_ERR_ARGUMENT);
+    assert_int_equal(zt_act_load(NULL, 0, &p, &n), ZT_ERR_ARGUMENT);
+    assert_int_equal(zt_act_free(NULL, 0), ZT_ERR_ARGUMENT);
+    assert_int_equal(zt_act_discard(NULL), ZT_ERR_ARGUMENT);
+    assert_int_equal(zt_act_home(NULL, &home), ZT_ERR_ARGUMENT);
+    zt_runtime *rt = rt_fixture_create(NULL, NULL);
+    minimal_model m;
+    rt_fixture_register_mlp(rt, &dims, 1, &m);
+    expect(rt, zt_act_save(rt, m.layer[0], b, 8), ZT_ERR_USAGE, "before zt_runtime_commit");
+    expect(rt, zt_act_load(rt, m.layer[0], &p, &n), ZT_ERR_USAGE, "before zt_runtime_commit");
+    expect(rt, zt_act_home(rt, NULL), ZT_ERR_ARGUMENT, "home is NULL");
+    assert_int_equal(zt_act_home(rt, &home), ZT_OK);
+    assert_string_equal(home, "none");
+    expect(rt, zt_act_register(rt, 99, 8), ZT_ERR_ARGUMENT, "unknown layer id 99");
+    zt_runtime_destroy(rt);
+}
+
 static void test_config_keys(void **state)
 {
     (void)state;
@@ -446,6 +505,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_nvme_full_during_forward, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_profile_spans, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_calls_out_of_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_device_budget, setup, teardown),
         cmocka_unit_test_setup_teardown(test_estimate_equals_the_run, setup, teardown),
     };
