@@ -241,6 +241,7 @@ typedef struct zt_stats {
     uint64_t act_device_bytes, act_device_peak_bytes, act_home_bytes;
     uint64_t act_prefetch_hits;
     double act_wait_s;
+    uint64_t act_evictions; /* read-ahead copies dropped for another allocation's room */
 } zt_stats;
 
 #define ZT_STATS_INIT                   \
@@ -417,7 +418,8 @@ ZT_API zt_status zt_stream_synchronize(zt_runtime *rt, void *stream);
  * cpu_checkpointing is "cpu"; "none" keeps the copies in device memory) and brings it back
  * in the reverse order, activation_checkpointing.prefetch_layers ahead of the backward that
  * needs it, into device memory of the same budget as the parameters: the read-ahead takes
- * only free room (it never evicts a parameter); a load it did not reach evicts as a fetch.
+ * only free room (it never evicts a parameter) and gives it back to an allocation that finds
+ * nothing else to evict; a load it did not reach evicts as a fetch.
  *
  *   before commit:          zt_act_register(rt, layer, bytes)      the most it will save
  *   after layer's forward:  zt_act_save(rt, layer, x, bytes)       x: device memory

@@ -73,6 +73,7 @@ const zt_stats_field zt_stats_fields[] = {
     U64(act_home_bytes, "B", "bytes reserved for activation checkpoints in their home tier"),
     U64(act_prefetch_hits, "", "activation loads already on their way"),
     F64(act_wait_s, "s", "time activation loads waited for their bytes"),
+    U64(act_evictions, "", "activation read-ahead copies dropped for room"),
     {NULL, 0, ZT_STAT_U64, NULL, NULL},
 };
 

@@ -208,6 +208,35 @@ static int stage_acquire(zt_act_store *s, int layer, int may_wait, zt_status *st
     }
 }
 
+/* The device tier's last evictor: drops the read-ahead copy needed last (the deepest in the
+ * stack), its bytes still in their home or stage. 0 when there is none. */
+static int evict_read_ahead(void *user)
+{
+    zt_act_store *s = user;
+    for (int i = 0; i < s->depth; i++) {
+        act_slot *a = &s->slots[s->stack[i]];
+        if (!a->dev || a->state != A_SAVED)
+            continue;
+        if (a->io_pending && !a->io_write) { /* its read lands in the stage, which keeps it */
+            zt_error e;
+            a->io_pending = 0;
+            if (zt_swap_wait(a->home.swap, &a->io, &e) != ZT_OK) {
+                set_failure(s, s->stack[i], "the NVMe read", &e);
+                stage_release(s, a); /* its bytes did not arrive */
+            }
+        }
+        if (a->ready_set)
+            zt_device_tier_free_after(s->env.dtier, a->dev, a->ready);
+        else
+            zt_device_tier_free(s->env.dtier, a->dev);
+        count_device(s, -(int64_t)a->bytes);
+        a->dev = NULL; /* ready_set stays: the stage waits for that copy before its next use */
+        s->st.evictions++;
+        return 1;
+    }
+    return 0;
+}
+
 zt_status zt_act_store_create(const zt_act_env *env, int n_layers, const uint64_t *bytes,
                               zt_act_store **out, zt_error *err)
 {
@@ -260,6 +289,8 @@ zt_status zt_act_store_create(const zt_act_env *env, int n_layers, const uint64_
         zt_act_store_destroy(s);
         return st;
     }
+    if (env->tier != ZT_TIER_DEVICE)
+        env->dtier->evict_last = evict_read_ahead, env->dtier->evict_last_user = s;
     *out = s;
     return ZT_OK;
 }
@@ -268,6 +299,8 @@ void zt_act_store_destroy(zt_act_store *s)
 {
     if (!s)
         return;
+    if (s->env.dtier && s->env.dtier->evict_last_user == s)
+        s->env.dtier->evict_last = NULL, s->env.dtier->evict_last_user = NULL;
     if (s->slots)
         zt_act_store_discard(s);
     for (int b = 0; b < s->n_stage && s->stage; b++)

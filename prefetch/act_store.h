@@ -44,6 +44,7 @@ typedef struct zt_act_stats {
     uint64_t device_bytes, device_peak; /* the store's device buffers now / at most */
     uint64_t home_bytes;                /* reserved in the home tier */
     uint64_t prefetch_hits;             /* loads whose bytes were already on their way */
+    uint64_t evictions;                 /* read-ahead copies dropped for room (evict_last) */
     double wait_s;                      /* time loads waited on the host for their bytes */
 } zt_act_stats;
 

@@ -230,6 +230,7 @@ void zt_rt_act_stats(const zt_runtime *rt, zt_stats *out)
     out->act_home_bytes = a.home_bytes;
     out->act_prefetch_hits = a.prefetch_hits;
     out->act_wait_s = a.wait_s;
+    out->act_evictions = a.evictions;
     out->h2d_bytes += a.h2d_bytes;
     out->d2h_bytes += a.d2h_bytes;
     if (rt->acts.swap) {

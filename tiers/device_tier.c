@@ -51,7 +51,9 @@ zt_status zt_device_tier_alloc(zt_device_tier *t, size_t bytes, int may_evict, v
             t->fence_waits++;
             continue;
         }
-        if (st == ZT_ERR_DEVICE_NOMEM && may_evict && t->evict && t->evict(t->evict_user))
+        if (st == ZT_ERR_DEVICE_NOMEM && may_evict &&
+            ((t->evict && t->evict(t->evict_user)) ||
+             (t->evict_last && t->evict_last(t->evict_last_user))))
             continue;
         if (err)
             *err = tried;

@@ -28,6 +28,10 @@ typedef struct zt_device_tier {
     zt_device *dev;
     zt_evict_fn evict; /* may be NULL: nothing is evictable */
     void *evict_user;
+    /* A second owner of evictable buffers, asked once `evict` has nothing left: the activation
+     * store's read-ahead (may be NULL) */
+    zt_evict_fn evict_last;
+    void *evict_last_user;
     zt_stream *fence;           /* NULL: frees are immediate */
     zt_deferred_free *deferred; /* oldest first */
     int n_deferred, cap_deferred;
@@ -37,7 +41,7 @@ typedef struct zt_device_tier {
 } zt_device_tier;
 
 /* Allocates bytes of device memory. With may_evict, a full budget makes the tier call the
- * evict callback until the bytes fit or nothing is left to evict; without, it fails at once
+ * evict callback (then evict_last) until the bytes fit or nothing is left to evict; without, it fails at once
  * (a prefetch gives up rather than displace other work). Either way it first waits for
  * deferred frees. ZT_ERR_DEVICE_NOMEM names the request, the use and the fix. */
 zt_status zt_device_tier_alloc(zt_device_tier *t, size_t bytes, int may_evict, void **ptr,

@@ -457,6 +457,60 @@ static void test_device_budget(void **state)
     }
 }
 
+/* A budget the read-ahead fills: the fetches of the next micro-step need its room, and get
+ * it (the store is the device tier's last evictor); the dropped layer still loads right. */
+static void test_read_ahead_gives_way(void **state)
+{
+    (void)state;
+    minimal_model m;
+    float loss;
+    zt_runtime *probe =
+        rt_fixture_mlp(NULL, "{\"ztier\": {\"hbm_capacity\": \"16M\"}}", &dims, 1, &m);
+    zt_stats s = ZT_STATS_INIT;
+    assert_int_equal(zt_stats_get(probe, &s), ZT_OK);
+    uint64_t base = s.device_bytes_current;
+    assert_int_equal(minimal_micro_step(probe, &m, 0, 0, dims.batch, &loss), ZT_OK);
+    assert_int_equal(zt_stats_get(probe, &s), ZT_OK);
+    uint64_t peak = s.device_bytes_peak, a = peak - base; /* each layer's checkpoint */
+    zt_runtime_destroy(probe);
+    char cfg[512];
+    snprintf(cfg, sizeof cfg,
+             "{\"activation_checkpointing\": {\"device\": \"cpu\", \"prefetch_layers\": 2},"
+             " \"ztier\": {\"hbm_capacity\": %llu}}",
+             (unsigned long long)(peak + a + a / 2));
+    zt_runtime *rt = rt_fixture_create(NULL, cfg);
+    rt_fixture_register_mlp(rt, &dims, 1, &m);
+    for (int l = 0; l < MLP_LAYERS; l++)
+        assert_int_equal(zt_act_register(rt, m.layer[l], a), ZT_OK);
+    rt_fixture_commit(rt);
+    unsigned char *buf = malloc(a), *want = malloc(a);
+    for (int l = 0; l < MLP_LAYERS; l++) {
+        fill(buf, a, 0, l);
+        assert_int_equal(zt_act_save(rt, m.layer[l], buf, a), ZT_OK);
+    }
+    void *p;
+    size_t n;
+    assert_int_equal(zt_act_load(rt, m.layer[2], &p, &n), ZT_OK); /* reads layer 1 ahead */
+    assert_int_equal(zt_stats_get(rt, &s), ZT_OK);
+    assert_int_equal(s.act_device_bytes, 2 * a);
+    /* a whole micro-step's fetches now need more than the room left */
+    assert_int_equal(minimal_micro_step(rt, &m, 0, 0, dims.batch, &loss), ZT_OK);
+    assert_int_equal(zt_stats_get(rt, &s), ZT_OK);
+    assert_true(s.act_evictions >= 1);
+    assert_int_equal(s.act_device_bytes, a); /* the loaded one stays */
+    assert_int_equal(zt_act_free(rt, m.layer[2]), ZT_OK);
+    for (int l = 1; l >= 0; l--) {
+        assert_int_equal(zt_act_load(rt, m.layer[l], &p, &n), ZT_OK);
+        fill(want, a, 0, l);
+        assert_memory_equal(p, want, a);
+        assert_int_equal(zt_act_free(rt, m.layer[l]), ZT_OK);
+    }
+    assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK);
+    free(buf);
+    free(want);
+    zt_runtime_destroy(rt);
+}
+
 /* `ztier estimate`'s figures for registered activations (runtime/estimate.c) against a run's
  * zt_stats: the homes' bytes and the store's device peak, for each home and read-ahead. */
 static void test_estimate_equals_the_run(void **state)
@@ -509,6 +563,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_calls_out_of_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_device_budget, setup, teardown),
         cmocka_unit_test_setup_teardown(test_estimate_equals_the_run, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_ahead_gives_way, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
