@@ -91,6 +91,13 @@ timeout 150 "$build"/tools/ztier bench gpt2 --backend cuda --config d12 --batch 
   --offload all --overlap-step on --json > "$out/bench-gpt2-overlap.txt" 2>&1
 echo "bench gpt2 --backend cuda --overlap-step on: rc=$? $(tail -1 "$out/bench-gpt2-overlap.txt")" |
   tee -a "$out/summary.txt"
+# issue 29: full activation checkpoints kept by the model, in pinned host memory and on NVMe
+# (a scratch folder: the swap files must not come back with the logs), interleaved
+act_swap=$(mktemp -d)
+timeout 240 "$build"/tools/ztier bench act --backend cuda --config d12 --batch 16 --seq 1024 --steps 5 \
+  --nvme-path "$act_swap" --json > "$out/bench-act.txt" 2>&1
+echo "bench act --backend cuda: rc=$? $(tail -1 "$out/bench-act.txt")" | tee -a "$out/summary.txt"
+rm -rf "$act_swap"
 fi
 if want d48; then
 # issue 14's offload goal: d48 (1.5B) with an 8 GiB device budget and the optimizer on the

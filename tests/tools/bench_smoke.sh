@@ -57,7 +57,8 @@ run act full_s host_s nvme_s host_ratio nvme_ratio bytes_per_step disk_read_bps 
 
 # the GPU versions: a clear error without a GPU
 for args in "copy --backend cuda --size 4M" "prefetch --backend cuda --layers 2 --steps 3" \
-            "gpt2 --backend cuda --config tiny --seq 16 --steps 1 --text $work/text.txt"; do
+            "gpt2 --backend cuda --config tiny --seq 16 --steps 1 --text $work/text.txt" \
+            "act --backend cuda --config tiny --seq 16 --steps 1 --text $work/text.txt"; do
   # shellcheck disable=SC2086
   if "$ztier" bench $args > "$work/out" 2> "$work/err"; then
     echo "bench $args: ran (a GPU is here)"
