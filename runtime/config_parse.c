@@ -384,10 +384,19 @@ static int ignored_but_checked(const zt_config_key *k)
     return k->kind == ZT_KEY_IGNORED && !strcmp(k->path, "optimizer.params.amsgrad");
 }
 
+/* A key whose null is DeepSpeed's "not set" (its documented default): the default stays. */
+static int null_is_unset(const zt_config_key *k, const json_t *v)
+{
+    return json_is_null(v) && k->offset == offsetof(zt_config, act_number_checkpoints) &&
+           k->kind == ZT_KEY_I64;
+}
+
 static zt_status set_value(const zt_config_key *k, zt_config *cfg, const json_t *v,
                            const char *origin, zt_error *err)
 {
     zt_status st = ZT_OK;
+    if (null_is_unset(k, v))
+        return ZT_OK;
     if (strncmp(k->path, "optimizer.", 10) == 0)
         cfg->optimizer_given = 1;
     zt_config_note_given(cfg, k->path);

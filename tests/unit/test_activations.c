@@ -420,6 +420,17 @@ static void test_config_keys(void **state)
         ZT_ERR_CONFIG);
     assert_non_null(strstr(zt_last_error(bad), "activation_checkpointing.nvme_path"));
     zt_runtime_destroy(bad);
+    /* DeepSpeed's documented section, its defaults (number_checkpoints null) as written */
+    assert_int_equal(
+        zt_runtime_create(
+            NULL,
+            "{\"activation_checkpointing\": {\"partition_activations\": false, "
+            "\"cpu_checkpointing\": false, \"contiguous_memory_optimization\": false, "
+            "\"number_checkpoints\": null, \"synchronize_checkpoint_boundary\": false, "
+            "\"profile\": false}}",
+            &bad),
+        ZT_OK);
+    zt_runtime_destroy(bad);
     /* a misspelt key is said, like any other */
     zt_options o = ZT_OPTIONS_INIT;
     o.log_fn = capture;
