@@ -220,6 +220,8 @@ static int act_save(void *ctx, int layer, const float *x, size_t bytes)
 {
     gpt2_ztier *g = ctx;
     int id = g->layer_ids[layer];
+    if (g->inference) /* an evaluation forward: no backward asks for it */
+        return 0;
     return act_status(g, g->stream ? zt_act_save_async(g->rt, id, x, bytes, g->stream)
                                    : zt_act_save(g->rt, id, x, bytes));
 }

@@ -44,7 +44,8 @@ void gpt2_ztier_free(gpt2_ztier *g);
 gpt2_source gpt2_ztier_source(gpt2_ztier *g);
 /* GPT2_FULL_OFFLOAD through ztier's activation checkpoints: registers each block's
  * checkpoint of a [B,T] batch (before commit), and a store whose save/load/free are
- * zt_act_save/_load/_free (the _async forms on g->stream when it is set). */
+ * zt_act_save/_load/_free (the _async forms on g->stream when it is set); a forward with
+ * g->inference set saves nothing (no backward follows it). */
 zt_status gpt2_ztier_register_acts(gpt2_ztier *g, int B, int T);
 gpt2_act_store gpt2_ztier_act_store(gpt2_ztier *g);
 /* Why the last get/put failed: the source's own message, else zt_last_error(). */

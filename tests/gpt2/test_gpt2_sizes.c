@@ -143,7 +143,7 @@ static void test_activation_bytes_match_the_model(void **state)
     const size_t rest =
         ch * bt + (ch * bt + 2 * bt) + bt * vp + 4 * bt * ch + 3 * bt * ch + 8 * bt * ch;
     assert_int_equal(gpt2_activation_bytes(&c, 2, 16, 0), 4 * (3 * per_layer + rest));
-    for (int policy = GPT2_KEEP_ALL; policy <= GPT2_FULL; policy++) {
+    for (int policy = GPT2_KEEP_ALL; policy <= GPT2_FULL_OFFLOAD; policy++) {
         gpt2_model *m = gpt2_model_create_on(&c, 2, 16, &gpt2_ops_cpu, policy);
         assert_non_null(m);
         assert_int_equal(gpt2_activation_bytes(&c, 2, 16, policy), gpt2_model_activation_bytes(m));
@@ -156,7 +156,12 @@ static void test_activation_bytes_match_the_model(void **state)
                 gpt2_activation_bytes(&c, 2, 16, GPT2_SELECTIVE));
     assert_true(gpt2_activation_bytes(&c, 2, 16, GPT2_SELECTIVE) <
                 gpt2_activation_bytes(&c, 2, 16, GPT2_KEEP_ALL));
-    assert_null(gpt2_model_create_on(&c, 2, 16, &gpt2_ops_cpu, 3));
+    /* full with the inputs in a store: one block's tensors and two outputs, alternating; each
+     * block hands over its input, [B,T,C] */
+    assert_int_equal(gpt2_activation_bytes(&c, 2, 16, GPT2_FULL_OFFLOAD),
+                     4 * (per_layer + 2 * bt * ch + rest));
+    assert_int_equal(gpt2_checkpoint_bytes(&c, 2, 16), 4 * bt * ch);
+    assert_null(gpt2_model_create_on(&c, 2, 16, &gpt2_ops_cpu, GPT2_FULL_OFFLOAD + 1));
 }
 
 int main(void)
