@@ -185,10 +185,11 @@ typedef struct zt_stats {
     uint64_t nvme_bytes_current, nvme_bytes_peak;
     uint64_t h2d_bytes, d2h_bytes; /* copies between host and device */
     uint64_t nvme_read_bytes, nvme_write_bytes;
-    double nvme_read_s, nvme_write_s;            /* time spent waiting for NVMe transfers */
-    uint64_t gathered_bytes, reduced_bytes;      /* full layers all-gathered; gradients reduced */
-    uint64_t prefetch_hits;                      /* fetches whose layer was already on its way */
-    uint64_t evictions;                          /* prefetched layers freed to make room */
+    double nvme_read_s, nvme_write_s;       /* time spent waiting for NVMe transfers (the activation
+                                         checkpoints' waits: act_wait_s) */
+    uint64_t gathered_bytes, reduced_bytes; /* full layers all-gathered; gradients reduced */
+    uint64_t prefetch_hits;                 /* fetches whose layer was already on its way */
+    uint64_t evictions;                     /* prefetched layers freed to make room */
     uint64_t comm_bytes_intra, comm_bytes_inter; /* bytes this rank sent within / across nodes */
     uint64_t trace_deviations;                   /* steps whose layer order left the recorded one */
     double fetch_wait_s;                         /* time zt_fetch waited (stall) */
