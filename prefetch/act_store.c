@@ -436,9 +436,11 @@ static zt_status bring_back(zt_act_store *s, int layer, int may_evict, zt_error 
     const void *from = s->env.tier == ZT_TIER_NVME ? s->stage[a->stage] : a->home.ptr;
     s->st.h2d_bytes += a->bytes;
     if ((st = zt_device_memcpy_async(s->env.dev, a->dev, from, a->bytes, ZT_COPY_H2D, s->env.stream,
-                                     err)) != ZT_OK ||
-        (st = zt_device_event_record(s->env.dev, a->ready, s->env.stream, err)) != ZT_OK)
-        return st;
+                                     &e)) != ZT_OK ||
+        (st = zt_device_event_record(s->env.dev, a->ready, s->env.stream, &e)) != ZT_OK) {
+        set_failure(s, layer, "the copy to the device", &e); /* a read-ahead's too: reported */
+        return failure(s, err);
+    }
     a->ready_set = 1;
     return ZT_OK;
 }
