@@ -32,43 +32,50 @@ const char *zt_rt_act_home(const zt_runtime *rt)
     return t == ZT_TIER_NVME ? "nvme" : t == ZT_TIER_HOST ? "cpu" : "none";
 }
 
+/* The registered sizes in one pass: how many layers, their sum, the largest, and the largest
+ * sum of `held` consecutive ones in registration order (the order layers are saved in). */
+typedef struct act_sizes {
+    int n;
+    uint64_t sum, max, max_window;
+} act_sizes;
+
+static act_sizes sizes_of(const zt_runtime *rt, int held)
+{
+    act_sizes z = {0};
+    uint64_t window = 0;
+    for (int i = 0, first = 0, in_window = 0; i < rt->reg.n_layers; i++) {
+        uint64_t b = rt->reg.layers[i].act_bytes;
+        if (!b)
+            continue;
+        z.n++, z.sum += b, window += b;
+        z.max = b > z.max ? b : z.max;
+        if (++in_window > held) { /* the oldest registered layer leaves the window */
+            while (!rt->reg.layers[first].act_bytes)
+                first++;
+            window -= rt->reg.layers[first++].act_bytes;
+            in_window--;
+        }
+        z.max_window = window > z.max_window ? window : z.max_window;
+    }
+    return z;
+}
+
 uint64_t zt_rt_act_device_min(const zt_runtime *rt)
 {
-    uint64_t sum = 0, max = 0;
-    for (int i = 0; i < rt->reg.n_layers; i++) {
-        uint64_t b = rt->reg.layers[i].act_bytes;
-        sum += b;
-        max = b > max ? b : max;
-    }
-    return act_tier(&rt->cfg) == ZT_TIER_DEVICE ? sum : max;
+    act_sizes z = sizes_of(rt, 1);
+    return act_tier(&rt->cfg) == ZT_TIER_DEVICE ? z.sum : z.max;
 }
 
 void zt_rt_act_estimate(const zt_runtime *rt, int *layers, uint64_t *home, uint64_t *device_min,
                         uint64_t *device_max)
 {
     /* a load holds its layer and the next prefetch_layers in reverse order (the previous one
-     * is freed by then): the largest sum of that many consecutive registered layers, saved in
-     * registration order */
-    int held = rt->cfg.act_prefetch_layers + 1, n = 0;
-    uint64_t sum = 0, window = 0, max_window = 0;
-    for (int i = 0, in_window = 0; i < rt->reg.n_layers; i++) {
-        uint64_t b = rt->reg.layers[i].act_bytes;
-        if (!b)
-            continue;
-        n++, sum += b, window += b;
-        if (++in_window > held) { /* drop the registered layer `held` back */
-            for (int j = i - 1, seen = 0; j >= 0; j--)
-                if (rt->reg.layers[j].act_bytes && ++seen == held) {
-                    window -= rt->reg.layers[j].act_bytes;
-                    break;
-                }
-            in_window = held;
-        }
-        max_window = window > max_window ? window : max_window;
-    }
-    *layers = n, *home = sum;
-    *device_min = zt_rt_act_device_min(rt);
-    *device_max = act_tier(&rt->cfg) == ZT_TIER_DEVICE ? sum : max_window;
+     * is freed by then) */
+    act_sizes z = sizes_of(rt, rt->cfg.act_prefetch_layers + 1);
+    int on_device = act_tier(&rt->cfg) == ZT_TIER_DEVICE;
+    *layers = z.n, *home = z.sum;
+    *device_min = on_device ? z.sum : z.max;
+    *device_max = on_device ? z.sum : z.max_window;
 }
 
 /* The folders of the activation swap: its own, else the parameters', else the optimizer's. */
