@@ -146,9 +146,14 @@ typedef struct zt_step_args {
 typedef struct zt_optimizer_info {
     size_t struct_size; /* sizeof(zt_optimizer_info) */
     int adamw;          /* 1: decoupled weight decay (AdamW); 0: decay added to the gradient */
+    /* beta1, beta2: those the next zt_step uses; while the scheduler OneCycle cycles momentum
+     * (cycle_momentum), its (beta1, 0.99) of that step, not the configured ones (a
+     * zt_step_args.lr, which turns the schedule off for its step, uses the configured) */
     float lr, beta1, beta2, eps, weight_decay;
-    float gradient_clipping;         /* max global gradient norm; 0: off */
-    int gradient_accumulation_steps; /* micro-steps averaged per step */
+    float gradient_clipping; /* max global gradient norm; 0: off */
+    /* micro-steps averaged per step: as given, else derived from the batch sizes below as
+     * DeepSpeed derives it, else 1 */
+    int gradient_accumulation_steps;
     /* 1: Adam, its state and the gradient sums are in device memory (offload_optimizer
      * "none" with ztier.device_optimizer on, or auto with the cuda backend); 0: on the CPU */
     int on_device;
@@ -156,6 +161,11 @@ typedef struct zt_optimizer_info {
      * "WarmupDecayLR", "WarmupCosineLR", "OneCycle"), applied by zt_step when the trainer
      * passes no lr; "" for none (lr above is then the lr of every step) */
     char scheduler[24];
+    /* DeepSpeed's train_batch_size (samples per step over all ranks) and
+     * train_micro_batch_size_per_gpu, as given or derived for this run's ranks with
+     * DeepSpeed's rules (the trainer feeds the micro batch; ztier only checks the sizes);
+     * 0 when the config gives neither */
+    int train_batch_size, train_micro_batch_size_per_gpu;
 } zt_optimizer_info;
 
 #define ZT_OPTIMIZER_INFO_INIT                   \

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* DeepSpeed's learning-rate schedules (deepspeed/runtime/lr_schedules.py): the same formulas
- * in double precision, as functions of the applied optimizer steps. */
+/* DeepSpeed's learning-rate schedules (deepspeed/runtime/lr_schedules.py, 0.19.8): the same
+ * formulas in double precision, as functions of the applied optimizer steps. */
 #include "optimizer/lr_schedule.h"
 
 #include <math.h>
@@ -50,6 +50,8 @@ void zt_lr_schedule_defaults(zt_lr_schedule *s)
     s->warmup_type = ZT_WARMUP_LOG;
     s->cos_min_ratio = 0.0001f;
     s->cycle_first_step_size = 2000;
+    s->cycle_second_step_size = -1; /* DeepSpeed's None: = cycle_first_step_size */
+    s->cycle_second_stair_count = -1;
     s->cycle_momentum = 1;
     s->cycle_min_mom = 0.8f;
     s->cycle_max_mom = 0.9f;
@@ -123,26 +125,46 @@ static double cosine_ratio(const zt_lr_schedule *s, int64_t it)
         return 0.0;
     if ((double)it < steps)
         return min_ratio + warmup_gamma(s, (double)it, steps) * (1.0 - min_ratio);
-    double last = (double)it - steps + 1.0, total = (double)s->total_num_steps - steps;
-    double ratio = (1.0 + cos(3.14159265358979323846 * last / total)) / 2.0;
+    /* the cosine's progress stops at 1: from total_num_steps on (and right after the warmup
+     * when total_num_steps <= warmup_num_steps) the lr stays at cos_min_ratio */
+    double last = (double)it - steps + 1.0, total = fmax(1.0, (double)s->total_num_steps - steps);
+    double ratio = (1.0 + cos(3.14159265358979323846 * fmin(1.0, last / total))) / 2.0;
     return fmax(0.0, cos_min + (1.0 - cos_min) * ratio);
 }
 
-/* OneCycle's position in the cycle, 0 at the bottom to 1 at the top. */
-static double cycle_scale(const zt_lr_schedule *s, int64_t it)
+static double second_step_size(const zt_lr_schedule *s)
 {
-    double first = (double)s->cycle_first_step_size;
-    double second = s->cycle_second_step_size > 0 ? (double)s->cycle_second_step_size : first;
-    double total = first + second, ratio = first / total;
-    double bi = (double)it + 1.0;
-    double x = 1.0 + bi / total - floor(1.0 + bi / total);
-    return x <= ratio ? x / ratio : (x - 1.0) / (ratio - 1.0);
+    return (double)(s->cycle_second_step_size >= 0 ? s->cycle_second_step_size
+                                                   : s->cycle_first_step_size);
 }
 
 static double cycle_total(const zt_lr_schedule *s)
 {
-    double first = (double)s->cycle_first_step_size;
-    return first + (s->cycle_second_step_size > 0 ? (double)s->cycle_second_step_size : first);
+    return (double)s->cycle_first_step_size + second_step_size(s);
+}
+
+/* OneCycle's position in the cycle, 0 at the bottom to 1 at the top (DeepSpeed's
+ * _get_scale_factor): continuous, or in stairs counted from the integer offset in the cycle. */
+static double cycle_scale(const zt_lr_schedule *s, int64_t it)
+{
+    double first = (double)s->cycle_first_step_size, second = second_step_size(s);
+    double total = first + second, ratio = first / total;
+    double bi = (double)it + 1.0;
+    double x = 1.0 + bi / total - floor(1.0 + bi / total), scale;
+    int64_t stairs;
+    if (x <= ratio) {
+        scale = x / ratio;
+        stairs = s->cycle_first_stair_count;
+    } else {
+        scale = (x - 1.0) / (ratio - 1.0);
+        stairs = s->cycle_second_stair_count >= 0 ? s->cycle_second_stair_count
+                                                  : s->cycle_first_stair_count;
+    }
+    if (stairs <= 0)
+        return scale;
+    double in_cycle = fmod(bi, total), n = (double)stairs;
+    double position = in_cycle <= first ? in_cycle * n / first : (total - in_cycle) * n / second;
+    return floor(position) / n;
 }
 
 static double one_cycle_lr(const zt_lr_schedule *s, int64_t it)

@@ -2,7 +2,8 @@
 /* DeepSpeed's learning-rate schedules (the config's "scheduler" section), as pure functions of
  * the optimizer steps taken: WarmupLR, WarmupDecayLR, WarmupCosineLR and OneCycle with the
  * parameter names, defaults and formulas of deepspeed/runtime/lr_schedules.py, OneCycle's
- * momentum cycling of Adam's betas included.
+ * stairs and momentum cycling of Adam's betas included. tests/unit/test_lr_schedule.c holds
+ * them to tables DeepSpeed's own classes computed (tests/deepspeed/gen_tables.py).
  *
  * The step count: DeepSpeed builds the scheduler with last_batch_iteration -1, which sets the
  * lr of the first step, and advances it after every applied optimizer step (not after one
@@ -30,19 +31,23 @@ typedef enum zt_warmup_type { ZT_WARMUP_LOG = 0, ZT_WARMUP_LINEAR = 1 } zt_warmu
 typedef struct zt_lr_schedule {
     int type;                              /* zt_lr_schedule_kind */
     float warmup_min_lr, warmup_max_lr;    /* WarmupLR, WarmupDecayLR */
-    int64_t warmup_num_steps;              /* taken as at least 2, as DeepSpeed does */
+    int64_t warmup_num_steps;              /* >= 1; taken as at least 2, as DeepSpeed does */
     int warmup_type;                       /* zt_warmup_type */
     int64_t total_num_steps;               /* WarmupDecayLR, WarmupCosineLR; 0: not given */
     float warmup_min_ratio, cos_min_ratio; /* WarmupCosineLR: of the optimizer's lr */
-    float cycle_min_lr, cycle_max_lr, decay_lr_rate;           /* OneCycle */
-    int64_t cycle_first_step_size, cycle_second_step_size;     /* second 0: = first */
-    int64_t cycle_first_stair_count, cycle_second_stair_count; /* unused, as in DeepSpeed */
-    int64_t decay_step_size;                                   /* 0: no decay */
-    int cycle_momentum;                                        /* bool */
+    float cycle_min_lr, cycle_max_lr, decay_lr_rate; /* OneCycle */
+    int64_t cycle_first_step_size;                   /* >= 1 */
+    int64_t cycle_second_step_size;                  /* -1 (not given, null): = first */
+    /* the lr and momentum move in that many stairs over each half; 0: continuously;
+     * second -1 (not given, null): = first, as DeepSpeed's None */
+    int64_t cycle_first_stair_count, cycle_second_stair_count;
+    int64_t decay_step_size; /* 0: no decay */
+    int cycle_momentum;      /* bool */
     float cycle_min_mom, cycle_max_mom, decay_mom_rate;
 } zt_lr_schedule;
 
-/* DeepSpeed's defaults; type ZT_LR_CONSTANT. */
+/* DeepSpeed's defaults; type ZT_LR_CONSTANT. (WarmupLR's warmup_max_lr, when not given, is
+ * the optimizer's lr: the config sets it, zt_config_resolve_schedule.) */
 void zt_lr_schedule_defaults(zt_lr_schedule *s);
 
 /* "WarmupLR", ..., "OneCycle"; "" for ZT_LR_CONSTANT or anything else. */

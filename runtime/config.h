@@ -74,8 +74,12 @@ typedef struct zt_config {
     unsigned
         sched_given; /* bit i: scheduler.params' parameter i was given (zt_lr_schedule_param) */
 
-    float gradient_clipping;         /* 0 = off */
-    int gradient_accumulation_steps; /* >= 1 */
+    float gradient_clipping;            /* 0 = off */
+    int gradient_accumulation_steps;    /* >= 1; derived at commit from the batch sizes when not
+                                        given (zt_config_apply_batch) */
+    int accumulation_given;             /* gradient_accumulation_steps was given (perhaps "auto") */
+    int train_batch_size;               /* 0: not given (null and "auto" too) */
+    int train_micro_batch_size_per_gpu; /* 0: not given (null and "auto" too) */
 
     /* activation_checkpointing: where zt_act_save keeps activations (device, nvme_path,
      * buffer_count of act_offload are read; DeepSpeed's cpu_checkpointing is device "cpu") */

@@ -249,9 +249,12 @@ const zt_config_key zt_config_keys[] = {
     NUM("scheduler.params.warmup_min_lr", ZT_KEY_FLOAT, S(warmup_min_lr), 0, 1e3, 1,
         "WarmupLR, WarmupDecayLR: the lr the warmup starts from"),
     NUM("scheduler.params.warmup_max_lr", ZT_KEY_FLOAT, S(warmup_max_lr), 0, 1e3, ZT_AUTO_WARNED,
-        "WarmupLR, WarmupDecayLR: the lr the warmup ends at; \"auto\": optimizer.params.lr"),
-    NUM("scheduler.params.warmup_num_steps", ZT_KEY_I64, S(warmup_num_steps), 0, NOMAX,
-        ZT_AUTO_WARNED, "Optimizer steps of the warmup (at least 2 are taken, as in DeepSpeed)"),
+        "WarmupLR, WarmupDecayLR: the lr the warmup ends at; not given: optimizer.params.lr "
+        "for WarmupLR, 0.001 for WarmupDecayLR (DeepSpeed's defaults); \"auto\": "
+        "optimizer.params.lr"),
+    NUM("scheduler.params.warmup_num_steps", ZT_KEY_I64, S(warmup_num_steps), 1, NOMAX,
+        ZT_AUTO_WARNED,
+        "Optimizer steps of the warmup (at least 2 are taken, as in DeepSpeed, which refuses 0)"),
     ENUM("scheduler.params.warmup_type", ZT_KEY_ENUM, S(warmup_type), warmup_types,
          "The warmup's curve: \"log\" or \"linear\""),
     NUM("scheduler.params.total_num_steps", ZT_KEY_I64, S(total_num_steps), 0, NOMAX,
@@ -271,11 +274,17 @@ const zt_config_key zt_config_keys[] = {
     NUM("scheduler.params.cycle_first_step_size", ZT_KEY_I64, S(cycle_first_step_size), 1, NOMAX, 0,
         "OneCycle: optimizer steps of the cycle's rising half"),
     NUM("scheduler.params.cycle_second_step_size", ZT_KEY_I64, S(cycle_second_step_size), 0, NOMAX,
-        0, "OneCycle: optimizer steps of the cycle's falling half; 0: cycle_first_step_size"),
+        0,
+        "OneCycle: optimizer steps of the cycle's falling half (0: none, the lr drops back to "
+        "cycle_min_lr at once); not given or null: cycle_first_step_size"),
     NUM("scheduler.params.cycle_first_stair_count", ZT_KEY_I64, S(cycle_first_stair_count), 0,
-        NOMAX, 0, "OneCycle: accepted; DeepSpeed's OneCycle does not use it either"),
+        NOMAX, 0,
+        "OneCycle: the rising half moves the lr (and momentum) in this many equal stairs, "
+        "each held flat; 0: continuously"),
     NUM("scheduler.params.cycle_second_stair_count", ZT_KEY_I64, S(cycle_second_stair_count), 0,
-        NOMAX, 0, "OneCycle: accepted; DeepSpeed's OneCycle does not use it either"),
+        NOMAX, 0,
+        "OneCycle: stairs of the falling half; 0: continuously; not given or null: "
+        "cycle_first_stair_count"),
     NUM("scheduler.params.decay_step_size", ZT_KEY_I64, S(decay_step_size), 0, NOMAX, 0,
         "OneCycle: steps per unit of the decay after the cycle; 0: no decay (cycle_min_lr, "
         "cycle_max_mom)"),
@@ -291,7 +300,17 @@ const zt_config_key zt_config_keys[] = {
     NUM("gradient_clipping", ZT_KEY_FLOAT, F(gradient_clipping), 0, NOMAX, ZT_AUTO_WARNED,
         "Clip the global gradient norm to this; 0 turns clipping off"),
     NUM("gradient_accumulation_steps", ZT_KEY_INT, F(gradient_accumulation_steps), 1, 1 << 20,
-        ZT_AUTO_WARNED, "Micro-steps (backward passes) averaged per zt_step"),
+        ZT_AUTO_WARNED,
+        "Micro-steps (backward passes) averaged per zt_step; not given: derived from the batch "
+        "sizes as DeepSpeed does (train_batch_size / (micro batch x ranks)), else 1"),
+    NUM("train_batch_size", ZT_KEY_INT, F(train_batch_size), 1, 1 << 30, 1,
+        "Samples per optimizer step over all ranks; with train_micro_batch_size_per_gpu it "
+        "sets gradient_accumulation_steps; must equal micro batch x accumulation x ranks "
+        "(DeepSpeed's rule; checked at commit); null or \"auto\": not given"),
+    NUM("train_micro_batch_size_per_gpu", ZT_KEY_INT, F(train_micro_batch_size_per_gpu), 1, 1 << 30,
+        1,
+        "Samples per micro-step on each rank (the trainer's batch; ztier only checks it): see "
+        "train_batch_size; null or \"auto\": not given"),
     ENUM("ztier.device_backend", ZT_KEY_ENUM_STR, F(device_backend), device_backends,
          "\"host\": device memory is budgeted host memory (the stand-in \"HBM\"); \"cuda\": a GPU"),
     ENUM("ztier.comm_backend", ZT_KEY_ENUM_STR, F(comm_backend), comm_backends,
@@ -390,8 +409,6 @@ const zt_config_key zt_config_keys[] = {
          "Spans per activation save, load and NVMe transfer (layer, bytes, time) in the "
          "trace of ztier.trace_path"),
     /* DeepSpeed settings (whole subtrees) for things outside ztier's scope. */
-    IGNORE("train_batch_size", UNUSED),
-    IGNORE("train_micro_batch_size_per_gpu", UNUSED),
     IGNORE("steps_per_print", UNUSED),
     IGNORE("wall_clock_breakdown", UNUSED),
     IGNORE("memory_breakdown", UNUSED),

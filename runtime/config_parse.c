@@ -5,6 +5,7 @@
  * path, the value and what is allowed. zt_config_validate checks the same table again on
  * the final struct (after environment overrides or edits by the caller). */
 #include "runtime/config_parse.h"
+#include "runtime/config_auto.h"
 #include "runtime/config_schedule.h"
 #include "runtime/config_keys.h"
 #include "runtime/config_scan.h"
@@ -304,9 +305,7 @@ static int drop_is_neutral(const zt_config_key *k, const json_t *v)
  * given as "auto", forgotten when given a value (aliases share the field's offset). */
 static void forget_auto(zt_config *cfg, const zt_config_key *k)
 {
-    for (int i = 0; i < cfg->n_auto_keys; i++)
-        if (zt_config_keys[cfg->auto_keys[i]].offset == k->offset)
-            cfg->auto_keys[i--] = cfg->auto_keys[--cfg->n_auto_keys];
+    zt_config_forget_auto(cfg, k->offset);
 }
 
 static void note_auto(zt_config *cfg, const zt_config_key *k)
@@ -384,18 +383,55 @@ static int ignored_but_checked(const zt_config_key *k)
     return k->kind == ZT_KEY_IGNORED && !strcmp(k->path, "optimizer.params.amsgrad");
 }
 
-/* A key whose null is DeepSpeed's "not set" (its documented default): the default stays. */
-static int null_is_unset(const zt_config_key *k, const json_t *v)
+/* Keys whose "not given" is a value outside their range (DeepSpeed's None): the field holds it
+ * until a value comes, a null gives it back, and validation lets it pass. */
+static const struct absent_key {
+    size_t offset;
+    int64_t value;
+} absent_keys[] = {
+    {offsetof(zt_config, train_batch_size), 0},
+    {offsetof(zt_config, train_micro_batch_size_per_gpu), 0},
+    {offsetof(zt_config, sched) + offsetof(zt_lr_schedule, cycle_second_step_size), -1},
+    {offsetof(zt_config, sched) + offsetof(zt_lr_schedule, cycle_second_stair_count), -1},
+};
+
+static const struct absent_key *absent_key(const zt_config_key *k)
 {
-    return json_is_null(v) && k->offset == offsetof(zt_config, act_number_checkpoints) &&
-           k->kind == ZT_KEY_I64;
+    for (size_t i = 0; i < sizeof absent_keys / sizeof absent_keys[0]; i++)
+        if (absent_keys[i].offset == k->offset && (k->kind == ZT_KEY_INT || k->kind == ZT_KEY_I64))
+            return &absent_keys[i];
+    return NULL;
+}
+
+/* 1 when the key's field holds its "not given" value. */
+static int is_absent(const zt_config_key *k, const zt_config *cfg)
+{
+    const struct absent_key *a = absent_key(k);
+    const char *f = (const char *)cfg + k->offset;
+    return a &&
+           (k->kind == ZT_KEY_INT ? *(const int *)f == a->value : *(const int64_t *)f == a->value);
+}
+
+/* A key whose null is DeepSpeed's "not set" (its documented default): the default stays, or
+ * the field gets its "not given" value back. */
+static int null_is_unset(const zt_config_key *k, zt_config *cfg, const json_t *v)
+{
+    if (!json_is_null(v))
+        return 0;
+    const struct absent_key *a = absent_key(k);
+    char *f = (char *)cfg + k->offset;
+    if (a && k->kind == ZT_KEY_INT)
+        *(int *)f = (int)a->value;
+    else if (a)
+        *(int64_t *)f = a->value;
+    return a || (k->offset == offsetof(zt_config, act_number_checkpoints) && k->kind == ZT_KEY_I64);
 }
 
 static zt_status set_value(const zt_config_key *k, zt_config *cfg, const json_t *v,
                            const char *origin, zt_error *err)
 {
     zt_status st = ZT_OK;
-    if (null_is_unset(k, v))
+    if (null_is_unset(k, cfg, v))
         return ZT_OK;
     if (strncmp(k->path, "optimizer.", 10) == 0)
         cfg->optimizer_given = 1;
@@ -1153,6 +1189,8 @@ static zt_status check_ranges(const zt_config *cfg, zt_error *err)
             continue; /* no scheduler */
         if (k->offset == offsetof(zt_config, hbm_capacity) && cfg->hbm_capacity == 0)
             continue; /* 0: unset */
+        if (is_absent(k, cfg))
+            continue;
         if (field_ok(k, cfg, text, sizeof text))
             continue;
         describe_allowed(k, allowed, sizeof allowed);

@@ -2,6 +2,7 @@
 /* The scheduler section's given parameters, derived "auto" values and commit-time rules. */
 #include "runtime/config_schedule.h"
 #include "runtime/config_keys.h"
+#include "runtime/config_auto.h"
 #include "core/log.h"
 
 #include <stddef.h>
@@ -17,21 +18,8 @@ void zt_config_note_given(zt_config *cfg, const char *path)
                 : -1;
     if (i >= 0)
         cfg->sched_given |= 1u << i;
-}
-
-/* 1 while the key at this offset was given as "auto" and got no value since. */
-static int still_auto(const zt_config *cfg, size_t offset)
-{
-    for (int i = 0; i < cfg->n_auto_keys; i++)
-        if (zt_config_keys[cfg->auto_keys[i]].offset == offset)
-            return 1;
-    return 0;
-}
-
-void zt_config_resolve_schedule(zt_config *cfg)
-{
-    if (still_auto(cfg, offsetof(zt_config, sched.warmup_max_lr)))
-        cfg->sched.warmup_max_lr = cfg->lr;
+    if (strcmp(path, "gradient_accumulation_steps") == 0)
+        cfg->accumulation_given = 1;
 }
 
 static int given(const zt_config *cfg, const char *name)
@@ -39,14 +27,27 @@ static int given(const zt_config *cfg, const char *name)
     return (cfg->sched_given >> zt_lr_schedule_param(name)) & 1u;
 }
 
+/* warmup_max_lr: "auto" with no value since is the optimizer's lr, as the HF Trainer fills
+ * it; not given, DeepSpeed's default, which is the optimizer's lr for WarmupLR and 0.001
+ * for WarmupDecayLR (their constructors' defaults). */
+void zt_config_resolve_schedule(zt_config *cfg)
+{
+    if (zt_config_still_auto(cfg, offsetof(zt_config, sched.warmup_max_lr)))
+        cfg->sched.warmup_max_lr = cfg->lr;
+    else if (!given(cfg, "warmup_max_lr"))
+        cfg->sched.warmup_max_lr = cfg->sched.type == ZT_LR_WARMUP ? cfg->lr : 0.001f;
+}
+
 /* A required parameter that is missing: the key, what it is for, and how to give it. */
 static zt_status required(zt_error *err, const char *type, const char *name, int was_auto)
 {
     return ZT_ERR(err, ZT_ERR_CONFIG,
-                  "scheduler.params.%s is %s: %s needs it (it has no default in DeepSpeed "
+                  "scheduler.params.%s %s: %s needs it (it has no default in DeepSpeed "
                   "either); give it in the config, or with zt_config_set(rt, "
                   "\"scheduler.params.%s\", \"<value>\") before zt_runtime_commit",
-                  name, was_auto ? "\"auto\" with no value given since" : "not set", type, name);
+                  name,
+                  was_auto ? "was given as \"auto\" and got no value after that" : "is not set",
+                  type, name);
 }
 
 zt_status zt_config_check_schedule(const zt_config *cfg, zt_error *err)
@@ -87,14 +88,8 @@ zt_status zt_config_check_schedule(const zt_config *cfg, zt_error *err)
         return ZT_OK;
     if (s->total_num_steps == 0)
         return required(err, type, "total_num_steps",
-                        still_auto(cfg, offsetof(zt_config, sched.total_num_steps)));
+                        zt_config_still_auto(cfg, offsetof(zt_config, sched.total_num_steps)));
     int64_t warmup = s->warmup_num_steps > 2 ? s->warmup_num_steps : 2;
-    if (s->type == ZT_LR_WARMUP_COSINE && s->total_num_steps == warmup)
-        return ZT_ERR(err, ZT_ERR_CONFIG,
-                      "scheduler.params.total_num_steps = %lld equals warmup_num_steps (taken as "
-                      "at least 2): WarmupCosineLR's cosine would span 0 steps (DeepSpeed divides "
-                      "by zero); make total_num_steps larger",
-                      (long long)s->total_num_steps);
     if (s->total_num_steps < warmup)
         ZT_LOGW("config",
                 "scheduler.params.total_num_steps = %lld is less than warmup_num_steps = %lld "

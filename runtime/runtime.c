@@ -4,6 +4,7 @@
 #include "runtime/runtime.h"
 #include "core/log.h"
 #include "core/trace.h"
+#include "runtime/config_batch.h"
 #include "runtime/config_parse.h"
 #include "runtime/config_schedule.h"
 
@@ -150,17 +151,26 @@ static zt_status open_optimizer(zt_runtime *rt)
 void zt_rt_optimizer_info(const zt_runtime *rt, zt_optimizer_info *out)
 {
     const zt_config *c = &rt->cfg;
+    zt_batch_sizes batch;
+    zt_error ignored; /* a refused combination: commit reports it; here the sizes as given */
+    if (zt_config_batch_sizes(c, rt->dist.world, &batch, &ignored) != ZT_OK)
+        batch = (zt_batch_sizes){c->train_batch_size, c->train_micro_batch_size_per_gpu,
+                                 c->gradient_accumulation_steps};
+    double b1 = c->beta1, b2 = c->beta2;
+    zt_lr_schedule_betas(&c->sched, rt->train.steps, &b1, &b2); /* OneCycle's, if cycling */
     zt_optimizer_info o = {sizeof o,
                            c->optimizer == ZT_OPT_ADAMW,
                            c->lr,
-                           c->beta1,
-                           c->beta2,
+                           (float)b1,
+                           (float)b2,
                            c->eps,
                            c->weight_decay,
                            c->gradient_clipping,
-                           c->gradient_accumulation_steps,
+                           batch.accumulation,
                            zt_config_device_optimizer(c),
-                           {0}};
+                           {0},
+                           batch.train_batch,
+                           batch.micro_batch};
     snprintf(o.scheduler, sizeof o.scheduler, "%s", zt_lr_schedule_name(c->sched.type));
     *out = o;
 }
@@ -194,14 +204,22 @@ static void describe_schedule(const zt_config *c, char *buf, size_t len)
         if (s->cycle_momentum)
             snprintf(mom, sizeof mom, "beta1 %g..%g, decay_mom_rate %g", (double)s->cycle_min_mom,
                      (double)s->cycle_max_mom, (double)s->decay_mom_rate);
-        long long second = (long long)(s->cycle_second_step_size ? s->cycle_second_step_size
-                                                                 : s->cycle_first_step_size);
+        long long second = (long long)(s->cycle_second_step_size >= 0 ? s->cycle_second_step_size
+                                                                      : s->cycle_first_step_size);
+        long long stairs2 =
+            (long long)(s->cycle_second_stair_count >= 0 ? s->cycle_second_stair_count
+                                                         : s->cycle_first_stair_count);
+        char stairs[80] = "";
+        if (s->cycle_first_stair_count > 0 || stairs2 > 0)
+            snprintf(stairs, sizeof stairs,
+                     ", cycle_first_stair_count %lld, cycle_second_stair_count %lld",
+                     (long long)s->cycle_first_stair_count, stairs2);
         snprintf(buf, len,
                  "%s (cycle_min_lr %g, cycle_max_lr %g, cycle_first_step_size %lld, "
-                 "cycle_second_step_size %lld, decay_lr_rate %g, decay_step_size %lld, momentum "
+                 "cycle_second_step_size %lld%s, decay_lr_rate %g, decay_step_size %lld, momentum "
                  "cycling %s)",
                  name, (double)s->cycle_min_lr, (double)s->cycle_max_lr,
-                 (long long)s->cycle_first_step_size, second, (double)s->decay_lr_rate,
+                 (long long)s->cycle_first_step_size, second, stairs, (double)s->decay_lr_rate,
                  (long long)s->decay_step_size, mom);
         return;
     }
@@ -339,6 +357,8 @@ zt_status zt_rt_open(zt_runtime *rt)
     zt_status st = zt_config_validate(&rt->cfg, &rt->err);
     if (st == ZT_OK)
         st = zt_config_check_schedule(&rt->cfg, &rt->err);
+    if (st == ZT_OK) /* DeepSpeed's batch rules need the ranks, known from here */
+        st = zt_config_apply_batch(&rt->cfg, rt->dist.world, &rt->err);
     if (st != ZT_OK)
         return st;
     zt_rt_resolve_model_autos(rt);

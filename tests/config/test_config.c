@@ -199,7 +199,7 @@ static void test_hf_zero3_nvme_config_loads(void **state)
                                "scheduler.params.warmup_max_lr = 0.001 (optimizer.params.lr)",
                                "scheduler.params.warmup_num_steps = 1000", NULL});
     assert_null(strstr(report, "warmup_min_lr")); /* "auto" is 0 in HF too: not reported */
-    assert_log_has("train_batch_size: not used by ztier");
+    assert_log_has("steps_per_print: not used by ztier");
     assert_log_has("zero_optimization.stage3_gather_16bit_weights_on_model_save: not used");
     assert_log_has("optimizer.params.lr = \"auto\": using ztier's default");
     assert_null(strstr(logbuf, "warn"));
@@ -487,6 +487,7 @@ static void test_auto_where_allowed_keeps_defaults(void **state)
     memcpy(d.auto_keys, c.auto_keys, sizeof d.auto_keys);
     d.n_auto_keys = c.n_auto_keys;
     d.optimizer_given = c.optimizer_given;
+    d.accumulation_given = c.accumulation_given;
     assert_memory_equal(&c, &d, sizeof c);
     assert_log_has("zero_optimization.sub_group_size = \"auto\": using ztier's default");
     assert_log_has("gradient_clipping = \"auto\"");
@@ -1086,12 +1087,9 @@ static void test_scheduler_rules_at_commit(void **state)
                           "zt_config_set(rt, \"scheduler.params.total_num_steps\"");
     expect_schedule_error("{\"scheduler\": {\"type\": \"WarmupCosineLR\", \"params\": "
                           "{\"total_num_steps\": \"auto\"}}}",
-                          "scheduler.params.total_num_steps is \"auto\" with no value given since",
+                          "scheduler.params.total_num_steps was given as \"auto\" and got no value "
+                          "after that: WarmupCosineLR needs it",
                           "WarmupCosineLR needs it");
-    expect_schedule_error(
-        "{\"scheduler\": {\"type\": \"WarmupCosineLR\", \"params\": {\"total_num_steps\": 2,"
-        " \"warmup_num_steps\": 1}}}",
-        "total_num_steps = 2 equals warmup_num_steps", "make total_num_steps larger");
     expect_schedule_error(
         "{\"scheduler\": {\"type\": \"OneCycle\", \"params\": {\"cycle_min_lr\": 0.1}}}",
         "scheduler.params.cycle_max_lr is not set: OneCycle needs it");
@@ -1228,8 +1226,8 @@ static void test_typed_setters_on_every_kind(void **state)
     assert_int_equal(c.offload_optimizer.n_nvme_paths, 1);
     assert_string_equal(c.offload_optimizer.nvme_path[0], "/x y");
     assert_int_equal(set_bool(&c, "zero_optimization.cpu_offload_param", 1, &err), ZT_OK);
-    assert_int_equal(c.offload_param.device, ZT_TIER_HOST);             /* LEGACY */
-    assert_int_equal(set_int(&c, "train_batch_size", 64, &err), ZT_OK); /* IGNORED */
+    assert_int_equal(c.offload_param.device, ZT_TIER_HOST);            /* LEGACY */
+    assert_int_equal(set_int(&c, "steps_per_print", 64, &err), ZT_OK); /* IGNORED */
     assert_int_equal(set_bool(&c, "optimizer.params.amsgrad", 1, &err), ZT_ERR_CONFIG);
     assert_int_equal(set_bool(&c, "prescale_gradients", 1, &err), ZT_OK); /* DROPPED: warned */
     assert_log_has("prescale_gradients: gradients are summed over ranks");
