@@ -146,9 +146,9 @@ typedef struct zt_step_args {
 typedef struct zt_optimizer_info {
     size_t struct_size; /* sizeof(zt_optimizer_info) */
     int adamw;          /* 1: decoupled weight decay (AdamW); 0: decay added to the gradient */
-    /* beta1, beta2: those the next zt_step uses; while the scheduler OneCycle cycles momentum
-     * (cycle_momentum), its (beta1, 0.99) of that step, not the configured ones (a
-     * zt_step_args.lr, which turns the schedule off for its step, uses the configured) */
+    /* beta1, beta2: those the next zt_step uses: while the scheduler OneCycle cycles momentum
+     * (cycle_momentum), its (beta1, 0.99) for that step, not the configured ones (a step
+     * given a zt_step_args.lr skips the schedule and uses the configured betas) */
     float lr, beta1, beta2, eps, weight_decay;
     float gradient_clipping; /* max global gradient norm; 0: off */
     /* micro-steps averaged per step: as given, else derived from the batch sizes below as
