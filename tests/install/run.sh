@@ -225,4 +225,17 @@ if [[ -f $libdir/libztier-cuda.so ]]; then
 else
   echo "install consumers: no libztier-cuda.so (built without ZT_CUDA): module checks skipped"
 fi
+# --- docs/embedding.md's build recipe, as written, in a shell with no pkg-config variables -----
+# Its /opt/ztier/lib/pkgconfig is this install's; the recipe must say itself where ztier.pc is.
+doc="$here/../../docs/embedding.md"
+between() { awk -v b="<!-- $2:begin -->" -v e="<!-- $2:end -->" \
+  '$0 == b {on = 1; next} $0 == e {on = 0} on && !/^```/' "$1"; }
+between "$doc" walkthrough >"$work/walkthrough.c"
+between "$doc" build | sed "s|/opt/ztier/lib/pkgconfig|$pcdir|g" >"$work/build.sh"
+grep -q 'pkg-config' "$work/build.sh" || fail "no build recipe (<!-- build:begin -->) in $doc"
+(cd "$work" && env -u PKG_CONFIG_PATH -u PKG_CONFIG_LIBDIR bash -e build.sh) >"$work/build.log" 2>&1 ||
+  fail "docs/embedding.md's build recipe failed against $work/prefix: $(cat "$work/build.sh" "$work/build.log")"
+readelf -d "$work/walkthrough" | grep -E '\((RPATH|RUNPATH)\)' | grep -qF "$libdir" ||
+  fail "docs/embedding.md's recipe links no rpath to $libdir"
+echo "docs/embedding.md's build recipe builds the walk-through against the install"
 echo "install consumers: runtime-only shared (find_package, pkg-config), find_package shared+static, pkg-config shared (rpath, LD_LIBRARY_PATH)+static, cuda module ok"
