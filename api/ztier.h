@@ -184,11 +184,11 @@ typedef struct zt_optimizer_info {
 typedef struct zt_step_info {
     size_t struct_size; /* sizeof(zt_step_info) */
     int64_t step;       /* optimizer steps taken so far (skipped steps not counted) */
-    float grad_norm;  /* global L2 norm of the averaged gradient, before clipping */
-    float clip_coef;  /* factor applied to gradients (1 when not clipped) */
-    int skipped;      /* 1 when the step was skipped because a gradient was inf/nan */
-    float loss_scale; /* fp16: the loss scale to use for the next micro-steps; else 1 */
-    int micro_steps;  /* backward passes accumulated into this step */
+    float grad_norm;    /* global L2 norm of the averaged gradient, before clipping */
+    float clip_coef;    /* factor applied to gradients (1 when not clipped) */
+    int skipped;        /* 1 when the step was skipped because a gradient was inf/nan */
+    float loss_scale;   /* fp16: the loss scale to use for the next micro-steps; else 1 */
+    int micro_steps;    /* backward passes accumulated into this step */
     /* the learning rate of this step: zt_step_args.lr, else the config's schedule at this
      * step, else optimizer.params.lr (a skipped step: the one it would have used) */
     float lr;

@@ -50,6 +50,16 @@ static void assert_guard(const unsigned char *p, size_t from, size_t to)
             fail_msg("byte %zu past the caller's struct_size was written (0x%02x)", i, p[i]);
 }
 
+/* zt_step into buf (guard bytes but for its first struct_size), as a caller whose
+ * zt_step_info has that size. */
+static void step_into(zt_runtime *rt, unsigned char *buf, size_t len, size_t struct_size)
+{
+    memset(buf, GUARD, len);
+    memcpy(buf, &struct_size, sizeof struct_size);
+    if (zt_step(rt, NULL, (zt_step_info *)buf) != ZT_OK)
+        fail_msg("%s", zt_last_error(rt));
+}
+
 /* A caller built when zt_step_info ended after clip_coef: it gets step, grad_norm and
  * clip_coef, and not one byte past them. */
 static void test_step_info_older_caller(void **state)
@@ -58,10 +68,7 @@ static void test_step_info_older_caller(void **state)
     zt_runtime *rt = ready_to_step();
     size_t old_size = offsetof(zt_step_info, clip_coef) + sizeof(float);
     unsigned char buf[sizeof(zt_step_info) + 64];
-    memset(buf, GUARD, sizeof buf);
-    memcpy(buf, &old_size, sizeof old_size);
-    if (zt_step(rt, NULL, (zt_step_info *)buf) != ZT_OK)
-        fail_msg("%s", zt_last_error(rt));
+    step_into(rt, buf, sizeof buf, old_size);
     zt_step_info got;
     memcpy(&got, buf, old_size);
     assert_int_equal(got.struct_size, old_size);
@@ -78,12 +85,8 @@ static void test_step_info_newer_caller(void **state)
 {
     (void)state;
     zt_runtime *rt = ready_to_step();
-    size_t new_size = sizeof(zt_step_info) + 16;
     unsigned char buf[sizeof(zt_step_info) + 64];
-    memset(buf, GUARD, sizeof buf);
-    memcpy(buf, &new_size, sizeof new_size);
-    if (zt_step(rt, NULL, (zt_step_info *)buf) != ZT_OK)
-        fail_msg("%s", zt_last_error(rt));
+    step_into(rt, buf, sizeof buf, sizeof(zt_step_info) + 16);
     zt_step_info got;
     memcpy(&got, buf, sizeof got);
     assert_int_equal(got.struct_size, sizeof(zt_step_info));
