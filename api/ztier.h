@@ -140,6 +140,9 @@ typedef struct zt_tensor_view {
     void *grad; /* ZT_BACKWARD only: zeroed at fetch; add this micro-step's gradient into it */
 } zt_tensor_view;
 
+/* zt_layer_view and zt_tensor_view have no struct_size: the program indexes the library's
+ * params array with its own sizeof, so both stay as they are for a major version (new facts
+ * come as new calls; docs/abi.md). */
 typedef struct zt_layer_view {
     int layer;
     int n_params;
