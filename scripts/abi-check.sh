@@ -36,6 +36,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${build:-$root/build}
 header=$root/api/ztier.h
 baseline=$root/abi/libztier.abi
+base_rel=abi/libztier.abi
 lib=$build/libztier.so
 
 die() { echo "abi-check: $*" >&2; exit 2; }
@@ -54,7 +55,7 @@ version_of() { # the header's ZT_VERSION_MAJOR.MINOR.PATCH
     [[ $v =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "no ZT_VERSION_MAJOR/MINOR/PATCH in $1"
     echo "$v"
 }
-code() { local IFS=.; set -- $1; echo $(($1 * 1000000 + $2 * 1000 + $3)); }
+code() { local a b c; IFS=. read -r a b c <<< "$1"; echo $((a * 1000000 + b * 1000 + c)); }
 version=$(version_of "$header")
 major=${version%%.*}
 
@@ -92,18 +93,18 @@ sed "1a\\  <!-- ztier $version: written by scripts/abi-check.sh in update mode; 
 write_baseline() {
     mkdir -p "$(dirname "$baseline")"
     cp "$tmp/current.abi" "$baseline"
-    echo "abi-check: wrote ${baseline#$root/} for ztier $version; commit it with the version bump and CHANGELOG.md"
+    echo "abi-check: wrote $base_rel for ztier $version; commit it with the version bump and CHANGELOG.md"
     exit 0
 }
 
 if [ ! -e "$baseline" ]; then
     [ $update = 1 ] && write_baseline
-    echo "abi-check: no baseline ${baseline#$root/}: create it with scripts/abi-check.sh --update" >&2
+    echo "abi-check: no baseline $base_rel: create it with scripts/abi-check.sh --update" >&2
     exit 1
 fi
 base_version=$(sed -n '2s/.*<!-- ztier \([0-9.]*\):.*/\1/p' "$baseline")
 [[ $base_version =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
-    die "${baseline#$root/} does not name its version on line 2: regenerate it with --update --amend"
+    die "$base_rel does not name its version on line 2: regenerate it with --update --amend"
 base_major=${base_version%%.*}
 base_minor=${base_version#*.}
 base_minor=${base_minor%.*}
@@ -125,7 +126,7 @@ if (((rc | leaf_rc) & 3)) || [ -s "$tmp/err.txt" ]; then
         echo "abi-check: --amend: the baseline is unreadable and ztier $version not released: replacing it" >&2
         write_baseline
     fi
-    die "abidiff failed (exit $rc) on ${baseline#$root/} or the dump of $lib: regenerate a damaged baseline with --update --amend"
+    die "abidiff failed (exit $rc) on $base_rel or the dump of $lib: regenerate a damaged baseline with --update --amend"
 fi
 
 # The structs whose first member is size_t struct_size: they may gain fields at their end.
@@ -158,7 +159,7 @@ incompatible=$(awk -v ext=" $extensible " '
 
 changed=$(((rc & 12) != 0))
 show_report() {
-    echo "---- abidiff ${baseline#$root/} (ztier $base_version) against $lib (ztier $version) ----"
+    echo "---- abidiff $base_rel (ztier $base_version) against $lib (ztier $version) ----"
     cat "$tmp/report.txt"
     [ -z "$incompatible" ] || { echo "---- incompatible ----"; echo "$incompatible"; }
     echo "----"
