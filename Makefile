@@ -13,7 +13,7 @@ CUDA_FAKE ?= $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),ON,OFF)
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build build-asan build-tsan test test-fast test-tsan cuda-coverage demo demo-minimal bench clean
+.PHONY: all deps build build-asan build-tsan test test-fast test-tsan cuda-coverage demo demo-minimal bench clean abi-check abi-update
 
 all: build
 
@@ -50,6 +50,14 @@ cuda-coverage: deps
 
 test-fast: build
 	ctest --test-dir $(BUILD) --output-on-failure -j 2
+
+# The public ABI against the committed baseline (docs/abi.md): `make test` runs it as the
+# ctest abi_check of $(BUILD); abi-update writes the baseline when the version allows it.
+abi-check: build
+	scripts/abi-check.sh $(BUILD)
+
+abi-update: build
+	scripts/abi-check.sh --update $(BUILD)
 
 test: build build-asan
 	scripts/test-venv.sh $(BUILD)/venv

@@ -59,14 +59,70 @@ static zt_status check_nothing_held(zt_runtime *rt, const char *call)
  * per-handle state outside the model. */
 static zt_error *err_of(const zt_runtime *rt) { return &((zt_runtime *)rt)->err; }
 
+/* The first api_version of this major (docs/abi.md): older callers were built against
+ * ztier 0.1, whose zt_init_fn returned void. */
+#define ZT_API_VERSION_OLDEST 2
+
+/* The structs the library writes into (zt_stats, zt_optimizer_info, zt_step_info) start with
+ * a struct_size the caller sets to the sizeof it was compiled with. The library writes only
+ * that many bytes, so a caller built against an older, smaller struct keeps what lies past
+ * it, and sets struct_size to the bytes it wrote, so a caller built against a newer header
+ * learns which of its fields this library filled. */
+
+/* The end of a struct's first field after struct_size: the least struct_size accepted. */
+#define FIRST_FIELD_END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+
+/* out (NULL is refused) holds a struct_size of at least `least`. */
+static zt_status check_sized_out(zt_error *err, const void *out, size_t least, const char *call,
+                                 const char *init)
+{
+    size_t size = 0;
+    if (out)
+        memcpy(&size, out, sizeof size);
+    if (!out)
+        return ZT_ERR(err, ZT_ERR_ARGUMENT, "%s: the output pointer is NULL", call);
+    if (size < least)
+        return ZT_ERR(err, ZT_ERR_ARGUMENT,
+                      "%s: the output struct's struct_size is %zu (%s; at least %zu bytes): "
+                      "initialise it with %s",
+                      call, size, size ? "too small" : "unset", least, init);
+    return ZT_OK;
+}
+
+/* Copies the library's full struct (full_size bytes, starting with struct_size) into the
+ * caller's, at most the caller's struct_size bytes. */
+static void copy_sized_out(void *out, void *full, size_t full_size)
+{
+    size_t n;
+    memcpy(&n, out, sizeof n);
+    if (n > full_size)
+        n = full_size;
+    memcpy(full, &n, sizeof n);
+    memcpy(out, full, n);
+}
+
 static zt_status check_options(const zt_options *o, zt_error *err)
 {
-    if (o->struct_size < offsetof(zt_options, world_size) + sizeof(int) || o->api_version < 1 ||
-        o->api_version > ZT_API_VERSION)
+    if (o->struct_size < offsetof(zt_options, world_size) + sizeof(int) || o->api_version < 1)
         return ZT_ERR(err, ZT_ERR_ARGUMENT,
                       "zt_options was not initialised with ZT_OPTIONS_INIT (struct_size %zu, "
-                      "api_version %d; this library supports api_version 1..%d)",
-                      o->struct_size, o->api_version, ZT_API_VERSION);
+                      "api_version %d)",
+                      o->struct_size, o->api_version);
+    if (o->api_version > ZT_API_VERSION)
+        return ZT_ERR(err, ZT_ERR_ARGUMENT,
+                      "zt_options.api_version %d: the program was compiled against a newer "
+                      "ztier.h than this library (ztier %s, api_version %d) and may use calls "
+                      "or fields it lacks; run it with the library of the header it was built "
+                      "against or a newer one (check zt_version() against ZT_VERSION: "
+                      "docs/abi.md)",
+                      o->api_version, zt_version_string(), ZT_API_VERSION);
+    if (o->api_version < ZT_API_VERSION_OLDEST)
+        return ZT_ERR(err, ZT_ERR_ARGUMENT,
+                      "zt_options.api_version %d: the program was compiled against the ztier.h "
+                      "of an older major version (this library is ztier %s, api_versions "
+                      "%d..%d; zt_init_fn now returns zt_status); rebuild it against this "
+                      "header (docs/abi.md)",
+                      o->api_version, zt_version_string(), ZT_API_VERSION_OLDEST, ZT_API_VERSION);
     if (o->log_level > 3)
         return ZT_ERR(err, ZT_ERR_ARGUMENT, "zt_options.log_level = %d, must be -1..3",
                       o->log_level);
@@ -459,6 +515,9 @@ zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)
         return st;
     CHECK_ARG(rt, !args || args->struct_size >= offsetof(zt_step_args, lr) + sizeof(float),
               "zt_step: args was not initialised with ZT_STEP_ARGS_INIT");
+    if (info && (st = check_sized_out(&rt->err, info, FIRST_FIELD_END(zt_step_info, step),
+                                      "zt_step (info)", "ZT_STEP_INFO_INIT")) != ZT_OK)
+        return st;
     if ((st = check_nothing_held(rt, "zt_step")) != ZT_OK)
         return st;
     if (zt_rt_act_outstanding(rt))
@@ -468,21 +527,24 @@ zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)
                       "zt_act_discard to abandon them",
                       zt_rt_act_outstanding(rt));
     /* An I/O error on one rank must stop every rank, not leave them out of step. */
-    return zt_comm_agree(rt->dist.comm, zt_rt_step(rt, args, info), "zt_step", &rt->err);
+    zt_step_info full = ZT_STEP_INFO_INIT;
+    st = zt_comm_agree(rt->dist.comm, zt_rt_step(rt, args, &full), "zt_step", &rt->err);
+    if (st == ZT_OK && info)
+        copy_sized_out(info, &full, sizeof full);
+    return st;
 }
 
 zt_status zt_stats_get(const zt_runtime *rt, zt_stats *out)
 {
     if (!rt)
         return ZT_ERR_ARGUMENT;
-    if (!out || out->struct_size < sizeof(size_t) + sizeof(uint64_t))
-        return ZT_ERR(err_of(rt), ZT_ERR_ARGUMENT,
-                      "zt_stats_get: out is NULL or out->struct_size is unset (use ZT_STATS_INIT)");
+    zt_status st = check_sized_out(err_of(rt), out, FIRST_FIELD_END(zt_stats, device_bytes_current),
+                                   "zt_stats_get", "ZT_STATS_INIT");
+    if (st != ZT_OK)
+        return st;
     zt_stats s;
     zt_rt_stats(rt, &s);
-    size_t n = out->struct_size < sizeof s ? out->struct_size : sizeof s;
-    s.struct_size = n;
-    memcpy(out, &s, n);
+    copy_sized_out(out, &s, sizeof s);
     zt_error_clear(err_of(rt));
     return ZT_OK;
 }
@@ -551,15 +613,13 @@ zt_status zt_optimizer_get(const zt_runtime *rt, zt_optimizer_info *out)
         return ZT_ERR_ARGUMENT;
     if (rt->state == ZT_RT_FAILED)
         return ZT_ERR_USAGE;
-    if (!out || out->struct_size < offsetof(zt_optimizer_info, adamw) + sizeof(int))
-        return ZT_ERR(err_of(rt), ZT_ERR_ARGUMENT,
-                      "zt_optimizer_get: out is NULL or out->struct_size is unset (use "
-                      "ZT_OPTIMIZER_INFO_INIT)");
+    zt_status st = check_sized_out(err_of(rt), out, FIRST_FIELD_END(zt_optimizer_info, adamw),
+                                   "zt_optimizer_get", "ZT_OPTIMIZER_INFO_INIT");
+    if (st != ZT_OK)
+        return st;
     zt_optimizer_info o;
     zt_rt_optimizer_info(rt, &o);
-    size_t n = out->struct_size < sizeof o ? out->struct_size : sizeof o;
-    o.struct_size = n;
-    memcpy(out, &o, n);
+    copy_sized_out(out, &o, sizeof o);
     zt_error_clear(err_of(rt));
     return ZT_OK;
 }

@@ -24,13 +24,29 @@
 extern "C" {
 #endif
 
-#define ZT_VERSION_MAJOR 0
-#define ZT_VERSION_MINOR 1
+/* Versions (the policy: docs/abi.md). Semantic versions: the major changes on every change
+ * that breaks a program built against an older header of the same major (and with it the
+ * soname, libztier.so.<major>, so such a program fails to load instead of misbehaving); the
+ * minor on additions; the patch on fixes. A program checks at run time that the library it
+ * loaded is the one it was compiled for, before any other call:
+ *     int v = zt_version();
+ *     if (v / 10000 != ZT_VERSION_MAJOR || v < ZT_VERSION)
+ *         ... refuse to run: "built against ztier %d.%d.%d, loaded %s", ZT_VERSION_MAJOR,
+ *             ZT_VERSION_MINOR, ZT_VERSION_PATCH, zt_version_string()
+ * (the same major, and not older than the header, which may declare calls the library lacks).
+ * CMakeLists.txt reads the version (and so the soname) from these three lines. */
+#define ZT_VERSION_MAJOR 1
+#define ZT_VERSION_MINOR 0
 #define ZT_VERSION_PATCH 0
 #define ZT_VERSION_CODE(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
 #define ZT_VERSION ZT_VERSION_CODE(ZT_VERSION_MAJOR, ZT_VERSION_MINOR, ZT_VERSION_PATCH)
-/* Version of zt_options / zt_step_args layout. Structs only ever gain fields at the end. */
-#define ZT_API_VERSION 1
+/* The revision of this header's API, passed in zt_options.api_version (ZT_OPTIONS_INIT): it
+ * grows by one with every release that changes the API (an addition or a break).
+ * zt_runtime_create refuses a caller compiled against a newer header than the library's (its
+ * calls and fields may not exist here) or against a header of an older major (api_version 1:
+ * ztier 0.1, whose zt_init_fn returned void). Structs the library writes into carry a
+ * struct_size the caller sets (their _INIT macros); they only ever gain fields at the end. */
+#define ZT_API_VERSION 2
 #define ZT_MAX_DIMS 8
 
 #if defined(__GNUC__)
@@ -124,6 +140,9 @@ typedef struct zt_tensor_view {
     void *grad; /* ZT_BACKWARD only: zeroed at fetch; add this micro-step's gradient into it */
 } zt_tensor_view;
 
+/* zt_layer_view and zt_tensor_view have no struct_size: the program indexes the library's
+ * params array with its own sizeof, so both stay as they are for a major version (new facts
+ * come as new calls; docs/abi.md). */
 typedef struct zt_layer_view {
     int layer;
     int n_params;
@@ -173,17 +192,25 @@ typedef struct zt_optimizer_info {
         .struct_size = sizeof(zt_optimizer_info) \
     }
 
+/* What zt_step did. Start from ZT_STEP_INFO_INIT: zt_step writes only the fields that fit in
+ * struct_size (and sets struct_size to the bytes it wrote). */
 typedef struct zt_step_info {
-    int64_t step;     /* optimizer steps taken so far (skipped steps not counted) */
-    float grad_norm;  /* global L2 norm of the averaged gradient, before clipping */
-    float clip_coef;  /* factor applied to gradients (1 when not clipped) */
-    int skipped;      /* 1 when the step was skipped because a gradient was inf/nan */
-    float loss_scale; /* fp16: the loss scale to use for the next micro-steps; else 1 */
-    int micro_steps;  /* backward passes accumulated into this step */
+    size_t struct_size; /* sizeof(zt_step_info) */
+    int64_t step;       /* optimizer steps taken so far (skipped steps not counted) */
+    float grad_norm;    /* global L2 norm of the averaged gradient, before clipping */
+    float clip_coef;    /* factor applied to gradients (1 when not clipped) */
+    int skipped;        /* 1 when the step was skipped because a gradient was inf/nan */
+    float loss_scale;   /* fp16: the loss scale to use for the next micro-steps; else 1 */
+    int micro_steps;    /* backward passes accumulated into this step */
     /* the learning rate of this step: zt_step_args.lr, else the config's schedule at this
      * step, else optimizer.params.lr (a skipped step: the one it would have used) */
     float lr;
 } zt_step_info;
+
+#define ZT_STEP_INFO_INIT                   \
+    {                                       \
+        .struct_size = sizeof(zt_step_info) \
+    }
 
 /* Counters since creation (zeros before commit). current/peak are bytes resident in a tier
  * now / at most.
@@ -262,7 +289,7 @@ typedef struct zt_stats {
 
 /* ---- version and status ---- */
 ZT_API int zt_version(void);                      /* ZT_VERSION of the library actually loaded */
-ZT_API const char *zt_version_string(void);       /* "0.1.0"; static storage */
+ZT_API const char *zt_version_string(void);       /* "1.0.0"; static storage */
 ZT_API const char *zt_status_string(zt_status s); /* static storage; never NULL */
 
 /* ---- lifecycle ---- */
@@ -471,7 +498,8 @@ ZT_API zt_status zt_act_home(const zt_runtime *rt, const char **home);
 
 /* Applies one optimizer step with the accumulated gradients (averaged over
  * gradient_accumulation_steps and ranks), then zeroes them. No layer may be held.
- * Synchronous. args may be NULL (the configured lr and weight decay); info may be NULL. The
+ * Synchronous. args may be NULL (the configured lr and weight decay); info may be NULL, else
+ * its struct_size must be set (ZT_STEP_INFO_INIT; 0 is ZT_ERR_ARGUMENT). The
  * lr of a step is args->lr when >= 0, else the config's "scheduler" at the optimizer steps
  * taken so far (DeepSpeed's formulas; OneCycle also sets Adam's betas; skipped steps do not
  * advance it, as in DeepSpeed), else optimizer.params.lr. A

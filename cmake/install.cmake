@@ -16,7 +16,7 @@ install(TARGETS ztier EXPORT ztierTargets
 install(TARGETS ztier_static EXPORT ztierStaticTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-if(ZT_MODULES) # found beside libztier.so first; they find libztier.so.0 beside themselves
+if(ZT_MODULES) # found beside libztier.so first; they find libztier.so.<major> beside themselves
   set_target_properties(${ZT_MODULES} PROPERTIES INSTALL_RPATH "$ORIGIN")
   install(TARGETS ${ZT_MODULES} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
@@ -31,8 +31,9 @@ set(ZT_CONFIG_MPI ${ZT_MPI})
 set(ZT_CONFIG_CUDA ${ZT_CUDA})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/ztierConfig.cmake.in
   ${PROJECT_BINARY_DIR}/ztierConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ztier)
+# Semantic versions (docs/abi.md): any 1.y satisfies find_package(ztier 1.x) with y >= x.
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/ztierConfigVersion.cmake
-  COMPATIBILITY SameMinorVersion)
+  COMPATIBILITY SameMajorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/ztierConfig.cmake ${PROJECT_BINARY_DIR}/ztierConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ztier)
 

@@ -17,6 +17,7 @@ packages=(
   python3          # the layer, docs and config-reference checks
   python3-venv     # the scratch venv of the safetensors reader (scripts/test-venv.sh)
   clang-format     # the layout check (tests/format)
+  abigail-tools    # abidw/abidiff: the ABI check against abi/libztier.abi (scripts/abi-check.sh)
 )
 
 missing=()

@@ -756,7 +756,7 @@ static int train(trainer *t)
     zt_stats_get(t->rt, &s);
     for (int64_t step = first; step < t->o.steps && !stop_requested; step++) {
         float loss = 0;
-        zt_step_info info = {0};
+        zt_step_info info = ZT_STEP_INFO_INIT;
         prev = s;
         progress_t0 = now_s();
         int rc = train_step(t, step, show_progress, &tm, &loss, &info);

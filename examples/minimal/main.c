@@ -107,7 +107,7 @@ int main(int argc, char **argv)
             sum += loss;
         }
         zt_step_args args = ZT_STEP_ARGS_INIT;
-        zt_step_info info;
+        zt_step_info info = ZT_STEP_INFO_INIT;
         if ((st = zt_step(rt, &args, &info)) != ZT_OK)
             return fail(rt, st, "zt_step");
         if (rank == 0)

@@ -301,7 +301,7 @@ static void run_one(const project_case *c)
         fail_msg("%s: %s: %s", c->file, zt_status_string(st), zt_last_error(rt));
     }
     check_effective(c, rt);
-    zt_step_info info;
+    zt_step_info info = ZT_STEP_INFO_INIT;
     for (int micro = 0; micro < c->accum; micro++)
         micro_step(c, rt, 3);
     if ((st = zt_step(rt, NULL, &info)) != ZT_OK)

@@ -417,7 +417,7 @@ static void check_runtime_gradients(const char *config)
     float zloss, ploss;
     assert_int_equal(gpt2_forward(m, &zsrc, tok, tgt, &zloss), 0);
     assert_int_equal(gpt2_backward(m, &zsrc, NULL), 0);
-    zt_step_info info;
+    zt_step_info info = ZT_STEP_INFO_INIT;
     assert_int_equal(zt_step(rt, NULL, &info), ZT_OK);
     assert_int_equal(info.skipped, 0);
     read_params(&g, &after);

@@ -13,7 +13,7 @@
 #  - pkg-config: `--cflags` must name no MPI or CUDA path, and ztier.h must compile with
 #    -Wall -Wextra -Werror and those flags alone. A shared consumer linked with the documented
 #    -Wl,-rpath,$(pkg-config --variable=libdir ztier) runs as is; one linked without it must
-#    fail to start ("libztier.so.0: cannot open") and run with LD_LIBRARY_PATH=<libdir>.
+#    fail to start ("libztier.so.<major>: cannot open") and run with LD_LIBRARY_PATH=<libdir>.
 #    A static consumer links libztier.a with ztier-static.pc (`--libs` and `--static --libs`).
 #  - The cuda module (when built): loaded from beside libztier.so; with it deleted, or with a
 #    library it needs missing, or of another module ABI, `device_backend: cuda` fails with a
@@ -64,7 +64,15 @@ pcdir=$(find "$work/prefix" -name ztier.pc -printf '%h\n' | head -n1)
 [[ -n $pcdir ]] || fail "no ztier.pc installed under $work/prefix"
 [[ -f $pcdir/ztier-static.pc ]] || fail "no ztier-static.pc beside $pcdir/ztier.pc"
 libdir=$(dirname "$pcdir")
-no_gpu_libs "the installed libztier.so" "$libdir/libztier.so.0" readelf
+# The soname and the package versions follow the version in ztier.h (docs/abi.md).
+header_version=$(for p in MAJOR MINOR PATCH; do
+  sed -n "s/^#define ZT_VERSION_$p \([0-9]*\)$/\1/p" "$here/../../api/ztier.h"; done | paste -sd.)
+major=${header_version%%.*}
+so=libztier.so.$major
+[[ -f $libdir/$so ]] || fail "no $so installed in $libdir (ztier.h says $header_version): $(ls "$libdir")"
+pc_version=$(PKG_CONFIG_LIBDIR=$pcdir pkg-config --modversion ztier)
+[[ $pc_version == "$header_version" ]] || fail "ztier.pc says Version $pc_version, ztier.h $header_version"
+no_gpu_libs "the installed libztier.so" "$libdir/$so" readelf
 
 # --- The shared route with only the runtime libraries ----------------------------------------
 # No -dev file of jansson, liburing, numa, zlib, MPI or CUDA may be needed: pkg-config sees
@@ -134,7 +142,7 @@ readelf -d "$work/consumer_pc" | grep -E '\((RPATH|RUNPATH)\)' | grep -qF "[$pcl
   fail "consumer_pc has no rpath to $pclibdir: $(readelf -d "$work/consumer_pc" | grep -E 'RPATH|RUNPATH')"
 "$work/consumer_pc" || fail "consumer_pc, linked with -Wl,-rpath,$libdir, did not run"
 
-# Shared, without rpath: the loader cannot find libztier.so.0 (the .pc adds no rpath, on
+# Shared, without rpath: the loader cannot find libztier.so.<major> (the .pc adds no rpath, on
 # purpose) until LD_LIBRARY_PATH names libdir.
 # shellcheck disable=SC2046
 cc -Wall -Wextra -Werror -o "$work/consumer_pc_norpath" "$src" $(pkg-config --cflags --libs ztier)
@@ -143,8 +151,8 @@ if readelf -d "$work/consumer_pc_norpath" | grep -qE '\((RPATH|RUNPATH)\)'; then
 fi
 rc=0
 out=$("$work/consumer_pc_norpath" 2>&1) || rc=$?
-if [[ $rc -ne 127 || $out != *"libztier.so.0: cannot open shared object file"* ]]; then
-  fail "consumer_pc_norpath without LD_LIBRARY_PATH: expected the loader to fail on libztier.so.0 (exit 127), got exit $rc: $out"
+if [[ $rc -ne 127 || $out != *"$so: cannot open shared object file"* ]]; then
+  fail "consumer_pc_norpath without LD_LIBRARY_PATH: expected the loader to fail on $so (exit 127), got exit $rc: $out"
 fi
 echo "consumer_pc_norpath without LD_LIBRARY_PATH fails as expected: $out"
 LD_LIBRARY_PATH="$libdir" "$work/consumer_pc_norpath" ||
@@ -217,4 +225,17 @@ if [[ -f $libdir/libztier-cuda.so ]]; then
 else
   echo "install consumers: no libztier-cuda.so (built without ZT_CUDA): module checks skipped"
 fi
+# --- docs/embedding.md's build recipe, as written, in a shell with no pkg-config variables -----
+# Its /opt/ztier/lib/pkgconfig is this install's; the recipe must say itself where ztier.pc is.
+doc="$here/../../docs/embedding.md"
+between() { awk -v b="<!-- $2:begin -->" -v e="<!-- $2:end -->" \
+  '$0 == b {on = 1; next} $0 == e {on = 0} on && !/^```/' "$1"; }
+between "$doc" walkthrough >"$work/walkthrough.c"
+between "$doc" build | sed "s|/opt/ztier/lib/pkgconfig|$pcdir|g" >"$work/build.sh"
+grep -q 'pkg-config' "$work/build.sh" || fail "no build recipe (<!-- build:begin -->) in $doc"
+(cd "$work" && env -u PKG_CONFIG_PATH -u PKG_CONFIG_LIBDIR bash -e build.sh) >"$work/build.log" 2>&1 ||
+  fail "docs/embedding.md's build recipe failed against $work/prefix: $(cat "$work/build.sh" "$work/build.log")"
+readelf -d "$work/walkthrough" | grep -E '\((RPATH|RUNPATH)\)' | grep -qF "$libdir" ||
+  fail "docs/embedding.md's recipe links no rpath to $libdir"
+echo "docs/embedding.md's build recipe builds the walk-through against the install"
 echo "install consumers: runtime-only shared (find_package, pkg-config), find_package shared+static, pkg-config shared (rpath, LD_LIBRARY_PATH)+static, cuda module ok"

@@ -228,7 +228,7 @@ static void test_step_in_the_middle_of_backward(void **state)
     EXPECT(zt_param_write(f->rt, f->param, buf, 32), ZT_ERR_USAGE, "'l0' (backward)");
     EXPECT(zt_checkpoint_save(f->rt, "/tmp/unused"), ZT_ERR_USAGE, "'l0' (backward)");
     assert_int_equal(zt_release(f->rt, f->layer, ZT_BACKWARD), ZT_OK);
-    zt_step_info info;
+    zt_step_info info = ZT_STEP_INFO_INIT;
     assert_int_equal(zt_step(f->rt, NULL, &info), ZT_OK);
     assert_int_equal(info.step, 1);
 }

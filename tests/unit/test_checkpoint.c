@@ -94,7 +94,7 @@ static void resume_equals_uninterrupted(const char *pdev, const char *odev)
     zt_runtime *b = create(pdev, odev, &m, dims);
     assert_int_equal(zt_checkpoint_load(b, dir), ZT_OK);
     train(b, &m, 5, 10);
-    zt_step_info info;
+    zt_step_info info = ZT_STEP_INFO_INIT;
     float *got = read_all(b, &m, &n2);
     assert_int_equal(n, n2);
     assert_memory_equal(want, got, sizeof(float) * (size_t)n); /* bitwise */
@@ -308,7 +308,7 @@ static void test_edited_manifests_are_refused(void **state)
     assert_int_equal(zt_step_count(rt, &steps), ZT_OK);
     assert_int_equal(steps, 2);
     float loss;
-    zt_step_info info;
+    zt_step_info info = ZT_STEP_INFO_INIT;
     assert_int_equal(minimal_micro_step(rt, &m, 2, 0, dims.batch, &loss), ZT_OK);
     assert_int_equal(zt_step(rt, NULL, &info), ZT_OK);
     assert_int_equal(info.skipped, 0);

@@ -188,7 +188,7 @@ static void test_invalid_step_values_change_nothing(void **state)
     int64_t steps = -1;
     assert_int_equal(zt_step_count(rt, &steps), ZT_OK);
     assert_int_equal(steps, 0);
-    zt_step_info info; /* the gradients were kept: the step applies them */
+    zt_step_info info = ZT_STEP_INFO_INIT; /* the gradients were kept: the step applies them */
     assert_int_equal(zt_step(rt, NULL, &info), ZT_OK);
     assert_int_equal(info.micro_steps, 1);
     free(before), free(after);

@@ -155,7 +155,7 @@ static zt_step_info step(zt_runtime *rt, const model *m, const zt_step_args *arg
     for (int i = 0; i < N; i++)
         g[i] = grad[i] = w[i] - target(i);
     assert_int_equal(zt_release(rt, m->layer, ZT_BACKWARD), ZT_OK);
-    zt_step_info info;
+    zt_step_info info = ZT_STEP_INFO_INIT;
     assert_int_equal(zt_step(rt, args, &info), ZT_OK);
     return info;
 }
@@ -269,7 +269,7 @@ static void test_skipped_steps_do_not_advance(void **state)
         if (k == 3 || k == 4 || k == 9)
             grad[5] = 0x7c00; /* +inf */
         assert_int_equal(zt_release(rt, m.layer, ZT_BACKWARD), ZT_OK);
-        zt_step_info info;
+        zt_step_info info = ZT_STEP_INFO_INIT;
         assert_int_equal(zt_step(rt, NULL, &info), ZT_OK);
         assert_int_equal(info.skipped, k == 3 || k == 4 || k == 9);
         assert_rel(info.lr, table_lr(c, done + 1), 1e-6, "fp16", k + 1);

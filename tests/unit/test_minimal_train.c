@@ -52,7 +52,7 @@ static void train_and_compare_with(const char *param_dev, const char *opt_dev, c
     for (int s = 0; s < STEPS; s++) {
         float loss;
         assert_int_equal(minimal_micro_step(rt, &m, s, 0, dims.batch, &loss), ZT_OK);
-        zt_step_info info;
+        zt_step_info info = ZT_STEP_INFO_INIT;
         assert_int_equal(zt_step(rt, NULL, &info), ZT_OK);
         assert_int_equal(info.skipped, 0);
         assert_int_equal(info.micro_steps, 1);
@@ -130,7 +130,7 @@ static void test_accumulation_equals_big_batch(void **state)
             float loss;
             assert_int_equal(minimal_micro_step(rt, &m, 4 * s + k, 0, dims.batch, &loss), ZT_OK);
         }
-        zt_step_info info;
+        zt_step_info info = ZT_STEP_INFO_INIT;
         assert_int_equal(zt_step(rt, NULL, &info), ZT_OK);
         assert_int_equal(info.micro_steps, 4);
         ref_mlp_step(&ref, 4 * s, 4);

@@ -118,7 +118,7 @@ static void test_bf16_params_and_grads(void **state)
             g[i] = from_bf16(gp[i]);
         }
         assert_int_equal(zt_release(rt, layer, ZT_BACKWARD), ZT_OK);
-        zt_step_info info;
+        zt_step_info info = ZT_STEP_INFO_INIT;
         assert_int_equal(zt_step(rt, NULL, &info), ZT_OK);
         ref_adamw(w, m, v, g, s, 0.05f);
     }
@@ -144,7 +144,7 @@ static void test_fp16_overflow_skips_step(void **state)
     uint16_t *gp = view.params[0].grad;
     gp[17] = 0x7c00; /* +inf in fp16 */
     assert_int_equal(zt_release(rt, layer, ZT_BACKWARD), ZT_OK);
-    zt_step_info info;
+    zt_step_info info = ZT_STEP_INFO_INIT;
     assert_int_equal(zt_step(rt, NULL, &info), ZT_OK);
     assert_int_equal(info.skipped, 1);
     assert_int_equal(info.step, 0);
@@ -171,7 +171,7 @@ static void test_clipping_reports_norm_and_coefficient(void **state)
     for (int i = 0; i < N; i++)
         gp[i] = 0.1f; /* norm = 0.1 * sqrt(1000) */
     assert_int_equal(zt_release(rt, layer, ZT_BACKWARD), ZT_OK);
-    zt_step_info info;
+    zt_step_info info = ZT_STEP_INFO_INIT;
     assert_int_equal(zt_step(rt, NULL, &info), ZT_OK);
     float norm = 0.1f * sqrtf((float)N);
     assert_float_equal(info.grad_norm, norm, 1e-4f);
