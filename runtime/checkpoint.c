@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -97,7 +98,41 @@ static zt_status write_shard_file(zt_runtime *rt, const char *folder, uint64_t *
     return st;
 }
 
-/* Rank 0 prepares the folder; every rank learns its name. */
+/* Every rank writes into the folder rank 0 made, so every rank must see it: a folder on a
+ * disk of each node's own (node-local storage) would fail each rank's file with ENOENT and
+ * say nothing of the cause. The ranks exchange whether they see it, and every rank names the
+ * ones that do not (ZT_ERR_IO) before any file is written; rank 0 then removes the folder. */
+static zt_status check_visible(zt_runtime *rt, const char *root, const char *name)
+{
+    char partial[ZT_PATH_MAX + 160];
+    zt_ckpt_partial_path(root, name, partial, sizeof partial);
+    struct stat sb;
+    int64_t mine = stat(partial, &sb) == 0 && S_ISDIR(sb.st_mode);
+    int64_t *seen = calloc((size_t)rt->dist.world, sizeof *seen);
+    if (!seen)
+        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory saving a checkpoint");
+    zt_status st = zt_comm_allgather_sync(rt->dist.comm, &mine, seen, 1, ZT_COMM_I64, &rt->err);
+    char blind[256] = "";
+    int n_blind = 0;
+    for (int r = 0; st == ZT_OK && r < rt->dist.world; r++)
+        if (!seen[r] && n_blind++ < 8)
+            snprintf(blind + strlen(blind), sizeof blind - strlen(blind), "%s%d",
+                     n_blind > 1 ? ", " : "", r);
+    free(seen);
+    if (st != ZT_OK || n_blind == 0)
+        return st;
+    return ZT_ERR(&rt->err, ZT_ERR_IO,
+                  "checkpoint save of step %lld: rank%s %s%s of %d do%s not see the folder '%s' "
+                  "that rank 0 created: '%s' is not one folder shared by every rank (a disk of "
+                  "each node's own?). Give every rank a checkpoint path on a filesystem all nodes "
+                  "mount (NFS, Lustre, ...); nothing was written and the previous checkpoint "
+                  "stays the latest",
+                  (long long)rt->train.steps, n_blind > 1 ? "s" : "", blind,
+                  n_blind > 8 ? " and more" : "", rt->dist.world, n_blind > 1 ? "" : "es", partial,
+                  root);
+}
+
+/* Rank 0 prepares the folder; every rank learns its name and checks that it sees it. */
 static zt_status begin_save(zt_runtime *rt, const char *root, char *name)
 {
     zt_status st = zt_rt_drain_optimizer(rt); /* the optimizer state on disk is complete */
@@ -106,7 +141,12 @@ static zt_status begin_save(zt_runtime *rt, const char *root, char *name)
     st = zt_comm_agree(rt->dist.comm, st, "checkpoint save (folder)", &rt->err);
     if (st != ZT_OK || rt->dist.world == 1)
         return st;
-    return zt_comm_broadcast_sync(rt->dist.comm, name, ZT_CKPT_NAME_MAX, ZT_COMM_U8, 0, &rt->err);
+    st = zt_comm_broadcast_sync(rt->dist.comm, name, ZT_CKPT_NAME_MAX, ZT_COMM_U8, 0, &rt->err);
+    if (st == ZT_OK)
+        st = check_visible(rt, root, name);
+    if (st != ZT_OK && rt->dist.rank == 0 && name[0])
+        zt_ckpt_abort(root, name);
+    return st;
 }
 
 /* Every rank writes its shard; rank 0 writes the manifest and commits the folder. Once every
