@@ -7,6 +7,7 @@
  * shards and re-derives the working-dtype parameters, so training resumes bit-identically
  * and a refused checkpoint changes nothing. */
 #include "runtime/checkpoint.h"
+#include "runtime/checkpoint_check.h"
 #include "runtime/checkpoint_dir.h"
 #include "runtime/checkpoint_file.h"
 #include "runtime/checkpoint_reshard.h"
@@ -262,7 +263,7 @@ static zt_status read_shard(zt_runtime *rt, zt_ckpt_reader *r, const zt_layer *L
 }
 
 /* Per layer the file holds master, m, v; the working-dtype parameters follow the master. The
- * file was checked whole before (zt_ckpt_verify_file). */
+ * file was checked whole before (zt_ckpt_validate). */
 static zt_status restore_layers(zt_runtime *rt, const char *path, int version)
 {
     zt_ckpt_reader *r = NULL;
@@ -323,30 +324,22 @@ static zt_status clear_accumulators(zt_runtime *rt)
     return st;
 }
 
-/* Every rank checks the manifest and its file (resharding: its share of the files); nothing
- * changes unless all of them pass. *out: this rank's file (NULL when resharding). */
+/* Every rank checks the manifest and its share of the files (zt_ckpt_validate, as `ztier
+ * checkpoint inspect` does); nothing changes unless all of them pass. *reshard: the files
+ * split the layers otherwise than this run. */
 static zt_status open_checked(zt_runtime *rt, const char *dir, char *folder, size_t len,
-                              zt_manifest *m, FILE **out)
+                              zt_manifest *m, int *reshard)
 {
-    char path[ZT_PATH_MAX + 240];
     /* no write-back may land after the restore; a failed one does not matter any more */
-    zt_status st = ZT_OK;
     zt_nvme_step_drain(rt->opt.nvme_step, NULL);
+    zt_ckpt_expect x = {0};
+    zt_status st = zt_ckpt_resolve(dir, folder, len, &rt->err);
     if (st == ZT_OK)
-        st = zt_ckpt_resolve(dir, folder, len, &rt->err);
+        st = zt_ckpt_expect_runtime(rt, &x, &rt->err);
     if (st == ZT_OK)
-        st = zt_manifest_read(rt, folder, m, &rt->err);
-    int reshard = st == ZT_OK && zt_manifest_reshards(rt, m);
-    if (reshard) {
-        st = zt_ckpt_reshard_verify(rt, folder, m);
-    } else if (st == ZT_OK) {
-        shard_path(folder, rt, path, sizeof path);
-        if (!(*out = fopen(path, "rb")))
-            st = ZT_ERR(&rt->err, ZT_ERR_CORRUPT, "checkpoint file '%s' is missing: %s", path,
-                        strerror(errno));
-        if (st == ZT_OK)
-            st = zt_ckpt_verify_file(rt, *out, path, m, rt->dist.rank);
-    }
+        st = zt_ckpt_validate(folder, &x, ZT_CKPT_FILES_RANK, rt->cfg.io_engine, m, &rt->err);
+    *reshard = st == ZT_OK && zt_manifest_reshards(&x, m);
+    zt_ckpt_expect_free(&x);
     return zt_comm_agree(rt->dist.comm, st, "checkpoint load (checks)", &rt->err);
 }
 
@@ -378,7 +371,7 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
 {
     char folder[ZT_PATH_MAX + 160] = "", path[ZT_PATH_MAX + 240];
     zt_manifest m = {0};
-    FILE *f = NULL;
+    int reshard = 0;
     double t0 = zt_now_s();
     /* no reduction still to land in the accumulators the load clears, no caller stream
      * still reading parameters it replaces */
@@ -386,13 +379,13 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
     /* an overlapped step in progress ends first (if it fails, the load restores the state) */
     zt_rt_step_complete(rt);
     if (st == ZT_OK)
-        st = open_checked(rt, dir, folder, sizeof folder, &m, &f);
+        st = open_checked(rt, dir, folder, sizeof folder, &m, &reshard);
     if (st == ZT_OK && m.zero_stage >= 0 && m.zero_stage != rt->cfg.stage)
         ZT_LOGI("checkpoint",
                 "'%s' was saved at ZeRO stage %d and loads into stage %d: the same state of "
                 "every parameter",
                 folder, m.zero_stage, rt->cfg.stage);
-    if (st == ZT_OK && !f)
+    if (st == ZT_OK && reshard)
         ZT_LOGI("checkpoint",
                 "'%s' was saved by %d ranks and this run has %d (or lays layers out otherwise): "
                 "each rank reads its parts from the files that hold them",
@@ -400,10 +393,9 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
     if (st == ZT_OK) {
         zt_prefetcher_invalidate(rt->prefetch);
         shard_path(folder, rt, path, sizeof path);
-        st = f ? restore_layers(rt, path, m.version) : zt_ckpt_reshard_restore(rt, folder, &m);
+        st =
+            reshard ? zt_ckpt_reshard_restore(rt, folder, &m) : restore_layers(rt, path, m.version);
     }
-    if (f)
-        fclose(f);
     zt_manifest_free(&m);
     if (st == ZT_OK) {
         restore_state(rt, &m.state);
