@@ -24,19 +24,25 @@
 
 static const mlp_dims dims = {16, 32, 4, 16};
 
-static zt_status make_runtime(zt_runtime **rt, minimal_model *m)
+/* The runtime (the minimal model on 2 ranks) and the scratch folder rank 0 makes. */
+static zt_status open_runtime(zt_runtime **rt, minimal_model *m, char *base, size_t len)
 {
-    const ref_hparams hp = {0.01f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.5f};
+    const ref_hparams hp = {0.01f, 0.9f, 0.999f, 1e-8f, 0.0f, 1.0f};
     zt_status st = zt_runtime_create(NULL, ref_mlp_config(&hp, "cpu", "cpu", 1, "", ""), rt);
-    if (st == ZT_OK)
-        st = minimal_register(*rt, &dims, 7, m);
-    return st == ZT_OK ? zt_runtime_commit(*rt) : st;
+    st = st == ZT_OK ? minimal_register(*rt, &dims, 3, m) : st;
+    st = st == ZT_OK ? zt_runtime_commit(*rt) : st;
+    if (st == ZT_OK && (*rt)->dist.rank == 0)
+        scratch_make("ckpt-folders", base, len);
+    return st == ZT_OK
+               ? zt_comm_broadcast_sync((*rt)->dist.comm, base, len, ZT_COMM_U8, 0, &(*rt)->err)
+               : st;
 }
 
+/* One step of training on this rank's rows of the batch. */
 static zt_status train_step(zt_runtime *rt, const minimal_model *m, int step)
 {
-    int rows = dims.batch / rt->dist.world;
     float loss;
+    int rows = dims.batch / rt->dist.world;
     zt_status st = minimal_micro_step(rt, m, step, rt->dist.rank * rows, rows, &loss);
     return st == ZT_OK ? zt_step(rt, NULL, NULL) : st;
 }
@@ -87,11 +93,7 @@ int main(void)
     zt_runtime *rt = NULL;
     minimal_model m;
     char base[512] = "";
-    zt_status st = make_runtime(&rt, &m);
-    if (st == ZT_OK && rt->dist.rank == 0)
-        scratch_make("ckpt-folders", base, sizeof base);
-    if (st == ZT_OK)
-        st = zt_comm_broadcast_sync(rt->dist.comm, base, sizeof base, ZT_COMM_U8, 0, &rt->err);
+    zt_status st = open_runtime(&rt, &m, base, sizeof base);
     if (st != ZT_OK) {
         fprintf(stderr, "setup: %s\n", zt_last_error(rt));
         return 1;
