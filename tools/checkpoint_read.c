@@ -8,7 +8,6 @@
 #include "runtime/checkpoint_check.h"
 #include "runtime/checkpoint_dir.h"
 #include "runtime/checkpoint_file.h"
-#include "runtime/checkpoint_reader.h"
 
 #include <errno.h>
 #include <fcntl.h>
