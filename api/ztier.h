@@ -526,7 +526,9 @@ ZT_API zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info 
  * an atomic replacement of dir/latest; a save that fails or is killed at any point leaves
  * the previous checkpoint the latest one and loadable. The newest ztier.checkpoint_keep
  * checkpoints (default 2) are kept, older ones removed. Collective: every rank calls it (the
- * folder must be on a filesystem every rank sees). Synchronous; no layer may be held.
+ * folder must be on a filesystem every rank sees: a rank that does not see the folder rank 0
+ * made returns ZT_ERR_IO, on every rank, naming the ranks and the fix, before any file is
+ * written). Synchronous; no layer may be held.
  * Rank 0 commits and then tells the others: a rank that loses contact with it after writing
  * its own file (a network split, a dead rank 0) returns ZT_ERR_COMM with a message saying it
  * cannot know whether the save was committed and how to tell from dir/latest (the new
@@ -537,8 +539,9 @@ ZT_API zt_status zt_checkpoint_save(zt_runtime *rt, const char *dir);
  * training continues bit-identically. dir is a root folder (its latest checkpoint is loaded)
  * or one checkpoint's folder (dir/step-NNNNNNNN). Every field of the manifest and every file
  * is checked first: a truncated, damaged, edited or foreign checkpoint returns
- * ZT_ERR_CORRUPT / ZT_ERR_ARGUMENT naming the cause before any state changes. Collective;
- * synchronous; no layer may be held. */
+ * ZT_ERR_CORRUPT / ZT_ERR_ARGUMENT naming the cause before any state changes; no checkpoint
+ * at dir (no such folder, or one without a checkpoint) returns ZT_ERR_IO naming the path.
+ * Collective; synchronous; no layer may be held. */
 ZT_API zt_status zt_checkpoint_load(zt_runtime *rt, const char *dir);
 
 /* Integers a trainer keeps with its checkpoints: its model's hyper-parameters that the

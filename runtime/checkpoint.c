@@ -7,6 +7,7 @@
  * shards and re-derives the working-dtype parameters, so training resumes bit-identically
  * and a refused checkpoint changes nothing. */
 #include "runtime/checkpoint.h"
+#include "runtime/checkpoint_check.h"
 #include "runtime/checkpoint_dir.h"
 #include "runtime/checkpoint_file.h"
 #include "runtime/checkpoint_reshard.h"
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -97,7 +99,41 @@ static zt_status write_shard_file(zt_runtime *rt, const char *folder, uint64_t *
     return st;
 }
 
-/* Rank 0 prepares the folder; every rank learns its name. */
+/* Every rank writes into the folder rank 0 made, so every rank must see it: a folder on a
+ * disk of each node's own (node-local storage) would fail each rank's file with ENOENT and
+ * say nothing of the cause. The ranks exchange whether they see it, and every rank names the
+ * ones that do not (ZT_ERR_IO) before any file is written; rank 0 then removes the folder. */
+static zt_status check_visible(zt_runtime *rt, const char *root, const char *name)
+{
+    char partial[ZT_PATH_MAX + 160];
+    zt_ckpt_partial_path(root, name, partial, sizeof partial);
+    struct stat sb;
+    int64_t mine = stat(partial, &sb) == 0 && S_ISDIR(sb.st_mode);
+    int64_t *seen = calloc((size_t)rt->dist.world, sizeof *seen);
+    if (!seen)
+        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory saving a checkpoint");
+    zt_status st = zt_comm_allgather_sync(rt->dist.comm, &mine, seen, 1, ZT_COMM_I64, &rt->err);
+    char blind[256] = "";
+    int n_blind = 0;
+    for (int r = 0; st == ZT_OK && r < rt->dist.world; r++)
+        if (!seen[r] && n_blind++ < 8)
+            snprintf(blind + strlen(blind), sizeof blind - strlen(blind), "%s%d",
+                     n_blind > 1 ? ", " : "", r);
+    free(seen);
+    if (st != ZT_OK || n_blind == 0)
+        return st;
+    return ZT_ERR(&rt->err, ZT_ERR_IO,
+                  "checkpoint save of step %lld: rank%s %s%s of %d do%s not see the folder '%s' "
+                  "that rank 0 created: '%s' is not one folder shared by every rank (a disk of "
+                  "each node's own?). Give every rank a checkpoint path on a filesystem all nodes "
+                  "mount (NFS, Lustre, ...); nothing was written and the previous checkpoint "
+                  "stays the latest",
+                  (long long)rt->train.steps, n_blind > 1 ? "s" : "", blind,
+                  n_blind > 8 ? " and more" : "", rt->dist.world, n_blind > 1 ? "" : "es", partial,
+                  root);
+}
+
+/* Rank 0 prepares the folder; every rank learns its name and checks that it sees it. */
 static zt_status begin_save(zt_runtime *rt, const char *root, char *name)
 {
     zt_status st = zt_rt_drain_optimizer(rt); /* the optimizer state on disk is complete */
@@ -106,7 +142,12 @@ static zt_status begin_save(zt_runtime *rt, const char *root, char *name)
     st = zt_comm_agree(rt->dist.comm, st, "checkpoint save (folder)", &rt->err);
     if (st != ZT_OK || rt->dist.world == 1)
         return st;
-    return zt_comm_broadcast_sync(rt->dist.comm, name, ZT_CKPT_NAME_MAX, ZT_COMM_U8, 0, &rt->err);
+    st = zt_comm_broadcast_sync(rt->dist.comm, name, ZT_CKPT_NAME_MAX, ZT_COMM_U8, 0, &rt->err);
+    if (st == ZT_OK)
+        st = check_visible(rt, root, name);
+    if (st != ZT_OK && rt->dist.rank == 0 && name[0])
+        zt_ckpt_abort(root, name);
+    return st;
 }
 
 /* Every rank writes its shard; rank 0 writes the manifest and commits the folder. Once every
@@ -222,7 +263,7 @@ static zt_status read_shard(zt_runtime *rt, zt_ckpt_reader *r, const zt_layer *L
 }
 
 /* Per layer the file holds master, m, v; the working-dtype parameters follow the master. The
- * file was checked whole before (zt_ckpt_verify_file). */
+ * file was checked whole before (zt_ckpt_validate). */
 static zt_status restore_layers(zt_runtime *rt, const char *path, int version)
 {
     zt_ckpt_reader *r = NULL;
@@ -283,30 +324,22 @@ static zt_status clear_accumulators(zt_runtime *rt)
     return st;
 }
 
-/* Every rank checks the manifest and its file (resharding: its share of the files); nothing
- * changes unless all of them pass. *out: this rank's file (NULL when resharding). */
+/* Every rank checks the manifest and its share of the files (zt_ckpt_validate, as `ztier
+ * checkpoint inspect` does); nothing changes unless all of them pass. *reshard: the files
+ * split the layers otherwise than this run. */
 static zt_status open_checked(zt_runtime *rt, const char *dir, char *folder, size_t len,
-                              zt_manifest *m, FILE **out)
+                              zt_manifest *m, int *reshard)
 {
-    char path[ZT_PATH_MAX + 240];
     /* no write-back may land after the restore; a failed one does not matter any more */
-    zt_status st = ZT_OK;
     zt_nvme_step_drain(rt->opt.nvme_step, NULL);
+    zt_ckpt_expect x = {0};
+    zt_status st = zt_ckpt_resolve(dir, folder, len, &rt->err);
     if (st == ZT_OK)
-        st = zt_ckpt_resolve(dir, folder, len, &rt->err);
+        st = zt_ckpt_expect_runtime(rt, &x, &rt->err);
     if (st == ZT_OK)
-        st = zt_manifest_read(rt, folder, m, &rt->err);
-    int reshard = st == ZT_OK && zt_manifest_reshards(rt, m);
-    if (reshard) {
-        st = zt_ckpt_reshard_verify(rt, folder, m);
-    } else if (st == ZT_OK) {
-        shard_path(folder, rt, path, sizeof path);
-        if (!(*out = fopen(path, "rb")))
-            st = ZT_ERR(&rt->err, ZT_ERR_CORRUPT, "checkpoint file '%s' is missing: %s", path,
-                        strerror(errno));
-        if (st == ZT_OK)
-            st = zt_ckpt_verify_file(rt, *out, path, m, rt->dist.rank);
-    }
+        st = zt_ckpt_validate(folder, &x, ZT_CKPT_FILES_RANK, rt->cfg.io_engine, m, &rt->err);
+    *reshard = st == ZT_OK && zt_manifest_reshards(&x, m);
+    zt_ckpt_expect_free(&x);
     return zt_comm_agree(rt->dist.comm, st, "checkpoint load (checks)", &rt->err);
 }
 
@@ -338,7 +371,7 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
 {
     char folder[ZT_PATH_MAX + 160] = "", path[ZT_PATH_MAX + 240];
     zt_manifest m = {0};
-    FILE *f = NULL;
+    int reshard = 0;
     double t0 = zt_now_s();
     /* no reduction still to land in the accumulators the load clears, no caller stream
      * still reading parameters it replaces */
@@ -346,13 +379,13 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
     /* an overlapped step in progress ends first (if it fails, the load restores the state) */
     zt_rt_step_complete(rt);
     if (st == ZT_OK)
-        st = open_checked(rt, dir, folder, sizeof folder, &m, &f);
+        st = open_checked(rt, dir, folder, sizeof folder, &m, &reshard);
     if (st == ZT_OK && m.zero_stage >= 0 && m.zero_stage != rt->cfg.stage)
         ZT_LOGI("checkpoint",
                 "'%s' was saved at ZeRO stage %d and loads into stage %d: the same state of "
                 "every parameter",
                 folder, m.zero_stage, rt->cfg.stage);
-    if (st == ZT_OK && !f)
+    if (st == ZT_OK && reshard)
         ZT_LOGI("checkpoint",
                 "'%s' was saved by %d ranks and this run has %d (or lays layers out otherwise): "
                 "each rank reads its parts from the files that hold them",
@@ -360,10 +393,9 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
     if (st == ZT_OK) {
         zt_prefetcher_invalidate(rt->prefetch);
         shard_path(folder, rt, path, sizeof path);
-        st = f ? restore_layers(rt, path, m.version) : zt_ckpt_reshard_restore(rt, folder, &m);
+        st =
+            reshard ? zt_ckpt_reshard_restore(rt, folder, &m) : restore_layers(rt, path, m.version);
     }
-    if (f)
-        fclose(f);
     zt_manifest_free(&m);
     if (st == ZT_OK) {
         restore_state(rt, &m.state);

@@ -285,9 +285,16 @@ zt_status zt_ckpt_resolve(const char *dir, char *folder, size_t len, zt_error *e
     static ckpt_list list;
     char path[PATH_LEN];
     struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return ZT_ERR(err, ZT_ERR_ARGUMENT, "checkpoint folder '%s' cannot be read: %s", dir,
-                      stat(dir, &sb) != 0 ? strerror(errno) : "not a folder");
+    if (stat(dir, &sb) != 0)
+        return ZT_ERR(err, ZT_ERR_IO,
+                      "no checkpoint at '%s': %s (a wrong path, or a folder on a disk this node "
+                      "does not have: every rank loads from the same folder)",
+                      dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return ZT_ERR(err, ZT_ERR_ARGUMENT,
+                      "checkpoint path '%s' is not a folder: give the checkpoint root or one "
+                      "step folder in it",
+                      dir);
     snprintf(path, sizeof path, "%s/" LIST_FILE, dir);
     if (access(path, F_OK) == 0) {
         zt_status st = read_list(dir, &list, err);
@@ -298,7 +305,7 @@ zt_status zt_ckpt_resolve(const char *dir, char *folder, size_t len, zt_error *e
         snprintf(folder, len, "%s/%s", dir, list.names[0]);
         snprintf(path, sizeof path, "%s/manifest.json", folder);
         if (access(path, F_OK) != 0)
-            return ZT_ERR(err, ZT_ERR_CORRUPT,
+            return ZT_ERR(err, ZT_ERR_IO,
                           "the latest checkpoint of '%s' is '%s', but '%s' is missing (was the "
                           "folder removed?); pass an older checkpoint's folder to load it",
                           dir, list.names[0], path);
@@ -309,9 +316,10 @@ zt_status zt_ckpt_resolve(const char *dir, char *folder, size_t len, zt_error *e
         snprintf(folder, len, "%s", dir);
         return ZT_OK;
     }
-    return ZT_ERR(err, ZT_ERR_CORRUPT,
+    return ZT_ERR(err, ZT_ERR_IO,
                   "no checkpoint in '%s': it has neither a 'latest' file nor a manifest.json "
-                  "(not a ztier checkpoint folder, or its first save was interrupted before it "
-                  "finished)",
+                  "(not a ztier checkpoint folder, its first save was interrupted before it "
+                  "finished, or it is on a disk of another node: every rank loads from the "
+                  "same folder)",
                   dir);
 }

@@ -38,8 +38,9 @@ zt_status zt_ckpt_commit(const char *root, const char *name, int keep, zt_error 
 void zt_ckpt_abort(const char *root, const char *name);
 
 /* The folder to load for `dir`: the newest checkpoint `latest` names when dir is a root, or
- * dir itself when it holds a manifest.json (one checkpoint folder). ZT_ERR_CORRUPT naming
- * the cause when there is none. */
+ * dir itself when it holds a manifest.json (one checkpoint folder). A checkpoint that is not
+ * there (no such folder, no `latest` and no manifest.json, or `latest` naming a folder that is
+ * gone) is ZT_ERR_IO naming the path; a damaged `latest` ZT_ERR_CORRUPT. */
 zt_status zt_ckpt_resolve(const char *dir, char *folder, size_t len, zt_error *err);
 
 /* fsync of a file or folder by path; 0 or -errno. */

@@ -3,6 +3,7 @@
 #include "runtime/checkpoint_file.h"
 #include "runtime/checkpoint_reader.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -65,36 +66,36 @@ size_t zt_ckpt_fread(void *dst, size_t bytes, FILE *f)
     return done;
 }
 
-uint64_t zt_ckpt_file_bytes(const zt_runtime *rt, const zt_manifest *m)
+zt_status zt_ckpt_check_file(const char *path, const zt_manifest *m, int k, uint64_t want,
+                             zt_io_engine_kind engine, zt_error *err)
 {
-    uint64_t n = zt_ckpt_header_bytes(m->version);
-    for (int i = 0; i < rt->reg.n_layers; i++)
-        n += 3 * (uint64_t)(m->shard ? m->shard[i] : rt->reg.layers[i].shard_numel) * sizeof(float);
-    return n;
-}
-
-zt_status zt_ckpt_verify_file(zt_runtime *rt, FILE *f, const char *path, const zt_manifest *m,
-                              int k)
-{
-    uint64_t want = zt_ckpt_file_bytes(rt, m), said = (uint64_t)m->files[2 * k];
+    uint64_t said = (uint64_t)m->files[2 * k];
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || (uint64_t)sb.st_size != said || said != want)
-        return ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
+    if (stat(path, &sb) != 0)
+        return ZT_ERR(err, ZT_ERR_CORRUPT,
+                      "checkpoint file '%s' is missing: %s; load an older checkpoint", path,
+                      strerror(errno));
+    if ((uint64_t)sb.st_size != said || said != want)
+        return ZT_ERR(err, ZT_ERR_CORRUPT,
                       "checkpoint file '%s' has %lld bytes, the manifest says %llu and the "
                       "model needs %llu: the file is truncated or from another save",
                       path, (long long)sb.st_size, (unsigned long long)said,
                       (unsigned long long)want);
     uint64_t size = 0;
     uint32_t crc = 0;
-    zt_status rs = zt_ckpt_file_crc(path, rt->cfg.io_engine, &size, &crc, &rt->err);
+    zt_status rs = zt_ckpt_file_crc(path, engine, &size, &crc, err);
     if (rs != ZT_OK)
         return rs;
     if (crc != (uint32_t)m->files[2 * k + 1])
-        return ZT_ERR(&rt->err, ZT_ERR_CORRUPT,
+        return ZT_ERR(err, ZT_ERR_CORRUPT,
                       "checkpoint file '%s' is damaged (CRC-32 %08lx, the manifest says %08lx)",
                       path, (unsigned long)crc, (unsigned long)m->files[2 * k + 1]);
-    rewind(f);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ZT_ERR(err, ZT_ERR_CORRUPT, "checkpoint file '%s' cannot be read: %s", path,
+                      strerror(errno));
     zt_shard_header h;
-    zt_status st = read_header(f, path, m->version, k, m->world, rt->reg.n_layers, &h, &rt->err);
-    return st == ZT_OK ? cross_check(&h, m, path, &rt->err) : st;
+    zt_status st = read_header(f, path, m->version, k, m->world, m->n_layers, &h, err);
+    fclose(f);
+    return st == ZT_OK ? cross_check(&h, m, path, err) : st;
 }

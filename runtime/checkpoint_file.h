@@ -6,6 +6,7 @@
 #define ZT_RUNTIME_CHECKPOINT_FILE_H
 
 #include "runtime/checkpoint_manifest.h"
+#include "tiers/io.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -24,20 +25,16 @@ typedef struct zt_shard_header {
 
 size_t zt_ckpt_header_bytes(int version);
 
-/* The bytes each of the checkpoint's files holds: the header and every layer's three parts
- * (the manifest's parts, or this run's layout where the manifest does not record them). */
-uint64_t zt_ckpt_file_bytes(const zt_runtime *rt, const zt_manifest *m);
-
 /* fread of bytes into dst in pieces of at most 8 MiB: the kernel's read-ahead streams those,
  * where one read of hundreds of megabytes waits for its pages in turn (3-4x slower here). The
  * bytes read. */
 size_t zt_ckpt_fread(void *dst, size_t bytes, FILE *f);
 
-/* Checks saving rank k's file whole before anything is restored: its size against the
- * manifest's and zt_ckpt_file_bytes, its CRC-32 against the manifest's, and its header (rank k
- * of m->world, this model's layer count, the manifest's step state). rt->opt.staging is the
- * read buffer. ZT_ERR_CORRUPT naming the file and the mismatch. */
-zt_status zt_ckpt_verify_file(zt_runtime *rt, FILE *f, const char *path, const zt_manifest *m,
-                              int k);
+/* Checks saving rank k's file at path whole before anything is restored: its size against
+ * the manifest's and `want` (the layout's), its CRC-32 against the manifest's, and its header
+ * (rank k of m->world, m->n_layers layers, the manifest's step state). ZT_ERR_CORRUPT naming
+ * the file and the mismatch. Part of zt_ckpt_validate. */
+zt_status zt_ckpt_check_file(const char *path, const zt_manifest *m, int k, uint64_t want,
+                             zt_io_engine_kind engine, zt_error *err);
 
 #endif

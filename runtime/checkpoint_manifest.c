@@ -34,7 +34,7 @@ void zt_manifest_checksum(json_t *m, char out[16])
 
 /* ---- writing ---- */
 
-static json_t *model_json(const zt_runtime *rt)
+json_t *zt_manifest_model_json(const zt_runtime *rt)
 {
     json_t *layers = json_array();
     for (int i = 0; i < rt->reg.n_layers; i++) {
@@ -95,12 +95,13 @@ static zt_status dump_synced(json_t *m, const char *path, zt_error *err)
 zt_status zt_manifest_write(const zt_runtime *rt, const zt_ckpt_state *s, const int64_t *files,
                             const char *folder, zt_error *err)
 {
-    json_t *m = json_pack(
-        "{s:s, s:i, s:i, s:i, s:I, s:f, s:i, s:i, s:b, s:o, s:o, s:o}", "format", CKPT_FORMAT,
-        "version", ZT_CKPT_VERSION, "world_size", rt->dist.world, "zero_stage", rt->cfg.stage,
-        "step", (json_int_t)s->step, "loss_scale", (double)s->loss_scale, "good_steps",
-        (int)s->good_steps, "hysteresis_left", (int)s->hysteresis_left, "fp16", s->fp16 > 0,
-        "layers", model_json(rt), "files", files_json(rt, files), "meta", meta_json(&rt->meta));
+    json_t *m = json_pack("{s:s, s:i, s:i, s:i, s:I, s:f, s:i, s:i, s:b, s:o, s:o, s:o}", "format",
+                          CKPT_FORMAT, "version", ZT_CKPT_VERSION, "world_size", rt->dist.world,
+                          "zero_stage", rt->cfg.stage, "step", (json_int_t)s->step, "loss_scale",
+                          (double)s->loss_scale, "good_steps", (int)s->good_steps,
+                          "hysteresis_left", (int)s->hysteresis_left, "fp16", s->fp16 > 0, "layers",
+                          zt_manifest_model_json(rt), "files", files_json(rt, files), "meta",
+                          meta_json(&rt->meta));
     if (!m)
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory building a checkpoint manifest");
     char sum[16];
@@ -118,8 +119,10 @@ zt_status zt_manifest_write(const zt_runtime *rt, const zt_ckpt_state *s, const 
 typedef struct mctx {
     const char *path;
     zt_error *err;
-    int saved_stage; /* the manifest's zero_stage, once read (-1: not recorded) */
-    int saved_world; /* its world_size, once read */
+    const zt_ckpt_expect *x; /* what it is checked against */
+    int saved_stage;         /* the manifest's zero_stage, once read (-1: not recorded) */
+    int saved_world;         /* its world_size, once read */
+    json_t *names;           /* the parameter names seen so far (a set) */
 } mctx;
 
 static zt_status bad(const mctx *c, const char *field, const json_t *v, const char *allowed)
@@ -172,7 +175,7 @@ static zt_status check_header(mctx *c, json_t *m, int *version)
     return ZT_OK;
 }
 
-static zt_status check_loss_scale(const zt_runtime *rt, const mctx *c, json_t *m, zt_ckpt_state *s)
+static zt_status check_loss_scale(const mctx *c, json_t *m, zt_ckpt_state *s)
 {
     json_t *v = json_object_get(m, "loss_scale"), *fp16 = json_object_get(m, "fp16");
     double x = json_is_number(v) ? json_number_value(v) : NAN;
@@ -183,7 +186,7 @@ static zt_status check_loss_scale(const zt_runtime *rt, const mctx *c, json_t *m
     s->fp16 = fp16 ? json_is_true(fp16) : -1;
     s->loss_scale = (float)x;
     /* Only fp16 scales the loss: any other scale in a run that did not is not a real state. */
-    if (s->fp16 != 1 && x != 1.0 && (s->fp16 == 0 || !rt->cfg.fp16))
+    if (s->fp16 != 1 && x != 1.0 && (s->fp16 == 0 || !c->x->fp16))
         return bad(c, "loss_scale", v,
                    "a run without fp16 loss scaling saves exactly 1 (a loss scale here would "
                    "silently change the gradients)");
@@ -203,12 +206,12 @@ static zt_status check_stage(mctx *c, json_t *m, zt_manifest *out)
     return st;
 }
 
-static zt_status check_state(const zt_runtime *rt, const mctx *c, json_t *m, zt_ckpt_state *s)
+static zt_status check_state(const mctx *c, json_t *m, zt_ckpt_state *s)
 {
     int64_t step = 0, good = 0, hyst = 0;
     zt_status st = get_int(c, m, "step", "step", 0, INT64_C(1) << 53, &step);
     if (st == ZT_OK)
-        st = check_loss_scale(rt, c, m, s);
+        st = check_loss_scale(c, m, s);
     if (st == ZT_OK)
         st = get_int(c, m, "good_steps", "good_steps", 0, INT32_MAX, &good);
     if (st == ZT_OK)
@@ -227,67 +230,135 @@ static zt_status foreign(const mctx *c, const char *what, const char *there, con
                   c->path, what, there, here);
 }
 
-static zt_status check_param(const mctx *c, const zt_param *p, json_t *jp, const char *field)
+/* Parameter field (json jp) on its own: a unique name, a shape of positive sizes, and its
+ * offset where the parameters before it end (each rounded up to ZT_PARAM_ALIGN_ELEMS, as
+ * every layout packs them): *at, advanced past it. So no two overlap and none is moved. */
+static zt_status check_param_itself(mctx *c, json_t *jp, const char *field, int64_t *at,
+                                    int64_t *end)
 {
-    json_t *name = json_object_get(jp, "name"), *shape = json_object_get(jp, "shape");
-    if (!json_is_string(name))
-        return bad(c, field, name, "a parameter needs a \"name\" string");
-    if (strcmp(json_string_value(name), p->name) != 0)
-        return foreign(c, "a parameter", json_string_value(name), p->name);
-    int same = json_is_array(shape) && (int)json_array_size(shape) == p->ndim;
-    for (int d = 0; same && d < p->ndim; d++) {
-        json_t *dim = json_array_get(shape, (size_t)d);
-        same = json_is_integer(dim) && json_integer_value(dim) == p->shape[d];
+    json_t *name = json_object_get(jp, "name"), *shape = json_object_get(jp, "shape"), *d;
+    char sub[128];
+    if (!json_is_string(name) || !json_string_length(name))
+        return bad(c, field, name ? name : jp, "a parameter needs a \"name\" string");
+    if (json_object_get(c->names, json_string_value(name)))
+        return bad(c, field, name, "two parameters have that name");
+    json_object_set_new(c->names, json_string_value(name), json_true());
+    snprintf(sub, sizeof sub, "%s.shape", field);
+    if (!json_is_array(shape) || json_array_size(shape) < 1 || json_array_size(shape) > ZT_MAX_DIMS)
+        return bad(c, sub, shape, "it must list 1 to 8 sizes");
+    int64_t numel = 1;
+    size_t k;
+    json_array_foreach(shape, k, d)
+    {
+        if (!json_is_integer(d) || json_integer_value(d) < 1 ||
+            json_integer_value(d) > (INT64_C(1) << 44) / numel)
+            return bad(c, sub, shape,
+                       "each size must be a positive integer, 2^44 elements at most");
+        numel *= (int64_t)json_integer_value(d);
     }
-    if (!same)
+    snprintf(sub, sizeof sub, "%s.offset", field);
+    json_t *off = json_object_get(jp, "offset");
+    if (!json_is_integer(off) || json_integer_value(off) != *at) {
+        char allowed[160];
+        snprintf(allowed, sizeof allowed,
+                 "the parameters before it in its layer end at element %lld, where it must "
+                 "start (an edited shape or offset, or parameters moved)",
+                 (long long)*at);
+        return bad(c, sub, off, allowed);
+    }
+    *end = *at + numel;
+    *at += (numel + ZT_PARAM_ALIGN_ELEMS - 1) / ZT_PARAM_ALIGN_ELEMS * ZT_PARAM_ALIGN_ELEMS;
+    return ZT_OK;
+}
+
+/* Parameter jp against the model's (want, as zt_manifest_model_json writes it). */
+static zt_status check_param_model(const mctx *c, json_t *want, json_t *jp)
+{
+    const char *there = json_string_value(json_object_get(jp, "name"));
+    const char *here = json_string_value(json_object_get(want, "name"));
+    if (!here || strcmp(there, here) != 0)
+        return foreign(c, "a parameter", there, here ? here : "(none)");
+    if (!json_equal(json_object_get(jp, "shape"), json_object_get(want, "shape")))
         return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
                       "checkpoint '%s': parameter '%s' has another shape there: it was saved "
                       "from a different model",
-                      c->path, p->name);
-    /* where it starts in its layer's flat layout: the shard files hold that layout */
-    char at[96];
-    snprintf(at, sizeof at, "%s.offset", field);
-    int64_t offset = -1;
-    zt_status st = get_int(c, jp, "offset", at, 0, INT64_MAX, &offset);
-    if (st == ZT_OK && offset != p->offset)
+                      c->path, here);
+    json_t *at = json_object_get(want, "offset");
+    if (at && !json_equal(json_object_get(jp, "offset"), at))
         return ZT_ERR(c->err, ZT_ERR_CORRUPT,
                       "checkpoint '%s': parameter '%s' starts at element %lld of its layer "
                       "there and at %lld here: the files hold another layout (a damaged "
                       "manifest, or another version's layout)",
-                      c->path, p->name, (long long)offset, (long long)p->offset);
-    return st;
+                      c->path, here, (long long)json_integer_value(json_object_get(jp, "offset")),
+                      (long long)json_integer_value(at));
+    return ZT_OK;
 }
 
-/* The elements a layer's parameters take in its flat layout (the rest is padding). */
-static int64_t params_end(const zt_runtime *rt, const zt_layer *L)
-{
-    int64_t end = 0;
-    for (int k = 0; k < L->n_params; k++) {
-        const zt_param *p = &rt->reg.params[L->param_ids[k]];
-        end = p->offset + p->numel > end ? p->offset + p->numel : end;
-    }
-    return end;
-}
-
-/* Layer i as saved: its name and parameters must be this model's; its flat size and each
- * file's part of it (*flat, *shard; 0 where not recorded) may differ from this run's. */
-static zt_status check_layer(const zt_runtime *rt, const mctx *c, const zt_layer *L, json_t *jl,
-                             int i, int64_t *flat, int64_t *shard)
+/* Layer i's name and parameters, on their own and against the model's layer `want` (NULL:
+ * none known); *end: where its parameters end in its flat layout. */
+static zt_status check_layer_params(mctx *c, json_t *jl, json_t *want, int i, int64_t *end)
 {
     char field[64];
     snprintf(field, sizeof field, "layers[%d]", i);
     json_t *name = json_object_get(jl, "name"), *params = json_object_get(jl, "params");
     if (!json_is_string(name) || !json_is_array(params))
         return bad(c, field, jl, "a layer needs a \"name\" string and a \"params\" list");
-    if (strcmp(json_string_value(name), L->name) != 0)
-        return foreign(c, "a layer", json_string_value(name), L->name);
-    if ((int)json_array_size(params) != L->n_params)
+    const char *here = json_string_value(json_object_get(want, "name"));
+    if (want && strcmp(json_string_value(name), here) != 0)
+        return foreign(c, "a layer", json_string_value(name), here);
+    json_t *want_params = json_object_get(want, "params");
+    if (want && json_array_size(params) != json_array_size(want_params))
         return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
                       "checkpoint '%s': layer '%s' has other parameters there: it was saved "
                       "from a different model",
-                      c->path, L->name);
+                      c->path, here);
+    int64_t at = 0;
+    *end = 0;
+    zt_status st = ZT_OK;
+    for (size_t k = 0; st == ZT_OK && k < json_array_size(params); k++) {
+        json_t *jp = json_array_get(params, k);
+        snprintf(field, sizeof field, "layers[%d].params[%d]", i, (int)k);
+        st = check_param_itself(c, jp, field, &at, end);
+        if (st == ZT_OK && want)
+            st = check_param_model(c, json_array_get(want_params, k), jp);
+    }
+    return st;
+}
+
+/* A layer saved before each file's part of it was recorded: loadable only as this run lays
+ * it out (the model's flat_numel, the same world size). */
+static zt_status check_unrecorded(const mctx *c, json_t *want, int64_t flat)
+{
+    const zt_ckpt_expect *x = c->x;
+    if (c->saved_world != x->world || !x->world)
+        return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
+                      "checkpoint '%s' was saved by %d ranks by a version that did not record "
+                      "each file's part of a layer: load it with %d ranks%s",
+                      c->path, c->saved_world, c->saved_world,
+                      x->world ? ""
+                               : " (and export from there: zt_gpt2 --resume DIR --steps 0 "
+                                 "--safetensors F)");
+    if (flat == json_integer_value(json_object_get(want, "flat_numel")))
+        return ZT_OK;
+    return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
+                  "checkpoint '%s' was saved at ZeRO stage %d, which lays layer '%s' out "
+                  "otherwise than stage %d does on %d ranks, by a version that did not record "
+                  "each file's part of a layer: load it with zero_optimization.stage %d",
+                  c->path, c->saved_stage, json_string_value(json_object_get(want, "name")),
+                  x->stage, x->world, c->saved_stage);
+}
+
+/* Layer i as saved: its name and parameters must be the model's; its flat size and each
+ * file's part of it (*flat, *shard; 0 where not recorded) may differ from this run's. */
+static zt_status check_layer(mctx *c, json_t *jl, json_t *want, int i, int64_t *flat,
+                             int64_t *shard)
+{
+    int64_t end = 0;
+    char field[64];
+    zt_status st = check_layer_params(c, jl, want, i, &end);
     snprintf(field, sizeof field, "layers[%d].flat_numel", i);
-    zt_status st = get_int(c, jl, "flat_numel", field, params_end(rt, L), INT64_MAX, flat);
+    if (st == ZT_OK)
+        st = get_int(c, jl, "flat_numel", field, end > 0 ? end : 1, INT64_C(1) << 44, flat);
     *shard = 0;
     if (st == ZT_OK && json_object_get(jl, "shard_numel")) {
         snprintf(field, sizeof field, "layers[%d].shard_numel", i);
@@ -296,46 +367,34 @@ static zt_status check_layer(const zt_runtime *rt, const mctx *c, const zt_layer
             return bad(c, field, json_object_get(jl, "shard_numel"),
                        "it must be the layer's flat_numel (replicated) or that over world_size");
     }
-    for (int k = 0; st == ZT_OK && k < L->n_params; k++) {
-        snprintf(field, sizeof field, "layers[%d].params[%d]", i, k);
-        st = check_param(c, &rt->reg.params[L->param_ids[k]], json_array_get(params, (size_t)k),
-                         field);
-    }
-    if (st != ZT_OK || *shard || (*flat == L->flat_numel && c->saved_world == rt->dist.world))
+    if (st != ZT_OK || *shard)
         return st;
-    /* laid out otherwise and saved before each file's part was recorded */
-    if (c->saved_world != rt->dist.world)
-        return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
-                      "checkpoint '%s' was saved by %d ranks and this run has %d, by a version "
-                      "that did not record each file's part of a layer: resume it with %d ranks",
-                      c->path, c->saved_world, rt->dist.world, c->saved_world);
-    return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
-                  "checkpoint '%s' was saved at ZeRO stage %d, which lays layer '%s' out "
-                  "otherwise than stage %d does on %d ranks, by a version that did not record "
-                  "each file's part of a layer: load it with zero_optimization.stage %d",
-                  c->path, c->saved_stage, L->name, rt->cfg.stage, rt->dist.world, c->saved_stage);
+    if (!c->x->world && c->saved_world == 1) /* a tool; one file holds the whole layer */
+        return *shard = *flat, ZT_OK;
+    return check_unrecorded(c, want, *flat);
 }
 
-static zt_status check_model(const zt_runtime *rt, const mctx *c, json_t *m, zt_manifest *out)
+static zt_status check_model(mctx *c, json_t *m, zt_manifest *out)
 {
-    json_t *layers = json_object_get(m, "layers");
-    if (!json_is_array(layers))
+    json_t *layers = json_object_get(m, "layers"), *want = c->x->layers;
+    if (!json_is_array(layers) || json_array_size(layers) == 0)
         return bad(c, "layers", layers, "it must be the list of the model's layers");
-    if ((int)json_array_size(layers) != rt->reg.n_layers)
+    if (want && json_array_size(layers) != json_array_size(want))
         return ZT_ERR(c->err, ZT_ERR_ARGUMENT,
                       "checkpoint '%s' holds %d layers, this model has %d: it was saved from a "
                       "different model",
-                      c->path, (int)json_array_size(layers), rt->reg.n_layers);
-    size_t n = (size_t)(rt->reg.n_layers ? rt->reg.n_layers : 1);
+                      c->path, (int)json_array_size(layers), (int)json_array_size(want));
+    size_t n = json_array_size(layers);
+    out->n_layers = (int)n;
     out->flat = calloc(n, sizeof *out->flat);
     out->shard = calloc(n, sizeof *out->shard);
     if (!out->flat || !out->shard)
         return ZT_ERR(c->err, ZT_ERR_NOMEM, "out of memory reading '%s'", c->path);
     zt_status st = ZT_OK;
     int recorded = 1;
-    for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
-        st = check_layer(rt, c, &rt->reg.layers[i], json_array_get(layers, (size_t)i), i,
-                         &out->flat[i], &out->shard[i]);
+    for (size_t i = 0; st == ZT_OK && i < n; i++) {
+        st = check_layer(c, json_array_get(layers, i), want ? json_array_get(want, i) : NULL,
+                         (int)i, &out->flat[i], &out->shard[i]);
         recorded &= out->shard[i] > 0;
     }
     if (st == ZT_OK && !recorded) /* older checkpoints: all as this run lays them out */
@@ -393,32 +452,36 @@ static zt_status check_meta(const mctx *c, json_t *m, zt_manifest *out)
     return ZT_OK;
 }
 
-zt_status zt_manifest_read(const zt_runtime *rt, const char *folder, zt_manifest *out,
-                           zt_error *err)
+zt_status zt_manifest_check(const char *folder, const zt_ckpt_expect *x, zt_manifest *out,
+                            zt_error *err)
 {
     char path[ZT_PATH_MAX + 200];
     snprintf(path, sizeof path, "%s/manifest.json", folder);
-    mctx c = {path, err, -1, 0};
+    mctx c = {path, err, x, -1, 0, json_object()};
     json_error_t je;
     memset(out, 0, sizeof *out);
     json_t *m = json_load_file(path, 0, &je);
-    if (!m)
+    if (!m) {
+        json_decref(c.names);
         return ZT_ERR(err, ZT_ERR_CORRUPT, "checkpoint manifest '%s' cannot be read: line %d: %s",
                       path, je.line, je.text);
-    zt_status st = json_is_object(m)
+    }
+    zt_status st = !c.names ? ZT_ERR(err, ZT_ERR_NOMEM, "out of memory reading '%s'", path)
+                   : json_is_object(m)
                        ? check_header(&c, m, &out->version)
                        : ZT_ERR(err, ZT_ERR_CORRUPT, "'%s' is not a JSON object", path);
     if (st == ZT_OK)
-        st = check_state(rt, &c, m, &out->state);
+        st = check_state(&c, m, &out->state);
     if (st == ZT_OK)
         st = check_stage(&c, m, out);
     if (st == ZT_OK)
-        st = check_model(rt, &c, m, out);
+        st = check_model(&c, m, out);
     if (st == ZT_OK)
         st = check_files(&c, m, out);
     if (st == ZT_OK)
         st = check_meta(&c, m, out);
     json_decref(m);
+    json_decref(c.names);
     if (st != ZT_OK)
         zt_manifest_free(out);
     return st;
@@ -430,11 +493,13 @@ void zt_manifest_free(zt_manifest *m)
     m->flat = m->shard = m->files = NULL;
 }
 
-int zt_manifest_reshards(const zt_runtime *rt, const zt_manifest *m)
+int zt_manifest_reshards(const zt_ckpt_expect *x, const zt_manifest *m)
 {
-    int differ = m->world != rt->dist.world;
-    for (int i = 0; m->shard && i < rt->reg.n_layers; i++)
-        differ |= m->flat[i] != rt->reg.layers[i].flat_numel ||
-                  m->shard[i] != rt->reg.layers[i].shard_numel;
+    int differ = m->world != x->world;
+    for (int i = 0; m->shard && x->layers && i < m->n_layers; i++) {
+        json_t *L = json_array_get(x->layers, (size_t)i);
+        differ |= m->flat[i] != json_integer_value(json_object_get(L, "flat_numel")) ||
+                  m->shard[i] != json_integer_value(json_object_get(L, "shard_numel"));
+    }
     return differ;
 }

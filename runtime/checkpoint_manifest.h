@@ -27,12 +27,25 @@ typedef struct zt_manifest {
     zt_ckpt_state state;
     int zero_stage;    /* the saving run's zero_optimization.stage; -1: not recorded */
     int world;         /* the ranks that saved it, one file each */
+    int n_layers;      /* the layers it lists */
     int64_t *flat;     /* per layer: its elements as the saving run laid it out */
     int64_t *shard;    /* per layer: each file's part of it (the whole layer for a replicated
                         one); NULL in checkpoints from before it was recorded */
     int64_t *files;    /* per saving rank: its file's bytes and CRC-32 */
     zt_ckpt_meta meta; /* the trainer's integers (zt_checkpoint_meta_set); none before them */
 } zt_manifest;
+
+/* What a manifest is checked against. A load: its runtime's model and run. The `ztier
+ * checkpoint` commands: the model where they know it (the GPT-2 trainer's, from its meta
+ * values), else none, and no run. */
+typedef struct zt_ckpt_expect {
+    json_t *layers; /* the model's layers as zt_manifest_model_json writes them; NULL: not
+                       known (the manifest's layers are then checked on their own only) */
+    int world;      /* the loading run's ranks; 0: no run (a tool) */
+    int rank;       /* this rank in it */
+    int stage;      /* its zero_optimization.stage */
+    int fp16;       /* it scales its loss (a tool: 1, any saved scale is real) */
+} zt_ckpt_expect;
 
 /* "rank-00003-of-00008.zts" */
 void zt_ckpt_shard_name(int rank, int world, char *out, size_t len);
@@ -46,15 +59,26 @@ void zt_manifest_checksum(json_t *m, char out[16]);
 zt_status zt_manifest_write(const zt_runtime *rt, const zt_ckpt_state *s, const int64_t *files,
                             const char *folder, zt_error *err);
 
-/* Reads and validates folder/manifest.json against this runtime's model and rank; a
- * checkpoint of the same model saved by another number of ranks, or laid out otherwise (stage
- * 0 against 1-3), passes where it records each layer's part per file. zt_manifest_free after. */
-zt_status zt_manifest_read(const zt_runtime *rt, const char *folder, zt_manifest *out,
-                           zt_error *err);
+/* The model's layers as a manifest records them: name, flat_numel, shard_numel and params
+ * (name, shape, offset), in registration order. */
+json_t *zt_manifest_model_json(const zt_runtime *rt);
+
+/* Reads folder/manifest.json and checks every field before anything uses it: format,
+ * version and checksum; world size, step state, stage; each layer (flat and per-file sizes)
+ * and parameter (a unique name, positive sizes, its offset where the ones before it end, so
+ * none overlap) on its own, then against x's model where it has one (names, shapes, offsets
+ * and order: a checkpoint of another model, or with layers swapped, is ZT_ERR_ARGUMENT); the
+ * files list (one per rank, by its exact name) and the meta values. A checkpoint of the same
+ * model saved by another number of ranks, or laid out otherwise (stage 0 against 1-3),
+ * passes where it records each layer's part per file. ZT_ERR_CORRUPT naming the field
+ * otherwise. zt_manifest_free after (also after a failure). Part of zt_ckpt_validate. */
+zt_status zt_manifest_check(const char *folder, const zt_ckpt_expect *x, zt_manifest *out,
+                            zt_error *err);
 void zt_manifest_free(zt_manifest *m);
 
-/* 1 when the files' parts differ from this run's (another world size, or a layer replicated
- * in one and partitioned in the other): each rank then reads its parts from several files. */
-int zt_manifest_reshards(const zt_runtime *rt, const zt_manifest *m);
+/* 1 when the files' parts differ from the loading run's (another world size, or a layer
+ * replicated in one and partitioned in the other): each rank then reads its parts from
+ * several files. */
+int zt_manifest_reshards(const zt_ckpt_expect *x, const zt_manifest *m);
 
 #endif

@@ -22,27 +22,6 @@ static void file_path(const char *folder, const zt_manifest *m, int k, char *out
     snprintf(out, len, "%s/%s", folder, name);
 }
 
-static zt_status verify_file(zt_runtime *rt, const char *folder, const zt_manifest *m, int k)
-{
-    char path[ZT_PATH_MAX + 240];
-    file_path(folder, m, k, path, sizeof path);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return ZT_ERR(&rt->err, ZT_ERR_CORRUPT, "checkpoint file '%s' is missing: %s", path,
-                      strerror(errno));
-    zt_status st = zt_ckpt_verify_file(rt, f, path, m, k);
-    fclose(f);
-    return st;
-}
-
-zt_status zt_ckpt_reshard_verify(zt_runtime *rt, const char *folder, const zt_manifest *m)
-{
-    zt_status st = ZT_OK;
-    for (int k = rt->dist.rank; st == ZT_OK && k < m->world; k += rt->dist.world)
-        st = verify_file(rt, folder, m, k);
-    return st;
-}
-
 /* The saved files, opened as first needed. */
 typedef struct sources {
     const char *folder;

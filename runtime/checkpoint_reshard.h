@@ -7,10 +7,6 @@
 
 #include "runtime/checkpoint_manifest.h"
 
-/* This rank's share of the checks: the files k = rank, rank + world, ... whole (size, CRC-32,
- * header); the caller agrees on the outcome before anything changes. */
-zt_status zt_ckpt_reshard_verify(zt_runtime *rt, const char *folder, const zt_manifest *m);
-
 /* Reads this rank's part of every layer's master, m and v from the pieces of the files that
  * hold it (a replicated layer's whole from one file) into its tiers. */
 zt_status zt_ckpt_reshard_restore(zt_runtime *rt, const char *folder, const zt_manifest *m);

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* `ztier checkpoint inspect DIR` (export: checkpoint_export.c): what a checkpoint holds and whether it is intact, without
- * the model or a runtime. DIR is a checkpoint root (the newest checkpoint its `latest` names)
- * or one step folder. Prints the world size, ZeRO stage, step, the model's layers and
- * parameters and the bytes of each parameter state, then checks the manifest's checksum and
- * every rank file's size and CRC-32 against it. Exit status 0 when everything is intact, 1
- * when anything is not (each named on its own line), 2 for a usage error. */
+/* `ztier checkpoint inspect DIR` (export: checkpoint_export.c): what a checkpoint holds and
+ * whether a load would take it, without a runtime. DIR is a checkpoint root (the newest
+ * checkpoint its `latest` names) or one step folder. Prints the world size, ZeRO stage, step,
+ * the model's layers and parameters and the bytes of each parameter state, then runs the
+ * checks a load runs (zt_ckpt_validate: every manifest field, the model where it is the GPT-2
+ * trainer's, every rank file's size, CRC-32 and header). Exit status 0 when everything is
+ * intact, 1 with the first failed check named in the load's words, 2 for a usage error. */
 #include "runtime/checkpoint_dir.h"
-#include "runtime/checkpoint_manifest.h"
 #include "tools/checkpoint_read.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
@@ -59,75 +59,40 @@ static void model_size(json_t *layers, int64_t *params, int64_t *laid_out)
     }
 }
 
-/* Each rank's file against the manifest's size and CRC-32; the number that are not. */
-static int check_files(const char *folder, json_t *files)
+/* The files as the manifest lists them, once every check passed. */
+static void list_files(json_t *files)
 {
-    int bad = 0;
     size_t r;
     json_t *e;
+    char a[32];
+    printf("  files:\n");
     json_array_foreach(files, r, e)
     {
-        const char *name = json_string_value(json_object_get(e, "name"));
-        json_int_t want_bytes = json_integer_value(json_object_get(e, "bytes"));
-        json_int_t want_crc = json_integer_value(json_object_get(e, "crc32"));
-        char path[PATH_MAX + 128], why[128] = "", a[32];
-        snprintf(path, sizeof path, "%s/%s", folder, name ? name : "?");
-        uint64_t bytes = 0;
-        uint32_t crc = 0;
-        if (!name || ckpt_file_crc(path, &bytes, &crc, why, sizeof why) != 0) {
-            printf("  %-28s DAMAGED: cannot be read (%s)\n", name ? name : "(no name)",
-                   name ? why : "the manifest gives none");
-            bad++;
-        } else if ((json_int_t)bytes != want_bytes) {
-            printf("  %-28s DAMAGED: %llu bytes, the manifest says %lld (truncated or "
-                   "overwritten)\n",
-                   name, (unsigned long long)bytes, (long long)want_bytes);
-            bad++;
-        } else if ((json_int_t)crc != want_crc) {
-            printf("  %-28s DAMAGED: CRC-32 %08x, the manifest says %08llx (its bytes changed)\n",
-                   name, crc, (unsigned long long)want_crc);
-            bad++;
-        } else {
-            printf("  %-28s %10s, CRC-32 %08x: intact\n", name, bench_fmt_bytes(bytes, a, sizeof a),
-                   crc);
-        }
+        printf(
+            "  %-28s %10s, CRC-32 %08llx: intact\n", json_string_value(json_object_get(e, "name")),
+            bench_fmt_bytes((uint64_t)json_integer_value(json_object_get(e, "bytes")), a, sizeof a),
+            (unsigned long long)json_integer_value(json_object_get(e, "crc32")));
     }
-    return bad;
 }
 
-static int inspect(const char *dir)
+/* What the manifest says, as it says it (the checks come after: a damaged one prints what it
+ * holds, e.g. a stage out of range as that number). */
+static void summary(const char *folder, json_t *m)
 {
-    char folder[PATH_MAX], path[PATH_MAX + 32], a[32];
-    zt_error err = {0};
-    if (zt_ckpt_resolve(dir, folder, sizeof folder, &err) != ZT_OK) {
-        printf("%s: DAMAGED or not a checkpoint: %s\n", dir, err.msg);
-        return 1;
-    }
-    snprintf(path, sizeof path, "%s/manifest.json", folder);
-    json_error_t je;
-    json_t *m = json_load_file(path, 0, &je);
-    if (!m) {
-        printf("%s: DAMAGED: line %d: %s\n", path, je.line, je.text);
-        return 1;
-    }
-    char sum[16];
-    zt_manifest_checksum(m, sum);
-    const char *saved = json_string_value(json_object_get(m, "checksum"));
-    int manifest_ok = saved && !strcmp(saved, sum);
-    json_t *layers = json_object_get(m, "layers"), *files = json_object_get(m, "files");
-    json_t *stage = json_object_get(m, "zero_stage");
+    char a[32];
+    json_t *layers = json_object_get(m, "layers"), *stage = json_object_get(m, "zero_stage");
     int64_t params = 0, laid_out = 0;
     if (json_is_array(layers))
         model_size(layers, &params, &laid_out);
     printf("checkpoint %s\n", folder);
-    printf("  step %lld, world size %lld, ZeRO stage %s, %s\n",
+    printf("  step %lld, world size %lld, ZeRO stage ",
            (long long)json_integer_value(json_object_get(m, "step")),
-           (long long)json_integer_value(json_object_get(m, "world_size")),
-           json_is_integer(stage) ? (json_integer_value(stage) == 0   ? "0"
-                                     : json_integer_value(stage) == 1 ? "1"
-                                     : json_integer_value(stage) == 2 ? "2"
-                                                                      : "3")
-                                  : "not recorded",
+           (long long)json_integer_value(json_object_get(m, "world_size")));
+    if (json_is_integer(stage))
+        printf("%lld", (long long)json_integer_value(stage));
+    else
+        printf("not recorded");
+    printf(", %s\n",
            json_is_true(json_object_get(m, "fp16")) ? "fp16 loss scaling" : "no loss scaling");
     printf("  %zu layers, %lld parameters (%lld elements as laid out)\n",
            json_is_array(layers) ? json_array_size(layers) : 0, (long long)params,
@@ -135,22 +100,35 @@ static int inspect(const char *dir)
     print_meta(json_object_get(m, "meta"));
     printf("  each parameter state (fp32 master, Adam m, Adam v): %s\n",
            bench_fmt_bytes((uint64_t)laid_out * 4, a, sizeof a));
-    printf("  manifest: %s\n", manifest_ok ? "checksum matches"
-                                           : "DAMAGED: its checksum does not match its contents "
-                                             "(edited or corrupted)");
-    int bad = !manifest_ok;
-    if (json_is_array(files) && json_array_size(files) > 0) {
-        printf("  files:\n");
-        bad += check_files(folder, files);
-    } else {
-        printf("  files: DAMAGED: the manifest lists none\n");
-        bad++;
+}
+
+/* Prints what the checkpoint holds, then runs a load's checks on it (ckpt_open:
+ * zt_ckpt_validate) and prints the first that fails, in the load's words. */
+static int inspect(const char *dir)
+{
+    char folder[PATH_MAX], path[PATH_MAX + 32];
+    zt_error err = {0};
+    if (zt_ckpt_resolve(dir, folder, sizeof folder, &err) != ZT_OK) {
+        printf("%s: DAMAGED or not a checkpoint: %s\n", dir, err.msg);
+        return 1;
     }
+    snprintf(path, sizeof path, "%s/manifest.json", folder);
+    json_t *m = json_load_file(path, 0, NULL);
+    if (json_is_object(m))
+        summary(folder, m);
     json_decref(m);
-    printf("%s\n", bad ? "DAMAGED: do not load this checkpoint; load an older one (another "
-                         "step folder of the root)"
-                       : "intact");
-    return bad ? 1 : 0;
+    ckpt_view v;
+    char why[2 * PATH_MAX];
+    int bad = ckpt_open(dir, &v, why, sizeof why) != 0;
+    if (bad)
+        printf("DAMAGED: %s\n"
+               "DAMAGED: a load refuses this checkpoint; load an older one (another step folder "
+               "of the root)\n",
+               why);
+    else
+        list_files(json_object_get(v.manifest, "files")), printf("intact\n");
+    ckpt_close(&v);
+    return bad;
 }
 
 int cmd_checkpoint(int argc, char **argv)

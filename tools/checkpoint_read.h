@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* A checkpoint as the `ztier checkpoint` commands read it, without the model or a runtime:
- * the manifest's layers and parameters (each field checked before it is used), every rank
- * file checked whole (size, CRC-32, header), and any parameter's fp32 master values gathered
- * from the files that hold its pieces (memory: the parameter itself). */
+ * the manifest's layers and parameters, checked as a load checks them (zt_ckpt_validate), and
+ * any parameter's fp32 master values gathered from the files that hold its pieces (memory:
+ * the parameter itself). */
 #ifndef ZT_TOOLS_CHECKPOINT_READ_H
 #define ZT_TOOLS_CHECKPOINT_READ_H
 
@@ -32,16 +32,14 @@ typedef struct ckpt_view {
     int64_t step;
     ckpt_layer *layers;
     ckpt_param *params;
-    int *fds; /* per file, opened by ckpt_verify */
+    int *fds; /* per file, opened by ckpt_open */
 } ckpt_view;
 
 /* Opens the checkpoint `dir` names (a root: the newest `latest` lists; or one step folder)
- * and checks its manifest: checksum, model, layout. 0, or -1 with the reason in why. */
+ * after the checks a load runs (zt_ckpt_validate: the manifest, against the GPT-2 trainer's
+ * model where its meta values say it is one, and every rank file whole), and keeps the files
+ * open for ckpt_read_param. 0, or -1 with the load's message naming the check in why. */
 int ckpt_open(const char *dir, ckpt_view *v, char *why, size_t len);
-
-/* Checks every rank file whole against the manifest (size, CRC-32, header) and keeps it open
- * for ckpt_read_param. 0, or -1 with the first damaged file and what is wrong in why. */
-int ckpt_verify(ckpt_view *v, char *why, size_t len);
 
 /* Parameter p's fp32 master values (numel floats) into dst, from the pieces of it each file
  * holds. 0, or -1 with the file and the cause in why. */
@@ -51,8 +49,5 @@ int ckpt_read_param(const ckpt_view *v, int p, float *dst, char *why, size_t len
 int ckpt_meta(const ckpt_view *v, const char *key, int64_t *value);
 
 void ckpt_close(ckpt_view *v);
-
-/* A file's size and CRC-32 (zt_ckpt_file_crc); 0, or -1 with the cause in why. */
-int ckpt_file_crc(const char *path, uint64_t *bytes, uint32_t *crc, char *why, size_t len);
 
 #endif

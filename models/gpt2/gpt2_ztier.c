@@ -2,10 +2,13 @@
 #include "gpt2_ztier.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 zt_status gpt2_ztier_register(gpt2_ztier *g, zt_runtime *rt, const gpt2_config *c, uint64_t seed)
 {
@@ -262,24 +265,36 @@ static int64_t numel(const gpt2_param_info *p)
     return p->shape[0] * (p->ndim == 2 ? p->shape[1] : 1);
 }
 
-/* Rank 0's output file. A write that fails there (or the file that cannot be created) is
- * recorded, with a message naming the file, and the export goes on without writing: every
- * rank must issue all the gathers, or the others would wait in one until ZT_COMM_TIMEOUT. */
+/* Rank 0's output file, written beside its final name (path.XXXXXX in the same folder),
+ * synced and renamed over it at the end, so a failed export (a full disk) leaves the file
+ * that was there before as it was and no temporary behind. A write that fails (or the file
+ * that cannot be created) is recorded, with a message naming the file, and the export goes
+ * on without writing: every rank must issue all the gathers, or the others would wait in one
+ * until ZT_COMM_TIMEOUT. */
 typedef struct export_file {
     FILE *f;
     const char *path;
-    zt_status st; /* the first failure to write (rank 0) */
+    char target[4096]; /* the file the export replaces: path, or a link's target */
+    char tmp[4096];    /* the temporary beside it; "" when there is none (written in place) */
+    zt_status st;      /* the first failure to write (rank 0) */
 } export_file;
 
 static void export_fail(gpt2_ztier *g, export_file *out, const char *what)
 {
+    int e = errno;
     if (out->st == ZT_OK) {
         out->st = ZT_ERR_IO;
-        snprintf(g->error, sizeof g->error, "cannot %s '%s': %s", what, out->path, strerror(errno));
+        snprintf(g->error, sizeof g->error,
+                 "cannot %s '%.150s': %s%s; a file there before is as it was", what, out->path,
+                 strerror(e),
+                 e == ENOSPC ? " (the disk is full: free space or export elsewhere)" : "");
     }
     if (out->f)
         fclose(out->f);
     out->f = NULL;
+    if (out->tmp[0])
+        unlink(out->tmp);
+    out->tmp[0] = '\0';
 }
 
 static void export_write(gpt2_ztier *g, export_file *out, const void *p, size_t size, size_t n)
@@ -288,24 +303,102 @@ static void export_write(gpt2_ztier *g, export_file *out, const void *p, size_t 
         export_fail(g, out, "write");
 }
 
+/* A path that is not a file (a device such as /dev/full, a pipe) is written in place: a
+ * rename would replace the device itself. A symbolic link's target is what is replaced. */
+static int write_in_place(const char *path, char *target, size_t len)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return 1;
+    char *real = lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode) ? realpath(path, NULL) : NULL;
+    snprintf(target, len, "%s", real ? real : path);
+    free(real);
+    return 0;
+}
+
 static export_file export_open(gpt2_ztier *g, const char *path)
 {
     int rank = 0, world = 1;
     zt_runtime_rank(g->rt, &rank, &world);
-    export_file out = {NULL, path, ZT_OK};
+    export_file out = {.path = path, .st = ZT_OK};
     g->error[0] = '\0';
-    if (rank == 0 && !(out.f = fopen(path, "wb")))
-        export_fail(g, &out, "create");
+    if (rank != 0)
+        return out;
+    if (write_in_place(path, out.target, sizeof out.target)) {
+        if (!(out.f = fopen(path, "wb")))
+            export_fail(g, &out, "create");
+        return out;
+    }
+    int fd = -1;
+    if ((size_t)snprintf(out.tmp, sizeof out.tmp, "%s.XXXXXX", out.target) >= sizeof out.tmp)
+        errno = ENAMETOOLONG;
+    else
+        fd = mkstemp(out.tmp);
+    if (fd < 0 || fchmod(fd, 0644) != 0 || !(out.f = fdopen(fd, "wb"))) {
+        if (fd >= 0)
+            close(fd), unlink(out.tmp);
+        out.tmp[0] = '\0';
+        export_fail(g, &out, "create a temporary beside");
+    }
     return out;
 }
 
-/* The export's status: st (a collective's, the same on every rank), else rank 0's writes. */
+/* The folder of path, synced, so the rename survives a crash; 0 or -1 (errno). */
+static int sync_folder(const char *path)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+/* The export's status: st (a collective's, the same on every rank), else rank 0's writes;
+ * rank 0's whole file replaces path only when everything went. */
 static zt_status export_close(gpt2_ztier *g, export_file *out, zt_status st)
 {
-    if (out->f && fclose(out->f) != 0)
-        out->f = NULL, export_fail(g, out, "write");
+    if (!out->f)
+        return st != ZT_OK ? st : out->st;
+    if (st != ZT_OK) { /* another rank failed: nothing replaces path */
+        fclose(out->f), out->f = NULL;
+        if (out->tmp[0])
+            unlink(out->tmp);
+        return st;
+    }
+    if (fflush(out->f) != 0 || (out->tmp[0] && fsync(fileno(out->f)) != 0)) {
+        export_fail(g, out, "write");
+        return out->st;
+    }
+    FILE *f = out->f;
     out->f = NULL;
-    return st != ZT_OK ? st : out->st;
+    if (fclose(f) != 0) {
+        export_fail(g, out, "write");
+        return out->st;
+    }
+    if (!out->tmp[0]) /* written in place */
+        return out->st;
+    if (rename(out->tmp, out->target) != 0) {
+        export_fail(g, out, "rename the finished export to"); /* removes tmp */
+        return out->st;
+    }
+    out->tmp[0] = '\0';
+    if (sync_folder(out->target) != 0) {
+        snprintf(g->error, sizeof g->error,
+                 "wrote '%s', but syncing its folder failed: %s (a crash now may lose it)",
+                 out->path, strerror(errno));
+        return out->st = ZT_ERR_IO;
+    }
+    return out->st;
 }
 
 /* Gathers parameter k of layer l to rank 0 (collective: the other ranks only send their

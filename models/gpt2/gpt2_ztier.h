@@ -52,7 +52,10 @@ gpt2_act_store gpt2_ztier_act_store(gpt2_ztier *g);
 const char *gpt2_ztier_error(const gpt2_ztier *g);
 
 /* Writes fp32 weights in llm.c's model format (magic 20240326, version 3) or as
- * safetensors. Collective under MPI (every rank calls it); rank 0 writes the file. When rank 0
+ * safetensors. Collective under MPI (every rank calls it); rank 0 writes the file beside path
+ * (path.XXXXXX), syncs it and renames it over path, so a failed export (a full disk) leaves
+ * the file that was there as it was and no temporary (a path that is no regular file, such as
+ * a device, is written in place). When rank 0
  * cannot create or write it, rank 0 returns ZT_ERR_IO (gpt2_ztier_error names the file and
  * the cause) after taking part in every gather, so the other ranks, which return ZT_OK, never
  * wait for it. */

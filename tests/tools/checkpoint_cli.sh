@@ -43,14 +43,14 @@ fi
 file="$work/one/step-00000004/rank-00000-of-00001.zts"
 cp "$file" "$work/good.zts"
 printf '\x5a' | dd of="$file" bs=1 seek=1000 conv=notrunc status=none
-expect 1 "DAMAGED: CRC-32" inspect "$work/one"
+expect 1 "is damaged (CRC-32" inspect "$work/one"
 expect 0 "intact" inspect "$work/one/step-00000002" # the older one still loads
 truncate -s 500 "$file"
 expect 1 "truncated" inspect "$work/one"
 cp "$work/good.zts" "$file"
 expect 0 "intact" inspect "$work/one"
 sed -i 's/"step": 4/"step": 5/' "$work/one/step-00000004/manifest.json"
-expect 1 "checksum does not match" inspect "$work/one"
+expect 1 "is damaged or was edited: its checksum" inspect "$work/one"
 mkdir "$work/empty"
 expect 1 "not a checkpoint" inspect "$work/empty"
 expect 2 "usage" inspect

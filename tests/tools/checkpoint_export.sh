@@ -118,12 +118,12 @@ expect_bad() { # <text> <dir> <args...>
 step=$(head -1 ck/latest)
 last=$(ls ck/"$step"/rank-*.zts | tail -1)
 mv "$last" "$work/saved.zts"
-expect_bad "$(basename "$last") cannot be read: No such file" ck --format llmc
+expect_bad "$(basename "$last")' is missing: No such file" ck --format llmc
 cp "$work/saved.zts" "$last"
 mkdir other && cp -r ck/"$step" other/
 if [ $ranks -gt 1 ]; then # another rank's file in rank 0's place
   cp "$last" other/"$step"/"$(basename "$(ls ck/"$step"/rank-*.zts | head -1)")"
-  expect_bad "its bytes changed" other/"$step" --format safetensors
+  expect_bad "is damaged (CRC-32" other/"$step" --format safetensors
   cp ck/"$step"/rank-*.zts other/"$step"/
 fi
 truncate -s 1000 other/"$step"/"$(basename "$last")"
