@@ -385,7 +385,13 @@ ZT_API zt_status zt_release(zt_runtime *rt, int layer, zt_pass pass);
  * it.
  *
  * Between the two forms: zt_fetch and zt_release block (the caller's own work on the layer
- * must be complete before zt_release). zt_step, zt_param_read/zt_param_write and the
+ * must be complete before zt_release). The forms mix per call: a layer fetched with
+ * zt_fetch may be released with zt_release_async, and one fetched with zt_fetch_async may
+ * be released with the blocking zt_release, which then first waits on the host for the
+ * stream of the latest zt_fetch_async of that layer and pass (and the stream its gradients
+ * were zeroed on): everything queued there before the release, ztier's memset and the
+ * caller's kernels included, is done before it sums or frees anything (each wait counted in
+ * zt_stats.host_syncs). Such a stream must stay valid until that release. zt_step, zt_param_read/zt_param_write and the
  * checkpoint calls first wait for every stream given to zt_release_async up to its last
  * release and add every gradient still on its way; they are the points where the host
  * waits, once per step. A failure found after a call returned (a gradient copy that failed)

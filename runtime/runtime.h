@@ -77,6 +77,11 @@ typedef struct zt_layer {
     uint64_t act_bytes;    /* zt_act_register: the most its activation checkpoint holds */
     void *grads;           /* device: full flat gradients while a backward pass holds it */
     double fetched_at[3];  /* per pass: when the caller got it (the trace's layer spans) */
+    /* The caller streams a blocking zt_release waits for (mixing the forms, api/ztier.h):
+     * per pass, the stream of the latest zt_fetch_async while held; grads_stream: the one
+     * the gradients were zeroed on (NULL: on rt->device.stream, waited for). */
+    zt_stream *fetch_stream[3];
+    zt_stream *grads_stream;
     zt_tensor_view *views; /* 2 * n_params: forward views, then backward views */
 } zt_layer;
 
@@ -369,6 +374,8 @@ zt_status zt_rt_reduce_release(zt_runtime *rt, zt_layer *L, zt_stream *caller);
 /* ztier's stream (the fence of every device free, the stream of the gradient copies) waits
  * for the caller's stream to reach this point. */
 zt_status zt_rt_fence_after_caller(zt_runtime *rt, zt_stream *caller);
+/* A caller stream about to be destroyed: no layer refers to it any more. */
+void zt_rt_forget_stream(zt_runtime *rt, const zt_stream *s);
 /* Waits for a stream / an event, counted in zt_stats.host_syncs. */
 zt_status zt_rt_sync_stream(zt_runtime *rt, zt_stream *s);
 zt_status zt_rt_sync_event(zt_runtime *rt, zt_event *e);
