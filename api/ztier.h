@@ -447,7 +447,9 @@ ZT_API zt_status zt_stream_synchronize(zt_runtime *rt, void *stream);
  * a save copies what the stream computed so far and the stream's later work waits for the
  * copy (so it may overwrite x); activation_checkpointing.synchronize_checkpoint_boundary
  * makes it wait on the host instead. A load's bytes are complete for the stream's later
- * work; a free gives the buffer back after the stream's work so far. */
+ * work; a free gives the buffer back after the stream's work so far. The forms mix as the
+ * per-layer calls' do: the blocking zt_act_free of a checkpoint loaded with
+ * zt_act_load_async first waits on the host for that load's stream. */
 ZT_API zt_status zt_act_register(zt_runtime *rt, int layer, size_t bytes);
 ZT_API zt_status zt_act_save(zt_runtime *rt, int layer, const void *src, size_t bytes);
 ZT_API zt_status zt_act_load(zt_runtime *rt, int layer, void **ptr, size_t *bytes);

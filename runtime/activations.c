@@ -203,20 +203,34 @@ zt_status zt_rt_act_save(zt_runtime *rt, int layer, const void *src, uint64_t by
 zt_status zt_rt_act_load(zt_runtime *rt, int layer, zt_stream *caller, void **ptr, uint64_t *bytes)
 {
     zt_status st = check_registered(rt, layer, "zt_act_load");
-    return st == ZT_OK ? zt_act_store_load(rt->acts.store, layer, caller, ptr, bytes, &rt->err)
-                       : st;
+    if (st == ZT_OK)
+        st = zt_act_store_load(rt->acts.store, layer, caller, ptr, bytes, &rt->err);
+    if (st == ZT_OK) /* a blocking free waits for it (mixing the forms, api/ztier.h) */
+        rt->reg.layers[layer].act_stream = caller;
+    return st;
 }
 
 zt_status zt_rt_act_free(zt_runtime *rt, int layer, zt_stream *caller)
 {
     zt_status st = check_registered(rt, layer, "zt_act_free");
-    return st == ZT_OK ? zt_act_store_free(rt->acts.store, layer, caller, &rt->err) : st;
+    zt_stream **loaded_on = st == ZT_OK ? &rt->reg.layers[layer].act_stream : NULL;
+    /* the blocking form after an async load: the loading stream's reads of the buffer are
+     * done before it goes back */
+    if (st == ZT_OK && !caller && *loaded_on)
+        st = zt_rt_sync_stream(rt, *loaded_on);
+    if (st == ZT_OK)
+        st = zt_act_store_free(rt->acts.store, layer, caller, &rt->err);
+    if (st == ZT_OK)
+        *loaded_on = NULL;
+    return st;
 }
 
 void zt_rt_act_discard(zt_runtime *rt)
 {
     if (rt->acts.store)
         zt_act_store_discard(rt->acts.store);
+    for (int i = 0; i < rt->reg.n_layers; i++)
+        rt->reg.layers[i].act_stream = NULL;
 }
 
 int zt_rt_act_outstanding(const zt_runtime *rt)

@@ -64,6 +64,8 @@ void zt_rt_forget_stream(zt_runtime *rt, const zt_stream *s)
                 L->fetch_stream[p] = NULL;
         if (L->grads_stream == s)
             L->grads_stream = NULL;
+        if (L->act_stream == s)
+            L->act_stream = NULL;
     }
 }
 

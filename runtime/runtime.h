@@ -82,6 +82,7 @@ typedef struct zt_layer {
      * the gradients were zeroed on (NULL: on rt->device.stream, waited for). */
     zt_stream *fetch_stream[3];
     zt_stream *grads_stream;
+    zt_stream *act_stream; /* the stream of zt_act_load_async, until zt_act_free */
     zt_tensor_view *views; /* 2 * n_params: forward views, then backward views */
 } zt_layer;
 
