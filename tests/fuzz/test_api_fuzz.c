@@ -135,8 +135,9 @@ typedef struct fuzz {
     int accum, use_act;
     int held[MLP_LAYERS][3]; /* the fuzzed runtime's holds, per layer and pass */
     act_state act[MLP_LAYERS];
-    unsigned char act_src[MLP_LAYERS][ACT_BYTES];
-    act_check checks[MLP_LAYERS];
+    /* per micro-step: a stream task or an async save may still read them after the call */
+    unsigned char act_src[MICRO_MAX][MLP_LAYERS][ACT_BYTES];
+    act_check checks[MICRO_MAX][MLP_LAYERS];
     grad_task tasks[MICRO_MAX][2][MLP_LAYERS]; /* live until the step waited for the stream */
     int calls, misuses;
 } fuzz;
@@ -262,12 +263,12 @@ static void misuse(fuzz *f)
     else if (f->act[l] == ACT_SAVED && pick(2))
         refused(f, zt_act_free(rt, f->m.layer[l]), "zt_act_free before the load");
     else if (f->act[l] == ACT_SAVED)
-        refused(f, zt_act_save(rt, f->m.layer[l], f->act_src[l], ACT_BYTES),
+        refused(f, zt_act_save(rt, f->m.layer[l], f->act_src[0][l], ACT_BYTES),
                 "zt_act_save of a layer saved already");
     else
         refused(f, zt_act_load(rt, f->m.layer[l], &ptr, &bytes), "a second zt_act_load");
     if (pick(2))
-        refused(f, zt_act_save(rt, f->m.layer[l], f->act_src[l], ACT_BYTES + 1),
+        refused(f, zt_act_save(rt, f->m.layer[l], f->act_src[0][l], ACT_BYTES + 1),
                 "zt_act_save larger than registered");
 }
 
@@ -295,21 +296,21 @@ static void act_save(fuzz *f, int l, int micro)
 {
     size_t bytes = ACT_BYTES - pick(ACT_BYTES / 2);
     for (size_t i = 0; i < bytes; i++)
-        f->act_src[l][i] = (unsigned char)(f->seed * 31 + micro * 7 + l * 3 + (int)i);
-    memcpy(f->checks[l].want, f->act_src[l], bytes);
-    f->checks[l].bytes = bytes;
+        f->act_src[micro][l][i] = (unsigned char)(f->seed * 31 + micro * 7 + l * 3 + (int)i);
+    memcpy(f->checks[micro][l].want, f->act_src[micro][l], bytes);
+    f->checks[micro][l].bytes = bytes;
     if (pick(2))
-        ok(f, zt_act_save(f->rt, f->m.layer[l], f->act_src[l], bytes), "zt_act_save");
+        ok(f, zt_act_save(f->rt, f->m.layer[l], f->act_src[micro][l], bytes), "zt_act_save");
     else
-        ok(f, zt_act_save_async(f->rt, f->m.layer[l], f->act_src[l], bytes, f->stream),
+        ok(f, zt_act_save_async(f->rt, f->m.layer[l], f->act_src[micro][l], bytes, f->stream),
            "zt_act_save_async");
     f->act[l] = ACT_SAVED;
 }
 
 /* Loads, checks (on the stream after an async load) and frees layer l's checkpoint. */
-static void act_load_free(fuzz *f, int l)
+static void act_load_free(fuzz *f, int l, int micro)
 {
-    act_check *c = &f->checks[l];
+    act_check *c = &f->checks[micro][l];
     void *ptr = NULL;
     size_t bytes = 0;
     int async = (int)pick(2);
@@ -383,7 +384,7 @@ static void micro_step(fuzz *f, int micro)
     }
     for (int l = MLP_LAYERS - 1; l >= 0; l--) {
         if (f->use_act)
-            act_load_free(f, l);
+            act_load_free(f, l, micro);
         fuzz_layer(f, l, ZT_BACKWARD, micro);
         ref_layer(f, l, ZT_BACKWARD, micro);
         maybe_misuse(f);
@@ -396,9 +397,12 @@ static void step_and_compare(fuzz *f, int step)
     if (zt_step(f->ref, NULL, NULL) != ZT_OK)
         fail_msg("seed %d: reference step: %s", f->seed, zt_last_error(f->ref));
     ok(f, zt_stream_synchronize(f->rt, f->stream), "zt_stream_synchronize");
-    for (int l = 0; l < MLP_LAYERS; l++)
-        if (f->checks[l].bad)
-            fail_msg("seed %d: layer %d's activation checkpoint came back changed", f->seed, l);
+    for (int k = 0; k < MICRO_MAX; k++)
+        for (int l = 0; l < MLP_LAYERS; l++)
+            if (f->checks[k][l].bad)
+                fail_msg("seed %d: layer %d's activation checkpoint of micro-step %d came back "
+                         "changed",
+                         f->seed, l, k);
     mlp_weights a, b;
     mlp_weights_read_or_fail(f->rt, &f->m, &a);
     mlp_weights_read_or_fail(f->ref, &f->mr, &b);
