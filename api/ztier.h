@@ -190,7 +190,13 @@ typedef struct zt_stats {
     uint64_t gathered_bytes, reduced_bytes; /* full layers all-gathered; gradients reduced */
     uint64_t prefetch_hits;                 /* fetches whose layer was already on its way */
     uint64_t evictions;                     /* prefetched layers freed to make room */
-    uint64_t comm_bytes_intra, comm_bytes_inter; /* bytes this rank sent within / across nodes */
+    /* Bytes this rank's collectives address to ranks of its node / of other nodes, by a model:
+     * each collective as if every rank sent each peer its part directly (an all-gather: its
+     * shard to every peer; a reduce-scatter: each peer's part of the sum; an all-reduce: the
+     * ring's 2 (n-1)/n of the buffer, split by the peers' nodes; ZeRO++: each stage's sends).
+     * Not the bytes on the links: the MPI or NCCL algorithm decides those (Open MPI's recursive
+     * doubling under --map-by node carried 0.5-0.6 x comm_bytes_inter; docs/multinode.md). */
+    uint64_t comm_bytes_intra, comm_bytes_inter;
     uint64_t trace_deviations;                   /* steps whose layer order left the recorded one */
     double fetch_wait_s;                         /* time zt_fetch waited (stall) */
     double step_s;                               /* time spent in zt_step */
