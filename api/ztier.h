@@ -196,7 +196,7 @@ typedef struct zt_stats {
      * ring's 2 (n-1)/n of the buffer, split by the peers' nodes; ZeRO++: each stage's sends).
      * Not the bytes on the links: the MPI or NCCL algorithm decides those (Open MPI's recursive
      * doubling under --map-by node carried 0.5-0.6 x comm_bytes_inter; docs/multinode.md). */
-    uint64_t comm_bytes_intra, comm_bytes_inter;
+    uint64_t comm_bytes_intra, comm_bytes_inter; /* a model (above), not link bytes */
     uint64_t trace_deviations;                   /* steps whose layer order left the recorded one */
     double fetch_wait_s;                         /* time zt_fetch waited (stall) */
     double step_s;                               /* time spent in zt_step */
