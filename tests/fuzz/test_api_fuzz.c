@@ -2,7 +2,8 @@
 /* The per-layer API under a seeded random sequence of calls, on the host backend: training
  * micro-steps whose fetches and releases take the blocking or the stream-ordered form at
  * random per call (mixed within a layer: zt_fetch_async released by zt_release and the
- * reverse), nested fetches, activation checkpoints saved and loaded in either form, and,
+ * reverse), nested fetches, layers out of the recorded order, inference fetches between and
+ * inside steps, activation checkpoints saved and loaded in either form, and,
  * between any two calls, misuse: releases without a fetch (double releases), unknown layers
  * and passes, NULL or foreign streams, zt_step with layers held or activations saved,
  * registration after commit, activation loads out of order or twice, frees before loads.
@@ -139,6 +140,8 @@ typedef struct fuzz {
     unsigned char act_src[MICRO_MAX][MLP_LAYERS][ACT_BYTES];
     act_check checks[MICRO_MAX][MLP_LAYERS];
     grad_task tasks[MICRO_MAX][2][MLP_LAYERS]; /* live until the step waited for the stream */
+    grad_task infer[16];                       /* the inference passes' since the last step */
+    int n_infer;
     int calls, misuses;
 } fuzz;
 
@@ -373,21 +376,68 @@ static void fuzz_layer(fuzz *f, int l, zt_pass p, int micro)
     }
 }
 
+/* Now and then an inference pass's use of a layer (between or inside training steps; no
+ * gradients), in either form: it changes no result. */
+static void maybe_infer(fuzz *f)
+{
+    if (!chance(5) || f->n_infer == (int)(sizeof f->infer / sizeof f->infer[0]))
+        return;
+    int l = (int)pick(MLP_LAYERS), id = f->m.layer[l];
+    grad_task *t = &f->infer[f->n_infer++];
+    zt_layer_view v;
+    int async = (int)pick(2);
+    if (async)
+        ok(f, zt_fetch_async(f->rt, id, ZT_INFERENCE, f->stream, &v), "zt_fetch_async (inference)");
+    else
+        ok(f, zt_fetch(f->rt, id, ZT_INFERENCE, &v), "zt_fetch (inference)");
+    take_view(t, &v, l, 0);
+    if (async)
+        ok(f, zt_stream_launch(f->rt, f->stream, read_params, t), "zt_stream_launch");
+    else
+        read_params(t);
+    ok(f,
+       pick(2) ? zt_release(f->rt, id, ZT_INFERENCE)
+               : zt_release_async(f->rt, id, ZT_INFERENCE, f->stream),
+       "release (inference)");
+}
+
+/* The layers in order, or (now and then) in another order: a step that leaves the recorded
+ * order is a trace deviation, not an error. */
+static void layer_order(int *order)
+{
+    for (int i = 0; i < MLP_LAYERS; i++)
+        order[i] = i;
+    if (!chance(4))
+        return;
+    for (int i = MLP_LAYERS - 1; i > 0; i--) {
+        int j = (int)pick((unsigned)i + 1), tmp = order[i];
+        order[i] = order[j], order[j] = tmp;
+    }
+}
+
 static void micro_step(fuzz *f, int micro)
 {
-    for (int l = 0; l < MLP_LAYERS; l++) {
+    int fwd[MLP_LAYERS], bwd[MLP_LAYERS];
+    layer_order(fwd);
+    layer_order(bwd);
+    for (int i = 0; i < MLP_LAYERS; i++) {
+        int l = fwd[i];
         fuzz_layer(f, l, ZT_FORWARD, micro);
         ref_layer(f, l, ZT_FORWARD, micro);
         if (f->use_act)
             act_save(f, l, micro);
         maybe_misuse(f);
+        maybe_infer(f);
     }
-    for (int l = MLP_LAYERS - 1; l >= 0; l--) {
+    for (int i = 0; i < MLP_LAYERS; i++) {
+        /* activations come back in the reverse order of their saves */
+        int l = f->use_act ? fwd[MLP_LAYERS - 1 - i] : bwd[MLP_LAYERS - 1 - i];
         if (f->use_act)
             act_load_free(f, l, micro);
         fuzz_layer(f, l, ZT_BACKWARD, micro);
         ref_layer(f, l, ZT_BACKWARD, micro);
         maybe_misuse(f);
+        maybe_infer(f);
     }
 }
 
@@ -397,6 +447,7 @@ static void step_and_compare(fuzz *f, int step)
     if (zt_step(f->ref, NULL, NULL) != ZT_OK)
         fail_msg("seed %d: reference step: %s", f->seed, zt_last_error(f->ref));
     ok(f, zt_stream_synchronize(f->rt, f->stream), "zt_stream_synchronize");
+    f->n_infer = 0; /* their stream tasks have run */
     for (int k = 0; k < MICRO_MAX; k++)
         for (int l = 0; l < MLP_LAYERS; l++)
             if (f->checks[k][l].bad)
