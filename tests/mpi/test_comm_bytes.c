@@ -101,18 +101,9 @@ static int run(const char *layout, int rank)
     __atomic_store_n(&seen_allreduce, 0, __ATOMIC_RELAXED);
     if (st == ZT_OK)
         st = zt_runtime_commit(rt);
-    int world = 0;
-    zt_runtime_rank(rt, &rank, &world);
-    int rows = dims.batch / (world > 0 ? world : 1);
-    for (int s = 0; s < 4 && st == ZT_OK; s++) {
-        float loss;
-        st = minimal_micro_step(rt, &m, s, rank * rows, rows, &loss);
-        if (st == ZT_OK)
-            st = zt_step(rt, NULL, NULL);
-    }
     zt_stats stats = ZT_STATS_INIT;
     if (st == ZT_OK)
-        st = zt_stats_get(rt, &stats);
+        st = ref_mlp_train_ranks(rt, &m, 4, &stats);
     if (st != ZT_OK)
         fprintf(stderr, "WRONG: rank %d, layout %s: %s\n", rank, layout, zt_last_error(rt));
     zt_runtime_destroy(rt); /* every collective issued has run */
