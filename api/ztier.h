@@ -227,7 +227,13 @@ typedef struct zt_stats {
     uint64_t gathered_bytes, reduced_bytes; /* full layers all-gathered; gradients reduced */
     uint64_t prefetch_hits;                 /* fetches whose layer was already on its way */
     uint64_t evictions;                     /* prefetched layers freed to make room */
-    uint64_t comm_bytes_intra, comm_bytes_inter; /* bytes this rank sent within / across nodes */
+    /* Bytes this rank's collectives address to ranks of its node / of other nodes, by a model:
+     * each collective as if every rank sent each peer its part directly (an all-gather: its
+     * shard to every peer; a reduce-scatter: each peer's part of the sum; an all-reduce: the
+     * ring's 2 (n-1)/n of the buffer, split by the peers' nodes; ZeRO++: each stage's sends).
+     * Not the bytes on the links: the MPI or NCCL algorithm decides those (Open MPI's recursive
+     * doubling under --map-by node carried 0.5-0.6 x comm_bytes_inter; docs/multinode.md). */
+    uint64_t comm_bytes_intra, comm_bytes_inter; /* a model (above), not link bytes */
     uint64_t trace_deviations;                   /* steps whose layer order left the recorded one */
     double fetch_wait_s;                         /* time zt_fetch waited (stall) */
     double step_s;                               /* time spent in zt_step */
@@ -422,7 +428,13 @@ ZT_API zt_status zt_release(zt_runtime *rt, int layer, zt_pass pass);
  * it.
  *
  * Between the two forms: zt_fetch and zt_release block (the caller's own work on the layer
- * must be complete before zt_release). zt_step, zt_param_read/zt_param_write and the
+ * must be complete before zt_release). The forms mix per call: a layer fetched with
+ * zt_fetch may be released with zt_release_async, and one fetched with zt_fetch_async may
+ * be released with the blocking zt_release, which then first waits on the host for the
+ * stream of the latest zt_fetch_async of that layer and pass (and the stream its gradients
+ * were zeroed on): everything queued there before the release, ztier's memset and the
+ * caller's kernels included, is done before it sums or frees anything (each wait counted in
+ * zt_stats.host_syncs). Such a stream must stay valid until that release. zt_step, zt_param_read/zt_param_write and the
  * checkpoint calls first wait for every stream given to zt_release_async up to its last
  * release and add every gradient still on its way; they are the points where the host
  * waits, once per step. A failure found after a call returned (a gradient copy that failed)
@@ -478,7 +490,9 @@ ZT_API zt_status zt_stream_synchronize(zt_runtime *rt, void *stream);
  * a save copies what the stream computed so far and the stream's later work waits for the
  * copy (so it may overwrite x); activation_checkpointing.synchronize_checkpoint_boundary
  * makes it wait on the host instead. A load's bytes are complete for the stream's later
- * work; a free gives the buffer back after the stream's work so far. */
+ * work; a free gives the buffer back after the stream's work so far. The forms mix as the
+ * per-layer calls' do: the blocking zt_act_free of a checkpoint loaded with
+ * zt_act_load_async first waits on the host for that load's stream. */
 ZT_API zt_status zt_act_register(zt_runtime *rt, int layer, size_t bytes);
 ZT_API zt_status zt_act_save(zt_runtime *rt, int layer, const void *src, size_t bytes);
 ZT_API zt_status zt_act_load(zt_runtime *rt, int layer, void **ptr, size_t *bytes);

@@ -208,9 +208,11 @@ zt_status zt_topology_open(zt_topology *t, zt_comm *world, int ranks_per_node, i
     t->local_rank = l->local_of[t->rank];
     t->hpz = l->hpz;
     t->two_level = l->two_level;
-    if (l->off[0]) /* the same layout on every rank: each warns alike, none asks the others */
+    /* the same layout on every rank, the same decision: rank 0 says it for the job (once, not
+     * once per rank), none asks the others */
+    if (l->off[0] && t->rank == 0)
         ZT_LOGW("zeropp", "%s (%s): %s; every rank does the same", l->desc, t->source, l->off);
-    else if (t->hpz && hpz != l->equal)
+    else if (!l->off[0] && t->hpz && hpz != l->equal && t->rank == 0)
         ZT_LOGW("zeropp",
                 "zero_hpz_partition_size = %d: ztier keeps secondary shards per node (%d ranks "
                 "per node here: %s, %s)",

@@ -64,7 +64,7 @@ typedef struct zt_topology {
  * two-level qgZ (qgz: 1 when on) needs them, splits the node and cross-node communicators.
  * The layout: ranks_per_node > 0 groups consecutive ranks; else the comm backend's node of
  * each rank (zt_comm_node_ids). Collective: every rank calls it with the same arguments.
- * Where hpZ or two-level qgZ cannot apply it warns once on every rank. */
+ * Where hpZ or two-level qgZ cannot apply, rank 0 warns once (for the whole job). */
 zt_status zt_topology_open(zt_topology *t, zt_comm *world, int ranks_per_node, int hpz, int qgz,
                            zt_error *err);
 void zt_topology_close(zt_topology *t);

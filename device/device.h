@@ -119,6 +119,9 @@ struct zt_device {
     uint64_t capacity;
     uint64_t bytes_in_use;
     uint64_t bytes_peak;
+    /* the memory the backend held at most, in use or cached for reuse (the host backend's
+     * count, for tests; 0 where the backend does not know) */
+    uint64_t bytes_held_peak;
     pthread_mutex_t budget_lock; /* guards the three counters */
 };
 

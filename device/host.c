@@ -322,26 +322,26 @@ static alloc_header *cache_take(host_device *d, size_t bytes)
     return h;
 }
 
-/* Keeps h for reuse, trimming the oldest blocks that would not fit beside what is in use. */
-static void cache_put(host_device *d, alloc_header *h)
+/* What the cache may keep: the most ever in use (zt_stats.device_bytes_peak) less what is
+ * in use now, so that this backend never holds more memory than that peak counts. (Bounded by
+ * the budget instead, it kept freed blocks of sizes no later allocation asked for: stage 1's
+ * step-end all-gather buffers beside the backward's gradient and bucket buffers, a model's
+ * size and more per rank that no counter showed.) */
+static uint64_t cache_room(host_device *d)
 {
     pthread_mutex_lock(&d->base.budget_lock);
-    uint64_t in_use = d->base.bytes_in_use;
+    uint64_t in_use = d->base.bytes_in_use, peak = d->base.bytes_peak;
     pthread_mutex_unlock(&d->base.budget_lock);
-    uint64_t room = d->base.capacity > in_use ? d->base.capacity - in_use : 0;
-    cached_block *b = malloc(sizeof *b);
-    if (!b) {
-        free(h);
-        return;
-    }
-    POISON(h + 1, h->bytes ? h->bytes : 1);
+    return peak > in_use ? peak - in_use : 0;
+}
+
+/* Keeps the newest cached blocks that fit in `room`, freeing the others. */
+static void trim_cache(host_device *d, uint64_t room)
+{
     pthread_mutex_lock(&d->cache_lock);
-    b->h = h, b->next = d->cache;
-    d->cache = b;
-    d->cached_bytes += h->bytes;
     cached_block **p = &d->cache;
     uint64_t kept = 0;
-    while (*p) { /* keep the newest blocks that fit */
+    while (*p) {
         if (kept + (*p)->h->bytes > room) {
             cached_block *old = *p;
             *p = old->next;
@@ -357,6 +357,36 @@ static void cache_put(host_device *d, alloc_header *h)
     pthread_mutex_unlock(&d->cache_lock);
 }
 
+/* Keeps h for reuse, within cache_room. */
+static void cache_put(host_device *d, alloc_header *h)
+{
+    cached_block *b = malloc(sizeof *b);
+    if (!b) {
+        free(h);
+        return;
+    }
+    POISON(h + 1, h->bytes ? h->bytes : 1);
+    pthread_mutex_lock(&d->cache_lock);
+    b->h = h, b->next = d->cache;
+    d->cache = b;
+    d->cached_bytes += h->bytes;
+    pthread_mutex_unlock(&d->cache_lock);
+    trim_cache(d, cache_room(d));
+}
+
+/* Memory held now, in use and cached: its peak (zt_device.bytes_held_peak). */
+static void note_held(host_device *d)
+{
+    pthread_mutex_lock(&d->cache_lock);
+    uint64_t cached = d->cached_bytes;
+    pthread_mutex_unlock(&d->cache_lock);
+    pthread_mutex_lock(&d->base.budget_lock);
+    uint64_t held = d->base.bytes_in_use + cached;
+    if (held > d->base.bytes_held_peak)
+        d->base.bytes_held_peak = held;
+    pthread_mutex_unlock(&d->base.budget_lock);
+}
+
 static zt_status host_alloc(zt_device *dev, size_t bytes, void **ptr, zt_error *err)
 {
     zt_status st = zt_device_budget_take(dev, bytes, err);
@@ -367,6 +397,8 @@ static zt_status host_alloc(zt_device *dev, size_t bytes, void **ptr, zt_error *
         *ptr = cached + 1;
         return ZT_OK;
     }
+    /* new memory: cached blocks beyond what the peak leaves beside it go first */
+    trim_cache((host_device *)dev, cache_room((host_device *)dev));
     void *raw = NULL;
     if (posix_memalign(&raw, 64, sizeof(alloc_header) + (bytes ? bytes : 1)) != 0) {
         zt_device_budget_return(dev, bytes);
@@ -374,6 +406,7 @@ static zt_status host_alloc(zt_device *dev, size_t bytes, void **ptr, zt_error *
     }
     ((alloc_header *)raw)->bytes = bytes;
     *ptr = (alloc_header *)raw + 1;
+    note_held((host_device *)dev);
     return ZT_OK;
 }
 

@@ -86,6 +86,17 @@ static const zt_offload_config *act_paths(const zt_config *c)
     return c->offload_param.n_nvme_paths ? &c->offload_param : &c->offload_optimizer;
 }
 
+uint64_t zt_rt_act_swap_bytes(const zt_runtime *rt, zt_swap_config *c)
+{
+    *c = zt_rt_swap_config(rt, act_paths(&rt->cfg), "act");
+    uint64_t need = 0;
+    for (int i = 0; i < rt->reg.n_layers; i++)
+        if (rt->reg.layers[i].act_bytes)
+            need +=
+                zt_swap_footprint(zt_round_up(rt->reg.layers[i].act_bytes, 4096), c->block_size);
+    return act_tier(&rt->cfg) == ZT_TIER_NVME ? need : 0;
+}
+
 static zt_status open_swap(zt_runtime *rt)
 {
     const zt_offload_config *off = act_paths(&rt->cfg);
@@ -94,11 +105,8 @@ static zt_status open_swap(zt_runtime *rt)
                       "activation_checkpointing.device is \"nvme\" but no folder is set: set "
                       "activation_checkpointing.nvme_path (it falls back to offload_param's or "
                       "offload_optimizer's nvme_path)");
-    zt_swap_config c = zt_rt_swap_config(rt, off, "act");
-    uint64_t need = 0;
-    for (int i = 0; i < rt->reg.n_layers; i++)
-        if (rt->reg.layers[i].act_bytes)
-            need += zt_swap_footprint(zt_round_up(rt->reg.layers[i].act_bytes, 4096), c.block_size);
+    zt_swap_config c;
+    uint64_t need = zt_rt_act_swap_bytes(rt, &c);
     zt_status st = zt_swap_create(&c, need, &rt->acts.swap, &rt->err);
     if (st != ZT_OK)
         zt_error_prefix(&rt->err, "activation checkpoints on NVMe: ");
@@ -203,20 +211,34 @@ zt_status zt_rt_act_save(zt_runtime *rt, int layer, const void *src, uint64_t by
 zt_status zt_rt_act_load(zt_runtime *rt, int layer, zt_stream *caller, void **ptr, uint64_t *bytes)
 {
     zt_status st = check_registered(rt, layer, "zt_act_load");
-    return st == ZT_OK ? zt_act_store_load(rt->acts.store, layer, caller, ptr, bytes, &rt->err)
-                       : st;
+    if (st == ZT_OK)
+        st = zt_act_store_load(rt->acts.store, layer, caller, ptr, bytes, &rt->err);
+    if (st == ZT_OK) /* a blocking free waits for it (mixing the forms, api/ztier.h) */
+        rt->reg.layers[layer].act_stream = caller;
+    return st;
 }
 
 zt_status zt_rt_act_free(zt_runtime *rt, int layer, zt_stream *caller)
 {
     zt_status st = check_registered(rt, layer, "zt_act_free");
-    return st == ZT_OK ? zt_act_store_free(rt->acts.store, layer, caller, &rt->err) : st;
+    zt_stream **loaded_on = st == ZT_OK ? &rt->reg.layers[layer].act_stream : NULL;
+    /* the blocking form after an async load: the loading stream's reads of the buffer are
+     * done before it goes back */
+    if (st == ZT_OK && !caller && *loaded_on)
+        st = zt_rt_sync_stream(rt, *loaded_on);
+    if (st == ZT_OK)
+        st = zt_act_store_free(rt->acts.store, layer, caller, &rt->err);
+    if (st == ZT_OK)
+        *loaded_on = NULL;
+    return st;
 }
 
 void zt_rt_act_discard(zt_runtime *rt)
 {
     if (rt->acts.store)
         zt_act_store_discard(rt->acts.store);
+    for (int i = 0; i < rt->reg.n_layers; i++)
+        rt->reg.layers[i].act_stream = NULL;
 }
 
 int zt_rt_act_outstanding(const zt_runtime *rt)

@@ -155,11 +155,25 @@ static void register_buffers(zt_runtime *rt)
     }
 }
 
+/* The run's NVMe space, every swap space together (this node's ranks write the same
+ * folders), before any is created: a refusal states the run's need, not one file's. */
+static zt_status check_swap_space(zt_runtime *rt, const zt_plan *plan)
+{
+    zt_swap_config pc = zt_rt_swap_config(rt, &rt->cfg.offload_param, "param");
+    zt_swap_config oc = zt_rt_swap_config(rt, &rt->cfg.offload_optimizer, "optim");
+    zt_swap_config ac;
+    uint64_t act = zt_rt_act_swap_bytes(rt, &ac); /* 0: none on NVMe */
+    zt_swap_need needs[3] = {{&pc, plan->nvme_param_bytes, "parameters"},
+                             {&oc, plan->nvme_optim_bytes, "optimizer state"},
+                             {&ac, act, "activation checkpoints"}};
+    return zt_swap_check_run(needs, 3, rt->dist.topo.node_size, &rt->err);
+}
+
 /* Creates the NVMe swap spaces the plan sizes, and the parameters' staging buffers. */
 static zt_status open_swaps(zt_runtime *rt, const zt_plan *plan)
 {
-    zt_status st = ZT_OK;
-    if (plan->nvme_param_bytes) {
+    zt_status st = check_swap_space(rt, plan);
+    if (st == ZT_OK && plan->nvme_param_bytes) {
         zt_swap_config c = zt_rt_swap_config(rt, &rt->cfg.offload_param, "param");
         st = zt_swap_create(&c, plan->nvme_param_bytes, &rt->tiers.param_swap, &rt->err);
         if (st == ZT_OK)

@@ -8,7 +8,11 @@
  * device on a single rank: a fetch orders the caller's stream after the layer's copy and
  * zeroes gradients on that stream; a release first records the caller's stream on ztier's
  * stream, the fence of every device free (no buffer is reused before the caller's stream
- * passes its release). Every wait for the device is counted (zt_stats.host_syncs). */
+ * passes its release). Every wait for the device is counted (zt_stats.host_syncs).
+ *
+ * Mixing the forms: a blocking release of a layer fetched with a stream first waits on the
+ * host for that stream (and the one its gradients were zeroed on), so that nothing it sums
+ * or frees is still to be written by the caller's stream. */
 #include "core/align.h"
 #include "core/convert.h"
 #include "core/time.h"
@@ -34,7 +38,35 @@ static zt_status alloc_grads(zt_runtime *rt, zt_layer *L, zt_stream *caller)
         st = zt_device_memset_async(rt->device.dev, L->grads, 0, bytes, s, &rt->err);
     if (st == ZT_OK && !caller)
         st = zt_rt_sync_stream(rt, s);
+    L->grads_stream = caller;
     return st;
+}
+
+/* The blocking release of a layer an async fetch gave a stream: the host waits for the
+ * streams whose work may still touch the layer's buffers (the gradients' memset, the
+ * caller's kernels), as the blocking form's caller would have for its own work. */
+static zt_status wait_fetch_streams(zt_runtime *rt, zt_layer *L, zt_pass pass)
+{
+    zt_stream *s = L->fetch_stream[pass];
+    zt_stream *g = pass == ZT_BACKWARD && L->grads ? L->grads_stream : NULL;
+    zt_status st = s ? zt_rt_sync_stream(rt, s) : ZT_OK;
+    if (st == ZT_OK && g && g != s)
+        st = zt_rt_sync_stream(rt, g);
+    return st;
+}
+
+void zt_rt_forget_stream(zt_runtime *rt, const zt_stream *s)
+{
+    for (int i = 0; i < rt->reg.n_layers; i++) {
+        zt_layer *L = &rt->reg.layers[i];
+        for (int p = 0; p < 3; p++)
+            if (L->fetch_stream[p] == s)
+                L->fetch_stream[p] = NULL;
+        if (L->grads_stream == s)
+            L->grads_stream = NULL;
+        if (L->act_stream == s)
+            L->act_stream = NULL;
+    }
 }
 
 /* The parameters are complete once `ready` is: the caller's stream waits for it, or the
@@ -107,6 +139,8 @@ zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_stream *caller
         zt_error_prefix(&rt->err, "fetch of layer '%s' (%s): ", L->name, pass_name(pass));
         return st;
     }
+    if (caller) /* a blocking release waits for it (mixing the forms) */
+        L->fetch_stream[pass] = caller;
     fill_views(rt, L, pass, full, view);
     double t1 = zt_now_s();
     rt->stats.fetch_wait_s += t1 - t0;
@@ -129,7 +163,7 @@ zt_status zt_rt_release(zt_runtime *rt, int layer, zt_pass pass, zt_stream *call
     double t0 = zt_now_s();
     /* first, so that every free below (and the kept buffer's later one) waits for the
      * caller's stream */
-    zt_status st = caller ? zt_rt_fence_after_caller(rt, caller) : ZT_OK;
+    zt_status st = caller ? zt_rt_fence_after_caller(rt, caller) : wait_fetch_streams(rt, L, pass);
     if (st != ZT_OK) {
         zt_error_prefix(&rt->err, "release of layer '%s' (%s): ", L->name, pass_name(pass));
         return st; /* still held: the caller may retry or destroy */
@@ -139,6 +173,8 @@ zt_status zt_rt_release(zt_runtime *rt, int layer, zt_pass pass, zt_stream *call
     /* released first: its parameters are no longer needed, so the reduction below may use
      * their room */
     zt_prefetcher_release(rt->prefetch, layer, pass);
+    if (holds == 1)
+        L->fetch_stream[pass] = NULL;
     if (pass == ZT_BACKWARD && holds == 1) {
         /* the step's update of this layer reads its sums: done (and the sums cleared) first;
          * a failure is reported after the collective, which every rank joins alike */

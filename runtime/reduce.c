@@ -1013,6 +1013,7 @@ zt_status zt_rt_stream_destroy(zt_runtime *rt, zt_stream *s)
         if (cs->s[i] == s) {
             /* its work up to the last release is what rt->device.stream and the frees wait for:
              * both pass that point before the stream goes */
+            zt_rt_forget_stream(rt, s);
             zt_status st = zt_device_stream_synchronize(rt->device.dev, s, &rt->err);
             if (st == ZT_OK)
                 st = zt_device_stream_synchronize(rt->device.dev, rt->device.stream, &rt->err);

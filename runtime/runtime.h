@@ -78,6 +78,13 @@ typedef struct zt_layer {
     void *grads;           /* device: full flat gradients while a backward pass holds it */
     double fetched_at[3];  /* per pass: when the caller got it (the trace's layer spans) */
     zt_tensor_view *views; /* 2 * n_params: forward views, then backward views */
+    /* The caller streams a blocking zt_release waits for (mixing the forms, api/ztier.h):
+     * per pass, the stream of the latest zt_fetch_async while held; grads_stream: the one
+     * the gradients were zeroed on (NULL: on rt->device.stream, waited for); act_stream:
+     * that of zt_act_load_async, until zt_act_free. */
+    zt_stream *fetch_stream[3];
+    zt_stream *grads_stream;
+    zt_stream *act_stream;
 } zt_layer;
 
 /* A backward release whose gradients are on their way to a landing buffer (single rank,
@@ -369,6 +376,8 @@ zt_status zt_rt_reduce_release(zt_runtime *rt, zt_layer *L, zt_stream *caller);
 /* ztier's stream (the fence of every device free, the stream of the gradient copies) waits
  * for the caller's stream to reach this point. */
 zt_status zt_rt_fence_after_caller(zt_runtime *rt, zt_stream *caller);
+/* A caller stream about to be destroyed: no layer refers to it any more. */
+void zt_rt_forget_stream(zt_runtime *rt, const zt_stream *s);
 /* Waits for a stream / an event, counted in zt_stats.host_syncs. */
 zt_status zt_rt_sync_stream(zt_runtime *rt, zt_stream *s);
 zt_status zt_rt_sync_event(zt_runtime *rt, zt_event *e);
@@ -487,6 +496,8 @@ void zt_rt_act_estimate(const zt_runtime *rt, int *layers, uint64_t *home, uint6
 /* At commit, after the prefetcher: the tier, its swap space and the store; the keys of
  * activation_checkpointing that change nothing here are reported. */
 zt_status zt_rt_act_open(zt_runtime *rt);
+/* The activation swap's configuration into *c and the bytes it will hold (0: none on NVMe). */
+uint64_t zt_rt_act_swap_bytes(const zt_runtime *rt, zt_swap_config *c);
 void zt_rt_act_close(zt_runtime *rt);
 
 zt_status zt_rt_act_save(zt_runtime *rt, int layer, const void *src, uint64_t bytes,

@@ -282,6 +282,107 @@ static zt_status check_space(const char *dir, uint64_t need, zt_error *err)
                   dir, (unsigned long long)need, (unsigned long long)(avail + others), note);
 }
 
+uint64_t zt_swap_file_bytes(const zt_swap_config *cfg, uint64_t capacity)
+{
+    uint64_t blocks = (capacity + cfg->block_size - 1) / cfg->block_size;
+    uint64_t per_file = (blocks + (uint64_t)cfg->n_paths - 1) / (uint64_t)cfg->n_paths;
+    return (per_file ? per_file : 1) * cfg->block_size;
+}
+
+/* One filesystem of a run's swap folders: what the run puts there, per swap space. */
+typedef struct run_fs {
+    dev_t dev;
+    const char *dir;  /* its first folder, for the message */
+    uint64_t part[8]; /* per need (at most 8) */
+    uint64_t others;  /* other ztier swap files in its folders (counted as free) */
+} run_fs;
+
+static void describe_parts(const run_fs *fs, const zt_swap_need *needs, int n, int copies,
+                           char *out, size_t len)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int k = 0; k < n && used < len; k++) {
+        if (!fs->part[k])
+            continue;
+        int w = snprintf(out + used, len - used, "%s%s %llu", used ? " + " : "", needs[k].what,
+                         (unsigned long long)fs->part[k]);
+        used += w > 0 ? (size_t)w : 0;
+    }
+    if (used < len && copies > 1)
+        snprintf(out + used, len - used, " bytes per rank, %d ranks on this node", copies);
+    else if (used < len)
+        snprintf(out + used, len - used, " bytes");
+}
+
+/* The filesystem of `dir` in fs[0..*n), added when new; NULL where the folder cannot be
+ * read (zt_swap_create names that) or a ninth filesystem would be needed. */
+static run_fs *fs_of(run_fs *fs, int *n, int cap, const char *dir)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return NULL;
+    for (int i = 0; i < *n; i++)
+        if (fs[i].dev == sb.st_dev)
+            return &fs[i];
+    if (*n == cap)
+        return NULL;
+    fs[*n] = (run_fs){.dev = sb.st_dev, .dir = dir};
+    return &fs[(*n)++];
+}
+
+static int seen_folder(const zt_swap_need *needs, int k, int i)
+{
+    for (int k2 = 0; k2 <= k; k2++)
+        for (int i2 = 0; i2 < (k2 == k ? i : needs[k2].cfg->n_paths); i2++)
+            if (!strcmp(needs[k2].cfg->paths[i2], needs[k].cfg->paths[i]))
+                return 1;
+    return 0;
+}
+
+zt_status zt_swap_check_run(const zt_swap_need *needs, int n, int copies, zt_error *err)
+{
+    enum { CAP = 3 * ZT_MAX_NVME_PATHS };
+    run_fs fs[CAP];
+    int n_fs = 0;
+    n = n < 8 ? n : 8;
+    copies = copies > 0 ? copies : 1;
+    for (int k = 0; k < n; k++) {
+        const zt_swap_config *c = needs[k].cfg;
+        if (!needs[k].capacity || c->n_paths < 1 || c->block_size % ZT_PAGE_BYTES || !c->block_size)
+            continue; /* nothing to create, or zt_swap_create refuses the configuration */
+        uint64_t per_file = zt_swap_file_bytes(c, needs[k].capacity);
+        for (int i = 0; i < c->n_paths && i < ZT_MAX_NVME_PATHS; i++) {
+            run_fs *f = fs_of(fs, &n_fs, CAP, c->paths[i]);
+            if (!f)
+                continue;
+            f->part[k] += per_file;
+            if (!seen_folder(needs, k, i))
+                f->others += other_swap_bytes(c->paths[i]);
+        }
+    }
+    for (int j = 0; j < n_fs; j++) {
+        uint64_t need = 0, avail = 0;
+        for (int k = 0; k < n; k++)
+            need += fs[j].part[k] * (uint64_t)copies;
+        if (!free_bytes(fs[j].dir, &avail) || avail + fs[j].others >= need)
+            continue; /* no account kept (ramfs: the preallocation tells), or enough */
+        char parts[320], note[160] = "";
+        describe_parts(&fs[j], needs, n, copies, parts, sizeof parts);
+        if (fs[j].others)
+            snprintf(note, sizeof note,
+                     " (counting the %llu bytes of other ztier swap files there as free)",
+                     (unsigned long long)fs[j].others);
+        return ZT_ERR(err, ZT_ERR_NOSPACE,
+                      "not enough space for this run's NVMe swap on the filesystem of '%s': the "
+                      "run needs %llu bytes there (%s), %llu free%s; free space, add folders on "
+                      "other disks to nvme_path, or offload less",
+                      fs[j].dir, (unsigned long long)need, parts,
+                      (unsigned long long)(avail + fs[j].others), note);
+    }
+    return ZT_OK;
+}
+
 static zt_status open_swap_file(swap_file *f, const char *dir, const zt_swap_config *cfg,
                                 zt_error *err)
 {
@@ -416,13 +517,12 @@ zt_status zt_swap_create(const zt_swap_config *cfg, uint64_t capacity, zt_swap *
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory creating the NVMe swap");
     sw->cfg = *cfg;
     sw->total_blocks = (capacity + cfg->block_size - 1) / cfg->block_size;
-    uint64_t per_file = ((sw->total_blocks + (uint64_t)cfg->n_paths - 1) / (uint64_t)cfg->n_paths) *
-                        cfg->block_size;
+    uint64_t per_file = zt_swap_file_bytes(cfg, capacity);
     pthread_mutex_init(&sw->lock, NULL);
     pthread_cond_init(&sw->done, NULL);
     zt_status st = ZT_OK;
     for (int i = 0; st == ZT_OK && i < cfg->n_paths; i++) {
-        st = open_folder(sw, i, per_file ? per_file : cfg->block_size, err);
+        st = open_folder(sw, i, per_file, err);
         if (st == ZT_OK)
             sw->n_files = i + 1;
     }

@@ -70,6 +70,24 @@ zt_status zt_swap_create(const zt_swap_config *cfg, uint64_t capacity, zt_swap *
 /* Bytes of swap capacity that an extent of `bytes` occupies (whole blocks). */
 uint64_t zt_swap_footprint(uint64_t bytes, uint64_t block_size);
 
+/* Bytes of each file of a swap space of `capacity` bytes (one file per folder, whole blocks,
+ * at least one): what zt_swap_create preallocates in each folder. */
+uint64_t zt_swap_file_bytes(const zt_swap_config *cfg, uint64_t capacity);
+
+/* One swap space a run will create (zt_swap_check_run). */
+typedef struct zt_swap_need {
+    const zt_swap_config *cfg;
+    uint64_t capacity;
+    const char *what; /* for the message: "parameters", "optimizer state", ... */
+} zt_swap_need;
+
+/* Before a run creates its swap spaces: for each filesystem their folders are on, the bytes
+ * all of them will take there, times `copies` (the ranks of this node, which write the same
+ * folders), against its free space (other ztier swap files counted as free, as they may be
+ * stale; zt_swap_create's own check and preallocation stay the final judge). ZT_ERR_NOSPACE
+ * names a folder of the filesystem, the run's total there, its parts and what is free. */
+zt_status zt_swap_check_run(const zt_swap_need *needs, int n, int copies, zt_error *err);
+
 zt_status zt_swap_alloc(zt_swap *sw, uint64_t bytes, const char *owner, zt_swap_extent *out,
                         zt_error *err);
 

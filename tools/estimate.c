@@ -218,15 +218,13 @@ static int build(est_model *m, const est_options *o, const char *pdev, const cha
         opts.log_level = 0; /* errors */
     if (zt_runtime_create(&opts, NULL, &m->rt) != ZT_OK)
         return snprintf(err, len, "%s", zt_last_error(m->rt)), -1;
-    char stage[8];
-    snprintf(stage, sizeof stage, "%d", o->stage);
     if (o->stage >= 0 && !pdev && o->stage < 3) /* the parameters where the stage keeps them */
         pdev = "none";
     if (o->stage == 0 && !odev)
         odev = "none";
-    if ((o->stage >= 0 && zt_config_set(m->rt, "zero_optimization.stage", stage)) ||
-        (pdev && zt_config_set(m->rt, "zero_optimization.offload_param.device", pdev)) ||
-        (odev && zt_config_set(m->rt, "zero_optimization.offload_optimizer.device", odev)))
+    if ((o->stage >= 0 && zt_config_set_int(m->rt, "zero_optimization.stage", o->stage)) ||
+        (pdev && zt_config_set_string(m->rt, "zero_optimization.offload_param.device", pdev)) ||
+        (odev && zt_config_set_string(m->rt, "zero_optimization.offload_optimizer.device", odev)))
         return snprintf(err, len, "%s", zt_last_error(m->rt)), -1;
     return o->config ? register_gpt2(m, o, err, len) : register_json(m, o->layers, err, len);
 }

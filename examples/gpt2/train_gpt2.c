@@ -41,7 +41,8 @@
  * (padded to 50304 rows of wte). --batch is the global batch. The configuration is the
  * built-in one (everything offloaded to host memory, AdamW with lr 3e-4) or --ds-config's
  * file; the options given on the command line (--lr, --nvme, --hbm, --accum, --keep) are set
- * over it with zt_config_set. --checkpoint DIR saves into DIR/step-N folders and keeps the
+ * over it with the typed setters (zt_config_set_string, _int, _double: a folder named "1234"
+ * or "null" is a folder). --checkpoint DIR saves into DIR/step-N folders and keeps the
  * newest --keep (default 2); --resume DIR continues from DIR's latest checkpoint. --init
  * starts from the weights of an llm.c model file (fp32 or bf16) of the same shape, with a
  * fresh optimizer.
@@ -58,6 +59,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,13 +70,14 @@
 typedef struct options {
     const char *config, *data, *text, *ds_config, *nvme, *hbm, *checkpoint, *resume, *init;
     const char *export_llmc, *export_st, *write_shard;
-    const char *lr, *keep;
+    const char *lr;        /* --lr as given (checked to be a finite number) */
     const char *device;    /* "cpu", "cuda" (the GPU, ztier's cuda backend), "auto" */
     const char *precision; /* the GPU's matmuls: "bf16" (the default), "tf32" or "fp32" */
     const char *demo;      /* --demo DIR: sizes for the device (DIR: the CPU demo's NVMe folder) */
     const char *ckpt_act;  /* --checkpoint-activations none|selective|full */
     const char *offload_act; /* --offload-activations none|host|nvme (NULL: the config's) */
     int vocab, batch, seq, steps, accum, save_every, eval_every;
+    int keep;       /* --keep (0: the config's) */
     int threads;    /* the matmuls' and the optimizer's threads (0: the online cores) */
     int policy;     /* --checkpoint-activations (gpt2_policy); --recompute: selective */
     int zero_stage; /* --zero-stage: zero_optimization.stage (-1: the configuration's) */
@@ -105,7 +108,9 @@ static double now_s(void)
  * the config"; 0 for the others means "the default" or "never"). */
 static int option_min(const char *opt)
 {
-    return !strcmp(opt, "--vocab") || !strcmp(opt, "--batch") ? 1 : !strcmp(opt, "--seq") ? 2 : 0;
+    return !strcmp(opt, "--vocab") || !strcmp(opt, "--batch") || !strcmp(opt, "--keep") ? 1
+           : !strcmp(opt, "--seq")                                                      ? 2
+                                                                                        : 0;
 }
 
 /* *n = v, a whole decimal integer in [option_min(opt), INT_MAX]; else a message naming the
@@ -121,6 +126,18 @@ static int parse_count(const char *opt, const char *v, int *n)
         return -1;
     }
     *n = (int)x;
+    return 0;
+}
+
+/* --lr: a finite number, whole (the value reaches the config as a number, never as text). */
+static int parse_lr(const char *v)
+{
+    char *end = NULL;
+    double x = strtod(v, &end);
+    if (end == v || *end || !isfinite(x)) {
+        fprintf(stderr, "zt_gpt2: --lr '%s': give a number, such as 3e-4\n", v);
+        return -1;
+    }
     return 0;
 }
 
@@ -171,7 +188,6 @@ static int parse(int argc, char **argv, options *o)
                          : !strcmp(a, "--export")                 ? &o->export_llmc
                          : !strcmp(a, "--safetensors")            ? &o->export_st
                          : !strcmp(a, "--lr")                     ? &o->lr
-                         : !strcmp(a, "--keep")                   ? &o->keep
                          : !strcmp(a, "--write-shard")            ? &o->write_shard
                          : !strcmp(a, "--device")                 ? &o->device
                          : !strcmp(a, "--precision")              ? &o->precision
@@ -188,8 +204,11 @@ static int parse(int argc, char **argv, options *o)
                  : !strcmp(a, "--eval-every") ? &o->eval_every
                  : !strcmp(a, "--threads")    ? &o->threads
                  : !strcmp(a, "--zero-stage") ? &o->zero_stage
+                 : !strcmp(a, "--keep")       ? &o->keep
                                               : NULL;
         if (!v || (!s && !n && strcmp(a, "--seed")))
+            return usage();
+        if (s == &o->lr && parse_lr(v) != 0)
             return usage();
         if (s)
             *s = v;
@@ -243,42 +262,51 @@ static const char *const builtin_config =
     " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 3e-4, \"betas\": [0.9, 0.95],"
     " \"weight_decay\": 0.1}}, \"gradient_clipping\": 1.0, \"ztier\": {\"hbm_capacity\": \"2G\"}}";
 
-/* The command line's settings over the configuration (a value NULL: not given). */
+/* The command line's settings over the configuration. User text (folders, sizes, names)
+ * goes through the typed setters, never parsed as JSON: a folder named "1234" or "null" is
+ * that folder. */
+static zt_status set_text(zt_runtime *rt, const char *path, const char *value)
+{
+    return value ? zt_config_set_string(rt, path, value) : ZT_OK;
+}
+
 static zt_status apply_options(zt_runtime *rt, const options *o)
 {
-    char accum[16], threads[16], stage[16];
-    snprintf(accum, sizeof accum, "%d", o->accum);
-    snprintf(threads, sizeof threads, "%d", o->threads);
-    snprintf(stage, sizeof stage, "%d", o->zero_stage);
     int replicated = o->zero_stage >= 0 && o->zero_stage < 3; /* parameters on the device */
-    const char *set[][2] = {
-        {"optimizer.params.lr", o->lr},
-        {"zero_optimization.stage", o->zero_stage >= 0 ? stage : NULL},
-        {"zero_optimization.offload_param.device", replicated ? "none"
-                                                   : o->nvme  ? "nvme"
-                                                              : NULL},
-        {"zero_optimization.offload_optimizer.device", o->zero_stage == 0 ? "none"
-                                                       : o->nvme          ? "nvme"
-                                                                          : NULL},
-        {"zero_optimization.offload_param.nvme_path", replicated ? NULL : o->nvme},
-        {"zero_optimization.offload_optimizer.nvme_path", o->nvme},
-        {"ztier.hbm_capacity", o->hbm},
-        {"gradient_accumulation_steps", o->accum > 0 ? accum : NULL},
-        {"ztier.checkpoint_keep", o->keep},
-        {"activation_checkpointing.device", !o->offload_act                   ? NULL
-                                            : !strcmp(o->offload_act, "host") ? "cpu"
-                                                                              : o->offload_act},
-        {"activation_checkpointing.cpu_checkpointing",
-         o->offload_act && !strcmp(o->offload_act, "none") ? "false" : NULL},
-        {"activation_checkpointing.nvme_path",
-         o->offload_act && !strcmp(o->offload_act, "nvme") ? o->nvme : NULL},
-        /* one budget: the matmuls and the optimizer take turns on the same cores */
-        {"ztier.optimizer_threads", threads},
-    };
-    zt_status st = ZT_OK;
-    for (size_t i = 0; st == ZT_OK && i < sizeof set / sizeof set[0]; i++)
-        if (set[i][1])
-            st = zt_config_set(rt, set[i][0], set[i][1]);
+    const char *act = o->offload_act;
+    zt_status st =
+        o->lr ? zt_config_set_double(rt, "optimizer.params.lr", strtod(o->lr, NULL)) : ZT_OK;
+    if (st == ZT_OK && o->zero_stage >= 0)
+        st = zt_config_set_int(rt, "zero_optimization.stage", o->zero_stage);
+    if (st == ZT_OK)
+        st = set_text(rt, "zero_optimization.offload_param.device",
+                      replicated ? "none"
+                      : o->nvme  ? "nvme"
+                                 : NULL);
+    if (st == ZT_OK)
+        st = set_text(rt, "zero_optimization.offload_optimizer.device",
+                      o->zero_stage == 0 ? "none"
+                      : o->nvme          ? "nvme"
+                                         : NULL);
+    if (st == ZT_OK)
+        st = set_text(rt, "zero_optimization.offload_param.nvme_path", replicated ? NULL : o->nvme);
+    if (st == ZT_OK)
+        st = set_text(rt, "zero_optimization.offload_optimizer.nvme_path", o->nvme);
+    if (st == ZT_OK)
+        st = set_text(rt, "ztier.hbm_capacity", o->hbm);
+    if (st == ZT_OK && o->accum > 0)
+        st = zt_config_set_int(rt, "gradient_accumulation_steps", o->accum);
+    if (st == ZT_OK && o->keep > 0)
+        st = zt_config_set_int(rt, "ztier.checkpoint_keep", o->keep);
+    if (st == ZT_OK && act)
+        st = set_text(rt, "activation_checkpointing.device", !strcmp(act, "host") ? "cpu" : act);
+    if (st == ZT_OK && act && !strcmp(act, "none"))
+        st = zt_config_set_bool(rt, "activation_checkpointing.cpu_checkpointing", 0);
+    if (st == ZT_OK && act && !strcmp(act, "nvme"))
+        st = set_text(rt, "activation_checkpointing.nvme_path", o->nvme);
+    /* one budget: the matmuls and the optimizer take turns on the same cores */
+    if (st == ZT_OK)
+        st = zt_config_set_int(rt, "ztier.optimizer_threads", o->threads);
     return st;
 }
 
@@ -606,10 +634,10 @@ static int setup(trainer *t)
     if (apply_options(t->rt, &t->o) != ZT_OK)
         return fail(t, "the command line's settings");
     if (!strcmp(t->o.device, "cuda") &&
-        zt_config_set(t->rt, "ztier.device_backend", "cuda") != ZT_OK)
+        zt_config_set_string(t->rt, "ztier.device_backend", "cuda") != ZT_OK)
         return fail(t, "--device cuda");
     if (t->o.demo && !strcmp(t->o.device, "cuda") && !t->o.ds_config &&
-        zt_config_set(t->rt, "ztier.overlap_step", "on") != ZT_OK)
+        zt_config_set_string(t->rt, "ztier.overlap_step", "on") != ZT_OK)
         return fail(t, "--demo on the GPU");
     zt_optimizer_info oi = ZT_OPTIMIZER_INFO_INIT; /* --accum, or the config's */
     if (zt_optimizer_get(t->rt, &oi) != ZT_OK)

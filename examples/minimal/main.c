@@ -27,8 +27,6 @@ static zt_status configure(zt_runtime *rt, const char *nvme)
     const char *settings[][2] = {
         {"zero_optimization.offload_param.device", nvme ? "nvme" : "cpu"},
         {"zero_optimization.offload_optimizer.device", nvme ? "nvme" : "cpu"},
-        {"zero_optimization.offload_param.nvme_path", nvme},
-        {"zero_optimization.offload_optimizer.nvme_path", nvme},
         /* the layers are small: without this they would all stay resident (persistent) */
         {"zero_optimization.stage3_param_persistence_threshold", "0"},
         {"optimizer.type", "AdamW"},
@@ -41,6 +39,11 @@ static zt_status configure(zt_runtime *rt, const char *nvme)
     for (size_t i = 0; st == ZT_OK && i < sizeof settings / sizeof settings[0]; i++)
         if (settings[i][1])
             st = zt_config_set(rt, settings[i][0], settings[i][1]);
+    /* the user's folder is text, never parsed as JSON: "1234" or "null" is a folder */
+    if (st == ZT_OK && nvme)
+        st = zt_config_set_string(rt, "zero_optimization.offload_param.nvme_path", nvme);
+    if (st == ZT_OK && nvme)
+        st = zt_config_set_string(rt, "zero_optimization.offload_optimizer.nvme_path", nvme);
     return st;
 }
 

@@ -146,3 +146,17 @@ const char *ref_mlp_config(const ref_hparams *h, const char *param_dev, const ch
              (double)h->eps, (double)h->weight_decay, (double)h->clip, accum, extra_ztier);
     return buf;
 }
+
+zt_status ref_mlp_train_ranks(zt_runtime *rt, const minimal_model *m, int steps, zt_stats *stats)
+{
+    int rank = 0, world = 1;
+    zt_status st = zt_runtime_rank(rt, &rank, &world);
+    int rows = m->d.batch / (world > 0 ? world : 1);
+    for (int s = 0; s < steps && st == ZT_OK; s++) {
+        float loss;
+        st = minimal_micro_step(rt, m, s, rank * rows, rows, &loss);
+        if (st == ZT_OK)
+            st = zt_step(rt, NULL, NULL);
+    }
+    return st == ZT_OK ? zt_stats_get(rt, stats) : st;
+}

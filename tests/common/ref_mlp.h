@@ -35,6 +35,11 @@ float ref_mlp_step(ref_mlp *r, int64_t first_batch, int accum);
 double ref_mlp_max_rel_error(const ref_mlp *r, zt_runtime *rt, const minimal_model *m);
 void ref_mlp_free(ref_mlp *r);
 
+/* `steps` optimizer steps of one micro-step each through the runtime, every rank computing
+ * its rows of the global batch, then the counters into *stats (a collective under MPI). The
+ * first failure's status. */
+zt_status ref_mlp_train_ranks(zt_runtime *rt, const minimal_model *m, int steps, zt_stats *stats);
+
 /* A config JSON for the same hyper-parameters with the given placements and extra
  * "zero_optimization" / "ztier" members (may be ""). Every layer is sharded (persistence
  * threshold 0) unless extra_zero sets the threshold again. Returns a static buffer. */

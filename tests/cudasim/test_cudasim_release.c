@@ -94,12 +94,46 @@ static void test_second_stream_not_ordered_is_named(void **state)
     expect_finding("kernel twice", NULL);
 }
 
+/* Mixing the forms (api/ztier.h): zt_fetch_async for the backward pass zeroes the gradients
+ * on main_s and a kernel on main_s writes them; the blocking zt_release sums and frees them
+ * only after main_s (it waits for the stream the fetch was given): no finding. */
+static void test_async_fetch_blocking_release(void **state)
+{
+    (void)state;
+    zt_runtime *rt = NULL;
+    assert_int_equal(zt_runtime_create(NULL, config, &rt), ZT_OK);
+    int layer, param;
+    int64_t shape[1] = {N};
+    assert_int_equal(zt_layer_add(rt, "l0", &layer), ZT_OK);
+    assert_int_equal(zt_param_add(rt, layer, "l0.w", shape, 1, NULL, &param), ZT_OK);
+    assert_int_equal(zt_runtime_commit(rt), ZT_OK);
+    void *main_s = NULL;
+    int device = -1;
+    assert_int_equal(zt_stream_create(rt, &main_s), ZT_OK);
+    assert_int_equal(zt_runtime_device(rt, &device), ZT_OK);
+    assert_int_equal(cudaSetDevice(device), cudaSuccess);
+    cudasim_reset_findings();
+    for (int step = 0; step < 2; step++) {
+        zt_layer_view v;
+        assert_int_equal(zt_fetch_async(rt, layer, ZT_BACKWARD, main_s, &v), ZT_OK);
+        /* grad = 2 w, on the stream the gradients were zeroed on */
+        assert_int_equal(sim_twice(v.params[0].grad, v.params[0].data, N, main_s), cudaSuccess);
+        assert_int_equal(zt_release(rt, layer, ZT_BACKWARD), ZT_OK);
+    }
+    int findings = cudasim_findings();
+    if (findings)
+        fail_msg("%d findings, the last: %s", findings, cudasim_last_finding());
+    assert_int_equal(zt_stream_destroy(rt, main_s), ZT_OK);
+    zt_runtime_destroy(rt);
+}
+
 int main(void)
 {
     cudasim_set_abort_on_finding(0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_second_stream_ordered_before_release),
         cmocka_unit_test(test_second_stream_not_ordered_is_named),
+        cmocka_unit_test(test_async_fetch_blocking_release),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include "tiers/io.h"
 #include "train.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -222,13 +223,58 @@ static void test_full_folder(void **state)
         skip();
     minimal_model m;
     zt_runtime *rt = make("nvme", "nvme", &m, ZT_ERR_NOSPACE);
-    assert_non_null(strstr(zt_last_error(rt), "bytes needed"));
+    assert_non_null(strstr(zt_last_error(rt), "bytes there"));
     zt_runtime_destroy(rt);
     char path[700];
     snprintf(path, sizeof path, "%s/ztier-param-r0.swap", rt_fixture_dir());
     assert_int_equal(access(path, F_OK), -1);
     snprintf(path, sizeof path, "%s/ztier-optim-r0.swap", rt_fixture_dir());
     assert_int_equal(access(path, F_OK), -1);
+}
+
+/* The swap files' bytes in the scratch folder, and the largest one's. */
+static uint64_t swap_files_bytes(uint64_t *largest)
+{
+    DIR *d = opendir(rt_fixture_dir());
+    assert_non_null(d);
+    uint64_t sum = 0;
+    *largest = 0;
+    struct stat sb;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (n < 5 || strcmp(e->d_name + n - 5, ".swap") != 0 ||
+            fstatat(dirfd(d), e->d_name, &sb, 0) != 0)
+            continue;
+        sum += (uint64_t)sb.st_size;
+        *largest = (uint64_t)sb.st_size > *largest ? (uint64_t)sb.st_size : *largest;
+    }
+    closedir(d);
+    return sum;
+}
+
+/* A filesystem with room for each swap file but not for all: the refusal states the run's
+ * need there (every swap file together), which equals what a run with room allocates. */
+static void test_refusal_states_the_runs_need(void **state)
+{
+    (void)state;
+    minimal_model m;
+    zt_runtime *rt = make("nvme", "nvme", &m, ZT_OK);
+    uint64_t largest, total = swap_files_bytes(&largest);
+    zt_runtime_destroy(rt);
+    assert_true(largest > 0 && total > largest);
+    char opts[64];
+    snprintf(opts, sizeof opts, "size=%llu", (unsigned long long)(largest + 4096));
+    if (mount("tmpfs", rt_fixture_dir(), "tmpfs", 0, opts) != 0)
+        skip(); /* no mount rights here */
+    rt = make("nvme", "nvme", &m, ZT_ERR_NOSPACE);
+    char want[64];
+    snprintf(want, sizeof want, "the run needs %llu bytes there", (unsigned long long)total);
+    if (!strstr(zt_last_error(rt), want))
+        fail_msg("the refusal does not say \"%s\": %s", want, zt_last_error(rt));
+    assert_non_null(strstr(zt_last_error(rt), "parameters "));
+    assert_non_null(strstr(zt_last_error(rt), "optimizer state "));
+    zt_runtime_destroy(rt);
+    assert_int_equal(swap_files_bytes(&largest), 0); /* nothing left behind */
 }
 
 int main(void)
@@ -241,6 +287,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_async_error_polls_without_waiting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_only_folder, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_folder, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refusal_states_the_runs_need, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -231,6 +231,99 @@ static void test_calls_do_not_wait_for_a_stopped_stream(void **state)
     mlp_weights_free(&got);
 }
 
+/* ---- mixing the forms: zt_fetch_async, then the blocking zt_release ----
+ * The async fetch zeroes the gradients on the caller's stream; the blocking release must not
+ * sum or free them before that stream has run (the memset and the caller's writes queued
+ * after it): it orders itself after the stream the fetch was given. */
+
+/* A layer's gradients as the fetch gave them, copied (the view is the runtime's). */
+typedef struct grad_fill {
+    float *grad[2];
+    int64_t numel[2];
+    int layer, step;
+} grad_fill;
+
+static void take_grads(grad_fill *f, const zt_layer_view *v, int layer, int step)
+{
+    assert_int_equal(v->n_params, 2);
+    for (int i = 0; i < 2; i++)
+        f->grad[i] = v->params[i].grad, f->numel[i] = v->params[i].numel;
+    f->layer = layer, f->step = step;
+}
+
+/* Writes a gradient that depends on the layer, the step and the element (exact in fp32). */
+static void fill_grads(void *arg)
+{
+    const grad_fill *f = arg;
+    for (int i = 0; i < 2; i++)
+        for (int64_t j = 0; j < f->numel[i]; j++)
+            f->grad[i][j] = (float)((j % 13) - 6 + f->layer - f->step) / 64.0f;
+}
+
+static void sleep_20ms(void *arg)
+{
+    (void)arg;
+    usleep(20000);
+}
+
+/* STEPS steps of one backward pass over the layers, the gradients written by fill_grads: on
+ * the host between zt_fetch and zt_release, or (stream != 0) on a stream that is stopped for
+ * 20 ms first, between zt_fetch_async and the blocking zt_release. */
+static void backward_only(const char *cfg, int on_stream, mlp_weights *out)
+{
+    minimal_model m;
+    zt_runtime *rt = make(cfg, &m);
+    void *stream = NULL;
+    if (on_stream)
+        assert_int_equal(zt_stream_create(rt, &stream), ZT_OK);
+    for (int s = 0; s < STEPS; s++) {
+        for (int l = MLP_LAYERS - 1; l >= 0; l--) {
+            zt_layer_view v;
+            grad_fill f;
+            if (on_stream) {
+                assert_int_equal(zt_stream_launch(rt, stream, sleep_20ms, NULL), ZT_OK);
+                assert_int_equal(zt_fetch_async(rt, m.layer[l], ZT_BACKWARD, stream, &v), ZT_OK);
+                take_grads(&f, &v, l, s);
+                assert_int_equal(zt_stream_launch(rt, stream, fill_grads, &f), ZT_OK);
+            } else {
+                assert_int_equal(zt_fetch(rt, m.layer[l], ZT_BACKWARD, &v), ZT_OK);
+                take_grads(&f, &v, l, s);
+                fill_grads(&f);
+            }
+            /* f is on this stack frame: the release has waited for the stream's task */
+            if (zt_release(rt, m.layer[l], ZT_BACKWARD) != ZT_OK)
+                fail_msg("release: %s", zt_last_error(rt));
+        }
+        assert_int_equal(zt_step(rt, NULL, NULL), ZT_OK);
+    }
+    mlp_weights_read_or_fail(rt, &m, out);
+    if (on_stream)
+        assert_int_equal(zt_stream_destroy(rt, stream), ZT_OK);
+    zt_runtime_destroy(rt);
+}
+
+static void check_async_fetch_blocking_release(const char *param)
+{
+    mlp_weights ref, got;
+    backward_only(config(param, "16M", 8), 0, &ref);
+    backward_only(config(param, "16M", 8), 1, &got);
+    mlp_weights_assert_same(&ref, &got, param);
+    mlp_weights_free(&ref);
+    mlp_weights_free(&got);
+}
+
+static void test_async_fetch_blocking_release_cpu(void **state)
+{
+    (void)state;
+    check_async_fetch_blocking_release("cpu");
+}
+
+static void test_async_fetch_blocking_release_device(void **state)
+{
+    (void)state;
+    check_async_fetch_blocking_release("none");
+}
+
 static void test_stream_misuse(void **state)
 {
     (void)state;
@@ -273,6 +366,8 @@ int main(void)
         cmocka_unit_test(test_slow_stream_under_pressure),
         cmocka_unit_test(test_calls_do_not_wait_for_a_stopped_stream),
         cmocka_unit_test(test_stream_misuse),
+        cmocka_unit_test(test_async_fetch_blocking_release_cpu),
+        cmocka_unit_test(test_async_fetch_blocking_release_device),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
