@@ -12,6 +12,7 @@
  * modelled: hpZ's secondary slices (ZeRO++), which the runtime only keeps where room is, and
  * the buffers of reductions left in flight (their gradients, freed as they complete). */
 #include "runtime/estimate.h"
+#include "runtime/config_batch.h"
 #include "prefetch/schedule.h"
 
 #include <stdio.h>
@@ -547,9 +548,15 @@ zt_status zt_rt_estimate(zt_runtime *rt, int world, uint64_t device_capacity,
     zt_plan_layout(rt, world);
     zt_plan_make(rt, world, &out->plan);
     out->device_capacity = device_capacity;
-    int accum = rt->cfg.gradient_accumulation_steps;
+    /* the accumulation commit derives for `world` ranks (DeepSpeed's batch rules), not the
+     * configured one: train_batch_size / (micro x world) where it is left out */
+    zt_batch_sizes batch;
+    zt_status st = zt_config_batch_sizes(&rt->cfg, world, &batch, &rt->err);
+    if (st != ZT_OK)
+        return free(own), st;
+    int accum = batch.accumulation;
     zt_order_need need;
-    zt_status st = zt_rt_order_need(rt, &out->plan, events, n, steps, accum, &need);
+    st = zt_rt_order_need(rt, &out->plan, events, n, steps, accum, &need);
     zt_rt_act_estimate(rt, &out->act_layers, &out->act_home, &out->act_device_min,
                        &out->act_device_max);
     need.min += out->act_device_min;

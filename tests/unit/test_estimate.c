@@ -255,6 +255,43 @@ static uint64_t host_peak(const char *cfg, uint64_t *bf16_homes)
     return st.host_bytes_peak;
 }
 
+/* The estimate for `world` ranks applies the batch rules commit applies for that many ranks
+ * (DeepSpeed's: tests/config/test_batch_rules.c): an accumulation derived from
+ * train_batch_size replays as many micro-steps as one given outright, and a triple that is
+ * inconsistent on `world` ranks is refused naming its numbers, as commit would refuse it. */
+static void test_estimate_applies_the_batch_rules_for_its_world(void **state)
+{
+    (void)state;
+    minimal_model m;
+    char derived[4096], given[4096];
+    snprintf(derived, sizeof derived, "%s",
+             config("cpu", "cpu", "2150000",
+                    "}, \"train_batch_size\": 16, \"train_micro_batch_size_per_gpu\": 2, "
+                    "\"fp16\": {\"enabled\": false"));
+    snprintf(given, sizeof given, "%s",
+             config("cpu", "cpu", "2150000",
+                    "}, \"train_micro_batch_size_per_gpu\": 2, "
+                    "\"gradient_accumulation_steps\": 4, \"fp16\": {\"enabled\": false"));
+    zt_estimate a, b;
+    zt_runtime *rt = registered(derived, &m);
+    if (zt_rt_estimate(rt, 2, 8u << 20, NULL, 0, 3, &a) != ZT_OK)
+        fail_msg("derived: %s", zt_last_error(rt));
+    zt_runtime_destroy(rt);
+    rt = registered(given, &m);
+    if (zt_rt_estimate(rt, 2, 8u << 20, NULL, 0, 3, &b) != ZT_OK)
+        fail_msg("given: %s", zt_last_error(rt));
+    zt_runtime_destroy(rt);
+    assert_int_equal(a.device_peak, b.device_peak);
+    assert_int_equal(a.evictions, b.evictions);
+
+    rt = registered(derived, &m); /* 16 = 2 x accumulation x 3 has no whole solution */
+    assert_int_equal(zt_rt_estimate(rt, 3, 8u << 20, NULL, 0, 3, &a), ZT_ERR_CONFIG);
+    const char *msg = zt_last_error(rt);
+    assert_non_null(strstr(msg, "16"));
+    assert_non_null(strstr(msg, "2"));
+    zt_runtime_destroy(rt);
+}
+
 static void test_fp32_parameters_in_host_memory_are_the_master(void **state)
 {
     (void)state;
@@ -286,6 +323,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_estimate_matches_runs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_estimate_follows_the_prefetch_window, setup, teardown),
         cmocka_unit_test_setup_teardown(test_estimate_refuses_a_budget_below_the_minimum, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_estimate_applies_the_batch_rules_for_its_world, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fp32_parameters_in_host_memory_are_the_master, setup,
                                         teardown),
