@@ -12,7 +12,8 @@
  * after NCCL queued the collective returns only once the collective has finished, so its
  * buffers can be freed (the stand-in reports a free not ordered after it). Under mpirun with
  * 2 ranks (test_nccl_backend_2ranks): a split that fails on one rank, before or after
- * ncclCommSplit, fails on every rank, and none waits inside ncclCommSplit.
+ * ncclCommSplit, fails on every rank, and none waits inside ncclCommSplit; so does an open
+ * whose communicator one rank cannot make.
  * Exits 77 (skipped) where no GPU is visible. */
 #include "comm/comm.h"
 #include "core/time.h"
@@ -334,6 +335,26 @@ static void test_split_fails_on_every_rank(void **state)
         zt_comm_destroy(c);
     }
 }
+
+/* Opening: rank 1 cannot make its communicator after ncclCommInitRank went well on both. Both
+ * fail (neither keeps a communicator the other lacks) and keep their bootstrap. */
+static void test_open_fails_on_every_rank(void **state)
+{
+    (void)state;
+    zt_error err = {0};
+    zt_comm *boot = NULL, *c = NULL;
+    assert_int_equal(zt_comm_create("nccl", &boot, &err), ZT_OK);
+    if (boot->rank == 1)
+        cudasim_fail_call("cudaStreamCreateWithFlags", 1);
+    hang_guard(20);
+    zt_status st = zt_comm_nccl_open(boot, boot->rank, &c, &err);
+    alarm(0);
+    cudasim_fail_call(NULL, 0);
+    if (st == ZT_OK)
+        fail_msg("rank %d: the open succeeded while rank 1's failed", boot->rank);
+    assert_null(c);
+    zt_comm_destroy(boot);
+}
 #endif
 
 static void test_gatherv_goes_to_the_host_communicator(void **state)
@@ -361,6 +382,8 @@ int main(void)
         printf("no GPU visible: skipping the nccl backend test\n");
         return 77;
     }
+    if (getenv("ZT_TEST_FILTER")) /* one test by name (a hang ends the process) */
+        cmocka_set_test_filter(getenv("ZT_TEST_FILTER"));
     /* under mpirun: the tests of several ranks (one GPU each) */
     zt_error err = {0};
     zt_comm *boot = NULL;
@@ -373,6 +396,7 @@ int main(void)
 #ifdef ZT_CUDA_FAKE
     const struct CMUnitTest multi[] = {
         cmocka_unit_test(test_split_fails_on_every_rank),
+        cmocka_unit_test(test_open_fails_on_every_rank),
     };
     if (ranks > 1)
         return cmocka_run_group_tests(multi, NULL, NULL);
@@ -393,7 +417,5 @@ int main(void)
         cmocka_unit_test(test_complete_on_a_failed_stream_wait),
 #endif
     };
-    if (getenv("ZT_TEST_FILTER")) /* one test by name (a hang ends the process) */
-        cmocka_set_test_filter(getenv("ZT_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
