@@ -7,10 +7,20 @@
  * ordered on the GPU both ways: after a device event (wait_event: no host wait before it),
  * and before later work on a stream (complete_on: no host wait after it). Host waits poll
  * the event against a deadline
- * ($ZT_COMM_TIMEOUT seconds, default 600) and abort the communicator when it passes, so a
- * dead peer becomes an error instead of a hang; an aborted communicator is gone (NCCL frees
- * it) and every later call fails saying so. The MPI bootstrap stays open as the
- * communicator's host side (zt_comm_host): the runtime's agreements, the norm's sums, the
+ * ($ZT_COMM_TIMEOUT seconds, default 600) and abort the communicator when it passes or when
+ * NCCL reports an asynchronous error (a failed peer), so a dead peer becomes an error instead
+ * of a hang: the abort ends the kernels still waiting for it. An aborted communicator is gone
+ * (NCCL frees it) and every later call fails saying so.
+ *
+ * A collective NCCL accepted runs whatever happens after: a later CUDA call that fails
+ * (recording its event, moving its result, ordering a stream after it) does not un-issue it.
+ * The call then returns its error only once the collective has finished or the communicator
+ * was aborted, so the caller may free the buffers an error hands back. Destroying the
+ * communicator waits the same way (finished, or aborted at the deadline or on an error).
+ * Making a communicator (open, split) is agreed over the host side: every rank keeps its new
+ * one or none does, and no rank enters ncclCommSplit unless every rank will.
+ *
+ * The MPI bootstrap stays open as the communicator's host side (zt_comm_host): the runtime's agreements, the norm's sums, the
  * parameter reads and checkpoint names go over it in host memory, the same sequence of
  * collectives the MPI tests prove; the device buffers go over NCCL. On one GPU it runs with
  * world size 1 (MPI starts as a singleton without mpirun). Reductions accept fp32/fp64/int64 only: the
@@ -25,6 +35,7 @@
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -55,12 +66,24 @@ static void leave(const nccl_comm *c, int prev)
         cudaSetDevice(prev);
 }
 
+/* Aborts the communicator (NCCL frees it; the kernels of its collectives in flight end) and
+ * then waits for its stream: after this nothing queued on it touches a caller's buffer. */
+static void abort_comm(nccl_comm *c)
+{
+    if (!c->comm)
+        return;
+    ncclCommAbort(c->comm);
+    c->comm = NULL;
+    cudaStreamSynchronize(c->stream);
+}
+
 static zt_status aborted(const nccl_comm *c, zt_error *err)
 {
-    return ZT_ERR(err, ZT_ERR_COMM,
-                  "rank %d: the NCCL communicator was aborted after a collective timed out; "
-                  "destroy the runtime (every later collective fails)",
-                  c->base.rank);
+    return ZT_ERR(
+        err, ZT_ERR_COMM,
+        "rank %d: the NCCL communicator was aborted after a collective failed or timed out; "
+        "destroy the runtime (every later collective fails)",
+        c->base.rank);
 }
 
 static const zt_comm_iface nccl_iface;
@@ -113,18 +136,70 @@ static zt_status reduce_type(zt_comm_dtype dt, ncclDataType_t *t, zt_error *err)
     return ZT_OK;
 }
 
-/* Records completion of everything queued so far on the comm stream into a new event. */
-static zt_status finish(nccl_comm *c, zt_status st, zt_comm_req *req, zt_error *err)
+/* Until `ev` (NULL: everything queued on the comm stream) has completed, polled against the
+ * deadline. An asynchronous NCCL error (a failed peer: the kernel would wait for it forever)
+ * or the deadline aborts the communicator, which ends the collective; ZT_ERR_COMM then. */
+static zt_status await(nccl_comm *c, cudaEvent_t ev, zt_error *err)
 {
+    double deadline = zt_now_s() + c->timeout_s;
+    cudaError_t r;
+    while ((r = ev ? cudaEventQuery(ev) : cudaStreamQuery(c->stream)) == cudaErrorNotReady) {
+        ncclResult_t async = ncclSuccess;
+        if (c->comm)
+            ncclCommGetAsyncError(c->comm, &async);
+        if (async != ncclSuccess) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", ncclGetLastError(c->comm));
+            abort_comm(c);
+            return ZT_ERR(err, ZT_ERR_COMM,
+                          "rank %d: a collective failed (asynchronous error: %s%s%s); another "
+                          "rank has probably failed (the communicator was aborted; destroy the "
+                          "runtime)",
+                          c->base.rank, ncclGetErrorString(async), *why ? ": " : "", why);
+        }
+        if (zt_now_s() > deadline) {
+            abort_comm(c);
+            return ZT_ERR(err, ZT_ERR_COMM,
+                          "rank %d: a collective did not complete within %.0f s; another rank has "
+                          "probably failed (the communicator was aborted; destroy the runtime)",
+                          c->base.rank, c->timeout_s);
+        }
+        usleep(50);
+    }
+    return cuda_check(r, "collective completion", err);
+}
+
+/* `st` failed after the collective was queued: it runs anyway, and an error tells the caller
+ * its buffers are free again, so it must have finished (or been aborted) first. */
+static zt_status settle(nccl_comm *c, zt_status st)
+{
+    zt_error werr = {0};
+    if (await(c, NULL, &werr) != ZT_OK)
+        ZT_LOGE("comm", "%s", werr.msg); /* the first error is the one returned */
+    return st;
+}
+
+/* Records completion of everything queued so far on the comm stream into a new event.
+ * `queued`: the collective was accepted by NCCL (then it is issued, whatever fails next). */
+static zt_status finish(nccl_comm *c, zt_status st, int queued, zt_comm_req *req, zt_error *err)
+{
+    req->impl = NULL;
+    req->done = 1;
     if (st != ZT_OK)
-        return st;
-    cudaEvent_t ev;
-    st = cuda_check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate", err);
+        return queued ? settle(c, st) : st;
+    cudaEvent_t ev = NULL;
+    st = cuda_check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming),
+                    "cudaEventCreateWithFlags", err);
     if (st == ZT_OK)
         st = cuda_check(cudaEventRecord(ev, c->stream), "cudaEventRecord", err);
-    req->impl = st == ZT_OK ? (void *)ev : NULL;
+    if (st != ZT_OK) {
+        if (ev)
+            cudaEventDestroy(ev);
+        return settle(c, st);
+    }
+    req->impl = ev;
     req->done = 0;
-    return st;
+    return ZT_OK;
 }
 
 static zt_status nccl_allgather_on(zt_comm *base, const void *send, void *recv, size_t count,
@@ -135,7 +210,7 @@ static zt_status nccl_allgather_on(zt_comm *base, const void *send, void *recv, 
     nccl_type(dt, &t);
     zt_status st =
         nccl_check(ncclAllGather(send, recv, count, t, c->comm, c->stream), "ncclAllGather", err);
-    return finish(c, st, req, err);
+    return finish(c, st, st == ZT_OK, req, err);
 }
 
 static zt_status nccl_reduce_scatter_on(zt_comm *base, const void *send, void *recv, size_t count,
@@ -154,10 +229,11 @@ static zt_status nccl_reduce_scatter_on(zt_comm *base, const void *send, void *r
                                           op == ZT_REDUCE_MAX ? ncclMax : ncclSum, c->comm,
                                           c->stream),
                         "ncclReduceScatter", err);
+    int queued = st == ZT_OK;
     if (st == ZT_OK && recv != slot)
         st = cuda_check(cudaMemcpyAsync(recv, slot, block, cudaMemcpyDeviceToDevice, c->stream),
                         "cudaMemcpyAsync", err);
-    return finish(c, st, req, err);
+    return finish(c, st, queued, req, err);
 }
 
 static zt_status nccl_allreduce_on(zt_comm *base, const void *send, void *recv, size_t count,
@@ -171,7 +247,7 @@ static zt_status nccl_allreduce_on(zt_comm *base, const void *send, void *recv, 
         st = nccl_check(ncclAllReduce(send, recv, count, t, op == ZT_REDUCE_MAX ? ncclMax : ncclSum,
                                       c->comm, c->stream),
                         "ncclAllReduce", err);
-    return finish(c, st, req, err);
+    return finish(c, st, st == ZT_OK, req, err);
 }
 
 static zt_status nccl_alltoall_on(zt_comm *base, const void *send, void *recv, size_t count,
@@ -192,7 +268,8 @@ static zt_status nccl_alltoall_on(zt_comm *base, const void *send, void *recv, s
                 "ncclRecv", err);
     }
     zt_status end = nccl_check(ncclGroupEnd(), "ncclGroupEnd", err);
-    return finish(c, st != ZT_OK ? st : end, req, err);
+    /* the sends and receives accepted before a failure may have been issued at the group's end */
+    return finish(c, st != ZT_OK ? st : end, 1, req, err);
 }
 
 static zt_status nccl_broadcast_on(zt_comm *base, void *buf, size_t count, zt_comm_dtype dt,
@@ -203,7 +280,7 @@ static zt_status nccl_broadcast_on(zt_comm *base, void *buf, size_t count, zt_co
     nccl_type(dt, &t);
     zt_status st = nccl_check(ncclBroadcast(buf, buf, count, t, root, c->comm, c->stream),
                               "ncclBroadcast", err);
-    return finish(c, st, req, err);
+    return finish(c, st, st == ZT_OK, req, err);
 }
 
 /* A barrier is an all-reduce of one float in device memory. */
@@ -213,12 +290,15 @@ static zt_status nccl_barrier_on(zt_comm *base, zt_comm_req *req, zt_error *err)
     float *one = NULL;
     zt_status st = cuda_check(cudaMallocAsync((void **)&one, sizeof(float), c->stream),
                               "cudaMallocAsync", err);
-    if (st == ZT_OK)
+    int queued = 0;
+    if (st == ZT_OK) {
         st = nccl_check(ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, c->comm, c->stream),
                         "ncclAllReduce (barrier)", err);
+        queued = st == ZT_OK;
+    }
     if (one)
-        cudaFreeAsync(one, c->stream);
-    return finish(c, st, req, err);
+        cudaFreeAsync(one, c->stream); /* in stream order: after the all-reduce */
+    return finish(c, st, queued, req, err);
 }
 
 /* Each collective: refused once aborted, issued on the communicator's GPU. */
@@ -286,13 +366,20 @@ static void drop_event(zt_comm_req *req)
     req->done = 1;
 }
 
-/* The request ends for the host; `stream` (a cudaStream_t) waits for it on the GPU. */
-static zt_status complete_on_stream(zt_comm_req *req, void *stream, zt_error *err)
+/* The request ends for the host; `stream` (a cudaStream_t) waits for it on the GPU. When it
+ * cannot, the host waits for the collective instead, so work queued on `stream` after this
+ * call still comes after it; the failure is reported all the same. */
+static zt_status complete_on_stream(nccl_comm *c, zt_comm_req *req, void *stream, zt_error *err)
 {
     zt_status st =
         req->impl ? cuda_check(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)req->impl, 0),
                                "cudaStreamWaitEvent (after a collective)", err)
                   : ZT_OK;
+    if (st != ZT_OK) {
+        zt_error werr = {0};
+        if (await(c, (cudaEvent_t)req->impl, &werr) != ZT_OK)
+            ZT_LOGE("comm", "%s", werr.msg);
+    }
     drop_event(req);
     return st;
 }
@@ -300,32 +387,14 @@ static zt_status complete_on_stream(zt_comm_req *req, void *stream, zt_error *er
 static zt_status nccl_complete_on(zt_comm *base, zt_comm_req *req, void *stream, zt_error *err)
 {
     nccl_comm *c = (nccl_comm *)base;
-    ON_DEVICE(c, err, complete_on_stream(req, stream, err));
+    ON_DEVICE(c, err, complete_on_stream(c, req, stream, err));
 }
 
 static zt_status wait_host(nccl_comm *c, zt_comm_req *req, zt_error *err)
 {
-    cudaEvent_t ev = req->impl;
-    double deadline = zt_now_s() + c->timeout_s;
-    cudaError_t r;
-    while ((r = cudaEventQuery(ev)) == cudaErrorNotReady) {
-        ncclResult_t async = ncclSuccess;
-        ncclCommGetAsyncError(c->comm, &async);
-        if (async != ncclSuccess)
-            return nccl_check(async, "collective (asynchronous error)", err);
-        if (zt_now_s() > deadline) {
-            ncclCommAbort(c->comm); /* frees it: never used again */
-            c->comm = NULL;
-            drop_event(req);
-            return ZT_ERR(err, ZT_ERR_COMM,
-                          "rank %d: a collective did not complete within %.0f s; another rank has "
-                          "probably failed (the communicator was aborted; destroy the runtime)",
-                          c->base.rank, c->timeout_s);
-        }
-        usleep(50);
-    }
-    drop_event(req);
-    return cuda_check(r, "collective completion", err);
+    zt_status st = await(c, (cudaEvent_t)req->impl, err);
+    drop_event(req); /* completed, or ended by the abort */
+    return st;
 }
 
 static zt_status nccl_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
@@ -333,6 +402,10 @@ static zt_status nccl_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
     nccl_comm *c = (nccl_comm *)base;
     if (!req->impl)
         return ZT_OK;
+    if (!c->comm) { /* the abort ended it (its stream was synchronized after) */
+        drop_event(req);
+        return aborted(c, err);
+    }
     ON_DEVICE(c, err, wait_host(c, req, err));
 }
 
@@ -353,16 +426,46 @@ static int nccl_test(zt_comm *base, zt_comm_req *req)
 static zt_status make_comm(ncclComm_t comm, zt_comm *host, int device, zt_comm **out,
                            zt_error *err);
 
-/* The host communicator is split alike, so agreements stay over the same ranks. */
+static void destroy_device_side(nccl_comm *c);
+
+/* make_comm, then agreed over `boot` (the ranks that made `comm` together): every rank keeps
+ * its new communicator or none does. On failure every rank destroys `comm` (NCCL's destroy
+ * is collective within a node) and the caller keeps `host`. */
+static zt_status make_comm_agreed(ncclComm_t comm, zt_comm *host, int device, zt_comm *boot,
+                                  const char *what, zt_comm **out, zt_error *err)
+{
+    zt_comm *made = NULL;
+    zt_status st = make_comm(comm, host, device, &made, err);
+    st = zt_comm_agree(boot, st, what, err);
+    if (st == ZT_OK) {
+        *out = made;
+        return ZT_OK;
+    }
+    if (made) {
+        destroy_device_side((nccl_comm *)made); /* destroys comm too */
+        free(made);
+    } else {
+        ncclCommDestroy(comm);
+    }
+    return st;
+}
+
+/* The host communicator is split alike, so agreements stay over the same ranks. ncclCommSplit
+ * returns only when every rank of c has called it, so the ranks agree that each has its
+ * host side before any enters it: a rank that failed there would leave the others inside
+ * for ever. */
 static zt_status split_on(nccl_comm *c, int color, int key, zt_comm **out, zt_error *err)
 {
     zt_comm *host = NULL;
     zt_status st = zt_comm_split(c->base.host, color, key, &host, err);
-    ncclComm_t sub;
-    if (st == ZT_OK)
+    st = zt_comm_agree(c->base.host, st, "splitting the host communicator", err);
+    if (st == ZT_OK) {
+        ncclComm_t sub = NULL;
         st = nccl_check(ncclCommSplit(c->comm, color, key, &sub, NULL), "ncclCommSplit", err);
-    if (st == ZT_OK && (st = make_comm(sub, host, c->device, out, err)) != ZT_OK)
-        ncclCommDestroy(sub);
+        st = st == ZT_OK /* one agreement either way */
+                 ? make_comm_agreed(sub, host, c->device, c->base.host, "ncclCommSplit", out, err)
+                 : zt_comm_agree(c->base.host, st, "ncclCommSplit", err);
+    }
     if (st != ZT_OK && host)
         zt_comm_destroy(host);
     return st;
@@ -374,15 +477,26 @@ static zt_status nccl_split(zt_comm *base, int color, int key, zt_comm **out, zt
     ON_DEVICE(c, err, split_on(c, color, key, out, err));
 }
 
-static void nccl_destroy(zt_comm *base)
+/* The device side of a communicator: its collectives finished or aborted (a collective never
+ * waited for, whose peer failed or hangs, ends at the error or the deadline instead of
+ * holding destroy forever), then the NCCL communicator and the stream. Not the host side. */
+static void destroy_device_side(nccl_comm *c)
 {
-    nccl_comm *c = (nccl_comm *)base;
     int prev = enter(c);
+    zt_error werr = {0};
+    if (c->comm && await(c, NULL, &werr) != ZT_OK)
+        ZT_LOGW("comm", "destroying the NCCL communicator: %s", werr.msg);
     cudaStreamSynchronize(c->stream);
     if (c->comm) /* an aborted one is gone already */
         ncclCommDestroy(c->comm);
     cudaStreamDestroy(c->stream);
     leave(c, prev);
+}
+
+static void nccl_destroy(zt_comm *base)
+{
+    nccl_comm *c = (nccl_comm *)base;
+    destroy_device_side(c);
     if (base->host)
         zt_comm_destroy(base->host);
     free(c);
@@ -451,11 +565,11 @@ static zt_status open_on(zt_comm *boot, int device, zt_comm **out, zt_error *err
                         err);
     zt_status local = st;
     st = zt_comm_agree(boot, st, "ncclCommInitRank", err); /* every rank, or none, goes on */
-    if (st == ZT_OK)
-        st = make_comm(comm, boot, device, out, err);
-    if (st != ZT_OK && local == ZT_OK)
+    if (st == ZT_OK) /* the bootstrap stays in the new communicator: host-memory agreements */
+        return make_comm_agreed(comm, boot, device, boot, "ncclCommInitRank", out, err);
+    if (local == ZT_OK)
         ncclCommDestroy(comm);
-    return st; /* the bootstrap stays in the new communicator: host-memory agreements */
+    return st;
 }
 
 static zt_status nccl_open(zt_comm *boot, int device, zt_comm **out, zt_error *err)

@@ -47,6 +47,14 @@ void cudasim_not_ready_next(int n);
 /* The n-th NCCL collective from now never completes (a peer that hangs) until the
  * communicator is aborted. */
 void cudasim_hang_collective_after(int n);
+/* The n-th NCCL collective from now meets a failed peer: the communicator's asynchronous
+ * error (ncclCommGetAsyncError) becomes ncclRemoteError while the collective's kernel keeps
+ * waiting for the peer's data, as NCCL's do, until the communicator is aborted. */
+void cudasim_nccl_error_after(int n);
+/* The n-th call from now of the CUDA runtime function named `call` (e.g. "cudaEventRecord",
+ * "cudaMemcpyAsync", "cudaStreamWaitEvent", "cudaStreamCreateWithFlags") fails with
+ * cudaErrorUnknown and does nothing; the calls before and after it run. NULL turns it off. */
+void cudasim_fail_call(const char *call, int n);
 
 /* Waits until every stream of every device has run all its work (tests' teardown). */
 void cudasim_drain(void);

@@ -148,6 +148,9 @@ struct State {
     int fail_alloc_after = 0;
     int not_ready_next = 0;
     int hang_collective_after = 0;
+    int nccl_error_after = 0;
+    std::string fail_call; // cudasim_fail_call: the runtime call that fails, and when
+    int fail_call_after = 0;
 };
 State &state(); // initialises on first use (settings, devices, atexit drain)
 
@@ -166,6 +169,8 @@ bool in_host_fn();
 void set_in_host_fn(bool on);
 // Entry of every API call: a finding when called from a host-function callback.
 void api_enter(const char *call);
+// Injection (cudasim_fail_call): true when this call must fail; the caller holds State::mu.
+bool inject_call_failure(State &st, const char *call);
 // The start of an API call's body: api_enter, the lock (`st`, `lk`), and the current
 // device's sticky error returned at once.
 #define ENTER(call)                                                        \
@@ -173,7 +178,9 @@ void api_enter(const char *call);
     State &st = state();                                                   \
     std::unique_lock<std::mutex> lk(st.mu);                                \
     if (cudaError_t sticky_ = st.devices[(size_t)current_device()].sticky) \
-        return api_result(sticky_);
+        return api_result(sticky_);                                        \
+    if (inject_call_failure(st, call))                                     \
+        return api_result(cudaErrorUnknown);
 
 // ---- memory (memory.cc); callers hold State::mu ------------------------------------------
 

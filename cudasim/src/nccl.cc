@@ -6,7 +6,8 @@
 // as a blocking exchange. Two members on one device are refused as NCCL refuses them
 // ("Duplicate GPU detected"). A failed or aborted exchange becomes the communicator's
 // asynchronous error; cudasim_hang_collective_after makes one never finish until
-// ncclCommAbort, as a dead peer's would. Reductions combine the members' values in rank
+// ncclCommAbort, as a dead peer's would, and cudasim_nccl_error_after also raises the
+// asynchronous error at once (a peer NCCL saw fail) while it waits. Reductions combine the members' values in rank
 // order, so every member gets the same bits (as NCCL's do).
 #include "internal.h"
 #include "shm_group.h"
@@ -141,20 +142,43 @@ ncclResult_t check_call(const char *call, ncclComm_t comm, ncclDataType_t type, 
     return live(comm, call) ? ncclSuccess : ncclInvalidArgument;
 }
 
-// True when this collective is the one made to hang (cudasim_hang_collective_after).
-bool take_hang()
+// What an injection makes of this collective: nothing, a hang (cudasim_hang_collective_after),
+// or a failed peer (cudasim_nccl_error_after): both wait for the abort.
+enum class Fault { None, Hang, PeerError };
+
+Fault take_fault()
 {
     State &st = state();
     std::lock_guard<std::mutex> lk(st.mu);
-    return st.hang_collective_after > 0 && --st.hang_collective_after == 0;
+    if (st.hang_collective_after > 0 && --st.hang_collective_after == 0)
+        return Fault::Hang;
+    if (st.nccl_error_after > 0 && --st.nccl_error_after == 0)
+        return Fault::PeerError;
+    return Fault::None;
 }
 
-// Runs on the stream's thread: the exchange, or (hung) nothing until the abort.
-void run_collective(ncclComm *c, bool hang, const char *what,
+// The communicator's asynchronous error, once: the first one stays.
+void set_async(ncclComm *c, ncclResult_t r, const std::string &why)
+{
+    std::lock_guard<std::mutex> lk(c->mu);
+    if (c->async.load() == ncclSuccess) {
+        c->why = why;
+        c->async.store(r);
+    }
+}
+
+// Runs on the stream's thread: the exchange, or (injected) nothing until the abort. A failed
+// peer's error is visible at once while the kernel still waits, as in NCCL: only
+// ncclCommAbort ends it.
+void run_collective(ncclComm *c, Fault fault, const char *what,
                     const std::function<int(std::string *)> &exchange)
 {
     std::string why;
-    if (hang) {
+    if (fault != Fault::None) {
+        if (fault == Fault::PeerError)
+            set_async(c, ncclRemoteError,
+                      std::string(what) + ": a peer failed (injected); the collective waits "
+                                          "for it until the communicator is aborted");
         while (!c->aborted.load())
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
         why = std::string(what) + " never completed (a hung peer, injected) and the "
@@ -164,11 +188,7 @@ void run_collective(ncclComm *c, bool hang, const char *what,
             return;
         why = std::string(what) + ": the communicator was aborted";
     }
-    std::lock_guard<std::mutex> lk(c->mu);
-    if (c->async.load() == ncclSuccess) {
-        c->why = why;
-        c->async.store(c->aborted.load() ? ncclRemoteError : ncclSystemError);
-    }
+    set_async(c, c->aborted.load() ? ncclRemoteError : ncclSystemError, why);
 }
 
 // Queues a collective on the stream after the checks a real NCCL call fails on.
@@ -187,10 +207,10 @@ ncclResult_t queue(ncclComm *c, cudaStream_t stream, const char *what, std::vect
     for (const Access &a : acc)
         if (a.bytes)
             nonempty.push_back(a);
-    bool hang = take_hang();
+    Fault fault = take_fault();
     c->pending++;
-    cudaError_t r = device_work(stream, what, std::move(nonempty), [c, hang, what, exchange] {
-        run_collective(c, hang, what, exchange);
+    cudaError_t r = device_work(stream, what, std::move(nonempty), [c, fault, what, exchange] {
+        run_collective(c, fault, what, exchange);
         c->pending--;
     });
     if (r != cudaSuccess)

@@ -131,6 +131,19 @@ void cudasim_hang_collective_after(int n)
     state().hang_collective_after = n;
 }
 
+void cudasim_nccl_error_after(int n)
+{
+    std::lock_guard<std::mutex> lk(state().mu);
+    state().nccl_error_after = n;
+}
+
+void cudasim_fail_call(const char *call, int n)
+{
+    std::lock_guard<std::mutex> lk(state().mu);
+    state().fail_call = call ? call : "";
+    state().fail_call_after = call ? n : 0;
+}
+
 unsigned long long cudasim_atomic_ops(void) { return g_atomics.load(); }
 
 int cudasim_last_sort_bits(void) { return g_sort_bits.load(); }

@@ -130,4 +130,11 @@ void api_enter(const char *call)
                 call);
 }
 
+bool inject_call_failure(State &st, const char *call)
+{
+    if (st.fail_call_after <= 0 || st.fail_call != call)
+        return false;
+    return --st.fail_call_after == 0; // once: the n-th call, not the later ones
+}
+
 } // namespace cudasim
