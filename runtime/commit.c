@@ -7,6 +7,7 @@
 #include "runtime/estimate.h"
 #include "runtime/plan.h"
 #include "runtime/opt_engine.h"
+#include "runtime/opt_split.h"
 #include "runtime/runtime.h"
 
 #include <stdio.h>
@@ -16,7 +17,7 @@
 static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
 {
     uint64_t shard = (uint64_t)L->shard_numel;
-    zt_tier_kind opt = plan->optim_tier;
+    zt_tier_kind opt = zt_plan_optim_tier(plan, L);
     zt_homes ph = rt->tiers.homes, oh = rt->tiers.homes;
     ph.swap = rt->tiers.param_swap;
     ph.pin = rt->cfg.offload_param.pin_memory; /* the device copies parameters from home */
@@ -50,7 +51,7 @@ static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
         st = zt_home_alloc(&oh, opt, shard * 4, L->name, &L->exp_avg, &rt->err);
     if (st == ZT_OK)
         st = zt_home_alloc(&oh, opt, shard * 4, L->name, &L->exp_avg_sq, &rt->err);
-    if (st == ZT_OK && rt->opt.on_device)
+    if (st == ZT_OK && L->opt_device)
         st = zt_dev_opt_alloc_acc(rt, L);
     else if (st == ZT_OK)
         st = zt_host_tier_alloc(&rt->tiers.host, shard * zt_dtype_size(rt->reg.acc_dtype), L->name,
@@ -347,6 +348,8 @@ zt_status zt_rt_commit(zt_runtime *rt)
     zt_status st = zt_rt_open(rt);
     if (st != ZT_OK)
         return st;
+    if ((st = zt_opt_split_measure(rt)) != ZT_OK) /* "auto": before the split is laid out */
+        return st;
     zt_plan plan;
     zt_plan_layout(rt, rt->dist.world);
     zt_plan_make(rt, rt->dist.world, &plan);
@@ -355,7 +358,7 @@ zt_status zt_rt_commit(zt_runtime *rt)
     if ((st = check_device_budget(rt, &plan)) != ZT_OK)
         return st;
     st = alloc_staging(rt, &plan);
-    if (st == ZT_OK && plan.optim_tier == ZT_TIER_DEVICE)
+    if (st == ZT_OK && plan.device_optim_layers)
         st = zt_dev_opt_open(rt, plan.device_param_tmp);
     if (st == ZT_OK)
         st = open_swaps(rt, &plan);
@@ -378,5 +381,6 @@ zt_status zt_rt_commit(zt_runtime *rt)
             rt->reg.n_layers, rt->reg.n_params, (unsigned long long)rt->tiers.host.current,
             (unsigned long long)rt->device.dev->bytes_in_use);
     zt_rt_log_optimizer(rt);
+    zt_opt_split_report(rt);
     return ZT_OK;
 }
