@@ -13,6 +13,7 @@
  *    optimizer (the state of both places is saved and restored);
  *  - bad ratios are refused with ZT_ERR_CONFIG naming the key.
  * ZT_TEST_SPLIT_BACKEND=cuda runs it all with the cuda backend (the stand-in in CI). */
+#include "core/convert.h"
 #include "mlp_weights.h"
 #include "runtime/estimate.h"
 #include "runtime/runtime.h" /* the layers' placement */
@@ -77,28 +78,6 @@ static zt_runtime *make(const char *cfg, minimal_model *m)
     return rt_fixture_mlp(NULL, cfg, &dims, 5, m);
 }
 
-static uint16_t to_bf16(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u += 0x7fff + ((u >> 16) & 1); /* round to nearest even (the values here are finite) */
-    return (uint16_t)(u >> 16);
-}
-
-static float from_bf16(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
-/* Element i of a view in fp32 (an fp32 or bf16 buffer in host memory). */
-static float elem(const void *p, zt_dtype dt, int64_t i)
-{
-    return dt == ZT_BF16 ? from_bf16(((const uint16_t *)p)[i]) : ((const float *)p)[i];
-}
-
 /* A micro-step of a quadratic loss, sum (k + 1) (w - t)^2 / 2 toward t = sin(...), for
  * trainers the example cannot serve (it computes in fp32 host memory only): bf16, and the
  * cuda backend's device memory. The views go through host memory with the device's copies. */
@@ -117,12 +96,9 @@ static void quadratic_micro_step(zt_runtime *rt, const minimal_model *m, int k)
                                                  rt->device.stream, &err),
                              ZT_OK);
             for (int64_t i = 0; i < t->numel; i++) {
-                float gi =
-                    (float)(k + 1) * (elem(p, t->dtype, i) - sinf((float)(i + 7 * j + 31 * l)));
-                if (t->dtype == ZT_BF16)
-                    ((uint16_t *)g)[i] = to_bf16(gi);
-                else
-                    ((float *)g)[i] = gi;
+                float gi = (float)(k + 1) * (zt_load_f32(p, t->dtype, (size_t)i) -
+                                             sinf((float)(i + 7 * j + 31 * l)));
+                zt_store_f32(g, t->dtype, (size_t)i, gi);
             }
             assert_int_equal(zt_device_copy_sync(rt->device.dev, t->grad, g, bytes, ZT_COPY_H2D,
                                                  rt->device.stream, &err),
@@ -373,13 +349,7 @@ static void test_estimate_counts_the_share(void **state)
 
 static void expect_config_error(const char *cfg, const char *needle)
 {
-    zt_runtime *rt = NULL;
-    minimal_model m;
-    zt_status st = rt_fixture_try_mlp(NULL, cfg, &dims, 5, &m, &rt);
-    assert_int_equal(st, ZT_ERR_CONFIG);
-    if (!strstr(zt_last_error(rt), needle))
-        fail_msg("'%s' not in: %s", needle, zt_last_error(rt));
-    zt_runtime_destroy(rt);
+    rt_fixture_expect_config_error(cfg, &dims, needle);
 }
 
 static void test_bad_ratios(void **state)
