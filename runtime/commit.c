@@ -355,8 +355,14 @@ zt_status zt_rt_commit(zt_runtime *rt)
     zt_plan_make(rt, rt->dist.world, &plan);
     report_persistent(rt, &plan);
     report_unpinned(rt, &plan);
-    if ((st = check_device_budget(rt, &plan)) != ZT_OK)
+    if ((st = check_device_budget(rt, &plan)) != ZT_OK) {
+        if (st == ZT_ERR_DEVICE_NOMEM && plan.device_optim_layers && !rt->opt.on_device)
+            zt_error_prefix(&rt->err,
+                            "zero_optimization.offload_optimizer.ratio %.3f keeps %llu bytes of "
+                            "optimizer state in device memory (a higher ratio keeps less): ",
+                            (double)plan.cpu_ratio, (unsigned long long)plan.device_optim_bytes);
         return st;
+    }
     st = alloc_staging(rt, &plan);
     if (st == ZT_OK && plan.device_optim_layers)
         st = zt_dev_opt_open(rt, plan.device_param_tmp);

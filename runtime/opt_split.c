@@ -128,6 +128,8 @@ zt_status zt_opt_split_measure(zt_runtime *rt)
     n = n < ZT_SPLIT_PROBE_MIN   ? ZT_SPLIT_PROBE_MIN
         : n > ZT_SPLIT_PROBE_MAX ? ZT_SPLIT_PROBE_MAX
                                  : n;
+    int64_t room = (int64_t)(rt->device.dev->capacity / 64); /* a quarter of the budget */
+    n = n < room ? n : room > 1024 ? room : 1024;
     zt_adam_hparams h = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .step = 1};
     h.grad_scale = 1.0f;
     double dev = 0, cpu = cpu_rate(rt, n, &h);

@@ -367,6 +367,28 @@ static void test_bad_ratios(void **state)
                         "ztier.grad_accum_dtype");
 }
 
+/* A device share beyond the device budget: commit says the ratio put it there. */
+static void test_share_beyond_the_budget(void **state)
+{
+    (void)state;
+    minimal_model m;
+    zt_runtime *rt = make(config("cpu", NULL, 0, ";, \"hbm_capacity\": \"64K\""), &m);
+    uint64_t bytes = 0; /* all on the CPU, it fits; on the device: 16 bytes per element */
+    for (int l = 0; l < MLP_LAYERS; l++)
+        bytes += 16 * (uint64_t)rt->reg.layers[m.layer[l]].shard_numel;
+    zt_runtime_destroy(rt);
+    char want[96];
+    snprintf(want, sizeof want, "offload_optimizer.ratio 0.000 keeps %llu bytes",
+             (unsigned long long)bytes);
+    rt = NULL;
+    zt_status st = rt_fixture_try_mlp(NULL, config("cpu", "0", 0, ";, \"hbm_capacity\": \"64K\""),
+                                      &dims, 5, &m, &rt);
+    print_message("ratio 0 in 64 KiB: %s\n", zt_last_error(rt));
+    assert_int_equal(st, ZT_ERR_DEVICE_NOMEM);
+    assert_non_null(strstr(zt_last_error(rt), want));
+    zt_runtime_destroy(rt);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -378,6 +400,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_estimate_counts_the_share),
         cmocka_unit_test(test_bad_ratios),
+        cmocka_unit_test(test_share_beyond_the_budget),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
