@@ -6,7 +6,7 @@
  *    $ZT_TEST_ADAM_RATES) train the same weights (bit for bit without clipping:
  *    both kernels compute core/adam_elem.h; to float rounding with clipping, whose norm adds
  *    double sums in another order), with parameters in device and host memory, with the
- *    overlapped step, and in bf16;
+ *    overlapped step, and in bf16 and fp16;
  *  - the device's share lives in device memory (zt_stats, zt_optimizer_info.offload_ratio),
  *    the layers it takes are the first ones, and `ztier estimate` counts them as a run does;
  *  - a checkpoint saved from a split resumes bit for bit, and loads into the all-CPU
@@ -89,7 +89,7 @@ static void quadratic_micro_step(zt_runtime *rt, const minimal_model *m, int k)
         assert_int_equal(zt_fetch(rt, m->layer[l], ZT_BACKWARD, &v), ZT_OK);
         for (int j = 0; j < v.n_params; j++) {
             const zt_tensor_view *t = &v.params[j];
-            size_t es = t->dtype == ZT_BF16 ? 2 : 4, bytes = (size_t)t->numel * es;
+            size_t bytes = (size_t)t->numel * zt_dtype_size(t->dtype);
             void *p = malloc(bytes), *g = malloc(bytes);
             assert_non_null(p), assert_non_null(g);
             assert_int_equal(zt_device_copy_sync(rt->device.dev, p, t->data, bytes, ZT_COPY_D2H,
@@ -98,7 +98,7 @@ static void quadratic_micro_step(zt_runtime *rt, const minimal_model *m, int k)
             for (int64_t i = 0; i < t->numel; i++) {
                 float gi = (float)(k + 1) * (zt_load_f32(p, t->dtype, (size_t)i) -
                                              sinf((float)(i + 7 * j + 31 * l)));
-                zt_store_f32(g, t->dtype, (size_t)i, gi);
+                zt_store_f32(g, t->dtype, (size_t)i, gi * rt->train.loss_scale);
             }
             assert_int_equal(zt_device_copy_sync(rt->device.dev, t->grad, g, bytes, ZT_COPY_H2D,
                                                  rt->device.stream, &err),
@@ -114,7 +114,7 @@ static void micro_step(zt_runtime *rt, const minimal_model *m, int s, int k)
 {
     int rows = dims.batch / 2;
     float loss;
-    if (rt->reg.dtype != ZT_F32 || strcmp(backend(), "host") != 0)
+    if (rt->reg.dtype != ZT_F32 || strcmp(backend(), "host") != 0) /* scaled by the loss scale */
         quadratic_micro_step(rt, m, k);
     else if (minimal_micro_step(rt, m, s, k * rows, rows, &loss) != ZT_OK)
         fail_msg("step %d: %s", s, zt_last_error(rt));
@@ -275,6 +275,14 @@ static void test_bf16(void **state)
     check_ratios("cpu", 0, ", \"bf16\": {\"enabled\": true}", 0.0);
 }
 
+/* fp16 with a fixed loss scale: the gradients are scaled (rt->train.loss_scale) and both
+ * optimizers unscale them alike. */
+static void test_fp16(void **state)
+{
+    (void)state;
+    check_ratios("none", 0.05f, ", \"fp16\": {\"enabled\": true, \"loss_scale\": 128}", 1e-5);
+}
+
 /* Save after 2 steps, go on to 4; a split runtime and an all-CPU one each load it and go on
  * to 4: the same weights (the split's bit for bit). */
 static void test_checkpoint(void **state)
@@ -392,15 +400,11 @@ static void test_share_beyond_the_budget(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_device_params),
-        cmocka_unit_test(test_host_params),
-        cmocka_unit_test(test_clipped),
-        cmocka_unit_test(test_overlapped),
-        cmocka_unit_test(test_bf16),
-        cmocka_unit_test(test_checkpoint),
-        cmocka_unit_test(test_estimate_counts_the_share),
-        cmocka_unit_test(test_bad_ratios),
-        cmocka_unit_test(test_share_beyond_the_budget),
+        cmocka_unit_test(test_device_params), cmocka_unit_test(test_host_params),
+        cmocka_unit_test(test_clipped),       cmocka_unit_test(test_overlapped),
+        cmocka_unit_test(test_bf16),          cmocka_unit_test(test_fp16),
+        cmocka_unit_test(test_checkpoint),    cmocka_unit_test(test_estimate_counts_the_share),
+        cmocka_unit_test(test_bad_ratios),    cmocka_unit_test(test_share_beyond_the_budget),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
