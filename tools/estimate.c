@@ -324,14 +324,16 @@ static void print_rank(const est_model *m, const zt_estimate *e, int world)
         printf("          %10s with the whole prefetch window; the budget of %s is below the "
                "minimum: these steps cannot run\n",
                fmt(e->device_window, a), fmt(e->device_capacity, c));
-    if (p->device_optim_layers && p->optim_tier != ZT_TIER_DEVICE)
+    if (p->device_optim_layers && p->optim_tier != ZT_TIER_DEVICE) {
+        char why[96];
+        if (m->rt->cfg.offload_optimizer.ratio == ZT_RATIO_AUTO) /* measured at commit only */
+            snprintf(why, sizeof why, "\"auto\" taken as 0 here, the most it can put there");
+        else
+            snprintf(why, sizeof why, "%.3f of the elements on the CPU", (double)p->cpu_ratio);
         printf("          %10s of it the optimizer state of the first %d layers, updated on the "
-               "device (offload_optimizer.ratio%s: %.3f of the elements on the CPU)\n",
-               fmt(p->device_optim_bytes, a), p->device_optim_layers,
-               m->rt->cfg.offload_optimizer.ratio == ZT_RATIO_AUTO
-                   ? " \"auto\", counted as 0 here: the most it puts on the device"
-                   : "",
-               (double)p->cpu_ratio);
+               "device (offload_optimizer.ratio: %s)\n",
+               fmt(p->device_optim_bytes, a), p->device_optim_layers, why);
+    }
     if (p->replicated_layers)
         printf("          %10s of it the full parameters of %d layers, replicated on every rank "
                "(stage %d)\n",
