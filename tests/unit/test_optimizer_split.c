@@ -350,8 +350,13 @@ static void test_estimate_counts_the_share(void **state)
     assert_int_equal(e.plan.host_bytes, o.stats.host_bytes_peak);
     assert_int_equal(e_ref.plan.host_bytes, ref.stats.host_bytes_peak);
     assert_true(e.plan.device_resident - e_ref.plan.device_resident >= e.plan.device_optim_bytes);
-    assert_int_equal(o.stats.device_bytes_peak - ref.stats.device_bytes_peak,
-                     e.device_peak - e_ref.device_peak);
+    /* the device peak as test_estimate holds it (within 5%), and on the host backend, where
+     * frees are not left to a stream's order, the share's bytes exactly */
+    double r = (double)e.device_peak / (double)o.stats.device_bytes_peak;
+    assert_true(r >= 0.95 && r <= 1.05);
+    if (!strcmp(backend(), "host"))
+        assert_int_equal(o.stats.device_bytes_peak - ref.stats.device_bytes_peak,
+                         e.device_peak - e_ref.device_peak);
     mlp_weights_free(&ref.w), mlp_weights_free(&o.w);
 }
 
