@@ -334,6 +334,50 @@ static zt_status open_nvme_step(zt_runtime *rt)
         &rt->opt.nvme_step, &rt->err);
 }
 
+/* 1 when the steps' whole prefetch window (and the activations' least) fits the budget. */
+static int window_fits(zt_runtime *rt, const zt_plan *plan, const zt_est_event *order, int n)
+{
+    zt_order_need need;
+    zt_error saved = rt->err;
+    int ok = zt_rt_order_need(rt, plan, order, n, 2, 1, &need) == ZT_OK &&
+             need.window + zt_rt_act_device_min(rt) <= rt->device.dev->capacity;
+    rt->err = saved;
+    return ok;
+}
+
+/* offload_optimizer.ratio "auto": of the layers its rates put on the device, the most (the
+ * first ones) whose state leaves the whole prefetch window room in the device budget; the
+ * rest stay on the CPU (a fixed ratio is the user's: commit refuses what does not fit). */
+static zt_status fit_auto_split(zt_runtime *rt, zt_plan *plan)
+{
+    int k = plan->device_optim_layers;
+    if (rt->cfg.offload_optimizer.ratio != ZT_RATIO_AUTO || k == 0 || rt->opt.on_device)
+        return ZT_OK;
+    int n;
+    zt_est_event *order = zt_rt_registered_order(rt, &n);
+    if (!order)
+        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory fitting the optimizer split");
+    int lo = 0, hi = k; /* fewer layers on the device never need more of it */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        zt_opt_split_first(rt, mid);
+        zt_plan_make(rt, rt->dist.world, plan);
+        if (window_fits(rt, plan, order, n))
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    free(order);
+    zt_opt_split_first(rt, lo);
+    zt_plan_make(rt, rt->dist.world, plan);
+    if (lo < k)
+        ZT_LOGI("optimizer",
+                "offload_optimizer.ratio \"auto\": %d of the %d layers its rates put on the "
+                "device fit the device budget beside the prefetch window; the rest stay on the CPU",
+                lo, k);
+    return ZT_OK;
+}
+
 zt_status zt_rt_commit(zt_runtime *rt)
 {
     if (rt->reg.n_layers == 0)
@@ -353,6 +397,8 @@ zt_status zt_rt_commit(zt_runtime *rt)
     zt_plan plan;
     zt_plan_layout(rt, rt->dist.world);
     zt_plan_make(rt, rt->dist.world, &plan);
+    if ((st = fit_auto_split(rt, &plan)) != ZT_OK)
+        return st;
     report_persistent(rt, &plan);
     report_unpinned(rt, &plan);
     if ((st = check_device_budget(rt, &plan)) != ZT_OK) {

@@ -42,20 +42,27 @@ static int device_prefix(const zt_runtime *rt, double want)
     return best;
 }
 
-void zt_opt_split_layers(zt_runtime *rt)
+void zt_opt_split_first(zt_runtime *rt, int k)
 {
     double total = 0, dev = 0;
-    for (int i = 0; i < rt->reg.n_layers; i++)
-        total += (double)rt->reg.layers[i].shard_numel;
-    int all = zt_config_device_optimizer(&rt->cfg);
-    int k =
-        all ? rt->reg.n_layers : device_prefix(rt, (1.0 - (double)zt_opt_split_target(rt)) * total);
     for (int i = 0; i < rt->reg.n_layers; i++) {
         zt_layer *L = &rt->reg.layers[i];
         L->opt_device = i < k;
+        total += (double)L->shard_numel;
         dev += L->opt_device ? (double)L->shard_numel : 0;
     }
-    rt->opt.cpu_ratio = total > 0 ? (float)(1.0 - dev / total) : all ? 0.0f : 1.0f;
+    rt->opt.cpu_ratio = total > 0 ? (float)(1.0 - dev / total) : k ? 0.0f : 1.0f;
+}
+
+void zt_opt_split_layers(zt_runtime *rt)
+{
+    double total = 0;
+    for (int i = 0; i < rt->reg.n_layers; i++)
+        total += (double)rt->reg.layers[i].shard_numel;
+    int all = zt_config_device_optimizer(&rt->cfg);
+    zt_opt_split_first(rt,
+                       all ? rt->reg.n_layers
+                           : device_prefix(rt, (1.0 - (double)zt_opt_split_target(rt)) * total));
 }
 
 /* Elements per second of the best of a few timed Adam passes over n elements, after one

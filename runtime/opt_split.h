@@ -19,10 +19,14 @@ float zt_opt_split_target(const zt_runtime *rt);
  * the first layers) and rt->opt.cpu_ratio to the share that results. Laid out layers only. */
 void zt_opt_split_layers(zt_runtime *rt);
 
+/* Puts the first k layers' optimizer on the device and the rest on the CPU. */
+void zt_opt_split_first(zt_runtime *rt, int k);
+
 /* "auto" (at commit, before the layout): times the CPU's Adam at its thread budget and the
  * device's Adam on one shard-sized buffer each and chooses the CPU's share
  * cpu_rate / (cpu_rate + device_rate): both shares then take the same time, so the CPU's
- * share is done when the device's is, before the next forward starts. */
+ * share is done when the device's is, before the next forward starts. Commit then keeps as
+ * many of those layers on the device as leave the prefetch window room in the budget. */
 zt_status zt_opt_split_measure(zt_runtime *rt);
 
 /* At commit: the split at info level; a warning at the default level where the configured

@@ -380,6 +380,27 @@ static void test_bad_ratios(void **state)
                         "ztier.grad_accum_dtype");
 }
 
+/* "auto" keeps on the device only the layers that leave the prefetch window room in the
+ * budget: its rates ask for fc1 and fc2 there, 128 KiB holds fc1's beside the window. */
+static void test_auto_fits_the_budget(void **state)
+{
+    (void)state;
+    const char *cap = ";, \"hbm_capacity\": \"128K\"";
+    run_out ref, o;
+    run(config("none", NULL, 0, cap), &ref);
+    setenv("ZT_TEST_ADAM_RATES", "1e6,3e6", 1);
+    run(config("none", "\"auto\"", 0, cap), &o);
+    unsetenv("ZT_TEST_ADAM_RATES");
+    print_message("auto in 128 KiB: %d %d %d on the device, device peak %llu\n", o.on_device[0],
+                  o.on_device[1], o.on_device[2], (unsigned long long)o.stats.device_bytes_peak);
+    assert_int_equal(expected_device_layers(o.auto_ratio), 2);
+    assert_int_equal(o.on_device[0], 1);
+    assert_int_equal(o.on_device[1] + o.on_device[2], 0);
+    assert_true(o.stats.device_bytes_peak <= 128 << 10);
+    assert_true(mlp_weights_max_rel_diff(&o.w, &ref.w) == 0.0);
+    mlp_weights_free(&ref.w), mlp_weights_free(&o.w);
+}
+
 /* A device share beyond the device budget: commit says the ratio put it there. */
 static void test_share_beyond_the_budget(void **state)
 {
@@ -405,11 +426,17 @@ static void test_share_beyond_the_budget(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_device_params), cmocka_unit_test(test_host_params),
-        cmocka_unit_test(test_clipped),       cmocka_unit_test(test_overlapped),
-        cmocka_unit_test(test_bf16),          cmocka_unit_test(test_fp16),
-        cmocka_unit_test(test_checkpoint),    cmocka_unit_test(test_estimate_counts_the_share),
-        cmocka_unit_test(test_bad_ratios),    cmocka_unit_test(test_share_beyond_the_budget),
+        cmocka_unit_test(test_device_params),
+        cmocka_unit_test(test_host_params),
+        cmocka_unit_test(test_clipped),
+        cmocka_unit_test(test_overlapped),
+        cmocka_unit_test(test_bf16),
+        cmocka_unit_test(test_fp16),
+        cmocka_unit_test(test_checkpoint),
+        cmocka_unit_test(test_estimate_counts_the_share),
+        cmocka_unit_test(test_bad_ratios),
+        cmocka_unit_test(test_share_beyond_the_budget),
+        cmocka_unit_test(test_auto_fits_the_budget),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
