@@ -1230,18 +1230,21 @@ static zt_status check_optimizer_ratio(const zt_config *cfg, zt_error *err)
     const zt_offload_config *o = &cfg->offload_optimizer;
     if (o->ratio == 1.0f)
         return ZT_OK;
+    char r[32] = "\"auto\"";
+    if (o->ratio != ZT_RATIO_AUTO)
+        snprintf(r, sizeof r, "%g", (double)o->ratio);
     if (o->device == ZT_TIER_NVME)
         return ZT_ERR(err, ZT_ERR_CONFIG,
-                      "zero_optimization.offload_optimizer.ratio = %g with device \"nvme\": ztier "
+                      "zero_optimization.offload_optimizer.ratio = %s with device \"nvme\": ztier "
                       "splits the optimizer between the CPU and the device only with the state in "
                       "host memory; set the ratio to 1 (or remove it), or device to \"cpu\"",
-                      (double)o->ratio);
+                      r);
     if (o->device == ZT_TIER_HOST && cfg->grad_accum_bf16)
         return ZT_ERR(err, ZT_ERR_CONFIG,
-                      "zero_optimization.offload_optimizer.ratio = %g puts part of the optimizer "
+                      "zero_optimization.offload_optimizer.ratio = %s puts part of the optimizer "
                       "on the device, which sums gradients in fp32; ztier.grad_accum_dtype = "
                       "\"bf16\" cannot apply there: set it to \"fp32\", or the ratio to 1",
-                      (double)o->ratio);
+                      r);
     return ZT_OK;
 }
 

@@ -377,7 +377,8 @@ static void test_bad_ratios(void **state)
                         "offload_optimizer.ratio = 0.5 with device \"nvme\"");
     expect_config_error("{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"cpu\","
                         " \"ratio\": \"auto\"}}, \"ztier\": {\"grad_accum_dtype\": \"bf16\"}}",
-                        "ztier.grad_accum_dtype");
+                        "ratio = \"auto\" puts part of the optimizer on the device, which sums "
+                        "gradients in fp32; ztier.grad_accum_dtype");
 }
 
 /* "auto" keeps on the device only the layers that leave the prefetch window room in the
