@@ -174,7 +174,8 @@ typedef struct zt_optimizer_info {
      * DeepSpeed derives it, else 1 */
     int gradient_accumulation_steps;
     /* 1: Adam, its state and the gradient sums are in device memory (offload_optimizer
-     * "none" with ztier.device_optimizer on, or auto with the cuda backend); 0: on the CPU */
+     * "none" with ztier.device_optimizer on, or auto with the cuda backend; or, after commit,
+     * offload_optimizer.ratio 0); 0: on the CPU, or split (offload_ratio below) */
     int on_device;
     /* DeepSpeed's learning-rate schedule of the config's "scheduler" section ("WarmupLR",
      * "WarmupDecayLR", "WarmupCosineLR", "OneCycle"), applied by zt_step when the trainer
@@ -185,6 +186,11 @@ typedef struct zt_optimizer_info {
      * DeepSpeed's rules (the trainer feeds the micro batch; ztier only checks the sizes);
      * 0 when the config gives neither */
     int train_batch_size, train_micro_batch_size_per_gpu;
+    /* zero_optimization.offload_optimizer.ratio as run: the share of this rank's optimizer
+     * elements (whole layers) that the CPU's Adam updates, the rest by Adam on the device,
+     * concurrently; after commit the split made (1: all on the CPU, 0: all on the device, as
+     * on_device), before it the configured ratio (-1: "auto", chosen at commit) */
+    float offload_ratio;
 } zt_optimizer_info;
 
 #define ZT_OPTIMIZER_INFO_INIT                   \

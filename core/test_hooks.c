@@ -51,3 +51,18 @@ void zt_test_delay_point(const char *where)
     while (nanosleep(&t, &t) != 0)
         ;
 }
+
+int zt_test_adam_rates(double *cpu, double *device)
+{
+    const char *s = getenv("ZT_TEST_ADAM_RATES");
+    char *end = NULL;
+    if (!s || !*s)
+        return 0;
+    double c = strtod(s, &end);
+    if (*end != ',' || c <= 0 || strtod(end + 1, NULL) <= 0)
+        return 0;
+    *cpu = c;
+    *device = strtod(end + 1, NULL);
+    ZT_LOGD("test", "Adam rates %g (CPU), %g (device) from ZT_TEST_ADAM_RATES", c, *device);
+    return 1;
+}

@@ -20,10 +20,14 @@ void zt_test_crash_point(const char *where);
  * returns how many the variable gives (more than size: size + 1), 0 when it is not set. */
 int zt_test_node_of(int size, int64_t *node_id);
 void zt_test_delay_point(const char *where);
+/* $ZT_TEST_ADAM_RATES "cpu,device": the Adam rates (elements/s) that offload_optimizer.ratio
+ * "auto" takes instead of those it measured (runtime/opt_split.c). 1 when set. */
+int zt_test_adam_rates(double *cpu, double *device);
 #else
 #define zt_test_crash_point(where) ((void)0)
 #define zt_test_node_of(size, node_id) ((void)(size), (void)(node_id), 0)
 #define zt_test_delay_point(where) ((void)0)
+#define zt_test_adam_rates(cpu, device) ((void)(cpu), (void)(device), 0)
 #endif
 
 #endif

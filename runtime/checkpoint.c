@@ -313,7 +313,7 @@ static zt_status clear_accumulators(zt_runtime *rt)
     for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
         zt_layer *L = &rt->reg.layers[i];
         L->local_count = 0; /* a stage-1 layer's own sums start again too */
-        if (rt->opt.on_device) {
+        if (L->opt_device) {
             st = zt_dev_opt_zero_acc(rt, L);
         } else {
             memset(L->grad_acc, 0, (size_t)L->shard_numel * zt_dtype_size(rt->reg.acc_dtype));

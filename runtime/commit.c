@@ -7,6 +7,7 @@
 #include "runtime/estimate.h"
 #include "runtime/plan.h"
 #include "runtime/opt_engine.h"
+#include "runtime/opt_split.h"
 #include "runtime/runtime.h"
 
 #include <stdio.h>
@@ -16,7 +17,7 @@
 static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
 {
     uint64_t shard = (uint64_t)L->shard_numel;
-    zt_tier_kind opt = plan->optim_tier;
+    zt_tier_kind opt = zt_plan_optim_tier(plan, L);
     zt_homes ph = rt->tiers.homes, oh = rt->tiers.homes;
     ph.swap = rt->tiers.param_swap;
     ph.pin = rt->cfg.offload_param.pin_memory; /* the device copies parameters from home */
@@ -50,7 +51,7 @@ static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
         st = zt_home_alloc(&oh, opt, shard * 4, L->name, &L->exp_avg, &rt->err);
     if (st == ZT_OK)
         st = zt_home_alloc(&oh, opt, shard * 4, L->name, &L->exp_avg_sq, &rt->err);
-    if (st == ZT_OK && rt->opt.on_device)
+    if (st == ZT_OK && L->opt_device)
         st = zt_dev_opt_alloc_acc(rt, L);
     else if (st == ZT_OK)
         st = zt_host_tier_alloc(&rt->tiers.host, shard * zt_dtype_size(rt->reg.acc_dtype), L->name,
@@ -347,6 +348,50 @@ static zt_status open_nvme_step(zt_runtime *rt)
         &rt->opt.nvme_step, &rt->err);
 }
 
+/* 1 when the steps' whole prefetch window (and the activations' least) fits the budget. */
+static int window_fits(zt_runtime *rt, const zt_plan *plan, const zt_est_event *order, int n)
+{
+    zt_order_need need;
+    zt_error saved = rt->err;
+    int ok = zt_rt_order_need(rt, plan, order, n, 2, 1, &need) == ZT_OK &&
+             need.window + zt_rt_act_device_min(rt) <= rt->device.dev->capacity;
+    rt->err = saved;
+    return ok;
+}
+
+/* offload_optimizer.ratio "auto": of the layers its rates put on the device, the most (the
+ * first ones) whose state leaves the whole prefetch window room in the device budget; the
+ * rest stay on the CPU (a fixed ratio is the user's: commit refuses what does not fit). */
+static zt_status fit_auto_split(zt_runtime *rt, zt_plan *plan)
+{
+    int k = plan->device_optim_layers;
+    if (rt->cfg.offload_optimizer.ratio != ZT_RATIO_AUTO || k == 0 || rt->opt.on_device)
+        return ZT_OK;
+    int n;
+    zt_est_event *order = zt_rt_registered_order(rt, &n);
+    if (!order)
+        return ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory fitting the optimizer split");
+    int lo = 0, hi = k; /* fewer layers on the device never need more of it */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        zt_opt_split_first(rt, mid);
+        zt_plan_make(rt, rt->dist.world, plan);
+        if (window_fits(rt, plan, order, n))
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    free(order);
+    zt_opt_split_first(rt, lo);
+    zt_plan_make(rt, rt->dist.world, plan);
+    if (lo < k)
+        ZT_LOGI("optimizer",
+                "offload_optimizer.ratio \"auto\": %d of the %d layers its rates put on the "
+                "device fit the device budget beside the prefetch window; the rest stay on the CPU",
+                lo, k);
+    return ZT_OK;
+}
+
 zt_status zt_rt_commit(zt_runtime *rt)
 {
     if (rt->reg.n_layers == 0)
@@ -361,15 +406,25 @@ zt_status zt_rt_commit(zt_runtime *rt)
     zt_status st = zt_rt_open(rt);
     if (st != ZT_OK)
         return st;
+    if ((st = zt_opt_split_measure(rt)) != ZT_OK) /* "auto": before the split is laid out */
+        return st;
     zt_plan plan;
     zt_plan_layout(rt, rt->dist.world);
     zt_plan_make(rt, rt->dist.world, &plan);
+    if ((st = fit_auto_split(rt, &plan)) != ZT_OK)
+        return st;
     report_persistent(rt, &plan);
     report_unpinned(rt, &plan);
-    if ((st = check_device_budget(rt, &plan)) != ZT_OK)
+    if ((st = check_device_budget(rt, &plan)) != ZT_OK) {
+        if (st == ZT_ERR_DEVICE_NOMEM && plan.device_optim_layers && !rt->opt.on_device)
+            zt_error_prefix(&rt->err,
+                            "zero_optimization.offload_optimizer.ratio %.3f keeps %llu bytes of "
+                            "optimizer state in device memory (a higher ratio keeps less): ",
+                            (double)plan.cpu_ratio, (unsigned long long)plan.device_optim_bytes);
         return st;
+    }
     st = alloc_staging(rt, &plan);
-    if (st == ZT_OK && plan.optim_tier == ZT_TIER_DEVICE)
+    if (st == ZT_OK && plan.device_optim_layers)
         st = zt_dev_opt_open(rt, plan.device_param_tmp);
     if (st == ZT_OK)
         st = open_swaps(rt, &plan);
@@ -392,5 +447,6 @@ zt_status zt_rt_commit(zt_runtime *rt)
             rt->reg.n_layers, rt->reg.n_params, (unsigned long long)rt->tiers.host.current,
             (unsigned long long)rt->device.dev->bytes_in_use);
     zt_rt_log_optimizer(rt);
+    zt_opt_split_report(rt);
     return ZT_OK;
 }

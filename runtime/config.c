@@ -21,6 +21,7 @@ void zt_config_defaults(zt_config *c)
     off.buffer_count = 4;
     off.buffer_size = 100000000;
     off.max_in_cpu = 1000000000;
+    off.ratio = 1.0f;
     c->offload_param = off;
     c->offload_optimizer = off;
     c->act_offload = off;

@@ -22,7 +22,13 @@ typedef struct zt_offload_config {
     int64_t buffer_size;  /* bytes per staging buffer */
     int64_t max_in_cpu;   /* bytes of params kept in host memory */
     int fast_init;        /* accepted, no effect */
+    /* offload_optimizer.ratio: the fraction of this rank's optimizer state updated on the CPU
+     * (the rest by the device optimizer, concurrently); ZT_RATIO_AUTO: chosen at commit from
+     * measured rates (runtime/opt_split.c). Unused in offload_param. */
+    float ratio;
 } zt_offload_config;
+
+#define ZT_RATIO_AUTO (-1.0f)
 
 #define ZT_CONFIG_MAX_AUTO 24
 

@@ -68,7 +68,7 @@ static const char *const warmup_types[] = {"log", "linear", NULL}; /* = zt_warmu
             "Accepted and not used"),                                                   \
         BOOL(prefix ".fast_init", X(fast_init), 0, "Accepted, no effect"),              \
         IGNORE(prefix ".pipeline", UNUSED), IGNORE(prefix ".pipeline_read", UNUSED),    \
-        IGNORE(prefix ".pipeline_write", UNUSED), IGNORE(prefix ".ratio", UNUSED)
+        IGNORE(prefix ".pipeline_write", UNUSED)
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -94,6 +94,7 @@ const zt_config_key zt_config_keys[] = {
                  "ztier.pinned_limit); false leaves them pageable (with cuda: blocking copies, "
                  "warned at commit)",
                  "Staging buffers for parameters read from NVMe, one shard each"),
+    IGNORE("zero_optimization.offload_param.ratio", UNUSED),
     OFFLOAD_KEYS("zero_optimization.offload_optimizer", OO,
                  "Home of the optimizer state (fp32 master, Adam's m and v): \"none\" not "
                  "offloaded (device memory, or host memory: see ztier.device_optimizer), \"cpu\" "
@@ -104,6 +105,13 @@ const zt_config_key zt_config_keys[] = {
                  "Buffers of the NVMe-pipelined step, one sub-group's state each as in "
                  "DeepSpeed: every 3 make a set, 3 to 32 sets; each set beyond 3 reads one more "
                  "sub-group ahead during backward"),
+    NUM("zero_optimization.offload_optimizer.ratio", ZT_KEY_FLOAT, OO(ratio), 0, 1,
+        ZT_AUTO_MEASURED,
+        "With device \"cpu\": the fraction of this rank's optimizer state (by elements, whole "
+        "layers, the last ones) updated by the CPU's Adam, the rest (the first layers) by the "
+        "device optimizer in device memory, concurrently (DeepSpeed's Twin-Flow); 1 all on the "
+        "CPU; \"auto\" chosen at commit from the measured CPU and device Adam rates "
+        "(docs/configuration.md)"),
     NUM("zero_optimization.stage3_prefetch_bucket_size", ZT_KEY_I64, F(stage3_prefetch_bucket_size),
         0, NOMAX, ZT_AUTO_MODEL,
         "Elements the prefetcher gathers ahead of the layer being fetched, in the recorded "

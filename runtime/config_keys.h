@@ -44,6 +44,8 @@ typedef struct zt_config_key {
 /* "auto" means: derived at commit from the model's hidden size as the HF/DeepSpeed integration
  * does (zt_config_resolve_model_autos) */
 #define ZT_AUTO_MODEL 3
+/* "auto" means: measured at commit (a float field set to -1 here; offload_optimizer.ratio) */
+#define ZT_AUTO_MEASURED 4
 
 /* Terminated by a NULL path. A canonical key comes before its aliases (same offset). */
 extern const zt_config_key zt_config_keys[];

@@ -274,6 +274,10 @@ static int handle_auto(const zt_config_key *k, const json_t *v, const char *orig
         ZT_LOGI("config", "%s = \"auto\": from the model's hidden size at commit", k->path);
         return 1;
     }
+    if (k->auto_ok == ZT_AUTO_MEASURED) {
+        ZT_LOGI("config", "%s = \"auto\": chosen at commit from measured rates", k->path);
+        return 1;
+    }
     if (k->auto_ok) {
         ZT_LOGI("config", "%s = \"auto\": using ztier's default", k->path);
         return 1;
@@ -458,6 +462,8 @@ static zt_status set_value(const zt_config_key *k, zt_config *cfg, const json_t 
     if (handle_auto(k, v, origin, err, &st)) {
         if (st == ZT_OK)
             note_auto(cfg, k);
+        if (st == ZT_OK && k->auto_ok == ZT_AUTO_MEASURED)
+            *(float *)((char *)cfg + k->offset) = ZT_RATIO_AUTO;
         return st;
     }
     forget_auto(cfg, k); /* a value given: no longer "auto" (a bad one fails the parse) */
@@ -1191,6 +1197,9 @@ static zt_status check_ranges(const zt_config *cfg, zt_error *err)
             continue; /* 0: unset */
         if (is_absent(k, cfg))
             continue;
+        if (k->auto_ok == ZT_AUTO_MEASURED &&
+            *(const float *)((const char *)cfg + k->offset) == ZT_RATIO_AUTO)
+            continue; /* "auto": measured at commit */
         if (field_ok(k, cfg, text, sizeof text))
             continue;
         describe_allowed(k, allowed, sizeof allowed);
@@ -1214,8 +1223,34 @@ static zt_status check_nvme(const zt_offload_config *off, const char *name, zt_e
     return ZT_OK;
 }
 
+/* offload_optimizer.ratio below 1 (or "auto") splits the state between the CPU and the
+ * device optimizer: only from host memory, with fp32 sums (the device sums in fp32). */
+static zt_status check_optimizer_ratio(const zt_config *cfg, zt_error *err)
+{
+    const zt_offload_config *o = &cfg->offload_optimizer;
+    if (o->ratio == 1.0f)
+        return ZT_OK;
+    char r[32] = "\"auto\"";
+    if (o->ratio != ZT_RATIO_AUTO)
+        snprintf(r, sizeof r, "%g", (double)o->ratio);
+    if (o->device == ZT_TIER_NVME)
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "zero_optimization.offload_optimizer.ratio = %s with device \"nvme\": ztier "
+                      "splits the optimizer between the CPU and the device only with the state in "
+                      "host memory; set the ratio to 1 (or remove it), or device to \"cpu\"",
+                      r);
+    if (o->device == ZT_TIER_HOST && cfg->grad_accum_bf16)
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "zero_optimization.offload_optimizer.ratio = %s puts part of the optimizer "
+                      "on the device, which sums gradients in fp32; ztier.grad_accum_dtype = "
+                      "\"bf16\" cannot apply there: set it to \"fp32\", or the ratio to 1",
+                      r);
+    return ZT_OK;
+}
+
 static zt_status check_backends(const zt_config *cfg, zt_error *err)
 {
+    zt_status st;
     if (cfg->device_optimizer == ZT_DEVOPT_ON && cfg->offload_optimizer.device != ZT_TIER_DEVICE)
         return ZT_ERR(err, ZT_ERR_CONFIG,
                       "ztier.device_optimizer = \"on\" runs Adam on optimizer state in device "
@@ -1226,6 +1261,8 @@ static zt_status check_backends(const zt_config *cfg, zt_error *err)
                       "ztier.grad_accum_dtype = \"bf16\" keeps the gradient sums in host "
                       "memory; the optimizer on the device sums in fp32: set it to \"fp32\" "
                       "or ztier.device_optimizer to \"off\"");
+    if ((st = check_optimizer_ratio(cfg, err)) != ZT_OK)
+        return st;
     if (strcmp(cfg->device_backend, "cuda") != 0)
         return ZT_OK;
     if (strcmp(cfg->comm_backend, "mpi") == 0)

@@ -29,7 +29,7 @@ static void zero_unsummed(zt_runtime *rt)
 {
     for (int i = 0; i < rt->reg.n_layers; i++) {
         zt_layer *L = &rt->reg.layers[i];
-        if (L->accum_count == 0)
+        if (L->accum_count == 0 && !L->opt_device)
             memset(L->grad_acc, 0, (size_t)L->shard_numel * zt_dtype_size(rt->reg.acc_dtype));
     }
 }
@@ -39,8 +39,8 @@ static zt_status host_grad_stats(zt_runtime *rt, float scale, double out[2])
     zero_unsummed(rt);
     for (int i = 0; i < rt->reg.n_layers; i++) {
         zt_layer *L = &rt->reg.layers[i];
-        if (L->persistent && rt->dist.rank != 0)
-            continue; /* replicated: every rank holds the same sum; count it once */
+        if (L->opt_device || (L->persistent && rt->dist.rank != 0))
+            continue; /* the device's (split); replicated: every rank holds the same sum */
         int64_t bad = 0;
         double sum = L->norm_valid /* folded into the last accumulation */
                          ? (bad = L->norm_bad, L->norm_sumsq)
@@ -53,9 +53,12 @@ static zt_status host_grad_stats(zt_runtime *rt, float scale, double out[2])
 }
 
 /* The sums are not zeroed: the next step's first accumulation overwrites them, and a layer
- * that gets no gradient by the next step is zeroed then (zero_unsummed). */
+ * that gets no gradient by the next step is zeroed then (zero_unsummed). A layer of the
+ * device's share is cleared by the split's clear_grads, after the update it joined. */
 static void clear_host_grads(zt_layer *L)
 {
+    if (L->opt_device)
+        return;
     L->accum_count = 0;
     L->norm_valid = 0;
 }
@@ -107,7 +110,8 @@ static zt_status host_begin(zt_runtime *rt, const zt_adam_hparams *h)
 {
     zt_status st = ZT_OK;
     for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++)
-        st = update_layer(rt, &rt->reg.layers[i], h);
+        if (!rt->reg.layers[i].opt_device)
+            st = update_layer(rt, &rt->reg.layers[i], h);
     return st;
 }
 
@@ -116,7 +120,9 @@ static zt_status host_advance(zt_runtime *rt, int through, zt_error *e)
 {
     zt_opt_engine *o = &rt->opt;
     while (o->host_step_pending && o->host_step_updated < through) {
-        zt_status st = update_layer(rt, &rt->reg.layers[o->host_step_updated], &o->host_step_h);
+        zt_layer *L = &rt->reg.layers[o->host_step_updated];
+        zt_status st = L->opt_device ? ZT_OK /* the split's: done at begin */
+                                     : update_layer(rt, L, &o->host_step_h);
         if (st != ZT_OK) {
             *e = rt->err;
             o->host_step_pending = 0; /* ended, half done: the state needs a load */
@@ -203,6 +209,48 @@ static zt_status device_clear_grads(zt_runtime *rt)
     return st;
 }
 
+/* --- split (offload_optimizer.ratio): the device's layers as the device engine's, the
+ * CPU's as the host engine's (or host-overlapped), the device's Adam enqueued first so both
+ * run at once --- */
+
+static zt_status split_grad_stats(zt_runtime *rt, float scale, double out[2])
+{
+    zt_status st = host_grad_stats(rt, scale, out);
+    return st == ZT_OK ? zt_dev_opt_grad_stats(rt, scale, out) : st;
+}
+
+static zt_status device_share_update(zt_runtime *rt, const zt_adam_hparams *h)
+{
+    zt_status st = ZT_OK;
+    for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++)
+        if (rt->reg.layers[i].opt_device)
+            st = zt_dev_opt_update(rt, &rt->reg.layers[i], h);
+    return st;
+}
+
+static zt_status split_begin(zt_runtime *rt, const zt_adam_hparams *h)
+{
+    zt_status st = device_share_update(rt, h);
+    return st == ZT_OK ? host_begin(rt, h) : st;
+}
+
+static zt_status split_begin_overlapped(zt_runtime *rt, const zt_adam_hparams *h)
+{
+    zt_status st = device_share_update(rt, h);
+    return st == ZT_OK ? host_begin_overlapped(rt, h) : st;
+}
+
+static zt_status split_clear_grads(zt_runtime *rt)
+{
+    zt_status st = host_clear_grads(rt);
+    for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++)
+        if (rt->reg.layers[i].opt_device)
+            st = zt_dev_opt_zero_acc(rt, &rt->reg.layers[i]);
+    if (st == ZT_OK) /* the device's share done when the step returns */
+        st = zt_device_stream_synchronize(rt->device.dev, rt->device.stream, &rt->err);
+    return st;
+}
+
 static const zt_opt_engine_ops host_engine = {"host",       host_grad_stats,  host_begin,
                                               host_advance, host_done_layers, host_clear_grads};
 static const zt_opt_engine_ops host_overlapped_engine = {"host-overlapped",     host_grad_stats,
@@ -217,6 +265,12 @@ static const zt_opt_engine_ops device_engine = {"device",         zt_dev_opt_gra
                                                 device_begin,     host_advance,
                                                 host_done_layers, device_clear_grads};
 
+static const zt_opt_engine_ops split_engine = {"split",      split_grad_stats, split_begin,
+                                               host_advance, host_done_layers, split_clear_grads};
+static const zt_opt_engine_ops split_overlapped_engine = {
+    "split-overlapped", split_grad_stats, split_begin_overlapped,
+    host_advance,       host_done_layers, split_clear_grads};
+
 /* ztier.overlap_step: "auto" overlaps with the state on NVMe, whose transfers then overlap
  * the caller's compute; "on" also with the state in host memory: for a GPU trainer whose host
  * runs ahead of its stream, the CPU's Adam for a layer then overlaps the GPU's work on the
@@ -227,6 +281,8 @@ void zt_opt_engine_choose(zt_runtime *rt)
     int on = rt->cfg.overlap_step == ZT_OVERLAP_ON, off = rt->cfg.overlap_step == ZT_OVERLAP_OFF;
     if (rt->opt.on_device)
         rt->opt.ops = &device_engine;
+    else if (rt->opt.dev_layers) /* offload_optimizer.ratio: the CPU's share as the host's */
+        rt->opt.ops = on ? &split_overlapped_engine : &split_engine;
     else if (rt->opt.nvme_step)
         rt->opt.ops = off ? &nvme_engine : &nvme_overlapped_engine;
     else

@@ -3,6 +3,7 @@
  * tier's and the pinned pool's page rounding and the swap space's block rounding come from
  * those modules, so the plan and a committed runtime's zt_stats agree. */
 #include "runtime/plan.h"
+#include "runtime/opt_split.h"
 #include "core/align.h"
 #include "core/convert.h"
 
@@ -32,6 +33,12 @@ void zt_plan_layout(zt_runtime *rt, int world)
 {
     for (int i = 0; i < rt->reg.n_layers; i++)
         layout_layer(rt, &rt->reg.layers[i], world);
+    zt_opt_split_layers(rt); /* by the shards' elements */
+}
+
+zt_tier_kind zt_plan_optim_tier(const zt_plan *p, const zt_layer *L)
+{
+    return L->opt_device ? ZT_TIER_DEVICE : p->optim_tier;
 }
 
 int zt_plan_local_sums(const zt_runtime *rt, const zt_plan *p, const zt_layer *L)
@@ -112,21 +119,23 @@ int zt_plan_master_is_param(const zt_plan *p, const zt_layer *L)
 {
     if (p->dtype != ZT_F32 || L->persistent) /* small: a master of their own (master_tier) */
         return 0;
+    zt_tier_kind opt = zt_plan_optim_tier(p, L);
     if (p->param_tier == ZT_TIER_DEVICE) /* copied in by the NVMe step */
-        return p->optim_tier == ZT_TIER_NVME;
-    return p->param_tier == ZT_TIER_HOST &&
-           (p->optim_tier == ZT_TIER_HOST || p->optim_tier == ZT_TIER_NVME);
+        return opt == ZT_TIER_NVME;
+    return p->param_tier == ZT_TIER_HOST && (opt == ZT_TIER_HOST || opt == ZT_TIER_NVME);
 }
 
 zt_tier_kind zt_plan_master_tier(const zt_plan *p, const zt_layer *L)
 {
-    return L->persistent && p->optim_tier == ZT_TIER_NVME ? ZT_TIER_HOST : p->optim_tier;
+    zt_tier_kind opt = zt_plan_optim_tier(p, L);
+    return L->persistent && opt == ZT_TIER_NVME ? ZT_TIER_HOST : opt;
 }
 
 int zt_plan_master_to_device(const zt_plan *p, const zt_layer *L)
 {
     zt_tier_kind param = L->persistent ? ZT_TIER_DEVICE : p->param_tier;
-    return p->dtype == ZT_F32 && param == ZT_TIER_DEVICE && p->optim_tier == ZT_TIER_NVME;
+    return p->dtype == ZT_F32 && param == ZT_TIER_DEVICE &&
+           zt_plan_optim_tier(p, L) == ZT_TIER_NVME;
 }
 
 /* The master is in host memory (the parameters' home or its own): the NVMe step updates it
@@ -142,17 +151,20 @@ static void plan_layer(const zt_runtime *rt, const zt_layer *L, zt_plan *p)
 {
     uint64_t shard = (uint64_t)L->shard_numel, ds = zt_dtype_size(p->dtype);
     uint64_t bs = (uint64_t)rt->cfg.aio_block_size, param_bytes = shard * ds;
-    if (p->optim_tier == ZT_TIER_DEVICE) /* master, m, v and the gradient accumulator */
+    zt_tier_kind opt = zt_plan_optim_tier(p, L);
+    if (opt == ZT_TIER_DEVICE) { /* master, m, v and the gradient accumulator */
         p->device_resident += 4 * shard * 4;
-    else
+        p->device_optim_bytes += 4 * shard * 4;
+        p->device_optim_layers++;
+    } else
         p->host_bytes += zt_host_tier_footprint(/* gradient accumulator */
                                                 shard * (rt->cfg.grad_accum_bf16 ? 2 : 4));
     /* m and v where the optimizer state lives; a master of its own where master_tier says */
     int own_master = !zt_plan_master_is_param(p, L);
     zt_tier_kind master_tier = zt_plan_master_tier(p, L);
-    if (p->optim_tier == ZT_TIER_HOST)
+    if (opt == ZT_TIER_HOST)
         p->host_bytes += 2 * zt_host_tier_footprint(shard * 4);
-    else if (p->optim_tier == ZT_TIER_NVME)
+    else if (opt == ZT_TIER_NVME)
         p->nvme_optim_bytes += 2 * zt_swap_footprint(shard * 4, bs);
     if (own_master && master_tier == ZT_TIER_HOST)
         p->host_bytes += zt_host_tier_footprint(shard * 4);
@@ -203,7 +215,8 @@ void zt_plan_make(const zt_runtime *rt, int world, zt_plan *p)
     p->max_shard = 1;
     for (int i = 0; i < rt->reg.n_layers; i++)
         plan_layer(rt, &rt->reg.layers[i], p);
-    if (p->optim_tier == ZT_TIER_DEVICE) {
+    p->cpu_ratio = rt->opt.cpu_ratio;
+    if (p->device_optim_layers) {
         /* the step's sums and counter; new parameters bound for a home off the device */
         p->device_resident += ZT_DEVICE_STEP_STATS_BYTES;
         if (p->param_tier != ZT_TIER_DEVICE)

@@ -30,9 +30,14 @@ typedef struct zt_plan {
     uint64_t pinned_bytes; /* NVMe parameter staging pool */
     uint64_t nvme_param_bytes, nvme_optim_bytes; /* swap files */
     uint64_t max_param_shard_bytes;              /* one staging buffer of the pool */
-    uint64_t device_resident;  /* parameters (and a device optimizer's state) in device memory */
-    uint64_t device_param_tmp; /* device optimizer: one shard's new parameters in transit */
-    uint64_t device_min;       /* resident + the largest need of one backward pass (its
+    uint64_t device_resident;    /* parameters (and a device optimizer's state) in device memory */
+    uint64_t device_param_tmp;   /* device optimizer: one shard's new parameters in transit */
+    uint64_t device_optim_bytes; /* the device optimizer's state and sums (in device_resident):
+                                    every layer's, or the device's share of
+                                    offload_optimizer.ratio */
+    int device_optim_layers;
+    float cpu_ratio;     /* the share of this rank's optimizer elements updated on the CPU */
+    uint64_t device_min; /* resident + the largest need of one backward pass (its
                                  parameters, gradients and transfer buffers) */
     const char *device_min_layer;
     uint64_t persistent_bytes;
@@ -44,6 +49,10 @@ typedef struct zt_plan {
 /* Lays every layer out for `world` ranks: parameter offsets, flat and shard sizes, and
  * whether it is persistent (below stage3_param_persistence_threshold). */
 void zt_plan_layout(zt_runtime *rt, int world);
+
+/* Where layer L's master, m and v live: the device for a layer of the device optimizer
+ * (L->opt_device, all of them or offload_optimizer.ratio's share), else optim_tier. */
+zt_tier_kind zt_plan_optim_tier(const zt_plan *p, const zt_layer *L);
 
 /* 1 when layer L's fp32 master is its parameters' home itself: fp32 parameters always hold
  * the master's bytes, so they are kept once where the step can reach them — a home in host

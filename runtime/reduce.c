@@ -120,7 +120,7 @@ static zt_status widen(zt_runtime *rt, zt_layer *L, const void *src, zt_dtype dt
  * shard to the host and adds it to the fp32 accumulator. */
 static zt_status add_reduced(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt, int micro)
 {
-    if (rt->opt.on_device) /* summed on the device, on ztier's stream */
+    if (L->opt_device) /* summed on the device, on ztier's stream */
         return zt_dev_opt_accumulate(rt, L, buf, dt, micro);
     void *host = rt->opt.staging_lp; /* holds one fp32 shard */
     size_t bytes = (size_t)L->shard_numel * zt_dtype_size(dt);
@@ -289,7 +289,7 @@ static zt_status qgz_add_sum(zt_runtime *rt, zt_layer *L, const void *sum)
 static zt_status qgz_now(zt_runtime *rt, zt_layer *L, const float *grads, int slot)
 {
     const zt_qgz_slot *s = &rt->reduce.qgz.slot[slot];
-    float *acc = rt->opt.on_device ? L->grad_acc : s->sum;
+    float *acc = L->opt_device ? L->grad_acc : s->sum;
     zt_qgz q;
     zt_status st = zt_qgz_start(&q, &rt->dist.topo, grads, L->shard_numel, rt->cfg.quant_block_size,
                                 rt->reduce.qgz.head, s->tail, L->name, rt->device.stream, &rt->err);
@@ -299,7 +299,7 @@ static zt_status qgz_now(zt_runtime *rt, zt_layer *L, const float *grads, int sl
     waited(rt, t0, L);
     if (st == ZT_OK)
         st = zt_qgz_finish(&q, &rt->dist.topo, acc, L->name, rt->device.stream, &rt->err);
-    if (rt->opt.on_device) {
+    if (L->opt_device) {
         L->accum_count += st == ZT_OK;
         return st;
     }
@@ -313,7 +313,7 @@ static zt_status qgz_now(zt_runtime *rt, zt_layer *L, const float *grads, int sl
  * host (the device optimizer adds it on ztier's stream at once), and overlap_comm on. */
 static int can_defer(const zt_runtime *rt)
 {
-    return rt->dist.world > 1 && !device_ordered(rt) && !rt->opt.on_device && rt->cfg.overlap_comm;
+    return rt->dist.world > 1 && !device_ordered(rt) && !rt->opt.dev_layers && rt->cfg.overlap_comm;
 }
 
 /* Waits for the oldest reduction in flight and adds it to its accumulator. Its buffers are
@@ -955,7 +955,7 @@ zt_status zt_rt_fence_after_caller(zt_runtime *rt, zt_stream *caller)
 zt_status zt_rt_reduce_release(zt_runtime *rt, zt_layer *L, zt_stream *caller)
 {
     zt_status st = ZT_OK;
-    if (rt->opt.on_device && (rt->dist.world == 1 || !caller)) {
+    if (L->opt_device && (rt->dist.world == 1 || !caller)) {
         /* summed on the device after the caller's stream: one rank has no collective, and
          * the blocking form's caller finished its work; the blocking form returns with the
          * sum done (and so its buffers free at once, as ztier estimate replays) */

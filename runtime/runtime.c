@@ -148,6 +148,17 @@ static zt_status open_optimizer(zt_runtime *rt)
     return ZT_OK;
 }
 
+/* offload_optimizer.ratio as run (after commit) or as configured. */
+static float split_ratio(const zt_runtime *rt)
+{
+    if (rt->state == ZT_RT_COMMITTED)
+        return rt->opt.cpu_ratio;
+    if (zt_config_device_optimizer(&rt->cfg))
+        return 0.0f;
+    return rt->cfg.offload_optimizer.device == ZT_TIER_HOST ? rt->cfg.offload_optimizer.ratio
+                                                            : 1.0f;
+}
+
 void zt_rt_optimizer_info(const zt_runtime *rt, zt_optimizer_info *out)
 {
     const zt_config *c = &rt->cfg;
@@ -167,10 +178,12 @@ void zt_rt_optimizer_info(const zt_runtime *rt, zt_optimizer_info *out)
                            c->weight_decay,
                            c->gradient_clipping,
                            batch.accumulation,
-                           zt_config_device_optimizer(c),
+                           rt->state == ZT_RT_COMMITTED ? rt->opt.on_device
+                                                        : zt_config_device_optimizer(c),
                            {0},
                            batch.train_batch,
-                           batch.micro_batch};
+                           batch.micro_batch,
+                           split_ratio(rt)};
     snprintf(o.scheduler, sizeof o.scheduler, "%s", zt_lr_schedule_name(c->sched.type));
     *out = o;
 }
@@ -431,7 +444,7 @@ static void free_layer(zt_runtime *rt, zt_layer *L)
     zt_home_free(&rt->tiers.homes, &L->master);
     zt_home_free(&rt->tiers.homes, &L->exp_avg);
     zt_home_free(&rt->tiers.homes, &L->exp_avg_sq);
-    if (rt->opt.on_device && rt->device.dev)
+    if (L->opt_device && rt->device.dev)
         zt_device_free(rt->device.dev, L->grad_acc);
     else
         zt_host_tier_free(&rt->tiers.host, L->grad_acc,

@@ -66,7 +66,9 @@ typedef struct zt_layer {
     int local_count;
     zt_home master, exp_avg, exp_avg_sq;
     void *grad_acc;  /* gradient accumulation shard of rt->reg.acc_dtype: host memory, or fp32 in
-                       device memory with the device optimizer (rt->opt.on_device) */
+                       device memory with the device optimizer (opt_device) */
+    int opt_device;  /* master, m, v, grad_acc and Adam in device memory: the device optimizer's,
+                        or the device's share of offload_optimizer.ratio (opt_split.h) */
     int accum_count; /* backward releases since the last step */
     /* The gradient norm's sums of grad_acc, folded into its last accumulation of the step
      * (valid until grad_acc changes otherwise); zt_step then skips its pass over the layer. */
@@ -252,9 +254,14 @@ struct zt_opt_engine_ops;
  * commit, and the state they work on. */
 typedef struct zt_opt_engine {
     const struct zt_opt_engine_ops *ops;
-    int on_device;           /* accumulators and Adam in device memory (step_device.c) */
-    zt_nvme_step *nvme_step; /* when the optimizer state is on NVMe */
-    zt_opt_shard *shards;    /* n_layers: what the NVMe step updates */
+    int on_device;             /* every layer's accumulators and Adam in device memory */
+    int dev_layers;            /* layers whose optimizer is on the device (step_device.c) */
+    float cpu_ratio;           /* the share of this rank's optimizer elements Adam updates on
+                                the CPU (1: all; offload_optimizer.ratio as run) */
+    float auto_ratio;          /* offload_optimizer.ratio "auto": the choice (with cpu_rate > 0) */
+    double cpu_rate, dev_rate; /* "auto": Adam elements/s measured at commit */
+    zt_nvme_step *nvme_step;   /* when the optimizer state is on NVMe */
+    zt_opt_shard *shards;      /* n_layers: what the NVMe step updates */
     /* an overlapped step over state in host memory: its hyper-parameters, layers updated */
     zt_adam_hparams host_step_h;
     int host_step_pending, host_step_updated;
@@ -447,7 +454,7 @@ zt_status zt_rt_step_complete(zt_runtime *rt);
  * goes on, so every rank issues the same collectives); the fetch reports it. */
 int zt_rt_param_home_ready(void *rt, const zt_home *home, int demand);
 
-/* the optimizer on the device (runtime/step_device.c), used when rt->opt.on_device is set:
+/* the optimizer on the device (runtime/step_device.c), used for layers with opt_device set:
  * accumulators in device memory, the norm's sums and Adam as device kernels on ztier's
  * stream. The step's sums and counter take ZT_DEVICE_STEP_STATS_BYTES of device memory. */
 /* Layout: the norm's two sums (doubles), Adam's count of non-finite gradients (this step's:

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The optimizer on the device (ztier.device_optimizer, offload_optimizer.device "none"):
+/* The optimizer on the device (ztier.device_optimizer, offload_optimizer.device "none"; or
+ * the layers of the device's share of offload_optimizer.ratio, runtime/opt_split.h):
  * master, m, v and the fp32 gradient accumulators live in device memory; released gradients
  * are added to the accumulators on ztier's stream (no copy to the host), and the step's norm
  * and Adam run as device kernels (the backend's accumulate/sumsq/adam slots: CUDA kernels,
@@ -16,7 +17,10 @@
 zt_status zt_dev_opt_open(zt_runtime *rt, uint64_t param_tmp_bytes)
 {
     const zt_device_iface *d = rt->device.dev->iface;
-    rt->opt.on_device = 1;
+    rt->opt.dev_layers = 0;
+    for (int i = 0; i < rt->reg.n_layers; i++)
+        rt->opt.dev_layers += rt->reg.layers[i].opt_device;
+    rt->opt.on_device = rt->opt.dev_layers == rt->reg.n_layers;
     zt_status st =
         d->alloc(rt->device.dev, ZT_DEVICE_STEP_STATS_BYTES, &rt->opt.dev_step_stats, &rt->err);
     rt->opt.dev_param_tmp_bytes = param_tmp_bytes;
@@ -74,15 +78,18 @@ zt_status zt_dev_opt_grad_stats(zt_runtime *rt, float scale, double out[2])
                                    rt->device.stream, &rt->err);
     for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
         zt_layer *L = &rt->reg.layers[i];
-        if (L->persistent && rt->dist.rank != 0)
-            continue; /* replicated: counted once */
+        if (!L->opt_device || (L->persistent && rt->dist.rank != 0))
+            continue; /* the CPU's (host_grad_stats); replicated: counted once */
         st = d->sumsq_async(rt->device.dev, L->grad_acc, (size_t)L->shard_numel, scale, sums,
                             (double *)((char *)rt->opt.dev_step_stats + ZT_DEVICE_STEP_SCRATCH_AT),
                             rt->device.stream, &rt->err);
     }
+    double got[2] = {0, 0};
     if (st == ZT_OK) /* the one wait of the step */
-        st = zt_device_copy_sync(rt->device.dev, out, sums, 2 * sizeof(double), ZT_COPY_D2H,
+        st = zt_device_copy_sync(rt->device.dev, got, sums, 2 * sizeof(double), ZT_COPY_D2H,
                                  rt->device.stream, &rt->err);
+    out[0] += got[0]; /* added to the CPU's share's with a split */
+    out[1] += got[1];
     return st;
 }
 

@@ -89,6 +89,8 @@ static void allowed(const zt_config_key *k, char *buf, size_t n)
     }
     if (k->auto_ok == ZT_AUTO_MODEL && len < n)
         snprintf(buf + len, n - len, "; \"auto\": from the hidden size (ztier.hidden_size)");
+    else if (k->auto_ok == ZT_AUTO_MEASURED && len < n)
+        snprintf(buf + len, n - len, "; \"auto\": measured at commit");
     else if (k->auto_ok && len < n)
         snprintf(buf + len, n - len, "; \"auto\": the default%s",
                  k->auto_ok == ZT_AUTO_WARNED ? " (it changes training: warned at commit unless "

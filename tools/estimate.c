@@ -322,6 +322,16 @@ static void print_rank(const est_model *m, const zt_estimate *e, int world)
         printf("          %10s with the whole prefetch window; the budget of %s is below the "
                "minimum: these steps cannot run\n",
                fmt(e->device_window, a), fmt(e->device_capacity, c));
+    if (p->device_optim_layers && p->optim_tier != ZT_TIER_DEVICE) {
+        char why[96];
+        if (m->rt->cfg.offload_optimizer.ratio == ZT_RATIO_AUTO) /* measured at commit only */
+            snprintf(why, sizeof why, "\"auto\" taken as 0 here, the most it can put there");
+        else
+            snprintf(why, sizeof why, "%.3f of the elements on the CPU", (double)p->cpu_ratio);
+        printf("          %10s of it the optimizer state of the first %d layers, updated on the "
+               "device (offload_optimizer.ratio: %s)\n",
+               fmt(p->device_optim_bytes, a), p->device_optim_layers, why);
+    }
     if (p->replicated_layers)
         printf("          %10s of it the full parameters of %d layers, replicated on every rank "
                "(stage %d)\n",
@@ -453,6 +463,10 @@ static void print_json(const est_model *m, const zt_estimate *e, const fit *fits
         (json_int_t)mc->nvme_free, "placements", list);
     if (acts)
         json_object_set_new(o, "activations", acts);
+    /* the device optimizer's state (all of it, or offload_optimizer.ratio's device share) */
+    json_t *pr = json_object_get(o, "per_rank");
+    json_object_set_new(pr, "optimizer_device", json_integer((json_int_t)p->device_optim_bytes));
+    json_object_set_new(pr, "optimizer_cpu_ratio", json_real((double)p->cpu_ratio));
     char *text = json_dumps(o, JSON_COMPACT);
     printf("%s\n", text ? text : "{}");
     free(text);

@@ -140,3 +140,14 @@ zt_status rt_fixture_try_mlp(const zt_options *opts, const char *cfg, const mlp_
     mlp_spec s = {dims, seed, m};
     return rt_fixture_try(opts, cfg, register_mlp, &s, out);
 }
+
+void rt_fixture_expect_config_error(const char *cfg, const mlp_dims *dims, const char *needle)
+{
+    zt_runtime *rt = NULL;
+    minimal_model m;
+    zt_status st = rt_fixture_try_mlp(NULL, cfg, dims, 5, &m, &rt);
+    assert_int_equal(st, ZT_ERR_CONFIG);
+    if (!strstr(zt_last_error(rt), needle))
+        fail_msg("'%s' not in: %s", needle, zt_last_error(rt));
+    zt_runtime_destroy(rt);
+}

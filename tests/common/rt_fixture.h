@@ -57,5 +57,9 @@ zt_runtime *rt_fixture_mlp(const zt_options *opts, const char *cfg, const struct
                            uint64_t seed, struct minimal_model *m);
 zt_status rt_fixture_try_mlp(const zt_options *opts, const char *cfg, const struct mlp_dims *dims,
                              uint64_t seed, struct minimal_model *m, zt_runtime **out);
+/* Fails the running test unless making the MLP with cfg fails with ZT_ERR_CONFIG and a
+ * message that contains needle. */
+void rt_fixture_expect_config_error(const char *cfg, const struct mlp_dims *dims,
+                                    const char *needle);
 
 #endif

@@ -3,9 +3,10 @@
  * its slice of the global batch, equals the independent single-process reference trained on
  * the whole batch, for each placement given on the command line:
  *   test_mpi_train <param_device> <optimizer_device> [accum] [persistence]
- *                  [stream,devopt,stage0,stage1,stage2,ckpt]
+ *                  [stream,devopt,split,stage0,stage1,stage2,ckpt]
  * With "stream" every layer is computed on a stream between zt_fetch_async and
  * zt_release_async; with "devopt" (and optimizer "none") the optimizer runs on the device;
+ * with "split" (optimizer "cpu") offload_optimizer.ratio 0.5 runs the first layer's there;
  * "stage0" (with both devices "none") sets zero_optimization.stage 0: every layer replicated,
  * and the bytes each rank sends per step must be an all-reduce of every layer's gradients
  * (counted as a ring's: 2 x (N - 1) / N of them). "stage1" and "stage2" (parameters "none")
@@ -82,6 +83,9 @@ static zt_status switch_stage(zt_runtime **rt, minimal_model *m, const ref_hpara
     return st == ZT_OK ? zt_checkpoint_load(*rt, root) : st;
 }
 
+/* offload_optimizer.ratio ("split": 0.5, the first layer's optimizer on the device) */
+static double split_ratio = 1.0;
+
 /* ztier's estimate of the device peak of `steps` steps at `stage` on `world` ranks under
  * `capacity`: a runtime configured as `cfg` (reduce_bucket_size: rbucket, when not 0), the
  * model registered, not committed. 0 when the estimate fails. */
@@ -93,6 +97,8 @@ static uint64_t estimated_peak(const char *cfg, int stage, int64_t rbucket, cons
     zt_estimate e;
     int ok = zt_runtime_create(NULL, cfg, &est) == ZT_OK &&
              zt_config_set_int(est, "zero_optimization.stage", stage) == ZT_OK &&
+             zt_config_set_double(est, "zero_optimization.offload_optimizer.ratio", split_ratio) ==
+                 ZT_OK &&
              (!rbucket ||
               zt_config_set_int(est, "zero_optimization.reduce_bucket_size", rbucket) == ZT_OK) &&
              minimal_register(est, dims, 42, &m) == ZT_OK &&
@@ -136,6 +142,14 @@ int main(int argc, char **argv)
                 : argc > 5 && strstr(argv[5], "stage1") ? 1
                 : argc > 5 && strstr(argv[5], "stage2") ? 2
                                                         : 3;
+    if (argc > 5 && strstr(argv[5], "split"))
+        split_ratio = 0.5;
+    if (zt_config_set_double(rt, "zero_optimization.offload_optimizer.ratio", split_ratio) !=
+        ZT_OK) {
+        fprintf(stderr, "ratio: %s\n", zt_last_error(rt));
+        zt_runtime_destroy(rt);
+        return 1;
+    }
     if (zt_config_set_int(rt, "zero_optimization.stage", stage) != ZT_OK) {
         fprintf(stderr, "stage %d: %s\n", stage, zt_last_error(rt));
         zt_runtime_destroy(rt);
@@ -164,9 +178,10 @@ int main(int argc, char **argv)
         return 1;
     }
     zt_optimizer_info oi = ZT_OPTIMIZER_INFO_INIT;
-    if (zt_optimizer_get(rt, &oi) != ZT_OK || oi.on_device != (*devopt != 0)) {
-        fprintf(stderr, "rank %d: the optimizer is %s the device, asked %s\n", rank,
-                oi.on_device ? "on" : "not on", *devopt ? "on" : "off");
+    if (zt_optimizer_get(rt, &oi) != ZT_OK || oi.on_device != (*devopt != 0) ||
+        (split_ratio < 1) != (oi.offload_ratio > 0 && oi.offload_ratio < 1)) {
+        fprintf(stderr, "rank %d: the optimizer is %s the device (CPU share %g), asked %s\n", rank,
+                oi.on_device ? "on" : "not on", (double)oi.offload_ratio, *devopt ? "on" : "off");
         zt_runtime_destroy(rt);
         return 1;
     }

@@ -212,13 +212,7 @@ static void test_checkpoint_resumes_bitwise(void **state)
 
 static void expect_config_error(const char *cfg, const char *needle)
 {
-    zt_runtime *rt = NULL;
-    minimal_model m;
-    zt_status st = rt_fixture_try_mlp(NULL, cfg, &dims, 5, &m, &rt);
-    assert_int_equal(st, ZT_ERR_CONFIG);
-    if (!strstr(zt_last_error(rt), needle))
-        fail_msg("'%s' not in: %s", needle, zt_last_error(rt));
-    zt_runtime_destroy(rt);
+    rt_fixture_expect_config_error(cfg, &dims, needle);
 }
 
 static void test_bad_configurations(void **state)
