@@ -10,17 +10,23 @@
  * until rank 1 has marked the collective done (a file in <dir>), then destroys its
  * communicator and exits 75 (EX_TEMPFAIL, the trainer's status for a lost peer); rank 1
  * exits 0. late_peer.sh runs it and checks both.
- *   test_mpi_late_peer <wait|agree|sync|gatherv|local_rank|node_id|split> <dir>
+ *   test_mpi_late_peer <wait|agree|sync|gatherv|local_rank|node_id|split|release> <dir>
  * Sites: "wait", mpi_wait given up while an earlier collective (on another lane:
  * ZT_MPI_LANES=2) is missing; "agree", zt_comm_agree; "sync", zt_comm_allreduce_sync into a
  * heap buffer the caller frees after the failure; "gatherv", zt_comm_gatherv_sync likewise;
  * "local_rank", zt_comm_local_rank; "node_id", the backend's node id (zt_comm_node_ids);
  * "split", zt_comm_split into a stack variable.
+ * "release", a gradient reduction of ZeRO stage 2 without overlap_comm (the bucket summed at
+ * once, runtime/reduce.c): rank 1 stops inside MPI_Reduce_scatter_block (this program's
+ * own, which wraps PMPI's), rank 0's micro-step or zt_step fails and it destroys its runtime.
  *   test_mpi_late_peer count
  * A collective of over 2^31 - 1 elements per rank is refused (ZT_ERR_UNSUPPORTED, nothing
  * issued) on every rank, not cut to 32 bits (2^32 + 1 elements would move one). */
 #include "comm/comm.h"
 #include "rank_check.h"
+#include "ref_mlp.h"
+
+#include <mpi.h>
 
 #include <signal.h>
 #include <stdint.h>
@@ -37,6 +43,38 @@ static double late_s(void)
 {
     const char *t = getenv("ZT_COMM_TIMEOUT");
     return 2.5 * (t && atof(t) > 0 ? atof(t) : 600.0);
+}
+
+static const char *g_site = "";
+static char g_mark[4096]; /* <dir>/late-done: rank 1's late collective completed */
+
+static void mark_done(void)
+{
+    FILE *f = fopen(g_mark, "w");
+    if (f)
+        fclose(f);
+}
+
+static void stop_for(double secs);
+
+/* The MPI backend's reduce-scatter (comm/mpi.c calls it; linked in, so this program's own
+ * definition is the one it reaches): rank 1 stops on entering its first one in the "release"
+ * site, as if it froze there, then goes on with PMPI's. */
+int MPI_Reduce_scatter_block(const void *send, void *recv, int count, MPI_Datatype t, MPI_Op op,
+                             MPI_Comm comm)
+{
+    static int stopped;
+    int rank = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (strcmp(g_site, "release") || rank != 1 || stopped++)
+        return PMPI_Reduce_scatter_block(send, recv, count, t, op, comm);
+    stop_for(late_s());
+    int rc = PMPI_Reduce_scatter_block(send, recv, count, t, op, comm);
+    printf("rank 1: release after resuming -> %s (its reduce-scatter)\n",
+           rc == MPI_SUCCESS ? "ZT_OK" : "an MPI error");
+    fflush(stdout);
+    mark_done();
+    return rc;
 }
 
 static double now_s(void)
@@ -61,6 +99,33 @@ static void stop_for(double secs)
     raise(SIGSTOP);
     printf("rank 1: resumed\n");
     fflush(stdout);
+}
+
+/* The "release" site, both ranks: one micro-step of ZeRO stage 2, its gradients summed at
+ * once (overlap_comm off), then the runtime destroyed. */
+static zt_status release_site(zt_error *err)
+{
+    const mlp_dims dims = {16, 48, 4, 48};
+    const ref_hparams hp = {0.01f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.5f};
+    zt_runtime *rt = NULL;
+    minimal_model m;
+    int rank = 0, world = 1;
+    zt_status st = zt_runtime_create(
+        NULL, ref_mlp_config(&hp, "none", "cpu", 1, ", \"stage\": 2, \"overlap_comm\": false", ""),
+        &rt);
+    if (st == ZT_OK && (st = minimal_register(rt, &dims, 42, &m)) == ZT_OK &&
+        (st = zt_runtime_commit(rt)) == ZT_OK &&
+        (st = zt_runtime_rank(rt, &rank, &world)) == ZT_OK) {
+        float loss;
+        int rows = dims.batch / world;
+        st = minimal_micro_step(rt, &m, 0, rank * rows, rows, &loss);
+        if (st == ZT_OK) /* the step's last bucket is summed here */
+            st = zt_step(rt, NULL, NULL);
+    }
+    if (st != ZT_OK)
+        ZT_ERR(err, st, "%s", zt_last_error(rt));
+    zt_runtime_destroy(rt); /* frees what the reduction did not keep */
+    return st;
 }
 
 /* Rank 0's side of each site, in a frame of its own that is gone when the collective ends. */
@@ -101,6 +166,8 @@ static __attribute__((noinline)) zt_status site(zt_comm *c, const char *what, zt
         const char *how = NULL;
         return zt_comm_node_ids(c, ids, &how, err);
     }
+    if (strcmp(what, "release") == 0)
+        return release_site(err);
     if (strcmp(what, "split") == 0) {
         zt_comm *sub = NULL;
         st = zt_comm_split(c, 0, c->rank, &sub, err);
@@ -188,16 +255,26 @@ int main(int argc, char **argv)
         fprintf(stderr, "a site needs 2 ranks and a folder\n");
         return 1;
     }
-    char mark[4096];
-    snprintf(mark, sizeof mark, "%s/late-done", argv[2]);
+    snprintf(g_mark, sizeof g_mark, "%s/late-done", argv[2]);
+    const char *mark = g_mark;
+    g_site = argv[1];
+    if (c->rank == 1 && !strcmp(argv[1], "release")) { /* stops inside the reduction */
+        zt_status st = release_site(&err);             /* its collectives after that one time out */
+        printf("rank 1: the rest of the micro-step -> %s\n", name(st));
+        fflush(stdout);
+        struct stat sb; /* its reduce-scatter may still be finishing: that comes first */
+        for (int i = 0; i < 400 && stat(g_mark, &sb) != 0; i++)
+            usleep(50000);
+        sleep(3); /* rank 0 exits first (and the launcher with its status): MPI is not
+                   * finalised here, as a collective of this rank was given up on */
+        return 0;
+    }
     if (c->rank == 1) {
         stop_for(late_s());
         zt_status st = late_side(c, argv[1], &err);
         printf("rank 1: %s after resuming -> %s %s\n", argv[1], name(st), err.msg);
         fflush(stdout);
-        FILE *f = fopen(mark, "w");
-        if (f)
-            fclose(f);
+        mark_done();
         zt_comm_destroy(c);
         return st == ZT_OK ? 0 : 1;
     }
