@@ -219,7 +219,8 @@ zt_status zt_comm_node_ids(zt_comm *c, int64_t *node_id, const char **how, zt_er
  * - zt_comm_wait_keep below: the collective's buffers in one heap block the caller frees
  *   after the wait; the block is handed to the request (the pointer set to NULL) instead;
  * - the same test, zt_comm_pending, where buffers of other allocators are left alone (the
- *   gradient reductions of runtime/reduce.c, ZeRO++'s gathers in prefetch/gather.c).
+ *   gradient reductions of runtime/reduce.c; prefetch/gather.c leaves a gather's buffers
+ *   after any failed wait, which covers it).
  * The *_sync helpers below run the collective on a heap block of their own (a copy of the
  * caller's buffers), so their callers may pass any memory, a stack variable included. */
 static inline int zt_comm_pending(const zt_comm_req *req) { return req->impl != NULL; }
