@@ -106,13 +106,62 @@ zt_status zt_comm_create(const char *backend, zt_comm **out, zt_error *err)
                   backend, BUILT_COMMS);
 }
 
+zt_status zt_comm_wait_keep(zt_comm *c, zt_comm_req *req, void **block, zt_error *err)
+{
+    zt_status st = zt_comm_wait(c, req, err);
+    if (zt_comm_pending(req))
+        *block = NULL; /* the collective's now, left allocated on purpose (comm.h) */
+    return st;
+}
+
+/* The *_sync helpers' buffers: one heap block of their own that the collective reads and
+ * writes (send bytes, then recv bytes), so that their callers may pass any memory, a stack
+ * variable included (comm.h's rule on collectives that did not complete). */
+typedef struct sync_box {
+    char *send, *recv;
+    void *block;
+} sync_box;
+
+static zt_status box_open(sync_box *b, const void *send, size_t send_bytes, size_t recv_bytes,
+                          zt_error *err)
+{
+    b->block = malloc(send_bytes + recv_bytes + 1);
+    if (!b->block)
+        return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory staging a collective's %zu bytes",
+                      send_bytes + recv_bytes);
+    b->send = b->block;
+    b->recv = b->send + send_bytes;
+    if (send_bytes)
+        memcpy(b->send, send, send_bytes);
+    return ZT_OK;
+}
+
+/* Waits for the collective issued (st == ZT_OK) on the box, copies its result to recv when it
+ * succeeded, and frees the box unless the collective still holds it. */
+static zt_status box_close(zt_comm *c, sync_box *b, zt_comm_req *req, zt_status st, void *recv,
+                           size_t recv_bytes, zt_error *err)
+{
+    if (st == ZT_OK)
+        st = zt_comm_wait_keep(c, req, &b->block, err);
+    if (st == ZT_OK && recv_bytes)
+        memcpy(recv, b->recv, recv_bytes);
+    free(b->block);
+    return st;
+}
+
 zt_status zt_comm_allreduce_sync(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt,
                                  zt_reduce_op op, zt_error *err)
 {
     zt_comm_req req = {0};
     c = zt_comm_host(c);
-    zt_status st = zt_comm_allreduce(c, buf, buf, count, dt, op, &req, err);
-    return st == ZT_OK ? zt_comm_wait(c, &req, err) : st;
+    size_t bytes = count * zt_comm_dtype_size(dt);
+    sync_box b;
+    zt_status st = box_open(&b, buf, bytes, 0, err);
+    if (st != ZT_OK)
+        return st;
+    st = zt_comm_allreduce(c, b.send, b.send, count, dt, op, &req, err);
+    b.recv = b.send; /* in place */
+    return box_close(c, &b, &req, st, buf, bytes, err);
 }
 
 zt_status zt_comm_allgather_sync(zt_comm *c, const void *send, void *recv, size_t count,
@@ -120,8 +169,13 @@ zt_status zt_comm_allgather_sync(zt_comm *c, const void *send, void *recv, size_
 {
     zt_comm_req req = {0};
     c = zt_comm_host(c);
-    zt_status st = zt_comm_allgather(c, send, recv, count, dt, &req, err);
-    return st == ZT_OK ? zt_comm_wait(c, &req, err) : st;
+    size_t bytes = count * zt_comm_dtype_size(dt);
+    sync_box b;
+    zt_status st = box_open(&b, send, bytes, bytes * (size_t)c->size, err);
+    if (st != ZT_OK)
+        return st;
+    st = zt_comm_allgather(c, b.send, b.recv, count, dt, &req, err);
+    return box_close(c, &b, &req, st, recv, bytes * (size_t)c->size, err);
 }
 
 zt_status zt_comm_gatherv_sync(zt_comm *c, const void *send, void *recv, const size_t *counts,
@@ -129,9 +183,26 @@ zt_status zt_comm_gatherv_sync(zt_comm *c, const void *send, void *recv, const s
 {
     zt_comm_req req = {0};
     c = zt_comm_host(c);
-    zt_status st = root < 0 ? zt_comm_allgatherv(c, send, recv, counts, displs, dt, &req, err)
-                            : zt_comm_gatherv(c, send, recv, counts, displs, dt, root, &req, err);
-    return st == ZT_OK ? zt_comm_wait(c, &req, err) : st;
+    size_t esize = zt_comm_dtype_size(dt), end = 0;
+    for (int r = 0; r < c->size; r++)
+        if (counts[r] && displs[r] + counts[r] > end)
+            end = displs[r] + counts[r];
+    int receives = root < 0 || root == c->rank;
+    size_t send_bytes = counts[c->rank] * esize, recv_bytes = receives ? end * esize : 0;
+    sync_box b;
+    zt_status st = box_open(&b, send, send_bytes, recv_bytes, err);
+    if (st != ZT_OK)
+        return st;
+    void *into = receives ? b.recv : NULL;
+    st = root < 0 ? zt_comm_allgatherv(c, b.send, into, counts, displs, dt, &req, err)
+                  : zt_comm_gatherv(c, b.send, into, counts, displs, dt, root, &req, err);
+    if (st == ZT_OK)
+        st = zt_comm_wait_keep(c, &req, &b.block, err);
+    for (int r = 0; st == ZT_OK && receives && r < c->size; r++) /* the blocks only: */
+        if (counts[r]) /* what lies between them stays the caller's */
+            memcpy((char *)recv + displs[r] * esize, b.recv + displs[r] * esize, counts[r] * esize);
+    free(b.block);
+    return st;
 }
 
 zt_status zt_comm_broadcast_sync(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt, int root,
@@ -139,8 +210,14 @@ zt_status zt_comm_broadcast_sync(zt_comm *c, void *buf, size_t count, zt_comm_dt
 {
     zt_comm_req req = {0};
     c = zt_comm_host(c);
-    zt_status st = zt_comm_broadcast(c, buf, count, dt, root, &req, err);
-    return st == ZT_OK ? zt_comm_wait(c, &req, err) : st;
+    size_t bytes = count * zt_comm_dtype_size(dt);
+    sync_box b;
+    zt_status st = box_open(&b, buf, bytes, 0, err);
+    if (st != ZT_OK)
+        return st;
+    st = zt_comm_broadcast(c, b.send, count, dt, root, &req, err);
+    b.recv = b.send;
+    return box_close(c, &b, &req, st, buf, bytes, err);
 }
 
 zt_status zt_comm_agree(zt_comm *c, zt_status local, const char *what, zt_error *err)

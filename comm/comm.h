@@ -206,6 +206,30 @@ zt_status zt_comm_local_rank(zt_comm *c, int *local_rank, int *local_size, zt_er
  * Collective; host memory. */
 zt_status zt_comm_node_ids(zt_comm *c, int64_t *node_id, const char **how, zt_error *err);
 
+/* Collectives that did not complete: one rule for every caller. A wait that fails because a
+ * peer stopped responding (the timeout, $ZT_COMM_TIMEOUT) leaves its collective inside the
+ * backend (MPI's worker thread), where it may still complete later, when a frozen peer
+ * resumes, and then read or write its buffers. So after a failed wait, while
+ * zt_comm_pending(req), nothing the collective reads or writes may be freed, reused or left
+ * on a stack: its buffers belong to the request from then on, which keeps them allocated
+ * until the process ends (a deliberate leak, bounded: the runtime that saw the failure
+ * stops, must be destroyed, and no process goes on with MPI after it). The backend frees
+ * nothing of the caller's and writes its own results (node_id, split) into memory of its own
+ * until a wait completes. Callers keep the rule in one of two ways:
+ * - zt_comm_wait_keep below: the collective's buffers in one heap block the caller frees
+ *   after the wait; the block is handed to the request (the pointer set to NULL) instead;
+ * - the same test, zt_comm_pending, where buffers of other allocators are left alone (the
+ *   gradient reductions of runtime/reduce.c; prefetch/gather.c leaves a gather's buffers
+ *   after any failed wait, which covers it).
+ * The *_sync helpers below run the collective on a heap block of their own (a copy of the
+ * caller's buffers), so their callers may pass any memory, a stack variable included. */
+static inline int zt_comm_pending(const zt_comm_req *req) { return req->impl != NULL; }
+
+/* Waits for req; if its collective is still pending afterwards (the wait failed), *block, the
+ * heap block holding every buffer the collective reads or writes, is handed to it: set to NULL
+ * so that the caller's free() does nothing. Returns the wait's status. */
+zt_status zt_comm_wait_keep(zt_comm *c, zt_comm_req *req, void **block, zt_error *err);
+
 /* Issue + wait, for the synchronous call sites; host memory (on zt_comm_host(c)). */
 zt_status zt_comm_allreduce_sync(zt_comm *c, void *buf, size_t count, zt_comm_dtype dt,
                                  zt_reduce_op op, zt_error *err);

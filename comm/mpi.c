@@ -78,9 +78,12 @@ typedef struct mpi_op {
     zt_comm_dtype dt;
     zt_reduce_op rop;
     int root, color, key;
-    zt_comm **split_out;
-    int *node_out;          /* OP_NODE_ID */
-    int *vcounts, *vdispls; /* gatherv/allgatherv: size entries each, owned by the op */
+    /* Results the worker writes into the op itself, never into the caller's memory: the
+     * waiting thread copies them out once the op completed (a wait that timed out leaves
+     * them, and the op, to the worker; comm.h's rule on collectives that did not complete) */
+    zt_comm **split_out, *split; /* OP_SPLIT */
+    int *node_out, node;         /* OP_NODE_ID */
+    int *vcounts, *vdispls;      /* gatherv/allgatherv: size entries each, owned by the op */
     /* completion */
     int done;
     int abandoned; /* given up on before it completed; counted in g_abandoned */
@@ -236,6 +239,7 @@ static int run_reduce16(mpi_comm *c, MPI_Comm comm, mpi_op *op)
 }
 
 static zt_status make_comm(MPI_Comm comm, mpi_failure *family, zt_comm **out, zt_error *err);
+static void mpi_destroy(zt_comm *base);
 
 static void run_op(mpi_comm *c, MPI_Comm comm, mpi_op *op)
 {
@@ -282,8 +286,8 @@ static void run_op(mpi_comm *c, MPI_Comm comm, mpi_op *op)
                 MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, c->base.rank, MPI_INFO_NULL, &shm),
                 "MPI_Comm_split_type"))
             break;
-        *op->node_out = c->base.rank;
-        set_error(op, MPI_Allreduce(MPI_IN_PLACE, op->node_out, 1, MPI_INT, MPI_MIN, shm),
+        op->node = c->base.rank;
+        set_error(op, MPI_Allreduce(MPI_IN_PLACE, &op->node, 1, MPI_INT, MPI_MIN, shm),
                   "MPI_Allreduce");
         MPI_Comm_free(&shm);
         break;
@@ -305,7 +309,7 @@ static void run_op(mpi_comm *c, MPI_Comm comm, mpi_op *op)
         if (set_error(op, MPI_Comm_split(comm, op->color, op->key, &sub), "MPI_Comm_split"))
             break;
         zt_error err = {0};
-        if (make_comm(sub, c->failure, op->split_out, &err) != ZT_OK) {
+        if (make_comm(sub, c->failure, &op->split, &err) != ZT_OK) {
             op->status = err.status;
             snprintf(op->msg, sizeof op->msg, "%.1000s", err.msg);
         }
@@ -391,12 +395,35 @@ static void *worker(void *arg)
         if (!l->head)
             l->tail = NULL;
         op->done = 1;
-        if (op->abandoned) /* the peer came back after all */
+        zt_comm *orphan = NULL;
+        if (op->abandoned) { /* the peer came back after all */
             atomic_fetch_sub(&g_abandoned, 1);
+            orphan = op->split, op->split = NULL; /* nobody takes it: a wait gave up on it */
+        }
         pthread_cond_broadcast(&c->done);
+        if (orphan) {
+            pthread_mutex_unlock(&c->lock);
+            mpi_destroy(orphan);
+            pthread_mutex_lock(&c->lock);
+        }
     }
     pthread_mutex_unlock(&c->lock);
     return NULL;
+}
+
+/* MPI counts elements in ints: a collective of more per rank is refused before it is issued
+ * (it would move or sum the wrong elements, the count cut to 32 bits), with the fix. */
+static zt_status check_count(const mpi_comm *c, const mpi_op *op, zt_error *err)
+{
+    if (op->count <= INT32_MAX)
+        return ZT_OK;
+    return ZT_ERR(err, ZT_ERR_UNSUPPORTED,
+                  "%s of %zu elements of %zu bytes per rank (%d ranks): the MPI backend counts "
+                  "elements in ints, at most %d per call; use a smaller partition or bucket "
+                  "(e.g. more ranks per ZeRO++ hpZ group, a smaller reduce_bucket_size) so "
+                  "that no rank's share is over 2^31 - 1 elements",
+                  op_name(op->kind), op->count, zt_comm_dtype_size(op->dt), c->base.size,
+                  INT32_MAX);
 }
 
 static zt_status submit(zt_comm *base, const mpi_op *tmpl, zt_comm_req *req, zt_error *err)
@@ -404,6 +431,8 @@ static zt_status submit(zt_comm *base, const mpi_op *tmpl, zt_comm_req *req, zt_
     mpi_comm *c = (mpi_comm *)base;
     if (failure_get(c, err)) /* not issued: it could only wait for the failed peer */
         return ZT_ERR_COMM;
+    if (check_count(c, tmpl, err) != ZT_OK)
+        return err ? err->status : ZT_ERR_UNSUPPORTED;
     mpi_op *op = malloc(sizeof *op);
     if (!op)
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory queueing a collective");
@@ -464,6 +493,7 @@ static zt_status mpi_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
     mpi_op *op = req->impl;
     if (!op)
         return ZT_OK;
+    const enum mpi_op_kind kind = op->kind; /* for messages: op may be freed below */
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += (time_t)c->timeout_s;
@@ -480,18 +510,22 @@ static zt_status mpi_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
            rc != ETIMEDOUT)
         rc = pthread_cond_timedwait(&c->done, &c->lock, &deadline);
     int done = done_in_order(c, op);
+    zt_comm *orphan = NULL;
     if (!done) { /* what stays queued (its worker owns it); this runtime must be destroyed */
         for (int i = 0; i < c->n_lanes; i++)
             for (mpi_op *q = c->lanes[i].head; q; q = q->next)
                 if (q->seq <= op->seq)
                     abandon(q);
         if (op->done) { /* only an earlier one is missing: op itself is the caller's again */
+            orphan = op->split;
             free(op->vcounts);
             free(op);
             req->impl = NULL;
         }
     }
     pthread_mutex_unlock(&c->lock);
+    if (orphan) /* a split that completed, not handed out as the wait fails */
+        mpi_destroy(orphan);
     if (!done && failure_get(c, err))
         return ZT_ERR_COMM;
     char me[96], peers[512];
@@ -503,19 +537,23 @@ static zt_status mpi_wait(zt_comm *base, zt_comm_req *req, zt_error *err)
                       "%s: a collective (%s) was not waited for because an earlier one never "
                       "completed; %s has probably failed or stopped (destroy this runtime; "
                       "raise ZT_COMM_TIMEOUT, now %.0f s, if it is just slow)",
-                      me, op_name(op->kind), peers, c->timeout_s);
+                      me, op_name(kind), peers, c->timeout_s);
     if (!done) {
         zt_error mine = {0}, *e = err ? err : &mine;
         ZT_ERR(e, ZT_ERR_COMM,
                "%s: a collective (%s) did not complete within %.0f s; %s has probably failed or "
                "stopped (raise ZT_COMM_TIMEOUT if it is just slow)",
-               me, op_name(op->kind), c->timeout_s, peers);
+               me, op_name(kind), c->timeout_s, peers);
         failure_record(c, e); /* later waits and collectives fail at once with it */
         return ZT_ERR_COMM;
     }
     zt_status st = op->status;
     if (st != ZT_OK)
         ZT_ERR(err, st, "%s: %s", me, op->msg);
+    if (st == ZT_OK && op->node_out)
+        *op->node_out = op->node;
+    if (st == ZT_OK && op->split_out)
+        *op->split_out = op->split;
     free(op->vcounts);
     free(op);
     req->impl = NULL;
@@ -642,6 +680,22 @@ static zt_status mpi_node_id(zt_comm *c, int *node, const char **how, zt_error *
     return st == ZT_OK ? mpi_wait(c, &req, err) : st;
 }
 
+/* One communicator of the family gone; the last one frees the record. */
+static void drop_family(mpi_failure *f)
+{
+    if (atomic_fetch_sub(&f->refs, 1) == 1)
+        free(f);
+}
+
+/* Frees an MPI communicator of ztier's own, unless a peer stopped responding: MPI_Comm_free
+ * is collective and could block on it (the handle goes away with the process then). */
+static void free_comm(MPI_Comm *comm)
+{
+    if (*comm != MPI_COMM_WORLD && *comm != MPI_COMM_NULL && atomic_load(&g_abandoned) == 0 &&
+        atomic_load(&g_errors) == 0)
+        MPI_Comm_free(comm);
+}
+
 static void mpi_destroy(zt_comm *base)
 {
     mpi_comm *c = (mpi_comm *)base;
@@ -668,14 +722,11 @@ static void mpi_destroy(zt_comm *base)
         pthread_join(c->lanes[i].thread, NULL);
     /* MPI_Comm_free is collective and could block on a peer that stopped responding; the
      * handles go away with the process then. */
-    if (atomic_load(&g_abandoned) == 0 && atomic_load(&g_errors) == 0)
-        for (int i = 0; i < c->n_lanes; i++)
-            if (c->lanes[i].comm != MPI_COMM_WORLD)
-                MPI_Comm_free(&c->lanes[i].comm);
+    for (int i = 0; i < c->n_lanes; i++)
+        free_comm(&c->lanes[i].comm);
     for (int i = 0; i < c->n_lanes; i++)
         pthread_cond_destroy(&c->lanes[i].work);
-    if (atomic_fetch_sub(&c->failure->refs, 1) == 1)
-        free(c->failure);
+    drop_family(c->failure);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->done);
     free(c->members);
@@ -762,7 +813,8 @@ static int start_lanes(mpi_comm *c, MPI_Comm comm)
     return 0;
 }
 
-/* family: the failure record of the communicator comm was split from; NULL: a new family. */
+/* family: the failure record of the communicator comm was split from; NULL: a new family.
+ * comm is the new communicator's (freed when it cannot be made). */
 static zt_status make_comm(MPI_Comm comm, mpi_failure *family, zt_comm **out, zt_error *err)
 {
     mpi_comm *c = calloc(1, sizeof *c);
@@ -771,6 +823,7 @@ static zt_status make_comm(MPI_Comm comm, mpi_failure *family, zt_comm **out, zt
         free(c);
         if (!family)
             free(f);
+        free_comm(&comm);
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory creating an MPI communicator");
     }
     atomic_fetch_add(&f->refs, 1);
@@ -786,14 +839,21 @@ static zt_status make_comm(MPI_Comm comm, mpi_failure *family, zt_comm **out, zt
     MPI_Comm_rank(MPI_COMM_WORLD, &me.world_rank);
     if (gethostname(me.host, sizeof me.host - 1) != 0)
         snprintf(me.host, sizeof me.host, "?");
-    if (!c->members || MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, c->members, (int)sizeof me,
-                                     MPI_BYTE, comm) != MPI_SUCCESS) {
+    zt_status named = !c->members ? ZT_ERR_NOMEM
+                      : MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, c->members, (int)sizeof me,
+                                      MPI_BYTE, comm) != MPI_SUCCESS
+                          ? ZT_ERR_COMM
+                          : ZT_OK;
+    if (named != ZT_OK) {
         free(c->members);
+        drop_family(f);
         free(c);
-        return ZT_ERR(err, ZT_ERR_COMM,
+        free_comm(&comm);
+        return ZT_ERR(err, named,
                       "world rank %d (host %s): cannot exchange the ranks' names on a new "
-                      "communicator",
-                      me.world_rank, me.host);
+                      "communicator (%s)",
+                      me.world_rank, me.host,
+                      named == ZT_ERR_NOMEM ? "out of memory" : "the exchange failed");
     }
     const char *t = getenv("ZT_COMM_TIMEOUT");
     c->timeout_s = t && atof(t) > 0 ? atof(t) : 600.0;
@@ -804,9 +864,9 @@ static zt_status make_comm(MPI_Comm comm, mpi_failure *family, zt_comm **out, zt
         pthread_mutex_destroy(&c->lock);
         pthread_cond_destroy(&c->done);
         free(c->members);
-        if (atomic_fetch_sub(&f->refs, 1) == 1)
-            free(f);
+        drop_family(f);
         free(c);
+        free_comm(&comm);
         return ZT_ERR(err, ZT_ERR_COMM,
                       "world rank %d (host %s): cannot start the MPI worker threads or "
                       "duplicate the communicator for them",
@@ -885,8 +945,17 @@ static zt_status mpi_create(zt_comm **out, zt_error *err)
                       "(another rank has probably failed or stopped), so MPI cannot be used "
                       "again in this process; end it and restart the job",
                       world_rank());
-    MPI_Comm dup;
-    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Comm dup = MPI_COMM_NULL;
+    int rc = MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    if (rc != MPI_SUCCESS) {
+        char text[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        MPI_Error_string(rc, text, &len);
+        return ZT_ERR(err, ZT_ERR_COMM,
+                      "rank %d: MPI_Comm_dup of MPI_COMM_WORLD failed (%s); another rank has "
+                      "probably failed: end the job and restart it",
+                      world_rank(), text);
+    }
     return make_comm(dup, NULL, out, err);
 }
 

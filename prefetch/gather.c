@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "prefetch/gather.h"
 #include "core/convert.h"
+#include "core/log.h"
 #include "core/time.h"
 #include "core/trace.h"
 
@@ -173,7 +174,7 @@ static zt_status issue_allgather(zt_gather *g, zt_gather_env *env, int demand, z
         st = zt_device_event_synchronize(env->dev, g->copied, err);
     }
     if (st == ZT_OK && g->nvme_buf) {
-        zt_staging_release(env->staging, g->nvme_buf);
+        st = zt_staging_release(env->staging, g->nvme_buf, err);
         g->nvme_buf = NULL;
     }
     if (st == ZT_OK && g->secondary) {
@@ -315,8 +316,10 @@ void zt_gather_drop(zt_gather *g, zt_gather_env *env)
         zt_gather_release_secondary(g, env);
     g->qwz.send = g->qwz.recv = NULL; /* its collective is done or was never issued */
     free_qwz_scratch(g, env);
-    if (g->nvme_buf) {
-        zt_staging_release(env->staging, g->nvme_buf);
+    if (g->nvme_buf) { /* a drop reports nothing: a refused release is logged */
+        zt_error e = {0};
+        if (zt_staging_release(env->staging, g->nvme_buf, &e) != ZT_OK)
+            ZT_LOGE("prefetch", "%s", e.msg);
         g->nvme_buf = NULL;
     }
     /* a single rank's READY layer may still be receiving its copy: freed after it */

@@ -158,14 +158,35 @@ static zt_status issue_sum(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt, 
 }
 
 /* Sums over ranks (in place at the start of buf), copies this rank's shard to the host and
- * adds it to the fp32 accumulator. */
-static zt_status reduce_in_place(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt, int micro)
+ * adds it to the fp32 accumulator. *left: the collective did not complete and buf is left to
+ * it (comm.h's rule): the caller must not free it. */
+static zt_status reduce_in_place(zt_runtime *rt, zt_layer *L, void *buf, zt_dtype dt, int micro,
+                                 int *left)
 {
     zt_comm_req req = {0};
     zt_status st = issue_sum(rt, L, buf, dt, &req);
     if (st == ZT_OK)
         st = stream_after_comm(rt, &req, L, 1);
+    *left = st != ZT_OK && zt_comm_pending(&req);
     return st == ZT_OK ? add_reduced(rt, L, buf, dt, micro) : st;
+}
+
+/* comm.h's rule, for the reductions' own buffers: a collective that did not complete may
+ * still write them, so they stay allocated until the process ends (the runtime is beyond
+ * use), taken out of the step's buffers that free_qgz and free_packs free. A qgZ slot (its
+ * tail and sum) and the head scratch, which qgZ's exchange inside the node used: */
+static void leave_qgz(zt_runtime *rt, zt_qgz_slot *slot)
+{
+    *slot = (zt_qgz_slot){0};
+    rt->reduce.qgz.head = NULL;
+}
+
+/* A bucket's buffer. */
+static void leave_pack(zt_runtime *rt, const void *pack)
+{
+    for (int k = 0; k < rt->reduce.packs.n; k++)
+        if (rt->reduce.packs.buf[k] == pack)
+            rt->reduce.packs.buf[k] = NULL;
 }
 
 /* ---- qgZ's buffers ---- */
@@ -289,21 +310,26 @@ static zt_status qgz_add_sum(zt_runtime *rt, zt_layer *L, const void *sum)
 static zt_status qgz_now(zt_runtime *rt, zt_layer *L, const float *grads, int slot)
 {
     const zt_qgz_slot *s = &rt->reduce.qgz.slot[slot];
-    float *acc = L->opt_device ? L->grad_acc : s->sum;
-    zt_qgz q;
+    float *acc = L->opt_device ? L->grad_acc : s->sum, *sum = s->sum;
+    zt_qgz q = {0};
     zt_status st = zt_qgz_start(&q, &rt->dist.topo, grads, L->shard_numel, rt->cfg.quant_block_size,
                                 rt->reduce.qgz.head, s->tail, L->name, rt->device.stream, &rt->err);
     double t0 = zt_now_s();
     if (st == ZT_OK)
         st = zt_qgz_wait(&q, &rt->err);
     waited(rt, t0, L);
+    /* a collective of it failed (zt_qgz_start waits for the exchange inside the node on the
+     * head scratch, zt_qgz_wait for the last one on the slot's tail): it may not have
+     * completed */
+    if (st == ZT_ERR_COMM)
+        leave_qgz(rt, &rt->reduce.qgz.slot[slot]);
     if (st == ZT_OK)
         st = zt_qgz_finish(&q, &rt->dist.topo, acc, L->name, rt->device.stream, &rt->err);
     if (L->opt_device) {
         L->accum_count += st == ZT_OK;
         return st;
     }
-    return st == ZT_OK ? qgz_add_sum(rt, L, s->sum) : st;
+    return st == ZT_OK ? qgz_add_sum(rt, L, sum) : st;
 }
 
 /* ---- reductions in flight (several ranks, a host-memory comm) ---- */
@@ -354,12 +380,9 @@ static zt_status complete_inflight(zt_runtime *rt)
         zt_device_tier_free(&rt->tiers.dtier, r->wide);
         zt_device_tier_free(&rt->tiers.dtier, r->grads);
     } else if (slot) {
-        *slot = (zt_qgz_slot){0}; /* left to MPI, as the head may be: all stay allocated */
-        rt->reduce.qgz.head = NULL;
+        leave_qgz(rt, slot); /* left to MPI, as the head may be: all stay allocated */
     } else if (r->n_entries) {
-        for (int k = 0; k < rt->reduce.packs.n; k++) /* a bucket's slot: left to MPI too */
-            if (rt->reduce.packs.buf[k] == r->sum)
-                rt->reduce.packs.buf[k] = NULL;
+        leave_pack(rt, r->sum); /* a bucket's slot: left to MPI too */
     }
     return st;
 }
@@ -498,7 +521,10 @@ static zt_status reduce_held(zt_runtime *rt, const zt_bucket_entry *e)
         if (taken)
             grads = wide = NULL;
     } else if (st == ZT_OK) {
-        st = reduce_in_place(rt, L, buf, dt, e->micro);
+        int left = 0;
+        st = reduce_in_place(rt, L, buf, dt, e->micro, &left);
+        if (left) /* the collective's, which reads and writes buf (wide, or the gradients) */
+            grads = wide = NULL;
     }
     zt_device_tier_free(&rt->tiers.dtier, wide); /* after rt->device.stream's use of them */
     zt_device_tier_free(&rt->tiers.dtier, grads);
@@ -649,6 +675,8 @@ static zt_status issue_packed(zt_runtime *rt, zt_reduce_bucket *b, void *pack)
         rt->stats.reduce_buckets += st == ZT_OK;
         if (st == ZT_OK)
             st = stream_after_comm(rt, &req, head, b->n);
+        if (st != ZT_OK && zt_comm_pending(&req))
+            leave_pack(rt, pack);
         if (st == ZT_OK)
             st = add_bucket(rt, b->e, b->n, pack);
     }
@@ -754,8 +782,13 @@ static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
     int qgz = rt->cfg.zero_quantized_gradients && rt->dist.world > 1 && !L->persistent;
     if (rt->dist.world > 1 && !qgz)
         return hold(rt, L, L->grads, rt->reg.dtype, 1, 1);
-    if (!qgz) /* one rank: the gradients are the sum */
-        return reduce_in_place(rt, L, L->grads, rt->reg.dtype, 1);
+    if (!qgz) { /* one rank: the gradients are the sum */
+        int left = 0;
+        zt_status st = reduce_in_place(rt, L, L->grads, rt->reg.dtype, 1, &left);
+        if (left) /* not freed by the release (comm.h's rule) */
+            L->grads = NULL;
+        return st;
+    }
     void *buf = L->grads, *wide = NULL;
     int grew = 0, slot = -1;
     zt_status st = ZT_OK;

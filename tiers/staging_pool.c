@@ -10,7 +10,8 @@ struct zt_staging_pool {
     int count, in_use, peak;
     size_t size;
     char *base;
-    int *free_list; /* stack of free indices */
+    int *free_list;       /* stack of free indices */
+    unsigned char *taken; /* [count]: 1 while buffer i is acquired (a release checks it) */
     int n_free;
     int locked; /* pinned through pin */
     zt_pinner *pin;
@@ -31,10 +32,14 @@ zt_status zt_staging_pool_create(int count, size_t size, zt_pinner *pin, zt_stag
     p->count = count;
     p->size = size;
     p->free_list = calloc((size_t)count, sizeof(int));
+    p->taken = calloc((size_t)count, 1);
     p->base = mmap(NULL, size * (size_t)count, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                    -1, 0);
-    if (!p->free_list || p->base == MAP_FAILED) {
+    if (!p->free_list || !p->taken || p->base == MAP_FAILED) {
+        if (p->base != MAP_FAILED)
+            munmap(p->base, size * (size_t)count);
         free(p->free_list);
+        free(p->taken);
         free(p);
         return ZT_ERR(err, ZT_ERR_NOMEM, "pinned pool: cannot map %d x %zu bytes", count, size);
     }
@@ -54,17 +59,33 @@ void *zt_staging_acquire(zt_staging_pool *p)
     if (p->n_free == 0)
         return NULL;
     int i = p->free_list[--p->n_free];
+    p->taken[i] = 1;
     if (++p->in_use > p->peak)
         p->peak = p->in_use;
     return p->base + (size_t)i * p->size;
 }
 
-void zt_staging_release(zt_staging_pool *p, void *buf)
+zt_status zt_staging_release(zt_staging_pool *p, void *buf, zt_error *err)
 {
     if (!buf)
-        return;
-    p->free_list[p->n_free++] = (int)(((char *)buf - p->base) / (ptrdiff_t)p->size);
+        return ZT_OK;
+    /* a buffer given back twice would be handed out twice: two transfers in one buffer */
+    uintptr_t at = (uintptr_t)buf, base = (uintptr_t)p->base;
+    size_t i = (at - base) / p->size;
+    if (at < base || i >= (size_t)p->count || (at - base) % p->size != 0)
+        return ZT_ERR(err, ZT_ERR_INTERNAL,
+                      "NVMe staging pool: %p released to it is none of its %d buffers (a bug "
+                      "in ztier: please report it)",
+                      buf, p->count);
+    if (!p->taken[i])
+        return ZT_ERR(err, ZT_ERR_INTERNAL,
+                      "NVMe staging pool: buffer %zu of %d released twice (a bug in ztier: "
+                      "please report it); the second release is ignored",
+                      i, p->count);
+    p->taken[i] = 0;
+    p->free_list[p->n_free++] = (int)i;
     p->in_use--;
+    return ZT_OK;
 }
 
 size_t zt_staging_size(const zt_staging_pool *p) { return p->size; }
@@ -88,5 +109,6 @@ void zt_staging_pool_destroy(zt_staging_pool *p)
         zt_unpin(p->pin, p->base);
     munmap(p->base, p->size * (size_t)p->count);
     free(p->free_list);
+    free(p->taken);
     free(p);
 }

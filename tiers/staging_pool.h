@@ -19,7 +19,10 @@ zt_status zt_staging_pool_create(int count, size_t size, zt_pinner *pin, zt_stag
 /* Bytes a pool of count buffers of size bytes maps (buffers are whole pages). */
 uint64_t zt_staging_pool_footprint(int count, size_t size);
 void *zt_staging_acquire(zt_staging_pool *p); /* NULL when all are in use */
-void zt_staging_release(zt_staging_pool *p, void *buf);
+/* Gives buf (from acquire; NULL: nothing) back. A buffer not acquired from p, or released
+ * already, is refused (ZT_ERR_INTERNAL, the pool unchanged) instead of being handed out to two
+ * transfers at once. */
+zt_status zt_staging_release(zt_staging_pool *p, void *buf, zt_error *err);
 size_t zt_staging_size(const zt_staging_pool *p);
 /* The one mapping every buffer of the pool lives in (for registering it with io_uring). */
 void zt_staging_region(const zt_staging_pool *p, void **base, size_t *len);

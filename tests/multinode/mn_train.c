@@ -4,12 +4,14 @@
  * parameters replicated on the device, the optimizer state partitioned in host memory), each
  * rank on its slice of the global batch:
  *   mn_train <plain|zeropp|stage2> <steps> <params_out> [rpn=<ranks per node>] [kill=<rank>@<step>]
- *            [save=<dir>@<seconds>]
+ *            [freeze=<rank>@<step>] [save=<dir>@<seconds>]
  * Rank 0 writes every parameter (fp32, layer by layer) to params_out, which run.sh compares
  * bitwise with the same job on one node. rpn sets ztier.ranks_per_node (the one-node reference
  * stands in for the nodes that way); without it ztier finds the layout itself. kill makes
  * that rank SIGKILL itself before that step's micro-step: the others must then fail with
- * ZT_ERR_COMM, and exit with status 2. save makes every rank save a checkpoint into dir at
+ * ZT_ERR_COMM, and exit with status 2. freeze makes that rank and every rank after it stop
+ * themselves (SIGSTOP) there instead, or <ms> milliseconds into that step with
+ * freeze=<rank>@<step>+<ms>: a whole node frozen (the launcher kills them). save makes every rank save a checkpoint into dir at
  * the end, rank 0 stalling that many seconds after it committed the save and before it tells
  * the others (the tests' ZT_TEST_DELAY_AT hook), so that run.sh can cut a node off there;
  * each rank prints "mn rank=... save=<ok|status>" with its message.
@@ -21,6 +23,7 @@
 #include "ref_mlp.h"
 #include "runtime/runtime.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,21 +98,55 @@ static int write_params(zt_runtime *rt, const minimal_model *m, int rank, const 
     return bad;
 }
 
+typedef struct freezer {
+    int rank, ms;
+    char host[256];
+} freezer;
+
+static void *freeze_later(void *arg)
+{
+    const freezer *f = arg;
+    usleep((useconds_t)f->ms * 1000);
+    printf("mn rank=%d frozen=%.3f host=%s\n", f->rank, now_s(), f->host);
+    fflush(stdout);
+    raise(SIGSTOP); /* the whole process */
+    return NULL;
+}
+
+/* Stops this process now (ms < 0), or ms milliseconds into the step, from a thread of its
+ * own: then it stops wherever the step is, collectives of several lanes in flight. */
+static void freeze(int rank, const char *host, int ms)
+{
+    static freezer f;
+    f.rank = rank, f.ms = ms;
+    snprintf(f.host, sizeof f.host, "%s", host);
+    pthread_t t;
+    if (ms < 0 || pthread_create(&t, NULL, freeze_later, &f) != 0) {
+        f.ms = 0;
+        freeze_later(&f);
+        return;
+    }
+    pthread_detach(t);
+}
+
 int main(int argc, char **argv)
 {
     int zeropp = argc > 3 && !strcmp(argv[1], "zeropp");
     int stage2 = argc > 3 && !strcmp(argv[1], "stage2");
     int steps = argc > 3 ? atoi(argv[2]) : 0;
-    int rpn = 0, kill_rank = -1, kill_step = -1;
+    int rpn = 0, kill_rank = -1, kill_step = -1, freeze_rank = -1, freeze_step = -1;
+    int freeze_ms = -1;
     char save_dir[512] = "", stall[32] = "";
     for (int i = 4; i < argc; i++)
         if (sscanf(argv[i], "rpn=%d", &rpn) != 1 &&
             sscanf(argv[i], "kill=%d@%d", &kill_rank, &kill_step) != 2 &&
+            sscanf(argv[i], "freeze=%d@%d+%d", &freeze_rank, &freeze_step, &freeze_ms) < 2 &&
             sscanf(argv[i], "save=%511[^@]@%31s", save_dir, stall) != 2)
             steps = 0;
     if ((!zeropp && !stage2 && (argc < 4 || strcmp(argv[1], "plain"))) || steps < 2) {
         fprintf(stderr, "usage: mn_train <plain|zeropp|stage2> <steps >= 2> <params_out> "
-                        "[rpn=<ranks per node>] [kill=<rank>@<step>] [save=<dir>@<seconds>]\n");
+                        "[rpn=<ranks per node>] [kill=<rank>@<step>] [freeze=<rank>@<step>] "
+                        "[save=<dir>@<seconds>]\n");
         return 1;
     }
     /* wide enough that each collective's messages span many packets (run.sh's byte check),
@@ -162,6 +199,8 @@ int main(int argc, char **argv)
             fflush(stdout);
             raise(SIGKILL);
         }
+        if (freeze_rank >= 0 && rank >= freeze_rank && s == freeze_step)
+            freeze(rank, host, freeze_ms);
         if ((st = minimal_micro_step(rt, &m, s, rank * rows, rows, &loss)) != ZT_OK)
             return fail(rt, rank, "micro-step", st);
         if ((st = zt_step(rt, NULL, NULL)) != ZT_OK)

@@ -18,6 +18,10 @@
 #   kill         a rank of the second node SIGKILLs itself mid-training: every other rank
 #                fails with ZT_ERR_COMM naming its world rank and exits within
 #                ZT_COMM_TIMEOUT + 3 s
+#   freeze       both ranks of the second node stop (SIGSTOP) mid-training, collectives of
+#                4 lanes in flight (hosts differ): both ranks of the first node fail with
+#                ZT_ERR_COMM and exit by themselves (status 2, no crash) within
+#                ZT_COMM_TIMEOUT + 2 s; also in sanitizer builds, with no report
 #   delay        a relay.py switch delays every frame 10 ms one way: ZeRO-3 and ZeRO++ train to
 #                the same weights as on one node
 #   split-save   the second node's link goes down during a checkpoint save, after rank 0
@@ -28,12 +32,13 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
-# --rank <marks> <program> [args...]: one rank of the kill scenario; records the program's
+# --rank <marks> <survivors> <program> [args...]: one rank of the kill and freeze scenarios;
+# records the program's
 # exit status and time in <marks>/status.<world rank>, then waits (at most 10 s) for the
 # other survivors to record theirs: a rank that exits with an error makes mpirun end the
 # job, and a survivor must not be counted as exiting by itself when mpirun killed it.
 if [ "${1:-}" = --rank ]; then
-  marks=$2 survivors=$(($3 - 1))
+  marks=$2 survivors=$3
   shift 3
   "$@"
   status=$?
@@ -57,7 +62,7 @@ mpirun=("$@")
 WIRE_MIN=0.90 WIRE_MAX=1.12
 
 skip() { echo "SKIP: $*"; exit 77; }
-[ -n "${ZT_MN_SANITIZE:-}" ] &&
+[ -n "${ZT_MN_SANITIZE:-}" ] && [ "$scenario" != freeze ] &&
   skip "sanitizer build: these tests check the network behaviour, which the plain build covers"
 [ "$(id -u)" = 0 ] || skip "needs root to create network namespaces"
 P=zt$$
@@ -276,18 +281,24 @@ map_by_node() {
     fail "--map-by node: the links carry more than zt_stats counts"
 }
 
-kill_rank() {
-  local timeout=${ZT_COMM_TIMEOUT:-5} victim=2
+# lose <kill|freeze>: kill: rank 2 (node 2) SIGKILLs itself before step 3; freeze: ranks 2
+# and 3 (all of node 2) stop themselves there. The other ranks must fail with ZT_ERR_COMM
+# naming their world rank and host, and exit by themselves with status 2 in time.
+lose() {
+  local how=$1 timeout=${ZT_COMM_TIMEOUT:-5} victim=2 survivors=(0 1 3) slack=3
+  local at="" # freeze: $ZT_MN_FREEZE_MS ms into the step (default 3), collectives in flight
+  [ "$how" = freeze ] && survivors=(0 1) slack=2 at=+${ZT_MN_FREEZE_MS:-3}
   make_nodes 2 || { fail "could not build the nodes"; return; }
   mkdir "$work/marks"
   local t0=$SECONDS
   ZT_COMM_TIMEOUT=$timeout across 4 "$net.1 slots=2"$'\n'"$net.2 slots=2" "$work/across.log" \
-    --enable-recovery -- bash "$0" --rank "$work/marks" 4 \
-    "$prog" plain 20 "$work/across.bin" "kill=$victim@3" &
+    --enable-recovery -- bash "$0" --rank "$work/marks" "${#survivors[@]}" \
+    "$prog" plain 20 "$work/across.bin" "$how=$victim@3$at" &
   local mpirun_pid=$! waited=0
   # With --enable-recovery, Open MPI 4.1's mpirun may stay after every rank has gone: once
-  # the three survivors have recorded their exit, it gets 5 s, then is ended here.
-  while kill -0 "$mpirun_pid" 2> /dev/null && [ "$(ls "$work/marks" | wc -l)" -lt 3 ] &&
+  # the survivors have recorded their exit, it gets 5 s, then is ended here.
+  while kill -0 "$mpirun_pid" 2> /dev/null &&
+    [ "$(ls "$work/marks" | wc -l)" -lt "${#survivors[@]}" ] &&
     [ $((SECONDS - t0)) -lt 60 ]; do sleep 0.2; done
   while kill -0 "$mpirun_pid" 2> /dev/null && [ "$waited" -lt 25 ]; do sleep 0.2; waited=$((waited + 1)); done
   if kill -0 "$mpirun_pid" 2> /dev/null; then
@@ -295,25 +306,27 @@ kill_rank() {
     for pid in $(ip netns pids "${P}h"); do kill "$pid" 2> /dev/null; done
   fi
   wait "$mpirun_pid"
-  local rc=$?
-  local killed_at
-  killed_at=$(grep "^mn rank=$victim killed=" "$work/across.log" | field killed)
-  [ -n "$killed_at" ] || { fail "rank $victim was not killed"; return; }
-  grep -q "^mn rank=$victim killed=.* host=node2" "$work/across.log" ||
+  cat "$work/across.log"
+  local lost_at word=killed
+  [ "$how" = freeze ] && word=frozen
+  lost_at=$(grep "^mn rank=$victim $word=" "$work/across.log" | field "$word")
+  [ -n "$lost_at" ] || { fail "rank $victim was not $word"; return; }
+  grep -q "^mn rank=$victim $word=.* host=node2" "$work/across.log" ||
     fail "rank $victim was not on the second node"
+  grep -q "AddressSanitizer" "$work/across.log" && fail "AddressSanitizer reported an error"
   local r
-  for r in 0 1 3; do
+  for r in "${survivors[@]}"; do
     local line status exit_at error_at
     line=$(grep "^mn rank=$r error=" "$work/across.log")
     error_at=$(field at <<< "$line")
     read -r status exit_at < "$work/marks/status.$r" 2> /dev/null
-    echo "rank $r: error $(awk -v a="$killed_at" -v b="${error_at:-0}" 'BEGIN { printf "%.2f", b - a }') s," \
-         "exit (status ${status:-none}) $(awk -v a="$killed_at" -v b="${exit_at:-0}" 'BEGIN { printf "%.2f", b - a }') s after the kill"
+    echo "rank $r: error $(awk -v a="$lost_at" -v b="${error_at:-0}" 'BEGIN { printf "%.2f", b - a }') s," \
+         "exit (status ${status:-none}) $(awk -v a="$lost_at" -v b="${exit_at:-0}" 'BEGIN { printf "%.2f", b - a }') s after rank $victim was $word"
     grep -q "error=ZT_ERR_COMM" <<< "$line" || fail "rank $r did not fail with ZT_ERR_COMM"
     grep -Eq "world rank $r \(host node[0-9]+\)" <<< "$line" || fail "rank $r's message does not name its world rank and host"
     [ "${status:-}" = 2 ] || fail "rank $r did not exit by itself with status 2"
-    awk -v a="$killed_at" -v b="${exit_at:-1e18}" -v l=$((timeout + 3)) 'BEGIN { exit !(b - a <= l) }' ||
-      fail "rank $r did not exit within ZT_COMM_TIMEOUT + 3 s of the kill"
+    awk -v a="$lost_at" -v b="${exit_at:-1e18}" -v l=$((timeout + slack)) 'BEGIN { exit !(b - a <= l) }' ||
+      fail "rank $r did not exit within ZT_COMM_TIMEOUT + $slack s of rank $victim being $word"
   done
 }
 
@@ -357,7 +370,8 @@ case "$scenario" in
     ;;
   uneven) ZT_COMM_TIMEOUT=${ZT_COMM_TIMEOUT:-5} uneven ;;
   map-by-node) map_by_node ;;
-  kill) kill_rank ;;
+  kill) lose kill ;;
+  freeze) lose freeze ;;
   split-save) split_save ;;
   delay)
     same plain 2 2 10
