@@ -51,3 +51,9 @@ void zt_test_delay_point(const char *where)
     while (nanosleep(&t, &t) != 0)
         ;
 }
+
+const char *zt_test_sysfs_root(void)
+{
+    const char *root = getenv("ZT_TEST_SYSFS_ROOT");
+    return root && *root ? root : "/sys";
+}

@@ -20,10 +20,14 @@ void zt_test_crash_point(const char *where);
  * returns how many the variable gives (more than size: size + 1), 0 when it is not set. */
 int zt_test_node_of(int size, int64_t *node_id);
 void zt_test_delay_point(const char *where);
+/* The root of the sysfs tree core/numa.c reads a GPU's NUMA node from: $ZT_TEST_SYSFS_ROOT
+ * (a test's fake tree), else "/sys". */
+const char *zt_test_sysfs_root(void);
 #else
 #define zt_test_crash_point(where) ((void)0)
 #define zt_test_node_of(size, node_id) ((void)(size), (void)(node_id), 0)
 #define zt_test_delay_point(where) ((void)0)
+#define zt_test_sysfs_root() "/sys"
 #endif
 
 #endif

@@ -177,10 +177,10 @@ static zt_status open_swaps(zt_runtime *rt, const zt_plan *plan)
         zt_swap_config c = zt_rt_swap_config(rt, &rt->cfg.offload_param, "param");
         st = zt_swap_create(&c, plan->nvme_param_bytes, &rt->tiers.param_swap, &rt->err);
         if (st == ZT_OK)
-            st = zt_staging_pool_create((int)rt->cfg.offload_param.buffer_count,
-                                        plan->max_param_shard_bytes,
-                                        rt->cfg.offload_param.pin_memory ? &rt->tiers.pinner : NULL,
-                                        &rt->tiers.param_staging, &rt->err);
+            st = zt_staging_pool_create(
+                (int)rt->cfg.offload_param.buffer_count, plan->max_param_shard_bytes,
+                rt->cfg.offload_param.pin_memory ? &rt->tiers.pinner : NULL,
+                zt_host_tier_node(&rt->tiers.host), &rt->tiers.param_staging, &rt->err);
     }
     if (st == ZT_OK && plan->nvme_optim_bytes) {
         zt_swap_config c = zt_rt_swap_config(rt, &rt->cfg.offload_optimizer, "optim");
