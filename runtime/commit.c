@@ -8,6 +8,7 @@
 #include "runtime/plan.h"
 #include "runtime/opt_engine.h"
 #include "runtime/runtime.h"
+#include "tiers/numa_place.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,6 +173,8 @@ static zt_status check_swap_space(zt_runtime *rt, const zt_plan *plan)
 /* Creates the NVMe swap spaces the plan sizes, and the parameters' staging buffers. */
 static zt_status open_swaps(zt_runtime *rt, const zt_plan *plan)
 {
+    zt_numa_scope scope; /* the I/O engines' threads start on the rank's node */
+    zt_numa_scope_enter(&scope, zt_host_tier_node(&rt->tiers.host));
     zt_status st = check_swap_space(rt, plan);
     if (st == ZT_OK && plan->nvme_param_bytes) {
         zt_swap_config c = zt_rt_swap_config(rt, &rt->cfg.offload_param, "param");
@@ -188,6 +191,7 @@ static zt_status open_swaps(zt_runtime *rt, const zt_plan *plan)
     }
     if (st == ZT_OK)
         register_buffers(rt);
+    zt_numa_scope_leave(&scope);
     return st;
 }
 

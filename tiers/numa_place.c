@@ -28,3 +28,25 @@ void zt_numa_place(void *ptr, uint64_t bytes, int node, const char *owner)
                 "the system puts them; further refusals are not logged",
                 (unsigned long long)bytes, owner, node, strerror(e));
 }
+
+void zt_numa_scope_enter(zt_numa_scope *s, int node)
+{
+    s->entered = 0;
+    if (node < 0 || sched_getaffinity(0, sizeof s->cpus, &s->cpus) != 0 ||
+        get_mempolicy(&s->mode, s->mask, sizeof s->mask * 8, NULL, 0) != 0)
+        return;
+    s->entered = 1;
+    if (numa_run_on_node(node) != 0)
+        ZT_LOGW("numa", "cannot run on NUMA node %d: the I/O threads started now stay unbound",
+                node);
+    numa_set_preferred(node);
+}
+
+void zt_numa_scope_leave(zt_numa_scope *s)
+{
+    if (!s->entered)
+        return;
+    sched_setaffinity(0, sizeof s->cpus, &s->cpus);
+    set_mempolicy(s->mode, s->mode == MPOL_DEFAULT ? NULL : s->mask, sizeof s->mask * 8);
+    s->entered = 0;
+}

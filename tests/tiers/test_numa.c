@@ -5,14 +5,17 @@
  * reports (get_mempolicy, MPOL_F_ADDR) on host-tier buffers small and large and on the NVMe
  * staging pool: MPOL_PREFERRED with exactly the node asked for, and the default policy when
  * none is; the thread pool's workers bound after creation prefer the node for their own
- * memory. */
+ * memory, and so do threads started inside a zt_numa_scope (the I/O engines'). */
 #include "core/numa.h"
 #include "core/threadpool.h"
 #include "tiers/host_tier.h"
+#include "tiers/numa_place.h"
 #include "tiers/staging_pool.h"
 
 #include <numa.h>
 #include <numaif.h>
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -227,6 +230,51 @@ static void test_pool_bound_after_creation(void **state)
     zt_threadpool_destroy(pool);
 }
 
+/* ---- threads started in a scope ---- */
+
+static void *read_own_policy(void *arg)
+{
+    int *node = arg;
+    *node = -3;
+    int mode = -1;
+    unsigned long mask[16] = {0};
+    if (get_mempolicy(&mode, mask, sizeof mask * 8, NULL, 0) == 0)
+        *node = mode == MPOL_DEFAULT ? -1 : mode == MPOL_PREFERRED && mask[0] == 1 ? 0 : -2;
+    return NULL;
+}
+
+static int policy_of_new_thread(void)
+{
+    pthread_t t;
+    int node = -3;
+    assert_int_equal(pthread_create(&t, NULL, read_own_policy, &node), 0);
+    pthread_join(t, NULL);
+    return node;
+}
+
+/* The I/O engines' threads: started inside a scope on node 0 they prefer node 0; the caller
+ * gets its own policy and CPUs back; a scope with no node changes nothing. */
+static void test_threads_started_in_scope(void **state)
+{
+    (void)state;
+    cpu_set_t before, after;
+    assert_int_equal(sched_getaffinity(0, sizeof before, &before), 0);
+    assert_int_equal(policy_of_new_thread(), -1);
+    zt_numa_scope scope;
+    zt_numa_scope_enter(&scope, -1);
+    assert_int_equal(policy_of_new_thread(), -1);
+    zt_numa_scope_leave(&scope);
+    zt_numa_scope_enter(&scope, 0);
+    assert_int_equal(policy_of_new_thread(), 0);
+    zt_numa_scope_leave(&scope);
+    assert_int_equal(policy_of_new_thread(), -1);
+    int mode = -1;
+    assert_int_equal(get_mempolicy(&mode, NULL, 0, NULL, 0), 0);
+    assert_int_equal(mode, MPOL_DEFAULT);
+    assert_int_equal(sched_getaffinity(0, sizeof after, &after), 0);
+    assert_true(CPU_EQUAL(&before, &after));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -235,6 +283,7 @@ int main(void)
         cmocka_unit_test(test_host_tier_buffers_on_node),
         cmocka_unit_test(test_staging_pool_on_node),
         cmocka_unit_test(test_pool_bound_after_creation),
+        cmocka_unit_test(test_threads_started_in_scope),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
