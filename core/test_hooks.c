@@ -66,3 +66,9 @@ int zt_test_adam_rates(double *cpu, double *device)
     ZT_LOGD("test", "Adam rates %g (CPU), %g (device) from ZT_TEST_ADAM_RATES", c, *device);
     return 1;
 }
+
+const char *zt_test_sysfs_root(void)
+{
+    const char *root = getenv("ZT_TEST_SYSFS_ROOT");
+    return root && *root ? root : "/sys";
+}

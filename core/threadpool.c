@@ -13,11 +13,12 @@
 typedef struct worker_arg {
     zt_threadpool *pool;
     int index;
+    int node; /* the node this worker has bound itself to; -1: none */
 } worker_arg;
 
 struct zt_threadpool {
     int threads;
-    int numa_node; /* -1: not bound */
+    int numa_node; /* -1: not bound; guarded by lock (zt_threadpool_bind changes it) */
     pthread_t *tids;
     worker_arg *args;
     pthread_mutex_t lock;
@@ -44,20 +45,33 @@ static void run_chunks(zt_threadpool *p, int worker)
     }
 }
 
+/* Moves the calling worker onto the pool's node, if that changed: its CPUs, and the node
+ * preferred for the memory the worker itself allocates. Called with the lock held. */
+static void follow_node(worker_arg *a)
+{
+    int node = a->pool->numa_node;
+    if (node < 0 || node == a->node)
+        return;
+    a->node = node;
+    if (numa_run_on_node(node) != 0)
+        ZT_LOGW("threadpool", "worker %d: cannot bind to NUMA node %d", a->index, node);
+    numa_set_preferred(node);
+}
+
 static void *worker_main(void *arg)
 {
     worker_arg *a = arg;
     zt_threadpool *p = a->pool;
-    if (p->numa_node >= 0 && numa_run_on_node(p->numa_node) != 0)
-        ZT_LOGW("threadpool", "worker %d: cannot bind to NUMA node %d", a->index, p->numa_node);
     uint64_t seen = 0;
     pthread_mutex_lock(&p->lock);
+    follow_node(a);
     for (;;) {
         while (p->generation == seen && !p->stop)
             pthread_cond_wait(&p->start, &p->lock);
         if (p->stop)
             break;
         seen = p->generation;
+        follow_node(a); /* zt_threadpool_bind since the last loop */
         pthread_mutex_unlock(&p->lock);
         run_chunks(p, a->index);
         pthread_mutex_lock(&p->lock);
@@ -110,7 +124,7 @@ zt_status zt_threadpool_create(int threads, int numa_node, zt_threadpool **out, 
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory creating a thread pool");
     }
     for (int i = 1; i < threads; i++) {
-        p->args[i] = (worker_arg){p, i};
+        p->args[i] = (worker_arg){p, i, -1};
         if (pthread_create(&p->tids[i], NULL, worker_main, &p->args[i]) != 0) {
             zt_threadpool_destroy(p);
             return ZT_ERR(err, ZT_ERR_NOMEM, "cannot start thread %d of %d for the pool", i,
@@ -121,6 +135,18 @@ zt_status zt_threadpool_create(int threads, int numa_node, zt_threadpool **out, 
     if (bound >= 0)
         ZT_LOGI("threadpool", "%d threads, workers bound to NUMA node %d", threads, bound);
     *out = p;
+    return ZT_OK;
+}
+
+zt_status zt_threadpool_bind(zt_threadpool *p, int numa_node, zt_error *err)
+{
+    int bound;
+    zt_status st = check_numa_node(numa_node, &bound, err);
+    if (st != ZT_OK || bound < 0 || !p)
+        return st;
+    pthread_mutex_lock(&p->lock);
+    p->numa_node = bound;
+    pthread_mutex_unlock(&p->lock);
     return ZT_OK;
 }
 

@@ -21,6 +21,11 @@ typedef void (*zt_parallel_fn)(void *ctx, int64_t begin, int64_t end, int worker
  * On success *out owns the threads until zt_threadpool_destroy. */
 zt_status zt_threadpool_create(int threads, int numa_node, zt_threadpool **out, zt_error *err);
 
+/* Binds the workers to NUMA node numa_node from their next loop on, as create does (the same
+ * errors; < 0 changes nothing), and makes it the node their own allocations prefer. For a
+ * pool made before the node was known (the runtime's, before its GPU is open). */
+zt_status zt_threadpool_bind(zt_threadpool *pool, int numa_node, zt_error *err);
+
 /* Runs fn over [0, n_items) in chunks of `chunk` items (< 1 means 1), handed out in order to
  * whichever thread is free, and returns when every chunk is done. pool NULL, one thread, or
  * n_items <= chunk: fn runs once on the caller's thread. A call made while the pool is busy

@@ -179,6 +179,19 @@ static zt_status create_pool(cuda_device *d, zt_error *err)
 
 static void cuda_destroy(zt_device *dev);
 
+/* The GPU's PCI address, for the NUMA node it hangs off (core/numa.h). Without it the
+ * runtime only loses the automatic placement, so a refusal is logged, not an error. */
+static void read_pci_bus_id(cuda_device *d)
+{
+    cudaError_t r =
+        cudaDeviceGetPCIBusId(d->base.pci_bus_id, (int)sizeof d->base.pci_bus_id, d->index);
+    if (r != cudaSuccess) {
+        d->base.pci_bus_id[0] = '\0';
+        ZT_LOGI("device", "cuda device %d: no PCI bus id (%s): its NUMA node is not known",
+                d->index, cudaGetErrorString(r));
+    }
+}
+
 /* ztier.hbm_capacity unset: what is free less a reserve for the caller (see the top). */
 static uint64_t default_budget(const cuda_device *d, size_t free_b, size_t total_b)
 {
@@ -249,6 +262,8 @@ static zt_status cuda_create(const zt_device_config *cfg, zt_device **out, zt_er
     }
     if (st == ZT_OK)
         st = create_pool(d, err);
+    if (st == ZT_OK)
+        read_pci_bus_id(d);
     if (st != ZT_OK) {
         cuda_destroy(&d->base);
         return st;

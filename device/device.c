@@ -40,6 +40,7 @@ void zt_device_base_init(zt_device *dev, const zt_device_iface *iface, uint64_t 
     dev->capacity = capacity;
     dev->bytes_in_use = dev->bytes_peak = dev->bytes_held_peak = 0;
     dev->index = -1;
+    dev->pci_bus_id[0] = '\0';
     pthread_mutex_init(&dev->budget_lock, NULL);
 }
 

@@ -123,6 +123,9 @@ struct zt_device {
      * count, for tests; 0 where the backend does not know) */
     uint64_t bytes_held_peak;
     pthread_mutex_t budget_lock; /* guards the three counters */
+    /* the GPU's PCI address as its driver writes it ("0000:3B:00.0"), from which its NUMA
+     * node is read (core/numa.h); "" where there is none (host) or the driver did not say */
+    char pci_bus_id[32];
 };
 
 /* The backend's slots, one wrapper each: callers never reach into the table. The optional

@@ -2,6 +2,7 @@
 #include "runtime/runtime.h"
 #include "core/align.h"
 #include "core/log.h"
+#include "tiers/numa_place.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -107,7 +108,10 @@ static zt_status open_swap(zt_runtime *rt)
                       "offload_optimizer's nvme_path)");
     zt_swap_config c;
     uint64_t need = zt_rt_act_swap_bytes(rt, &c);
+    zt_numa_scope scope; /* the I/O engine's threads start on the rank's node */
+    zt_numa_scope_enter(&scope, zt_host_tier_node(&rt->tiers.host));
     zt_status st = zt_swap_create(&c, need, &rt->acts.swap, &rt->err);
+    zt_numa_scope_leave(&scope);
     if (st != ZT_OK)
         zt_error_prefix(&rt->err, "activation checkpoints on NVMe: ");
     return st;

@@ -9,6 +9,7 @@
 #include "runtime/opt_engine.h"
 #include "runtime/opt_split.h"
 #include "runtime/runtime.h"
+#include "tiers/numa_place.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,15 +174,17 @@ static zt_status check_swap_space(zt_runtime *rt, const zt_plan *plan)
 /* Creates the NVMe swap spaces the plan sizes, and the parameters' staging buffers. */
 static zt_status open_swaps(zt_runtime *rt, const zt_plan *plan)
 {
+    zt_numa_scope scope; /* the I/O engines' threads start on the rank's node */
+    zt_numa_scope_enter(&scope, zt_host_tier_node(&rt->tiers.host));
     zt_status st = check_swap_space(rt, plan);
     if (st == ZT_OK && plan->nvme_param_bytes) {
         zt_swap_config c = zt_rt_swap_config(rt, &rt->cfg.offload_param, "param");
         st = zt_swap_create(&c, plan->nvme_param_bytes, &rt->tiers.param_swap, &rt->err);
         if (st == ZT_OK)
-            st = zt_staging_pool_create((int)rt->cfg.offload_param.buffer_count,
-                                        plan->max_param_shard_bytes,
-                                        rt->cfg.offload_param.pin_memory ? &rt->tiers.pinner : NULL,
-                                        &rt->tiers.param_staging, &rt->err);
+            st = zt_staging_pool_create(
+                (int)rt->cfg.offload_param.buffer_count, plan->max_param_shard_bytes,
+                rt->cfg.offload_param.pin_memory ? &rt->tiers.pinner : NULL,
+                zt_host_tier_node(&rt->tiers.host), &rt->tiers.param_staging, &rt->err);
     }
     if (st == ZT_OK && plan->nvme_optim_bytes) {
         zt_swap_config c = zt_rt_swap_config(rt, &rt->cfg.offload_optimizer, "optim");
@@ -189,6 +192,7 @@ static zt_status open_swaps(zt_runtime *rt, const zt_plan *plan)
     }
     if (st == ZT_OK)
         register_buffers(rt);
+    zt_numa_scope_leave(&scope);
     return st;
 }
 

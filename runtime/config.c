@@ -61,6 +61,7 @@ void zt_config_defaults(zt_config *c)
     c->quant_block_size = 256;
     c->checkpoint_keep = 2;
     c->device_index = -1;
+    c->numa_node = -1;
     c->gradient_landing_buffers = 4;
     /* half of the machine's memory: pinned pages cannot be swapped or moved */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);

@@ -112,6 +112,7 @@ typedef struct zt_config {
     int quant_block_size;         /* elements per ZeRO++ quantization block */
     char trace_path[ZT_PATH_MAX]; /* "" = no trace */
     int device_index;             /* cuda: -1 = the caller's current device */
+    int numa_node;                /* host buffers' and threads' node; -1 = the GPU's, if known */
     int gradient_landing_buffers; /* async releases whose copies may be pending */
     int overlap_step; /* zt_overlap_mode: each layer updated when the next step first needs it */
     int64_t pinned_limit;       /* bytes of host memory that may be pinned */

@@ -357,6 +357,11 @@ const zt_config_key zt_config_keys[] = {
     NUM("ztier.device_index", ZT_KEY_INT, F(device_index), -1, 1024, 0,
         "cuda: the GPU to use; -1: with several ranks on the machine the rank's local index, "
         "else the caller's current device"),
+    NUM("ztier.numa_node", ZT_KEY_INT, F(numa_node), -1, 1023, 1,
+        "NUMA node of the rank's pinned host buffers (parameter and optimizer homes, staging, "
+        "landing and activation buffers), optimizer and NVMe I/O threads; -1 or \"auto\": the "
+        "GPU's node (from its PCI address under /sys; none with the host backend); a node the "
+        "process cannot use is an error"),
     ENUM("ztier.device_optimizer", ZT_KEY_ENUM, F(device_optimizer), on_off_auto,
          "With offload_optimizer.device \"none\", where Adam runs: \"auto\" on the device with "
          "cuda, on the CPU with host; \"on\" on the device; \"off\" on the CPU (state in host "

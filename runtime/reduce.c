@@ -19,6 +19,7 @@
 #include "core/trace.h"
 #include "runtime/plan.h"
 #include "runtime/runtime.h"
+#include "tiers/numa_place.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -907,6 +908,8 @@ static zt_status open_landing(zt_runtime *rt)
             st = ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of host memory");
             break;
         }
+        zt_numa_place(rt->reduce.landing[k], bytes, zt_host_tier_node(&rt->tiers.host),
+                      "gradient landing buffers");
         zt_pin(&rt->tiers.pinner, rt->reduce.landing[k], bytes, "gradient landing buffers");
         st = zt_device_event_create(rt->device.dev, &rt->reduce.landing_copied[k], &rt->err);
     }

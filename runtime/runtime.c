@@ -3,6 +3,7 @@
  * optimizer and topology at commit), their teardown, and the counters gathered from them. */
 #include "runtime/runtime.h"
 #include "core/log.h"
+#include "core/numa.h"
 #include "core/trace.h"
 #include "runtime/config_batch.h"
 #include "runtime/config_parse.h"
@@ -95,6 +96,46 @@ static zt_status open_device(zt_runtime *rt)
     rt->tiers.pinner.dev = rt->device.dev;
     rt->tiers.pinner.limit = (uint64_t)rt->cfg.pinned_limit;
     rt->tiers.host.pin = &rt->tiers.pinner;
+    return st;
+}
+
+/* The NUMA node the GPU hangs off, as sysfs gives it; -1 where not known or not usable (said
+ * in the log: the placement is lost, training is not changed). */
+static int gpu_numa_node(const zt_runtime *rt)
+{
+    const char *bus = rt->device.dev->pci_bus_id;
+    int node = bus[0] ? zt_numa_node_of_gpu(bus) : -1, bound = -1;
+    zt_error why = {0};
+    if (node < 0)
+        ZT_LOGI("numa",
+                "%s: host buffers and optimizer threads are not bound to a NUMA node "
+                "(ztier.numa_node binds them)",
+                bus[0] ? "sysfs gives no NUMA node for the GPU" : "no GPU");
+    else if (zt_numa_check_node(node, "the GPU's NUMA node", &bound, &why) != ZT_OK)
+        ZT_LOGW("numa", "GPU %d at PCI %s: %s; host buffers and threads stay unbound",
+                rt->device.dev->index, bus, why.msg); /* e.g. a cpuset without that node */
+    return bound;
+}
+
+/* The NUMA node of the rank's host buffers and optimizer threads: ztier.numa_node, else the
+ * GPU's. Applied to the host tier (and through it to every pinned buffer; see
+ * tiers/numa_place.h) and to the optimizer pool, made before the GPU was open. */
+static zt_status place_on_numa_node(zt_runtime *rt)
+{
+    int bound = -1;
+    zt_status st = ZT_OK;
+    if (rt->cfg.numa_node >= 0)
+        st = zt_numa_check_node(rt->cfg.numa_node, "ztier.numa_node", &bound, &rt->err);
+    else
+        bound = gpu_numa_node(rt);
+    if (st != ZT_OK || bound < 0)
+        return st;
+    rt->tiers.host.numa_bind = 1;
+    rt->tiers.host.numa_node = bound;
+    st = zt_threadpool_bind(rt->cpu.pool, bound, &rt->err);
+    if (st == ZT_OK)
+        ZT_LOGI("numa", "host buffers and optimizer threads on NUMA node %d (%s)", bound,
+                rt->cfg.numa_node >= 0 ? "ztier.numa_node" : "the GPU's node");
     return st;
 }
 
@@ -399,6 +440,8 @@ zt_status zt_rt_open(zt_runtime *rt)
     st = open_optimizer(rt); /* first: the host backend's kernels run on its pool */
     if (st == ZT_OK)
         st = open_device(rt);
+    if (st == ZT_OK) /* before commit allocates anything */
+        st = place_on_numa_node(rt);
     if (st == ZT_OK)
         st = open_device_comm(rt);
     if (st != ZT_OK)

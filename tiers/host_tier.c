@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "tiers/host_tier.h"
 #include "core/align.h"
+#include "tiers/numa_place.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,8 @@ zt_status zt_host_tier_alloc(zt_host_tier *t, uint64_t bytes, const char *owner,
     if (!p)
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of host memory allocating %llu bytes for '%s'",
                       (unsigned long long)size, owner);
+    if (t->numa_bind) /* before the zeroing below faults the pages in */
+        zt_numa_place(p, size, t->numa_node, owner);
     memset(p, 0, size);
     t->current += size;
     if (t->current > t->peak)

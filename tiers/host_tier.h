@@ -17,7 +17,16 @@ typedef struct zt_host_tier {
     uint64_t peak;
     uint64_t allocations; /* large allocations made: the next one's start offset */
     zt_pinner *pin;       /* pins what the device copies from or to; NULL: nothing is pinned */
+    int numa_bind;        /* 1: every allocation is placed on numa_node (tiers/numa_place.h) */
+    int numa_node;
 } zt_host_tier;
+
+/* The node t's allocations are placed on; -1: none. Other host buffers of the rank (the NVMe
+ * staging pool, the gradient landing buffers) are placed on the same one. */
+static inline int zt_host_tier_node(const zt_host_tier *t)
+{
+    return t->numa_bind ? t->numa_node : -1;
+}
 
 /* Bytes an allocation of `bytes` counts for (whole pages). */
 uint64_t zt_host_tier_footprint(uint64_t bytes);
@@ -27,7 +36,8 @@ uint64_t zt_host_tier_footprint(uint64_t bytes);
  * from each other, so that neighbours streamed together do not alias either. */
 uint64_t zt_host_tier_stride(uint64_t bytes);
 
-/* Allocates `bytes` (rounded up to the page size) zeroed; owner names the tensor in errors. */
+/* Allocates `bytes` (rounded up to the page size) zeroed, on t's NUMA node if it has one;
+ * owner names the tensor in errors. */
 zt_status zt_host_tier_alloc(zt_host_tier *t, uint64_t bytes, const char *owner, void **out,
                              zt_error *err);
 /* The same, for memory the device copies from or to: pinned through t->pin where the limit

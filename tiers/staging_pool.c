@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "tiers/staging_pool.h"
 #include "core/align.h"
+#include "tiers/numa_place.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +23,8 @@ uint64_t zt_staging_pool_footprint(int count, size_t size)
     return (uint64_t)count * zt_round_up(size, ZT_PAGE_BYTES);
 }
 
-zt_status zt_staging_pool_create(int count, size_t size, zt_pinner *pin, zt_staging_pool **out,
-                                 zt_error *err)
+zt_status zt_staging_pool_create(int count, size_t size, zt_pinner *pin, int numa_node,
+                                 zt_staging_pool **out, zt_error *err)
 {
     size = zt_round_up(size, ZT_PAGE_BYTES);
     zt_staging_pool *p = calloc(1, sizeof *p);
@@ -45,6 +46,7 @@ zt_status zt_staging_pool_create(int count, size_t size, zt_pinner *pin, zt_stag
     }
     if (size >= (2u << 20))
         madvise(p->base, size * (size_t)count, MADV_HUGEPAGE);
+    zt_numa_place(p->base, size * (size_t)count, numa_node, "NVMe staging buffers");
     p->pin = pin;
     p->locked = zt_pin(pin, p->base, size * (size_t)count, "NVMe staging buffers");
     for (int i = 0; i < count; i++)

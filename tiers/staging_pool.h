@@ -14,8 +14,10 @@
 
 typedef struct zt_staging_pool zt_staging_pool;
 
-zt_status zt_staging_pool_create(int count, size_t size, zt_pinner *pin, zt_staging_pool **out,
-                                 zt_error *err);
+/* numa_node >= 0: the buffers are placed on that node (tiers/numa_place.h) before they are
+ * pinned; < 0: where the system puts them. */
+zt_status zt_staging_pool_create(int count, size_t size, zt_pinner *pin, int numa_node,
+                                 zt_staging_pool **out, zt_error *err);
 /* Bytes a pool of count buffers of size bytes maps (buffers are whole pages). */
 uint64_t zt_staging_pool_footprint(int count, size_t size);
 void *zt_staging_acquire(zt_staging_pool *p); /* NULL when all are in use */

@@ -147,6 +147,18 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
     return cudaSuccess;
 }
 
+/* A made-up address per device, in the driver's form (upper-case hex): 0000:1N:00.0. */
+cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device)
+{
+    api_enter("cudaDeviceGetPCIBusId");
+    if (!pciBusId || len < 13)
+        return api_result(cudaErrorInvalidValue);
+    if (device < 0 || device >= (int)state().devices.size())
+        return api_result(cudaErrorInvalidDevice);
+    snprintf(pciBusId, (size_t)len, "0000:%02X:00.0", 0x1A + device);
+    return cudaSuccess;
+}
+
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
 {
     api_enter("cudaDeviceGetAttribute");
