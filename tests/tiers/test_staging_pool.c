@@ -18,7 +18,7 @@ static void test_double_release_is_refused(void **state)
     (void)state;
     zt_staging_pool *p = NULL;
     zt_error err = {0};
-    assert_int_equal(zt_staging_pool_create(3, 4096, NULL, &p, &err), ZT_OK);
+    assert_int_equal(zt_staging_pool_create(3, 4096, NULL, -1, &p, &err), ZT_OK);
     char *a = zt_staging_acquire(p), *b = zt_staging_acquire(p);
     assert_non_null(a);
     assert_non_null(b);
@@ -45,7 +45,7 @@ static void test_foreign_buffer_is_refused(void **state)
     (void)state;
     zt_staging_pool *p = NULL;
     zt_error err = {0};
-    assert_int_equal(zt_staging_pool_create(2, 4096, NULL, &p, &err), ZT_OK);
+    assert_int_equal(zt_staging_pool_create(2, 4096, NULL, -1, &p, &err), ZT_OK);
     char *a = zt_staging_acquire(p);
     static char elsewhere[64];
     assert_int_equal(zt_staging_release(p, elsewhere, &err), ZT_ERR_INTERNAL);
