@@ -507,6 +507,7 @@ static int open_ops(trainer *t)
     gpt2_precision p = (gpt2_precision)gpt2_precision_parse(t->o.precision);
     if (gpt2_ops_cuda_create(&t->ops, t->g.stream, device, p, why, sizeof why) != 0)
         return fprintf(stderr, "zt_gpt2: --device cuda: %s\n", why), 1;
+    gpt2_ztier_compute_on(&t->g, &t->ops); /* bf16 layers widened on the GPU */
     char name[256];
     t->peak_flops = gpt2_cuda_bf16_peak(name, sizeof name);
     if (t->peak_flops > 0)
@@ -525,6 +526,7 @@ static int open_ops(trainer *t)
 static void close_ops(trainer *t)
 {
 #ifdef GPT2_HAVE_CUDA
+    gpt2_ztier_compute_on(&t->g, NULL); /* its scratch goes with the ops */
     if (t->ops.ctx)
         gpt2_ops_cuda_destroy(&t->ops);
 #else

@@ -81,6 +81,7 @@ static int train_run(const run *r, float *losses)
         fprintf(stderr, "cuda ops: %s %s\n", why, zt_last_error(rt));
         return -1;
     }
+    gpt2_ztier_compute_on(&g, &ops);
     gpt2_model *m = gpt2_model_create_on(&c, B, T, &ops, r->policy);
     gpt2_source src = gpt2_ztier_source(&g);
     gpt2_act_store store = gpt2_ztier_act_store(&g); /* on g.stream: the _async calls */
@@ -106,6 +107,7 @@ static int train_run(const run *r, float *losses)
         rc = -1;
     }
     gpt2_model_destroy(m);
+    gpt2_ztier_compute_on(&g, NULL); /* the bf16 scratch, before its ops go */
     if (gpu)
         gpt2_ops_cuda_destroy(&ops);
     gpt2_ztier_free(&g);
