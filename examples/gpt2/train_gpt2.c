@@ -789,6 +789,14 @@ static int train(trainer *t)
     if (t->rank == 0)
         print_summary(&s, &tm, t->o.batch * t->o.seq * t->o.accum, t->act_home,
                       gpt2_model_activation_bytes(t->model));
+    if (t->rank == 0 && t->o.steps > first) /* exact, for bench/bus_bytes.sh */
+        printf("  last step's bytes: h2d %llu, d2h %llu (activation checkpoints saved %llu); the "
+               "model's own %s memory: activations %zu, fp32 copies of bf16 layers %zu\n",
+               (unsigned long long)(s.h2d_bytes - prev.h2d_bytes),
+               (unsigned long long)(s.d2h_bytes - prev.d2h_bytes),
+               (unsigned long long)(s.act_saved_bytes - prev.act_saved_bytes),
+               t->g.stream ? "device" : "host", gpt2_model_activation_bytes(t->model),
+               gpt2_ztier_scratch_bytes(&t->g));
     free(tm.step_s);
     return 0;
 }

@@ -7,7 +7,7 @@
 #  TF32 off. Each step's gradient norm (over the whole batch, on every rank) agrees within
 #  1e-3 relative and the final weights within 1e-4 relative L2 (test_gpt2_cuda_train's fp32
 #  tolerance: the GPU sums in other orders); the layer loop makes at most a host wait per step.
-# Then ZeRO stages 2 and 1 the same way. And ZeRO++ (qwZ + qgZ + hpZ, two "nodes" of two) on 4 ranks, a GPU each (the stand-in's
+# Then ZeRO stages 2 and 1 the same way; bf16.enabled on 2 ranks against 1. And ZeRO++ (qwZ + qgZ + hpZ, two "nodes" of two) on 4 ranks, a GPU each (the stand-in's
 # four; skipped on fewer real GPUs): its CUDA quantization kernels and NCCL's all-to-alls
 # against the same run on the CPU ranks (MPI): the weights within 1e-2 relative L2.
 #   run_cuda_trainer_checks.sh <zt_gpt2> <compare_weights> <mpirun ...>
@@ -65,6 +65,28 @@ echo "stage 2 on 2 ranks, CUDA against CPU:"
   --zero-stage 1 --accum 2 --export "$work/cuda-s1.bin" > "$work/cuda-s1.log"
 echo "stage 1, 2 micro-steps, on 2 ranks, CUDA against CPU:"
 "$compare" "$work/cuda-s1.bin" "$work/cpu-a2.bin" 1e-4
+
+# bf16.enabled: 16-bit parameters gathered over NCCL and fetched to each GPU, 16-bit gradients
+# widened and summed over the ranks in fp32 (reduce.c), 2 ranks against 1 rank on a GPU (both
+# widening and narrowing on the device): the grad norms within 1e-2 relative and the weights
+# within 1e-2 relative L2 (the 16-bit tolerance of these checks: 1 rank rounds the whole
+# batch's gradient to bf16 once, 2 ranks each their half)
+sed 's/^{/{"bf16": {"enabled": true}, /' "$work/sharded.json" > "$work/sharded-bf16.json"
+bf16=(--config tiny --vocab 256 --text "$text" --batch 8 --seq 16 --lr 3e-3 --seed 7 --steps 10
+      --ds-config "$work/sharded-bf16.json" --precision fp32)
+[ -z "${ZT_CUDASIM_DEVICES:-}" ] || export ZT_CUDASIM_DEVICES=2
+"$trainer" "${bf16[@]}" --device cuda --export "$work/bf16-1.bin" > "$work/bf16-1.log"
+"${mpirun[@]}" -np 2 -x ZT_CUDASIM_DEVICES "$trainer" "${bf16[@]}" --device cuda \
+  --export "$work/bf16-2.bin" > "$work/bf16-2.log" 2> "$work/bf16-2.err"
+grep -q "bf16 (fp32 master)" "$work/bf16-2.err" # the effective settings
+grep -q "compute on cuda" "$work/bf16-2.log"
+paste <(awk '$1 == "step" {print $2, $14}' "$work/bf16-1.log") \
+      <(awk '$1 == "step" {print $14}' "$work/bf16-2.log") |
+  awk '{ d = ($3 - $2) / $2; if (d < 0) d = -d;
+         printf "bf16 step %2d: grad norm 1 rank %s, 2 ranks %s\n", $1, $2, $3;
+         if (d > 1e-2) bad = 1 } END { exit bad }'
+echo "bf16 on 2 ranks against 1 rank, CUDA:"
+"$compare" "$work/bf16-2.bin" "$work/bf16-1.bin" 1e-2
 
 if [ "$gpus" -lt 4 ]; then
   echo "ZeRO++ on 4 ranks: skipped ($gpus GPUs)"; exit 0
