@@ -107,14 +107,30 @@ static int64_t layer_numel(const gpt2_config *c, int l)
  * of them at a time). */
 static int slot_of(int layer) { return layer == 0 ? 0 : 1; }
 
-/* Both slots, made at the first bf16 fetch, sized for their largest layer's parameters and
- * gradients in fp32: made once, so no fetch allocates (a GPU allocation would wait). */
-static int make_scratch(gpt2_ztier *g)
+/* The floats of each slot: the embedding's parameters and gradients, and the largest other
+ * layer's. */
+static void slot_floats(const gpt2_config *c, int64_t floats[2])
 {
     int64_t other = 0;
-    for (int l = 1; l < gpt2_layer_count(&g->c); l++)
-        other = layer_numel(&g->c, l) > other ? layer_numel(&g->c, l) : other;
-    const int64_t floats[2] = {2 * layer_numel(&g->c, 0), 2 * other};
+    for (int l = 1; l < gpt2_layer_count(c); l++)
+        other = layer_numel(c, l) > other ? layer_numel(c, l) : other;
+    floats[0] = 2 * layer_numel(c, 0);
+    floats[1] = 2 * other;
+}
+
+size_t gpt2_bf16_scratch_bytes(const gpt2_config *c)
+{
+    int64_t floats[2];
+    slot_floats(c, floats);
+    return sizeof(float) * (size_t)(floats[0] + floats[1]);
+}
+
+/* Both slots, made at the first bf16 fetch: made once, so no fetch allocates (a GPU
+ * allocation would wait). */
+static int make_scratch(gpt2_ztier *g)
+{
+    int64_t floats[2];
+    slot_floats(&g->c, floats);
     for (int k = 0; k < 2; k++) {
         g->wide[k].buf = g->ops.alloc(g->ops.ctx, sizeof(float) * (size_t)floats[k]);
         if (!g->wide[k].buf)

@@ -58,6 +58,9 @@ void gpt2_ztier_compute_on(gpt2_ztier *g, const gpt2_ops *ops);
 /* Bytes of the fp32 scratch bf16 layers are widened into (0 before the first bf16 fetch),
  * in the ops' memory: device memory for the GPU's ops. */
 size_t gpt2_ztier_scratch_bytes(const gpt2_ztier *g);
+/* What that scratch comes to for model c (the embedding's parameters and gradients and the
+ * largest block's, in fp32), before any runtime exists: for sizing a bf16 run. */
+size_t gpt2_bf16_scratch_bytes(const gpt2_config *c);
 /* A source whose get/put are zt_fetch/zt_release (errors: the zt_status, also in g->last).
  * Parameters must be ZT_F32 or ZT_BF16 (widened to fp32 with g's ops); any other dtype (fp16)
  * fails with ZT_ERR_UNSUPPORTED and a message naming the parameter. */
