@@ -115,6 +115,7 @@ for run in resident-bf16 offloaded-bf16 offloaded-fp32; do
   case $run in *-fp32) enabled=false ;; esac
   cat > "$out/$run.json" <<JSON
 {"bf16": {"enabled": $enabled}, "zero_optimization": {"stage": 3,
+  "stage3_param_persistence_threshold": 0,
   "offload_param": {"device": "$dev"}, "offload_optimizer": {"device": "$dev"}},
  "optimizer": {"type": "AdamW", "params": {"lr": 3e-4}}, "gradient_clipping": 1.0}
 JSON
