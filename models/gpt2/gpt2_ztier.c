@@ -164,10 +164,15 @@ size_t gpt2_ztier_scratch_bytes(const gpt2_ztier *g) { return g->wide_bytes; }
 static int widen(gpt2_ztier *g, int layer, const zt_layer_view *v, int backward, float **params,
                  float **grads)
 {
+    char name[32];
+    gpt2_layer_name(&g->c, layer, name, sizeof name);
     if (!g->wide[0].buf && make_scratch(g) != 0) {
         snprintf(g->error, sizeof g->error,
-                 "out of %s memory for the fp32 copy of the bf16 layers (%s)",
-                 g->stream ? "device" : "host", g->ops.status_text(g->ops.ctx));
+                 "out of %s memory for the fp32 copies of the bf16 layers (%zu bytes; %s): "
+                 "lower the device budget (ztier.hbm_capacity) or the batch",
+                 g->stream ? "device" : "host", gpt2_bf16_scratch_bytes(&g->c),
+                 g->ops.status_text(g->ops.ctx)[0] ? g->ops.status_text(g->ops.ctx)
+                                                   : "the allocation failed");
         free_scratch(g);
         return -1;
     }
@@ -175,11 +180,11 @@ static int widen(gpt2_ztier *g, int layer, const zt_layer_view *v, int backward,
     int64_t total = 0;
     for (int k = 0; k < v->n_params; k++)
         total += v->params[k].numel;
-    if (w->held || 2 * total > w->floats) {
+    if (w->held || 2 * total > w->floats) { /* a caller holding layers as the model does not */
         snprintf(g->error, sizeof g->error,
-                 "layer %d: its fp32 copy's scratch is %s (the model holds the embedding and one "
+                 "layer %s: its fp32 copy's scratch is %s (the model holds the embedding and one "
                  "other layer at a time)",
-                 layer, w->held ? "held by another layer" : "too small");
+                 name, w->held ? "held by another layer" : "too small");
         return -1;
     }
     w->held = 1, w->backward = backward, w->view = *v;
