@@ -7,8 +7,8 @@
 #   ../shared/gpu/pack
 #   device run: bash .gpu/remote.sh 'bash scripts/gpu-check.sh'   (carry: [".gpu"])
 # A device call may run 10 minutes: `gpu-check.sh tests`, `gpu-check.sh bench`,
-# `gpu-check.sh d48` and `gpu-check.sh largest` run the four parts in four calls (or several
-# parts in one: `gpu-check.sh tests bench`). Every step has a time limit (rc 124 in summary.txt
+# `gpu-check.sh bf16`, `gpu-check.sh d48` and `gpu-check.sh largest` run the five parts in
+# five calls (or several parts in one: `gpu-check.sh tests bench`). Every step has a time limit (rc 124 in summary.txt
 # when it ran out), so one slow step cannot take the others' time; GPU_CHECK_SECONDS caps the
 # whole run, and GPU_CHECK_QUICK=1 runs memcheck once per test (memory errors only).
 set -uo pipefail
@@ -98,6 +98,38 @@ timeout 240 "$build"/tools/ztier bench act --backend cuda --config d12 --batch 1
   --nvme-path "$act_swap" --json > "$out/bench-act.txt" 2>&1
 echo "bench act --backend cuda: rc=$? $(tail -1 "$out/bench-act.txt")" | tee -a "$out/summary.txt"
 rm -rf "$act_swap"
+fi
+if want bf16; then
+# issue 40's "16 bits on the wire": the trainer with bf16.enabled end to end (16-bit
+# parameters fetched to the GPU and widened there, 16-bit gradients back), d12 resident
+# (parameters and optimizer on the device) and offloaded (both in pinned host memory, a 1G
+# device budget), batch 16 x 1024, then the same offloaded run with fp32 parameters: MFU,
+# tokens/s, fetch stall and the bytes per step of each (the step lines and the summary).
+# GPU_CHECK_BF16_CONFIG/_BATCH/_SEQ/_HBM shrink it for a dry run on the stand-in.
+cfg=${GPU_CHECK_BF16_CONFIG:-d12} b=${GPU_CHECK_BF16_BATCH:-16} sq=${GPU_CHECK_BF16_SEQ:-1024}
+budget=${GPU_CHECK_BF16_HBM:-1G}
+printf 'The quick brown fox jumps over the lazy dog. %.0s' $(seq 2000) > "$out/text-bf16.txt"
+for run in resident-bf16 offloaded-bf16 offloaded-fp32; do
+  dev=cpu enabled=true hbm=()
+  case $run in resident-*) dev=none ;; *) hbm=(--hbm "$budget") ;; esac
+  case $run in *-fp32) enabled=false ;; esac
+  cat > "$out/$run.json" <<JSON
+{"bf16": {"enabled": $enabled}, "zero_optimization": {"stage": 3,
+  "stage3_param_persistence_threshold": 0,
+  "offload_param": {"device": "$dev"}, "offload_optimizer": {"device": "$dev"}},
+ "optimizer": {"type": "AdamW", "params": {"lr": 3e-4}}, "gradient_clipping": 1.0}
+JSON
+  timeout 150 "$build"/examples/gpt2/zt_gpt2 --config "$cfg" --vocab byte --text "$out/text-bf16.txt" \
+    --device cuda --batch "$b" --seq "$sq" --steps 6 --ds-config "$out/$run.json" "${hbm[@]}" \
+    > "$out/zt_gpt2-$cfg-$run.txt" 2>&1
+  echo "zt_gpt2 --config $cfg $run: rc=$? $(grep -E '^step +6' "$out/zt_gpt2-$cfg-$run.txt") \
+$(grep -h "fetch stall\|last step's bytes" "$out/zt_gpt2-$cfg-$run.txt" | tr -s ' ' | tr '\n' ' ')" |
+    tee -a "$out/summary.txt"
+done
+# the bytes per step, fp32 against bf16 on the same placement (the goal: bf16 <= 0.55x)
+timeout 200 bash bench/bus_bytes.sh "$build"/examples/gpt2/zt_gpt2 "$cfg" "$budget" "$b" "$sq" 3 \
+  > "$out/bus-bytes-$cfg.txt" 2>&1
+echo "bench/bus_bytes.sh $cfg: rc=$? $(tail -1 "$out/bus-bytes-$cfg.txt")" | tee -a "$out/summary.txt"
 fi
 if want d48; then
 # issue 14's offload goal: d48 (1.5B) with an 8 GiB device budget and the optimizer on the

@@ -535,6 +535,7 @@ static int open_ops(trainer *t)
     gpt2_precision p = (gpt2_precision)gpt2_precision_parse(t->o.precision);
     if (gpt2_ops_cuda_create(&t->ops, t->g.stream, device, p, why, sizeof why) != 0)
         return fprintf(stderr, "zt_gpt2: --device cuda: %s\n", why), 1;
+    gpt2_ztier_compute_on(&t->g, &t->ops); /* bf16 layers widened on the GPU */
     char name[256];
     t->peak_flops = gpt2_cuda_bf16_peak(name, sizeof name);
     if (t->peak_flops > 0)
@@ -553,6 +554,7 @@ static int open_ops(trainer *t)
 static void close_ops(trainer *t)
 {
 #ifdef GPT2_HAVE_CUDA
+    gpt2_ztier_compute_on(&t->g, NULL); /* its scratch goes with the ops */
     if (t->ops.ctx)
         gpt2_ops_cuda_destroy(&t->ops);
 #else
@@ -815,6 +817,14 @@ static int train(trainer *t)
     if (t->rank == 0)
         print_summary(&s, &tm, t->o.batch * t->o.seq * t->o.accum, t->act_home,
                       gpt2_model_activation_bytes(t->model));
+    if (t->rank == 0 && t->o.steps > first) /* exact, for bench/bus_bytes.sh */
+        printf("  last step's bytes: h2d %llu, d2h %llu (activation checkpoints saved %llu); the "
+               "model's own %s memory: activations %zu, fp32 copies of bf16 layers %zu\n",
+               (unsigned long long)(s.h2d_bytes - prev.h2d_bytes),
+               (unsigned long long)(s.d2h_bytes - prev.d2h_bytes),
+               (unsigned long long)(s.act_saved_bytes - prev.act_saved_bytes),
+               t->g.stream ? "device" : "host", gpt2_model_activation_bytes(t->model),
+               gpt2_ztier_scratch_bytes(&t->g));
     free(tm.step_s);
     return 0;
 }

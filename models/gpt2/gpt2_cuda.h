@@ -49,6 +49,10 @@ int gpt2_cuda_residual_forward(float *out, const float *a, const float *b, long 
                                void *stream);
 /* dst = src rounded to bf16 (to nearest even; n elements), the bf16 matmuls' inputs. */
 int gpt2_cuda_to_bf16(unsigned short *dst, const float *src, long long n, void *stream);
+/* bf16 parameters (bf16.enabled): dst = src widened to fp32; dst = bf16(dst + src), rounded
+ * to nearest even once (gpt2_rows.h's element functions, the CPU's bits) */
+int gpt2_cuda_bf16_widen(float *dst, const unsigned short *src, long long n, void *stream);
+int gpt2_cuda_bf16_narrow_add(unsigned short *dst, const float *src, long long n, void *stream);
 /* out[n][o] = bias[o] for N rows of OC: the matmul's bias, put down before the GEMM adds. */
 int gpt2_cuda_bias_fill(float *out, const float *bias, int N, int OC, void *stream);
 /* probs = softmax(logits) per row; losses[n] = -log probs[n][targets[n]] (the caller sums

@@ -126,3 +126,15 @@ void crossentropy_backward(float *dlogits, const float *probs, const int *target
         crossentropy_row_backward(dlogits + (size_t)n * V, probs + (size_t)n * V, targets[n], V,
                                   inv, 0, 1);
 }
+
+void bf16_widen(float *dst, const unsigned short *src, long long n)
+{
+    for (long long i = 0; i < n; i++)
+        dst[i] = gpt2_bf16_widen(src[i]);
+}
+
+void bf16_narrow_add(unsigned short *dst, const float *src, long long n)
+{
+    for (long long i = 0; i < n; i++)
+        gpt2_bf16_narrow_add(&dst[i], src[i]);
+}

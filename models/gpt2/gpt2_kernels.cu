@@ -423,3 +423,37 @@ extern "C" int gpt2_cuda_crossentropy_backward(float *dlogits, const float *prob
     xent_bwd<<<row_blocks(N), kThreads, 0, as_stream(stream)>>>(dlogits, probs, targets, N, V);
     return launched();
 }
+
+// ---- bf16 parameters and gradients (bf16.enabled) ----
+
+__global__ void bf16_widen_k(float *dst, const unsigned short *src, long long n)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        dst[i] = gpt2_bf16_widen(src[i]);
+}
+
+__global__ void bf16_narrow_add_k(unsigned short *dst, const float *src, long long n)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        gpt2_bf16_narrow_add(&dst[i], src[i]);
+}
+
+extern "C" int gpt2_cuda_bf16_widen(float *dst, const unsigned short *src, long long n,
+                                    void *stream)
+{
+    if (empty(n))
+        return 0;
+    bf16_widen_k<<<blocks(n), kThreads, 0, as_stream(stream)>>>(dst, src, n);
+    return launched();
+}
+
+extern "C" int gpt2_cuda_bf16_narrow_add(unsigned short *dst, const float *src, long long n,
+                                         void *stream)
+{
+    if (empty(n))
+        return 0;
+    bf16_narrow_add_k<<<blocks(n), kThreads, 0, as_stream(stream)>>>(dst, src, n);
+    return launched();
+}

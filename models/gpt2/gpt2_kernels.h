@@ -43,6 +43,11 @@ void residual_forward(float *out, const float *a, const float *b, long long n);
 
 /* probs[N,V] = softmax(logits); returns the mean cross-entropy of targets[N];
  * dlogits[N,V] = (probs - onehot) / N (dlogits may alias probs). */
+/* bf16 parameters (bf16.enabled; 16-bit values as unsigned short): dst[n] = src widened to
+ * fp32 (exact); dst[n] = bf16(dst + src), rounded to nearest even once */
+void bf16_widen(float *dst, const unsigned short *src, long long n);
+void bf16_narrow_add(unsigned short *dst, const float *src, long long n);
+
 float crossentropy_forward(float *probs, const float *logits, const int *targets, int N, int V);
 void crossentropy_backward(float *dlogits, const float *probs, const int *targets, int N, int V);
 

@@ -47,6 +47,11 @@ typedef struct gpt2_ops {
      * allocation failure); the model reports it */
     int (*status)(void *ctx);
     const char *(*status_text)(void *ctx); /* that error named ("" when none) */
+    /* bf16 parameters (bf16.enabled; 16-bit values as unsigned short, in the ops' memory):
+     * dst = src widened to fp32 for the fp32 kernels; dst = bf16(dst + src), a layer's fp32
+     * gradient added into its 16-bit gradient buffer, rounded to nearest even once */
+    void (*bf16_widen)(void *ctx, float *dst, const unsigned short *src, long long n);
+    void (*bf16_narrow_add)(void *ctx, unsigned short *dst, const float *src, long long n);
 } gpt2_ops;
 
 /* The CPU: host memory and the kernels of gpt2_kernels.c. */

@@ -107,6 +107,16 @@ static void res_f(void *ctx, float *out, const float *a, const float *b, long lo
     (void)ctx;
     residual_forward(out, a, b, n);
 }
+static void widen_f(void *ctx, float *dst, const unsigned short *src, long long n)
+{
+    (void)ctx;
+    bf16_widen(dst, src, n);
+}
+static void narrow_f(void *ctx, unsigned short *dst, const float *src, long long n)
+{
+    (void)ctx;
+    bf16_narrow_add(dst, src, n);
+}
 static float xent_f(void *ctx, float *probs, const float *logits, const int *targets, int N, int V)
 {
     (void)ctx;
@@ -135,6 +145,8 @@ const gpt2_ops gpt2_ops_cpu = {
     .gelu_forward = gelu_f,
     .gelu_backward = gelu_b,
     .residual_forward = res_f,
+    .bf16_widen = widen_f,
+    .bf16_narrow_add = narrow_f,
     .crossentropy_forward = xent_f,
     .crossentropy_backward = xent_b,
     .status = cpu_status,

@@ -346,6 +346,15 @@ static void res_f(void *ctx, float *out, const float *a, const float *b, long lo
     keep(ctx, gpt2_cuda_residual_forward(out, a, b, n, S(ctx)));
 }
 
+static void widen_f(void *ctx, float *dst, const unsigned short *src, long long n)
+{
+    keep(ctx, gpt2_cuda_bf16_widen(dst, src, n, S(ctx)));
+}
+static void narrow_f(void *ctx, unsigned short *dst, const float *src, long long n)
+{
+    keep(ctx, gpt2_cuda_bf16_narrow_add(dst, src, n, S(ctx)));
+}
+
 static float xent_f(void *ctx, float *probs, const float *logits, const int *targets, int N, int V)
 {
     cuda_ctx *c = ctx;
@@ -471,6 +480,8 @@ int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int device, gpt2_precision
         .gelu_forward = gelu_f,
         .gelu_backward = gelu_b,
         .residual_forward = res_f,
+        .bf16_widen = widen_f,
+        .bf16_narrow_add = narrow_f,
         .crossentropy_forward = xent_f,
         .crossentropy_backward = xent_b,
         .status = g_status,

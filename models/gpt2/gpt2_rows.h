@@ -314,4 +314,35 @@ static inline GPT2_HD void crossentropy_row_backward(float *dl, const float *p, 
         dl[v] = (p[v] - (v == target ? 1.0f : 0.0f)) * inv_n;
 }
 
+/* ---- bf16 parameters and gradients (bf16.enabled): one element ---- */
+/* The fp32 kernels compute from bf16 parameters widened (exactly) into fp32 scratch, and a
+ * layer's fp32 gradient is added into its bf16 gradient buffer, rounded to nearest even
+ * once (NaN stays NaN, quiet). Bits, not intrinsics: the CPU and the GPU round alike. */
+static inline GPT2_HD float gpt2_bf16_widen(unsigned short h)
+{
+    union {
+        unsigned int u;
+        float f;
+    } v;
+    v.u = (unsigned int)h << 16;
+    return v.f;
+}
+
+static inline GPT2_HD unsigned short gpt2_bf16_round(float f)
+{
+    union {
+        unsigned int u;
+        float f;
+    } v;
+    v.f = f;
+    if ((v.u & 0x7fffffffu) > 0x7f800000u)
+        return (unsigned short)((v.u >> 16) | 0x40u);
+    return (unsigned short)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+
+static inline GPT2_HD void gpt2_bf16_narrow_add(unsigned short *dst, float g)
+{
+    *dst = gpt2_bf16_round(gpt2_bf16_widen(*dst) + g);
+}
+
 #endif

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static void free_scratch(gpt2_ztier *g);
+
 zt_status gpt2_ztier_register(gpt2_ztier *g, zt_runtime *rt, const gpt2_config *c, uint64_t seed)
 {
     memset(g, 0, sizeof *g);
@@ -18,8 +20,8 @@ zt_status gpt2_ztier_register(gpt2_ztier *g, zt_runtime *rt, const gpt2_config *
     int n = gpt2_layer_count(c);
     g->layer_ids = calloc((size_t)n, sizeof *g->layer_ids);
     g->param_ids = calloc((size_t)n, sizeof *g->param_ids);
-    g->wide = calloc((size_t)n, sizeof *g->wide);
-    if (!g->layer_ids || !g->param_ids || !g->wide)
+    g->ops = gpt2_ops_cpu;
+    if (!g->layer_ids || !g->param_ids)
         return ZT_ERR_NOMEM;
     for (int l = 0; l < n; l++) {
         char name[32];
@@ -76,7 +78,7 @@ void gpt2_ztier_free(gpt2_ztier *g)
 {
     free(g->layer_ids);
     free(g->param_ids);
-    free(g->wide);
+    free_scratch(g);
 }
 
 static float bf16_to_f32(uint16_t h)
@@ -87,53 +89,131 @@ static float bf16_to_f32(uint16_t h)
     return f;
 }
 
-static uint16_t f32_to_bf16(float f) /* round to nearest even */
+/* ---- bf16 layers, widened where the model computes ---- */
+
+static int64_t layer_numel(const gpt2_config *c, int l)
 {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40u);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    int64_t n = 0;
+    for (int k = 0; k < gpt2_layer_param_count(c, l); k++) {
+        gpt2_param_info pi;
+        gpt2_param_info_get(c, l, k, &pi);
+        n += pi.shape[0] * (pi.ndim == 2 ? pi.shape[1] : 1);
+    }
+    return n;
 }
 
-/* Widens a bf16 layer into fp32 buffers (parameters, and zeroed gradients in backward). */
-static int widen(gpt2_widened *w, const zt_layer_view *v, int backward, float **params,
-                 float **grads)
+/* The scratch a layer is widened into: the embedding's own (it is held through the whole
+ * backward pass, beside each block in turn), one for every other layer (the model holds one
+ * of them at a time). */
+static int slot_of(int layer) { return layer == 0 ? 0 : 1; }
+
+/* The floats of each slot: the embedding's parameters and gradients, and the largest other
+ * layer's. */
+static void slot_floats(const gpt2_config *c, int64_t floats[2])
 {
-    int64_t total = 0;
-    for (int k = 0; k < v->n_params; k++)
-        total += v->params[k].numel;
-    w->buf = calloc((size_t)total * (backward ? 2 : 1), sizeof(float));
-    if (!w->buf)
-        return -1;
-    w->view = *v;
-    int64_t off = 0;
-    for (int k = 0; k < v->n_params; k++) {
-        const uint16_t *src = v->params[k].data;
-        params[k] = w->buf + off;
-        for (int64_t i = 0; i < v->params[k].numel; i++)
-            params[k][i] = bf16_to_f32(src[i]);
-        if (backward)
-            grads[k] = w->buf + total + off;
-        off += v->params[k].numel;
+    int64_t other = 0;
+    for (int l = 1; l < gpt2_layer_count(c); l++)
+        other = layer_numel(c, l) > other ? layer_numel(c, l) : other;
+    floats[0] = 2 * layer_numel(c, 0);
+    floats[1] = 2 * other;
+}
+
+size_t gpt2_bf16_scratch_bytes(const gpt2_config *c)
+{
+    int64_t floats[2];
+    slot_floats(c, floats);
+    return sizeof(float) * (size_t)(floats[0] + floats[1]);
+}
+
+/* Both slots, made at the first bf16 fetch: made once, so no fetch allocates (a GPU
+ * allocation would wait). */
+static int make_scratch(gpt2_ztier *g)
+{
+    int64_t floats[2];
+    slot_floats(&g->c, floats);
+    for (int k = 0; k < 2; k++) {
+        g->wide[k].buf = g->ops.alloc(g->ops.ctx, sizeof(float) * (size_t)floats[k]);
+        if (!g->wide[k].buf)
+            return -1;
+        g->wide[k].floats = floats[k];
+        g->wide_bytes += sizeof(float) * (size_t)floats[k];
     }
     return 0;
 }
 
-/* Rounds the fp32 gradients into the layer's bf16 gradient buffers and frees the copy. */
-static void narrow(gpt2_widened *w, int backward)
+static void free_scratch(gpt2_ztier *g)
+{
+    for (int k = 0; k < 2; k++)
+        if (g->wide[k].buf)
+            g->ops.free(g->ops.ctx, g->wide[k].buf);
+    memset(g->wide, 0, sizeof g->wide);
+    g->wide_bytes = 0;
+}
+
+void gpt2_ztier_compute_on(gpt2_ztier *g, const gpt2_ops *ops)
+{
+    free_scratch(g);
+    g->ops = ops ? *ops : gpt2_ops_cpu;
+}
+
+size_t gpt2_ztier_scratch_bytes(const gpt2_ztier *g) { return g->wide_bytes; }
+
+/* Widens a bf16 layer into its slot with the ops (on the GPU: kernels on the model's stream,
+ * ordered after the fetch; nothing waits), and in backward zeroes the fp32 gradients the
+ * kernels add into. -1 with g->error set when the slot is taken or cannot be made. */
+static int widen(gpt2_ztier *g, int layer, const zt_layer_view *v, int backward, float **params,
+                 float **grads)
+{
+    char name[32];
+    gpt2_layer_name(&g->c, layer, name, sizeof name);
+    if (!g->wide[0].buf && make_scratch(g) != 0) {
+        snprintf(g->error, sizeof g->error,
+                 "out of %s memory for the fp32 copies of the bf16 layers (%zu bytes; %s): "
+                 "lower the device budget (ztier.hbm_capacity) or the batch",
+                 g->stream ? "device" : "host", gpt2_bf16_scratch_bytes(&g->c),
+                 g->ops.status_text(g->ops.ctx)[0] ? g->ops.status_text(g->ops.ctx)
+                                                   : "the allocation failed");
+        free_scratch(g);
+        return -1;
+    }
+    gpt2_widened *w = &g->wide[slot_of(layer)];
+    int64_t total = 0;
+    for (int k = 0; k < v->n_params; k++)
+        total += v->params[k].numel;
+    if (w->held || 2 * total > w->floats) { /* a caller holding layers as the model does not */
+        snprintf(g->error, sizeof g->error,
+                 "layer %s: its fp32 copy's scratch is %s (the model holds the embedding and one "
+                 "other layer at a time)",
+                 name, w->held ? "held by another layer" : "too small");
+        return -1;
+    }
+    w->held = 1, w->backward = backward, w->view = *v;
+    int64_t off = 0;
+    for (int k = 0; k < v->n_params; k++) {
+        params[k] = w->buf + off;
+        g->ops.bf16_widen(g->ops.ctx, params[k], v->params[k].data, v->params[k].numel);
+        if (backward)
+            grads[k] = w->buf + total + off;
+        off += v->params[k].numel;
+    }
+    if (backward)
+        g->ops.zero(g->ops.ctx, w->buf + total, sizeof(float) * (size_t)total);
+    return 0;
+}
+
+/* Adds the layer's fp32 gradients into its bf16 gradient buffers (zeroed at fetch: rounded
+ * once a micro-step; the micro-steps are summed in fp32 by ztier) and frees the slot. */
+static void narrow(gpt2_ztier *g, gpt2_widened *w)
 {
     int64_t total = 0, off = 0;
     for (int k = 0; k < w->view.n_params; k++)
         total += w->view.params[k].numel;
-    for (int k = 0; backward && k < w->view.n_params; k++) {
-        uint16_t *dst = w->view.params[k].grad;
-        for (int64_t i = 0; i < w->view.params[k].numel; i++)
-            dst[i] = f32_to_bf16(w->buf[total + off + i]);
+    for (int k = 0; w->backward && k < w->view.n_params; k++) {
+        g->ops.bf16_narrow_add(g->ops.ctx, w->view.params[k].grad, w->buf + total + off,
+                               w->view.params[k].numel);
         off += w->view.params[k].numel;
     }
-    free(w->buf);
-    w->buf = NULL;
+    w->held = 0;
 }
 
 static const char *dtype_name(zt_dtype d)
@@ -152,8 +232,9 @@ static int view_dtype(gpt2_ztier *g, int layer, const zt_layer_view *v)
         char name[32];
         gpt2_layer_name(&g->c, layer, name, sizeof name);
         snprintf(g->error, sizeof g->error,
-                 "layer %s: parameter %s is %s; the GPT-2 kernels compute in fp32 from fp32 or "
-                 "bf16 parameters (disable fp16 in the DeepSpeed config)",
+                 "layer %s: parameter %s is %s; the GPT-2 kernels compute from fp32 or bf16 "
+                 "parameters (fp16 with loss scaling is not supported by the GPT-2 trainer: "
+                 "use bf16.enabled instead of fp16.enabled in the DeepSpeed config)",
                  name, v->params[k].name, dtype_name(v->params[k].dtype));
         return -1;
     }
@@ -171,19 +252,22 @@ static int ztier_get(void *ctx, int layer, int backward, float **params, float *
     if (st != ZT_OK)
         return (int)(g->last = st);
     int dtype = view_dtype(g, layer, &v);
-    if (dtype == ZT_BF16 && g->stream) /* widening reads the parameters on the host */
+    st = dtype < 0 ? ZT_ERR_UNSUPPORTED : ZT_OK;
+    if (dtype == ZT_BF16 && g->stream && g->ops.alloc == gpt2_ops_cpu.alloc) {
+        /* the host cannot read a device view */
         snprintf(g->error, sizeof g->error,
-                 "bf16 parameters are widened on the host: on a GPU stream the trainer computes "
-                 "from fp32 parameters only so far (disable bf16)");
-    if (!g->error[0] && dtype == ZT_BF16 &&
-        widen(&g->wide[layer][backward], &v, backward, params, grads) != 0)
-        snprintf(g->error, sizeof g->error, "out of memory widening a bf16 layer to fp32");
-    if (g->error[0]) {
+                 "bf16 parameters on a GPU stream are widened by the model's GPU ops: hand them "
+                 "over with gpt2_ztier_compute_on");
+        st = ZT_ERR_UNSUPPORTED;
+    } else if (dtype == ZT_BF16 && widen(g, layer, &v, backward, params, grads) != 0) {
+        st = ZT_ERR_NOMEM;
+    }
+    if (st != ZT_OK) {
         if (g->stream)
             zt_release_async(g->rt, g->layer_ids[layer], pass, g->stream);
         else
             zt_release(g->rt, g->layer_ids[layer], pass);
-        return (int)(g->last = dtype < 0 ? ZT_ERR_UNSUPPORTED : ZT_ERR_NOMEM);
+        return (int)(g->last = st);
     }
     for (int k = 0; dtype == ZT_F32 && k < v.n_params; k++) {
         params[k] = v.params[k].data;
@@ -197,8 +281,9 @@ static int ztier_put(void *ctx, int layer, int backward)
 {
     gpt2_ztier *g = ctx;
     g->error[0] = '\0';
-    if (g->wide[layer][backward].buf)
-        narrow(&g->wide[layer][backward], backward);
+    gpt2_widened *w = &g->wide[slot_of(layer)];
+    if (w->held) /* a bf16 layer: its gradients go back into ztier's before the release */
+        narrow(g, w);
     zt_pass pass = backward ? ZT_BACKWARD : g->inference ? ZT_INFERENCE : ZT_FORWARD;
     zt_status st = g->stream ? zt_release_async(g->rt, g->layer_ids[layer], pass, g->stream)
                              : zt_release(g->rt, g->layer_ids[layer], pass);

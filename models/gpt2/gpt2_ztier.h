@@ -6,12 +6,19 @@
 #define ZT_GPT2_ZTIER_H
 
 #include "gpt2_model.h"
+#include "gpt2_ops.h"
 #include "ztier.h"
 
 /* With bf16 parameters (bf16.enabled), a fetched layer is widened to fp32 for the fp32
- * kernels, and its fp32 gradients are rounded back to bf16 at release. */
+ * kernels where the model computes (the ops' bf16_widen: on a GPU, a kernel on the model's
+ * stream reading ztier's 16-bit device buffer), and in backward its fp32 gradients are added
+ * into ztier's 16-bit gradient buffer (bf16_narrow_add) before the release, so 16 bits cross
+ * the bus each way. One slot of fp32 scratch for the embedding (held through backward), one
+ * for whichever other layer is held. */
 typedef struct gpt2_widened {
-    float *buf; /* the layer's fp32 parameters, then (backward) its fp32 gradients */
+    float *buf;     /* the layer's fp32 parameters, then (backward) its fp32 gradients */
+    int64_t floats; /* buf's size */
+    int held, backward;
     zt_layer_view view;
 } gpt2_widened;
 
@@ -20,9 +27,11 @@ typedef struct gpt2_ztier {
     gpt2_config c;
     int *layer_ids;                      /* per model layer */
     int (*param_ids)[GPT2_BLOCK_PARAMS]; /* per model layer */
-    gpt2_widened (*wide)[2];             /* per model layer and pass */
-    zt_status last;                      /* status of the last failed call */
-    int inference; /* forward fetches use ZT_INFERENCE (evaluation outside training) */
+    gpt2_ops ops;         /* where the model computes (gpt2_ztier_compute_on; the CPU's) */
+    gpt2_widened wide[2]; /* bf16: the embedding's fp32 scratch, every other layer's */
+    size_t wide_bytes;    /* their size in the ops' memory */
+    zt_status last;       /* status of the last failed call */
+    int inference;        /* forward fetches use ZT_INFERENCE (evaluation outside training) */
     /* The model's stream (a cudaStream_t with the cuda backend): fetch and release are
      * stream-ordered on it (zt_fetch_async / zt_release_async). NULL: the blocking calls. */
     void *stream;
@@ -37,10 +46,24 @@ zt_status gpt2_ztier_register(gpt2_ztier *g, zt_runtime *rt, const gpt2_config *
  * recorded another head count or vocabulary than this model's; ZT_OK otherwise, and for a
  * checkpoint that recorded none. */
 zt_status gpt2_ztier_check_loaded(gpt2_ztier *g);
+/* Frees the bf16 scratch (with the ops it came from: call gpt2_ztier_compute_on(g, NULL)
+ * first where those ops are destroyed before g). */
 void gpt2_ztier_free(gpt2_ztier *g);
+/* The ops the model computes with (a copy is kept; NULL: the CPU's, the default), which
+ * bf16 layers are widened with, into scratch from their allocator (made at the first bf16
+ * fetch, gpt2_ztier_scratch_bytes). A GPU stream (g->stream) with bf16 parameters needs the
+ * GPU's ops here. Frees the scratch made with the ops before: call it with NULL before
+ * destroying GPU ops. */
+void gpt2_ztier_compute_on(gpt2_ztier *g, const gpt2_ops *ops);
+/* Bytes of the fp32 scratch bf16 layers are widened into (0 before the first bf16 fetch),
+ * in the ops' memory: device memory for the GPU's ops. */
+size_t gpt2_ztier_scratch_bytes(const gpt2_ztier *g);
+/* What that scratch comes to for model c (the embedding's parameters and gradients and the
+ * largest block's, in fp32), before any runtime exists: for sizing a bf16 run. */
+size_t gpt2_bf16_scratch_bytes(const gpt2_config *c);
 /* A source whose get/put are zt_fetch/zt_release (errors: the zt_status, also in g->last).
- * Parameters must be ZT_F32 or ZT_BF16 (widened to fp32); any other dtype fails with
- * ZT_ERR_UNSUPPORTED and a message naming the parameter. */
+ * Parameters must be ZT_F32 or ZT_BF16 (widened to fp32 with g's ops); any other dtype (fp16)
+ * fails with ZT_ERR_UNSUPPORTED and a message naming the parameter. */
 gpt2_source gpt2_ztier_source(gpt2_ztier *g);
 /* GPT2_FULL_OFFLOAD through ztier's activation checkpoints: registers each block's
  * checkpoint of a [B,T] batch (before commit), and a store whose save/load/free are

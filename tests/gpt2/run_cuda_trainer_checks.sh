@@ -7,7 +7,7 @@
 #  TF32 off. Each step's gradient norm (over the whole batch, on every rank) agrees within
 #  1e-3 relative and the final weights within 1e-4 relative L2 (test_gpt2_cuda_train's fp32
 #  tolerance: the GPU sums in other orders); the layer loop makes at most a host wait per step.
-# Then ZeRO stages 2 and 1 the same way. And ZeRO++ (qwZ + qgZ + hpZ, two "nodes" of two) on 4 ranks, a GPU each (the stand-in's
+# Then ZeRO stages 2 and 1 the same way; bf16.enabled on 2 ranks against 1. And ZeRO++ (qwZ + qgZ + hpZ, two "nodes" of two) on 4 ranks, a GPU each (the stand-in's
 # four; skipped on fewer real GPUs): its CUDA quantization kernels and NCCL's all-to-alls
 # against the same run on the CPU ranks (MPI): the weights within 1e-2 relative L2.
 #   run_cuda_trainer_checks.sh <zt_gpt2> <compare_weights> <mpirun ...>
@@ -42,12 +42,15 @@ common=(--config tiny --vocab 256 --text "$text" --batch 8 --seq 16 --lr 3e-3 --
   --export "$work/cuda.bin" > "$work/cuda.log"
 grep -q "2 ranks" "$work/cuda.log"
 grep -q "compute on cuda" "$work/cuda.log"
-# the norm is the 10th field of a step line: "step N | loss L | T ms | R tok/s | norm X | ..."
-paste <(awk '$1 == "step" {print $2, $14}' "$work/cpu.log") \
-      <(awk '$1 == "step" {print $14}' "$work/cuda.log") |
-  awk '{ d = ($3 - $2) / $2; if (d < 0) d = -d;
-         printf "step %2d: grad norm cpu %s, cuda on 2 ranks %s\n", $1, $2, $3;
-         if (d > 1e-3) bad = 1 } END { exit bad }'
+# Each step's grad norm in log a and log b within relative tol: the norm is the 10th field of
+# a step line ("step N | loss L | T ms | R tok/s | norm X | ...").
+norms_agree() { # a b tol what
+  paste <(awk '$1 == "step" {print $2, $14}' "$1") <(awk '$1 == "step" {print $14}' "$2") |
+    awk -v tol="$3" -v what="$4" '{ d = ($3 - $2) / $2; if (d < 0) d = -d;
+         printf "step %2d: grad norm %s %s, %s\n", $1, what, $2, $3;
+         if (d > tol) bad = 1 } END { exit bad }'
+}
+norms_agree "$work/cpu.log" "$work/cuda.log" 1e-3 "cpu, cuda on 2 ranks"
 "$compare" "$work/cuda.bin" "$work/cpu.bin" 1e-4
 waits=$(sed -n 's/.* \([0-9]*\) host waits in fetch and release.*/\1/p' "$work/cuda.log")
 echo "host waits in fetch and release over 10 steps: $waits"
@@ -65,6 +68,24 @@ echo "stage 2 on 2 ranks, CUDA against CPU:"
   --zero-stage 1 --accum 2 --export "$work/cuda-s1.bin" > "$work/cuda-s1.log"
 echo "stage 1, 2 micro-steps, on 2 ranks, CUDA against CPU:"
 "$compare" "$work/cuda-s1.bin" "$work/cpu-a2.bin" 1e-4
+
+# bf16.enabled: 16-bit parameters gathered over NCCL and fetched to each GPU, 16-bit gradients
+# widened and summed over the ranks in fp32 (reduce.c), 2 ranks against 1 rank on a GPU (both
+# widening and narrowing on the device): the grad norms within 1e-2 relative and the weights
+# within 1e-2 relative L2 (the 16-bit tolerance of these checks: 1 rank rounds the whole
+# batch's gradient to bf16 once, 2 ranks each their half)
+sed 's/^{/{"bf16": {"enabled": true}, /' "$work/sharded.json" > "$work/sharded-bf16.json"
+bf16=(--config tiny --vocab 256 --text "$text" --batch 8 --seq 16 --lr 3e-3 --seed 7 --steps 10
+      --ds-config "$work/sharded-bf16.json" --precision fp32)
+[ -z "${ZT_CUDASIM_DEVICES:-}" ] || export ZT_CUDASIM_DEVICES=2
+"$trainer" "${bf16[@]}" --device cuda --export "$work/bf16-1.bin" > "$work/bf16-1.log"
+"${mpirun[@]}" -np 2 -x ZT_CUDASIM_DEVICES "$trainer" "${bf16[@]}" --device cuda \
+  --export "$work/bf16-2.bin" > "$work/bf16-2.log" 2> "$work/bf16-2.err"
+grep -q "bf16 (fp32 master)" "$work/bf16-2.err" # the effective settings
+grep -q "compute on cuda" "$work/bf16-2.log"
+norms_agree "$work/bf16-1.log" "$work/bf16-2.log" 1e-2 "bf16, 1 rank and 2 ranks"
+echo "bf16 on 2 ranks against 1 rank, CUDA:"
+"$compare" "$work/bf16-2.bin" "$work/bf16-1.bin" 1e-2
 
 if [ "$gpus" -lt 4 ]; then
   echo "ZeRO++ on 4 ranks: skipped ($gpus GPUs)"; exit 0

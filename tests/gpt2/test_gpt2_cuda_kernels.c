@@ -287,6 +287,80 @@ static void check_upload_from_pinned(void)
     cudaFreeHost(pinned);
 }
 
+/* bf16 to nearest even, from the two bf16 values around x (no bit trick): the reference for
+ * the kernels' rounding. x finite. */
+static unsigned short bf16_nearest(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    uint32_t lo_bits = u & 0xffff0000u, hi_bits = lo_bits + 0x10000u; /* toward, away from 0 */
+    float lo, hi;
+    memcpy(&lo, &lo_bits, 4);
+    memcpy(&hi, &hi_bits, 4);
+    double dlo = fabs((double)x - lo), dhi = fabs((double)hi - x);
+    if (dlo != dhi)
+        return (unsigned short)((dlo < dhi ? lo_bits : hi_bits) >> 16);
+    return (unsigned short)(((lo_bits >> 16) & 1u ? hi_bits : lo_bits) >> 16);
+}
+
+/* bf16.enabled's widening and narrowing (gpt2_rows.h's element functions): every bf16 value
+ * widened on the GPU as on the CPU, and back to itself (NaNs aside); gradients added into
+ * bf16 buffers on the GPU as on the CPU, each the nearest bf16 to the fp32 sum (ties to
+ * even; NaN stays NaN). */
+static void check_bf16(void *s)
+{
+    enum { H = 65536 };
+    unsigned short *h = malloc(H * 2), *back = malloc(H * 2), *gh = malloc(H * 2);
+    float *w = malloc(H * 4), *gw = malloc(H * 4), *add = malloc(H * 4);
+    if (!h || !back || !gh || !w || !gw || !add)
+        exit(1);
+    for (int i = 0; i < H; i++)
+        h[i] = (unsigned short)i;
+    unsigned short *d_h = (unsigned short *)dev_copy(h, H * 2);
+    float *d_w = dev_copy(w, H * 4);
+    bf16_widen(w, h, H);
+    launched("bf16 widen", gpt2_cuda_bf16_widen(d_w, d_h, H, s));
+    cudaMemcpy(gw, d_w, H * 4, cudaMemcpyDeviceToHost);
+    int same = !memcmp(w, gw, H * 4), round_trip = 1;
+    for (int i = 0; i < H; i++) {
+        back[i] = 0;
+        bf16_narrow_add(&back[i], &w[i], 1);
+        round_trip &= isnan(w[i]) || back[i] == h[i] || (w[i] == 0 && (back[i] & 0x7fff) == 0);
+    }
+    printf("%-28s %s, %s\n", "bf16 widen (all 65536)", same ? "GPU bits = CPU bits" : "DIFFER",
+           round_trip ? "each back to itself" : "NOT BACK");
+    failures += !same || !round_trip;
+    /* gradients: ties (half an ulp of 1.0: 2^-8), near-ties, signs, large, tiny, inf, NaN */
+    const float special[] = {0x1p-8f, 0x1.8p-7f, -0x1p-8f, 0x1.01p-8f,
+                             3e38f,   1e-40f,    INFINITY, NAN};
+    for (int i = 0; i < H; i++) {
+        h[i] = (unsigned short)(0x3f80 + (i % 256) * 0x80 * (i % 3 == 0 ? -1 : 1)); /* near 1 */
+        add[i] = i < 8 ? special[i] : test_rand_float(&rs, -1.0f, 1.0f);
+    }
+    memcpy(gh, h, H * 2);
+    unsigned short *d_g = (unsigned short *)dev_copy(h, H * 2);
+    float *d_add = dev_copy(add, H * 4);
+    bf16_narrow_add(h, add, H);
+    launched("bf16 narrow_add", gpt2_cuda_bf16_narrow_add(d_g, d_add, H, s));
+    cudaMemcpy(back, d_g, H * 2, cudaMemcpyDeviceToHost);
+    int nearest = 1;
+    for (int i = 0; i < H; i++) {
+        float sum;
+        uint32_t u = (uint32_t)gh[i] << 16;
+        memcpy(&sum, &u, 4);
+        sum += add[i];
+        unsigned short want = isnan(sum)   ? (unsigned short)0x7fc0
+                              : isinf(sum) ? (unsigned short)(sum > 0 ? 0x7f80 : 0xff80)
+                                           : bf16_nearest(sum);
+        nearest &= isnan(sum) ? (h[i] & 0x7fff) > 0x7f80 : h[i] == want;
+    }
+    same = !memcmp(h, back, H * 2);
+    printf("%-28s %s, %s\n", "bf16 narrow_add", same ? "GPU bits = CPU bits" : "DIFFER",
+           nearest ? "each the nearest bf16 (ties to even)" : "NOT NEAREST");
+    failures += !same || !nearest;
+    free(h), free(back), free(gh), free(w), free(gw), free(add);
+}
+
 #ifdef ZT_CUDA_FAKE
 /* The ops keep the first failure they meet and name it (the model reports it): an allocation
  * the device refuses, a GEMM cuBLAS refuses. */
@@ -432,6 +506,7 @@ int main(void)
 
     check_empty_launches(s);
     check_upload_from_pinned();
+    check_bf16(s);
 #ifdef ZT_CUDA_FAKE
     check_ops_errors(s);
 #endif
