@@ -31,6 +31,7 @@
 #include "tools/estimate_acts.h"
 #include "tools/commands.h"
 
+#include "gpt2_attention.h"
 #include "gpt2_ztier.h"
 #define CONFIG_USAGE "--config " GPT2_CONFIG_NAMES " [--vocab N] | "
 
@@ -578,6 +579,8 @@ int cmd_estimate(int argc, char **argv)
         acts.prefetch_layers = m.rt->cfg.act_prefetch_layers;
         acts.params_peak = e.runs ? e.device_peak : e.device_min_order;
         acts.budget = mc.device_budget;
+        /* the GPU trainer's ops keep attention's logsumexp, the CPU's the softmax */
+        acts.att_keep = strcmp(m.rt->cfg.device_backend, "cuda") ? GPT2_ATT_PROBS : GPT2_ATT_LSE;
         if (o.seq > acts.c.max_seq) {
             fprintf(stderr, "ztier estimate: --seq %d is longer than the model's context (%d)\n",
                     o.seq, acts.c.max_seq);

@@ -18,6 +18,7 @@ typedef struct est_acts_in {
     int prefetch_layers;  /* activation_checkpointing.prefetch_layers */
     uint64_t params_peak; /* the parameters' device peak (the schedule's) */
     uint64_t budget;      /* device budget */
+    int att_keep;         /* gpt2_att_keep of the trainer's ops: GPT2_ATT_LSE on a GPU */
 } est_acts_in;
 
 void est_acts_print(const est_acts_in *in);
