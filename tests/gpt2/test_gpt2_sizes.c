@@ -119,7 +119,7 @@ static void test_element_counts_are_64_bit(void **state)
     const gpt2_ops ops = {NULL,     m_alloc,  m_free,        m_upload, m_copy,  m_zero,
                           m_enc_f,  m_enc_b,  m_ln_f,        m_ln_b,   m_mm_f,  m_mm_b,
                           m_att_f,  m_att_b,  m_gelu_f,      m_gelu_b, m_res_f, m_xent_f,
-                          m_xent_b, m_status, m_status_text, NULL,     NULL, 0};
+                          m_xent_b, m_status, m_status_text, NULL,     NULL,    0};
     gpt2_config c = {256, 256, T, 1, 1, C};
     gpt2_model *m = gpt2_model_create_on(&c, B, T, &ops, 0);
     assert_non_null(m);
