@@ -42,7 +42,8 @@ echo "zt_gpt2 --device cuda, 2 ranks (NCCL) vs 1 on the CPU: rc=$? (77: skipped)
 $(tail -1 "$out/cuda-ranks.txt")" | tee -a "$out/summary.txt"
 for t in "$build"/tests/cuda/test_cuda_backend "$build"/tests/cuda/test_cuda_mlp \
          "$build"/tests/cuda/test_nccl_backend \
-         "$build"/tests/gpt2/test_gpt2_cuda_kernels "$build"/tests/gpt2/test_gpt2_cuda_train; do
+         "$build"/tests/gpt2/test_gpt2_cuda_kernels "$build"/tests/gpt2/test_gpt2_flash \
+         "$build"/tests/gpt2/test_gpt2_cuda_train; do
   name=$(basename "$t")
   if [ -z "${GPU_CHECK_QUICK:-}" ]; then
   timeout 120 compute-sanitizer --tool memcheck "$t" > "$out/memcheck-$name.txt" 2>&1
@@ -56,14 +57,17 @@ for t in "$build"/tests/cuda/test_cuda_backend "$build"/tests/cuda/test_cuda_mlp
   echo "memcheck (memory errors only) $name: rc=$? \
 $(grep -h 'ERROR SUMMARY' "$out/memcheck-noapi-$name.txt")" | tee -a "$out/summary.txt"
 done
-# the GPT-2 kernels run a warp per row (shuffles, __syncwarp, a block's shared partial sums):
-# the sanitizer's checks of barriers and of shared-memory races on them
+# the GPT-2 kernels run a warp per row (shuffles, __syncwarp, a block's shared partial sums)
+# and the fused attention tiles in shared memory: the sanitizer's checks of barriers and of
+# shared-memory races on them
 for tool in synccheck racecheck; do
-  timeout 120 compute-sanitizer --tool $tool "$build"/tests/gpt2/test_gpt2_cuda_kernels \
-    > "$out/$tool-test_gpt2_cuda_kernels.txt" 2>&1
-  echo "$tool test_gpt2_cuda_kernels: rc=$? \
-$(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$out/$tool-test_gpt2_cuda_kernels.txt")" |
+  for name in test_gpt2_cuda_kernels test_gpt2_flash; do
+  timeout 120 compute-sanitizer --tool $tool "$build"/tests/gpt2/$name \
+    > "$out/$tool-$name.txt" 2>&1
+  echo "$tool $name: rc=$? \
+$(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$out/$tool-$name.txt")" |
     tee -a "$out/summary.txt"
+  done
 done
 fi
 if want bench; then
@@ -178,7 +182,9 @@ text=/usr/share/common-licenses/GPL-3
                     text=$out/text-scale.txt; }
 # scale_config NAME DEVICE WARMUP: a ds config, bf16, stage 3, parameters and optimizer on
 # DEVICE (none: resident), the optimizer's CPU updates overlapped with the next forward, and
-# with WARMUP > 0 a linear warm-up over that many steps
+# with WARMUP > 0 a linear warm-up over that many steps; the cuda device backend, as the
+# trainer sets it, so that the estimate counts the GPU ops' activations (the fused
+# attention's logsumexp)
 scale_config() {
   local sched=""
   [ "$3" -gt 0 ] && sched=', "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0,
@@ -189,7 +195,8 @@ scale_config() {
   "offload_param": {"device": "$2", "pin_memory": true},
   "offload_optimizer": {"device": "$2", "pin_memory": true}},
  "optimizer": {"type": "AdamW", "params": {"lr": $lr}}, "gradient_clipping": 1.0,
- "ztier": {"overlap_step": "$( [ "$2" = none ] && echo off || echo on )"}$sched}
+ "ztier": {"device_backend": "cuda",
+  "overlap_step": "$( [ "$2" = none ] && echo off || echo on )"}$sched}
 JSON
 }
 # scale_run NAME LIMIT CONFIG BATCH STEPS BUDGET POLICY [trainer options...]: the trainer, then

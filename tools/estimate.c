@@ -31,6 +31,7 @@
 #include "tools/estimate_acts.h"
 #include "tools/commands.h"
 
+#include "gpt2_attention.h"
 #include "gpt2_ztier.h"
 #define CONFIG_USAGE "--config " GPT2_CONFIG_NAMES " [--vocab N] | "
 
@@ -582,6 +583,8 @@ int cmd_estimate(int argc, char **argv)
         acts.bf16_scratch = m.rt->cfg.bf16 ? gpt2_bf16_scratch_bytes(&acts.c) : 0;
         static const char *const tiers[] = {"the device", "cpu", "nvme"};
         acts.placement = tiers[e.plan.param_tier];
+        /* the GPU trainer's ops keep attention's logsumexp, the CPU's the softmax */
+        acts.att_keep = strcmp(m.rt->cfg.device_backend, "cuda") ? GPT2_ATT_PROBS : GPT2_ATT_LSE;
         if (o.seq > acts.c.max_seq) {
             fprintf(stderr, "ztier estimate: --seq %d is longer than the model's context (%d)\n",
                     o.seq, acts.c.max_seq);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "tools/estimate_acts.h"
 #include "tools/bench_common.h"
+#include "gpt2_attention.h"
 
 #include <stdio.h>
 
@@ -28,16 +29,18 @@ static uint64_t store_device(const est_acts_in *in, int policy, int rows)
 static uint64_t device_total(const est_acts_in *in, int policy, int rows)
 {
     return in->params_peak + in->bf16_scratch +
-           gpt2_activation_bytes(&in->c, rows, in->seq, policy) + store_device(in, policy, rows);
+           gpt2_activation_bytes_on(&in->c, rows, in->seq, policy, in->att_keep) +
+           store_device(in, policy, rows);
 }
 
 static act_row row_of(const est_acts_in *in, int policy)
 {
     act_row r = {0};
-    r.model = gpt2_activation_bytes(&in->c, in->rows, in->seq, policy);
+    r.model = gpt2_activation_bytes_on(&in->c, in->rows, in->seq, policy, in->att_keep);
     gpt2_config one_less = in->c;
     one_less.layers--;
-    r.per_block = r.model - gpt2_activation_bytes(&one_less, in->rows, in->seq, policy);
+    r.per_block =
+        r.model - gpt2_activation_bytes_on(&one_less, in->rows, in->seq, policy, in->att_keep);
     if (policy == GPT2_FULL_OFFLOAD)
         r.store_home = (uint64_t)in->c.layers * gpt2_checkpoint_bytes(&in->c, in->rows, in->seq);
     r.store_device = store_device(in, policy, in->rows);
@@ -52,6 +55,13 @@ static act_row row_of(const est_acts_in *in, int policy)
     }
     r.largest_batch = lo;
     return r;
+}
+
+/* Whether the trainer's attention keeps T floats a head rather than T x T. */
+static int keeps_lse(const est_acts_in *in)
+{
+    return gpt2_att_floats(in->att_keep, 1, 2, in->c.channels, in->c.heads) ==
+           2 * (size_t)in->c.heads;
 }
 
 /* The per-layer figure of the literature, 16-bit with dropout masks: s b h (34 + 5 a s / h). */
@@ -109,6 +119,10 @@ void est_acts_print(const est_acts_in *in)
                bench_fmt_bytes(r.device_total, e, sizeof e), r.largest_batch);
     }
     double fl = formula(in);
+    printf("  (attention keeps %s)\n",
+           keeps_lse(in) ? "each row's logsumexp, T floats a head: the GPU's fused attention"
+                         : "the softmax, T x T floats a head: the CPU's ops, or a GPU's at head "
+                           "sizes the fused attention does not take");
     printf("  (full+offload: each block's input in ztier's store, host memory or NVMe, %d layers "
            "brought back ahead; device total includes the parameters' peak of %s; the "
            "formula s*b*h*(34+5*a*s/h), 16-bit with dropout masks: %s per layer, %s for %d)\n",
@@ -135,7 +149,8 @@ json_t *est_acts_json(const est_acts_in *in)
                       "store_device", (json_int_t)r.store_device, "device_total",
                       (json_int_t)r.device_total, "largest_batch", r.largest_batch));
     }
-    return json_pack("{s:i, s:i, s:I, s:I, s:o}", "batch_per_rank", in->rows, "seq", in->seq,
-                     "formula_per_layer_16bit", (json_int_t)formula(in), "bf16_scratch",
+    return json_pack("{s:i, s:i, s:I, s:s, s:I, s:o}", "batch_per_rank", in->rows, "seq", in->seq,
+                     "formula_per_layer_16bit", (json_int_t)formula(in), "attention_keeps",
+                     keeps_lse(in) ? "logsumexp" : "softmax", "bf16_scratch",
                      (json_int_t)in->bf16_scratch, "policies", rows);
 }

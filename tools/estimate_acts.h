@@ -21,6 +21,7 @@ typedef struct est_acts_in {
     uint64_t budget;       /* device budget */
     uint64_t bf16_scratch; /* bf16.enabled: the trainer's fp32 copies of the bf16 layers (0: off) */
     const char *placement; /* where the configuration puts the parameters, for the verdict */
+    int att_keep;          /* gpt2_att_keep of the trainer's ops: GPT2_ATT_LSE on a GPU */
 } est_acts_in;
 
 void est_acts_print(const est_acts_in *in);

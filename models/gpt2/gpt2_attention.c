@@ -4,6 +4,15 @@
 
 #include <math.h>
 
+int gpt2_flash_head_size_ok(int hs) { return hs >= 16 && hs <= 128 && hs % 16 == 0; }
+
+size_t gpt2_att_floats(int keep, int B, int T, int C, int NH)
+{
+    size_t rows = (size_t)B * NH * T;
+    int fused = keep == GPT2_ATT_LSE && NH > 0 && C % NH == 0 && gpt2_flash_head_size_ok(C / NH);
+    return fused ? rows : rows * T;
+}
+
 size_t gpt2_attention_scratch_floats(int B, int T, int C, int NH)
 {
     return 7 * (size_t)B * T * C + (size_t)B * NH * T * T;

@@ -14,6 +14,19 @@
 
 #include <stddef.h>
 
+/* What attention's forward keeps in att for its backward (the ops' att_keep, gpt2_ops.h):
+ *   GPT2_ATT_PROBS: the softmax, [B,NH,T,T] (the CPU's row kernels, the GEMM path below);
+ *   GPT2_ATT_LSE:   each row's logsumexp, [B,NH,T], where the fused attention of
+ *                   gpt2_attention.cu takes the head size (gpt2_flash_head_size_ok), else the
+ *                   softmax as GPT2_ATT_PROBS (the GPU's ops). */
+typedef enum gpt2_att_keep { GPT2_ATT_PROBS = 0, GPT2_ATT_LSE = 1 } gpt2_att_keep;
+
+/* 1 for the head sizes the fused attention runs: multiples of 16 from 16 to 128 (its tiles'
+ * thread layout and shared memory). */
+int gpt2_flash_head_size_ok(int hs);
+/* Floats of att a forward with that keep leaves for [B, T], C channels in NH heads. */
+size_t gpt2_att_floats(int keep, int B, int T, int C, int NH);
+
 typedef struct gpt2_att_engine {
     void *ctx;
     /* For b < batch: C_b = op(A_b) op(B_b) + beta C_b, row-major, op(X) = X^T where tX; op(A)

@@ -42,6 +42,18 @@ int gpt2_cuda_heads_scatter(float *dst, const float *src, int B, int T, int NH, 
 int gpt2_cuda_softmax_forward(float *att, int rows, int T, float scale, void *stream);
 int gpt2_cuda_softmax_backward(float *d, const float *att, int rows, int T, float scale,
                                void *stream);
+/* Fused causal attention (gpt2_attention.cu: tiles in shared memory, an online softmax,
+ * nothing of T x T stored), for head sizes C / NH that gpt2_flash_head_size_ok accepts (else
+ * cudaErrorInvalidValue, nothing queued). Forward: out[B,T,C] (overwritten) and lse[B,NH,T],
+ * each row's logsumexp of its scaled scores, from qkv[B,T,3C]. Backward: dqkv[B,T,3C] += the
+ * gradients through the attention of dout[B,T,C], from the forward's qkv, out and lse; it
+ * takes gpt2_cuda_flash_backward_scratch floats of device scratch (each row's dout . out). */
+int gpt2_cuda_flash_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH,
+                            void *stream);
+size_t gpt2_cuda_flash_backward_scratch(int B, int T, int NH);
+int gpt2_cuda_flash_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                             const float *lse, int B, int T, int C, int NH, float *scratch,
+                             void *stream);
 int gpt2_cuda_gelu_forward(float *out, const float *inp, long long n, void *stream);
 int gpt2_cuda_gelu_backward(float *dinp, const float *inp, const float *dout, long long n,
                             void *stream);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "gpt2_model.h"
+#include "gpt2_attention.h"
 #include "gpt2_ops.h"
 
 #include <math.h>
@@ -162,7 +163,7 @@ typedef struct block_acts {
     float *ln1, *ln1_mean, *ln1_rstd; /* [B,T,C], [B,T], [B,T] */
     float *qkv;                       /* [B,T,3C] */
     float *atty;                      /* [B,T,C] attention output before its projection */
-    float *att;                       /* [B,NH,T,T] softmax */
+    float *att;                       /* [B,NH,T,T] softmax or [B,NH,T] lse (att_keep) */
     float *attproj, *res2;            /* [B,T,C] */
     float *ln2, *ln2_mean, *ln2_rstd; /* [B,T,C], [B,T], [B,T] */
     float *fch, *fch_gelu;            /* [B,T,4C] */
@@ -174,6 +175,7 @@ struct gpt2_model {
     int B, T;
     gpt2_ops ops;                     /* where it computes */
     int policy;                       /* gpt2_policy: what each block keeps for its backward */
+    int att_keep;                     /* gpt2_att_keep: what attention keeps (the ops') */
     float *ln_scratch, *gelu_scratch; /* GPT2_SELECTIVE: their one buffer each */
     size_t activation_bytes;
     float *memory;  /* one allocation carved into every tensor below */
@@ -192,7 +194,7 @@ struct gpt2_model {
 static void carve_block(gpt2_model *m, block_acts *a, float *base, size_t *off)
 {
     size_t BT = (size_t)m->B * m->T, C = (size_t)m->c.channels;
-    size_t att = (size_t)m->B * m->c.heads * m->T * m->T;
+    size_t att = gpt2_att_floats(m->att_keep, m->B, m->T, m->c.channels, m->c.heads);
 #define CARVE(field, n) (field = base ? base + *off : NULL, *off += (n))
     if (m->policy == GPT2_SELECTIVE)
         a->ln1 = a->ln2 = m->ln_scratch, a->fch_gelu = m->gelu_scratch;
@@ -272,6 +274,7 @@ gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const gpt2_
         return NULL;
     m->ops = *ops;
     m->policy = policy;
+    m->att_keep = ops->att_keep;
     if (!(m->blocks = calloc((size_t)c->layers, sizeof *m->blocks)) ||
         !(m->tokens = ops->alloc(ops->ctx, BT * sizeof(int))) ||
         !(m->targets = ops->alloc(ops->ctx, BT * sizeof(int)))) {
@@ -292,7 +295,12 @@ gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const gpt2_
 
 size_t gpt2_activation_bytes(const gpt2_config *c, int B, int T, int policy)
 {
-    gpt2_model m = {.c = *c, .B = B, .T = T, .policy = policy};
+    return gpt2_activation_bytes_on(c, B, T, policy, GPT2_ATT_PROBS);
+}
+
+size_t gpt2_activation_bytes_on(const gpt2_config *c, int B, int T, int policy, int att_keep)
+{
+    gpt2_model m = {.c = *c, .B = B, .T = T, .policy = policy, .att_keep = att_keep};
     if (!(m.blocks = calloc((size_t)c->layers, sizeof *m.blocks)))
         return 0;
     size_t n = carve(&m, NULL) * sizeof(float);
@@ -417,7 +425,7 @@ static void block_backward(gpt2_model *m, float *const *p, float *const *g, cons
     m->ops.matmul_backward(m->ops.ctx, datty, g[P_ATTW], g[P_ATTB], dres2, a->atty, p[P_ATTW], N, C,
                            C);
     m->ops.zero(m->ops.ctx, m->d_qkv, nc * 3 * sizeof(float));
-    m->ops.attention_backward(m->ops.ctx, m->d_qkv, datty, a->qkv, a->att, m->B, m->T, C,
+    m->ops.attention_backward(m->ops.ctx, m->d_qkv, datty, a->qkv, a->atty, a->att, m->B, m->T, C,
                               m->c.heads);
     float *dln1 = m->d_d;
     m->ops.zero(m->ops.ctx, dln1, nc * sizeof(float));

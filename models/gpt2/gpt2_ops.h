@@ -30,10 +30,12 @@ typedef struct gpt2_ops {
                            const float *bias, int N, int C, int OC);
     void (*matmul_backward)(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
                             const float *inp, const float *w, int N, int C, int OC);
+    /* att: what the forward keeps for the backward, att_keep below (gpt2_attention.h) */
     void (*attention_forward)(void *ctx, float *out, float *att, const float *qkv, int B, int T,
                               int C, int NH);
+    /* out: the forward's output (the fused backward reads it; the CPU's does not) */
     void (*attention_backward)(void *ctx, float *dqkv, const float *dout, const float *qkv,
-                               const float *att, int B, int T, int C, int NH);
+                               const float *out, const float *att, int B, int T, int C, int NH);
     /* element-wise, over n elements (64-bit: a layer's activations pass 2^31 at scale) */
     void (*gelu_forward)(void *ctx, float *out, const float *inp, long long n);
     void (*gelu_backward)(void *ctx, float *dinp, const float *inp, const float *dout, long long n);
@@ -52,6 +54,8 @@ typedef struct gpt2_ops {
      * gradient added into its 16-bit gradient buffer, rounded to nearest even once */
     void (*bf16_widen)(void *ctx, float *dst, const unsigned short *src, long long n);
     void (*bf16_narrow_add)(void *ctx, unsigned short *dst, const float *src, long long n);
+    /* gpt2_att_keep: what att holds, so the model allocates gpt2_att_floats of it */
+    int att_keep;
 } gpt2_ops;
 
 /* The CPU: host memory and the kernels of gpt2_kernels.c. */

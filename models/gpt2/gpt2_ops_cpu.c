@@ -86,10 +86,10 @@ static void att_f(void *ctx, float *out, float *att, const float *qkv, int B, in
     (void)ctx;
     attention_forward(out, att, qkv, B, T, C, NH);
 }
-static void att_b(void *ctx, float *dqkv, const float *dout, const float *qkv, const float *att,
-                  int B, int T, int C, int NH)
+static void att_b(void *ctx, float *dqkv, const float *dout, const float *qkv, const float *out,
+                  const float *att, int B, int T, int C, int NH)
 {
-    (void)ctx;
+    (void)ctx, (void)out; /* the row kernels read the kept softmax */
     attention_backward(dqkv, dout, qkv, att, B, T, C, NH);
 }
 static void gelu_f(void *ctx, float *out, const float *inp, long long n)
@@ -151,4 +151,5 @@ const gpt2_ops gpt2_ops_cpu = {
     .crossentropy_backward = xent_b,
     .status = cpu_status,
     .status_text = cpu_status_text,
+    .att_keep = 0, /* GPT2_ATT_PROBS: the softmax, T x T per head */
 };

@@ -275,7 +275,8 @@ static void mm_b(void *ctx, float *dinp, float *dw, float *dbias, const float *d
                   cublasSgemv(c->blas, CUBLAS_OP_N, OC, N, &one, dout, OC, e, 1, &one, dbias, 1));
 }
 
-/* ---- attention: cuBLAS's batched GEMMs around row kernels (gpt2_attention.h) ---- */
+/* ---- attention: fused (gpt2_attention.cu) for the head sizes it takes, else cuBLAS's
+ * batched GEMMs around row kernels (gpt2_attention.h) ---- */
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T (as mm_f maps it). */
 static void e_bmm(void *ctx, int ta, int tb, int m, int n, int k, const float *A, int lda,
@@ -318,16 +319,32 @@ static gpt2_att_engine engine(cuda_ctx *c)
     return (gpt2_att_engine){c, e_bmm, e_gather, e_scatter, e_softmax_f, e_softmax_b};
 }
 
+/* The fused attention (gpt2_attention.cu) where it takes the head size: att holds each row's
+ * logsumexp (att_keep GPT2_ATT_LSE); else the GEMM path above, att the softmax. */
+static int fused(int C, int NH) { return C % NH == 0 && gpt2_flash_head_size_ok(C / NH); }
+
 static void att_f(void *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
 {
+    if (fused(C, NH)) {
+        keep(ctx, gpt2_cuda_flash_forward(out, att, qkv, B, T, C, NH, S(ctx)));
+        return;
+    }
     float *scratch = att_scratch(ctx, B, T, C, NH);
     gpt2_att_engine e = engine(ctx);
     if (scratch) /* else kept: the step fails */
         gpt2_attention_forward(&e, scratch, out, att, qkv, B, T, C, NH);
 }
-static void att_b(void *ctx, float *dqkv, const float *dout, const float *qkv, const float *att,
-                  int B, int T, int C, int NH)
+static void att_b(void *ctx, float *dqkv, const float *dout, const float *qkv, const float *out,
+                  const float *att, int B, int T, int C, int NH)
 {
+    cuda_ctx *c = ctx;
+    if (fused(C, NH)) {
+        float *dsum =
+            grow(c, &c->att_scratch, gpt2_cuda_flash_backward_scratch(B, T, NH) * sizeof(float));
+        if (dsum)
+            keep(c, gpt2_cuda_flash_backward(dqkv, dout, qkv, out, att, B, T, C, NH, dsum, S(ctx)));
+        return;
+    }
     float *scratch = att_scratch(ctx, B, T, C, NH);
     gpt2_att_engine e = engine(ctx);
     if (scratch)
@@ -486,6 +503,7 @@ int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int device, gpt2_precision
         .crossentropy_backward = xent_b,
         .status = g_status,
         .status_text = g_status_text,
+        .att_keep = GPT2_ATT_LSE,
     };
     return 0;
 }

@@ -5,8 +5,9 @@
  * from glibc's by an ulp or two, and layernorm's weight gradients are summed through partial
  * sums); the encoder's backward bit for bit (each token's rows in row order, as the CPU adds
  * them), and layernorm's backward the same bits run after run; attention through the
- * CUDA ops (cuBLAS batched GEMMs around kernels, gpt2_attention.h, whose decomposition CI
- * checks on the CPU), TF32 off. Exits 77 (skipped) where no GPU is visible, as on this
+ * CUDA ops' GEMM path (cuBLAS batched GEMMs around kernels, gpt2_attention.h, whose
+ * decomposition CI checks on the CPU; the ops take it for head sizes the fused attention of
+ * test_gpt2_flash does not), TF32 off. Exits 77 (skipped) where no GPU is visible, as on this
  * project's CI machines. */
 #include "test_rand.h"
 #include "gpt2_cuda.h"
@@ -23,7 +24,7 @@
 #include <string.h>
 
 /* rows longer than a warp (T, C, V > 32; V not a multiple of it) */
-enum { B = 2, T = 40, C = 64, NH = 4, V = 97, N = B * T };
+enum { B = 2, T = 40, C = 64, NH_GEMM = 8, V = 97, N = B * T };
 
 static uint64_t rs = 88172645463325252ull;
 
@@ -450,7 +451,9 @@ int main(void)
     check_layernorm(s, 300, 1600, tol); /* partials in the scratch, not shared memory */
     float *x = randoms(N * C), *g_x = dev_copy(x, N * C * 4); /* gelu's, residual's input */
 
-    /* attention */
+    /* attention with heads of 8 (NH_GEMM): the GEMM path (test_gpt2_flash checks the fused
+     * one the ops take for heads of 16 to 128) */
+    enum { NH = NH_GEMM };
     float *qkv = randoms(N * 3 * C), *att = zeros(B * NH * T * T), *dqkv = zeros(N * 3 * C);
     float *g_qkv = dev_copy(qkv, N * 3 * C * 4), *g_att = dev_copy(att, B * NH * T * T * 4);
     float *g_dqkv = dev_copy(dqkv, N * 3 * C * 4);
@@ -465,7 +468,7 @@ int main(void)
     check("attention forward", out, g_out, N * C, tol);
     check("attention forward (att)", att, g_att, B * NH * T * T, tol);
     attention_backward(dqkv, d, qkv, att, B, T, C, NH);
-    ops.attention_backward(ops.ctx, g_dqkv, g_d, g_qkv, g_att, B, T, C, NH);
+    ops.attention_backward(ops.ctx, g_dqkv, g_d, g_qkv, g_out, g_att, B, T, C, NH);
     check("attention backward", dqkv, g_dqkv, N * 3 * C, tol);
     if (ops.status(ops.ctx))
         printf("attention: %s\n", ops.status_text(ops.ctx)), failures++;

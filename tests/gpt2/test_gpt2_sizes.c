@@ -3,6 +3,7 @@
  * (B x T x 4C = 8 x 1024 x 4 x 65536 = 2^31): the counts it hands the element-wise ops are
  * exact 64-bit products, not 32-bit ones that wrap (the GPU's kernels index with them). The
  * ops here only record what they are asked to do: no memory of that size is ever touched. */
+#include "gpt2_attention.h"
 #include "gpt2_model.h"
 #include "gpt2_ops.h"
 
@@ -64,10 +65,11 @@ static void m_att_f(void *ctx, float *o, float *a, const float *q, int B_, int T
 {
     (void)ctx, (void)o, (void)a, (void)q, (void)B_, (void)T_, (void)C_, (void)NH;
 }
-static void m_att_b(void *ctx, float *dq, const float *d, const float *q, const float *a, int B_,
-                    int T_, int C_, int NH)
+static void m_att_b(void *ctx, float *dq, const float *d, const float *q, const float *o,
+                    const float *a, int B_, int T_, int C_, int NH)
 {
-    (void)ctx, (void)dq, (void)d, (void)q, (void)a, (void)B_, (void)T_, (void)C_, (void)NH;
+    (void)ctx, (void)dq, (void)d, (void)q, (void)o, (void)a, (void)B_, (void)T_, (void)C_;
+    (void)NH;
 }
 static void m_gelu_f(void *ctx, float *o, const float *i, long long n)
 {
@@ -117,7 +119,7 @@ static void test_element_counts_are_64_bit(void **state)
     const gpt2_ops ops = {NULL,     m_alloc,  m_free,        m_upload, m_copy,  m_zero,
                           m_enc_f,  m_enc_b,  m_ln_f,        m_ln_b,   m_mm_f,  m_mm_b,
                           m_att_f,  m_att_b,  m_gelu_f,      m_gelu_b, m_res_f, m_xent_f,
-                          m_xent_b, m_status, m_status_text, NULL,     NULL};
+                          m_xent_b, m_status, m_status_text, NULL,     NULL, 0};
     gpt2_config c = {256, 256, T, 1, 1, C};
     gpt2_model *m = gpt2_model_create_on(&c, B, T, &ops, 0);
     assert_non_null(m);
@@ -165,9 +167,44 @@ static void test_activation_bytes_match_the_model(void **state)
     assert_null(gpt2_model_create_on(&c, 2, 16, &gpt2_ops_cpu, GPT2_FULL_OFFLOAD + 1));
 }
 
+/* On ops whose attention keeps each row's logsumexp (the GPU's fused attention: att_keep
+ * GPT2_ATT_LSE), a block's att is [B,NH,T], not [B,NH,T,T]: counted by hand, and what a model
+ * on such ops allocates, for every policy. Heads of 8 (which the fused kernels do not take)
+ * keep the softmax on those ops too. */
+static void test_activation_bytes_with_fused_attention(void **state)
+{
+    (void)state;
+    gpt2_config c = {250, 256, 64, 3, 4, 64}; /* heads of 16 */
+    const size_t b = 2, t = 16, bt = b * t, ch = 64, vp = c.padded_vocab;
+    const size_t rest =
+        ch * bt + (ch * bt + 2 * bt) + bt * vp + 4 * bt * ch + 3 * bt * ch + 8 * bt * ch;
+    const size_t lse = b * 4 * t, probs = b * 4 * t * t;
+    assert_int_equal(gpt2_activation_bytes_on(&c, 2, 16, 0, GPT2_ATT_LSE),
+                     4 * (3 * (18 * bt * ch + 4 * bt + lse) + rest));
+    assert_int_equal(gpt2_activation_bytes_on(&c, 2, 16, 0, GPT2_ATT_PROBS),
+                     4 * (3 * (18 * bt * ch + 4 * bt + probs) + rest));
+    assert_int_equal(gpt2_activation_bytes(&c, 2, 16, 0),
+                     gpt2_activation_bytes_on(&c, 2, 16, 0, GPT2_ATT_PROBS));
+    gpt2_ops ops = gpt2_ops_cpu; /* only its allocation is used */
+    ops.att_keep = GPT2_ATT_LSE;
+    for (int policy = GPT2_KEEP_ALL; policy <= GPT2_FULL_OFFLOAD; policy++) {
+        gpt2_model *m = gpt2_model_create_on(&c, 2, 16, &ops, policy);
+        assert_non_null(m);
+        assert_int_equal(gpt2_activation_bytes_on(&c, 2, 16, policy, GPT2_ATT_LSE),
+                         gpt2_model_activation_bytes(m));
+        gpt2_model_destroy(m);
+    }
+    gpt2_config small_heads = c;
+    small_heads.channels = 32; /* heads of 8 */
+    assert_int_equal(gpt2_activation_bytes_on(&small_heads, 2, 16, 0, GPT2_ATT_LSE),
+                     gpt2_activation_bytes(&small_heads, 2, 16, 0));
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_element_counts_are_64_bit),
-                                       cmocka_unit_test(test_activation_bytes_match_the_model)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_element_counts_are_64_bit),
+        cmocka_unit_test(test_activation_bytes_match_the_model),
+        cmocka_unit_test(test_activation_bytes_with_fused_attention)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

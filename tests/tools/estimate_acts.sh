@@ -72,4 +72,24 @@ for name, row in bf["activations"]["policies"].items():
                  f"{peak} + model {row['model']} + store {row['store_device']} + scratch {scratch})")
 print(f"bf16: the trainer's fp32 copies of bf16 layers {ran} bytes: as estimated, in each device total")
 PY
+
+# With the cuda device backend (the GPU trainer) the estimate counts what the CUDA ops
+# allocate: tiny's heads of 16 take the fused attention, which keeps each row's logsumexp
+# ([B,NH,T]) instead of the softmax ([B,NH,T,T]); every other tensor is the same. With every
+# block's tensors kept (none): 2 layers x 8 x 2 heads x 16 x (16 - 1) floats less. The CUDA
+# ops' att_keep and the model's allocation on such ops are checked by test_gpt2_flash and
+# test_gpt2_sizes.
+echo '{"ztier": {"device_backend": "cuda", "comm_backend": "single"}}' > "$work/cuda.json"
+host_json=$work/est.json
+if "$ztier" estimate --config tiny --vocab 256 --batch 8 --seq 16 --ds-config "$work/cuda.json" \
+     --device-memory 1G --json 2> "$work/cuda.err" | tail -n 1 > "$work/est-cuda.json"; then
+  cpu_none=$(python3 -c "import json; print(json.load(open('$host_json'))['activations']['policies']['none']['model'])")
+  read -r keeps gpu_none < <(python3 -c "import json; a = json.load(open('$work/est-cuda.json'))['activations']; print(a['attention_keeps'], a['policies']['none']['model'])")
+  want=$((cpu_none - 4 * 2 * 8 * 2 * 16 * 15))
+  [ "$keeps" = logsumexp ] && [ "$gpu_none" = "$want" ] ||
+    { echo "cuda backend: attention keeps $keeps, model $gpu_none bytes, expected logsumexp, $want"; exit 1; }
+  echo "cuda backend: model $gpu_none bytes (the logsumexp, not the softmax): as counted"
+else
+  echo "cuda backend: not in this build, skipped ($(head -c 200 "$work/cuda.err"))"
+fi
 echo "activation estimates match the trainer"
