@@ -7,8 +7,9 @@
 #   ../shared/gpu/pack
 #   device run: bash .gpu/remote.sh 'bash scripts/gpu-check.sh'   (carry: [".gpu"])
 # A device call may run 10 minutes: `gpu-check.sh tests`, `gpu-check.sh bench`,
-# `gpu-check.sh bf16`, `gpu-check.sh d48` and `gpu-check.sh largest` run the five parts in
-# five calls (or several parts in one: `gpu-check.sh tests bench`). Every step has a time limit (rc 124 in summary.txt
+# `gpu-check.sh bf16`, `gpu-check.sh d48`, `gpu-check.sh scale` (at most 8 minutes: issue 40's
+# measurements, each beside `ztier estimate`) and `gpu-check.sh largest` run the six parts in
+# six calls (or several parts in one: `gpu-check.sh tests bench`). Every step has a time limit (rc 124 in summary.txt
 # when it ran out), so one slow step cannot take the others' time; GPU_CHECK_SECONDS caps the
 # whole run, and GPU_CHECK_QUICK=1 runs memcheck once per test (memory errors only).
 set -uo pipefail
@@ -144,6 +145,121 @@ timeout 500 "$build"/tools/ztier bench gpt2 --backend cuda --config d48 --batch 
   --steps 3 --offload all --hbm 8G --overlap-step on --json > "$out/bench-gpt2-d48.txt" 2>&1
 echo "bench gpt2 --backend cuda --config d48 --hbm 8G: rc=$? $(tail -1 "$out/bench-gpt2-d48.txt")" |
   tee -a "$out/summary.txt"
+fi
+if want scale; then
+# issue 40's "the GPU script measures all of it", within GPU_CHECK_SCALE_SECONDS (default 480:
+# 8 minutes of GPU time; inside GPU_CHECK_SECONDS): with bf16.enabled end to end and GPT-2's
+# vocabulary (50257 rows) on a real text, /usr/share/common-licenses/GPL-3 (zt_gpt2 has no
+# BPE tokenizer and the machine no network: the text's bytes are the tokens, within the
+# 50257-row vocabulary), d12 resident and offloaded (batch 16 x 1024), d48 resident and
+# offloaded in an 8 GiB device budget (batch 8 x 1024, full activation checkpointing), and
+# d40c3072 (4,689M) offloaded, batch 16 x 1024, full activation checkpointing with the
+# checkpoints in pinned host memory, a linear learning-rate warm-up (WarmupLR): its loss must
+# fall (FAIL otherwise). Each run's line: MFU, tokens/s, median ms/step, fetch stall, GB per
+# step on each link, and beside it `ztier estimate` for the same shape, configuration and
+# budget (a count: parameters' device peak, host, the policy's device total, its verdict).
+# GPU_CHECK_SCALE_DRY=1 shrinks every shape (tiny, batch 4 x 16, the byte vocabulary, a 16M
+# budget, lr 3e-3 so tiny's loss falls in 6 steps) for a dry run on the CPU stand-in
+# (BUILD=build-asan, a ZT_CUDA_FAKE build); GPU_CHECK_SCALE_D12/_D48/_BIG (configs), _SEQ,
+# _HBM, _STEPS and _LR override one thing each.
+scale_saved_end=$end
+scale_end=$(( $(date +%s) + ${GPU_CHECK_SCALE_SECONDS:-480} ))
+[ "$scale_end" -lt "$end" ] && end=$scale_end
+dry=${GPU_CHECK_SCALE_DRY:-}
+c12=${GPU_CHECK_SCALE_D12:-${dry:+tiny}} c12=${c12:-d12}
+c48=${GPU_CHECK_SCALE_D48:-${dry:+tiny}} c48=${c48:-d48}
+cbig=${GPU_CHECK_SCALE_BIG:-${dry:+tiny}} cbig=${cbig:-d40c3072}
+sq=${GPU_CHECK_SCALE_SEQ:-${dry:+16}} sq=${sq:-1024}
+b12=16 b48=8 bbig=16
+[ -n "$dry" ] && b12=4 b48=4 bbig=4
+hbm48=${GPU_CHECK_SCALE_HBM:-${dry:+16M}} hbm48=${hbm48:-8G}
+steps=${GPU_CHECK_SCALE_STEPS:-6}
+lr=${GPU_CHECK_SCALE_LR:-${dry:+3e-3}} lr=${lr:-3e-4}
+vocab=gpt2 nvocab=50257
+[ -n "$dry" ] && vocab=byte nvocab=256
+text=/usr/share/common-licenses/GPL-3
+[ -r "$text" ] || { printf 'The quick brown fox jumps over the lazy dog. %.0s' $(seq 2000) > "$out/text-scale.txt"
+                    text=$out/text-scale.txt; }
+# scale_config NAME DEVICE WARMUP: a ds config, bf16, stage 3, parameters and optimizer on
+# DEVICE (none: resident), the optimizer's CPU updates overlapped with the next forward, and
+# with WARMUP > 0 a linear warm-up over that many steps; the cuda device backend, as the
+# trainer sets it, so that the estimate counts the GPU ops' activations (the fused
+# attention's logsumexp)
+scale_config() {
+  local sched=""
+  [ "$3" -gt 0 ] && sched=', "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0,
+  "warmup_max_lr": '"$lr"', "warmup_num_steps": '"$3"', "warmup_type": "linear"}}'
+  cat > "$out/scale-$1.json" <<JSON
+{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3,
+  "stage3_param_persistence_threshold": 0,
+  "offload_param": {"device": "$2", "pin_memory": true},
+  "offload_optimizer": {"device": "$2", "pin_memory": true}},
+ "optimizer": {"type": "AdamW", "params": {"lr": $lr}}, "gradient_clipping": 1.0,
+ "ztier": {"device_backend": "cuda",
+  "overlap_step": "$( [ "$2" = none ] && echo off || echo on )"}$sched}
+JSON
+}
+# scale_run NAME LIMIT CONFIG BATCH STEPS BUDGET POLICY [trainer options...]: the trainer, then
+# `ztier estimate` for the same run (BUDGET: its --hbm, or the device's 80G when resident;
+# POLICY: the estimate's row, none|full|full+offload), and one summary line of both
+scale_run() {
+  local name=$1 limit=$2 cfg=$3 b=$4 n=$5 budget=$6 policy=$7 log est hbm=()
+  shift 7
+  log=$out/zt_gpt2-scale-$name.txt est=$out/estimate-scale-$name.txt
+  [ "$budget" = 80G ] || hbm=(--hbm "$budget")
+  timeout "$limit" "$build"/examples/gpt2/zt_gpt2 --config "$cfg" --vocab "$vocab" --text "$text" \
+    --device cuda --batch "$b" --seq "$sq" --steps "$n" --ds-config "$out/scale-$name.json" \
+    "${hbm[@]}" "$@" > "$log" 2>&1
+  local rc=$?
+  timeout 60 "$build"/tools/ztier estimate --config "$cfg" --vocab "$nvocab" --batch "$b" --seq "$sq" \
+    --ds-config "$out/scale-$name.json" --device-memory "$budget" > "$est" 2>&1
+  local erc=$? last mfu toks ms stall bytes e_peak e_host e_total verdict
+  last=$(grep -E '^step ' "$log" | tail -1)
+  mfu=$(sed -n 's/.*| MFU \([0-9.]*\).*/\1/p' <<< "$last")
+  toks=$(sed -n 's/.*| *\([0-9]*\) tok\/s.*/\1/p' <<< "$last")
+  ms=$(sed -n 's/^summary: .*(median \([0-9.]*\) ms).*/\1/p' "$log")
+  stall=$(sed -n 's/.*fetch stall [0-9.]* s (\([0-9]*%\)).*/\1/p' "$log")
+  bytes=$(sed -n "s/.*last step's bytes: h2d \([0-9]*\), d2h \([0-9]*\) (activation checkpoints saved \([0-9]*\)).*/\1 \2 \3/p" "$log" |
+    awk '{printf "h2d %.2f GB, d2h %.2f GB (activation checkpoints %.2f GB)", $1/1e9, $2/1e9, $3/1e9}')
+  [ -n "$bytes" ] || bytes="(no complete run: the last step line) $(grep -o 'h2d .*' <<< "$last")"
+  e_peak=$(sed -n 's/.* \([0-9.]* [KMGT]*i*B\) peak under the budget.*/\1/p' "$est")
+  e_host=$(sed -n 's/^  host *\([0-9.]* [KMGT]*i*B\).*/\1/p' "$est")
+  e_total=$(awk -v p="$policy" '$1 == p && NF == 12 {print $10, $11}' "$est")
+  verdict=$(sed -n 's/^  \(batch .* fit.*\)/\1/p' "$est")
+  echo "scale $name ($cfg, batch $b x $sq, bf16): rc=$rc MFU ${mfu:-n/a}, ${toks:-?} tok/s, \
+median ${ms:-?} ms/step, fetch stall ${stall:-?}, per step $bytes; $(grep -h '^  tier peaks' "$log" |
+    sed 's/^ *//'); estimate (a count, rc=$erc): parameters' device peak ${e_peak:-?}, host \
+${e_host:-?}, device total ($policy) ${e_total:-?}; its verdict: ${verdict:-none}" | tee -a "$out/summary.txt"
+  printf '%s\n' "${ms:-}" > "$out/scale-$name.ms"
+}
+# scale_ratio A B: B's median step time over A's
+scale_ratio() {
+  echo "scale $2 / $1 (median step time): $(paste "$out/scale-$1.ms" "$out/scale-$2.ms" |
+    awk '$1 > 0 && $2 > 0 {printf "%.2f", $2 / $1; next} {print "n/a"}')" | tee -a "$out/summary.txt"
+}
+scale_config d12-resident none 0
+scale_run d12-resident 40 "$c12" "$b12" "$steps" 80G none
+scale_config d12-offloaded cpu 0
+scale_run d12-offloaded 40 "$c12" "$b12" "$steps" 1G none
+scale_ratio d12-resident d12-offloaded
+scale_config d48-resident none 0
+scale_run d48-resident 80 "$c48" "$b48" 4 80G full --checkpoint-activations full
+scale_config d48-offloaded cpu 0
+scale_run d48-offloaded 80 "$c48" "$b48" 4 "$hbm48" full --checkpoint-activations full
+scale_ratio d48-resident d48-offloaded
+# the 4.5B shape: the warm-up over half the steps; its loss must fall
+scale_config big cpu $(( steps / 2 ))
+scale_run big 400 "$cbig" "$bbig" "$steps" 24G full+offload --checkpoint-activations full \
+  --offload-activations host
+first=$(grep -E '^step ' "$out/zt_gpt2-scale-big.txt" | head -1 | sed -n 's/.*| loss \([0-9.]*\) .*/\1/p')
+lastl=$(grep -E '^step ' "$out/zt_gpt2-scale-big.txt" | tail -1 | sed -n 's/.*| loss \([0-9.]*\) .*/\1/p')
+if [ -n "$first" ] && [ -n "$lastl" ] && awk -v a="$first" -v b="$lastl" 'BEGIN {exit !(b < a)}'; then
+  echo "scale big: loss fell, $first -> $lastl" | tee -a "$out/summary.txt"
+else
+  echo "scale big: FAIL: the loss did not fall (first ${first:-none}, last ${lastl:-none})" |
+    tee -a "$out/summary.txt"
+fi
+end=$scale_saved_end
 fi
 want largest || exit 0
 # issue 14's largest-model goal: the GPT-2 shape d40c3072 (4.7B parameters with GPT-2's

@@ -579,6 +579,10 @@ int cmd_estimate(int argc, char **argv)
         acts.prefetch_layers = m.rt->cfg.act_prefetch_layers;
         acts.params_peak = e.runs ? e.device_peak : e.device_min_order;
         acts.budget = mc.device_budget;
+        /* the GPU trainer widens bf16 layers into fp32 scratch on the device (two slots) */
+        acts.bf16_scratch = m.rt->cfg.bf16 ? gpt2_bf16_scratch_bytes(&acts.c) : 0;
+        static const char *const tiers[] = {"the device", "cpu", "nvme"};
+        acts.placement = tiers[e.plan.param_tier];
         /* the GPU trainer's ops keep attention's logsumexp, the CPU's the softmax */
         acts.att_keep = strcmp(m.rt->cfg.device_backend, "cuda") ? GPT2_ATT_PROBS : GPT2_ATT_LSE;
         if (o.seq > acts.c.max_seq) {

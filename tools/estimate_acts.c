@@ -28,7 +28,8 @@ static uint64_t store_device(const est_acts_in *in, int policy, int rows)
 
 static uint64_t device_total(const est_acts_in *in, int policy, int rows)
 {
-    return in->params_peak + gpt2_activation_bytes_on(&in->c, rows, in->seq, policy, in->att_keep) +
+    return in->params_peak + in->bf16_scratch +
+           gpt2_activation_bytes_on(&in->c, rows, in->seq, policy, in->att_keep) +
            store_device(in, policy, rows);
 }
 
@@ -43,7 +44,7 @@ static act_row row_of(const est_acts_in *in, int policy)
     if (policy == GPT2_FULL_OFFLOAD)
         r.store_home = (uint64_t)in->c.layers * gpt2_checkpoint_bytes(&in->c, in->rows, in->seq);
     r.store_device = store_device(in, policy, in->rows);
-    r.device_total = r.model + r.store_device + in->params_peak;
+    r.device_total = device_total(in, policy, in->rows);
     int lo = 0, hi = 1 << 20; /* the bytes grow with the batch: the largest that fits */
     while (lo < hi) {
         int mid = lo + (hi - lo + 1) / 2;
@@ -68,6 +69,37 @@ static double formula(const est_acts_in *in)
 {
     double s = in->seq, b = in->rows, h = in->c.channels, a = in->c.heads;
     return s * b * h * (34.0 + 5.0 * a * s / h);
+}
+
+/* Whether the batch fits the device budget, and with which policies: the one that keeps the
+ * most activations on the device among those that fit (the least recomputation and traffic),
+ * else the least device total and how far it is over. */
+static void print_verdict(const est_acts_in *in)
+{
+    char a[32], b[32];
+    int best = -1, least = 0;
+    act_row rows[N_ROWS];
+    for (int k = 0; k < N_ROWS; k++) {
+        rows[k] = row_of(in, policies[k]);
+        if (best < 0 && rows[k].device_total <= in->budget)
+            best = k;
+        if (rows[k].device_total < rows[least].device_total)
+            least = k;
+    }
+    if (best >= 0) {
+        printf("  batch %d x %d fits the device budget with --checkpoint-activations %s%s: "
+               "device total %s of %s (parameters on %s)\n",
+               in->rows, in->seq, policies[best] == GPT2_FULL_OFFLOAD ? "full" : names[best],
+               policies[best] == GPT2_FULL_OFFLOAD ? " (and --offload-activations host|nvme)" : "",
+               bench_fmt_bytes(rows[best].device_total, a, sizeof a),
+               bench_fmt_bytes(in->budget, b, sizeof b), in->placement);
+        return;
+    }
+    printf("  batch %d x %d does not fit the device budget with any policy: the least is %s, "
+           "device total %s of %s (parameters on %s); fp32 activations: bf16 activations would "
+           "halve the model's share\n",
+           in->rows, in->seq, names[least], bench_fmt_bytes(rows[least].device_total, a, sizeof a),
+           bench_fmt_bytes(in->budget, b, sizeof b), in->placement);
 }
 
 void est_acts_print(const est_acts_in *in)
@@ -97,6 +129,12 @@ void est_acts_print(const est_acts_in *in)
            in->prefetch_layers, bench_fmt_bytes(in->params_peak, a, sizeof a),
            bench_fmt_bytes((uint64_t)fl, b, sizeof b),
            bench_fmt_bytes((uint64_t)(fl * in->c.layers), c, sizeof c), in->c.layers);
+    if (in->bf16_scratch)
+        printf("  (bf16.enabled: device total includes the trainer's fp32 copies of the bf16 "
+               "layers, %llu bytes: the embedding's and one other layer's parameters and "
+               "gradients)\n",
+               (unsigned long long)in->bf16_scratch);
+    print_verdict(in);
 }
 
 json_t *est_acts_json(const est_acts_in *in)
@@ -111,7 +149,8 @@ json_t *est_acts_json(const est_acts_in *in)
                       "store_device", (json_int_t)r.store_device, "device_total",
                       (json_int_t)r.device_total, "largest_batch", r.largest_batch));
     }
-    return json_pack("{s:i, s:i, s:I, s:s, s:o}", "batch_per_rank", in->rows, "seq", in->seq,
+    return json_pack("{s:i, s:i, s:I, s:s, s:I, s:o}", "batch_per_rank", in->rows, "seq", in->seq,
                      "formula_per_layer_16bit", (json_int_t)formula(in), "attention_keeps",
-                     keeps_lse(in) ? "logsumexp" : "softmax", "policies", rows);
+                     keeps_lse(in) ? "logsumexp" : "softmax", "bf16_scratch",
+                     (json_int_t)in->bf16_scratch, "policies", rows);
 }

@@ -4,7 +4,10 @@
 # policy, the estimate's "model" bytes equal the activations the trainer allocates (its
 # "activations N bytes" line), and with full checkpoints in ztier's store (host memory and
 # NVMe) its "store_device" equals the store's measured device peak (zt_stats), two blocks'
-# inputs with prefetch_layers 1; none > selective > full >= full+offload.
+# inputs with prefetch_layers 1; none > selective > full >= full+offload. With bf16.enabled
+# its "bf16_scratch" equals the trainer's fp32 copies of the bf16 layers (the figure it prints
+# after the last step; on a GPU they are device memory) and every policy's device total is
+# the parameters' peak + the model's + the store's + that scratch; without bf16 it is 0.
 #   estimate_acts.sh <ztier> <zt_gpt2>
 set -euo pipefail
 ztier=$1 trainer=$2
@@ -42,6 +45,33 @@ for policy in none selective full host nvme; do
   fi
   prev=$ran
 done
+
+# bf16.enabled: the widening scratch the trainer allocates, counted on the device
+cat > "$work/bf16.json" <<'JSON'
+{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3,
+  "offload_param": {"device": "cpu"}, "offload_optimizer": {"device": "cpu"}},
+ "optimizer": {"type": "AdamW", "params": {"lr": 3e-4}}}
+JSON
+"$trainer" "${common[@]}" --ds-config "$work/bf16.json" > "$work/bf16.log" 2> /dev/null
+ran=$(sed -n 's/.*fp32 copies of bf16 layers \([0-9]*\).*/\1/p' "$work/bf16.log")
+"$ztier" estimate --config tiny --vocab 256 --batch 8 --seq 16 --ds-config "$work/bf16.json" \
+  --json | tail -n 1 > "$work/est-bf16.json"
+python3 - "$work/est-bf16.json" "$work/est.json" "$ran" <<'PY'
+import json, sys
+bf, fp, ran = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
+scratch = bf["activations"]["bf16_scratch"]
+if scratch != ran or ran <= 0:
+    sys.exit(f"bf16: the trainer's fp32 copies of bf16 layers are {ran} bytes, the estimate says {scratch}")
+if fp["activations"]["bf16_scratch"] != 0:
+    sys.exit(f"fp32: the estimate counts {fp['activations']['bf16_scratch']} bytes of bf16 scratch")
+peak = bf["per_rank"]["device_peak"]
+for name, row in bf["activations"]["policies"].items():
+    want = peak + row["model"] + row["store_device"] + scratch
+    if row["device_total"] != want:
+        sys.exit(f"bf16 {name}: device total {row['device_total']}, not {want} (parameters' peak "
+                 f"{peak} + model {row['model']} + store {row['store_device']} + scratch {scratch})")
+print(f"bf16: the trainer's fp32 copies of bf16 layers {ran} bytes: as estimated, in each device total")
+PY
 
 # With the cuda device backend (the GPU trainer) the estimate counts what the CUDA ops
 # allocate: tiny's heads of 16 take the fused attention, which keeps each row's logsumexp
