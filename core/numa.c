@@ -75,6 +75,14 @@ zt_status zt_numa_check_node(int node, const char *key, int *bound, zt_error *er
                       "set one of those, or -1 (\"auto\": the GPU's node)",
                       key, node, node, nodes[0] ? nodes : "none");
     }
+    /* libnuma caches each node's CPU mask on first use without a lock: two threads binding at
+     * once (the pool's workers, a thread starting I/O engines) may both fill it and leak one
+     * mask. Fill it here, on the one thread that checks the node before anything binds. */
+    struct bitmask *cpus = numa_allocate_cpumask();
+    if (cpus) {
+        numa_node_to_cpus(node, cpus);
+        numa_free_cpumask(cpus);
+    }
     *bound = node;
     return ZT_OK;
 }
