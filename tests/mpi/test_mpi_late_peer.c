@@ -238,6 +238,37 @@ static int huge_count(zt_comm *c)
     return failures ? 1 : 0;
 }
 
+/* Rank 0's process id, in <dir>/rank0.pid, so that rank 1 can outlive it (both ranks run on
+ * this machine). */
+static void note_pid(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rank0.pid", dir);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "%ld\n", (long)getpid());
+        fclose(f);
+    }
+}
+
+/* Waits (at most 30 s) until rank 0's process is gone, then half a second for the launcher
+ * to take its status. */
+static void wait_until_gone(const char *dir)
+{
+    char path[4096];
+    long pid = 0;
+    snprintf(path, sizeof path, "%s/rank0.pid", dir);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%ld", &pid) != 1)
+            pid = 0;
+        fclose(f);
+    }
+    for (int i = 0; pid > 0 && i < 600 && kill((pid_t)pid, 0) == 0; i++)
+        usleep(50000);
+    usleep(500000);
+}
+
 int main(int argc, char **argv)
 {
     zt_comm *c = NULL;
@@ -258,6 +289,8 @@ int main(int argc, char **argv)
     snprintf(g_mark, sizeof g_mark, "%s/late-done", argv[2]);
     const char *mark = g_mark;
     g_site = argv[1];
+    if (c->rank == 0)
+        note_pid(argv[2]);
     if (c->rank == 1 && !strcmp(argv[1], "release")) { /* stops inside the reduction */
         zt_status st = release_site(&err);             /* its collectives after that one time out */
         printf("rank 1: the rest of the micro-step -> %s\n", name(st));
@@ -265,8 +298,10 @@ int main(int argc, char **argv)
         struct stat sb; /* its reduce-scatter may still be finishing: that comes first */
         for (int i = 0; i < 400 && stat(g_mark, &sb) != 0; i++)
             usleep(50000);
-        sleep(3); /* rank 0 exits first (and the launcher with its status): MPI is not
-                   * finalised here, as a collective of this rank was given up on */
+        /* rank 0 exits first (and the launcher with its status): MPI is not finalised here,
+         * as a collective of this rank was given up on, and the launcher reports the first
+         * process that ends */
+        wait_until_gone(argv[2]);
         return 0;
     }
     if (c->rank == 1) {
@@ -290,5 +325,9 @@ int main(int argc, char **argv)
     zt_comm_destroy(c);
     printf("rank 0: exiting %d\n", st == ZT_ERR_COMM ? LATE_EXIT : 1);
     fflush(stdout);
+    /* "release": rank 1 gave up on its later collectives and never finalises MPI, so a
+     * finalise here would wait for it in Open MPI's fence until the launcher ends the job */
+    if (!strcmp(argv[1], "release"))
+        _exit(st == ZT_ERR_COMM ? LATE_EXIT : 1);
     return st == ZT_ERR_COMM ? LATE_EXIT : 1;
 }
