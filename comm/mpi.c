@@ -18,8 +18,11 @@
  * Completion stays in issue order as the caller sees it: a wait returns once its collective
  * and every collective issued before it on the communicator are done.
  *
- * bf16/fp16 reductions are carried out in fp32 (converted before and after the MPI call) so
- * gradients are never summed in 16-bit. A wait that exceeds the timeout ($ZT_COMM_TIMEOUT
+ * bf16/fp16 reductions move 16-bit values: user-defined MPI_Ops add two elements in fp32 and
+ * round the sum to 16 bits (as NCCL's ring does at each step), so an element summed over n
+ * ranks is rounded n - 1 times; they are non-commutative ops, so MPI combines in rank order
+ * and every rank of an all-reduce gets the same bits. (The runtime widens 16-bit gradients to
+ * fp32 first where communication_data_type "fp32" asks for exact sums.) A wait that exceeds the timeout ($ZT_COMM_TIMEOUT
  * seconds, default 600) returns ZT_ERR_COMM instead of hanging when a peer has failed.
  *
  * Exit after a peer stopped responding: a collective whose wait timed out stays inside MPI
@@ -188,9 +191,10 @@ static MPI_Datatype mpi_type(zt_comm_dtype dt)
 {
     switch (dt) {
     case ZT_COMM_F32:
-    case ZT_COMM_BF16: /* reduced as fp32 */
-    case ZT_COMM_F16:
         return MPI_FLOAT;
+    case ZT_COMM_BF16: /* reduced by the ops of op16 */
+    case ZT_COMM_F16:
+        return MPI_UINT16_T;
     case ZT_COMM_F64:
         return MPI_DOUBLE;
     case ZT_COMM_I64:
@@ -201,7 +205,58 @@ static MPI_Datatype mpi_type(zt_comm_dtype dt)
 }
 
 static int is_16bit(zt_comm_dtype dt) { return dt == ZT_COMM_BF16 || dt == ZT_COMM_F16; }
-static zt_dtype as_dtype(zt_comm_dtype dt) { return dt == ZT_COMM_BF16 ? ZT_BF16 : ZT_F16; }
+
+/* inout[i] = in[i] op inout[i] for 16-bit elements of t: both widened exactly, added (or
+ * compared) in fp32, the result rounded to nearest even once. */
+static void combine16(const void *in, void *inout, int n, zt_dtype t, int max)
+{
+    for (int i = 0; i < n; i++) {
+        float a = zt_load_f32(in, t, (size_t)i), b = zt_load_f32(inout, t, (size_t)i);
+        zt_store_f32(inout, t, (size_t)i, max ? (a > b ? a : b) : a + b);
+    }
+}
+
+static void sum_bf16(void *in, void *inout, int *n, MPI_Datatype *t)
+{
+    (void)t;
+    combine16(in, inout, *n, ZT_BF16, 0);
+}
+static void sum_f16(void *in, void *inout, int *n, MPI_Datatype *t)
+{
+    (void)t;
+    combine16(in, inout, *n, ZT_F16, 0);
+}
+static void max_bf16(void *in, void *inout, int *n, MPI_Datatype *t)
+{
+    (void)t;
+    combine16(in, inout, *n, ZT_BF16, 1);
+}
+static void max_f16(void *in, void *inout, int *n, MPI_Datatype *t)
+{
+    (void)t;
+    combine16(in, inout, *n, ZT_F16, 1);
+}
+
+/* The 16-bit ops, made once MPI is initialised (mpi_create): [bf16, fp16][sum, max]. */
+static MPI_Op g_op16[2][2];
+static int g_op16_rc = MPI_SUCCESS;
+static pthread_once_t g_op16_once = PTHREAD_ONCE_INIT;
+
+static void make_op16(void)
+{
+    MPI_User_function *fn[2][2] = {{sum_bf16, max_bf16}, {sum_f16, max_f16}};
+    for (int t = 0; t < 2; t++)
+        for (int m = 0; m < 2; m++)
+            if (g_op16_rc == MPI_SUCCESS) /* non-commutative: combined in rank order */
+                g_op16_rc = MPI_Op_create(fn[t][m], 0, &g_op16[t][m]);
+}
+
+static MPI_Op mpi_reduce_op(zt_comm_dtype dt, zt_reduce_op rop)
+{
+    if (is_16bit(dt))
+        return g_op16[dt == ZT_COMM_F16][rop == ZT_REDUCE_MAX];
+    return rop == ZT_REDUCE_MAX ? MPI_MAX : MPI_SUM;
+}
 
 static int set_error(mpi_op *op, int rc, const char *what)
 {
@@ -215,29 +270,6 @@ static int set_error(mpi_op *op, int rc, const char *what)
     return -1;
 }
 
-/* Reductions of 16-bit data: widen to fp32, reduce, narrow. */
-static int run_reduce16(mpi_comm *c, MPI_Comm comm, mpi_op *op)
-{
-    size_t total = op->kind == OP_REDUCE_SCATTER ? op->count * (size_t)c->base.size : op->count;
-    float *wide = malloc(total * sizeof(float)), *out = malloc(op->count * sizeof(float));
-    if (!wide || !out) {
-        free(wide), free(out);
-        op->status = ZT_ERR_NOMEM;
-        snprintf(op->msg, sizeof op->msg, "out of memory widening a 16-bit reduction");
-        return -1;
-    }
-    zt_convert_array(wide, ZT_F32, op->send, as_dtype(op->dt), total);
-    MPI_Op mop = op->rop == ZT_REDUCE_MAX ? MPI_MAX : MPI_SUM;
-    int rc = op->kind == OP_REDUCE_SCATTER
-                 ? MPI_Reduce_scatter_block(wide, out, (int)op->count, MPI_FLOAT, mop, comm)
-                 : MPI_Allreduce(wide, out, (int)op->count, MPI_FLOAT, mop, comm);
-    if (rc == MPI_SUCCESS)
-        zt_convert_array(op->recv, as_dtype(op->dt), out, ZT_F32, op->count);
-    free(wide), free(out);
-    return set_error(op, rc,
-                     op->kind == OP_REDUCE_SCATTER ? "MPI_Reduce_scatter_block" : "MPI_Allreduce");
-}
-
 static zt_status make_comm(MPI_Comm comm, mpi_failure *family, zt_comm **out, zt_error *err);
 static void mpi_destroy(zt_comm *base);
 
@@ -245,23 +277,19 @@ static void run_op(mpi_comm *c, MPI_Comm comm, mpi_op *op)
 {
     MPI_Datatype t = mpi_type(op->dt);
     int n = (int)op->count;
-    int bytes16 = is_16bit(op->dt);
-    MPI_Datatype raw = bytes16 ? MPI_UINT16_T : t; /* data that is only moved */
-    MPI_Op mop = op->rop == ZT_REDUCE_MAX ? MPI_MAX : MPI_SUM;
+    MPI_Op mop = mpi_reduce_op(op->dt, op->rop);
     switch (op->kind) {
     case OP_ALLGATHER: {
         const void *send = op->send == (char *)op->recv + op->count * zt_comm_dtype_size(op->dt) *
                                                               (size_t)c->base.rank
                                ? MPI_IN_PLACE
                                : op->send;
-        set_error(op, MPI_Allgather(send, n, raw, op->recv, n, raw, comm), "MPI_Allgather");
+        set_error(op, MPI_Allgather(send, n, t, op->recv, n, t, comm), "MPI_Allgather");
         break;
     }
     case OP_REDUCE_SCATTER:
     case OP_ALLREDUCE:
-        if (bytes16) {
-            run_reduce16(c, comm, op);
-        } else if (op->kind == OP_ALLREDUCE) {
+        if (op->kind == OP_ALLREDUCE) {
             const void *send = op->send == op->recv ? MPI_IN_PLACE : op->send;
             set_error(op, MPI_Allreduce(send, op->recv, n, t, mop, comm), "MPI_Allreduce");
         } else {
@@ -271,10 +299,10 @@ static void run_op(mpi_comm *c, MPI_Comm comm, mpi_op *op)
         }
         break;
     case OP_ALLTOALL:
-        set_error(op, MPI_Alltoall(op->send, n, raw, op->recv, n, raw, comm), "MPI_Alltoall");
+        set_error(op, MPI_Alltoall(op->send, n, t, op->recv, n, t, comm), "MPI_Alltoall");
         break;
     case OP_BCAST:
-        set_error(op, MPI_Bcast(op->recv, n, raw, op->root, comm), "MPI_Bcast");
+        set_error(op, MPI_Bcast(op->recv, n, t, op->root, comm), "MPI_Bcast");
         break;
     case OP_BARRIER:
         set_error(op, MPI_Barrier(comm), "MPI_Barrier");
@@ -294,14 +322,14 @@ static void run_op(mpi_comm *c, MPI_Comm comm, mpi_op *op)
     }
     case OP_GATHERV:
         set_error(op,
-                  MPI_Gatherv(op->send, op->vcounts[c->base.rank], raw, op->recv, op->vcounts,
-                              op->vdispls, raw, op->root, comm),
+                  MPI_Gatherv(op->send, op->vcounts[c->base.rank], t, op->recv, op->vcounts,
+                              op->vdispls, t, op->root, comm),
                   "MPI_Gatherv");
         break;
     case OP_ALLGATHERV:
         set_error(op,
-                  MPI_Allgatherv(op->send, op->vcounts[c->base.rank], raw, op->recv, op->vcounts,
-                                 op->vdispls, raw, comm),
+                  MPI_Allgatherv(op->send, op->vcounts[c->base.rank], t, op->recv, op->vcounts,
+                                 op->vdispls, t, comm),
                   "MPI_Allgatherv");
         break;
     case OP_SPLIT: {
@@ -938,6 +966,10 @@ static zt_status mpi_create(zt_comm **out, zt_error *err)
                       "MPI_THREAD_MULTIPLE (call MPI_Init_thread with it, or let ztier "
                       "initialise MPI)",
                       provided);
+    pthread_once(&g_op16_once, make_op16);
+    if (g_op16_rc != MPI_SUCCESS)
+        return ZT_ERR(err, ZT_ERR_COMM, "MPI_Op_create of the 16-bit sums failed (error %d)",
+                      g_op16_rc);
     /* MPI_Comm_dup would wait for the stopped peer forever */
     if (atomic_load(&g_abandoned) || atomic_load(&g_errors))
         return ZT_ERR(err, ZT_ERR_COMM,

@@ -23,8 +23,10 @@
  * The MPI bootstrap stays open as the communicator's host side (zt_comm_host): the runtime's agreements, the norm's sums, the
  * parameter reads and checkpoint names go over it in host memory, the same sequence of
  * collectives the MPI tests prove; the device buffers go over NCCL. On one GPU it runs with
- * world size 1 (MPI starts as a singleton without mpirun). Reductions accept fp32/fp64/int64 only: the
- * runtime widens 16-bit gradients to fp32 before reducing, so nothing is summed in 16 bits.
+ * world size 1 (MPI starts as a singleton without mpirun). Reductions take every type the
+ * comm has, bf16 and fp16 as NCCL sums them: each step of its ring adds in fp32 and rounds to
+ * 16 bits, so an element summed over n ranks is rounded n - 1 times (the runtime's 16-bit
+ * gradients, unless communication_data_type "fp32" has it widen them first).
  *
  * This file is compiled and linked wherever CUDA and NCCL are present; it has never run on
  * this project's CPU-only machines. */
@@ -119,10 +121,10 @@ static int nccl_type(zt_comm_dtype dt, ncclDataType_t *out)
         return 0;
     case ZT_COMM_BF16:
         *out = ncclBfloat16;
-        return 1; /* moved, never reduced */
+        return 0;
     case ZT_COMM_F16:
         *out = ncclFloat16;
-        return 1;
+        return 0;
     }
     return -1;
 }
@@ -130,9 +132,8 @@ static int nccl_type(zt_comm_dtype dt, ncclDataType_t *out)
 static zt_status reduce_type(zt_comm_dtype dt, ncclDataType_t *t, zt_error *err)
 {
     if (nccl_type(dt, t) != 0)
-        return ZT_ERR(err, ZT_ERR_INTERNAL,
-                      "nccl backend: reductions must be fp32/fp64/int64 (16-bit data is "
-                      "widened by the runtime first)");
+        return ZT_ERR(err, ZT_ERR_INTERNAL, "nccl backend: no NCCL type for comm dtype %d",
+                      (int)dt);
     return ZT_OK;
 }
 

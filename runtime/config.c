@@ -110,3 +110,8 @@ zt_dtype zt_config_dtype(const zt_config *cfg)
 {
     return cfg->bf16 ? ZT_BF16 : cfg->fp16 ? ZT_F16 : ZT_F32;
 }
+
+zt_dtype zt_config_reduce_dtype(const zt_config *cfg, zt_dtype grads)
+{
+    return cfg->comm_dtype == ZT_COMM_DATA_F32 || cfg->fp32_allreduce ? ZT_F32 : grads;
+}

@@ -118,6 +118,8 @@ typedef struct zt_config {
     int64_t pinned_limit;       /* bytes of host memory that may be pinned */
     int device_optimizer;       /* zt_device_optimizer_mode */
     int grad_accum_bf16;        /* gradient accumulators in bf16 (else fp32) */
+    int comm_dtype;             /* communication_data_type: zt_comm_data_type */
+    int fp32_allreduce;         /* DeepSpeed's fp32_allreduce: as comm_dtype fp32 */
     int checkpoint_keep;        /* committed checkpoints kept per root folder */
     int log_level;              /* -1 = unset */
     int log_effective_settings; /* commit prints the settings training runs with (bool) */
@@ -146,6 +148,18 @@ typedef enum zt_overlap_mode {
     ZT_OVERLAP_ON = 1,
     ZT_OVERLAP_OFF = 2
 } zt_overlap_mode;
+
+/* communication_data_type: the dtype gradients are summed over ranks in. */
+typedef enum zt_comm_data_type {
+    ZT_COMM_DATA_AUTO = 0, /* the parameters': 16-bit gradients cross the links in 16 bits */
+    ZT_COMM_DATA_F32 = 1,  /* 16-bit gradients widened first: the sums exact in fp32 */
+    ZT_COMM_DATA_BF16 = 2, /* = auto, with bf16.enabled (checked) */
+    ZT_COMM_DATA_F16 = 3   /* = auto, with fp16.enabled (checked) */
+} zt_comm_data_type;
+
+/* The dtype gradients released in `grads` are summed over ranks in: fp32 when the
+ * configuration asks for it (communication_data_type "fp32", fp32_allreduce), else their own. */
+zt_dtype zt_config_reduce_dtype(const zt_config *cfg, zt_dtype grads);
 
 void zt_config_defaults(zt_config *cfg);
 

@@ -52,6 +52,8 @@ static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL}
 static const char *const on_off_auto[] = {"auto", "on", "off",
                                           NULL}; /* = zt_device_optimizer_mode */
 static const char *const accum_dtypes[] = {"fp32", "bf16", NULL};
+static const char *const comm_dtypes[] = {"auto", "fp32", "bf16", "fp16",
+                                          NULL}; /* = zt_comm_data_type */
 static const char *const lr_schedules[] = {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR",
                                            "OneCycle", NULL};      /* = zt_lr_schedule_kind */
 static const char *const warmup_types[] = {"log", "linear", NULL}; /* = zt_warmup_type */
@@ -433,13 +435,18 @@ const zt_config_key zt_config_keys[] = {
     IGNORE("wandb", UNUSED),
     IGNORE("csv_monitor", UNUSED),
     IGNORE("comms_logger", UNUSED),
-    DROP("communication_data_type", "gradients are reduced in fp32 (16-bit ones widened first)"),
+    ENUM("communication_data_type", ZT_KEY_ENUM, F(comm_dtype), comm_dtypes,
+         "The dtype gradients are summed over ranks in: unset or \"auto\" the parameters' "
+         "(16-bit ones in 16 bits, each rank's add rounded once; docs/configuration.md), "
+         "\"fp32\" widened first (exact sums); \"bf16\"/\"fp16\" only with that dtype enabled"),
     IGNORE("seq_parallel_communication_data_type", UNUSED),
     DROP("data_types", "the gradient sums' dtype is ztier.grad_accum_dtype"),
     DROP("prescale_gradients", "gradients are summed over ranks, then averaged"),
     DROP("gradient_predivide_factor", "gradients are summed over ranks, then averaged"),
     IGNORE("sparse_gradients", UNUSED),
-    DROP("fp32_allreduce", "gradients are reduced in fp32 (16-bit ones widened first)"),
+    BOOL("fp32_allreduce", F(fp32_allreduce), 0,
+         "true: 16-bit gradients are widened and summed over ranks in fp32 (as "
+         "communication_data_type \"fp32\")"),
     DROP("amp", "no automatic mixed precision: fp16/bf16 sections set the working dtype"),
     IGNORE("checkpoint", UNUSED "; see zt_checkpoint_save"),
     IGNORE("elasticity", UNUSED),

@@ -428,7 +428,10 @@ static int null_is_unset(const zt_config_key *k, zt_config *cfg, const json_t *v
         *(int *)f = (int)a->value;
     else if (a)
         *(int64_t *)f = a->value;
-    return a || (k->offset == offsetof(zt_config, act_number_checkpoints) && k->kind == ZT_KEY_I64);
+    if (k->offset == offsetof(zt_config, comm_dtype)) /* DeepSpeed's default: the model's */
+        *(int *)f = ZT_COMM_DATA_AUTO;
+    return a || k->offset == offsetof(zt_config, comm_dtype) ||
+           (k->offset == offsetof(zt_config, act_number_checkpoints) && k->kind == ZT_KEY_I64);
 }
 
 static zt_status set_value(const zt_config_key *k, zt_config *cfg, const json_t *v,
@@ -697,6 +700,21 @@ static zt_status apply_legacy(zt_config *cfg, json_t *root, const char *origin, 
 }
 
 /* Rules checked both after parsing and by zt_config_validate. */
+/* communication_data_type names the parameters' 16-bit dtype or fp32: ztier sums gradients
+ * over ranks in the dtype they are released in, or widened to fp32, nothing else. */
+static zt_status check_comm_dtype(const zt_config *cfg, zt_error *err)
+{
+    static const char *const names[] = {"auto", "fp32", "bf16", "fp16"};
+    int want = cfg->comm_dtype;
+    if ((want == ZT_COMM_DATA_BF16 && !cfg->bf16) || (want == ZT_COMM_DATA_F16 && !cfg->fp16))
+        return ZT_ERR(err, ZT_ERR_CONFIG,
+                      "communication_data_type = \"%s\" with %s.enabled false: ztier sums "
+                      "gradients over ranks in the parameters' 16-bit dtype or in fp32; set it "
+                      "to \"fp32\" or \"auto\" (or remove it), or enable %s",
+                      names[want], names[want], names[want]);
+    return ZT_OK;
+}
+
 static zt_status check_core(const zt_config *cfg, zt_error *err)
 {
     if (cfg->stage < 3 && cfg->offload_param.device != ZT_TIER_DEVICE)
@@ -732,7 +750,7 @@ static zt_status check_core(const zt_config *cfg, zt_error *err)
     if (cfg->bf16 && cfg->fp16)
         return ZT_ERR(err, ZT_ERR_CONFIG,
                       "bf16.enabled and fp16.enabled are both true: enable at most one");
-    return ZT_OK;
+    return check_comm_dtype(cfg, err);
 }
 
 static zt_status parse_doc(zt_config *cfg, json_t *root, const char *origin, int strict,

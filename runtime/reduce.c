@@ -103,8 +103,18 @@ static zt_status stream_after_comm(zt_runtime *rt, zt_comm_req *req, const zt_la
     return st;
 }
 
-/* 16-bit gradients (src, of dt) are widened to fp32 on the device before they are summed over
- * ranks, so no rank's contribution is rounded to 16 bits in the sum. */
+/* The dtype gradients of dt cross the links in: 16-bit ones in 16 bits (half the bytes; NCCL's
+ * ring and MPI's reduction round each add over ranks to 16 bits, an error docs/configuration.md
+ * bounds), or widened to fp32 first where communication_data_type (or fp32_allreduce) asks for
+ * exact sums. */
+static zt_dtype wire_dtype(const zt_runtime *rt, zt_dtype dt)
+{
+    return zt_config_reduce_dtype(&rt->cfg, dt);
+}
+
+/* 16-bit gradients (src, of dt) widened to fp32 on the device before they are summed over
+ * ranks (an fp32 wire, or qgZ, which quantizes fp32), so no rank's contribution is rounded to
+ * 16 bits in the sum. */
 static zt_status widen(zt_runtime *rt, zt_layer *L, const void *src, zt_dtype dt, void **wide)
 {
     size_t n = (size_t)L->flat_numel;
@@ -255,16 +265,16 @@ static int slot_in_flight(const zt_runtime *rt, int slot)
 
 static zt_status complete_inflight(zt_runtime *rt);
 
-/* The sum over ranks of a bucket's layers is at the start of buf, each layer's shard after the
- * one before: each is added to its accumulator, in release order. */
-static zt_status add_bucket(zt_runtime *rt, const zt_bucket_entry *e, int n, void *buf)
+/* The sum over ranks of a bucket's layers (of dt) is at the start of buf, each layer's shard
+ * after the one before: each is added to its accumulator, in release order. */
+static zt_status add_bucket(zt_runtime *rt, const zt_bucket_entry *e, int n, void *buf, zt_dtype dt)
 {
     size_t off = 0;
     zt_status st = ZT_OK;
     for (int i = 0; st == ZT_OK && i < n; i++) {
         zt_layer *L = &rt->reg.layers[e[i].layer];
-        st = add_reduced(rt, L, (char *)buf + off, ZT_F32, e[i].micro);
-        off += (size_t)L->shard_numel * sizeof(float);
+        st = add_reduced(rt, L, (char *)buf + off, dt, e[i].micro);
+        off += (size_t)L->shard_numel * zt_dtype_size(dt);
     }
     return st;
 }
@@ -364,7 +374,7 @@ static zt_status complete_inflight(zt_runtime *rt)
         if (st == ZT_OK)
             st = qgz_add_sum(rt, L, slot->sum);
     } else if (st == ZT_OK && r->n_entries) {
-        st = add_bucket(rt, r->entries, r->n_entries, r->sum);
+        st = add_bucket(rt, r->entries, r->n_entries, r->sum, r->dt);
     } else if (st == ZT_OK) {
         st = add_reduced(rt, L, r->sum, r->dt, r->micro);
     }
@@ -502,8 +512,8 @@ static zt_status add_local(zt_runtime *rt, zt_layer *L, int *due)
 
 /* ---- reduction buckets (reduce_bucket_size; several ranks, not qgZ) ---- */
 
-/* One held release summed over ranks on its own: widened first when 16-bit, then issued and
- * left in flight where the others are, or summed at once. Its gradients are freed, or handed
+/* One held release summed over ranks on its own: widened first when its wire is fp32 and it
+ * is not, then issued and left in flight where the others are, or summed at once. Its gradients are freed, or handed
  * to the reduction in flight. */
 static zt_status reduce_held(zt_runtime *rt, const zt_bucket_entry *e)
 {
@@ -511,7 +521,7 @@ static zt_status reduce_held(zt_runtime *rt, const zt_bucket_entry *e)
     void *buf = e->src, *wide = NULL, *grads = e->owned ? e->src : NULL;
     zt_dtype dt = e->dt;
     zt_status st = ZT_OK;
-    if (dt != ZT_F32) { /* what can fail before the collective is agreed on first */
+    if (wire_dtype(rt, dt) != dt) { /* what can fail before the collective is agreed on first */
         st = widen(rt, L, e->src, dt, &wide);
         st = zt_comm_agree(rt->dist.comm, st, "the gradient reduction", &rt->err);
         buf = wide, dt = ZT_F32;
@@ -540,9 +550,21 @@ static void free_held(zt_runtime *rt, zt_bucket_entry *e, int n)
     free(e);
 }
 
-/* Every rank's piece of each held release, packed rank by rank into fp32 `pack` (parts: the
+/* The dtype a bucket is packed and summed in: its releases' 16-bit dtype when every one of
+ * them crosses the links in it, else fp32 (a stage-1 layer's sums are fp32 already). */
+static zt_dtype bucket_dtype(const zt_runtime *rt, const zt_reduce_bucket *b)
+{
+    zt_dtype dt = wire_dtype(rt, b->e[0].dt);
+    for (int i = 1; i < b->n; i++)
+        if (wire_dtype(rt, b->e[i].dt) != dt)
+            return ZT_F32;
+    return dt;
+}
+
+/* Every rank's piece of each held release, packed rank by rank into `pack` of dt (parts: the
  * ranks, or 1 for an all-reduce): [rank 0: layer a, layer b, ...][rank 1: ...]. */
-static zt_status pack_bucket(zt_runtime *rt, const zt_reduce_bucket *b, int parts, void *pack)
+static zt_status pack_bucket(zt_runtime *rt, const zt_reduce_bucket *b, int parts, void *pack,
+                             zt_dtype dt)
 {
     char *dst = pack;
     zt_status st = ZT_OK;
@@ -551,11 +573,12 @@ static zt_status pack_bucket(zt_runtime *rt, const zt_reduce_bucket *b, int part
             const zt_bucket_entry *e = &b->e[i];
             size_t n = (size_t)rt->reg.layers[e->layer].shard_numel;
             const char *src = (const char *)e->src + (size_t)r * n * zt_dtype_size(e->dt);
-            st = e->dt == ZT_F32 ? zt_device_memcpy_async(rt->device.dev, dst, src, n * 4,
-                                                          ZT_COPY_D2D, rt->device.stream, &rt->err)
-                                 : zt_device_cast_async(rt->device.dev, dst, ZT_F32, src, e->dt, n,
-                                                        rt->device.stream, &rt->err);
-            dst += n * sizeof(float);
+            st = e->dt == dt
+                     ? zt_device_memcpy_async(rt->device.dev, dst, src, n * zt_dtype_size(dt),
+                                              ZT_COPY_D2D, rt->device.stream, &rt->err)
+                     : zt_device_cast_async(rt->device.dev, dst, dt, src, e->dt, n,
+                                            rt->device.stream, &rt->err);
+            dst += n * zt_dtype_size(dt);
         }
     return st;
 }
@@ -641,13 +664,14 @@ static zt_status reduce_one_by_one(zt_runtime *rt, zt_reduce_bucket *b)
     return first;
 }
 
-/* The held releases in one collective: packed into the slot's fp32 buffer, summed over ranks,
- * each shard added to its accumulator (left in flight where the others are). */
+/* The held releases in one collective: packed into the slot's buffer (sized for fp32), summed
+ * over ranks, each shard added to its accumulator (left in flight where the others are). */
 static zt_status issue_packed(zt_runtime *rt, zt_reduce_bucket *b, void *pack)
 {
     const zt_layer *head = &rt->reg.layers[b->e[0].layer];
     int parts = b->allreduce ? 1 : rt->dist.world;
-    zt_status st = pack_bucket(rt, b, parts, pack);
+    zt_dtype dt = bucket_dtype(rt, b);
+    zt_status st = pack_bucket(rt, b, parts, pack, dt);
     for (int i = 0; i < b->n; i++) /* freed after the pack's copies of them */
         if (b->e[i].owned)
             zt_device_tier_free(&rt->tiers.dtier, b->e[i].src);
@@ -661,9 +685,9 @@ static zt_status issue_packed(zt_runtime *rt, zt_reduce_bucket *b, void *pack)
                                      .entries = b->e,
                                      .n_entries = b->n,
                                      .sum = pack,
-                                     .dt = ZT_F32,
+                                     .dt = dt,
                                      .qgz_slot = -1};
-        st = issue_collective(rt, pack, count, ZT_F32, b->allreduce, &r->req);
+        st = issue_collective(rt, pack, count, dt, b->allreduce, &r->req);
         if (st == ZT_OK) {
             rt->stats.reduce_buckets++;
             rt->reduce.n_inflight++;
@@ -672,14 +696,14 @@ static zt_status issue_packed(zt_runtime *rt, zt_reduce_bucket *b, void *pack)
         r->entries = NULL;
     } else if (st == ZT_OK) {
         zt_comm_req req = {0};
-        st = issue_collective(rt, pack, count, ZT_F32, b->allreduce, &req);
+        st = issue_collective(rt, pack, count, dt, b->allreduce, &req);
         rt->stats.reduce_buckets += st == ZT_OK;
         if (st == ZT_OK)
             st = stream_after_comm(rt, &req, head, b->n);
         if (st != ZT_OK && zt_comm_pending(&req))
             leave_pack(rt, pack);
         if (st == ZT_OK)
-            st = add_bucket(rt, b->e, b->n, pack);
+            st = add_bucket(rt, b->e, b->n, pack, dt);
     }
     free(b->e);
     return st;
@@ -770,8 +794,9 @@ zt_status zt_rt_flush_local_sums(zt_runtime *rt)
 }
 
 /* Sums the layer's gradients over ranks into this rank's fp32 accumulator: held for the
- * bucket (several ranks), or by qgZ, or on one rank at once. What can fail before qgZ's
- * collective (widening, growing its buffers) is agreed on first, so a rank that fails there
+ * bucket (several ranks; in 16 bits unless the wire is fp32), or by qgZ (from fp32), or on one
+ * rank at once. What can fail before qgZ's collective (widening, growing its buffers) is
+ * agreed on first, so a rank that fails there
  * stops every rank at once instead of leaving them in the collective. */
 static zt_status reduce_grads(zt_runtime *rt, zt_layer *L)
 {

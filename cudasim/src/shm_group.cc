@@ -792,6 +792,67 @@ void reduce_in_rank_order(unsigned char *dst, const unsigned char *src, size_t s
     }
 }
 
+// 16-bit floats as NCCL's ring sums them: each step adds (or compares) in fp32 and rounds the
+// partial result to 16 bits (to nearest even), so an element reduced over n members is
+// rounded n - 1 times, in rank order here.
+float widen16(uint16_t h, bool bf)
+{
+    if (!bf) {
+        _Float16 x;
+        memcpy(&x, &h, 2);
+        return float(x);
+    }
+    uint32_t b = uint32_t(h) << 16;
+    float x;
+    memcpy(&x, &b, 4);
+    return x;
+}
+
+uint16_t narrow16(float x, bool bf)
+{
+    uint16_t h;
+    if (!bf) {
+        _Float16 y = _Float16(x); // IEEE round to nearest even
+        memcpy(&h, &y, 2);
+        return h;
+    }
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    if ((b & 0x7fffffffu) > 0x7f800000u) // NaN: stays NaN, quieted
+        return uint16_t((b >> 16) | 0x40u);
+    return uint16_t((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
+template <class Op, bool BF>
+void reduce16_in_rank_order(unsigned char *dst, const unsigned char *src, size_t stride, int n,
+                            size_t count)
+{
+    for (size_t i = 0; i < count; ++i) {
+        const unsigned char *p = src + i * 2;
+        uint16_t acc = load<uint16_t>(p);
+        for (int m = 1; m < n; ++m)
+            acc = narrow16(
+                Op::apply(widen16(acc, BF), widen16(load<uint16_t>(p + size_t(m) * stride), BF)),
+                BF);
+        store(dst + i * 2, acc);
+    }
+}
+
+template <bool BF> ReduceFn reducer16_for(RedOp op)
+{
+    switch (op) {
+    case RedOp::Sum:
+        return reduce16_in_rank_order<SumOp, BF>;
+    case RedOp::Prod:
+        return reduce16_in_rank_order<ProdOp, BF>;
+    case RedOp::Max:
+        return reduce16_in_rank_order<MaxOp, BF>;
+    case RedOp::Min:
+        return reduce16_in_rank_order<MinOp, BF>;
+    }
+    return nullptr;
+}
+
 template <class T> ReduceFn reducer_for(RedOp op)
 {
     switch (op) {
@@ -807,7 +868,7 @@ template <class T> ReduceFn reducer_for(RedOp op)
     return nullptr;
 }
 
-// NULL for F16/BF16 (the stand-in has no half arithmetic) and for values outside the enums.
+// NULL for values outside the enums.
 ReduceFn reducer(DType type, RedOp op)
 {
     switch (type) {
@@ -828,8 +889,9 @@ ReduceFn reducer(DType type, RedOp op)
     case DType::F64:
         return reducer_for<double>(op);
     case DType::F16:
+        return reducer16_for<false>(op);
     case DType::BF16:
-        return nullptr;
+        return reducer16_for<true>(op);
     }
     return nullptr;
 }
@@ -858,10 +920,6 @@ int check_reduction(const Group *g, const char *what, const void *send, const vo
 {
     if (int rc = check_buffers(g, what, send, recv, count, type, span, why))
         return rc;
-    if (type == DType::F16 || type == DType::BF16)
-        return fail(
-            why, -ENOTSUP,
-            fmt("%s: %s reductions are not supported by the CPU stand-in", what, dtype_name(type)));
     *fn = reducer(type, op);
     if (!*fn)
         return fail(why, -EINVAL, fmt("%s: op %d is not a RedOp", what, int(op)));

@@ -76,7 +76,8 @@ size_t group_chunk_bytes(const Group *g);
 // fail on every member with -EPROTO and a message naming both calls; the group stays usable.
 // Reductions combine the members' values in rank order 0, 1, ..., n-1 (one fixed order, so
 // every member gets the same bits); integer Sum/Prod wrap modulo 2^bits. F16/BF16 reductions
-// are refused with -ENOTSUP (locally, before any waiting: every member must be refused alike).
+// combine two values in fp32 and round the result to 16 bits at each step, as NCCL's ring
+// does: an element reduced over n members is rounded n - 1 times.
 // In-place forms work: send == recv; for allgather send == recv + rank*count*size; for
 // reduce_scatter recv == send + rank*count*size; for broadcast send == recv on the root.
 // Buffers belong to the caller and need no alignment; count 0 is a valid no-op exchange.

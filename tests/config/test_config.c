@@ -276,7 +276,7 @@ static void test_dropped_training_settings_warn(void **state)
     parse_ok("{\"zero_optimization\": {\"mics_shard_size\": 8},"
              " \"optimizer\": {\"params\": {\"bias_correction\": false}},"
              " \"fp16\": {\"fp16_master_weights_and_grads\": true}, \"prescale_gradients\": true,"
-             " \"gradient_predivide_factor\": 2.0, \"communication_data_type\": \"fp16\"}",
+             " \"gradient_predivide_factor\": 2.0}",
              &c);
     const char *const expected[] = {
         "zero_optimization.mics_shard_size: MiCS is not built",
@@ -284,14 +284,13 @@ static void test_dropped_training_settings_warn(void **state)
         "fp16.fp16_master_weights_and_grads: the master weights and gradient sums stay fp32",
         "prescale_gradients: gradients are summed",
         "gradient_predivide_factor: gradients are summed",
-        "communication_data_type: gradients are reduced in fp32",
         NULL};
     for (int i = 0; expected[i]; i++)
         assert_log_has(expected[i]);
     int lines = 0;
     for (const char *p = logbuf; (p = strstr(p, "ztier warn")); p++)
         lines++;
-    assert_int_equal(lines, 6);
+    assert_int_equal(lines, 5);
     logbuf[0] = '\0';
     parse_ok("{\"optimizer\": {\"params\": {\"bias_correction\": true}},"
              " \"fp16\": {\"fp16_master_weights_and_grads\": false}, \"prescale_gradients\": false,"
@@ -299,6 +298,29 @@ static void test_dropped_training_settings_warn(void **state)
              " \"amp\": {\"enabled\": false}, \"fp32_allreduce\": false}",
              &c);
     assert_string_equal(logbuf, "");
+}
+
+/* communication_data_type: the dtype gradients are summed over ranks in. Unset, null and
+ * "auto" leave 16-bit gradients in 16 bits; "fp32" and fp32_allreduce widen them; naming a
+ * 16-bit dtype that is not enabled is refused with the fix. */
+static void test_communication_data_type(void **state)
+{
+    (void)state;
+    zt_config c;
+    zt_error err = {0};
+    parse_ok("{\"bf16\": {\"enabled\": true}}", &c);
+    assert_int_equal(zt_config_reduce_dtype(&c, ZT_BF16), ZT_BF16);
+    parse_ok("{\"bf16\": {\"enabled\": true}, \"communication_data_type\": null}", &c);
+    assert_int_equal(zt_config_reduce_dtype(&c, ZT_BF16), ZT_BF16);
+    parse_ok("{\"bf16\": {\"enabled\": true}, \"communication_data_type\": \"bf16\"}", &c);
+    assert_int_equal(zt_config_reduce_dtype(&c, ZT_BF16), ZT_BF16);
+    parse_ok("{\"bf16\": {\"enabled\": true}, \"communication_data_type\": \"fp32\"}", &c);
+    assert_int_equal(zt_config_reduce_dtype(&c, ZT_BF16), ZT_F32);
+    parse_ok("{\"fp16\": {\"enabled\": true}, \"fp32_allreduce\": true}", &c);
+    assert_int_equal(zt_config_reduce_dtype(&c, ZT_F16), ZT_F32);
+    assert_int_equal(parse("{\"communication_data_type\": \"fp16\"}", &c, &err), ZT_ERR_CONFIG);
+    assert_non_null(strstr(err.msg, "communication_data_type = \"fp16\" with fp16.enabled false"));
+    assert_non_null(strstr(err.msg, "enable fp16"));
 }
 
 static void test_pydantic_field_names_are_aliases(void **state)
@@ -1460,6 +1482,7 @@ int main(void)
         T(test_ignored_keys_are_silent_at_warn_level),
         T(test_dropped_training_settings_warn),
         T(test_pydantic_field_names_are_aliases),
+        T(test_communication_data_type),
         T(test_ztier_object_values_land),
         T(test_unknown_key_warns_with_full_path_and_suggestion),
         T(test_misspelt_object_and_misplaced_key_get_suggestions),

@@ -70,10 +70,14 @@ echo "stage 1, 2 micro-steps, on 2 ranks, CUDA against CPU:"
 "$compare" "$work/cuda-s1.bin" "$work/cpu-a2.bin" 1e-4
 
 # bf16.enabled: 16-bit parameters gathered over NCCL and fetched to each GPU, 16-bit gradients
-# widened and summed over the ranks in fp32 (reduce.c), 2 ranks against 1 rank on a GPU (both
-# widening and narrowing on the device): the grad norms within 1e-2 relative and the weights
-# within 1e-2 relative L2 (the 16-bit tolerance of these checks: 1 rank rounds the whole
-# batch's gradient to bf16 once, 2 ranks each their half)
+# reduce-scattered over NCCL in bf16 (ncclBfloat16: each rank's add rounded to bf16, reduce.c),
+# 2 ranks against 1 rank on a GPU: the grad norms within 1e-2 relative and the weights within
+# 1e-2 relative L2 (the 16-bit tolerance of these checks: 1 rank rounds the whole batch's
+# gradient to bf16 once, 2 ranks each their half and then their sum). The bytes sent to the
+# other rank: per step ZeRO-3 gathers every parameter twice and reduce-scatters its gradient
+# once, each rank sending half of each: 2 x 2 B + 2 B per parameter with the 16-bit sums
+# against 2 x 2 B + 4 B with communication_data_type "fp32" (the gradients widened first),
+# a ratio of 0.75 (checked within 0.72-0.78; it is 1 where the gradients are widened)
 sed 's/^{/{"bf16": {"enabled": true}, /' "$work/sharded.json" > "$work/sharded-bf16.json"
 bf16=(--config tiny --vocab 256 --text "$text" --batch 8 --seq 16 --lr 3e-3 --seed 7 --steps 10
       --ds-config "$work/sharded-bf16.json" --precision fp32)
@@ -86,6 +90,14 @@ grep -q "compute on cuda" "$work/bf16-2.log"
 norms_agree "$work/bf16-1.log" "$work/bf16-2.log" 1e-2 "bf16, 1 rank and 2 ranks"
 echo "bf16 on 2 ranks against 1 rank, CUDA:"
 "$compare" "$work/bf16-2.bin" "$work/bf16-1.bin" 1e-2
+sed 's/^{/{"communication_data_type": "fp32", /' "$work/sharded-bf16.json" > "$work/wide.json"
+"${mpirun[@]}" -np 2 -x ZT_CUDASIM_DEVICES "$trainer" "${bf16[@]/sharded-bf16.json/wide.json}" \
+  --device cuda --export "$work/bf16-wide.bin" > "$work/bf16-wide.log" 2> "$work/bf16-wide.err"
+norms_agree "$work/bf16-wide.log" "$work/bf16-2.log" 1e-2 "bf16 summed in fp32 and in bf16"
+sent() { sed -n 's/.*sent to other ranks \([0-9.]*\)M.*/\1/p' "$1" | tail -1; }
+awk -v a="$(sent "$work/bf16-2.log")" -v b="$(sent "$work/bf16-wide.log")" 'BEGIN {
+  printf "bytes sent to the other rank: %s MB with bf16 sums, %s MB summed in fp32 (ratio %.3f, want 0.75)\n", a, b, a / b
+  exit !(a / b >= 0.72 && a / b <= 0.78) }'
 
 if [ "$gpus" -lt 4 ]; then
   echo "ZeRO++ on 4 ranks: skipped ($gpus GPUs)"; exit 0
