@@ -77,7 +77,8 @@ echo "stage 1, 2 micro-steps, on 2 ranks, CUDA against CPU:"
 # other rank: per step ZeRO-3 gathers every parameter twice and reduce-scatters its gradient
 # once, each rank sending half of each: 2 x 2 B + 2 B per parameter with the 16-bit sums
 # against 2 x 2 B + 4 B with communication_data_type "fp32" (the gradients widened first),
-# a ratio of 0.75 (checked within 0.72-0.78; it is 1 where the gradients are widened)
+# a ratio of 0.75 (checked within 0.65-0.85: the trainer prints megabytes to one decimal, about
+# 0.8 and 1.1 here; it is 1 where the gradients are widened)
 sed 's/^{/{"bf16": {"enabled": true}, /' "$work/sharded.json" > "$work/sharded-bf16.json"
 bf16=(--config tiny --vocab 256 --text "$text" --batch 8 --seq 16 --lr 3e-3 --seed 7 --steps 10
       --ds-config "$work/sharded-bf16.json" --precision fp32)
@@ -97,7 +98,7 @@ norms_agree "$work/bf16-wide.log" "$work/bf16-2.log" 1e-2 "bf16 summed in fp32 a
 sent() { sed -n 's/.*sent to other ranks \([0-9.]*\)M.*/\1/p' "$1" | tail -1; }
 awk -v a="$(sent "$work/bf16-2.log")" -v b="$(sent "$work/bf16-wide.log")" 'BEGIN {
   printf "bytes sent to the other rank: %s MB with bf16 sums, %s MB summed in fp32 (ratio %.3f, want 0.75)\n", a, b, a / b
-  exit !(a / b >= 0.72 && a / b <= 0.78) }'
+  exit !(a / b >= 0.65 && a / b <= 0.85) }'
 
 if [ "$gpus" -lt 4 ]; then
   echo "ZeRO++ on 4 ranks: skipped ($gpus GPUs)"; exit 0

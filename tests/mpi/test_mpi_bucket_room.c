@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Gradient buckets where one rank has no room for their buffers (run under mpirun, 2 ranks):
- * rank 1's device budget holds a layer's fp32 sum but not the step's bucket buffer (the three
- * layers' fp32 gradients). Every rank must then reduce that step's releases one by one (no
+ * rank 1's device budget holds a layer's gradients but not the step's bucket buffer (sized for
+ * the three layers' gradients in fp32; the bf16 releases are summed in bf16 either way). Every rank must then reduce that step's releases one by one (no
  * rank issues a bucket the other does not), train on, and end with the weights, bit for bit,
  * of the same training where both ranks have room and pack the layers into buckets. */
 #include "comm/comm.h"
@@ -33,22 +33,7 @@ static uint64_t train(const char *budget, float *w)
         printf("rank %d: %s\n", rank, err);
     require(rt != NULL, "the runtime", NULL);
     for (int s = 0; s < STEPS; s++) {
-        zt_layer_view v;
-        for (int l = 0; l < LAYERS; l++) {
-            require(zt_fetch(rt, ids[l], ZT_FORWARD, &v) == ZT_OK, "fetch", rt);
-            require(zt_release(rt, ids[l], ZT_FORWARD) == ZT_OK, "release", rt);
-        }
-        for (int l = LAYERS - 1; l >= 0; l--) {
-            require(zt_fetch(rt, ids[l], ZT_BACKWARD, &v) == ZT_OK, "backward fetch", rt);
-            uint16_t *g = v.params[0].grad; /* bf16: differs by rank, layer, step, element */
-            for (int i = 0; i < N; i++) {
-                float x = 1e-2f * (float)((i * (rank + 2) + 5 * l + s) % 23 - 11);
-                uint32_t b;
-                memcpy(&b, &x, 4);
-                g[i] = (uint16_t)(b >> 16);
-            }
-            require(zt_release(rt, ids[l], ZT_BACKWARD) == ZT_OK, "backward release", rt);
-        }
+        vec_layers_bf16_micro_step(rt, ids, LAYERS, N, s);
         require(zt_step(rt, NULL, NULL) == ZT_OK, "step", rt);
     }
     for (int l = 0; l < LAYERS; l++)
@@ -68,8 +53,8 @@ int main(void)
     setenv("ZT_COMM_TIMEOUT", "20", 1);
     rank = atoi(getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK") : "0");
     static float tight[LAYERS * N], ample[LAYERS * N];
-    /* rank 1: the held gradients (384 KiB), a layer's gathered parameters and its fp32 sum
-     * fit 1 MiB; with the bucket buffer (768 KiB) they do not */
+    /* rank 1: the held gradients (384 KiB) and a layer's gathered parameters fit 1 MiB; with
+     * the bucket buffer (768 KiB) they do not */
     uint64_t buckets_tight = train(rank == 1 ? "1M" : "16M", tight);
     uint64_t buckets_ample = train("16M", ample);
     printf("rank %d: %llu gradient buckets with rank 1 short of room, %llu with room on both; "

@@ -46,24 +46,8 @@ static void train(int stage, int accum, const char *comm, result *out)
     zt_stats before = ZT_STATS_INIT, after = ZT_STATS_INIT;
     zt_stats_get(rt, &before);
     for (int s = 0; s < STEPS; s++) {
-        for (int a = 0; a < accum; a++) {
-            zt_layer_view v;
-            for (int l = 0; l < LAYERS; l++) {
-                require(zt_fetch(rt, ids[l], ZT_FORWARD, &v) == ZT_OK, "fetch", rt);
-                require(zt_release(rt, ids[l], ZT_FORWARD) == ZT_OK, "release", rt);
-            }
-            for (int l = LAYERS - 1; l >= 0; l--) {
-                require(zt_fetch(rt, ids[l], ZT_BACKWARD, &v) == ZT_OK, "backward fetch", rt);
-                uint16_t *g = v.params[0].grad; /* bf16: differs by rank, layer, step, element */
-                for (int i = 0; i < N; i++) {
-                    float x = 1e-2f * (float)((i * (rank + 2) + 5 * l + 3 * s + a) % 23 - 11);
-                    uint32_t b;
-                    memcpy(&b, &x, 4);
-                    g[i] = (uint16_t)(b >> 16);
-                }
-                require(zt_release(rt, ids[l], ZT_BACKWARD) == ZT_OK, "backward release", rt);
-            }
-        }
+        for (int a = 0; a < accum; a++)
+            vec_layers_bf16_micro_step(rt, ids, LAYERS, N, 3 * s + a);
         require(zt_step(rt, NULL, NULL) == ZT_OK, "step", rt);
     }
     zt_stats_get(rt, &after);

@@ -6,8 +6,10 @@
 
 #include "ztier.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int rank; /* this process's, set by main */
 
@@ -44,6 +46,31 @@ static inline zt_runtime *vec_layers_runtime(const char *cfg, int layers, int64_
         return NULL;
     }
     return rt;
+}
+
+/* One bf16 micro-step on a vec_layers_runtime: every layer fetched and released forward,
+ * then backward in reverse with its gradients set to values that differ by rank, layer, salt
+ * (the step and micro-step) and element (multiples of 0.01 in [-0.11, 0.11], truncated to
+ * bf16). Ends the rank when a call fails. */
+static inline void vec_layers_bf16_micro_step(zt_runtime *rt, const int *ids, int layers, int64_t n,
+                                              int salt)
+{
+    zt_layer_view v;
+    for (int l = 0; l < layers; l++) {
+        require(zt_fetch(rt, ids[l], ZT_FORWARD, &v) == ZT_OK, "fetch", rt);
+        require(zt_release(rt, ids[l], ZT_FORWARD) == ZT_OK, "release", rt);
+    }
+    for (int l = layers - 1; l >= 0; l--) {
+        require(zt_fetch(rt, ids[l], ZT_BACKWARD, &v) == ZT_OK, "backward fetch", rt);
+        uint16_t *g = v.params[0].grad;
+        for (int64_t i = 0; i < n; i++) {
+            float x = 1e-2f * (float)((i * (rank + 2) + 5 * l + salt) % 23 - 11);
+            uint32_t b;
+            memcpy(&b, &x, 4);
+            g[i] = (uint16_t)(b >> 16);
+        }
+        require(zt_release(rt, ids[l], ZT_BACKWARD) == ZT_OK, "backward release", rt);
+    }
 }
 
 #endif
