@@ -51,6 +51,7 @@ typedef struct sim {
     uint64_t qgz_bytes;
     int qgz_made;
     int world, nvme_params;
+    int wide_sums;        /* 16-bit gradients widened for fp32 sums (communication_data_type) */
     int64_t bucket_elems; /* allgather_bucket_size; 0: no buckets (one rank, qwZ) */
     /* reduction buckets (runtime/reduce.c; several ranks): the open one's layers in release
      * order, its elements and kind; the step's bucket buffers (pack_bytes; made: tried) */
@@ -225,11 +226,12 @@ static int fetch(sim *s, int id, zt_pass pass)
     return 1;
 }
 
-/* One held release summed on its own: 16-bit gradients widened first. */
+/* One held release summed on its own: 16-bit gradients widened first where the sums are fp32
+ * (communication_data_type "fp32"). */
 static int reduce_held(sim *s, int id)
 {
     sim_layer *L = &s->layers[id];
-    uint64_t wide = s->ds != 4 && L->held == 2 ? (uint64_t)L->numel * 4 : 0;
+    uint64_t wide = s->wide_sums && L->held == 2 ? (uint64_t)L->numel * 4 : 0;
     if (!alloc(s, wide, 1))
         return 0;
     s->current -= wide;
@@ -282,7 +284,7 @@ static int hold(sim *s, int id, int owned)
 
 /* A backward pass ends: its gradients summed over ranks, held for a bucket (several ranks, no
  * qgZ; a stage-1 layer's own sums at the step's last micro-step), or at once: 16-bit ones
- * widened for the sum, then qgZ's head and this release's slot, grown to this layer's (kept
+ * widened for qgZ or an fp32 sum, then qgZ's head and this release's slot, grown to this layer's (kept
  * until the step). */
 static int release_grads(sim *s, int id)
 {
@@ -295,7 +297,8 @@ static int release_grads(sim *s, int id)
         s->current -= grads;
         return ++L->local_count < s->micro_steps || (L->local_count = 0, hold(s, id, 0));
     }
-    uint64_t wide = s->ds != 4 && s->world > 1 ? (uint64_t)L->numel * 4 : 0;
+    uint64_t wide =
+        s->ds != 4 && s->world > 1 && (L->qgz || s->wide_sums) ? (uint64_t)L->numel * 4 : 0;
     if (!alloc(s, wide, 1))
         return 0;
     if (L->qgz && !s->qgz_made) {
@@ -434,6 +437,7 @@ static zt_status simulate(zt_runtime *rt, const zt_plan *plan, uint64_t capacity
                           rt->cfg.stage3_max_reuse_distance};
     s->ds = zt_dtype_size(plan->dtype);
     s->world = plan->world;
+    s->wide_sums = s->ds != 4 && zt_config_reduce_dtype(&rt->cfg, plan->dtype) == ZT_F32;
     s->nvme_params = plan->param_tier == ZT_TIER_NVME;
     /* an overlapped step leaves each update, and so the replica's gather, to its fetch */
     int overlapped = plan->optim_tier == ZT_TIER_NVME ? rt->cfg.overlap_step != ZT_OVERLAP_OFF

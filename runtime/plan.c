@@ -94,15 +94,18 @@ uint64_t zt_plan_qgz_bytes(const zt_runtime *rt, const zt_plan *p)
 /* Device bytes layer L needs at least in its backward pass: at its fetch, its gathered
  * parameters (resident when persistent) with qwZ's transfer buffers, which go before its
  * gradients come; at its release, the gradients, their fp32 copy for a sum over ranks of
- * 16-bit gradients and qgZ's buffers (the parameters, no longer held, may be evicted). */
+ * 16-bit gradients (qgZ's, or with communication_data_type "fp32") and qgZ's buffers (the parameters, no longer held, may be evicted). */
 static uint64_t backward_need(const zt_runtime *rt, const zt_layer *L, const zt_plan *p)
 {
     uint64_t flat = (uint64_t)L->flat_numel, ds = zt_dtype_size(p->dtype);
     uint64_t params = L->persistent || L->replicated ? 0 : flat * ds, grads = flat * ds;
     uint64_t qwz = zt_plan_qwz_bytes(rt, p, L);
     uint64_t fetch = params + (qwz > grads ? qwz : grads);
-    uint64_t wide =
-        p->dtype != ZT_F32 && p->world > 1 && !zt_plan_local_sums(rt, p, L) ? flat * 4 : 0;
+    int widened =
+        zt_plan_uses_qgz(rt, p, L) || zt_config_reduce_dtype(&rt->cfg, p->dtype) == ZT_F32;
+    uint64_t wide = p->dtype != ZT_F32 && p->world > 1 && !zt_plan_local_sums(rt, p, L) && widened
+                        ? flat * 4
+                        : 0;
     uint64_t release = grads + wide + (zt_plan_uses_qgz(rt, p, L) ? zt_plan_qgz_bytes(rt, p) : 0);
     return fetch > release ? fetch : release;
 }

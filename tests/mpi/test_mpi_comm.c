@@ -54,45 +54,48 @@ static void check_reduce_scatter(zt_comm *c, size_t count)
     free(send);
 }
 
-/* bf16 sums move 16-bit values and round each add over ranks to bf16 (as NCCL's ring): over n
- * ranks the result is within (n - 1) * 2^-8 * sum |x| of the exact sum (bf16's unit roundoff
- * 2^-8 per rounding, first order), and the same bits on every rank (the ops combine in rank
- * order). The inputs make partial sums that lose bits, so a wrong op (no rounding, or
- * rounding only once) is not what is checked: the bound and the agreement are. */
-static void check_bf16_allreduce_rounded(zt_comm *c)
+/* 16-bit sums move 16-bit values and round each add over ranks to 16 bits (as NCCL's ring):
+ * over n ranks the result is within (n - 1) u sum |x| of the exact sum (u, the unit roundoff:
+ * 2^-8 for bf16, 2^-11 for fp16, per rounding, first order), and the same bits on every rank
+ * (the ops combine in rank order). The inputs make partial sums that lose bits in bf16; the
+ * bound and the agreement are what is checked. */
+static void check_16bit_allreduce_rounded(zt_comm *c, zt_dtype t)
 {
     enum { N = 33 };
+    zt_comm_dtype ct = t == ZT_BF16 ? ZT_COMM_BF16 : ZT_COMM_F16;
+    const char *name = t == ZT_BF16 ? "bf16" : "fp16";
+    double u = t == ZT_BF16 ? 0x1p-8 : 0x1p-11;
     float x[N];
     uint16_t h[N], out[N];
     for (int i = 0; i < N; i++)
         x[i] = 1.0f + (float)(c->rank + 1) * 0.00390625f * (float)(i % 5);
-    zt_convert_array(h, ZT_BF16, x, ZT_F32, N);
+    zt_convert_array(h, t, x, ZT_F32, N);
     zt_comm_req req = {0};
     zt_error err = {0};
-    CHECK(zt_comm_allreduce(c, h, out, N, ZT_COMM_BF16, ZT_REDUCE_SUM, &req, &err) == ZT_OK,
-          "bf16 allreduce issue");
-    CHECK(zt_comm_wait(c, &req, &err) == ZT_OK, "bf16 allreduce: %s", err.msg);
+    CHECK(zt_comm_allreduce(c, h, out, N, ct, ZT_REDUCE_SUM, &req, &err) == ZT_OK,
+          "%s allreduce issue", name);
+    CHECK(zt_comm_wait(c, &req, &err) == ZT_OK, "%s allreduce: %s", name, err.msg);
     uint16_t *all = malloc(sizeof(uint16_t) * N * (size_t)c->size);
-    CHECK(all && zt_comm_allgather_sync(c, out, all, N, ZT_COMM_BF16, &err) == ZT_OK,
+    CHECK(all && zt_comm_allgather_sync(c, out, all, N, ct, &err) == ZT_OK,
           "gathering the sums: %s", err.msg);
     for (int i = 0; i < N; i++) {
         double exact = 0, mag = 0;
         for (int q = 0; q < c->size; q++) {
             float xi = 1.0f + (float)(q + 1) * 0.00390625f * (float)(i % 5), back;
             uint16_t hq;
-            zt_convert_array(&hq, ZT_BF16, &xi, ZT_F32, 1);
-            zt_convert_array(&back, ZT_F32, &hq, ZT_BF16, 1);
+            zt_convert_array(&hq, t, &xi, ZT_F32, 1);
+            zt_convert_array(&back, ZT_F32, &hq, t, 1);
             exact += back, mag += back < 0 ? -back : back;
         }
         float got;
-        zt_convert_array(&got, ZT_F32, &out[i], ZT_BF16, 1);
-        double bound = (c->size - 1) * 0x1p-8 * mag;
+        zt_convert_array(&got, ZT_F32, &out[i], t, 1);
+        double bound = (c->size - 1) * u * mag;
         CHECK(got - exact <= bound && exact - got <= bound,
-              "bf16 allreduce elem %d: %.8g, exact %.8g, beyond the bound %.3g", i, (double)got,
+              "%s allreduce elem %d: %.8g, exact %.8g, beyond the bound %.3g", name, i, (double)got,
               exact, bound);
         for (int q = 0; q < c->size; q++)
             CHECK(all[(size_t)q * N + (size_t)i] == out[i],
-                  "bf16 allreduce elem %d: rank %d has %04x, this rank %04x", i, q,
+                  "%s allreduce elem %d: rank %d has %04x, this rank %04x", name, i, q,
                   all[(size_t)q * N + (size_t)i], out[i]);
     }
     free(all);
@@ -215,7 +218,8 @@ int main(void)
     check_allgather(c, 1000);
     check_reduce_scatter(c, 1);
     check_reduce_scatter(c, 4099);
-    check_bf16_allreduce_rounded(c);
+    check_16bit_allreduce_rounded(c, ZT_BF16);
+    check_16bit_allreduce_rounded(c, ZT_F16);
     check_alltoall_bcast_split(c);
     check_node_ids_and_agree(c);
     check_gatherv(c);

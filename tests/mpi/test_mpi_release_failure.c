@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* A backward release that fails on one rank before the gradient collective (here: no device
- * memory for the fp32 copy of bf16 gradients on rank 1 only, two other layers held) stops
+ * memory for the fp32 copy of bf16 gradients on rank 1 only, two other layers held; the copy
+ * is made where communication_data_type "fp32" asks for fp32 sums) stops
  * every rank within a second: rank 1 returns its own error, the others ZT_ERR_COMM naming
  * rank 1, instead of waiting in the collective until ZT_COMM_TIMEOUT. Afterwards every rank
  * goes on. */
@@ -46,7 +47,8 @@ int main(void)
     const char *budget = rank == 1 ? "1100K" : "4M";
     char cfg[512];
     snprintf(cfg, sizeof cfg,
-             "{\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"reduce_bucket_size\": 1, "
+             "{\"bf16\": {\"enabled\": true}, \"communication_data_type\": \"fp32\", "
+             "\"zero_optimization\": {\"reduce_bucket_size\": 1, "
              "\"offload_param\": "
              "{\"device\": \"cpu\"}, \"stage3_param_persistence_threshold\": 0}, "
              "\"ztier\": {\"hbm_capacity\": \"%s\"}}",
