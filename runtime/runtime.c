@@ -297,6 +297,13 @@ static void describe_precision(const zt_runtime *rt, char *buf, size_t len)
                  "min %g)",
                  (double)rt->train.loss_scale, c->fp16_loss_scale_window, c->fp16_hysteresis,
                  (double)c->fp16_min_loss_scale);
+    zt_dtype dt = zt_config_dtype(c);
+    size_t used = strlen(buf);
+    if (rt->dist.world > 1 && dt != ZT_F32 && used < len) /* each add over ranks rounded */
+        snprintf(buf + used, len - used, ", gradients summed over ranks in %s",
+                 zt_config_reduce_dtype(c, dt) == ZT_F32 ? "fp32 (communication_data_type)"
+                 : dt == ZT_BF16                         ? "bf16"
+                                                         : "fp16");
 }
 
 /* One line at the default level (rank 0) with what training runs with; the placement and
@@ -305,7 +312,7 @@ void zt_rt_log_optimizer(const zt_runtime *rt)
 {
     const zt_config *c = &rt->cfg;
     if (c->log_effective_settings && rt->dist.rank == 0) {
-        char lr[96], betas[64], clip[32] = "off", precision[160], sched[320];
+        char lr[96], betas[64], clip[32] = "off", precision[224], sched[320];
         int cycled = c->sched.type == ZT_LR_ONE_CYCLE && c->sched.cycle_momentum;
         if (c->sched.type == ZT_LR_CONSTANT)
             snprintf(lr, sizeof lr, "lr %g", (double)c->lr);

@@ -86,7 +86,7 @@ bf16=(--config tiny --vocab 256 --text "$text" --batch 8 --seq 16 --lr 3e-3 --se
 "$trainer" "${bf16[@]}" --device cuda --export "$work/bf16-1.bin" > "$work/bf16-1.log"
 "${mpirun[@]}" -np 2 -x ZT_CUDASIM_DEVICES "$trainer" "${bf16[@]}" --device cuda \
   --export "$work/bf16-2.bin" > "$work/bf16-2.log" 2> "$work/bf16-2.err"
-grep -q "bf16 (fp32 master)" "$work/bf16-2.err" # the effective settings
+grep -q "bf16 (fp32 master), gradients summed over ranks in bf16" "$work/bf16-2.err" # the effective settings
 grep -q "compute on cuda" "$work/bf16-2.log"
 norms_agree "$work/bf16-1.log" "$work/bf16-2.log" 1e-2 "bf16, 1 rank and 2 ranks"
 echo "bf16 on 2 ranks against 1 rank, CUDA:"
@@ -94,6 +94,7 @@ echo "bf16 on 2 ranks against 1 rank, CUDA:"
 sed 's/^{/{"communication_data_type": "fp32", /' "$work/sharded-bf16.json" > "$work/wide.json"
 "${mpirun[@]}" -np 2 -x ZT_CUDASIM_DEVICES "$trainer" "${bf16[@]/sharded-bf16.json/wide.json}" \
   --device cuda --export "$work/bf16-wide.bin" > "$work/bf16-wide.log" 2> "$work/bf16-wide.err"
+grep -q "gradients summed over ranks in fp32 (communication_data_type)" "$work/bf16-wide.err"
 norms_agree "$work/bf16-wide.log" "$work/bf16-2.log" 1e-2 "bf16 summed in fp32 and in bf16"
 sent() { sed -n 's/.*sent to other ranks \([0-9.]*\)M.*/\1/p' "$1" | tail -1; }
 awk -v a="$(sent "$work/bf16-2.log")" -v b="$(sent "$work/bf16-wide.log")" 'BEGIN {
