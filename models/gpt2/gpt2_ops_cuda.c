@@ -70,10 +70,20 @@ static void keep_blas(cuda_ctx *c, cublasStatus_t s)
     snprintf(c->what, sizeof c->what, "cuBLAS status %d (%s)", (int)s, cublasGetStatusString(s));
 }
 
+/* An allocation's status (cudaMalloc, cudaMallocHost), the runtime's last error cleared when
+ * it was refused: the refusal is kept and reported by the caller, and a later launch (whose
+ * check reads the last error) must not take it for its own failure. */
+static int allocated(cudaError_t r)
+{
+    if (r != cudaSuccess)
+        (void)cudaGetLastError();
+    return (int)r;
+}
+
 static void *g_alloc(void *ctx, size_t bytes)
 {
     void *p = NULL;
-    int r = (int)cudaMalloc(&p, bytes ? bytes : 1);
+    int r = allocated(cudaMalloc(&p, bytes ? bytes : 1));
     keep(ctx, r);
     return r ? NULL : p;
 }
@@ -97,7 +107,7 @@ static void g_upload(void *ctx, void *dst, const void *host, size_t bytes)
     if (!r && bytes > s->bytes) {
         cudaFreeHost(s->p);
         s->p = NULL, s->bytes = 0;
-        r = (int)cudaMallocHost(&s->p, bytes);
+        r = allocated(cudaMallocHost(&s->p, bytes));
         s->bytes = r ? 0 : bytes;
     }
     if (!r && !s->copied)
@@ -177,7 +187,7 @@ static void *grow(cuda_ctx *c, dev_buf *b, size_t bytes)
         r = (int)cudaFree(b->p);
     b->p = NULL, b->bytes = 0;
     if (!r)
-        r = (int)cudaMalloc(&b->p, bytes);
+        r = allocated(cudaMalloc(&b->p, bytes));
     keep(c, r);
     b->bytes = r ? 0 : bytes;
     return r ? NULL : b->p;
@@ -379,8 +389,8 @@ static float xent_f(void *ctx, float *probs, const float *logits, const int *tar
         cudaFree(c->losses);
         cudaFreeHost(c->host_losses);
         c->losses = NULL, c->host_losses = NULL;
-        keep(c, (int)cudaMallocHost((void **)&c->host_losses, sizeof(double) * (size_t)N));
-        keep(c, (int)cudaMalloc((void **)&c->losses, sizeof(double) * (size_t)N));
+        keep(c, allocated(cudaMallocHost((void **)&c->host_losses, sizeof(double) * (size_t)N)));
+        keep(c, allocated(cudaMalloc((void **)&c->losses, sizeof(double) * (size_t)N)));
         c->cap = c->losses && c->host_losses ? N : 0;
         if (!c->cap)
             return NAN;

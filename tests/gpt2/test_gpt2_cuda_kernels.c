@@ -376,6 +376,14 @@ static void check_ops_errors(void *s)
     cudasim_fail_alloc_after(0);
     int ok = !p && ops.status(ops.ctx) == cudaErrorMemoryAllocation &&
              strstr(ops.status_text(ops.ctx), "cudaErrorMemoryAllocation");
+    /* ... and the refusal is not left as the runtime's last error, which the next launch's
+     * check would read as its own failure */
+    cudaError_t last = cudaPeekAtLastError();
+    float *x = dev_copy((float[8]){0}, sizeof(float[8]));
+    int launch = gpt2_cuda_gelu_forward(x, x, 8, s);
+    printf("%-28s last error %s, next launch %s\n", "refused allocation", cudaGetErrorName(last),
+           launch ? "FAILED" : "ok");
+    ok &= last == cudaSuccess && launch == 0;
     gpt2_ops_cuda_destroy(&ops);
     if (gpt2_ops_cuda_create(&ops, s, -1, GPT2_FP32, why, sizeof why) != 0)
         exit(1);
