@@ -334,21 +334,27 @@ void gpt2_model_destroy(gpt2_model *m)
 
 /* ---- forward ---- */
 
-static void block_forward(const gpt2_model *m, float *const *p, block_acts *a, const float *in)
+/* The block's output, res3 = res2 + fcproj, is left to whatever layernorm reads it next (the
+ * next block's ln_1, or ln_f), which writes it in the same pass (residual_layernorm_forward):
+ * prev, when given, is the block before, whose output `in` this block completes first. */
+static void block_forward(const gpt2_model *m, float *const *p, block_acts *a, const float *in,
+                          const block_acts *prev)
 {
     int N = m->B * m->T, C = m->c.channels;
-    m->ops.layernorm_forward(m->ops.ctx, a->ln1, a->ln1_mean, a->ln1_rstd, in, p[P_LN1W], p[P_LN1B],
-                             N, C);
+    if (prev) /* in is prev->res3 */
+        m->ops.residual_layernorm_forward(m->ops.ctx, prev->res3, a->ln1, a->ln1_mean, a->ln1_rstd,
+                                          prev->res2, prev->fcproj, p[P_LN1W], p[P_LN1B], N, C);
+    else
+        m->ops.layernorm_forward(m->ops.ctx, a->ln1, a->ln1_mean, a->ln1_rstd, in, p[P_LN1W],
+                                 p[P_LN1B], N, C);
     m->ops.matmul_forward(m->ops.ctx, a->qkv, a->ln1, p[P_QKVW], p[P_QKVB], N, C, 3 * C);
     m->ops.attention_forward(m->ops.ctx, a->atty, a->att, a->qkv, m->B, m->T, C, m->c.heads);
     m->ops.matmul_forward(m->ops.ctx, a->attproj, a->atty, p[P_ATTW], p[P_ATTB], N, C, C);
-    m->ops.residual_forward(m->ops.ctx, a->res2, in, a->attproj, (long long)N * C);
-    m->ops.layernorm_forward(m->ops.ctx, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p[P_LN2W],
-                             p[P_LN2B], N, C);
+    m->ops.residual_layernorm_forward(m->ops.ctx, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, in,
+                                      a->attproj, p[P_LN2W], p[P_LN2B], N, C);
     m->ops.matmul_forward(m->ops.ctx, a->fch, a->ln2, p[P_FCW], p[P_FCB], N, C, 4 * C);
     m->ops.gelu_forward(m->ops.ctx, a->fch_gelu, a->fch, (long long)N * 4 * C);
     m->ops.matmul_forward(m->ops.ctx, a->fcproj, a->fch_gelu, p[P_PROJW], p[P_PROJB], N, 4 * C, C);
-    m->ops.residual_forward(m->ops.ctx, a->res3, a->res2, a->fcproj, (long long)N * C);
 }
 
 int gpt2_forward(gpt2_model *m, const gpt2_source *src, const int *tokens, const int *targets,
@@ -367,7 +373,7 @@ int gpt2_forward(gpt2_model *m, const gpt2_source *src, const int *tokens, const
     for (int l = 0; l < L; l++) {
         if ((rc = src->get(src->ctx, l + 1, 0, p, NULL)))
             return rc;
-        block_forward(m, p, &m->blocks[l], x);
+        block_forward(m, p, &m->blocks[l], x, l ? &m->blocks[l - 1] : NULL);
         if ((rc = src->put(src->ctx, l + 1, 0)))
             return rc;
         if (m->policy == GPT2_FULL_OFFLOAD && /* its input waits in the store */
@@ -377,7 +383,12 @@ int gpt2_forward(gpt2_model *m, const gpt2_source *src, const int *tokens, const
     }
     if ((rc = src->get(src->ctx, L + 1, 0, p, NULL)))
         return rc;
-    m->ops.layernorm_forward(m->ops.ctx, m->lnf, m->lnf_mean, m->lnf_rstd, x, p[0], p[1], N, C);
+    if (L) /* x, the last block's output, with ln_f */
+        m->ops.residual_layernorm_forward(m->ops.ctx, m->blocks[L - 1].res3, m->lnf, m->lnf_mean,
+                                          m->lnf_rstd, m->blocks[L - 1].res2,
+                                          m->blocks[L - 1].fcproj, p[0], p[1], N, C);
+    else
+        m->ops.layernorm_forward(m->ops.ctx, m->lnf, m->lnf_mean, m->lnf_rstd, x, p[0], p[1], N, C);
     if ((rc = src->put(src->ctx, L + 1, 0)) || (rc = src->get(src->ctx, 0, 0, p, NULL)))
         return rc;
     m->ops.matmul_forward(m->ops.ctx, m->probs, m->lnf, p[0], NULL, N, C,
@@ -465,8 +476,9 @@ int gpt2_backward(gpt2_model *m, const gpt2_source *src, void (*progress)(int la
         if (m->policy == GPT2_FULL_OFFLOAD && (rc = m->store.load(m->store.ctx, l + 1, &in)))
             return rc;
         float *din = dx == m->d_a ? m->d_b : m->d_a;
-        if (m->policy >= GPT2_FULL) /* the block's tensors again, from its kept input */
-            block_forward(m, p, &m->blocks[l], in);
+        if (m->policy >= GPT2_FULL) /* the block's tensors again, from its kept input (its
+                                     * output, which the backward does not read, is not) */
+            block_forward(m, p, &m->blocks[l], in, NULL);
         block_backward(m, p, g, &m->blocks[l], in, dx, din);
         dx = din;
         if (m->policy == GPT2_FULL_OFFLOAD && (rc = m->store.free(m->store.ctx, l + 1)))

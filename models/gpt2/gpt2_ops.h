@@ -23,6 +23,11 @@ typedef struct gpt2_ops {
                              const int *tokens, int B, int T, int C, int V);
     void (*layernorm_forward)(void *ctx, float *out, float *mean, float *rstd, const float *inp,
                               const float *w, const float *b, int N, int C);
+    /* res = a + b, then out = layernorm(res) (the residual stream and the next layernorm in
+     * one pass: the bits of residual_forward then layernorm_forward) */
+    void (*residual_layernorm_forward)(void *ctx, float *res, float *out, float *mean, float *rstd,
+                                       const float *a, const float *b, const float *w,
+                                       const float *bias, int N, int C);
     void (*layernorm_backward)(void *ctx, float *dinp, float *dw, float *db, const float *dout,
                                const float *inp, const float *w, const float *mean,
                                const float *rstd, int N, int C);

@@ -165,6 +165,12 @@ static void ln_f(void *ctx, float *out, float *mean, float *rstd, const float *i
 {
     keep(ctx, gpt2_cuda_layernorm_forward(out, mean, rstd, inp, w, b, N, C, S(ctx)));
 }
+static void res_ln_f(void *ctx, float *res, float *out, float *mean, float *rstd, const float *a,
+                     const float *b, const float *w, const float *bias, int N, int C)
+{
+    keep(ctx,
+         gpt2_cuda_residual_layernorm_forward(res, out, mean, rstd, a, b, w, bias, N, C, S(ctx)));
+}
 static void ln_b(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                  const float *w, const float *mean, const float *rstd, int N, int C)
 {
@@ -499,6 +505,7 @@ int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int device, gpt2_precision
         .encoder_forward = enc_f,
         .encoder_backward = enc_b,
         .layernorm_forward = ln_f,
+        .residual_layernorm_forward = res_ln_f,
         .layernorm_backward = ln_b,
         .matmul_forward = mm_f,
         .matmul_backward = mm_b,
