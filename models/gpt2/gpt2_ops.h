@@ -24,7 +24,7 @@ typedef struct gpt2_ops {
     void (*layernorm_forward)(void *ctx, float *out, float *mean, float *rstd, const float *inp,
                               const float *w, const float *b, int N, int C);
     /* res = a + b, then out = layernorm(res) (the residual stream and the next layernorm in
-     * one pass: the bits of residual_forward then layernorm_forward) */
+     * one pass: the bits of the sum, then layernorm_forward) */
     void (*residual_layernorm_forward)(void *ctx, float *res, float *out, float *mean, float *rstd,
                                        const float *a, const float *b, const float *w,
                                        const float *bias, int N, int C);
@@ -35,6 +35,13 @@ typedef struct gpt2_ops {
                            const float *bias, int N, int C, int OC);
     void (*matmul_backward)(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
                             const float *inp, const float *w, int N, int C, int OC);
+    /* The same with w the 16-bit (bf16) weights as ztier holds them, read by the GEMMs as they
+     * are (no fp32 copy, no cast); dw stays fp32. NULL where the matmuls do not take bf16
+     * inputs (the CPU; the GPU in fp32 or TF32). */
+    void (*matmul_forward_w16)(void *ctx, float *out, const float *inp, const unsigned short *w,
+                               const float *bias, int N, int C, int OC);
+    void (*matmul_backward_w16)(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
+                                const float *inp, const unsigned short *w, int N, int C, int OC);
     /* att: what the forward keeps for the backward, att_keep below (gpt2_attention.h) */
     void (*attention_forward)(void *ctx, float *out, float *att, const float *qkv, int B, int T,
                               int C, int NH);
@@ -44,7 +51,6 @@ typedef struct gpt2_ops {
     /* element-wise, over n elements (64-bit: a layer's activations pass 2^31 at scale) */
     void (*gelu_forward)(void *ctx, float *out, const float *inp, long long n);
     void (*gelu_backward)(void *ctx, float *dinp, const float *inp, const float *dout, long long n);
-    void (*residual_forward)(void *ctx, float *out, const float *a, const float *b, long long n);
     /* returns the mean loss on the host (a GPU waits for it) */
     float (*crossentropy_forward)(void *ctx, float *probs, const float *logits, const int *targets,
                                   int N, int V);

@@ -108,11 +108,6 @@ static void gelu_b(void *ctx, float *dinp, const float *inp, const float *dout, 
     (void)ctx;
     gelu_backward(dinp, inp, dout, n);
 }
-static void res_f(void *ctx, float *out, const float *a, const float *b, long long n)
-{
-    (void)ctx;
-    residual_forward(out, a, b, n);
-}
 static void widen_f(void *ctx, float *dst, const unsigned short *src, long long n)
 {
     (void)ctx;
@@ -151,7 +146,6 @@ const gpt2_ops gpt2_ops_cpu = {
     .attention_backward = att_b,
     .gelu_forward = gelu_f,
     .gelu_backward = gelu_b,
-    .residual_forward = res_f,
     .bf16_widen = widen_f,
     .bf16_narrow_add = narrow_f,
     .crossentropy_forward = xent_f,

@@ -244,7 +244,18 @@ static void gemm_bf16(cuda_ctx *c, cublasOperation_t ta, cublasOperation_t tb, i
 
 /* Row-major out[N,OC] = inp[N,C] @ w[OC,C]^T (+ bias): column-major out^T = w inp^T. The
  * bias goes down first, copied into every row (in full fp32: a rank-1 GEMM could round it to
- * TF32), then the GEMM adds with beta 1, as the CPU's matmul does. */
+ * TF32), then the GEMM adds with beta 1, as the CPU's matmul does. With bf16 weights (w16:
+ * ztier's 16-bit buffer, or the fp32 weights cast) the inputs are rounded to bf16 on the way
+ * in and accumulated in fp32. */
+static void mm_f_bf16(cuda_ctx *c, float *out, const float *inp, const unsigned short *w16,
+                      const float *bias, int N, int C, int OC)
+{
+    const unsigned short *x16 = bf16_of(c, 1, inp, (size_t)N * C);
+    if (w16 && x16)
+        gemm_bf16(c, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, w16, C, x16, C, bias ? 1.0f : 0.0f, out,
+                  OC);
+}
+
 static void mm_f(void *ctx, float *out, const float *inp, const float *w, const float *bias, int N,
                  int C, int OC)
 {
@@ -253,42 +264,66 @@ static void mm_f(void *ctx, float *out, const float *inp, const float *w, const 
     if (bias)
         keep(c, gpt2_cuda_bias_fill(out, bias, N, OC, c->stream));
     if (c->precision == GPT2_BF16) {
-        const unsigned short *w16 = bf16_of(c, 0, w, (size_t)OC * C);
-        const unsigned short *x16 = bf16_of(c, 1, inp, (size_t)N * C);
-        if (w16 && x16)
-            gemm_bf16(c, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, w16, C, x16, C, bias ? 1.0f : 0.0f,
-                      out, OC);
+        mm_f_bf16(c, out, inp, bf16_of(c, 0, w, (size_t)OC * C), bias, N, C, OC);
         return;
     }
     keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one, w, C, inp, C,
                              bias ? &one : &zero, out, OC));
 }
 
-/* dinp[N,C] += dout @ w; dw[OC,C] += dout^T @ inp; dbias[OC] += the column sums of dout
- * (as a GEMV with a vector of ones). */
+static void mm_f_w16(void *ctx, float *out, const float *inp, const unsigned short *w,
+                     const float *bias, int N, int C, int OC)
+{
+    cuda_ctx *c = ctx;
+    if (bias)
+        keep(c, gpt2_cuda_bias_fill(out, bias, N, OC, c->stream));
+    mm_f_bf16(c, out, inp, w, bias, N, C, OC);
+}
+
+/* dbias[OC] += the column sums of dout[N,OC] (as a GEMV with a vector of ones). */
+static void bias_grad(cuda_ctx *c, float *dbias, const float *dout, int N, int OC)
+{
+    const float one = 1;
+    const float *e = dbias ? ones(c, N) : NULL;
+    if (dbias && e)
+        keep_blas(c,
+                  cublasSgemv(c->blas, CUBLAS_OP_N, OC, N, &one, dout, OC, e, 1, &one, dbias, 1));
+}
+
+/* dinp[N,C] += dout @ w; dw[OC,C] += dout^T @ inp (fp32 dw: accumulated in fp32 and kept
+ * so) from bf16 inputs; dbias as bias_grad. */
+static void mm_b_bf16(cuda_ctx *c, float *dinp, float *dw, float *dbias, const float *dout,
+                      const float *inp, const unsigned short *w16, int N, int C, int OC)
+{
+    const unsigned short *x16 = bf16_of(c, 1, inp, (size_t)N * C);
+    const unsigned short *d16 = bf16_of(c, 2, dout, (size_t)N * OC);
+    if (w16 && x16 && d16) {
+        gemm_bf16(c, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, w16, C, d16, OC, 1.0f, dinp, C);
+        gemm_bf16(c, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, x16, C, d16, OC, 1.0f, dw, C);
+    }
+    bias_grad(c, dbias, dout, N, OC);
+}
+
 static void mm_b(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
                  const float *inp, const float *w, int N, int C, int OC)
 {
     cuda_ctx *c = ctx;
     const float one = 1;
     if (c->precision == GPT2_BF16) {
-        const unsigned short *w16 = bf16_of(c, 0, w, (size_t)OC * C);
-        const unsigned short *x16 = bf16_of(c, 1, inp, (size_t)N * C);
-        const unsigned short *d16 = bf16_of(c, 2, dout, (size_t)N * OC);
-        if (w16 && x16 && d16) {
-            gemm_bf16(c, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, w16, C, d16, OC, 1.0f, dinp, C);
-            gemm_bf16(c, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, x16, C, d16, OC, 1.0f, dw, C);
-        }
-    } else {
-        keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, w, C, dout, OC,
-                                 &one, dinp, C));
-        keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C, dout,
-                                 OC, &one, dw, C));
+        mm_b_bf16(c, dinp, dw, dbias, dout, inp, bf16_of(c, 0, w, (size_t)OC * C), N, C, OC);
+        return;
     }
-    const float *e = dbias ? ones(c, N) : NULL;
-    if (dbias && e)
-        keep_blas(c,
-                  cublasSgemv(c->blas, CUBLAS_OP_N, OC, N, &one, dout, OC, e, 1, &one, dbias, 1));
+    keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, w, C, dout, OC,
+                             &one, dinp, C));
+    keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C, dout, OC,
+                             &one, dw, C));
+    bias_grad(c, dbias, dout, N, OC);
+}
+
+static void mm_b_w16(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
+                     const float *inp, const unsigned short *w, int N, int C, int OC)
+{
+    mm_b_bf16(ctx, dinp, dw, dbias, dout, inp, w, N, C, OC);
 }
 
 /* ---- attention: fused (gpt2_attention.cu) for the head sizes it takes, else cuBLAS's
@@ -373,10 +408,6 @@ static void gelu_f(void *ctx, float *out, const float *inp, long long n)
 static void gelu_b(void *ctx, float *dinp, const float *inp, const float *dout, long long n)
 {
     keep(ctx, gpt2_cuda_gelu_backward(dinp, inp, dout, n, S(ctx)));
-}
-static void res_f(void *ctx, float *out, const float *a, const float *b, long long n)
-{
-    keep(ctx, gpt2_cuda_residual_forward(out, a, b, n, S(ctx)));
 }
 
 static void widen_f(void *ctx, float *dst, const unsigned short *src, long long n)
@@ -509,11 +540,12 @@ int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int device, gpt2_precision
         .layernorm_backward = ln_b,
         .matmul_forward = mm_f,
         .matmul_backward = mm_b,
+        .matmul_forward_w16 = p == GPT2_BF16 ? mm_f_w16 : NULL,
+        .matmul_backward_w16 = p == GPT2_BF16 ? mm_b_w16 : NULL,
         .attention_forward = att_f,
         .attention_backward = att_b,
         .gelu_forward = gelu_f,
         .gelu_backward = gelu_b,
-        .residual_forward = res_f,
         .bf16_widen = widen_f,
         .bf16_narrow_add = narrow_f,
         .crossentropy_forward = xent_f,

@@ -187,11 +187,17 @@ static int widen(gpt2_ztier *g, int layer, const zt_layer_view *v, int backward,
                  name, w->held ? "held by another layer" : "too small");
         return -1;
     }
-    w->held = 1, w->backward = backward, w->view = *v;
+    /* a block's matrices go to the GEMMs in 16 bits where the ops take them so */
+    int w16 = layer >= 1 && layer <= g->c.layers && g->ops.matmul_forward_w16 &&
+              g->ops.matmul_backward_w16;
+    w->held = 1, w->backward = backward, w->view = *v, w->w16 = w16;
     int64_t off = 0;
     for (int k = 0; k < v->n_params; k++) {
         params[k] = w->buf + off;
-        g->ops.bf16_widen(g->ops.ctx, params[k], v->params[k].data, v->params[k].numel);
+        if (w16 && v->params[k].ndim == 2)
+            params[k] = v->params[k].data; /* bf16, read as it is (gpt2_source.weights16) */
+        else
+            g->ops.bf16_widen(g->ops.ctx, params[k], v->params[k].data, v->params[k].numel);
         if (backward)
             grads[k] = w->buf + total + off;
         off += v->params[k].numel;
@@ -290,7 +296,16 @@ static int ztier_put(void *ctx, int layer, int backward)
     return st == ZT_OK ? 0 : (int)(g->last = st);
 }
 
-gpt2_source gpt2_ztier_source(gpt2_ztier *g) { return (gpt2_source){ztier_get, ztier_put, g}; }
+static int ztier_weights16(void *ctx, int layer)
+{
+    const gpt2_widened *w = &((gpt2_ztier *)ctx)->wide[slot_of(layer)];
+    return w->held && w->w16;
+}
+
+gpt2_source gpt2_ztier_source(gpt2_ztier *g)
+{
+    return (gpt2_source){ztier_get, ztier_put, g, ztier_weights16};
+}
 
 /* ---- activation checkpoints ---- */
 

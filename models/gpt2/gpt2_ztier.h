@@ -13,12 +13,15 @@
  * kernels where the model computes (the ops' bf16_widen: on a GPU, a kernel on the model's
  * stream reading ztier's 16-bit device buffer), and in backward its fp32 gradients are added
  * into ztier's 16-bit gradient buffer (bf16_narrow_add) before the release, so 16 bits cross
- * the bus each way. One slot of fp32 scratch for the embedding (held through backward), one
+ * the bus each way. Where the ops' matmuls take bf16 weights (matmul_forward_w16: the GPU with
+ * bf16 matmuls), a block's four weight matrices are not widened: the GEMMs read ztier's 16-bit
+ * device buffers as they are (gpt2_source.weights16); their gradients are fp32 as the rest. One slot of fp32 scratch for the embedding (held through backward), one
  * for whichever other layer is held. */
 typedef struct gpt2_widened {
     float *buf;     /* the layer's fp32 parameters, then (backward) its fp32 gradients */
     int64_t floats; /* buf's size */
     int held, backward;
+    int w16; /* a block whose weight matrices the GEMMs read in 16 bits, not widened */
     zt_layer_view view;
 } gpt2_widened;
 
