@@ -21,7 +21,8 @@ typedef struct gpt2_widened {
     float *buf;     /* the layer's fp32 parameters, then (backward) its fp32 gradients */
     int64_t floats; /* buf's size */
     int held, backward;
-    int w16; /* a block whose weight matrices the GEMMs read in 16 bits, not widened */
+    int w16;      /* a block whose weight matrices the GEMMs read in 16 bits, not widened */
+    float *grads; /* in buf: the layer's fp32 gradients, after its widened parameters */
     zt_layer_view view;
 } gpt2_widened;
 
@@ -62,8 +63,12 @@ void gpt2_ztier_compute_on(gpt2_ztier *g, const gpt2_ops *ops);
  * in the ops' memory: device memory for the GPU's ops. */
 size_t gpt2_ztier_scratch_bytes(const gpt2_ztier *g);
 /* What that scratch comes to for model c (the embedding's parameters and gradients and the
- * largest block's, in fp32), before any runtime exists: for sizing a bf16 run. */
+ * largest block's, in fp32), before any runtime exists: for sizing a bf16 run. _on with
+ * weights16 set: for ops whose GEMMs read the blocks' weight matrices in 16 bits
+ * (matmul_*_w16: the GPU with bf16 matmuls), which are not widened, so a block's slot holds
+ * its gradients and only its other parameters. */
 size_t gpt2_bf16_scratch_bytes(const gpt2_config *c);
+size_t gpt2_bf16_scratch_bytes_on(const gpt2_config *c, int weights16);
 /* A source whose get/put are zt_fetch/zt_release (errors: the zt_status, also in g->last).
  * Parameters must be ZT_F32 or ZT_BF16 (widened to fp32 with g's ops); any other dtype (fp16)
  * fails with ZT_ERR_UNSUPPORTED and a message naming the parameter. */

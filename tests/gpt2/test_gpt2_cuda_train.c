@@ -357,20 +357,22 @@ static int check_bf16(void)
  * losses are those of the widening path (the ops without matmul_*_w16) bit for bit, and
  * within this test's bf16 tolerance (2e-2 relative) of the CPU trainer in bf16; and the
  * elements widened over the run are fewer by the matrices of each block fetch (forward and
- * backward: 2 a block a step). */
+ * backward: 2 a block a step), and the fp32 scratch smaller by the matrices. */
 static int check_bf16_weights(void)
 {
     float cpu[STEPS], w16[STEPS], wide[STEPS];
     long long n16 = 0, nwide = 0;
+    size_t scratch16 = 0, scratch_wide = 0;
     run host = {.backend = "host", .optimizer = "cpu", .to = STEPS, .bf16 = 1};
     run cuda = {.backend = "cuda",
                 .optimizer = "cpu",
                 .precision = GPT2_BF16,
                 .to = STEPS,
                 .bf16 = 1,
-                .widened = &n16};
+                .widened = &n16,
+                .scratch = &scratch16};
     run cuda_wide = cuda;
-    cuda_wide.widen_all = 1, cuda_wide.widened = &nwide;
+    cuda_wide.widen_all = 1, cuda_wide.widened = &nwide, cuda_wide.scratch = &scratch_wide;
     if (train_run(&host, cpu) || train_run(&cuda, w16) || train_run(&cuda_wide, wide))
         return 1;
     int failed = 0;
@@ -395,6 +397,13 @@ static int check_bf16_weights(void)
            "a step = %lld)\n",
            STEPS, n16, nwide, c.layers, matrices, want);
     failed |= n16 != want;
+    /* the fp32 scratch holds a block's gradients and only its other parameters: smaller by the
+     * matrices (4 B each), as gpt2_bf16_scratch_bytes_on counts it for `ztier estimate` */
+    size_t want16 = scratch_wide - 4 * (size_t)matrices;
+    printf("fp32 scratch: %zu bytes (widening path %zu, less 4 B x %lld matrix elements = %zu)\n",
+           scratch16, scratch_wide, matrices, want16);
+    failed |= scratch16 != want16 || gpt2_bf16_scratch_bytes_on(&c, 1) != want16 ||
+              gpt2_bf16_scratch_bytes_on(&c, 0) != scratch_wide;
     return failed;
 }
 
