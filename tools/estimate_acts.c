@@ -135,8 +135,8 @@ void est_acts_print(const est_acts_in *in)
                "gradients%s)\n",
                (unsigned long long)in->bf16_scratch,
                in->att_keep == GPT2_ATT_LSE ? ", but for the blocks' weight matrices, which the "
-                                              "GPU's bf16 GEMMs read in 16 bits (--precision "
-                                              "bf16, the default)"
+                                              "GPU's bf16 GEMMs read and write the gradients of "
+                                              "in 16 bits (--precision bf16, the default)"
                                             : "");
     print_verdict(in);
 }

@@ -334,7 +334,8 @@ void gpt2_model_destroy(gpt2_model *m)
 
 /* ---- forward ---- */
 
-/* A block's matmul, its weights w fp32 or (w16) the 16-bit array the source handed out. */
+/* A block's matmul, its weights w fp32 or (w16) the 16-bit array the source handed out, with
+ * (backward) its gradient dw in the same type. */
 static void mm_forward(const gpt2_model *m, int w16, float *out, const float *inp, const float *w,
                        const float *bias, int N, int C, int OC)
 {
@@ -347,7 +348,7 @@ static void mm_backward(const gpt2_model *m, int w16, float *dinp, float *dw, fl
                         const float *dout, const float *inp, const float *w, int N, int C, int OC)
 {
     if (w16)
-        m->ops.matmul_backward_w16(m->ops.ctx, dinp, dw, dbias, dout, inp,
+        m->ops.matmul_backward_w16(m->ops.ctx, dinp, (unsigned short *)dw, dbias, dout, inp,
                                    (const unsigned short *)w, N, C, OC);
     else
         m->ops.matmul_backward(m->ops.ctx, dinp, dw, dbias, dout, inp, w, N, C, OC);

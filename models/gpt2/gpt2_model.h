@@ -67,7 +67,8 @@ void gpt2_layer_name(const gpt2_config *c, int layer, char *out, size_t len);
  * in registration order; put ends the use. Both return 0 or an error code. weights16 (may be
  * NULL: never) says, after get, whether the layer's four weight matrices (a block's qkv,
  * attention projection, fc and projection weights) were handed out as 16-bit bf16 arrays (cast
- * to float *) for the ops' matmul_*_w16, their gradients still fp32. */
+ * to float *), and in backward their gradients as 16-bit arrays too, for the ops'
+ * matmul_*_w16. */
 typedef struct gpt2_source {
     int (*get)(void *ctx, int layer, int backward, float **params, float **grads);
     int (*put)(void *ctx, int layer, int backward);

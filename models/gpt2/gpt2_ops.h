@@ -36,12 +36,14 @@ typedef struct gpt2_ops {
     void (*matmul_backward)(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
                             const float *inp, const float *w, int N, int C, int OC);
     /* The same with w the 16-bit (bf16) weights as ztier holds them, read by the GEMMs as they
-     * are (no fp32 copy, no cast); dw stays fp32. NULL where the matmuls do not take bf16
-     * inputs (the CPU; the GPU in fp32 or TF32). */
+     * are (no fp32 copy, no cast), and dw ztier's 16-bit gradient buffer: dw = bf16(dw + the
+     * gradient accumulated in fp32), rounded once (dbias stays fp32). NULL where the matmuls do
+     * not take bf16 inputs (the CPU; the GPU in fp32 or TF32). */
     void (*matmul_forward_w16)(void *ctx, float *out, const float *inp, const unsigned short *w,
                                const float *bias, int N, int C, int OC);
-    void (*matmul_backward_w16)(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
-                                const float *inp, const unsigned short *w, int N, int C, int OC);
+    void (*matmul_backward_w16)(void *ctx, float *dinp, unsigned short *dw, float *dbias,
+                                const float *dout, const float *inp, const unsigned short *w, int N,
+                                int C, int OC);
     /* att: what the forward keeps for the backward, att_keep below (gpt2_attention.h) */
     void (*attention_forward)(void *ctx, float *out, float *att, const float *qkv, int B, int T,
                               int C, int NH);

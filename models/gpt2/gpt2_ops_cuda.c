@@ -231,15 +231,21 @@ static const unsigned short *bf16_of(cuda_ctx *c, int k, const float *src, size_
     return d;
 }
 
-/* Column-major C[m,n] (+)= op(A) op(B) with A, B bf16 and C fp32, accumulated in fp32. */
+/* Column-major C[m,n] (+)= op(A) op(B) with A, B bf16 and C of type ct (fp32, or bf16:
+ * rounded once at the end), accumulated in fp32. */
+static void gemm_bf16_to(cuda_ctx *c, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                         int k, const unsigned short *A, int lda, const unsigned short *B, int ldb,
+                         float beta, void *C, cudaDataType ct, int ldc)
+{
+    const float one = 1;
+    keep_blas(c, cublasGemmEx(c->blas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF,
+                              ldb, &beta, C, ct, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
 static void gemm_bf16(cuda_ctx *c, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                       const unsigned short *A, int lda, const unsigned short *B, int ldb,
                       float beta, float *C, int ldc)
 {
-    const float one = 1;
-    keep_blas(c,
-              cublasGemmEx(c->blas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb,
-                           &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    gemm_bf16_to(c, ta, tb, m, n, k, A, lda, B, ldb, beta, C, CUDA_R_32F, ldc);
 }
 
 /* Row-major out[N,OC] = inp[N,C] @ w[OC,C]^T (+ bias): column-major out^T = w inp^T. The
@@ -290,16 +296,17 @@ static void bias_grad(cuda_ctx *c, float *dbias, const float *dout, int N, int O
                   cublasSgemv(c->blas, CUBLAS_OP_N, OC, N, &one, dout, OC, e, 1, &one, dbias, 1));
 }
 
-/* dinp[N,C] += dout @ w; dw[OC,C] += dout^T @ inp (fp32 dw: accumulated in fp32 and kept
- * so) from bf16 inputs; dbias as bias_grad. */
-static void mm_b_bf16(cuda_ctx *c, float *dinp, float *dw, float *dbias, const float *dout,
-                      const float *inp, const unsigned short *w16, int N, int C, int OC)
+/* dinp[N,C] += dout @ w; dw[OC,C] += dout^T @ inp (accumulated in fp32; dw of type dwt:
+ * fp32, or bf16 rounded once) from bf16 inputs; dbias as bias_grad. */
+static void mm_b_bf16(cuda_ctx *c, float *dinp, void *dw, cudaDataType dwt, float *dbias,
+                      const float *dout, const float *inp, const unsigned short *w16, int N, int C,
+                      int OC)
 {
     const unsigned short *x16 = bf16_of(c, 1, inp, (size_t)N * C);
     const unsigned short *d16 = bf16_of(c, 2, dout, (size_t)N * OC);
     if (w16 && x16 && d16) {
         gemm_bf16(c, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, w16, C, d16, OC, 1.0f, dinp, C);
-        gemm_bf16(c, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, x16, C, d16, OC, 1.0f, dw, C);
+        gemm_bf16_to(c, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, x16, C, d16, OC, 1.0f, dw, dwt, C);
     }
     bias_grad(c, dbias, dout, N, OC);
 }
@@ -310,7 +317,8 @@ static void mm_b(void *ctx, float *dinp, float *dw, float *dbias, const float *d
     cuda_ctx *c = ctx;
     const float one = 1;
     if (c->precision == GPT2_BF16) {
-        mm_b_bf16(c, dinp, dw, dbias, dout, inp, bf16_of(c, 0, w, (size_t)OC * C), N, C, OC);
+        mm_b_bf16(c, dinp, dw, CUDA_R_32F, dbias, dout, inp, bf16_of(c, 0, w, (size_t)OC * C), N, C,
+                  OC);
         return;
     }
     keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, w, C, dout, OC,
@@ -320,10 +328,10 @@ static void mm_b(void *ctx, float *dinp, float *dw, float *dbias, const float *d
     bias_grad(c, dbias, dout, N, OC);
 }
 
-static void mm_b_w16(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
+static void mm_b_w16(void *ctx, float *dinp, unsigned short *dw, float *dbias, const float *dout,
                      const float *inp, const unsigned short *w, int N, int C, int OC)
 {
-    mm_b_bf16(ctx, dinp, dw, dbias, dout, inp, w, N, C, OC);
+    mm_b_bf16(ctx, dinp, dw, CUDA_R_16BF, dbias, dout, inp, w, N, C, OC);
 }
 
 /* ---- attention: fused (gpt2_attention.cu) for the head sizes it takes, else cuBLAS's

@@ -111,6 +111,9 @@ static int reads_w16(const gpt2_config *c, int l, int w16)
     return w16 && l >= 1 && l <= c->layers;
 }
 
+/* Whether parameter t of such a layer (w16: reads_w16) is one of those matrices. */
+static int is_w16(int w16, const zt_tensor_view *t) { return w16 && t->ndim == 2; }
+
 static int ops_w16(const gpt2_ops *ops)
 {
     return ops->matmul_forward_w16 && ops->matmul_backward_w16;
@@ -121,11 +124,11 @@ static int ops_w16(const gpt2_ops *ops)
  * of them at a time). */
 static int slot_of(int layer) { return layer == 0 ? 0 : 1; }
 
-/* A layer's floats in its slot: its gradients, and its parameters but for the matrices the
- * GEMMs read in 16 bits. */
+/* A layer's floats in its slot: its parameters and gradients but for the matrices the GEMMs
+ * read in 16 bits (and whose gradients they add into ztier's 16-bit buffers). */
 static int64_t layer_floats(const gpt2_config *c, int l, int w16)
 {
-    return 2 * layer_numel(c, l, 0) - (reads_w16(c, l, w16) ? layer_numel(c, l, 1) : 0);
+    return 2 * (layer_numel(c, l, 0) - (reads_w16(c, l, w16) ? layer_numel(c, l, 1) : 0));
 }
 
 /* The floats of each slot: the embedding's, and the largest other layer's. */
@@ -199,15 +202,14 @@ static int widen(gpt2_ztier *g, int layer, const zt_layer_view *v, int backward,
         return -1;
     }
     gpt2_widened *w = &g->wide[slot_of(layer)];
-    /* a block's matrices go to the GEMMs in 16 bits where the ops take them so: only the
-     * other parameters are widened, into the front of the slot; the gradients follow */
+    /* a block's matrices go to the GEMMs in 16 bits where the ops take them so, and their
+     * gradients come back into ztier's 16-bit buffers: only the other parameters are widened,
+     * into the front of the slot, their gradients after them */
     int w16 = reads_w16(&g->c, layer, ops_w16(&g->ops));
-    int64_t total = 0, wide = 0;
-    for (int k = 0; k < v->n_params; k++) {
-        total += v->params[k].numel;
-        wide += w16 && v->params[k].ndim == 2 ? 0 : v->params[k].numel;
-    }
-    if (w->held || wide + total > w->floats) { /* a caller holding layers as the model does not */
+    int64_t wide = 0;
+    for (int k = 0; k < v->n_params; k++)
+        wide += is_w16(w16, &v->params[k]) ? 0 : v->params[k].numel;
+    if (w->held || 2 * wide > w->floats) { /* a caller holding layers as the model does not */
         snprintf(g->error, sizeof g->error,
                  "layer %s: its fp32 copy's scratch is %s (the model holds the embedding and one "
                  "other layer at a time)",
@@ -215,30 +217,34 @@ static int widen(gpt2_ztier *g, int layer, const zt_layer_view *v, int backward,
         return -1;
     }
     w->held = 1, w->backward = backward, w->view = *v, w->w16 = w16, w->grads = w->buf + wide;
-    int64_t off = 0, goff = 0;
+    int64_t off = 0;
     for (int k = 0; k < v->n_params; k++) {
-        if (w16 && v->params[k].ndim == 2) {
-            params[k] = v->params[k].data; /* bf16, read as it is (gpt2_source.weights16) */
-        } else {
-            params[k] = w->buf + off;
-            g->ops.bf16_widen(g->ops.ctx, params[k], v->params[k].data, v->params[k].numel);
-            off += v->params[k].numel;
+        if (is_w16(w16, &v->params[k])) { /* bf16, as they are (gpt2_source.weights16) */
+            params[k] = v->params[k].data;
+            if (backward)
+                grads[k] = v->params[k].grad;
+            continue;
         }
+        params[k] = w->buf + off;
+        g->ops.bf16_widen(g->ops.ctx, params[k], v->params[k].data, v->params[k].numel);
         if (backward)
-            grads[k] = w->grads + goff;
-        goff += v->params[k].numel;
+            grads[k] = w->grads + off;
+        off += v->params[k].numel;
     }
     if (backward)
-        g->ops.zero(g->ops.ctx, w->grads, sizeof(float) * (size_t)total);
+        g->ops.zero(g->ops.ctx, w->grads, sizeof(float) * (size_t)wide);
     return 0;
 }
 
 /* Adds the layer's fp32 gradients into its bf16 gradient buffers (zeroed at fetch: rounded
- * once a micro-step; the micro-steps are summed in fp32 by ztier) and frees the slot. */
+ * once a micro-step; the micro-steps are summed in fp32 by ztier) and frees the slot; the
+ * matrices the GEMMs read in 16 bits have had theirs added there by the GEMMs. */
 static void narrow(gpt2_ztier *g, gpt2_widened *w)
 {
     int64_t off = 0;
     for (int k = 0; w->backward && k < w->view.n_params; k++) {
+        if (is_w16(w->w16, &w->view.params[k]))
+            continue;
         g->ops.bf16_narrow_add(g->ops.ctx, w->view.params[k].grad, w->grads + off,
                                w->view.params[k].numel);
         off += w->view.params[k].numel;

@@ -15,7 +15,8 @@
  * into ztier's 16-bit gradient buffer (bf16_narrow_add) before the release, so 16 bits cross
  * the bus each way. Where the ops' matmuls take bf16 weights (matmul_forward_w16: the GPU with
  * bf16 matmuls), a block's four weight matrices are not widened: the GEMMs read ztier's 16-bit
- * device buffers as they are (gpt2_source.weights16); their gradients are fp32 as the rest. One slot of fp32 scratch for the embedding (held through backward), one
+ * device buffers as they are (gpt2_source.weights16), and their gradients go straight into
+ * ztier's 16-bit gradient buffers (accumulated in fp32 by the GEMM, rounded once). One slot of fp32 scratch for the embedding (held through backward), one
  * for whichever other layer is held. */
 typedef struct gpt2_widened {
     float *buf;     /* the layer's fp32 parameters, then (backward) its fp32 gradients */
@@ -65,8 +66,9 @@ size_t gpt2_ztier_scratch_bytes(const gpt2_ztier *g);
 /* What that scratch comes to for model c (the embedding's parameters and gradients and the
  * largest block's, in fp32), before any runtime exists: for sizing a bf16 run. _on with
  * weights16 set: for ops whose GEMMs read the blocks' weight matrices in 16 bits
- * (matmul_*_w16: the GPU with bf16 matmuls), which are not widened, so a block's slot holds
- * its gradients and only its other parameters. */
+ * (matmul_*_w16: the GPU with bf16 matmuls), which are not widened and whose gradients go
+ * straight to ztier's 16-bit buffers, so a block's slot holds only its other parameters and
+ * their gradients. */
 size_t gpt2_bf16_scratch_bytes(const gpt2_config *c);
 size_t gpt2_bf16_scratch_bytes_on(const gpt2_config *c, int weights16);
 /* A source whose get/put are zt_fetch/zt_release (errors: the zt_status, also in g->last).

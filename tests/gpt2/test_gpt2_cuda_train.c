@@ -356,11 +356,14 @@ static int check_bf16(void)
 
 /* bf16.enabled with bf16 matmuls (--precision bf16): the GEMMs read each block's four weight
  * matrices from ztier's 16-bit device buffers as they are, where they used to be widened to
- * fp32 and cast back to bf16 for every matmul. Widening and casting back is exact, so the
- * losses are those of the widening path (the ops without matmul_*_w16) bit for bit, and
- * within this test's bf16 tolerance (2e-2 relative) of the CPU trainer in bf16; and the
- * elements widened over the run are fewer by the matrices of each block fetch (forward and
- * backward: 2 a block a step), and the fp32 scratch smaller by the matrices. */
+ * fp32 and cast back to bf16 for every matmul, and add their gradients into ztier's 16-bit
+ * gradient buffers (fp32 accumulation, one rounding to nearest even), where they used to go to
+ * fp32 scratch and be narrowed at release. Widening and casting back is exact, and the one
+ * rounding is the narrowing's, so the losses are those of the widening path (the ops without
+ * matmul_*_w16) bit for bit, and within this test's bf16 tolerance (2e-2 relative) of the CPU
+ * trainer in bf16; the elements widened over the run are fewer by the matrices of each block
+ * fetch (forward and backward: 2 a block a step), and the fp32 scratch smaller by the
+ * matrices' parameters and gradients. */
 static int check_bf16_weights(void)
 {
     float cpu[STEPS], w16[STEPS], wide[STEPS];
@@ -400,10 +403,11 @@ static int check_bf16_weights(void)
            "a step = %lld)\n",
            STEPS, n16, nwide, c.layers, matrices, want);
     failed |= n16 != want;
-    /* the fp32 scratch holds a block's gradients and only its other parameters: smaller by the
-     * matrices (4 B each), as gpt2_bf16_scratch_bytes_on counts it for `ztier estimate` */
-    size_t want16 = scratch_wide - 4 * (size_t)matrices;
-    printf("fp32 scratch: %zu bytes (widening path %zu, less 4 B x %lld matrix elements = %zu)\n",
+    /* the fp32 scratch holds only a block's other parameters and their gradients: smaller by
+     * the matrices' parameters and gradients (8 B an element), as gpt2_bf16_scratch_bytes_on
+     * counts it for `ztier estimate` */
+    size_t want16 = scratch_wide - 8 * (size_t)matrices;
+    printf("fp32 scratch: %zu bytes (widening path %zu, less 8 B x %lld matrix elements = %zu)\n",
            scratch16, scratch_wide, matrices, want16);
     failed |= scratch16 != want16 || gpt2_bf16_scratch_bytes_on(&c, 1) != want16 ||
               gpt2_bf16_scratch_bytes_on(&c, 0) != scratch_wide;
