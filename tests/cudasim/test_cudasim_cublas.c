@@ -175,6 +175,13 @@ static float bf16_value(uint16_t h)
     return x;
 }
 
+/* n random bf16 values: their bits in h, their values in f */
+static void bf16_randoms(uint16_t *h, float *f, int n)
+{
+    for (int i = 0; i < n; i++)
+        h[i] = bf16_bits(uniform()), f[i] = bf16_value(h[i]);
+}
+
 static void test_gemm_ex_bf16_and_batched(void **state)
 {
     (void)state;
@@ -182,10 +189,8 @@ static void test_gemm_ex_bf16_and_batched(void **state)
     uint16_t A16[M * K], B16[K * NN];
     float A[M * K], B[K * NN], C0[M * NN] = {0}, C[M * NN];
     double want[M * NN];
-    for (int i = 0; i < M * K; i++)
-        A16[i] = bf16_bits(uniform()), A[i] = bf16_value(A16[i]);
-    for (int i = 0; i < K * NN; i++)
-        B16[i] = bf16_bits(uniform()), B[i] = bf16_value(B16[i]);
+    bf16_randoms(A16, A, M * K);
+    bf16_randoms(B16, B, K * NN);
     void *dA = dev_of(A16, sizeof A16), *dB = dev_of(B16, sizeof B16);
     float *dC = dev_of(C0, sizeof C0);
     const float one = 1, zero = 0;
@@ -234,12 +239,9 @@ static void test_gemm_ex_bf16_output(void **state)
     uint16_t A16[M * K], B16[K * NN], C16[LDC * NN], got16[LDC * NN];
     float A[M * K], B[K * NN], C0[LDC * NN];
     double want[LDC * NN];
-    for (int i = 0; i < M * K; i++)
-        A16[i] = bf16_bits(uniform()), A[i] = bf16_value(A16[i]);
-    for (int i = 0; i < K * NN; i++)
-        B16[i] = bf16_bits(uniform()), B[i] = bf16_value(B16[i]);
-    for (int i = 0; i < LDC * NN; i++)
-        C16[i] = bf16_bits(uniform()), C0[i] = bf16_value(C16[i]);
+    bf16_randoms(A16, A, M * K);
+    bf16_randoms(B16, B, K * NN);
+    bf16_randoms(C16, C0, LDC * NN);
     void *dA = dev_of(A16, sizeof A16), *dB = dev_of(B16, sizeof B16);
     void *dC = dev_of(C16, sizeof C16);
     const float one = 1;
