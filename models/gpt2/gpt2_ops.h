@@ -76,7 +76,8 @@ extern const gpt2_ops gpt2_ops_cpu;
 
 /* The GPU's matmul precision: fp32 with TF32 off (the checks), TF32 tensor cores, or bf16
  * inputs (the matmuls' activations and weights rounded to bf16 on the way in) with fp32
- * accumulation and fp32 outputs. Attention's batched GEMMs stay fp32/TF32. */
+ * accumulation and fp32 outputs; bf16 weights as ztier holds them (matmul_*_w16) are read as
+ * they are, and their gradients written in bf16. Attention's batched GEMMs stay fp32/TF32. */
 typedef enum gpt2_precision { GPT2_FP32 = 0, GPT2_TF32, GPT2_BF16 } gpt2_precision;
 /* "fp32", "tf32" or "bf16"; -1 for anything else. */
 int gpt2_precision_parse(const char *s);
