@@ -579,12 +579,15 @@ int cmd_estimate(int argc, char **argv)
         acts.prefetch_layers = m.rt->cfg.act_prefetch_layers;
         acts.params_peak = e.runs ? e.device_peak : e.device_min_order;
         acts.budget = mc.device_budget;
-        /* the GPU trainer widens bf16 layers into fp32 scratch on the device (two slots) */
-        acts.bf16_scratch = m.rt->cfg.bf16 ? gpt2_bf16_scratch_bytes(&acts.c) : 0;
+        /* the trainer widens bf16 layers into fp32 scratch (two slots; on a GPU in device
+         * memory), but for the blocks' weight matrices the GPU's GEMMs read in 16 bits (its
+         * bf16 matmuls, the trainer's default --precision) */
+        int gpu = !strcmp(m.rt->cfg.device_backend, "cuda");
+        acts.bf16_scratch = m.rt->cfg.bf16 ? gpt2_bf16_scratch_bytes_on(&acts.c, gpu) : 0;
         static const char *const tiers[] = {"the device", "cpu", "nvme"};
         acts.placement = tiers[e.plan.param_tier];
         /* the GPU trainer's ops keep attention's logsumexp, the CPU's the softmax */
-        acts.att_keep = strcmp(m.rt->cfg.device_backend, "cuda") ? GPT2_ATT_PROBS : GPT2_ATT_LSE;
+        acts.att_keep = gpu ? GPT2_ATT_LSE : GPT2_ATT_PROBS;
         if (o.seq > acts.c.max_seq) {
             fprintf(stderr, "ztier estimate: --seq %d is longer than the model's context (%d)\n",
                     o.seq, acts.c.max_seq);

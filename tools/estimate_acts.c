@@ -132,8 +132,12 @@ void est_acts_print(const est_acts_in *in)
     if (in->bf16_scratch)
         printf("  (bf16.enabled: device total includes the trainer's fp32 copies of the bf16 "
                "layers, %llu bytes: the embedding's and one other layer's parameters and "
-               "gradients)\n",
-               (unsigned long long)in->bf16_scratch);
+               "gradients%s)\n",
+               (unsigned long long)in->bf16_scratch,
+               in->att_keep == GPT2_ATT_LSE ? ", but for the blocks' weight matrices, which the "
+                                              "GPU's bf16 GEMMs read and write the gradients of "
+                                              "in 16 bits (--precision bf16, the default)"
+                                            : "");
     print_verdict(in);
 }
 

@@ -3,7 +3,7 @@
  * activation checkpointing policy, the bytes the trainer's model allocates (its own count,
  * the allocation it makes), what ztier's activation store keeps off the device and holds on
  * it, the device total with the parameters' peak (and with bf16.enabled the GPU trainer's
- * fp32 scratch for the bf16 layers, gpt2_bf16_scratch_bytes), the largest batch at that
+ * fp32 scratch for the bf16 layers, gpt2_bf16_scratch_bytes_on), the largest batch at that
  * sequence within the device budget, and whether the batch fits and with which policy. */
 #ifndef ZT_TOOLS_ESTIMATE_ACTS_H
 #define ZT_TOOLS_ESTIMATE_ACTS_H

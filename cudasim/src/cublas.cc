@@ -42,6 +42,16 @@ float bf16_to_float(uint16_t h)
     return x;
 }
 
+// x rounded to bf16, to nearest even (NaN stays NaN, quiet), as the GPU's GEMM epilogue does.
+uint16_t float_to_bf16(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    if ((b & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((b >> 16) | 0x40u);
+    return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
 // Bytes a column-major rows x cols matrix with leading dimension ld spans.
 size_t span(int rows, int cols, int ld, size_t elem)
 {
@@ -83,11 +93,12 @@ CBLAS_TRANSPOSE tr(cublasOperation_t op) { return op == CUBLAS_OP_N ? CblasNoTra
 
 bool op_ok(cublasOperation_t op) { return op == CUBLAS_OP_N || op == CUBLAS_OP_T; }
 
-// C[m,n] = alpha op(A) op(B) + beta C, column-major, after the dimension checks cuBLAS makes.
+// C[m,n] = alpha op(A) op(B) + beta C, column-major, after the dimension checks cuBLAS makes;
+// with c16 C is bf16: read widened, the sum taken in fp32 and rounded once to nearest even.
 cublasStatus_t gemm(cublasContext *h, const char *what, cublasOperation_t ta, cublasOperation_t tb,
                     int m, int n, int k, float alpha, const void *A, int lda, const void *B,
-                    int ldb, float beta, float *C, int ldc, bool bf16, long long sa, long long sb,
-                    long long sc, int batch)
+                    int ldb, float beta, void *C, int ldc, bool bf16, long long sa, long long sb,
+                    long long sc, int batch, bool c16 = false)
 {
     int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
     int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
@@ -96,7 +107,7 @@ cublasStatus_t gemm(cublasContext *h, const char *what, cublasOperation_t ta, cu
         return CUBLAS_STATUS_INVALID_VALUE;
     size_t es = bf16 ? 2 : 4;
     size_t a_bytes = span(ar, ac, lda, es), b_bytes = span(br, bc, ldb, es);
-    size_t c_bytes = span(m, n, ldc, 4);
+    size_t ec = c16 ? 2 : 4, c_bytes = span(m, n, ldc, ec);
     auto last = [&](long long stride, size_t bytes, size_t elem) {
         return batch > 0 ? (size_t)stride * (size_t)(batch - 1) * elem + bytes : 0;
     };
@@ -104,15 +115,21 @@ cublasStatus_t gemm(cublasContext *h, const char *what, cublasOperation_t ta, cu
     return queue(h, what,
                  {{A, k ? last(sa, a_bytes, es) : 0, false},
                   {B, k ? last(sb, b_bytes, es) : 0, false},
-                  {C, last(sc, c_bytes, 4), true}},
+                  {C, last(sc, c_bytes, ec), true}},
                  [=] {
                      for (int b = 0; b < batch; b++) {
                          const char *pa = static_cast<const char *>(A) + (size_t)b * sa * es;
                          const char *pb = static_cast<const char *>(B) + (size_t)b * sb * es;
+                         char *pc = static_cast<char *>(C) + (size_t)b * sc * ec;
                          std::vector<float> fa = as_input(pa, a_bytes / es, bf16, round);
                          std::vector<float> fb = as_input(pb, b_bytes / es, bf16, round);
+                         std::vector<float> fc =
+                             c16 ? as_input(pc, c_bytes / 2, true, false) : std::vector<float>();
+                         float *out = c16 ? fc.data() : reinterpret_cast<float *>(pc);
                          cblas_sgemm(CblasColMajor, tr(ta), tr(tb), m, n, k, alpha, fa.data(), lda,
-                                     fb.data(), ldb, beta, C + (size_t)b * sc, ldc);
+                                     fb.data(), ldb, beta, out, ldc);
+                         for (size_t i = 0; c16 && i < c_bytes / 2; i++)
+                             reinterpret_cast<uint16_t *>(pc)[i] = float_to_bf16(fc[i]);
                      }
                  });
 }
@@ -216,14 +233,15 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     (void)algo;
     bool bf16 = at == CUDA_R_16BF && bt == CUDA_R_16BF;
     bool f32 = at == CUDA_R_32F && bt == CUDA_R_32F;
-    if (ct != CUDA_R_32F || !(bf16 || f32) ||
+    // C in fp32, or in bf16 from bf16 inputs
+    if (!(ct == CUDA_R_32F || (ct == CUDA_R_16BF && bf16)) || !(bf16 || f32) ||
         (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32))
         return CUBLAS_STATUS_NOT_SUPPORTED;
     if (!alpha || !beta)
         return CUBLAS_STATUS_INVALID_VALUE;
     return gemm(h, "cublasGemmEx", ta, tb, m, n, k, *static_cast<const float *>(alpha), A, lda, B,
-                ldb, *static_cast<const float *>(beta), static_cast<float *>(C), ldc, bf16, 0, 0, 0,
-                1);
+                ldb, *static_cast<const float *>(beta), C, ldc, bf16, 0, 0, 0, 1,
+                ct == CUDA_R_16BF);
 }
 
 cublasStatus_t cublasSgemv_v2(cublasHandle_t h, cublasOperation_t trans, int m, int n,

@@ -26,6 +26,12 @@ int gpt2_cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, cons
                                void *stream);
 int gpt2_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                                 const float *w, const float *b, int N, int C, void *stream);
+/* res = a + b and out = layernorm(res) in one kernel (a warp per row): the bits of
+ * gpt2_cuda_residual_forward followed by gpt2_cuda_layernorm_forward, one pass less over
+ * memory. */
+int gpt2_cuda_residual_layernorm_forward(float *res, float *out, float *mean, float *rstd,
+                                         const float *a, const float *b, const float *w,
+                                         const float *bias, int N, int C, void *stream);
 /* The layernorm backward takes gpt2_cuda_layernorm_backward_scratch(N, C) floats of device
  * scratch (its partial sums of dw, db). */
 size_t gpt2_cuda_layernorm_backward_scratch(int N, int C);

@@ -37,6 +37,16 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
                               0, 1);
 }
 
+void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd, const float *a,
+                                const float *b, const float *w, const float *bias, int N, int C)
+{
+    for (int n = 0; n < N; n++) {
+        size_t o = (size_t)n * C;
+        residual_layernorm_row_forward(res + o, out + o, &mean[n], &rstd[n], a + o, b + o, w, bias,
+                                       C, 0, 1);
+    }
+}
+
 void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, const float *mean, const float *rstd, int N, int C)
 {

@@ -104,6 +104,17 @@ __global__ void layernorm_fwd(float *out, float *mean, float *rstd, const float 
                               lane(), kLanes);
 }
 
+__global__ void residual_layernorm_fwd(float *res, float *out, float *mean, float *rstd,
+                                       const float *a, const float *b, const float *w,
+                                       const float *bias, int N, int C)
+{
+    long long n = warp_row();
+    size_t o = (size_t)n * C;
+    if (n < N)
+        residual_layernorm_row_forward(res + o, out + o, &mean[n], &rstd[n], a + o, b + o, w, bias,
+                                       C, lane(), kLanes);
+}
+
 // Each warp takes rows n, n + the grid's warps, ... and adds their dw, db into a partial sum
 // of its own (2C floats; its lanes own disjoint columns, so no element has two writers): in
 // shared memory, or in warp_parts where that does not fit. The block then adds its warps'
@@ -290,6 +301,18 @@ extern "C" int gpt2_cuda_layernorm_forward(float *out, float *mean, float *rstd,
         return 0;
     layernorm_fwd<<<row_blocks(N), kThreads, 0, as_stream(stream)>>>(out, mean, rstd, inp, w, b, N,
                                                                      C);
+    return launched();
+}
+
+extern "C" int gpt2_cuda_residual_layernorm_forward(float *res, float *out, float *mean,
+                                                    float *rstd, const float *a, const float *b,
+                                                    const float *w, const float *bias, int N, int C,
+                                                    void *stream)
+{
+    if (empty(N))
+        return 0;
+    residual_layernorm_fwd<<<row_blocks(N), kThreads, 0, as_stream(stream)>>>(res, out, mean, rstd,
+                                                                              a, b, w, bias, N, C);
     return launched();
 }
 

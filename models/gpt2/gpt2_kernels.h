@@ -21,6 +21,10 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
                        const float *b, int N, int C);
 void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, const float *mean, const float *rstd, int N, int C);
+/* res[N,C] = a + b, then out = layernorm(res) as layernorm_forward (the same bits as
+ * residual_forward followed by layernorm_forward) */
+void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd, const float *a,
+                                const float *b, const float *w, const float *bias, int N, int C);
 
 /* out[N,OC] = inp[N,C] @ w[OC,C]^T + bias[OC] (bias may be NULL) */
 void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C,

@@ -334,21 +334,53 @@ void gpt2_model_destroy(gpt2_model *m)
 
 /* ---- forward ---- */
 
-static void block_forward(const gpt2_model *m, float *const *p, block_acts *a, const float *in)
+/* A block's matmul, its weights w fp32 or (w16) the 16-bit array the source handed out, with
+ * (backward) its gradient dw in the same type. */
+static void mm_forward(const gpt2_model *m, int w16, float *out, const float *inp, const float *w,
+                       const float *bias, int N, int C, int OC)
+{
+    if (w16)
+        m->ops.matmul_forward_w16(m->ops.ctx, out, inp, (const unsigned short *)w, bias, N, C, OC);
+    else
+        m->ops.matmul_forward(m->ops.ctx, out, inp, w, bias, N, C, OC);
+}
+static void mm_backward(const gpt2_model *m, int w16, float *dinp, float *dw, float *dbias,
+                        const float *dout, const float *inp, const float *w, int N, int C, int OC)
+{
+    if (w16)
+        m->ops.matmul_backward_w16(m->ops.ctx, dinp, (unsigned short *)dw, dbias, dout, inp,
+                                   (const unsigned short *)w, N, C, OC);
+    else
+        m->ops.matmul_backward(m->ops.ctx, dinp, dw, dbias, dout, inp, w, N, C, OC);
+}
+
+/* Whether the source handed out layer's weight matrices in 16 bits (after its get). */
+static int weights16(const gpt2_source *src, int layer)
+{
+    return src->weights16 && src->weights16(src->ctx, layer);
+}
+
+/* The block's output, res3 = res2 + fcproj, is left to whatever layernorm reads it next (the
+ * next block's ln_1, or ln_f), which writes it in the same pass (residual_layernorm_forward):
+ * prev, when given, is the block before, whose output `in` this block completes first. */
+static void block_forward(const gpt2_model *m, float *const *p, int w16, block_acts *a,
+                          const float *in, const block_acts *prev)
 {
     int N = m->B * m->T, C = m->c.channels;
-    m->ops.layernorm_forward(m->ops.ctx, a->ln1, a->ln1_mean, a->ln1_rstd, in, p[P_LN1W], p[P_LN1B],
-                             N, C);
-    m->ops.matmul_forward(m->ops.ctx, a->qkv, a->ln1, p[P_QKVW], p[P_QKVB], N, C, 3 * C);
+    if (prev) /* in is prev->res3 */
+        m->ops.residual_layernorm_forward(m->ops.ctx, prev->res3, a->ln1, a->ln1_mean, a->ln1_rstd,
+                                          prev->res2, prev->fcproj, p[P_LN1W], p[P_LN1B], N, C);
+    else
+        m->ops.layernorm_forward(m->ops.ctx, a->ln1, a->ln1_mean, a->ln1_rstd, in, p[P_LN1W],
+                                 p[P_LN1B], N, C);
+    mm_forward(m, w16, a->qkv, a->ln1, p[P_QKVW], p[P_QKVB], N, C, 3 * C);
     m->ops.attention_forward(m->ops.ctx, a->atty, a->att, a->qkv, m->B, m->T, C, m->c.heads);
-    m->ops.matmul_forward(m->ops.ctx, a->attproj, a->atty, p[P_ATTW], p[P_ATTB], N, C, C);
-    m->ops.residual_forward(m->ops.ctx, a->res2, in, a->attproj, (long long)N * C);
-    m->ops.layernorm_forward(m->ops.ctx, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p[P_LN2W],
-                             p[P_LN2B], N, C);
-    m->ops.matmul_forward(m->ops.ctx, a->fch, a->ln2, p[P_FCW], p[P_FCB], N, C, 4 * C);
+    mm_forward(m, w16, a->attproj, a->atty, p[P_ATTW], p[P_ATTB], N, C, C);
+    m->ops.residual_layernorm_forward(m->ops.ctx, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, in,
+                                      a->attproj, p[P_LN2W], p[P_LN2B], N, C);
+    mm_forward(m, w16, a->fch, a->ln2, p[P_FCW], p[P_FCB], N, C, 4 * C);
     m->ops.gelu_forward(m->ops.ctx, a->fch_gelu, a->fch, (long long)N * 4 * C);
-    m->ops.matmul_forward(m->ops.ctx, a->fcproj, a->fch_gelu, p[P_PROJW], p[P_PROJB], N, 4 * C, C);
-    m->ops.residual_forward(m->ops.ctx, a->res3, a->res2, a->fcproj, (long long)N * C);
+    mm_forward(m, w16, a->fcproj, a->fch_gelu, p[P_PROJW], p[P_PROJB], N, 4 * C, C);
 }
 
 int gpt2_forward(gpt2_model *m, const gpt2_source *src, const int *tokens, const int *targets,
@@ -367,7 +399,7 @@ int gpt2_forward(gpt2_model *m, const gpt2_source *src, const int *tokens, const
     for (int l = 0; l < L; l++) {
         if ((rc = src->get(src->ctx, l + 1, 0, p, NULL)))
             return rc;
-        block_forward(m, p, &m->blocks[l], x);
+        block_forward(m, p, weights16(src, l + 1), &m->blocks[l], x, l ? &m->blocks[l - 1] : NULL);
         if ((rc = src->put(src->ctx, l + 1, 0)))
             return rc;
         if (m->policy == GPT2_FULL_OFFLOAD && /* its input waits in the store */
@@ -377,7 +409,12 @@ int gpt2_forward(gpt2_model *m, const gpt2_source *src, const int *tokens, const
     }
     if ((rc = src->get(src->ctx, L + 1, 0, p, NULL)))
         return rc;
-    m->ops.layernorm_forward(m->ops.ctx, m->lnf, m->lnf_mean, m->lnf_rstd, x, p[0], p[1], N, C);
+    if (L) /* x, the last block's output, with ln_f */
+        m->ops.residual_layernorm_forward(m->ops.ctx, m->blocks[L - 1].res3, m->lnf, m->lnf_mean,
+                                          m->lnf_rstd, m->blocks[L - 1].res2,
+                                          m->blocks[L - 1].fcproj, p[0], p[1], N, C);
+    else
+        m->ops.layernorm_forward(m->ops.ctx, m->lnf, m->lnf_mean, m->lnf_rstd, x, p[0], p[1], N, C);
     if ((rc = src->put(src->ctx, L + 1, 0)) || (rc = src->get(src->ctx, 0, 0, p, NULL)))
         return rc;
     m->ops.matmul_forward(m->ops.ctx, m->probs, m->lnf, p[0], NULL, N, C,
@@ -392,8 +429,8 @@ int gpt2_forward(gpt2_model *m, const gpt2_source *src, const int *tokens, const
 /* ---- backward ---- */
 
 /* dout: gradient at the block's output; din receives the gradient at its input. */
-static void block_backward(gpt2_model *m, float *const *p, float *const *g, const block_acts *a,
-                           const float *in, const float *dout, float *din)
+static void block_backward(gpt2_model *m, float *const *p, int w16, float *const *g,
+                           const block_acts *a, const float *in, const float *dout, float *din)
 {
     int N = m->B * m->T, C = m->c.channels;
     size_t nc = (size_t)N * C;
@@ -406,14 +443,13 @@ static void block_backward(gpt2_model *m, float *const *p, float *const *g, cons
                                  p[P_LN2B], N, C);
     }
     m->ops.zero(m->ops.ctx, m->d_fcg, nc * 4 * sizeof(float));
-    m->ops.matmul_backward(m->ops.ctx, m->d_fcg, g[P_PROJW], g[P_PROJB], dout, a->fch_gelu,
-                           p[P_PROJW], N, 4 * C, C);
+    mm_backward(m, w16, m->d_fcg, g[P_PROJW], g[P_PROJB], dout, a->fch_gelu, p[P_PROJW], N, 4 * C,
+                C);
     m->ops.zero(m->ops.ctx, m->d_fch, nc * 4 * sizeof(float));
     m->ops.gelu_backward(m->ops.ctx, m->d_fch, a->fch, m->d_fcg, (long long)N * 4 * C);
     float *dln2 = din; /* scratch until din is needed */
     m->ops.zero(m->ops.ctx, dln2, nc * sizeof(float));
-    m->ops.matmul_backward(m->ops.ctx, dln2, g[P_FCW], g[P_FCB], m->d_fch, a->ln2, p[P_FCW], N, C,
-                           4 * C);
+    mm_backward(m, w16, dln2, g[P_FCW], g[P_FCB], m->d_fch, a->ln2, p[P_FCW], N, C, 4 * C);
     m->ops.layernorm_backward(m->ops.ctx, dres2, g[P_LN2W], g[P_LN2B], dln2, a->res2, p[P_LN2W],
                               a->ln2_mean, a->ln2_rstd, N, C);
     if (m->policy == GPT2_SELECTIVE) /* ln_1's output again */
@@ -422,15 +458,13 @@ static void block_backward(gpt2_model *m, float *const *p, float *const *g, cons
     /* res2 = in + attproj(attention(qkv(ln1(in)))) */
     float *datty = din;
     m->ops.zero(m->ops.ctx, datty, nc * sizeof(float));
-    m->ops.matmul_backward(m->ops.ctx, datty, g[P_ATTW], g[P_ATTB], dres2, a->atty, p[P_ATTW], N, C,
-                           C);
+    mm_backward(m, w16, datty, g[P_ATTW], g[P_ATTB], dres2, a->atty, p[P_ATTW], N, C, C);
     m->ops.zero(m->ops.ctx, m->d_qkv, nc * 3 * sizeof(float));
     m->ops.attention_backward(m->ops.ctx, m->d_qkv, datty, a->qkv, a->atty, a->att, m->B, m->T, C,
                               m->c.heads);
     float *dln1 = m->d_d;
     m->ops.zero(m->ops.ctx, dln1, nc * sizeof(float));
-    m->ops.matmul_backward(m->ops.ctx, dln1, g[P_QKVW], g[P_QKVB], m->d_qkv, a->ln1, p[P_QKVW], N,
-                           C, 3 * C);
+    mm_backward(m, w16, dln1, g[P_QKVW], g[P_QKVB], m->d_qkv, a->ln1, p[P_QKVW], N, C, 3 * C);
     m->ops.copy(m->ops.ctx, din, dres2, nc * sizeof(float));
     m->ops.layernorm_backward(m->ops.ctx, din, g[P_LN1W], g[P_LN1B], dln1, in, p[P_LN1W],
                               a->ln1_mean, a->ln1_rstd, N, C);
@@ -465,9 +499,11 @@ int gpt2_backward(gpt2_model *m, const gpt2_source *src, void (*progress)(int la
         if (m->policy == GPT2_FULL_OFFLOAD && (rc = m->store.load(m->store.ctx, l + 1, &in)))
             return rc;
         float *din = dx == m->d_a ? m->d_b : m->d_a;
-        if (m->policy >= GPT2_FULL) /* the block's tensors again, from its kept input */
-            block_forward(m, p, &m->blocks[l], in);
-        block_backward(m, p, g, &m->blocks[l], in, dx, din);
+        int w16 = weights16(src, l + 1);
+        if (m->policy >= GPT2_FULL) /* the block's tensors again, from its kept input (its
+                                     * output, which the backward does not read, is not) */
+            block_forward(m, p, w16, &m->blocks[l], in, NULL);
+        block_backward(m, p, w16, g, &m->blocks[l], in, dx, din);
         dx = din;
         if (m->policy == GPT2_FULL_OFFLOAD && (rc = m->store.free(m->store.ctx, l + 1)))
             return rc;

@@ -64,11 +64,16 @@ int gpt2_layer_count(const gpt2_config *c); /* L + 2 */
 void gpt2_layer_name(const gpt2_config *c, int layer, char *out, size_t len);
 
 /* Hands out a layer's parameters (and gradients when backward) as arrays of pointers
- * in registration order; put ends the use. Both return 0 or an error code. */
+ * in registration order; put ends the use. Both return 0 or an error code. weights16 (may be
+ * NULL: never) says, after get, whether the layer's four weight matrices (a block's qkv,
+ * attention projection, fc and projection weights) were handed out as 16-bit bf16 arrays (cast
+ * to float *), and in backward their gradients as 16-bit arrays too, for the ops'
+ * matmul_*_w16. */
 typedef struct gpt2_source {
     int (*get)(void *ctx, int layer, int backward, float **params, float **grads);
     int (*put)(void *ctx, int layer, int backward);
     void *ctx;
+    int (*weights16)(void *ctx, int layer);
 } gpt2_source;
 
 /* Activations and gradient scratch for one batch shape [B,T]: one allocation carved into

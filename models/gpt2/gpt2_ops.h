@@ -23,6 +23,11 @@ typedef struct gpt2_ops {
                              const int *tokens, int B, int T, int C, int V);
     void (*layernorm_forward)(void *ctx, float *out, float *mean, float *rstd, const float *inp,
                               const float *w, const float *b, int N, int C);
+    /* res = a + b, then out = layernorm(res) (the residual stream and the next layernorm in
+     * one pass: the bits of the sum, then layernorm_forward) */
+    void (*residual_layernorm_forward)(void *ctx, float *res, float *out, float *mean, float *rstd,
+                                       const float *a, const float *b, const float *w,
+                                       const float *bias, int N, int C);
     void (*layernorm_backward)(void *ctx, float *dinp, float *dw, float *db, const float *dout,
                                const float *inp, const float *w, const float *mean,
                                const float *rstd, int N, int C);
@@ -30,6 +35,15 @@ typedef struct gpt2_ops {
                            const float *bias, int N, int C, int OC);
     void (*matmul_backward)(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
                             const float *inp, const float *w, int N, int C, int OC);
+    /* The same with w the 16-bit (bf16) weights as ztier holds them, read by the GEMMs as they
+     * are (no fp32 copy, no cast), and dw ztier's 16-bit gradient buffer: dw = bf16(dw + the
+     * gradient accumulated in fp32), rounded once (dbias stays fp32). NULL where the matmuls do
+     * not take bf16 inputs (the CPU; the GPU in fp32 or TF32). */
+    void (*matmul_forward_w16)(void *ctx, float *out, const float *inp, const unsigned short *w,
+                               const float *bias, int N, int C, int OC);
+    void (*matmul_backward_w16)(void *ctx, float *dinp, unsigned short *dw, float *dbias,
+                                const float *dout, const float *inp, const unsigned short *w, int N,
+                                int C, int OC);
     /* att: what the forward keeps for the backward, att_keep below (gpt2_attention.h) */
     void (*attention_forward)(void *ctx, float *out, float *att, const float *qkv, int B, int T,
                               int C, int NH);
@@ -39,7 +53,6 @@ typedef struct gpt2_ops {
     /* element-wise, over n elements (64-bit: a layer's activations pass 2^31 at scale) */
     void (*gelu_forward)(void *ctx, float *out, const float *inp, long long n);
     void (*gelu_backward)(void *ctx, float *dinp, const float *inp, const float *dout, long long n);
-    void (*residual_forward)(void *ctx, float *out, const float *a, const float *b, long long n);
     /* returns the mean loss on the host (a GPU waits for it) */
     float (*crossentropy_forward)(void *ctx, float *probs, const float *logits, const int *targets,
                                   int N, int V);
@@ -63,7 +76,8 @@ extern const gpt2_ops gpt2_ops_cpu;
 
 /* The GPU's matmul precision: fp32 with TF32 off (the checks), TF32 tensor cores, or bf16
  * inputs (the matmuls' activations and weights rounded to bf16 on the way in) with fp32
- * accumulation and fp32 outputs. Attention's batched GEMMs stay fp32/TF32. */
+ * accumulation and fp32 outputs; bf16 weights as ztier holds them (matmul_*_w16) are read as
+ * they are, and their gradients written in bf16. Attention's batched GEMMs stay fp32/TF32. */
 typedef enum gpt2_precision { GPT2_FP32 = 0, GPT2_TF32, GPT2_BF16 } gpt2_precision;
 /* "fp32", "tf32" or "bf16"; -1 for anything else. */
 int gpt2_precision_parse(const char *s);

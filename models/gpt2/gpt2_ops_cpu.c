@@ -63,6 +63,12 @@ static void ln_f(void *ctx, float *out, float *mean, float *rstd, const float *i
     (void)ctx;
     layernorm_forward(out, mean, rstd, inp, w, b, N, C);
 }
+static void res_ln_f(void *ctx, float *res, float *out, float *mean, float *rstd, const float *a,
+                     const float *b, const float *w, const float *bias, int N, int C)
+{
+    (void)ctx;
+    residual_layernorm_forward(res, out, mean, rstd, a, b, w, bias, N, C);
+}
 static void ln_b(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                  const float *w, const float *mean, const float *rstd, int N, int C)
 {
@@ -102,11 +108,6 @@ static void gelu_b(void *ctx, float *dinp, const float *inp, const float *dout, 
     (void)ctx;
     gelu_backward(dinp, inp, dout, n);
 }
-static void res_f(void *ctx, float *out, const float *a, const float *b, long long n)
-{
-    (void)ctx;
-    residual_forward(out, a, b, n);
-}
 static void widen_f(void *ctx, float *dst, const unsigned short *src, long long n)
 {
     (void)ctx;
@@ -137,6 +138,7 @@ const gpt2_ops gpt2_ops_cpu = {
     .encoder_forward = enc_f,
     .encoder_backward = enc_b,
     .layernorm_forward = ln_f,
+    .residual_layernorm_forward = res_ln_f,
     .layernorm_backward = ln_b,
     .matmul_forward = mm_f,
     .matmul_backward = mm_b,
@@ -144,7 +146,6 @@ const gpt2_ops gpt2_ops_cpu = {
     .attention_backward = att_b,
     .gelu_forward = gelu_f,
     .gelu_backward = gelu_b,
-    .residual_forward = res_f,
     .bf16_widen = widen_f,
     .bf16_narrow_add = narrow_f,
     .crossentropy_forward = xent_f,

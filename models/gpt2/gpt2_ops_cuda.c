@@ -70,10 +70,20 @@ static void keep_blas(cuda_ctx *c, cublasStatus_t s)
     snprintf(c->what, sizeof c->what, "cuBLAS status %d (%s)", (int)s, cublasGetStatusString(s));
 }
 
+/* An allocation's status (cudaMalloc, cudaMallocHost), the runtime's last error cleared when
+ * it was refused: the refusal is kept and reported by the caller, and a later launch (whose
+ * check reads the last error) must not take it for its own failure. */
+static int allocated(cudaError_t r)
+{
+    if (r != cudaSuccess)
+        (void)cudaGetLastError();
+    return (int)r;
+}
+
 static void *g_alloc(void *ctx, size_t bytes)
 {
     void *p = NULL;
-    int r = (int)cudaMalloc(&p, bytes ? bytes : 1);
+    int r = allocated(cudaMalloc(&p, bytes ? bytes : 1));
     keep(ctx, r);
     return r ? NULL : p;
 }
@@ -97,7 +107,7 @@ static void g_upload(void *ctx, void *dst, const void *host, size_t bytes)
     if (!r && bytes > s->bytes) {
         cudaFreeHost(s->p);
         s->p = NULL, s->bytes = 0;
-        r = (int)cudaMallocHost(&s->p, bytes);
+        r = allocated(cudaMallocHost(&s->p, bytes));
         s->bytes = r ? 0 : bytes;
     }
     if (!r && !s->copied)
@@ -155,6 +165,12 @@ static void ln_f(void *ctx, float *out, float *mean, float *rstd, const float *i
 {
     keep(ctx, gpt2_cuda_layernorm_forward(out, mean, rstd, inp, w, b, N, C, S(ctx)));
 }
+static void res_ln_f(void *ctx, float *res, float *out, float *mean, float *rstd, const float *a,
+                     const float *b, const float *w, const float *bias, int N, int C)
+{
+    keep(ctx,
+         gpt2_cuda_residual_layernorm_forward(res, out, mean, rstd, a, b, w, bias, N, C, S(ctx)));
+}
 static void ln_b(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                  const float *w, const float *mean, const float *rstd, int N, int C)
 {
@@ -177,7 +193,7 @@ static void *grow(cuda_ctx *c, dev_buf *b, size_t bytes)
         r = (int)cudaFree(b->p);
     b->p = NULL, b->bytes = 0;
     if (!r)
-        r = (int)cudaMalloc(&b->p, bytes);
+        r = allocated(cudaMalloc(&b->p, bytes));
     keep(c, r);
     b->bytes = r ? 0 : bytes;
     return r ? NULL : b->p;
@@ -215,20 +231,37 @@ static const unsigned short *bf16_of(cuda_ctx *c, int k, const float *src, size_
     return d;
 }
 
-/* Column-major C[m,n] (+)= op(A) op(B) with A, B bf16 and C fp32, accumulated in fp32. */
+/* Column-major C[m,n] (+)= op(A) op(B) with A, B bf16 and C of type ct (fp32, or bf16:
+ * rounded once at the end), accumulated in fp32. */
+static void gemm_bf16_to(cuda_ctx *c, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                         int k, const unsigned short *A, int lda, const unsigned short *B, int ldb,
+                         float beta, void *C, cudaDataType ct, int ldc)
+{
+    const float one = 1;
+    keep_blas(c, cublasGemmEx(c->blas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF,
+                              ldb, &beta, C, ct, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
 static void gemm_bf16(cuda_ctx *c, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                       const unsigned short *A, int lda, const unsigned short *B, int ldb,
                       float beta, float *C, int ldc)
 {
-    const float one = 1;
-    keep_blas(c,
-              cublasGemmEx(c->blas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb,
-                           &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    gemm_bf16_to(c, ta, tb, m, n, k, A, lda, B, ldb, beta, C, CUDA_R_32F, ldc);
 }
 
 /* Row-major out[N,OC] = inp[N,C] @ w[OC,C]^T (+ bias): column-major out^T = w inp^T. The
  * bias goes down first, copied into every row (in full fp32: a rank-1 GEMM could round it to
- * TF32), then the GEMM adds with beta 1, as the CPU's matmul does. */
+ * TF32), then the GEMM adds with beta 1, as the CPU's matmul does. With bf16 weights (w16:
+ * ztier's 16-bit buffer, or the fp32 weights cast) the inputs are rounded to bf16 on the way
+ * in and accumulated in fp32. */
+static void mm_f_bf16(cuda_ctx *c, float *out, const float *inp, const unsigned short *w16,
+                      const float *bias, int N, int C, int OC)
+{
+    const unsigned short *x16 = bf16_of(c, 1, inp, (size_t)N * C);
+    if (w16 && x16)
+        gemm_bf16(c, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, w16, C, x16, C, bias ? 1.0f : 0.0f, out,
+                  OC);
+}
+
 static void mm_f(void *ctx, float *out, const float *inp, const float *w, const float *bias, int N,
                  int C, int OC)
 {
@@ -237,42 +270,68 @@ static void mm_f(void *ctx, float *out, const float *inp, const float *w, const 
     if (bias)
         keep(c, gpt2_cuda_bias_fill(out, bias, N, OC, c->stream));
     if (c->precision == GPT2_BF16) {
-        const unsigned short *w16 = bf16_of(c, 0, w, (size_t)OC * C);
-        const unsigned short *x16 = bf16_of(c, 1, inp, (size_t)N * C);
-        if (w16 && x16)
-            gemm_bf16(c, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, w16, C, x16, C, bias ? 1.0f : 0.0f,
-                      out, OC);
+        mm_f_bf16(c, out, inp, bf16_of(c, 0, w, (size_t)OC * C), bias, N, C, OC);
         return;
     }
     keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one, w, C, inp, C,
                              bias ? &one : &zero, out, OC));
 }
 
-/* dinp[N,C] += dout @ w; dw[OC,C] += dout^T @ inp; dbias[OC] += the column sums of dout
- * (as a GEMV with a vector of ones). */
+static void mm_f_w16(void *ctx, float *out, const float *inp, const unsigned short *w,
+                     const float *bias, int N, int C, int OC)
+{
+    cuda_ctx *c = ctx;
+    if (bias)
+        keep(c, gpt2_cuda_bias_fill(out, bias, N, OC, c->stream));
+    mm_f_bf16(c, out, inp, w, bias, N, C, OC);
+}
+
+/* dbias[OC] += the column sums of dout[N,OC] (as a GEMV with a vector of ones). */
+static void bias_grad(cuda_ctx *c, float *dbias, const float *dout, int N, int OC)
+{
+    const float one = 1;
+    const float *e = dbias ? ones(c, N) : NULL;
+    if (dbias && e)
+        keep_blas(c,
+                  cublasSgemv(c->blas, CUBLAS_OP_N, OC, N, &one, dout, OC, e, 1, &one, dbias, 1));
+}
+
+/* dinp[N,C] += dout @ w; dw[OC,C] += dout^T @ inp (accumulated in fp32; dw of type dwt:
+ * fp32, or bf16 rounded once) from bf16 inputs; dbias as bias_grad. */
+static void mm_b_bf16(cuda_ctx *c, float *dinp, void *dw, cudaDataType dwt, float *dbias,
+                      const float *dout, const float *inp, const unsigned short *w16, int N, int C,
+                      int OC)
+{
+    const unsigned short *x16 = bf16_of(c, 1, inp, (size_t)N * C);
+    const unsigned short *d16 = bf16_of(c, 2, dout, (size_t)N * OC);
+    if (w16 && x16 && d16) {
+        gemm_bf16(c, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, w16, C, d16, OC, 1.0f, dinp, C);
+        gemm_bf16_to(c, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, x16, C, d16, OC, 1.0f, dw, dwt, C);
+    }
+    bias_grad(c, dbias, dout, N, OC);
+}
+
 static void mm_b(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
                  const float *inp, const float *w, int N, int C, int OC)
 {
     cuda_ctx *c = ctx;
     const float one = 1;
     if (c->precision == GPT2_BF16) {
-        const unsigned short *w16 = bf16_of(c, 0, w, (size_t)OC * C);
-        const unsigned short *x16 = bf16_of(c, 1, inp, (size_t)N * C);
-        const unsigned short *d16 = bf16_of(c, 2, dout, (size_t)N * OC);
-        if (w16 && x16 && d16) {
-            gemm_bf16(c, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, w16, C, d16, OC, 1.0f, dinp, C);
-            gemm_bf16(c, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, x16, C, d16, OC, 1.0f, dw, C);
-        }
-    } else {
-        keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, w, C, dout, OC,
-                                 &one, dinp, C));
-        keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C, dout,
-                                 OC, &one, dw, C));
+        mm_b_bf16(c, dinp, dw, CUDA_R_32F, dbias, dout, inp, bf16_of(c, 0, w, (size_t)OC * C), N, C,
+                  OC);
+        return;
     }
-    const float *e = dbias ? ones(c, N) : NULL;
-    if (dbias && e)
-        keep_blas(c,
-                  cublasSgemv(c->blas, CUBLAS_OP_N, OC, N, &one, dout, OC, e, 1, &one, dbias, 1));
+    keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, w, C, dout, OC,
+                             &one, dinp, C));
+    keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C, dout, OC,
+                             &one, dw, C));
+    bias_grad(c, dbias, dout, N, OC);
+}
+
+static void mm_b_w16(void *ctx, float *dinp, unsigned short *dw, float *dbias, const float *dout,
+                     const float *inp, const unsigned short *w, int N, int C, int OC)
+{
+    mm_b_bf16(ctx, dinp, dw, CUDA_R_16BF, dbias, dout, inp, w, N, C, OC);
 }
 
 /* ---- attention: fused (gpt2_attention.cu) for the head sizes it takes, else cuBLAS's
@@ -358,10 +417,6 @@ static void gelu_b(void *ctx, float *dinp, const float *inp, const float *dout, 
 {
     keep(ctx, gpt2_cuda_gelu_backward(dinp, inp, dout, n, S(ctx)));
 }
-static void res_f(void *ctx, float *out, const float *a, const float *b, long long n)
-{
-    keep(ctx, gpt2_cuda_residual_forward(out, a, b, n, S(ctx)));
-}
 
 static void widen_f(void *ctx, float *dst, const unsigned short *src, long long n)
 {
@@ -379,8 +434,8 @@ static float xent_f(void *ctx, float *probs, const float *logits, const int *tar
         cudaFree(c->losses);
         cudaFreeHost(c->host_losses);
         c->losses = NULL, c->host_losses = NULL;
-        keep(c, (int)cudaMallocHost((void **)&c->host_losses, sizeof(double) * (size_t)N));
-        keep(c, (int)cudaMalloc((void **)&c->losses, sizeof(double) * (size_t)N));
+        keep(c, allocated(cudaMallocHost((void **)&c->host_losses, sizeof(double) * (size_t)N)));
+        keep(c, allocated(cudaMalloc((void **)&c->losses, sizeof(double) * (size_t)N)));
         c->cap = c->losses && c->host_losses ? N : 0;
         if (!c->cap)
             return NAN;
@@ -489,14 +544,16 @@ int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int device, gpt2_precision
         .encoder_forward = enc_f,
         .encoder_backward = enc_b,
         .layernorm_forward = ln_f,
+        .residual_layernorm_forward = res_ln_f,
         .layernorm_backward = ln_b,
         .matmul_forward = mm_f,
         .matmul_backward = mm_b,
+        .matmul_forward_w16 = p == GPT2_BF16 ? mm_f_w16 : NULL,
+        .matmul_backward_w16 = p == GPT2_BF16 ? mm_b_w16 : NULL,
         .attention_forward = att_f,
         .attention_backward = att_b,
         .gelu_forward = gelu_f,
         .gelu_backward = gelu_b,
-        .residual_forward = res_f,
         .bf16_widen = widen_f,
         .bf16_narrow_add = narrow_f,
         .crossentropy_forward = xent_f,

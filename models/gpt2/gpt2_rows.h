@@ -127,13 +127,12 @@ static inline GPT2_HD float ordered_sum(const float *parts, int n, size_t stride
 }
 
 /* ---- layernorm: one row of C (lane 0 stores its mean and rstd) ---- */
-static inline GPT2_HD void layernorm_row_forward(float *o, float *mean, float *rstd, const float *x,
-                                                 const float *w, const float *b, int C, int lane,
-                                                 int lanes)
+/* The row from its lane's sum of x (x[lane] + x[lane + lanes] + ..., in that order) on. */
+static inline GPT2_HD void layernorm_row_from_sum(float *o, float *mean, float *rstd,
+                                                  const float *x, const float *w, const float *b,
+                                                  float m, int C, int lane, int lanes)
 {
-    float m = 0, v = 0;
-    for (int c = lane; c < C; c += lanes)
-        m += x[c];
+    float v = 0;
     m = GPT2_LANES_SUMF(m, lanes) / (float)C;
     for (int c = lane; c < C; c += lanes)
         v += (x[c] - m) * (x[c] - m);
@@ -145,6 +144,35 @@ static inline GPT2_HD void layernorm_row_forward(float *o, float *mean, float *r
         *mean = m;
         *rstd = s;
     }
+}
+
+static inline GPT2_HD void layernorm_row_forward(float *o, float *mean, float *rstd, const float *x,
+                                                 const float *w, const float *b, int C, int lane,
+                                                 int lanes)
+{
+    float m = 0;
+    for (int c = lane; c < C; c += lanes)
+        m += x[c];
+    layernorm_row_from_sum(o, mean, rstd, x, w, b, m, C, lane, lanes);
+}
+
+/* res = a + b, then the layernorm of res, in one pass less over memory: the mean's sum is
+ * taken from the sums as they are stored (each lane reads back only what it stored). The
+ * same operations in the same order as the residual and then layernorm_row_forward: the same
+ * bits. */
+static inline GPT2_HD void residual_layernorm_row_forward(float *res, float *o, float *mean,
+                                                          float *rstd, const float *a,
+                                                          const float *b, const float *w,
+                                                          const float *bias, int C, int lane,
+                                                          int lanes)
+{
+    float m = 0;
+    for (int c = lane; c < C; c += lanes) {
+        float r = a[c] + b[c];
+        res[c] = r;
+        m += r;
+    }
+    layernorm_row_from_sum(o, mean, rstd, res, w, bias, m, C, lane, lanes);
 }
 
 static inline GPT2_HD void layernorm_row_backward(float *dx, float *dw, float *db, const float *d,

@@ -91,15 +91,32 @@ static float bf16_to_f32(uint16_t h)
 
 /* ---- bf16 layers, widened where the model computes ---- */
 
-static int64_t layer_numel(const gpt2_config *c, int l)
+/* The elements of layer l's parameters (matrices_only: of its 2-D ones). */
+static int64_t layer_numel(const gpt2_config *c, int l, int matrices_only)
 {
     int64_t n = 0;
     for (int k = 0; k < gpt2_layer_param_count(c, l); k++) {
         gpt2_param_info pi;
         gpt2_param_info_get(c, l, k, &pi);
-        n += pi.shape[0] * (pi.ndim == 2 ? pi.shape[1] : 1);
+        if (pi.ndim == 2 || !matrices_only)
+            n += pi.shape[0] * (pi.ndim == 2 ? pi.shape[1] : 1);
     }
     return n;
+}
+
+/* Whether layer l's weight matrices go to the GEMMs in 16 bits, not widened: a block's, where
+ * the ops' matmuls take bf16 weights (w16). */
+static int reads_w16(const gpt2_config *c, int l, int w16)
+{
+    return w16 && l >= 1 && l <= c->layers;
+}
+
+/* Whether parameter t of such a layer (w16: reads_w16) is one of those matrices. */
+static int is_w16(int w16, const zt_tensor_view *t) { return w16 && t->ndim == 2; }
+
+static int ops_w16(const gpt2_ops *ops)
+{
+    return ops->matmul_forward_w16 && ops->matmul_backward_w16;
 }
 
 /* The scratch a layer is widened into: the embedding's own (it is held through the whole
@@ -107,21 +124,29 @@ static int64_t layer_numel(const gpt2_config *c, int l)
  * of them at a time). */
 static int slot_of(int layer) { return layer == 0 ? 0 : 1; }
 
-/* The floats of each slot: the embedding's parameters and gradients, and the largest other
- * layer's. */
-static void slot_floats(const gpt2_config *c, int64_t floats[2])
+/* A layer's floats in its slot: its parameters and gradients but for the matrices the GEMMs
+ * read in 16 bits (and whose gradients they add into ztier's 16-bit buffers). */
+static int64_t layer_floats(const gpt2_config *c, int l, int w16)
+{
+    return 2 * (layer_numel(c, l, 0) - (reads_w16(c, l, w16) ? layer_numel(c, l, 1) : 0));
+}
+
+/* The floats of each slot: the embedding's, and the largest other layer's. */
+static void slot_floats(const gpt2_config *c, int w16, int64_t floats[2])
 {
     int64_t other = 0;
     for (int l = 1; l < gpt2_layer_count(c); l++)
-        other = layer_numel(c, l) > other ? layer_numel(c, l) : other;
-    floats[0] = 2 * layer_numel(c, 0);
-    floats[1] = 2 * other;
+        other = layer_floats(c, l, w16) > other ? layer_floats(c, l, w16) : other;
+    floats[0] = layer_floats(c, 0, w16);
+    floats[1] = other;
 }
 
-size_t gpt2_bf16_scratch_bytes(const gpt2_config *c)
+size_t gpt2_bf16_scratch_bytes(const gpt2_config *c) { return gpt2_bf16_scratch_bytes_on(c, 0); }
+
+size_t gpt2_bf16_scratch_bytes_on(const gpt2_config *c, int weights16)
 {
     int64_t floats[2];
-    slot_floats(c, floats);
+    slot_floats(c, weights16, floats);
     return sizeof(float) * (size_t)(floats[0] + floats[1]);
 }
 
@@ -130,7 +155,7 @@ size_t gpt2_bf16_scratch_bytes(const gpt2_config *c)
 static int make_scratch(gpt2_ztier *g)
 {
     int64_t floats[2];
-    slot_floats(&g->c, floats);
+    slot_floats(&g->c, ops_w16(&g->ops), floats);
     for (int k = 0; k < 2; k++) {
         g->wide[k].buf = g->ops.alloc(g->ops.ctx, sizeof(float) * (size_t)floats[k]);
         if (!g->wide[k].buf)
@@ -170,46 +195,57 @@ static int widen(gpt2_ztier *g, int layer, const zt_layer_view *v, int backward,
         snprintf(g->error, sizeof g->error,
                  "out of %s memory for the fp32 copies of the bf16 layers (%zu bytes; %s): "
                  "lower the device budget (ztier.hbm_capacity) or the batch",
-                 g->stream ? "device" : "host", gpt2_bf16_scratch_bytes(&g->c),
+                 g->stream ? "device" : "host", gpt2_bf16_scratch_bytes_on(&g->c, ops_w16(&g->ops)),
                  g->ops.status_text(g->ops.ctx)[0] ? g->ops.status_text(g->ops.ctx)
                                                    : "the allocation failed");
         free_scratch(g);
         return -1;
     }
     gpt2_widened *w = &g->wide[slot_of(layer)];
-    int64_t total = 0;
+    /* a block's matrices go to the GEMMs in 16 bits where the ops take them so, and their
+     * gradients come back into ztier's 16-bit buffers: only the other parameters are widened,
+     * into the front of the slot, their gradients after them */
+    int w16 = reads_w16(&g->c, layer, ops_w16(&g->ops));
+    int64_t wide = 0;
     for (int k = 0; k < v->n_params; k++)
-        total += v->params[k].numel;
-    if (w->held || 2 * total > w->floats) { /* a caller holding layers as the model does not */
+        wide += is_w16(w16, &v->params[k]) ? 0 : v->params[k].numel;
+    if (w->held || 2 * wide > w->floats) { /* a caller holding layers as the model does not */
         snprintf(g->error, sizeof g->error,
                  "layer %s: its fp32 copy's scratch is %s (the model holds the embedding and one "
                  "other layer at a time)",
                  name, w->held ? "held by another layer" : "too small");
         return -1;
     }
-    w->held = 1, w->backward = backward, w->view = *v;
+    w->held = 1, w->backward = backward, w->view = *v, w->w16 = w16, w->grads = w->buf + wide;
     int64_t off = 0;
     for (int k = 0; k < v->n_params; k++) {
+        if (is_w16(w16, &v->params[k])) { /* bf16, as they are (gpt2_source.weights16) */
+            params[k] = v->params[k].data;
+            if (backward)
+                grads[k] = v->params[k].grad;
+            continue;
+        }
         params[k] = w->buf + off;
         g->ops.bf16_widen(g->ops.ctx, params[k], v->params[k].data, v->params[k].numel);
         if (backward)
-            grads[k] = w->buf + total + off;
+            grads[k] = w->grads + off;
         off += v->params[k].numel;
     }
     if (backward)
-        g->ops.zero(g->ops.ctx, w->buf + total, sizeof(float) * (size_t)total);
+        g->ops.zero(g->ops.ctx, w->grads, sizeof(float) * (size_t)wide);
     return 0;
 }
 
 /* Adds the layer's fp32 gradients into its bf16 gradient buffers (zeroed at fetch: rounded
- * once a micro-step; the micro-steps are summed in fp32 by ztier) and frees the slot. */
+ * once a micro-step; the micro-steps are summed in fp32 by ztier) and frees the slot; the
+ * matrices the GEMMs read in 16 bits have had theirs added there by the GEMMs. */
 static void narrow(gpt2_ztier *g, gpt2_widened *w)
 {
-    int64_t total = 0, off = 0;
-    for (int k = 0; k < w->view.n_params; k++)
-        total += w->view.params[k].numel;
+    int64_t off = 0;
     for (int k = 0; w->backward && k < w->view.n_params; k++) {
-        g->ops.bf16_narrow_add(g->ops.ctx, w->view.params[k].grad, w->buf + total + off,
+        if (is_w16(w->w16, &w->view.params[k]))
+            continue;
+        g->ops.bf16_narrow_add(g->ops.ctx, w->view.params[k].grad, w->grads + off,
                                w->view.params[k].numel);
         off += w->view.params[k].numel;
     }
@@ -290,7 +326,16 @@ static int ztier_put(void *ctx, int layer, int backward)
     return st == ZT_OK ? 0 : (int)(g->last = st);
 }
 
-gpt2_source gpt2_ztier_source(gpt2_ztier *g) { return (gpt2_source){ztier_get, ztier_put, g}; }
+static int ztier_weights16(void *ctx, int layer)
+{
+    const gpt2_widened *w = &((gpt2_ztier *)ctx)->wide[slot_of(layer)];
+    return w->held && w->w16;
+}
+
+gpt2_source gpt2_ztier_source(gpt2_ztier *g)
+{
+    return (gpt2_source){ztier_get, ztier_put, g, ztier_weights16};
+}
 
 /* ---- activation checkpoints ---- */
 

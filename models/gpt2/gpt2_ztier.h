@@ -13,12 +13,17 @@
  * kernels where the model computes (the ops' bf16_widen: on a GPU, a kernel on the model's
  * stream reading ztier's 16-bit device buffer), and in backward its fp32 gradients are added
  * into ztier's 16-bit gradient buffer (bf16_narrow_add) before the release, so 16 bits cross
- * the bus each way. One slot of fp32 scratch for the embedding (held through backward), one
+ * the bus each way. Where the ops' matmuls take bf16 weights (matmul_forward_w16: the GPU with
+ * bf16 matmuls), a block's four weight matrices are not widened: the GEMMs read ztier's 16-bit
+ * device buffers as they are (gpt2_source.weights16), and their gradients go straight into
+ * ztier's 16-bit gradient buffers (accumulated in fp32 by the GEMM, rounded once). One slot of fp32 scratch for the embedding (held through backward), one
  * for whichever other layer is held. */
 typedef struct gpt2_widened {
     float *buf;     /* the layer's fp32 parameters, then (backward) its fp32 gradients */
     int64_t floats; /* buf's size */
     int held, backward;
+    int w16;      /* a block whose weight matrices the GEMMs read in 16 bits, not widened */
+    float *grads; /* in buf: the layer's fp32 gradients, after its widened parameters */
     zt_layer_view view;
 } gpt2_widened;
 
@@ -59,8 +64,13 @@ void gpt2_ztier_compute_on(gpt2_ztier *g, const gpt2_ops *ops);
  * in the ops' memory: device memory for the GPU's ops. */
 size_t gpt2_ztier_scratch_bytes(const gpt2_ztier *g);
 /* What that scratch comes to for model c (the embedding's parameters and gradients and the
- * largest block's, in fp32), before any runtime exists: for sizing a bf16 run. */
+ * largest block's, in fp32), before any runtime exists: for sizing a bf16 run. _on with
+ * weights16 set: for ops whose GEMMs read the blocks' weight matrices in 16 bits
+ * (matmul_*_w16: the GPU with bf16 matmuls), which are not widened and whose gradients go
+ * straight to ztier's 16-bit buffers, so a block's slot holds only its other parameters and
+ * their gradients. */
 size_t gpt2_bf16_scratch_bytes(const gpt2_config *c);
+size_t gpt2_bf16_scratch_bytes_on(const gpt2_config *c, int weights16);
 /* A source whose get/put are zt_fetch/zt_release (errors: the zt_status, also in g->last).
  * Parameters must be ZT_F32 or ZT_BF16 (widened to fp32 with g's ops); any other dtype (fp16)
  * fails with ZT_ERR_UNSUPPORTED and a message naming the parameter. */

@@ -175,6 +175,13 @@ static float bf16_value(uint16_t h)
     return x;
 }
 
+/* n random bf16 values: their bits in h, their values in f */
+static void bf16_randoms(uint16_t *h, float *f, int n)
+{
+    for (int i = 0; i < n; i++)
+        h[i] = bf16_bits(uniform()), f[i] = bf16_value(h[i]);
+}
+
 static void test_gemm_ex_bf16_and_batched(void **state)
 {
     (void)state;
@@ -182,10 +189,8 @@ static void test_gemm_ex_bf16_and_batched(void **state)
     uint16_t A16[M * K], B16[K * NN];
     float A[M * K], B[K * NN], C0[M * NN] = {0}, C[M * NN];
     double want[M * NN];
-    for (int i = 0; i < M * K; i++)
-        A16[i] = bf16_bits(uniform()), A[i] = bf16_value(A16[i]);
-    for (int i = 0; i < K * NN; i++)
-        B16[i] = bf16_bits(uniform()), B[i] = bf16_value(B16[i]);
+    bf16_randoms(A16, A, M * K);
+    bf16_randoms(B16, B, K * NN);
     void *dA = dev_of(A16, sizeof A16), *dB = dev_of(B16, sizeof B16);
     float *dC = dev_of(C0, sizeof C0);
     const float one = 1, zero = 0;
@@ -212,6 +217,53 @@ static void test_gemm_ex_bf16_and_batched(void **state)
     }
     free(bA), free(bB), free(bC);
     cudaFree(dA), cudaFree(dB), cudaFree(dC), cudaFree(dbA), cudaFree(dbB), cudaFree(dbC);
+}
+
+/* The bf16 value nearest x (ties to even), from its two bf16 neighbours. */
+static double bf16_nearest(double x)
+{
+    float f = (float)x;
+    uint16_t lo = bf16_bits(f); /* truncation: toward zero */
+    double a = bf16_value(lo), b = bf16_value((uint16_t)(lo + 1));
+    return fabs(x - a) < fabs(x - b) || (fabs(x - a) == fabs(x - b) && !(lo & 1)) ? a : b;
+}
+
+/* GemmEx into a bf16 C (bf16 A and B; the GPT-2 ops' weight gradients straight into ztier's
+ * 16-bit buffers): C = bf16(A B + C), the sum in fp32, rounded once to nearest even: the bf16
+ * nearest a double reference, up to fp32's error in the sum; with ldc > m the rows between
+ * columns are untouched. fp32 inputs with a bf16 C are refused, as cuBLAS does. */
+static void test_gemm_ex_bf16_output(void **state)
+{
+    (void)state;
+    enum { M = 7, NN = 5, K = 33, LDC = M + 2 };
+    uint16_t A16[M * K], B16[K * NN], C16[LDC * NN], got16[LDC * NN];
+    float A[M * K], B[K * NN], C0[LDC * NN];
+    double want[LDC * NN];
+    bf16_randoms(A16, A, M * K);
+    bf16_randoms(B16, B, K * NN);
+    bf16_randoms(C16, C0, LDC * NN);
+    void *dA = dev_of(A16, sizeof A16), *dB = dev_of(B16, sizeof B16);
+    void *dC = dev_of(C16, sizeof C16);
+    const float one = 1;
+    assert_int_equal(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, M, NN, K, &one, dA, CUDA_R_16BF,
+                                  M, dB, CUDA_R_16BF, K, &one, dC, CUDA_R_16BF, LDC,
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     CUBLAS_STATUS_SUCCESS);
+    back(got16, dC, sizeof got16);
+    ref_gemm(0, 0, M, NN, K, 1, A, M, B, K, 1, C0, want, LDC, 0);
+    for (int j = 0; j < NN; j++)
+        for (int i = 0; i < LDC; i++) {
+            double g = bf16_value(got16[i + j * LDC]), w = want[i + j * LDC];
+            if (i < M) /* the bf16 nearest the sum (up to fp32's error in the sum) */
+                assert_true(fabs(g - w) <= fabs(bf16_nearest(w) - w) + 1e-5);
+            else
+                assert_int_equal(got16[i + j * LDC], C16[i + j * LDC]);
+        }
+    assert_int_equal(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, M, NN, K, &one, dA, CUDA_R_32F, M,
+                                  dB, CUDA_R_32F, K, &one, dC, CUDA_R_16BF, LDC, CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT),
+                     CUBLAS_STATUS_NOT_SUPPORTED);
+    cudaFree(dA), cudaFree(dB), cudaFree(dC);
 }
 
 static void test_level1_and_2(void **state)
@@ -269,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_sgemm_every_transpose),
         cmocka_unit_test(test_tf32_rounds_the_inputs),
         cmocka_unit_test(test_gemm_ex_bf16_and_batched),
+        cmocka_unit_test(test_gemm_ex_bf16_output),
         cmocka_unit_test(test_level1_and_2),
         cmocka_unit_test(test_bad_arguments_and_host_matrices),
     };

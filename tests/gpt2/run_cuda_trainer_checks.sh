@@ -7,7 +7,8 @@
 #  TF32 off. Each step's gradient norm (over the whole batch, on every rank) agrees within
 #  1e-3 relative and the final weights within 1e-4 relative L2 (test_gpt2_cuda_train's fp32
 #  tolerance: the GPU sums in other orders); the layer loop makes at most a host wait per step.
-# Then ZeRO stages 2 and 1 the same way; bf16.enabled on 2 ranks against 1. And ZeRO++ (qwZ + qgZ + hpZ, two "nodes" of two) on 4 ranks, a GPU each (the stand-in's
+# Then ZeRO stages 2 and 1 the same way; bf16.enabled on 2 ranks against 1 (fp32 and bf16
+# matmuls). And ZeRO++ (qwZ + qgZ + hpZ, two "nodes" of two) on 4 ranks, a GPU each (the stand-in's
 # four; skipped on fewer real GPUs): its CUDA quantization kernels and NCCL's all-to-alls
 # against the same run on the CPU ranks (MPI): the weights within 1e-2 relative L2.
 #   run_cuda_trainer_checks.sh <zt_gpt2> <compare_weights> <mpirun ...>
@@ -100,6 +101,15 @@ sent() { sed -n 's/.*sent to other ranks \([0-9.]*\)M.*/\1/p' "$1" | tail -1; }
 awk -v a="$(sent "$work/bf16-2.log")" -v b="$(sent "$work/bf16-wide.log")" 'BEGIN {
   printf "bytes sent to the other rank: %s MB with bf16 sums, %s MB summed in fp32 (ratio %.3f, want 0.75)\n", a, b, a / b
   exit !(a / b >= 0.65 && a / b <= 0.85) }'
+# ... and with bf16 matmuls (the default --precision), whose GEMMs read the blocks' weight
+# matrices from the 16-bit buffers and write their gradients there (gpu.md): the same check
+bf16mm=("${bf16[@]/#fp32/bf16}")
+"$trainer" "${bf16mm[@]}" --device cuda --export "$work/bf16mm-1.bin" > "$work/bf16mm-1.log"
+"${mpirun[@]}" -np 2 -x ZT_CUDASIM_DEVICES "$trainer" "${bf16mm[@]}" --device cuda \
+  --export "$work/bf16mm-2.bin" > "$work/bf16mm-2.log" 2> "$work/bf16mm-2.err"
+norms_agree "$work/bf16mm-1.log" "$work/bf16mm-2.log" 1e-2 "bf16 matmuls, 1 rank and 2 ranks"
+echo "bf16 with bf16 matmuls on 2 ranks against 1 rank, CUDA:"
+"$compare" "$work/bf16mm-2.bin" "$work/bf16mm-1.bin" 1e-2
 
 if [ "$gpus" -lt 4 ]; then
   echo "ZeRO++ on 4 ranks: skipped ($gpus GPUs)"; exit 0

@@ -248,6 +248,78 @@ static void check_layernorm(void *s, int rows, int width, double tol)
     cudaFree(scratch);
 }
 
+/* The fused residual + layernorm forward over rows x width random inputs (widths and rows
+ * not multiples of a warp or of a block's rows): res and out against a double reference
+ * (res = a + b in float, exact in double; the layernorm of res in double) at scale 1, and
+ * bit for bit against the unfused pair it replaces, residual then layernorm, on the GPU and
+ * on the CPU. */
+static void check_residual_layernorm(void *s, int rows, int width, double tol)
+{
+    size_t n = (size_t)rows * width, fb = n * sizeof(float), rb = (size_t)rows * sizeof(float);
+    float *a = randoms(n), *b = randoms(n), *w = randoms(width), *bias = randoms(width);
+    float *ref = zeros(n), *ref_res = zeros(n), *ref_mean = zeros(rows), *ref_rstd = zeros(rows);
+    for (int r = 0; r < rows; r++) { /* the double reference */
+        const float *ar = a + (size_t)r * width, *br = b + (size_t)r * width;
+        double m = 0, v = 0;
+        for (int c = 0; c < width; c++)
+            m += (double)ar[c] + br[c];
+        m /= width;
+        for (int c = 0; c < width; c++)
+            v += ((double)ar[c] + br[c] - m) * ((double)ar[c] + br[c] - m);
+        double rs = 1.0 / sqrt(v / width + 1e-5);
+        for (int c = 0; c < width; c++) {
+            double x = (double)ar[c] + br[c];
+            ref_res[(size_t)r * width + c] = (float)x;
+            ref[(size_t)r * width + c] = (float)((x - m) * rs * w[c] + bias[c]);
+        }
+        ref_mean[r] = (float)m, ref_rstd[r] = (float)rs;
+    }
+    /* the CPU's fused and unfused */
+    float *res = zeros(n), *out = zeros(n), *mean = zeros(rows), *rstd = zeros(rows);
+    float *res2 = zeros(n), *out2 = zeros(n), *mean2 = zeros(rows), *rstd2 = zeros(rows);
+    residual_layernorm_forward(res, out, mean, rstd, a, b, w, bias, rows, width);
+    residual_forward(res2, a, b, (long long)n);
+    layernorm_forward(out2, mean2, rstd2, res2, w, bias, rows, width);
+    int cpu_same = !memcmp(res, res2, fb) && !memcmp(out, out2, fb) && !memcmp(mean, mean2, rb) &&
+                   !memcmp(rstd, rstd2, rb);
+    printf("residual + layernorm, %d rows of %d:\n", rows, width);
+    printf("%-28s %s\n", "  CPU fused vs pair", cpu_same ? "bit for bit" : "DIFFERS");
+    failures += !cpu_same;
+    /* the GPU's fused and unfused */
+    /* a, b, res, out, res2, out2 of n floats; mean, rstd, mean2, rstd2 of rows; w, bias */
+    const size_t bytes[12] = {fb, fb, fb, fb, fb, fb, rb, rb, rb, rb, width * 4, width * 4};
+    float *g[12];
+    for (int k = 0; k < 12; k++)
+        if (cudaMalloc((void **)&g[k], bytes[k]))
+            exit(1);
+    float *g_a = g[0], *g_b = g[1], *g_res = g[2], *g_out = g[3], *g_res2 = g[4], *g_out2 = g[5];
+    float *g_mean = g[6], *g_rstd = g[7], *g_mean2 = g[8], *g_rstd2 = g[9], *g_w = g[10],
+          *g_bias = g[11];
+    cudaMemcpy(g_a, a, fb, cudaMemcpyHostToDevice);
+    cudaMemcpy(g_b, b, fb, cudaMemcpyHostToDevice);
+    cudaMemcpy(g_w, w, width * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(g_bias, bias, width * 4, cudaMemcpyHostToDevice);
+    launched("residual + layernorm",
+             gpt2_cuda_residual_layernorm_forward(g_res, g_out, g_mean, g_rstd, g_a, g_b, g_w,
+                                                  g_bias, rows, width, s));
+    launched("residual", gpt2_cuda_residual_forward(g_res2, g_a, g_b, (long long)n, s));
+    launched("layernorm", gpt2_cuda_layernorm_forward(g_out2, g_mean2, g_rstd2, g_res2, g_w, g_bias,
+                                                      rows, width, s));
+    check_scaled("  GPU fused (res)", ref_res, g_res, n, 0, 1);
+    check_scaled("  GPU fused (out)", ref, g_out, n, tol, 1);
+    check_scaled("  GPU fused (mean)", ref_mean, g_mean, rows, tol, 1);
+    check_scaled("  GPU fused (rstd)", ref_rstd, g_rstd, rows, tol, 1);
+    float *h_res2 = host_copy(g_res2, n), *h_out2 = host_copy(g_out2, n);
+    float *h_mean2 = host_copy(g_mean2, rows), *h_rstd2 = host_copy(g_rstd2, rows);
+    check_bits("  GPU fused vs pair (res)", h_res2, g_res, n);
+    check_bits("  GPU fused vs pair (out)", h_out2, g_out, n);
+    check_bits("  GPU fused vs pair (mean)", h_mean2, g_mean, rows);
+    check_bits("  GPU fused vs pair (rstd)", h_rstd2, g_rstd, rows);
+    free(h_res2), free(h_out2), free(h_mean2), free(h_rstd2);
+    for (int k = 0; k < 12; k++)
+        cudaFree(g[k]);
+}
+
 /* Nothing to do is no launch: a grid of 0 blocks is an invalid configuration on a GPU. */
 static void check_empty_launches(void *s)
 {
@@ -376,6 +448,14 @@ static void check_ops_errors(void *s)
     cudasim_fail_alloc_after(0);
     int ok = !p && ops.status(ops.ctx) == cudaErrorMemoryAllocation &&
              strstr(ops.status_text(ops.ctx), "cudaErrorMemoryAllocation");
+    /* ... and the refusal is not left as the runtime's last error, which the next launch's
+     * check would read as its own failure */
+    cudaError_t last = cudaPeekAtLastError();
+    float *x = dev_copy((float[8]){0}, sizeof(float[8]));
+    int launch = gpt2_cuda_gelu_forward(x, x, 8, s);
+    printf("%-28s last error %s, next launch %s\n", "refused allocation", cudaGetErrorName(last),
+           launch ? "FAILED" : "ok");
+    ok &= last == cudaSuccess && launch == 0;
     gpt2_ops_cuda_destroy(&ops);
     if (gpt2_ops_cuda_create(&ops, s, -1, GPT2_FP32, why, sizeof why) != 0)
         exit(1);
@@ -449,6 +529,9 @@ int main(void)
 #endif
     check_layernorm(s, 4100, 50, tol);
     check_layernorm(s, 300, 1600, tol); /* partials in the scratch, not shared memory */
+    check_residual_layernorm(s, N + 1, C + 3, tol);
+    check_residual_layernorm(s, 4101, 50, tol);
+    check_residual_layernorm(s, 37, 1601, tol);
     float *x = randoms(N * C), *g_x = dev_copy(x, N * C * 4); /* gelu's, residual's input */
 
     /* attention with heads of 8 (NH_GEMM): the GEMM path (test_gpt2_flash checks the fused

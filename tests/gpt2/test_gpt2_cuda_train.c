@@ -13,6 +13,9 @@
  * device) against the CPU trainer in bf16 within 2e-2, its h2d and d2h bytes per step (zt_stats)
  * against 2 B a parameter and half of fp32's, its fp32 scratch against the formula, no host
  * wait added; on the stand-in, a refused scratch allocation fails the fetch with a message.
+ * bf16.enabled with bf16 matmuls: the blocks' weight matrices read by the GEMMs in 16 bits,
+ * the widening path's losses bit for bit, within 2e-2 of the CPU, fewer elements widened and
+ * a smaller fp32 scratch.
  * Exits 77 (skipped) where no GPU is visible, as on this project's CI machines. */
 #include "gpt2_model.h"
 #include "gpt2_ops.h"
@@ -55,7 +58,18 @@ typedef struct run {
     unsigned long long *h2d, *d2h;
     unsigned long long *syncs; /* when set, the host's waits in fetch and release, all steps */
     size_t *scratch;           /* when set, gpt2_ztier_scratch_bytes at the end */
+    int widen_all;             /* the GPU's ops without matmul_*_w16: every weight widened */
+    long long *widened;        /* when set, the elements bf16_widen widened, all steps */
 } run;
+
+/* The ops' bf16_widen, counting the elements it widens. */
+static void (*real_widen)(void *, float *, const unsigned short *, long long);
+static long long widened_elements;
+static void counting_widen(void *ctx, float *dst, const unsigned short *src, long long n)
+{
+    widened_elements += n;
+    real_widen(ctx, dst, src, n);
+}
 
 /* losses[s] receives step s's loss. 0, or -1 with a message. */
 static int train_run(const run *r, float *losses)
@@ -94,6 +108,10 @@ static int train_run(const run *r, float *losses)
         fprintf(stderr, "cuda ops: %s %s\n", why, zt_last_error(rt));
         return -1;
     }
+    if (r->widen_all)
+        ops.matmul_forward_w16 = NULL, ops.matmul_backward_w16 = NULL;
+    real_widen = ops.bf16_widen, widened_elements = 0;
+    ops.bf16_widen = counting_widen;
     gpt2_ztier_compute_on(&g, &ops);
     gpt2_model *m = gpt2_model_create_on(&c, B, T, &ops, r->policy);
     gpt2_source src = gpt2_ztier_source(&g);
@@ -130,6 +148,8 @@ static int train_run(const run *r, float *losses)
     }
     if (r->scratch)
         *r->scratch = gpt2_ztier_scratch_bytes(&g);
+    if (r->widened)
+        *r->widened = widened_elements;
     gpt2_model_destroy(m);
     gpt2_ztier_compute_on(&g, NULL); /* the bf16 scratch, before its ops go */
     if (gpu)
@@ -334,6 +354,66 @@ static int check_bf16(void)
     return failed;
 }
 
+/* bf16.enabled with bf16 matmuls (--precision bf16): the GEMMs read each block's four weight
+ * matrices from ztier's 16-bit device buffers as they are, where they used to be widened to
+ * fp32 and cast back to bf16 for every matmul, and add their gradients into ztier's 16-bit
+ * gradient buffers (fp32 accumulation, one rounding to nearest even), where they used to go to
+ * fp32 scratch and be narrowed at release. Widening and casting back is exact, and the one
+ * rounding is the narrowing's, so the losses are those of the widening path (the ops without
+ * matmul_*_w16) bit for bit, and within this test's bf16 tolerance (2e-2 relative) of the CPU
+ * trainer in bf16; the elements widened over the run are fewer by the matrices of each block
+ * fetch (forward and backward: 2 a block a step), and the fp32 scratch smaller by the
+ * matrices' parameters and gradients. */
+static int check_bf16_weights(void)
+{
+    float cpu[STEPS], w16[STEPS], wide[STEPS];
+    long long n16 = 0, nwide = 0;
+    size_t scratch16 = 0, scratch_wide = 0;
+    run host = {.backend = "host", .optimizer = "cpu", .to = STEPS, .bf16 = 1};
+    run cuda = {.backend = "cuda",
+                .optimizer = "cpu",
+                .precision = GPT2_BF16,
+                .to = STEPS,
+                .bf16 = 1,
+                .widened = &n16,
+                .scratch = &scratch16};
+    run cuda_wide = cuda;
+    cuda_wide.widen_all = 1, cuda_wide.widened = &nwide, cuda_wide.scratch = &scratch_wide;
+    if (train_run(&host, cpu) || train_run(&cuda, w16) || train_run(&cuda_wide, wide))
+        return 1;
+    int failed = 0;
+    for (int s = 0; s < STEPS; s++) {
+        double rel = fabs((double)w16[s] - cpu[s]) / fabs((double)cpu[s]);
+        int same = !memcmp(&w16[s], &wide[s], sizeof(float));
+        printf("bf16 weights read as they are, step %2d: loss cpu %.6f cuda %.6f (relative "
+               "%.2g), %s the widening path\n",
+               s + 1, (double)cpu[s], (double)w16[s], rel, same ? "the bits of" : "DIFFERS from");
+        failed |= !(rel < 2e-2) || !same;
+    }
+    gpt2_config c;
+    gpt2_config_named("tiny", 64, &c);
+    long long matrices = 0;
+    for (int k = 0; k < GPT2_BLOCK_PARAMS; k++) {
+        gpt2_param_info pi;
+        gpt2_param_info_get(&c, 1, k, &pi);
+        matrices += pi.ndim == 2 ? pi.shape[0] * pi.shape[1] : 0;
+    }
+    long long want = nwide - (long long)STEPS * 2 * c.layers * matrices;
+    printf("elements widened over %d steps: %lld (widening path %lld, less 2 x %d blocks x %lld "
+           "a step = %lld)\n",
+           STEPS, n16, nwide, c.layers, matrices, want);
+    failed |= n16 != want;
+    /* the fp32 scratch holds only a block's other parameters and their gradients: smaller by
+     * the matrices' parameters and gradients (8 B an element), as gpt2_bf16_scratch_bytes_on
+     * counts it for `ztier estimate` */
+    size_t want16 = scratch_wide - 8 * (size_t)matrices;
+    printf("fp32 scratch: %zu bytes (widening path %zu, less 8 B x %lld matrix elements = %zu)\n",
+           scratch16, scratch_wide, matrices, want16);
+    failed |= scratch16 != want16 || gpt2_bf16_scratch_bytes_on(&c, 1) != want16 ||
+              gpt2_bf16_scratch_bytes_on(&c, 0) != scratch_wide;
+    return failed;
+}
+
 #ifdef ZT_CUDA_FAKE
 /* The device refuses the fp32 scratch of the first bf16 fetch: the fetch fails with
  * ZT_ERR_NOMEM and a message naming the scratch, its size and the fix, the layer released. */
@@ -404,6 +484,7 @@ int main(void)
         }
     }
     failed |= check_bf16();
+    failed |= check_bf16_weights();
 #ifdef ZT_CUDA_FAKE
     failed |= check_scratch_refused();
 #endif

@@ -185,7 +185,7 @@ static void test_gradients_match_finite_differences(void **state)
         tok[i] = (int)(urand() * 60), tgt[i] = (int)(urand() * 60);
     gpt2_model *m = gpt2_model_create(&s.c, B, T);
     assert_non_null(m);
-    gpt2_source src = {plain_get, plain_put, &s};
+    gpt2_source src = {plain_get, plain_put, &s, NULL};
     float loss;
     assert_int_equal(gpt2_forward(m, &src, tok, tgt, &loss), 0);
     assert_int_equal(gpt2_backward(m, &src, NULL), 0);
@@ -251,7 +251,7 @@ static void test_policies_are_bitwise_and_smaller(void **state)
         gpt2_model *m = gpt2_model_create_on(&s[r].c, B, T, &gpt2_ops_cpu, r);
         assert_non_null(m);
         bytes[r] = gpt2_model_activation_bytes(m);
-        gpt2_source src = {plain_get, plain_put, &s[r]};
+        gpt2_source src = {plain_get, plain_put, &s[r], NULL};
         assert_int_equal(gpt2_forward(m, &src, tok, tgt, &loss[r]), 0);
         assert_int_equal(gpt2_backward(m, &src, NULL), 0);
         gpt2_model_destroy(m);
@@ -320,7 +320,7 @@ static void test_layer_order_with_tied_head(void **state)
     assert_int_equal(gpt2_config_named("tiny", 64, &s.c), 0);
     init_plain(&s);
     recorder r = {&s, "", {{0}}, 1};
-    gpt2_source src = {rec_get, rec_put, &r};
+    gpt2_source src = {rec_get, rec_put, &r, NULL};
     int tok[B * T], tgt[B * T];
     for (int i = 0; i < B * T; i++)
         tok[i] = i % 64, tgt[i] = (i + 1) % 64;
@@ -413,7 +413,7 @@ static void check_runtime_gradients(const char *config)
     make_batch(tok, tgt);
     gpt2_model *m = gpt2_model_create(&g.c, B, T);
     assert_non_null(m);
-    gpt2_source zsrc = gpt2_ztier_source(&g), psrc = {plain_get, plain_put, &before};
+    gpt2_source zsrc = gpt2_ztier_source(&g), psrc = {plain_get, plain_put, &before, NULL};
     float zloss, ploss;
     assert_int_equal(gpt2_forward(m, &zsrc, tok, tgt, &zloss), 0);
     assert_int_equal(gpt2_backward(m, &zsrc, NULL), 0);

@@ -73,6 +73,27 @@ for name, row in bf["activations"]["policies"].items():
 print(f"bf16: the trainer's fp32 copies of bf16 layers {ran} bytes: as estimated, in each device total")
 PY
 
+# The same on a GPU (the stand-in where the build has one; skipped without): the cuda device
+# backend and the trainer's bf16 matmuls (its default --precision), whose GEMMs read the
+# blocks' weight matrices in 16 bits, so its fp32 copies leave them out; the estimate counts
+# the same bytes, fewer than the CPU trainer's.
+sed 's/"optimizer": {/"ztier": {"device_backend": "cuda"}, "optimizer": {/' "$work/bf16.json" \
+  > "$work/bf16-cuda.json"
+gpu_common=("${common[@]/#cpu/cuda}")
+if "$trainer" "${gpu_common[@]}" --ds-config "$work/bf16-cuda.json" > "$work/bf16-cuda.log" 2>&1; then
+  gran=$(sed -n 's/.*fp32 copies of bf16 layers \([0-9]*\).*/\1/p' "$work/bf16-cuda.log")
+  gest=$("$ztier" estimate --config tiny --vocab 256 --batch 8 --seq 16 --device-memory 1G \
+    --ds-config "$work/bf16-cuda.json" --json | tail -n 1 |
+    python3 -c "import json,sys; print(json.load(sys.stdin)['activations']['bf16_scratch'])")
+  [ -n "$gran" ] && [ "$gran" = "$gest" ] && [ "$gran" -lt "$ran" ] ||
+    { echo "bf16 on cuda: the trainer's fp32 copies are ${gran:-?} bytes, the estimate says $gest (cpu: $ran)"; exit 1; }
+  echo "bf16 on cuda: the trainer's fp32 copies of bf16 layers $gran bytes (cpu $ran): as estimated"
+elif grep -qE "no GPU found|no usable GPU" "$work/bf16-cuda.log"; then
+  echo "bf16 on cuda: no GPU (nor stand-in) in this build: not checked"
+else
+  cat "$work/bf16-cuda.log"; exit 1
+fi
+
 # With the cuda device backend (the GPU trainer) the estimate counts what the CUDA ops
 # allocate: tiny's heads of 16 take the fused attention, which keeps each row's logsumexp
 # ([B,NH,T]) instead of the softmax ([B,NH,T,T]); every other tensor is the same. With every
