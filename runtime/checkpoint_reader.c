@@ -151,6 +151,28 @@ zt_status zt_ckpt_reader_get(zt_ckpt_reader *r, void *dst, size_t n)
     return ZT_OK;
 }
 
+zt_status zt_ckpt_reader_seek(zt_ckpt_reader *r, uint64_t offset)
+{
+    if (offset < r->pos || offset > r->size)
+        return ZT_ERR(r->err, ZT_ERR_CORRUPT,
+                      "checkpoint file '%s': offset %llu is behind the reader or past the end "
+                      "(%llu bytes)",
+                      r->path, (unsigned long long)offset, (unsigned long long)r->size);
+    uint64_t chunk = offset / SLOT_BYTES;
+    if (offset >= r->direct || chunk < r->next_chunk) /* read or in flight already */
+        return zt_ckpt_reader_get(r, NULL, (size_t)(offset - r->pos));
+    for (int i = 0; i < SLOTS; i++) { /* the chunks in flight are not needed */
+        int failed = zt_io_ring_wait(r->ring, i);
+        if (failed)
+            return read_error(r, failed);
+    }
+    r->pos = offset;
+    r->next_chunk = chunk;
+    for (int i = 0; i < SLOTS; i++)
+        submit_next(r);
+    return ZT_OK;
+}
+
 zt_status zt_ckpt_file_crc(const char *path, zt_io_engine_kind engine, uint64_t *size,
                            uint32_t *crc, zt_error *err)
 {
