@@ -8,48 +8,61 @@
 # rank) and on 3 (resharded: each rank reads its pieces of several files), with the page cache
 # dropped before each load (root only; otherwise the loads read memory and the script says
 # so). Medians and the ratios to fio's figures.
+# RANKS=1 saves and loads on one rank (resharded: on 2); KEEP=DIR copies the runs' output there.
+# The last line is the figures as one JSON object.
 #   bench/checkpoints.sh <zt_gpt2> <ztier> <DIR> [config] [rounds]
-# e.g. bench/checkpoints.sh build/examples/gpt2/zt_gpt2 build/tools/ztier /mnt/nvme/bench d12 3
+# e.g. RANKS=4 bench/checkpoints.sh build/examples/gpt2/zt_gpt2 build/tools/ztier /mnt/nvme/bench d12 3
 set -uo pipefail
 gpt2=${1:?usage: checkpoints.sh <zt_gpt2> <ztier> <DIR> [config] [rounds]} ztier=${2:?} dir=${3:?}
 config=${4:-d12} rounds=${5:-3}
+np=${RANKS:-4}
+np2=$((np > 1 ? np - 1 : 2))
 text=${TEXT:-/usr/share/common-licenses/GPL-3}
 mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 model=(--config "$config" --text "$text" --batch 12 --seq 64 --threads 1 --device cpu)
 mkdir -p "$dir" || exit 1
 out=$(mktemp -d)
-trap 'rm -rf "$out" "$dir/ck" "$dir/nvme"' EXIT
+trap '[ -n "${KEEP:-}" ] && cp -r "$out"/. "$KEEP"/; rm -rf "$out" "$dir/ck" "$dir/nvme"' EXIT
 rm -rf "$dir/ck"
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2> /dev/null; }
 drop && cached=0 || cached=1
-"${mpirun[@]}" -np 4 "$gpt2" "${model[@]}" --steps "$rounds" --checkpoint "$dir/ck" --save-every 1 \
+"${mpirun[@]}" -np "$np" "$gpt2" "${model[@]}" --steps "$rounds" --checkpoint "$dir/ck" --save-every 1 \
   --keep 1 > "$out/save.txt" 2>&1 || { tail -5 "$out/save.txt"; exit 1; }
 bytes=$(du -sb "$dir/ck/$(head -1 "$dir/ck/latest")" | cut -f1)
 mkdir -p "$dir/nvme"
 for r in $(seq "$rounds"); do
   "$ztier" bench nvme --path "$dir/nvme" --size "$bytes" --reps 1 --json > "$out/nvme$r.txt" 2>&1 ||
     { tail -3 "$out/nvme$r.txt"; exit 1; }
-  for np in 4 3; do
+  for n in same reshard; do
     drop
-    "${mpirun[@]}" -np $np "$gpt2" "${model[@]}" --steps "$rounds" --resume "$dir/ck" > "$out/load$np-$r.txt" 2>&1 ||
-      { tail -5 "$out/load$np-$r.txt"; exit 1; }
+    k=$([ $n = same ] && echo "$np" || echo "$np2")
+    "${mpirun[@]}" -np "$k" "$gpt2" "${model[@]}" --steps "$rounds" --resume "$dir/ck" > "$out/load$n-$r.txt" 2>&1 ||
+      { tail -5 "$out/load$n-$r.txt"; exit 1; }
   done
 done
 median() { sort -g | awk '{a[NR] = $1} END {print NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 gbps() { awk -v b="$bytes" '{printf "%.3f\n", b / $1 / 1e9}'; }
 save=$(sed -n 's/^checkpoint saved to .* in \([0-9.]*\) s$/\1/p' "$out/save.txt" | gbps | median)
-load4=$(cat "$out"/load4-*.txt | sed -n 's/^resumed .* in \([0-9.]*\) s$/\1/p' | gbps | median)
-load3=$(cat "$out"/load3-*.txt | sed -n 's/^resumed .* in \([0-9.]*\) s$/\1/p' | gbps | median)
+load4=$(cat "$out"/loadsame-*.txt | sed -n 's/^resumed .* in \([0-9.]*\) s$/\1/p' | gbps | median)
+load3=$(cat "$out"/loadreshard-*.txt | sed -n 's/^resumed .* in \([0-9.]*\) s$/\1/p' | gbps | median)
 fio_w=$(cat "$out"/nvme*.txt | sed -n 's/.*"fio_write_gbps":\([0-9.]*\).*/\1/p' | median)
 fio_r=$(cat "$out"/nvme*.txt | sed -n 's/.*"fio_read_gbps":\([0-9.]*\).*/\1/p' | median)
 zt_w=$(cat "$out"/nvme*.txt | sed -n 's/.*"write_gbps":\([0-9.]*\).*/\1/p' | median)
 zt_r=$(cat "$out"/nvme*.txt | sed -n 's/.*"read_gbps":\([0-9.]*\).*/\1/p' | median)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
-echo "GPT-2 $config checkpoint, $bytes bytes (4 files), $rounds rounds, $dir; $(uname -n), $(nproc) cores"
+echo "GPT-2 $config checkpoint, $bytes bytes ($np files), $rounds rounds, $dir; $(uname -n), $(nproc) cores"
 [ "$cached" = 1 ] && echo "the page cache could not be dropped (not root): the loads read memory, not the disk"
 echo "| | GB/s (median) | fio on the same folder | ratio |"
 echo "| --- | --- | --- | --- |"
-echo "| save on 4 ranks (write + fsync) | $save | $fio_w write (ztier bench nvme $zt_w) | $(ratio "$save" "$fio_w") |"
-echo "| load on 4 ranks (the same layout) | $load4 | $fio_r read (ztier bench nvme $zt_r) | $(ratio "$load4" "$fio_r") |"
-echo "| load on 3 ranks (resharded) | $load3 | $fio_r read | $(ratio "$load3" "$fio_r") |"
+echo "| save on $np ranks (write + fsync) | $save | $fio_w write (ztier bench nvme $zt_w) | $(ratio "$save" "$fio_w") |"
+echo "| load on $np ranks (the same layout) | $load4 | $fio_r read (ztier bench nvme $zt_r) | $(ratio "$load4" "$fio_r") |"
+echo "| load on $np2 ranks (resharded) | $load3 | $fio_r read | $(ratio "$load3" "$fio_r") |"
 echo "resharded / same-layout load: $(ratio "$load3" "$load4")"
+goal() { awk -v a="$1" -v g="$2" 'BEGIN {print ((a + 0 >= g) ? "met" : "not met")}'; }
+echo "goals: save $(goal "$(ratio "$save" "$fio_w")" 0.8), load $(goal "$(ratio "$load4" "$fio_r")" 0.8)," \
+  "resharded $(goal "$(ratio "$load3" "$load4")" 0.9)"
+printf '{"config":"%s","ranks":%d,"bytes":%s,"rounds":%d,"cached":%d,"save_gbps":%s,"load_gbps":%s,' \
+  "$config" "$np" "$bytes" "$rounds" "$cached" "$save" "$load4"
+printf '"reshard_load_gbps":%s,"fio_write_gbps":%s,"fio_read_gbps":%s,"save_ratio":%s,' \
+  "$load3" "$fio_w" "$fio_r" "$(ratio "$save" "$fio_w")"
+printf '"load_ratio":%s,"reshard_ratio":%s}\n' "$(ratio "$load4" "$fio_r")" "$(ratio "$load3" "$load4")"

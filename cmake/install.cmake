@@ -73,6 +73,9 @@ function(zt_pc_link_flags out)
 endfunction()
 
 set(ZT_PC_STATIC_REQUIRES "jansson liburing numa zlib")
+if(ISAL_FOUND)
+  string(APPEND ZT_PC_STATIC_REQUIRES " libisal")
+endif()
 set(ZT_PC_PRIVATE_LIBS -lpthread -lm)
 if(ZT_CUDA)
   # The kernels' host-side launch code is C++: a static link needs the C++ runtime too.

@@ -43,9 +43,12 @@ static void shard_path(const char *folder, const zt_runtime *rt, char *out, size
 
 /* ---- save ---- */
 
-/* Writes one home's bytes through the fp32 staging buffer. */
+/* Writes one home's bytes: a host home's straight from it into the write buffers, any other
+ * through the fp32 staging buffer. */
 static zt_status write_home(zt_runtime *rt, zt_ckpt_writer *w, const zt_home *h)
 {
+    if (h->kind == ZT_TIER_HOST)
+        return zt_ckpt_writer_put(w, h->ptr, h->bytes);
     zt_status st = zt_home_load(&rt->tiers.homes, h, rt->opt.staging, &rt->err);
     return st == ZT_OK ? zt_ckpt_writer_put(w, rt->opt.staging, h->bytes) : st;
 }
@@ -263,7 +266,7 @@ static zt_status read_shard(zt_runtime *rt, zt_ckpt_reader *r, const zt_layer *L
 }
 
 /* Per layer the file holds master, m, v; the working-dtype parameters follow the master. The
- * file was checked whole before (zt_ckpt_validate). */
+ * file was checked whole before (zt_ckpt_check_file). */
 static zt_status restore_layers(zt_runtime *rt, const char *path, int version)
 {
     zt_ckpt_reader *r = NULL;
@@ -286,6 +289,38 @@ static zt_status restore_layers(zt_runtime *rt, const char *path, int version)
             st = zt_home_store(&rt->tiers.homes, &L->exp_avg_sq, rt->opt.staging, &rt->err);
     }
     zt_ckpt_reader_close(r);
+    return st;
+}
+
+/* src where a host home takes it as it is, else a copy in the aligned staging buffer (the
+ * NVMe tier's O_DIRECT and the device's copies need it). */
+static const float *staged(zt_runtime *rt, int host, const float *src, size_t n)
+{
+    if (host)
+        return src;
+    memcpy(rt->opt.staging, src, n * sizeof(float));
+    return rt->opt.staging;
+}
+
+/* The same from the file's image in memory (zt_ckpt_read_file: read and checked in one pass). */
+static zt_status restore_image(zt_runtime *rt, const unsigned char *image, int version)
+{
+    const float *p = (const float *)(const void *)(image + zt_ckpt_header_bytes(version));
+    zt_status st = ZT_OK;
+    for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
+        zt_layer *L = &rt->reg.layers[i];
+        size_t n = (size_t)L->shard_numel;
+        int host = L->master.kind == ZT_TIER_HOST && L->param_home.kind == ZT_TIER_HOST;
+        st = zt_layer_set_master(rt, L, staged(rt, host, p, n));
+        if (st == ZT_OK)
+            st = zt_home_store(&rt->tiers.homes, &L->exp_avg,
+                               staged(rt, L->exp_avg.kind == ZT_TIER_HOST, p + n, n), &rt->err);
+        if (st == ZT_OK)
+            st = zt_home_store(&rt->tiers.homes, &L->exp_avg_sq,
+                               staged(rt, L->exp_avg_sq.kind == ZT_TIER_HOST, p + 2 * n, n),
+                               &rt->err);
+        p += 3 * n;
+    }
     return st;
 }
 
@@ -324,11 +359,38 @@ static zt_status clear_accumulators(zt_runtime *rt)
     return st;
 }
 
+/* A rank file read whole into memory, checked as it lands, rather than checked in one pass
+ * and restored in a second: where it takes at most a quarter of the memory available (the
+ * other ranks of the node read theirs too), else NULL (two passes). */
+static unsigned char *image_alloc(uint64_t bytes)
+{
+    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0 || bytes > (uint64_t)pages * (uint64_t)page / 4)
+        return NULL;
+    return malloc(bytes ? bytes : 1);
+}
+
+/* This rank's own file where the layouts agree: read whole into *image and checked there (one
+ * pass), or checked whole by the CRC pass where it does not fit (*image NULL: restored by a
+ * second pass). */
+static zt_status check_own_file(zt_runtime *rt, const char *folder, const zt_ckpt_expect *x,
+                                const zt_manifest *m, unsigned char **image)
+{
+    char path[ZT_PATH_MAX + 240];
+    shard_path(folder, rt, path, sizeof path);
+    uint64_t want = zt_ckpt_file_bytes(x, m);
+    *image = image_alloc(want);
+    if (!*image)
+        return zt_ckpt_check_file(path, m, rt->dist.rank, want, rt->cfg.io_engine, &rt->err);
+    return zt_ckpt_read_file(path, m, rt->dist.rank, want, rt->cfg.io_engine, *image, &rt->err);
+}
+
 /* Every rank checks the manifest and its share of the files (zt_ckpt_validate, as `ztier
- * checkpoint inspect` does); nothing changes unless all of them pass. *reshard: the files
- * split the layers otherwise than this run. */
+ * checkpoint inspect` does; its own file, where the layouts agree, as it reads it into
+ * *image); nothing changes unless all of them pass. *reshard: the files split the layers
+ * otherwise than this run. */
 static zt_status open_checked(zt_runtime *rt, const char *dir, char *folder, size_t len,
-                              zt_manifest *m, int *reshard)
+                              zt_manifest *m, int *reshard, unsigned char **image)
 {
     /* no write-back may land after the restore; a failed one does not matter any more */
     zt_nvme_step_drain(rt->opt.nvme_step, NULL);
@@ -337,8 +399,10 @@ static zt_status open_checked(zt_runtime *rt, const char *dir, char *folder, siz
     if (st == ZT_OK)
         st = zt_ckpt_expect_runtime(rt, &x, &rt->err);
     if (st == ZT_OK)
-        st = zt_ckpt_validate(folder, &x, ZT_CKPT_FILES_RANK, rt->cfg.io_engine, m, &rt->err);
+        st = zt_ckpt_validate(folder, &x, ZT_CKPT_FILES_OTHERS, rt->cfg.io_engine, m, &rt->err);
     *reshard = st == ZT_OK && zt_manifest_reshards(&x, m);
+    if (st == ZT_OK && !*reshard)
+        st = check_own_file(rt, folder, &x, m, image);
     zt_ckpt_expect_free(&x);
     return zt_comm_agree(rt->dist.comm, st, "checkpoint load (checks)", &rt->err);
 }
@@ -372,6 +436,7 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
     char folder[ZT_PATH_MAX + 160] = "", path[ZT_PATH_MAX + 240];
     zt_manifest m = {0};
     int reshard = 0;
+    unsigned char *image = NULL;
     double t0 = zt_now_s();
     /* no reduction still to land in the accumulators the load clears, no caller stream
      * still reading parameters it replaces */
@@ -379,7 +444,7 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
     /* an overlapped step in progress ends first (if it fails, the load restores the state) */
     zt_rt_step_complete(rt);
     if (st == ZT_OK)
-        st = open_checked(rt, dir, folder, sizeof folder, &m, &reshard);
+        st = open_checked(rt, dir, folder, sizeof folder, &m, &reshard, &image);
     if (st == ZT_OK && m.zero_stage >= 0 && m.zero_stage != rt->cfg.stage)
         ZT_LOGI("checkpoint",
                 "'%s' was saved at ZeRO stage %d and loads into stage %d: the same state of "
@@ -393,9 +458,11 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
     if (st == ZT_OK) {
         zt_prefetcher_invalidate(rt->prefetch);
         shard_path(folder, rt, path, sizeof path);
-        st =
-            reshard ? zt_ckpt_reshard_restore(rt, folder, &m) : restore_layers(rt, path, m.version);
+        st = reshard ? zt_ckpt_reshard_restore(rt, folder, &m)
+             : image ? restore_image(rt, image, m.version)
+                     : restore_layers(rt, path, m.version);
     }
+    free(image);
     zt_manifest_free(&m);
     if (st == ZT_OK) {
         restore_state(rt, &m.state);

@@ -25,7 +25,7 @@ void zt_ckpt_expect_free(zt_ckpt_expect *x)
 
 /* The bytes each file holds: the header and every layer's three parts (the manifest's, or
  * the loading run's where the manifest does not record them). */
-static uint64_t file_bytes(const zt_ckpt_expect *x, const zt_manifest *m)
+uint64_t zt_ckpt_file_bytes(const zt_ckpt_expect *x, const zt_manifest *m)
 {
     uint64_t n = zt_ckpt_header_bytes(m->version);
     for (int i = 0; i < m->n_layers; i++) {
@@ -75,9 +75,12 @@ zt_status zt_ckpt_validate(const char *folder, const zt_ckpt_expect *x, zt_ckpt_
     if (st != ZT_OK)
         return st;
     int first = 0, step = 1;
-    if (files == ZT_CKPT_FILES_RANK)
-        first = x->rank, step = zt_manifest_reshards(x, m) ? x->world : INT_MAX;
-    uint64_t want = file_bytes(x, m);
+    int reshards = zt_manifest_reshards(x, m);
+    if (files == ZT_CKPT_FILES_OTHERS && !reshards)
+        return ZT_OK;
+    if (files != ZT_CKPT_FILES_ALL)
+        first = x->rank, step = reshards ? x->world : INT_MAX;
+    uint64_t want = zt_ckpt_file_bytes(x, m);
     for (int k = first; st == ZT_OK && k<m->world; k = k> INT_MAX - step ? INT_MAX : k + step) {
         char name[64], path[ZT_PATH_MAX + 240];
         zt_ckpt_shard_name(k, m->world, name, sizeof name);

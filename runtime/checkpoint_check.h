@@ -14,6 +14,8 @@ typedef enum zt_ckpt_files {
     ZT_CKPT_FILES_ALL,  /* every file (the tools) */
     ZT_CKPT_FILES_RANK, /* the loading rank's share: its own file where the layouts agree,
                            else files k = rank, rank + world, ... (the others check the rest) */
+    ZT_CKPT_FILES_OTHERS, /* as RANK, less the loading rank's own file where the layouts agree:
+                             the load checks it as it reads it (zt_ckpt_read_file) */
 } zt_ckpt_files;
 
 /* What a load by rt checks against: its model, world size, rank, stage and loss scaling.
@@ -26,6 +28,9 @@ void zt_ckpt_expect_free(zt_ckpt_expect *x);
  * then the rank files `files` names whole (zt_ckpt_check_file: size, CRC-32, header). *m: the
  * manifest read (zt_manifest_free after, also after a failure). ZT_ERR_CORRUPT or
  * ZT_ERR_ARGUMENT with a message naming the check that failed. */
+/* The bytes each rank file of the checkpoint m, checked against x, holds. */
+uint64_t zt_ckpt_file_bytes(const zt_ckpt_expect *x, const zt_manifest *m);
+
 zt_status zt_ckpt_validate(const char *folder, const zt_ckpt_expect *x, zt_ckpt_files files,
                            zt_io_engine_kind engine, zt_manifest *m, zt_error *err);
 

@@ -2,6 +2,7 @@
 /* A rank's shard file's header (checkpoint_file.h). */
 #include "runtime/checkpoint_file.h"
 #include "runtime/checkpoint_reader.h"
+#include "core/crc32.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,12 +16,11 @@ size_t zt_ckpt_header_bytes(int version)
     return version == 1 ? HEADER_V1_BYTES : sizeof(zt_shard_header);
 }
 
-static zt_status read_header(FILE *f, const char *path, int version, int rank, int world,
-                             int n_layers, zt_shard_header *h, zt_error *err)
+/* h: the file's first header bytes (read: whether there were that many). */
+static zt_status check_header(const zt_shard_header *h, int read, const char *path, int version,
+                              int rank, int world, int n_layers, zt_error *err)
 {
-    memset(h, 0, sizeof *h);
-    if (fread(h, zt_ckpt_header_bytes(version), 1, f) != 1 ||
-        memcmp(h->magic, version == 1 ? ZT_CKPT_MAGIC_V1 : ZT_CKPT_MAGIC, 8) != 0 ||
+    if (!read || memcmp(h->magic, version == 1 ? ZT_CKPT_MAGIC_V1 : ZT_CKPT_MAGIC, 8) != 0 ||
         h->rank != (uint32_t)rank || h->world != (uint32_t)world ||
         h->n_layers != (uint32_t)n_layers)
         return ZT_ERR(err, ZT_ERR_CORRUPT,
@@ -66,8 +66,8 @@ size_t zt_ckpt_fread(void *dst, size_t bytes, FILE *f)
     return done;
 }
 
-zt_status zt_ckpt_check_file(const char *path, const zt_manifest *m, int k, uint64_t want,
-                             zt_io_engine_kind engine, zt_error *err)
+static zt_status check_size(const char *path, const zt_manifest *m, int k, uint64_t want,
+                            zt_error *err)
 {
     uint64_t said = (uint64_t)m->files[2 * k];
     struct stat sb;
@@ -81,21 +81,76 @@ zt_status zt_ckpt_check_file(const char *path, const zt_manifest *m, int k, uint
                       "model needs %llu: the file is truncated or from another save",
                       path, (long long)sb.st_size, (unsigned long long)said,
                       (unsigned long long)want);
-    uint64_t size = 0;
-    uint32_t crc = 0;
-    zt_status rs = zt_ckpt_file_crc(path, engine, &size, &crc, err);
-    if (rs != ZT_OK)
-        return rs;
+    return ZT_OK;
+}
+
+static zt_status check_crc(const char *path, const zt_manifest *m, int k, uint32_t crc,
+                           zt_error *err)
+{
     if (crc != (uint32_t)m->files[2 * k + 1])
         return ZT_ERR(err, ZT_ERR_CORRUPT,
                       "checkpoint file '%s' is damaged (CRC-32 %08lx, the manifest says %08lx)",
                       path, (unsigned long)crc, (unsigned long)m->files[2 * k + 1]);
+    return ZT_OK;
+}
+
+/* The header's checks on its bytes (read: whether the file had that many). */
+static zt_status check_header_all(const zt_shard_header *h, int read, const char *path,
+                                  const zt_manifest *m, int k, zt_error *err)
+{
+    zt_status st = check_header(h, read, path, m->version, k, m->world, m->n_layers, err);
+    return st == ZT_OK ? cross_check(h, m, path, err) : st;
+}
+
+zt_status zt_ckpt_check_file(const char *path, const zt_manifest *m, int k, uint64_t want,
+                             zt_io_engine_kind engine, zt_error *err)
+{
+    zt_status st = check_size(path, m, k, want, err);
+    uint64_t size = 0;
+    uint32_t crc = 0;
+    if (st == ZT_OK)
+        st = zt_ckpt_file_crc(path, engine, &size, &crc, err);
+    if (st == ZT_OK)
+        st = check_crc(path, m, k, crc, err);
+    if (st != ZT_OK)
+        return st;
     FILE *f = fopen(path, "rb");
     if (!f)
         return ZT_ERR(err, ZT_ERR_CORRUPT, "checkpoint file '%s' cannot be read: %s", path,
                       strerror(errno));
     zt_shard_header h;
-    zt_status st = read_header(f, path, m->version, k, m->world, m->n_layers, &h, err);
+    memset(&h, 0, sizeof h);
+    int read = fread(&h, zt_ckpt_header_bytes(m->version), 1, f) == 1;
     fclose(f);
-    return st == ZT_OK ? cross_check(&h, m, path, err) : st;
+    return check_header_all(&h, read, path, m, k, err);
+}
+
+zt_status zt_ckpt_read_file(const char *path, const zt_manifest *m, int k, uint64_t want,
+                            zt_io_engine_kind engine, void *dst, zt_error *err)
+{
+    zt_status st = check_size(path, m, k, want, err);
+    zt_ckpt_reader *r = NULL;
+    uint64_t size = 0;
+    if (st == ZT_OK)
+        st = zt_ckpt_reader_open(path, engine, &size, &r, err);
+    if (st == ZT_OK && size != want) /* changed since the check above */
+        st = check_size(path, m, k, want, err);
+    unsigned char *out = dst;
+    uint32_t crc = 0;
+    for (uint64_t at = 0, n; st == ZT_OK && at < want; at += n) {
+        n = want - at < ((uint64_t)1 << 20) ? want - at : (uint64_t)1 << 20;
+        st = zt_ckpt_reader_get(r, out + at, (size_t)n);
+        if (st == ZT_OK) /* the piece just copied, still in cache */
+            crc = zt_crc32(crc, out + at, (size_t)n);
+    }
+    zt_ckpt_reader_close(r);
+    if (st == ZT_OK)
+        st = check_crc(path, m, k, crc, err);
+    if (st != ZT_OK)
+        return st;
+    zt_shard_header h;
+    memset(&h, 0, sizeof h);
+    size_t hb = zt_ckpt_header_bytes(m->version);
+    memcpy(&h, out, hb <= want ? hb : 0);
+    return check_header_all(&h, hb <= want, path, m, k, err);
 }

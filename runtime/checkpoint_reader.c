@@ -3,6 +3,7 @@
  * one 8 MiB chunk of the file's block-aligned part; chunk k sits in slot k % SLOTS. A slot the
  * caller has emptied is submitted for the chunk SLOTS ahead. */
 #include "runtime/checkpoint_reader.h"
+#include "core/crc32.h"
 #include "tiers/io_ring.h"
 
 #include <errno.h>
@@ -12,7 +13,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 enum { SLOTS = 4, SLOT_BYTES = 8 << 20, BLOCK = 4096 };
 
@@ -151,23 +151,45 @@ zt_status zt_ckpt_reader_get(zt_ckpt_reader *r, void *dst, size_t n)
     return ZT_OK;
 }
 
+zt_status zt_ckpt_reader_seek(zt_ckpt_reader *r, uint64_t offset)
+{
+    if (offset < r->pos || offset > r->size)
+        return ZT_ERR(r->err, ZT_ERR_CORRUPT,
+                      "checkpoint file '%s': offset %llu is behind the reader or past the end "
+                      "(%llu bytes)",
+                      r->path, (unsigned long long)offset, (unsigned long long)r->size);
+    uint64_t chunk = offset / SLOT_BYTES;
+    if (offset >= r->direct || chunk < r->next_chunk) /* read or in flight already */
+        return zt_ckpt_reader_get(r, NULL, (size_t)(offset - r->pos));
+    for (int i = 0; i < SLOTS; i++) { /* the chunks in flight are not needed */
+        int failed = zt_io_ring_wait(r->ring, i);
+        if (failed)
+            return read_error(r, failed);
+    }
+    r->pos = offset;
+    r->next_chunk = chunk;
+    for (int i = 0; i < SLOTS; i++)
+        submit_next(r);
+    return ZT_OK;
+}
+
 zt_status zt_ckpt_file_crc(const char *path, zt_io_engine_kind engine, uint64_t *size,
                            uint32_t *crc, zt_error *err)
 {
     zt_ckpt_reader *r = NULL;
     zt_status st = zt_ckpt_reader_open(path, engine, size, &r, err);
-    uLong c = crc32(0L, Z_NULL, 0);
+    uint32_t c = 0;
     for (uint64_t k = 0; st == ZT_OK && k < chunks(r); k++) {
         int slot = (int)(k % SLOTS), failed = zt_io_ring_wait(r->ring, slot);
         if (failed)
             st = read_error(r, failed);
         else
-            c = crc32_z(c, zt_io_ring_buf(r->ring, slot), (size_t)chunk_len(r, k));
+            c = zt_crc32(c, zt_io_ring_buf(r->ring, slot), (size_t)chunk_len(r, k));
         submit_next(r); /* the slot is consumed: on to the chunk SLOTS ahead */
     }
     if (st == ZT_OK)
-        c = crc32_z(c, r->tail, (size_t)(r->size - r->direct));
-    *crc = (uint32_t)c;
+        c = zt_crc32(c, r->tail, (size_t)(r->size - r->direct));
+    *crc = c;
     zt_ckpt_reader_close(r);
     return st;
 }

@@ -20,6 +20,9 @@ zt_status zt_ckpt_reader_open(const char *path, zt_io_engine_kind engine, uint64
                               zt_ckpt_reader **out, zt_error *err);
 /* The next n bytes into dst (NULL: skipped); reading past the end is ZT_ERR_CORRUPT. */
 zt_status zt_ckpt_reader_get(zt_ckpt_reader *r, void *dst, size_t n);
+/* Moves on to offset (not behind the bytes got): the bytes between are not read where they
+ * were not read ahead already. */
+zt_status zt_ckpt_reader_seek(zt_ckpt_reader *r, uint64_t offset);
 /* A whole file's length and CRC-32, read the same way, the CRC taken from the read buffers
  * (no copy). Errors name the file. */
 zt_status zt_ckpt_file_crc(const char *path, zt_io_engine_kind engine, uint64_t *size,

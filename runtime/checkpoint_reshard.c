@@ -9,8 +9,8 @@
  * layer. Elements past the saved layout (padding) load as zeros. */
 #include "runtime/checkpoint_reshard.h"
 #include "runtime/checkpoint_file.h"
+#include "runtime/checkpoint_reader.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,11 +22,14 @@ static void file_path(const char *folder, const zt_manifest *m, int k, char *out
     snprintf(out, len, "%s/%s", folder, name);
 }
 
-/* The saved files, opened as first needed. */
+/* The saved files, opened as first needed: each read front to back (a rank's pieces of a file
+ * come in file order: layer by layer, master, m, v), with O_DIRECT reads in flight ahead and
+ * the gaps between the pieces skipped (checkpoint_reader.h). */
 typedef struct sources {
     const char *folder;
     const zt_manifest *m;
-    FILE **f;
+    zt_io_engine_kind engine;
+    zt_ckpt_reader **f;
     int64_t *layer_at; /* per layer: where its parts start in a file, in elements */
 } sources;
 
@@ -35,16 +38,14 @@ static zt_status read_piece(zt_runtime *rt, sources *s, int k, int layer, int st
 {
     char path[ZT_PATH_MAX + 240];
     file_path(s->folder, s->m, k, path, sizeof path);
-    if (!s->f[k] && !(s->f[k] = fopen(path, "rb")))
-        return ZT_ERR(&rt->err, ZT_ERR_IO, "reading '%s': %s", path, strerror(errno));
+    uint64_t size = 0;
+    zt_status st =
+        s->f[k] ? ZT_OK : zt_ckpt_reader_open(path, s->engine, &size, &s->f[k], &rt->err);
     int64_t at = s->layer_at[layer] + state * s->m->shard[layer] + (lo - part_first);
-    off_t off = (off_t)zt_ckpt_header_bytes(s->m->version) + (off_t)at * (off_t)sizeof(float);
-    if (fseeko(s->f[k], off, SEEK_SET) != 0 ||
-        zt_ckpt_fread(dst, (size_t)(hi - lo) * sizeof(float), s->f[k]) !=
-            (size_t)(hi - lo) * sizeof(float))
-        return ZT_ERR(&rt->err, ZT_ERR_IO, "reading '%s': %s", path,
-                      ferror(s->f[k]) ? strerror(errno) : "the file ends early");
-    return ZT_OK;
+    uint64_t off = zt_ckpt_header_bytes(s->m->version) + (uint64_t)at * sizeof(float);
+    if (st == ZT_OK)
+        st = zt_ckpt_reader_seek(s->f[k], off);
+    return st == ZT_OK ? zt_ckpt_reader_get(s->f[k], dst, (size_t)(hi - lo) * sizeof(float)) : st;
 }
 
 /* This rank's part of `state` (0 master, 1 m, 2 v) of layer i, into rt->opt.staging. */
@@ -72,7 +73,7 @@ static zt_status gather_part(zt_runtime *rt, sources *s, int i, int state)
 
 zt_status zt_ckpt_reshard_restore(zt_runtime *rt, const char *folder, const zt_manifest *m)
 {
-    sources s = {folder, m, calloc((size_t)m->world, sizeof(FILE *)),
+    sources s = {folder, m, rt->cfg.io_engine, calloc((size_t)m->world, sizeof(zt_ckpt_reader *)),
                  calloc((size_t)rt->reg.n_layers + 1, sizeof(int64_t))};
     zt_status st =
         s.f && s.layer_at ? ZT_OK : ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory loading");
@@ -93,8 +94,7 @@ zt_status zt_ckpt_reshard_restore(zt_runtime *rt, const char *folder, const zt_m
             st = zt_home_store(&rt->tiers.homes, &L->exp_avg_sq, rt->opt.staging, &rt->err);
     }
     for (int k = 0; s.f && k < m->world; k++)
-        if (s.f[k])
-            fclose(s.f[k]);
+        zt_ckpt_reader_close(s.f[k]);
     free(s.f), free(s.layer_at);
     return st;
 }

@@ -3,6 +3,7 @@
  * filling is `cur`, the others are being written or free. A buffer is submitted when full,
  * and the next one is waited free before it fills. */
 #include "runtime/checkpoint_writer.h"
+#include "core/crc32.h"
 #include "tiers/io_ring.h"
 
 #include <errno.h>
@@ -11,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
 enum { SLOTS = 4, SLOT_BYTES = 8 << 20, BLOCK = 4096 };
 
@@ -23,7 +23,7 @@ struct zt_ckpt_writer {
     int cur;         /* the slot filling */
     size_t fill;     /* bytes in it */
     uint64_t offset; /* the file offset of the current slot */
-    uLong crc;
+    uint32_t crc;
 };
 
 static zt_status write_error(zt_ckpt_writer *w, int e)
@@ -60,7 +60,7 @@ zt_status zt_ckpt_writer_open(const char *path, zt_io_engine_kind engine, zt_ckp
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory writing checkpoint file '%s'", path);
     snprintf(w->path, sizeof w->path, "%s", path);
     w->err = err;
-    w->crc = crc32(0L, Z_NULL, 0);
+    w->crc = 0;
     w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
     if (w->fd < 0 && errno == EINVAL) /* no O_DIRECT on this filesystem */
         w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -86,7 +86,7 @@ zt_status zt_ckpt_writer_put(zt_ckpt_writer *w, const void *p, size_t n)
         size_t take = SLOT_BYTES - w->fill < n ? SLOT_BYTES - w->fill : n;
         unsigned char *dst = zt_io_ring_buf(w->ring, w->cur) + w->fill;
         memcpy(dst, src, take);
-        w->crc = crc32_z(w->crc, dst, take); /* the copy, still in cache: one pass over p */
+        w->crc = zt_crc32(w->crc, dst, take); /* the copy, still in cache: one pass over p */
         w->fill += take, src += take, n -= take;
         zt_status st = w->fill == SLOT_BYTES ? submit(w, SLOT_BYTES) : ZT_OK;
         if (st != ZT_OK)
@@ -115,7 +115,7 @@ zt_status zt_ckpt_writer_finish(zt_ckpt_writer *w, uint64_t *bytes, uint32_t *cr
         st = write_error(w, errno);
     w->fd = -1;
     *bytes = total;
-    *crc = (uint32_t)w->crc;
+    *crc = w->crc;
     free_writer(w);
     return st;
 }

@@ -10,6 +10,7 @@ packages=(
   liburing-dev     # NVMe tier I/O engine
   libnuma-dev      # NUMA placement of pinned buffers and optimizer threads
   zlib1g-dev       # CRC-32 of checkpoint files
+  libisal-dev      # ISA-L's faster CRC-32, the same values (optional: zlib without it)
   libcmocka-dev    # test framework
   libopenmpi-dev openmpi-bin  # mpi comm backend and multi-rank tests
   libopenblas-dev  # GPT-2 example matmuls
