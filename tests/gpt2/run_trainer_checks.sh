@@ -83,6 +83,9 @@ awk -v a="$a" -v b="$b" 'BEGIN { d = (b - a) / a; if (d < 0) d = -d; exit !(d <=
 "$trainer" "${common[@]}" --steps 10 --resume "$work/ckpt" --export "$work/resumed.bin" > "$work/resumed.log"
 "$compare" "$work/resumed.bin" "$work/resident.bin"
 grep -q "^step    6 " "$work/resumed.log"   # the resumed run started at step 6
+# the resume commits without initialising (zt_runtime_expect_load) and says what it cost from
+# the process start to the first step
+grep -q "^resume: the first step starts [0-9.]* s after the process started (the load [0-9.]* s of it)$" "$work/resumed.log"
 
 # 5. text -> shard -> training equals training on the text
 "$trainer" --text "$text" --write-shard "$work/corpus.bin" > /dev/null
