@@ -53,3 +53,25 @@ echo "| save on 4 ranks (write + fsync) | $save | $fio_w write (ztier bench nvme
 echo "| load on 4 ranks (the same layout) | $load4 | $fio_r read (ztier bench nvme $zt_r) | $(ratio "$load4" "$fio_r") |"
 echo "| load on 3 ranks (resharded) | $load3 | $fio_r read | $(ratio "$load3" "$fio_r") |"
 echo "resharded / same-layout load: $(ratio "$load3" "$load4")"
+
+# ---- export (issue 42): `ztier checkpoint export` of the same checkpoint against fio's write ----
+# The export reads every rank file once and writes the fp32 safetensors file beside them
+# (written, synced, renamed), with the page cache dropped before each round; its GB/s is the
+# file it writes over its whole time (the checks included), set against fio's write on the
+# same folder measured above.
+export_bench() {
+  local r t
+  for r in $(seq "$rounds"); do
+    drop
+    "$ztier" checkpoint export "$dir/ck" --format safetensors --out "$dir/export.safetensors" \
+      > "$out/export$r.txt" 2>&1 || { tail -3 "$out/export$r.txt"; return 1; }
+  done
+  local ebytes
+  ebytes=$(stat -c %s "$dir/export.safetensors")
+  rm -f "$dir/export.safetensors"
+  export_gbps=$(cat "$out"/export*.txt | sed -n 's/^exported .* in \([0-9.]*\) s, .*/\1/p' |
+    awk -v b="$ebytes" '{printf "%.3f\n", b / $1 / 1e9}' | median)
+  echo "| export to safetensors fp32 (reads $bytes, writes $ebytes) | $export_gbps | $fio_w write | $(ratio "$export_gbps" "$fio_w") |"
+  echo "{\"export_gbps\":$export_gbps,\"fio_write_gbps\":$fio_w,\"export_ratio\":$(ratio "$export_gbps" "$fio_w")}"
+}
+export_bench || exit 1

@@ -66,8 +66,8 @@ size_t zt_ckpt_fread(void *dst, size_t bytes, FILE *f)
     return done;
 }
 
-zt_status zt_ckpt_check_file(const char *path, const zt_manifest *m, int k, uint64_t want,
-                             zt_io_engine_kind engine, zt_error *err)
+zt_status zt_ckpt_check_file_size(const char *path, const zt_manifest *m, int k, uint64_t want,
+                                  zt_error *err)
 {
     uint64_t said = (uint64_t)m->files[2 * k];
     struct stat sb;
@@ -81,11 +81,23 @@ zt_status zt_ckpt_check_file(const char *path, const zt_manifest *m, int k, uint
                       "model needs %llu: the file is truncated or from another save",
                       path, (long long)sb.st_size, (unsigned long long)said,
                       (unsigned long long)want);
+    return ZT_OK;
+}
+
+zt_status zt_ckpt_check_file(const char *path, const zt_manifest *m, int k, uint64_t want,
+                             zt_io_engine_kind engine, zt_error *err)
+{
+    zt_status rs = zt_ckpt_check_file_size(path, m, k, want, err);
     uint64_t size = 0;
     uint32_t crc = 0;
-    zt_status rs = zt_ckpt_file_crc(path, engine, &size, &crc, err);
-    if (rs != ZT_OK)
-        return rs;
+    if (rs == ZT_OK)
+        rs = zt_ckpt_file_crc(path, engine, &size, &crc, err);
+    return rs == ZT_OK ? zt_ckpt_check_file_read(path, m, k, crc, err) : rs;
+}
+
+zt_status zt_ckpt_check_file_read(const char *path, const zt_manifest *m, int k, uint32_t crc,
+                                  zt_error *err)
+{
     if (crc != (uint32_t)m->files[2 * k + 1])
         return ZT_ERR(err, ZT_ERR_CORRUPT,
                       "checkpoint file '%s' is damaged (CRC-32 %08lx, the manifest says %08lx)",
