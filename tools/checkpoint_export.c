@@ -223,6 +223,7 @@ static int write_failed(const char *tmp, ssize_t w, char *why, size_t len)
 
 static int pwrite_all(exporter *e, const void *p, size_t n, uint64_t at, char *why, size_t len)
 {
+    size_t len0 = n;
     const char *c = p;
     while (n > 0) {
         ssize_t w = pwrite(e->fd, c, n, (off_t)at);
@@ -232,6 +233,8 @@ static int pwrite_all(exporter *e, const void *p, size_t n, uint64_t at, char *w
             return write_failed(e->tmp, w, why, len);
         c += w, n -= (size_t)w, at += (uint64_t)w;
     }
+    /* start writing it to the disk now, so the fsync at the end waits for little */
+    sync_file_range(e->fd, (off_t)(at - len0), (off_t)len0, SYNC_FILE_RANGE_WRITE);
     return 0;
 }
 

@@ -10,6 +10,7 @@
 #include "tools/checkpoint_read.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,8 +25,11 @@ typedef struct piece {
     uLong crc;
 } piece;
 
+#define ALIGN 4096 /* O_DIRECT's offsets, lengths and buffers */
+
 typedef struct stream {
     const ckpt_view *v;
+    int *direct; /* per file: an O_DIRECT descriptor, or the view's where the filesystem has none */
     piece *pieces;
     size_t n, next;
     size_t chunk;
@@ -83,28 +87,37 @@ static void fail(stream *s, const char *fmt, const char *a, const char *b)
     pthread_mutex_unlock(&s->mu);
 }
 
-static int read_piece(stream *s, piece *p, char *buf)
+/* Reads piece p into buf (ALIGN + chunk + ALIGN bytes) through the file's O_DIRECT
+ * descriptor: the aligned blocks around it, so the page cache is neither filled nor copied
+ * from (a third of the bytes are the master values the export writes, the rest only checked).
+ * Returns where the piece's bytes start in buf, NULL on failure. */
+static char *read_piece(stream *s, piece *p, char *buf)
 {
-    for (uint64_t got = 0; got < p->bytes;) {
-        ssize_t n = pread(s->v->fds[p->file], buf + got, p->bytes - got, (off_t)(p->at + got));
+    int fd = s->direct[p->file], aligned = fd != s->v->fds[p->file];
+    uint64_t from = aligned ? p->at / ALIGN * ALIGN : p->at;
+    uint64_t end = aligned ? (p->at + p->bytes + ALIGN - 1) / ALIGN * ALIGN : p->at + p->bytes;
+    uint64_t need = p->at + p->bytes - from; /* a file ends within its last block */
+    for (uint64_t got = 0; got < need;) {
+        ssize_t n = pread(fd, buf + got, end - from - got, (off_t)(from + got));
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
             char rank[32];
             snprintf(rank, sizeof rank, "%d", p->file);
             fail(s, "reading rank %s's file: %s", rank, n < 0 ? strerror(errno) : "it ends early");
-            return -1;
+            return NULL;
         }
         got += (uint64_t)n;
     }
-    p->crc = crc32_z(crc32_z(0L, Z_NULL, 0), (const Bytef *)buf, (z_size_t)p->bytes);
-    return 0;
+    char *at = buf + (p->at - from);
+    p->crc = crc32_z(crc32_z(0L, Z_NULL, 0), (const Bytef *)at, (z_size_t)p->bytes);
+    return at;
 }
 
 static void *worker(void *arg)
 {
     stream *s = arg;
-    char *buf = aligned_alloc(4096, (s->chunk + 4095) / 4096 * 4096);
+    char *buf = aligned_alloc(ALIGN, (s->chunk + ALIGN - 1) / ALIGN * ALIGN + 2 * ALIGN);
     if (!buf)
         fail(s, "out of memory for a read buffer%s%s", "", "");
     while (buf && !__atomic_load_n(&s->failed, __ATOMIC_RELAXED)) {
@@ -112,11 +125,11 @@ static void *worker(void *arg)
         if (i >= s->n)
             break;
         piece *p = &s->pieces[i];
-        if (read_piece(s, p, buf) != 0)
+        char *at = read_piece(s, p, buf), why[sizeof s->why];
+        if (!at)
             break;
-        char why[sizeof s->why];
-        if (p->layer >= 0 && s->fn(s->user, p->layer, p->elem, (int64_t)(p->bytes / 4),
-                                   (float *)buf, why, sizeof why) != 0) {
+        if (p->layer >= 0 && s->fn(s->user, p->layer, p->elem, (int64_t)(p->bytes / 4), (float *)at,
+                                   why, sizeof why) != 0) {
             fail(s, "%s%s", why, "");
             break;
         }
@@ -156,6 +169,14 @@ int ckpt_stream(const ckpt_view *v, int threads, size_t chunk, ckpt_master_fn fn
         return snprintf(why, len, "internal: the view was not opened by ckpt_open_streaming"), -1;
     if (plan(&s) != 0)
         return free(s.pieces), snprintf(why, len, "out of memory planning the reads"), -1;
+    if (!(s.direct = malloc((size_t)v->world * sizeof *s.direct)))
+        return free(s.pieces), snprintf(why, len, "out of memory"), -1;
+    for (int k = 0; k < v->world; k++) { /* the same file the view opened and checked */
+        char path[32];
+        snprintf(path, sizeof path, "/proc/self/fd/%d", v->fds[k]);
+        s.direct[k] = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+        s.direct[k] = s.direct[k] < 0 ? v->fds[k] : s.direct[k];
+    }
     pthread_mutex_init(&s.mu, NULL);
     pthread_t t[64];
     int n = threads < 1 ? 1 : threads > 64 ? 64 : threads, started = 0;
@@ -167,6 +188,9 @@ int ckpt_stream(const ckpt_view *v, int threads, size_t chunk, ckpt_master_fn fn
         pthread_join(t[i], NULL);
     pthread_mutex_destroy(&s.mu);
     int rc = s.failed ? (snprintf(why, len, "%s", s.why), -1) : check_files(&s, why, len);
-    free(s.pieces);
+    for (int k = 0; k < v->world; k++)
+        if (s.direct[k] != v->fds[k])
+            close(s.direct[k]);
+    free(s.pieces), free(s.direct);
     return rc;
 }
