@@ -72,6 +72,11 @@ export_bench() {
   export_gbps=$(cat "$out"/export*.txt | sed -n 's/^exported .* in \([0-9.]*\) s, .*/\1/p' |
     awk -v b="$ebytes" '{printf "%.3f\n", b / $1 / 1e9}' | median)
   echo "| export to safetensors fp32 (reads $bytes, writes $ebytes) | $export_gbps | $fio_w write | $(ratio "$export_gbps" "$fio_w") |"
-  echo "{\"export_gbps\":$export_gbps,\"fio_write_gbps\":$fio_w,\"export_ratio\":$(ratio "$export_gbps" "$fio_w")}"
+  # the export reads three times the bytes it writes: the time fio would take for both, over its
+  local disk
+  disk=$(awk -v e="$export_gbps" -v eb="$ebytes" -v rb="$bytes" -v r="$fio_r" -v w="$fio_w" \
+    'BEGIN {printf "%.2f", (rb / r + eb / w) / (eb / e)}')
+  echo "export / the disk (fio's time to read the rank files and write the export, over the export's): $disk"
+  echo "{\"export_gbps\":$export_gbps,\"fio_write_gbps\":$fio_w,\"export_ratio\":$(ratio "$export_gbps" "$fio_w"),\"export_disk_ratio\":$disk}"
 }
 export_bench || exit 1
