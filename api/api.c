@@ -34,6 +34,21 @@ static zt_status enter(zt_runtime *rt, zt_rt_state want, const char *call)
                   "%s before zt_runtime_commit: commit the registered model first", call);
 }
 
+/* enter(ZT_RT_COMMITTED) for calls that read or change the model's values: refused while
+ * the load zt_runtime_expect_load promised has not come (the values are not initialised). */
+static zt_status enter_loaded(zt_runtime *rt, const char *call)
+{
+    zt_status st = enter(rt, ZT_RT_COMMITTED, call);
+    if (st != ZT_OK || !rt->load_pending)
+        return st;
+    return ZT_ERR(&rt->err, ZT_ERR_USAGE,
+                  "%s before zt_checkpoint_load: zt_runtime_expect_load said a checkpoint load "
+                  "follows commit, so the parameters and optimizer state were left "
+                  "uninitialised; load a checkpoint first (a failed load leaves them so), or do "
+                  "not call zt_runtime_expect_load to have commit initialise them",
+                  call);
+}
+
 static zt_status check_layer(zt_runtime *rt, int layer)
 {
     CHECK_ARG(rt, layer >= 0 && layer < rt->reg.n_layers,
@@ -262,6 +277,16 @@ zt_status zt_param_add(zt_runtime *rt, int layer, const char *name, const int64_
     return st == ZT_OK ? zt_rt_param_add(rt, layer, name, shape, ndim, init, param_id) : st;
 }
 
+zt_status zt_runtime_expect_load(zt_runtime *rt)
+{
+    if (!rt)
+        return ZT_ERR_ARGUMENT;
+    zt_status st = enter(rt, ZT_RT_REGISTERING, "zt_runtime_expect_load");
+    if (st == ZT_OK)
+        rt->load_pending = 1;
+    return st;
+}
+
 zt_status zt_runtime_commit(zt_runtime *rt)
 {
     if (!rt)
@@ -300,7 +325,7 @@ static zt_status fetch(zt_runtime *rt, int layer, zt_pass pass, void *stream, zt
 {
     if (!rt)
         return ZT_ERR_ARGUMENT;
-    zt_status st = enter(rt, ZT_RT_COMMITTED, call);
+    zt_status st = enter_loaded(rt, call);
     if (st == ZT_OK)
         st = check_layer(rt, layer);
     if (st == ZT_OK && strcmp(call, "zt_fetch") != 0)
@@ -510,7 +535,7 @@ zt_status zt_step(zt_runtime *rt, const zt_step_args *args, zt_step_info *info)
 {
     if (!rt)
         return ZT_ERR_ARGUMENT;
-    zt_status st = enter(rt, ZT_RT_COMMITTED, "zt_step");
+    zt_status st = enter_loaded(rt, "zt_step");
     if (st != ZT_OK)
         return st;
     CHECK_ARG(rt, !args || args->struct_size >= offsetof(zt_step_args, lr) + sizeof(float),
@@ -630,7 +655,7 @@ static zt_status param_read(zt_runtime *rt, const char *fn, int to_one, int para
 {
     if (!rt)
         return ZT_ERR_ARGUMENT;
-    zt_status st = enter(rt, ZT_RT_COMMITTED, fn);
+    zt_status st = enter_loaded(rt, fn);
     if (st != ZT_OK)
         return st;
     CHECK_ARG(rt, param_id >= 0 && param_id < rt->reg.n_params,
@@ -677,7 +702,7 @@ zt_status zt_param_write(zt_runtime *rt, int param_id, const float *src, int64_t
 {
     if (!rt)
         return ZT_ERR_ARGUMENT;
-    zt_status st = enter(rt, ZT_RT_COMMITTED, "zt_param_write");
+    zt_status st = enter_loaded(rt, "zt_param_write");
     if (st != ZT_OK)
         return st;
     CHECK_ARG(rt, param_id >= 0 && param_id < rt->reg.n_params,
@@ -705,6 +730,8 @@ zt_status zt_checkpoint_save(zt_runtime *rt, const char *dir)
     if (!rt)
         return ZT_ERR_ARGUMENT;
     zt_status st = checkpoint_enter(rt, dir, "zt_checkpoint_save");
+    if (st == ZT_OK && rt->load_pending)
+        st = enter_loaded(rt, "zt_checkpoint_save");
     return st == ZT_OK ? zt_rt_checkpoint_save(rt, dir) : st;
 }
 
@@ -713,7 +740,9 @@ zt_status zt_checkpoint_load(zt_runtime *rt, const char *dir)
     if (!rt)
         return ZT_ERR_ARGUMENT;
     zt_status st = checkpoint_enter(rt, dir, "zt_checkpoint_load");
-    return st == ZT_OK ? zt_rt_checkpoint_load(rt, dir) : st;
+    if (st == ZT_OK && (st = zt_rt_checkpoint_load(rt, dir)) == ZT_OK)
+        rt->load_pending = 0; /* every value restored (zt_runtime_expect_load) */
+    return st;
 }
 
 /* ---- checkpoint meta ---- */

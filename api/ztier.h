@@ -390,6 +390,17 @@ ZT_API zt_status zt_layer_tie(zt_runtime *rt, int layer, int after_layer);
  * Synchronous. After it, registration calls return ZT_ERR_USAGE. */
 ZT_API zt_status zt_runtime_commit(zt_runtime *rt);
 
+/* Says, before zt_runtime_commit, that a zt_checkpoint_load follows commit (a resume): commit
+ * then leaves the parameters and the optimizer state uninitialised (no initialiser runs,
+ * no ZT_INIT_CALLBACK is called), since the load overwrites every value; on a large model
+ * that initialisation costs more than the load. Until a zt_checkpoint_load succeeds, the
+ * calls that read or change the values (zt_fetch, zt_fetch_async, zt_step, zt_param_read,
+ * zt_param_read_state, zt_param_read_to, zt_param_write, zt_checkpoint_save) return
+ * ZT_ERR_USAGE naming the missing load; a load that fails leaves it so (load another
+ * checkpoint, or destroy the runtime and commit without this call). ZT_ERR_USAGE after
+ * commit. Local: every rank calls it or none. */
+ZT_API zt_status zt_runtime_expect_load(zt_runtime *rt);
+
 /* ---- per layer ---- */
 
 /* Makes the layer's full parameters available (and, for ZT_BACKWARD, zeroed gradient

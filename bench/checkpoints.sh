@@ -66,3 +66,30 @@ printf '{"config":"%s","ranks":%d,"bytes":%s,"rounds":%d,"cached":%d,"save_gbps"
 printf '"reshard_load_gbps":%s,"fio_write_gbps":%s,"fio_read_gbps":%s,"save_ratio":%s,' \
   "$load3" "$fio_w" "$fio_r" "$(ratio "$save" "$fio_w")"
 printf '"load_ratio":%s,"reshard_ratio":%s}\n' "$(ratio "$load4" "$fio_r")" "$(ratio "$load3" "$load4")"
+
+# ---- export: `ztier checkpoint export` of the same checkpoint against fio's write ----
+# The export reads every rank file once and writes the fp32 safetensors file beside them
+# (written, synced, renamed), with the page cache dropped before each round; its GB/s is the
+# file it writes over its whole time (the checks included), set against fio's write on the
+# same folder measured above.
+export_bench() {
+  local r t
+  for r in $(seq "$rounds"); do
+    drop
+    "$ztier" checkpoint export "$dir/ck" --format safetensors --out "$dir/export.safetensors" \
+      > "$out/export$r.txt" 2>&1 || { tail -3 "$out/export$r.txt"; return 1; }
+  done
+  local ebytes
+  ebytes=$(stat -c %s "$dir/export.safetensors")
+  rm -f "$dir/export.safetensors"
+  export_gbps=$(cat "$out"/export*.txt | sed -n 's/^exported .* in \([0-9.]*\) s, .*/\1/p' |
+    awk -v b="$ebytes" '{printf "%.3f\n", b / $1 / 1e9}' | median)
+  echo "| export to safetensors fp32 (reads $bytes, writes $ebytes) | $export_gbps | $fio_w write | $(ratio "$export_gbps" "$fio_w") |"
+  # the export reads three times the bytes it writes: the time fio would take for both, over its
+  local disk
+  disk=$(awk -v e="$export_gbps" -v eb="$ebytes" -v rb="$bytes" -v r="$fio_r" -v w="$fio_w" \
+    'BEGIN {printf "%.2f", (rb / r + eb / w) / (eb / e)}')
+  echo "export / the disk (fio's time to read the rank files and write the export, over the export's): $disk"
+  echo "{\"export_gbps\":$export_gbps,\"fio_write_gbps\":$fio_w,\"export_ratio\":$(ratio "$export_gbps" "$fio_w"),\"export_disk_ratio\":$disk}"
+}
+export_bench || exit 1

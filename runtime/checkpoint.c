@@ -15,6 +15,7 @@
 #include "runtime/checkpoint_writer.h"
 #include "runtime/checkpoint_manifest.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/test_hooks.h"
 #include "core/time.h"
 #include "core/trace.h"
@@ -53,9 +54,21 @@ static zt_status write_home(zt_runtime *rt, zt_ckpt_writer *w, const zt_home *h)
     return st == ZT_OK ? zt_ckpt_writer_put(w, rt->opt.staging, h->bytes) : st;
 }
 
+/* Rank 0's bytes of its file, the part of a save or load a terminal's progress line shows. */
+static uint64_t shard_file_bytes(const zt_runtime *rt)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < rt->reg.n_layers; i++)
+        n += 3 * (uint64_t)rt->reg.layers[i].shard_numel * sizeof(float);
+    return n;
+}
+
 static zt_status write_layers(zt_runtime *rt, zt_ckpt_writer *w)
 {
     zt_status st = ZT_OK;
+    zt_progress pr; /* rank 0's file, on a terminal: a save of minutes says how far it is */
+    zt_progress_begin(&pr, stderr, "checkpoint save (rank 0)", shard_file_bytes(rt),
+                      rt->dist.rank == 0);
     for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
         zt_layer *L = &rt->reg.layers[i];
         st = write_home(rt, w, &L->master);
@@ -63,8 +76,10 @@ static zt_status write_layers(zt_runtime *rt, zt_ckpt_writer *w)
             st = write_home(rt, w, &L->exp_avg);
         if (st == ZT_OK)
             st = write_home(rt, w, &L->exp_avg_sq);
+        zt_progress_add(&pr, 3 * (uint64_t)L->shard_numel * sizeof(float));
         zt_test_crash_point("shard layer written");
     }
+    zt_progress_end(&pr, st == ZT_OK);
     return st;
 }
 
@@ -274,6 +289,9 @@ static zt_status restore_layers(zt_runtime *rt, const char *path, int version)
     zt_status st = zt_ckpt_reader_open(path, rt->cfg.io_engine, &size, &r, &rt->err);
     if (st == ZT_OK)
         st = zt_ckpt_reader_get(r, NULL, zt_ckpt_header_bytes(version));
+    zt_progress pr;
+    zt_progress_begin(&pr, stderr, "checkpoint load (rank 0)", shard_file_bytes(rt),
+                      rt->dist.rank == 0);
     for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
         zt_layer *L = &rt->reg.layers[i];
         st = read_shard(rt, r, L);
@@ -287,7 +305,9 @@ static zt_status restore_layers(zt_runtime *rt, const char *path, int version)
             st = read_shard(rt, r, L);
         if (st == ZT_OK)
             st = zt_home_store(&rt->tiers.homes, &L->exp_avg_sq, rt->opt.staging, &rt->err);
+        zt_progress_add(&pr, 3 * (uint64_t)L->shard_numel * sizeof(float));
     }
+    zt_progress_end(&pr, st == ZT_OK);
     zt_ckpt_reader_close(r);
     return st;
 }

@@ -85,7 +85,8 @@ zt_status zt_ckpt_validate(const char *folder, const zt_ckpt_expect *x, zt_ckpt_
         char name[64], path[ZT_PATH_MAX + 240];
         zt_ckpt_shard_name(k, m->world, name, sizeof name);
         snprintf(path, sizeof path, "%s/%s", folder, name);
-        st = zt_ckpt_check_file(path, m, k, want, engine, err);
+        st = files == ZT_CKPT_FILES_SIZES ? zt_ckpt_check_file_size(path, m, k, want, err)
+                                          : zt_ckpt_check_file(path, m, k, want, engine, err);
     }
     return st;
 }

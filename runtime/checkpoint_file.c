@@ -66,8 +66,8 @@ size_t zt_ckpt_fread(void *dst, size_t bytes, FILE *f)
     return done;
 }
 
-static zt_status check_size(const char *path, const zt_manifest *m, int k, uint64_t want,
-                            zt_error *err)
+zt_status zt_ckpt_check_file_size(const char *path, const zt_manifest *m, int k, uint64_t want,
+                                  zt_error *err)
 {
     uint64_t said = (uint64_t)m->files[2 * k];
     struct stat sb;
@@ -102,16 +102,10 @@ static zt_status check_header_all(const zt_shard_header *h, int read, const char
     return st == ZT_OK ? cross_check(h, m, path, err) : st;
 }
 
-zt_status zt_ckpt_check_file(const char *path, const zt_manifest *m, int k, uint64_t want,
-                             zt_io_engine_kind engine, zt_error *err)
+zt_status zt_ckpt_check_file_read(const char *path, const zt_manifest *m, int k, uint32_t crc,
+                                  zt_error *err)
 {
-    zt_status st = check_size(path, m, k, want, err);
-    uint64_t size = 0;
-    uint32_t crc = 0;
-    if (st == ZT_OK)
-        st = zt_ckpt_file_crc(path, engine, &size, &crc, err);
-    if (st == ZT_OK)
-        st = check_crc(path, m, k, crc, err);
+    zt_status st = check_crc(path, m, k, crc, err);
     if (st != ZT_OK)
         return st;
     FILE *f = fopen(path, "rb");
@@ -125,16 +119,27 @@ zt_status zt_ckpt_check_file(const char *path, const zt_manifest *m, int k, uint
     return check_header_all(&h, read, path, m, k, err);
 }
 
+zt_status zt_ckpt_check_file(const char *path, const zt_manifest *m, int k, uint64_t want,
+                             zt_io_engine_kind engine, zt_error *err)
+{
+    zt_status st = zt_ckpt_check_file_size(path, m, k, want, err);
+    uint64_t size = 0;
+    uint32_t crc = 0;
+    if (st == ZT_OK)
+        st = zt_ckpt_file_crc(path, engine, &size, &crc, err);
+    return st == ZT_OK ? zt_ckpt_check_file_read(path, m, k, crc, err) : st;
+}
+
 zt_status zt_ckpt_read_file(const char *path, const zt_manifest *m, int k, uint64_t want,
                             zt_io_engine_kind engine, void *dst, zt_error *err)
 {
-    zt_status st = check_size(path, m, k, want, err);
+    zt_status st = zt_ckpt_check_file_size(path, m, k, want, err);
     zt_ckpt_reader *r = NULL;
     uint64_t size = 0;
     if (st == ZT_OK)
         st = zt_ckpt_reader_open(path, engine, &size, &r, err);
     if (st == ZT_OK && size != want) /* changed since the check above */
-        st = check_size(path, m, k, want, err);
+        st = zt_ckpt_check_file_size(path, m, k, want, err);
     unsigned char *out = dst;
     uint32_t crc = 0;
     for (uint64_t at = 0, n; st == ZT_OK && at < want; at += n) {

@@ -43,4 +43,13 @@ zt_status zt_ckpt_check_file(const char *path, const zt_manifest *m, int k, uint
 zt_status zt_ckpt_read_file(const char *path, const zt_manifest *m, int k, uint64_t want,
                             zt_io_engine_kind engine, void *dst, zt_error *err);
 
+/* zt_ckpt_check_file in two parts, for a reader that computes the CRC-32 on the bytes it
+ * reads anyway (`ztier checkpoint export`: one read of every file): the size check before it
+ * reads, and after it, the CRC it computed and the header, in the order and with the
+ * messages of zt_ckpt_check_file. */
+zt_status zt_ckpt_check_file_size(const char *path, const zt_manifest *m, int k, uint64_t want,
+                                  zt_error *err);
+zt_status zt_ckpt_check_file_read(const char *path, const zt_manifest *m, int k, uint32_t crc,
+                                  zt_error *err);
+
 #endif

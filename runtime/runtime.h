@@ -318,6 +318,9 @@ struct zt_runtime {
      * leaves the state inconsistent, so every later reader of that state gets it, until a
      * checkpoint is loaded. */
     zt_error async_err;
+    /* zt_runtime_expect_load: commit left the parameters and optimizer state uninitialised
+     * for the load that follows; until one succeeds, nothing may read them. */
+    int load_pending;
     zt_config cfg;
     zt_rt_log log;
     zt_registry reg;

@@ -1,16 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /* `ztier checkpoint export DIR --format safetensors|llmc [--dtype fp32|bf16] [--out F]`: one
  * model file from a checkpoint's fp32 master weights, whatever number of ranks saved it.
- * The checkpoint is checked first as a load checks it (zt_ckpt_validate: the manifest, the
- * model where it is the GPT-2 trainer's, every rank file whole); then the parameters are
- * streamed one at a time, each gathered from the files that hold its pieces, so the memory
- * is the largest parameter in fp32, not the model. The file is written as
- * F.partial beside F, synced and renamed: F is either the whole export or untouched.
+ * The checkpoint is checked as a load checks it (zt_ckpt_validate: the manifest, the model
+ * where it is the GPT-2 trainer's, every rank file's size first; each file's CRC-32 and
+ * header once it has been read). Every file is read once (ckpt_stream: threads reading
+ * pieces in parallel, the CRC computed on the bytes read) and each piece of master values
+ * is written at once where its parameters lie in the file (pwrite at offsets known from the
+ * header), so the memory is the threads' pieces, not the model. The file is written as
+ * F.partial beside F, synced and renamed only after every check passed: F is either the
+ * whole export or untouched.
  *   safetensors: names and shapes of the manifest, dtype F32 or BF16, the step in
  *                __metadata__ (loadable by the `safetensors` Python package).
  *   llmc:        llm.c's GPT-2 model file (version 3 fp32, 5 bf16), for checkpoints of the
  *                GPT-2 trainer (its shape from the manifest's gpt2.* meta values). */
 #include "core/convert.h"
+#include "core/progress.h"
 #include "core/time.h"
 #include "tools/bench_common.h"
 #include "tools/checkpoint_read.h"
@@ -36,11 +40,15 @@ typedef struct exporter {
     ckpt_view v;
     int *order; /* the parameters in the file's order */
     int n;
-    float *buf; /* the largest parameter, fp32 (its bf16 copy written over its first half) */
-    int fd;     /* the .partial file */
+    uint64_t *out_at; /* per parameter: where its data starts in the export */
+    int *first;       /* per layer: its first parameter (a layer's are consecutive) */
+    uint64_t data_at; /* where the data starts: after the header */
+    size_t chunk;     /* the read pieces */
+    int fd;           /* the .partial file */
     char tmp[PATH_MAX + 16];
-    uint64_t written, total;
-    double t0, last_report;
+    uint64_t total;
+    zt_progress pr;
+    double t0;
     char why[2 * PATH_MAX + 512];
 } exporter;
 
@@ -145,6 +153,8 @@ static int llmc_shape(exporter *e, int64_t shape[8])
 
 /* ---- writing ---- */
 
+static int write_failed(const char *tmp, ssize_t w, char *why, size_t len);
+
 static int write_all(exporter *e, const void *p, size_t n)
 {
     const char *c = p;
@@ -153,12 +163,7 @@ static int write_all(exporter *e, const void *p, size_t n)
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
-            return snprintf(e->why, sizeof e->why, "cannot write '%s': %s%s", e->tmp,
-                            w < 0 ? strerror(errno) : "no progress",
-                            errno == ENOSPC ? " (the disk is full: free space or give --out on "
-                                              "another disk)"
-                                            : ""),
-                   -1;
+            return write_failed(e->tmp, w, e->why, sizeof e->why);
         c += w, n -= (size_t)w;
     }
     return 0;
@@ -205,38 +210,58 @@ static int llmc_header(exporter *e, const int64_t shape[8])
     return write_all(e, h, sizeof h);
 }
 
-static void progress(exporter *e, int done)
+/* The errno of a failed write of the export, with the fix for a full disk. */
+static int write_failed(const char *tmp, ssize_t w, char *why, size_t len)
 {
-    double t = zt_now_s();
-    if (!done && t - e->last_report < 5.0)
-        return;
-    e->last_report = t;
-    char a[32], b[32];
-    fprintf(stderr, "  %s of %s written (%.0f%%), %.1f s\n",
-            bench_fmt_bytes(e->written, a, sizeof a), bench_fmt_bytes(e->total, b, sizeof b),
-            e->total ? 100.0 * (double)e->written / (double)e->total : 100.0, t - e->t0);
+    return snprintf(why, len, "cannot write '%s': %s%s", tmp,
+                    w < 0 ? strerror(errno) : "no progress",
+                    w < 0 && errno == ENOSPC ? " (the disk is full: free space or give --out on "
+                                               "another disk)"
+                                             : ""),
+           -1;
 }
 
-static int write_params(exporter *e)
+static int pwrite_all(exporter *e, const void *p, size_t n, uint64_t at, char *why, size_t len)
 {
-    for (int i = 0; i < e->n; i++) {
-        const ckpt_param *p = &e->v.params[e->order[i]];
-        if (ckpt_read_param(&e->v, e->order[i], e->buf, e->why, sizeof e->why) != 0)
-            return -1;
-        int rc;
-        if (e->o.bf16) { /* in place: element k's 2 bytes land where no later element is */
-            for (int64_t k = 0; k < p->numel; k++) {
-                uint16_t h = zt_f32_to_bf16(e->buf[k]);
-                memcpy((char *)e->buf + 2 * k, &h, sizeof h);
+    size_t len0 = n;
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = pwrite(e->fd, c, n, (off_t)at);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return write_failed(e->tmp, w, why, len);
+        c += w, n -= (size_t)w, at += (uint64_t)w;
+    }
+    /* start writing it to the disk now, so the fsync at the end waits for little */
+    sync_file_range(e->fd, (off_t)(at - len0), (off_t)len0, SYNC_FILE_RANGE_WRITE);
+    return 0;
+}
+
+/* ckpt_stream's master pieces: the parts of the layer's parameters among flat elements
+ * [lo, lo + n), converted (bf16: in place, element k's 2 bytes where no later element is)
+ * and written where those parameters lie in the export. */
+static int put_master(void *user, int layer, int64_t lo, int64_t n, float *src, char *why,
+                      size_t len)
+{
+    exporter *e = user;
+    size_t esize = e->o.bf16 ? 2 : 4;
+    for (int p = e->first[layer]; p < e->first[layer + 1]; p++) {
+        const ckpt_param *P = &e->v.params[p];
+        int64_t a = lo > P->offset ? lo : P->offset;
+        int64_t b = lo + n < P->offset + P->numel ? lo + n : P->offset + P->numel;
+        if (a >= b)
+            continue;
+        char *from = (char *)(src + (a - lo));
+        if (e->o.bf16)
+            for (int64_t k = 0; k < b - a; k++) {
+                uint16_t h = zt_f32_to_bf16(src[a - lo + k]);
+                memcpy(from + 2 * k, &h, sizeof h);
             }
-            rc = write_all(e, e->buf, (size_t)p->numel * 2);
-        } else {
-            rc = write_all(e, e->buf, (size_t)p->numel * 4);
-        }
-        if (rc)
+        if (pwrite_all(e, from, (size_t)(b - a) * esize,
+                       e->data_at + e->out_at[p] + (uint64_t)(a - P->offset) * esize, why,
+                       len) != 0)
             return -1;
-        e->written += (uint64_t)p->numel * (e->o.bf16 ? 2 : 4);
-        progress(e, 0);
     }
     return 0;
 }
@@ -262,44 +287,65 @@ static int commit_file(exporter *e, const char *out)
     return 0;
 }
 
+/* Reads in flight: the disk's queue wants several (an NVMe drive more than 8 gains little
+ * with pieces of megabytes); each piece at most 8 MiB, and small beside the largest
+ * parameter, so the memory stays below it for small models. */
+#define EXPORT_THREADS 8
+
 static int prepare(exporter *e, int64_t shape[8])
 {
     char why[sizeof e->why];
-    fprintf(stderr, "checking %s as a load would\n", e->o.dir);
-    if (ckpt_open(e->o.dir, &e->v, why, sizeof why) != 0)
+    fprintf(stderr, "checking %s as a load would, while reading it\n", e->o.dir);
+    if (ckpt_open_streaming(e->o.dir, &e->v, why, sizeof why) != 0)
         return snprintf(e->why, sizeof e->why, "%s", why), -1;
     int64_t largest = 1;
     for (int p = 0; p < e->v.n_params; p++) {
         largest = e->v.params[p].numel > largest ? e->v.params[p].numel : largest;
         e->total += (uint64_t)e->v.params[p].numel * (e->o.bf16 ? 2 : 4);
     }
+    size_t chunk = (size_t)largest * sizeof(float) / (2 * EXPORT_THREADS);
+    e->chunk = chunk < 65536 ? 65536 : chunk > ((size_t)8 << 20) ? (size_t)8 << 20 : chunk;
     e->order = malloc((size_t)e->v.n_params * sizeof *e->order);
-    e->buf = malloc((size_t)largest * sizeof(float));
-    if (!e->order || !e->buf)
-        return snprintf(e->why, sizeof e->why,
-                        "out of memory for the largest parameter (%lld elements)",
-                        (long long)largest),
-               -1;
-    if (e->o.llmc)
-        return llmc_shape(e, shape) != 0 ? -1 : llmc_order(e, shape);
-    for (int p = 0; p < e->v.n_params; p++)
+    e->out_at = malloc((size_t)e->v.n_params * sizeof *e->out_at);
+    e->first = calloc((size_t)e->v.n_layers + 1, sizeof *e->first);
+    if (!e->order || !e->out_at || !e->first)
+        return snprintf(e->why, sizeof e->why, "out of memory for the parameter list"), -1;
+    for (int p = 0; p < e->v.n_params; p++) /* a layer's parameters are consecutive */
+        e->first[e->v.params[p].layer + 1] = p + 1;
+    if (e->o.llmc && (llmc_shape(e, shape) != 0 || llmc_order(e, shape) != 0))
+        return -1;
+    for (int p = 0; !e->o.llmc && p < e->v.n_params; p++)
         e->order[e->n++] = p;
+    uint64_t at = 0;
+    for (int i = 0; i < e->n; i++) {
+        e->out_at[e->order[i]] = at;
+        at += (uint64_t)e->v.params[e->order[i]].numel * (e->o.bf16 ? 2 : 4);
+    }
     return 0;
 }
 
 static int run(exporter *e, const char *out)
 {
     int64_t shape[8] = {0};
+    e->t0 = zt_now_s();
     if (prepare(e, shape) != 0)
         return -1;
     snprintf(e->tmp, sizeof e->tmp, "%s.partial", out);
     if ((e->fd = open(e->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
         return snprintf(e->why, sizeof e->why, "cannot create '%s': %s", e->tmp, strerror(errno)),
                -1;
-    e->t0 = e->last_report = zt_now_s();
-    if ((e->o.llmc ? llmc_header(e, shape) : safetensors_header(e)) != 0 || write_params(e) != 0)
+    if ((e->o.llmc ? llmc_header(e, shape) : safetensors_header(e)) != 0)
         return -1;
-    return commit_file(e, out);
+    off_t head = lseek(e->fd, 0, SEEK_CUR);
+    e->data_at = head > 0 ? (uint64_t)head : 0;
+    uint64_t file_bytes = 0; /* what is read: every file whole */
+    for (int k = 0; k < e->v.world; k++)
+        file_bytes += (uint64_t)e->v.m.files[2 * k];
+    zt_progress_begin(&e->pr, stderr, "checkpoint export (read)", file_bytes, 1);
+    int rc =
+        ckpt_stream(&e->v, EXPORT_THREADS, e->chunk, put_master, e, &e->pr, e->why, sizeof e->why);
+    zt_progress_end(&e->pr, rc == 0);
+    return rc != 0 ? -1 : commit_file(e, out);
 }
 
 int cmd_checkpoint_export(int argc, char **argv)
@@ -322,21 +368,19 @@ int cmd_checkpoint_export(int argc, char **argv)
             unlink(e.tmp);
         fprintf(stderr, "ztier checkpoint export: %s; nothing was written to '%s'\n", e.why, out);
     } else {
-        progress(&e, 1);
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         double dt = zt_now_s() - e.t0;
         char a[32], b[32], c[32], d[32];
-        printf(
-            "exported %d parameters of step %lld (%s, %s, %s) to %s in %.2f s, %s/s; peak "
-            "memory %s, of which the export's %s (the rest: the program's libraries)\n",
-            e.n, (long long)e.v.step, e.o.format, e.o.dtype,
-            bench_fmt_bytes(e.written, a, sizeof a), out, dt,
-            bench_fmt_bytes((uint64_t)((double)e.written / (dt > 1e-9 ? dt : 1e-9)), b, sizeof b),
-            bench_fmt_bytes((uint64_t)ru.ru_maxrss * 1024, c, sizeof c),
-            bench_fmt_bytes((uint64_t)(ru.ru_maxrss - ru0.ru_maxrss) * 1024, d, sizeof d));
+        printf("exported %d parameters of step %lld (%s, %s, %s) to %s in %.2f s, %s/s; peak "
+               "memory %s, of which the export's %s (the rest: the program's libraries)\n",
+               e.n, (long long)e.v.step, e.o.format, e.o.dtype,
+               bench_fmt_bytes(e.total, a, sizeof a), out, dt,
+               bench_fmt_bytes((uint64_t)((double)e.total / (dt > 1e-9 ? dt : 1e-9)), b, sizeof b),
+               bench_fmt_bytes((uint64_t)ru.ru_maxrss * 1024, c, sizeof c),
+               bench_fmt_bytes((uint64_t)(ru.ru_maxrss - ru0.ru_maxrss) * 1024, d, sizeof d));
     }
-    free(e.order), free(e.buf);
+    free(e.order), free(e.out_at), free(e.first);
     ckpt_close(&e.v);
     return rc ? 1 : 0;
 }

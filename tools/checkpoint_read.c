@@ -89,7 +89,7 @@ static void view_model(ckpt_view *v, const zt_manifest *m)
     }
 }
 
-int ckpt_open(const char *dir, ckpt_view *v, char *why, size_t len)
+static int open_view(const char *dir, ckpt_view *v, zt_ckpt_files files, char *why, size_t len)
 {
     memset(v, 0, sizeof *v);
     zt_error err = {0};
@@ -100,7 +100,7 @@ int ckpt_open(const char *dir, ckpt_view *v, char *why, size_t len)
     v->manifest = json_load_file(path, 0, NULL); /* what the checks below read, if they pass */
     zt_ckpt_expect x = {.layers = gpt2_expected(v->manifest), .fp16 = 1};
     zt_manifest m;
-    zt_status st = zt_ckpt_validate(v->folder, &x, ZT_CKPT_FILES_ALL, ZT_IO_ENGINE_AUTO, &m, &err);
+    zt_status st = zt_ckpt_validate(v->folder, &x, files, ZT_IO_ENGINE_AUTO, &m, &err);
     json_decref(x.layers);
     if (st != ZT_OK || !v->manifest) {
         zt_manifest_free(&m);
@@ -119,7 +119,10 @@ int ckpt_open(const char *dir, ckpt_view *v, char *why, size_t len)
         v->fds[k] = -1;
     if (v->layers && v->params && v->fds)
         view_model(v, &m);
-    zt_manifest_free(&m);
+    if (files == ZT_CKPT_FILES_SIZES) /* ckpt_stream checks the files against it */
+        v->m = m, v->streaming = 1;
+    else
+        zt_manifest_free(&m);
     if (!v->layers || !v->params || !v->fds)
         return WHY("out of memory reading %s", path);
     for (int k = 0; k < v->world; k++) {
@@ -130,6 +133,16 @@ int ckpt_open(const char *dir, ckpt_view *v, char *why, size_t len)
             return WHY("%s cannot be read: %s", file, strerror(errno));
     }
     return 0;
+}
+
+int ckpt_open(const char *dir, ckpt_view *v, char *why, size_t len)
+{
+    return open_view(dir, v, ZT_CKPT_FILES_ALL, why, len);
+}
+
+int ckpt_open_streaming(const char *dir, ckpt_view *v, char *why, size_t len)
+{
+    return open_view(dir, v, ZT_CKPT_FILES_SIZES, why, len);
 }
 
 /* Elements [lo, hi) of the layer's flat layout from file k, whose part starts at `first`. */
@@ -179,6 +192,8 @@ void ckpt_close(ckpt_view *v)
         if (v->fds[k] >= 0)
             close(v->fds[k]);
     free(v->fds), free(v->layers), free(v->params);
+    if (v->streaming)
+        zt_manifest_free(&v->m);
     json_decref(v->manifest);
     memset(v, 0, sizeof *v);
 }

@@ -6,6 +6,9 @@
 #ifndef ZT_TOOLS_CHECKPOINT_READ_H
 #define ZT_TOOLS_CHECKPOINT_READ_H
 
+#include "core/progress.h"
+#include "runtime/checkpoint_manifest.h"
+
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,7 +35,9 @@ typedef struct ckpt_view {
     int64_t step;
     ckpt_layer *layers;
     ckpt_param *params;
-    int *fds; /* per file, opened by ckpt_open */
+    int *fds;      /* per file, opened by ckpt_open */
+    zt_manifest m; /* ckpt_open_streaming: what ckpt_stream checks each file against */
+    int streaming;
 } ckpt_view;
 
 /* Opens the checkpoint `dir` names (a root: the newest `latest` lists; or one step folder)
@@ -40,6 +45,25 @@ typedef struct ckpt_view {
  * model where its meta values say it is one, and every rank file whole), and keeps the files
  * open for ckpt_read_param. 0, or -1 with the load's message naming the check in why. */
 int ckpt_open(const char *dir, ckpt_view *v, char *why, size_t len);
+
+/* ckpt_open for one read of every file (ckpt_stream): the manifest, the folder and every
+ * file's size are checked here; each file's CRC-32 and header as ckpt_stream reads it. */
+int ckpt_open_streaming(const char *dir, ckpt_view *v, char *why, size_t len);
+
+/* Called by ckpt_stream for each piece of a layer's fp32 master values it reads: flat
+ * elements [lo, lo + n) of layer `layer` (past the layer's end: padding), in src, which the
+ * callee may overwrite. From several threads at once, for pieces in no particular order.
+ * 0, or -1 with the cause in why. */
+typedef int (*ckpt_master_fn)(void *user, int layer, int64_t lo, int64_t n, float *src, char *why,
+                              size_t len);
+
+/* Reads every file of a view from ckpt_open_streaming once, whole, with `threads` threads in
+ * pieces of `chunk` bytes: each file's CRC-32 over all its bytes, and every layer's master
+ * values to fn (a replicated layer's from the first file). After the last piece, each file's
+ * CRC-32 and header are checked as a load checks them (zt_ckpt_check_file_read). Bytes read
+ * are added to pr. 0, or -1 with the file and the cause in why. */
+int ckpt_stream(const ckpt_view *v, int threads, size_t chunk, ckpt_master_fn fn, void *user,
+                zt_progress *pr, char *why, size_t len);
 
 /* Parameter p's fp32 master values (numel floats) into dst, from the pieces of it each file
  * holds. 0, or -1 with the file and the cause in why. */

@@ -104,6 +104,27 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Seconds since this process started (the kernel's start time, so the loader, MPI's start
+ * and the model's set-up count too); -1 where /proc does not say. */
+static double since_process_start_s(void)
+{
+    FILE *f = fopen("/proc/self/stat", "r");
+    char buf[1024];
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    unsigned long long start = 0;
+    for (int field = 2; p && *p && field < 22; field++) /* field 22: starttime, in ticks */
+        p = strchr(p + 1, ' ');
+    struct timespec ts;
+    long hz = sysconf(_SC_CLK_TCK);
+    if (!p || sscanf(p, " %llu", &start) != 1 || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &ts))
+        return -1;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 - (double)start / (double)hz;
+}
+
 /* The least value of each integer option (-1 for batch and seq means "chosen by --demo or
  * the config"; 0 for the others means "the default" or "never"). */
 static int option_min(const char *opt)
@@ -429,6 +450,7 @@ typedef struct trainer {
     int rank, world, rows;
     int *inputs, *targets;
     const char *act_home; /* GPT2_FULL_OFFLOAD: where the blocks' inputs wait, in words */
+    double load_s;        /* --resume: the checkpoint load's own time */
 } trainer;
 
 /* The exit status of a run that lost another rank (it died, froze or its network went down;
@@ -655,6 +677,9 @@ static int setup(trainer *t)
         return fail(t, "registering GPT-2");
     if (choose_offload(t) != 0)
         return 1;
+    /* the load overwrites every value: commit need not initialise them first */
+    if (t->o.resume && zt_runtime_expect_load(t->rt) != ZT_OK)
+        return fail(t, "zt_runtime_expect_load");
     if ((st = zt_runtime_commit(t->rt)) != ZT_OK)
         return fail(t, "zt_runtime_commit");
     if (t->o.init && (st = gpt2_import_llmc(&t->g, t->o.init)) != ZT_OK)
@@ -662,7 +687,7 @@ static int setup(trainer *t)
     double load_t0 = now_s();
     if (t->o.resume && zt_checkpoint_load(t->rt, t->o.resume) != ZT_OK)
         return fail(t, "--resume");
-    double load_s = now_s() - load_t0;
+    double load_s = t->load_s = now_s() - load_t0;
     if (t->o.resume && gpt2_ztier_check_loaded(&t->g) != ZT_OK)
         return fprintf(stderr, "zt_gpt2: --resume %s: %s\n", t->o.resume, t->g.error), 1;
     int64_t resumed = 0;
@@ -783,6 +808,12 @@ static int train(trainer *t)
     if (first >= t->o.steps && t->rank == 0 && t->o.steps > 0)
         printf("the checkpoint is at step %lld and --steps is %d: nothing left to train\n",
                (long long)first, t->o.steps);
+    double started = since_process_start_s();
+    if (t->o.resume && t->rank == 0 &&
+        started >= 0) /* what a restart costs, bench/checkpoints.sh */
+        printf("resume: the first step starts %.3f s after the process started (the load %.3f s "
+               "of it)\n",
+               started, t->load_s);
     zt_stats_get(t->rt, &s);
     for (int64_t step = first; step < t->o.steps && !stop_requested; step++) {
         float loss = 0;

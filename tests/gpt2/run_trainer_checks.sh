@@ -79,10 +79,17 @@ b=$(awk '$1 == "step" && $2 == 50 {print $5}' "$work/bf16.log")
 echo "GPT-2 tiny, 50 steps: loss $a with fp32 parameters, $b with bf16 parameter copies"
 awk -v a="$a" -v b="$b" 'BEGIN { d = (b - a) / a; if (d < 0) d = -d; exit !(d <= 0.05) }'
 
-"$trainer" "${common[@]}" --steps 5 --checkpoint "$work/ckpt" --save-every 5 > /dev/null
-"$trainer" "${common[@]}" --steps 10 --resume "$work/ckpt" --export "$work/resumed.bin" > "$work/resumed.log"
+# (ZT_PROGRESS=1: the progress lines of the save and the load, as a terminal shows them)
+ZT_PROGRESS=1 "$trainer" "${common[@]}" --steps 5 --checkpoint "$work/ckpt" --save-every 5 > /dev/null 2> "$work/save.err"
+ZT_PROGRESS=1 "$trainer" "${common[@]}" --steps 10 --resume "$work/ckpt" --export "$work/resumed.bin" > "$work/resumed.log" 2> "$work/resumed.err"
+for f in save:save resumed:load; do
+  tr '\r' '\n' < "$work/${f%%:*}.err" | grep -q "^checkpoint ${f#*:} (rank 0): [0-9.]* [kMG]B in [0-9.]* s, [0-9.]* GB/s"
+done
 "$compare" "$work/resumed.bin" "$work/resident.bin"
 grep -q "^step    6 " "$work/resumed.log"   # the resumed run started at step 6
+# the resume commits without initialising (zt_runtime_expect_load) and says what it cost from
+# the process start to the first step
+grep -q "^resume: the first step starts [0-9.]* s after the process started (the load [0-9.]* s of it)$" "$work/resumed.log"
 
 # 5. text -> shard -> training equals training on the text
 "$trainer" --text "$text" --write-shard "$work/corpus.bin" > /dev/null
