@@ -26,6 +26,9 @@
 #include <string.h>
 
 #define PLAN_WINDOW 2 /* layers fetched ahead of the one in use */
+#define PLAN_STEPS \
+    3 /* steps simulated back to back; the last one is reported (steady state:
+                         with overlap_step a layer's update runs until the next step fetches it) */
 
 typedef struct rates {
     double copy, nvme_read, nvme_write, adam, gemm, allgather, reduce_scatter, lat;
@@ -81,6 +84,8 @@ typedef struct builder {
     double tokens; /* per rank per micro-step */
     int world;
     int *ready, *used; /* per layer: its fetch chain's last task, its compute task */
+    int *updated;      /* per layer: the previous step's update of it (-1: none) */
+    int last_compute;  /* the latest compute task */
     int *fetch_used;   /* per fetch in order: the compute task that frees its buffer */
     int n_fetch;
 } builder;
@@ -102,7 +107,7 @@ static int on_fetch(builder *b, const zt_est_event *ev)
 {
     const zt_layer *l = &b->rt->reg.layers[ev->layer];
     double bytes = layer_bytes(b, l);
-    int dep[2] = {-1, -1};
+    int dep[2] = {-1, b->updated[ev->layer]};
     if (b->n_fetch >= PLAN_WINDOW) /* its buffer: the one freed PLAN_WINDOW fetches ago */
         dep[0] = b->fetch_used[b->n_fetch - PLAN_WINDOW];
     int t = -1;
@@ -134,6 +139,7 @@ static int on_release(builder *b, const zt_est_event *ev)
     for (int i = b->n_fetch - 1; i >= 0 && b->fetch_used[i] < 0; i--)
         b->fetch_used[i] = c; /* the fetch this release ends (the latest unended one) */
     b->used[ev->layer] = c;
+    b->last_compute = c;
     if (ev->pass != ZT_BACKWARD)
         return 0;
     double bytes = layer_bytes(b, l);
@@ -164,29 +170,41 @@ static int optimizer(builder *b)
                       "NVMe write of %s's optimizer state", i);
         if (dep < -1)
             return -1;
+        b->updated[i] = dep;
     }
     return 0;
 }
 
-static int build_step(builder *b, const est_model *m, int micro_steps)
+/* PLAN_STEPS steps; step_end[s]: the last compute task of step s. Without overlap_step the
+ * next step starts after the whole update (the first fetch waits for the last update). */
+static int build_steps(builder *b, const est_model *m, int micro_steps, int *step_end)
 {
-    int nl = b->rt->reg.n_layers;
+    int nl = b->rt->reg.n_layers, nf = m->n_events * micro_steps * PLAN_STEPS + 1;
     b->ready = malloc((size_t)nl * sizeof(int));
     b->used = malloc((size_t)nl * sizeof(int));
-    b->fetch_used = malloc((size_t)(m->n_events * micro_steps + 1) * sizeof(int));
-    if (!b->ready || !b->used || !b->fetch_used)
+    b->updated = malloc((size_t)nl * sizeof(int));
+    b->fetch_used = malloc((size_t)nf * sizeof(int));
+    if (!b->ready || !b->used || !b->updated || !b->fetch_used)
         return -1;
     for (int i = 0; i < nl; i++)
-        b->ready[i] = b->used[i] = -1;
-    for (int i = 0; i < m->n_events * micro_steps + 1; i++)
+        b->ready[i] = b->used[i] = b->updated[i] = -1;
+    for (int i = 0; i < nf; i++)
         b->fetch_used[i] = -1;
-    for (int s = 0; s < micro_steps; s++)
-        for (int i = 0; i < m->n_events; i++) {
-            const zt_est_event *ev = &m->events[i];
-            if ((ev->release ? on_release(b, ev) : on_fetch(b, ev)) != 0)
-                return -1;
-        }
-    return optimizer(b);
+    for (int step = 0; step < PLAN_STEPS; step++) {
+        for (int s = 0; s < micro_steps; s++)
+            for (int i = 0; i < m->n_events; i++) {
+                const zt_est_event *ev = &m->events[i];
+                if ((ev->release ? on_release(b, ev) : on_fetch(b, ev)) != 0)
+                    return -1;
+            }
+        step_end[step] = b->last_compute;
+        if (optimizer(b) != 0)
+            return -1;
+        if (!b->rt->cfg.overlap_step) /* every layer waits for the whole update */
+            for (int i = 0; i < nl; i++)
+                b->updated[i] = b->sm.n - 1;
+    }
+    return 0;
 }
 
 static void print_text(const builder *b, const zt_sm_result *r, double tokens_step,
@@ -243,19 +261,27 @@ int cmd_plan(int argc, char **argv)
     char path[2048] = "";
     zt_sm_result r;
     double tokens_step = 0;
+    int step_end[PLAN_STEPS];
     if (rc == 0) {
         int micro =
             m.rt->cfg.gradient_accumulation_steps > 0 ? m.rt->cfg.gradient_accumulation_steps : 1;
         b.rt = m.rt, b.plan = &e.plan, b.world = o.world;
         b.tokens = o.batch ? (double)o.batch / o.world * o.seq : 1;
         tokens_step = o.batch ? (double)o.batch * o.seq * micro : 0;
-        if (build_step(&b, &m, micro) != 0) {
+        if (build_steps(&b, &m, micro, step_end) != 0) {
             snprintf(err, sizeof err, "out of memory building the step model");
             rc = -1;
         }
     }
     if (rc == 0) {
         zt_sm_run(&b.sm, &r);
+        /* the last step alone: from the end of the one before to its own end, the busy
+           times a step's share of the run's */
+        r.step = b.sm.task[step_end[PLAN_STEPS - 1]].end - b.sm.task[step_end[PLAN_STEPS - 2]].end;
+        for (int i = 0; i < ZT_SM_NRES; i++)
+            r.busy[i] /= PLAN_STEPS;
+        r.stall = r.step > r.busy[ZT_SM_COMPUTE] ? r.step - r.busy[ZT_SM_COMPUTE] : 0;
+
         zt_sm_critical(&b.sm, &r, path, sizeof path);
         if (o.json)
             print_json(&r, tokens_step, path);
@@ -265,7 +291,7 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "ztier plan: %s\n", err);
     }
     zt_sm_free(&b.sm);
-    free(b.ready), free(b.used), free(b.fetch_used);
+    free(b.ready), free(b.used), free(b.updated), free(b.fetch_used);
     if (m.rt)
         est_free_model(&m);
     return rc == 0 ? 0 : 1;
