@@ -96,13 +96,14 @@ static size_t put_run(const zt_stepmodel *m, const int *path, int a, int b, char
     return at + (size_t)w < len ? at + (size_t)w : len - 1;
 }
 
-void zt_sm_critical(const zt_stepmodel *m, const zt_sm_result *r, char *buf, size_t len)
+void zt_sm_critical(const zt_stepmodel *m, const zt_sm_result *r, double from, char *buf,
+                    size_t len)
 {
     if (!len)
         return;
     buf[0] = '\0';
     int n = 0;
-    for (int i = r->last; i >= 0; i = m->task[i].bound_by)
+    for (int i = r->last; i >= 0 && m->task[i].end > from; i = m->task[i].bound_by)
         n++;
     int *path = malloc((size_t)(n ? n : 1) * sizeof *path);
     if (!path) {
@@ -110,7 +111,7 @@ void zt_sm_critical(const zt_stepmodel *m, const zt_sm_result *r, char *buf, siz
         return;
     }
     int k = n;
-    for (int i = r->last; i >= 0; i = m->task[i].bound_by)
+    for (int i = r->last; k > 0; i = m->task[i].bound_by)
         path[--k] = i;
     size_t at = 0;
     for (int a = 0; a < n && at + 1 < len;) {

@@ -56,10 +56,11 @@ int zt_sm_add(zt_stepmodel *m, zt_sm_res res, double seconds, const int *deps, i
 /* Schedules the tasks (start, end, bound_by) and sums the result. */
 void zt_sm_run(zt_stepmodel *m, zt_sm_result *r);
 
-/* The critical path in words, from the start: runs of consecutive tasks on one resource, e.g.
+/* The critical path in words, from its first task that ends after `from` (0: the start): runs of consecutive tasks on one resource, e.g.
  * "h2d: fetch of layer 0 .. fetch of layer 3 (1.20 s) -> compute: backward of layer 3 (0.10 s)".
  * Writes at most len bytes (NUL-terminated). */
-void zt_sm_critical(const zt_stepmodel *m, const zt_sm_result *r, char *buf, size_t len);
+void zt_sm_critical(const zt_stepmodel *m, const zt_sm_result *r, double from, char *buf,
+                    size_t len);
 
 const char *zt_sm_res_name(zt_sm_res res);
 void zt_sm_free(zt_stepmodel *m);

@@ -280,9 +280,10 @@ int cmd_plan(int argc, char **argv)
         r.step = b.sm.task[step_end[PLAN_STEPS - 1]].end - b.sm.task[step_end[PLAN_STEPS - 2]].end;
         for (int i = 0; i < ZT_SM_NRES; i++)
             r.busy[i] /= PLAN_STEPS;
+        r.last = step_end[PLAN_STEPS - 1];
+        zt_sm_critical(&b.sm, &r, b.sm.task[step_end[PLAN_STEPS - 2]].end, path, sizeof path);
         r.stall = r.step > r.busy[ZT_SM_COMPUTE] ? r.step - r.busy[ZT_SM_COMPUTE] : 0;
 
-        zt_sm_critical(&b.sm, &r, path, sizeof path);
         if (o.json)
             print_json(&r, tokens_step, path);
         else

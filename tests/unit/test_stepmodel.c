@@ -42,7 +42,7 @@ static void test_compute_bound(void **state)
     assert_float_equal(m.task[3].start, 3.0, 1e-12); /* compute 1 waits for compute 0 */
     assert_int_equal(m.task[3].bound_by, 1);
     char path[256];
-    zt_sm_critical(&m, &r, path, sizeof path);
+    zt_sm_critical(&m, &r, 0, path, sizeof path);
     assert_string_equal(path, "h2d: fetch of layer 0 (1 s) -> compute: forward of layer 0 .. "
                               "forward of layer 2, 3 tasks (6 s)");
     zt_sm_free(&m);
@@ -62,8 +62,11 @@ static void test_copy_bound(void **state)
     assert_float_equal(m.task[3].start, 6.0, 1e-12);
     assert_int_equal(m.task[3].bound_by, 2); /* the fetch, not compute 0 (ended at 4) */
     char path[256];
-    zt_sm_critical(&m, &r, path, sizeof path);
+    zt_sm_critical(&m, &r, 0, path, sizeof path);
     assert_string_equal(path, "h2d: fetch of layer 0 .. fetch of layer 2, 3 tasks (9 s) -> "
+                              "compute: forward of layer 2 (1 s)");
+    zt_sm_critical(&m, &r, 5.0, path, sizeof path); /* from the fetch ending at 6 on */
+    assert_string_equal(path, "h2d: fetch of layer 1 .. fetch of layer 2, 2 tasks (6 s) -> "
                               "compute: forward of layer 2 (1 s)");
     zt_sm_free(&m);
 }
