@@ -6,6 +6,7 @@
 
 int cmd_info(int argc, char **argv);
 int cmd_estimate(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 int cmd_checkpoint(int argc, char **argv);
 /* `ztier checkpoint export DIR ...` (argv[0] is "export"): exit status 0, 1 or 2 (usage). */
 int cmd_checkpoint_export(int argc, char **argv);

@@ -29,6 +29,7 @@
 #include "runtime/estimate.h"
 #include "tools/bench_common.h"
 #include "tools/estimate_acts.h"
+#include "tools/estimate_model.h"
 #include "tools/commands.h"
 
 #include "gpt2_attention.h"
@@ -44,22 +45,6 @@
 #include <sys/statvfs.h>
 
 #define EST_STEPS 3
-
-typedef struct est_options {
-    const char *config, *layers, *ds_config, *device_memory;
-    int vocab, world, ranks_per_node, json;
-    int stage;      /* --stage, or -1: the configuration's */
-    int batch, seq; /* --batch, --seq: the activations too (0: not given) */
-} est_options;
-
-/* A registered model and one micro-step's calls. */
-typedef struct est_model {
-    zt_runtime *rt;
-    zt_est_event *events;
-    int n_events;
-    int64_t params;
-    char name[128];
-} est_model;
 
 static int usage(void)
 {
@@ -208,8 +193,8 @@ static int register_json(est_model *m, const char *path, char *err, size_t len)
 }
 
 /* A runtime with the model registered and the placement (NULL: the configuration's). */
-static int build(est_model *m, const est_options *o, const char *pdev, const char *odev, char *err,
-                 size_t len)
+int est_build(est_model *m, const est_options *o, const char *pdev, const char *odev, char *err,
+              size_t len)
 {
     static int config_read; /* the first read showed the config's warnings: later ones are quiet */
     memset(m, 0, sizeof *m);
@@ -230,7 +215,7 @@ static int build(est_model *m, const est_options *o, const char *pdev, const cha
     return o->config ? register_gpt2(m, o, err, len) : register_json(m, o->layers, err, len);
 }
 
-static void free_model(est_model *m)
+void est_free_model(est_model *m)
 {
     zt_runtime_destroy(m->rt);
     free(m->events);
@@ -479,14 +464,8 @@ static void print_json(const est_model *m, const zt_estimate *e, const fit *fits
 /* The most ranks --world takes (2^20): beyond any job the plan is meant for. */
 #define ZT_EST_MAX_WORLD 1048576
 
-static int parse(int argc, char **argv, est_options *o)
+int est_parse(int argc, char **argv, est_options *o)
 {
-    static const char *const known[] = {
-        "config", "vocab", "layers", "world", "ranks-per-node", "ds-config", "device-memory",
-        "stage",  "batch", "seq",    NULL};
-    static const char *const flags[] = {"json", NULL};
-    if (bench_check_args(argc, argv, known, flags) != 0)
-        return -1;
     *o = (est_options){bench_arg(argc, argv, "config"),
                        bench_arg(argc, argv, "layers"),
                        bench_arg(argc, argv, "ds-config"),
@@ -521,10 +500,10 @@ static int parse(int argc, char **argv, est_options *o)
 }
 
 /* Estimates one placement (NULL, NULL: the configuration's). */
-static int estimate(const est_options *o, const char *pdev, const char *odev, uint64_t budget,
-                    est_model *m, zt_estimate *e, char *err, size_t len)
+int est_estimate(const est_options *o, const char *pdev, const char *odev, uint64_t budget,
+                 est_model *m, zt_estimate *e, char *err, size_t len)
 {
-    if (build(m, o, pdev, odev, err, len) != 0)
+    if (est_build(m, o, pdev, odev, err, len) != 0)
         return -1;
     uint64_t cap = budget ? budget : zt_config_device_budget(&m->rt->cfg);
     zt_status st = zt_rt_estimate(m->rt, o->world, cap, m->events, m->n_events, EST_STEPS, e);
@@ -536,20 +515,24 @@ static int estimate(const est_options *o, const char *pdev, const char *odev, ui
 int cmd_estimate(int argc, char **argv)
 {
     est_options o;
-    if (parse(argc, argv, &o) != 0)
+    static const char *const known[] = {
+        "config", "vocab", "layers", "world", "ranks-per-node", "ds-config", "device-memory",
+        "stage",  "batch", "seq",    NULL};
+    static const char *const flags[] = {"json", NULL};
+    if (bench_check_args(argc, argv, known, flags) != 0 || est_parse(argc, argv, &o) != 0)
         return usage();
     char err[1200];
     est_model m;
     zt_estimate e;
     machine mc;
-    if (build(&m, &o, NULL, NULL, err, sizeof err) != 0 ||
+    if (est_build(&m, &o, NULL, NULL, err, sizeof err) != 0 ||
         read_machine(m.rt, &o, &mc, err, sizeof err) != 0) {
         fprintf(stderr, "ztier estimate: %s\n", err);
-        free_model(&m);
+        est_free_model(&m);
         return 1;
     }
     int stage = m.rt->cfg.stage;
-    free_model(&m);
+    est_free_model(&m);
     int per_node = o.ranks_per_node ? o.ranks_per_node : o.world;
     /* the placements the stage allows: the parameters offloaded only at stage 3, nothing at 0 */
     static const char *const stage3[][2] = {
@@ -559,18 +542,18 @@ int cmd_estimate(int argc, char **argv)
     const char *const(*placements)[2] = stage == 3 ? stage3 : stage ? stage12 : stage0;
     int n_fits = stage == 3 ? 4 : stage ? 2 : 1;
     fit fits[4];
-    int rc = estimate(&o, NULL, NULL, mc.device_budget, &m, &e, err, sizeof err);
+    int rc = est_estimate(&o, NULL, NULL, mc.device_budget, &m, &e, err, sizeof err);
     if (rc == 0)
         print_rank(&m, &e, o.world);
     for (int i = 0; rc == 0 && i < n_fits; i++) {
         est_model pm;
         memset(&fits[i], 0, sizeof fits[i]);
         fits[i].param = placements[i][0], fits[i].optim = placements[i][1];
-        rc = estimate(&o, placements[i][0], placements[i][1], mc.device_budget, &pm, &fits[i].e,
-                      err, sizeof err);
+        rc = est_estimate(&o, placements[i][0], placements[i][1], mc.device_budget, &pm, &fits[i].e,
+                          err, sizeof err);
         if (rc == 0)
             zt_act_home(pm.rt, &fits[i].act_home);
-        free_model(&pm);
+        est_free_model(&pm);
         judge(&fits[i], &mc, per_node);
     }
     est_acts_in acts = {.rows = o.batch / o.world, .seq = o.seq};
@@ -615,6 +598,6 @@ int cmd_estimate(int argc, char **argv)
                 o.device_memory ? "--device-memory" : "ztier.hbm_capacity");
         rc = -1;
     }
-    free_model(&m);
+    est_free_model(&m);
     return rc == 0 ? 0 : 1;
 }

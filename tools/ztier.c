@@ -19,6 +19,9 @@ static const command commands[] = {
     {NULL, "estimate", cmd_estimate,
      "the bytes each tier needs for a model, and which "
      "placements fit"},
+    {NULL, "plan", cmd_plan,
+     "the predicted step time of a model on a machine profile, its busy shares and critical "
+     "path"},
     {NULL, "checkpoint", cmd_checkpoint,
      "inspect DIR | export DIR --format safetensors|llmc: check or export a checkpoint"},
     /* bench entries (alphabetical) */
