@@ -28,6 +28,11 @@ install(EXPORT ztierStaticTargets NAMESPACE ztier::
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ztier)
 
 set(ZT_CONFIG_MPI ${ZT_MPI})
+# The pkg-config modules ztier::ztier_static links (VAR:module), as ZT_BASE_LIBS names them.
+set(ZT_CONFIG_PC_DEPS "JANSSON:jansson URING:liburing NUMA:numa ZLIB:zlib")
+if(ISAL_FOUND)
+  string(APPEND ZT_CONFIG_PC_DEPS " ISAL:libisal")
+endif()
 set(ZT_CONFIG_CUDA ${ZT_CUDA})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/ztierConfig.cmake.in
   ${PROJECT_BINARY_DIR}/ztierConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ztier)

@@ -402,7 +402,12 @@ static zt_status check_own_file(zt_runtime *rt, const char *folder, const zt_ckp
     *image = image_alloc(want);
     if (!*image)
         return zt_ckpt_check_file(path, m, rt->dist.rank, want, rt->cfg.io_engine, &rt->err);
-    return zt_ckpt_read_file(path, m, rt->dist.rank, want, rt->cfg.io_engine, *image, &rt->err);
+    zt_progress pr; /* rank 0's file, on a terminal: the one pass that reads it */
+    zt_progress_begin(&pr, stderr, "checkpoint load (rank 0)", want, rt->dist.rank == 0);
+    zt_status st =
+        zt_ckpt_read_file(path, m, rt->dist.rank, want, rt->cfg.io_engine, *image, &pr, &rt->err);
+    zt_progress_end(&pr, st == ZT_OK);
+    return st;
 }
 
 /* Every rank checks the manifest and its share of the files (zt_ckpt_validate, as `ztier

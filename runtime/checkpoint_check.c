@@ -78,7 +78,7 @@ zt_status zt_ckpt_validate(const char *folder, const zt_ckpt_expect *x, zt_ckpt_
     int reshards = zt_manifest_reshards(x, m);
     if (files == ZT_CKPT_FILES_OTHERS && !reshards)
         return ZT_OK;
-    if (files != ZT_CKPT_FILES_ALL)
+    if (files == ZT_CKPT_FILES_RANK || files == ZT_CKPT_FILES_OTHERS) /* a share */
         first = x->rank, step = reshards ? x->world : INT_MAX;
     uint64_t want = zt_ckpt_file_bytes(x, m);
     for (int k = first; st == ZT_OK && k<m->world; k = k> INT_MAX - step ? INT_MAX : k + step) {

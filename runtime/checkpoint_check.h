@@ -11,12 +11,12 @@
 
 /* Which rank files zt_ckpt_validate reads whole. */
 typedef enum zt_ckpt_files {
-    ZT_CKPT_FILES_ALL,   /* every file (the tools) */
-    ZT_CKPT_FILES_RANK,  /* the loading rank's share: its own file where the layouts agree,
+    ZT_CKPT_FILES_ALL,    /* every file (the tools) */
+    ZT_CKPT_FILES_RANK,   /* the loading rank's share: its own file where the layouts agree,
                            else files k = rank, rank + world, ... (the others check the rest) */
     ZT_CKPT_FILES_OTHERS, /* as RANK, less the loading rank's own file where the layouts agree:
                              the load checks it as it reads it (zt_ckpt_read_file) */
-    ZT_CKPT_FILES_SIZES, /* every file's size only: the caller reads each file once and checks
+    ZT_CKPT_FILES_SIZES,  /* every file's size only: the caller reads each file once and checks
                             its CRC-32 and header then (zt_ckpt_check_file_read) */
 } zt_ckpt_files;
 

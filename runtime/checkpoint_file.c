@@ -131,7 +131,7 @@ zt_status zt_ckpt_check_file(const char *path, const zt_manifest *m, int k, uint
 }
 
 zt_status zt_ckpt_read_file(const char *path, const zt_manifest *m, int k, uint64_t want,
-                            zt_io_engine_kind engine, void *dst, zt_error *err)
+                            zt_io_engine_kind engine, void *dst, zt_progress *pr, zt_error *err)
 {
     zt_status st = zt_ckpt_check_file_size(path, m, k, want, err);
     zt_ckpt_reader *r = NULL;
@@ -147,6 +147,8 @@ zt_status zt_ckpt_read_file(const char *path, const zt_manifest *m, int k, uint6
         st = zt_ckpt_reader_get(r, out + at, (size_t)n);
         if (st == ZT_OK) /* the piece just copied, still in cache */
             crc = zt_crc32(crc, out + at, (size_t)n);
+        if (st == ZT_OK && pr)
+            zt_progress_add(pr, n);
     }
     zt_ckpt_reader_close(r);
     if (st == ZT_OK)

@@ -5,6 +5,7 @@
 #ifndef ZT_RUNTIME_CHECKPOINT_FILE_H
 #define ZT_RUNTIME_CHECKPOINT_FILE_H
 
+#include "core/progress.h"
 #include "runtime/checkpoint_manifest.h"
 #include "tiers/io.h"
 
@@ -39,9 +40,10 @@ zt_status zt_ckpt_check_file(const char *path, const zt_manifest *m, int k, uint
 /* The same checks in one pass over the file: reads it whole (want bytes) into dst, computing
  * its CRC-32 on each piece as it lands, then checks the CRC and the header there. A load
  * restores from dst only once every rank's checks passed; dst's content is undefined after a
- * failure. The same messages as zt_ckpt_check_file. */
+ * failure. The same messages as zt_ckpt_check_file. Each piece read is added to pr (a
+ * terminal's progress line; NULL: none). */
 zt_status zt_ckpt_read_file(const char *path, const zt_manifest *m, int k, uint64_t want,
-                            zt_io_engine_kind engine, void *dst, zt_error *err);
+                            zt_io_engine_kind engine, void *dst, zt_progress *pr, zt_error *err);
 
 /* zt_ckpt_check_file in two parts, for a reader that computes the CRC-32 on the bytes it
  * reads anyway (`ztier checkpoint export`: one read of every file): the size check before it
