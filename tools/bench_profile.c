@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* `ztier bench profile`: the rates `ztier plan` predicts a step from, measured on this machine
- * with the backends in use, written as the machine profile of docs/profile.md.
+ * with the backends in use, written as the machine profile of docs/plan.md, "The machine profile".
  *
  *   ztier bench profile [--out FILE] [--config NAME --batch B --seq T] [--vocab V]
  *                       [--nvme-path DIR] [--seconds S] [--threads N] [--backend B]

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* `ztier bench profile` (bench_profile.c): the machine profile of docs/profile.md, measured
+/* `ztier bench profile` (bench_profile.c): the machine profile of docs/plan.md, "The machine profile", measured
  * phase by phase. The phases in other files fill the same profile through these calls. */
 #ifndef ZT_TOOLS_BENCH_PROFILE_H
 #define ZT_TOOLS_BENCH_PROFILE_H

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# `ztier bench profile` (docs/profile.md): a short run on the tiny model writes a profile
+# `ztier bench profile` (docs/plan.md, "The machine profile"): a short run on the tiny model writes a profile
 # whose machine fields are there and whose every rate is positive with a "measured: ..."
-# source; the compute list's FLOP counts are the formulas of docs/profile.md (recomputed
+# source; the compute list's FLOP counts are the formulas of docs/plan.md (recomputed
 # here from the shapes) and the rates are their medians; `ztier plan` reads the file and
 # predicts a step; nothing is left beside it. Bad arguments fail with the named cause, before
 # measuring, and a failed run leaves an existing --out file as it was. With mpirun (after
@@ -16,7 +16,7 @@ work=$(mktemp -d "${ZT_TEST_TMPDIR:-/tmp}/bench-profile.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 M=(--config tiny --vocab 64 --batch 4 --seq 16)
 
-# check_profile <file> <world>: the contract of docs/profile.md, asserted
+# check_profile <file> <world>: the contract of docs/plan.md ("The machine profile"), asserted
 check_profile() {
   python3 - "$1" "$2" <<'PY'
 import json, statistics, sys
