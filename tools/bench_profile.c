@@ -18,6 +18,8 @@
 #include "core/progress.h"
 #include "runtime/config.h"
 #include "tools/bench_adam.h"
+#include "device/device.h"
+#include "optimizer/adam.h"
 #include "tools/bench_common.h"
 #include "tools/bench_copy.h"
 #include "tools/bench_nvme.h"
@@ -224,6 +226,83 @@ static int adam(profile *p, zt_threadpool *pool, int threads)
                              zt_adam_variant_name(var), (long long)b.n, threads, n);
     if (r)
         json_object_set_new(r, "threads", json_integer(threads));
+    return 0;
+}
+
+/* The device backend's fused Adam kernel (ztier.device_optimizer: master, m, v, the gradient
+ * and the bf16 parameters all in device memory), synchronized after each step. */
+typedef struct dev_adam {
+    zt_device *dev;
+    zt_stream *stream;
+    float *buf[4]; /* master, m, v, grad */
+    void *out, *count;
+} dev_adam;
+
+static double dev_adam_step(dev_adam *d, size_t n, int64_t step)
+{
+    zt_adam_hparams h = {1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, step, 1.0f};
+    zt_adam_consts c;
+    zt_error err = {0};
+    zt_adam_consts_init(&c, &h);
+    double t0 = bench_now();
+    zt_status st = zt_device_adam_async(d->dev, &c, d->buf[0], d->buf[1], d->buf[2], d->buf[3],
+                                        d->out, ZT_BF16, n, d->count, d->stream, &err);
+    if (st == ZT_OK)
+        st = zt_device_stream_synchronize(d->dev, d->stream, &err);
+    if (st != ZT_OK)
+        fprintf(stderr, PROFILE_CMD ": the device's Adam: %s\n", err.msg);
+    return st == ZT_OK ? bench_now() - t0 : -1;
+}
+
+static int device_adam(profile *p, const char *backend, const char *stand_in)
+{
+#ifdef ZT_CUDA_FAKE
+    size_t n = 1u << 18; /* the stand-in runs each CUDA thread on the CPU */
+#else
+    size_t n = scaled(p, 1e8, 1e7, 1024);
+#endif
+    zt_error err = {0};
+    dev_adam d;
+    memset(&d, 0, sizeof d);
+    const zt_device_iface *iface = zt_device_find(backend, &err);
+    zt_device_config dc = {(uint64_t)n * 18 + 4096, -1, 1, NULL, 0, 1};
+    zt_status st = iface ? iface->create(&dc, &d.dev, &err) : ZT_ERR_ARGUMENT;
+    if (st == ZT_OK)
+        st = zt_device_stream_create(d.dev, &d.stream, &err);
+    for (int i = 0; st == ZT_OK && i < 4; i++)
+        if ((st = zt_device_alloc(d.dev, n * 4, (void **)&d.buf[i], &err)) == ZT_OK)
+            st = zt_device_memset_async(d.dev, d.buf[i], 0, n * 4, d.stream, &err);
+    if (st == ZT_OK && (st = zt_device_alloc(d.dev, n * 2, &d.out, &err)) == ZT_OK &&
+        (st = zt_device_alloc(d.dev, 64, &d.count, &err)) == ZT_OK)
+        st = zt_device_memset_async(d.dev, d.count, 0, 64, d.stream, &err);
+    double s[MAX_REPS], t0 = bench_now();
+    int k = 0;
+    if (st != ZT_OK)
+        fprintf(stderr, PROFILE_CMD ": the device's Adam: %s\n", err.msg);
+    else if (dev_adam_step(&d, n, 1) < 0) /* warm-up */
+        st = ZT_ERR_INTERNAL;
+    while (st == ZT_OK && profile_more(p, k, 3, MAX_REPS, ADAM_SHARE / 2, t0))
+        if ((s[k] = dev_adam_step(&d, n, k + 2)) < 0)
+            st = ZT_ERR_INTERNAL;
+        else
+            k++;
+    for (int i = 0; d.dev && i < 4; i++)
+        if (d.buf[i])
+            zt_device_free(d.dev, d.buf[i]);
+    if (d.out)
+        zt_device_free(d.dev, d.out);
+    if (d.count)
+        zt_device_free(d.dev, d.count);
+    if (d.stream)
+        zt_device_stream_destroy(d.dev, d.stream);
+    if (d.dev)
+        zt_device_destroy(d.dev);
+    if (st != ZT_OK)
+        return -1;
+    profile_rate(p, "adam_device_params_per_s", (double)n / bench_median(s, k), "1/s",
+                 "the %s backend's fused Adam kernel%s (fp32 master, m, v and gradients, bf16 "
+                 "parameters, all in device memory) over %zu parameters, x%d, median",
+                 backend, stand_in, n, k);
     return 0;
 }
 
@@ -464,14 +543,18 @@ static int measure(run *r)
     profile *p = &r->p;
     zt_error err = {0};
     const int n = p->world > 1 ? 6 : 5;
-    static const char *const names[] = {
-        "host<->device copies",         "NVMe write and read", "CPU Adam",
-        "int8 quantize and dequantize", "the model's compute", "collectives"};
+    static const char *const names[] = {"host<->device copies",
+                                        "NVMe write and read",
+                                        "Adam (the CPU's; the device's with cuda)",
+                                        "int8 quantize and dequantize",
+                                        "the model's compute",
+                                        "collectives"};
     for (int k = 0; k < n; k++) {
         phase(p, k + 1, n, names[k]);
         int rc = k == 0   ? copies(p, r->backend, r->stand_in)
                  : k == 1 ? nvme(p, r->o.nvme_path)
-                 : k == 2 ? adam(p, r->pool, r->threads)
+                 : k == 2 ? adam(p, r->pool, r->threads) ||
+                                (r->cuda && device_adam(p, r->backend, r->stand_in))
                  : k == 3 ? quant(p, r->pool, r->threads)
                  : k == 4 ? compute(p, &r->o, &r->c, r->cuda, r->stand_in)
                           : profile_comm(p);

@@ -44,6 +44,8 @@ required = ["h2d_bytes_per_s", "d2h_bytes_per_s", "h2d_d2h_both_bytes_per_s",
             "host_memcpy_bytes_per_s", "nvme_read_bytes_per_s", "nvme_write_bytes_per_s",
             "adam_params_per_s", "quantize_bytes_per_s", "dequantize_bytes_per_s",
             "gemm_flops_per_s", "attention_flops_per_s", "elementwise_bytes_per_s"]
+if m["backend"] == "cuda":
+    required += ["adam_device_params_per_s"]
 if world > 1:
     required += ["allgather_bytes_per_s", "reduce_scatter_bytes_per_s",
                  "allgather_latency_s", "reduce_scatter_latency_s"]
