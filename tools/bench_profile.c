@@ -41,9 +41,9 @@
 #include <unistd.h>
 
 #define FULL_SECONDS 120.0
-/* the phases' shares of the budget (compute: COMPUTE_SHARE in bench_profile_compute.c) */
+/* the phases' shares of the budget (the compute's: bench_profile_compute.c, _layers.c) */
 #define COPY_SHARE 0.12
-#define NVME_SHARE 0.25
+#define NVME_SHARE 0.22
 #define ADAM_SHARE 0.12
 #define QUANT_SHARE 0.08
 #define MAX_REPS 64
@@ -341,7 +341,8 @@ static int compute(profile *p, const options *o, const gpt2_config *c, int cuda,
     if (!cuda) {
         snprintf(how, sizeof how, "the CPU ops (OpenBLAS) of models/gpt2");
         profile_ops ops = {&gpt2_ops_cpu, NULL, NULL, how};
-        return profile_compute(p, c, o->batch, o->seq, &ops);
+        return profile_compute(p, c, o->batch, o->seq, &ops) ||
+               profile_layers(p, c, o->batch, o->seq, &ops);
     }
 #ifdef ZT_HAVE_GPT2_CUDA
     profile_cuda cu;
@@ -349,7 +350,8 @@ static int compute(profile *p, const options *o, const gpt2_config *c, int cuda,
         return profile_cuda_close(&cu), -1;
     snprintf(how, sizeof how, "the CUDA ops of models/gpt2 (bf16 matmuls)%s", stand_in);
     profile_ops ops = {&cu.ops, profile_cuda_sync, cu.stream, how};
-    int rc = profile_compute(p, c, o->batch, o->seq, &ops);
+    int rc = profile_compute(p, c, o->batch, o->seq, &ops) ||
+             profile_layers(p, c, o->batch, o->seq, &ops);
     profile_cuda_close(&cu);
     return rc;
 #else

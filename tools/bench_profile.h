@@ -45,6 +45,18 @@ typedef struct profile_ops {
 } profile_ops;
 int profile_compute(profile *p, const gpt2_config *c, int B, int T, const profile_ops *ops);
 
+/* The model's layers (bench_profile_layers.c): whole training micro-steps of the model
+ * (gpt2_forward, gpt2_backward) on ops, each layer's part timed; the compute list's
+ * layer_forward and layer_backward entries. 0, or -1 after a message. */
+int profile_layers(profile *p, const gpt2_config *c, int B, int T, const profile_ops *ops);
+
+/* Helpers of both (bench_profile_compute.c): waits for the ops' queued work; 1 after a
+ * message when the ops met an error; n floats of ops memory filled with a pseudo-random
+ * [-0.05, 0.05) from seed, uploaded in one piece (NULL when out of memory). */
+void profile_ops_sync(const profile_ops *o);
+int profile_ops_failed(const profile_ops *o);
+float *profile_ops_alloc(const profile_ops *o, size_t n, uint32_t seed);
+
 /* Under mpirun (world > 1): all-gather and reduce-scatter bus bandwidth and latency of the
  * comm backend over host memory. 0, or -1 after a message. */
 int profile_comm(profile *p);

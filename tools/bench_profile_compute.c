@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COMPUTE_SHARE 0.30 /* of the budget, for all of the compute */
+#define COMPUTE_SHARE 0.20 /* of the budget, for all of the kernels */
 #define MAX_REPS 15
 
 /* The buffers, in the ops' memory, sized for the largest shape. */
@@ -33,13 +33,13 @@ typedef struct timer {
     int shapes;
 } timer;
 
-static void sync_ops(const profile_ops *o)
+void profile_ops_sync(const profile_ops *o)
 {
     if (o->sync)
         o->sync(o->sync_arg);
 }
 
-static int ops_failed(const profile_ops *o)
+int profile_ops_failed(const profile_ops *o)
 {
     if (!o->ops->status || o->ops->status(o->ops->ctx) == 0)
         return 0;
@@ -48,8 +48,7 @@ static int ops_failed(const profile_ops *o)
     return 1;
 }
 
-/* A pseudo-random fill in [-0.05, 0.05) of n floats of ops memory, uploaded in one piece. */
-static float *ops_alloc(const profile_ops *o, size_t n, uint32_t seed)
+float *profile_ops_alloc(const profile_ops *o, size_t n, uint32_t seed)
 {
     float *host = malloc(n * sizeof(float)), *dev = o->ops->alloc(o->ops->ctx, n * sizeof(float));
     if (host && dev) {
@@ -72,13 +71,13 @@ static int bufs_alloc(bufs *b, const profile_ops *o, const gpt2_config *c, int B
     size_t oc = Vp > 4 * C ? Vp : 4 * C; /* the widest output */
     size_t att = gpt2_att_floats(o->ops->att_keep, B, T, c->channels, c->heads);
     memset(b, 0, sizeof *b);
-    b->inp = ops_alloc(o, N * 4 * C, 1), b->out = ops_alloc(o, N * oc, 2);
-    b->w = ops_alloc(o, C * oc, 3); /* C x OC, or 4C x C */
-    b->bias = ops_alloc(o, oc, 4), b->dinp = ops_alloc(o, N * 4 * C, 5);
-    b->dw = ops_alloc(o, C * oc, 6);
-    b->dbias = ops_alloc(o, oc, 7), b->att = ops_alloc(o, att ? att : 1, 8);
-    b->a = ops_alloc(o, N * 4 * C, 9), b->b = ops_alloc(o, N * 4 * C, 10);
-    b->mean = ops_alloc(o, N, 11), b->rstd = ops_alloc(o, N, 12);
+    b->inp = profile_ops_alloc(o, N * 4 * C, 1), b->out = profile_ops_alloc(o, N * oc, 2);
+    b->w = profile_ops_alloc(o, C * oc, 3); /* C x OC, or 4C x C */
+    b->bias = profile_ops_alloc(o, oc, 4), b->dinp = profile_ops_alloc(o, N * 4 * C, 5);
+    b->dw = profile_ops_alloc(o, C * oc, 6);
+    b->dbias = profile_ops_alloc(o, oc, 7), b->att = profile_ops_alloc(o, att ? att : 1, 8);
+    b->a = profile_ops_alloc(o, N * 4 * C, 9), b->b = profile_ops_alloc(o, N * 4 * C, 10);
+    b->mean = profile_ops_alloc(o, N, 11), b->rstd = profile_ops_alloc(o, N, 12);
     float **all = (float **)b;
     for (size_t i = 0; i < sizeof *b / sizeof(float *); i++)
         if (!all[i])
@@ -145,17 +144,17 @@ static double time_call(timer *t, const bufs *b, const call *k)
     double s[MAX_REPS];
     int n = 0;
     run_call(b, t->o, k);
-    sync_ops(t->o);
+    profile_ops_sync(t->o);
     /* every shape gets its part of the phase's share: later shapes are not starved */
     double share = COMPUTE_SHARE / (t->shapes > 0 ? t->shapes : 1);
     double t0 = bench_now();
     while (profile_more(t->p, n, 2, MAX_REPS, share, t0)) {
         double a = bench_now();
         run_call(b, t->o, k);
-        sync_ops(t->o);
+        profile_ops_sync(t->o);
         s[n++] = bench_now() - a;
     }
-    return ops_failed(t->o) ? -1 : bench_median(s, n);
+    return profile_ops_failed(t->o) ? -1 : bench_median(s, n);
 }
 
 static void add_entry(timer *t, const char *op, const call *k, double seconds, double flops,

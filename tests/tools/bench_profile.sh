@@ -86,6 +86,17 @@ if a["flops"] != 6 * B * T * T * C or abs(a["seconds"] - a["forward_s"] - a["bac
     fail(f"attention entry {a}: flops want {6 * B * T * T * C}")
 if abs(r["attention_flops_per_s"]["value"] * a["seconds"] / a["flops"] - 1) > 1e-6:
     fail("attention_flops_per_s is not the entry's flops / seconds")
+# the layers: each kind once per pass, FLOPs as docs/plan.md counts them
+layers = {(e["op"], e["layer"]): e for e in p["compute"] if e["op"].startswith("layer_")}
+fwd = {"embed": 0, "block": 2 * N * 12 * C * C + 2 * B * T * T * C, "ln_f": 0,
+       "head": 2 * N * C * Vp, "loss": 0}
+want = {("layer_forward", k): f for k, f in fwd.items()}
+want.update({("layer_backward", k): 2 * f for k, f in fwd.items() if k != "loss"})
+if set(layers) != set(want):
+    fail(f"layer entries {sorted(layers)}, want {sorted(want)}")
+for key, e in layers.items():
+    if e["flops"] != want[key] or not e["seconds"] > 0 or (e["B"], e["T"], e["C"], e["NH"]) != (B, T, C, NH):
+        fail(f"layer entry {e}: flops want {want[key]}")
 print(f"{path}: {len(r)} rates, {len(p['compute'])} compute entries, backend {m['backend']}, ok")
 PY
 }
