@@ -51,6 +51,7 @@
 typedef struct options {
     const char *out, *config, *nvme_path, *backend;
     int batch, seq, vocab, threads;
+    int json; /* the profile on one line on standard output too */
     double seconds;
 } options;
 
@@ -421,9 +422,11 @@ static int parse(int argc, char **argv, options *o, gpt2_config *c)
 {
     static const char *const known[] = {"out",     "config",  "batch",   "seq",       "vocab",
                                         "seconds", "threads", "backend", "nvme-path", NULL};
-    *o = (options){NULL, "d12", ".", "auto", 4, 64, 0, 0, FULL_SECONDS};
-    if (bench_check_args(argc, argv, known, NULL) != 0)
+    *o = (options){NULL, "d12", ".", "auto", 4, 64, 0, 0, 0, FULL_SECONDS};
+    static const char *const flags[] = {"json", NULL};
+    if (bench_check_args(argc, argv, known, flags) != 0)
         return -1;
+    o->json = bench_flag(argc, argv, "json");
     const char *v;
     o->out = bench_arg(argc, argv, "out");
     if ((v = bench_arg(argc, argv, "config")))
@@ -461,6 +464,12 @@ static int parse(int argc, char **argv, options *o, gpt2_config *c)
                        o->backend),
                -1;
     struct stat st;
+    if (o->out && stat(o->out, &st) == 0 && S_ISDIR(st.st_mode))
+        return fprintf(stderr,
+                       PROFILE_CMD ": --out '%s' is a folder: give the profile's file name (e.g. "
+                                   "%s/machine.json)\n",
+                       o->out, o->out),
+               -1;
     int found = stat(o->nvme_path, &st) == 0;
     if (!found || !S_ISDIR(st.st_mode))
         return fprintf(stderr,
@@ -622,8 +631,12 @@ int cmd_bench_profile(int argc, char **argv)
         if (!rc)
             fprintf(stderr, PROFILE_CMD ": wrote %s (%zu rates) in %.0f s\n", r.o.out,
                     json_object_size(p->rates), bench_now() - t0);
-    } else if (root) {
+    } else if (root && !r.o.json) {
         json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        fputc('\n', stdout);
+    }
+    if (root && r.o.json && !rc) { /* as every bench command's --json: one line, the last */
+        json_dumpf(root, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
         fputc('\n', stdout);
     }
     if (fd >= 0)

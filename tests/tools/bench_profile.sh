@@ -120,6 +120,10 @@ if [ ${#mpirun[@]} -eq 0 ]; then
   mkdir "$work/nvme"
   "$ztier" bench profile "${M[@]}" --seconds 2 --nvme-path "$work/nvme" --out "$work/m.json"
   check_profile "$work/m.json" 1
+  # --json: the same profile on one line, the last, on standard output
+  "$ztier" bench profile "${M[@]}" --seconds 1 --nvme-path "$work/nvme" --json 2> /dev/null |
+    tail -n 1 > "$work/line.json"
+  check_profile "$work/line.json" 1 && rm "$work/line.json"
   leftovers=$(ls -A "$work/nvme"; ls "$work" | grep -v '^\(m.json\|nvme\|out\|err\)$' || true)
   [ -z "$leftovers" ] || { echo "left behind: $leftovers"; exit 1; }
   plan=$("$ztier" plan "${M[@]}" --profile "$work/m.json")
@@ -128,6 +132,7 @@ if [ ${#mpirun[@]} -eq 0 ]; then
     { echo "ztier plan printed no step"; exit 1; }
 
   expect_fail 2 "cannot create a file in the folder '$work/missing'" "${M[@]}" --out "$work/missing/m.json"
+  expect_fail 2 "--out '$work' is a folder: give the profile's file name" "${M[@]}" --out "$work"
   expect_fail 2 "--nvme-path '$work/none': No such file or directory" "${M[@]}" --nvme-path "$work/none"
   expect_fail 2 "--nvme-path '$work/m.json': not a folder" "${M[@]}" --nvme-path "$work/m.json"
   expect_fail 2 "--seconds '0': give the time budget in seconds" --seconds 0
