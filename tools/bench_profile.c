@@ -53,6 +53,7 @@ typedef struct options {
     int batch, seq, vocab, threads;
     int json; /* the profile on one line on standard output too */
     double seconds;
+    char nvme_dir[PATH_MAX]; /* --nvme-path, resolved */
 } options;
 
 /* ---- the profile ------------------------------------------------------------------------ */
@@ -389,7 +390,7 @@ static int read_field(const char *path, const char *key, char sep, char *out, si
 static json_t *machine(const profile *p, const options *o, const char *backend, const char *gpu,
                        double peak, int threads, const char *nvme_dir)
 {
-    char cpu[256] = "unknown", os[256] = "unknown OS", desc[700], when[32], ver[128], dir[PATH_MAX];
+    char cpu[256] = "unknown", os[256] = "unknown OS", desc[700], when[32], ver[128];
     read_field("/proc/cpuinfo", "model name", ':', cpu, sizeof cpu);
     read_field("/etc/os-release", "PRETTY_NAME", '=', os, sizeof os);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -399,12 +400,11 @@ static json_t *machine(const profile *p, const options *o, const char *backend, 
     time_t now = time(NULL);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     snprintf(ver, sizeof ver, "%s (commit %s)", zt_version_string(), ZT_TOOLS_COMMIT);
-    if (!realpath(nvme_dir, dir))
-        snprintf(dir, sizeof dir, "%s", nvme_dir);
-    json_t *m = json_pack("{s:s, s:s, s:i, s:I, s:s, s:s, s:i, s:i, s:s, s:s, s:s}", "description",
-                          desc, "cpu", cpu, "cores", (int)cores, "memory_bytes", (json_int_t)mem,
-                          "backend", backend, "comm", p->comm->iface->name, "world", p->world,
-                          "threads", threads, "nvme_path", dir, "measured_at", when, "ztier", ver);
+    json_t *m =
+        json_pack("{s:s, s:s, s:i, s:I, s:s, s:s, s:i, s:i, s:s, s:s, s:s}", "description", desc,
+                  "cpu", cpu, "cores", (int)cores, "memory_bytes", (json_int_t)mem, "backend",
+                  backend, "comm", p->comm->iface->name, "world", p->world, "threads", threads,
+                  "nvme_path", nvme_dir, "measured_at", when, "ztier", ver);
     if (!m)
         return NULL;
     json_object_set_new(m, "gpu", gpu ? json_string(gpu) : json_null());
@@ -422,7 +422,12 @@ static int parse(int argc, char **argv, options *o, gpt2_config *c)
 {
     static const char *const known[] = {"out",     "config",  "batch",   "seq",       "vocab",
                                         "seconds", "threads", "backend", "nvme-path", NULL};
-    *o = (options){NULL, "d12", ".", "auto", 4, 64, 0, 0, 0, FULL_SECONDS};
+    *o = (options){.config = "d12",
+                   .nvme_path = ".",
+                   .backend = "auto",
+                   .batch = 4,
+                   .seq = 64,
+                   .seconds = FULL_SECONDS};
     static const char *const flags[] = {"json", NULL};
     if (bench_check_args(argc, argv, known, flags) != 0)
         return -1;
@@ -477,6 +482,8 @@ static int parse(int argc, char **argv, options *o, gpt2_config *c)
                                    "to measure (NVMe swap files are written there and removed)\n",
                        o->nvme_path, found ? "not a folder" : strerror(errno)),
                -1;
+    if (!realpath(o->nvme_path, o->nvme_dir)) /* it exists: keep it as given */
+        snprintf(o->nvme_dir, sizeof o->nvme_dir, "%s", o->nvme_path);
     return 0;
 }
 
@@ -563,7 +570,7 @@ static int measure(run *r)
     for (int k = 0; k < n; k++) {
         phase(p, k + 1, n, names[k]);
         int rc = k == 0   ? copies(p, r->backend, r->stand_in)
-                 : k == 1 ? nvme(p, r->o.nvme_path)
+                 : k == 1 ? nvme(p, r->o.nvme_dir)
                  : k == 2 ? adam(p, r->pool, r->threads) ||
                                 (r->cuda && device_adam(p, r->backend, r->stand_in))
                  : k == 3 ? quant(p, r->pool, r->threads)
@@ -619,8 +626,7 @@ int cmd_bench_profile(int argc, char **argv)
         rc = 1;
     json_t *root = NULL;
     if (!rc && p->rank == 0) {
-        json_t *m =
-            machine(p, &r.o, r.backend, r.cuda ? gpu : NULL, peak, r.threads, r.o.nvme_path);
+        json_t *m = machine(p, &r.o, r.backend, r.cuda ? gpu : NULL, peak, r.threads, r.o.nvme_dir);
         root = json_pack("{s:s, s:i, s:o, s:O, s:O}", "format", "ztier-profile", "version", 1,
                          "machine", m, "rates", p->rates, "compute", p->compute);
         if (!root)

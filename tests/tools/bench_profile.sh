@@ -16,11 +16,11 @@ work=$(mktemp -d "${ZT_TEST_TMPDIR:-/tmp}/bench-profile.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 M=(--config tiny --vocab 64 --batch 4 --seq 16)
 
-# check_profile <file> <world>: the contract of docs/plan.md ("The machine profile"), asserted
+# check_profile <file> <world> <nvme folder>: the contract of docs/plan.md ("The machine profile"), asserted
 check_profile() {
-  python3 - "$1" "$2" <<'PY'
-import json, statistics, sys
-path, world = sys.argv[1], int(sys.argv[2])
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, os, statistics, sys
+path, world, nvme = sys.argv[1], int(sys.argv[2]), os.path.realpath(sys.argv[3])
 p = json.load(open(path))
 def fail(msg): sys.exit(f"{path}: {msg}")
 if p.get("format") != "ztier-profile" or p.get("version") != 1:
@@ -38,6 +38,8 @@ if m["world"] != world or m["backend"] not in ("host", "cuda"):
     fail(f"machine.world {m['world']} (want {world}), backend {m['backend']!r}")
 if m["comm"] != ("single" if world == 1 else "mpi"):
     fail(f"machine.comm {m['comm']!r} with world {world}")
+if m["nvme_path"] != nvme or nvme not in p["rates"]["nvme_read_bytes_per_s"]["source"]:
+    fail(f"machine.nvme_path {m['nvme_path']!r}, want the folder measured, {nvme!r}")
 if "commit " not in m["ztier"]:
     fail(f"machine.ztier {m['ztier']!r} names no commit")
 required = ["h2d_bytes_per_s", "d2h_bytes_per_s", "h2d_d2h_both_bytes_per_s",
@@ -119,11 +121,11 @@ expect_fail() {
 if [ ${#mpirun[@]} -eq 0 ]; then
   mkdir "$work/nvme"
   "$ztier" bench profile "${M[@]}" --seconds 2 --nvme-path "$work/nvme" --out "$work/m.json"
-  check_profile "$work/m.json" 1
+  check_profile "$work/m.json" 1 "$work/nvme"
   # --json: the same profile on one line, the last, on standard output
   "$ztier" bench profile "${M[@]}" --seconds 1 --nvme-path "$work/nvme" --json 2> /dev/null |
     tail -n 1 > "$work/line.json"
-  check_profile "$work/line.json" 1 && rm "$work/line.json"
+  check_profile "$work/line.json" 1 "$work/nvme" && rm "$work/line.json"
   leftovers=$(ls -A "$work/nvme"; ls "$work" | grep -v '^\(m.json\|nvme\|out\|err\)$' || true)
   [ -z "$leftovers" ] || { echo "left behind: $leftovers"; exit 1; }
   plan=$("$ztier" plan "${M[@]}" --profile "$work/m.json")
@@ -156,7 +158,7 @@ if [ ${#mpirun[@]} -eq 0 ]; then
 else
   "${mpirun[@]}" -np 2 "$ztier" bench profile "${M[@]}" --seconds 2 --nvme-path "$work" \
     --out "$work/m2.json"
-  check_profile "$work/m2.json" 2
+  check_profile "$work/m2.json" 2 "$work"
   "$ztier" plan "${M[@]}" --world 2 --profile "$work/m2.json" | grep -q 'predicted step' ||
     { echo "ztier plan --world 2 did not read the profile"; exit 1; }
 fi
