@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -487,13 +488,30 @@ static int parse(int argc, char **argv, options *o, gpt2_config *c)
     return 0;
 }
 
+/* The temporary file while it exists: Ctrl-C or a kill removes it (unlink is safe in a signal
+ * handler), then ends the process as the signal would have. */
+static char tmp_path[PATH_MAX + 16];
+
+static void remove_tmp(int sig)
+{
+    if (tmp_path[0])
+        unlink(tmp_path);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 /* The temporary file the profile is written to, in --out's folder (so the rename is atomic);
  * made before measuring so a bad --out fails at once. -1 after a message. */
 static int open_out(const char *out, char *tmp, size_t len)
 {
-    snprintf(tmp, len, "%s.tmp.XXXXXX", out);
-    int fd = mkstemp(tmp);
+    /* the handlers first: no moment where the file exists and a signal would leave it */
+    snprintf(tmp_path, sizeof tmp_path, "%s.tmp.XXXXXX", out);
+    signal(SIGINT, remove_tmp), signal(SIGTERM, remove_tmp), signal(SIGHUP, remove_tmp);
+    int fd = mkstemp(tmp_path); /* fills in the name in place */
+    int saved = errno;
+    snprintf(tmp, len, "%s", tmp_path);
     if (fd < 0) {
+        tmp_path[0] = '\0';
         char dir[PATH_MAX];
         snprintf(dir, sizeof dir, "%s", out);
         char *slash = strrchr(dir, '/');
@@ -502,7 +520,7 @@ static int open_out(const char *out, char *tmp, size_t len)
         fprintf(stderr,
                 PROFILE_CMD ": --out '%s': cannot create a file in the folder '%s': %s (give a "
                             "path in an existing folder you can write)\n",
-                out, dir, strerror(errno));
+                out, dir, strerror(saved));
     }
     return fd;
 }
@@ -516,7 +534,7 @@ static int write_out(json_t *root, int fd, const char *tmp, const char *out)
     int saved = errno;
     ok = (f ? fclose(f) : close(fd)) == 0 && ok;
     if (ok && rename(tmp, out) == 0)
-        return 0;
+        return tmp_path[0] = '\0', 0;
     fprintf(stderr, PROFILE_CMD ": writing '%s': %s\n", out, strerror(ok ? errno : saved));
     unlink(tmp);
     return -1;
@@ -647,6 +665,7 @@ int cmd_bench_profile(int argc, char **argv)
     }
     if (fd >= 0)
         close(fd), unlink(tmp);
+    tmp_path[0] = '\0';
     json_decref(root), json_decref(p->rates), json_decref(p->compute);
     zt_threadpool_destroy(r.pool);
     zt_comm_destroy(p->comm);

@@ -155,6 +155,18 @@ if [ ${#mpirun[@]} -eq 0 ]; then
   [ "$(cat "$work/keep.json")" = '{"old": true}' ] || { echo "keep.json changed"; exit 1; }
   [ -z "$(ls "$work" | grep tmp || true)" ] || { echo "a temporary file is left"; ls "$work"; exit 1; }
   echo "failed run keeps the old file: ok"
+
+  # stopped midway (SIGINT, as Ctrl-C): the old file stays, the temporary file goes
+  "$ztier" bench profile "${M[@]}" --seconds 30 --nvme-path "$work/nvme" --out "$work/keep.json" \
+    > /dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do ls "$work" | grep -q 'keep.json.tmp' && break; sleep 0.05; done
+  kill -INT "$pid"
+  rc=0; wait "$pid" || rc=$?
+  [ "$rc" = 130 ] || { echo "after SIGINT: exit $rc, want 130"; exit 1; }
+  [ "$(cat "$work/keep.json")" = '{"old": true}' ] || { echo "keep.json changed by SIGINT"; exit 1; }
+  [ -z "$(ls "$work" | grep tmp || true)" ] || { echo "SIGINT left a temporary file"; ls "$work"; exit 1; }
+  echo "stopped run keeps the old file, leaves no temporary file: ok"
 else
   "${mpirun[@]}" -np 2 "$ztier" bench profile "${M[@]}" --seconds 2 --nvme-path "$work" \
     --out "$work/m2.json"
