@@ -67,11 +67,12 @@ double bench_copy_limit(bench_copy_bufs *c, zt_copy_kind kind)
     return (double)c->bytes / (bench_now() - t0) / 1e9;
 }
 
-int bench_copy_open(bench_copy_bufs *c, const char *backend, size_t bytes, const char *cmd)
+int bench_copy_open(bench_copy_bufs *c, const char *backend, size_t bytes, int local_rank,
+                    int local_size, const char *cmd)
 {
     zt_error err = {0};
     const zt_device_iface *iface = zt_device_find(backend, &err);
-    zt_device_config dc = {(uint64_t)bytes * 2, -1, 1, NULL, 0, 1};
+    zt_device_config dc = {(uint64_t)bytes * 2, -1, 1, NULL, local_rank, local_size};
     memset(c, 0, sizeof *c);
     c->bytes = bytes;
     c->cuda = iface && !strcmp(iface->name, "cuda");
@@ -181,7 +182,7 @@ int cmd_bench_copy(int argc, char **argv)
     reps = reps < 3 ? 3 : reps > 64 ? 64 : reps;
     bench_copy_bufs c = {0};
     fetch_ctx f = {0};
-    if (bench_copy_open(&c, backend, (size_t)size, "ztier bench copy") != 0 ||
+    if (bench_copy_open(&c, backend, (size_t)size, 0, 1, "ztier bench copy") != 0 ||
         fetch_setup(&f, backend, (size_t)size) != 0) {
         bench_copy_close(&c);
         zt_runtime_destroy(f.rt);

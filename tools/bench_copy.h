@@ -17,9 +17,11 @@ typedef struct bench_copy_bufs {
     int cuda; /* the backend is "cuda" (real or the cudasim stand-in) */
 } bench_copy_bufs;
 
-/* Opens backend ("host", "cuda") with buffers of bytes each; 0, or -1 after a message that
- * starts with cmd. bench_copy_close frees what was made either way. */
-int bench_copy_open(bench_copy_bufs *c, const char *backend, size_t bytes, const char *cmd);
+/* Opens backend ("host", "cuda") with buffers of bytes each, on the GPU of local_rank of
+ * local_size ranks on this machine as the runtime chooses it (0, 1: the current GPU); 0, or -1
+ * after a message that starts with cmd. bench_copy_close frees what was made either way. */
+int bench_copy_open(bench_copy_bufs *c, const char *backend, size_t bytes, int local_rank,
+                    int local_size, const char *cmd);
 void bench_copy_close(bench_copy_bufs *c);
 
 /* One synchronous copy of c->bytes through the backend's memcpy_async: GB/s, < 0 on error. */

@@ -138,7 +138,7 @@ static int copies(profile *p, const char *backend, const char *stand_in)
 {
     bench_copy_bufs c;
     size_t bytes = scaled(p, 256.0 * 1048576, 64.0 * 1048576, 4096); /* past the caches */
-    if (bench_copy_open(&c, backend, bytes, PROFILE_CMD) != 0)
+    if (bench_copy_open(&c, backend, bytes, p->local_rank, p->local_size, PROFILE_CMD) != 0)
         return bench_copy_close(&c), -1;
     double t0 = bench_now(), v[4];
     int reps[4];
@@ -268,7 +268,7 @@ static int device_adam(profile *p, const char *backend, const char *stand_in)
     dev_adam d;
     memset(&d, 0, sizeof d);
     const zt_device_iface *iface = zt_device_find(backend, &err);
-    zt_device_config dc = {(uint64_t)n * 18 + 4096, -1, 1, NULL, 0, 1};
+    zt_device_config dc = {(uint64_t)n * 18 + 4096, -1, 1, NULL, p->local_rank, p->local_size};
     zt_status st = iface ? iface->create(&dc, &d.dev, &err) : ZT_ERR_ARGUMENT;
     if (st == ZT_OK)
         st = zt_device_stream_create(d.dev, &d.stream, &err);
@@ -349,7 +349,7 @@ static int compute(profile *p, const options *o, const gpt2_config *c, int cuda,
     }
 #ifdef ZT_HAVE_GPT2_CUDA
     profile_cuda cu;
-    if (profile_cuda_open(&cu) != 0)
+    if (profile_cuda_open(&cu, p->local_size > 1 ? p->local_rank : -1) != 0)
         return profile_cuda_close(&cu), -1;
     snprintf(how, sizeof how, "the CUDA ops of models/gpt2 (bf16 matmuls)%s", stand_in);
     profile_ops ops = {&cu.ops, profile_cuda_sync, cu.stream, how};
@@ -625,6 +625,8 @@ int cmd_bench_profile(int argc, char **argv)
     if (zt_comm_create("auto", &p->comm, &err) != ZT_OK)
         return fprintf(stderr, PROFILE_CMD ": %s\n", err.msg), 1;
     p->rank = p->comm->rank, p->world = p->comm->size;
+    if (zt_comm_local_rank(p->comm, &p->local_rank, &p->local_size, &err) != ZT_OK)
+        return fprintf(stderr, PROFILE_CMD ": %s\n", err.msg), zt_comm_destroy(p->comm), 1;
     int fd = p->rank == 0 && r.o.out ? open_out(r.o.out, tmp, sizeof tmp) : -1;
     int rc = zt_comm_agree(p->comm, p->rank == 0 && r.o.out && fd < 0 ? ZT_ERR_ARGUMENT : ZT_OK,
                            "--out", &err) == ZT_OK

@@ -17,9 +17,10 @@ typedef struct profile {
     json_t *compute; /* the "compute" list */
     zt_comm *comm;   /* the ranks (single when not launched by mpirun) */
     int rank, world;
-    double seconds; /* the time budget of the whole run */
-    double scale;   /* transfer sizes: seconds / 120, at least 1/64, at most 1 */
-    int progress;   /* print a line per phase on stderr (zt_progress_wanted) */
+    int local_rank, local_size; /* among the ranks on this machine: which GPU is this rank's */
+    double seconds;             /* the time budget of the whole run */
+    double scale;               /* transfer sizes: seconds / 120, at least 1/64, at most 1 */
+    int progress;               /* print a line per phase on stderr (zt_progress_wanted) */
 } profile;
 
 /* Adds rates.<name> = {value, unit, source: "measured: <fmt ...>"}; returns the rate's object
@@ -62,14 +63,14 @@ float *profile_ops_alloc(const profile_ops *o, size_t n, uint32_t seed);
 int profile_comm(profile *p);
 
 #ifdef ZT_HAVE_GPT2_CUDA
-/* bench_profile_cuda.c: the CUDA ops on a stream of their own on the current GPU (the
- * stand-in with cudasim), bf16 matmuls as `ztier bench gpt2` runs them. 0, or -1 after a
- * message. */
+/* bench_profile_cuda.c: the CUDA ops on a stream of their own on GPU `device` (-1: the
+ * current one; the stand-in with cudasim), bf16 matmuls as `ztier bench gpt2` runs them. 0,
+ * or -1 after a message. */
 typedef struct profile_cuda {
     gpt2_ops ops;
     void *stream;
 } profile_cuda;
-int profile_cuda_open(profile_cuda *c);
+int profile_cuda_open(profile_cuda *c, int device);
 void profile_cuda_sync(void *stream);
 void profile_cuda_close(profile_cuda *c);
 #endif
