@@ -34,7 +34,9 @@ double bench_copy_backend(bench_copy_bufs *c, zt_copy_kind kind)
         kind == ZT_COPY_H2D
             ? zt_device_copy_sync(c->dev, c->device, c->host, c->bytes, kind, c->stream, &err)
             : zt_device_copy_sync(c->dev, c->host, c->device, c->bytes, kind, c->stream, &err);
-    return st == ZT_OK ? (double)c->bytes / (bench_now() - t0) / 1e9 : -1;
+    if (st != ZT_OK)
+        return fprintf(stderr, "ztier bench: a copy: %s\n", err.msg), -1;
+    return (double)c->bytes / (bench_now() - t0) / 1e9;
 }
 
 double bench_copy_both(bench_copy_bufs *c)
@@ -50,7 +52,9 @@ double bench_copy_both(bench_copy_bufs *c)
         st = zt_device_stream_synchronize(c->dev, c->stream, &err);
     if (st == ZT_OK)
         st = zt_device_stream_synchronize(c->dev, c->stream2, &err);
-    return st == ZT_OK ? 2.0 * (double)c->bytes / (bench_now() - t0) / 1e9 : -1;
+    if (st != ZT_OK)
+        return fprintf(stderr, "ztier bench: copies both ways at once: %s\n", err.msg), -1;
+    return 2.0 * (double)c->bytes / (bench_now() - t0) / 1e9;
 }
 
 double bench_copy_limit(bench_copy_bufs *c, zt_copy_kind kind)

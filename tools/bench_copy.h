@@ -24,10 +24,11 @@ int bench_copy_open(bench_copy_bufs *c, const char *backend, size_t bytes, int l
                     int local_size, const char *cmd);
 void bench_copy_close(bench_copy_bufs *c);
 
-/* One synchronous copy of c->bytes through the backend's memcpy_async: GB/s, < 0 on error. */
+/* One synchronous copy of c->bytes through the backend's memcpy_async: GB/s, or -1 after a
+ * message. */
 double bench_copy_backend(bench_copy_bufs *c, zt_copy_kind kind);
 /* An h2d and a d2h copy of c->bytes each at once, on the two streams: GB/s of both together
- * (2 x bytes over the time until both are done), < 0 on error. */
+ * (2 x bytes over the time until both are done), or -1 after a message. */
 double bench_copy_both(bench_copy_bufs *c);
 /* The physical limit of a copy over the same buffers: pinned cudaMemcpyAsync straight through
  * the CUDA runtime with cuda, else memcpy. GB/s, < 0 on error. */

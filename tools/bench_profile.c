@@ -112,9 +112,10 @@ static double median_of(double (*fn)(bench_copy_bufs *, zt_copy_kind), bench_cop
     double v[MAX_REPS];
     int n = 0;
     fn(c, kind); /* warm-up */
+    *reps = 0;
     while (profile_more(p, n, 3, MAX_REPS, COPY_SHARE / 4, t0))
         if ((v[n++] = fn(c, kind)) < 0)
-            return -1;
+            return -1; /* the copy said why */
     *reps = n;
     return bench_median(v, n) * 1e9;
 }
