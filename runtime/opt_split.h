@@ -29,6 +29,25 @@ void zt_opt_split_first(zt_runtime *rt, int k);
  * many of those layers on the device as leave the prefetch window room in the budget. */
 zt_status zt_opt_split_measure(zt_runtime *rt);
 
+/* "auto" re-splits after a step (ztier.overlap_step "on", one rank): 1 when it may. */
+int zt_opt_split_refinable(const zt_runtime *rt);
+
+/* The fewest leading layers whose optimizer goes on the device so that the CPU's Adam, at
+ * cpu_rate elements/s, updates the rest within forward_s: the CPU's share r (of this rank's
+ * N elements) satisfies r N / cpu_rate <= forward_s, and is the largest such share whole
+ * layers give. */
+int zt_opt_split_for_forward(const zt_runtime *rt, double forward_s, double cpu_rate);
+
+/* After a step whose forward was timed (runtime/fwd_time.h), "auto" with the overlapped
+ * step: the split zt_opt_split_for_forward gives for the smallest forward time measured so
+ * far (a forward that waited for the CPU's update is longer, never shorter, so the choice
+ * cannot feed on itself), at most the split_max_layers the device budget holds (past it a
+ * warning, once: each step then waits for the CPU). A different split completes the
+ * step's CPU share first, then moves the layers' master, m and v between device and host
+ * memory with their values unchanged (gradient sums are zero at the boundary), and says so
+ * at info level. A failed move leaves each layer whole where it is, and ends refinement. */
+zt_status zt_opt_split_refine(zt_runtime *rt);
+
 /* At commit: the split at info level; a warning at the default level where the configured
  * ratio cannot be honoured (no offload to host memory; layers kept whole). */
 void zt_opt_split_report(const zt_runtime *rt);
