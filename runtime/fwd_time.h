@@ -24,16 +24,14 @@ typedef struct zt_fwd_timer {
     uint64_t measured;    /* steps whose forward was measured */
 } zt_fwd_timer;
 
-struct zt_runtime;
-
 /* At every zt_fetch/zt_fetch_async (pass: zt_pass; caller: the trainer's stream or NULL). */
-void zt_fwd_on_fetch(struct zt_runtime *rt, int pass, zt_stream *caller);
+void zt_fwd_on_fetch(zt_fwd_timer *t, zt_device *dev, int pass, zt_stream *caller);
 /* At zt_step, once the trainer's streams are past their releases: the step's forward time
- * into last_s, min_s and zt_stats.forward_s (1 when there was one), and the timer ready for
- * the next step. A failure to read the events is an error of the step. */
-zt_status zt_fwd_collect(struct zt_runtime *rt, int *measured);
-/* A stream about to be destroyed (zt_stream_destroy): a start recorded on it is dropped. */
-void zt_fwd_forget_stream(struct zt_runtime *rt, const zt_stream *s);
-void zt_fwd_destroy(struct zt_runtime *rt);
+ * into last_s and min_s (*measured 1 when there was one), and the timer ready for the next
+ * step. A failure to read the events is an error of the step. */
+zt_status zt_fwd_collect(zt_fwd_timer *t, zt_device *dev, int *measured, zt_error *err);
+/* A stream about to be destroyed (zt_stream_destroy): the events recorded on it go. */
+void zt_fwd_forget_stream(zt_fwd_timer *t, zt_device *dev, const zt_stream *s);
+void zt_fwd_destroy(zt_fwd_timer *t, zt_device *dev);
 
 #endif

@@ -4,7 +4,9 @@
  * and the rest by the device optimizer (runtime/step_device.c), concurrently in each step.
  * The split keeps layers whole: the first layers in registration order (those the next
  * forward needs first) go to the device, the last ones stay on the CPU, as DeepSpeed keeps
- * its first sub-groups on the GPU. "auto" measures both Adam rates at commit. */
+ * its first sub-groups on the GPU. "auto" measures both Adam rates at commit and, with the
+ * overlapped step, moves the split after each step to fit the CPU's share within the
+ * measured forward time (runtime/fwd_time.h; zt_opt_split_refine). */
 #ifndef ZT_RUNTIME_OPT_SPLIT_H
 #define ZT_RUNTIME_OPT_SPLIT_H
 
@@ -37,16 +39,6 @@ int zt_opt_split_refinable(const zt_runtime *rt);
  * N elements) satisfies r N / cpu_rate <= forward_s, and is the largest such share whole
  * layers give. */
 int zt_opt_split_for_forward(const zt_runtime *rt, double forward_s, double cpu_rate);
-
-/* After a step whose forward was timed (runtime/fwd_time.h), "auto" with the overlapped
- * step: the split zt_opt_split_for_forward gives for the smallest forward time measured so
- * far (a forward that waited for the CPU's update is longer, never shorter, so the choice
- * cannot feed on itself), at most the split_max_layers the device budget holds (past it a
- * warning, once: each step then waits for the CPU). A different split completes the
- * step's CPU share first, then moves the layers' master, m and v between device and host
- * memory with their values unchanged (gradient sums are zero at the boundary), and says so
- * at info level. A failed move leaves each layer whole where it is, and ends refinement. */
-zt_status zt_opt_split_refine(zt_runtime *rt);
 
 /* At commit: the split at info level; a warning at the default level where the configured
  * ratio cannot be honoured (no offload to host memory; layers kept whole). */

@@ -508,7 +508,8 @@ void zt_rt_destroy(zt_runtime *rt)
 {
     /* first what may still move data: the optimizer's write-backs refer to the layers'
      * homes, the gathers to the homes and the staging pool */
-    zt_fwd_destroy(rt); /* its events may be recorded on the caller's streams */
+    zt_fwd_destroy(&rt->fwd,
+                   rt->device.dev); /* its events may be recorded on the caller's streams */
     zt_nvme_step_destroy(rt->opt.nvme_step);
     /* the caller's streams made here go first: rt->device.stream may wait for them */
     for (int i = 0; i < rt->reduce.callers.n; i++) {

@@ -6,7 +6,7 @@
 #include "core/trace.h"
 #include "core/log.h"
 #include "runtime/opt_engine.h"
-#include "runtime/opt_split.h"
+#include "runtime/opt_resplit.h"
 #include "runtime/runtime.h"
 
 #include <math.h>
@@ -211,7 +211,9 @@ static zt_status run_step(zt_runtime *rt, const zt_step_args *args, zt_step_info
     zt_status st = zt_rt_finish_reductions(rt);
     int timed = 0; /* the trainer's streams are past their releases: the forward is over */
     if (st == ZT_OK)
-        st = zt_fwd_collect(rt, &timed);
+        st = zt_fwd_collect(&rt->fwd, rt->device.dev, &timed, &rt->err);
+    if (timed && st == ZT_OK)
+        rt->stats.forward_s = rt->fwd.last_s;
     if (st == ZT_OK)
         st = flushed;
     if (st == ZT_OK)
