@@ -33,7 +33,7 @@ static zt_status alloc_moved(zt_runtime *rt, const zt_plan *plan, zt_layer *L, m
         zt_home_share(&L->param_home, L->name, &n->master);
     else if ((st = zt_home_alloc(&mh, zt_plan_master_tier(plan, L), bytes, L->name, &n->master,
                                  &rt->err)) == ZT_OK)
-        st = n->master.shared ? ZT_OK : copy_home(rt, &oh, &L->master, &n->master);
+        st = copy_home(rt, &oh, &L->master, &n->master);
     if (st == ZT_OK && (st = zt_home_alloc(&oh, opt, bytes, L->name, &n->m, &rt->err)) == ZT_OK)
         st = copy_home(rt, &oh, &L->exp_avg, &n->m);
     if (st == ZT_OK && (st = zt_home_alloc(&oh, opt, bytes, L->name, &n->v, &rt->err)) == ZT_OK)
