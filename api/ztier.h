@@ -292,6 +292,14 @@ typedef struct zt_stats {
     uint64_t act_prefetch_hits;
     double act_wait_s;
     uint64_t act_evictions; /* read-ahead copies dropped for another allocation's room */
+    /* The latest step's forward time (docs/configuration.md, "The forward time"): from the
+     * step's first forward zt_fetch to its first backward zt_fetch, on the trainer's stream
+     * (the stream-ordered calls: timed device events) or on the host's clock (the blocking
+     * calls); 0 before a step has had both. */
+    double forward_s;
+    /* offload_optimizer.ratio "auto": times the split moved layers' optimizer state between
+     * device and host memory at a step boundary (from the forward time) */
+    uint64_t optimizer_resplits;
 } zt_stats;
 
 #define ZT_STATS_INIT                   \
