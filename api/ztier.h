@@ -36,7 +36,7 @@ extern "C" {
  * (the same major, and not older than the header, which may declare calls the library lacks).
  * CMakeLists.txt reads the version (and so the soname) from these three lines. */
 #define ZT_VERSION_MAJOR 1
-#define ZT_VERSION_MINOR 1
+#define ZT_VERSION_MINOR 2
 #define ZT_VERSION_PATCH 0
 #define ZT_VERSION_CODE(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
 #define ZT_VERSION ZT_VERSION_CODE(ZT_VERSION_MAJOR, ZT_VERSION_MINOR, ZT_VERSION_PATCH)
@@ -46,7 +46,7 @@ extern "C" {
  * calls and fields may not exist here) or against a header of an older major (api_version 1:
  * ztier 0.1, whose zt_init_fn returned void). Structs the library writes into carry a
  * struct_size the caller sets (their _INIT macros); they only ever gain fields at the end. */
-#define ZT_API_VERSION 3
+#define ZT_API_VERSION 4
 #define ZT_MAX_DIMS 8
 
 #if defined(__GNUC__)
