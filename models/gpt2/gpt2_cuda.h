@@ -65,6 +65,33 @@ int gpt2_cuda_gelu_backward(float *dinp, const float *inp, const float *dout, lo
                             void *stream);
 int gpt2_cuda_residual_forward(float *out, const float *a, const float *b, long long n,
                                void *stream);
+/* bf16 activations (gpt2_ops' GPT2_BF16): the same kernels with every activation and
+ * activation gradient (out, inp, res, a, b, dout, dinp) stored as bf16 (the 16 bits as
+ * unsigned short), read widened to fp32 and written rounded to nearest even once; parameters,
+ * their gradients and the layernorm statistics (mean, rstd) stay fp32, as does all arithmetic
+ * (gpt2_rows_act.h, one source for both). Shapes, scratch and accumulation rules as above. */
+int gpt2_cuda_encoder_forward_bf16(unsigned short *out, const int *tokens, const float *wte,
+                                   const float *wpe, int B, int T, int C, void *stream);
+int gpt2_cuda_encoder_backward_bf16(float *dwte, float *dwpe, const unsigned short *dout,
+                                    const int *tokens, int B, int T, int C, int V, void *scratch,
+                                    size_t scratch_bytes, void *stream);
+int gpt2_cuda_layernorm_forward_bf16(unsigned short *out, float *mean, float *rstd,
+                                     const unsigned short *inp, const float *w, const float *b,
+                                     int N, int C, void *stream);
+int gpt2_cuda_residual_layernorm_forward_bf16(unsigned short *res, unsigned short *out, float *mean,
+                                              float *rstd, const unsigned short *a,
+                                              const unsigned short *b, const float *w,
+                                              const float *bias, int N, int C, void *stream);
+int gpt2_cuda_layernorm_backward_bf16(unsigned short *dinp, float *dw, float *db,
+                                      const unsigned short *dout, const unsigned short *inp,
+                                      const float *w, const float *mean, const float *rstd, int N,
+                                      int C, float *scratch, void *stream);
+int gpt2_cuda_gelu_forward_bf16(unsigned short *out, const unsigned short *inp, long long n,
+                                void *stream);
+int gpt2_cuda_gelu_backward_bf16(unsigned short *dinp, const unsigned short *inp,
+                                 const unsigned short *dout, long long n, void *stream);
+int gpt2_cuda_residual_forward_bf16(unsigned short *out, const unsigned short *a,
+                                    const unsigned short *b, long long n, void *stream);
 /* dst = src rounded to bf16 (to nearest even; n elements), the bf16 matmuls' inputs. */
 int gpt2_cuda_to_bf16(unsigned short *dst, const float *src, long long n, void *stream);
 /* bf16 parameters (bf16.enabled): dst = src widened to fp32; dst = bf16(dst + src), rounded
