@@ -60,6 +60,14 @@ size_t gpt2_cuda_flash_backward_scratch(int B, int T, int NH);
 int gpt2_cuda_flash_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
                              const float *lse, int B, int T, int C, int NH, float *scratch,
                              void *stream);
+/* The same with qkv, out, dout and dqkv in bf16 (read widened, written rounded once: out
+ * stored, dqkv added into); lse and the scratch stay fp32, as do the tiles and the math. */
+int gpt2_cuda_flash_forward_bf16(unsigned short *out, float *lse, const unsigned short *qkv, int B,
+                                 int T, int C, int NH, void *stream);
+int gpt2_cuda_flash_backward_bf16(unsigned short *dqkv, const unsigned short *dout,
+                                  const unsigned short *qkv, const unsigned short *out,
+                                  const float *lse, int B, int T, int C, int NH, float *scratch,
+                                  void *stream);
 int gpt2_cuda_gelu_forward(float *out, const float *inp, long long n, void *stream);
 int gpt2_cuda_gelu_backward(float *dinp, const float *inp, const float *dout, long long n,
                             void *stream);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The GPT-2 CUDA kernels with bf16 activations (gpt2_cuda.h's *_bf16: the encoder forward and
  * backward, layernorm forward, the fused residual + layernorm forward, layernorm backward,
- * GELU forward and backward, the residual) against references computed here in double from
+ * GELU forward and backward, the residual; the fused attention forward and backward) against references computed here in double from
  * the same bf16 inputs, on odd shapes (rows of C = 75: longer than a warp and no multiple of
  * it; N = 39 rows).
  *
@@ -290,6 +290,85 @@ static void test_elementwise(void)
     free(x), free(dout), free(dinp), free(y), free(want);
 }
 
+/* The fused attention with bf16 qkv, out, dout and dqkv against attention in double: heads of
+ * 16 (3 of them), T = 45 (no multiple of the tiles). The backward's D_r = dout_r . out_r is the
+ * reference's from the out the forward stored (its input, as the kernel reads it). */
+enum { AT = 45, AH = 3, AHS = 16, AC = AH * AHS };
+
+static void attention_ref(double *out, double *lse, double *dqkv, const gpt2_bf16 *qkv,
+                          const gpt2_bf16 *dout, const gpt2_bf16 *out_stored)
+{
+    double scale = 1 / sqrt((double)AHS), p[AT];
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < AH; h++)
+            for (int t = 0; t < AT; t++) {
+                const gpt2_bf16 *q = qkv + ((size_t)b * AT + t) * 3 * AC + h * AHS;
+                double mx = -INFINITY, sum = 0, D = 0, dq[AHS] = {0};
+                for (int j = 0; j <= t; j++) {
+                    const gpt2_bf16 *k = qkv + ((size_t)b * AT + j) * 3 * AC + AC + h * AHS;
+                    double dot = 0;
+                    for (int d = 0; d < AHS; d++)
+                        dot += bf(q[d]) * bf(k[d]);
+                    p[j] = dot * scale;
+                    mx = p[j] > mx ? p[j] : mx;
+                }
+                for (int j = 0; j <= t; j++)
+                    sum += (p[j] = exp(p[j] - mx));
+                size_t row = ((size_t)b * AT + t) * AC + h * AHS;
+                lse[((size_t)b * AH + h) * AT + t] = mx + log(sum);
+                for (int d = 0; d < AHS; d++) {
+                    out[row + d] = 0;
+                    for (int j = 0; j <= t; j++)
+                        out[row + d] +=
+                            p[j] / sum *
+                            bf(qkv[((size_t)b * AT + j) * 3 * AC + 2 * AC + h * AHS + d]);
+                    D += bf(dout[row + d]) * bf(out_stored[row + d]);
+                }
+                for (int j = 0; j <= t; j++) {
+                    size_t kj = ((size_t)b * AT + j) * 3 * AC + h * AHS;
+                    double pj = p[j] / sum, dp = 0;
+                    for (int d = 0; d < AHS; d++) {
+                        dp += bf(dout[row + d]) * bf(qkv[kj + 2 * AC + d]);
+                        dqkv[kj + 2 * AC + d] += pj * bf(dout[row + d]);
+                    }
+                    double ds = pj * (dp - D) * scale;
+                    for (int d = 0; d < AHS; d++) {
+                        dq[d] += ds * bf(qkv[kj + AC + d]);
+                        dqkv[kj + AC + d] += ds * bf(q[d]);
+                    }
+                }
+                for (int d = 0; d < AHS; d++)
+                    dqkv[((size_t)b * AT + t) * 3 * AC + h * AHS + d] += dq[d];
+            }
+}
+
+static void test_attention(void)
+{
+    size_t nq = (size_t)B * AT * 3 * AC, no = (size_t)B * AT * AC, nl = (size_t)B * AH * AT;
+    gpt2_bf16 *qkv = rand_bf16(nq, -1, 1), *dout = rand_bf16(no, -1, 1);
+    gpt2_bf16 *zero = calloc(nq, sizeof *zero), *out_stored = malloc(no * sizeof *out_stored);
+    double *out = malloc(no * sizeof *out), *lse = malloc(nl * sizeof *lse);
+    double *dqkv = calloc(nq, sizeof *dqkv);
+    float *scratch = calloc(gpt2_cuda_flash_backward_scratch(B, AT, AH), sizeof *scratch);
+    if (!zero || !out_stored || !out || !lse || !dqkv || !scratch)
+        exit(1);
+    void *g_qkv = dev_copy(qkv, nq * 2), *g_dout = dev_copy(dout, no * 2);
+    void *g_out = dev_copy(zero, no * 2), *g_dqkv = dev_copy(zero, nq * 2);
+    void *g_lse = dev_copy(scratch, nl * 4);
+    void *g_scratch = dev_copy(scratch, gpt2_cuda_flash_backward_scratch(B, AT, AH) * 4);
+    launched("flash forward",
+             gpt2_cuda_flash_forward_bf16(g_out, g_lse, g_qkv, B, AT, AC, AH, NULL));
+    launched("flash backward", gpt2_cuda_flash_backward_bf16(g_dqkv, g_dout, g_qkv, g_out, g_lse, B,
+                                                             AT, AC, AH, g_scratch, NULL));
+    copy_back(out_stored, g_out, no * 2);
+    attention_ref(out, lse, dqkv, qkv, dout, out_stored);
+    check_bf16("flash attention forward bf16: out", out, g_out, no);
+    check_f32("flash attention forward bf16: lse", lse, g_lse, nl);
+    check_bf16("flash attention backward bf16: dqkv", dqkv, g_dqkv, nq);
+    free(qkv), free(dout), free(zero), free(out_stored), free(out), free(lse), free(dqkv);
+    free(scratch);
+}
+
 int main(void)
 {
     int count = 0;
@@ -304,6 +383,7 @@ int main(void)
     test_encoder(tok, dtok);
     test_layernorm();
     test_elementwise();
+    test_attention();
     while (n_dev_kept)
         cudaFree(dev_kept[--n_dev_kept]);
     printf(failures ? "FAILED: %d\n" : "all bf16 kernels within tolerance\n", failures);
