@@ -108,6 +108,8 @@ int gpt2_cuda_bf16_widen(float *dst, const unsigned short *src, long long n, voi
 int gpt2_cuda_bf16_narrow_add(unsigned short *dst, const float *src, long long n, void *stream);
 /* out[n][o] = bias[o] for N rows of OC: the matmul's bias, put down before the GEMM adds. */
 int gpt2_cuda_bias_fill(float *out, const float *bias, int N, int OC, void *stream);
+/* ... into bf16 rows (bf16 activations: each bias value rounded to bf16) */
+int gpt2_cuda_bias_fill_bf16(unsigned short *out, const float *bias, int N, int OC, void *stream);
 /* probs = softmax(logits) per row; losses[n] = -log probs[n][targets[n]] (the caller sums
  * them in row order, as the CPU kernel does). */
 int gpt2_cuda_crossentropy_forward(float *probs, double *losses, const float *logits,

@@ -218,11 +218,11 @@ __global__ void to_bf16(unsigned short *dst, const float *src, long long n)
         dst[i] = __bfloat16_as_ushort(__float2bfloat16_rn(src[i]));
 }
 
-__global__ void bias_fill(float *out, const float *bias, int N, int OC)
+template <typename A> __global__ void bias_fill(A *out, const float *bias, int N, int OC)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < (long long)N * OC)
-        out[i] = bias[i % OC];
+        gpt2_act_st(&out[i], bias[i % OC]);
 }
 
 __global__ void xent_fwd(float *probs, double *losses, const float *logits, const int *targets,
@@ -406,12 +406,25 @@ extern "C" int gpt2_cuda_to_bf16(unsigned short *dst, const float *src, long lon
     return launched();
 }
 
-extern "C" int gpt2_cuda_bias_fill(float *out, const float *bias, int N, int OC, void *stream)
+template <typename A>
+static int bias_fill_rows(A *out, const float *bias, int N, int OC, void *stream)
 {
     if (empty((long long)N * OC))
         return 0;
-    bias_fill<<<blocks((long long)N * OC), kThreads, 0, as_stream(stream)>>>(out, bias, N, OC);
+    auto *bias_fill_a = bias_fill<A>;
+    bias_fill_a<<<blocks((long long)N * OC), kThreads, 0, as_stream(stream)>>>(out, bias, N, OC);
     return launched();
+}
+
+extern "C" int gpt2_cuda_bias_fill(float *out, const float *bias, int N, int OC, void *stream)
+{
+    return bias_fill_rows(out, bias, N, OC, stream);
+}
+
+extern "C" int gpt2_cuda_bias_fill_bf16(unsigned short *out, const float *bias, int N, int OC,
+                                        void *stream)
+{
+    return bias_fill_rows(out, bias, N, OC, stream);
 }
 
 template <typename A> static int gelu_forward(A *out, const A *inp, long long n, void *stream)

@@ -76,36 +76,33 @@ static void verdict(const char *what, double worst, double tol)
         failures++;
 }
 
-/* the device's n bf16 values against want */
-static void check_bf16(const char *what, const double *want, const void *dev, size_t n)
+/* the device's n values (bf16, else fp32) against want: bf16 within BF16_TOL, fp32 within
+ * F32_TOL */
+static void check_as(const char *what, const double *want, const void *dev, size_t n, int bf16)
 {
-    gpt2_bf16 *got = malloc(n * sizeof *got);
+    size_t size = bf16 ? sizeof(gpt2_bf16) : sizeof(float);
+    void *got = malloc(n * size);
     if (!got)
         exit(1);
-    copy_back(got, dev, n * sizeof *got);
+    copy_back(got, dev, n * size);
     double worst = 0;
     for (size_t i = 0; i < n; i++) {
-        double d = fabs(bf(got[i]) - want[i]) / (fabs(want[i]) + BF16_FLOOR);
+        double g = bf16 ? bf(((const gpt2_bf16 *)got)[i]) : ((const float *)got)[i];
+        double d = fabs(g - want[i]) / (fabs(want[i]) + BF16_FLOOR);
         worst = d > worst ? d : worst;
     }
     free(got);
-    verdict(what, worst, BF16_TOL);
+    verdict(what, worst, bf16 ? BF16_TOL : F32_TOL);
 }
 
-/* the device's n floats against want */
+static void check_bf16(const char *what, const double *want, const void *dev, size_t n)
+{
+    check_as(what, want, dev, n, 1);
+}
+
 static void check_f32(const char *what, const double *want, const void *dev, size_t n)
 {
-    float *got = malloc(n * sizeof *got);
-    if (!got)
-        exit(1);
-    copy_back(got, dev, n * sizeof *got);
-    double worst = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs(got[i] - want[i]) / (fabs(want[i]) + BF16_FLOOR);
-        worst = d > worst ? d : worst;
-    }
-    free(got);
-    verdict(what, worst, F32_TOL);
+    check_as(what, want, dev, n, 0);
 }
 
 static void launched(const char *what, int rc)
