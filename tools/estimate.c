@@ -4,7 +4,8 @@
  *
  *   ztier estimate (--config tiny|d12|d24|d36|d48|d<L>c<C> [--vocab N] | --layers FILE.json)
  *                  [--world N] [--ranks-per-node N] [--ds-config FILE] [--stage 0|1|2|3]
- *                  [--device-memory SIZE] [--batch B --seq T] [--json]
+ *                  [--device-memory SIZE] [--batch B --seq T [--precision bf16|tf32|fp32]]
+ *                  [--json]
  *
  * The model is registered exactly as a run registers it (GPT-2 through the example's code,
  * or the layers and shapes of a JSON file), the configuration is read as a run reads it
@@ -25,7 +26,9 @@
  * minimum, and exits with 1 (the placements that fit are still listed).
  * With --batch (the global batch, split over --world as zt_gpt2 splits it) and --seq, a GPT-2
  * estimate also counts the activations of each checkpointing policy (tools/estimate_acts.c)
- * and the largest batch at that sequence within the device budget. */
+ * and the largest batch at that sequence within the device budget; --precision is the GPU
+ * trainer's (bf16, its default, keeps the activations in bf16 with the cuda device backend;
+ * tf32 and fp32 in fp32; the CPU trainer's are fp32 whatever it says). */
 #include "runtime/estimate.h"
 #include "tools/bench_common.h"
 #include "tools/estimate_acts.h"
@@ -50,7 +53,8 @@ static int usage(void)
 {
     fprintf(stderr, "usage: ztier estimate (" CONFIG_USAGE
                     "--layers FILE.json) [--world N] [--ranks-per-node N] [--ds-config FILE] "
-                    "[--stage 0|1|2|3] [--device-memory SIZE] [--batch B --seq T] [--json]\n");
+                    "[--stage 0|1|2|3] [--device-memory SIZE] [--batch B --seq T "
+                    "[--precision bf16|tf32|fp32]] [--json]\n");
     return 2;
 }
 
@@ -515,12 +519,21 @@ int est_estimate(const est_options *o, const char *pdev, const char *odev, uint6
 int cmd_estimate(int argc, char **argv)
 {
     est_options o;
-    static const char *const known[] = {
-        "config", "vocab", "layers", "world", "ranks-per-node", "ds-config", "device-memory",
-        "stage",  "batch", "seq",    NULL};
+    static const char *const known[] = {"config",         "vocab",     "layers",        "world",
+                                        "ranks-per-node", "ds-config", "device-memory", "stage",
+                                        "batch",          "seq",       "precision",     NULL};
     static const char *const flags[] = {"json", NULL};
     if (bench_check_args(argc, argv, known, flags) != 0 || est_parse(argc, argv, &o) != 0)
         return usage();
+    /* the GPU trainer's --precision (its default bf16): where its activations are bf16 */
+    const char *precision = bench_arg(argc, argv, "precision");
+    if (precision && gpt2_precision_parse(precision) < 0) {
+        fprintf(stderr,
+                "ztier estimate: --precision '%s' is not bf16, tf32 or fp32 (the GPU "
+                "trainer's; bf16, its default, keeps the activations in bf16)\n",
+                precision);
+        return usage();
+    }
     char err[1200];
     est_model m;
     zt_estimate e;
@@ -571,6 +584,9 @@ int cmd_estimate(int argc, char **argv)
         acts.placement = tiers[e.plan.param_tier];
         /* the GPU trainer's ops keep attention's logsumexp, the CPU's the softmax */
         acts.att_keep = gpu ? GPT2_ATT_LSE : GPT2_ATT_PROBS;
+        /* ... and in bf16 (--precision bf16, its default) its activations in 16 bits */
+        acts.act_bytes =
+            gpu && (!precision || gpt2_precision_parse(precision) == GPT2_BF16) ? 2 : 4;
         if (o.seq > acts.c.max_seq) {
             fprintf(stderr, "ztier estimate: --seq %d is longer than the model's context (%d)\n",
                     o.seq, acts.c.max_seq);

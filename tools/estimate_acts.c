@@ -23,26 +23,28 @@ static uint64_t store_device(const est_acts_in *in, int policy, int rows)
     if (policy != GPT2_FULL_OFFLOAD)
         return 0;
     int held = in->prefetch_layers + 1 < in->c.layers ? in->prefetch_layers + 1 : in->c.layers;
-    return (uint64_t)held * gpt2_checkpoint_bytes(&in->c, rows, in->seq);
+    return (uint64_t)held * gpt2_checkpoint_bytes_as(&in->c, rows, in->seq, in->act_bytes);
 }
 
 static uint64_t device_total(const est_acts_in *in, int policy, int rows)
 {
     return in->params_peak + in->bf16_scratch +
-           gpt2_activation_bytes_on(&in->c, rows, in->seq, policy, in->att_keep) +
+           gpt2_activation_bytes_as(&in->c, rows, in->seq, policy, in->att_keep, in->act_bytes) +
            store_device(in, policy, rows);
 }
 
 static act_row row_of(const est_acts_in *in, int policy)
 {
     act_row r = {0};
-    r.model = gpt2_activation_bytes_on(&in->c, in->rows, in->seq, policy, in->att_keep);
+    r.model =
+        gpt2_activation_bytes_as(&in->c, in->rows, in->seq, policy, in->att_keep, in->act_bytes);
     gpt2_config one_less = in->c;
     one_less.layers--;
-    r.per_block =
-        r.model - gpt2_activation_bytes_on(&one_less, in->rows, in->seq, policy, in->att_keep);
+    r.per_block = r.model - gpt2_activation_bytes_as(&one_less, in->rows, in->seq, policy,
+                                                     in->att_keep, in->act_bytes);
     if (policy == GPT2_FULL_OFFLOAD)
-        r.store_home = (uint64_t)in->c.layers * gpt2_checkpoint_bytes(&in->c, in->rows, in->seq);
+        r.store_home = (uint64_t)in->c.layers *
+                       gpt2_checkpoint_bytes_as(&in->c, in->rows, in->seq, in->act_bytes);
     r.store_device = store_device(in, policy, in->rows);
     r.device_total = device_total(in, policy, in->rows);
     int lo = 0, hi = 1 << 20; /* the bytes grow with the batch: the largest that fits */
@@ -96,18 +98,23 @@ static void print_verdict(const est_acts_in *in)
         return;
     }
     printf("  batch %d x %d does not fit the device budget with any policy: the least is %s, "
-           "device total %s of %s (parameters on %s); fp32 activations: bf16 activations would "
-           "halve the model's share\n",
+           "device total %s of %s (parameters on %s)%s\n",
            in->rows, in->seq, names[least], bench_fmt_bytes(rows[least].device_total, a, sizeof a),
-           bench_fmt_bytes(in->budget, b, sizeof b), in->placement);
+           bench_fmt_bytes(in->budget, b, sizeof b), in->placement,
+           in->act_bytes == 2 ? ""
+                              : "; fp32 activations: the GPU trainer's bf16 ones (--precision "
+                                "bf16 with the cuda device backend) would about halve the model's "
+                                "share");
 }
 
 void est_acts_print(const est_acts_in *in)
 {
     char a[32], b[32], c[32], d[32], e[32], f[32];
-    printf("\nactivations per rank, batch %d x %d tokens, fp32 (the model's own allocation), "
+    printf("\nactivations per rank, batch %d x %d tokens, %s (the model's own allocation), "
            "device budget %s:\n",
-           in->rows, in->seq, bench_fmt_bytes(in->budget, f, sizeof f));
+           in->rows, in->seq,
+           in->act_bytes == 2 ? "bf16 (fp32 layernorm statistics, logsumexp and logits)" : "fp32",
+           bench_fmt_bytes(in->budget, f, sizeof f));
     printf("  %-13s %12s %12s %14s %14s %14s  %s\n", "policy", "model", "per block", "store (off)",
            "store (device)", "device total", "largest batch at this seq");
     for (int k = 0; k < N_ROWS; k++) {
@@ -153,8 +160,9 @@ json_t *est_acts_json(const est_acts_in *in)
                       "store_device", (json_int_t)r.store_device, "device_total",
                       (json_int_t)r.device_total, "largest_batch", r.largest_batch));
     }
-    return json_pack("{s:i, s:i, s:I, s:s, s:I, s:o}", "batch_per_rank", in->rows, "seq", in->seq,
-                     "formula_per_layer_16bit", (json_int_t)formula(in), "attention_keeps",
-                     keeps_lse(in) ? "logsumexp" : "softmax", "bf16_scratch",
+    return json_pack("{s:i, s:i, s:I, s:s, s:s, s:I, s:o}", "batch_per_rank", in->rows, "seq",
+                     in->seq, "formula_per_layer_16bit", (json_int_t)formula(in), "attention_keeps",
+                     keeps_lse(in) ? "logsumexp" : "softmax", "activation_dtype",
+                     in->act_bytes == 2 ? "bf16" : "fp32", "bf16_scratch",
                      (json_int_t)in->bf16_scratch, "policies", rows);
 }

@@ -626,7 +626,9 @@ static int choose_offload(trainer *t)
         return 0;
     }
     t->o.policy = GPT2_FULL_OFFLOAD;
-    if (gpt2_ztier_register_acts(&t->g, t->rows, t->o.seq) != ZT_OK)
+    /* the GPU in bf16 keeps its activations, checkpoints too, in 16 bits (gpt2_ops.h) */
+    int act_bytes = !strcmp(t->o.device, "cuda") && !strcmp(t->o.precision, "bf16") ? 2 : 4;
+    if (gpt2_ztier_register_acts_as(&t->g, t->rows, t->o.seq, act_bytes) != ZT_OK)
         return fail(t, "zt_act_register");
     return 0;
 }
@@ -718,7 +720,7 @@ static int setup(trainer *t)
                gpt2_model_activation_bytes(t->model), policies[t->o.policy]);
         if (t->o.policy == GPT2_FULL_OFFLOAD)
             printf(", and each block's input (%zu bytes) in %s",
-                   gpt2_checkpoint_bytes(&t->c, t->rows, t->o.seq), t->act_home);
+                   gpt2_model_checkpoint_bytes(t->model), t->act_home);
         printf("\n");
         printf("per step: loss%s, time, tokens/s, grad norm; dev/host/nvme: current/peak bytes; "
                "h2d d2h nvme r/w: bytes moved in the step\n",

@@ -21,8 +21,12 @@
 // (b, h, tile of keys) for dk and dv, walking the query tiles from the diagonal on. Each
 // gradient element has one writer, which adds it into dqkv.
 //
-// Inputs are read through load_in only (fp32 today; a bf16 input changes it alone).
+// Activations (qkv, out, dout, dqkv) are fp32 or bf16 (A, the kernels' template parameter:
+// gpt2_ops' bf16 activations): read through load_in and written through store_act, widened on
+// the way in and rounded to nearest even once on the way out (gpt2_rows.h's bit functions);
+// the tiles, the softmax statistics (lse, D) and all arithmetic stay fp32.
 #include "gpt2_cuda.h"
+#include "gpt2_rows.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -71,8 +75,12 @@ cudaStream_t as_stream(void *s) { return static_cast<cudaStream_t>(s); }
 
 int launched() { return static_cast<int>(cudaGetLastError()); }
 
-// Every read of the kernels' inputs (q, k, v, out, dout): one place to change for 16-bit ones.
+// Every read of the kernels' inputs (q, k, v, out, dout, and dqkv where it adds) and every
+// write of their outputs (out, dqkv): fp32 as is, bf16 widened / rounded once.
 __device__ __forceinline__ float load_in(const float *p) { return *p; }
+__device__ __forceinline__ float load_in(const gpt2_bf16 *p) { return gpt2_bf16_widen(*p); }
+__device__ __forceinline__ void store_act(float *p, float v) { *p = v; }
+__device__ __forceinline__ void store_act(gpt2_bf16 *p, float v) { *p = gpt2_bf16_round(v); }
 
 // The sum and maximum of a row's 16 owners (consecutive lanes), returned to each of them.
 __device__ __forceinline__ float row_sum(float v)
@@ -90,8 +98,8 @@ __device__ __forceinline__ float row_max(float v)
 
 // dst[r * (HS + 1) + d] = src[(t0 + r) * stride + d] for r < R, d < HS; rows at or past T are
 // zeros. src is a head's column block of row 0 of its sequence.
-template <int R, int HS, typename Tile>
-__device__ __forceinline__ void load_tile(Tile &dst, const float *src, int stride, int t0, int T)
+template <int R, int HS, typename Tile, typename A>
+__device__ __forceinline__ void load_tile(Tile &dst, const A *src, int stride, int t0, int T)
 {
     for (int e = threadIdx.x; e < R * HS; e += kThreads) {
         int r = e / HS, d = e % HS;
@@ -154,9 +162,9 @@ __device__ __forceinline__ void tile_mma(float (&acc)[RM][DM], TW &w, TM &m)
 }
 
 // grid (query tiles, B * NH)
-template <int HS>
+template <int HS, typename A>
 __global__ void __launch_bounds__(kThreads, 1)
-    flash_fwd(float *out, float *lse, const float *qkv, int T, int NH, float scale)
+    flash_fwd(A *out, float *lse, const A *qkv, int T, int NH, float scale)
 {
     constexpr int BR = kFwdRows<HS>, BC = kFwdCols<HS>;
     constexpr int RM = BR / kSide, CM = BC / kSide, DM = HS / kSide, LD = HS + 1;
@@ -166,7 +174,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS;
     int r0 = (int)(gridDim.x - 1 - blockIdx.x) * BR; // the longest tiles first
     int tx = threadIdx.x % kSide, ty = threadIdx.x / kSide;
-    const float *base = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
+    const A *base = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
     load_tile<BR, HS>(q_s, base, 3 * C, r0, T);
     float m[RM], l[RM], o[RM][DM];
     GPT2_UNROLL
@@ -217,10 +225,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         int r = r0 + ty + kSide * i;
         if (r >= T)
             continue;
-        float *dst = out + ((size_t)b * T + r) * C + (size_t)h * HS;
+        A *dst = out + ((size_t)b * T + r) * C + (size_t)h * HS;
         GPT2_UNROLL
         for (int d = 0; d < DM; d++)
-            dst[tx + kSide * d] = o[i][d] / l[i];
+            store_act(&dst[tx + kSide * d], o[i][d] / l[i]);
         if (tx == 0)
             lse[(size_t)bh * T + r] = m[i] + logf(l[i]);
     }
@@ -259,8 +267,8 @@ __device__ __forceinline__ void tile_grads(float (&p)[RM][RM], float (&ds)[RM][R
 }
 
 // dst[(t0 + ty + 16 i) * stride + tx + 16 d] += factor * acc[i][d] for the rows before T.
-template <int RM, int DM>
-__device__ __forceinline__ void add_rows(float *dst, int stride, int t0, int T,
+template <int RM, int DM, typename A>
+__device__ __forceinline__ void add_rows(A *dst, int stride, int t0, int T,
                                          const float (&acc)[RM][DM], float factor)
 {
     int tx = threadIdx.x % kSide, ty = threadIdx.x / kSide;
@@ -270,16 +278,18 @@ __device__ __forceinline__ void add_rows(float *dst, int stride, int t0, int T,
         if (t >= T)
             continue;
         GPT2_UNROLL
-        for (int d = 0; d < DM; d++)
-            dst[(size_t)t * stride + tx + kSide * d] += factor * acc[i][d];
+        for (int d = 0; d < DM; d++) {
+            A *at = &dst[(size_t)t * stride + tx + kSide * d];
+            store_act(at, load_in(at) + factor * acc[i][d]);
+        }
     }
 }
 
 // grid (query tiles, B * NH): dq of its rows, and D of its rows into dsum.
-template <int HS>
+template <int HS, typename A>
 __global__ void __launch_bounds__(kThreads, 1)
-    flash_bwd_dq(float *dqkv, float *dsum, const float *dout, const float *qkv, const float *out,
-                 const float *lse, int T, int NH, float scale)
+    flash_bwd_dq(A *dqkv, float *dsum, const A *dout, const A *qkv, const A *out, const float *lse,
+                 int T, int NH, float scale)
 {
     constexpr int BB = kBwdSide<HS>;
     constexpr int RM = BB / kSide, DM = HS / kSide, LD = HS + 1;
@@ -289,9 +299,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS;
     int r0 = (int)(gridDim.x - 1 - blockIdx.x) * BB;
     int tx = threadIdx.x % kSide, ty = threadIdx.x / kSide;
-    const float *base = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
-    const float *dbase = dout + (size_t)b * T * C + (size_t)h * HS;
-    const float *obase = out + (size_t)b * T * C + (size_t)h * HS;
+    const A *base = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
+    const A *dbase = dout + (size_t)b * T * C + (size_t)h * HS;
+    const A *obase = out + (size_t)b * T * C + (size_t)h * HS;
     load_tile<BB, HS>(q_s, base, 3 * C, r0, T);
     load_tile<BB, HS>(do_s, dbase, C, r0, T);
     float lse_r[RM], d_r[RM], dq[RM][DM];
@@ -333,10 +343,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // grid (key tiles, B * NH): dk and dv of its keys, after flash_bwd_dq wrote D to dsum.
-template <int HS>
+template <int HS, typename A>
 __global__ void __launch_bounds__(kThreads, 1)
-    flash_bwd_dkv(float *dqkv, const float *dsum, const float *dout, const float *qkv,
-                  const float *lse, int T, int NH, float scale)
+    flash_bwd_dkv(A *dqkv, const float *dsum, const A *dout, const A *qkv, const float *lse, int T,
+                  int NH, float scale)
 {
     constexpr int BB = kBwdSide<HS>;
     constexpr int RM = BB / kSide, DM = HS / kSide, LD = HS + 1;
@@ -348,8 +358,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS;
     int c0 = (int)blockIdx.x * BB; // the first key tiles have the most queries: first
     int tx = threadIdx.x % kSide, ty = threadIdx.x / kSide;
-    const float *base = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
-    const float *dbase = dout + (size_t)b * T * C + (size_t)h * HS;
+    const A *base = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
+    const A *dbase = dout + (size_t)b * T * C + (size_t)h * HS;
     load_tile<BB, HS>(k_s, base + C, 3 * C, c0, T);
     load_tile<BB, HS>(v_s, base + 2 * C, 3 * C, c0, T);
     float dk[RM][DM], dv[RM][DM];
@@ -387,30 +397,30 @@ __global__ void __launch_bounds__(kThreads, 1)
         tile_mma<true, BB, BB, RM, DM, HS>(dv, p_s, do_s);
         tile_mma<true, BB, BB, RM, DM, HS>(dk, ds_s, q_s);
     }
-    float *head = dqkv + (size_t)b * T * 3 * C + (size_t)h * HS;
+    A *head = dqkv + (size_t)b * T * 3 * C + (size_t)h * HS;
     add_rows(head + C, 3 * C, c0, T, dk, scale);
     add_rows(head + 2 * C, 3 * C, c0, T, dv, 1.0f);
 }
 
 unsigned tiles(int T, int side) { return static_cast<unsigned>((T + side - 1) / side); }
 
-template <int HS>
-int forward(float *out, float *lse, const float *qkv, int B, int T, int NH, cudaStream_t s)
+template <int HS, typename A>
+int forward(A *out, float *lse, const A *qkv, int B, int T, int NH, cudaStream_t s)
 {
     dim3 grid(tiles(T, kFwdRows<HS>), static_cast<unsigned>(B * NH));
-    auto *flash_fwd_hs = flash_fwd<HS>; // (the stand-in's launch rewrite takes a plain name)
+    auto *flash_fwd_hs = flash_fwd<HS, A>; // (the stand-in's launch rewrite takes a plain name)
     flash_fwd_hs<<<grid, kThreads, 0, s>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS));
     return launched();
 }
 
-template <int HS>
-int backward(float *dqkv, float *dsum, const float *dout, const float *qkv, const float *out,
-             const float *lse, int B, int T, int NH, cudaStream_t s)
+template <int HS, typename A>
+int backward(A *dqkv, float *dsum, const A *dout, const A *qkv, const A *out, const float *lse,
+             int B, int T, int NH, cudaStream_t s)
 {
     dim3 grid(tiles(T, kBwdSide<HS>), static_cast<unsigned>(B * NH));
     float scale = 1.0f / sqrtf((float)HS);
-    auto *flash_bwd_dq_hs = flash_bwd_dq<HS>;
-    auto *flash_bwd_dkv_hs = flash_bwd_dkv<HS>;
+    auto *flash_bwd_dq_hs = flash_bwd_dq<HS, A>;
+    auto *flash_bwd_dkv_hs = flash_bwd_dkv<HS, A>;
     flash_bwd_dq_hs<<<grid, kThreads, 0, s>>>(dqkv, dsum, dout, qkv, out, lse, T, NH, scale);
     int r = launched();
     if (r)
@@ -446,14 +456,37 @@ template <typename F> int with_head_size(int B, int T, int C, int NH, F &&f)
     }
 }
 
+template <typename A>
+int flash_forward(A *out, float *lse, const A *qkv, int B, int T, int C, int NH, void *stream)
+{
+    return with_head_size(B, T, C, NH, [&](auto hs) {
+        return forward<decltype(hs)::value>(out, lse, qkv, B, T, NH, as_stream(stream));
+    });
+}
+
+template <typename A>
+int flash_backward(A *dqkv, const A *dout, const A *qkv, const A *out, const float *lse, int B,
+                   int T, int C, int NH, float *scratch, void *stream)
+{
+    return with_head_size(B, T, C, NH, [&](auto hs) {
+        return backward<decltype(hs)::value>(dqkv, scratch, dout, qkv, out, lse, B, T, NH,
+                                             as_stream(stream));
+    });
+}
+
 } // namespace
 
 extern "C" int gpt2_cuda_flash_forward(float *out, float *lse, const float *qkv, int B, int T,
                                        int C, int NH, void *stream)
 {
-    return with_head_size(B, T, C, NH, [&](auto hs) {
-        return forward<decltype(hs)::value>(out, lse, qkv, B, T, NH, as_stream(stream));
-    });
+    return flash_forward(out, lse, qkv, B, T, C, NH, stream);
+}
+
+extern "C" int gpt2_cuda_flash_forward_bf16(unsigned short *out, float *lse,
+                                            const unsigned short *qkv, int B, int T, int C, int NH,
+                                            void *stream)
+{
+    return flash_forward(out, lse, qkv, B, T, C, NH, stream);
 }
 
 extern "C" size_t gpt2_cuda_flash_backward_scratch(int B, int T, int NH)
@@ -465,8 +498,13 @@ extern "C" int gpt2_cuda_flash_backward(float *dqkv, const float *dout, const fl
                                         const float *out, const float *lse, int B, int T, int C,
                                         int NH, float *scratch, void *stream)
 {
-    return with_head_size(B, T, C, NH, [&](auto hs) {
-        return backward<decltype(hs)::value>(dqkv, scratch, dout, qkv, out, lse, B, T, NH,
-                                             as_stream(stream));
-    });
+    return flash_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, scratch, stream);
+}
+
+extern "C" int gpt2_cuda_flash_backward_bf16(unsigned short *dqkv, const unsigned short *dout,
+                                             const unsigned short *qkv, const unsigned short *out,
+                                             const float *lse, int B, int T, int C, int NH,
+                                             float *scratch, void *stream)
+{
+    return flash_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, scratch, stream);
 }

@@ -60,11 +60,46 @@ size_t gpt2_cuda_flash_backward_scratch(int B, int T, int NH);
 int gpt2_cuda_flash_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
                              const float *lse, int B, int T, int C, int NH, float *scratch,
                              void *stream);
+/* The same with qkv, out, dout and dqkv in bf16 (read widened, written rounded once: out
+ * stored, dqkv added into); lse and the scratch stay fp32, as do the tiles and the math. */
+int gpt2_cuda_flash_forward_bf16(unsigned short *out, float *lse, const unsigned short *qkv, int B,
+                                 int T, int C, int NH, void *stream);
+int gpt2_cuda_flash_backward_bf16(unsigned short *dqkv, const unsigned short *dout,
+                                  const unsigned short *qkv, const unsigned short *out,
+                                  const float *lse, int B, int T, int C, int NH, float *scratch,
+                                  void *stream);
 int gpt2_cuda_gelu_forward(float *out, const float *inp, long long n, void *stream);
 int gpt2_cuda_gelu_backward(float *dinp, const float *inp, const float *dout, long long n,
                             void *stream);
 int gpt2_cuda_residual_forward(float *out, const float *a, const float *b, long long n,
                                void *stream);
+/* bf16 activations (gpt2_ops' GPT2_BF16): the same kernels with every activation and
+ * activation gradient (out, inp, res, a, b, dout, dinp) stored as bf16 (the 16 bits as
+ * unsigned short), read widened to fp32 and written rounded to nearest even once; parameters,
+ * their gradients and the layernorm statistics (mean, rstd) stay fp32, as does all arithmetic
+ * (gpt2_rows_act.h, one source for both). Shapes, scratch and accumulation rules as above. */
+int gpt2_cuda_encoder_forward_bf16(unsigned short *out, const int *tokens, const float *wte,
+                                   const float *wpe, int B, int T, int C, void *stream);
+int gpt2_cuda_encoder_backward_bf16(float *dwte, float *dwpe, const unsigned short *dout,
+                                    const int *tokens, int B, int T, int C, int V, void *scratch,
+                                    size_t scratch_bytes, void *stream);
+int gpt2_cuda_layernorm_forward_bf16(unsigned short *out, float *mean, float *rstd,
+                                     const unsigned short *inp, const float *w, const float *b,
+                                     int N, int C, void *stream);
+int gpt2_cuda_residual_layernorm_forward_bf16(unsigned short *res, unsigned short *out, float *mean,
+                                              float *rstd, const unsigned short *a,
+                                              const unsigned short *b, const float *w,
+                                              const float *bias, int N, int C, void *stream);
+int gpt2_cuda_layernorm_backward_bf16(unsigned short *dinp, float *dw, float *db,
+                                      const unsigned short *dout, const unsigned short *inp,
+                                      const float *w, const float *mean, const float *rstd, int N,
+                                      int C, float *scratch, void *stream);
+int gpt2_cuda_gelu_forward_bf16(unsigned short *out, const unsigned short *inp, long long n,
+                                void *stream);
+int gpt2_cuda_gelu_backward_bf16(unsigned short *dinp, const unsigned short *inp,
+                                 const unsigned short *dout, long long n, void *stream);
+int gpt2_cuda_residual_forward_bf16(unsigned short *out, const unsigned short *a,
+                                    const unsigned short *b, long long n, void *stream);
 /* dst = src rounded to bf16 (to nearest even; n elements), the bf16 matmuls' inputs. */
 int gpt2_cuda_to_bf16(unsigned short *dst, const float *src, long long n, void *stream);
 /* bf16 parameters (bf16.enabled): dst = src widened to fp32; dst = bf16(dst + src), rounded
@@ -73,6 +108,8 @@ int gpt2_cuda_bf16_widen(float *dst, const unsigned short *src, long long n, voi
 int gpt2_cuda_bf16_narrow_add(unsigned short *dst, const float *src, long long n, void *stream);
 /* out[n][o] = bias[o] for N rows of OC: the matmul's bias, put down before the GEMM adds. */
 int gpt2_cuda_bias_fill(float *out, const float *bias, int N, int OC, void *stream);
+/* ... into bf16 rows (bf16 activations: each bias value rounded to bf16) */
+int gpt2_cuda_bias_fill_bf16(unsigned short *out, const float *bias, int N, int OC, void *stream);
 /* probs = softmax(logits) per row; losses[n] = -log probs[n][targets[n]] (the caller sums
  * them in row order, as the CPU kernel does). */
 int gpt2_cuda_crossentropy_forward(float *probs, double *losses, const float *logits,

@@ -52,7 +52,8 @@ cudaStream_t as_stream(void *s) { return static_cast<cudaStream_t>(s); }
 
 int launched() { return static_cast<int>(cudaGetLastError()); }
 
-__global__ void encoder_fwd(float *out, const int *tok, const float *wte, const float *wpe, int BT,
+template <typename A>
+__global__ void encoder_fwd(A *out, const int *tok, const float *wte, const float *wpe, int BT,
                             int T, int C)
 {
     long long r = warp_row();
@@ -71,7 +72,8 @@ __global__ void row_numbers(int *v, int n)
 // A warp per run of equal tokens in the sorted order (started by the run's first entry) and
 // slice of 32 columns: the run's rows, ascending (the sort is stable), added in order into
 // the token's row of dwte. Slices keep a long run (a frequent token) from resting on one warp.
-__global__ void encoder_bwd_tokens(float *dwte, const float *dout, const int *tok_sorted,
+template <typename A>
+__global__ void encoder_bwd_tokens(float *dwte, const A *dout, const int *tok_sorted,
                                    const int *rows_sorted, int n, int C)
 {
     int slices = (C + kLanes - 1) / kLanes;
@@ -88,15 +90,17 @@ __global__ void encoder_bwd_tokens(float *dwte, const float *dout, const int *to
 }
 
 // A thread per element of dwpe: the B sequences' rows of its position, in order.
-__global__ void encoder_bwd_positions(float *dwpe, const float *dout, int B, int T, int C)
+template <typename A>
+__global__ void encoder_bwd_positions(float *dwpe, const A *dout, int B, int T, int C)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < (long long)T * C)
         dwpe[i] = encoder_position_backward(dwpe[i], dout, B, T, C, (int)(i / C), (int)(i % C));
 }
 
-__global__ void layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
-                              const float *w, const float *b, int N, int C)
+template <typename A>
+__global__ void layernorm_fwd(A *out, float *mean, float *rstd, const A *inp, const float *w,
+                              const float *b, int N, int C)
 {
     long long n = warp_row();
     if (n < N)
@@ -104,9 +108,9 @@ __global__ void layernorm_fwd(float *out, float *mean, float *rstd, const float 
                               lane(), kLanes);
 }
 
-__global__ void residual_layernorm_fwd(float *res, float *out, float *mean, float *rstd,
-                                       const float *a, const float *b, const float *w,
-                                       const float *bias, int N, int C)
+template <typename A>
+__global__ void residual_layernorm_fwd(A *res, A *out, float *mean, float *rstd, const A *a,
+                                       const A *b, const float *w, const float *bias, int N, int C)
 {
     long long n = warp_row();
     size_t o = (size_t)n * C;
@@ -121,7 +125,8 @@ __global__ void residual_layernorm_fwd(float *res, float *out, float *mean, floa
 // partials in warp order into its slot of block_parts, and ln_colsum adds the slots in block
 // order into dw, db.
 // max dynamic shared: kSharedMax (49152 bytes), ln_shared_bytes(C) when it fits, else 0
-__global__ void layernorm_bwd(float *dinp, const float *dout, const float *inp, const float *w,
+template <typename A>
+__global__ void layernorm_bwd(A *dinp, const A *dout, const A *inp, const float *w,
                               const float *mean, const float *rstd, int N, int C, float *warp_parts,
                               float *block_parts)
 {
@@ -185,25 +190,25 @@ __global__ void softmax_bwd(float *d, const float *att, int rows, int T, float s
                                     lane(), kLanes);
 }
 
-__global__ void gelu_fwd(float *out, const float *inp, long long n)
+template <typename A> __global__ void gelu_fwd(A *out, const A *inp, long long n)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)
-        out[i] = gelu_elem_forward(inp[i]);
+        gelu_at_forward(out, inp, (size_t)i);
 }
 
-__global__ void gelu_bwd(float *dinp, const float *inp, const float *dout, long long n)
+template <typename A> __global__ void gelu_bwd(A *dinp, const A *inp, const A *dout, long long n)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)
-        dinp[i] += gelu_elem_backward(inp[i], dout[i]);
+        gelu_at_backward(dinp, inp, dout, (size_t)i);
 }
 
-__global__ void residual_fwd(float *out, const float *a, const float *b, long long n)
+template <typename A> __global__ void residual_fwd(A *out, const A *a, const A *b, long long n)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)
-        out[i] = a[i] + b[i];
+        residual_at_forward(out, a, b, (size_t)i);
 }
 
 __global__ void to_bf16(unsigned short *dst, const float *src, long long n)
@@ -213,11 +218,11 @@ __global__ void to_bf16(unsigned short *dst, const float *src, long long n)
         dst[i] = __bfloat16_as_ushort(__float2bfloat16_rn(src[i]));
 }
 
-__global__ void bias_fill(float *out, const float *bias, int N, int OC)
+template <typename A> __global__ void bias_fill(A *out, const float *bias, int N, int OC)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < (long long)N * OC)
-        out[i] = bias[i % OC];
+        gpt2_act_st(&out[i], bias[i % OC]);
 }
 
 __global__ void xent_fwd(float *probs, double *losses, const float *logits, const int *targets,
@@ -242,13 +247,15 @@ __global__ void xent_bwd(float *dlogits, const float *probs, const int *targets,
 
 } // namespace
 
-extern "C" int gpt2_cuda_encoder_forward(float *out, const int *tokens, const float *wte,
-                                         const float *wpe, int B, int T, int C, void *stream)
+template <typename A>
+static int encoder_forward(A *out, const int *tokens, const float *wte, const float *wpe, int B,
+                           int T, int C, void *stream)
 {
     if (empty((long long)B * T) || C <= 0)
         return 0;
-    encoder_fwd<<<row_blocks((long long)B * T), kThreads, 0, as_stream(stream)>>>(out, tokens, wte,
-                                                                                  wpe, B * T, T, C);
+    auto *encoder_fwd_a = encoder_fwd<A>; // (the stand-in's launch rewrite takes a plain name)
+    encoder_fwd_a<<<row_blocks((long long)B * T), kThreads, 0, as_stream(stream)>>>(
+        out, tokens, wte, wpe, B * T, T, C);
     return launched();
 }
 
@@ -265,9 +272,9 @@ extern "C" int gpt2_cuda_encoder_backward_scratch(int B, int T, size_t *bytes)
     return static_cast<int>(r);
 }
 
-extern "C" int gpt2_cuda_encoder_backward(float *dwte, float *dwpe, const float *dout,
-                                          const int *tokens, int B, int T, int C, int V,
-                                          void *scratch, size_t scratch_bytes, void *stream)
+template <typename A>
+static int encoder_backward(float *dwte, float *dwpe, const A *dout, const int *tokens, int B,
+                            int T, int C, int V, void *scratch, size_t scratch_bytes, void *stream)
 {
     int n = B * T;
     if (n <= 0 || C <= 0)
@@ -287,32 +294,36 @@ extern "C" int gpt2_cuda_encoder_backward(float *dwte, float *dwpe, const float 
     if (r != cudaSuccess)
         return static_cast<int>(r);
     long long warps = (long long)n * ((C + kLanes - 1) / kLanes);
-    encoder_bwd_tokens<<<row_blocks(warps), kThreads, 0, s>>>(dwte, dout, tok_sorted, rows_sorted,
-                                                              n, C);
-    encoder_bwd_positions<<<blocks((long long)T * C), kThreads, 0, s>>>(dwpe, dout, B, T, C);
+    auto *encoder_bwd_tokens_a = encoder_bwd_tokens<A>;
+    encoder_bwd_tokens_a<<<row_blocks(warps), kThreads, 0, s>>>(dwte, dout, tok_sorted, rows_sorted,
+                                                                n, C);
+    auto *encoder_bwd_positions_a = encoder_bwd_positions<A>;
+    encoder_bwd_positions_a<<<blocks((long long)T * C), kThreads, 0, s>>>(dwpe, dout, B, T, C);
     return launched();
 }
 
-extern "C" int gpt2_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                                           const float *w, const float *b, int N, int C,
-                                           void *stream)
+template <typename A>
+static int layernorm_forward(A *out, float *mean, float *rstd, const A *inp, const float *w,
+                             const float *b, int N, int C, void *stream)
 {
     if (empty(N))
         return 0;
-    layernorm_fwd<<<row_blocks(N), kThreads, 0, as_stream(stream)>>>(out, mean, rstd, inp, w, b, N,
-                                                                     C);
+    auto *layernorm_fwd_a = layernorm_fwd<A>;
+    layernorm_fwd_a<<<row_blocks(N), kThreads, 0, as_stream(stream)>>>(out, mean, rstd, inp, w, b,
+                                                                       N, C);
     return launched();
 }
 
-extern "C" int gpt2_cuda_residual_layernorm_forward(float *res, float *out, float *mean,
-                                                    float *rstd, const float *a, const float *b,
-                                                    const float *w, const float *bias, int N, int C,
-                                                    void *stream)
+template <typename A>
+static int residual_layernorm_forward(A *res, A *out, float *mean, float *rstd, const A *a,
+                                      const A *b, const float *w, const float *bias, int N, int C,
+                                      void *stream)
 {
     if (empty(N))
         return 0;
-    residual_layernorm_fwd<<<row_blocks(N), kThreads, 0, as_stream(stream)>>>(res, out, mean, rstd,
-                                                                              a, b, w, bias, N, C);
+    auto *residual_layernorm_fwd_a = residual_layernorm_fwd<A>;
+    residual_layernorm_fwd_a<<<row_blocks(N), kThreads, 0, as_stream(stream)>>>(
+        res, out, mean, rstd, a, b, w, bias, N, C);
     return launched();
 }
 
@@ -329,10 +340,10 @@ extern "C" size_t gpt2_cuda_layernorm_backward_scratch(int N, int C)
     return ln_shared_bytes(C) <= kSharedMax ? parts : parts + parts * kWarps;
 }
 
-extern "C" int gpt2_cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
-                                            const float *inp, const float *w, const float *mean,
-                                            const float *rstd, int N, int C, float *scratch,
-                                            void *stream)
+template <typename A>
+static int layernorm_backward(A *dinp, float *dw, float *db, const A *dout, const A *inp,
+                              const float *w, const float *mean, const float *rstd, int N, int C,
+                              float *scratch, void *stream)
 {
     if (N <= 0 || C <= 0)
         return 0;
@@ -341,7 +352,8 @@ extern "C" int gpt2_cuda_layernorm_backward(float *dinp, float *dw, float *db, c
     float *block_parts = scratch;
     float *warp_parts = use_shared ? nullptr : scratch + (size_t)nb * 2 * C;
     cudaStream_t s = as_stream(stream);
-    layernorm_bwd<<<nb, kThreads, use_shared ? ln_shared_bytes(C) : 0, s>>>(
+    auto *layernorm_bwd_a = layernorm_bwd<A>;
+    layernorm_bwd_a<<<nb, kThreads, use_shared ? ln_shared_bytes(C) : 0, s>>>(
         dinp, dout, inp, w, mean, rstd, N, C, warp_parts, block_parts);
     ln_colsum<<<blocks(2 * (long long)C), kThreads, 0, s>>>(dw, db, block_parts, (int)nb, C);
     return launched();
@@ -394,37 +406,53 @@ extern "C" int gpt2_cuda_to_bf16(unsigned short *dst, const float *src, long lon
     return launched();
 }
 
-extern "C" int gpt2_cuda_bias_fill(float *out, const float *bias, int N, int OC, void *stream)
+template <typename A>
+static int bias_fill_rows(A *out, const float *bias, int N, int OC, void *stream)
 {
     if (empty((long long)N * OC))
         return 0;
-    bias_fill<<<blocks((long long)N * OC), kThreads, 0, as_stream(stream)>>>(out, bias, N, OC);
+    auto *bias_fill_a = bias_fill<A>;
+    bias_fill_a<<<blocks((long long)N * OC), kThreads, 0, as_stream(stream)>>>(out, bias, N, OC);
     return launched();
 }
 
-extern "C" int gpt2_cuda_gelu_forward(float *out, const float *inp, long long n, void *stream)
+extern "C" int gpt2_cuda_bias_fill(float *out, const float *bias, int N, int OC, void *stream)
+{
+    return bias_fill_rows(out, bias, N, OC, stream);
+}
+
+extern "C" int gpt2_cuda_bias_fill_bf16(unsigned short *out, const float *bias, int N, int OC,
+                                        void *stream)
+{
+    return bias_fill_rows(out, bias, N, OC, stream);
+}
+
+template <typename A> static int gelu_forward(A *out, const A *inp, long long n, void *stream)
 {
     if (empty(n))
         return 0;
-    gelu_fwd<<<blocks(n), kThreads, 0, as_stream(stream)>>>(out, inp, n);
+    auto *gelu_fwd_a = gelu_fwd<A>;
+    gelu_fwd_a<<<blocks(n), kThreads, 0, as_stream(stream)>>>(out, inp, n);
     return launched();
 }
 
-extern "C" int gpt2_cuda_gelu_backward(float *dinp, const float *inp, const float *dout,
-                                       long long n, void *stream)
+template <typename A>
+static int gelu_backward(A *dinp, const A *inp, const A *dout, long long n, void *stream)
 {
     if (empty(n))
         return 0;
-    gelu_bwd<<<blocks(n), kThreads, 0, as_stream(stream)>>>(dinp, inp, dout, n);
+    auto *gelu_bwd_a = gelu_bwd<A>;
+    gelu_bwd_a<<<blocks(n), kThreads, 0, as_stream(stream)>>>(dinp, inp, dout, n);
     return launched();
 }
 
-extern "C" int gpt2_cuda_residual_forward(float *out, const float *a, const float *b, long long n,
-                                          void *stream)
+template <typename A>
+static int residual_forward(A *out, const A *a, const A *b, long long n, void *stream)
 {
     if (empty(n))
         return 0;
-    residual_fwd<<<blocks(n), kThreads, 0, as_stream(stream)>>>(out, a, b, n);
+    auto *residual_fwd_a = residual_fwd<A>;
+    residual_fwd_a<<<blocks(n), kThreads, 0, as_stream(stream)>>>(out, a, b, n);
     return launched();
 }
 
@@ -480,3 +508,55 @@ extern "C" int gpt2_cuda_bf16_narrow_add(unsigned short *dst, const float *src, 
     bf16_narrow_add_k<<<blocks(n), kThreads, 0, as_stream(stream)>>>(dst, src, n);
     return launched();
 }
+
+// ---- the entry points: fp32 activations, and bf16 ones (gpt2_cuda.h) ----
+
+#define GPT2_CUDA_ACT_ENTRIES(A, SFX)                                                              \
+    extern "C" int gpt2_cuda_encoder_forward##SFX(A *out, const int *tokens, const float *wte,     \
+                                                  const float *wpe, int B, int T, int C,           \
+                                                  void *stream)                                    \
+    {                                                                                              \
+        return encoder_forward(out, tokens, wte, wpe, B, T, C, stream);                            \
+    }                                                                                              \
+    extern "C" int gpt2_cuda_encoder_backward##SFX(                                                \
+        float *dwte, float *dwpe, const A *dout, const int *tokens, int B, int T, int C, int V,    \
+        void *scratch, size_t scratch_bytes, void *stream)                                         \
+    {                                                                                              \
+        return encoder_backward(dwte, dwpe, dout, tokens, B, T, C, V, scratch, scratch_bytes,      \
+                                stream);                                                           \
+    }                                                                                              \
+    extern "C" int gpt2_cuda_layernorm_forward##SFX(A *out, float *mean, float *rstd,              \
+                                                    const A *inp, const float *w, const float *b,  \
+                                                    int N, int C, void *stream)                    \
+    {                                                                                              \
+        return layernorm_forward(out, mean, rstd, inp, w, b, N, C, stream);                        \
+    }                                                                                              \
+    extern "C" int gpt2_cuda_residual_layernorm_forward##SFX(                                      \
+        A *res, A *out, float *mean, float *rstd, const A *a, const A *b, const float *w,          \
+        const float *bias, int N, int C, void *stream)                                             \
+    {                                                                                              \
+        return residual_layernorm_forward(res, out, mean, rstd, a, b, w, bias, N, C, stream);      \
+    }                                                                                              \
+    extern "C" int gpt2_cuda_layernorm_backward##SFX(                                              \
+        A *dinp, float *dw, float *db, const A *dout, const A *inp, const float *w,                \
+        const float *mean, const float *rstd, int N, int C, float *scratch, void *stream)          \
+    {                                                                                              \
+        return layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, scratch, stream);  \
+    }                                                                                              \
+    extern "C" int gpt2_cuda_gelu_forward##SFX(A *out, const A *inp, long long n, void *stream)    \
+    {                                                                                              \
+        return gelu_forward(out, inp, n, stream);                                                  \
+    }                                                                                              \
+    extern "C" int gpt2_cuda_gelu_backward##SFX(A *dinp, const A *inp, const A *dout, long long n, \
+                                                void *stream)                                      \
+    {                                                                                              \
+        return gelu_backward(dinp, inp, dout, n, stream);                                          \
+    }                                                                                              \
+    extern "C" int gpt2_cuda_residual_forward##SFX(A *out, const A *a, const A *b, long long n,    \
+                                                   void *stream)                                   \
+    {                                                                                              \
+        return residual_forward(out, a, b, n, stream);                                             \
+    }
+
+GPT2_CUDA_ACT_ENTRIES(float, )
+GPT2_CUDA_ACT_ENTRIES(gpt2_bf16, _bf16)

@@ -159,6 +159,9 @@ double gpt2_flops_per_token(const gpt2_config *c, int T)
 
 /* ---- activations ---- */
 
+/* Activations and their gradients are stored in the ops' act_bytes a value (fp32, or bf16 on
+ * the GPU in GPT2_BF16: the pointers below then address 16-bit values, read by the ops as
+ * such); the layernorm statistics, attention's att and the logits stay fp32. */
 typedef struct block_acts {
     float *ln1, *ln1_mean, *ln1_rstd; /* [B,T,C], [B,T], [B,T] */
     float *qkv;                       /* [B,T,3C] */
@@ -176,9 +179,10 @@ struct gpt2_model {
     gpt2_ops ops;                     /* where it computes */
     int policy;                       /* gpt2_policy: what each block keeps for its backward */
     int att_keep;                     /* gpt2_att_keep: what attention keeps (the ops') */
+    int act;                          /* bytes of a stored activation (the ops' act_bytes) */
     float *ln_scratch, *gelu_scratch; /* GPT2_SELECTIVE: their one buffer each */
     size_t activation_bytes;
-    float *memory;  /* one allocation carved into every tensor below */
+    char *memory;   /* one allocation carved into every tensor below */
     float *encoded; /* [B,T,C] */
     block_acts *blocks;
     gpt2_act_store store;             /* GPT2_FULL_OFFLOAD: where each block's input waits */
@@ -189,39 +193,51 @@ struct gpt2_model {
     int *tokens, *targets;            /* [B,T] of the last forward, in the ops' memory */
 };
 
+/* The next tensor of n values of `bytes` each from base + *off (base NULL: only counted), at
+ * an offset aligned for it: with 16-bit activations every tensor starts on 16 bytes; fp32
+ * activations need no padding (the sizes of before, byte for byte). */
+static float *carve_at(const gpt2_model *m, char *base, size_t *off, size_t n, size_t bytes)
+{
+    size_t align = m->act == 4 ? 4 : 16;
+    *off = (*off + align - 1) / align * align;
+    float *p = base ? (float *)(void *)(base + *off) : NULL;
+    *off += n * bytes;
+    return p;
+}
+/* CARVE: an activation (the ops' act bytes); CARVE_F32: fp32 whatever the activations */
+#define CARVE(field, n) (field = carve_at(m, base, off, (n), (size_t)m->act))
+#define CARVE_F32(field, n) (field = carve_at(m, base, off, (n), sizeof(float)))
+
 /* A block's tensors from base + *off on (base NULL: only counted); under GPT2_SELECTIVE the
  * layernorm and GELU outputs are the shared scratch. */
-static void carve_block(gpt2_model *m, block_acts *a, float *base, size_t *off)
+static void carve_block(gpt2_model *m, block_acts *a, char *base, size_t *off)
 {
     size_t BT = (size_t)m->B * m->T, C = (size_t)m->c.channels;
     size_t att = gpt2_att_floats(m->att_keep, m->B, m->T, m->c.channels, m->c.heads);
-#define CARVE(field, n) (field = base ? base + *off : NULL, *off += (n))
     if (m->policy == GPT2_SELECTIVE)
         a->ln1 = a->ln2 = m->ln_scratch, a->fch_gelu = m->gelu_scratch;
     else
         CARVE(a->ln1, BT * C), CARVE(a->ln2, BT * C), CARVE(a->fch_gelu, BT * 4 * C);
-    CARVE(a->ln1_mean, BT), CARVE(a->ln1_rstd, BT);
-    CARVE(a->qkv, BT * 3 * C), CARVE(a->atty, BT * C), CARVE(a->att, att);
+    CARVE_F32(a->ln1_mean, BT), CARVE_F32(a->ln1_rstd, BT);
+    CARVE(a->qkv, BT * 3 * C), CARVE(a->atty, BT * C), CARVE_F32(a->att, att);
     CARVE(a->attproj, BT * C), CARVE(a->res2, BT * C);
-    CARVE(a->ln2_mean, BT), CARVE(a->ln2_rstd, BT);
+    CARVE_F32(a->ln2_mean, BT), CARVE_F32(a->ln2_rstd, BT);
     CARVE(a->fch, BT * 4 * C);
     CARVE(a->fcproj, BT * C), CARVE(a->res3, BT * C);
-#undef CARVE
 }
 
-/* Points every activation tensor into `base` (NULL: only counts) and returns the floats used,
+/* Points every activation tensor into `base` (NULL: only counts) and returns the bytes used,
  * so the size of the one allocation and its carving can never disagree. */
-static size_t carve(gpt2_model *m, float *base)
+static size_t carve(gpt2_model *m, char *base)
 {
-    size_t BT = (size_t)m->B * m->T, C = (size_t)m->c.channels, off = 0;
-#define CARVE(field, n) (field = base ? base + off : NULL, off += (n))
+    size_t BT = (size_t)m->B * m->T, C = (size_t)m->c.channels, at = 0, *off = &at;
     CARVE(m->encoded, BT * C);
     if (m->policy ==
         GPT2_SELECTIVE) /* one buffer for every layer's layernorm output, one for GELU's */
         CARVE(m->ln_scratch, BT * C), CARVE(m->gelu_scratch, BT * 4 * C);
     if (m->policy == GPT2_FULL) { /* one block's tensors, shared; each block's output its own */
         block_acts shared;
-        carve_block(m, &shared, base, &off);
+        carve_block(m, &shared, base, off);
         for (int l = 0; l < m->c.layers; l++) {
             m->blocks[l] = shared;
             CARVE(m->blocks[l].res3, BT * C);
@@ -229,7 +245,7 @@ static size_t carve(gpt2_model *m, float *base)
     } else if (m->policy == GPT2_FULL_OFFLOAD) { /* ... and two outputs, alternating */
         block_acts shared;
         float *out[2];
-        carve_block(m, &shared, base, &off);
+        carve_block(m, &shared, base, off);
         CARVE(out[0], BT * C), CARVE(out[1], BT * C);
         for (int l = 0; l < m->c.layers; l++) {
             m->blocks[l] = shared;
@@ -237,19 +253,33 @@ static size_t carve(gpt2_model *m, float *base)
         }
     } else {
         for (int l = 0; l < m->c.layers; l++)
-            carve_block(m, &m->blocks[l], base, &off);
+            carve_block(m, &m->blocks[l], base, off);
     }
-    CARVE(m->lnf, BT * C), CARVE(m->lnf_mean, BT), CARVE(m->lnf_rstd, BT);
-    CARVE(m->probs, BT * (size_t)m->c.padded_vocab);
+    CARVE(m->lnf, BT * C), CARVE_F32(m->lnf_mean, BT), CARVE_F32(m->lnf_rstd, BT);
+    CARVE_F32(m->probs, BT * (size_t)m->c.padded_vocab);
     CARVE(m->d_a, BT * C), CARVE(m->d_b, BT * C), CARVE(m->d_c, BT * C), CARVE(m->d_d, BT * C);
     CARVE(m->d_qkv, BT * 3 * C), CARVE(m->d_fch, BT * 4 * C), CARVE(m->d_fcg, BT * 4 * C);
-#undef CARVE
-    return off;
+    return at;
 }
+#undef CARVE
+#undef CARVE_F32
+
+/* act_bytes as the ops give it: 2 (bf16) or 4 */
+static int act_size(int act_bytes) { return act_bytes == 2 ? 2 : 4; }
 
 size_t gpt2_checkpoint_bytes(const gpt2_config *c, int B, int T)
 {
-    return (size_t)B * T * c->channels * sizeof(float);
+    return gpt2_checkpoint_bytes_as(c, B, T, 4);
+}
+
+size_t gpt2_checkpoint_bytes_as(const gpt2_config *c, int B, int T, int act_bytes)
+{
+    return (size_t)B * T * c->channels * (size_t)act_size(act_bytes);
+}
+
+size_t gpt2_model_checkpoint_bytes(const gpt2_model *m)
+{
+    return gpt2_checkpoint_bytes_as(&m->c, m->B, m->T, m->act);
 }
 
 void gpt2_model_set_store(gpt2_model *m, const gpt2_act_store *store) { m->store = *store; }
@@ -275,6 +305,7 @@ gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const gpt2_
     m->ops = *ops;
     m->policy = policy;
     m->att_keep = ops->att_keep;
+    m->act = act_size(ops->act_bytes);
     if (!(m->blocks = calloc((size_t)c->layers, sizeof *m->blocks)) ||
         !(m->tokens = ops->alloc(ops->ctx, BT * sizeof(int))) ||
         !(m->targets = ops->alloc(ops->ctx, BT * sizeof(int)))) {
@@ -284,7 +315,7 @@ gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const gpt2_
     m->c = *c;
     m->B = B;
     m->T = T;
-    m->activation_bytes = carve(m, NULL) * sizeof(float);
+    m->activation_bytes = carve(m, NULL);
     if (!(m->memory = ops->alloc(ops->ctx, m->activation_bytes))) {
         gpt2_model_destroy(m);
         return NULL;
@@ -300,10 +331,21 @@ size_t gpt2_activation_bytes(const gpt2_config *c, int B, int T, int policy)
 
 size_t gpt2_activation_bytes_on(const gpt2_config *c, int B, int T, int policy, int att_keep)
 {
-    gpt2_model m = {.c = *c, .B = B, .T = T, .policy = policy, .att_keep = att_keep};
+    return gpt2_activation_bytes_as(c, B, T, policy, att_keep, 4);
+}
+
+size_t gpt2_activation_bytes_as(const gpt2_config *c, int B, int T, int policy, int att_keep,
+                                int act_bytes)
+{
+    gpt2_model m = {.c = *c,
+                    .B = B,
+                    .T = T,
+                    .policy = policy,
+                    .att_keep = att_keep,
+                    .act = act_size(act_bytes)};
     if (!(m.blocks = calloc((size_t)c->layers, sizeof *m.blocks)))
         return 0;
-    size_t n = carve(&m, NULL) * sizeof(float);
+    size_t n = carve(&m, NULL);
     free(m.blocks);
     return n;
 }
@@ -403,7 +445,7 @@ int gpt2_forward(gpt2_model *m, const gpt2_source *src, const int *tokens, const
         if ((rc = src->put(src->ctx, l + 1, 0)))
             return rc;
         if (m->policy == GPT2_FULL_OFFLOAD && /* its input waits in the store */
-            (rc = m->store.save(m->store.ctx, l + 1, x, gpt2_checkpoint_bytes(&m->c, m->B, m->T))))
+            (rc = m->store.save(m->store.ctx, l + 1, x, gpt2_model_checkpoint_bytes(m))))
             return rc;
         x = m->blocks[l].res3;
     }
@@ -417,8 +459,10 @@ int gpt2_forward(gpt2_model *m, const gpt2_source *src, const int *tokens, const
         m->ops.layernorm_forward(m->ops.ctx, m->lnf, m->lnf_mean, m->lnf_rstd, x, p[0], p[1], N, C);
     if ((rc = src->put(src->ctx, L + 1, 0)) || (rc = src->get(src->ctx, 0, 0, p, NULL)))
         return rc;
-    m->ops.matmul_forward(m->ops.ctx, m->probs, m->lnf, p[0], NULL, N, C,
-                          m->c.padded_vocab); /* tied head */
+    if (m->ops.logits_forward) /* tied head: fp32 logits from the activations */
+        m->ops.logits_forward(m->ops.ctx, m->probs, m->lnf, p[0], N, C, m->c.padded_vocab);
+    else
+        m->ops.matmul_forward(m->ops.ctx, m->probs, m->lnf, p[0], NULL, N, C, m->c.padded_vocab);
     if ((rc = src->put(src->ctx, 0, 0)))
         return rc;
     *loss = m->ops.crossentropy_forward(m->ops.ctx, m->probs, m->probs, m->targets, N,
@@ -436,19 +480,19 @@ static void block_backward(gpt2_model *m, float *const *p, int w16, float *const
     size_t nc = (size_t)N * C;
     float *dres2 = m->d_c;
     /* res3 = res2 + fcproj(gelu(fc(ln2(res2)))) */
-    m->ops.copy(m->ops.ctx, dres2, dout, nc * sizeof(float));
+    m->ops.copy(m->ops.ctx, dres2, dout, nc * m->act);
     if (m->policy == GPT2_SELECTIVE) { /* GELU's and ln_2's outputs again, from what it kept */
         m->ops.gelu_forward(m->ops.ctx, a->fch_gelu, a->fch, (long long)N * 4 * C);
         m->ops.layernorm_forward(m->ops.ctx, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p[P_LN2W],
                                  p[P_LN2B], N, C);
     }
-    m->ops.zero(m->ops.ctx, m->d_fcg, nc * 4 * sizeof(float));
+    m->ops.zero(m->ops.ctx, m->d_fcg, nc * 4 * m->act);
     mm_backward(m, w16, m->d_fcg, g[P_PROJW], g[P_PROJB], dout, a->fch_gelu, p[P_PROJW], N, 4 * C,
                 C);
-    m->ops.zero(m->ops.ctx, m->d_fch, nc * 4 * sizeof(float));
+    m->ops.zero(m->ops.ctx, m->d_fch, nc * 4 * m->act);
     m->ops.gelu_backward(m->ops.ctx, m->d_fch, a->fch, m->d_fcg, (long long)N * 4 * C);
     float *dln2 = din; /* scratch until din is needed */
-    m->ops.zero(m->ops.ctx, dln2, nc * sizeof(float));
+    m->ops.zero(m->ops.ctx, dln2, nc * m->act);
     mm_backward(m, w16, dln2, g[P_FCW], g[P_FCB], m->d_fch, a->ln2, p[P_FCW], N, C, 4 * C);
     m->ops.layernorm_backward(m->ops.ctx, dres2, g[P_LN2W], g[P_LN2B], dln2, a->res2, p[P_LN2W],
                               a->ln2_mean, a->ln2_rstd, N, C);
@@ -457,15 +501,15 @@ static void block_backward(gpt2_model *m, float *const *p, int w16, float *const
                                  p[P_LN1B], N, C);
     /* res2 = in + attproj(attention(qkv(ln1(in)))) */
     float *datty = din;
-    m->ops.zero(m->ops.ctx, datty, nc * sizeof(float));
+    m->ops.zero(m->ops.ctx, datty, nc * m->act);
     mm_backward(m, w16, datty, g[P_ATTW], g[P_ATTB], dres2, a->atty, p[P_ATTW], N, C, C);
-    m->ops.zero(m->ops.ctx, m->d_qkv, nc * 3 * sizeof(float));
+    m->ops.zero(m->ops.ctx, m->d_qkv, nc * 3 * m->act);
     m->ops.attention_backward(m->ops.ctx, m->d_qkv, datty, a->qkv, a->atty, a->att, m->B, m->T, C,
                               m->c.heads);
     float *dln1 = m->d_d;
-    m->ops.zero(m->ops.ctx, dln1, nc * sizeof(float));
+    m->ops.zero(m->ops.ctx, dln1, nc * m->act);
     mm_backward(m, w16, dln1, g[P_QKVW], g[P_QKVB], m->d_qkv, a->ln1, p[P_QKVW], N, C, 3 * C);
-    m->ops.copy(m->ops.ctx, din, dres2, nc * sizeof(float));
+    m->ops.copy(m->ops.ctx, din, dres2, nc * m->act);
     m->ops.layernorm_backward(m->ops.ctx, din, g[P_LN1W], g[P_LN1B], dln1, in, p[P_LN1W],
                               a->ln1_mean, a->ln1_rstd, N, C);
 }
@@ -480,12 +524,15 @@ int gpt2_backward(gpt2_model *m, const gpt2_source *src, void (*progress)(int la
         return rc;
     m->ops.crossentropy_backward(m->ops.ctx, m->probs, m->probs, m->targets, N, Vp);
     float *dx = m->d_a, *dprev = m->d_b;
-    m->ops.zero(m->ops.ctx, dprev, nc * sizeof(float));
-    m->ops.matmul_backward(m->ops.ctx, dprev, eg[0], NULL, m->probs, m->lnf, ep[0], N, C, Vp);
+    m->ops.zero(m->ops.ctx, dprev, nc * m->act);
+    if (m->ops.logits_backward)
+        m->ops.logits_backward(m->ops.ctx, dprev, eg[0], m->probs, m->lnf, ep[0], N, C, Vp);
+    else
+        m->ops.matmul_backward(m->ops.ctx, dprev, eg[0], NULL, m->probs, m->lnf, ep[0], N, C, Vp);
     if ((rc = src->get(src->ctx, L + 1, 1, p, g)))
         return rc;
     const float *x_last = L ? m->blocks[L - 1].res3 : m->encoded;
-    m->ops.zero(m->ops.ctx, dx, nc * sizeof(float));
+    m->ops.zero(m->ops.ctx, dx, nc * m->act);
     m->ops.layernorm_backward(m->ops.ctx, dx, g[0], g[1], dprev, x_last, p[0], m->lnf_mean,
                               m->lnf_rstd, N, C);
     if ((rc = src->put(src->ctx, L + 1, 1)))

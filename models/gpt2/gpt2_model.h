@@ -119,15 +119,22 @@ gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const struc
                                  int policy);
 /* GPT2_FULL_OFFLOAD: the store the blocks' inputs go to (before the first forward). */
 void gpt2_model_set_store(gpt2_model *m, const gpt2_act_store *store);
-/* Bytes of one block's checkpoint (its input, [B,T,C] fp32): what each block hands to the
- * store under GPT2_FULL_OFFLOAD. */
-size_t gpt2_checkpoint_bytes(const gpt2_config *c, int B, int T);
+/* Bytes of one block's checkpoint (its input, [B,T,C] activations of act_bytes each: 4, or 2
+ * for the GPU's bf16 activations, the ops' act_bytes): what each block hands to the store
+ * under GPT2_FULL_OFFLOAD; _model_: the model's. */
+size_t gpt2_checkpoint_bytes_as(const gpt2_config *c, int B, int T, int act_bytes);
+size_t gpt2_checkpoint_bytes(const gpt2_config *c, int B, int T); /* fp32: act_bytes 4 */
+size_t gpt2_model_checkpoint_bytes(const gpt2_model *m);
 /* Bytes of activations and gradient scratch a model of that shape allocates on the CPU's ops
  * (0 when out of memory to count them); _on: on ops whose att_keep is att_keep (gpt2_att_keep,
  * gpt2_attention.h: GPT2_ATT_LSE for the GPU's, whose fused attention keeps T floats per row
  * of each head instead of T x T). */
 size_t gpt2_activation_bytes(const gpt2_config *c, int B, int T, int policy);
 size_t gpt2_activation_bytes_on(const gpt2_config *c, int B, int T, int policy, int att_keep);
+/* ... with activations of act_bytes each (the ops' act_bytes: 2 for the GPU in GPT2_BF16,
+ * whose activations and their gradients are bf16; the statistics and logits stay fp32). */
+size_t gpt2_activation_bytes_as(const gpt2_config *c, int B, int T, int policy, int att_keep,
+                                int act_bytes);
 /* Bytes of activations and gradient scratch the model holds. */
 size_t gpt2_model_activation_bytes(const gpt2_model *m);
 /* 0, or the first error the ops met (a GPU launch or allocation failure). */

@@ -67,17 +67,32 @@ typedef struct gpt2_ops {
      * gradient added into its 16-bit gradient buffer, rounded to nearest even once */
     void (*bf16_widen)(void *ctx, float *dst, const unsigned short *src, long long n);
     void (*bf16_narrow_add)(void *ctx, unsigned short *dst, const float *src, long long n);
+    /* The LM head (tied to wte, fp32): fp32 logits[N,Vp] = inp @ wte^T from the activations,
+     * and its backward (dinp += dlogits @ wte in the activations' type, dwte += in fp32); NULL:
+     * matmul_forward / matmul_backward, whose activations are fp32 alike. */
+    void (*logits_forward)(void *ctx, float *logits, const float *inp, const float *w, int N, int C,
+                           int V);
+    void (*logits_backward)(void *ctx, float *dinp, float *dw, const float *dlogits,
+                            const float *inp, const float *w, int N, int C, int V);
     /* gpt2_att_keep: what att holds, so the model allocates gpt2_att_floats of it */
     int att_keep;
+    /* Bytes of a stored activation: 4 (fp32), or 2 where the ops keep activations and their
+     * gradients in bf16 (the GPU in GPT2_BF16): every pointer the ops' kernels take as an
+     * activation (and matmul inputs and outputs but the logits) then addresses bf16 values;
+     * layernorm's mean and rstd, attention's att, the logits and probabilities stay fp32. */
+    int act_bytes;
 } gpt2_ops;
 
 /* The CPU: host memory and the kernels of gpt2_kernels.c. */
 extern const gpt2_ops gpt2_ops_cpu;
 
-/* The GPU's matmul precision: fp32 with TF32 off (the checks), TF32 tensor cores, or bf16
- * inputs (the matmuls' activations and weights rounded to bf16 on the way in) with fp32
- * accumulation and fp32 outputs; bf16 weights as ztier holds them (matmul_*_w16) are read as
- * they are, and their gradients written in bf16. Attention's batched GEMMs stay fp32/TF32. */
+/* The GPU's precision: fp32 with TF32 off (the checks), TF32 tensor cores, or bf16: the
+ * activations and their gradients stored in bf16 (act_bytes 2; fp32 where numerics need it:
+ * layernorm statistics, attention's logsumexp, the logits, probabilities and loss), the GEMMs
+ * reading them as they are with fp32 weights rounded to bf16 on the way in, or bf16 weights as
+ * ztier holds them (matmul_*_w16) read as they are and their gradients written in bf16; all
+ * accumulation in fp32. bf16 needs the fused attention's head sizes (gpt2_flash_head_size_ok);
+ * attention's batched GEMMs (other head sizes) stay fp32/TF32. */
 typedef enum gpt2_precision { GPT2_FP32 = 0, GPT2_TF32, GPT2_BF16 } gpt2_precision;
 /* "fp32", "tf32" or "bf16"; -1 for anything else. */
 int gpt2_precision_parse(const char *s);

@@ -153,4 +153,5 @@ const gpt2_ops gpt2_ops_cpu = {
     .status = cpu_status,
     .status_text = cpu_status_text,
     .att_keep = 0, /* GPT2_ATT_PROBS: the softmax, T x T per head */
+    .act_bytes = 4,
 };

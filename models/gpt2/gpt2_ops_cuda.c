@@ -44,8 +44,10 @@ typedef struct cuda_ctx {
     int enc_rows;        /* ... sized for this many rows (B x T) */
     size_t enc_bytes;
     gpt2_precision precision;
-    dev_buf bf[3]; /* bf16 copies of a matmul's inputs (GPT2_BF16) */
-    staging up[2]; /* uploads take turns: each waits only for the one two uploads back */
+    int act16;      /* GPT2_BF16: activations and their gradients stored in bf16 */
+    dev_buf bf[3];  /* bf16 copies of a matmul's fp32 inputs (GPT2_BF16) */
+    dev_buf ones16; /* bf16 ones, for the bias's gradient from bf16 gradients */
+    staging up[2];  /* uploads take turns: each waits only for the one two uploads back */
     int up_next;
     int error;      /* the first error met: a cudaError_t, or CUBLAS_BASE + a cublasStatus_t */
     char what[160]; /* ... and its name */
@@ -138,10 +140,16 @@ static const char *g_status_text(void *ctx) { return ((cuda_ctx *)ctx)->what; }
 
 #define S(ctx) ((void *)((cuda_ctx *)(ctx))->stream)
 
+/* An activation pointer as the bf16 array it addresses where the activations are bf16. */
+#define A16(p) ((unsigned short *)(void *)(p))
+#define CA16(p) ((const unsigned short *)(const void *)(p))
+#define ACT16(ctx) (((cuda_ctx *)(ctx))->act16)
+
 static void enc_f(void *ctx, float *out, const int *tok, const float *wte, const float *wpe, int B,
                   int T, int C)
 {
-    keep(ctx, gpt2_cuda_encoder_forward(out, tok, wte, wpe, B, T, C, S(ctx)));
+    keep(ctx, ACT16(ctx) ? gpt2_cuda_encoder_forward_bf16(A16(out), tok, wte, wpe, B, T, C, S(ctx))
+                         : gpt2_cuda_encoder_forward(out, tok, wte, wpe, B, T, C, S(ctx)));
 }
 static void *grow(cuda_ctx *c, dev_buf *b, size_t bytes);
 
@@ -157,19 +165,26 @@ static void enc_b(void *ctx, float *dwte, float *dwpe, const float *dout, const 
     void *scratch = r ? NULL : grow(c, &c->enc_scratch, c->enc_bytes);
     keep(c, r);
     if (scratch)
-        keep(c, gpt2_cuda_encoder_backward(dwte, dwpe, dout, tok, B, T, C, V, scratch, c->enc_bytes,
-                                           S(ctx)));
+        keep(c, c->act16 ? gpt2_cuda_encoder_backward_bf16(dwte, dwpe, CA16(dout), tok, B, T, C, V,
+                                                           scratch, c->enc_bytes, S(ctx))
+                         : gpt2_cuda_encoder_backward(dwte, dwpe, dout, tok, B, T, C, V, scratch,
+                                                      c->enc_bytes, S(ctx)));
 }
 static void ln_f(void *ctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
                  const float *b, int N, int C)
 {
-    keep(ctx, gpt2_cuda_layernorm_forward(out, mean, rstd, inp, w, b, N, C, S(ctx)));
+    keep(ctx, ACT16(ctx) ? gpt2_cuda_layernorm_forward_bf16(A16(out), mean, rstd, CA16(inp), w, b,
+                                                            N, C, S(ctx))
+                         : gpt2_cuda_layernorm_forward(out, mean, rstd, inp, w, b, N, C, S(ctx)));
 }
 static void res_ln_f(void *ctx, float *res, float *out, float *mean, float *rstd, const float *a,
                      const float *b, const float *w, const float *bias, int N, int C)
 {
-    keep(ctx,
-         gpt2_cuda_residual_layernorm_forward(res, out, mean, rstd, a, b, w, bias, N, C, S(ctx)));
+    keep(ctx, ACT16(ctx)
+                  ? gpt2_cuda_residual_layernorm_forward_bf16(
+                        A16(res), A16(out), mean, rstd, CA16(a), CA16(b), w, bias, N, C, S(ctx))
+                  : gpt2_cuda_residual_layernorm_forward(res, out, mean, rstd, a, b, w, bias, N, C,
+                                                         S(ctx)));
 }
 static void ln_b(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                  const float *w, const float *mean, const float *rstd, int N, int C)
@@ -178,8 +193,11 @@ static void ln_b(void *ctx, float *dinp, float *dw, float *db, const float *dout
     float *scratch =
         grow(c, &c->ln_scratch, gpt2_cuda_layernorm_backward_scratch(N, C) * sizeof(float));
     if (scratch)
-        keep(ctx, gpt2_cuda_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C,
-                                               scratch, S(ctx)));
+        keep(ctx, c->act16
+                      ? gpt2_cuda_layernorm_backward_bf16(A16(dinp), dw, db, CA16(dout), CA16(inp),
+                                                          w, mean, rstd, N, C, scratch, S(ctx))
+                      : gpt2_cuda_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C,
+                                                     scratch, S(ctx)));
 }
 
 /* b with room for at least `bytes` (grown once to the largest asked for: the host waits then,
@@ -199,30 +217,43 @@ static void *grow(cuda_ctx *c, dev_buf *b, size_t bytes)
     return r ? NULL : b->p;
 }
 
-/* A device vector of at least n ones. The copy is on the ops' stream and waited for: a
- * plain cudaMemcpy would run on the legacy stream, which the ops' non-blocking stream is not
- * ordered after. */
-static const float *ones(cuda_ctx *c, int n)
+/* A device vector of at least n ones of `size` bytes each (fp32 or bf16, *one the value's
+ * bytes) in b. The copy is on the ops' stream and waited for: a plain cudaMemcpy would run
+ * on the legacy stream, which the ops' non-blocking stream is not ordered after. */
+static const void *ones_in(cuda_ctx *c, dev_buf *b, int n, size_t size, const void *one)
 {
-    size_t bytes = sizeof(float) * (size_t)n;
-    if (bytes <= c->ones.bytes)
-        return c->ones.p;
-    float *h = malloc(bytes), *d = h ? grow(c, &c->ones, bytes) : NULL;
+    size_t bytes = size * (size_t)n;
+    if (bytes <= b->bytes)
+        return b->p;
+    char *h = malloc(bytes), *d = h ? grow(c, b, bytes) : NULL;
     if (!h)
         keep(c, (int)cudaErrorMemoryAllocation);
     for (int i = 0; d && i < n; i++)
-        h[i] = 1.0f;
+        memcpy(h + (size_t)i * size, one, size);
     int r = d ? (int)cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, c->stream) : 0;
     if (d && !r)
         r = (int)cudaStreamSynchronize(c->stream); /* before h goes */
     free(h);
     keep(c, r);
     if (r)
-        c->ones.bytes = 0; /* not filled: filled again next time */
+        b->bytes = 0; /* not filled: filled again next time */
     return d && !r ? d : NULL;
 }
 
-/* A bf16 copy of n floats in scratch slot k. */
+static const float *ones(cuda_ctx *c, int n)
+{
+    const float one = 1.0f;
+    return ones_in(c, &c->ones, n, sizeof one, &one);
+}
+
+static const unsigned short *ones16(cuda_ctx *c, int n)
+{
+    const unsigned short one = 0x3f80; /* 1.0 in bf16 */
+    return ones_in(c, &c->ones16, n, sizeof one, &one);
+}
+
+/* A bf16 copy of n floats in scratch slot k (the fp32 weights and the fp32 logits' gradient
+ * in GPT2_BF16; activations are bf16 already). */
 static const unsigned short *bf16_of(cuda_ctx *c, int k, const float *src, size_t n)
 {
     unsigned short *d = grow(c, &c->bf[k], n * sizeof(unsigned short));
@@ -241,25 +272,23 @@ static void gemm_bf16_to(cuda_ctx *c, cublasOperation_t ta, cublasOperation_t tb
     keep_blas(c, cublasGemmEx(c->blas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF,
                               ldb, &beta, C, ct, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
-static void gemm_bf16(cuda_ctx *c, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                      const unsigned short *A, int lda, const unsigned short *B, int ldb,
-                      float beta, float *C, int ldc)
-{
-    gemm_bf16_to(c, ta, tb, m, n, k, A, lda, B, ldb, beta, C, CUDA_R_32F, ldc);
-}
 
 /* Row-major out[N,OC] = inp[N,C] @ w[OC,C]^T (+ bias): column-major out^T = w inp^T. The
  * bias goes down first, copied into every row (in full fp32: a rank-1 GEMM could round it to
- * TF32), then the GEMM adds with beta 1, as the CPU's matmul does. With bf16 weights (w16:
- * ztier's 16-bit buffer, or the fp32 weights cast) the inputs are rounded to bf16 on the way
- * in and accumulated in fp32. */
-static void mm_f_bf16(cuda_ctx *c, float *out, const float *inp, const unsigned short *w16,
-                      const float *bias, int N, int C, int OC)
+ * TF32), then the GEMM adds with beta 1, as the CPU's matmul does. In GPT2_BF16 (here) the
+ * GEMM reads bf16 (w16: ztier's 16-bit weights, or the fp32 weights cast; inp: the bf16
+ * activations as stored, no cast) and accumulates in fp32; out is bf16, rounded once from the
+ * sum with the bias, which went down in bf16 (rounded there too: within the bf16 tolerance),
+ * or, with out32 (the logits), fp32. */
+static void mm_f_bf16(cuda_ctx *c, float *out, int out32, const float *inp,
+                      const unsigned short *w16, const float *bias, int N, int C, int OC)
 {
-    const unsigned short *x16 = bf16_of(c, 1, inp, (size_t)N * C);
-    if (w16 && x16)
-        gemm_bf16(c, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, w16, C, x16, C, bias ? 1.0f : 0.0f, out,
-                  OC);
+    if (bias)
+        keep(c, out32 ? gpt2_cuda_bias_fill(out, bias, N, OC, c->stream)
+                      : gpt2_cuda_bias_fill_bf16(A16(out), bias, N, OC, c->stream));
+    if (w16)
+        gemm_bf16_to(c, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, w16, C, CA16(inp), C,
+                     bias ? 1.0f : 0.0f, out, out32 ? CUDA_R_32F : CUDA_R_16BF, OC);
 }
 
 static void mm_f(void *ctx, float *out, const float *inp, const float *w, const float *bias, int N,
@@ -267,12 +296,12 @@ static void mm_f(void *ctx, float *out, const float *inp, const float *w, const 
 {
     cuda_ctx *c = ctx;
     const float one = 1, zero = 0;
-    if (bias)
-        keep(c, gpt2_cuda_bias_fill(out, bias, N, OC, c->stream));
     if (c->precision == GPT2_BF16) {
-        mm_f_bf16(c, out, inp, bf16_of(c, 0, w, (size_t)OC * C), bias, N, C, OC);
+        mm_f_bf16(c, out, 0, inp, bf16_of(c, 0, w, (size_t)OC * C), bias, N, C, OC);
         return;
     }
+    if (bias)
+        keep(c, gpt2_cuda_bias_fill(out, bias, N, OC, c->stream));
     keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one, w, C, inp, C,
                              bias ? &one : &zero, out, OC));
 }
@@ -280,10 +309,15 @@ static void mm_f(void *ctx, float *out, const float *inp, const float *w, const 
 static void mm_f_w16(void *ctx, float *out, const float *inp, const unsigned short *w,
                      const float *bias, int N, int C, int OC)
 {
+    mm_f_bf16(ctx, out, 0, inp, w, bias, N, C, OC);
+}
+
+/* GPT2_BF16's tied LM head: fp32 logits from the bf16 activations and wte cast. */
+static void logits_f(void *ctx, float *logits, const float *inp, const float *w, int N, int C,
+                     int V)
+{
     cuda_ctx *c = ctx;
-    if (bias)
-        keep(c, gpt2_cuda_bias_fill(out, bias, N, OC, c->stream));
-    mm_f_bf16(c, out, inp, w, bias, N, C, OC);
+    mm_f_bf16(c, logits, 1, inp, bf16_of(c, 0, w, (size_t)V * C), NULL, N, C, V);
 }
 
 /* dbias[OC] += the column sums of dout[N,OC] (as a GEMV with a vector of ones). */
@@ -296,19 +330,23 @@ static void bias_grad(cuda_ctx *c, float *dbias, const float *dout, int N, int O
                   cublasSgemv(c->blas, CUBLAS_OP_N, OC, N, &one, dout, OC, e, 1, &one, dbias, 1));
 }
 
-/* dinp[N,C] += dout @ w; dw[OC,C] += dout^T @ inp (accumulated in fp32; dw of type dwt:
- * fp32, or bf16 rounded once) from bf16 inputs; dbias as bias_grad. */
+/* In GPT2_BF16, from all-bf16 inputs (d16 the output's gradient, x16 the input, w16 the
+ * weights), accumulated in fp32: dinp[N,C] (bf16) += d16 @ w16, rounded once; dw[OC,C] (of
+ * type dwt: fp32, or bf16 rounded once) += d16^T @ x16; dbias (fp32) += the column sums of d16
+ * (a GEMM with a vector of bf16 ones: exact). */
 static void mm_b_bf16(cuda_ctx *c, float *dinp, void *dw, cudaDataType dwt, float *dbias,
-                      const float *dout, const float *inp, const unsigned short *w16, int N, int C,
-                      int OC)
+                      const unsigned short *d16, const unsigned short *x16,
+                      const unsigned short *w16, int N, int C, int OC)
 {
-    const unsigned short *x16 = bf16_of(c, 1, inp, (size_t)N * C);
-    const unsigned short *d16 = bf16_of(c, 2, dout, (size_t)N * OC);
-    if (w16 && x16 && d16) {
-        gemm_bf16(c, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, w16, C, d16, OC, 1.0f, dinp, C);
-        gemm_bf16_to(c, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, x16, C, d16, OC, 1.0f, dw, dwt, C);
-    }
-    bias_grad(c, dbias, dout, N, OC);
+    if (!w16 || !d16)
+        return; /* a cast's scratch was refused: kept */
+    gemm_bf16_to(c, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, w16, C, d16, OC, 1.0f, dinp, CUDA_R_16BF,
+                 C);
+    gemm_bf16_to(c, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, x16, C, d16, OC, 1.0f, dw, dwt, C);
+    const unsigned short *e = dbias ? ones16(c, N) : NULL;
+    if (e)
+        gemm_bf16_to(c, CUBLAS_OP_N, CUBLAS_OP_N, OC, 1, N, d16, OC, e, N, 1.0f, dbias, CUDA_R_32F,
+                     OC);
 }
 
 static void mm_b(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
@@ -317,8 +355,8 @@ static void mm_b(void *ctx, float *dinp, float *dw, float *dbias, const float *d
     cuda_ctx *c = ctx;
     const float one = 1;
     if (c->precision == GPT2_BF16) {
-        mm_b_bf16(c, dinp, dw, CUDA_R_32F, dbias, dout, inp, bf16_of(c, 0, w, (size_t)OC * C), N, C,
-                  OC);
+        mm_b_bf16(c, dinp, dw, CUDA_R_32F, dbias, CA16(dout), CA16(inp),
+                  bf16_of(c, 0, w, (size_t)OC * C), N, C, OC);
         return;
     }
     keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, w, C, dout, OC,
@@ -331,7 +369,18 @@ static void mm_b(void *ctx, float *dinp, float *dw, float *dbias, const float *d
 static void mm_b_w16(void *ctx, float *dinp, unsigned short *dw, float *dbias, const float *dout,
                      const float *inp, const unsigned short *w, int N, int C, int OC)
 {
-    mm_b_bf16(ctx, dinp, dw, CUDA_R_16BF, dbias, dout, inp, w, N, C, OC);
+    mm_b_bf16(ctx, dinp, dw, CUDA_R_16BF, dbias, CA16(dout), CA16(inp), w, N, C, OC);
+}
+
+/* GPT2_BF16's LM head backward: the fp32 logits' gradient cast to bf16 for the GEMMs (the
+ * one activation-sized cast left), dinp in bf16, dwte in fp32. */
+static void logits_b(void *ctx, float *dinp, float *dw, const float *dlogits, const float *inp,
+                     const float *w, int N, int C, int V)
+{
+    cuda_ctx *c = ctx;
+    const unsigned short *w16 = bf16_of(c, 0, w, (size_t)V * C);
+    mm_b_bf16(c, dinp, dw, CUDA_R_32F, NULL, bf16_of(c, 2, dlogits, (size_t)N * V), CA16(inp), w16,
+              N, C, V);
 }
 
 /* ---- attention: fused (gpt2_attention.cu) for the head sizes it takes, else cuBLAS's
@@ -382,8 +431,28 @@ static gpt2_att_engine engine(cuda_ctx *c)
  * logsumexp (att_keep GPT2_ATT_LSE); else the GEMM path above, att the softmax. */
 static int fused(int C, int NH) { return C % NH == 0 && gpt2_flash_head_size_ok(C / NH); }
 
+/* bf16 activations with a head size the fused attention does not take: kept as the ops'
+ * error (the GEMM path is fp32). */
+static int unfused16(cuda_ctx *c, int C, int NH)
+{
+    if (!c->act16 || fused(C, NH) || c->error)
+        return c->act16 && !fused(C, NH);
+    c->error = (int)cudaErrorInvalidValue;
+    snprintf(c->what, sizeof c->what,
+             "bf16 activations need the fused attention's head sizes (multiples of 16 up to 128), "
+             "not %d: use --precision tf32",
+             NH > 0 ? C / NH : C);
+    return 1;
+}
+
 static void att_f(void *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
 {
+    if (unfused16(ctx, C, NH))
+        return;
+    if (ACT16(ctx)) {
+        keep(ctx, gpt2_cuda_flash_forward_bf16(A16(out), att, CA16(qkv), B, T, C, NH, S(ctx)));
+        return;
+    }
     if (fused(C, NH)) {
         keep(ctx, gpt2_cuda_flash_forward(out, att, qkv, B, T, C, NH, S(ctx)));
         return;
@@ -397,10 +466,15 @@ static void att_b(void *ctx, float *dqkv, const float *dout, const float *qkv, c
                   const float *att, int B, int T, int C, int NH)
 {
     cuda_ctx *c = ctx;
+    if (unfused16(c, C, NH))
+        return;
     if (fused(C, NH)) {
         float *dsum =
             grow(c, &c->att_scratch, gpt2_cuda_flash_backward_scratch(B, T, NH) * sizeof(float));
-        if (dsum)
+        if (dsum && c->act16)
+            keep(c, gpt2_cuda_flash_backward_bf16(A16(dqkv), CA16(dout), CA16(qkv), CA16(out), att,
+                                                  B, T, C, NH, dsum, S(ctx)));
+        else if (dsum)
             keep(c, gpt2_cuda_flash_backward(dqkv, dout, qkv, out, att, B, T, C, NH, dsum, S(ctx)));
         return;
     }
@@ -411,11 +485,13 @@ static void att_b(void *ctx, float *dqkv, const float *dout, const float *qkv, c
 }
 static void gelu_f(void *ctx, float *out, const float *inp, long long n)
 {
-    keep(ctx, gpt2_cuda_gelu_forward(out, inp, n, S(ctx)));
+    keep(ctx, ACT16(ctx) ? gpt2_cuda_gelu_forward_bf16(A16(out), CA16(inp), n, S(ctx))
+                         : gpt2_cuda_gelu_forward(out, inp, n, S(ctx)));
 }
 static void gelu_b(void *ctx, float *dinp, const float *inp, const float *dout, long long n)
 {
-    keep(ctx, gpt2_cuda_gelu_backward(dinp, inp, dout, n, S(ctx)));
+    keep(ctx, ACT16(ctx) ? gpt2_cuda_gelu_backward_bf16(A16(dinp), CA16(inp), CA16(dout), n, S(ctx))
+                         : gpt2_cuda_gelu_backward(dinp, inp, dout, n, S(ctx)));
 }
 
 static void widen_f(void *ctx, float *dst, const unsigned short *src, long long n)
@@ -521,6 +597,7 @@ int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int device, gpt2_precision
     }
     c->stream = (cudaStream_t)stream;
     c->precision = p;
+    c->act16 = p == GPT2_BF16;
     cublasStatus_t s = cublasCreate(&c->blas);
     if (s == CUBLAS_STATUS_SUCCESS)
         s = cublasSetStream(c->blas, c->stream);
@@ -550,6 +627,8 @@ int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int device, gpt2_precision
         .matmul_backward = mm_b,
         .matmul_forward_w16 = p == GPT2_BF16 ? mm_f_w16 : NULL,
         .matmul_backward_w16 = p == GPT2_BF16 ? mm_b_w16 : NULL,
+        .logits_forward = p == GPT2_BF16 ? logits_f : NULL,
+        .logits_backward = p == GPT2_BF16 ? logits_b : NULL,
         .attention_forward = att_f,
         .attention_backward = att_b,
         .gelu_forward = gelu_f,
@@ -561,6 +640,7 @@ int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int device, gpt2_precision
         .status = g_status,
         .status_text = g_status_text,
         .att_keep = GPT2_ATT_LSE,
+        .act_bytes = p == GPT2_BF16 ? 2 : 4,
     };
     return 0;
 }
@@ -573,6 +653,7 @@ void gpt2_ops_cuda_destroy(gpt2_ops *ops)
     cudaStreamSynchronize(c->stream);
     cudaFree(c->losses);
     cudaFree(c->ones.p);
+    cudaFree(c->ones16.p);
     cudaFree(c->att_scratch.p);
     cudaFree(c->ln_scratch.p);
     cudaFree(c->enc_scratch.p);

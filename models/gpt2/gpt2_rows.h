@@ -74,13 +74,6 @@ static __device__ __forceinline__ float gpt2_warp_maxf(float v)
 #define GPT2_GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
 
 /* ---- encoder: one (b, t) row ---- */
-static inline GPT2_HD void encoder_row_forward(float *o, const float *te, const float *pe, int C,
-                                               int lane, int lanes)
-{
-    for (int c = lane; c < C; c += lanes)
-        o[c] = te[c] + pe[c];
-}
-
 static inline GPT2_HD void encoder_row_backward(float *dte, float *dpe, const float *d, int C,
                                                 int lane, int lanes)
 {
@@ -88,32 +81,6 @@ static inline GPT2_HD void encoder_row_backward(float *dte, float *dpe, const fl
         GPT2_ADD(&dte[c], d[c]);
         GPT2_ADD(&dpe[c], d[c]);
     }
-}
-
-/* The GPU's encoder backward in a fixed order (so that a run repeats bit for bit, and a
- * resumed run equals an uninterrupted one): the rows of one token, listed in rows[0..n) in
- * ascending order, are added into the token's gradient row column by column in that order,
- * and each position's gradient gets the B sequences' rows in order. Each element sees the
- * CPU kernel's additions in the CPU kernel's order, so the results are its bits too. */
-static inline GPT2_HD void encoder_token_backward(float *dte, const float *d, const int *rows,
-                                                  int n, int width, int C, int lane, int lanes)
-{
-    /* columns [0, width) of rows of C (the GPU takes a row in slices of a warp's width) */
-    for (int c = lane; c < width; c += lanes) {
-        float acc = dte[c];
-        for (int k = 0; k < n; k++)
-            acc += d[(size_t)rows[k] * C + c];
-        dte[c] = acc;
-    }
-}
-
-/* acc + element c of position t's row in each of the B sequences, in sequence order */
-static inline GPT2_HD float encoder_position_backward(float acc, const float *d, int B, int T,
-                                                      int C, int t, int c)
-{
-    for (int b = 0; b < B; b++)
-        acc += d[((size_t)b * T + t) * C + c];
-    return acc;
 }
 
 /* parts[0] + parts[stride] + ... + parts[(n - 1) * stride], added in that order: partial sums
@@ -126,74 +93,81 @@ static inline GPT2_HD float ordered_sum(const float *parts, int n, size_t stride
     return s;
 }
 
-/* ---- layernorm: one row of C (lane 0 stores its mean and rstd) ---- */
-/* The row from its lane's sum of x (x[lane] + x[lane + lanes] + ..., in that order) on. */
-static inline GPT2_HD void layernorm_row_from_sum(float *o, float *mean, float *rstd,
-                                                  const float *x, const float *w, const float *b,
-                                                  float m, int C, int lane, int lanes)
+/* ---- element-wise ---- */
+static inline GPT2_HD float gelu_elem_forward(float x)
 {
-    float v = 0;
-    m = GPT2_LANES_SUMF(m, lanes) / (float)C;
-    for (int c = lane; c < C; c += lanes)
-        v += (x[c] - m) * (x[c] - m);
-    v = GPT2_LANES_SUMF(v, lanes);
-    float s = 1.0f / sqrtf(v / (float)C + 1e-5f);
-    for (int c = lane; c < C; c += lanes)
-        o[c] = (x[c] - m) * s * w[c] + b[c];
-    if (lane == 0) {
-        *mean = m;
-        *rstd = s;
-    }
+    return 0.5f * x * (1.0f + tanhf(GPT2_GELU_K * (x + 0.044715f * x * x * x)));
 }
 
-static inline GPT2_HD void layernorm_row_forward(float *o, float *mean, float *rstd, const float *x,
-                                                 const float *w, const float *b, int C, int lane,
-                                                 int lanes)
+/* d(gelu)/dx at x, times dout */
+static inline GPT2_HD float gelu_elem_backward(float x, float dout)
 {
-    float m = 0;
-    for (int c = lane; c < C; c += lanes)
-        m += x[c];
-    layernorm_row_from_sum(o, mean, rstd, x, w, b, m, C, lane, lanes);
+    float u = GPT2_GELU_K * (x + 0.044715f * x * x * x), th = tanhf(u);
+    float sech2 = 1.0f - th * th;
+    float local =
+        0.5f * (1.0f + th) + 0.5f * x * sech2 * GPT2_GELU_K * (1.0f + 3 * 0.044715f * x * x);
+    return local * dout;
 }
 
-/* res = a + b, then the layernorm of res, in one pass less over memory: the mean's sum is
- * taken from the sums as they are stored (each lane reads back only what it stored). The
- * same operations in the same order as the residual and then layernorm_row_forward: the same
- * bits. */
-static inline GPT2_HD void residual_layernorm_row_forward(float *res, float *o, float *mean,
-                                                          float *rstd, const float *a,
-                                                          const float *b, const float *w,
-                                                          const float *bias, int C, int lane,
-                                                          int lanes)
+/* ---- bf16 parameters and gradients (bf16.enabled): one element ---- */
+/* The fp32 kernels compute from bf16 parameters widened (exactly) into fp32 scratch, and a
+ * layer's fp32 gradient is added into its bf16 gradient buffer, rounded to nearest even
+ * once (NaN stays NaN, quiet). Bits, not intrinsics: the CPU and the GPU round alike. */
+static inline GPT2_HD float gpt2_bf16_widen(unsigned short h)
 {
-    float m = 0;
-    for (int c = lane; c < C; c += lanes) {
-        float r = a[c] + b[c];
-        res[c] = r;
-        m += r;
-    }
-    layernorm_row_from_sum(o, mean, rstd, res, w, bias, m, C, lane, lanes);
+    union {
+        unsigned int u;
+        float f;
+    } v;
+    v.u = (unsigned int)h << 16;
+    return v.f;
 }
 
-static inline GPT2_HD void layernorm_row_backward(float *dx, float *dw, float *db, const float *d,
-                                                  const float *x, const float *w, float mean,
-                                                  float rstd, int C, int lane, int lanes)
+static inline GPT2_HD unsigned short gpt2_bf16_round(float f)
 {
-    float dnorm_mean = 0, dnorm_norm_mean = 0;
-    for (int c = lane; c < C; c += lanes) {
-        float norm = (x[c] - mean) * rstd, dnorm = w[c] * d[c];
-        dnorm_mean += dnorm;
-        dnorm_norm_mean += dnorm * norm;
-    }
-    dnorm_mean = GPT2_LANES_SUMF(dnorm_mean, lanes) / (float)C;
-    dnorm_norm_mean = GPT2_LANES_SUMF(dnorm_norm_mean, lanes) / (float)C;
-    for (int c = lane; c < C; c += lanes) { /* dw, db: column c is this lane's alone */
-        float norm = (x[c] - mean) * rstd, dnorm = w[c] * d[c];
-        db[c] += d[c];
-        dw[c] += norm * d[c];
-        dx[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * rstd;
-    }
+    union {
+        unsigned int u;
+        float f;
+    } v;
+    v.f = f;
+    if ((v.u & 0x7fffffffu) > 0x7f800000u)
+        return (unsigned short)((v.u >> 16) | 0x40u);
+    return (unsigned short)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
 }
+
+static inline GPT2_HD void gpt2_bf16_narrow_add(unsigned short *dst, float g)
+{
+    *dst = gpt2_bf16_round(gpt2_bf16_widen(*dst) + g);
+}
+
+/* ---- activations in fp32 or bf16 (GPT2_BF16 activations on the GPU) ----
+ * Read and written through gpt2_ld_* / gpt2_st_*: fp32 arrays as they are, bf16 ones (gpt2_bf16,
+ * the 16 bits as unsigned short) widened on the way in and rounded to nearest even on the way
+ * out; all arithmetic stays fp32 and the statistics (mean, rstd) stay fp32 arrays. The row
+ * functions that read or write activations are written once, in gpt2_rows_act.h, and
+ * instantiated twice: for float (the names below, the fp32 kernels' bits unchanged) and for
+ * gpt2_bf16 (in C with the suffix _bf16; in C++ (nvcc) as overloads of the same names, so a
+ * kernel template over the activation type calls one name). */
+typedef unsigned short gpt2_bf16;
+static inline GPT2_HD float gpt2_ld_f32(const float *p) { return *p; }
+static inline GPT2_HD void gpt2_st_f32(float *p, float v) { *p = v; }
+static inline GPT2_HD float gpt2_ld_bf16(const gpt2_bf16 *p) { return gpt2_bf16_widen(*p); }
+static inline GPT2_HD void gpt2_st_bf16(gpt2_bf16 *p, float v) { *p = gpt2_bf16_round(v); }
+
+#define GPT2_ACT float
+#define GPT2_LD gpt2_ld_f32
+#define GPT2_ST gpt2_st_f32
+#define GPT2_FN(name) name
+#include "gpt2_rows_act.h"
+#define GPT2_ACT gpt2_bf16
+#define GPT2_LD gpt2_ld_bf16
+#define GPT2_ST gpt2_st_bf16
+#ifdef __cplusplus
+#define GPT2_FN(name) name
+#else
+#define GPT2_FN(name) name##_bf16
+#endif
+#include "gpt2_rows_act.h"
 
 /* ---- causal attention: one (b, h, t) row; qkv rows of 3C, head size hs ---- */
 /* Row t of q.k scores in place: scaled, softmax over positions 0..t, zero after (the row
@@ -297,22 +271,6 @@ static inline GPT2_HD void causal_softmax_row_backward(float *d, const float *a,
         d[s] = s <= t ? a[s] * (d[s] - dot_sum) * scale : 0.0f;
 }
 
-/* ---- element-wise ---- */
-static inline GPT2_HD float gelu_elem_forward(float x)
-{
-    return 0.5f * x * (1.0f + tanhf(GPT2_GELU_K * (x + 0.044715f * x * x * x)));
-}
-
-/* d(gelu)/dx at x, times dout */
-static inline GPT2_HD float gelu_elem_backward(float x, float dout)
-{
-    float u = GPT2_GELU_K * (x + 0.044715f * x * x * x), th = tanhf(u);
-    float sech2 = 1.0f - th * th;
-    float local =
-        0.5f * (1.0f + th) + 0.5f * x * sech2 * GPT2_GELU_K * (1.0f + 3 * 0.044715f * x * x);
-    return local * dout;
-}
-
 /* ---- softmax + cross-entropy: one row of V ---- */
 /* p = softmax(l) (p may be l); returns -log p[target] (in double, floored at 1e-30) to every
  * lane, which computes p[target] itself, as its owner lane does, from l[target] read before
@@ -340,37 +298,6 @@ static inline GPT2_HD void crossentropy_row_backward(float *dl, const float *p, 
 {
     for (int v = lane; v < V; v += lanes)
         dl[v] = (p[v] - (v == target ? 1.0f : 0.0f)) * inv_n;
-}
-
-/* ---- bf16 parameters and gradients (bf16.enabled): one element ---- */
-/* The fp32 kernels compute from bf16 parameters widened (exactly) into fp32 scratch, and a
- * layer's fp32 gradient is added into its bf16 gradient buffer, rounded to nearest even
- * once (NaN stays NaN, quiet). Bits, not intrinsics: the CPU and the GPU round alike. */
-static inline GPT2_HD float gpt2_bf16_widen(unsigned short h)
-{
-    union {
-        unsigned int u;
-        float f;
-    } v;
-    v.u = (unsigned int)h << 16;
-    return v.f;
-}
-
-static inline GPT2_HD unsigned short gpt2_bf16_round(float f)
-{
-    union {
-        unsigned int u;
-        float f;
-    } v;
-    v.f = f;
-    if ((v.u & 0x7fffffffu) > 0x7f800000u)
-        return (unsigned short)((v.u >> 16) | 0x40u);
-    return (unsigned short)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
-}
-
-static inline GPT2_HD void gpt2_bf16_narrow_add(unsigned short *dst, float g)
-{
-    *dst = gpt2_bf16_round(gpt2_bf16_widen(*dst) + g);
 }
 
 #endif

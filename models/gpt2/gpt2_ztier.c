@@ -341,9 +341,15 @@ gpt2_source gpt2_ztier_source(gpt2_ztier *g)
 
 zt_status gpt2_ztier_register_acts(gpt2_ztier *g, int B, int T)
 {
+    return gpt2_ztier_register_acts_as(g, B, T, 4);
+}
+
+zt_status gpt2_ztier_register_acts_as(gpt2_ztier *g, int B, int T, int act_bytes)
+{
     zt_status st = ZT_OK;
     for (int l = 1; st == ZT_OK && l <= g->c.layers; l++)
-        st = zt_act_register(g->rt, g->layer_ids[l], gpt2_checkpoint_bytes(&g->c, B, T));
+        st = zt_act_register(g->rt, g->layer_ids[l],
+                             gpt2_checkpoint_bytes_as(&g->c, B, T, act_bytes));
     return st;
 }
 

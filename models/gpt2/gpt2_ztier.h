@@ -80,6 +80,9 @@ gpt2_source gpt2_ztier_source(gpt2_ztier *g);
  * zt_act_save/_load/_free (the _async forms on g->stream when it is set); a forward with
  * g->inference set saves nothing (no backward follows it). */
 zt_status gpt2_ztier_register_acts(gpt2_ztier *g, int B, int T);
+/* ... for the model's activations of act_bytes each (gpt2_ops' act_bytes: 2 on the GPU in bf16,
+ * known before the ops exist from the device and precision); the above: 4, fp32. */
+zt_status gpt2_ztier_register_acts_as(gpt2_ztier *g, int B, int T, int act_bytes);
 gpt2_act_store gpt2_ztier_act_store(gpt2_ztier *g);
 /* Why the last get/put failed: the source's own message, else zt_last_error(). */
 const char *gpt2_ztier_error(const gpt2_ztier *g);

@@ -15,7 +15,8 @@
  * wait added; on the stand-in, a refused scratch allocation fails the fetch with a message.
  * bf16.enabled with bf16 matmuls: the blocks' weight matrices read by the GEMMs in 16 bits,
  * the widening path's losses bit for bit, within 2e-2 of the CPU, fewer elements widened and
- * a smaller fp32 scratch.
+ * a smaller fp32 scratch. bf16 activations (--precision bf16): the losses within 2e-2, the
+ * model's allocation the count by hand for 2-byte activations.
  * Exits 77 (skipped) where no GPU is visible, as on this project's CI machines. */
 #include "gpt2_model.h"
 #include "gpt2_ops.h"
@@ -60,6 +61,7 @@ typedef struct run {
     size_t *scratch;           /* when set, gpt2_ztier_scratch_bytes at the end */
     int widen_all;             /* the GPU's ops without matmul_*_w16: every weight widened */
     long long *widened;        /* when set, the elements bf16_widen widened, all steps */
+    size_t *activations;       /* when set, gpt2_model_activation_bytes of the run's model */
 } run;
 
 /* The ops' bf16_widen, counting the elements it widens. */
@@ -69,6 +71,13 @@ static void counting_widen(void *ctx, float *dst, const unsigned short *src, lon
 {
     widened_elements += n;
     real_widen(ctx, dst, src, n);
+}
+
+/* Bytes of an activation on the run's ops (gpt2_ops' act_bytes), known before they exist:
+ * the blocks' checkpoints are registered before commit. */
+static int act_bytes(const run *r)
+{
+    return !strcmp(r->backend, "cuda") && r->precision == GPT2_BF16 ? 2 : 4;
 }
 
 /* losses[s] receives step s's loss. 0, or -1 with a message. */
@@ -92,7 +101,8 @@ static int train_run(const run *r, float *losses)
     zt_runtime *rt = NULL;
     gpt2_ztier g;
     if (zt_runtime_create(NULL, cfg, &rt) != ZT_OK || gpt2_ztier_register(&g, rt, &c, 7) != ZT_OK ||
-        (r->policy == GPT2_FULL_OFFLOAD && gpt2_ztier_register_acts(&g, B, T) != ZT_OK) ||
+        (r->policy == GPT2_FULL_OFFLOAD &&
+         gpt2_ztier_register_acts_as(&g, B, T, act_bytes(r)) != ZT_OK) ||
         zt_runtime_commit(rt) != ZT_OK || (r->load && zt_checkpoint_load(rt, r->load) != ZT_OK)) {
         fprintf(stderr, "%s: %s\n", r->backend, zt_last_error(rt));
         zt_runtime_destroy(rt);
@@ -150,6 +160,8 @@ static int train_run(const run *r, float *losses)
         *r->scratch = gpt2_ztier_scratch_bytes(&g);
     if (r->widened)
         *r->widened = widened_elements;
+    if (r->activations)
+        *r->activations = gpt2_model_activation_bytes(m);
     gpt2_model_destroy(m);
     gpt2_ztier_compute_on(&g, NULL); /* the bf16 scratch, before its ops go */
     if (gpu)
@@ -414,6 +426,51 @@ static int check_bf16_weights(void)
     return failed;
 }
 
+/* --precision bf16 keeps the activations and their gradients in bf16 (gpt2_ops' act_bytes 2),
+ * the GEMMs reading them as they are: the 10 steps' losses within this test's bf16 tolerance
+ * (2e-2 relative, as the bf16 checks above) of the CPU trainer in fp32, with bf16.enabled too
+ * (against the CPU trainer in bf16); the model's activations are the count by hand for tiny
+ * (B 4, T 16, C 32, 2 heads of 16, Vp 64, every tensor a multiple of 16 bytes): 2 B for each
+ * activation and activation gradient, 4 B for the layernorm statistics, the logsumexp and the
+ * logits; fp32 (--precision fp32) 4 B for all, as before. */
+static int check_bf16_activations(void)
+{
+    float cpu[STEPS], gpu[STEPS], cpu16[STEPS], gpu16[STEPS];
+    size_t bytes16 = 0, bytes32 = 0;
+    run host = {.backend = "host", .optimizer = "cpu", .to = STEPS};
+    run cuda = {.backend = "cuda",
+                .optimizer = "cpu",
+                .precision = GPT2_BF16,
+                .to = STEPS,
+                .activations = &bytes16};
+    run host16 = host, cuda16 = cuda, cuda32 = cuda;
+    host16.bf16 = 1, cuda16.bf16 = 1, cuda16.activations = NULL;
+    cuda32.precision = GPT2_FP32, cuda32.activations = &bytes32, cuda32.to = 1;
+    float one[STEPS];
+    if (train_run(&host, cpu) || train_run(&cuda, gpu) || train_run(&host16, cpu16) ||
+        train_run(&cuda16, gpu16) || train_run(&cuda32, one))
+        return 1;
+    int failed = 0;
+    for (int s = 0; s < STEPS; s++) {
+        double rel = fabs((double)gpu[s] - cpu[s]) / fabs((double)cpu[s]);
+        double rel16 = fabs((double)gpu16[s] - cpu16[s]) / fabs((double)cpu16[s]);
+        printf("bf16 activations step %2d: loss cpu %.6f cuda %.6f (relative %.2g); with "
+               "bf16.enabled cpu %.6f cuda %.6f (relative %.2g)\n",
+               s + 1, (double)cpu[s], (double)gpu[s], rel, (double)cpu16[s], (double)gpu16[s],
+               rel16);
+        failed |= !(rel < 2e-2) || !(rel16 < 2e-2);
+    }
+    const size_t L = 2, bt = B * T, ch = 32, nh = 2, vp = 64;
+    size_t stats = 4 * bt + B * nh * T;            /* per block: 2 means, 2 rstds, the lse */
+    size_t acts = 18 * bt * ch * L + 17 * bt * ch; /* blocks; encoded, ln_f, 15 gradients */
+    size_t fp32 = stats * L + 2 * bt + bt * vp;    /* ... ln_f's statistics, the logits */
+    size_t want16 = 2 * acts + 4 * fp32, want32 = 4 * acts + 4 * fp32;
+    printf("activations: bf16 %zu bytes (by hand %zu), fp32 %zu bytes (by hand %zu)\n", bytes16,
+           want16, bytes32, want32);
+    failed |= bytes16 != want16 || bytes32 != want32;
+    return failed;
+}
+
 #ifdef ZT_CUDA_FAKE
 /* The device refuses the fp32 scratch of the first bf16 fetch: the fetch fails with
  * ZT_ERR_NOMEM and a message naming the scratch, its size and the fix, the layer released. */
@@ -485,6 +542,7 @@ int main(void)
     }
     failed |= check_bf16();
     failed |= check_bf16_weights();
+    failed |= check_bf16_activations();
 #ifdef ZT_CUDA_FAKE
     failed |= check_scratch_refused();
 #endif

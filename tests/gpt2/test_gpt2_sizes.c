@@ -218,11 +218,41 @@ static void test_activation_bytes_with_fused_attention(void **state)
                      gpt2_activation_bytes(&small_heads, 2, 16, 0));
 }
 
+/* On ops whose activations are bf16 (act_bytes 2: the GPU in GPT2_BF16), every activation
+ * and activation gradient takes 2 bytes and the layernorm statistics, the logsumexp and the
+ * logits 4, each tensor starting on 16 bytes (all of these sizes are multiples of 16 here):
+ * counted by hand, what a model on such ops allocates for every policy, and each block's
+ * checkpoint in 16 bits. */
+static void test_activation_bytes_in_bf16(void **state)
+{
+    (void)state;
+    gpt2_config c = {250, 256, 64, 3, 4, 64}; /* heads of 16: the fused attention */
+    const size_t b = 2, t = 16, bt = b * t, ch = 64, vp = c.padded_vocab, lse = b * 4 * t;
+    const size_t per_layer = 2 * 18 * bt * ch + 4 * (4 * bt + lse);
+    const size_t rest = 2 * (ch * bt + ch * bt + 15 * bt * ch) + 4 * (2 * bt + bt * vp);
+    assert_int_equal(gpt2_activation_bytes_as(&c, 2, 16, 0, GPT2_ATT_LSE, 2), 3 * per_layer + rest);
+    assert_int_equal(gpt2_activation_bytes_as(&c, 2, 16, GPT2_FULL, GPT2_ATT_LSE, 2),
+                     per_layer + 3 * 2 * bt * ch + rest);
+    assert_int_equal(gpt2_activation_bytes_as(&c, 2, 16, 0, GPT2_ATT_LSE, 4),
+                     gpt2_activation_bytes_on(&c, 2, 16, 0, GPT2_ATT_LSE));
+    assert_int_equal(gpt2_checkpoint_bytes_as(&c, 2, 16, 2), 2 * bt * ch);
+    gpt2_ops ops = gpt2_ops_cpu; /* only its allocation is used */
+    ops.att_keep = GPT2_ATT_LSE, ops.act_bytes = 2;
+    for (int policy = GPT2_KEEP_ALL; policy <= GPT2_FULL_OFFLOAD; policy++) {
+        gpt2_model *m = gpt2_model_create_on(&c, 2, 16, &ops, policy);
+        assert_non_null(m);
+        assert_int_equal(gpt2_activation_bytes_as(&c, 2, 16, policy, GPT2_ATT_LSE, 2),
+                         gpt2_model_activation_bytes(m));
+        assert_int_equal(gpt2_model_checkpoint_bytes(m), 2 * bt * ch);
+        gpt2_model_destroy(m);
+    }
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_element_counts_are_64_bit),
-        cmocka_unit_test(test_activation_bytes_match_the_model),
-        cmocka_unit_test(test_activation_bytes_with_fused_attention)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_element_counts_are_64_bit),
+                                       cmocka_unit_test(test_activation_bytes_match_the_model),
+                                       cmocka_unit_test(test_activation_bytes_with_fused_attention),
+                                       cmocka_unit_test(test_activation_bytes_in_bf16)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -103,7 +103,7 @@ fi
 echo '{"ztier": {"device_backend": "cuda", "comm_backend": "single"}}' > "$work/cuda.json"
 host_json=$work/est.json
 if "$ztier" estimate --config tiny --vocab 256 --batch 8 --seq 16 --ds-config "$work/cuda.json" \
-     --device-memory 1G --json 2> "$work/cuda.err" | tail -n 1 > "$work/est-cuda.json"; then
+     --device-memory 1G --precision fp32 --json 2> "$work/cuda.err" | tail -n 1 > "$work/est-cuda.json"; then
   cpu_none=$(python3 -c "import json; print(json.load(open('$host_json'))['activations']['policies']['none']['model'])")
   read -r keeps gpu_none < <(python3 -c "import json; a = json.load(open('$work/est-cuda.json'))['activations']; print(a['attention_keeps'], a['policies']['none']['model'])")
   want=$((cpu_none - 4 * 2 * 8 * 2 * 16 * 15))
@@ -112,5 +112,35 @@ if "$ztier" estimate --config tiny --vocab 256 --batch 8 --seq 16 --ds-config "$
   echo "cuda backend: model $gpu_none bytes (the logsumexp, not the softmax): as counted"
 else
   echo "cuda backend: not in this build, skipped ($(head -c 200 "$work/cuda.err"))"
+fi
+
+# The GPU trainer's own allocation in both precisions (on the stand-in where the build has
+# one): --precision bf16 (its default) keeps the activations and their gradients in bf16 (the
+# statistics, logsumexp and logits in fp32), fp32 keeps them in fp32; the estimate with the
+# same --precision counts the bytes the trainer prints, and bf16's are fewer.
+for prec in bf16 fp32; do
+  for policy in none full; do
+    log=$work/cuda-$prec-$policy.log
+    if "$trainer" "${gpu_common[@]}" --precision "$prec" --checkpoint-activations "$policy" \
+         > "$log" 2>&1; then
+      ran=$(sed -n 's/^activations \([0-9]*\) bytes .*/\1/p' "$log")
+      est=$("$ztier" estimate --config tiny --vocab 256 --batch 8 --seq 16 --device-memory 1G \
+        --ds-config "$work/cuda.json" --precision "$prec" --json | tail -n 1 |
+        python3 -c "import json,sys; print(json.load(sys.stdin)['activations']['policies']['$policy']['model'])")
+      [ -n "$ran" ] && [ "$ran" = "$est" ] ||
+        { echo "cuda $prec $policy: the trainer allocates ${ran:-?} bytes, the estimate says $est"; exit 1; }
+      eval "gpu_${prec}_${policy}=$ran"
+      echo "cuda --precision $prec, $policy: model $ran bytes: as estimated"
+    elif grep -qE "no GPU found|no usable GPU|no CUDA" "$log"; then
+      echo "cuda --precision $prec: no GPU (nor stand-in) in this build: not checked"
+      break 2
+    else
+      cat "$log"; exit 1
+    fi
+  done
+done
+if [ -n "${gpu_bf16_none:-}" ] && [ -n "${gpu_fp32_none:-}" ]; then
+  [ "$gpu_bf16_none" -lt "$gpu_fp32_none" ] && [ "$gpu_bf16_full" -lt "$gpu_fp32_full" ] ||
+    { echo "bf16 activations are not fewer bytes than fp32's"; exit 1; }
 fi
 echo "activation estimates match the trainer"
