@@ -18,10 +18,28 @@ typedef struct zt_ckpt_reader zt_ckpt_reader;
 /* Opens path and starts reading it; *size: its length. Errors name the file. */
 zt_status zt_ckpt_reader_open(const char *path, zt_io_engine_kind engine, uint64_t *size,
                               zt_ckpt_reader **out, zt_error *err);
+
+/* A byte range of a file. */
+typedef struct zt_ckpt_range {
+    uint64_t off, len;
+} zt_ckpt_range;
+
+/* The same for a caller that takes only the n ranges given (in file order, not overlapping;
+ * copied): only their blocks are read (ranges less than 256 KiB apart in one read), so the
+ * bytes between them cost nothing. Taking a byte outside them is ZT_ERR_INTERNAL. */
+zt_status zt_ckpt_reader_open_ranges(const char *path, zt_io_engine_kind engine,
+                                     const zt_ckpt_range *ranges, size_t n, uint64_t *size,
+                                     zt_ckpt_reader **out, zt_error *err);
+
+/* The bytes every reader of this process asked of the disk since it started (O_DIRECT reads
+ * and the tails), with those added by zt_ckpt_reader_count: a load's measure of how often
+ * it reads each byte. */
+uint64_t zt_ckpt_reader_bytes(void);
+void zt_ckpt_reader_count(uint64_t bytes);
 /* The next n bytes into dst (NULL: skipped); reading past the end is ZT_ERR_CORRUPT. */
 zt_status zt_ckpt_reader_get(zt_ckpt_reader *r, void *dst, size_t n);
 /* Moves on to offset (not behind the bytes got): the bytes between are not read where they
- * were not read ahead already. */
+ * were not read ahead already (outside the ranges of zt_ckpt_reader_open_ranges). */
 zt_status zt_ckpt_reader_seek(zt_ckpt_reader *r, uint64_t offset);
 /* A whole file's length and CRC-32, read the same way, the CRC taken from the read buffers
  * (no copy). Errors name the file. */
