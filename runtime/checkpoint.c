@@ -387,7 +387,7 @@ static unsigned char *image_alloc(uint64_t bytes)
     long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages <= 0 || page <= 0 || bytes > (uint64_t)pages * (uint64_t)page / 4)
         return NULL;
-    return malloc(bytes ? bytes : 1);
+    return aligned_alloc(4096, (bytes + 4095) / 4096 * 4096 + 4096); /* O_DIRECT reads land */
 }
 
 /* This rank's own file where the layouts agree: read whole into *image and checked there (one

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,5 +276,116 @@ zt_status zt_ckpt_file_crc(const char *path, zt_io_engine_kind engine, uint64_t 
         c = zt_crc32(c, r->tail, (size_t)(r->size - r->direct));
     *crc = c;
     zt_ckpt_reader_close(r);
+    return st;
+}
+
+/* ---- a whole file straight into memory ---- */
+
+enum { INTO_THREADS = 4 };
+
+typedef struct into {
+    int fd;
+    unsigned char *dst;
+    uint64_t direct, chunks, next;
+    unsigned char *done; /* per chunk: landed (1) or failed (2) */
+    int error;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} into;
+
+static void *into_worker(void *arg)
+{
+    into *t = arg;
+    for (;;) {
+        pthread_mutex_lock(&t->mu);
+        uint64_t k = t->error ? t->chunks : t->next++;
+        pthread_mutex_unlock(&t->mu);
+        if (k >= t->chunks)
+            return NULL;
+        uint64_t at = k * SLOT_BYTES,
+                 len = t->direct - at < SLOT_BYTES ? t->direct - at : SLOT_BYTES;
+        int e = 0;
+        for (uint64_t got = 0; got < len && !e;) {
+            ssize_t n = pread(t->fd, t->dst + at + got, len - got, (off_t)(at + got));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                e = n < 0 ? errno : EIO;
+            else
+                got += (uint64_t)n;
+        }
+        pthread_mutex_lock(&t->mu);
+        t->done[k] = e ? 2 : 1;
+        if (e && !t->error)
+            t->error = e;
+        pthread_cond_broadcast(&t->cv);
+        pthread_mutex_unlock(&t->mu);
+    }
+}
+
+zt_status zt_ckpt_read_into(const char *path, void *dst, uint64_t n, uint32_t *crc, zt_progress *pr,
+                            zt_error *err)
+{
+    into t = {.fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT), .dst = dst};
+    if (t.fd < 0 && errno == EINVAL) /* no O_DIRECT on this filesystem */
+        t.fd = open(path, O_RDONLY | O_CLOEXEC);
+    int tail_fd = open(path, O_RDONLY | O_CLOEXEC);
+    zt_status st = ZT_OK;
+    if (t.fd < 0 || tail_fd < 0)
+        st = ZT_ERR(err, ZT_ERR_CORRUPT, "checkpoint file '%s' cannot be read: %s", path,
+                    strerror(errno));
+    t.direct = n / BLOCK * BLOCK;
+    t.chunks = (t.direct + SLOT_BYTES - 1) / SLOT_BYTES;
+    t.done = calloc(t.chunks + 1, 1);
+    if (st == ZT_OK && !t.done)
+        st = ZT_ERR(err, ZT_ERR_NOMEM, "out of memory reading checkpoint file '%s'", path);
+    pthread_mutex_init(&t.mu, NULL);
+    pthread_cond_init(&t.cv, NULL);
+    pthread_t th[INTO_THREADS];
+    int started = 0;
+    while (st == ZT_OK && started < INTO_THREADS &&
+           pthread_create(&th[started], NULL, into_worker, &t) == 0)
+        started++;
+    if (st == ZT_OK && started == 0)
+        st = ZT_ERR(err, ZT_ERR_NOMEM, "no thread to read checkpoint file '%s'", path);
+    uint32_t c = 0;
+    /* the CRC chunk by chunk in file order as they land, the later ones still in flight */
+    for (uint64_t k = 0; st == ZT_OK && k < t.chunks; k++) {
+        pthread_mutex_lock(&t.mu);
+        while (!t.done[k])
+            pthread_cond_wait(&t.cv, &t.mu);
+        int e = t.done[k] == 2 ? t.error : 0;
+        pthread_mutex_unlock(&t.mu);
+        uint64_t at = k * SLOT_BYTES, len = t.direct - at < SLOT_BYTES ? t.direct - at : SLOT_BYTES;
+        if (e) {
+            st = ZT_ERR(err, ZT_ERR_IO, "reading checkpoint file '%s': %s", path, strerror(e));
+            break;
+        }
+        c = zt_crc32(c, t.dst + at, (size_t)len);
+        if (pr)
+            zt_progress_add(pr, len);
+    }
+    pthread_mutex_lock(&t.mu);
+    t.error = t.error ? t.error : (st != ZT_OK ? EIO : 0); /* the others stop */
+    pthread_mutex_unlock(&t.mu);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    atomic_fetch_add(&bytes_read, t.direct);
+    for (uint64_t got = t.direct; st == ZT_OK && got < n;) { /* the last partial block */
+        ssize_t r = pread(tail_fd, t.dst + got, n - got, (off_t)got);
+        if (r <= 0)
+            st = ZT_ERR(err, ZT_ERR_CORRUPT, "checkpoint file '%s' ends early", path);
+        else
+            c = zt_crc32(c, t.dst + got, (size_t)r), got += (uint64_t)r;
+    }
+    atomic_fetch_add(&bytes_read, n - t.direct);
+    pthread_cond_destroy(&t.cv);
+    pthread_mutex_destroy(&t.mu);
+    free(t.done);
+    if (t.fd >= 0)
+        close(t.fd);
+    if (tail_fd >= 0)
+        close(tail_fd);
+    *crc = c;
     return st;
 }
