@@ -278,10 +278,14 @@ static zt_status read_parts(reading *g, const int64_t *layer_at, unsigned char *
     float *p = (float *)(void *)(image + zt_ckpt_header_bytes(g->m->version));
     zt_status st = ZT_OK;
     for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
-        size_t n = (size_t)rt->reg.layers[i].shard_numel;
-        memset(p, 0, 3 * n * sizeof(float)); /* padding past the saved layout */
+        const zt_layer *L = &rt->reg.layers[i];
+        size_t n = (size_t)L->shard_numel;
+        int64_t first = L->persistent ? 0 : (int64_t)rt->dist.rank * L->shard_numel;
+        int64_t filled = g->m->flat[i] - first; /* each_piece's part: the rest is padding */
+        filled = filled < 0 ? 0 : filled > (int64_t)n ? (int64_t)n : filled;
         for (int s = 0; st == ZT_OK && s < 3; s++) {
             g->dst = p + (size_t)s * n;
+            memset(g->dst + filled, 0, (n - (size_t)filled) * sizeof(float));
             st = each_piece(rt, g->m, layer_at, rt->dist.rank, i, s, read_piece, g);
         }
         p += 3 * n;
