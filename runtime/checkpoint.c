@@ -387,7 +387,7 @@ static unsigned char *image_alloc(uint64_t bytes)
     long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages <= 0 || page <= 0 || bytes > (uint64_t)pages * (uint64_t)page / 4)
         return NULL;
-    return malloc(bytes ? bytes : 1);
+    return aligned_alloc(4096, (bytes + 4095) / 4096 * 4096 + 4096); /* O_DIRECT reads land */
 }
 
 /* This rank's own file where the layouts agree: read whole into *image and checked there (one
@@ -410,10 +410,41 @@ static zt_status check_own_file(zt_runtime *rt, const char *folder, const zt_ckp
     return st;
 }
 
+/* The bytes of this run's own file: the header and every layer's master, m and v part. */
+static uint64_t own_file_bytes(const zt_runtime *rt, int version)
+{
+    uint64_t n = zt_ckpt_header_bytes(version);
+    for (int i = 0; i < rt->reg.n_layers; i++)
+        n += 3 * (uint64_t)rt->reg.layers[i].shard_numel * sizeof(float);
+    return n;
+}
+
+/* Where the files split the layers otherwise: every rank reads its pieces into *image once,
+ * the ranks check every file from the pieces' CRCs (zt_ckpt_reshard_read); where some rank's
+ * image does not fit (*image NULL on all), each checks its share of the files whole and the
+ * pieces are restored by a second pass. A collective: every rank calls it. */
+static zt_status reshard_checked(zt_runtime *rt, const char *folder, const zt_ckpt_expect *x,
+                                 const zt_manifest *m, unsigned char **image)
+{
+    *image = image_alloc(own_file_bytes(rt, m->version));
+    int64_t lacks = *image == NULL; /* the same path on every rank */
+    zt_status st =
+        zt_comm_allreduce_sync(rt->dist.comm, &lacks, 1, ZT_COMM_I64, ZT_REDUCE_MAX, &rt->err);
+    if (st != ZT_OK || lacks) {
+        free(*image);
+        *image = NULL;
+    }
+    if (st == ZT_OK && !lacks)
+        return zt_ckpt_reshard_read(rt, folder, m, *image);
+    if (st == ZT_OK)
+        st = zt_ckpt_reshard_check(rt, folder, m, zt_ckpt_file_bytes(x, m));
+    return st;
+}
+
 /* Every rank checks the manifest and its share of the files (zt_ckpt_validate, as `ztier
  * checkpoint inspect` does; its own file, where the layouts agree, as it reads it into
- * *image); nothing changes unless all of them pass. *reshard: the files split the layers
- * otherwise than this run. */
+ * *image; where they do not, the pieces it reads, zt_ckpt_reshard_read); nothing changes
+ * unless all of them pass. *reshard: the files split the layers otherwise than this run. */
 static zt_status open_checked(zt_runtime *rt, const char *dir, char *folder, size_t len,
                               zt_manifest *m, int *reshard, unsigned char **image)
 {
@@ -428,8 +459,13 @@ static zt_status open_checked(zt_runtime *rt, const char *dir, char *folder, siz
     *reshard = st == ZT_OK && zt_manifest_reshards(&x, m);
     if (st == ZT_OK && !*reshard)
         st = check_own_file(rt, folder, &x, m, image);
+    /* a resharded load's reads and checks are collectives: every rank enters them or none */
+    st = zt_comm_agree(rt->dist.comm, st, "checkpoint load (checks)", &rt->err);
+    if (st == ZT_OK && *reshard)
+        st = zt_comm_agree(rt->dist.comm, reshard_checked(rt, folder, &x, m, image),
+                           "checkpoint load (checks)", &rt->err);
     zt_ckpt_expect_free(&x);
-    return zt_comm_agree(rt->dist.comm, st, "checkpoint load (checks)", &rt->err);
+    return st;
 }
 
 /* The loaded checkpoint's meta values, then the ones set before that it lacks while there is
@@ -463,6 +499,7 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
     int reshard = 0;
     unsigned char *image = NULL;
     double t0 = zt_now_s();
+    uint64_t read0 = zt_ckpt_reader_bytes();
     /* no reduction still to land in the accumulators the load clears, no caller stream
      * still reading parameters it replaces */
     zt_status st = zt_rt_finish_reductions(rt);
@@ -483,9 +520,9 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
     if (st == ZT_OK) {
         zt_prefetcher_invalidate(rt->prefetch);
         shard_path(folder, rt, path, sizeof path);
-        st = reshard ? zt_ckpt_reshard_restore(rt, folder, &m)
-             : image ? restore_image(rt, image, m.version)
-                     : restore_layers(rt, path, m.version);
+        st = image     ? restore_image(rt, image, m.version)
+             : reshard ? zt_ckpt_reshard_restore(rt, folder, &m)
+                       : restore_layers(rt, path, m.version);
     }
     free(image);
     zt_manifest_free(&m);
@@ -501,7 +538,9 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
     }
     zt_trace_span("checkpoint", t0, "load %s", folder);
     st = zt_comm_agree(rt->dist.comm, st, "checkpoint load (shard files)", &rt->err);
-    if (st == ZT_OK)
-        ZT_LOGI("checkpoint", "resumed step %lld from %s", (long long)rt->train.steps, folder);
+    if (st == ZT_OK) /* the bytes asked of the disk: how often each was read (reshard.sh) */
+        ZT_LOGI("checkpoint", "resumed step %lld from %s (this rank read %llu bytes of its files)",
+                (long long)rt->train.steps, folder,
+                (unsigned long long)(zt_ckpt_reader_bytes() - read0));
     return st;
 }

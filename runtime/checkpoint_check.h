@@ -14,8 +14,10 @@ typedef enum zt_ckpt_files {
     ZT_CKPT_FILES_ALL,    /* every file (the tools) */
     ZT_CKPT_FILES_RANK,   /* the loading rank's share: its own file where the layouts agree,
                            else files k = rank, rank + world, ... (the others check the rest) */
-    ZT_CKPT_FILES_OTHERS, /* as RANK, less the loading rank's own file where the layouts agree:
-                             the load checks it as it reads it (zt_ckpt_read_file) */
+    ZT_CKPT_FILES_OTHERS, /* none where the layouts agree: the load checks its own file as it
+                             reads it (zt_ckpt_read_file); else every file's size: the
+                             resharded load checks CRCs and headers as the ranks read their
+                             pieces (zt_ckpt_reshard_read, or zt_ckpt_reshard_check) */
     ZT_CKPT_FILES_SIZES,  /* every file's size only: the caller reads each file once and checks
                             its CRC-32 and header then (zt_ckpt_check_file_read) */
 } zt_ckpt_files;

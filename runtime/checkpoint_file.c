@@ -134,23 +134,11 @@ zt_status zt_ckpt_read_file(const char *path, const zt_manifest *m, int k, uint6
                             zt_io_engine_kind engine, void *dst, zt_progress *pr, zt_error *err)
 {
     zt_status st = zt_ckpt_check_file_size(path, m, k, want, err);
-    zt_ckpt_reader *r = NULL;
-    uint64_t size = 0;
-    if (st == ZT_OK)
-        st = zt_ckpt_reader_open(path, engine, &size, &r, err);
-    if (st == ZT_OK && size != want) /* changed since the check above */
-        st = zt_ckpt_check_file_size(path, m, k, want, err);
+    (void)engine; /* straight into dst, no ring buffers to copy from (zt_ckpt_read_into) */
     unsigned char *out = dst;
     uint32_t crc = 0;
-    for (uint64_t at = 0, n; st == ZT_OK && at < want; at += n) {
-        n = want - at < ((uint64_t)1 << 20) ? want - at : (uint64_t)1 << 20;
-        st = zt_ckpt_reader_get(r, out + at, (size_t)n);
-        if (st == ZT_OK) /* the piece just copied, still in cache */
-            crc = zt_crc32(crc, out + at, (size_t)n);
-        if (st == ZT_OK && pr)
-            zt_progress_add(pr, n);
-    }
-    zt_ckpt_reader_close(r);
+    if (st == ZT_OK)
+        st = zt_ckpt_read_into(path, out, want, &crc, pr, err);
     if (st == ZT_OK)
         st = check_crc(path, m, k, crc, err);
     if (st != ZT_OK)

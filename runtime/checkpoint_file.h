@@ -37,8 +37,8 @@ size_t zt_ckpt_fread(void *dst, size_t bytes, FILE *f);
  * the file and the mismatch. Part of zt_ckpt_validate. */
 zt_status zt_ckpt_check_file(const char *path, const zt_manifest *m, int k, uint64_t want,
                              zt_io_engine_kind engine, zt_error *err);
-/* The same checks in one pass over the file: reads it whole (want bytes) into dst, computing
- * its CRC-32 on each piece as it lands, then checks the CRC and the header there. A load
+/* The same checks in one pass over the file: reads it whole (want bytes) into dst (4096-byte
+ * aligned: the reads land there with O_DIRECT), computing its CRC-32 on each piece as it lands, then checks the CRC and the header there. A load
  * restores from dst only once every rank's checks passed; dst's content is undefined after a
  * failure. The same messages as zt_ckpt_check_file. Each piece read is added to pr (a
  * terminal's progress line; NULL: none). */

@@ -1,20 +1,30 @@
 /* SPDX-License-Identifier: MIT */
-/* The checkpoint file reader (checkpoint_reader.h) on a ring of SLOTS buffers, each holding
- * one 8 MiB chunk of the file's block-aligned part; chunk k sits in slot k % SLOTS. A slot the
- * caller has emptied is submitted for the chunk SLOTS ahead. */
+/* The checkpoint file reader (checkpoint_reader.h) on a ring of SLOTS buffers of 8 MiB. The
+ * reads it submits ("chunks") cover the ranges the caller will take, in file order: the whole
+ * file in 8 MiB chunks, or, for a caller that takes pieces (a resharded load), each range's
+ * whole blocks, ranges less than MERGE apart joined into one read of at most 8 MiB. Chunk c
+ * sits in slot c % SLOTS; a chunk the caller has moved past frees its slot for the next. */
 #include "runtime/checkpoint_reader.h"
 #include "core/crc32.h"
 #include "tiers/io_ring.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { SLOTS = 4, SLOT_BYTES = 8 << 20, BLOCK = 4096 };
+enum { SLOTS = 4, SLOT_BYTES = 8 << 20, BLOCK = 4096, MERGE = 256 << 10 };
+
+static _Atomic uint64_t bytes_read; /* zt_ckpt_reader_bytes */
+
+typedef struct chunk {
+    uint64_t at, len;
+} chunk;
 
 struct zt_ckpt_reader {
     int fd;      /* O_DIRECT where the filesystem has it */
@@ -24,34 +34,69 @@ struct zt_ckpt_reader {
     zt_io_ring *ring;
     uint64_t size, direct; /* the file's bytes; those read with O_DIRECT (whole blocks) */
     uint64_t pos;          /* the next byte the caller gets */
-    uint64_t next_chunk;   /* the next chunk to submit */
+    zt_ckpt_range *ranges; /* what the caller will take, in file order */
+    size_t n_ranges, next_range;
+    uint64_t planned;         /* the bytes before this are covered by chunks submitted */
+    chunk slot[SLOTS];        /* the chunk each slot holds */
+    uint64_t head, submitted; /* the oldest chunk not passed; the chunks submitted */
     unsigned char tail[BLOCK];
 };
 
-static uint64_t chunks(const zt_ckpt_reader *r)
-{
-    return (r->direct + SLOT_BYTES - 1) / SLOT_BYTES;
-}
+static uint64_t up(uint64_t x) { return (x + BLOCK - 1) / BLOCK * BLOCK; }
 
-/* The bytes of chunk k (the last one may be short). */
-static uint64_t chunk_len(const zt_ckpt_reader *r, uint64_t k)
+/* The next chunk: from `planned` on, the next range's whole blocks (capped at 8 MiB and the
+ * O_DIRECT part), joined with the ranges after it while they are near and fit. 0: none. */
+static int next_chunk(zt_ckpt_reader *r, chunk *c)
 {
-    uint64_t at = k * SLOT_BYTES;
-    return r->direct - at < SLOT_BYTES ? r->direct - at : SLOT_BYTES;
+    while (r->next_range < r->n_ranges) {
+        const zt_ckpt_range *g = &r->ranges[r->next_range];
+        uint64_t lo = g->off > r->planned ? g->off : r->planned;
+        uint64_t hi = g->off + g->len < r->direct ? g->off + g->len : r->direct;
+        if (lo >= hi) {
+            r->next_range++;
+            continue;
+        }
+        uint64_t at = lo / BLOCK * BLOCK;
+        at = at < r->planned ? r->planned : at; /* planned is a block boundary */
+        uint64_t end = up(hi) < at + SLOT_BYTES ? up(hi) : at + SLOT_BYTES;
+        while (end == up(hi) && r->next_range + 1 < r->n_ranges) { /* join the next ones */
+            const zt_ckpt_range *n = &r->ranges[r->next_range + 1];
+            uint64_t nhi = n->off + n->len < r->direct ? n->off + n->len : r->direct;
+            if (n->off >= r->direct || n->off > end + MERGE || up(nhi) > at + SLOT_BYTES)
+                break;
+            r->next_range++;
+            hi = nhi > hi ? nhi : hi;
+            end = up(hi) > end ? up(hi) : end;
+        }
+        end = end < r->direct ? end : r->direct;
+        r->planned = end;
+        if (end >= up(hi) || end >= r->direct)
+            r->next_range++;
+        *c = (chunk){at, end - at};
+        return 1;
+    }
+    return 0;
 }
 
 static void submit_next(zt_ckpt_reader *r)
 {
-    if (r->next_chunk >= chunks(r))
+    chunk c;
+    if (r->submitted - r->head >= SLOTS || !next_chunk(r, &c))
         return;
-    uint64_t k = r->next_chunk++;
-    zt_io_ring_submit(r->ring, (int)(k % SLOTS), ZT_IO_READ, k * SLOT_BYTES, chunk_len(r, k));
+    int slot = (int)(r->submitted++ % SLOTS);
+    r->slot[slot] = c;
+    atomic_fetch_add(&bytes_read, c.len);
+    zt_io_ring_submit(r->ring, slot, ZT_IO_READ, c.at, c.len);
 }
 
 static zt_status read_error(zt_ckpt_reader *r, int e)
 {
     return ZT_ERR(r->err, ZT_ERR_IO, "reading checkpoint file '%s': %s", r->path, strerror(e));
 }
+
+uint64_t zt_ckpt_reader_bytes(void) { return atomic_load(&bytes_read); }
+
+void zt_ckpt_reader_count(uint64_t bytes) { atomic_fetch_add(&bytes_read, bytes); }
 
 void zt_ckpt_reader_close(zt_ckpt_reader *r)
 {
@@ -62,6 +107,7 @@ void zt_ckpt_reader_close(zt_ckpt_reader *r)
         close(r->fd);
     if (r->tail_fd >= 0)
         close(r->tail_fd);
+    free(r->ranges);
     free(r);
 }
 
@@ -75,16 +121,22 @@ static zt_status read_tail(zt_ckpt_reader *r)
             return read_error(r, n < 0 ? errno : EIO);
         got += (size_t)n;
     }
+    zt_ckpt_reader_count(want);
     return ZT_OK;
 }
 
-zt_status zt_ckpt_reader_open(const char *path, zt_io_engine_kind engine, uint64_t *size,
-                              zt_ckpt_reader **out, zt_error *err)
+zt_status zt_ckpt_reader_open_ranges(const char *path, zt_io_engine_kind engine,
+                                     const zt_ckpt_range *ranges, size_t n, uint64_t *size,
+                                     zt_ckpt_reader **out, zt_error *err)
 {
     *out = NULL;
     zt_ckpt_reader *r = calloc(1, sizeof *r);
-    if (!r)
+    if (r && n)
+        r->ranges = malloc(n * sizeof *ranges);
+    if (!r || (n && !r->ranges)) {
+        free(r);
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of memory reading checkpoint file '%s'", path);
+    }
     snprintf(r->path, sizeof r->path, "%s", path);
     r->err = err;
     r->fd = r->tail_fd = -1;
@@ -100,8 +152,18 @@ zt_status zt_ckpt_reader_open(const char *path, zt_io_engine_kind engine, uint64
     if (st == ZT_OK) {
         r->size = (uint64_t)sb.st_size;
         r->direct = r->size / BLOCK * BLOCK;
-        st = read_tail(r);
+        if (n)
+            memcpy(r->ranges, ranges, n * sizeof *ranges);
+        else
+            r->ranges = malloc(sizeof *r->ranges), n = 1; /* the whole file */
+        if (!r->ranges)
+            st = ZT_ERR(err, ZT_ERR_NOMEM, "out of memory reading checkpoint file '%s'", path);
+        else if (!ranges)
+            r->ranges[0] = (zt_ckpt_range){0, r->size};
+        r->n_ranges = n;
     }
+    if (st == ZT_OK)
+        st = read_tail(r);
     char why[256] = "";
     int rc = st == ZT_OK
                  ? zt_io_ring_create(r->fd, SLOTS, SLOT_BYTES, engine, &r->ring, why, sizeof why)
@@ -120,12 +182,49 @@ zt_status zt_ckpt_reader_open(const char *path, zt_io_engine_kind engine, uint64
     return ZT_OK;
 }
 
+zt_status zt_ckpt_reader_open(const char *path, zt_io_engine_kind engine, uint64_t *size,
+                              zt_ckpt_reader **out, zt_error *err)
+{
+    return zt_ckpt_reader_open_ranges(path, engine, NULL, 0, size, out, err);
+}
+
+/* Waits for the chunk holding r->pos, moving past (and refilling the slots of) those before
+ * it; its slot, or -1 with the error set. */
+static int chunk_at_pos(zt_ckpt_reader *r, zt_status *st)
+{
+    for (;;) {
+        if (r->head == r->submitted) {
+            *st = ZT_ERR(r->err, ZT_ERR_INTERNAL,
+                         "checkpoint file '%s': byte %llu was not among the ranges to read",
+                         r->path, (unsigned long long)r->pos);
+            return -1;
+        }
+        int slot = (int)(r->head % SLOTS), failed = zt_io_ring_wait(r->ring, slot);
+        if (failed) {
+            *st = read_error(r, failed);
+            return -1;
+        }
+        const chunk *c = &r->slot[slot];
+        if (r->pos < c->at) {
+            *st = ZT_ERR(r->err, ZT_ERR_INTERNAL,
+                         "checkpoint file '%s': byte %llu was not among the ranges to read",
+                         r->path, (unsigned long long)r->pos);
+            return -1;
+        }
+        if (r->pos < c->at + c->len)
+            return slot;
+        r->head++; /* passed: the slot takes the next chunk */
+        submit_next(r);
+    }
+}
+
 zt_status zt_ckpt_reader_get(zt_ckpt_reader *r, void *dst, size_t n)
 {
     if (n > r->size - r->pos)
         return ZT_ERR(r->err, ZT_ERR_CORRUPT, "checkpoint file '%s' ends early (%llu bytes)",
                       r->path, (unsigned long long)r->size);
     unsigned char *out = dst;
+    zt_status st = ZT_OK;
     while (n > 0) {
         size_t take;
         if (r->pos >= r->direct) { /* the tail */
@@ -133,16 +232,14 @@ zt_status zt_ckpt_reader_get(zt_ckpt_reader *r, void *dst, size_t n)
             if (out)
                 memcpy(out, r->tail + (r->pos - r->direct), take);
         } else {
-            uint64_t chunk = r->pos / SLOT_BYTES, in = r->pos % SLOT_BYTES;
-            int slot = (int)(chunk % SLOTS), failed = zt_io_ring_wait(r->ring, slot);
-            if (failed)
-                return read_error(r, failed);
-            uint64_t len = chunk_len(r, chunk);
-            take = len - in < n ? (size_t)(len - in) : n;
+            int slot = chunk_at_pos(r, &st);
+            if (slot < 0)
+                return st;
+            const chunk *c = &r->slot[slot];
+            uint64_t in = r->pos - c->at;
+            take = c->len - in < n ? (size_t)(c->len - in) : n;
             if (out)
                 memcpy(out, zt_io_ring_buf(r->ring, slot) + in, take);
-            if (in + take == len) /* the slot is emptied: on to the chunk SLOTS ahead */
-                submit_next(r);
         }
         r->pos += take, n -= take;
         if (out)
@@ -158,18 +255,7 @@ zt_status zt_ckpt_reader_seek(zt_ckpt_reader *r, uint64_t offset)
                       "checkpoint file '%s': offset %llu is behind the reader or past the end "
                       "(%llu bytes)",
                       r->path, (unsigned long long)offset, (unsigned long long)r->size);
-    uint64_t chunk = offset / SLOT_BYTES;
-    if (offset >= r->direct || chunk < r->next_chunk) /* read or in flight already */
-        return zt_ckpt_reader_get(r, NULL, (size_t)(offset - r->pos));
-    for (int i = 0; i < SLOTS; i++) { /* the chunks in flight are not needed */
-        int failed = zt_io_ring_wait(r->ring, i);
-        if (failed)
-            return read_error(r, failed);
-    }
-    r->pos = offset;
-    r->next_chunk = chunk;
-    for (int i = 0; i < SLOTS; i++)
-        submit_next(r);
+    r->pos = offset; /* the chunks before it are passed as the next get reaches it */
     return ZT_OK;
 }
 
@@ -179,17 +265,127 @@ zt_status zt_ckpt_file_crc(const char *path, zt_io_engine_kind engine, uint64_t 
     zt_ckpt_reader *r = NULL;
     zt_status st = zt_ckpt_reader_open(path, engine, size, &r, err);
     uint32_t c = 0;
-    for (uint64_t k = 0; st == ZT_OK && k < chunks(r); k++) {
-        int slot = (int)(k % SLOTS), failed = zt_io_ring_wait(r->ring, slot);
-        if (failed)
-            st = read_error(r, failed);
-        else
-            c = zt_crc32(c, zt_io_ring_buf(r->ring, slot), (size_t)chunk_len(r, k));
-        submit_next(r); /* the slot is consumed: on to the chunk SLOTS ahead */
+    while (st == ZT_OK && r->pos < r->direct) { /* the CRC from the read buffers: no copy */
+        int slot = chunk_at_pos(r, &st);
+        if (slot >= 0) {
+            c = zt_crc32(c, zt_io_ring_buf(r->ring, slot), (size_t)r->slot[slot].len);
+            r->pos += r->slot[slot].len;
+        }
     }
     if (st == ZT_OK)
         c = zt_crc32(c, r->tail, (size_t)(r->size - r->direct));
     *crc = c;
     zt_ckpt_reader_close(r);
+    return st;
+}
+
+/* ---- a whole file straight into memory ---- */
+
+enum { INTO_THREADS = 4 };
+
+typedef struct into {
+    int fd;
+    unsigned char *dst;
+    uint64_t direct, chunks, next;
+    unsigned char *done; /* per chunk: landed (1) or failed (2) */
+    int error;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} into;
+
+static void *into_worker(void *arg)
+{
+    into *t = arg;
+    for (;;) {
+        pthread_mutex_lock(&t->mu);
+        uint64_t k = t->error ? t->chunks : t->next++;
+        pthread_mutex_unlock(&t->mu);
+        if (k >= t->chunks)
+            return NULL;
+        uint64_t at = k * SLOT_BYTES,
+                 len = t->direct - at < SLOT_BYTES ? t->direct - at : SLOT_BYTES;
+        int e = 0;
+        for (uint64_t got = 0; got < len && !e;) {
+            ssize_t n = pread(t->fd, t->dst + at + got, len - got, (off_t)(at + got));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                e = n < 0 ? errno : EIO;
+            else
+                got += (uint64_t)n;
+        }
+        pthread_mutex_lock(&t->mu);
+        t->done[k] = e ? 2 : 1;
+        if (e && !t->error)
+            t->error = e;
+        pthread_cond_broadcast(&t->cv);
+        pthread_mutex_unlock(&t->mu);
+    }
+}
+
+zt_status zt_ckpt_read_into(const char *path, void *dst, uint64_t n, uint32_t *crc, zt_progress *pr,
+                            zt_error *err)
+{
+    into t = {.fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT), .dst = dst};
+    if (t.fd < 0 && errno == EINVAL) /* no O_DIRECT on this filesystem */
+        t.fd = open(path, O_RDONLY | O_CLOEXEC);
+    int tail_fd = open(path, O_RDONLY | O_CLOEXEC);
+    zt_status st = ZT_OK;
+    if (t.fd < 0 || tail_fd < 0)
+        st = ZT_ERR(err, ZT_ERR_CORRUPT, "checkpoint file '%s' cannot be read: %s", path,
+                    strerror(errno));
+    t.direct = n / BLOCK * BLOCK;
+    t.chunks = (t.direct + SLOT_BYTES - 1) / SLOT_BYTES;
+    t.done = calloc(t.chunks + 1, 1);
+    if (st == ZT_OK && !t.done)
+        st = ZT_ERR(err, ZT_ERR_NOMEM, "out of memory reading checkpoint file '%s'", path);
+    pthread_mutex_init(&t.mu, NULL);
+    pthread_cond_init(&t.cv, NULL);
+    pthread_t th[INTO_THREADS];
+    int started = 0;
+    while (st == ZT_OK && started < INTO_THREADS &&
+           pthread_create(&th[started], NULL, into_worker, &t) == 0)
+        started++;
+    if (st == ZT_OK && started == 0)
+        st = ZT_ERR(err, ZT_ERR_NOMEM, "no thread to read checkpoint file '%s'", path);
+    uint32_t c = 0;
+    /* the CRC chunk by chunk in file order as they land, the later ones still in flight */
+    for (uint64_t k = 0; st == ZT_OK && k < t.chunks; k++) {
+        pthread_mutex_lock(&t.mu);
+        while (!t.done[k])
+            pthread_cond_wait(&t.cv, &t.mu);
+        int e = t.done[k] == 2 ? t.error : 0;
+        pthread_mutex_unlock(&t.mu);
+        uint64_t at = k * SLOT_BYTES, len = t.direct - at < SLOT_BYTES ? t.direct - at : SLOT_BYTES;
+        if (e) {
+            st = ZT_ERR(err, ZT_ERR_IO, "reading checkpoint file '%s': %s", path, strerror(e));
+            break;
+        }
+        c = zt_crc32(c, t.dst + at, (size_t)len);
+        if (pr)
+            zt_progress_add(pr, len);
+    }
+    pthread_mutex_lock(&t.mu);
+    t.error = t.error ? t.error : (st != ZT_OK ? EIO : 0); /* the others stop */
+    pthread_mutex_unlock(&t.mu);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    atomic_fetch_add(&bytes_read, t.direct);
+    for (uint64_t got = t.direct; st == ZT_OK && got < n;) { /* the last partial block */
+        ssize_t r = pread(tail_fd, t.dst + got, n - got, (off_t)got);
+        if (r <= 0)
+            st = ZT_ERR(err, ZT_ERR_CORRUPT, "checkpoint file '%s' ends early", path);
+        else
+            c = zt_crc32(c, t.dst + got, (size_t)r), got += (uint64_t)r;
+    }
+    atomic_fetch_add(&bytes_read, n - t.direct);
+    pthread_cond_destroy(&t.cv);
+    pthread_mutex_destroy(&t.mu);
+    free(t.done);
+    if (t.fd >= 0)
+        close(t.fd);
+    if (tail_fd >= 0)
+        close(tail_fd);
+    *crc = c;
     return st;
 }

@@ -8,6 +8,7 @@
 #define ZT_RUNTIME_CHECKPOINT_READER_H
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "tiers/io.h"
 
 #include <stddef.h>
@@ -18,15 +19,39 @@ typedef struct zt_ckpt_reader zt_ckpt_reader;
 /* Opens path and starts reading it; *size: its length. Errors name the file. */
 zt_status zt_ckpt_reader_open(const char *path, zt_io_engine_kind engine, uint64_t *size,
                               zt_ckpt_reader **out, zt_error *err);
+
+/* A byte range of a file. */
+typedef struct zt_ckpt_range {
+    uint64_t off, len;
+} zt_ckpt_range;
+
+/* The same for a caller that takes only the n ranges given (in file order, not overlapping;
+ * copied): only their blocks are read (ranges less than 256 KiB apart in one read), so the
+ * bytes between them cost nothing. Taking a byte outside them is ZT_ERR_INTERNAL. */
+zt_status zt_ckpt_reader_open_ranges(const char *path, zt_io_engine_kind engine,
+                                     const zt_ckpt_range *ranges, size_t n, uint64_t *size,
+                                     zt_ckpt_reader **out, zt_error *err);
+
+/* The bytes every reader of this process asked of the disk since it started (O_DIRECT reads
+ * and the tails), with those added by zt_ckpt_reader_count: a load's measure of how often
+ * it reads each byte. */
+uint64_t zt_ckpt_reader_bytes(void);
+void zt_ckpt_reader_count(uint64_t bytes);
 /* The next n bytes into dst (NULL: skipped); reading past the end is ZT_ERR_CORRUPT. */
 zt_status zt_ckpt_reader_get(zt_ckpt_reader *r, void *dst, size_t n);
 /* Moves on to offset (not behind the bytes got): the bytes between are not read where they
- * were not read ahead already. */
+ * were not read ahead already (outside the ranges of zt_ckpt_reader_open_ranges). */
 zt_status zt_ckpt_reader_seek(zt_ckpt_reader *r, uint64_t offset);
 /* A whole file's length and CRC-32, read the same way, the CRC taken from the read buffers
  * (no copy). Errors name the file. */
 zt_status zt_ckpt_file_crc(const char *path, zt_io_engine_kind engine, uint64_t *size,
                            uint32_t *crc, zt_error *err);
+/* The file's first n bytes (its size, checked before) straight into dst (4096-byte aligned,
+ * n rounded up to whole blocks in size) with O_DIRECT, 4 reads of 8 MiB in flight, no copy;
+ * *crc: their CRC-32, taken chunk by chunk in file order as they land (and added to pr: NULL
+ * none). Errors name the file. */
+zt_status zt_ckpt_read_into(const char *path, void *dst, uint64_t n, uint32_t *crc, zt_progress *pr,
+                            zt_error *err);
 /* Waits for the reads in flight, closes, frees. NULL is a no-op. */
 void zt_ckpt_reader_close(zt_ckpt_reader *r);
 

@@ -7,8 +7,22 @@
 
 #include "runtime/checkpoint_manifest.h"
 
-/* Reads this rank's part of every layer's master, m and v from the pieces of the files that
- * hold it (a replicated layer's whole from one file) into its tiers. */
+/* One pass: reads this rank's part of every layer's master, m and v from the pieces of the
+ * files that hold it (a replicated layer's whole from one file) into image (the layout of
+ * this run's own file: the header's bytes, then per layer master, m, v of shard_numel each;
+ * padding zeros), CRCs each piece as it lands, and with the other ranks (a collective: every
+ * rank calls it) checks every file's CRC-32 and header (the files k = rank, rank + world, ...
+ * on this rank), as zt_ckpt_check_file would, having read each byte once. The files' sizes
+ * were checked before (zt_ckpt_validate). Nothing is restored: the caller restores from image
+ * once the ranks agree. */
+zt_status zt_ckpt_reshard_read(zt_runtime *rt, const char *folder, const zt_manifest *m,
+                               unsigned char *image);
+
+/* Two passes, where image does not fit in memory: the files k = rank, rank + world, ...
+ * checked whole (zt_ckpt_check_file, want bytes each), then after the ranks agree, restored
+ * piece by piece from them into the tiers. */
+zt_status zt_ckpt_reshard_check(zt_runtime *rt, const char *folder, const zt_manifest *m,
+                                uint64_t want);
 zt_status zt_ckpt_reshard_restore(zt_runtime *rt, const char *folder, const zt_manifest *m);
 
 #endif
