@@ -19,6 +19,7 @@
 #include "tools/bench_common.h"
 #include "tools/commands.h"
 #include "tools/estimate_model.h"
+#include "tools/plan_search.h"
 #include "tools/plan_svg.h"
 
 #include <jansson.h>
@@ -240,11 +241,24 @@ static void print_json(const zt_sm_result *r, double tokens_step, const char *pa
 
 int cmd_plan(int argc, char **argv)
 {
-    static const char *const known[] = {"config",         "vocab",     "layers",        "world",
-                                        "ranks-per-node", "ds-config", "device-memory", "stage",
-                                        "batch",          "seq",       "profile",       "svg",
-                                        "trace",          NULL};
-    static const char *const flags[] = {"json", NULL};
+    static const char *const known[] = {"config",
+                                        "vocab",
+                                        "layers",
+                                        "world",
+                                        "ranks-per-node",
+                                        "ds-config",
+                                        "device-memory",
+                                        "stage",
+                                        "batch",
+                                        "seq",
+                                        "profile",
+                                        "svg",
+                                        "trace",
+                                        "host-memory",
+                                        "nvme-memory",
+                                        "nvme-path",
+                                        NULL};
+    static const char *const flags[] = {"json", "search", NULL};
     est_options o;
     const char *profile = bench_arg(argc, argv, "profile");
     const char *svg = bench_arg(argc, argv, "svg"), *trace = bench_arg(argc, argv, "trace");
@@ -260,9 +274,13 @@ int cmd_plan(int argc, char **argv)
         !profile) {
         fprintf(stderr, "usage: ztier plan <the model arguments of ztier estimate> --profile "
                         "machine.json [--json] [--svg step.svg] [--trace run.json]\n"
-                        "       ztier plan --trace run.json [--svg step.svg] [--json]\n");
+                        "       ztier plan --trace run.json [--svg step.svg] [--json]\n"
+                        "       ztier plan <model arguments> --profile machine.json --search "
+                        "[--host-memory SIZE] [--nvme-memory SIZE] [--nvme-path DIR] [--json]\n");
         return 2;
     }
+    if (bench_flag(argc, argv, "search"))
+        return plan_search(argc, argv, &o, profile);
     char err[1200];
     builder b = {0};
     est_model m = {0};
