@@ -70,19 +70,6 @@ static int size_arg(int argc, char **argv, const char *name, uint64_t *out, char
     return 0;
 }
 
-static uint64_t mem_available(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    unsigned long long kb = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return (uint64_t)kb * 1024;
-}
-
 static const char *base_nvme_path(json_t *base)
 {
     json_t *z = json_object_get(base, "zero_optimization");
@@ -118,7 +105,7 @@ static int read_budgets(search *s, int argc, char **argv, const zt_config *cfg, 
     if (!b->device)
         b->device = zt_config_device_budget(cfg);
     if (!b->host)
-        b->host = mem_available();
+        b->host = est_mem_available();
     struct statvfs vfs;
     if (!bench_arg(argc, argv, "nvme-memory") && b->nvme_path && statvfs(b->nvme_path, &vfs) == 0)
         b->nvme = (uint64_t)vfs.f_bavail * vfs.f_frsize;
