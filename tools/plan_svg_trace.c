@@ -2,7 +2,7 @@
 /* A measured step from a ZT_TRACE file (docs/trace.md) on the step model's lanes
  * (tools/plan_svg.h). The mapping, from the trace's categories to the model's resources:
  * `layer` (the trainer's work on a layer, between fetch and release) and a device Adam pass:
- * compute; `stream` copies: h2d (the host backend's stream events do not say the direction);
+ * compute; `stream` copies host to device and device to host: h2d and d2h;
  * `nvme`: nvme; `optimizer` (the CPU Adam passes): cpu_opt; `comm` collectives on the comm
  * thread: net (the caller's waits for them are stalls, not work). `step N` spans mark the steps;
  * the rest (fetch waits, release, checkpoint, other stream operations) is not drawn. */
@@ -62,8 +62,10 @@ static int lane_of(const char *cat, const char *name)
         return strncmp(name, "device adam", 11) ? ZT_SM_CPU_OPT : ZT_SM_COMPUTE;
     if (!strcmp(cat, "nvme"))
         return ZT_SM_NVME;
-    if (!strcmp(cat, "stream"))
-        return strncmp(name, "copy", 4) ? -1 : ZT_SM_H2D;
+    if (!strcmp(cat, "stream")) /* the host backend names the direction: "copy d2h 1.00 MB" */
+        return !strncmp(name, "copy d2h", 8)   ? ZT_SM_D2H
+               : !strncmp(name, "copy h2d", 8) ? ZT_SM_H2D
+                                               : -1;
     if (!strcmp(cat, "comm"))
         return strncmp(name, "wait for", 8) ? ZT_SM_NET : -1;
     return -1;

@@ -85,6 +85,8 @@ for e in trace:
 assert per['compute'] == inside['layer'] and per['nvme'] == inside['nvme'], (per, inside)
 # the offloaded step trains on every layer and reads its NVMe-homed state
 assert per['compute'] > 0 and per['nvme'] > 0 and per['cpu_opt'] > 0, per
+# the copies by their direction: parameters in (h2d), gradients out (d2h)
+assert per['h2d'] > 0 and per['d2h'] > 0, per
 print(f"measurement: {len(tasks)} events of the last step, per lane {per}")
 PY
 
