@@ -383,7 +383,7 @@ static void print_result(const search *s, double secs, int json)
     }
     char d[256];
     describe(best, d, sizeof d);
-    printf("evaluated %d configurations in %.1f s: %d fit the budgets, each predicted\n",
+    printf("evaluated %d configurations in %.2f s: %d fit the budgets, each predicted\n",
            s->evaluated, secs, s->fit);
     printf("best: %s\n  predicted step %.4f s, %.0f tokens/s, bound by %s\n", d, best->step,
            best->tokens_s, res_name[bound(best)]);
@@ -417,7 +417,11 @@ int plan_search(int argc, char **argv, const est_options *o, const char *profile
     char err[1200] = "";
     search s = {.o = o, .profile = profile};
     int rc = 0;
-    if (!o->config || !o->batch)
+    if (bench_arg(argc, argv, "svg") || bench_arg(argc, argv, "trace"))
+        rc = -1, snprintf(err, sizeof err,
+                          "--search draws nothing: run `ztier plan` with its answer's ds_config "
+                          "and --svg or --trace");
+    else if (!o->config || !o->batch)
         rc = -1, snprintf(err, sizeof err,
                           "--search needs a GPT-2 --config with --batch and --seq (the tokens "
                           "of a step and the activations of each micro-batch)");

@@ -91,6 +91,7 @@ expect_err() {
   grep -q "$want" "$work/err" || fail "'$*' said: $(cat "$work/err"), not '$want'"
 }
 expect_err "needs a GPT-2 --config with --batch" "$ztier" plan --config tiny --profile "$work/fast.json" --search
+expect_err "search draws nothing" "$ztier" plan "${M[@]}" --profile "$work/fast.json" --search --svg "$work/x.svg"
 expect_err "'lots' is not a size" "$ztier" plan "${M[@]}" --profile "$work/fast.json" --search --host-memory lots
 expect_err "none of the [0-9]* configurations fits" "$ztier" plan "${M[@]}" --profile "$work/fast.json" --search --device-memory 1M
 expect_err "cannot read the profile" "$ztier" plan "${M[@]}" --profile "$work/nvme" --search
