@@ -270,6 +270,16 @@ static int add_cand(search *s, const cand *c)
     return 0;
 }
 
+/* The candidate's ds_config (c->ds, replacing one it had) into the search's file. */
+static int write_cand(search *s, cand *c, char *err, size_t len)
+{
+    json_decref(c->ds);
+    c->ds = cand_ds(s, c);
+    if (!c->ds || json_dump_file(c->ds, s->tmp, JSON_COMPACT) != 0)
+        return snprintf(err, len, "cannot write %s", s->tmp), -1;
+    return 0;
+}
+
 /* Every candidate: judged, and predicted when it fits. */
 static int run_all(search *s, int global_rows, char *err, size_t len)
 {
@@ -287,17 +297,14 @@ static int run_all(search *s, int global_rows, char *err, size_t len)
                 if ((!strcmp(c.param, "nvme") || !strcmp(c.optim, "nvme")) && !s->b.nvme_path)
                     continue; /* no NVMe to place it on */
                 c.policy = "none";
-                c.ds = cand_ds(s, &c);
-                if (!c.ds || json_dump_file(c.ds, s->tmp, JSON_COMPACT) != 0)
-                    return snprintf(err, len, "cannot write %s", s->tmp), -1;
+                if (write_cand(s, &c, err, len) != 0)
+                    return -1;
                 s->evaluated++;
                 if (judge(s, &c, err, len) != 0)
                     return json_decref(c.ds), -1;
                 if (c.fits) { /* its own policy's ds_config */
-                    json_decref(c.ds);
-                    c.ds = cand_ds(s, &c);
-                    if (!c.ds || json_dump_file(c.ds, s->tmp, JSON_COMPACT) != 0)
-                        return snprintf(err, len, "cannot write %s", s->tmp), -1;
+                    if (write_cand(s, &c, err, len) != 0)
+                        return -1;
                     s->fit++;
                     if (predict(s, &c, err, len) != 0)
                         return json_decref(c.ds), -1;

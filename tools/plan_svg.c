@@ -18,7 +18,7 @@
 static const char *const lane_fill[ZT_SM_NRES] = {"#4e79a7", "#59a14f", "#9c755f",
                                                   "#f28e2b", "#b07aa1", "#76b7b2"};
 
-static int panel_add(plan_panel *p, zt_sm_res lane, double start, double end, const char *what)
+int plan_panel_add(plan_panel *p, zt_sm_res lane, double start, double end, const char *what)
 {
     if (p->n == p->cap) {
         int cap = p->cap ? 2 * p->cap : 256;
@@ -39,7 +39,8 @@ int plan_panel_from_model(plan_panel *p, const zt_stepmodel *m, double t0, doubl
     for (int i = 0; i < m->n; i++) {
         const zt_sm_task *t = &m->task[i];
         /* a zero-length task at the boundary belongs to the step that ends there */
-        if (t->end > t0 && t->start < t1 && panel_add(p, t->res, t->start, t->end, t->what) != 0)
+        if (t->end > t0 && t->start < t1 &&
+            plan_panel_add(p, t->res, t->start, t->end, t->what) != 0)
             return -1;
     }
     return 0;

@@ -24,6 +24,9 @@ typedef struct plan_panel {
     double t0, t1;
 } plan_panel;
 
+/* Adds a bar (what: copied, cut to fit). 0, or -1 out of memory. */
+int plan_panel_add(plan_panel *p, zt_sm_res lane, double start, double end, const char *what);
+
 /* The tasks of a run model that overlap [t0, t1] (the reported step). 0, or -1 out of memory. */
 int plan_panel_from_model(plan_panel *p, const zt_stepmodel *m, double t0, double t1);
 

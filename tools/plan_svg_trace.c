@@ -110,18 +110,8 @@ static int collect(plan_panel *p, json_t *root, double *steps, int *n_steps, dou
         if (!strcmp(cat, "step") && sscanf(name, "step %d", &step_no) == 1)
             steps[(*n_steps)++] = end;
         int lane = lane_of(cat, name);
-        if (lane >= 0) {
-            if (p->n == p->cap) {
-                int cap = p->cap ? 2 * p->cap : 1024;
-                plan_bar *b = realloc(p->bar, (size_t)cap * sizeof *b);
-                if (!b)
-                    return -1;
-                p->bar = b, p->cap = cap;
-            }
-            plan_bar *b = &p->bar[p->n++];
-            b->lane = (zt_sm_res)lane, b->start = ts, b->end = end;
-            snprintf(b->what, sizeof b->what, "%s", name);
-        }
+        if (lane >= 0 && plan_panel_add(p, (zt_sm_res)lane, ts, end, name) != 0)
+            return -1;
     }
     return 0;
 }
