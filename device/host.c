@@ -43,7 +43,8 @@ typedef struct host_op {
     enum host_op_kind kind;
     void *dst;
     const void *src;
-    size_t bytes; /* COPY/SET: bytes; CAST/SCALE: elements */
+    size_t bytes;     /* COPY/SET: bytes; CAST/SCALE: elements */
+    zt_copy_kind dir; /* COPY: its direction, named in the trace */
     int value;
     zt_dtype dst_type, src_type;
     float alpha;
@@ -213,7 +214,10 @@ static void trace_op(const host_op *op, double t0)
                                         "quantize 4",
                                         "dequantize-add 4",
                                         "timed event"};
-    if (op->kind == OP_COPY || op->kind == OP_SET)
+    static const char *const dirs[] = {"h2d", "d2h", "d2d", "h2h"};
+    if (op->kind == OP_COPY) /* `ztier plan --trace` puts h2d and d2h copies on their lanes */
+        zt_trace_span("stream", t0, "copy %s %.2f MB", dirs[op->dir], (double)op->bytes / 1e6);
+    else if (op->kind == OP_SET)
         zt_trace_span("stream", t0, "%s %.2f MB", names[op->kind], (double)op->bytes / 1e6);
     else
         zt_trace_span("stream", t0, "%s", names[op->kind]);
@@ -610,8 +614,8 @@ static zt_status host_event_synchronize(zt_device *dev, zt_event *e, zt_error *e
 static zt_status host_memcpy_async(zt_device *dev, void *dst, const void *src, size_t bytes,
                                    zt_copy_kind kind, zt_stream *s, zt_error *err)
 {
-    (void)dev, (void)kind;
-    host_op op = {.kind = OP_COPY, .dst = dst, .src = src, .bytes = bytes};
+    (void)dev;
+    host_op op = {.kind = OP_COPY, .dst = dst, .src = src, .bytes = bytes, .dir = kind};
     return enqueue(s, &op, err);
 }
 

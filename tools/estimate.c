@@ -236,7 +236,7 @@ typedef struct machine {
     uint64_t device_budget;
 } machine;
 
-static uint64_t mem_available(void)
+uint64_t est_mem_available(void)
 {
     FILE *f = fopen("/proc/meminfo", "r");
     char line[256];
@@ -253,7 +253,7 @@ static int read_machine(const zt_runtime *rt, const est_options *o, machine *mc,
                         size_t len)
 {
     memset(mc, 0, sizeof *mc);
-    mc->ram_available = mem_available();
+    mc->ram_available = est_mem_available();
     const zt_config *c = &rt->cfg;
     const char *path = c->offload_param.n_nvme_paths       ? c->offload_param.nvme_path[0]
                        : c->offload_optimizer.n_nvme_paths ? c->offload_optimizer.nvme_path[0]

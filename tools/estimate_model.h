@@ -34,5 +34,7 @@ int est_build(est_model *m, const est_options *o, const char *pdev, const char *
 int est_estimate(const est_options *o, const char *pdev, const char *odev, uint64_t budget,
                  est_model *m, zt_estimate *e, char *err, size_t len);
 void est_free_model(est_model *m);
+/* This machine's MemAvailable (/proc/meminfo) in bytes; 0 when unknown. */
+uint64_t est_mem_available(void);
 
 #endif

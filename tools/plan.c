@@ -19,6 +19,8 @@
 #include "tools/bench_common.h"
 #include "tools/commands.h"
 #include "tools/estimate_model.h"
+#include "tools/plan_search.h"
+#include "tools/plan_svg.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -239,18 +241,46 @@ static void print_json(const zt_sm_result *r, double tokens_step, const char *pa
 
 int cmd_plan(int argc, char **argv)
 {
-    static const char *const known[] = {"config",         "vocab",     "layers",        "world",
-                                        "ranks-per-node", "ds-config", "device-memory", "stage",
-                                        "batch",          "seq",       "profile",       NULL};
-    static const char *const flags[] = {"json", NULL};
+    static const char *const known[] = {"config",
+                                        "vocab",
+                                        "layers",
+                                        "world",
+                                        "ranks-per-node",
+                                        "ds-config",
+                                        "device-memory",
+                                        "stage",
+                                        "batch",
+                                        "seq",
+                                        "profile",
+                                        "svg",
+                                        "trace",
+                                        "host-memory",
+                                        "nvme-memory",
+                                        "nvme-path",
+                                        NULL};
+    static const char *const flags[] = {"json", "search", NULL};
     est_options o;
     const char *profile = bench_arg(argc, argv, "profile");
+    const char *svg = bench_arg(argc, argv, "svg"), *trace = bench_arg(argc, argv, "trace");
+    if (trace && !profile && bench_check_args(argc, argv, known, flags) == 0) {
+        char terr[1200]; /* a measured step alone: no model arguments needed */
+        if (plan_picture(svg, trace, NULL, 0, 0, bench_flag(argc, argv, "json"), terr,
+                         sizeof terr) == 0)
+            return 0;
+        fprintf(stderr, "ztier plan: %s\n", terr);
+        return 1;
+    }
     if (bench_check_args(argc, argv, known, flags) != 0 || est_parse(argc, argv, &o) != 0 ||
         !profile) {
         fprintf(stderr, "usage: ztier plan <the model arguments of ztier estimate> --profile "
-                        "machine.json [--json]\n");
+                        "machine.json [--json] [--svg step.svg] [--trace run.json]\n"
+                        "       ztier plan --trace run.json [--svg step.svg] [--json]\n"
+                        "       ztier plan <model arguments> --profile machine.json --search "
+                        "[--host-memory SIZE] [--nvme-memory SIZE] [--nvme-path DIR] [--json]\n");
         return 2;
     }
+    if (bench_flag(argc, argv, "search"))
+        return plan_search(argc, argv, &o, profile);
     char err[1200];
     builder b = {0};
     est_model m = {0};
@@ -288,6 +318,12 @@ int cmd_plan(int argc, char **argv)
             print_json(&r, tokens_step, path);
         else
             print_text(&b, &r, tokens_step, path);
+        if ((svg || trace) &&
+            plan_picture(svg, trace, &b.sm, b.sm.task[step_end[PLAN_STEPS - 2]].end,
+                         b.sm.task[step_end[PLAN_STEPS - 1]].end, o.json, err, sizeof err) != 0) {
+            fprintf(stderr, "ztier plan: %s\n", err);
+            rc = -1;
+        }
     } else {
         fprintf(stderr, "ztier plan: %s\n", err);
     }
