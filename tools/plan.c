@@ -127,6 +127,7 @@ typedef struct builder {
     int *pending;       /* per layer: its update waits for its next fetch (overlap_step) */
     int *wrote;         /* per layer: its optimizer state's NVMe write-back (-1: none) */
     double io_bytes[2]; /* NVMe bytes read and written in the step being built */
+    char bound[1024];   /* the critical path in words (zt_sm_bound) */
 } builder;
 
 static double layer_bytes(const builder *b, const zt_layer *l)
@@ -385,9 +386,10 @@ static void print_text(const builder *b, const zt_sm_result *r, double tokens_st
     for (int i = 0; i < ZT_SM_NRES; i++)
         printf(" %s %.0f%%", zt_sm_res_name((zt_sm_res)i),
                r->step > 0 ? 100 * r->busy[i] / r->step : 0.0);
-    printf("\ncompute stall: %.4f s (%.0f%%)\ncritical path: %s\n", r->stall,
-           r->step > 0 ? 100 * r->stall / r->step : 0.0, path);
-    (void)b;
+    printf("\ncompute stall: %.4f s (%.0f%%)\n%s\ncritical path: %s\n", r->stall,
+           r->step > 0 ? 100 * r->stall / r->step : 0.0, b->bound, path);
+    printf("NVMe per step: %.3f GB read, %.3f GB written\n", b->io_bytes[0] / 1e9,
+           b->io_bytes[1] / 1e9);
 }
 
 static void print_json(const builder *b, const zt_sm_result *r, double tokens_step,
@@ -396,10 +398,10 @@ static void print_json(const builder *b, const zt_sm_result *r, double tokens_st
     json_t *busy = json_object();
     for (int i = 0; i < ZT_SM_NRES; i++)
         json_object_set_new(busy, zt_sm_res_name((zt_sm_res)i), json_real(r->busy[i]));
-    json_t *o = json_pack("{s:f, s:f, s:o, s:f, s:s, s:f, s:f}", "step_s", r->step, "tokens_per_s",
-                          tokens_step > 0 ? tokens_step / r->step : 0.0, "busy_s", busy, "stall_s",
-                          r->stall, "critical_path", path, "nvme_read_bytes", b->io_bytes[0],
-                          "nvme_write_bytes", b->io_bytes[1]);
+    json_t *o = json_pack("{s:f, s:f, s:o, s:f, s:s, s:s, s:f, s:f}", "step_s", r->step,
+                          "tokens_per_s", tokens_step > 0 ? tokens_step / r->step : 0.0, "busy_s",
+                          busy, "stall_s", r->stall, "bound", b->bound, "critical_path", path,
+                          "nvme_read_bytes", b->io_bytes[0], "nvme_write_bytes", b->io_bytes[1]);
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     if (s)
         printf("%s\n", s);
@@ -500,6 +502,7 @@ int cmd_plan(int argc, char **argv)
             r.busy[i] /= PLAN_STEPS;
         r.last = step_end[PLAN_STEPS - 1];
         zt_sm_critical(&b.sm, &r, b.sm.task[step_end[PLAN_STEPS - 2]].end, path, sizeof path);
+        zt_sm_bound(&b.sm, &r, b.sm.task[step_end[PLAN_STEPS - 2]].end, b.bound, sizeof b.bound);
         r.stall = r.step > r.busy[ZT_SM_COMPUTE] ? r.step - r.busy[ZT_SM_COMPUTE] : 0;
 
         if (o.json)
