@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const res_names[ZT_SM_NRES] = {"compute", "h2d",     "d2h",
-                                                  "nvme",    "cpu_opt", "net"};
+static const char *const res_names[ZT_SM_NRES] = {"compute", "h2d", "d2h",       "nvme",
+                                                  "cpu_opt", "net", "nvme_write"};
 
 const char *zt_sm_res_name(zt_sm_res res)
 {

@@ -18,6 +18,8 @@ typedef enum zt_sm_res {
     ZT_SM_NVME,
     ZT_SM_CPU_OPT,
     ZT_SM_NET,
+    ZT_SM_NVME_WRITE, /* NVMe writes: a queue of their own beside the reads (ZT_SM_NVME), as
+                         the device serves both directions at once */
     ZT_SM_NRES
 } zt_sm_res;
 

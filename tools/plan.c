@@ -226,7 +226,8 @@ static int act_transfer(builder *b, int li, zt_pass pass, int after)
     if (pass != ZT_BACKWARD) {
         t = add(b, ZT_SM_D2H, bytes / b->r.copy, &t, 1, "checkpoint of %s out", li);
         if (t > -2 && b->sh.act_home == 2) {
-            t = add(b, ZT_SM_NVME, bytes / b->r.nvme_write, &t, 1, "checkpoint of %s written", li);
+            t = add(b, ZT_SM_NVME_WRITE, bytes / b->r.nvme_write, &t, 1, "checkpoint of %s written",
+                    li);
             b->io_bytes[1] += bytes;
         }
         b->act_saved[li] = b->n_saved++;
@@ -313,8 +314,8 @@ static int update(builder *b, int i)
         double w = (master_param ? 8 : 12) * elems;
         if (b->plan->param_tier == ZT_TIER_NVME && !master_param && !l->persistent)
             w += elems * zt_dtype_size(b->rt->reg.dtype); /* the working copy's home */
-        int wr =
-            add(b, ZT_SM_NVME, w / b->r.nvme_write, &a, 1, "NVMe write of %s's optimizer state", i);
+        int wr = add(b, ZT_SM_NVME_WRITE, w / b->r.nvme_write, &a, 1,
+                     "NVMe write of %s's optimizer state", i);
         b->io_bytes[1] += w;
         b->wrote[i] = wr;
         if (wr < -1)

@@ -40,7 +40,7 @@ offloaded=$(median nvme)
 # the last step's NVMe bytes: "nvme r 1.99G w 1.99G"
 io=$(grep -E '^step +6 \|' "$work/nvme-1.txt" | sed 's/.*nvme r \([0-9.]*[KMG]\) w \([0-9.]*[KMG]\).*/\1 \2/')
 
-nvme=$("$ztier" bench nvme --path "$work" --size 64M --reps 3 --json 2>/dev/null | tail -1)
+nvme=$("$ztier" bench nvme --path "$work" --size 256M --reps 3 --json 2>/dev/null | tail -1)
 copy=$("$ztier" bench copy --size 64M --reps 3 --json 2>/dev/null | tail -1)
 adam=$("$ztier" bench adam --params 2e6 --threads 2 --reps 3 --json 2>/dev/null | tail -1)
 profile() { # $1: gemm FLOP/s
@@ -49,8 +49,8 @@ profile() { # $1: gemm FLOP/s
  "machine": {"description": "CI: plan_cli.sh", "backend": "host", "comm": "single", "world": 1, "cores": $(nproc), "threads": 2},
  "rates": {
   "host_memcpy_bytes_per_s": {"value": $(field h2d_gbps <<<"$copy")e9, "unit": "B/s", "source": "measured: ztier bench copy --size 64M"},
-  "nvme_read_bytes_per_s": {"value": $(field read_gbps <<<"$nvme")e9, "unit": "B/s", "source": "measured: ztier bench nvme --size 64M"},
-  "nvme_write_bytes_per_s": {"value": $(field write_gbps <<<"$nvme")e9, "unit": "B/s", "source": "measured: ztier bench nvme --size 64M"},
+  "nvme_read_bytes_per_s": {"value": $(field read_gbps <<<"$nvme")e9, "unit": "B/s", "source": "measured: ztier bench nvme --size 256M"},
+  "nvme_write_bytes_per_s": {"value": $(field write_gbps <<<"$nvme")e9, "unit": "B/s", "source": "measured: ztier bench nvme --size 256M"},
   "adam_params_per_s": {"value": $(field params_per_s_back_to_back <<<"$adam"), "unit": "1/s", "source": "measured: ztier bench adam --params 2e6"},
   "gemm_flops_per_s": {"value": $1, "unit": "FLOP/s", "source": "from: this test's resident step"}}}
 JSON
