@@ -69,7 +69,7 @@ unit = {"K": 1e3, "M": 1e6, "G": 1e9}
 rd, wr = (float(s[:-1]) * unit[s[-1]] for s in sys.argv[5:7])
 p = out["step_s"]
 ok = True
-for what, plan_b, run_b in (("read", out["nvme_read_bytes"], rd), ("written", out["nvme_write_bytes"], wr)):
+for what, plan_b, run_b in (("read", out.get("nvme_read_bytes", 0), rd), ("written", out.get("nvme_write_bytes", 0), wr)):
     # the trainer prints 3 significant digits: 2% covers its rounding
     good = run_b > 0 and abs(plan_b / run_b - 1) <= 0.02
     print(f"NVMe bytes {what} per step: planned {plan_b / 1e9:.3f} GB, measured {run_b / 1e9:.3f} GB"
