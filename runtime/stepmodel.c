@@ -165,8 +165,17 @@ void zt_sm_bound(const zt_stepmodel *m, const zt_sm_result *r, double from, char
     int w = snprintf(buf, len, "%s bound%s the step: %.3g s of the %.3g s critical path",
                      res_words[top], top == ZT_SM_COMPUTE ? "s" : "", on[top], total);
     at = w < 0 ? 0 : (size_t)w < len ? (size_t)w : len - 1;
+    if (top != ZT_SM_COMPUTE && at + 1 < len) {
+        w = snprintf(buf + at, len - at, " (%s%s%s%s%s%s)", m->task[first[top]].what,
+                     first[top] == last[top] ? "" : " .. ",
+                     first[top] == last[top] ? "" : m->task[last[top]].what,
+                     holds[top] >= 0 ? "; they hold up the compute from " : "",
+                     holds[top] >= 0 ? m->task[holds[top]].what : "", holds[top] >= 0 ? " on" : "");
+        if (w > 0)
+            at = at + (size_t)w < len ? at + (size_t)w : len - 1;
+    }
     for (int i = 0; i < ZT_SM_NRES && at + 1 < len; i++) {
-        if (i == ZT_SM_COMPUTE || on[i] < 0.02 * total || first[i] < 0)
+        if (i == ZT_SM_COMPUTE || i == top || on[i] < 0.02 * total || first[i] < 0)
             continue;
         const char *a = m->task[first[i]].what, *b = m->task[last[i]].what;
         if (holds[i] >= 0)
