@@ -131,8 +131,9 @@ void zt_sm_free(zt_stepmodel *m)
 }
 
 static const char *const res_words[ZT_SM_NRES] = {
-    "compute",        "host-to-device copies", "device-to-host copies",
-    "NVMe transfers", "the CPU optimizer",     "collectives"};
+    "compute",    "host-to-device copies", "device-to-host copies",
+    "NVMe reads", "the CPU optimizer",     "collectives",
+    "NVMe writes"};
 
 void zt_sm_bound(const zt_stepmodel *m, const zt_sm_result *r, double from, char *buf, size_t len)
 {
