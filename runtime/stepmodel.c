@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const res_names[ZT_SM_NRES] = {"compute", "h2d", "d2h",       "nvme",
-                                                  "cpu_opt", "net", "nvme_write"};
+static const char *const res_names[] = {"compute", "h2d", "d2h",       "nvme",
+                                        "cpu_opt", "net", "nvme_write"};
+
+_Static_assert(sizeof res_names / sizeof *res_names == ZT_SM_NRES, "a name for every resource");
 
 const char *zt_sm_res_name(zt_sm_res res)
 {
@@ -130,10 +132,11 @@ void zt_sm_free(zt_stepmodel *m)
     memset(m, 0, sizeof *m);
 }
 
-static const char *const res_words[ZT_SM_NRES] = {
+static const char *const res_words[] = {
     "compute",    "host-to-device copies", "device-to-host copies",
     "NVMe reads", "the CPU optimizer",     "collectives",
     "NVMe writes"};
+_Static_assert(sizeof res_words / sizeof *res_words == ZT_SM_NRES, "a word for every resource");
 
 void zt_sm_bound(const zt_stepmodel *m, const zt_sm_result *r, double from, char *buf, size_t len)
 {
