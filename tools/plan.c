@@ -34,10 +34,11 @@
 typedef struct rates {
     double copy, nvme_read, nvme_write, adam, adam_device, gemm, attention, allgather,
         reduce_scatter, ag_lat, rs_lat;
-    int host;       /* machine.backend "host": the "device" is the CPU, its compute, copies and
+    double elementwise; /* 0: not in the profile (the elementwise passes ride in the GEMM rate) */
+    int host;           /* machine.backend "host": the "device" is the CPU, its compute, copies and
                        the CPU optimizer share the same cores */
-    double cores;   /* machine.cores (0: not given) */
-    double threads; /* machine.threads: the thread budget the compute and Adam rates were
+    double cores;       /* machine.cores (0: not given) */
+    double threads;     /* machine.threads: the thread budget the compute and Adam rates were
                        measured at (0: not given) */
 } rates;
 
@@ -83,6 +84,7 @@ static int read_profile(const char *path, int world, rates *rt, char *err, size_
     rc = rc ? rc : rate(r, "gemm_flops_per_s", &rt->gemm, err, len);
     rt->attention = rate_or(r, "attention_flops_per_s", rt->gemm);
     rt->adam_device = rate_or(r, "adam_device_params_per_s", rt->adam);
+    rt->elementwise = rate_or(r, "elementwise_bytes_per_s", 0);
     if (!rc && world > 1) {
         rc = rate(r, "allgather_bytes_per_s", &rt->allgather, err, len);
         rc = rc ? rc : rate(r, "reduce_scatter_bytes_per_s", &rt->reduce_scatter, err, len);
@@ -189,8 +191,12 @@ static int on_fetch(builder *b, const zt_est_event *ev)
     return t < -1 ? -1 : 0;
 }
 
-/* The compute seconds (at the full rate) of one use of layer `li` in `pass` (counted causal attention for GPT-2 blocks),
- * and of the forward a full checkpoint policy runs again before a block's backward. */
+/* The compute seconds (at the full rate) of one use of layer `li` in `pass`, and in *recompute
+ * what the activation policy runs again before a block's backward. Blocks of a GPT-2 --config
+ * add causal attention (QK^T and AV over the lower triangle) and, when the profile has
+ * elementwise_bytes_per_s, their elementwise passes (fp32 bytes read and written per token:
+ * two layernorms 2·2C, GELU 2·4C, two residual adds 2·3C; backward twice that). Selective
+ * recomputes the layernorms and GELU, full the whole forward. */
 static double use_flops(builder *b, int li, zt_pass pass, double *recompute)
 {
     const zt_layer *l = &b->rt->reg.layers[li];
@@ -207,13 +213,17 @@ static double use_flops(builder *b, int li, zt_pass pass, double *recompute)
             b->sh.gpt2 ? (double)b->sh.c.padded_vocab * b->sh.c.channels : (double)l->flat_numel;
         return mult * 2 * n * b->tokens / b->r.gemm;
     }
-    double f = 2 * (double)l->flat_numel * b->tokens, att = 0;
-    if (b->sh.gpt2 && li >= 1 && li <= b->sh.c.layers) /* a block: causal attention, QK^T and AV */
-        att = 2 * b->sh.rows * b->sh.seq * b->sh.seq * b->sh.c.channels;
-    double s = mult * (f / b->r.gemm + att / b->r.attention);
-    if (pass == ZT_BACKWARD && b->sh.gpt2 && att > 0 && b->sh.policy == GPT2_FULL)
-        *recompute = f / b->r.gemm + att / b->r.attention;
-    return s;
+    double f = 2 * (double)l->flat_numel * b->tokens / b->r.gemm;
+    if (!(b->sh.gpt2 && li >= 1 && li <= b->sh.c.layers))
+        return mult * f;
+    double C = b->sh.c.channels, tok = b->sh.rows * b->sh.seq;
+    double att = 2 * b->sh.rows * b->sh.seq * b->sh.seq * C / b->r.attention;
+    double ew = b->r.elementwise > 0 ? 4 * (4 + 8 + 6) * C * tok / b->r.elementwise : 0;
+    if (pass == ZT_BACKWARD && b->sh.policy == GPT2_FULL)
+        *recompute = f + att + ew;
+    else if (pass == ZT_BACKWARD && b->sh.policy == GPT2_SELECTIVE && ew > 0)
+        *recompute = ew * (4 + 8) / (4 + 8 + 6); /* the layernorms and GELU */
+    return mult * (f + att + ew);
 }
 
 /* Full policy with the blocks' inputs in ztier's store: the save after a block's forward
