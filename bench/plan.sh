@@ -49,15 +49,18 @@ ds_config() { # $1 name $2 stage $3 params $4 optimizer $5 activation device -> 
 }
 
 # The machine profile (docs/plan.md; the schema: profile-schema v1). Today from `ztier bench
-# nvme|copy|adam` and a compute rate calibrated on the resident case's measured step (the one
-# row of the table that is not a prediction); `ztier bench profile` replaces this function.
+# nvme|copy|adam`, the collectives of bench/plan_collectives.c (MPI, 2 ranks) and a compute rate
+# calibrated on the resident case's measured step (the one row of the table that is not a
+# prediction); `ztier bench profile` replaces this function.
 make_profile() { # $1: resident step (s) -> $work/machine.json
   local nvme_j copy_j adam_j trial
   nvme_j=$(locked "$ztier" bench nvme --path "$nvme" --size 256M --reps 3 --json 2>/dev/null | tail -1)
   copy_j=$(locked "$ztier" bench copy --size 64M --reps 3 --json 2>/dev/null | tail -1)
   adam_j=$(locked "$ztier" bench adam --params 8e6 --threads 2 --reps 3 --json 2>/dev/null | tail -1)
-  # shared-memory MPI (2 ranks): each byte copied into and out of the shared segment
-  shm=$(python3 -c "print($(field h2d_gbps <<<"$copy_j")e9 / 2)")
+  # the collectives as comm/mpi.c calls them, on 2 ranks of this machine
+  mpicc -O2 "$root/bench/plan_collectives.c" -o "$work/plan_collectives"
+  coll_j=$(locked "${mpirun[@]}" -np 2 "$work/plan_collectives" $((256 << 20)) 9 < /dev/null | tail -1)
+  local src='"source": "measured: bench/plan_collectives.c, 256 MiB x9 on 2 ranks, median"'
   write_profile() {
     cat > "$work/machine.json" <<JSON
 {"format": "ztier-profile", "version": 1,
@@ -68,9 +71,10 @@ make_profile() { # $1: resident step (s) -> $work/machine.json
   "nvme_read_bytes_per_s": {"value": $(field read_gbps <<<"$nvme_j")e9, "unit": "B/s", "source": "measured: ztier bench nvme --size 256M"},
   "nvme_write_bytes_per_s": {"value": $(field write_gbps <<<"$nvme_j")e9, "unit": "B/s", "source": "measured: ztier bench nvme --size 256M"},
   "adam_params_per_s": {"value": $(field params_per_s_back_to_back <<<"$adam_j"), "unit": "1/s", "source": "measured: ztier bench adam --params 8e6 --threads 2", "threads": 2},
-  "allgather_bytes_per_s": {"value": $shm, "unit": "B/s", "source": "hand: shared-memory MPI on this one machine copies each byte into and out of the shared segment: half the host memcpy rate"},
-  "reduce_scatter_bytes_per_s": {"value": $shm, "unit": "B/s", "source": "hand: as allgather_bytes_per_s"},
-  "allgather_latency_s": {"value": 2e-5, "unit": "s", "source": "hand: shared-memory MPI round"},
+  "allgather_bytes_per_s": {"value": $(field allgather_bytes_per_s <<<"$coll_j"), "unit": "B/s", $src, "world": 2},
+  "reduce_scatter_bytes_per_s": {"value": $(field reduce_scatter_bytes_per_s <<<"$coll_j"), "unit": "B/s", $src, "world": 2},
+  "allgather_latency_s": {"value": $(field allgather_latency_s <<<"$coll_j"), "unit": "s", $src, "world": 2},
+  "reduce_scatter_latency_s": {"value": $(field reduce_scatter_latency_s <<<"$coll_j"), "unit": "s", $src, "world": 2},
   "gemm_flops_per_s": {"value": $1, "unit": "FLOP/s", "source": "from: bench/plan.sh's resident step (calibration)"}}}
 JSON
   }
