@@ -124,6 +124,7 @@ typedef struct builder {
     int *act_saved;    /* per layer: the task that saved its activation checkpoint (-1: none) */
     int n_saved;       /* checkpoints saved in this micro-step so far */
     int last_compute;  /* the latest compute task */
+    int blocking;      /* a collective the caller's next compute waits for (-1: none) */
     int *fetch_used;   /* per fetch in order: the compute task that frees its buffer */
     int n_fetch;
     int *pending;       /* per layer: its update waits for its next fetch (overlap_step) */
@@ -258,15 +259,18 @@ static int on_release(builder *b, const zt_est_event *ev)
     double recompute;
     double s = use_flops(b, ev->layer, ev->pass, &recompute) / b->share;
     int block = b->sh.gpt2 && ev->layer >= 1 && ev->layer <= b->sh.c.layers;
-    int deps[2] = {b->ready[ev->layer], -1};
+    /* the caller waits for the layer, its checkpoint, and a reduction its last release
+       completed before returning (overlap_comm off) */
+    int deps[3] = {b->ready[ev->layer], -1, b->blocking};
+    b->blocking = -1;
     if (block && b->sh.act_home && b->sh.policy == GPT2_FULL && ev->pass == ZT_BACKWARD)
         deps[1] = act_transfer(b, ev->layer, ev->pass, b->last_compute);
     if (recompute > 0)
         deps[0] =
-            add(b, ZT_SM_COMPUTE, recompute / b->share, deps, 2, "recompute of %s", ev->layer);
+            add(b, ZT_SM_COMPUTE, recompute / b->share, deps, 3, "recompute of %s", ev->layer);
     int c = deps[0] < -1 || deps[1] < -1
                 ? -2
-                : add(b, ZT_SM_COMPUTE, s, deps, 2,
+                : add(b, ZT_SM_COMPUTE, s, deps, 3,
                       ev->pass == ZT_BACKWARD ? "backward of %s" : "forward of %s", ev->layer);
     if (c < -1)
         return -1;
@@ -283,9 +287,12 @@ static int on_release(builder *b, const zt_est_event *ev)
      * more than one rank; fp32 sums) */
     double grad = (double)l->flat_numel * zt_dtype_size(b->rt->reg.dtype);
     int gi = c;
-    if (gi > -2 && b->world > 1)
+    if (gi > -2 && b->world > 1) {
         gi = add(b, ZT_SM_NET, collective_s(b, grad, b->r.reduce_scatter, b->r.rs_lat), &gi, 1,
                  "reduce-scatter of %s", ev->layer);
+        if (!b->rt->cfg.overlap_comm) /* the release returns when its reduction is done */
+            b->blocking = gi;
+    }
     if (gi > -2 && !l->opt_device && b->plan->optim_tier != ZT_TIER_DEVICE)
         gi = add(b, ZT_SM_D2H, grad / b->world / b->r.copy, &gi, 1, "gradients out of %s",
                  ev->layer);
@@ -359,6 +366,7 @@ static int build_steps(builder *b, const est_model *m, int micro_steps, int *ste
         return -1;
     for (int i = 0; i < nf; i++)
         b->fetch_used[i] = -1;
+    b->blocking = -1;
     for (int step = 0; step < PLAN_STEPS; step++) {
         b->step = step;
         b->io_bytes[0] = b->io_bytes[1] = 0;
