@@ -78,9 +78,16 @@ make_profile() { # $1: resident step (s) -> $work/machine.json
   "gemm_flops_per_s": {"value": $1, "unit": "FLOP/s", "source": "from: bench/plan.sh's resident step (calibration)"}}}
 JSON
   }
-  write_profile 1e10
-  trial=$(plan resident | field step_s)
-  write_profile "$(python3 -c "print(1e10 * $trial / $1)")"
+  # the step is compute / rate + what does not scale with it (Adam, copies): a secant on
+  # 1 / rate until the plan's resident step is the measured one
+  local h0=1e-10 h1=2e-10 p0 p1
+  write_profile "$(python3 -c "print(1 / $h0)")"; p0=$(plan resident | field step_s)
+  for _ in 1 2 3 4; do
+    write_profile "$(python3 -c "print(1 / $h1)")"; p1=$(plan resident | field step_s)
+    read -r h0 p0 h1 < <(python3 -c "h0, p0, h1, p1, m = $h0, $p0, $h1, $p1, $1
+print(h1, p1, h1 + (m - p1) * (h1 - h0) / (p1 - p0) if p1 != p0 else h1)")
+  done
+  write_profile "$(python3 -c "print(1 / $h1)")"
 }
 
 plan() { # $1: case name -> plan's JSON line

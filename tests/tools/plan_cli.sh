@@ -57,10 +57,16 @@ JSON
 }
 plan() { "$ztier" plan "${M[@]}" --ds-config "$work/$1.json" --profile "$work/machine.json" --json 2>/dev/null | tail -1; }
 
-# the compute rate: the resident step predicted at a trial rate, scaled to the measured one
-profile 1e10
-trial=$(plan resident | field step_s)
-profile "$(python3 -c "print(1e10 * $trial / $resident)")"
+# the compute rate: the step is compute / rate + what does not scale with it (Adam, copies):
+# a secant on 1 / rate until the plan's resident step is the measured one
+h0=1e-10 h1=2e-10
+profile "$(python3 -c "print(1 / $h0)")"; p0=$(plan resident | field step_s)
+for _ in 1 2 3 4; do
+  profile "$(python3 -c "print(1 / $h1)")"; p1=$(plan resident | field step_s)
+  read -r h0 p0 h1 < <(python3 -c "h0, p0, h1, p1, m = $h0, $p0, $h1, $p1, $resident
+print(h1, p1, h1 + (m - p1) * (h1 - h0) / (p1 - p0) if p1 != p0 else h1)")
+done
+profile "$(python3 -c "print(1 / $h1)")"
 out=$(plan nvme)
 python3 - "$out" "$offloaded" "$resident" "$TOL" $io <<'PY'
 import json, sys
