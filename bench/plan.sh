@@ -14,6 +14,8 @@
 #     NVME=<folder for the swap files> (default: a folder under the work dir)
 #     LOCK=<file>: each run holds `flock -x LOCK` (a shared machine: no one else's builds)
 #     MEASURED=<file>: reuse the measured steps of an earlier run (its measured.tsv) and only plan
+#     PROFILE=<file>: that profile's rates instead of measuring them (e.g. `ztier bench profile`'s);
+#     CALIBRATE=0 keeps its gemm_flops_per_s, else it is calibrated on the resident case
 #     KEEP=<dir>: keep the runs' output there
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -49,20 +51,18 @@ ds_config() { # $1 name $2 stage $3 params $4 optimizer $5 activation device -> 
 }
 
 # The machine profile (docs/plan.md; the schema: profile-schema v1). Today from `ztier bench
-# nvme|copy|adam`, the collectives of bench/plan_collectives.c (MPI, 2 ranks) and a compute rate
-# calibrated on the resident case's measured step (the one row of the table that is not a
-# prediction); `ztier bench profile` replaces this function.
-make_profile() { # $1: resident step (s) -> $work/machine.json
-  local nvme_j copy_j adam_j trial
+# nvme|copy|adam` and the collectives of bench/plan_collectives.c (MPI, 2 ranks);
+# `ztier bench profile` replaces this function (or PROFILE=<file>: that profile's rates).
+measure_profile() { # -> $work/machine.json without a compute rate
+  local nvme_j copy_j adam_j coll_j src
   nvme_j=$(locked "$ztier" bench nvme --path "$nvme" --size 256M --reps 3 --json 2>/dev/null | tail -1)
   copy_j=$(locked "$ztier" bench copy --size 64M --reps 3 --json 2>/dev/null | tail -1)
   adam_j=$(locked "$ztier" bench adam --params 8e6 --threads 2 --reps 3 --json 2>/dev/null | tail -1)
   # the collectives as comm/mpi.c calls them, on 2 ranks of this machine
   mpicc -O2 "$root/bench/plan_collectives.c" -o "$work/plan_collectives"
   coll_j=$(locked "${mpirun[@]}" -np 2 "$work/plan_collectives" $((256 << 20)) 9 < /dev/null | tail -1)
-  local src='"source": "measured: bench/plan_collectives.c, 256 MiB x9 on 2 ranks, median"'
-  write_profile() {
-    cat > "$work/machine.json" <<JSON
+  src='"source": "measured: bench/plan_collectives.c, 256 MiB x9 on 2 ranks, median"'
+  cat > "$work/machine.json" <<JSON
 {"format": "ztier-profile", "version": 1,
  "machine": {"description": "$(uname -n): bench/plan.sh", "cpu": "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')",
   "cores": $(nproc), "backend": "host", "comm": "single", "world": 1, "threads": 2, "nvme_path": "$nvme"},
@@ -74,20 +74,32 @@ make_profile() { # $1: resident step (s) -> $work/machine.json
   "allgather_bytes_per_s": {"value": $(field allgather_bytes_per_s <<<"$coll_j"), "unit": "B/s", $src, "world": 2},
   "reduce_scatter_bytes_per_s": {"value": $(field reduce_scatter_bytes_per_s <<<"$coll_j"), "unit": "B/s", $src, "world": 2},
   "allgather_latency_s": {"value": $(field allgather_latency_s <<<"$coll_j"), "unit": "s", $src, "world": 2},
-  "reduce_scatter_latency_s": {"value": $(field reduce_scatter_latency_s <<<"$coll_j"), "unit": "s", $src, "world": 2},
-  "gemm_flops_per_s": {"value": $1, "unit": "FLOP/s", "source": "from: bench/plan.sh's resident step (calibration)"}}}
+  "reduce_scatter_latency_s": {"value": $(field reduce_scatter_latency_s <<<"$coll_j"), "unit": "s", $src, "world": 2}}}
 JSON
-  }
-  # the step is compute / rate + what does not scale with it (Adam, copies): a secant on
-  # 1 / rate until the plan's resident step is the measured one
+}
+
+set_gemm() { # $1: FLOP/s -> rates.gemm_flops_per_s of $work/machine.json
+  python3 - "$work/machine.json" "$1" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["rates"]["gemm_flops_per_s"] = {"value": float(sys.argv[2]), "unit": "FLOP/s",
+                                  "source": "from: bench/plan.sh's resident step (calibration)"}
+json.dump(p, open(sys.argv[1], "w"), indent=1)
+PY
+}
+
+# The compute rate calibrated on the resident case's measured step (the table's one row that is
+# not a prediction). The step is compute / rate + what does not scale with it (Adam, copies): a
+# secant on 1 / rate until the plan's resident step is the measured one.
+calibrate() { # $1: resident step (s)
   local h0=1e-10 h1=2e-10 p0 p1
-  write_profile "$(python3 -c "print(1 / $h0)")"; p0=$(plan resident | field step_s)
+  set_gemm "$(python3 -c "print(1 / $h0)")"; p0=$(plan resident | field step_s)
   for _ in 1 2 3 4; do
-    write_profile "$(python3 -c "print(1 / $h1)")"; p1=$(plan resident | field step_s)
+    set_gemm "$(python3 -c "print(1 / $h1)")"; p1=$(plan resident | field step_s)
     read -r h0 p0 h1 < <(python3 -c "h0, p0, h1, p1, m = $h0, $p0, $h1, $p1, $1
 print(h1, p1, h1 + (m - p1) * (h1 - h0) / (p1 - p0) if p1 != p0 else h1)")
   done
-  write_profile "$(python3 -c "print(1 / $h1)")"
+  set_gemm "$(python3 -c "print(1 / $h1)")"
 }
 
 plan() { # $1: case name -> plan's JSON line
@@ -120,7 +132,8 @@ else
   done
   while read -r name _; do printf '%s\t%s\n' "$name" "$(median_step "$name")"; done <<<"$CASES" > "$work/measured.tsv"
 fi
-make_profile "$(awk '$1 == "resident" { print $2 }' "$work/measured.tsv")"
+if [ -n "${PROFILE:-}" ]; then cp "$PROFILE" "$work/machine.json"; else measure_profile; fi
+[ "${CALIBRATE:-1}" = 0 ] || calibrate "$(awk '$1 == "resident" { print $2 }' "$work/measured.tsv")"
 
 echo "GPT-2 $CONFIG, batch $BATCH x $SEQ; $(uname -n), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $ROUNDS interleaved runs of $STEPS steps per case"
 echo '| case | predicted | measured | ratio |'
