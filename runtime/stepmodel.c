@@ -187,8 +187,8 @@ void zt_sm_bound(const zt_stepmodel *m, const zt_sm_result *r, double from, char
                          res_words[i], on[i], a, first[i] == last[i] ? "" : " .. ",
                          first[i] == last[i] ? "" : b, m->task[holds[i]].what);
         else
-            w = snprintf(buf + at, len - at, "; %s (%.3g s, %s%s%s) end it", res_words[i], on[i], a,
-                         first[i] == last[i] ? "" : " .. ", first[i] == last[i] ? "" : b);
+            w = snprintf(buf + at, len - at, "; %s (%.3g s, %s%s%s) on the path", res_words[i],
+                         on[i], a, first[i] == last[i] ? "" : " .. ", first[i] == last[i] ? "" : b);
         if (w > 0)
             at = at + (size_t)w < len ? at + (size_t)w : len - 1;
     }
