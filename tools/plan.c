@@ -453,6 +453,11 @@ static int model_setup(builder *b, const est_options *o, const zt_estimate *e, c
     if (o->config && o->batch && gpt2_config_named(o->config, o->vocab, &sh->c) == 0) {
         sh->gpt2 = 1;
         sh->rows = (double)o->batch / o->world, sh->seq = o->seq;
+    } else if (policy) {
+        return snprintf(err, len,
+                        "--checkpoint-activations is the GPT-2 trainer's policy: give a GPT-2 "
+                        "--config with --batch and --seq, or leave it out"),
+               -1;
     }
     const char *home = "none";
     zt_act_home(b->rt, &home);

@@ -67,6 +67,14 @@ for _ in 1 2 3 4; do
 print(h1, p1, h1 + (m - p1) * (h1 - h0) / (p1 - p0) if p1 != p0 else h1)")
 done
 profile "$(python3 -c "print(1 / $h1)")"
+# bad input: refused with a message naming the fix
+for bad in "--checkpoint-activations bogus:use none, selective or full" \
+           "--world 2:allgather_bytes_per_s"; do
+  if msg=$("$ztier" plan "${M[@]}" ${bad%%:*} --profile "$work/machine.json" 2>&1); then
+    echo "plan_cli: ztier plan accepted ${bad%%:*}"; exit 1
+  fi
+  grep -q "${bad#*:}" <<<"$msg" || { echo "plan_cli: ${bad%%:*}: $msg"; exit 1; }
+done
 out=$(plan nvme)
 python3 - "$out" "$offloaded" "$resident" "$TOL" $io <<'PY'
 import json, sys
