@@ -2,17 +2,19 @@
 /* `ztier plan`: the predicted time of one training step from a machine profile
  * (docs/plan.md, the profile: profile-schema v1).
  *
- *   ztier plan <estimate's model arguments> --profile machine.json [--json]
+ *   ztier plan <estimate's model arguments> [--checkpoint-activations none|selective|full]
+ *              --profile machine.json [--json]
  *
  * The model is registered and replayed as `ztier estimate` does (tools/estimate_model.h); one
  * micro-step's recorded fetches and releases become tasks of the step model
- * (runtime/stepmodel.h): a fetch reads an NVMe-homed shard on the NVMe queue and copies it in
- * (h2d), gathers it over the network at stage 3 on more than one rank; the use between a fetch
- * and its release is compute (2 FLOP per parameter and token forward, 4 backward); a backward
- * release copies the gradients out (d2h) and reduce-scatters them; the optimizer updates each
- * layer's shard on the CPU threads after its gradients are out, reading and writing the state
- * through the NVMe queue when it lives there. A fetch waits for the buffer of the fetch
- * `window` layers before it to be released (the prefetch window). */
+ * (runtime/stepmodel.h), each rule following what the runtime does (docs/plan.md, "How it
+ * works"): a fetch moves a layer (NVMe read, copy in, all-gather) once per step while the
+ * device budget holds it; the use between fetch and release is compute (the parameters'
+ * matmuls, a GPT-2 block's attention, the activation policy's recompute); a backward release
+ * reduce-scatters and copies the gradients out; the optimizer reads, updates and writes each
+ * layer's state (at the layer's next fetch with overlap_step), on the compute's cores on a
+ * host backend. A fetch waits for the buffer of the fetch `window` layers before it to be
+ * released (the prefetch window). */
 #include "runtime/runtime.h"
 #include "runtime/stepmodel.h"
 #include "core/convert.h"
