@@ -200,7 +200,7 @@ static int on_fetch(builder *b, const zt_est_event *ev)
  * elementwise_bytes_per_s, their elementwise passes (fp32 bytes read and written per token:
  * two layernorms 2·2C, GELU 2·4C, two residual adds 2·3C; backward twice that). Selective
  * recomputes the layernorms and GELU, full the whole forward. */
-static double use_flops(builder *b, int li, zt_pass pass, double *recompute)
+static double use_seconds(builder *b, int li, zt_pass pass, double *recompute)
 {
     const zt_layer *l = &b->rt->reg.layers[li];
     double mult = pass == ZT_BACKWARD ? 2 : 1; /* backward: the input's and the weights' grads */
@@ -259,7 +259,7 @@ static int on_release(builder *b, const zt_est_event *ev)
 {
     const zt_layer *l = &b->rt->reg.layers[ev->layer];
     double recompute;
-    double s = use_flops(b, ev->layer, ev->pass, &recompute) / b->share;
+    double s = use_seconds(b, ev->layer, ev->pass, &recompute) / b->share;
     int block = b->sh.gpt2 && ev->layer >= 1 && ev->layer <= b->sh.c.layers;
     /* the caller waits for the layer, its checkpoint, and a reduction its last release
        completed before returning (overlap_comm off) */
