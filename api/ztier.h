@@ -36,7 +36,7 @@ extern "C" {
  * (the same major, and not older than the header, which may declare calls the library lacks).
  * CMakeLists.txt reads the version (and so the soname) from these three lines. */
 #define ZT_VERSION_MAJOR 1
-#define ZT_VERSION_MINOR 1
+#define ZT_VERSION_MINOR 2
 #define ZT_VERSION_PATCH 0
 #define ZT_VERSION_CODE(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
 #define ZT_VERSION ZT_VERSION_CODE(ZT_VERSION_MAJOR, ZT_VERSION_MINOR, ZT_VERSION_PATCH)
@@ -46,7 +46,7 @@ extern "C" {
  * calls and fields may not exist here) or against a header of an older major (api_version 1:
  * ztier 0.1, whose zt_init_fn returned void). Structs the library writes into carry a
  * struct_size the caller sets (their _INIT macros); they only ever gain fields at the end. */
-#define ZT_API_VERSION 3
+#define ZT_API_VERSION 4
 #define ZT_MAX_DIMS 8
 
 #if defined(__GNUC__)
@@ -292,6 +292,14 @@ typedef struct zt_stats {
     uint64_t act_prefetch_hits;
     double act_wait_s;
     uint64_t act_evictions; /* read-ahead copies dropped for another allocation's room */
+    /* The latest step's forward time (docs/configuration.md, "The forward time"): from the
+     * step's first forward zt_fetch to its first backward zt_fetch, on the trainer's stream
+     * (the stream-ordered calls: timed device events) or on the host's clock (the blocking
+     * calls); 0 before a step has had both. */
+    double forward_s;
+    /* offload_optimizer.ratio "auto": times the split moved layers' optimizer state between
+     * device and host memory at a step boundary (from the forward time) */
+    uint64_t optimizer_resplits;
 } zt_stats;
 
 #define ZT_STATS_INIT                   \

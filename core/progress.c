@@ -22,7 +22,7 @@ const char *zt_progress_bytes(uint64_t bytes, char *buf, size_t len)
     return buf;
 }
 
-static int choose_mode(FILE *out, int enabled)
+int zt_progress_wanted(FILE *out, int enabled)
 {
     const char *env = getenv("ZT_PROGRESS");
     if (!enabled || !out || (env && !strcmp(env, "0")))
@@ -39,7 +39,7 @@ void zt_progress_begin(zt_progress *p, FILE *out, const char *what, uint64_t tot
     snprintf(p->what, sizeof p->what, "%s", what);
     p->total = total;
     p->t0 = p->last = zt_now_s();
-    p->mode = choose_mode(out, enabled);
+    p->mode = zt_progress_wanted(out, enabled);
     pthread_mutex_init(&p->mu, NULL);
 }
 

@@ -37,6 +37,11 @@ void zt_progress_add(zt_progress *p, uint64_t bytes);
  * (ok) or the bytes done before the transfer stopped (!ok), and a newline. */
 void zt_progress_end(zt_progress *p, int ok);
 
+/* The mode a progress line on out would take: 0 quiet (not a terminal, ZT_PROGRESS=0, or
+ * enabled 0), 1 a terminal, 2 forced (ZT_PROGRESS=1). For progress that is not bytes (the
+ * phases of `ztier bench profile`), printed by the caller in the same cases. */
+int zt_progress_wanted(FILE *out, int enabled);
+
 /* bytes in decimal units ("1.50 MB", "999 B"), as the rates are (GB/s). */
 const char *zt_progress_bytes(uint64_t bytes, char *buf, size_t len);
 

@@ -75,6 +75,8 @@ const zt_stats_field zt_stats_fields[] = {
     U64(act_prefetch_hits, "", "activation loads already on their way"),
     F64(act_wait_s, "s", "time activation loads waited for their bytes"),
     U64(act_evictions, "", "activation read-ahead copies dropped for room"),
+    F64(forward_s, "s", "the latest step's forward time (first forward to first backward fetch)"),
+    U64(optimizer_resplits, "", "optimizer splits moved by ratio \"auto\" from the forward time"),
     {NULL, 0, ZT_STAT_U64, NULL, NULL},
 };
 

@@ -67,6 +67,28 @@ int zt_test_adam_rates(double *cpu, double *device)
     return 1;
 }
 
+int zt_test_forward_s(int64_t i, double *s)
+{
+    const char *p = getenv("ZT_TEST_FORWARD_S");
+    if (!p || !*p)
+        return 0;
+    double v = 0;
+    for (int64_t k = 0; *p; k++) {
+        char *end = NULL;
+        double x = strtod(p, &end);
+        if (end == p || x < 0)
+            return 0;
+        v = x;
+        if (k == i || *end != ',')
+            break;
+        p = end + 1;
+    }
+    *s = v;
+    ZT_LOGD("test", "forward time %g s for measured step %lld from ZT_TEST_FORWARD_S", v,
+            (long long)i);
+    return 1;
+}
+
 const char *zt_test_sysfs_root(void)
 {
     const char *root = getenv("ZT_TEST_SYSFS_ROOT");

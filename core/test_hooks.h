@@ -23,6 +23,10 @@ void zt_test_delay_point(const char *where);
 /* $ZT_TEST_ADAM_RATES "cpu,device": the Adam rates (elements/s) that offload_optimizer.ratio
  * "auto" takes instead of those it measured (runtime/opt_split.c). 1 when set. */
 int zt_test_adam_rates(double *cpu, double *device);
+/* $ZT_TEST_FORWARD_S "s0,s1,...": the forward time (seconds) the runtime records for its
+ * i-th measured step instead of the one it measured (runtime/fwd_time.c); the last one
+ * for every later step. 1 when set. */
+int zt_test_forward_s(int64_t i, double *s);
 /* The root of the sysfs tree core/numa.c reads a GPU's NUMA node from: $ZT_TEST_SYSFS_ROOT
  * (a test's fake tree), else "/sys". */
 const char *zt_test_sysfs_root(void);
@@ -31,6 +35,7 @@ const char *zt_test_sysfs_root(void);
 #define zt_test_node_of(size, node_id) ((void)(size), (void)(node_id), 0)
 #define zt_test_delay_point(where) ((void)0)
 #define zt_test_adam_rates(cpu, device) ((void)(cpu), (void)(device), 0)
+#define zt_test_forward_s(i, s) ((void)(i), (void)(s), 0)
 #define zt_test_sysfs_root() "/sys"
 #endif
 

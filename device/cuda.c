@@ -490,17 +490,42 @@ static zt_status cuda_stream_synchronize(zt_device *dev, zt_stream *s, zt_error 
                : check(d, cudaStreamSynchronize((cudaStream_t)s), "cudaStreamSynchronize", err);
 }
 
-static zt_status cuda_event_create(zt_device *dev, zt_event **out, zt_error *err)
+/* flags: cudaEventDisableTiming for the events that only order work (cheaper to record
+ * and wait for), cudaEventDefault for the timed ones. */
+static zt_status event_create_flags(zt_device *dev, unsigned flags, zt_event **out, zt_error *err)
 {
     cuda_device *d = as_cuda(dev);
     cudaEvent_t e = NULL;
     *out = NULL;
     zt_status st = use(d, err);
     if (st == ZT_OK)
-        st = check(d, cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
-                   "cudaEventCreateWithFlags", err);
+        st = check(d, cudaEventCreateWithFlags(&e, flags), "cudaEventCreateWithFlags", err);
     if (st == ZT_OK)
         *out = (zt_event *)e;
+    return st;
+}
+
+static zt_status cuda_event_create(zt_device *dev, zt_event **out, zt_error *err)
+{
+    return event_create_flags(dev, cudaEventDisableTiming, out, err);
+}
+
+static zt_status cuda_event_create_timed(zt_device *dev, zt_event **out, zt_error *err)
+{
+    return event_create_flags(dev, cudaEventDefault, out, err);
+}
+
+static zt_status cuda_event_elapsed(zt_device *dev, zt_event *start, zt_event *end, double *seconds,
+                                    zt_error *err)
+{
+    cuda_device *d = as_cuda(dev);
+    float ms = 0;
+    zt_status st = use(d, err);
+    if (st == ZT_OK)
+        st = check(d, cudaEventElapsedTime(&ms, (cudaEvent_t)start, (cudaEvent_t)end),
+                   "cudaEventElapsedTime", err);
+    if (st == ZT_OK)
+        *seconds = (double)ms / 1e3;
     return st;
 }
 
@@ -834,6 +859,15 @@ static int k_event_query(zt_device *dev, zt_event *e)
 {
     KEEP_DEVICE(int, cuda_event_query(dev, e));
 }
+static zt_status k_event_create_timed(zt_device *dev, zt_event **out, zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_event_create_timed(dev, out, err));
+}
+static zt_status k_event_elapsed(zt_device *dev, zt_event *start, zt_event *end, double *seconds,
+                                 zt_error *err)
+{
+    KEEP_DEVICE(zt_status, cuda_event_elapsed(dev, start, end, seconds, err));
+}
 static zt_status k_event_synchronize(zt_device *dev, zt_event *e, zt_error *err)
 {
     KEEP_DEVICE(zt_status, cuda_event_synchronize(dev, e, err));
@@ -934,6 +968,8 @@ const zt_device_iface zt_device_cuda = {
     /* .dequant8_async = */ k_dequant8_async,
     /* .quant4_async = */ k_quant4_async,
     /* .dequant4_add_async = */ k_dequant4_add_async,
+    /* .event_create_timed = */ k_event_create_timed,
+    /* .event_elapsed = */ k_event_elapsed,
 };
 
 /* The module's entry point (core/module.h): libztier-cuda.so in libztier.so, linked in in

@@ -109,6 +109,16 @@ typedef struct zt_device_iface {
                               float *scales, zt_stream *s, zt_error *err);
     zt_status (*dequant4_add_async)(zt_device *dev, const uint8_t *q, const float *scales, size_t n,
                                     int block, float *acc, zt_stream *s, zt_error *err);
+
+    /* Timing device work. event_create_timed: an event event_elapsed can read (the others
+     * skip the timestamp: cuda creates them with cudaEventDisableTiming); it orders work as
+     * any event. event_elapsed: the seconds from `start` completing to `end` completing on the
+     * device (cuda: cudaEventElapsedTime; host: the wall clock at which each stream reached
+     * the record), both recorded and complete (ZT_ERR_USAGE naming which is not). Optional:
+     * NULL where a backend cannot time its work (the runtime then uses the host's clock). */
+    zt_status (*event_create_timed)(zt_device *dev, zt_event **out, zt_error *err);
+    zt_status (*event_elapsed)(zt_device *dev, zt_event *start, zt_event *end, double *seconds,
+                               zt_error *err);
 } zt_device_iface;
 
 /* Every device backend instance starts with this header so generic code can reach its table
@@ -195,6 +205,20 @@ static inline int zt_device_event_query(zt_device *dev, zt_event *e)
 static inline zt_status zt_device_event_synchronize(zt_device *dev, zt_event *e, zt_error *err)
 {
     return dev->iface->event_synchronize(dev, e, err);
+}
+/* 0 when the backend cannot time its work (event_create_timed left NULL) */
+static inline int zt_device_can_time(const zt_device *dev)
+{
+    return dev->iface->event_create_timed && dev->iface->event_elapsed;
+}
+static inline zt_status zt_device_event_create_timed(zt_device *dev, zt_event **out, zt_error *err)
+{
+    return dev->iface->event_create_timed(dev, out, err);
+}
+static inline zt_status zt_device_event_elapsed(zt_device *dev, zt_event *start, zt_event *end,
+                                                double *seconds, zt_error *err)
+{
+    return dev->iface->event_elapsed(dev, start, end, seconds, err);
 }
 static inline zt_status zt_device_memcpy_async(zt_device *dev, void *dst, const void *src,
                                                size_t bytes, zt_copy_kind kind, zt_stream *s,

@@ -35,7 +35,8 @@ enum host_op_kind {
     OP_Q8,
     OP_DQ8,
     OP_Q4,
-    OP_DQ4
+    OP_DQ4,
+    OP_STAMP /* a timed event's record: dst, the event, takes the clock (under the lock) */
 };
 
 typedef struct host_op {
@@ -73,6 +74,8 @@ struct zt_stream {
 struct zt_event {
     zt_stream *stream; /* NULL: never recorded, counts as complete */
     uint64_t seq;
+    int timed; /* event_create_timed: at = the wall clock when the stream reached the record */
+    double at;
 };
 
 /* Size header in front of every device allocation so free() can return the bytes. */
@@ -189,6 +192,7 @@ static void run_op(host_device *d, const host_op *op)
         zt_dequant4_add_parallel(d->pool, op->src, op->m, (int64_t)op->bytes, op->block, op->dst);
         break;
     case OP_WAIT:
+    case OP_STAMP:
         break; /* handled by the worker under the lock */
     }
 }
@@ -207,7 +211,8 @@ static void trace_op(const host_op *op, double t0)
                                         "quantize 8",
                                         "dequantize 8",
                                         "quantize 4",
-                                        "dequantize-add 4"};
+                                        "dequantize-add 4",
+                                        "timed event"};
     if (op->kind == OP_COPY || op->kind == OP_SET)
         zt_trace_span("stream", t0, "%s %.2f MB", names[op->kind], (double)op->bytes / 1e6);
     else
@@ -230,6 +235,8 @@ static void *stream_worker(void *arg)
         if (op.kind == OP_WAIT) {
             while (op.wait_stream->completed < op.wait_seq)
                 pthread_cond_wait(&d->progress, &d->lock);
+        } else if (op.kind == OP_STAMP) {
+            ((zt_event *)op.dst)->at = zt_now_s();
         } else {
             pthread_mutex_unlock(&d->lock);
             run_op(d, &op);
@@ -249,17 +256,14 @@ static void *stream_worker(void *arg)
     return NULL;
 }
 
-static zt_status enqueue(zt_stream *s, const host_op *op, zt_error *err)
+/* Queues op with the device lock held. */
+static zt_status enqueue_locked(zt_stream *s, const host_op *op, zt_error *err)
 {
-    host_device *d = s->dev;
-    pthread_mutex_lock(&d->lock);
     if (s->count == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 64;
         host_op *ops = malloc(cap * sizeof *ops);
-        if (!ops) {
-            pthread_mutex_unlock(&d->lock);
+        if (!ops)
             return ZT_ERR(err, ZT_ERR_NOMEM, "host backend: cannot grow a stream queue");
-        }
         for (size_t i = 0; i < s->count; i++)
             ops[i] = s->ops[(s->head + i) % s->cap];
         free(s->ops);
@@ -269,8 +273,16 @@ static zt_status enqueue(zt_stream *s, const host_op *op, zt_error *err)
     s->count++;
     s->queued++;
     pthread_cond_signal(&s->work);
-    pthread_mutex_unlock(&d->lock);
     return ZT_OK;
+}
+
+static zt_status enqueue(zt_stream *s, const host_op *op, zt_error *err)
+{
+    host_device *d = s->dev;
+    pthread_mutex_lock(&d->lock);
+    zt_status st = enqueue_locked(s, op, err);
+    pthread_mutex_unlock(&d->lock);
+    return st;
 }
 
 static zt_status host_create(const zt_device_config *cfg, zt_device **out, zt_error *err)
@@ -504,21 +516,62 @@ static zt_status host_event_create(zt_device *dev, zt_event **out, zt_error *err
     return *out ? ZT_OK : ZT_ERR(err, ZT_ERR_NOMEM, "host backend: out of memory for an event");
 }
 
+static zt_status host_event_synchronize(zt_device *dev, zt_event *e, zt_error *err);
+
 static void host_event_destroy(zt_device *dev, zt_event *e)
 {
-    (void)dev;
+    if (e && e->timed) /* a pending record writes into it */
+        (void)host_event_synchronize(dev, e, NULL);
     free(e);
 }
 
+/* A timed event takes the clock when the stream reaches it: now on an idle stream, else
+ * through an op queued behind the stream's work. */
 static zt_status host_event_record(zt_device *dev, zt_event *e, zt_stream *s, zt_error *err)
 {
-    (void)err;
     host_device *d = (host_device *)dev;
+    zt_status st = ZT_OK;
     pthread_mutex_lock(&d->lock);
+    if (e->timed && s->completed == s->queued)
+        e->at = zt_now_s();
+    else if (e->timed) {
+        host_op op = {.kind = OP_STAMP, .dst = e};
+        st = enqueue_locked(s, &op, err);
+    }
     e->stream = s;
     e->seq = s->queued;
     pthread_mutex_unlock(&d->lock);
-    return ZT_OK;
+    return st;
+}
+
+static zt_status host_event_create_timed(zt_device *dev, zt_event **out, zt_error *err)
+{
+    zt_status st = host_event_create(dev, out, err);
+    if (st == ZT_OK)
+        (*out)->timed = 1;
+    return st;
+}
+
+static zt_status host_event_elapsed(zt_device *dev, zt_event *start, zt_event *end, double *seconds,
+                                    zt_error *err)
+{
+    host_device *d = (host_device *)dev;
+    const char *bad = NULL;
+    pthread_mutex_lock(&d->lock);
+    if (!start->timed || !end->timed)
+        bad = "an event not made by event_create_timed";
+    else if (!start->stream || !end->stream)
+        bad = "an event never recorded";
+    else if (start->stream->completed < start->seq || end->stream->completed < end->seq)
+        bad = "an event not complete yet";
+    else
+        *seconds = end->at - start->at;
+    pthread_mutex_unlock(&d->lock);
+    return bad ? ZT_ERR(err, ZT_ERR_USAGE,
+                        "host backend: elapsed time of %s; record both timed events and wait "
+                        "for the later one first",
+                        bad)
+               : ZT_OK;
 }
 
 static zt_status host_stream_wait_event(zt_device *dev, zt_stream *s, zt_event *e, zt_error *err)
@@ -712,4 +765,6 @@ const zt_device_iface zt_device_host = {
     /* .dequant8_async = */ host_dequant8_async,
     /* .quant4_async = */ host_quant4_async,
     /* .dequant4_add_async = */ host_dequant4_add_async,
+    /* .event_create_timed = */ host_event_create_timed,
+    /* .event_elapsed = */ host_event_elapsed,
 };

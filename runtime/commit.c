@@ -365,10 +365,15 @@ static int window_fits(zt_runtime *rt, const zt_plan *plan, const zt_est_event *
 
 /* offload_optimizer.ratio "auto": of the layers its rates put on the device, the most (the
  * first ones) whose state leaves the whole prefetch window room in the device budget; the
- * rest stay on the CPU (a fixed ratio is the user's: commit refuses what does not fit). */
+ * rest stay on the CPU (a fixed ratio is the user's: commit refuses what does not fit).
+ * With a split the forward time refines (opt_split.h), the most the budget holds of all
+ * layers is kept as its bound, and the rates' split within it laid out. */
 static zt_status fit_auto_split(zt_runtime *rt, zt_plan *plan)
 {
-    int k = plan->device_optim_layers;
+    int k = plan->device_optim_layers, want = k;
+    rt->opt.resplit = zt_opt_split_refinable(rt);
+    if (rt->opt.resplit)
+        k = rt->reg.n_layers;
     if (rt->cfg.offload_optimizer.ratio != ZT_RATIO_AUTO || k == 0 || rt->opt.on_device)
         return ZT_OK;
     int n;
@@ -386,6 +391,10 @@ static zt_status fit_auto_split(zt_runtime *rt, zt_plan *plan)
             hi = mid - 1;
     }
     free(order);
+    rt->opt.split_max_layers = lo;
+    rt->opt.resplit = rt->opt.resplit && lo > 0; /* else nothing could move */
+    if (rt->opt.resplit) /* the rates' split first; the steps' forward times move it */
+        k = want, lo = want < lo ? want : lo;
     zt_opt_split_first(rt, lo);
     zt_plan_make(rt, rt->dist.world, plan);
     if (lo < k)
@@ -394,6 +403,22 @@ static zt_status fit_auto_split(zt_runtime *rt, zt_plan *plan)
                 "device fit the device budget beside the prefetch window; the rest stay on the CPU",
                 lo, k);
     return ZT_OK;
+}
+
+/* The device optimizer's buffer for new parameters bound off the device: the plan's, or
+ * with a split "auto" may move, the one the most it may move would need. */
+static uint64_t device_param_tmp(zt_runtime *rt, const zt_plan *plan)
+{
+    if (!rt->opt.resplit || !rt->opt.split_max_layers || plan->device_param_tmp)
+        return plan->device_param_tmp;
+    zt_plan most;
+    int k = 0; /* the first k now: put back after */
+    for (int i = 0; i < rt->reg.n_layers; i++)
+        k += rt->reg.layers[i].opt_device;
+    zt_opt_split_first(rt, rt->opt.split_max_layers);
+    zt_plan_make(rt, rt->dist.world, &most);
+    zt_opt_split_first(rt, k);
+    return most.device_param_tmp;
 }
 
 zt_status zt_rt_commit(zt_runtime *rt)
@@ -428,8 +453,8 @@ zt_status zt_rt_commit(zt_runtime *rt)
         return st;
     }
     st = alloc_staging(rt, &plan);
-    if (st == ZT_OK && plan.device_optim_layers)
-        st = zt_dev_opt_open(rt, plan.device_param_tmp);
+    if (st == ZT_OK && (plan.device_optim_layers || rt->opt.split_max_layers))
+        st = zt_dev_opt_open(rt, device_param_tmp(rt, &plan));
     if (st == ZT_OK)
         st = open_swaps(rt, &plan);
     rt->train.step_cleared = rt->reg.n_layers; /* no step in progress */

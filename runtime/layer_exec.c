@@ -57,6 +57,7 @@ static zt_status wait_fetch_streams(zt_runtime *rt, zt_layer *L, zt_pass pass)
 
 void zt_rt_forget_stream(zt_runtime *rt, const zt_stream *s)
 {
+    zt_fwd_forget_stream(&rt->fwd, rt->device.dev, s);
     for (int i = 0; i < rt->reg.n_layers; i++) {
         zt_layer *L = &rt->reg.layers[i];
         for (int p = 0; p < 3; p++)
@@ -109,6 +110,8 @@ zt_status zt_rt_fetch(zt_runtime *rt, int layer, zt_pass pass, zt_stream *caller
 {
     zt_layer *L = &rt->reg.layers[layer];
     double t0 = zt_now_s();
+    zt_fwd_on_fetch(&rt->fwd, rt->device.dev, pass,
+                    caller); /* the forward time's ends (fwd_time.h) */
     zt_rt_poll_reductions(rt);
     zt_status updated = ZT_OK; /* the step's update of the layer (see below) */
     /* the optimizer state is read while the backward pass runs, once the step is done */

@@ -281,7 +281,7 @@ void zt_opt_engine_choose(zt_runtime *rt)
     int on = rt->cfg.overlap_step == ZT_OVERLAP_ON, off = rt->cfg.overlap_step == ZT_OVERLAP_OFF;
     if (rt->opt.on_device)
         rt->opt.ops = &device_engine;
-    else if (rt->opt.dev_layers) /* offload_optimizer.ratio: the CPU's share as the host's */
+    else if (rt->opt.dev_layers || rt->opt.resplit) /* ratio: the CPU's share as the host's */
         rt->opt.ops = on ? &split_overlapped_engine : &split_engine;
     else if (rt->opt.nvme_step)
         rt->opt.ops = off ? &nvme_engine : &nvme_overlapped_engine;

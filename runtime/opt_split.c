@@ -185,3 +185,29 @@ void zt_opt_split_report(const zt_runtime *rt)
                 "closer split",
                 (double)want, (double)got, rt->opt.dev_layers, rt->reg.n_layers);
 }
+
+/* --- "auto" after each step: the split the forward time allows --- */
+
+int zt_opt_split_refinable(const zt_runtime *rt)
+{
+    const zt_offload_config *o = &rt->cfg.offload_optimizer;
+    return o->device == ZT_TIER_HOST && o->ratio == ZT_RATIO_AUTO &&
+           rt->cfg.overlap_step == ZT_OVERLAP_ON && rt->dist.world == 1;
+}
+
+static double layer_elems(const zt_runtime *rt, int i)
+{
+    return (double)rt->reg.layers[i].shard_numel;
+}
+
+int zt_opt_split_for_forward(const zt_runtime *rt, double forward_s, double cpu_rate)
+{
+    double total = 0, cum = 0;
+    for (int i = 0; i < rt->reg.n_layers; i++)
+        total += layer_elems(rt, i);
+    int k = 0;
+    for (; k < rt->reg.n_layers; cum += layer_elems(rt, k), k++)
+        if ((total - cum) <= forward_s * cpu_rate) /* the CPU's rest done within the forward */
+            break;
+    return k;
+}

@@ -4,7 +4,9 @@
  * and the rest by the device optimizer (runtime/step_device.c), concurrently in each step.
  * The split keeps layers whole: the first layers in registration order (those the next
  * forward needs first) go to the device, the last ones stay on the CPU, as DeepSpeed keeps
- * its first sub-groups on the GPU. "auto" measures both Adam rates at commit. */
+ * its first sub-groups on the GPU. "auto" measures both Adam rates at commit and, with the
+ * overlapped step, moves the split after each step to fit the CPU's share within the
+ * measured forward time (runtime/fwd_time.h; zt_opt_split_refine). */
 #ifndef ZT_RUNTIME_OPT_SPLIT_H
 #define ZT_RUNTIME_OPT_SPLIT_H
 
@@ -28,6 +30,15 @@ void zt_opt_split_first(zt_runtime *rt, int k);
  * share is done when the device's is, before the next forward starts. Commit then keeps as
  * many of those layers on the device as leave the prefetch window room in the budget. */
 zt_status zt_opt_split_measure(zt_runtime *rt);
+
+/* "auto" re-splits after a step (ztier.overlap_step "on", one rank): 1 when it may. */
+int zt_opt_split_refinable(const zt_runtime *rt);
+
+/* The fewest leading layers whose optimizer goes on the device so that the CPU's Adam, at
+ * cpu_rate elements/s, updates the rest within forward_s: the CPU's share r (of this rank's
+ * N elements) satisfies r N / cpu_rate <= forward_s, and is the largest such share whole
+ * layers give. */
+int zt_opt_split_for_forward(const zt_runtime *rt, double forward_s, double cpu_rate);
 
 /* At commit: the split at info level; a warning at the default level where the configured
  * ratio cannot be honoured (no offload to host memory; layers kept whole). */

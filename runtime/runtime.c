@@ -219,7 +219,7 @@ void zt_rt_optimizer_info(const zt_runtime *rt, zt_optimizer_info *out)
                            c->weight_decay,
                            c->gradient_clipping,
                            batch.accumulation,
-                           rt->state == ZT_RT_COMMITTED ? rt->opt.on_device
+                           rt->state == ZT_RT_COMMITTED ? rt->opt.dev_layers == rt->reg.n_layers
                                                         : zt_config_device_optimizer(c),
                            {0},
                            batch.train_batch,
@@ -508,6 +508,8 @@ void zt_rt_destroy(zt_runtime *rt)
 {
     /* first what may still move data: the optimizer's write-backs refer to the layers'
      * homes, the gathers to the homes and the staging pool */
+    zt_fwd_destroy(&rt->fwd,
+                   rt->device.dev); /* its events may be recorded on the caller's streams */
     zt_nvme_step_destroy(rt->opt.nvme_step);
     /* the caller's streams made here go first: rt->device.stream may wait for them */
     for (int i = 0; i < rt->reduce.callers.n; i++) {

@@ -23,6 +23,7 @@
 #include "tiers/home.h"
 #include "tiers/host_tier.h"
 #include "tiers/staging_pool.h"
+#include "runtime/fwd_time.h"
 
 #include <stdint.h>
 
@@ -260,8 +261,11 @@ typedef struct zt_opt_engine {
                                 the CPU (1: all; offload_optimizer.ratio as run) */
     float auto_ratio;          /* offload_optimizer.ratio "auto": the choice (with cpu_rate > 0) */
     double cpu_rate, dev_rate; /* "auto": Adam elements/s measured at commit */
-    zt_nvme_step *nvme_step;   /* when the optimizer state is on NVMe */
-    zt_opt_shard *shards;      /* n_layers: what the NVMe step updates */
+    /* "auto" with ztier.overlap_step "on": the split follows the forward time (opt_split.h);
+     * split_max_layers: the most leading layers the device budget holds the state of */
+    int resplit, split_max_layers, resplit_warned;
+    zt_nvme_step *nvme_step; /* when the optimizer state is on NVMe */
+    zt_opt_shard *shards;    /* n_layers: what the NVMe step updates */
     /* an overlapped step over state in host memory: its hyper-parameters, layers updated */
     zt_adam_hparams host_step_h;
     int host_step_pending, host_step_updated;
@@ -333,6 +337,7 @@ struct zt_runtime {
     zt_rt_acts acts;
     zt_reducer reduce;
     zt_opt_engine opt;
+    zt_fwd_timer fwd; /* the step's forward time (runtime/fwd_time.h) */
     zt_train_state train;
     zt_ckpt_meta meta;
     zt_stats stats; /* the driver's own counters (the modules report theirs) */

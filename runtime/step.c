@@ -6,6 +6,7 @@
 #include "core/trace.h"
 #include "core/log.h"
 #include "runtime/opt_engine.h"
+#include "runtime/opt_resplit.h"
 #include "runtime/runtime.h"
 
 #include <math.h>
@@ -208,6 +209,11 @@ static zt_status run_step(zt_runtime *rt, const zt_step_args *args, zt_step_info
     zt_status updated = zt_rt_step_complete(rt); /* reported after the collective */
     zt_status flushed = zt_rt_flush_local_sums(rt);
     zt_status st = zt_rt_finish_reductions(rt);
+    int timed = 0; /* the trainer's streams are past their releases: the forward is over */
+    if (st == ZT_OK)
+        st = zt_fwd_collect(&rt->fwd, rt->device.dev, &timed, &rt->err);
+    if (timed && st == ZT_OK)
+        rt->stats.forward_s = rt->fwd.last_s;
     if (st == ZT_OK)
         st = flushed;
     if (st == ZT_OK)
@@ -240,6 +246,8 @@ static zt_status run_step(zt_runtime *rt, const zt_step_args *args, zt_step_info
     }
     update_loss_scale(rt, out.skipped);
     if ((st = zt_opt_clear_grads(rt)) != ZT_OK)
+        return st;
+    if (timed && (st = zt_opt_split_refine(rt)) != ZT_OK) /* "auto": for the next forward */
         return st;
     zt_prefetcher_step_done(rt->prefetch);
     out.step = rt->train.steps;

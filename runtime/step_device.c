@@ -20,7 +20,8 @@ zt_status zt_dev_opt_open(zt_runtime *rt, uint64_t param_tmp_bytes)
     rt->opt.dev_layers = 0;
     for (int i = 0; i < rt->reg.n_layers; i++)
         rt->opt.dev_layers += rt->reg.layers[i].opt_device;
-    rt->opt.on_device = rt->opt.dev_layers == rt->reg.n_layers;
+    /* a split "auto" refines keeps the split's engine even with every layer on the device */
+    rt->opt.on_device = rt->opt.dev_layers == rt->reg.n_layers && !rt->opt.resplit;
     zt_status st =
         d->alloc(rt->device.dev, ZT_DEVICE_STEP_STATS_BYTES, &rt->opt.dev_step_stats, &rt->err);
     rt->opt.dev_param_tmp_bytes = param_tmp_bytes;

@@ -18,6 +18,7 @@
  * would be wrong). */
 #include "optimizer/adam.h"
 #include "core/convert.h"
+#include "tools/bench_adam.h"
 #include "tools/bench_common.h"
 #include "tools/bench_disk.h"
 #include "tools/bench_probe.h"
@@ -30,15 +31,6 @@
 #include <string.h>
 
 #define MAX_REPS 32
-
-typedef struct adam_bench {
-    int64_t n;
-    float *master, *m, *v, *grad;
-    uint16_t *out;
-    zt_dtype grad_dtype;
-    int copy;          /* write the bf16 parameter copy */
-    zt_host_tier host; /* the buffers are laid out as the runtime's host tier lays out shards */
-} adam_bench;
 
 typedef struct fill_ctx {
     adam_bench *b;
@@ -61,7 +53,7 @@ static void fill_chunk(void *arg, int64_t begin, int64_t end, int worker)
     }
 }
 
-static int bench_alloc(adam_bench *b, zt_threadpool *pool)
+int bench_adam_alloc(adam_bench *b, zt_threadpool *pool)
 {
     uint64_t n = (uint64_t)b->n;
     zt_error err = {0};
@@ -76,8 +68,7 @@ static int bench_alloc(adam_bench *b, zt_threadpool *pool)
     return 0;
 }
 
-/* Gives the buffers back; the bench keeps going without them. */
-static void bench_free(adam_bench *b)
+void bench_adam_free(adam_bench *b)
 {
     uint64_t n = (uint64_t)b->n;
     zt_host_tier_free(&b->host, b->master, n * 4), zt_host_tier_free(&b->host, b->m, n * 4);
@@ -86,7 +77,7 @@ static void bench_free(adam_bench *b)
     b->master = b->m = b->v = b->grad = NULL, b->out = NULL;
 }
 
-static double adam_pass(adam_bench *b, zt_threadpool *pool, zt_adam_variant var, int64_t step)
+double bench_adam_pass(adam_bench *b, zt_threadpool *pool, zt_adam_variant var, int64_t step)
 {
     zt_adam_hparams h = {1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, step, 1.0f};
     zt_adam_tensors t = {b->master, b->m, b->v, b->grad, b->grad_dtype, b->copy ? b->out : NULL,
@@ -275,15 +266,16 @@ int cmd_bench_adam(int argc, char **argv)
     zt_error err = {0};
     adam_bench b = {.n = params, .grad_dtype = gdt, .copy = copy};
     bench_triad *triad = NULL;
-    if (zt_threadpool_create(threads, -1, &pool, &err) != ZT_OK || bench_alloc(&b, pool) != 0 ||
+    if (zt_threadpool_create(threads, -1, &pool, &err) != ZT_OK ||
+        bench_adam_alloc(&b, pool) != 0 ||
         !(triad = bench_triad_create((size_t)(working_set / 24.0), threads))) {
         fprintf(stderr, "ztier bench adam: cannot allocate %.2f GB for %lld parameters\n",
                 working_set * 2 / 1e9, (long long)params);
-        bench_free(&b);
+        bench_adam_free(&b);
         zt_threadpool_destroy(pool);
         return 1;
     }
-    adam_pass(&b, pool, var, 1); /* warm-up */
+    bench_adam_pass(&b, pool, var, 1); /* warm-up */
     double tri[MAX_REPS], adam[MAX_REPS], ratio[MAX_REPS], probe[MAX_REPS], rprobe[MAX_REPS];
     double norm1[MAX_REPS], normp[MAX_REPS]; /* the gradient-norm pass: one thread, the pool */
     double gbytes = (double)params * (gdt == ZT_F32 ? 4 : 2);
@@ -304,14 +296,14 @@ int cmd_bench_adam(int argc, char **argv)
             probe[r] = gbps > probe[r] ? gbps : probe[r];
         }
         tri[r] = bench_triad_run(triad) * 32.0 / 24.0; /* the bytes the hardware moves */
-        double s = adam_pass(&b, pool, var, r + 2);
+        double s = bench_adam_pass(&b, pool, var, r + 2);
         adam[r] = (double)params * bytes_per_param / s / 1e9;
         ratio[r] = adam[r] / tri[r];
         rprobe[r] = adam[r] / probe[r];
     }
     double b2b[MAX_REPS]; /* the peers' way: steps back to back, nothing between them */
     for (int r = 0; r < reps; r++)
-        b2b[r] = (double)params / adam_pass(&b, pool, var, reps + 2 + r);
+        b2b[r] = (double)params / bench_adam_pass(&b, pool, var, reps + 2 + r);
     double b2b_pps = bench_median(b2b, reps);
     double adam_gbps = bench_median(adam, reps), tri_gbps = bench_median(tri, reps);
     double probe_gbps = bench_median(probe, reps), rp = bench_median(rprobe, reps);
@@ -349,7 +341,7 @@ int cmd_bench_adam(int argc, char **argv)
     double crel_s[2] = {-1, -1}, cstep_s[2] = {-1, -1}; /* parameters in device, host memory */
     if (bench_flag(argc, argv, "clipped-step")) {
         bench_triad_destroy(triad), triad = NULL; /* give the memory back first */
-        bench_free(&b);
+        bench_adam_free(&b);
         printf("  whole clipped step through the runtime (fp32 parameters, clipping 1.0): the "
                "backward release (gradient copy, accumulation and the norm's sums), zt_step "
                "(clip, Adam, the new parameters to their home)\n");
@@ -367,7 +359,7 @@ int cmd_bench_adam(int argc, char **argv)
     double floor_ratio = -1;
     if (nvme) {
         bench_triad_destroy(triad), triad = NULL; /* give the memory back first */
-        bench_free(&b);
+        bench_adam_free(&b);
         double mem_s = (double)params * bytes_per_param / (adam_gbps * 1e9);
         if (nvme_rounds(nvme, params, threads, reps, mem_s, moved, &step_s, &floor_s, &rbw, &wbw,
                         &floor_ratio) != 0) {
@@ -406,7 +398,7 @@ int cmd_bench_adam(int argc, char **argv)
         printf("}\n");
     }
     bench_triad_destroy(triad);
-    bench_free(&b); /* nothing where already given back */
+    bench_adam_free(&b); /* nothing where already given back */
     zt_threadpool_destroy(pool);
     return 0;
 }

@@ -10,8 +10,8 @@
  *     call to the data being usable.
  * Rounds are interleaved (limit, backend, fetch, ...); medians and ratios to the limit are
  * printed, and a ratio above 1.05 is flagged: it means the limit is not one. */
-#include "device/device.h"
 #include "tools/bench_common.h"
+#include "tools/bench_copy.h"
 #include "tools/commands.h"
 
 #include "ztier.h"
@@ -26,27 +26,38 @@
 double bench_cuda_raw_copy(void *dev_ptr, void *host_ptr, size_t bytes, int h2d);
 #endif
 
-typedef struct copy_ctx {
-    zt_device *dev;
-    zt_stream *stream;
-    void *host, *device, *host2;
-    size_t bytes;
-    int cuda;
-} copy_ctx;
-
-static double time_copy(copy_ctx *c, zt_copy_kind kind)
+double bench_copy_backend(bench_copy_bufs *c, zt_copy_kind kind)
 {
     zt_error err;
     double t0 = bench_now();
-    if (kind == ZT_COPY_H2D)
-        zt_device_copy_sync(c->dev, c->device, c->host, c->bytes, kind, c->stream, &err);
-    else
-        zt_device_copy_sync(c->dev, c->host, c->device, c->bytes, kind, c->stream, &err);
+    zt_status st =
+        kind == ZT_COPY_H2D
+            ? zt_device_copy_sync(c->dev, c->device, c->host, c->bytes, kind, c->stream, &err)
+            : zt_device_copy_sync(c->dev, c->host, c->device, c->bytes, kind, c->stream, &err);
+    if (st != ZT_OK)
+        return fprintf(stderr, "ztier bench: a copy: %s\n", err.msg), -1;
     return (double)c->bytes / (bench_now() - t0) / 1e9;
 }
 
-/* The physical limit of a copy in direction kind over the same buffers. */
-static double time_limit(copy_ctx *c, zt_copy_kind kind)
+double bench_copy_both(bench_copy_bufs *c)
+{
+    zt_error err = {0};
+    double t0 = bench_now();
+    zt_status st =
+        zt_device_memcpy_async(c->dev, c->device, c->host, c->bytes, ZT_COPY_H2D, c->stream, &err);
+    if (st == ZT_OK)
+        st = zt_device_memcpy_async(c->dev, c->host2, c->device2, c->bytes, ZT_COPY_D2H, c->stream2,
+                                    &err);
+    if (st == ZT_OK)
+        st = zt_device_stream_synchronize(c->dev, c->stream, &err);
+    if (st == ZT_OK)
+        st = zt_device_stream_synchronize(c->dev, c->stream2, &err);
+    if (st != ZT_OK)
+        return fprintf(stderr, "ztier bench: copies both ways at once: %s\n", err.msg), -1;
+    return 2.0 * (double)c->bytes / (bench_now() - t0) / 1e9;
+}
+
+double bench_copy_limit(bench_copy_bufs *c, zt_copy_kind kind)
 {
 #ifdef ZT_HAVE_CUDA
     if (c->cuda)
@@ -60,19 +71,23 @@ static double time_limit(copy_ctx *c, zt_copy_kind kind)
     return (double)c->bytes / (bench_now() - t0) / 1e9;
 }
 
-static int setup(copy_ctx *c, const char *backend, size_t bytes)
+int bench_copy_open(bench_copy_bufs *c, const char *backend, size_t bytes, int local_rank,
+                    int local_size, const char *cmd)
 {
     zt_error err = {0};
     const zt_device_iface *iface = zt_device_find(backend, &err);
-    zt_device_config dc = {(uint64_t)bytes * 2, -1, 1, NULL, 0, 1};
+    zt_device_config dc = {(uint64_t)bytes * 2, -1, 1, NULL, local_rank, local_size};
+    memset(c, 0, sizeof *c);
     c->bytes = bytes;
     c->cuda = iface && !strcmp(iface->name, "cuda");
     if (!iface || iface->create(&dc, &c->dev, &err) != ZT_OK ||
         zt_device_stream_create(c->dev, &c->stream, &err) != ZT_OK ||
+        zt_device_stream_create(c->dev, &c->stream2, &err) != ZT_OK ||
         zt_device_host_alloc(c->dev, bytes, &c->host, &err) != ZT_OK ||
         zt_device_host_alloc(c->dev, bytes, &c->host2, &err) != ZT_OK ||
-        zt_device_alloc(c->dev, bytes, &c->device, &err) != ZT_OK) {
-        fprintf(stderr, "ztier bench copy: %s\n", err.msg);
+        zt_device_alloc(c->dev, bytes, &c->device, &err) != ZT_OK ||
+        zt_device_alloc(c->dev, bytes, &c->device2, &err) != ZT_OK) {
+        fprintf(stderr, "%s: %s\n", cmd, err.msg);
         return -1;
     }
     memset(c->host, 1, bytes);
@@ -80,18 +95,24 @@ static int setup(copy_ctx *c, const char *backend, size_t bytes)
     return 0;
 }
 
-static void teardown(copy_ctx *c)
+void bench_copy_close(bench_copy_bufs *c)
 {
     if (!c->dev)
         return;
-    zt_device_free(c->dev, c->device);
+    if (c->device)
+        zt_device_free(c->dev, c->device);
+    if (c->device2)
+        zt_device_free(c->dev, c->device2);
     if (c->host)
         zt_device_host_free(c->dev, c->host);
     if (c->host2)
         zt_device_host_free(c->dev, c->host2);
     if (c->stream)
         zt_device_stream_destroy(c->dev, c->stream);
+    if (c->stream2)
+        zt_device_stream_destroy(c->dev, c->stream2);
     zt_device_destroy(c->dev);
+    c->dev = NULL;
 }
 
 /* ---- the runtime's fetch path ---------------------------------------------------------- */
@@ -163,22 +184,23 @@ int cmd_bench_copy(int argc, char **argv)
     backend = backend ? backend : "host";
     int reps = bench_arg(argc, argv, "reps") ? atoi(bench_arg(argc, argv, "reps")) : 5;
     reps = reps < 3 ? 3 : reps > 64 ? 64 : reps;
-    copy_ctx c = {0};
+    bench_copy_bufs c = {0};
     fetch_ctx f = {0};
-    if (setup(&c, backend, (size_t)size) != 0 || fetch_setup(&f, backend, (size_t)size) != 0) {
-        teardown(&c);
+    if (bench_copy_open(&c, backend, (size_t)size, 0, 1, "ztier bench copy") != 0 ||
+        fetch_setup(&f, backend, (size_t)size) != 0) {
+        bench_copy_close(&c);
         zt_runtime_destroy(f.rt);
         return 1;
     }
     /* warm-up */
-    time_limit(&c, ZT_COPY_H2D), time_copy(&c, ZT_COPY_H2D), time_fetch(&f);
+    bench_copy_limit(&c, ZT_COPY_H2D), bench_copy_backend(&c, ZT_COPY_H2D), time_fetch(&f);
     double lh[64], ld[64], h2d[64], d2h[64], fe[64], rh[64], rd[64], rf[64];
     for (int i = 0; i < reps; i++) {
-        lh[i] = time_limit(&c, ZT_COPY_H2D);
-        h2d[i] = time_copy(&c, ZT_COPY_H2D);
+        lh[i] = bench_copy_limit(&c, ZT_COPY_H2D);
+        h2d[i] = bench_copy_backend(&c, ZT_COPY_H2D);
         fe[i] = time_fetch(&f);
-        ld[i] = time_limit(&c, ZT_COPY_D2H);
-        d2h[i] = time_copy(&c, ZT_COPY_D2H);
+        ld[i] = bench_copy_limit(&c, ZT_COPY_D2H);
+        d2h[i] = bench_copy_backend(&c, ZT_COPY_D2H);
         rh[i] = h2d[i] / lh[i];
         rf[i] = fe[i] / lh[i];
         rd[i] = d2h[i] / ld[i];
@@ -203,7 +225,7 @@ int cmd_bench_copy(int argc, char **argv)
                bench_median(ld, reps), bench_median(h2d, reps), bench_median(d2h, reps),
                bench_median(fe, reps), bench_median(rh, reps), bench_median(rd, reps),
                bench_median(rf, reps));
-    teardown(&c);
+    bench_copy_close(&c);
     zt_runtime_destroy(f.rt);
     return 0;
 }

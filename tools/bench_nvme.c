@@ -8,6 +8,7 @@
  * (see fio_depths: a fio run at ztier's depth alone is not every device's limit). */
 #include "tiers/swap.h"
 #include "tools/bench_common.h"
+#include "tools/bench_nvme.h"
 #include "tools/commands.h"
 
 #include <jansson.h>
@@ -20,10 +21,8 @@
 #define FIO_DEPTHS 4
 
 typedef struct nvme_opts {
-    const char *path;
-    uint64_t size, block;
-    int qd, reps, json;
-    zt_io_engine_kind engine;
+    bench_nvme_spec s;
+    int reps, json;
 } nvme_opts;
 
 static int parse(int argc, char **argv, nvme_opts *o)
@@ -34,28 +33,29 @@ static int parse(int argc, char **argv, nvme_opts *o)
     if (bench_check_args(argc, argv, known, flags) != 0)
         return -1;
     *o = (nvme_opts){
-        ".", 1ull << 30, 1u << 20, 32, 3, bench_flag(argc, argv, "json"), ZT_IO_ENGINE_AUTO};
+        {".", 1ull << 30, 1u << 20, 32, ZT_IO_ENGINE_AUTO, 0}, 3, bench_flag(argc, argv, "json")};
     const char *v;
     if ((v = bench_arg(argc, argv, "path")))
-        o->path = v;
-    if ((v = bench_arg(argc, argv, "size")) && (bench_parse_size(v, &o->size) || o->size < 4096))
+        o->s.path = v;
+    if ((v = bench_arg(argc, argv, "size")) &&
+        (bench_parse_size(v, &o->s.size) || o->s.size < 4096))
         return fprintf(stderr, "ztier bench nvme: --size '%s' is not a size >= 4K\n", v), -1;
     if ((v = bench_arg(argc, argv, "block-size")) &&
-        (bench_parse_size(v, &o->block) || o->block % 4096 || o->block == 0))
+        (bench_parse_size(v, &o->s.block) || o->s.block % 4096 || o->s.block == 0))
         return fprintf(stderr, "ztier bench nvme: --block-size must be a multiple of 4K\n"), -1;
-    if ((v = bench_arg(argc, argv, "queue-depth")) && ((o->qd = atoi(v)) < 1 || o->qd > 4096))
+    if ((v = bench_arg(argc, argv, "queue-depth")) && ((o->s.qd = atoi(v)) < 1 || o->s.qd > 4096))
         return fprintf(stderr, "ztier bench nvme: --queue-depth must be 1..4096\n"), -1;
     if ((v = bench_arg(argc, argv, "reps")))
         o->reps = atoi(v) < 3 ? 3 : atoi(v) > MAX_REPS ? MAX_REPS : atoi(v);
     if ((v = bench_arg(argc, argv, "engine"))) {
         if (!strcmp(v, "uring") || !strcmp(v, "io_uring"))
-            o->engine = ZT_IO_ENGINE_URING;
+            o->s.engine = ZT_IO_ENGINE_URING;
         else if (!strcmp(v, "threads"))
-            o->engine = ZT_IO_ENGINE_THREADS;
+            o->s.engine = ZT_IO_ENGINE_THREADS;
         else if (strcmp(v, "auto"))
             return fprintf(stderr, "ztier bench nvme: --engine is uring, threads or auto\n"), -1;
     }
-    o->size = (o->size + o->block - 1) / o->block * o->block;
+    o->s.size = (o->s.size + o->s.block - 1) / o->s.block * o->s.block;
     return 0;
 }
 
@@ -76,8 +76,8 @@ static double run_fio(const nvme_opts *o, const fio_target *t, const char *rw, i
              "fio --name=ztier-bench --filename='%s' --offset=%llu --ioengine=io_uring "
              "--direct=1 --rw=%s --bs=%llu --iodepth=%d --size=%llu --numjobs=1 "
              "--overwrite=1 --fixedbufs --registerfiles --output-format=json 2>/dev/null",
-             t->file, (unsigned long long)t->offset, rw, (unsigned long long)o->block, qd,
-             (unsigned long long)o->size);
+             t->file, (unsigned long long)t->offset, rw, (unsigned long long)o->s.block, qd,
+             (unsigned long long)o->s.size);
     FILE *p = popen(cmd, "r");
     if (!p)
         return -1;
@@ -101,11 +101,11 @@ static double run_fio(const nvme_opts *o, const fio_target *t, const char *rw, i
 static int fio_depths(const nvme_opts *o, int depth[FIO_DEPTHS])
 {
     int n = 0;
-    uint64_t blocks = o->size / o->block, deep = (uint64_t)o->qd * 8;
+    uint64_t blocks = o->s.size / o->s.block, deep = (uint64_t)o->s.qd * 8;
     deep = deep < blocks ? deep : blocks;
-    const int want[FIO_DEPTHS] = {1, 4, o->qd, (int)(deep < 1024 ? deep : 1024)};
+    const int want[FIO_DEPTHS] = {1, 4, o->s.qd, (int)(deep < 1024 ? deep : 1024)};
     for (int k = 0; k < FIO_DEPTHS; k++)
-        if ((k == FIO_DEPTHS - 1 || want[k] <= o->qd) && (n == 0 || want[k] > depth[n - 1]))
+        if ((k == FIO_DEPTHS - 1 || want[k] <= o->s.qd) && (n == 0 || want[k] > depth[n - 1]))
             depth[n++] = want[k];
     return n;
 }
@@ -139,56 +139,53 @@ static int usual_depth(const int *qd, int reps)
     return best;
 }
 
-typedef struct ztier_run {
-    zt_swap *sw;
-    zt_swap_extent x;
-    void *buf;
-} ztier_run;
-
-static double run_ztier(ztier_run *z, const nvme_opts *o, int write)
+double bench_nvme_run(bench_nvme_file *z, int write)
 {
     zt_swap_io io;
     zt_error err = {0};
     double t0 = bench_now();
-    zt_status st = write ? zt_swap_write(z->sw, &z->x, z->buf, o->size, &io, &err)
-                         : zt_swap_read(z->sw, &z->x, z->buf, o->size, &io, &err);
+    zt_status st = write ? zt_swap_write(z->sw, &z->x, z->buf, z->size, &io, &err)
+                         : zt_swap_read(z->sw, &z->x, z->buf, z->size, &io, &err);
     if (st == ZT_OK)
         st = zt_swap_wait(z->sw, &io, &err);
     if (st != ZT_OK) {
-        fprintf(stderr, "ztier bench nvme: %s\n", err.msg);
+        fprintf(stderr, "ztier bench: %s\n", err.msg);
         return -1;
     }
-    return (double)o->size / (bench_now() - t0) / 1e9;
+    return (double)z->size / (bench_now() - t0) / 1e9;
 }
 
 /* fio's best (1 without fio: t NULL) and ztier's GB/s for one direction, fio first when
  * fio_first. */
-static void measure_pair(ztier_run *z, const nvme_opts *o, const fio_target *t, int write,
+static void measure_pair(bench_nvme_file *z, const nvme_opts *o, const fio_target *t, int write,
                          int fio_first, double *fio, double *ztier, int *fio_qd)
 {
     if (!fio_first)
-        *ztier = run_ztier(z, o, write);
+        *ztier = bench_nvme_run(z, write);
     *fio = t ? best_fio(o, t, write ? "write" : "read", fio_qd) : 1;
     if (fio_first)
-        *ztier = run_ztier(z, o, write);
+        *ztier = bench_nvme_run(z, write);
 }
 
-static int open_ztier(ztier_run *z, const nvme_opts *o)
+int bench_nvme_open(bench_nvme_file *z, const bench_nvme_spec *o, const char *cmd)
 {
     zt_swap_config c;
     memset(&c, 0, sizeof c);
+    memset(z, 0, sizeof *z);
     c.paths[0] = o->path;
     c.n_paths = 1;
     c.tag = "bench";
+    c.rank = o->rank;
     c.block_size = o->block;
     c.queue_depth = o->qd;
     c.threads = o->qd < 16 ? o->qd : 16;
     c.engine = o->engine;
+    z->size = o->size;
     zt_error err = {0};
     if (zt_swap_create(&c, o->size, &z->sw, &err) != ZT_OK ||
         zt_swap_alloc(z->sw, o->size, "benchmark", &z->x, &err) != ZT_OK ||
         posix_memalign(&z->buf, 4096, o->size) != 0) {
-        fprintf(stderr, "ztier bench nvme: %s\n", err.msg[0] ? err.msg : "out of memory");
+        fprintf(stderr, "%s: %s\n", cmd, err.msg[0] ? err.msg : "out of memory");
         return -1;
     }
     /* incompressible data, as optimizer state is (a mostly-zero buffer is written and read
@@ -201,6 +198,13 @@ static int open_ztier(ztier_run *z, const nvme_opts *o)
     size_t len = o->size;
     zt_swap_register_buffers(z->sw, &z->buf, &len, 1); /* as the runtime does */
     return 0;
+}
+
+void bench_nvme_close(bench_nvme_file *z)
+{
+    zt_swap_destroy(z->sw);
+    free(z->buf);
+    z->sw = NULL, z->buf = NULL;
 }
 
 static void report(const nvme_opts *o, const char *engine, int have_fio,
@@ -218,8 +222,8 @@ static void report(const nvme_opts *o, const char *engine, int have_fio,
     char sz[32], bs[32];
     printf("ztier bench nvme: %s in '%s', block %s, queue depth %d, O_DIRECT, engine %s, "
            "%d interleaved rounds\n",
-           bench_fmt_bytes(o->size, sz, sizeof sz), o->path,
-           bench_fmt_bytes(o->block, bs, sizeof bs), o->qd, engine, o->reps);
+           bench_fmt_bytes(o->s.size, sz, sizeof sz), o->s.path,
+           bench_fmt_bytes(o->s.block, bs, sizeof bs), o->s.qd, engine, o->reps);
     int wq = usual_depth(fio_qd[0], o->reps), rq = usual_depth(fio_qd[1], o->reps);
     if (have_fio) {
         int depth[FIO_DEPTHS], n = fio_depths(o, depth);
@@ -247,13 +251,14 @@ static void report(const nvme_opts *o, const char *engine, int have_fio,
                "\"read_gbps\":%.4f,\"write_gbps\":%.4f,\"fio_read_gbps\":%.4f,"
                "\"fio_write_gbps\":%.4f,\"read_ratio\":%.4f,\"write_ratio\":%.4f,"
                "\"fio_read_depth\":%d,\"fio_write_depth\":%d}\n",
-               (unsigned long long)o->size, (unsigned long long)o->block, o->qd, engine, zr, zw, fr,
-               fw, rr, rw, rq, wq);
+               (unsigned long long)o->s.size, (unsigned long long)o->s.block, o->s.qd, engine, zr,
+               zw, fr, fw, rr, rw, rq, wq);
     else
         printf("{\"size\":%llu,\"block_size\":%llu,\"queue_depth\":%d,\"engine\":\"%s\","
                "\"read_gbps\":%.4f,\"write_gbps\":%.4f,\"fio_read_gbps\":null,"
                "\"fio_write_gbps\":null,\"read_ratio\":null,\"write_ratio\":null}\n",
-               (unsigned long long)o->size, (unsigned long long)o->block, o->qd, engine, zr, zw);
+               (unsigned long long)o->s.size, (unsigned long long)o->s.block, o->s.qd, engine, zr,
+               zw);
 }
 
 int cmd_bench_nvme(int argc, char **argv)
@@ -261,10 +266,9 @@ int cmd_bench_nvme(int argc, char **argv)
     nvme_opts o;
     if (parse(argc, argv, &o) != 0)
         return 2;
-    ztier_run z = {0};
-    if (open_ztier(&z, &o) != 0) {
-        zt_swap_destroy(z.sw);
-        free(z.buf);
+    bench_nvme_file z;
+    if (bench_nvme_open(&z, &o.s, "ztier bench nvme") != 0) {
+        bench_nvme_close(&z);
         return 1;
     }
     int have_fio = system("fio --version >/dev/null 2>&1") == 0;
@@ -272,9 +276,9 @@ int cmd_bench_nvme(int argc, char **argv)
     int fio_qd[2][MAX_REPS] = {{0}}; /* the depth of fio's best write, read */
     fio_target t;
     t.file = zt_swap_locate(z.sw, &z.x, 0, &t.offset); /* one folder: one file, contiguous */
-    run_ztier(&z, &o, 1), run_ztier(&z, &o, 0);        /* warm-up: allocation, first touch */
+    bench_nvme_run(&z, 1), bench_nvme_run(&z, 0);      /* warm-up: allocation, first touch */
     if (have_fio)
-        run_fio(&o, &t, "write", o.qd), run_fio(&o, &t, "read", o.qd);
+        run_fio(&o, &t, "write", o.s.qd), run_fio(&o, &t, "read", o.s.qd);
     int ok = 1;
     for (int i = 0; i < o.reps && ok; i++) {
         int fio_first = i % 2 == 0; /* writes, then reads */
@@ -287,7 +291,6 @@ int cmd_bench_nvme(int argc, char **argv)
         report(&o, engine, have_fio, (const double(*)[MAX_REPS])v, (const int(*)[MAX_REPS])fio_qd);
     else
         fprintf(stderr, "ztier bench nvme: a run failed (see above)\n");
-    zt_swap_destroy(z.sw);
-    free(z.buf);
+    bench_nvme_close(&z);
     return ok ? 0 : 1;
 }

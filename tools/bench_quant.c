@@ -11,6 +11,7 @@
 #include "core/threadpool.h"
 #include "core/quant.h"
 #include "tools/bench_common.h"
+#include "tools/bench_quant.h"
 #include "tools/commands.h"
 
 #include <stdio.h>
@@ -22,14 +23,16 @@
 
 static zt_threadpool *pool;
 
-static double time_quant(zt_quant_variant v, const float *x, int64_t n, int8_t *q, float *s)
+double bench_quant8_s(zt_threadpool *pool, zt_quant_variant v, const float *x, int64_t n, int8_t *q,
+                      float *s)
 {
     double t0 = bench_now();
     zt_quant8_parallel(pool, v, x, ZT_F32, n, 256, q, s);
     return bench_now() - t0;
 }
 
-static double time_dequant(zt_quant_variant v, const int8_t *q, const float *s, int64_t n, float *y)
+double bench_dequant8_s(zt_threadpool *pool, zt_quant_variant v, const int8_t *q, const float *s,
+                        int64_t n, float *y)
 {
     double t0 = bench_now();
     zt_dequant8_parallel(pool, v, q, s, n, 256, y, ZT_F32);
@@ -124,11 +127,12 @@ int cmd_bench_quant(int argc, char **argv)
         if (!zt_quant_variant_supported(var))
             continue;
         double mq[REPS], md[REPS], mm[REPS], r[REPS];
-        time_quant(var, x, n, q, s), time_dequant(var, q, s, n, y); /* warm-up */
+        bench_quant8_s(pool, var, x, n, q, s),
+            bench_dequant8_s(pool, var, q, s, n, y); /* warm-up */
         for (int i = 0; i < REPS; i++) {
             mm[i] = 2.0 * (double)bytes / time_memcpy(b, a, bytes) / 1e9;
-            mq[i] = qbytes / time_quant(var, x, n, q, s) / 1e9;
-            md[i] = qbytes / time_dequant(var, q, s, n, y) / 1e9;
+            mq[i] = qbytes / bench_quant8_s(pool, var, x, n, q, s) / 1e9;
+            md[i] = qbytes / bench_dequant8_s(pool, var, q, s, n, y) / 1e9;
             r[i] = (mq[i] < md[i] ? mq[i] : md[i]) / mm[i];
         }
         double gq = bench_median(mq, REPS), gd = bench_median(md, REPS),

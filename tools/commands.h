@@ -17,6 +17,7 @@ int cmd_bench_nvme(int argc, char **argv);
 int cmd_bench_gpt2(int argc, char **argv);
 int cmd_bench_quant(int argc, char **argv);
 int cmd_bench_act(int argc, char **argv);
+int cmd_bench_profile(int argc, char **argv);
 
 /* Each bench subcommand adds one line here and its file to tools/CMakeLists.txt. */
 #define ZT_BENCH_COMMANDS                                                                          \
@@ -26,6 +27,7 @@ int cmd_bench_act(int argc, char **argv);
         {"bench", "quant", cmd_bench_quant, "ZeRO++ int8/int4 (de)quantization vs memcpy"},        \
         {"bench", "prefetch", cmd_bench_prefetch, "stall of an offloaded stack (--backend cuda)"}, \
         {"bench", "gpt2", cmd_bench_gpt2, "GPT-2 step: resident vs NVMe offload"},                 \
-        {"bench", "act", cmd_bench_act, "GPT-2 full checkpoints: kept vs host vs NVMe"},
+        {"bench", "act", cmd_bench_act, "GPT-2 full checkpoints: kept vs host vs NVMe"},           \
+        {"bench", "profile", cmd_bench_profile, "the machine profile `ztier plan` reads (--out)"},
 
 #endif

@@ -6,6 +6,7 @@
 // at the call (as CUDA stages it), and a copy into pageable memory returns only when done.
 #include "internal.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -277,7 +278,12 @@ cudaError_t cudaEventRecord(cudaEvent_t h, cudaStream_t sh)
              stream_name(s.get()).c_str(), s->device);
         return api_result(cudaErrorInvalidResourceHandle);
     }
-    e->seq = enqueue(lk, s.get(), "cudaEventRecord", {}, [] {});
+    auto stamp = std::make_shared<double>(0.0);
+    e->seq = enqueue(lk, s.get(), "cudaEventRecord", {}, [stamp] {
+        *stamp = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+                     .count();
+    });
+    e->stamp = stamp;
     e->stream = s;
     e->clock = s->clock;
     e->recorded = true;
@@ -311,6 +317,34 @@ cudaError_t cudaEventSynchronize(cudaEvent_t h)
     uint64_t seq = e->seq;
     st.done.wait(lk, [&] { return s->completed >= seq; });
     host_observed(c);
+    return cudaSuccess;
+}
+
+// The time between two completed records, as the device clock would have it: the steady
+// clock when each stream ran its record. Events made with cudaEventDisableTiming, or never
+// recorded, are invalid handles here (CUDA's rule); one not complete yet answers "not
+// ready" without recording an error, as cudaEventQuery does.
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+    ENTER("cudaEventElapsedTime");
+    if (!ms)
+        return api_result(cudaErrorInvalidValue);
+    Event *a = event_of(start), *b = event_of(end);
+    if (!a || !b)
+        return api_result(cudaErrorInvalidResourceHandle);
+    if ((a->flags | b->flags) & cudaEventDisableTiming) {
+        note("cudaEventElapsedTime: an event created with cudaEventDisableTiming");
+        return api_result(cudaErrorInvalidResourceHandle);
+    }
+    if (!a->recorded || !b->recorded) {
+        note("cudaEventElapsedTime: an event never recorded");
+        return api_result(cudaErrorInvalidResourceHandle);
+    }
+    if (a->stream->completed < a->seq || b->stream->completed < b->seq)
+        return cudaErrorNotReady;
+    host_observed(a->clock);
+    host_observed(b->clock);
+    *ms = (float)((*b->stamp - *a->stamp) * 1e3);
     return cudaSuccess;
 }
 

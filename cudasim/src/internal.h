@@ -111,6 +111,9 @@ struct Event {
     std::shared_ptr<Stream> stream;
     uint64_t seq = 0; // complete once stream->completed reaches it
     VClock clock;
+    // the steady clock (seconds) when the stream ran the latest record, written by the
+    // stream's worker; each record gets its own, so a destroyed event leaves it to the op
+    std::shared_ptr<double> stamp;
 };
 
 struct Pool {

@@ -86,6 +86,58 @@ static void test_event_wait_orders_streams_and_queries_follow(void **state)
     assert_int_equal(cudasim_findings(), 0);
 }
 
+static void CUDART_CB sleep_50ms(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {0, 50 * 1000000};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* cudaEventElapsedTime: the stream's time between two records (50 ms of work queued
+ * between them, measured against the host's clock around the whole), "not ready" before the
+ * later one completes (no error recorded), and CUDA's refusals: an event created with
+ * cudaEventDisableTiming, one never recorded. */
+static void test_event_elapsed_time(void **state)
+{
+    (void)state;
+    cudaEvent_t a, b, untimed, never;
+    assert_int_equal(cudaEventCreate(&a), cudaSuccess);
+    assert_int_equal(cudaEventCreate(&b), cudaSuccess);
+    assert_int_equal(cudaEventCreate(&never), cudaSuccess);
+    assert_int_equal(cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming), cudaSuccess);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    atomic_store(&gate, 0);
+    assert_int_equal(cudaEventRecord(a, s1), cudaSuccess);
+    assert_int_equal(cudaLaunchHostFunc(s1, sleep_50ms, NULL), cudaSuccess);
+    assert_int_equal(cudaLaunchHostFunc(s1, wait_gate, NULL), cudaSuccess);
+    assert_int_equal(cudaEventRecord(b, s1), cudaSuccess);
+    assert_int_equal(cudaEventRecord(untimed, s1), cudaSuccess);
+    float ms = -1;
+    assert_int_equal(cudaEventElapsedTime(&ms, a, b), cudaErrorNotReady);
+    assert_int_equal(cudaGetLastError(), cudaSuccess); /* "not ready" is not an error */
+    atomic_store(&gate, 1);
+    assert_int_equal(cudaEventSynchronize(b), cudaSuccess);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double host_ms =
+        (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    assert_int_equal(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
+    print_message("elapsed %.3f ms on the stream, %.3f ms on the host around it\n", (double)ms,
+                  host_ms);
+    assert_true(ms >= 50.0f && (double)ms <= host_ms);
+    assert_int_equal(cudaEventElapsedTime(&ms, b, a), cudaSuccess); /* reversed: negative */
+    assert_true(ms <= -50.0f);
+    assert_int_equal(cudaEventElapsedTime(&ms, a, untimed), cudaErrorInvalidResourceHandle);
+    assert_int_equal(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+    assert_int_equal(cudaEventElapsedTime(&ms, never, b), cudaErrorInvalidResourceHandle);
+    assert_int_equal(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+    assert_int_equal(cudaEventElapsedTime(NULL, a, b), cudaErrorInvalidValue);
+    assert_int_equal(cudaGetLastError(), cudaErrorInvalidValue);
+    cudaEventDestroy(a), cudaEventDestroy(b), cudaEventDestroy(untimed), cudaEventDestroy(never);
+    assert_int_equal(cudasim_findings(), 0);
+}
+
 /* A blocking stream and the NULL stream wait for each other ... */
 static void test_null_stream_orders_blocking_streams(void **state)
 {
@@ -303,6 +355,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_event_wait_orders_streams_and_queries_follow),
+        cmocka_unit_test(test_event_elapsed_time),
         cmocka_unit_test(test_null_stream_orders_blocking_streams),
         cmocka_unit_test(test_non_blocking_stream_is_not_ordered_with_null_stream),
         cmocka_unit_test(test_last_error_and_injection),

@@ -2,6 +2,7 @@
 /* The host device backend: budgeted allocation, in-order asynchronous copies on worker
  * threads, events and cross-stream waits, and its cast/scale kernels. */
 #include "core/convert.h"
+#include "core/time.h"
 #include "device/device.h"
 
 #include <setjmp.h>
@@ -10,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -136,6 +138,53 @@ static void test_event_orders_two_streams(void **state)
     free(a), free(b), free(c);
 }
 
+static void sleep_30ms(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {0, 30 * 1000000};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* Timed events: the seconds between the stream reaching two records (30 ms of work between
+ * them, within the host's clock around the whole; a record on an idle stream takes the time
+ * at once), and the refusals (an untimed event, one never recorded, one not complete). */
+static void test_timed_events(void **state)
+{
+    (void)state;
+    zt_device *dev = make_device(1 << 20);
+    zt_error err = {0};
+    zt_stream *s;
+    zt_event *a, *b, *untimed, *never;
+    assert_true(zt_device_can_time(dev));
+    assert_int_equal(zt_device_stream_create(dev, &s, &err), ZT_OK);
+    assert_int_equal(zt_device_event_create_timed(dev, &a, &err), ZT_OK);
+    assert_int_equal(zt_device_event_create_timed(dev, &b, &err), ZT_OK);
+    assert_int_equal(zt_device_event_create_timed(dev, &never, &err), ZT_OK);
+    assert_int_equal(zt_device_event_create(dev, &untimed, &err), ZT_OK);
+    double t0 = zt_now_s(), secs = -1;
+    assert_int_equal(zt_device_event_record(dev, a, s, &err), ZT_OK); /* idle: now */
+    assert_int_equal(zt_device_launch_host_fn(dev, s, sleep_30ms, NULL, &err), ZT_OK);
+    assert_int_equal(zt_device_event_record(dev, b, s, &err), ZT_OK);
+    assert_int_equal(zt_device_event_record(dev, untimed, s, &err), ZT_OK);
+    zt_status early = zt_device_event_elapsed(dev, a, b, &secs, &err);
+    if (early != ZT_OK) /* the usual case: the stream is still in its 30 ms */
+        assert_non_null(strstr(err.msg, "not complete yet"));
+    assert_int_equal(zt_device_event_synchronize(dev, b, &err), ZT_OK);
+    double host = zt_now_s() - t0;
+    assert_int_equal(zt_device_event_elapsed(dev, a, b, &secs, &err), ZT_OK);
+    print_message("timed: %.4f s on the stream, %.4f s on the host around it\n", secs, host);
+    assert_true(secs >= 0.030 && secs <= host);
+    assert_int_equal(zt_device_event_elapsed(dev, a, untimed, &secs, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "not made by event_create_timed"));
+    assert_int_equal(zt_device_event_elapsed(dev, never, b, &secs, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "never recorded"));
+    zt_device_event_destroy(dev, a), zt_device_event_destroy(dev, b);
+    zt_device_event_destroy(dev, never), zt_device_event_destroy(dev, untimed);
+    zt_device_stream_destroy(dev, s);
+    zt_device_destroy(dev);
+}
+
 static void test_cast_and_scale_kernels(void **state)
 {
     (void)state;
@@ -182,6 +231,7 @@ int main(void)
         cmocka_unit_test(test_freed_blocks_are_reused),
         cmocka_unit_test(test_copies_run_in_order),
         cmocka_unit_test(test_event_orders_two_streams),
+        cmocka_unit_test(test_timed_events),
         cmocka_unit_test(test_cast_and_scale_kernels),
         cmocka_unit_test(test_find_backend),
     };

@@ -14,6 +14,7 @@
  *  - bad ratios are refused with ZT_ERR_CONFIG naming the key.
  * ZT_TEST_SPLIT_BACKEND=cuda runs it all with the cuda backend (the stand-in in CI). */
 #include "core/convert.h"
+#include "core/log.h"
 #include "mlp_weights.h"
 #include "runtime/estimate.h"
 #include "runtime/runtime.h" /* the layers' placement */
@@ -84,6 +85,11 @@ static zt_runtime *make(const char *cfg, minimal_model *m)
 static void quadratic_micro_step(zt_runtime *rt, const minimal_model *m, int k)
 {
     zt_error err = {0};
+    for (int l = 0; l < MLP_LAYERS; l++) { /* a forward pass (nothing computed): timed */
+        zt_layer_view v;
+        assert_int_equal(zt_fetch(rt, m->layer[l], ZT_FORWARD, &v), ZT_OK);
+        assert_int_equal(zt_release(rt, m->layer[l], ZT_FORWARD), ZT_OK);
+    }
     for (int l = MLP_LAYERS - 1; l >= 0; l--) {
         zt_layer_view v;
         assert_int_equal(zt_fetch(rt, m->layer[l], ZT_BACKWARD, &v), ZT_OK);
@@ -137,12 +143,15 @@ typedef struct run_out {
     int on_device[MLP_LAYERS];             /* the layers' placement */
     double device_share;                   /* of the elements, from the layers' sizes */
     double auto_ratio, cpu_rate, dev_rate; /* "auto": the choice and the rates measured */
+    double forward_min;                    /* the smallest forward time recorded */
+    int shard[MLP_LAYERS];                 /* the layers' elements */
+    int max_device_layers;                 /* what the budget holds, for a re-split */
 } run_out;
 
-static void run(const char *cfg, run_out *o)
+static void run_with(const zt_options *opts, const char *cfg, run_out *o)
 {
     minimal_model m;
-    zt_runtime *rt = make(cfg, &m);
+    zt_runtime *rt = rt_fixture_mlp(opts, cfg, &dims, 5, &m);
     train(rt, &m, 0, STEPS);
     mlp_weights_read_or_fail(rt, &m, &o->w);
     o->stats = (zt_stats)ZT_STATS_INIT;
@@ -153,6 +162,7 @@ static void run(const char *cfg, run_out *o)
     for (int l = 0; l < MLP_LAYERS; l++) {
         const zt_layer *L = &rt->reg.layers[m.layer[l]];
         o->on_device[l] = L->opt_device;
+        o->shard[l] = (int)L->shard_numel;
         total += (double)L->shard_numel;
         dev += L->opt_device ? (double)L->shard_numel : 0;
     }
@@ -160,7 +170,25 @@ static void run(const char *cfg, run_out *o)
     o->auto_ratio = rt->opt.auto_ratio;
     o->cpu_rate = rt->opt.cpu_rate;
     o->dev_rate = rt->opt.dev_rate;
+    o->forward_min = rt->fwd.min_s;
+    o->max_device_layers = rt->opt.split_max_layers;
     zt_runtime_destroy(rt);
+}
+
+static void run(const char *cfg, run_out *o) { run_with(NULL, cfg, o); }
+
+/* The rule of "auto" with the overlapped step, from the layers' sizes: the fewest first
+ * layers on the device that leave the CPU a share its Adam updates within the forward. */
+static int layers_for_forward(const run_out *o, double forward_s, double cpu_rate)
+{
+    for (int k = 0; k < MLP_LAYERS; k++) {
+        double cpu = 0;
+        for (int l = k; l < MLP_LAYERS; l++)
+            cpu += o->shard[l];
+        if (cpu / cpu_rate <= forward_s)
+            return k;
+    }
+    return MLP_LAYERS;
 }
 
 /* The layers a ratio puts on the device: the first ones, as many as bring their elements
@@ -191,17 +219,21 @@ static void check_split(const run_out *ref, const run_out *o, const char *what, 
         fail_msg("%s: weights differ from the all-CPU optimizer's by %g (tolerance %g)", what, d,
                  tol);
     assert_true(fabs((double)o->info.offload_ratio - (1.0 - o->device_share)) < 1e-6);
+    int k = -1;
     if (ratio < 0) { /* "auto": the CPU's share of the measured rates, both positive */
         assert_true(o->cpu_rate > 0 && o->dev_rate > 0);
         assert_true(fabs(o->auto_ratio - o->cpu_rate / (o->cpu_rate + o->dev_rate)) < 1e-6);
         ratio = o->auto_ratio;
+        if (o->stats.optimizer_resplits) /* overlapped: re-split by the forward time */
+            k = layers_for_forward(o, o->forward_min, o->cpu_rate);
     }
-    int k = expected_device_layers(ratio); /* the first layers, as close as whole ones get */
+    if (k < 0) /* the first layers, as close as whole ones get */
+        k = expected_device_layers(ratio);
     for (int l = 0; l < MLP_LAYERS; l++)
         assert_int_equal(o->on_device[l], l < k);
     int dev_layers = o->on_device[0] + o->on_device[1] + o->on_device[2];
     assert_int_equal(o->info.on_device, dev_layers == MLP_LAYERS);
-    if (dev_layers) /* master, m, v and the accumulator of the device's share */
+    if (dev_layers || o->stats.optimizer_resplits) /* master, m, v, the accumulator: once */
         assert_true(o->stats.device_bytes_peak >= ref->stats.device_bytes_peak + 16 * 816);
 }
 
@@ -225,17 +257,29 @@ static void check_ratios(const char *param, float clip, const char *extra, doubl
     /* "auto" as measured here, and with rates that make it split (ZT_TEST_ADAM_RATES) */
     static const char *const rates[] = {NULL, "1e6,3e6", "3e6,1e6"};
     static const int split_layers[] = {-1, 2, 1};
+    /* overlapped: forward times (ZT_TEST_FORWARD_S) that re-split after step 1 (all on the
+     * CPU: 1 s holds its whole share) and again after step 2 (0.5 ms: fc3's 196 elements at
+     * 1e6/s; fc1 and fc2 on the device) */
+    int overlapped = extra && strstr(extra, "overlap_step") != NULL;
     for (size_t i = 0; i < sizeof rates / sizeof *rates; i++) {
         char what[96];
         snprintf(what, sizeof what, "%s params, ratio auto (%s)", param,
                  rates[i] ? rates[i] : "measured");
         if (rates[i])
             setenv("ZT_TEST_ADAM_RATES", rates[i], 1);
+        if (overlapped && rates[i])
+            setenv("ZT_TEST_FORWARD_S", "1,0.0005", 1);
         run(config(param, "\"auto\"", clip, extra), &o);
         unsetenv("ZT_TEST_ADAM_RATES");
+        unsetenv("ZT_TEST_FORWARD_S");
         check_split(&ref, &o, what, -1, tol);
+        if (overlapped && rates[i]) { /* 2 or 1 layers (the rates) -> 0 -> 2 */
+            assert_int_equal(o.stats.optimizer_resplits, 2);
+            assert_true(o.stats.forward_s == 0.0005);
+        }
         if (split_layers[i] >= 0)
-            assert_int_equal(o.on_device[0] + o.on_device[1] + o.on_device[2], split_layers[i]);
+            assert_int_equal(o.on_device[0] + o.on_device[1] + o.on_device[2],
+                             overlapped ? 2 : split_layers[i]);
         mlp_weights_free(&o.w);
     }
     mlp_weights_free(&ref.w);
@@ -264,6 +308,14 @@ static void test_overlapped(void **state)
 {
     (void)state;
     check_ratios("none", 0.05f, ";, \"overlap_step\": \"on\"", 1e-5);
+}
+
+/* ... with fp32 parameters in host memory, which are the CPU's layers' masters: a layer
+ * moved off the device takes them as its master again. */
+static void test_overlapped_host_params(void **state)
+{
+    (void)state;
+    check_ratios("cpu", 0, ";, \"overlap_step\": \"on\"", 0.0);
 }
 
 /* bf16 parameters and gradients: both optimizers update the same fp32 master (compared
@@ -424,6 +476,88 @@ static void test_share_beyond_the_budget(void **state)
     zt_runtime_destroy(rt);
 }
 
+/* "auto" with the overlapped step follows the forward time (ZT_TEST_FORWARD_S, the rates
+ * from ZT_TEST_ADAM_RATES: the CPU's Adam at 1e6 elements/s): the CPU keeps the largest
+ * share of whole layers it updates within the forward. A slow forward (1 s) leaves it all
+ * (the commit's 2 layers come back), a fast one (10 us) none, 0.5 ms fc3's 196 elements;
+ * after each move the weights are the all-CPU optimizer's, bit for bit. */
+static void test_auto_follows_the_forward(void **state)
+{
+    (void)state;
+    const char *overlap = ";, \"overlap_step\": \"on\"";
+    run_out ref, o;
+    run(config("none", NULL, 0, overlap), &ref);
+    static const char *const forward[] = {"1", "0.00001", "0.0005"};
+    static const int want[] = {0, 3, 2};
+    setenv("ZT_TEST_ADAM_RATES", "1e6,3e6", 1);
+    for (int i = 0; i < 3; i++) {
+        setenv("ZT_TEST_FORWARD_S", forward[i], 1);
+        run(config("none", "\"auto\"", 0, overlap), &o);
+        unsetenv("ZT_TEST_FORWARD_S");
+        int k = layers_for_forward(&o, atof(forward[i]), 1e6);
+        double d = mlp_weights_max_rel_diff(&o.w, &ref.w);
+        print_message("forward %s s: %d %d %d on the device (rule: %d), %llu re-splits, "
+                      "forward_s %g, weights vs all-CPU %g\n",
+                      forward[i], o.on_device[0], o.on_device[1], o.on_device[2], k,
+                      (unsigned long long)o.stats.optimizer_resplits, o.stats.forward_s, d);
+        assert_int_equal(k, want[i]);
+        for (int l = 0; l < MLP_LAYERS; l++)
+            assert_int_equal(o.on_device[l], l < k);
+        /* the commit's split (2 layers) moved once, unless the rule asks for it */
+        assert_int_equal(o.stats.optimizer_resplits, k != 2);
+        assert_true(o.stats.forward_s == atof(forward[i]));
+        assert_true(fabs((double)o.info.offload_ratio - (1.0 - o.device_share)) < 1e-6);
+        assert_true(d == 0.0);
+        mlp_weights_free(&o.w);
+    }
+    unsetenv("ZT_TEST_ADAM_RATES");
+    mlp_weights_free(&ref.w);
+}
+
+typedef struct log_count {
+    int warned, moved;
+} log_count;
+
+static void count_log(void *user, int level, const char *msg)
+{
+    log_count *c = user;
+    if (level == ZT_LOG_WARN && strstr(msg, "cannot update its share within"))
+        c->warned++;
+    if (level == ZT_LOG_INFO && strstr(msg, "optimizer state now on the device"))
+        c->moved++;
+}
+
+/* A forward too short for what the budget leaves the CPU: "auto" keeps the layers the
+ * budget holds (fc1, beside the prefetch window in 128 KiB) and warns once over 4 steps. */
+static void test_auto_warns_when_the_budget_forces_a_wait(void **state)
+{
+    (void)state;
+    const char *cfg = ";, \"overlap_step\": \"on\", \"hbm_capacity\": \"128K\"";
+    zt_options opts = ZT_OPTIONS_INIT;
+    log_count c = {0, 0};
+    opts.log_level = ZT_LOG_INFO;
+    opts.log_fn = count_log;
+    opts.log_user = &c;
+    run_out ref, o;
+    run(config("none", NULL, 0, cfg), &ref);
+    setenv("ZT_TEST_ADAM_RATES", "1e6,3e6", 1);
+    setenv("ZT_TEST_FORWARD_S", "0.00001", 1);
+    run_with(&opts, config("none", "\"auto\"", 0, cfg), &o);
+    unsetenv("ZT_TEST_ADAM_RATES");
+    unsetenv("ZT_TEST_FORWARD_S");
+    print_message("128 KiB, 10 us forward: %d %d %d on the device, %d warnings, %d moves\n",
+                  o.on_device[0], o.on_device[1], o.on_device[2], c.warned, c.moved);
+    assert_int_equal(layers_for_forward(&o, 1e-5, 1e6), 3);
+    assert_int_equal(o.max_device_layers, 1);
+    assert_int_equal(o.on_device[0] + o.on_device[1] + o.on_device[2], 1);
+    assert_int_equal(o.on_device[0], 1);
+    assert_int_equal(c.warned, 1);
+    assert_int_equal(c.moved, 0);
+    assert_true(o.stats.device_bytes_peak <= 128 << 10);
+    assert_true(mlp_weights_max_rel_diff(&o.w, &ref.w) == 0.0);
+    mlp_weights_free(&ref.w), mlp_weights_free(&o.w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -438,6 +572,9 @@ int main(void)
         cmocka_unit_test(test_bad_ratios),
         cmocka_unit_test(test_share_beyond_the_budget),
         cmocka_unit_test(test_auto_fits_the_budget),
+        cmocka_unit_test(test_auto_follows_the_forward),
+        cmocka_unit_test(test_auto_warns_when_the_budget_forces_a_wait),
+        cmocka_unit_test(test_overlapped_host_params),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
