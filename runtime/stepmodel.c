@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const res_names[ZT_SM_NRES] = {"compute", "h2d",     "d2h",
-                                                  "nvme",    "cpu_opt", "net"};
+static const char *const res_names[] = {"compute", "h2d", "d2h",       "nvme",
+                                        "cpu_opt", "net", "nvme_write"};
+
+_Static_assert(sizeof res_names / sizeof *res_names == ZT_SM_NRES, "a name for every resource");
 
 const char *zt_sm_res_name(zt_sm_res res)
 {
@@ -128,4 +130,66 @@ void zt_sm_free(zt_stepmodel *m)
 {
     free(m->task);
     memset(m, 0, sizeof *m);
+}
+
+static const char *const res_words[] = {
+    "compute",    "host-to-device copies", "device-to-host copies",
+    "NVMe reads", "the CPU optimizer",     "collectives",
+    "NVMe writes"};
+_Static_assert(sizeof res_words / sizeof *res_words == ZT_SM_NRES, "a word for every resource");
+
+void zt_sm_bound(const zt_stepmodel *m, const zt_sm_result *r, double from, char *buf, size_t len)
+{
+    if (!len)
+        return;
+    buf[0] = '\0';
+    double on[ZT_SM_NRES] = {0}, total = 0;
+    int first[ZT_SM_NRES], last[ZT_SM_NRES], holds[ZT_SM_NRES]; /* on the path, in time order */
+    for (int i = 0; i < ZT_SM_NRES; i++)
+        first[i] = last[i] = holds[i] = -1;
+    /* back from the last task: `next` is the task the current one let start */
+    for (int i = r->last, next = -1; i >= 0 && m->task[i].end > from;
+         next = i, i = m->task[i].bound_by) {
+        const zt_sm_task *t = &m->task[i];
+        double s = t->end - (t->start > from ? t->start : from);
+        on[t->res] += s, total += s;
+        first[t->res] = i;
+        if (last[t->res] < 0)
+            last[t->res] = i;
+        if (next >= 0 && m->task[next].res == ZT_SM_COMPUTE && t->res != ZT_SM_COMPUTE)
+            holds[t->res] = next; /* the earliest compute this resource holds up */
+    }
+    if (total <= 0)
+        return;
+    int top = 0;
+    for (int i = 1; i < ZT_SM_NRES; i++)
+        if (on[i] > on[top])
+            top = i;
+    size_t at = 0;
+    int w = snprintf(buf, len, "%s bound%s the step: %.3g s of the %.3g s critical path",
+                     res_words[top], top == ZT_SM_COMPUTE ? "s" : "", on[top], total);
+    at = w < 0 ? 0 : (size_t)w < len ? (size_t)w : len - 1;
+    if (top != ZT_SM_COMPUTE && at + 1 < len) {
+        w = snprintf(buf + at, len - at, " (%s%s%s%s%s%s)", m->task[first[top]].what,
+                     first[top] == last[top] ? "" : " .. ",
+                     first[top] == last[top] ? "" : m->task[last[top]].what,
+                     holds[top] >= 0 ? "; they hold up the compute from " : "",
+                     holds[top] >= 0 ? m->task[holds[top]].what : "", holds[top] >= 0 ? " on" : "");
+        if (w > 0)
+            at = at + (size_t)w < len ? at + (size_t)w : len - 1;
+    }
+    for (int i = 0; i < ZT_SM_NRES && at + 1 < len; i++) {
+        if (i == ZT_SM_COMPUTE || i == top || on[i] < 0.02 * total || first[i] < 0)
+            continue;
+        const char *a = m->task[first[i]].what, *b = m->task[last[i]].what;
+        if (holds[i] >= 0)
+            w = snprintf(buf + at, len - at, "; %s (%.3g s, %s%s%s) hold up the compute from %s on",
+                         res_words[i], on[i], a, first[i] == last[i] ? "" : " .. ",
+                         first[i] == last[i] ? "" : b, m->task[holds[i]].what);
+        else
+            w = snprintf(buf + at, len - at, "; %s (%.3g s, %s%s%s) on the path", res_words[i],
+                         on[i], a, first[i] == last[i] ? "" : " .. ", first[i] == last[i] ? "" : b);
+        if (w > 0)
+            at = at + (size_t)w < len ? at + (size_t)w : len - 1;
+    }
 }

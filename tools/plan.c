@@ -2,20 +2,23 @@
 /* `ztier plan`: the predicted time of one training step from a machine profile
  * (docs/plan.md, the profile: profile-schema v1).
  *
- *   ztier plan <estimate's model arguments> --profile machine.json [--json]
+ *   ztier plan <estimate's model arguments> [--checkpoint-activations none|selective|full]
+ *              --profile machine.json [--json]
  *
  * The model is registered and replayed as `ztier estimate` does (tools/estimate_model.h); one
  * micro-step's recorded fetches and releases become tasks of the step model
- * (runtime/stepmodel.h): a fetch reads an NVMe-homed shard on the NVMe queue and copies it in
- * (h2d), gathers it over the network at stage 3 on more than one rank; the use between a fetch
- * and its release is compute (2 FLOP per parameter and token forward, 4 backward); a backward
- * release copies the gradients out (d2h) and reduce-scatters them; the optimizer updates each
- * layer's shard on the CPU threads after its gradients are out, reading and writing the state
- * through the NVMe queue when it lives there. A fetch waits for the buffer of the fetch
- * `window` layers before it to be released (the prefetch window). */
+ * (runtime/stepmodel.h), each rule following what the runtime does (docs/plan.md, "How it
+ * works"): a fetch moves a layer (NVMe read, copy in, all-gather) once per step while the
+ * device budget holds it; the use between fetch and release is compute (the parameters'
+ * matmuls, a GPT-2 block's attention, the activation policy's recompute); a backward release
+ * reduce-scatters and copies the gradients out; the optimizer reads, updates and writes each
+ * layer's state (at the layer's next fetch with overlap_step), on the compute's cores on a
+ * host backend. A fetch waits for the buffer of the fetch `window` layers before it to be
+ * released (the prefetch window). */
 #include "runtime/runtime.h"
 #include "runtime/stepmodel.h"
 #include "core/convert.h"
+#include "gpt2_model.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
 #include "tools/estimate_model.h"
@@ -33,7 +36,14 @@
                          with overlap_step a layer's update runs until the next step fetches it) */
 
 typedef struct rates {
-    double copy, nvme_read, nvme_write, adam, gemm, allgather, reduce_scatter, lat;
+    double copy, nvme_read, nvme_write, adam, adam_device, gemm, attention, allgather,
+        reduce_scatter, ag_lat, rs_lat;
+    double elementwise; /* 0: not in the profile (the elementwise passes ride in the GEMM rate) */
+    int host;           /* machine.backend "host": the "device" is the CPU, its compute, copies and
+                       the CPU optimizer share the same cores */
+    double cores;       /* machine.cores (0: not given) */
+    double threads;     /* machine.threads: the thread budget the compute and Adam rates were
+                       measured at (0: not given) */
 } rates;
 
 static int rate(json_t *r, const char *name, double *out, char *err, size_t len)
@@ -49,6 +59,13 @@ static int rate(json_t *r, const char *name, double *out, char *err, size_t len)
     return 0;
 }
 
+/* An optional rate: its value, or `dflt` when the profile does not have it. */
+static double rate_or(json_t *r, const char *name, double dflt)
+{
+    json_t *v = json_object_get(json_object_get(r, name), "value");
+    return json_is_number(v) && json_number_value(v) > 0 ? json_number_value(v) : dflt;
+}
+
 static int read_profile(const char *path, int world, rates *rt, char *err, size_t len)
 {
     json_error_t je;
@@ -57,25 +74,40 @@ static int read_profile(const char *path, int world, rates *rt, char *err, size_
         return snprintf(err, len, "cannot read the profile %s: %s (line %d)", path, je.text,
                         je.line),
                -1;
-    json_t *r = json_object_get(root, "rates");
-    const char *backend =
-        json_string_value(json_object_get(json_object_get(root, "machine"), "backend"));
-    int cuda = backend && !strcmp(backend, "cuda");
+    json_t *r = json_object_get(root, "rates"), *mach = json_object_get(root, "machine");
+    const char *backend = json_string_value(json_object_get(mach, "backend"));
     memset(rt, 0, sizeof *rt);
-    int rc = rate(r, cuda ? "h2d_bytes_per_s" : "host_memcpy_bytes_per_s", &rt->copy, err, len);
+    rt->host = !backend || strcmp(backend, "cuda") != 0;
+    json_t *c = json_object_get(mach, "cores"), *t = json_object_get(mach, "threads");
+    rt->cores = json_is_number(c) ? json_number_value(c) : 0;
+    rt->threads = json_is_number(t) ? json_number_value(t) : 0;
+    int rc = rate(r, rt->host ? "host_memcpy_bytes_per_s" : "h2d_bytes_per_s", &rt->copy, err, len);
     rc = rc ? rc : rate(r, "nvme_read_bytes_per_s", &rt->nvme_read, err, len);
     rc = rc ? rc : rate(r, "nvme_write_bytes_per_s", &rt->nvme_write, err, len);
     rc = rc ? rc : rate(r, "adam_params_per_s", &rt->adam, err, len);
     rc = rc ? rc : rate(r, "gemm_flops_per_s", &rt->gemm, err, len);
+    rt->attention = rate_or(r, "attention_flops_per_s", rt->gemm);
+    rt->adam_device = rate_or(r, "adam_device_params_per_s", rt->adam);
+    rt->elementwise = rate_or(r, "elementwise_bytes_per_s", 0);
     if (!rc && world > 1) {
         rc = rate(r, "allgather_bytes_per_s", &rt->allgather, err, len);
         rc = rc ? rc : rate(r, "reduce_scatter_bytes_per_s", &rt->reduce_scatter, err, len);
-        json_t *l = json_object_get(json_object_get(r, "allgather_latency_s"), "value");
-        rt->lat = json_is_number(l) ? json_number_value(l) : 0;
+        rt->ag_lat = rate_or(r, "allgather_latency_s", 0);
+        rt->rs_lat = rate_or(r, "reduce_scatter_latency_s", rt->ag_lat);
     }
     json_decref(root);
     return rc;
 }
+
+/* What the compute of a GPT-2 --config counts beyond its parameters' matmuls. */
+typedef struct shape {
+    int gpt2; /* a GPT-2 --config with --batch/--seq: the rest is known */
+    gpt2_config c;
+    double rows, seq; /* per rank */
+    int policy;       /* GPT2_KEEP_ALL | GPT2_SELECTIVE | GPT2_FULL */
+    int act_home;     /* full with the blocks' inputs in ztier's store: 1 host, 2 NVMe, else 0 */
+    int act_staged;   /* the store's staging buffers: the last saves come back without a read */
+} shape;
 
 /* The step's tasks from one micro-step's events (see the file comment). */
 typedef struct builder {
@@ -83,19 +115,34 @@ typedef struct builder {
     const zt_runtime *rt;
     const zt_plan *plan;
     rates r;
+    shape sh;
     double tokens; /* per rank per micro-step */
-    int world;
+    double share;  /* the rank's share of the profile's compute and Adam rates (CPU cores it
+                      gets over the threads the rates were measured at, at most 1) */
+    int world, held, overlap;
+    int step;          /* the step being built */
     int *ready, *used; /* per layer: its fetch chain's last task, its compute task */
     int *updated;      /* per layer: the previous step's update of it (-1: none) */
+    int *moved_in;     /* per layer: the step its parameters were last brought in (-1: never) */
+    int *uses;         /* per layer: its uses in this micro-step's pass so far (tied layers) */
+    int *act_saved;    /* per layer: the task that saved its activation checkpoint (-1: none) */
+    int n_saved;       /* checkpoints saved in this micro-step so far */
     int last_compute;  /* the latest compute task */
+    int blocking;      /* a collective the caller's next compute waits for (-1: none) */
     int *fetch_used;   /* per fetch in order: the compute task that frees its buffer */
     int n_fetch;
+    int *pending;       /* per layer: its update waits for its next fetch (overlap_step) */
+    int *wrote;         /* per layer: its optimizer state's NVMe write-back (-1: none) */
+    double io_bytes[2]; /* NVMe bytes read and written in the step being built */
+    char bound[1024];   /* the critical path in words (zt_sm_bound) */
 } builder;
 
 static double layer_bytes(const builder *b, const zt_layer *l)
 {
     return (double)l->flat_numel * (double)zt_dtype_size(b->rt->reg.dtype);
 }
+
+static int update(builder *b, int i);
 
 static int add(builder *b, zt_sm_res res, double s, int *deps, int nd, const char *fmt, int layer)
 {
@@ -105,6 +152,13 @@ static int add(builder *b, zt_sm_res res, double s, int *deps, int nd, const cha
     return t < 0 ? -2 : t; /* -2: failed (a dep of -2 fails the next add too); -1: no task */
 }
 
+/* A ring collective's time for `bytes` gathered (or reduced) over the ranks: each rank sends
+ * and receives (world - 1) / world of them at the profile's bus bandwidth. */
+static double collective_s(const builder *b, double bytes, double bw, double lat)
+{
+    return lat + bytes * (b->world - 1) / b->world / bw;
+}
+
 static int on_fetch(builder *b, const zt_est_event *ev)
 {
     const zt_layer *l = &b->rt->reg.layers[ev->layer];
@@ -112,97 +166,233 @@ static int on_fetch(builder *b, const zt_est_event *ev)
     int dep[2] = {-1, b->updated[ev->layer]};
     if (b->n_fetch >= PLAN_WINDOW) /* its buffer: the one freed PLAN_WINDOW fetches ago */
         dep[0] = b->fetch_used[b->n_fetch - PLAN_WINDOW];
+    if (b->pending[ev->layer]) { /* overlap_step: the update runs when the layer is needed */
+        b->pending[ev->layer] = 0;
+        if ((dep[1] = b->updated[ev->layer] = update(b, ev->layer)) < -1)
+            return -1;
+    }
     int t = -1;
-    if (!l->persistent && !l->replicated) {
-        if (b->plan->param_tier == ZT_TIER_NVME)
-            dep[1] = t = add(b, ZT_SM_NVME, bytes / b->world / b->r.nvme_read, dep, 1,
+    /* The gathered copy stays in device memory from its first fetch of the step until the
+     * step ends unless the device budget evicts it (the replay says whether it does): a
+     * backward fetch, or the tied layer's second, then finds it there and moves nothing. */
+    int moves = !l->persistent && !l->replicated && (b->moved_in[ev->layer] != b->step || !b->held);
+    if (moves) {
+        if (b->plan->param_tier == ZT_TIER_NVME) {
+            dep[1] = t = add(b, ZT_SM_NVME, bytes / b->world / b->r.nvme_read, dep, 2,
                              "NVMe read of %s", ev->layer);
+            b->io_bytes[0] += bytes / b->world;
+        }
         if (b->plan->param_tier != ZT_TIER_DEVICE)
             dep[1] = t =
                 add(b, ZT_SM_H2D, bytes / b->world / b->r.copy, dep, 2, "copy-in of %s", ev->layer);
         if (b->world > 1)
-            dep[1] = t = add(b, ZT_SM_NET, b->r.lat + bytes / b->r.allgather, dep, 2,
-                             "all-gather of %s", ev->layer);
+            dep[1] = t = add(b, ZT_SM_NET, collective_s(b, bytes, b->r.allgather, b->r.ag_lat), dep,
+                             2, "all-gather of %s", ev->layer);
+        b->moved_in[ev->layer] = b->step;
     }
-    b->ready[ev->layer] = t;
+    /* nothing moved: the use waits for the layer's update (overlap_step) and its buffer */
+    b->ready[ev->layer] = moves ? t : dep[1] >= 0 ? dep[1] : dep[0];
     b->n_fetch++;
     return t < -1 ? -1 : 0;
+}
+
+/* The compute seconds (at the full rate) of one use of layer `li` in `pass`, and in *recompute
+ * what the activation policy runs again before a block's backward. Blocks of a GPT-2 --config
+ * add causal attention (QK^T and AV over the lower triangle) and, when the profile has
+ * elementwise_bytes_per_s, their elementwise passes (fp32 bytes read and written per token:
+ * two layernorms 2·2C, GELU 2·4C, two residual adds 2·3C; backward twice that). Selective
+ * recomputes the layernorms and GELU, full the whole forward. */
+static double use_seconds(builder *b, int li, zt_pass pass, double *recompute)
+{
+    const zt_layer *l = &b->rt->reg.layers[li];
+    double mult = pass == ZT_BACKWARD ? 2 : 1; /* backward: the input's and the weights' grads */
+    *recompute = 0;
+    if (l->tied_after >= 0) {
+        /* a tied embedding is a lookup at one use and a matmul at the other (the LM head:
+         * forward its second use, backward its first); the matmul holds its FLOPs */
+        int use = b->uses[li]++;
+        int lookup = pass == ZT_BACKWARD ? use > 0 : use == 0;
+        if (lookup)
+            return 0;
+        double n =
+            b->sh.gpt2 ? (double)b->sh.c.padded_vocab * b->sh.c.channels : (double)l->flat_numel;
+        return mult * 2 * n * b->tokens / b->r.gemm;
+    }
+    double f = 2 * (double)l->flat_numel * b->tokens / b->r.gemm;
+    if (!(b->sh.gpt2 && li >= 1 && li <= b->sh.c.layers))
+        return mult * f;
+    double C = b->sh.c.channels, tok = b->sh.rows * b->sh.seq;
+    double att = 2 * b->sh.rows * b->sh.seq * b->sh.seq * C / b->r.attention;
+    double ew = b->r.elementwise > 0 ? 4 * (4 + 8 + 6) * C * tok / b->r.elementwise : 0;
+    if (pass == ZT_BACKWARD && b->sh.policy == GPT2_FULL)
+        *recompute = f + att + ew;
+    else if (pass == ZT_BACKWARD && b->sh.policy == GPT2_SELECTIVE && ew > 0)
+        *recompute = ew * (4 + 8) / (4 + 8 + 6); /* the layernorms and GELU */
+    return mult * (f + att + ew);
+}
+
+/* Full policy with the blocks' inputs in ztier's store: the save after a block's forward
+ * (a copy out; on NVMe also a write), and the load before its backward (the read, unless the
+ * input is still in a staging buffer, then the copy in). Returns the load's last task. */
+static int act_transfer(builder *b, int li, zt_pass pass, int after)
+{
+    double bytes = b->sh.rows * b->sh.seq * b->sh.c.channels * 4; /* fp32 block input */
+    int t = after;
+    if (pass != ZT_BACKWARD) {
+        t = add(b, ZT_SM_D2H, bytes / b->r.copy, &t, 1, "checkpoint of %s out", li);
+        if (t > -2 && b->sh.act_home == 2) {
+            t = add(b, ZT_SM_NVME_WRITE, bytes / b->r.nvme_write, &t, 1, "checkpoint of %s written",
+                    li);
+            b->io_bytes[1] += bytes;
+        }
+        b->act_saved[li] = b->n_saved++;
+        return t;
+    }
+    int dep[2] = {t, -1};
+    if (b->sh.act_home == 2 && b->act_saved[li] < b->n_saved - b->sh.act_staged) {
+        b->io_bytes[0] += bytes;
+        dep[1] = add(b, ZT_SM_NVME, bytes / b->r.nvme_read, dep, 1, "checkpoint of %s read", li);
+    }
+    return dep[1] < -1 ? -2
+                       : add(b, ZT_SM_H2D, bytes / b->r.copy, dep, 2, "checkpoint of %s in", li);
 }
 
 static int on_release(builder *b, const zt_est_event *ev)
 {
     const zt_layer *l = &b->rt->reg.layers[ev->layer];
-    double flops = (ev->pass == ZT_BACKWARD ? 4.0 : 2.0) * (double)l->flat_numel * b->tokens;
-    int dep = b->ready[ev->layer];
-    int c = add(b, ZT_SM_COMPUTE, flops / b->r.gemm, &dep, 1,
-                ev->pass == ZT_BACKWARD ? "backward of %s" : "forward of %s", ev->layer);
+    double recompute;
+    double s = use_seconds(b, ev->layer, ev->pass, &recompute) / b->share;
+    int block = b->sh.gpt2 && ev->layer >= 1 && ev->layer <= b->sh.c.layers;
+    /* the caller waits for the layer, its checkpoint, and a reduction its last release
+       completed before returning (overlap_comm off) */
+    int deps[3] = {b->ready[ev->layer], -1, b->blocking};
+    b->blocking = -1;
+    if (block && b->sh.act_home && b->sh.policy == GPT2_FULL && ev->pass == ZT_BACKWARD)
+        deps[1] = act_transfer(b, ev->layer, ev->pass, b->last_compute);
+    if (recompute > 0)
+        deps[0] =
+            add(b, ZT_SM_COMPUTE, recompute / b->share, deps, 3, "recompute of %s", ev->layer);
+    int c = deps[0] < -1 || deps[1] < -1
+                ? -2
+                : add(b, ZT_SM_COMPUTE, s, deps, 3,
+                      ev->pass == ZT_BACKWARD ? "backward of %s" : "forward of %s", ev->layer);
     if (c < -1)
         return -1;
     for (int i = b->n_fetch - 1; i >= 0 && b->fetch_used[i] < 0; i--)
         b->fetch_used[i] = c; /* the fetch this release ends (the latest unended one) */
     b->used[ev->layer] = c;
     b->last_compute = c;
+    if (block && b->sh.act_home && b->sh.policy == GPT2_FULL && ev->pass != ZT_BACKWARD)
+        if (act_transfer(b, ev->layer, ev->pass, c) < -1)
+            return -1;
     if (ev->pass != ZT_BACKWARD)
         return 0;
-    double bytes = layer_bytes(b, l);
+    /* the gradients: this rank's shard to the optimizer's side (reduce-scattered first on
+     * more than one rank; fp32 sums) */
+    double grad = (double)l->flat_numel * zt_dtype_size(b->rt->reg.dtype);
     int gi = c;
-    if (b->plan->optim_tier != ZT_TIER_DEVICE)
-        gi = add(b, ZT_SM_D2H, bytes / b->r.copy, &gi, 1, "gradients out of %s", ev->layer);
-    if (gi > -2 && b->world > 1)
-        gi = add(b, ZT_SM_NET, b->r.lat + bytes / b->r.reduce_scatter, &gi, 1,
+    if (gi > -2 && b->world > 1) {
+        gi = add(b, ZT_SM_NET, collective_s(b, grad, b->r.reduce_scatter, b->r.rs_lat), &gi, 1,
                  "reduce-scatter of %s", ev->layer);
+        if (!b->rt->cfg.overlap_comm) /* the release returns when its reduction is done */
+            b->blocking = gi;
+    }
+    if (gi > -2 && !l->opt_device && b->plan->optim_tier != ZT_TIER_DEVICE)
+        gi = add(b, ZT_SM_D2H, grad / b->world / b->r.copy, &gi, 1, "gradients out of %s",
+                 ev->layer);
     b->ready[ev->layer] = gi; /* the optimizer waits for these */
     return gi < -1 ? -1 : 0;
 }
 
-/* The optimizer step after the last micro-step: each layer's shard, in release order. */
-static int optimizer(builder *b)
+/* Layer i's update: with the state on NVMe its read (master, m, v, or m and v where the
+ * parameters' home is the master), Adam, the write-back (and the new parameters to their NVMe
+ * home); on the CPU's threads, which on a host backend are the compute's cores; stages 1-2
+ * then copy the shard to the device and all-gather the replica. Returns the task the layer's
+ * next use waits for. */
+static int update(builder *b, int i)
 {
-    for (int i = 0; i < b->rt->reg.n_layers; i++) {
-        const zt_layer *l = &b->rt->reg.layers[i];
-        double elems = (double)l->shard_numel;
-        int dep = b->ready[i];
-        if (b->plan->optim_tier == ZT_TIER_NVME) /* master, m, v: fp32 each */
-            dep = add(b, ZT_SM_NVME, 12 * elems / b->r.nvme_read, &dep, 1,
-                      "NVMe read of %s's optimizer state", i);
-        if (b->plan->optim_tier != ZT_TIER_DEVICE)
-            dep = add(b, ZT_SM_CPU_OPT, elems / b->r.adam, &dep, 1, "Adam of %s", i);
-        if (dep > -2 && b->plan->optim_tier == ZT_TIER_NVME)
-            dep = add(b, ZT_SM_NVME, 12 * elems / b->r.nvme_write, &dep, 1,
-                      "NVMe write of %s's optimizer state", i);
-        if (dep < -1)
-            return -1;
-        b->updated[i] = dep;
+    const zt_layer *l = &b->rt->reg.layers[i];
+    double elems = (double)l->shard_numel;
+    int dep = b->ready[i], rd = -1;
+    int on_device = l->opt_device || b->plan->optim_tier == ZT_TIER_DEVICE;
+    int nvme = !on_device && b->plan->optim_tier == ZT_TIER_NVME;
+    int master_param = zt_plan_master_is_param(b->plan, l);
+    if (nvme) {
+        /* a buffer set: the one whose write-back started two updates ago (sets: read ahead,
+           in update, writing back) */
+        int set = i >= 2 ? b->wrote[i - 2] : -1;
+        rd = add(b, ZT_SM_NVME, (master_param ? 8 : 12) * elems / b->r.nvme_read, &set, 1,
+                 "NVMe read of %s's optimizer state", i);
+        b->io_bytes[0] += (master_param ? 8 : 12) * elems;
     }
-    return 0;
+    int deps[2] = {dep, rd};
+    zt_sm_res cpu = b->r.host ? ZT_SM_COMPUTE : ZT_SM_CPU_OPT;
+    double rate = on_device ? b->r.adam_device : b->r.adam * b->share;
+    int a = add(b, on_device && !b->r.host ? ZT_SM_COMPUTE : cpu, elems / rate, deps, 2,
+                "Adam of %s", i);
+    int done = a;
+    if (a > -2 && nvme) {
+        double w = (master_param ? 8 : 12) * elems;
+        if (b->plan->param_tier == ZT_TIER_NVME && !master_param && !l->persistent)
+            w += elems * zt_dtype_size(b->rt->reg.dtype); /* the working copy's home */
+        int wr = add(b, ZT_SM_NVME_WRITE, w / b->r.nvme_write, &a, 1,
+                     "NVMe write of %s's optimizer state", i);
+        b->io_bytes[1] += w;
+        b->wrote[i] = wr;
+        if (wr < -1)
+            return -2;
+    }
+    if (a > -2 && l->replicated && !on_device) {
+        double bytes = layer_bytes(b, l);
+        done = add(b, ZT_SM_H2D, bytes / b->world / b->r.copy, &done, 1, "copy-in of %s", i);
+        if (done > -2 && b->world > 1)
+            done = add(b, ZT_SM_NET, collective_s(b, bytes, b->r.allgather, b->r.ag_lat), &done, 1,
+                       "all-gather of %s", i);
+    }
+    return done;
 }
 
-/* PLAN_STEPS steps; step_end[s]: the last compute task of step s. Without overlap_step the
- * next step starts after the whole update (the first fetch waits for the last update). */
+/* PLAN_STEPS steps; step_end[s]: the last compute task of step s. With overlap_step a layer's
+ * update runs at its first fetch of the next step (on_fetch), else all of them after the
+ * step, and the next step waits for the whole update. */
 static int build_steps(builder *b, const est_model *m, int micro_steps, int *step_end)
 {
     int nl = b->rt->reg.n_layers, nf = m->n_events * micro_steps * PLAN_STEPS + 1;
-    b->ready = malloc((size_t)nl * sizeof(int));
-    b->used = malloc((size_t)nl * sizeof(int));
-    b->updated = malloc((size_t)nl * sizeof(int));
-    b->fetch_used = malloc((size_t)nf * sizeof(int));
-    if (!b->ready || !b->used || !b->updated || !b->fetch_used)
+    int **arr[] = {&b->ready, &b->used,      &b->updated, &b->moved_in,
+                   &b->uses,  &b->act_saved, &b->pending, &b->wrote};
+    for (size_t k = 0; k < sizeof arr / sizeof arr[0]; k++) {
+        if (!(*arr[k] = malloc((size_t)nl * sizeof(int))))
+            return -1;
+        for (int i = 0; i < nl; i++)
+            (*arr[k])[i] = k == 6 ? 0 : -1;
+    }
+    if (!(b->fetch_used = malloc((size_t)nf * sizeof(int))))
         return -1;
-    for (int i = 0; i < nl; i++)
-        b->ready[i] = b->used[i] = b->updated[i] = -1;
     for (int i = 0; i < nf; i++)
         b->fetch_used[i] = -1;
+    b->blocking = -1;
     for (int step = 0; step < PLAN_STEPS; step++) {
-        for (int s = 0; s < micro_steps; s++)
+        b->step = step;
+        b->io_bytes[0] = b->io_bytes[1] = 0;
+        for (int s = 0; s < micro_steps; s++) {
+            b->n_saved = 0;
             for (int i = 0; i < m->n_events; i++) {
                 const zt_est_event *ev = &m->events[i];
+                if (!ev->release && (i == 0 || m->events[i - 1].pass != ev->pass))
+                    for (int l = 0; l < nl; l++)
+                        b->uses[l] = 0; /* a new pass */
                 if ((ev->release ? on_release(b, ev) : on_fetch(b, ev)) != 0)
                     return -1;
             }
+        }
         step_end[step] = b->last_compute;
-        if (optimizer(b) != 0)
-            return -1;
-        if (!b->rt->cfg.overlap_step) /* every layer waits for the whole update */
+        for (int i = 0; i < nl; i++) {
+            if (b->overlap)
+                b->pending[i] = 1;
+            else if ((b->updated[i] = update(b, i)) < -1)
+                return -1;
+        }
+        if (!b->overlap) /* every layer waits for the whole update */
             for (int i = 0; i < nl; i++)
                 b->updated[i] = b->sm.n - 1;
     }
@@ -219,24 +409,78 @@ static void print_text(const builder *b, const zt_sm_result *r, double tokens_st
     for (int i = 0; i < ZT_SM_NRES; i++)
         printf(" %s %.0f%%", zt_sm_res_name((zt_sm_res)i),
                r->step > 0 ? 100 * r->busy[i] / r->step : 0.0);
-    printf("\ncompute stall: %.4f s (%.0f%%)\ncritical path: %s\n", r->stall,
-           r->step > 0 ? 100 * r->stall / r->step : 0.0, path);
-    (void)b;
+    printf("\ncompute stall: %.4f s (%.0f%%)\n%s\ncritical path: %s\n", r->stall,
+           r->step > 0 ? 100 * r->stall / r->step : 0.0, b->bound, path);
+    printf("NVMe per step: %.3f GB read, %.3f GB written\n", b->io_bytes[0] / 1e9,
+           b->io_bytes[1] / 1e9);
 }
 
-static void print_json(const zt_sm_result *r, double tokens_step, const char *path)
+static void print_json(const builder *b, const zt_sm_result *r, double tokens_step,
+                       const char *path)
 {
     json_t *busy = json_object();
     for (int i = 0; i < ZT_SM_NRES; i++)
         json_object_set_new(busy, zt_sm_res_name((zt_sm_res)i), json_real(r->busy[i]));
-    json_t *o = json_pack("{s:f, s:f, s:o, s:f, s:s}", "step_s", r->step, "tokens_per_s",
-                          tokens_step > 0 ? tokens_step / r->step : 0.0, "busy_s", busy, "stall_s",
-                          r->stall, "critical_path", path);
+    json_t *o = json_pack("{s:f, s:f, s:o, s:f, s:s, s:s, s:f, s:f}", "step_s", r->step,
+                          "tokens_per_s", tokens_step > 0 ? tokens_step / r->step : 0.0, "busy_s",
+                          busy, "stall_s", r->stall, "bound", b->bound, "critical_path", path,
+                          "nvme_read_bytes", b->io_bytes[0], "nvme_write_bytes", b->io_bytes[1]);
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     if (s)
         printf("%s\n", s);
     free(s);
     json_decref(o);
+}
+
+/* What the step model takes from the configuration, the replay and the model beyond the
+ * events: whether gathered layers stay until the step ends, overlap_step, the rank's share of
+ * the cores, and for a GPT-2 --config its shape and activation policy. */
+static int model_setup(builder *b, const est_options *o, const zt_estimate *e, const char *policy,
+                       char *err, size_t len)
+{
+    const zt_config *cfg = &b->rt->cfg;
+    b->held = e->evictions == 0;
+    b->overlap = cfg->overlap_step == ZT_OVERLAP_ON ||
+                 (cfg->overlap_step == ZT_OVERLAP_AUTO && b->plan->optim_tier == ZT_TIER_NVME);
+    int per_node = o->ranks_per_node ? o->ranks_per_node : o->world;
+    b->share = 1;
+    if (b->r.host && b->r.cores > 0 && b->r.threads > 0 && b->r.cores / per_node < b->r.threads)
+        b->share = b->r.cores / per_node / b->r.threads;
+    shape *sh = &b->sh;
+    sh->policy = GPT2_KEEP_ALL;
+    if (policy && (sh->policy = gpt2_policy_parse(policy)) < 0)
+        return snprintf(err, len,
+                        "--checkpoint-activations '%s': use none, selective or full (the GPT-2 "
+                        "trainer's policies)",
+                        policy),
+               -1;
+    if (o->config && o->batch && gpt2_config_named(o->config, o->vocab, &sh->c) == 0) {
+        sh->gpt2 = 1;
+        sh->rows = (double)o->batch / o->world, sh->seq = o->seq;
+    } else if (policy) {
+        return snprintf(err, len,
+                        "--checkpoint-activations is the GPT-2 trainer's policy: give a GPT-2 "
+                        "--config with --batch and --seq, or leave it out"),
+               -1;
+    }
+    const char *home = "none";
+    zt_act_home(b->rt, &home);
+    if (sh->policy == GPT2_FULL && sh->gpt2)
+        sh->act_home = !strcmp(home, "cpu") ? 1 : !strcmp(home, "nvme") ? 2 : 0;
+    sh->act_staged = (int)cfg->act_offload.buffer_count;
+    return 0;
+}
+
+/* busy[res]: the seconds of each resource's tasks that fall within [t0, t1]. */
+static void window_busy(const zt_stepmodel *sm, double t0, double t1, double busy[ZT_SM_NRES])
+{
+    for (int i = 0; i < ZT_SM_NRES; i++)
+        busy[i] = 0;
+    for (int i = 0; i < sm->n; i++) {
+        double a = sm->task[i].start > t0 ? sm->task[i].start : t0;
+        double e = sm->task[i].end < t1 ? sm->task[i].end : t1;
+        busy[sm->task[i].res] += e > a ? e - a : 0;
+    }
 }
 
 int cmd_plan(int argc, char **argv)
@@ -257,6 +501,7 @@ int cmd_plan(int argc, char **argv)
                                         "host-memory",
                                         "nvme-memory",
                                         "nvme-path",
+                                        "checkpoint-activations",
                                         NULL};
     static const char *const flags[] = {"json", "search", NULL};
     est_options o;
@@ -273,7 +518,8 @@ int cmd_plan(int argc, char **argv)
     if (bench_check_args(argc, argv, known, flags) != 0 || est_parse(argc, argv, &o) != 0 ||
         !profile) {
         fprintf(stderr, "usage: ztier plan <the model arguments of ztier estimate> --profile "
-                        "machine.json [--json] [--svg step.svg] [--trace run.json]\n"
+                        "machine.json [--checkpoint-activations none|selective|full] [--json]\n"
+                        "       [--svg step.svg] [--trace run.json]\n"
                         "       ztier plan --trace run.json [--svg step.svg] [--json]\n"
                         "       ztier plan <model arguments> --profile machine.json --search "
                         "[--host-memory SIZE] [--nvme-memory SIZE] [--nvme-path DIR] [--json]\n");
@@ -281,6 +527,7 @@ int cmd_plan(int argc, char **argv)
     }
     if (bench_flag(argc, argv, "search"))
         return plan_search(argc, argv, &o, profile);
+    const char *policy = bench_arg(argc, argv, "checkpoint-activations");
     char err[1200];
     builder b = {0};
     est_model m = {0};
@@ -291,12 +538,15 @@ int cmd_plan(int argc, char **argv)
     char path[2048] = "";
     zt_sm_result r;
     double tokens_step = 0;
-    int step_end[PLAN_STEPS];
+    int step_end[PLAN_STEPS], micro = 1;
     if (rc == 0) {
-        int micro =
+        micro =
             m.rt->cfg.gradient_accumulation_steps > 0 ? m.rt->cfg.gradient_accumulation_steps : 1;
         b.rt = m.rt, b.plan = &e.plan, b.world = o.world;
         b.tokens = o.batch ? (double)o.batch / o.world * o.seq : 1;
+        rc = model_setup(&b, &o, &e, policy, err, sizeof err);
+    }
+    if (rc == 0) {
         tokens_step = o.batch ? (double)o.batch * o.seq * micro : 0;
         if (build_steps(&b, &m, micro, step_end) != 0) {
             snprintf(err, sizeof err, "out of memory building the step model");
@@ -305,17 +555,18 @@ int cmd_plan(int argc, char **argv)
     }
     if (rc == 0) {
         zt_sm_run(&b.sm, &r);
-        /* the last step alone: from the end of the one before to its own end, the busy
-           times a step's share of the run's */
-        r.step = b.sm.task[step_end[PLAN_STEPS - 1]].end - b.sm.task[step_end[PLAN_STEPS - 2]].end;
-        for (int i = 0; i < ZT_SM_NRES; i++)
-            r.busy[i] /= PLAN_STEPS;
+        /* the last step alone: from the end of the one before to its own end, each
+           resource's busy time the part of its tasks within that window (as --svg draws it) */
+        double t0 = b.sm.task[step_end[PLAN_STEPS - 2]].end;
+        r.step = b.sm.task[step_end[PLAN_STEPS - 1]].end - t0;
+        window_busy(&b.sm, t0, t0 + r.step, r.busy);
         r.last = step_end[PLAN_STEPS - 1];
         zt_sm_critical(&b.sm, &r, b.sm.task[step_end[PLAN_STEPS - 2]].end, path, sizeof path);
+        zt_sm_bound(&b.sm, &r, b.sm.task[step_end[PLAN_STEPS - 2]].end, b.bound, sizeof b.bound);
         r.stall = r.step > r.busy[ZT_SM_COMPUTE] ? r.step - r.busy[ZT_SM_COMPUTE] : 0;
 
         if (o.json)
-            print_json(&r, tokens_step, path);
+            print_json(&b, &r, tokens_step, path);
         else
             print_text(&b, &r, tokens_step, path);
         if ((svg || trace) &&
@@ -328,7 +579,8 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "ztier plan: %s\n", err);
     }
     zt_sm_free(&b.sm);
-    free(b.ready), free(b.used), free(b.updated), free(b.fetch_used);
+    free(b.ready), free(b.used), free(b.updated), free(b.fetch_used), free(b.moved_in);
+    free(b.uses), free(b.act_saved), free(b.pending), free(b.wrote);
     if (m.rt)
         est_free_model(&m);
     return rc == 0 ? 0 : 1;

@@ -220,15 +220,22 @@ static int predict(search *s, cand *c, char *err, size_t len)
     snprintf(world, sizeof world, "%d", s->o->world);
     snprintf(seq, sizeof seq, "%d", s->o->seq);
     snprintf(vocab, sizeof vocab, "%d", s->o->vocab);
-    char *argv[] = {"--config",    (char *)s->o->config,
-                    "--ds-config", s->tmp,
-                    "--batch",     rows,
-                    "--seq",       seq,
-                    "--world",     world,
-                    "--profile",   (char *)s->profile,
-                    "--json",      "--vocab",
-                    vocab,         NULL};
-    int argc = s->o->vocab ? 15 : 13;
+    /* the candidate's policy, so that the plan counts its recompute (full+offload: full, its
+     * offload read from the ds_config's activation_checkpointing) */
+    const char *policy = c->policy && !strncmp(c->policy, "full", 4) ? "full" : c->policy;
+    char *argv[20] = {"--config",    (char *)s->o->config,
+                      "--ds-config", s->tmp,
+                      "--batch",     rows,
+                      "--seq",       seq,
+                      "--world",     world,
+                      "--profile",   (char *)s->profile,
+                      "--json"};
+    int argc = 13;
+    if (s->o->vocab)
+        argv[argc++] = "--vocab", argv[argc++] = vocab;
+    if (policy && strcmp(policy, "none")) /* none: the plan's default, any model */
+        argv[argc++] = "--checkpoint-activations", argv[argc++] = (char *)policy;
+    argv[argc] = NULL;
     FILE *out = tmpfile();
     if (!out)
         return snprintf(err, len, "cannot make a temporary file: %s", strerror(errno)), -1;

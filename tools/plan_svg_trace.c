@@ -60,8 +60,8 @@ static int lane_of(const char *cat, const char *name)
         return ZT_SM_COMPUTE;
     if (!strcmp(cat, "optimizer"))
         return strncmp(name, "device adam", 11) ? ZT_SM_CPU_OPT : ZT_SM_COMPUTE;
-    if (!strcmp(cat, "nvme"))
-        return ZT_SM_NVME;
+    if (!strcmp(cat, "nvme")) /* "NVMe read ...", "NVMe write ...": the model's two queues */
+        return strncmp(name, "NVMe write", 10) ? ZT_SM_NVME : ZT_SM_NVME_WRITE;
     if (!strcmp(cat, "stream")) /* the host backend names the direction: "copy d2h 1.00 MB" */
         return !strncmp(name, "copy d2h", 8)   ? ZT_SM_D2H
                : !strncmp(name, "copy h2d", 8) ? ZT_SM_H2D

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The step model's scheduler (runtime/stepmodel.h) against schedules worked out by hand: two
  * resources (copies feeding compute) that overlap, one that bounds the other, and the critical
- * path named from the tasks that set the end. */
+ * path named from the tasks that set the end, as a chain and in words. */
 #include "runtime/stepmodel.h"
 
 #include <setjmp.h>
@@ -45,6 +45,10 @@ static void test_compute_bound(void **state)
     zt_sm_critical(&m, &r, 0, path, sizeof path);
     assert_string_equal(path, "h2d: fetch of layer 0 (1 s) -> compute: forward of layer 0 .. "
                               "forward of layer 2, 3 tasks (6 s)");
+    zt_sm_bound(&m, &r, 0, path, sizeof path);
+    assert_string_equal(path, "compute bounds the step: 6 s of the 7 s critical path; "
+                              "host-to-device copies (1 s, fetch of layer 0) hold up the compute "
+                              "from forward of layer 0 on");
     zt_sm_free(&m);
 }
 
@@ -68,6 +72,10 @@ static void test_copy_bound(void **state)
     zt_sm_critical(&m, &r, 5.0, path, sizeof path); /* from the fetch ending at 6 on */
     assert_string_equal(path, "h2d: fetch of layer 1 .. fetch of layer 2, 2 tasks (6 s) -> "
                               "compute: forward of layer 2 (1 s)");
+    zt_sm_bound(&m, &r, 0, path, sizeof path);
+    assert_string_equal(path, "host-to-device copies bound the step: 9 s of the 10 s critical "
+                              "path (fetch of layer 0 .. fetch of layer 2; they hold up the "
+                              "compute from forward of layer 2 on)");
     zt_sm_free(&m);
 }
 
