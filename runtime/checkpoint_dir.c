@@ -229,6 +229,12 @@ typedef struct removal {
 static pthread_mutex_t removal_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t removal_thread;
 static int removal_running;
+static pthread_once_t removal_once = PTHREAD_ONCE_INIT;
+
+/* A child of fork has no removal thread to wait for (what it was removing stays until a save's
+ * begin removes it). */
+static void removal_forget(void) { removal_running = 0; }
+static void removal_fork_handler(void) { pthread_atfork(NULL, NULL, removal_forget); }
 
 static void *remove_all(void *arg)
 {
@@ -254,6 +260,7 @@ void zt_ckpt_removals_wait(void)
 static void remove_behind(removal *r)
 {
     zt_ckpt_removals_wait(); /* one at a time: at most one thread, never two on one folder */
+    pthread_once(&removal_once, removal_fork_handler);
     pthread_mutex_lock(&removal_lock);
     removal_running = r->n > 0 && pthread_create(&removal_thread, NULL, remove_all, r) == 0;
     pthread_mutex_unlock(&removal_lock);
