@@ -33,11 +33,11 @@ mkdir -p "$dir/nvme"
 for r in $(seq "$rounds"); do
   "$ztier" bench nvme --path "$dir/nvme" --size "$bytes" --reps 1 --json > "$out/nvme$r.txt" 2>&1 ||
     { tail -3 "$out/nvme$r.txt"; exit 1; }
-  # fio's write of a new file (what a save writes; `bench nvme` overwrites its own): KiB/s
-  command -v fio > /dev/null && fio --name=new --filename="$dir/nvme/new" --ioengine=io_uring \
-    --direct=1 --rw=write --bs=8M --iodepth=4 --size="$bytes" --end_fsync=1 --output-format=terse \
-    2> /dev/null | cut -d';' -f48 > "$out/fionew$r.txt"
-  rm -f "$dir/nvme/new"
+  # fio writing new files, one per rank (what a save writes; `bench nvme` overwrites its own): KiB/s
+  command -v fio > /dev/null && fio --name=new --directory="$dir/nvme" --filename_format='new.$jobnum' \
+    --numjobs="$np" --group_reporting --ioengine=io_uring --direct=1 --rw=write --bs=8M --iodepth=4 \
+    --size=$((bytes / np)) --end_fsync=1 --output-format=terse 2> /dev/null | cut -d';' -f48 > "$out/fionew$r.txt"
+  rm -f "$dir"/nvme/new.*
   for n in same reshard; do
     drop
     k=$([ $n = same ] && echo "$np" || echo "$np2")
@@ -62,7 +62,7 @@ echo "GPT-2 $config checkpoint, $bytes bytes ($np files), $rounds rounds, $dir; 
 echo "| | GB/s (median) | fio on the same folder | ratio |"
 echo "| --- | --- | --- | --- |"
 echo "| save on $np ranks (write + fsync) | $save | $fio_w write (ztier bench nvme $zt_w) | $(ratio "$save" "$fio_w") |"
-[ "$fio_new" != 0 ] && echo "| save on $np ranks, against fio's write of a new file | $save | $fio_new write, new file | $(ratio "$save" "$fio_new") |"
+[ "$fio_new" != 0 ] && echo "| save on $np ranks, against fio writing $np new files | $save | $fio_new write, new files | $(ratio "$save" "$fio_new") |"
 echo "| load on $np ranks (the same layout) | $load4 | $fio_r read (ztier bench nvme $zt_r) | $(ratio "$load4" "$fio_r") |"
 echo "| load on $np2 ranks (resharded) | $load3 | $fio_r read | $(ratio "$load3" "$fio_r") |"
 echo "resharded / same-layout load: $(ratio "$load3" "$load4")"
