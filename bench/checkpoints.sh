@@ -33,6 +33,11 @@ mkdir -p "$dir/nvme"
 for r in $(seq "$rounds"); do
   "$ztier" bench nvme --path "$dir/nvme" --size "$bytes" --reps 1 --json > "$out/nvme$r.txt" 2>&1 ||
     { tail -3 "$out/nvme$r.txt"; exit 1; }
+  # fio writing new files, one per rank (what a save writes; `bench nvme` overwrites its own): KiB/s
+  command -v fio > /dev/null && fio --name=new --directory="$dir/nvme" --filename_format='new.$jobnum' \
+    --numjobs="$np" --group_reporting --ioengine=io_uring --direct=1 --rw=write --bs=8M --iodepth=4 \
+    --size=$((bytes / np)) --end_fsync=1 --output-format=terse 2> /dev/null | cut -d';' -f48 > "$out/fionew$r.txt"
+  rm -f "$dir"/nvme/new.*
   for n in same reshard; do
     drop
     k=$([ $n = same ] && echo "$np" || echo "$np2")
@@ -49,12 +54,15 @@ fio_w=$(cat "$out"/nvme*.txt | sed -n 's/.*"fio_write_gbps":\([0-9.]*\).*/\1/p' 
 fio_r=$(cat "$out"/nvme*.txt | sed -n 's/.*"fio_read_gbps":\([0-9.]*\).*/\1/p' | median)
 zt_w=$(cat "$out"/nvme*.txt | sed -n 's/.*"write_gbps":\([0-9.]*\).*/\1/p' | median)
 zt_r=$(cat "$out"/nvme*.txt | sed -n 's/.*"read_gbps":\([0-9.]*\).*/\1/p' | median)
+fio_new=$(cat "$out"/fionew*.txt 2> /dev/null | awk '$1 > 0 {printf "%.3f\n", $1 * 1024 / 1e9}' | median)
+fio_new=${fio_new:-0}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 echo "GPT-2 $config checkpoint, $bytes bytes ($np files), $rounds rounds, $dir; $(uname -n), $(nproc) cores"
 [ "$cached" = 1 ] && echo "the page cache could not be dropped (not root): the loads read memory, not the disk"
 echo "| | GB/s (median) | fio on the same folder | ratio |"
 echo "| --- | --- | --- | --- |"
 echo "| save on $np ranks (write + fsync) | $save | $fio_w write (ztier bench nvme $zt_w) | $(ratio "$save" "$fio_w") |"
+[ "$fio_new" != 0 ] && echo "| save on $np ranks, against fio writing $np new files | $save | $fio_new write, new files | $(ratio "$save" "$fio_new") |"
 echo "| load on $np ranks (the same layout) | $load4 | $fio_r read (ztier bench nvme $zt_r) | $(ratio "$load4" "$fio_r") |"
 echo "| load on $np2 ranks (resharded) | $load3 | $fio_r read | $(ratio "$load3" "$fio_r") |"
 echo "resharded / same-layout load: $(ratio "$load3" "$load4")"
@@ -65,7 +73,8 @@ printf '{"config":"%s","ranks":%d,"bytes":%s,"rounds":%d,"cached":%d,"save_gbps"
   "$config" "$np" "$bytes" "$rounds" "$cached" "$save" "$load4"
 printf '"reshard_load_gbps":%s,"fio_write_gbps":%s,"fio_read_gbps":%s,"save_ratio":%s,' \
   "$load3" "$fio_w" "$fio_r" "$(ratio "$save" "$fio_w")"
-printf '"load_ratio":%s,"reshard_ratio":%s}\n' "$(ratio "$load4" "$fio_r")" "$(ratio "$load3" "$load4")"
+printf '"load_ratio":%s,"reshard_ratio":%s,"fio_new_file_write_gbps":%s}\n' "$(ratio "$load4" "$fio_r")" \
+  "$(ratio "$load3" "$load4")" "$fio_new"
 
 # ---- export: `ztier checkpoint export` of the same checkpoint against fio's write ----
 # The export reads every rank file once and writes the fp32 safetensors file beside them

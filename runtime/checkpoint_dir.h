@@ -30,8 +30,14 @@ zt_status zt_ckpt_begin(const char *root, int64_t step, char *name, zt_error *er
 void zt_ckpt_partial_path(const char *root, const char *name, char *out, size_t len);
 
 /* Makes the save of `name` the latest checkpoint: syncs and renames its folder, rewrites
- * `latest` atomically, then removes the committed checkpoints beyond the newest `keep`. */
+ * `latest` atomically, then removes the committed checkpoints beyond the newest `keep`: each
+ * renamed to root/.removing-<name> at once (out of `latest`'s names), its files unlinked by a
+ * thread while the caller goes on (zt_ckpt_removals_wait). */
 zt_status zt_ckpt_commit(const char *root, const char *name, int keep, zt_error *err);
+
+/* Waits until the older checkpoints the last commit set aside are removed (the next save's
+ * begin and zt_runtime_destroy call it). */
+void zt_ckpt_removals_wait(void);
 
 /* Removes what a failed save of `name` left (its partial folder, or its renamed folder if
  * the commit did not get to `latest`). Never touches a committed checkpoint. */

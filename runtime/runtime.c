@@ -5,6 +5,7 @@
 #include "core/log.h"
 #include "core/numa.h"
 #include "core/trace.h"
+#include "runtime/checkpoint_dir.h"
 #include "runtime/config_batch.h"
 #include "runtime/config_parse.h"
 #include "runtime/config_schedule.h"
@@ -506,6 +507,7 @@ static void free_layer(zt_runtime *rt, zt_layer *L)
 
 void zt_rt_destroy(zt_runtime *rt)
 {
+    zt_ckpt_removals_wait(); /* a save's older checkpoints, removed behind it */
     /* first what may still move data: the optimizer's write-backs refer to the layers'
      * homes, the gathers to the homes and the staging pool */
     zt_fwd_destroy(&rt->fwd,
