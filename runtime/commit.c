@@ -468,7 +468,7 @@ zt_status zt_rt_commit(zt_runtime *rt)
         st = zt_rt_act_open(rt);
     zt_opt_engine_choose(rt); /* from what was opened */
     /* zt_runtime_expect_load: the load overwrites every value; initialising them first was
-     * most of a resume's CPU time (issue 42) */
+     * most of a resume's CPU time */
     for (int i = 0; st == ZT_OK && !rt->load_pending && i < rt->reg.n_layers; i++)
         st = init_layer(rt, &rt->reg.layers[i]);
     if (st != ZT_OK)

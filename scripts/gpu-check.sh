@@ -7,7 +7,7 @@
 #   ../shared/gpu/pack
 #   device run: bash .gpu/remote.sh 'bash scripts/gpu-check.sh'   (carry: [".gpu"])
 # A device call may run 10 minutes: `gpu-check.sh tests`, `gpu-check.sh bench`,
-# `gpu-check.sh bf16`, `gpu-check.sh d48`, `gpu-check.sh scale` (at most 8 minutes: issue 40's
+# `gpu-check.sh bf16`, `gpu-check.sh d48`, `gpu-check.sh scale` (at most 8 minutes: the
 # measurements, each beside `ztier estimate`) and `gpu-check.sh largest` run the six parts in
 # six calls (or several parts in one: `gpu-check.sh tests bench`). Every step has a time limit (rc 124 in summary.txt
 # when it ran out), so one slow step cannot take the others' time; GPU_CHECK_SECONDS caps the
@@ -85,7 +85,7 @@ echo "zt_gpt2 --device cuda: rc=$? $(grep -E '^step +20' "$out/zt_gpt2-cuda.txt"
 timeout 150 "$build"/tools/ztier bench gpt2 --backend cuda --config d12 --batch 16 --seq 1024 --steps 5 \
   --offload all --json > "$out/bench-gpt2.txt" 2>&1
 echo "bench gpt2 --backend cuda: rc=$? $(tail -1 "$out/bench-gpt2.txt")" | tee -a "$out/summary.txt"
-# the default matmuls are bf16 inputs with fp32 accumulation (issue 14's MFU goal is against
+# the default matmuls are bf16 inputs with fp32 accumulation (the MFU goal is against
 # bf16's peak); the same in TF32 beside them
 timeout 150 "$build"/tools/ztier bench gpt2 --backend cuda --config d12 --batch 16 --seq 1024 --steps 5 \
   --offload all --precision tf32 --json > "$out/bench-gpt2-tf32.txt" 2>&1
@@ -96,7 +96,7 @@ timeout 150 "$build"/tools/ztier bench gpt2 --backend cuda --config d12 --batch 
   --offload all --overlap-step on --json > "$out/bench-gpt2-overlap.txt" 2>&1
 echo "bench gpt2 --backend cuda --overlap-step on: rc=$? $(tail -1 "$out/bench-gpt2-overlap.txt")" |
   tee -a "$out/summary.txt"
-# issue 29: full activation checkpoints kept by the model, in pinned host memory and on NVMe
+# full activation checkpoints kept by the model, in pinned host memory and on NVMe
 # (a scratch folder: the swap files must not come back with the logs), interleaved
 act_swap=$(mktemp -d)
 timeout 240 "$build"/tools/ztier bench act --backend cuda --config d12 --batch 16 --seq 1024 --steps 5 \
@@ -105,7 +105,7 @@ echo "bench act --backend cuda: rc=$? $(tail -1 "$out/bench-act.txt")" | tee -a 
 rm -rf "$act_swap"
 fi
 if want bf16; then
-# issue 40's "16 bits on the wire": the trainer with bf16.enabled end to end (16-bit
+# "16 bits on the wire": the trainer with bf16.enabled end to end (16-bit
 # parameters fetched to the GPU and widened there, 16-bit gradients back), d12 resident
 # (parameters and optimizer on the device) and offloaded (both in pinned host memory, a 1G
 # device budget), batch 16 x 1024, then the same offloaded run with fp32 parameters: MFU,
@@ -137,7 +137,7 @@ timeout 200 bash bench/bus_bytes.sh "$build"/examples/gpt2/zt_gpt2 "$cfg" "$budg
 echo "bench/bus_bytes.sh $cfg: rc=$? $(tail -1 "$out/bus-bytes-$cfg.txt")" | tee -a "$out/summary.txt"
 fi
 if want d48; then
-# issue 14's offload goal: d48 (1.5B) with an 8 GiB device budget and the optimizer on the
+# the offload goal: d48 (1.5B) with an 8 GiB device budget and the optimizer on the
 # CPU, its updates overlapped with the next forward, against the resident run. Batch 4: the
 # activations (fp32, kept per layer: 41 GiB at 4 x 1024) are the trainer's, outside the
 # budget, and the resident and the offloaded run hold theirs at once (at batch 8, 164 GiB)
@@ -147,7 +147,7 @@ echo "bench gpt2 --backend cuda --config d48 --hbm 8G: rc=$? $(tail -1 "$out/ben
   tee -a "$out/summary.txt"
 fi
 if want scale; then
-# issue 40's "the GPU script measures all of it", within GPU_CHECK_SCALE_SECONDS (default 480:
+# the runs at scale, within GPU_CHECK_SCALE_SECONDS (default 480:
 # 8 minutes of GPU time; inside GPU_CHECK_SECONDS): with bf16.enabled end to end and GPT-2's
 # vocabulary (50257 rows) on a real text, /usr/share/common-licenses/GPL-3 (zt_gpt2 has no
 # BPE tokenizer and the machine no network: the text's bytes are the tokens, within the
@@ -262,7 +262,7 @@ fi
 end=$scale_saved_end
 fi
 want largest || exit 0
-# issue 14's largest-model goal: the GPT-2 shape d40c3072 (4.7B parameters with GPT-2's
+# the largest-model goal: the GPT-2 shape d40c3072 (4.7B parameters with GPT-2's
 # vocabulary; run with --vocab byte: 4,535M, on one sentence repeated) whose state fits
 # the host's RAM with the optimizer on the CPU, parameters and optimizer state in pinned host
 # memory, a 24G device budget; batch 2 x 1024 (its activations take most of the rest). The

@@ -5,7 +5,7 @@
  * file in order afterwards: crc32_combine) and handing master pieces on. Several reads in
  * flight keep the disk busy, where one thread reading and checksumming in turn left it idle
  * half the time; and each byte is read once, where checking every file whole before reading
- * the master values read the master values twice (issue 42). */
+ * the master values read the master values twice. */
 #include "core/crc32.h"
 #include "runtime/checkpoint_file.h"
 #include "tools/checkpoint_read.h"

@@ -642,7 +642,7 @@ static int setup(trainer *t)
                 "zt_gpt2: --precision %s is for the GPU's matmuls; the CPU computes in "
                 "fp32\n",
                 t->o.precision);
-    if (!t->o.precision) /* issue 14's default: bf16 inputs, fp32 accumulation */
+    if (!t->o.precision) /* the default: bf16 inputs, fp32 accumulation */
         t->o.precision = "bf16";
     if (load_data(t) != 0) /* after the device: --demo sizes the run for it */
         return 1;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Multi-node latency benchmark (docs/benchmarks.md, "Several nodes"; issue 26): the GPT-2
+# Multi-node latency benchmark (docs/benchmarks.md, "Several nodes"): the GPT-2
 # trainer (examples/gpt2, zt_gpt2) on 2 namespace "nodes" x 2 ranks (the setup of run.sh:
 # veth + bridge, Open MPI over TCP only), at 0 ms and, through relay.py, at each given
 # one-way delay; plain ZeRO-3 and ZeRO++ (qwZ + qgZ + hpZ). Prints one row per run: the

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* zt_runtime_expect_load (issue 42): a commit followed by a load initialises nothing (the
+/* zt_runtime_expect_load: a commit followed by a load initialises nothing (the
  * initialisers are never called), every call that reads the values before the load is
  * refused with a message naming the missing load (also after a failed load), and the load
  * then restores exactly what a runtime committed the usual way saved: master, Adam m and v. */
