@@ -112,7 +112,9 @@ const zt_config_key zt_config_keys[] = {
         "With device \"cpu\": the fraction of this rank's optimizer state (by elements, whole "
         "layers, the last ones) updated by the CPU's Adam, the rest (the first layers) by the "
         "device optimizer in device memory, concurrently (DeepSpeed's Twin-Flow); 1 all on the "
-        "CPU; \"auto\" chosen at commit from the measured CPU and device Adam rates "
+        "CPU; \"auto\" chosen at commit from the measured CPU and device Adam rates, and "
+        "with ztier.overlap_step \"on\" refined after each step so that the CPU's share fits "
+        "the measured forward time, within what the device budget holds "
         "(docs/configuration.md)"),
     NUM("zero_optimization.stage3_prefetch_bucket_size", ZT_KEY_I64, F(stage3_prefetch_bucket_size),
         0, NOMAX, ZT_AUTO_MODEL,
