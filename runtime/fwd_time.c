@@ -17,6 +17,7 @@ static void start_on_stream(zt_fwd_timer *t, zt_device *d, zt_stream *caller)
         ZT_LOGD("runtime", "forward time on the host's clock: %s", e.msg);
         return;
     }
+    t->start_on = caller; /* even a failed record may have taken the stream */
     if (zt_device_event_record(d, t->start, caller, &e) == ZT_OK)
         t->stream = caller;
     else
@@ -35,6 +36,8 @@ void zt_fwd_on_fetch(zt_fwd_timer *t, zt_device *dev, int pass, zt_stream *calle
         t->phase = 2;
         t->wall_s = zt_now_s() - t->start_wall;
         /* the end on the stream the start is on; else (a form mixed) the host's clock */
+        if (t->stream && caller == t->stream)
+            t->end_on = caller;
         t->pending = t->stream && caller == t->stream &&
                      zt_device_event_record(dev, t->end, caller, &e) == ZT_OK;
     }
@@ -72,13 +75,14 @@ static void destroy_events(zt_fwd_timer *t, zt_device *dev)
     if (t->end)
         zt_device_event_destroy(dev, t->end);
     t->start = t->end = NULL;
+    t->start_on = t->end_on = NULL;
 }
 
 /* The events go with the stream they were recorded on (the host backend's refer to it); a
  * forward in progress ends on the host's clock, one recorded keeps its time. */
 void zt_fwd_forget_stream(zt_fwd_timer *t, zt_device *dev, const zt_stream *s)
 {
-    if (t->stream != s)
+    if (t->start_on != s && t->end_on != s) /* t->stream is reset at each forward */
         return;
     if (t->pending) {
         zt_error e = {0};

@@ -15,8 +15,10 @@
 #include <stdint.h>
 
 typedef struct zt_fwd_timer {
-    zt_event *start, *end; /* timed events, made at the first stream-ordered forward */
-    zt_stream *stream;     /* the stream the start was recorded on; NULL: the host's clock */
+    zt_event *start, *end;        /* timed events, made at the first stream-ordered forward */
+    zt_stream *stream;            /* the stream the start was recorded on; NULL: the host's clock */
+    zt_stream *start_on, *end_on; /* the streams the events were last recorded on (the host
+                                     backend's events refer to them until destroyed) */
     double start_wall, wall_s;
     int phase;   /* 0: before the step's first forward fetch; 1: in the forward; 2: timed */
     int pending; /* the two events recorded, their time not read yet */
