@@ -56,7 +56,7 @@ typedef struct search {
     const char *profile;
     json_t *base; /* the user's ds_config */
     budgets b;
-    char tmp[64]; /* the candidates' ds_config file */
+    char tmp[1024]; /* the candidates' ds_config file */
     cand *c;
     int n;
     int evaluated, fit, predicted;
@@ -453,9 +453,13 @@ int plan_search(int argc, char **argv, const est_options *o, const char *profile
         int global_rows = o->batch / o->world * accum; /* per rank, per step */
         est_free_model(&m);
         int fd = -1;
-        snprintf(s.tmp, sizeof s.tmp, "/tmp/ztier-search-XXXXXX");
+        const char *tmpdir = getenv("TMPDIR"); /* mkstemp's template: a name of our own */
+        snprintf(s.tmp, sizeof s.tmp, "%s/ztier-search-XXXXXX",
+                 tmpdir && *tmpdir ? tmpdir : "/tmp");
         if (rc == 0 && (fd = mkstemp(s.tmp)) < 0)
-            rc = -1, snprintf(err, sizeof err, "cannot make a temporary file: %s", strerror(errno));
+            rc = -1,
+            snprintf(err, sizeof err, "cannot make a temporary file in %s: %s (set TMPDIR)",
+                     tmpdir && *tmpdir ? tmpdir : "/tmp", strerror(errno));
         if (fd >= 0)
             close(fd);
         double t0 = bench_now();
