@@ -420,10 +420,10 @@ static void block_forward(const gpt2_model *m, float *const *p, int w16, block_a
     mm_forward(m, w16, a->attproj, a->atty, p[P_ATTW], p[P_ATTB], N, C, C);
     m->ops.residual_layernorm_forward(m->ops.ctx, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, in,
                                       a->attproj, p[P_LN2W], p[P_LN2B], N, C);
-    if (m->ops.matmul_gelu_forward) /* fch the pre-GELU values, as unfused */
+    if (m->ops.matmul_gelu_forward) { /* fch the pre-GELU values, as unfused */
         m->ops.matmul_gelu_forward(m->ops.ctx, a->fch_gelu, a->fch, a->ln2, p[P_FCW], w16, p[P_FCB],
                                    N, C, 4 * C);
-    else {
+    } else {
         mm_forward(m, w16, a->fch, a->ln2, p[P_FCW], p[P_FCB], N, C, 4 * C);
         m->ops.gelu_forward(m->ops.ctx, a->fch_gelu, a->fch, (long long)N * 4 * C);
     }
