@@ -63,6 +63,8 @@ void cudasim_drain(void);
 unsigned long long cudasim_atomic_ops(void); /* atomic operations kernels made so far */
 int cudasim_last_sort_bits(void);            /* key bits the last cub radix sort sorted */
 int cudasim_live_events(void);               /* events made and not yet destroyed */
+/* cublasLtMatmul calls queued so far with that epilogue (a cublasLtEpilogue_t; -1: any) */
+unsigned long long cudasim_lt_matmuls(int epilogue);
 
 #ifdef __cplusplus
 }

@@ -1,17 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 // The cuBLASLt subset ztier's GPT-2 ops use, on the stand-in: cublasLtMatmul with the bias,
-// GELU (tanh approximation, as cuBLASLt's and llm.c's) and bias-gradient epilogues, fp32 or
-// bf16 A/B and C/D, CUBLAS_COMPUTE_32F with fp32 scale, column-major layouts without batches.
-// Each matmul is queued on the given stream with its exact byte ranges checked like any device
-// work and computed by OpenBLAS on fp32 copies (bf16 widened exactly), then the epilogue per
-// element in fp32, rounded once to a bf16 output. Anything else (another compute type, order,
-// batch, epilogue or attribute) returns CUBLAS_STATUS_NOT_SUPPORTED with a note on stderr
-// naming it, so a caller never gets a silently different result.
+// GELU (tanh approximation, as cuBLASLt's and llm.c's) and bias-gradient epilogues, with fp32
+// scale, column-major layouts without batches, and the type combinations cuBLASLt lists for
+// them: CUBLAS_COMPUTE_32F with fp32 A/B and C/D, or bf16 A/B and bf16 or fp32 C/D;
+// CUBLAS_COMPUTE_32F_FAST_TF32 with fp32 A/B/C/D (the inputs rounded to TF32 first, as
+// cublas.cc's TF32 GEMMs); the bias (and bias gradient) of D's type, or fp32 with a bf16 D
+// (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE); the GELU aux of D's type. Each matmul is queued on the
+// given stream with its exact byte ranges checked like any device work and computed by OpenBLAS
+// on fp32 copies (bf16 widened exactly), then the epilogue per element in fp32, rounded once to
+// a bf16 output. Anything else (another compute type, type combination, order, batch, epilogue
+// or attribute) returns CUBLAS_STATUS_NOT_SUPPORTED with a note on stderr naming it, so a
+// caller never gets a silently different result.
 #include "internal.h"
 
 #include <cblas.h>
 #include <cublasLt.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <new>
@@ -56,6 +61,20 @@ cublasStatus_t unsupported(const char *call, const char *what, long long value)
 }
 
 bool known_type(cudaDataType t) { return t == CUDA_R_32F || t == CUDA_R_16BF; }
+
+// Matmuls queued so far, by epilogue (the modelled ones are below 1024): cudasim_lt_matmuls.
+std::atomic<unsigned long long> g_matmuls[1024];
+
+// fp32 rounded to TF32 (10 mantissa bits, to nearest, ties away), as cublas.cc's TF32 GEMMs.
+float tf32(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    if ((b & 0x7f800000u) != 0x7f800000u)
+        b = (b + 0x1000u) & ~0x1fffu;
+    memcpy(&x, &b, 4);
+    return x;
+}
 size_t elem_size(cudaDataType t) { return t == CUDA_R_16BF ? 2 : 4; }
 
 float load(const void *p, cudaDataType t, size_t i)
@@ -100,13 +119,13 @@ size_t span(uint64_t rows, uint64_t cols, int64_t ld, size_t elem)
     return rows && cols ? (size_t(ld) * size_t(cols - 1) + size_t(rows)) * elem : 0;
 }
 
-// The whole matrix widened to fp32 (the span, column by column).
-std::vector<float> widen(const void *p, const Layout &l)
+// The whole matrix widened to fp32 (the span, column by column), rounded to TF32 when round.
+std::vector<float> widen(const void *p, const Layout &l, bool round)
 {
     size_t n = span(l.rows, l.cols, l.ld, 1);
     std::vector<float> v(n);
     for (size_t i = 0; i < n; i++)
-        v[i] = load(p, l.type, i);
+        v[i] = round ? tf32(load(p, l.type, i)) : load(p, l.type, i);
     return v;
 }
 
@@ -162,7 +181,8 @@ struct Matmul {
 
 void run(const Matmul &w)
 {
-    std::vector<float> fa = widen(w.A, w.a), fb = widen(w.B, w.b);
+    bool round = w.d.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+    std::vector<float> fa = widen(w.A, w.a, round), fb = widen(w.B, w.b, round);
     std::vector<float> acc(size_t(w.m) * size_t(w.n), 0.0f);
     if (w.k > 0)
         cblas_sgemm(CblasColMajor, w.d.ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
@@ -215,9 +235,41 @@ cublasStatus_t shapes(const Desc &d, const Layout &a, const Layout &b, const Lay
     return CUBLAS_STATUS_SUCCESS;
 }
 
+// The type combinations cuBLASLt lists for these epilogues (see the top); w's bias and aux
+// types resolved (-1: D's).
+cublasStatus_t types(Matmul *w)
+{
+    const char *call = "cublasLtMatmul";
+    if (w->a.type != w->b.type)
+        return unsupported(call, "B's type differing from A's, B's type", w->b.type);
+    if (w->c.type != w->dl.type)
+        return unsupported(call, "C's type differing from D's, C's type", w->c.type);
+    if (w->a.type == CUDA_R_32F && w->dl.type != CUDA_R_32F)
+        return unsupported(call, "fp32 A and B with D's type", w->dl.type);
+    if (w->d.compute == CUBLAS_COMPUTE_32F_FAST_TF32 && w->a.type != CUDA_R_32F)
+        return unsupported(call, "CUBLAS_COMPUTE_32F_FAST_TF32 with A's type", w->a.type);
+    w->bias_type = w->d.bias_type < 0 ? w->dl.type : cudaDataType(w->d.bias_type);
+    w->aux_type = w->d.aux_type < 0 ? w->dl.type : cudaDataType(w->d.aux_type);
+    // a bias of D's type, or fp32 with a 16-bit D; a bf16 bias with an fp32 D is not listed
+    if (w->bias_type != w->dl.type && w->bias_type != CUDA_R_32F)
+        return unsupported(call, "a bias data type other than D's or fp32:", w->d.bias_type);
+    // the GELU input matrix is of D's type (only fp8 kernels take another)
+    if (w->aux_type != w->dl.type)
+        return unsupported(call, "an aux data type other than D's:", w->d.aux_type);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 } // namespace
 
 extern "C" {
+
+unsigned long long cudasim_lt_matmuls(int epilogue)
+{
+    unsigned long long n = 0;
+    for (int e = 0; e < 1024; e++)
+        n += epilogue < 0 || e == epilogue ? g_matmuls[e].load() : 0;
+    return n;
+}
 
 // As cublasCreate: a device to run on is required.
 cublasStatus_t cublasLtCreate(cublasLtHandle_t *handle)
@@ -280,7 +332,7 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *out, cublasCompute
 {
     if (!out)
         return CUBLAS_STATUS_INVALID_VALUE;
-    if (compute != CUBLAS_COMPUTE_32F)
+    if (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32)
         return unsupported("cublasLtMatmulDescCreate", "compute type", compute);
     if (scale != CUDA_R_32F)
         return unsupported("cublasLtMatmulDescCreate", "scale type", scale);
@@ -357,17 +409,11 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
     w.a = *layout_of(Adesc), w.b = *layout_of(Bdesc), w.c = *layout_of(Cdesc),
     w.dl = *layout_of(Ddesc);
     epilogue_of(w.d.epilogue, &w.epi);
-    if (w.a.type != w.b.type)
-        return unsupported("cublasLtMatmul", "B's type differing from A's, B's type", w.b.type);
-    if (w.c.type != w.dl.type)
-        return unsupported("cublasLtMatmul", "C's type differing from D's, C's type", w.c.type);
+    if (cublasStatus_t s = types(&w); s != CUBLAS_STATUS_SUCCESS)
+        return s;
     if (cublasStatus_t s = shapes(w.d, w.a, w.b, w.c, w.dl, &w.m, &w.n, &w.k);
         s != CUBLAS_STATUS_SUCCESS)
         return s;
-    w.bias_type = w.d.bias_type < 0 ? w.dl.type : cudaDataType(w.d.bias_type);
-    w.aux_type = w.d.aux_type < 0 ? w.dl.type : cudaDataType(w.d.aux_type);
-    if (!known_type(w.bias_type) || !known_type(w.aux_type))
-        return unsupported("cublasLtMatmul", "bias or aux data type", w.d.bias_type);
     bool uses_bias = w.epi.bias || w.epi.bgrad || w.epi.bgrad_b;
     bool uses_aux = w.epi.aux_out || w.epi.dgelu;
     if ((uses_bias && !w.d.bias) || (uses_aux && (!w.d.aux || w.d.aux_ld < w.m)))
@@ -392,6 +438,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
         if (a.bytes)
             nonempty.push_back(a);
     cudaError_t r = device_work(stream, "cublasLtMatmul", std::move(nonempty), [w] { run(w); });
+    if (r == cudaSuccess)
+        g_matmuls[int(w.d.epilogue) & 1023]++;
     return r == cudaSuccess             ? CUBLAS_STATUS_SUCCESS
            : r == cudaErrorInvalidValue ? CUBLAS_STATUS_INVALID_VALUE
                                         : CUBLAS_STATUS_EXECUTION_FAILED;

@@ -101,10 +101,11 @@ static cublasStatus_t set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t
     return cublasLtMatmulDescSetAttribute(d, a, v, n);
 }
 
-/* The descriptor of D = op(A) op(B) with the epilogue e. */
+/* The descriptor of D = op(A) op(B) with the epilogue e, its bias of type bias_type. */
 static cublasStatus_t describe(cublasLtMatmulDesc_t d, const operand *a, const operand *b,
-                               const epilogue *e)
+                               const epilogue *e, cudaDataType bias_type)
 {
+    int32_t bt = (int32_t)bias_type;
     cublasStatus_t s = set(d, CUBLASLT_MATMUL_DESC_TRANSA, &a->op, sizeof a->op);
     if (s == CUBLAS_STATUS_SUCCESS)
         s = set(d, CUBLASLT_MATMUL_DESC_TRANSB, &b->op, sizeof b->op);
@@ -112,6 +113,8 @@ static cublasStatus_t describe(cublasLtMatmulDesc_t d, const operand *a, const o
         s = set(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &e->kind, sizeof e->kind);
     if (s == CUBLAS_STATUS_SUCCESS && e->bias)
         s = set(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e->bias, sizeof e->bias);
+    if (s == CUBLAS_STATUS_SUCCESS && e->bias)
+        s = set(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt);
     if (s == CUBLAS_STATUS_SUCCESS && e->aux)
         s = set(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e->aux, sizeof e->aux);
     if (s == CUBLAS_STATUS_SUCCESS && e->aux)
@@ -119,22 +122,23 @@ static cublasStatus_t describe(cublasLtMatmulDesc_t d, const operand *a, const o
     return s;
 }
 
-/* D[m, n] = op(A) op(B) (+ D when accumulate), then the epilogue; every matrix of type t. */
-static int gemm(gpt2_lt *lt, const char *what, gpt2_lt_dtype t, const operand *a, const operand *b,
-                void *D, int m, int n, int accumulate, const epilogue *e)
+/* D[m, n] = op(A) op(B) (+ D when accumulate), then the epilogue; the types t's. */
+static int gemm(gpt2_lt *lt, const char *what, const gpt2_lt_types *t, const operand *a,
+                const operand *b, void *D, int m, int n, int accumulate, const epilogue *e)
 {
-    cudaDataType ty = type_of(t);
+    cudaDataType tab = type_of(t->ab), td = type_of(t->d);
     cublasLtMatmulDesc_t desc = NULL;
     cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
-    cublasStatus_t s = cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasStatus_t s = cublasLtMatmulDescCreate(
+        &desc, t->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F);
     if (s == CUBLAS_STATUS_SUCCESS)
-        s = describe(desc, a, b, e);
+        s = describe(desc, a, b, e, type_of(t->bias));
     if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatrixLayoutCreate(&la, ty, (uint64_t)a->rows, (uint64_t)a->cols, a->rows);
+        s = cublasLtMatrixLayoutCreate(&la, tab, (uint64_t)a->rows, (uint64_t)a->cols, a->rows);
     if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatrixLayoutCreate(&lb, ty, (uint64_t)b->rows, (uint64_t)b->cols, b->rows);
+        s = cublasLtMatrixLayoutCreate(&lb, tab, (uint64_t)b->rows, (uint64_t)b->cols, b->rows);
     if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatrixLayoutCreate(&ld, ty, (uint64_t)m, (uint64_t)n, m);
+        s = cublasLtMatrixLayoutCreate(&ld, td, (uint64_t)m, (uint64_t)n, m);
     const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     if (s == CUBLAS_STATUS_SUCCESS)
         s = cublasLtMatmul(lt->handle, desc, &one, a->p, la, b->p, lb, &beta, D, ld, D, ld, NULL,
@@ -159,7 +163,7 @@ static cublasLtEpilogue_t forward_epilogue(int bias, int gelu, int pre)
     return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
 }
 
-int gpt2_lt_forward(gpt2_lt *lt, gpt2_lt_dtype t, void *out, void *pre, const void *inp,
+int gpt2_lt_forward(gpt2_lt *lt, const gpt2_lt_types *t, void *out, void *pre, const void *inp,
                     const void *w, const void *bias, int N, int C, int OC, int gelu)
 {
     operand a = {w, C, OC, CUBLAS_OP_T}, b = {inp, C, N, CUBLAS_OP_N};
@@ -167,7 +171,7 @@ int gpt2_lt_forward(gpt2_lt *lt, gpt2_lt_dtype t, void *out, void *pre, const vo
     return gemm(lt, "the fused matmul forward", t, &a, &b, out, OC, N, 0, &e);
 }
 
-int gpt2_lt_backward(gpt2_lt *lt, gpt2_lt_dtype t, void *dinp, void *dw, void *dbias,
+int gpt2_lt_backward(gpt2_lt *lt, const gpt2_lt_types *t, void *dinp, void *dw, void *dbias,
                      const void *dout, const void *inp, const void *w, const void *pre_in, int N,
                      int C, int OC, int accumulate)
 {

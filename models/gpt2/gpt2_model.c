@@ -420,8 +420,13 @@ static void block_forward(const gpt2_model *m, float *const *p, int w16, block_a
     mm_forward(m, w16, a->attproj, a->atty, p[P_ATTW], p[P_ATTB], N, C, C);
     m->ops.residual_layernorm_forward(m->ops.ctx, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, in,
                                       a->attproj, p[P_LN2W], p[P_LN2B], N, C);
-    mm_forward(m, w16, a->fch, a->ln2, p[P_FCW], p[P_FCB], N, C, 4 * C);
-    m->ops.gelu_forward(m->ops.ctx, a->fch_gelu, a->fch, (long long)N * 4 * C);
+    if (m->ops.matmul_gelu_forward) { /* fch the pre-GELU values, as unfused */
+        m->ops.matmul_gelu_forward(m->ops.ctx, a->fch_gelu, a->fch, a->ln2, p[P_FCW], w16, p[P_FCB],
+                                   N, C, 4 * C);
+    } else {
+        mm_forward(m, w16, a->fch, a->ln2, p[P_FCW], p[P_FCB], N, C, 4 * C);
+        m->ops.gelu_forward(m->ops.ctx, a->fch_gelu, a->fch, (long long)N * 4 * C);
+    }
     mm_forward(m, w16, a->fcproj, a->fch_gelu, p[P_PROJW], p[P_PROJB], N, 4 * C, C);
 }
 
@@ -486,11 +491,16 @@ static void block_backward(gpt2_model *m, float *const *p, int w16, float *const
         m->ops.layernorm_forward(m->ops.ctx, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p[P_LN2W],
                                  p[P_LN2B], N, C);
     }
-    m->ops.zero(m->ops.ctx, m->d_fcg, nc * 4 * m->act);
-    mm_backward(m, w16, m->d_fcg, g[P_PROJW], g[P_PROJB], dout, a->fch_gelu, p[P_PROJW], N, 4 * C,
-                C);
-    m->ops.zero(m->ops.ctx, m->d_fch, nc * 4 * m->act);
-    m->ops.gelu_backward(m->ops.ctx, m->d_fch, a->fch, m->d_fcg, (long long)N * 4 * C);
+    if (m->ops.matmul_dgelu_backward) { /* d_fch, the gradient at the pre-GELU fch, at once */
+        m->ops.matmul_dgelu_backward(m->ops.ctx, m->d_fch, g[P_PROJW], g[P_PROJB], dout,
+                                     a->fch_gelu, p[P_PROJW], w16, a->fch, N, 4 * C, C);
+    } else {
+        m->ops.zero(m->ops.ctx, m->d_fcg, nc * 4 * m->act);
+        mm_backward(m, w16, m->d_fcg, g[P_PROJW], g[P_PROJB], dout, a->fch_gelu, p[P_PROJW], N,
+                    4 * C, C);
+        m->ops.zero(m->ops.ctx, m->d_fch, nc * 4 * m->act);
+        m->ops.gelu_backward(m->ops.ctx, m->d_fch, a->fch, m->d_fcg, (long long)N * 4 * C);
+    }
     float *dln2 = din; /* scratch until din is needed */
     m->ops.zero(m->ops.ctx, dln2, nc * m->act);
     mm_backward(m, w16, dln2, g[P_FCW], g[P_FCB], m->d_fch, a->ln2, p[P_FCW], N, C, 4 * C);

@@ -44,6 +44,22 @@ typedef struct gpt2_ops {
     void (*matmul_backward_w16)(void *ctx, float *dinp, unsigned short *dw, float *dbias,
                                 const float *dout, const float *inp, const unsigned short *w, int N,
                                 int C, int OC);
+    /* The MLP's GELU fused into the GEMMs around it (cuBLASLt's epilogues, gpt2_matmul_lt.h);
+     * NULL where the ops have none (the CPU: matmul_forward then gelu_forward, and
+     * matmul_backward then gelu_backward). w is the 16-bit weights (as the _w16 matmuls take)
+     * when w16, else fp32; dw the gradient of the same type.
+     * matmul_gelu_forward: pre[N,OC] = inp @ w^T + bias (what matmul_forward writes) and
+     * out = gelu of it (what gelu_forward writes from pre; in bf16 activations, the GELU of the
+     * fp32 sum before pre is rounded, one rounding fewer). */
+    void (*matmul_gelu_forward)(void *ctx, float *out, float *pre, const float *inp, const float *w,
+                                int w16, const float *bias, int N, int C, int OC);
+    /* The backward of the layer whose input inp is gelu(pre_in) [N,C]: dinp = (dout @ w) *
+     * gelu'(pre_in), the gradient at pre_in, written (what matmul_backward into a zeroed
+     * buffer, then gelu_backward into another, give); dw and dbias added to as
+     * matmul_backward does (dbias fp32). */
+    void (*matmul_dgelu_backward)(void *ctx, float *dinp, float *dw, float *dbias,
+                                  const float *dout, const float *inp, const float *w, int w16,
+                                  const float *pre_in, int N, int C, int OC);
     /* att: what the forward keeps for the backward, att_keep below (gpt2_attention.h) */
     void (*attention_forward)(void *ctx, float *out, float *att, const float *qkv, int B, int T,
                               int C, int NH);

@@ -6,6 +6,7 @@
  * machines (tests/gpt2/test_gpt2_cuda_train.c compares it with the CPU on a GPU). */
 #include "gpt2_attention.h"
 #include "gpt2_cuda.h"
+#include "gpt2_matmul_lt.h"
 #include "gpt2_ops.h"
 
 #include <cublas_v2.h>
@@ -34,6 +35,7 @@ typedef struct staging {
 typedef struct cuda_ctx {
     cudaStream_t stream;
     cublasHandle_t blas;
+    gpt2_lt *lt;    /* cuBLASLt: the matmuls with a GELU in their epilogue */
     double *losses; /* device: one per row of the last crossentropy_forward */
     double *host_losses;
     int cap;
@@ -70,6 +72,15 @@ static void keep_blas(cuda_ctx *c, cublasStatus_t s)
         return;
     c->error = CUBLAS_BASE + (int)s;
     snprintf(c->what, sizeof c->what, "cuBLAS status %d (%s)", (int)s, cublasGetStatusString(s));
+}
+
+/* A gpt2_matmul_lt status (a cublasStatus_t), named by its call. */
+static void keep_lt(cuda_ctx *c, int st)
+{
+    if (!st || c->error)
+        return;
+    c->error = CUBLAS_BASE + st;
+    snprintf(c->what, sizeof c->what, "%s", gpt2_lt_error(c->lt));
 }
 
 /* An allocation's status (cudaMalloc, cudaMallocHost), the runtime's last error cleared when
@@ -330,10 +341,21 @@ static void bias_grad(cuda_ctx *c, float *dbias, const float *dout, int N, int O
                   cublasSgemv(c->blas, CUBLAS_OP_N, OC, N, &one, dout, OC, e, 1, &one, dbias, 1));
 }
 
-/* In GPT2_BF16, from all-bf16 inputs (d16 the output's gradient, x16 the input, w16 the
- * weights), accumulated in fp32: dinp[N,C] (bf16) += d16 @ w16, rounded once; dw[OC,C] (of
- * type dwt: fp32, or bf16 rounded once) += d16^T @ x16; dbias (fp32) += the column sums of d16
- * (a GEMM with a vector of bf16 ones: exact). */
+/* In GPT2_BF16, from bf16 d16 (the output's gradient) and x16 (the input), accumulated in
+ * fp32: dw[OC,C] (of type dwt: fp32, or bf16 rounded once) += d16^T @ x16; dbias (fp32) += the
+ * column sums of d16 (a GEMM with a vector of bf16 ones: exact). */
+static void dw_bf16(cuda_ctx *c, void *dw, cudaDataType dwt, float *dbias,
+                    const unsigned short *d16, const unsigned short *x16, int N, int C, int OC)
+{
+    gemm_bf16_to(c, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, x16, C, d16, OC, 1.0f, dw, dwt, C);
+    const unsigned short *e = dbias ? ones16(c, N) : NULL;
+    if (e)
+        gemm_bf16_to(c, CUBLAS_OP_N, CUBLAS_OP_N, OC, 1, N, d16, OC, e, N, 1.0f, dbias, CUDA_R_32F,
+                     OC);
+}
+
+/* In GPT2_BF16, from all-bf16 inputs (w16 the weights): dinp[N,C] (bf16) += d16 @ w16,
+ * rounded once, and dw_bf16. */
 static void mm_b_bf16(cuda_ctx *c, float *dinp, void *dw, cudaDataType dwt, float *dbias,
                       const unsigned short *d16, const unsigned short *x16,
                       const unsigned short *w16, int N, int C, int OC)
@@ -342,11 +364,17 @@ static void mm_b_bf16(cuda_ctx *c, float *dinp, void *dw, cudaDataType dwt, floa
         return; /* a cast's scratch was refused: kept */
     gemm_bf16_to(c, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, w16, C, d16, OC, 1.0f, dinp, CUDA_R_16BF,
                  C);
-    gemm_bf16_to(c, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, x16, C, d16, OC, 1.0f, dw, dwt, C);
-    const unsigned short *e = dbias ? ones16(c, N) : NULL;
-    if (e)
-        gemm_bf16_to(c, CUBLAS_OP_N, CUBLAS_OP_N, OC, 1, N, d16, OC, e, N, 1.0f, dbias, CUDA_R_32F,
-                     OC);
+    dw_bf16(c, dw, dwt, dbias, d16, x16, N, C, OC);
+}
+
+/* In fp32 (or TF32): dw[OC,C] += dout^T @ inp, dbias += the column sums of dout. */
+static void dw_f32(cuda_ctx *c, float *dw, float *dbias, const float *dout, const float *inp, int N,
+                   int C, int OC)
+{
+    const float one = 1;
+    keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C, dout, OC,
+                             &one, dw, C));
+    bias_grad(c, dbias, dout, N, OC);
 }
 
 static void mm_b(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
@@ -361,9 +389,7 @@ static void mm_b(void *ctx, float *dinp, float *dw, float *dbias, const float *d
     }
     keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, w, C, dout, OC,
                              &one, dinp, C));
-    keep_blas(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C, dout, OC,
-                             &one, dw, C));
-    bias_grad(c, dbias, dout, N, OC);
+    dw_f32(c, dw, dbias, dout, inp, N, C, OC);
 }
 
 static void mm_b_w16(void *ctx, float *dinp, unsigned short *dw, float *dbias, const float *dout,
@@ -381,6 +407,55 @@ static void logits_b(void *ctx, float *dinp, float *dw, const float *dlogits, co
     const unsigned short *w16 = bf16_of(c, 0, w, (size_t)V * C);
     mm_b_bf16(c, dinp, dw, CUDA_R_32F, NULL, bf16_of(c, 2, dlogits, (size_t)N * V), CA16(inp), w16,
               N, C, V);
+}
+
+/* ---- the MLP's GELU in the GEMMs' epilogues (cuBLASLt, gpt2_matmul_lt.h) ---- */
+
+/* The types of the fused matmuls: GPT2_BF16 reads and writes bf16 activations with the fp32
+ * biases and their gradients as they are (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE), so a bias is
+ * no longer rounded to bf16 on the way; TF32 and fp32 are fp32 throughout, TF32 reading the
+ * inputs as the cuBLAS handle's TF32 math mode does. */
+static gpt2_lt_types lt_types(const cuda_ctx *c)
+{
+    gpt2_lt_dtype act = c->precision == GPT2_BF16 ? GPT2_LT_BF16 : GPT2_LT_F32;
+    return (gpt2_lt_types){act, act, GPT2_LT_F32, c->precision == GPT2_TF32};
+}
+
+/* The weights as the fused GEMMs read them: as they are, or (fp32 in GPT2_BF16) cast to bf16
+ * in scratch slot 0; NULL when that scratch was refused (kept). */
+static const void *lt_weights(cuda_ctx *c, const float *w, int w16, size_t n)
+{
+    return c->precision == GPT2_BF16 && !w16 ? (const void *)bf16_of(c, 0, w, n) : w;
+}
+
+/* fc: pre = inp @ w^T + bias and out = gelu(pre) in one GEMM (_GELU_AUX_BIAS). */
+static void mm_gelu_f(void *ctx, float *out, float *pre, const float *inp, const float *w, int w16,
+                      const float *bias, int N, int C, int OC)
+{
+    cuda_ctx *c = ctx;
+    gpt2_lt_types t = lt_types(c);
+    const void *wm = lt_weights(c, w, w16, (size_t)OC * C);
+    if (wm)
+        keep_lt(c, gpt2_lt_forward(c->lt, &t, out, pre, inp, wm, bias, N, C, OC, 1));
+}
+
+/* fcproj's backward with GELU's: dinp = (dout @ w) * gelu'(pre_in) in one GEMM (_DGELU); dw
+ * and dbias as matmul_backward adds them (cuBLASLt's _BGRADB writes the bias gradient, which
+ * must add to what earlier micro-steps left there). */
+static void mm_dgelu_b(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
+                       const float *inp, const float *w, int w16, const float *pre_in, int N, int C,
+                       int OC)
+{
+    cuda_ctx *c = ctx;
+    gpt2_lt_types t = lt_types(c);
+    const void *wm = lt_weights(c, w, w16, (size_t)OC * C);
+    if (!wm)
+        return;
+    keep_lt(c, gpt2_lt_backward(c->lt, &t, dinp, NULL, NULL, dout, inp, wm, pre_in, N, C, OC, 0));
+    if (c->precision != GPT2_BF16)
+        dw_f32(c, dw, dbias, dout, inp, N, C, OC);
+    else
+        dw_bf16(c, dw, w16 ? CUDA_R_16BF : CUDA_R_32F, dbias, CA16(dout), CA16(inp), N, C, OC);
 }
 
 /* ---- attention: fused (gpt2_attention.cu) for the head sizes it takes, else cuBLAS's
@@ -611,6 +686,12 @@ int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int device, gpt2_precision
         free(c);
         return -1;
     }
+    /* 32 MiB of workspace lets cuBLASLt pick its fast kernels on Hopper */
+    if (gpt2_lt_create(&c->lt, c->stream, (size_t)32 << 20, why, len) != 0) {
+        cublasDestroy(c->blas);
+        free(c);
+        return -1;
+    }
     *out = (gpt2_ops){
         .ctx = c,
         .alloc = g_alloc,
@@ -629,6 +710,8 @@ int gpt2_ops_cuda_create(gpt2_ops *out, void *stream, int device, gpt2_precision
         .matmul_backward_w16 = p == GPT2_BF16 ? mm_b_w16 : NULL,
         .logits_forward = p == GPT2_BF16 ? logits_f : NULL,
         .logits_backward = p == GPT2_BF16 ? logits_b : NULL,
+        .matmul_gelu_forward = mm_gelu_f,
+        .matmul_dgelu_backward = mm_dgelu_b,
         .attention_forward = att_f,
         .attention_backward = att_b,
         .gelu_forward = gelu_f,
@@ -665,6 +748,7 @@ void gpt2_ops_cuda_destroy(gpt2_ops *ops)
         if (c->up[k].copied)
             cudaEventDestroy(c->up[k].copied);
     }
+    gpt2_lt_destroy(c->lt);
     cublasDestroy(c->blas);
     free(c);
     ops->ctx = NULL;

@@ -7,8 +7,11 @@
  * accumulation), within 2e-2. And resumed: 10 steps in one run against 5 steps, a
  * checkpoint, a new runtime that loads it and 5 more steps: the same losses and the same
  * exported parameters, bit for bit (the kernels sum shared gradients in a fixed order, and
- * so does the device optimizer's norm). The activation checkpointing policies, and full with
- * its checkpoints in host memory or on NVMe (zt_act_*_async), give the same bits again.
+ * so does the device optimizer's norm). The activation checkpointing policies in bf16, TF32
+ * and fp32 (and full with its checkpoints in host memory or on NVMe, zt_act_*_async, in bf16)
+ * against the CPU within each precision's tolerance, full recompute the bits of keeping
+ * everything, and the fc GEMM with its bias and GELU fused (and fcproj's backward with GELU's)
+ * counted on the stand-in (check_policies).
  * bf16.enabled: the CUDA trainer (16-bit parameters widened and gradients narrowed on the
  * device) against the CPU trainer in bf16 within 2e-2, its h2d and d2h bytes per step (zt_stats)
  * against 2 B a parameter and half of fp32's, its fp32 scratch against the formula, no host
@@ -25,7 +28,8 @@
 
 #include <cuda_runtime_api.h>
 #ifdef ZT_CUDA_FAKE
-#include "cudasim.h" /* its allocation failures */
+#include "cudasim.h" /* its allocation failures, its count of cuBLASLt's epilogues */
+#include <cublasLt.h>
 #endif
 #include <math.h>
 #include <stdio.h>
@@ -229,34 +233,82 @@ static int check_resume(const char *optimizer, const char *dir)
     return !(same_losses && same_weights);
 }
 
-/* The activation checkpointing policies on the GPU's kernels: selective and full recompute
- * give the losses and the weights of keeping everything, bit for bit. 0 when they do. */
-static int check_policies(const char *dir)
+/* The tolerance of the losses against the CPU trainer in fp32 (relative, at every step):
+ * fp32 1e-3 (sums in other orders), bf16 2e-2 (8 significant bits), TF32 5e-3 (11
+ * significant bits in the GEMMs' inputs: between the two). */
+static double tolerance(gpt2_precision p)
 {
-    /* the last two: full with each block's input in pinned host memory / on NVMe, handed
-     * over and back on the trainer's stream (zt_act_save_async, zt_act_load_async) */
+    return p == GPT2_BF16 ? 2e-2 : p == GPT2_TF32 ? 5e-3 : 1e-3;
+}
+static const char *precision_name(gpt2_precision p)
+{
+    return p == GPT2_BF16 ? "bf16" : p == GPT2_TF32 ? "tf32" : "fp32";
+}
+
+/* The activation checkpointing policies on the GPU's kernels in precision p (the last two,
+ * full+host and full+nvme, when all): each run's losses within p's tolerance of the CPU
+ * trainer's in fp32 (cpu, its STEPS losses) at every step; full recompute (its checkpoints in device memory, or in
+ * pinned host memory / on NVMe, handed over and back on the trainer's stream:
+ * zt_act_save_async, zt_act_load_async) gives the losses and the weights of keeping
+ * everything bit for bit (it runs the same forward again); selective recomputes GELU's output
+ * from the kept pre-GELU values with the GELU kernel, where the forward's came from the fc
+ * GEMM's epilogue (cuBLASLt's GELU, of the fp32 sum before the pre-GELU values are stored),
+ * so it agrees within the tolerance, not bit for bit. On the stand-in the fused path is
+ * counted: the fc forward is one cublasLtMatmul with _GELU_AUX_BIAS per block per forward
+ * (twice a step under full: the recompute) and fcproj's backward one with _DGELU per block a
+ * step; without the wiring (the CUDA ops' matmul_gelu_forward / matmul_dgelu_backward unset)
+ * both counts are 0. 0 when all holds. */
+static int check_policies(const char *dir, const float *cpu, gpt2_precision p, int all)
+{
     static const char *names[] = {"none", "selective", "full", "full+host", "full+nvme"};
     static const char *homes[] = {NULL, NULL, NULL, "cpu", "nvme"};
+    int runs = all ? 5 : 3, failed = 0;
+    const char *pn = precision_name(p);
     float losses[5][STEPS];
     char weights[5][600];
-    int failed = 0;
-    for (int k = 0; k < 5; k++) {
-        snprintf(weights[k], sizeof weights[k], "%s/policy-%s.bin", dir, names[k]);
+    for (int k = 0; k < runs; k++) {
+        snprintf(weights[k], sizeof weights[k], "%s/policy-%s-%s.bin", dir, pn, names[k]);
         run r = {.backend = "cuda",
                  .optimizer = "cpu",
-                 .precision = GPT2_BF16,
+                 .precision = p,
                  .to = STEPS,
                  .weights = weights[k],
                  .policy = k < 3 ? k : GPT2_FULL_OFFLOAD,
                  .act_home = homes[k],
                  .act_dir = dir};
+#ifdef ZT_CUDA_FAKE
+        unsigned long long f0 = cudasim_lt_matmuls(CUBLASLT_EPILOGUE_GELU_AUX_BIAS);
+        unsigned long long b0 = cudasim_lt_matmuls(CUBLASLT_EPILOGUE_DGELU);
+#endif
         if (train_run(&r, losses[k]) != 0)
             return 1;
+        double worst = 0;
+        for (int s = 0; s < STEPS; s++) {
+            double rel = fabs((double)losses[k][s] - cpu[s]) / fabs((double)cpu[s]);
+            worst = rel > worst ? rel : worst;
+        }
+        printf("checkpoint-activations %-9s %s: losses within %.2g of the cpu's (tolerance "
+               "%.0e)%s\n",
+               names[k], pn, worst, tolerance(p), worst < tolerance(p) ? "" : " TOO FAR");
+        failed |= !(worst < tolerance(p));
+#ifdef ZT_CUDA_FAKE
+        gpt2_config c;
+        gpt2_config_named("tiny", 64, &c);
+        unsigned long long fwd = cudasim_lt_matmuls(CUBLASLT_EPILOGUE_GELU_AUX_BIAS) - f0;
+        unsigned long long bwd = cudasim_lt_matmuls(CUBLASLT_EPILOGUE_DGELU) - b0;
+        unsigned long long want_f = (unsigned long long)(k >= 2 ? 2 : 1) * c.layers * STEPS;
+        unsigned long long want_b = (unsigned long long)c.layers * STEPS;
+        printf("checkpoint-activations %-9s %s: fused fc+GELU GEMMs %llu (want %llu), fused "
+               "fcproj+GELU backward GEMMs %llu (want %llu)%s\n",
+               names[k], pn, fwd, want_f, bwd, want_b,
+               fwd == want_f && bwd == want_b ? "" : " WRONG");
+        failed |= fwd != want_f || bwd != want_b;
+#endif
     }
-    for (int k = 1; k < 5; k++) {
+    for (int k = 2; k < runs; k++) {
         int same_losses = !memcmp(losses[0], losses[k], sizeof losses[0]);
         int same_weights = same_file(weights[0], weights[k]);
-        printf("checkpoint-activations %-9s against none: losses %s, weights %s\n", names[k],
+        printf("checkpoint-activations %-9s %s against none: losses %s, weights %s\n", names[k], pn,
                same_losses ? "bit for bit" : "DIFFER", same_weights ? "bit for bit" : "DIFFER");
         failed |= !(same_losses && same_weights);
     }
@@ -526,6 +578,7 @@ int main(void)
     const char *optimizers[] = {"cpu", "none", "cpu"};
     const gpt2_precision precision[] = {GPT2_FP32, GPT2_FP32, GPT2_BF16};
     int failed = 0;
+    float cpu32[STEPS]; /* the CPU trainer in fp32, optimizer on the CPU */
     for (int k = 0; k < 3; k++) {
         float cpu[STEPS], gpu[STEPS];
         double tol = precision[k] == GPT2_BF16 ? 2e-2 : 1e-3;
@@ -539,6 +592,8 @@ int main(void)
                    (double)cpu[s], (double)gpu[s], rel);
             failed |= !(rel < tol);
         }
+        if (k == 0)
+            memcpy(cpu32, cpu, sizeof cpu32);
     }
     failed |= check_bf16();
     failed |= check_bf16_weights();
@@ -548,7 +603,9 @@ int main(void)
 #endif
     char dir[512];
     scratch_make("gpt2-cuda-resume", dir, sizeof dir);
-    failed |= check_resume("cpu", dir) | check_resume("none", dir) | check_policies(dir);
+    failed |= check_resume("cpu", dir) | check_resume("none", dir);
+    failed |= check_policies(dir, cpu32, GPT2_BF16, 1) | check_policies(dir, cpu32, GPT2_TF32, 0) |
+              check_policies(dir, cpu32, GPT2_FP32, 0);
     if (scratch_remove(dir) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
     return failed;
