@@ -134,7 +134,14 @@ typedef struct builder {
                         each step (host backend, replicated layers on more than one rank) */
     int *zeroed;      /* per layer: the step its gradient buffer was last zeroed (-1: never) */
     int last_refresh; /* the latest update's replica refresh (stages 1-2), -1: none */
-    double share;     /* the rank's share of the profile's compute and Adam rates (CPU cores it
+    /* whether a released layer's gathered copy stays for its next use, as the prefetcher's
+       zt_sched_keep judges it: the elements fetched before that use within
+       stage3_max_reuse_distance and the gathered elements within stage3_max_live_parameters */
+    double fetched;      /* elements fetched so far (every fetch, in order) */
+    double live;         /* elements gathered in this step and kept */
+    double *released_at; /* per layer: `fetched` at its last release (< 0: not released) */
+    int *dropped;        /* per layer: its copy was judged not kept at its last release */
+    double share;        /* the rank's share of the profile's compute and Adam rates (CPU cores it
                       gets over the threads the rates were measured at, at most 1) */
     int world, held, overlap;
     int step;          /* the step being built */
@@ -176,6 +183,20 @@ static double collective_s(const builder *b, double bytes, double bw, double lat
     return lat + bytes * (b->world - 1) / b->world / bw;
 }
 
+/* At a layer's next fetch in the step: whether its copy stayed after its release (the
+ * prefetcher's zt_sched_keep: the elements fetched since within the reuse distance, the
+ * gathered elements at the release within the live limit). A copy not kept left the live
+ * elements when it was dropped. */
+static int kept(builder *b, int li)
+{
+    const zt_config *cfg = &b->rt->cfg;
+    if (b->released_at[li] < 0) /* not released since its fetch: still held */
+        return 1;
+    if (!b->dropped[li] && b->fetched - b->released_at[li] > (double)cfg->stage3_max_reuse_distance)
+        b->dropped[li] = 1, b->live -= (double)b->rt->reg.layers[li].flat_numel;
+    return !b->dropped[li];
+}
+
 static int on_fetch(builder *b, const zt_est_event *ev)
 {
     const zt_layer *l = &b->rt->reg.layers[ev->layer];
@@ -192,7 +213,8 @@ static int on_fetch(builder *b, const zt_est_event *ev)
     /* The gathered copy stays in device memory from its first fetch of the step until the
      * step ends unless the device budget evicts it (the replay says whether it does): a
      * backward fetch, or the tied layer's second, then finds it there and moves nothing. */
-    int moves = !l->persistent && !l->replicated && (b->moved_in[ev->layer] != b->step || !b->held);
+    int moves = !l->persistent && !l->replicated &&
+                (b->moved_in[ev->layer] != b->step || !b->held || !kept(b, ev->layer));
     if (moves) {
         if (b->plan->param_tier == ZT_TIER_NVME) {
             dep[1] = t = add(b, ZT_SM_NVME, bytes / b->world / b->r.nvme_read, dep, 2,
@@ -205,8 +227,13 @@ static int on_fetch(builder *b, const zt_est_event *ev)
         if (b->world > 1)
             dep[1] = t = add(b, ZT_SM_NET, collective_s(b, bytes, b->r.allgather, b->r.ag_lat), dep,
                              2, "all-gather of %s", ev->layer);
+        if (b->moved_in[ev->layer] != b->step || b->dropped[ev->layer])
+            b->live += (double)l->flat_numel;
         b->moved_in[ev->layer] = b->step;
     }
+    b->dropped[ev->layer] = 0;
+    b->released_at[ev->layer] = -1;
+    b->fetched += (double)l->flat_numel;
     /* nothing moved: the use waits for the layer's update (overlap_step) and its buffer */
     b->ready[ev->layer] = moves ? t : dep[1] >= 0 ? dep[1] : dep[0];
     if (ev->pass == ZT_BACKWARD && b->fresh_grads && l->replicated &&
@@ -318,6 +345,11 @@ static int on_release(builder *b, const zt_est_event *ev)
         return -1;
     for (int i = b->n_fetch - 1; i >= 0 && b->fetch_used[i] < 0; i--)
         b->fetch_used[i] = c; /* the fetch this release ends (the latest unended one) */
+    if (!l->persistent && !l->replicated) {
+        b->released_at[ev->layer] = b->fetched;
+        if (b->live > (double)b->rt->cfg.stage3_max_live_parameters) /* over the live limit */
+            b->dropped[ev->layer] = 1, b->live -= (double)l->flat_numel;
+    }
     b->used[ev->layer] = c;
     b->last_compute = c;
     if (block && b->sh.act_home && b->sh.policy == GPT2_FULL && ev->pass != ZT_BACKWARD)
@@ -403,12 +435,16 @@ static int build_steps(builder *b, const est_model *m, int micro_steps, int *ste
 {
     int nl = b->rt->reg.n_layers, nf = m->n_events * micro_steps * PLAN_STEPS + 1;
     int **arr[] = {&b->ready,     &b->used,    &b->updated, &b->moved_in, &b->uses,
-                   &b->act_saved, &b->pending, &b->wrote,   &b->zeroed};
+                   &b->act_saved, &b->pending, &b->wrote,   &b->zeroed,   &b->dropped};
     for (size_t k = 0; k < sizeof arr / sizeof arr[0]; k++) {
         if (!(*arr[k] = malloc((size_t)nl * sizeof(int))))
             return -1;
         for (int i = 0; i < nl; i++)
-            (*arr[k])[i] = arr[k] == &b->pending ? 0 : -1;
+            (*arr[k])[i] = arr[k] == &b->pending || arr[k] == &b->dropped ? 0 : -1;
+        if (!(b->released_at = malloc((size_t)nl * sizeof(double))))
+            return -1;
+        for (int i = 0; i < nl; i++)
+            b->released_at[i] = -1;
     }
     if (!(b->fetch_used = malloc((size_t)nf * sizeof(int))))
         return -1;
@@ -418,6 +454,7 @@ static int build_steps(builder *b, const est_model *m, int micro_steps, int *ste
     for (int step = 0; step < PLAN_STEPS; step++) {
         b->step = step;
         b->io_bytes[0] = b->io_bytes[1] = 0;
+        b->live = 0; /* zt_step drops every gathered copy */
         for (int s = 0; s < micro_steps; s++) {
             b->n_saved = 0;
             for (int i = 0; i < m->n_events; i++) {
@@ -664,6 +701,7 @@ int cmd_plan(int argc, char **argv)
     zt_sm_free(&b.sm);
     free(b.ready), free(b.used), free(b.updated), free(b.fetch_used), free(b.moved_in);
     free(b.uses), free(b.act_saved), free(b.pending), free(b.wrote), free(b.zeroed);
+    free(b.dropped), free(b.released_at);
     json_decref(b.r.compute);
     if (m.rt)
         est_free_model(&m);
