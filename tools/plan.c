@@ -441,11 +441,11 @@ static int build_steps(builder *b, const est_model *m, int micro_steps, int *ste
             return -1;
         for (int i = 0; i < nl; i++)
             (*arr[k])[i] = arr[k] == &b->pending || arr[k] == &b->dropped ? 0 : -1;
-        if (!(b->released_at = malloc((size_t)nl * sizeof(double))))
-            return -1;
-        for (int i = 0; i < nl; i++)
-            b->released_at[i] = -1;
     }
+    if (!(b->released_at = malloc((size_t)nl * sizeof(double))))
+        return -1;
+    for (int i = 0; i < nl; i++)
+        b->released_at[i] = -1;
     if (!(b->fetch_used = malloc((size_t)nf * sizeof(int))))
         return -1;
     for (int i = 0; i < nf; i++)
