@@ -8,14 +8,16 @@
 # trainer ROUNDS times, the cases interleaved (case 1, 2, ..., 1, 2, ...); its measured step is
 # the median of the steps after the second of every run (the first two warm up: page faults,
 # the first update's allocations). The prediction is `ztier plan` with the
-# same ds_config and the profile that make_profile writes. Prints a table (predicted, measured,
+# same ds_config and the profile measure_profile writes (`ztier bench profile`). Prints a table (predicted, measured,
 # ratio) and one JSON line.
 #   bench/plan.sh [BUILD_DIR]      env: CONFIG=d12 BATCH=4 SEQ=64 STEPS=5 ROUNDS=2
 #     NVME=<folder for the swap files> (default: a folder under the work dir)
 #     LOCK=<file>: each run holds `flock -x LOCK` (a shared machine: no one else's builds)
 #     MEASURED=<file>: reuse the measured steps of an earlier run (its measured.tsv) and only plan
-#     PROFILE=<file>: that profile's rates instead of measuring them (e.g. `ztier bench profile`'s);
-#     CALIBRATE=0 keeps its gemm_flops_per_s, else it is calibrated on the resident case
+#     PROFILE=<file>: that profile's rates instead of measuring them with `ztier bench profile`;
+#     CALIBRATE=0 keeps its gemm_flops_per_s and its exact-shape compute entries (a prediction
+#     from measured compute alone), else the rate is calibrated on the resident case and the
+#     entries are left out
 #     KEEP=<dir>: keep the runs' output there
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -50,38 +52,34 @@ ds_config() { # $1 name $2 stage $3 params $4 optimizer $5 activation device -> 
   echo "$f"
 }
 
-# The machine profile (docs/plan.md; the schema: profile-schema v1). Today from `ztier bench
-# nvme|copy|adam` and the collectives of bench/plan_collectives.c (MPI, 2 ranks);
-# `ztier bench profile` replaces this function (or PROFILE=<file>: that profile's rates).
-measure_profile() { # -> $work/machine.json without a compute rate
-  local nvme_j copy_j adam_j coll_j src
-  nvme_j=$(locked "$ztier" bench nvme --path "$nvme" --size 256M --reps 3 --json 2>/dev/null | tail -1)
-  copy_j=$(locked "$ztier" bench copy --size 64M --reps 3 --json 2>/dev/null | tail -1)
-  adam_j=$(locked "$ztier" bench adam --params 8e6 --threads 2 --reps 3 --json 2>/dev/null | tail -1)
-  # the collectives as comm/mpi.c calls them, on 2 ranks of this machine
-  mpicc -O2 "$root/bench/plan_collectives.c" -o "$work/plan_collectives"
-  coll_j=$(locked "${mpirun[@]}" -np 2 "$work/plan_collectives" $((256 << 20)) 9 < /dev/null | tail -1)
-  src='"source": "measured: bench/plan_collectives.c, 256 MiB x9 on 2 ranks, median"'
-  cat > "$work/machine.json" <<JSON
-{"format": "ztier-profile", "version": 1,
- "machine": {"description": "$(uname -n): bench/plan.sh", "cpu": "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')",
-  "cores": $(nproc), "backend": "host", "comm": "single", "world": 1, "threads": 2, "nvme_path": "$nvme"},
- "rates": {
-  "host_memcpy_bytes_per_s": {"value": $(field h2d_gbps <<<"$copy_j")e9, "unit": "B/s", "source": "measured: ztier bench copy --size 64M"},
-  "nvme_read_bytes_per_s": {"value": $(field read_gbps <<<"$nvme_j")e9, "unit": "B/s", "source": "measured: ztier bench nvme --size 256M"},
-  "nvme_write_bytes_per_s": {"value": $(field write_gbps <<<"$nvme_j")e9, "unit": "B/s", "source": "measured: ztier bench nvme --size 256M"},
-  "adam_params_per_s": {"value": $(field params_per_s_back_to_back <<<"$adam_j"), "unit": "1/s", "source": "measured: ztier bench adam --params 8e6 --threads 2", "threads": 2},
-  "allgather_bytes_per_s": {"value": $(field allgather_bytes_per_s <<<"$coll_j"), "unit": "B/s", $src, "world": 2},
-  "reduce_scatter_bytes_per_s": {"value": $(field reduce_scatter_bytes_per_s <<<"$coll_j"), "unit": "B/s", $src, "world": 2},
-  "allgather_latency_s": {"value": $(field allgather_latency_s <<<"$coll_j"), "unit": "s", $src, "world": 2},
-  "reduce_scatter_latency_s": {"value": $(field reduce_scatter_latency_s <<<"$coll_j"), "unit": "s", $src, "world": 2}}}
-JSON
+# The machine profile (docs/plan.md, "The machine profile"): `ztier bench profile` on one
+# rank (copies, new pages, NVMe at ztier's block size and queue depth, Adam at the cores, the
+# model's compute at its shapes), then on 2 ranks under mpirun for the collectives, which are
+# merged into the one-rank file (PROFILE=<file>: that profile instead).
+measure_profile() { # -> $work/machine.json
+  locked "$ztier" bench profile --backend host --config "$CONFIG" --batch "$BATCH" --seq "$SEQ" \
+    --nvme-path "$nvme" --out "$work/machine.json" > "$work/profile.log" 2>&1 < /dev/null ||
+    { echo "bench/plan.sh: ztier bench profile failed:"; tail -5 "$work/profile.log"; exit 1; }
+  locked "${mpirun[@]}" -np 2 "$ztier" bench profile --backend host --threads 1 --seconds 30 \
+    --config "$CONFIG" --batch "$BATCH" --seq "$SEQ" --out "$work/machine-2.json" \
+    > "$work/profile-2.log" 2>&1 < /dev/null ||
+    { echo "bench/plan.sh: ztier bench profile on 2 ranks failed:"; tail -5 "$work/profile-2.log"; exit 1; }
+  python3 - "$work/machine.json" "$work/machine-2.json" <<'PY'
+import json, sys
+one, two = (json.load(open(f)) for f in sys.argv[1:])
+for k, v in two['rates'].items():
+    if k.startswith(('allgather_', 'reduce_scatter_')):
+        one['rates'][k] = v
+json.dump(one, open(sys.argv[1], 'w'), indent=1)
+PY
 }
 
-set_gemm() { # $1: FLOP/s -> rates.gemm_flops_per_s of $work/machine.json
+set_gemm() { # $1: FLOP/s -> rates.gemm_flops_per_s of $work/machine.json (its exact-shape
+  # compute entries left out: the calibrated rate stands for the measured step instead)
   python3 - "$work/machine.json" "$1" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
+p.pop("compute", None)
 p["rates"]["gemm_flops_per_s"] = {"value": float(sys.argv[2]), "unit": "FLOP/s",
                                   "source": "from: bench/plan.sh's resident step (calibration)"}
 json.dump(p, open(sys.argv[1], "w"), indent=1)

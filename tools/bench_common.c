@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 
 double bench_now(void)
 {
@@ -263,4 +264,15 @@ int bench_check_args(int argc, char **argv, const char *const *known, const char
         return -1;
     }
     return 0;
+}
+
+double bench_fresh_touch(size_t bytes)
+{
+    double t0 = bench_now();
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return -1;
+    memset(p, 1, bytes);
+    munmap(p, bytes);
+    return (double)bytes / (bench_now() - t0) / 1e9;
 }

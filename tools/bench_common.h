@@ -12,6 +12,12 @@ double bench_now(void); /* monotonic seconds */
 /* Median of n values (n >= 1); sorts a copy, leaves v untouched. */
 double bench_median(const double *v, int n);
 
+/* Writes `bytes` into memory mapped just before (mmap, memset, munmap): the first touch of new
+ * pages, which an allocation that misses every cache pays (page faults and the kernel's
+ * zeroing besides the write). Returns GB/s (1e9 bytes/s) of the mmap-to-munmap pass, or -1
+ * when the mapping fails. */
+double bench_fresh_touch(size_t bytes);
+
 /* Parses "4096", "64K", "1M", "2G", "1.5G" (powers of 1024). Returns 0 on success. */
 int bench_parse_size(const char *s, uint64_t *out);
 

@@ -194,7 +194,7 @@ int cmd_bench_copy(int argc, char **argv)
     }
     /* warm-up */
     bench_copy_limit(&c, ZT_COPY_H2D), bench_copy_backend(&c, ZT_COPY_H2D), time_fetch(&f);
-    double lh[64], ld[64], h2d[64], d2h[64], fe[64], rh[64], rd[64], rf[64];
+    double lh[64], ld[64], h2d[64], d2h[64], fe[64], rh[64], rd[64], rf[64], nw[64];
     for (int i = 0; i < reps; i++) {
         lh[i] = bench_copy_limit(&c, ZT_COPY_H2D);
         h2d[i] = bench_copy_backend(&c, ZT_COPY_H2D);
@@ -204,6 +204,7 @@ int cmd_bench_copy(int argc, char **argv)
         rh[i] = h2d[i] / lh[i];
         rf[i] = fe[i] / lh[i];
         rd[i] = d2h[i] / ld[i];
+        nw[i] = bench_fresh_touch((size_t)size); /* new pages: what a missed cache pays */
     }
     const char *limit = c.cuda ? "pinned cudaMemcpyAsync" : "memcpy";
     char buf[32];
@@ -216,15 +217,16 @@ int cmd_bench_copy(int argc, char **argv)
     print_row("fetch h2d", bench_median(fe, reps), bench_median(rf, reps));
     print_row("limit d2h", bench_median(ld, reps), 1.0);
     print_row("backend d2h", bench_median(d2h, reps), bench_median(rd, reps));
+    print_row("new pages", bench_median(nw, reps), bench_median(nw, reps) / bench_median(lh, reps));
     if (bench_flag(argc, argv, "json"))
         printf("{\"backend\":\"%s\",\"bytes\":%llu,\"reps\":%d,\"limit\":\"%s\","
                "\"limit_h2d_gbps\":%.3f,\"limit_d2h_gbps\":%.3f,\"h2d_gbps\":%.3f,"
                "\"d2h_gbps\":%.3f,\"fetch_h2d_gbps\":%.3f,\"h2d_ratio\":%.3f,"
-               "\"d2h_ratio\":%.3f,\"fetch_ratio\":%.3f}\n",
+               "\"d2h_ratio\":%.3f,\"fetch_ratio\":%.3f,\"fresh_gbps\":%.3f}\n",
                c.dev->iface->name, (unsigned long long)size, reps, limit, bench_median(lh, reps),
                bench_median(ld, reps), bench_median(h2d, reps), bench_median(d2h, reps),
                bench_median(fe, reps), bench_median(rh, reps), bench_median(rd, reps),
-               bench_median(rf, reps));
+               bench_median(rf, reps), bench_median(nw, reps));
     bench_copy_close(&c);
     zt_runtime_destroy(f.rt);
     return 0;

@@ -22,6 +22,7 @@
 #include "tools/bench_common.h"
 #include "tools/commands.h"
 #include "tools/estimate_model.h"
+#include "tools/plan_exact.h"
 #include "tools/plan_search.h"
 #include "tools/plan_svg.h"
 
@@ -44,6 +45,9 @@ typedef struct rates {
     double cores;       /* machine.cores (0: not given) */
     double threads;     /* machine.threads: the thread budget the compute and Adam rates were
                        measured at (0: not given) */
+    double fresh;       /* host_fresh_bytes_per_s: writing into new pages (0: not in the profile) */
+    double peak;        /* machine.gpu_peak_flops on a cuda profile, for MFU (0: not given) */
+    json_t *compute;    /* the profile's exact-shape `compute` entries (plan_exact.h), or NULL */
 } rates;
 
 static int rate(json_t *r, const char *name, double *out, char *err, size_t len)
@@ -89,6 +93,14 @@ static int read_profile(const char *path, int world, rates *rt, char *err, size_
     rt->attention = rate_or(r, "attention_flops_per_s", rt->gemm);
     rt->adam_device = rate_or(r, "adam_device_params_per_s", rt->adam);
     rt->elementwise = rate_or(r, "elementwise_bytes_per_s", 0);
+    rt->fresh = rate_or(r, "host_fresh_bytes_per_s", 0);
+    json_t *peak = json_object_get(mach, "gpu_peak_flops");
+    rt->peak = !rt->host && json_is_number(peak) && json_number_value(peak) > 0
+                   ? json_number_value(peak)
+                   : 0;
+    json_t *compute = json_object_get(root, "compute");
+    if (json_is_array(compute))
+        rt->compute = json_incref(compute);
     if (!rc && world > 1) {
         rc = rate(r, "allgather_bytes_per_s", &rt->allgather, err, len);
         rc = rc ? rc : rate(r, "reduce_scatter_bytes_per_s", &rt->reduce_scatter, err, len);
@@ -116,8 +128,20 @@ typedef struct builder {
     const zt_plan *plan;
     rates r;
     shape sh;
-    double tokens; /* per rank per micro-step */
-    double share;  /* the rank's share of the profile's compute and Adam rates (CPU cores it
+    double tokens;    /* per rank per micro-step */
+    plan_exact ex;    /* the profile's compute entries at the model's shape (all < 0: none) */
+    int fresh_grads;  /* the backward's gradient buffers and the step-end gather's are new pages
+                        each step (host backend, replicated layers on more than one rank) */
+    int *zeroed;      /* per layer: the step its gradient buffer was last zeroed (-1: never) */
+    int last_refresh; /* the latest update's replica refresh (stages 1-2), -1: none */
+    /* whether a released layer's gathered copy stays for its next use, as the prefetcher's
+       zt_sched_keep judges it: the elements fetched before that use within
+       stage3_max_reuse_distance and the gathered elements within stage3_max_live_parameters */
+    double fetched;      /* elements fetched so far (every fetch, in order) */
+    double live;         /* elements gathered in this step and kept */
+    double *released_at; /* per layer: `fetched` at its last release (< 0: not released) */
+    int *dropped;        /* per layer: its copy was judged not kept at its last release */
+    double share;        /* the rank's share of the profile's compute and Adam rates (CPU cores it
                       gets over the threads the rates were measured at, at most 1) */
     int world, held, overlap;
     int step;          /* the step being built */
@@ -159,6 +183,20 @@ static double collective_s(const builder *b, double bytes, double bw, double lat
     return lat + bytes * (b->world - 1) / b->world / bw;
 }
 
+/* At a layer's next fetch in the step: whether its copy stayed after its release (the
+ * prefetcher's zt_sched_keep: the elements fetched since within the reuse distance, the
+ * gathered elements at the release within the live limit). A copy not kept left the live
+ * elements when it was dropped. */
+static int kept(builder *b, int li)
+{
+    const zt_config *cfg = &b->rt->cfg;
+    if (b->released_at[li] < 0) /* not released since its fetch: still held */
+        return 1;
+    if (!b->dropped[li] && b->fetched - b->released_at[li] > (double)cfg->stage3_max_reuse_distance)
+        b->dropped[li] = 1, b->live -= (double)b->rt->reg.layers[li].flat_numel;
+    return !b->dropped[li];
+}
+
 static int on_fetch(builder *b, const zt_est_event *ev)
 {
     const zt_layer *l = &b->rt->reg.layers[ev->layer];
@@ -175,7 +213,8 @@ static int on_fetch(builder *b, const zt_est_event *ev)
     /* The gathered copy stays in device memory from its first fetch of the step until the
      * step ends unless the device budget evicts it (the replay says whether it does): a
      * backward fetch, or the tied layer's second, then finds it there and moves nothing. */
-    int moves = !l->persistent && !l->replicated && (b->moved_in[ev->layer] != b->step || !b->held);
+    int moves = !l->persistent && !l->replicated &&
+                (b->moved_in[ev->layer] != b->step || !b->held || !kept(b, ev->layer));
     if (moves) {
         if (b->plan->param_tier == ZT_TIER_NVME) {
             dep[1] = t = add(b, ZT_SM_NVME, bytes / b->world / b->r.nvme_read, dep, 2,
@@ -188,10 +227,22 @@ static int on_fetch(builder *b, const zt_est_event *ev)
         if (b->world > 1)
             dep[1] = t = add(b, ZT_SM_NET, collective_s(b, bytes, b->r.allgather, b->r.ag_lat), dep,
                              2, "all-gather of %s", ev->layer);
+        if (b->moved_in[ev->layer] != b->step || b->dropped[ev->layer])
+            b->live += (double)l->flat_numel;
         b->moved_in[ev->layer] = b->step;
     }
+    b->dropped[ev->layer] = 0;
+    b->released_at[ev->layer] = -1;
+    b->fetched += (double)l->flat_numel;
     /* nothing moved: the use waits for the layer's update (overlap_step) and its buffer */
     b->ready[ev->layer] = moves ? t : dep[1] >= 0 ? dep[1] : dep[0];
+    if (ev->pass == ZT_BACKWARD && b->fresh_grads && l->replicated &&
+        b->zeroed[ev->layer] != b->step) {
+        /* the gradient buffer the backward fetch allocates and zeroes (the caller waits) */
+        b->zeroed[ev->layer] = b->step;
+        t = b->ready[ev->layer] = add(b, ZT_SM_COMPUTE, bytes / b->r.fresh, &b->ready[ev->layer], 1,
+                                      "zeroing new gradient pages of %s", ev->layer);
+    }
     b->n_fetch++;
     return t < -1 ? -1 : 0;
 }
@@ -202,6 +253,13 @@ static int on_fetch(builder *b, const zt_est_event *ev)
  * elementwise_bytes_per_s, their elementwise passes (fp32 bytes read and written per token:
  * two layernorms 2·2C, GELU 2·4C, two residual adds 2·3C; backward twice that). Selective
  * recomputes the layernorms and GELU, full the whole forward. */
+/* The profile's exact-shape seconds of `kind` in `pass` (plan_exact.h), else `from_rates`. */
+static double exact_or(const builder *b, plan_kind kind, zt_pass pass, double from_rates)
+{
+    double s = b->ex.s[kind][pass == ZT_BACKWARD];
+    return s >= 0 ? s : from_rates;
+}
+
 static double use_seconds(builder *b, int li, zt_pass pass, double *recompute)
 {
     const zt_layer *l = &b->rt->reg.layers[li];
@@ -209,26 +267,33 @@ static double use_seconds(builder *b, int li, zt_pass pass, double *recompute)
     *recompute = 0;
     if (l->tied_after >= 0) {
         /* a tied embedding is a lookup at one use and a matmul at the other (the LM head:
-         * forward its second use, backward its first); the matmul holds its FLOPs */
+         * forward its second use, backward its first); the matmul holds its FLOPs, and the
+         * head's forward is followed by the loss, which no layer holds */
         int use = b->uses[li]++;
         int lookup = pass == ZT_BACKWARD ? use > 0 : use == 0;
         if (lookup)
-            return 0;
+            return exact_or(b, PLAN_EMBED, pass, 0);
         double n =
             b->sh.gpt2 ? (double)b->sh.c.padded_vocab * b->sh.c.channels : (double)l->flat_numel;
-        return mult * 2 * n * b->tokens / b->r.gemm;
+        return exact_or(b, PLAN_HEAD, pass, mult * 2 * n * b->tokens / b->r.gemm) +
+               (pass == ZT_BACKWARD ? 0 : exact_or(b, PLAN_LOSS, pass, 0));
     }
     double f = 2 * (double)l->flat_numel * b->tokens / b->r.gemm;
+    if (b->sh.gpt2 && li == b->sh.c.layers + 1)
+        return exact_or(b, PLAN_LN_F, pass, mult * f);
     if (!(b->sh.gpt2 && li >= 1 && li <= b->sh.c.layers))
         return mult * f;
     double C = b->sh.c.channels, tok = b->sh.rows * b->sh.seq;
     double att = 2 * b->sh.rows * b->sh.seq * b->sh.seq * C / b->r.attention;
+    double att_f = exact_or(b, PLAN_ATTENTION, ZT_FORWARD, att);
+    double att_b = exact_or(b, PLAN_ATTENTION, ZT_BACKWARD, 2 * att);
     double ew = b->r.elementwise > 0 ? 4 * (4 + 8 + 6) * C * tok / b->r.elementwise : 0;
+    double fwd = exact_or(b, PLAN_BLOCK, ZT_FORWARD, f + att_f + ew);
     if (pass == ZT_BACKWARD && b->sh.policy == GPT2_FULL)
-        *recompute = f + att + ew;
+        *recompute = fwd;
     else if (pass == ZT_BACKWARD && b->sh.policy == GPT2_SELECTIVE && ew > 0)
         *recompute = ew * (4 + 8) / (4 + 8 + 6); /* the layernorms and GELU */
-    return mult * (f + att + ew);
+    return pass == ZT_BACKWARD ? exact_or(b, PLAN_BLOCK, pass, 2 * (f + ew) + att_b) : fwd;
 }
 
 /* Full policy with the blocks' inputs in ztier's store: the save after a block's forward
@@ -280,6 +345,11 @@ static int on_release(builder *b, const zt_est_event *ev)
         return -1;
     for (int i = b->n_fetch - 1; i >= 0 && b->fetch_used[i] < 0; i--)
         b->fetch_used[i] = c; /* the fetch this release ends (the latest unended one) */
+    if (!l->persistent && !l->replicated) {
+        b->released_at[ev->layer] = b->fetched;
+        if (b->live > (double)b->rt->cfg.stage3_max_live_parameters) /* over the live limit */
+            b->dropped[ev->layer] = 1, b->live -= (double)l->flat_numel;
+    }
     b->used[ev->layer] = c;
     b->last_compute = c;
     if (block && b->sh.act_home && b->sh.policy == GPT2_FULL && ev->pass != ZT_BACKWARD)
@@ -343,11 +413,17 @@ static int update(builder *b, int i)
             return -2;
     }
     if (a > -2 && l->replicated && !on_device) {
-        double bytes = layer_bytes(b, l);
-        done = add(b, ZT_SM_H2D, bytes / b->world / b->r.copy, &done, 1, "copy-in of %s", i);
+        /* the shard packed into the all-gather's send buffer, gathered into its receive buffer
+           (both new pages each step where fresh_grads says so) and unpacked into the replica */
+        double bytes = layer_bytes(b, l), fresh = b->fresh_grads ? b->r.fresh : 0;
+        done = add(b, ZT_SM_H2D, bytes / b->world / (fresh > 0 ? fresh : b->r.copy), &done, 1,
+                   "copy-in of %s", i);
         if (done > -2 && b->world > 1)
-            done = add(b, ZT_SM_NET, collective_s(b, bytes, b->r.allgather, b->r.ag_lat), &done, 1,
-                       "all-gather of %s", i);
+            done = add(b, ZT_SM_NET,
+                       collective_s(b, bytes, b->r.allgather, b->r.ag_lat) +
+                           (fresh > 0 ? bytes / fresh : 0),
+                       &done, 1, "all-gather of %s", i);
+        b->last_refresh = done;
     }
     return done;
 }
@@ -358,22 +434,27 @@ static int update(builder *b, int i)
 static int build_steps(builder *b, const est_model *m, int micro_steps, int *step_end)
 {
     int nl = b->rt->reg.n_layers, nf = m->n_events * micro_steps * PLAN_STEPS + 1;
-    int **arr[] = {&b->ready, &b->used,      &b->updated, &b->moved_in,
-                   &b->uses,  &b->act_saved, &b->pending, &b->wrote};
+    int **arr[] = {&b->ready,     &b->used,    &b->updated, &b->moved_in, &b->uses,
+                   &b->act_saved, &b->pending, &b->wrote,   &b->zeroed,   &b->dropped};
     for (size_t k = 0; k < sizeof arr / sizeof arr[0]; k++) {
         if (!(*arr[k] = malloc((size_t)nl * sizeof(int))))
             return -1;
         for (int i = 0; i < nl; i++)
-            (*arr[k])[i] = k == 6 ? 0 : -1;
+            (*arr[k])[i] = arr[k] == &b->pending || arr[k] == &b->dropped ? 0 : -1;
     }
+    if (!(b->released_at = malloc((size_t)nl * sizeof(double))))
+        return -1;
+    for (int i = 0; i < nl; i++)
+        b->released_at[i] = -1;
     if (!(b->fetch_used = malloc((size_t)nf * sizeof(int))))
         return -1;
     for (int i = 0; i < nf; i++)
         b->fetch_used[i] = -1;
-    b->blocking = -1;
+    b->blocking = b->last_refresh = -1;
     for (int step = 0; step < PLAN_STEPS; step++) {
         b->step = step;
         b->io_bytes[0] = b->io_bytes[1] = 0;
+        b->live = 0; /* zt_step drops every gathered copy */
         for (int s = 0; s < micro_steps; s++) {
             b->n_saved = 0;
             for (int i = 0; i < m->n_events; i++) {
@@ -392,19 +473,43 @@ static int build_steps(builder *b, const est_model *m, int micro_steps, int *ste
             else if ((b->updated[i] = update(b, i)) < -1)
                 return -1;
         }
-        if (!b->overlap) /* every layer waits for the whole update */
+        if (!b->overlap) { /* every layer waits for the whole update (zt_step returns after
+                              it) and the replicas' refresh, one all-gather issued at its end */
+            int deps[2] = {b->sm.n - 1, b->last_refresh}, join = deps[0];
+            if (b->last_refresh >= 0 &&
+                (join = add(b, ZT_SM_COMPUTE, 0, deps, 2, "replicas refreshed (from %s)", 0)) < -1)
+                return -1;
             for (int i = 0; i < nl; i++)
-                b->updated[i] = b->sm.n - 1;
+                b->updated[i] = join;
+        }
     }
     return 0;
 }
 
-static void print_text(const builder *b, const zt_sm_result *r, double tokens_step,
+/* Model FLOPs utilization of the predicted step against the profile's gpu_peak_flops (a cuda
+ * profile that has it; else 0): the FLOPs per token the trainer and `ztier bench gpt2` count
+ * (gpt2_flops_per_token: 6 N plus attention; other models 6 N). */
+static double mfu(const builder *b, const est_options *o, double tokens_step, double step)
+{
+    if (b->r.peak <= 0 || tokens_step <= 0 || step <= 0)
+        return 0;
+    double per_token = 0;
+    if (b->sh.gpt2)
+        per_token = gpt2_flops_per_token(&b->sh.c, o->seq);
+    else
+        for (int i = 0; i < b->rt->reg.n_layers; i++)
+            per_token += 6.0 * (double)b->rt->reg.layers[i].flat_numel;
+    return per_token * tokens_step / step / b->r.peak;
+}
+
+static void print_text(const builder *b, const zt_sm_result *r, double tokens_step, double u,
                        const char *path)
 {
     printf("predicted step: %.4f s", r->step);
     if (tokens_step > 0)
         printf(", %.0f tokens/s", tokens_step / r->step);
+    if (u > 0)
+        printf(", MFU %.3f of the profile's gpu_peak_flops", u);
     printf("\nbusy share:");
     for (int i = 0; i < ZT_SM_NRES; i++)
         printf(" %s %.0f%%", zt_sm_res_name((zt_sm_res)i),
@@ -415,7 +520,7 @@ static void print_text(const builder *b, const zt_sm_result *r, double tokens_st
            b->io_bytes[1] / 1e9);
 }
 
-static void print_json(const builder *b, const zt_sm_result *r, double tokens_step,
+static void print_json(const builder *b, const zt_sm_result *r, double tokens_step, double u,
                        const char *path)
 {
     json_t *busy = json_object();
@@ -425,6 +530,8 @@ static void print_json(const builder *b, const zt_sm_result *r, double tokens_st
                           "tokens_per_s", tokens_step > 0 ? tokens_step / r->step : 0.0, "busy_s",
                           busy, "stall_s", r->stall, "bound", b->bound, "critical_path", path,
                           "nvme_read_bytes", b->io_bytes[0], "nvme_write_bytes", b->io_bytes[1]);
+    if (o) /* MFU on a GPU profile with its peak, else null */
+        json_object_set_new(o, "mfu", u > 0 ? json_real(u) : json_null());
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     if (s)
         printf("%s\n", s);
@@ -463,6 +570,18 @@ static int model_setup(builder *b, const est_options *o, const zt_estimate *e, c
                         "--config with --batch and --seq, or leave it out"),
                -1;
     }
+    for (int k = 0; k < PLAN_NKIND; k++)
+        b->ex.s[k][0] = b->ex.s[k][1] = -1;
+    if (sh->gpt2 && sh->rows == (int)sh->rows &&
+        plan_exact_read(b->r.compute, (int)sh->rows, o->seq, sh->c.channels, sh->c.heads, &b->ex,
+                        err, len) != 0)
+        return -1;
+    /* On a host backend the step-end all-gather of replicas (stages 1-2, more than one rank)
+     * takes new send and receive buffers, and the host backend's cache, which holds no more
+     * than the peak, gives up the backward's gradient buffers for them and them for the next
+     * backward's: both are new pages every step (ZT_TRACE: memsets and packing copies at the
+     * profile's host_fresh_bytes_per_s, not at the memcpy rate). */
+    b->fresh_grads = b->r.host && b->r.fresh > 0 && o->world > 1;
     const char *home = "none";
     zt_act_home(b->rt, &home);
     if (sh->policy == GPT2_FULL && sh->gpt2)
@@ -565,10 +684,11 @@ int cmd_plan(int argc, char **argv)
         zt_sm_bound(&b.sm, &r, b.sm.task[step_end[PLAN_STEPS - 2]].end, b.bound, sizeof b.bound);
         r.stall = r.step > r.busy[ZT_SM_COMPUTE] ? r.step - r.busy[ZT_SM_COMPUTE] : 0;
 
+        double u = mfu(&b, &o, tokens_step, r.step);
         if (o.json)
-            print_json(&b, &r, tokens_step, path);
+            print_json(&b, &r, tokens_step, u, path);
         else
-            print_text(&b, &r, tokens_step, path);
+            print_text(&b, &r, tokens_step, u, path);
         if ((svg || trace) &&
             plan_picture(svg, trace, &b.sm, b.sm.task[step_end[PLAN_STEPS - 2]].end,
                          b.sm.task[step_end[PLAN_STEPS - 1]].end, o.json, err, sizeof err) != 0) {
@@ -580,7 +700,9 @@ int cmd_plan(int argc, char **argv)
     }
     zt_sm_free(&b.sm);
     free(b.ready), free(b.used), free(b.updated), free(b.fetch_used), free(b.moved_in);
-    free(b.uses), free(b.act_saved), free(b.pending), free(b.wrote);
+    free(b.uses), free(b.act_saved), free(b.pending), free(b.wrote), free(b.zeroed);
+    free(b.dropped), free(b.released_at);
+    json_decref(b.r.compute);
     if (m.rt)
         est_free_model(&m);
     return rc == 0 ? 0 : 1;

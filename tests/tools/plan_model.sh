@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# `ztier plan`'s use of the profile (docs/plan.md), on hand-written profiles whose effect on the
+# predicted step is known from the step model's rules:
+#  1. the exact-shape `compute` entries: a block's layer_forward/layer_backward entry at the
+#     model's shape replaces the time the GEMM and attention rates give, so the step moves by
+#     12 x (entry - rate time) at d12, with the rate time from the GPT-2 block's FLOPs (2 per
+#     parameter and token forward, 4 backward; causal attention 2 B T^2 C forward, twice
+#     backward); the head's and the loss's entries likewise; entries at another batch change
+#     nothing; a matching entry without positive seconds fails naming it;
+#  2. MFU on a GPU profile: `mfu` = GPT-2's FLOPs per token (6 N + 6 L T C, N = 124,475,904 at
+#     d12 with the padded vocabulary) x tokens / step / gpu_peak_flops; null on a host profile;
+#  3. ranks sharing a host (stage 2, 2 ranks, host backend): with host_fresh_bytes_per_s the
+#     backward's gradient buffers and the step-end all-gather's receive buffers are written
+#     as new pages (the model's bytes, 4 x N, twice at the fresh rate) and the step grows by
+#     that; stage 3 and one rank do not change.
+#   plan_model.sh <ztier>
+set -euo pipefail
+ztier=$1
+work=$(mktemp -d "${ZT_TEST_TMPDIR:-/tmp}/plan-model.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+fail() { echo "plan_model: $*"; exit 1; }
+
+profile() { # $1: file, $2: backend, $3: extra machine keys, $4: extra rates, $5: compute list
+  cat > "$1" <<JSON
+{"format": "ztier-profile", "version": 1,
+ "machine": {"description": "CI: plan_model.sh, by hand", "backend": "$2", "cores": 2, "threads": 2 $3},
+ "rates": {
+  "host_memcpy_bytes_per_s": {"value": 1e15, "unit": "B/s", "source": "hand: CI"},
+  "h2d_bytes_per_s": {"value": 1e15, "unit": "B/s", "source": "hand: CI"},
+  "nvme_read_bytes_per_s": {"value": 1e9, "unit": "B/s", "source": "hand: CI"},
+  "nvme_write_bytes_per_s": {"value": 1e9, "unit": "B/s", "source": "hand: CI"},
+  "adam_params_per_s": {"value": 1e9, "unit": "1/s", "source": "hand: CI"},
+  "allgather_bytes_per_s": {"value": 1e10, "unit": "B/s", "source": "hand: CI"},
+  "reduce_scatter_bytes_per_s": {"value": 1e10, "unit": "B/s", "source": "hand: CI"},
+  "attention_flops_per_s": {"value": 1e10, "unit": "FLOP/s", "source": "hand: CI"},
+  "gemm_flops_per_s": {"value": 1e11, "unit": "FLOP/s", "source": "hand: CI"} $4},
+ "compute": [$5]}
+JSON
+}
+entry() { # $1 op, $2 layer, $3 B, $4 seconds
+  echo "{\"op\": \"$1\", \"layer\": \"$2\", \"B\": $3, \"T\": 64, \"C\": 768, \"NH\": 12, \"seconds\": $4, \"source\": \"hand: CI\"}"
+}
+echo '{"zero_optimization": {"stage": 3, "offload_param": {"device": "none"}, "offload_optimizer": {"device": "cpu"}}}' > "$work/resident.json"
+step() { # $1: profile, rest: plan arguments -> plan's JSON line
+  local p=$1; shift
+  "$ztier" plan --config d12 --batch 4 --seq 64 "$@" --profile "$p" --json | tail -1
+}
+
+# 1. exact-shape entries
+profile "$work/rates.json" host "" "" ""
+profile "$work/block.json" host "" "" "$(entry layer_forward block 4 0.05), $(entry layer_backward block 4 0.09)"
+profile "$work/other.json" host "" "" "$(entry layer_forward block 8 0.05), $(entry layer_backward block 8 0.09)"
+profile "$work/head.json" host "" "" "$(entry layer_forward head 4 0.2), $(entry layer_forward loss 4 0.03), $(entry layer_backward head 4 0.3)"
+profile "$work/bad.json" host "" "" "$(entry layer_forward block 4 0)"
+for p in rates block other head; do step "$work/$p.json" --ds-config "$work/resident.json" > "$work/$p.out"; done
+if "$ztier" plan --config d12 --batch 4 --seq 64 --profile "$work/bad.json" > "$work/bad.out" 2>&1; then
+  fail "a matching entry with 0 seconds was accepted"
+fi
+grep -q "compute\[0\].*positive seconds" "$work/bad.out" || fail "bad entry: $(cat "$work/bad.out")"
+python3 - "$work" <<'PY'
+import json, sys
+w = sys.argv[1]
+s = {p: json.loads(open(f'{w}/{p}.out').read())['step_s'] for p in ('rates', 'block', 'other', 'head')}
+C, B, T, Vp, gemm, att = 768, 4, 64, 50304, 1e11, 1e10
+tok = B * T
+P = 12 * C * C + 13 * C                    # a GPT-2 block's parameters
+f = 2 * P * tok / gemm + 2 * B * T * T * C / att
+b = 2 * (2 * P * tok / gemm) + 2 * (2 * B * T * T * C / att)
+want = 12 * ((0.05 - f) + (0.09 - b))
+got = s['block'] - s['rates']
+assert abs(got - want) < 1e-4 * abs(want) + 1e-6, (got, want, s)
+assert s['other'] == s['rates'], ('an entry at batch 8 changed the batch-4 step', s)
+head = 2 * Vp * C * tok / gemm
+want = (0.2 + 0.03 - head) + (0.3 - 2 * head)
+got = s['head'] - s['rates']
+assert abs(got - want) < 1e-4 * abs(want) + 1e-6, (got, want, s)
+print(f'plan_model: exact entries move the step by {s["block"] - s["rates"]:.4f} s (blocks) and {got:.4f} s (head, loss) as computed')
+PY
+
+# 2. MFU on a GPU profile
+profile "$work/gpu.json" cuda ', "gpu": "hand", "gpu_peak_flops": 1e15' "" ""
+echo '{"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}, "offload_optimizer": {"device": "cpu"}}, "ztier": {"device_backend": "cuda"}}' > "$work/cuda.json"
+step "$work/gpu.json" --ds-config "$work/cuda.json" --device-memory 8G > "$work/gpu.out"
+"$ztier" plan --config d12 --batch 4 --seq 64 --ds-config "$work/cuda.json" --device-memory 8G \
+  --profile "$work/gpu.json" | grep -q "MFU 0\.[0-9]* of the profile's gpu_peak_flops" || fail "no MFU in the text"
+python3 - "$work" <<'PY'
+import json, sys
+w = sys.argv[1]
+g = json.loads(open(f'{w}/gpu.out').read())
+h = json.loads(open(f'{w}/rates.out').read())
+N, L, T, C, tokens = 124475904, 12, 64, 768, 4 * 64
+want = (6 * N + 6 * L * T * C) * tokens / g['step_s'] / 1e15
+assert g['mfu'] is not None and abs(g['mfu'] - want) < 1e-6 * want, (g['mfu'], want)
+assert h['mfu'] is None, h['mfu']
+print(f"plan_model: MFU {g['mfu']:.5f} = 6N+6LTC x tokens / step / peak")
+PY
+
+# 3. two ranks on one host: new pages at stage 2
+echo '{"zero_optimization": {"stage": 2, "offload_param": {"device": "none"}, "offload_optimizer": {"device": "cpu"}}}' > "$work/z2.json"
+echo '{"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}, "offload_optimizer": {"device": "cpu"}}}' > "$work/z3.json"
+fresh=', "host_fresh_bytes_per_s": {"value": 1e8, "unit": "B/s", "source": "hand: CI"}'
+profile "$work/fresh.json" host "" "$fresh" ""
+for c in z2 z3; do
+  step "$work/rates.json" --world 2 --ds-config "$work/$c.json" > "$work/$c-rates.out"
+  step "$work/fresh.json" --world 2 --ds-config "$work/$c.json" > "$work/$c-fresh.out"
+done
+step "$work/fresh.json" --ds-config "$work/z2.json" > "$work/z2-1-fresh.out"
+step "$work/rates.json" --ds-config "$work/z2.json" > "$work/z2-1-rates.out"
+python3 - "$work" <<'PY'
+import json, sys
+w = sys.argv[1]
+s = {p: json.loads(open(f'{w}/{p}.out').read())['step_s'] for p in
+     ('z2-rates', 'z2-fresh', 'z3-rates', 'z3-fresh', 'z2-1-rates', 'z2-1-fresh')}
+N = 124475904
+pages = 4 * N / 1e8                        # the model's fp32 bytes at the fresh rate
+got = s['z2-fresh'] - s['z2-rates']
+# the gradient buffers and the receive buffers: each the model's bytes; the packed shards
+# (half of them) overlap with the gathers
+assert 2 * pages * 0.99 < got < 2.5 * pages * 1.01, (got, pages, s)
+assert s['z3-fresh'] == s['z3-rates'] and s['z2-1-fresh'] == s['z2-1-rates'], s
+print(f'plan_model: stage 2 on 2 ranks, new pages add {got:.2f} s ({got / pages:.2f} x the model bytes at the fresh rate)')
+PY
+# 4. the prefetcher's keep rule: a released layer's copy stays for its next use only within
+#    stage3_max_reuse_distance elements fetched in between (zt_sched_keep). With a distance of
+#    1M elements every layer is fetched again before its next use: the trainer's counters
+#    (zt_gpt2 d12 4 x 64, parameters in host memory) give h2d 995.8 MB per step against 497.9
+#    MB at the default distance, twice the parameters' fp32 bytes; the plan must move the same
+for d in 1000000000 1000000; do
+  echo "{\"zero_optimization\": {\"stage\": 3, \"stage3_max_reuse_distance\": $d, \"offload_param\": {\"device\": \"cpu\"}, \"offload_optimizer\": {\"device\": \"cpu\"}}}" > "$work/reuse-$d.json"
+done
+sed 's/"host_memcpy_bytes_per_s": {"value": 1e15/"host_memcpy_bytes_per_s": {"value": 1e9/' "$work/rates.json" > "$work/slowcopy.json"
+for d in 1000000000 1000000; do step "$work/slowcopy.json" --ds-config "$work/reuse-$d.json" > "$work/reuse-$d.out"; done
+python3 - "$work" <<'PY'
+import json, sys
+w = sys.argv[1]
+far, near = (json.loads(open(f'{w}/reuse-{d}.out').read())['busy_s']['h2d'] for d in (1000000000, 1000000))
+N = 124475904
+one = 4 * N / 1e9                          # the parameters once, fp32, at 1 GB/s
+assert abs(far - one) < 0.01 * one, (far, one)
+assert abs(near - 2 * one) < 0.01 * one, (near, one)
+print(f'plan_model: h2d {far:.3f} s with the default reuse distance, {near:.3f} s with 1M elements')
+PY
+echo "plan_model: ok"
