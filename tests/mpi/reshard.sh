@@ -30,6 +30,12 @@ check 1 save b cpu cpu 3
 check 4 load b cpu cpu 3
 check 2 save c none none 0
 check 3 load c none cpu 2
+# after zt_runtime_expect_load (nothing initialised): the pieces straight into the homes,
+# resharded and in the same layout, the parameters on the device or in host memory
+check 3 resume a cpu cpu 3
+check 4 resume a cpu cpu 3
+check 3 resume a none cpu 2
+check 2 resume c none cpu 2
 # One pass: on 3 ranks the bytes the ranks ask of the disk (the runtime's count, summed over
 # the ranks) against the four files' bytes: a CRC pass over every file plus the pieces is 2.5x
 # here; the pieces checked as they are read, under 2x (the files are 2.5 blocks each, so the

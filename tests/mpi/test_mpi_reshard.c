@@ -9,6 +9,9 @@
  * bitwise DIR.at-save's; it trains the same K steps on the same global batch and must end within
  * 1e-5 relative L2 of DIR.final (the sum over ranks adds in another order on another world
  * size; within the master, m and v restored bitwise, only that order differs);
+ *   test_mpi_reshard resume DIR <param_device> <optimizer_device> <stage>
+ * the same after zt_runtime_expect_load (commit initialises nothing: the load puts the pieces
+ * straight into host homes, no image);
  *   test_mpi_reshard refuse DIR <param_device> <optimizer_device> <stage>
  * loads DIR, whose files reshard.sh damaged: the load must fail and change nothing (master, m,
  * v and the step count as before it). An optional last argument sets the hidden width (the
@@ -136,9 +139,11 @@ static int refused(zt_runtime *rt, const minimal_model *m, const char *dir, int 
 int main(int argc, char **argv)
 {
     if (argc < 6 || argc > 7 ||
-        (strcmp(argv[1], "save") && strcmp(argv[1], "load") && strcmp(argv[1], "refuse"))) {
+        (strcmp(argv[1], "save") && strcmp(argv[1], "load") && strcmp(argv[1], "resume") &&
+         strcmp(argv[1], "refuse"))) {
         fprintf(stderr,
-                "usage: %s save|load|refuse DIR param_device optimizer_device stage [hidden]\n",
+                "usage: %s save|load|resume|refuse DIR param_device optimizer_device stage "
+                "[hidden]\n",
                 argv[0]);
         return 2;
     }
@@ -156,7 +161,9 @@ int main(int argc, char **argv)
     int ok =
         zt_runtime_create(NULL, ref_mlp_config(&hp, argv[3], argv[4], 1, "", ""), &rt) == ZT_OK &&
         zt_config_set_int(rt, "zero_optimization.stage", stage) == ZT_OK &&
-        minimal_register(rt, &dims, 42, &m) == ZT_OK && zt_runtime_commit(rt) == ZT_OK;
+        minimal_register(rt, &dims, 42, &m) == ZT_OK &&
+        (strcmp(argv[1], "resume") || zt_runtime_expect_load(rt) == ZT_OK) &&
+        zt_runtime_commit(rt) == ZT_OK;
     zt_runtime_rank(rt, &rank, &world);
     int64_t from = 0;
     mlp_weights x = {0}, want = {0}; /* this run's, the saving run's */
