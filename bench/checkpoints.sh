@@ -50,6 +50,9 @@ gbps() { awk -v b="$bytes" '{printf "%.3f\n", b / $1 / 1e9}'; }
 save=$(sed -n 's/^checkpoint saved to .* in \([0-9.]*\) s$/\1/p' "$out/save.txt" | gbps | median)
 load4=$(cat "$out"/loadsame-*.txt | sed -n 's/^resumed .* in \([0-9.]*\) s$/\1/p' | gbps | median)
 load3=$(cat "$out"/loadreshard-*.txt | sed -n 's/^resumed .* in \([0-9.]*\) s$/\1/p' | gbps | median)
+# a restart's cost: process start -> first step (the trainer's "resume:" line, same layout),
+# against fio's time to read the checkpoint (the goal: at most 1.2 x that)
+resume_s=$(cat "$out"/loadsame-*.txt | sed -n 's/^resume: the first step starts \([0-9.]*\) s after.*/\1/p' | median)
 fio_w=$(cat "$out"/nvme*.txt | sed -n 's/.*"fio_write_gbps":\([0-9.]*\).*/\1/p' | median)
 fio_r=$(cat "$out"/nvme*.txt | sed -n 's/.*"fio_read_gbps":\([0-9.]*\).*/\1/p' | median)
 zt_w=$(cat "$out"/nvme*.txt | sed -n 's/.*"write_gbps":\([0-9.]*\).*/\1/p' | median)
@@ -66,15 +69,19 @@ echo "| save on $np ranks (write + fsync) | $save | $fio_w write (ztier bench nv
 echo "| load on $np ranks (the same layout) | $load4 | $fio_r read (ztier bench nvme $zt_r) | $(ratio "$load4" "$fio_r") |"
 echo "| load on $np2 ranks (resharded) | $load3 | $fio_r read | $(ratio "$load3" "$fio_r") |"
 echo "resharded / same-layout load: $(ratio "$load3" "$load4")"
+resume_ratio=$(awk -v s="$resume_s" -v b="$bytes" -v r="$fio_r" 'BEGIN {printf "%.2f", s / (b / r / 1e9)}')
+echo "resume on $np ranks, process start -> first step: $resume_s s, $resume_ratio x fio's time to read the checkpoint (goal <= 1.2)"
 goal() { awk -v a="$1" -v g="$2" 'BEGIN {print ((a + 0 >= g) ? "met" : "not met")}'; }
 echo "goals: save $(goal "$(ratio "$save" "$fio_w")" 0.8), load $(goal "$(ratio "$load4" "$fio_r")" 0.8)," \
-  "resharded $(goal "$(ratio "$load3" "$load4")" 0.9)"
+  "resharded $(goal "$(ratio "$load3" "$load4")" 0.9)," \
+  "resume $(awk -v a="$resume_ratio" 'BEGIN {print ((a + 0 <= 1.2) ? "met" : "not met")}')"
 printf '{"config":"%s","ranks":%d,"bytes":%s,"rounds":%d,"cached":%d,"save_gbps":%s,"load_gbps":%s,' \
   "$config" "$np" "$bytes" "$rounds" "$cached" "$save" "$load4"
 printf '"reshard_load_gbps":%s,"fio_write_gbps":%s,"fio_read_gbps":%s,"save_ratio":%s,' \
   "$load3" "$fio_w" "$fio_r" "$(ratio "$save" "$fio_w")"
-printf '"load_ratio":%s,"reshard_ratio":%s,"fio_new_file_write_gbps":%s}\n' "$(ratio "$load4" "$fio_r")" \
+printf '"load_ratio":%s,"reshard_ratio":%s,"fio_new_file_write_gbps":%s,' "$(ratio "$load4" "$fio_r")" \
   "$(ratio "$load3" "$load4")" "$fio_new"
+printf '"resume_s":%s,"resume_ratio":%s}\n' "$resume_s" "$resume_ratio"
 
 # ---- export: `ztier checkpoint export` of the same checkpoint against fio's write ----
 # The export reads every rank file once and writes the fp32 safetensors file beside them

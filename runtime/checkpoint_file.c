@@ -131,14 +131,13 @@ zt_status zt_ckpt_check_file(const char *path, const zt_manifest *m, int k, uint
 }
 
 zt_status zt_ckpt_read_file(const char *path, const zt_manifest *m, int k, uint64_t want,
-                            zt_io_engine_kind engine, void *dst, zt_progress *pr, zt_error *err)
+                            zt_threadpool *pool, void *dst, zt_progress *pr, zt_error *err)
 {
     zt_status st = zt_ckpt_check_file_size(path, m, k, want, err);
-    (void)engine; /* straight into dst, no ring buffers to copy from (zt_ckpt_read_into) */
     unsigned char *out = dst;
     uint32_t crc = 0;
     if (st == ZT_OK)
-        st = zt_ckpt_read_into(path, out, want, &crc, pr, err);
+        st = zt_ckpt_read_into(path, out, want, pool, &crc, pr, err);
     if (st == ZT_OK)
         st = check_crc(path, m, k, crc, err);
     if (st != ZT_OK)
@@ -148,4 +147,36 @@ zt_status zt_ckpt_read_file(const char *path, const zt_manifest *m, int k, uint6
     size_t hb = zt_ckpt_header_bytes(m->version);
     memcpy(&h, out, hb <= want ? hb : 0);
     return check_header_all(&h, hb <= want, path, m, k, err);
+}
+
+/* zt_ckpt_read_file_each's reader callback: keeps the header's bytes, hands on every byte. */
+typedef struct each_ctx {
+    zt_ckpt_each_fn each;
+    void *ctx;
+    zt_shard_header h;
+    size_t hb;
+} each_ctx;
+
+static void keep_header(void *ctx, uint64_t offset, const unsigned char *bytes, size_t len)
+{
+    each_ctx *e = ctx;
+    if (offset < e->hb) /* the first chunk: one thread */
+        memcpy((char *)&e->h + offset, bytes, e->hb - offset < len ? e->hb - offset : len);
+    e->each(e->ctx, offset, bytes, len);
+}
+
+zt_status zt_ckpt_read_file_each(const char *path, const zt_manifest *m, int k, uint64_t want,
+                                 zt_threadpool *pool, zt_ckpt_each_fn each, void *ctx,
+                                 zt_progress *pr, zt_error *err)
+{
+    each_ctx e;
+    memset(&e, 0, sizeof e);
+    e.each = each, e.ctx = ctx, e.hb = zt_ckpt_header_bytes(m->version);
+    zt_status st = zt_ckpt_check_file_size(path, m, k, want, err);
+    uint32_t crc = 0;
+    if (st == ZT_OK)
+        st = zt_ckpt_read_each(path, want, pool, keep_header, &e, &crc, pr, err);
+    if (st == ZT_OK)
+        st = check_crc(path, m, k, crc, err);
+    return st == ZT_OK ? check_header_all(&e.h, e.hb <= want, path, m, k, err) : st;
 }

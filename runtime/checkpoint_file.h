@@ -6,7 +6,9 @@
 #define ZT_RUNTIME_CHECKPOINT_FILE_H
 
 #include "core/progress.h"
+#include "core/threadpool.h"
 #include "runtime/checkpoint_manifest.h"
+#include "runtime/checkpoint_reader.h"
 #include "tiers/io.h"
 
 #include <stdint.h>
@@ -38,12 +40,20 @@ size_t zt_ckpt_fread(void *dst, size_t bytes, FILE *f);
 zt_status zt_ckpt_check_file(const char *path, const zt_manifest *m, int k, uint64_t want,
                              zt_io_engine_kind engine, zt_error *err);
 /* The same checks in one pass over the file: reads it whole (want bytes) into dst (4096-byte
- * aligned: the reads land there with O_DIRECT), computing its CRC-32 on each piece as it lands, then checks the CRC and the header there. A load
- * restores from dst only once every rank's checks passed; dst's content is undefined after a
- * failure. The same messages as zt_ckpt_check_file. Each piece read is added to pr (a
- * terminal's progress line; NULL: none). */
+ * aligned: the reads land there with O_DIRECT) on pool's threads (zt_ckpt_read_into: one
+ * read in flight per thread), each piece's CRC-32 taken as it lands, then checks the CRC and
+ * the header there. A load restores from dst only once every rank's checks passed; dst's
+ * content is undefined after a failure. The same messages as zt_ckpt_check_file. Each piece
+ * read is added to pr (a terminal's progress line; NULL: none). */
 zt_status zt_ckpt_read_file(const char *path, const zt_manifest *m, int k, uint64_t want,
-                            zt_io_engine_kind engine, void *dst, zt_progress *pr, zt_error *err);
+                            zt_threadpool *pool, void *dst, zt_progress *pr, zt_error *err);
+
+/* The same checks with no image: each piece read is handed to each(ctx, offset, bytes, len)
+ * on the pool's threads (zt_ckpt_read_each), before its CRC is checked: for a caller with
+ * nothing to keep whole if the checks fail (a load into values never initialised). */
+zt_status zt_ckpt_read_file_each(const char *path, const zt_manifest *m, int k, uint64_t want,
+                                 zt_threadpool *pool, zt_ckpt_each_fn each, void *ctx,
+                                 zt_progress *pr, zt_error *err);
 
 /* zt_ckpt_check_file in two parts, for a reader that computes the CRC-32 on the bytes it
  * reads anyway (`ztier checkpoint export`: one read of every file): the size check before it

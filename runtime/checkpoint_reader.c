@@ -10,13 +10,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 enum { SLOTS = 4, SLOT_BYTES = 8 << 20, BLOCK = 4096, MERGE = 256 << 10 };
 
@@ -281,111 +281,119 @@ zt_status zt_ckpt_file_crc(const char *path, zt_io_engine_kind engine, uint64_t 
 
 /* ---- a whole file straight into memory ---- */
 
-enum { INTO_THREADS = 4 };
-
+/* The pool's threads each read 8 MiB chunks in turn (one pread each: as many reads in
+ * flight as threads) and take each chunk's CRC-32 while it is in cache; the caller joins
+ * the chunks' CRCs in file order (crc32_combine64). The chunks land in dst, or in a buffer
+ * of the thread's own that `each` then takes them from. */
 typedef struct into {
     int fd;
     unsigned char *dst;
-    uint64_t direct, chunks, next;
-    unsigned char *done; /* per chunk: landed (1) or failed (2) */
-    int error;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    unsigned char **buf; /* per pool thread, where dst is NULL */
+    zt_ckpt_each_fn each;
+    void *ctx;
+    uint64_t direct, chunks;
+    uint32_t *crc;     /* per chunk */
+    _Atomic int error; /* the first failed read's errno: the others stop */
+    zt_progress *pr;
 } into;
 
-static void *into_worker(void *arg)
+static int read_full(int fd, unsigned char *to, uint64_t len, uint64_t at)
 {
-    into *t = arg;
-    for (;;) {
-        pthread_mutex_lock(&t->mu);
-        uint64_t k = t->error ? t->chunks : t->next++;
-        pthread_mutex_unlock(&t->mu);
-        if (k >= t->chunks)
-            return NULL;
-        uint64_t at = k * SLOT_BYTES,
+    for (uint64_t got = 0; got < len;) {
+        ssize_t n = pread(fd, to + got, len - got, (off_t)(at + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? errno : EIO;
+        got += (uint64_t)n;
+    }
+    return 0;
+}
+
+static void into_chunk(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    into *t = ctx;
+    for (int64_t k = begin; k < end && !atomic_load(&t->error); k++) {
+        uint64_t at = (uint64_t)k * SLOT_BYTES,
                  len = t->direct - at < SLOT_BYTES ? t->direct - at : SLOT_BYTES;
-        int e = 0;
-        for (uint64_t got = 0; got < len && !e;) {
-            ssize_t n = pread(t->fd, t->dst + at + got, len - got, (off_t)(at + got));
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0)
-                e = n < 0 ? errno : EIO;
-            else
-                got += (uint64_t)n;
+        if (!t->dst && !t->buf[worker])
+            t->buf[worker] = aligned_alloc(BLOCK, SLOT_BYTES);
+        unsigned char *to = t->dst ? t->dst + at : t->buf[worker];
+        int e = to ? read_full(t->fd, to, len, at) : ENOMEM;
+        if (e) {
+            int none = 0;
+            atomic_compare_exchange_strong(&t->error, &none, e);
+            return;
         }
-        pthread_mutex_lock(&t->mu);
-        t->done[k] = e ? 2 : 1;
-        if (e && !t->error)
-            t->error = e;
-        pthread_cond_broadcast(&t->cv);
-        pthread_mutex_unlock(&t->mu);
+        t->crc[k] = zt_crc32(0, to, (size_t)len);
+        if (t->each)
+            t->each(t->ctx, at, to, (size_t)len);
+        if (t->pr)
+            zt_progress_add(t->pr, len);
     }
 }
 
-zt_status zt_ckpt_read_into(const char *path, void *dst, uint64_t n, uint32_t *crc, zt_progress *pr,
-                            zt_error *err)
+/* The chunks on the pool, then the last partial block on the caller's thread. */
+static zt_status read_chunks(const char *path, into *t, zt_threadpool *pool, uint64_t n,
+                             uint32_t *crc, zt_error *err)
 {
-    into t = {.fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT), .dst = dst};
-    if (t.fd < 0 && errno == EINVAL) /* no O_DIRECT on this filesystem */
-        t.fd = open(path, O_RDONLY | O_CLOEXEC);
+    t->fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+    if (t->fd < 0 && errno == EINVAL) /* no O_DIRECT on this filesystem */
+        t->fd = open(path, O_RDONLY | O_CLOEXEC);
     int tail_fd = open(path, O_RDONLY | O_CLOEXEC);
     zt_status st = ZT_OK;
-    if (t.fd < 0 || tail_fd < 0)
+    if (t->fd < 0 || tail_fd < 0)
         st = ZT_ERR(err, ZT_ERR_CORRUPT, "checkpoint file '%s' cannot be read: %s", path,
                     strerror(errno));
-    t.direct = n / BLOCK * BLOCK;
-    t.chunks = (t.direct + SLOT_BYTES - 1) / SLOT_BYTES;
-    t.done = calloc(t.chunks + 1, 1);
-    if (st == ZT_OK && !t.done)
+    t->direct = n / BLOCK * BLOCK;
+    t->chunks = (t->direct + SLOT_BYTES - 1) / SLOT_BYTES;
+    t->crc = calloc(t->chunks + 1, sizeof *t->crc);
+    int threads = zt_threadpool_size(pool);
+    t->buf = t->dst ? NULL : calloc((size_t)threads, sizeof *t->buf);
+    unsigned char tail[BLOCK];
+    if (st == ZT_OK && (!t->crc || (!t->dst && !t->buf)))
         st = ZT_ERR(err, ZT_ERR_NOMEM, "out of memory reading checkpoint file '%s'", path);
-    pthread_mutex_init(&t.mu, NULL);
-    pthread_cond_init(&t.cv, NULL);
-    pthread_t th[INTO_THREADS];
-    int started = 0;
-    while (st == ZT_OK && started < INTO_THREADS &&
-           pthread_create(&th[started], NULL, into_worker, &t) == 0)
-        started++;
-    if (st == ZT_OK && started == 0)
-        st = ZT_ERR(err, ZT_ERR_NOMEM, "no thread to read checkpoint file '%s'", path);
-    uint32_t c = 0;
-    /* the CRC chunk by chunk in file order as they land, the later ones still in flight */
-    for (uint64_t k = 0; st == ZT_OK && k < t.chunks; k++) {
-        pthread_mutex_lock(&t.mu);
-        while (!t.done[k])
-            pthread_cond_wait(&t.cv, &t.mu);
-        int e = t.done[k] == 2 ? t.error : 0;
-        pthread_mutex_unlock(&t.mu);
-        uint64_t at = k * SLOT_BYTES, len = t.direct - at < SLOT_BYTES ? t.direct - at : SLOT_BYTES;
-        if (e) {
-            st = ZT_ERR(err, ZT_ERR_IO, "reading checkpoint file '%s': %s", path, strerror(e));
-            break;
-        }
-        c = zt_crc32(c, t.dst + at, (size_t)len);
-        if (pr)
-            zt_progress_add(pr, len);
+    if (st == ZT_OK)
+        zt_threadpool_run(pool, (int64_t)t->chunks, 1, into_chunk, t);
+    if (st == ZT_OK && atomic_load(&t->error))
+        st = ZT_ERR(err, ZT_ERR_IO, "reading checkpoint file '%s': %s", path,
+                    strerror(atomic_load(&t->error)));
+    uLong c = 0;
+    for (uint64_t k = 0; st == ZT_OK && k < t->chunks; k++) {
+        uint64_t at = k * SLOT_BYTES,
+                 len = t->direct - at < SLOT_BYTES ? t->direct - at : SLOT_BYTES;
+        c = crc32_combine64(c, t->crc[k], (z_off64_t)len);
     }
-    pthread_mutex_lock(&t.mu);
-    t.error = t.error ? t.error : (st != ZT_OK ? EIO : 0); /* the others stop */
-    pthread_mutex_unlock(&t.mu);
-    for (int i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    atomic_fetch_add(&bytes_read, t.direct);
-    for (uint64_t got = t.direct; st == ZT_OK && got < n;) { /* the last partial block */
-        ssize_t r = pread(tail_fd, t.dst + got, n - got, (off_t)got);
-        if (r <= 0)
-            st = ZT_ERR(err, ZT_ERR_CORRUPT, "checkpoint file '%s' ends early", path);
-        else
-            c = zt_crc32(c, t.dst + got, (size_t)r), got += (uint64_t)r;
+    unsigned char *to = t->dst ? t->dst + t->direct : tail; /* the last partial block */
+    if (st == ZT_OK && read_full(tail_fd, to, n - t->direct, t->direct))
+        st = ZT_ERR(err, ZT_ERR_CORRUPT, "checkpoint file '%s' ends early", path);
+    if (st == ZT_OK && n > t->direct) {
+        c = zt_crc32((uint32_t)c, to, (size_t)(n - t->direct));
+        if (t->each)
+            t->each(t->ctx, t->direct, to, (size_t)(n - t->direct));
     }
-    atomic_fetch_add(&bytes_read, n - t.direct);
-    pthread_cond_destroy(&t.cv);
-    pthread_mutex_destroy(&t.mu);
-    free(t.done);
-    if (t.fd >= 0)
-        close(t.fd);
+    atomic_fetch_add(&bytes_read, n);
+    for (int i = 0; t->buf && i < threads; i++)
+        free(t->buf[i]);
+    free(t->buf), free(t->crc);
+    if (t->fd >= 0)
+        close(t->fd);
     if (tail_fd >= 0)
         close(tail_fd);
-    *crc = c;
+    *crc = (uint32_t)c;
     return st;
+}
+
+zt_status zt_ckpt_read_into(const char *path, void *dst, uint64_t n, zt_threadpool *pool,
+                            uint32_t *crc, zt_progress *pr, zt_error *err)
+{
+    into t = {.dst = dst, .pr = pr};
+    return read_chunks(path, &t, pool, n, crc, err);
+}
+
+zt_status zt_ckpt_read_each(const char *path, uint64_t n, zt_threadpool *pool, zt_ckpt_each_fn each,
+                            void *ctx, uint32_t *crc, zt_progress *pr, zt_error *err)
+{
+    into t = {.each = each, .ctx = ctx, .pr = pr};
+    return read_chunks(path, &t, pool, n, crc, err);
 }

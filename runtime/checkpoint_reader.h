@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/progress.h"
+#include "core/threadpool.h"
 #include "tiers/io.h"
 
 #include <stddef.h>
@@ -47,11 +48,18 @@ zt_status zt_ckpt_reader_seek(zt_ckpt_reader *r, uint64_t offset);
 zt_status zt_ckpt_file_crc(const char *path, zt_io_engine_kind engine, uint64_t *size,
                            uint32_t *crc, zt_error *err);
 /* The file's first n bytes (its size, checked before) straight into dst (4096-byte aligned,
- * n rounded up to whole blocks in size) with O_DIRECT, 4 reads of 8 MiB in flight, no copy;
- * *crc: their CRC-32, taken chunk by chunk in file order as they land (and added to pr: NULL
- * none). Errors name the file. */
-zt_status zt_ckpt_read_into(const char *path, void *dst, uint64_t n, uint32_t *crc, zt_progress *pr,
-                            zt_error *err);
+ * n rounded up to whole blocks in size) with O_DIRECT, no copy: pool's threads read 8 MiB
+ * chunks (one read in flight per thread; NULL: the caller alone) and take each chunk's
+ * CRC-32 as it lands (adding it to pr: NULL none); *crc: the file's, joined from them.
+ * Errors name the file. */
+zt_status zt_ckpt_read_into(const char *path, void *dst, uint64_t n, zt_threadpool *pool,
+                            uint32_t *crc, zt_progress *pr, zt_error *err);
+/* The same without an image: each chunk lands in a buffer of the thread's own (reused: no
+ * fresh pages), and each(ctx, offset, bytes, len) takes it from there, on that thread, before
+ * the buffer is read into again: several at once, in no order, each byte once. */
+typedef void (*zt_ckpt_each_fn)(void *ctx, uint64_t offset, const unsigned char *bytes, size_t len);
+zt_status zt_ckpt_read_each(const char *path, uint64_t n, zt_threadpool *pool, zt_ckpt_each_fn each,
+                            void *ctx, uint32_t *crc, zt_progress *pr, zt_error *err);
 /* Waits for the reads in flight, closes, frees. NULL is a no-op. */
 void zt_ckpt_reader_close(zt_ckpt_reader *r);
 

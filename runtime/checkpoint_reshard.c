@@ -275,7 +275,7 @@ static zt_status read_piece(void *ctx, const piece *p)
 static zt_status read_parts(reading *g, const int64_t *layer_at, unsigned char *image)
 {
     zt_runtime *rt = g->rt;
-    float *p = (float *)(void *)(image + zt_ckpt_header_bytes(g->m->version));
+    float *p = image ? (float *)(void *)(image + zt_ckpt_header_bytes(g->m->version)) : NULL;
     zt_status st = ZT_OK;
     for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
         const zt_layer *L = &rt->reg.layers[i];
@@ -284,11 +284,12 @@ static zt_status read_parts(reading *g, const int64_t *layer_at, unsigned char *
         int64_t filled = g->m->flat[i] - first; /* each_piece's part: the rest is padding */
         filled = filled < 0 ? 0 : filled > (int64_t)n ? (int64_t)n : filled;
         for (int s = 0; st == ZT_OK && s < 3; s++) {
-            g->dst = p + (size_t)s * n;
+            const zt_home *h = s == 0 ? &L->master : s == 1 ? &L->exp_avg : &L->exp_avg_sq;
+            g->dst = p ? p + (size_t)s * n : h->ptr; /* NULL image: host homes */
             memset(g->dst + filled, 0, (n - (size_t)filled) * sizeof(float));
             st = each_piece(rt, g->m, layer_at, rt->dist.rank, i, s, read_piece, g);
         }
-        p += 3 * n;
+        p = p ? p + 3 * n : NULL;
     }
     return st;
 }

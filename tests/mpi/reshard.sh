@@ -10,10 +10,10 @@ prog=$1
 shift
 work=$(mktemp -d "${ZT_TEST_TMPDIR:-/tmp}/reshard.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-step() { # <ranks> <save|load> <name> <param_device> <optimizer_device> <stage>
+step() { # <ranks> <save|load|refuse> <name> <param_device> <optimizer_device> <stage> [hidden]
   local ranks=$1 rc
   shift
-  "${MPIRUN[@]}" -np "$ranks" "$prog" "$1" "$work/$2" "$3" "$4" "$5" > "$work/out" 2>&1
+  "${MPIRUN[@]}" -np "$ranks" "$prog" "$1" "$work/$2" "$3" "$4" "$5" "${@:6}" > "$work/out" 2>&1
   rc=$?
   grep -v "warn \[" "$work/out"
   return "$rc"
@@ -30,6 +30,12 @@ check 1 save b cpu cpu 3
 check 4 load b cpu cpu 3
 check 2 save c none none 0
 check 3 load c none cpu 2
+# after zt_runtime_expect_load (nothing initialised): the pieces straight into the homes,
+# resharded and in the same layout, the parameters on the device or in host memory
+check 3 resume a cpu cpu 3
+check 4 resume a cpu cpu 3
+check 3 resume a none cpu 2
+check 2 resume c none cpu 2
 # One pass: on 3 ranks the bytes the ranks ask of the disk (the runtime's count, summed over
 # the ranks) against the four files' bytes: a CRC pass over every file plus the pieces is 2.5x
 # here; the pieces checked as they are read, under 2x (the files are 2.5 blocks each, so the
@@ -71,5 +77,31 @@ damaged rank-00001-of-00004.zts 5000 "rank-00001-of-00004.zts' is damaged"
 damaged rank-00002-of-00004.zts 9 "rank-00002-of-00004.zts' is damaged"
 damaged rank-00003-of-00004.zts -1 "rank-00003-of-00004.zts' is damaged"
 damaged rank-00000-of-00004.zts truncate "rank-00000-of-00004.zts' has"
+# one pass: the ranks read every byte of the files once (a wider model, so that the pieces
+# dwarf the blocks around them)
+check 4 save d cpu cpu 3 1024
+check 3 load d cpu cpu 3 1024
+check 1 load d none cpu 2 1024
+check 1 save e cpu cpu 3 1024
+check 4 load e cpu cpu 3 1024
+# a damaged file is refused and nothing changes: where a rank reads it, where no rank needs
+# it (c's file 1 holds layer 0 whole, rank 1 of 3 reads its middle third), in the header, and
+# a file cut short
+damage() { # <what> <file> <offset|truncate>
+  local f
+  rm -rf "$work/dmg" && cp -r "$work/c" "$work/dmg"
+  f=$(ls "$work/dmg/$(head -1 "$work/c/latest")/$2")
+  if [ "$3" = truncate ]; then
+    truncate -s -4 "$f"
+  else
+    printf '\x5a' | dd of="$f" bs=1 seek="$3" conv=notrunc status=none
+  fi
+  step 3 refuse dmg none cpu 2 || { echo "FAILED: damage $1"; fails=$((fails + 1)); }
+}
+damage "a piece rank 0 reads" rank-00000-of-00002.zts 100
+damage "a piece no rank needs" rank-00001-of-00002.zts 60
+damage "the header" rank-00001-of-00002.zts 12
+damage "the last byte" rank-00000-of-00002.zts "$(($(stat -c %s "$work/c/$(head -1 "$work/c/latest")/rank-00000-of-00002.zts") - 1))"
+damage "a file cut short" rank-00001-of-00002.zts truncate
 [ "$fails" = 0 ] && echo ok
 exit "$fails"

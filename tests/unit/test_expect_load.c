@@ -2,12 +2,16 @@
 /* zt_runtime_expect_load: a commit followed by a load initialises nothing (the
  * initialisers are never called), every call that reads the values before the load is
  * refused with a message naming the missing load (also after a failed load), and the load
- * then restores exactly what a runtime committed the usual way saved: master, Adam m and v. */
+ * then restores exactly what a runtime committed the usual way saved: master, Adam m and v.
+ * With master, m and v in host memory the load puts the file's pieces straight into them: its
+ * peak memory is the values' own, not a second copy of the file (a damaged file is refused
+ * all the same, the promise left open). */
 #include "rt_fixture.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -140,11 +144,123 @@ static void test_after_commit_is_usage(void **state)
     zt_runtime_destroy(rt);
 }
 
+/* One layer of BIG floats, its optimizer state in host memory. */
+enum { BIG = 8 << 20 };
+
+static zt_status reg_big(zt_runtime *rt, void *user)
+{
+    int *w = user, l;
+    int64_t n = BIG;
+    zt_init cb = {ZT_INIT_CALLBACK, 0, 0, 7, fill, NULL};
+    zt_status st = zt_layer_add(rt, "big", &l);
+    return st == ZT_OK ? zt_param_add(rt, l, "w", &n, 1, &cb, w) : st;
+}
+
+static const char *host_config =
+    "{\"zero_optimization\": {\"stage\": 3}, \"optimizer\": {\"type\": \"AdamW\", "
+    "\"params\": {\"lr\": 0.001}}, \"ztier\": {\"log_effective_settings\": false}}";
+
+/* The process's peak resident memory in bytes since reset_peak (Linux: VmHWM; the resident
+ * memory at the reset, right after it). */
+static uint64_t peak_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
+static void reset_peak(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    assert_non_null(f);
+    fputs("5", f);
+    fclose(f);
+}
+
+/* The checkpoint's rank file under ck (one rank). */
+static void rank_file(const char *ck, char *out, size_t len)
+{
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "ls %s/$(head -1 %s/latest)/rank-*", ck, ck);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    assert_non_null(fgets(out, (int)len, p));
+    out[strcspn(out, "\n")] = 0;
+    pclose(p);
+}
+
+static void test_host_load_needs_no_second_copy(void **state)
+{
+    (void)state;
+    char ck[600], bad[700], cmd[2400], file[1200];
+    snprintf(ck, sizeof ck, "%s/big", rt_fixture_dir());
+    snprintf(bad, sizeof bad, "%s/bad", rt_fixture_dir());
+    int a, b;
+    zt_runtime *ra = rt_fixture_make(NULL, host_config, reg_big, &a);
+    assert_int_equal(zt_checkpoint_save(ra, ck), ZT_OK);
+    zt_runtime_destroy(ra);
+    snprintf(cmd, sizeof cmd, "rm -rf %s && cp -r %s %s", bad, ck, bad);
+    assert_int_equal(system(cmd), 0);
+    rank_file(bad, file, sizeof file); /* a byte of the master's middle flipped */
+    FILE *f = fopen(file, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 64 + 4 * (BIG / 2), SEEK_SET), 0);
+    int c = fgetc(f);
+    assert_int_equal(fseek(f, -1, SEEK_CUR), 0);
+    fputc(c ^ 0x5a, f);
+    fclose(f);
+
+    zt_runtime *rb = rt_fixture_create(NULL, host_config);
+    rt_fixture_register(rb, reg_big, &b);
+    assert_int_equal(zt_runtime_expect_load(rb), ZT_OK);
+    rt_fixture_commit(rb);
+    assert_int_equal(zt_checkpoint_load(rb, bad), ZT_ERR_CORRUPT);
+    assert_non_null(strstr(zt_last_error(rb), "is damaged"));
+    zt_layer_view view;
+    expect_refused(rb, zt_fetch(rb, 0, ZT_FORWARD, &view));
+    rank_file(ck, file, sizeof file);
+    struct stat sb;
+    assert_int_equal(stat(file, &sb), 0);
+    reset_peak(); /* the peak from here on: the resident memory now */
+    uint64_t before = peak_bytes();
+    assert_int_equal(zt_checkpoint_load(rb, ck), ZT_OK);
+    uint64_t grew = peak_bytes() > before ? peak_bytes() - before : 0;
+#if !defined(__SANITIZE_ADDRESS__) && !defined(ZT_TEST_SANITIZED)
+    /* the homes already hold the refused load's bytes: the good one needs only the reads'
+     * buffers (4 x 8 MiB), where a second copy of the file (an image) would be the file's */
+    printf("the load's peak memory grew %llu bytes, the file is %lld\n", (unsigned long long)grew,
+           (long long)sb.st_size);
+    assert_true(grew < (uint64_t)sb.st_size / 2);
+#else
+    (void)grew;
+#endif
+    float *got = malloc(sizeof(float) * BIG);
+    assert_non_null(got);
+    assert_int_equal(zt_param_read(rb, b, got, BIG), ZT_OK);
+    for (int i = 0; i < BIG; i++)
+        assert_true(got[i] == (float)i * 0.25f - 3.0f);
+    for (int s = ZT_STATE_ADAM_M; s <= ZT_STATE_ADAM_V; s++) {
+        memset(got, 0xff, sizeof(float) * BIG);
+        assert_int_equal(zt_param_read_state(rb, b, (zt_param_state)s, got, BIG), ZT_OK);
+        for (int i = 0; i < BIG; i++)
+            assert_true(got[i] == 0.0f);
+    }
+    free(got);
+    zt_runtime_destroy(rb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_skips_init_then_load_restores),
         cmocka_unit_test(test_after_commit_is_usage),
+        cmocka_unit_test(test_host_load_needs_no_second_copy),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
