@@ -9,6 +9,7 @@
  * some variant is predicted differently from the value it replaces: a knob the model does not
  * distinguish is reported as such, never chosen on a tie. */
 #include "tools/plan_search.h"
+#include "tools/plan_search_int.h"
 #include "core/convert.h"
 #include "runtime/runtime.h"
 #include "tools/bench_common.h"
@@ -27,74 +28,21 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#define N_RES 6 /* the step model's resources, as `ztier plan --json` names them */
-static const char *const res_name[N_RES] = {"compute", "h2d", "d2h", "nvme", "cpu_opt", "net"};
+const char *const search_res_name[N_RES] = {"compute", "h2d", "d2h", "nvme", "cpu_opt", "net"};
+/* activation checkpoint policies, least recompute (then least traffic) first */
+const policy_def search_policies[N_POL] = {{"none", "none", "none", "none"},
+                                           {"selective", "selective", "selective", "none"},
+                                           {"full", "full", "full", "none"},
+                                           {"full+host", "full+offload", "full", "cpu"},
+                                           {"full+nvme", "full+offload", "full", "nvme"}};
+const char *const search_knob_name[N_KNOBS] = {"prefetch_window", "optimizer_ratio"};
+const double search_ratios[N_RATIOS] = {0.75, 0.5, 0.25};
 
-/* The placements: parameters' and optimizer state's homes ("none": device memory). Which a
- * stage allows is the configuration's rule: est_build rejects the others. */
 static const char *const placements[][2] = {{"none", "none"}, {"none", "cpu"}, {"none", "nvme"},
                                             {"cpu", "cpu"},   {"cpu", "nvme"}, {"nvme", "nvme"}};
 #define N_PLACE (int)(sizeof placements / sizeof placements[0])
 /* 1 runs as 2 in ztier (docs/configuration.md); --stage N searches that stage alone */
 static const int stages[] = {0, 1, 2, 3};
-/* activation checkpoint policies, least recompute (then least traffic) first: the name the
- * search prints, estimate's row of its activation table, the trainer's --checkpoint-activations
- * and activation_checkpointing.device */
-typedef struct policy_def {
-    const char *name, *row, *flag, *act_device;
-} policy_def;
-static const policy_def policies[] = {{"none", "none", "none", "none"},
-                                      {"selective", "selective", "selective", "none"},
-                                      {"full", "full", "full", "none"},
-                                      {"full+host", "full+offload", "full", "cpu"},
-                                      {"full+nvme", "full+offload", "full", "nvme"}};
-#define N_POL (int)(sizeof policies / sizeof policies[0])
-
-/* The knobs varied on the fastest candidates, one at a time. */
-enum { KNOB_PREFETCH, KNOB_RATIO, N_KNOBS };
-static const char *const knob_name[N_KNOBS] = {"prefetch_window", "optimizer_ratio"};
-#define REFINE_TOP 8 /* the fastest base candidates each knob is varied on */
-#define N_RATIOS 3
-static const double ratios[N_RATIOS] = {0.75, 0.5, 0.25}; /* offload_optimizer.ratio below 1 */
-#define N_WINDOWS 4 /* stage3_prefetch_bucket_size: 0, 1, 2 and 4 median layers */
-
-typedef struct knob_stat {
-    int tried, fit, differs; /* variants evaluated, fitting (so predicted), predicted otherwise */
-    double lo, hi;           /* the least and most step ratio variant / its base candidate */
-} knob_stat;
-
-typedef struct budgets {
-    uint64_t device, host, nvme;
-    const char *nvme_path; /* NULL: none, NVMe placements skipped */
-} budgets;
-
-typedef struct cand {
-    int stage, rows, accum; /* rows: the micro-batch per rank */
-    const char *param, *optim;
-    int pol;                     /* policies[pol] */
-    int64_t prefetch;            /* stage3_prefetch_bucket_size; -1: the base configuration's */
-    double ratio;                /* offload_optimizer.ratio; -1: the base configuration's */
-    int knob;                    /* the knob this variant changes; -1: a base candidate */
-    uint64_t device, host, nvme; /* the bytes it needs */
-    int fits, ranked; /* ranked: fits, and not a variant of a knob the model cannot see */
-    char why[160];    /* why it does not fit */
-    double step, tokens_s, busy[N_RES];
-    json_t *ds; /* its ds_config */
-} cand;
-
-typedef struct search {
-    const est_options *o;
-    const char *profile;
-    json_t *base; /* the user's ds_config */
-    budgets b;
-    char tmp[1024]; /* the candidates' ds_config file */
-    cand *c;
-    int n;
-    int evaluated, fit, predicted;
-    int64_t base_prefetch, windows[N_WINDOWS]; /* the prefetch windows tried (elements) */
-    double base_ratio;
-    knob_stat knobs[N_KNOBS];
-} search;
 
 static int size_arg(int argc, char **argv, const char *name, uint64_t *out, char *err, size_t len)
 {
@@ -176,8 +124,8 @@ static json_t *cand_ds(const search *s, const cand *c)
     json_object_set_new(ds, "gradient_accumulation_steps", json_integer(c->accum));
     json_object_del(ds, "train_batch_size"); /* implied; a stale one would contradict */
     json_t *act = obj(ds, "activation_checkpointing");
-    json_object_set_new(act, "device", json_string(policies[c->pol].act_device));
-    if (!strcmp(policies[c->pol].act_device, "nvme"))
+    json_object_set_new(act, "device", json_string(search_policies[c->pol].act_device));
+    if (!strcmp(search_policies[c->pol].act_device, "nvme"))
         json_object_set_new(act, "nvme_path", json_string(s->b.nvme_path));
     if (c->prefetch >= 0)
         json_object_set_new(z, "stage3_prefetch_bucket_size", json_integer(c->prefetch));
@@ -231,7 +179,7 @@ static json_t *replay_bytes(search *s, cand *c)
  * or on NVMe for full+host, full+nvme) against the budgets (`ztier estimate`'s judgement). */
 static void judge_policy(const search *s, cand *c, json_t *acts)
 {
-    const policy_def *p = &policies[c->pol];
+    const policy_def *p = &search_policies[c->pol];
     json_t *row = json_object_get(json_object_get(acts, "policies"), p->row);
     uint64_t home = (uint64_t)json_integer_value(json_object_get(row, "store_home"));
     if (row)
@@ -250,21 +198,6 @@ static void judge_policy(const search *s, cand *c, json_t *acts)
     snprintf(c->why, sizeof c->why, "%s", no ? no : "fits");
 }
 
-static void describe(const cand *c, char *buf, size_t len)
-{
-    int n = snprintf(buf, len,
-                     "stage %d, parameters on %s, optimizer state on %s, micro-batch %d x %d "
-                     "accumulation, activation policy %s",
-                     c->stage, strcmp(c->param, "none") ? c->param : "device",
-                     strcmp(c->optim, "none") ? c->optim : "device", c->rows, c->accum,
-                     policies[c->pol].name);
-    if (n > 0 && (size_t)n < len && c->prefetch >= 0)
-        n += snprintf(buf + n, len - (size_t)n, ", prefetch window %lld elements",
-                      (long long)c->prefetch);
-    if (n > 0 && (size_t)n < len && c->ratio >= 0)
-        snprintf(buf + n, len - (size_t)n, ", optimizer ratio %g", c->ratio);
-}
-
 /* Its time: `ztier plan --json` on its ds_config, its output read back from a temporary file. */
 static int predict(search *s, cand *c, char *err, size_t len)
 {
@@ -275,7 +208,7 @@ static int predict(search *s, cand *c, char *err, size_t len)
     snprintf(vocab, sizeof vocab, "%d", s->o->vocab);
     /* the candidate's policy, so that the plan counts its recompute (full+host, full+nvme:
      * full, its offload read from the ds_config's activation_checkpointing) */
-    const char *policy = policies[c->pol].flag;
+    const char *policy = search_policies[c->pol].flag;
     char *argv[20] = {"--config",    (char *)s->o->config,
                       "--ds-config", s->tmp,
                       "--batch",     rows,
@@ -309,13 +242,14 @@ static int predict(search *s, cand *c, char *err, size_t len)
     if (rc != 0 || !j) {
         json_decref(j);
         char d[256];
-        describe(c, d, sizeof d);
+        search_describe(c, d, sizeof d);
         return snprintf(err, len, "ztier plan failed on %s: %s", d, line), -1;
     }
     c->step = json_number_value(json_object_get(j, "step_s"));
     c->tokens_s = json_number_value(json_object_get(j, "tokens_per_s"));
     for (int i = 0; i < N_RES; i++)
-        c->busy[i] = json_number_value(json_object_get(json_object_get(j, "busy_s"), res_name[i]));
+        c->busy[i] =
+            json_number_value(json_object_get(json_object_get(j, "busy_s"), search_res_name[i]));
     json_decref(j);
     return 0;
 }
@@ -400,7 +334,7 @@ static int run_all(search *s, int global_rows, char *err, size_t len)
                 for (int k = 0; k < N_POL; k++) {
                     cand p = c;
                     p.pol = k;
-                    if (!strcmp(policies[k].act_device, "nvme") && !s->b.nvme_path)
+                    if (!strcmp(search_policies[k].act_device, "nvme") && !s->b.nvme_path)
                         continue;
                     if (evaluate(s, &p, acts, err, len) != 0)
                         return json_decref(acts), -1;
@@ -410,32 +344,6 @@ static int run_all(search *s, int global_rows, char *err, size_t len)
     return 0;
 }
 
-/* Fastest first; those not ranked (not fitting, or a variant of a knob the model does not
- * see) last. Among equally fast ones (the model does not see a small micro-batch's slower
- * GEMMs, nor NVMe's wear), the one with fewer accumulation steps, then the base configuration's
- * knobs, the lighter policy, the least NVMe, host and device memory. */
-static int cmp_u64(uint64_t x, uint64_t y) { return (x > y) - (x < y); }
-
-static int faster(const void *a, const void *b)
-{
-    const cand *x = a, *y = b;
-    if (x->ranked != y->ranked)
-        return y->ranked - x->ranked;
-    if (x->fits != y->fits)
-        return y->fits - x->fits;
-    if (fabs(x->tokens_s - y->tokens_s) > 1e-9 * (x->tokens_s + y->tokens_s))
-        return x->tokens_s < y->tokens_s ? 1 : -1;
-    if (x->accum != y->accum)
-        return x->accum - y->accum;
-    if ((x->knob >= 0) != (y->knob >= 0))
-        return (x->knob >= 0) - (y->knob >= 0);
-    if (x->pol != y->pol)
-        return x->pol - y->pol;
-    int c = cmp_u64(x->nvme, y->nvme);
-    c = c ? c : cmp_u64(x->host, y->host);
-    return c ? c : cmp_u64(x->device, y->device);
-}
-
 /* Whether a knob means anything for the candidate: the prefetcher gathers at stage 3; the
  * optimizer splits with its state in host memory. */
 static int knob_applies(const cand *c, int knob)
@@ -443,15 +351,13 @@ static int knob_applies(const cand *c, int knob)
     return knob == KNOB_PREFETCH ? c->stage == 3 : !strcmp(c->optim, "cpu");
 }
 
-static int knob_values(int knob) { return knob == KNOB_PREFETCH ? N_WINDOWS : N_RATIOS; }
-
 /* Variant v of the knob on c; 0 when it is the base configuration's value (nothing to try). */
 static int set_knob(const search *s, cand *c, int knob, int v)
 {
     c->knob = knob;
     if (knob == KNOB_PREFETCH)
         return (c->prefetch = s->windows[v]) != s->base_prefetch;
-    return (c->ratio = ratios[v]) != s->base_ratio;
+    return (c->ratio = search_ratios[v]) != s->base_ratio;
 }
 
 /* The knob varied on the REFINE_TOP fastest base candidates it applies to. Its variants are
@@ -461,14 +367,14 @@ static int refine(search *s, int knob, char *err, size_t len)
 {
     knob_stat *k = &s->knobs[knob];
     k->lo = k->hi = 1;
-    qsort(s->c, (size_t)s->n, sizeof *s->c, faster);
+    qsort(s->c, (size_t)s->n, sizeof *s->c, search_faster);
     int n0 = s->n, first = s->n;
     for (int i = 0, parents = 0; i < n0 && s->c[i].ranked && parents < REFINE_TOP; i++) {
         cand par = s->c[i]; /* a copy: add_cand moves the list */
         if (par.knob >= 0 || !knob_applies(&par, knob))
             continue;
         parents++;
-        for (int v = 0; v < knob_values(knob); v++) {
+        for (int v = 0; v < search_knob_values(knob); v++) {
             cand c = par;
             c.ds = NULL;
             if (!set_knob(s, &c, knob, v))
@@ -489,204 +395,9 @@ static int refine(search *s, int knob, char *err, size_t len)
             s->c[i].ranked = 0;
             snprintf(s->c[i].why, sizeof s->c[i].why,
                      "fits; not ranked: the step model predicts every %s tried as its base",
-                     knob_name[knob]);
+                     search_knob_name[knob]);
         }
     return 0;
-}
-
-/* The runner-up: the fastest that fits with another stage or placement than the best's (a
- * micro-batch of the same placement tells the user nothing). */
-static const cand *runner_up(const search *s)
-{
-    const cand *b = &s->c[0];
-    for (int i = 1; i < s->n && s->c[i].ranked; i++)
-        if (s->c[i].stage != b->stage || strcmp(s->c[i].param, b->param) ||
-            strcmp(s->c[i].optim, b->optim))
-            return &s->c[i];
-    return NULL;
-}
-
-static int bound(const cand *c)
-{
-    int r = 0;
-    for (int i = 1; i < N_RES; i++)
-        if (c->busy[i] > c->busy[r])
-            r = i;
-    return r;
-}
-
-static json_t *cand_json(const cand *c)
-{
-    json_t *busy = json_object();
-    for (int i = 0; i < N_RES; i++)
-        json_object_set_new(busy, res_name[i], json_real(c->busy[i]));
-    json_t *j = json_pack(
-        "{s:i, s:s, s:s, s:i, s:i, s:s, s:s, s:I, s:I, s:I, s:b, s:b, s:s, s:f, s:f, s:o, s:O}",
-        "stage", c->stage, "params", c->param, "optimizer", c->optim, "micro_batch", c->rows,
-        "accumulation", c->accum, "activation_policy", policies[c->pol].name,
-        "checkpoint_activations", policies[c->pol].flag, "device_bytes", (json_int_t)c->device,
-        "host_bytes", (json_int_t)c->host, "nvme_bytes", (json_int_t)c->nvme, "fits", c->fits,
-        "ranked", c->ranked, "why", c->why, "step_s", c->step, "tokens_per_s", c->tokens_s,
-        "busy_s", busy, "ds_config", c->ds);
-    json_object_set_new(j, "varies", c->knob >= 0 ? json_string(knob_name[c->knob]) : json_null());
-    json_object_set_new(j, "prefetch_window",
-                        c->prefetch >= 0 ? json_integer(c->prefetch) : json_null());
-    json_object_set_new(j, "optimizer_ratio", c->ratio >= 0 ? json_real(c->ratio) : json_null());
-    return j;
-}
-
-/* Per policy beyond none: in how many placements both fit and how its step compares with
- * none's there (lo, hi: the least and most ratio; same: as many predicted the same). */
-typedef struct policy_stat {
-    int both, same;
-    double lo, hi;
-} policy_stat;
-
-static void policy_stats(const search *s, policy_stat st[N_POL])
-{
-    for (int k = 0; k < N_POL; k++)
-        st[k] = (policy_stat){0, 0, INFINITY, 0};
-    for (int i = 0; i < s->n; i++) {
-        const cand *x = &s->c[i];
-        if (!x->fits || x->knob >= 0 || x->pol != 0)
-            continue;
-        for (int j = 0; j < s->n; j++) {
-            const cand *y = &s->c[j];
-            if (!y->fits || y->knob >= 0 || y->pol == 0 || y->stage != x->stage ||
-                y->rows != x->rows || strcmp(y->param, x->param) || strcmp(y->optim, x->optim))
-                continue;
-            policy_stat *p = &st[y->pol];
-            double r = y->step / x->step;
-            p->both++;
-            p->same += fabs(r - 1) <= 1e-9;
-            p->lo = fmin(p->lo, r), p->hi = fmax(p->hi, r);
-        }
-    }
-}
-
-static json_t *dimensions_json(const search *s)
-{
-    policy_stat st[N_POL];
-    policy_stats(s, st);
-    json_t *pol = json_object();
-    for (int k = 1; k < N_POL; k++)
-        json_object_set_new(pol, policies[k].name,
-                            json_pack("{s:i, s:i, s:f, s:f}", "placements", st[k].both, "same",
-                                      st[k].same, "step_vs_none_min", st[k].both ? st[k].lo : 0.0,
-                                      "step_vs_none_max", st[k].hi));
-    json_t *win = json_array(), *rat = json_array();
-    for (int v = 0; v < N_WINDOWS; v++)
-        json_array_append_new(win, json_integer(s->windows[v]));
-    for (int v = 0; v < N_RATIOS; v++)
-        json_array_append_new(rat, json_real(ratios[v]));
-    json_t *d = json_pack("{s:o}", "activation_policy", pol);
-    json_t *vals[N_KNOBS] = {win, rat};
-    for (int k = 0; k < N_KNOBS; k++) {
-        const knob_stat *n = &s->knobs[k];
-        json_object_set_new(
-            d, knob_name[k],
-            json_pack("{s:o, s:f, s:i, s:i, s:i, s:b, s:f, s:f}", "values", vals[k], "base",
-                      k == KNOB_PREFETCH ? (double)s->base_prefetch : s->base_ratio, "tried",
-                      n->tried, "fit", n->fit, "differs", n->differs, "searched", n->differs > 0,
-                      "step_vs_base_min", n->lo, "step_vs_base_max", n->hi));
-    }
-    return d;
-}
-
-/* What each dimension beyond placement, stage and micro-batch came to, in words: where the
- * step model does not tell the values apart, it says so rather than choose among them. */
-static void print_dimensions(const search *s)
-{
-    policy_stat st[N_POL];
-    policy_stats(s, st);
-    printf("activation policies (each that fits predicted):");
-    for (int k = 1; k < N_POL; k++) {
-        const policy_stat *p = &st[k];
-        if (!p->both)
-            printf(" %s: nowhere with none;", policies[k].name);
-        else if (p->same == p->both)
-            printf(" %s: predicted as none (%d placements: the model does not tell them apart);",
-                   policies[k].name, p->both);
-        else
-            printf(" %s: %+.1f%% to %+.1f%% against none (%d placements);", policies[k].name,
-                   100 * (p->lo - 1), 100 * (p->hi - 1), p->both);
-    }
-    printf("\n");
-    const char *what[N_KNOBS] = {"prefetch window (stage3_prefetch_bucket_size)",
-                                 "optimizer split (offload_optimizer.ratio)"};
-    for (int k = 0; k < N_KNOBS; k++) {
-        const knob_stat *n = &s->knobs[k];
-        printf("%s: ", what[k]);
-        for (int v = 0; v < knob_values(k); v++)
-            if (k == KNOB_PREFETCH)
-                printf("%s%lld", v ? ", " : "", (long long)s->windows[v]);
-            else
-                printf("%s%g", v ? ", " : "", ratios[v]);
-        printf(" against the base %g on the %d fastest configurations it applies to: %d tried, "
-               "%d fit",
-               k == KNOB_PREFETCH ? (double)s->base_prefetch : s->base_ratio, REFINE_TOP, n->tried,
-               n->fit);
-        if (!n->fit)
-            printf("; none fits the budgets\n");
-        else if (!n->differs)
-            printf("; the step model predicts each as its base: not searched, left at the "
-                   "base's\n");
-        else
-            printf(", %d predicted otherwise (%+.1f%% to %+.1f%%): searched\n", n->differs,
-                   100 * (n->lo - 1), 100 * (n->hi - 1));
-    }
-}
-
-static void print_result(const search *s, double secs, int json)
-{
-    const cand *best = &s->c[0], *next = runner_up(s);
-    if (json) {
-        json_t *all = json_array();
-        for (int i = 0; i < s->n; i++)
-            json_array_append_new(all, cand_json(&s->c[i]));
-        json_t *o = json_pack("{s:i, s:i, s:i, s:f, s:o, s:o, s:o, s:o}", "evaluated", s->evaluated,
-                              "fit", s->fit, "predicted", s->predicted, "seconds", secs, "best",
-                              cand_json(best), "runner_up", next ? cand_json(next) : json_null(),
-                              "dimensions", dimensions_json(s), "candidates", all);
-        char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
-        if (txt)
-            printf("%s\n", txt);
-        free(txt);
-        json_decref(o);
-        return;
-    }
-    char d[320];
-    describe(best, d, sizeof d);
-    printf("evaluated %d configurations in %.2f s: %d fit the budgets, %d predicted\n",
-           s->evaluated, secs, s->fit, s->predicted);
-    print_dimensions(s);
-    printf("best: %s\n  predicted step %.4f s, %.0f tokens/s, bound by %s\n", d, best->step,
-           best->tokens_s, res_name[bound(best)]);
-    printf("ds_config (with the trainer's --checkpoint-activations %s):\n",
-           policies[best->pol].flag);
-    char *txt = json_dumps(best->ds, JSON_INDENT(2));
-    printf("%s\n", txt ? txt : "{}");
-    free(txt);
-    if (!next) {
-        printf("runner-up: none (no other configuration fits)\n");
-        return;
-    }
-    describe(next, d, sizeof d);
-    printf("runner-up: %s\n  predicted step %.4f s, %.0f tokens/s", d, next->step, next->tokens_s);
-    int r = bound(next);
-    if (faster(best, next) < 0 &&
-        fabs(best->tokens_s - next->tokens_s) > 1e-9 * (best->tokens_s + next->tokens_s))
-        printf(" (%.1f%% fewer): bound by %s, busy %.4f s of its step against %.4f s in the "
-               "best\n",
-               100 * (1 - next->tokens_s / best->tokens_s), res_name[r], next->busy[r],
-               best->busy[r]);
-    else /* as fast: the tie-break */
-        printf(": as fast (both bound by %s); ranked lower for %s\n", res_name[r],
-               next->accum != best->accum ? "more accumulation steps"
-               : next->pol != best->pol   ? "a heavier activation policy"
-               : next->nvme != best->nvme ? "more NVMe space"
-               : next->host != best->host ? "more host memory"
-                                          : "more device memory");
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -764,7 +475,7 @@ int plan_search(int argc, char **argv, const est_options *o, const char *profile
         if (fd >= 0)
             unlink(s.tmp);
         if (rc == 0) {
-            qsort(s.c, (size_t)s.n, sizeof *s.c, faster);
+            qsort(s.c, (size_t)s.n, sizeof *s.c, search_faster);
             if (!s.fit) {
                 rc = -1;
                 snprintf(err, sizeof err,
@@ -774,7 +485,7 @@ int plan_search(int argc, char **argv, const est_options *o, const char *profile
                          s.evaluated, (unsigned long long)s.b.device, (unsigned long long)s.b.host,
                          (unsigned long long)s.b.nvme, s.b.nvme_path ? "" : ", no nvme_path");
             } else {
-                print_result(&s, bench_now() - t0, o->json);
+                search_print(&s, bench_now() - t0, o->json);
             }
         }
     }
