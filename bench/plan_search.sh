@@ -13,7 +13,7 @@
 #     DEVICE_MEMORY=800M HOST_MEMORY=<size> (default: MemAvailable)
 #     PROFILE=<file>: the machine profile (default: `ztier bench profile` measures one)
 #     NVME=<folder for the swap files>, LOCK=<file>: each run holds `flock -x LOCK`
-#     KEEP=<dir>: keep the runs' output there
+#     KEEP=<dir>: keep the runs' output there; REPORT_ONLY=1: no runs, the table from those in KEEP
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -101,10 +101,11 @@ run() { # $1: label, $2: ranks, $3: round, rest: the trainer's arguments
     { echo "bench/plan_search.sh: $label (round $r) failed:"; tail -5 "$work/$label-$r.txt"; exit 1; }
 }
 median_step() { # $1: label -> median of every run's steps after the second (s)
-  cat "$work/$1"-[0-9]*.txt | awk -F'|' '/^step +[0-9]+ \|/ { split($1, a, " "); if (a[2] > 2) { t = $3; sub(/ms/, "", t); print t / 1000 } }' |
+  cat "$work/$1"-[0-9]*.txt 2>/dev/null | awk -F'|' '/^step +[0-9]+ \|/ { split($1, a, " "); if (a[2] > 2) { t = $3; sub(/ms/, "", t); print t / 1000 } }' |
     sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
 }
 for r in $(seq "$ROUNDS"); do
+  [ -z "${REPORT_ONLY:-}" ] || break # the runs already in KEEP (a run cut short)
   run pick 1 "$r" --batch "$pick_rows" --checkpoint-activations "$pick_pol" --ds-config "$work/pick.json"
   while read -r name ranks stage p o pol act; do
     [ "$(awk -v n="$name" '$1 == n { print $2 }' "$work/cases.tsv")" = 1 ] || continue
@@ -122,8 +123,10 @@ search = json.load(open(f"{work}/search.json"))
 b = search["best"]
 measured = {}
 $(while read -r name _; do printf 'measured["%s"] = "%s"\n' "$name" "$(median_step "$name")"; done <<<"$CASES")
+import glob, os
+runs = sum(os.path.getsize(f) > 0 for f in glob.glob(f"{work}/pick-*.txt"))
 print(f"GPT-2 {config}, batch {batch} x {seq}; budgets: device {dm}, host {hm}; "
-      f"{rounds} interleaved runs of {steps} steps per configuration")
+      f"{runs} interleaved runs of {steps} steps per configuration, the median of steps 3 on")
 print(f"search: {search['evaluated']} evaluated, {search['fit']} fit, {search['predicted']} "
       f"predicted in {search['seconds']:.2f} s")
 pick = (f"pick: stage {b['stage']}, params {b['params']}, optimizer {b['optimizer']}, "
