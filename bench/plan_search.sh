@@ -124,16 +124,17 @@ b = search["best"]
 measured = {}
 $(while read -r name _; do printf 'measured["%s"] = "%s"\n' "$name" "$(median_step "$name")"; done <<<"$CASES")
 import glob, os
-runs = sum(os.path.getsize(f) > 0 for f in glob.glob(f"{work}/pick-*.txt"))
-print(f"GPT-2 {config}, batch {batch} x {seq}; budgets: device {dm}, host {hm}; "
-      f"{runs} interleaved runs of {steps} steps per configuration, the median of steps 3 on")
+def runs(label):
+    return sum(os.path.getsize(f) > 0 for f in glob.glob(f"{work}/{glob.escape(label)}-[0-9]*.txt"))
+print(f"GPT-2 {config}, batch {batch} x {seq}; budgets: device {dm}, host {hm}; interleaved "
+      f"runs of {steps} steps, the measured step the median of every run's steps 3 on")
 print(f"search: {search['evaluated']} evaluated, {search['fit']} fit, {search['predicted']} "
       f"predicted in {search['seconds']:.2f} s")
 pick = (f"pick: stage {b['stage']}, params {b['params']}, optimizer {b['optimizer']}, "
         f"{b['micro_batch']} x {b['accumulation']}, {b['activation_policy']}")
-print("| config | fits | predicted | measured |")
-print("| --- | --- | --- | --- |")
-print(f"| {pick} | yes | {float(pick_p):.3f} s | {float(pick_m):.3f} s |")
+print("| config | fits | predicted | measured | runs |")
+print("| --- | --- | --- | --- | --- |")
+print(f"| {pick} | yes | {float(pick_p):.3f} s | {float(pick_m):.3f} s | {runs('pick')} |")
 rows, best = [], None
 for line in open(f"{work}/cases.tsv"):
     name, fit, pred = line.rstrip("\n").split("\t")
@@ -141,7 +142,7 @@ for line in open(f"{work}/cases.tsv"):
     rows.append({"case": name, "fits": fit == "1", "why": fit[2:],
                  "predicted_s": None if pred == "nan" else float(pred), "measured_s": m})
     print(f"| {name} | {'yes' if fit == '1' else 'no: ' + fit[2:]} | {float(pred):.3f} s | "
-          + (f"{m:.3f} s |" if m else "- |"))
+          + (f"{m:.3f} s | {runs(name)} |" if m else "- | 0 |"))
     if m and (best is None or m < best[1]):
         best = (name, m)
 ok = best is not None and float(pick_m) <= 1.10 * best[1]
