@@ -179,10 +179,13 @@ static void print_dimensions(const search *s)
                 printf("%s%lld", v ? ", " : "", (long long)s->windows[v]);
             else
                 printf("%s%g", v ? ", " : "", search_ratios[v]);
-        printf(" against the base %g on the %d fastest configurations it applies to: %d tried, "
+        double base = k == KNOB_PREFETCH ? (double)s->base_prefetch : s->base_ratio;
+        char b[32] = "auto"; /* offload_optimizer.ratio "auto" */
+        if (base >= 0)
+            snprintf(b, sizeof b, "%g", base);
+        printf(" against the base %s on the %d fastest configurations it applies to: %d tried, "
                "%d fit",
-               k == KNOB_PREFETCH ? (double)s->base_prefetch : s->base_ratio, REFINE_TOP, n->tried,
-               n->fit);
+               b, REFINE_TOP, n->tried, n->fit);
         if (!n->fit)
             printf("; none fits the budgets\n");
         else if (!n->differs)
