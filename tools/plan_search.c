@@ -2,9 +2,14 @@
 /* `ztier plan --search` (tools/plan_search.h). Each candidate is a ds_config: the user's
  * --ds-config (or none) with the searched keys set. Its bytes come from `ztier estimate`'s
  * replay (est_estimate) and, for a GPT-2 --config, its activations from estimate's activation
- * table (the lightest checkpoint policy that fits); its time from `ztier plan` itself, run on
- * the candidate's file, so that the search always predicts with the model the plan prints. */
+ * table (every checkpoint policy that fits is a candidate of its own); its time from `ztier
+ * plan` itself, run on the candidate's file, so that the search always predicts with the model
+ * the plan prints. The knobs the step model may or may not see (the prefetch window, the
+ * optimizer split) are varied one at a time on the fastest candidates, and ranked only when
+ * some variant is predicted differently from the value it replaces: a knob the model does not
+ * distinguish is reported as such, never chosen on a tie. */
 #include "tools/plan_search.h"
+#include "tools/plan_search_int.h"
 #include "core/convert.h"
 #include "runtime/runtime.h"
 #include "tools/bench_common.h"
@@ -23,44 +28,21 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#define N_RES 6 /* the step model's resources, as `ztier plan --json` names them */
-static const char *const res_name[N_RES] = {"compute", "h2d", "d2h", "nvme", "cpu_opt", "net"};
+const char *const search_res_name[N_RES] = {"compute", "h2d", "d2h", "nvme", "cpu_opt", "net"};
+/* activation checkpoint policies, least recompute (then least traffic) first */
+const policy_def search_policies[N_POL] = {{"none", "none", "none", "none"},
+                                           {"selective", "selective", "selective", "none"},
+                                           {"full", "full", "full", "none"},
+                                           {"full+host", "full+offload", "full", "cpu"},
+                                           {"full+nvme", "full+offload", "full", "nvme"}};
+const char *const search_knob_name[N_KNOBS] = {"prefetch_window", "optimizer_ratio"};
+const double search_ratios[N_RATIOS] = {0.75, 0.5, 0.25};
 
-/* The placements: parameters' and optimizer state's homes ("none": device memory). Which a
- * stage allows is the configuration's rule: est_build rejects the others. */
 static const char *const placements[][2] = {{"none", "none"}, {"none", "cpu"}, {"none", "nvme"},
                                             {"cpu", "cpu"},   {"cpu", "nvme"}, {"nvme", "nvme"}};
 #define N_PLACE (int)(sizeof placements / sizeof placements[0])
 /* 1 runs as 2 in ztier (docs/configuration.md); --stage N searches that stage alone */
 static const int stages[] = {0, 1, 2, 3};
-/* activation checkpoint policies, lightest (least recompute) first, as estimate names them */
-static const char *const policies[] = {"none", "selective", "full", "full+offload"};
-
-typedef struct budgets {
-    uint64_t device, host, nvme;
-    const char *nvme_path; /* NULL: none, NVMe placements skipped */
-} budgets;
-
-typedef struct cand {
-    int stage, rows, accum; /* rows: the micro-batch per rank */
-    const char *param, *optim, *policy;
-    uint64_t device, host, nvme; /* the bytes it needs */
-    int fits;
-    char why[160]; /* why it does not fit */
-    double step, tokens_s, busy[N_RES];
-    json_t *ds; /* its ds_config */
-} cand;
-
-typedef struct search {
-    const est_options *o;
-    const char *profile;
-    json_t *base; /* the user's ds_config */
-    budgets b;
-    char tmp[1024]; /* the candidates' ds_config file */
-    cand *c;
-    int n;
-    int evaluated, fit, predicted;
-} search;
 
 static int size_arg(int argc, char **argv, const char *name, uint64_t *out, char *err, size_t len)
 {
@@ -141,8 +123,14 @@ static json_t *cand_ds(const search *s, const cand *c)
     json_object_set_new(ds, "train_micro_batch_size_per_gpu", json_integer(c->rows));
     json_object_set_new(ds, "gradient_accumulation_steps", json_integer(c->accum));
     json_object_del(ds, "train_batch_size"); /* implied; a stale one would contradict */
-    if (c->policy && !strcmp(c->policy, "full+offload"))
-        json_object_set_new(obj(ds, "activation_checkpointing"), "device", json_string("cpu"));
+    json_t *act = obj(ds, "activation_checkpointing");
+    json_object_set_new(act, "device", json_string(search_policies[c->pol].act_device));
+    if (!strcmp(search_policies[c->pol].act_device, "nvme"))
+        json_object_set_new(act, "nvme_path", json_string(s->b.nvme_path));
+    if (c->prefetch >= 0)
+        json_object_set_new(z, "stage3_prefetch_bucket_size", json_integer(c->prefetch));
+    if (c->ratio >= 0)
+        json_object_set_new(obj(z, "offload_optimizer"), "ratio", json_real(c->ratio));
     return ds;
 }
 
@@ -156,19 +144,21 @@ static est_options cand_options(const search *s, const cand *c)
     return o;
 }
 
-/* Its bytes against the budgets (`ztier estimate`'s judgement), with the lightest activation
- * policy that fits the device. */
-static int judge(search *s, cand *c, char *err, size_t len)
+/* Its bytes (`ztier estimate`'s replay) without activations, and estimate's activation table
+ * at its micro-batch; NULL when the configuration's rules forbid the combination (c->why). */
+static json_t *replay_bytes(search *s, cand *c)
 {
     est_options o = cand_options(s, c);
     est_model m = {0};
     zt_estimate e;
-    if (est_estimate(&o, NULL, NULL, s->b.device, &m, &e, err, len) != 0) {
+    char err[1024];
+    c->fits = c->ranked = 0;
+    if (est_estimate(&o, NULL, NULL, s->b.device, &m, &e, err, sizeof err) != 0) {
         size_t skip = strncmp(err, s->tmp, strlen(s->tmp)) ? 0 : strlen(s->tmp) + 2;
         snprintf(c->why, sizeof c->why, "not allowed: %.140s",
                  err + (skip < strlen(err) ? skip : 0));
         est_free_model(&m);
-        return 0; /* not an error of the search: a combination the rules forbid */
+        return NULL; /* not an error of the search: a combination the rules forbid */
     }
     const zt_plan *p = &e.plan;
     c->host = p->host_bytes + p->pinned_bytes;
@@ -181,35 +171,31 @@ static int judge(search *s, cand *c, char *err, size_t len)
     a.budget = s->b.device;
     a.placement = "the device";
     a.att_keep = strcmp(m.rt->cfg.device_backend, "cuda") ? GPT2_ATT_PROBS : GPT2_ATT_LSE;
-    json_t *acts = est_acts_json(&a), *pol = json_object_get(acts, "policies");
     est_free_model(&m);
-    c->policy = NULL;
-    for (size_t k = 0; k < sizeof policies / sizeof *policies && !c->policy; k++) {
-        json_t *row = json_object_get(pol, policies[k]);
-        uint64_t dev = (uint64_t)json_integer_value(json_object_get(row, "device_total"));
-        uint64_t home = (uint64_t)json_integer_value(json_object_get(row, "store_home"));
-        if (row && dev <= s->b.device && c->host + home <= s->b.host)
-            c->policy = policies[k], c->device = dev, c->host += home;
-    }
-    json_decref(acts);
-    const char *no = !c->policy                       ? "device memory too small"
+    return est_acts_json(&a);
+}
+
+/* The bytes with its policy's activations (the device total; the blocks' inputs in host memory
+ * or on NVMe for full+host, full+nvme) against the budgets (`ztier estimate`'s judgement). */
+static void judge_policy(const search *s, cand *c, json_t *acts)
+{
+    const policy_def *p = &search_policies[c->pol];
+    json_t *row = json_object_get(json_object_get(acts, "policies"), p->row);
+    uint64_t home = (uint64_t)json_integer_value(json_object_get(row, "store_home"));
+    if (row)
+        c->device = (uint64_t)json_integer_value(json_object_get(row, "device_total"));
+    if (!strcmp(p->act_device, "cpu"))
+        c->host += home;
+    else if (!strcmp(p->act_device, "nvme"))
+        c->nvme += home;
+    const char *no = !row                             ? "no activation table for the policy"
+                     : c->device > s->b.device        ? "device memory too small"
                      : c->host > s->b.host            ? "host memory too small"
                      : c->nvme && !s->b.nvme_path     ? "no nvme_path"
                      : c->nvme && c->nvme > s->b.nvme ? "NVMe space too small"
                                                       : NULL;
-    c->fits = !no;
+    c->fits = c->ranked = !no;
     snprintf(c->why, sizeof c->why, "%s", no ? no : "fits");
-    return 0;
-}
-
-static void describe(const cand *c, char *buf, size_t len)
-{
-    snprintf(buf, len,
-             "stage %d, parameters on %s, optimizer state on %s, micro-batch %d x %d "
-             "accumulation, activation policy %s",
-             c->stage, strcmp(c->param, "none") ? c->param : "device",
-             strcmp(c->optim, "none") ? c->optim : "device", c->rows, c->accum,
-             c->policy ? c->policy : "-");
 }
 
 /* Its time: `ztier plan --json` on its ds_config, its output read back from a temporary file. */
@@ -220,9 +206,9 @@ static int predict(search *s, cand *c, char *err, size_t len)
     snprintf(world, sizeof world, "%d", s->o->world);
     snprintf(seq, sizeof seq, "%d", s->o->seq);
     snprintf(vocab, sizeof vocab, "%d", s->o->vocab);
-    /* the candidate's policy, so that the plan counts its recompute (full+offload: full, its
-     * offload read from the ds_config's activation_checkpointing) */
-    const char *policy = c->policy && !strncmp(c->policy, "full", 4) ? "full" : c->policy;
+    /* the candidate's policy, so that the plan counts its recompute (full+host, full+nvme:
+     * full, its offload read from the ds_config's activation_checkpointing) */
+    const char *policy = search_policies[c->pol].flag;
     char *argv[20] = {"--config",    (char *)s->o->config,
                       "--ds-config", s->tmp,
                       "--batch",     rows,
@@ -233,7 +219,7 @@ static int predict(search *s, cand *c, char *err, size_t len)
     int argc = 13;
     if (s->o->vocab)
         argv[argc++] = "--vocab", argv[argc++] = vocab;
-    if (policy && strcmp(policy, "none")) /* none: the plan's default, any model */
+    if (strcmp(policy, "none")) /* none: the plan's default, any model */
         argv[argc++] = "--checkpoint-activations", argv[argc++] = (char *)policy;
     argv[argc] = NULL;
     FILE *out = tmpfile();
@@ -256,13 +242,14 @@ static int predict(search *s, cand *c, char *err, size_t len)
     if (rc != 0 || !j) {
         json_decref(j);
         char d[256];
-        describe(c, d, sizeof d);
+        search_describe(c, d, sizeof d);
         return snprintf(err, len, "ztier plan failed on %s: %s", d, line), -1;
     }
     c->step = json_number_value(json_object_get(j, "step_s"));
     c->tokens_s = json_number_value(json_object_get(j, "tokens_per_s"));
     for (int i = 0; i < N_RES; i++)
-        c->busy[i] = json_number_value(json_object_get(json_object_get(j, "busy_s"), res_name[i]));
+        c->busy[i] =
+            json_number_value(json_object_get(json_object_get(j, "busy_s"), search_res_name[i]));
     json_decref(j);
     return 0;
 }
@@ -287,7 +274,34 @@ static int write_cand(search *s, cand *c, char *err, size_t len)
     return 0;
 }
 
-/* Every candidate: judged, and predicted when it fits. */
+/* One candidate's bytes judged (with `acts`, the table of its placement; NULL: replayed
+ * here), predicted when it fits, and added to the list. */
+static int evaluate(search *s, cand *c, json_t *acts, char *err, size_t len)
+{
+    int own = !acts;
+    if (write_cand(s, c, err, len) != 0)
+        return -1;
+    if (own && (acts = replay_bytes(s, c)) == NULL) { /* forbidden: listed with its reason */
+        s->evaluated++;
+        return add_cand(s, c) == 0 ? 0 : (snprintf(err, len, "out of memory"), -1);
+    }
+    judge_policy(s, c, acts);
+    if (own)
+        json_decref(acts);
+    s->evaluated++;
+    if (c->fits) {
+        s->fit++;
+        if (predict(s, c, err, len) != 0)
+            return json_decref(c->ds), -1;
+        s->predicted++;
+    }
+    if (add_cand(s, c) != 0)
+        return json_decref(c->ds), snprintf(err, len, "out of memory"), -1;
+    return 0;
+}
+
+/* Every stage, placement and micro-batch, each with every activation policy: its bytes
+ * replayed once, each policy's activations judged on them, each that fits predicted. */
 static int run_all(search *s, int global_rows, char *err, size_t len)
 {
     for (size_t si = 0; si < sizeof stages / sizeof *stages; si++)
@@ -300,130 +314,120 @@ static int run_all(search *s, int global_rows, char *err, size_t len)
                           .rows = rows,
                           .accum = global_rows / rows,
                           .param = placements[pi][0],
-                          .optim = placements[pi][1]};
+                          .optim = placements[pi][1],
+                          .prefetch = -1,
+                          .ratio = -1,
+                          .knob = -1};
                 if ((!strcmp(c.param, "nvme") || !strcmp(c.optim, "nvme")) && !s->b.nvme_path)
                     continue; /* no NVMe to place it on */
-                c.policy = "none";
                 if (write_cand(s, &c, err, len) != 0)
                     return -1;
-                s->evaluated++;
-                if (judge(s, &c, err, len) != 0)
-                    return json_decref(c.ds), -1;
-                if (c.fits) { /* its own policy's ds_config */
-                    if (write_cand(s, &c, err, len) != 0)
-                        return -1;
-                    s->fit++;
-                    if (predict(s, &c, err, len) != 0)
-                        return json_decref(c.ds), -1;
-                    s->predicted++;
+                json_t *acts = replay_bytes(s, &c);
+                if (!acts) { /* forbidden whatever the policy: listed once, with its reason */
+                    s->evaluated++;
+                    if (add_cand(s, &c) != 0)
+                        return json_decref(c.ds), snprintf(err, len, "out of memory"), -1;
+                    continue;
                 }
-                if (add_cand(s, &c) != 0)
-                    return json_decref(c.ds), snprintf(err, len, "out of memory"), -1;
+                json_decref(c.ds);
+                c.ds = NULL;
+                for (int k = 0; k < N_POL; k++) {
+                    cand p = c;
+                    p.pol = k;
+                    if (!strcmp(search_policies[k].act_device, "nvme") && !s->b.nvme_path)
+                        continue;
+                    if (evaluate(s, &p, acts, err, len) != 0)
+                        return json_decref(acts), -1;
+                }
+                json_decref(acts);
             }
     return 0;
 }
 
-/* Fastest first. Among equally fast ones (the model does not see a small micro-batch's slower
- * GEMMs, nor NVMe's wear), the one with fewer accumulation steps, then the least NVMe, host and
- * device memory. */
-static int cmp_u64(uint64_t x, uint64_t y) { return (x > y) - (x < y); }
-
-static int faster(const void *a, const void *b)
+/* Whether a knob means anything for the candidate: the prefetcher gathers at stage 3; the
+ * optimizer splits with its state in host memory. */
+static int knob_applies(const cand *c, int knob)
 {
-    const cand *x = a, *y = b;
-    if (x->fits != y->fits)
-        return y->fits - x->fits;
-    if (fabs(x->tokens_s - y->tokens_s) > 1e-9 * (x->tokens_s + y->tokens_s))
-        return x->tokens_s < y->tokens_s ? 1 : -1;
-    if (x->accum != y->accum)
-        return x->accum - y->accum;
-    int c = cmp_u64(x->nvme, y->nvme);
-    c = c ? c : cmp_u64(x->host, y->host);
-    return c ? c : cmp_u64(x->device, y->device);
+    return knob == KNOB_PREFETCH ? c->stage == 3 : !strcmp(c->optim, "cpu");
 }
 
-/* The runner-up: the fastest that fits with another stage or placement than the best's (a
- * micro-batch of the same placement tells the user nothing). */
-static const cand *runner_up(const search *s)
+/* Variant v of the knob on c; 0 when it is the base configuration's value (nothing to try). */
+static int set_knob(const search *s, cand *c, int knob, int v)
 {
-    const cand *b = &s->c[0];
-    for (int i = 1; i < s->n && s->c[i].fits; i++)
-        if (s->c[i].stage != b->stage || strcmp(s->c[i].param, b->param) ||
-            strcmp(s->c[i].optim, b->optim))
-            return &s->c[i];
-    return NULL;
+    c->knob = knob;
+    if (knob == KNOB_PREFETCH)
+        return (c->prefetch = s->windows[v]) != s->base_prefetch;
+    return (c->ratio = search_ratios[v]) != s->base_ratio;
 }
 
-static int bound(const cand *c)
+/* The knob varied on the REFINE_TOP fastest base candidates it applies to. Its variants are
+ * ranked only when one of them is predicted otherwise than its base candidate: the model
+ * sees the knob; else none is (a tie would pick one for its bytes alone). */
+static int refine(search *s, int knob, char *err, size_t len)
 {
-    int r = 0;
-    for (int i = 1; i < N_RES; i++)
-        if (c->busy[i] > c->busy[r])
-            r = i;
-    return r;
-}
-
-static json_t *cand_json(const cand *c)
-{
-    json_t *busy = json_object();
-    for (int i = 0; i < N_RES; i++)
-        json_object_set_new(busy, res_name[i], json_real(c->busy[i]));
-    return json_pack("{s:i, s:s, s:s, s:i, s:i, s:s?, s:I, s:I, s:I, s:b, s:s, s:f, s:f, s:o, "
-                     "s:O}",
-                     "stage", c->stage, "params", c->param, "optimizer", c->optim, "micro_batch",
-                     c->rows, "accumulation", c->accum, "activation_policy", c->policy,
-                     "device_bytes", (json_int_t)c->device, "host_bytes", (json_int_t)c->host,
-                     "nvme_bytes", (json_int_t)c->nvme, "fits", c->fits, "why", c->why, "step_s",
-                     c->step, "tokens_per_s", c->tokens_s, "busy_s", busy, "ds_config", c->ds);
-}
-
-static void print_result(const search *s, double secs, int json)
-{
-    const cand *best = &s->c[0], *next = runner_up(s);
-    if (json) {
-        json_t *all = json_array();
-        for (int i = 0; i < s->n; i++)
-            json_array_append_new(all, cand_json(&s->c[i]));
-        json_t *o =
-            json_pack("{s:i, s:i, s:i, s:f, s:o, s:o, s:o}", "evaluated", s->evaluated, "fit",
-                      s->fit, "predicted", s->predicted, "seconds", secs, "best", cand_json(best),
-                      "runner_up", next ? cand_json(next) : json_null(), "candidates", all);
-        char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
-        if (txt)
-            printf("%s\n", txt);
-        free(txt);
-        json_decref(o);
-        return;
+    knob_stat *k = &s->knobs[knob];
+    k->lo = k->hi = 1;
+    qsort(s->c, (size_t)s->n, sizeof *s->c, search_faster);
+    int n0 = s->n, first = s->n;
+    for (int i = 0, parents = 0; i < n0 && s->c[i].ranked && parents < REFINE_TOP; i++) {
+        cand par = s->c[i]; /* a copy: add_cand moves the list */
+        if (par.knob >= 0 || !knob_applies(&par, knob))
+            continue;
+        parents++;
+        for (int v = 0; v < search_knob_values(knob); v++) {
+            cand c = par;
+            c.ds = NULL;
+            if (!set_knob(s, &c, knob, v))
+                continue;
+            k->tried++;
+            if (evaluate(s, &c, NULL, err, len) != 0)
+                return -1;
+            if (!c.fits)
+                continue;
+            k->fit++;
+            double r = c.step / par.step;
+            k->differs += fabs(r - 1) > 1e-9;
+            k->lo = fmin(k->lo, r), k->hi = fmax(k->hi, r);
+        }
     }
-    char d[256];
-    describe(best, d, sizeof d);
-    printf("evaluated %d configurations in %.2f s: %d fit the budgets, each predicted\n",
-           s->evaluated, secs, s->fit);
-    printf("best: %s\n  predicted step %.4f s, %.0f tokens/s, bound by %s\n", d, best->step,
-           best->tokens_s, res_name[bound(best)]);
-    printf("ds_config:\n");
-    char *txt = json_dumps(best->ds, JSON_INDENT(2));
-    printf("%s\n", txt ? txt : "{}");
-    free(txt);
-    if (!next) {
-        printf("runner-up: none (no other configuration fits)\n");
-        return;
+    for (int i = first; i < s->n && !k->differs; i++)
+        if (s->c[i].fits) {
+            s->c[i].ranked = 0;
+            snprintf(s->c[i].why, sizeof s->c[i].why,
+                     "fits; not ranked: the step model predicts every %s tried as its base",
+                     search_knob_name[knob]);
+        }
+    return 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The base configuration's prefetch window and optimizer split, and the windows tried: none
+ * (0) and 1, 2 and 4 of the model's median layer, in elements. */
+static void knob_bases(search *s, const est_model *m)
+{
+    const zt_config *cfg = &m->rt->cfg;
+    s->base_prefetch = cfg->stage3_prefetch_bucket_size;
+    s->base_ratio = cfg->offload_optimizer.ratio;
+    int n = m->rt->reg.n_layers;
+    int64_t *numel = malloc((size_t)(n > 0 ? n : 1) * sizeof *numel), median = 0;
+    if (numel && n > 0) {
+        for (int i = 0; i < n; i++) { /* its parameters' (flat_numel is set at commit) */
+            const zt_layer *L = &m->rt->reg.layers[i];
+            numel[i] = 0;
+            for (int j = 0; j < L->n_params; j++)
+                numel[i] += m->rt->reg.params[L->param_ids[j]].numel;
+        }
+        qsort(numel, (size_t)n, sizeof *numel, cmp_i64);
+        median = numel[n / 2];
     }
-    describe(next, d, sizeof d);
-    printf("runner-up: %s\n  predicted step %.4f s, %.0f tokens/s", d, next->step, next->tokens_s);
-    int r = bound(next);
-    if (faster(best, next) < 0 &&
-        fabs(best->tokens_s - next->tokens_s) > 1e-9 * (best->tokens_s + next->tokens_s))
-        printf(" (%.1f%% fewer): bound by %s, busy %.4f s of its step against %.4f s in the "
-               "best\n",
-               100 * (1 - next->tokens_s / best->tokens_s), res_name[r], next->busy[r],
-               best->busy[r]);
-    else /* as fast: the tie-break */
-        printf(": as fast (both bound by %s); ranked lower for %s\n", res_name[r],
-               next->accum != best->accum ? "more accumulation steps"
-               : next->nvme != best->nvme ? "more NVMe space"
-               : next->host != best->host ? "more host memory"
-                                          : "more device memory");
+    free(numel);
+    for (int v = 0; v < N_WINDOWS; v++)
+        s->windows[v] = v ? median << (v - 1) : 0;
 }
 
 int plan_search(int argc, char **argv, const est_options *o, const char *profile)
@@ -451,6 +455,7 @@ int plan_search(int argc, char **argv, const est_options *o, const char *profile
             m.rt->cfg.gradient_accumulation_steps > 0 ? m.rt->cfg.gradient_accumulation_steps : 1;
         rc = read_budgets(&s, argc, argv, &m.rt->cfg, err, sizeof err);
         int global_rows = o->batch / o->world * accum; /* per rank, per step */
+        knob_bases(&s, &m);
         est_free_model(&m);
         int fd = -1;
         const char *tmpdir = getenv("TMPDIR"); /* mkstemp's template: a name of our own */
@@ -465,10 +470,12 @@ int plan_search(int argc, char **argv, const est_options *o, const char *profile
         double t0 = bench_now();
         if (rc == 0)
             rc = run_all(&s, global_rows, err, sizeof err);
+        for (int k = 0; k < N_KNOBS && rc == 0 && s.fit; k++)
+            rc = refine(&s, k, err, sizeof err);
         if (fd >= 0)
             unlink(s.tmp);
         if (rc == 0) {
-            qsort(s.c, (size_t)s.n, sizeof *s.c, faster);
+            qsort(s.c, (size_t)s.n, sizeof *s.c, search_faster);
             if (!s.fit) {
                 rc = -1;
                 snprintf(err, sizeof err,
@@ -478,7 +485,7 @@ int plan_search(int argc, char **argv, const est_options *o, const char *profile
                          s.evaluated, (unsigned long long)s.b.device, (unsigned long long)s.b.host,
                          (unsigned long long)s.b.nvme, s.b.nvme_path ? "" : ", no nvme_path");
             } else {
-                print_result(&s, bench_now() - t0, o->json);
+                search_print(&s, bench_now() - t0, o->json);
             }
         }
     }

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* `ztier plan --search` (docs/plan.md, "Searching for the fastest configuration"): every
- * configuration of placement, ZeRO stage and micro-batch x accumulation for the same global
- * batch, each checked against the memory budgets with `ztier estimate`'s bytes and timed with
- * `ztier plan`'s step model; the fastest printed as a ds_config section, with the runner-up and
- * the resource that bound it. */
+ * configuration of placement, ZeRO stage, micro-batch x accumulation for the same global batch
+ * and activation checkpoint policy, then the prefetch window and the optimizer split varied on
+ * the fastest, each checked against the memory budgets with `ztier estimate`'s bytes and timed
+ * with `ztier plan`'s step model; the fastest printed as a ds_config section, with the
+ * runner-up and the resource that bound it, and for each dimension whether the model tells its
+ * values apart. */
 #ifndef ZT_TOOLS_PLAN_SEARCH_H
 #define ZT_TOOLS_PLAN_SEARCH_H
 
