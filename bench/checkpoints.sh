@@ -9,6 +9,9 @@
 # dropped before each load (root only; otherwise the loads read memory and the script says
 # so). Medians and the ratios to fio's figures.
 # RANKS=1 saves and loads on one rank (resharded: on 2); KEEP=DIR copies the runs' output there.
+# REUSE=1 saves with --reuse-files (ztier.checkpoint_reuse_files): rounds + 2 saves, the save
+# figure the median of those after the second (the first two write new files: nothing removed
+# yet to reuse), the first two's median printed beside it.
 # The last line is the figures as one JSON object.
 #   bench/checkpoints.sh <zt_gpt2> <ztier> <DIR> [config] [rounds]
 # e.g. RANKS=4 bench/checkpoints.sh build/examples/gpt2/zt_gpt2 build/tools/ztier /mnt/nvme/bench d12 3
@@ -26,8 +29,10 @@ trap '[ -n "${KEEP:-}" ] && cp -r "$out"/. "$KEEP"/; rm -rf "$out" "$dir/ck" "$d
 rm -rf "$dir/ck"
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2> /dev/null; }
 drop && cached=0 || cached=1
-"${mpirun[@]}" -np "$np" "$gpt2" "${model[@]}" --steps "$rounds" --checkpoint "$dir/ck" --save-every 1 \
-  --keep 1 > "$out/save.txt" 2>&1 || { tail -5 "$out/save.txt"; exit 1; }
+reuse=${REUSE:-0}
+saves=$((reuse == 1 ? rounds + 2 : rounds))
+"${mpirun[@]}" -np "$np" "$gpt2" "${model[@]}" --steps "$saves" --checkpoint "$dir/ck" --save-every 1 \
+  --keep 1 $([ "$reuse" = 1 ] && echo --reuse-files) > "$out/save.txt" 2>&1 || { tail -5 "$out/save.txt"; exit 1; }
 bytes=$(du -sb "$dir/ck/$(head -1 "$dir/ck/latest")" | cut -f1)
 mkdir -p "$dir/nvme"
 for r in $(seq "$rounds"); do
@@ -47,7 +52,10 @@ for r in $(seq "$rounds"); do
 done
 median() { sort -g | awk '{a[NR] = $1} END {print NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 gbps() { awk -v b="$bytes" '{printf "%.3f\n", b / $1 / 1e9}'; }
-save=$(sed -n 's/^checkpoint saved to .* in \([0-9.]*\) s$/\1/p' "$out/save.txt" | gbps | median)
+save_times() { sed -n 's/^checkpoint saved to .* in \([0-9.]*\) s$/\1/p' "$out/save.txt"; }
+skip=$((reuse == 1 ? 2 : 0))
+save=$(save_times | tail -n +$((skip + 1)) | gbps | median)
+first=$(save_times | head -2 | gbps | median)
 load4=$(cat "$out"/loadsame-*.txt | sed -n 's/^resumed .* in \([0-9.]*\) s$/\1/p' | gbps | median)
 load3=$(cat "$out"/loadreshard-*.txt | sed -n 's/^resumed .* in \([0-9.]*\) s$/\1/p' | gbps | median)
 # a restart's cost: process start -> first step (the trainer's "resume:" line, same layout),
@@ -64,6 +72,7 @@ echo "GPT-2 $config checkpoint, $bytes bytes ($np files), $rounds rounds, $dir; 
 [ "$cached" = 1 ] && echo "the page cache could not be dropped (not root): the loads read memory, not the disk"
 echo "| | GB/s (median) | fio on the same folder | ratio |"
 echo "| --- | --- | --- | --- |"
+[ "$reuse" = 1 ] && echo "saves reuse the removed checkpoint's files (--reuse-files): the first two (new files, nothing to reuse yet) $first GB/s"
 echo "| save on $np ranks (write + fsync) | $save | $fio_w write (ztier bench nvme $zt_w) | $(ratio "$save" "$fio_w") |"
 [ "$fio_new" != 0 ] && echo "| save on $np ranks, against fio writing $np new files | $save | $fio_new write, new files | $(ratio "$save" "$fio_new") |"
 echo "| load on $np ranks (the same layout) | $load4 | $fio_r read (ztier bench nvme $zt_r) | $(ratio "$load4" "$fio_r") |"
@@ -75,8 +84,8 @@ goal() { awk -v a="$1" -v g="$2" 'BEGIN {print ((a + 0 >= g) ? "met" : "not met"
 echo "goals: save $(goal "$(ratio "$save" "$fio_w")" 0.8), load $(goal "$(ratio "$load4" "$fio_r")" 0.8)," \
   "resharded $(goal "$(ratio "$load3" "$load4")" 0.9)," \
   "resume $(awk -v a="$resume_ratio" 'BEGIN {print ((a + 0 <= 1.2) ? "met" : "not met")}')"
-printf '{"config":"%s","ranks":%d,"bytes":%s,"rounds":%d,"cached":%d,"save_gbps":%s,"load_gbps":%s,' \
-  "$config" "$np" "$bytes" "$rounds" "$cached" "$save" "$load4"
+printf '{"config":"%s","ranks":%d,"bytes":%s,"rounds":%d,"cached":%d,"reuse_files":%d,"save_gbps":%s,"load_gbps":%s,' \
+  "$config" "$np" "$bytes" "$rounds" "$cached" "$reuse" "$save" "$load4"
 printf '"reshard_load_gbps":%s,"fio_write_gbps":%s,"fio_read_gbps":%s,"save_ratio":%s,' \
   "$load3" "$fio_w" "$fio_r" "$(ratio "$save" "$fio_w")"
 printf '"load_ratio":%s,"reshard_ratio":%s,"fio_new_file_write_gbps":%s,' "$(ratio "$load4" "$fio_r")" \

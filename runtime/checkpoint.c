@@ -157,7 +157,8 @@ static zt_status begin_save(zt_runtime *rt, const char *root, char *name)
 {
     zt_status st = zt_rt_drain_optimizer(rt); /* the optimizer state on disk is complete */
     if (st == ZT_OK && rt->dist.rank == 0)
-        st = zt_ckpt_begin(root, rt->train.steps, name, &rt->err);
+        st = zt_ckpt_begin(root, rt->train.steps,
+                           rt->cfg.checkpoint_reuse_files ? rt->dist.world : 0, name, &rt->err);
     st = zt_comm_agree(rt->dist.comm, st, "checkpoint save (folder)", &rt->err);
     if (st != ZT_OK || rt->dist.world == 1)
         return st;
@@ -201,7 +202,8 @@ static zt_status write_checkpoint(zt_runtime *rt, const char *root, const char *
         st = zt_manifest_write(rt, &s, files, folder, &rt->err);
     zt_test_crash_point("manifest written");
     if (st == ZT_OK && rt->dist.rank == 0)
-        st = zt_ckpt_commit(root, name, rt->cfg.checkpoint_keep, &rt->err);
+        st = zt_ckpt_commit(root, name, rt->cfg.checkpoint_keep, rt->cfg.checkpoint_reuse_files,
+                            &rt->err);
     free(files);
     return st;
 }

@@ -18,6 +18,8 @@
 #define LIST_FILE "latest"
 #define PARTIAL_PREFIX ".partial-"
 #define REMOVING_PREFIX ".removing-"
+#define REUSE_FOLDER \
+    ".reuse"          /* a removed checkpoint's files, kept for the next save to overwrite */
 #define LIST_MAX 1024 /* entries read from `latest`; ztier.checkpoint_keep is at most 1000 */
 #define PATH_LEN (ZT_PATH_MAX + 2 * ZT_CKPT_NAME_MAX)
 
@@ -268,9 +270,22 @@ static void remove_behind(removal *r)
         remove_all(r);
 }
 
+/* With reuse, the newest checkpoint beyond keep becomes root/.reuse (1: it did); one left
+ * there already (the next save's begin takes it, so only after a failed save) goes first. */
+static int set_aside_for_reuse(const char *root, const char *name)
+{
+    char final[PATH_LEN], spare[PATH_LEN];
+    snprintf(final, sizeof final, "%s/%s", root, name);
+    snprintf(spare, sizeof spare, "%s/" REUSE_FOLDER, root);
+    if (access(spare, F_OK) == 0)
+        remove_folder(spare);
+    return rename(final, spare) == 0;
+}
+
 /* Sets the checkpoints list->names[keep..] aside for removal (renamed to root/.removing-) and
- * removes them behind the caller; one that cannot be renamed, here and now. */
-static void remove_older(const char *root, const ckpt_list *list, int keep)
+ * removes them behind the caller; one that cannot be renamed, here and now. With reuse the
+ * newest of them is kept as root/.reuse instead (zt_ckpt_begin). */
+static void remove_older(const char *root, const ckpt_list *list, int keep, int reuse)
 {
     if (list->n <= keep)
         return;
@@ -279,6 +294,8 @@ static void remove_older(const char *root, const ckpt_list *list, int keep)
         r->n = 0;
     char final[PATH_LEN];
     for (int i = keep; i < list->n; i++) {
+        if (i == keep && reuse && set_aside_for_reuse(root, list->names[i]))
+            continue;
         snprintf(final, sizeof final, "%s/%s", root, list->names[i]);
         char *aside = r ? r->paths[r->n] : NULL;
         if (aside)
@@ -292,7 +309,45 @@ static void remove_older(const char *root, const ckpt_list *list, int keep)
         remove_behind(r);
 }
 
-zt_status zt_ckpt_begin(const char *root, int64_t step, char *name, zt_error *err)
+/* Whether a file of a reused folder is one this save overwrites: rank-R-of-W.zts of this
+ * world. The rest (the manifest, another world's files) goes. */
+static int reusable_file(const char *file, int world)
+{
+    int rank = -1;
+    char want[64];
+    if (sscanf(file, "rank-%d-", &rank) != 1 || rank < 0 || rank >= world)
+        return 0;
+    snprintf(want, sizeof want, "rank-%05d-of-%05d.zts", rank, world); /* zt_ckpt_shard_name */
+    return strcmp(file, want) == 0;
+}
+
+/* Makes root/.reuse (if there) the save's partial folder, holding only the files the save
+ * overwrites in place: 1 if it did. Without reuse (reuse_world 0) a .reuse folder a run with
+ * reuse left is removed. */
+static int take_reused(const char *root, const char *partial, int reuse_world)
+{
+    char spare[PATH_LEN];
+    snprintf(spare, sizeof spare, "%s/" REUSE_FOLDER, root);
+    DIR *d = opendir(spare);
+    if (!d)
+        return 0;
+    if (reuse_world <= 0) {
+        closedir(d);
+        remove_folder(spare);
+        return 0;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char file[PATH_LEN + 256];
+        snprintf(file, sizeof file, "%s/%s", spare, e->d_name);
+        if (e->d_name[0] != '.' && !reusable_file(e->d_name, reuse_world))
+            unlink(file);
+    }
+    closedir(d);
+    return rename(spare, partial) == 0;
+}
+
+zt_status zt_ckpt_begin(const char *root, int64_t step, int reuse_world, char *name, zt_error *err)
 {
     static ckpt_list list;   /* rank 0's saves run one at a time (the API is not reentrant) */
     zt_ckpt_removals_wait(); /* the previous save's: remove_partials must not race it */
@@ -309,14 +364,14 @@ zt_status zt_ckpt_begin(const char *root, int64_t step, char *name, zt_error *er
         snprintf(name, ZT_CKPT_NAME_MAX, "step-%08lld.%d", (long long)step, k);
     char partial[PATH_LEN];
     zt_ckpt_partial_path(root, name, partial, sizeof partial);
-    if (mkdir(partial, 0755) != 0)
+    if (!take_reused(root, partial, reuse_world) && mkdir(partial, 0755) != 0)
         return ZT_ERR(err, zt_status_from_errno(errno), "cannot create folder '%s': %s", partial,
                       strerror(errno));
     zt_test_crash_point("partial folder created");
     return ZT_OK;
 }
 
-zt_status zt_ckpt_commit(const char *root, const char *name, int keep, zt_error *err)
+zt_status zt_ckpt_commit(const char *root, const char *name, int keep, int reuse, zt_error *err)
 {
     static ckpt_list list;
     char partial[PATH_LEN], final[PATH_LEN];
@@ -343,7 +398,7 @@ zt_status zt_ckpt_commit(const char *root, const char *name, int keep, zt_error 
     list.n = old + 1;
     if ((st = write_list(root, &list, keep, err)) != ZT_OK)
         return st;
-    remove_older(root, &list, keep);
+    remove_older(root, &list, keep, reuse);
     zt_test_crash_point("older checkpoints removed");
     return ZT_OK;
 }

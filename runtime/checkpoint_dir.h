@@ -23,8 +23,13 @@
 
 /* Starts a save of `step` in root (created if needed): removes what interrupted saves left
  * behind, picks a free folder name (step-%08lld, or with a suffix when that step was saved
- * before) into name[ZT_CKPT_NAME_MAX] and creates root/.partial-<name>. */
-zt_status zt_ckpt_begin(const char *root, int64_t step, char *name, zt_error *err);
+ * before) into name[ZT_CKPT_NAME_MAX] and creates root/.partial-<name>. reuse_world > 0
+ * (ztier.checkpoint_reuse_files, the save's world): where the last commit set a removed
+ * checkpoint aside as root/.reuse, that folder becomes the partial one, keeping only its
+ * rank-R-of-<reuse_world>.zts files, which the save's writers then overwrite in place (an
+ * overwrite of written blocks is faster than writing a new file: docs/benchmarks.md).
+ * reuse_world 0 removes a .reuse folder left by a run with reuse. */
+zt_status zt_ckpt_begin(const char *root, int64_t step, int reuse_world, char *name, zt_error *err);
 
 /* The folder a save of `name` writes into (root/.partial-<name>). */
 void zt_ckpt_partial_path(const char *root, const char *name, char *out, size_t len);
@@ -32,8 +37,10 @@ void zt_ckpt_partial_path(const char *root, const char *name, char *out, size_t 
 /* Makes the save of `name` the latest checkpoint: syncs and renames its folder, rewrites
  * `latest` atomically, then removes the committed checkpoints beyond the newest `keep`: each
  * renamed to root/.removing-<name> at once (out of `latest`'s names), its files unlinked by a
- * thread while the caller goes on (zt_ckpt_removals_wait). */
-zt_status zt_ckpt_commit(const char *root, const char *name, int keep, zt_error *err);
+ * thread while the caller goes on (zt_ckpt_removals_wait). With reuse the newest of them is
+ * renamed root/.reuse instead, for the next save (zt_ckpt_begin): only after `latest` no
+ * longer names it, so the checkpoints `latest` lists are never written into. */
+zt_status zt_ckpt_commit(const char *root, const char *name, int keep, int reuse, zt_error *err);
 
 /* Waits until the older checkpoints the last commit set aside are removed (the next save's
  * begin and zt_runtime_destroy call it). */

@@ -61,9 +61,11 @@ zt_status zt_ckpt_writer_open(const char *path, zt_io_engine_kind engine, zt_ckp
     snprintf(w->path, sizeof w->path, "%s", path);
     w->err = err;
     w->crc = 0;
-    w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+    /* No O_TRUNC: a file already there (a reused checkpoint's, zt_ckpt_begin) is overwritten
+     * in place, its written blocks kept; finish truncates it to the bytes put. */
+    w->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_DIRECT, 0644);
     if (w->fd < 0 && errno == EINVAL) /* no O_DIRECT on this filesystem */
-        w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        w->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     char why[256] = "";
     int rc = w->fd < 0
                  ? -errno

@@ -16,7 +16,8 @@
 
 typedef struct zt_ckpt_writer zt_ckpt_writer;
 
-/* Creates (truncates) path; engine: ztier.io_engine (auto: io_uring, else threads). Errors
+/* Creates path, or overwrites the file there in place (its blocks reused; truncated to the
+ * bytes put by finish); engine: ztier.io_engine (auto: io_uring, else threads). Errors
  * name the file. */
 zt_status zt_ckpt_writer_open(const char *path, zt_io_engine_kind engine, zt_ckpt_writer **out,
                               zt_error *err);

@@ -121,6 +121,7 @@ typedef struct zt_config {
     int comm_dtype;             /* communication_data_type: zt_comm_data_type */
     int fp32_allreduce;         /* DeepSpeed's fp32_allreduce: as comm_dtype fp32 */
     int checkpoint_keep;        /* committed checkpoints kept per root folder */
+    int checkpoint_reuse_files; /* a save overwrites the last removed checkpoint's files */
     int log_level;              /* -1 = unset */
     int log_effective_settings; /* commit prints the settings training runs with (bool) */
     int64_t hidden_size;        /* for "auto" sizes; 0 = from the registered model */

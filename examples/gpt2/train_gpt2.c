@@ -6,7 +6,7 @@
  *   zt_gpt2 [--config tiny|d12|d24|d36|d48|d<L>c<C>] [--vocab byte|gpt2|N] (--data shard.bin | --text file)
  *           [--batch B] [--seq T] [--steps N] [--accum K] [--lr LR] [--seed S]
  *           [--ds-config ds.json] [--nvme DIR] [--hbm SIZE] [--eval-every N]
- *           [--checkpoint DIR [--save-every N] [--keep N]] [--resume DIR] [--init model.bin]
+ *           [--checkpoint DIR [--save-every N] [--keep N] [--reuse-files]] [--resume DIR] [--init model.bin]
  *           [--export model.bin] [--safetensors model.safetensors] [--threads N]
  *           [--device auto|cpu|cuda] [--precision bf16|tf32|fp32]
  *           [--checkpoint-activations none|selective|full] [--demo DIR]
@@ -43,7 +43,8 @@
  * file; the options given on the command line (--lr, --nvme, --hbm, --accum, --keep) are set
  * over it with the typed setters (zt_config_set_string, _int, _double: a folder named "1234"
  * or "null" is a folder). --checkpoint DIR saves into DIR/step-N folders and keeps the
- * newest --keep (default 2); --resume DIR continues from DIR's latest checkpoint. --init
+ * newest --keep (default 2), --reuse-files overwriting the files of the one it removed
+ * (ztier.checkpoint_reuse_files); --resume DIR continues from DIR's latest checkpoint. --init
  * starts from the weights of an llm.c model file (fp32 or bf16) of the same shape, with a
  * fresh optimizer.
  * --zero-stage N sets zero_optimization.stage; below 3 the parameters stay on the device
@@ -78,6 +79,7 @@ typedef struct options {
     const char *offload_act; /* --offload-activations none|host|nvme (NULL: the config's) */
     int vocab, batch, seq, steps, accum, save_every, eval_every;
     int keep;       /* --keep (0: the config's) */
+    int reuse;      /* --reuse-files: ztier.checkpoint_reuse_files */
     int threads;    /* the matmuls' and the optimizer's threads (0: the online cores) */
     int policy;     /* --checkpoint-activations (gpt2_policy); --recompute: selective */
     int zero_stage; /* --zero-stage: zero_optimization.stage (-1: the configuration's) */
@@ -169,7 +171,7 @@ static int usage(void)
                     "[--lr LR] [--seed S] [--ds-config FILE] [--nvme DIR] [--hbm SIZE] "
                     "[--eval-every N] [--checkpoint DIR [--save-every N] [--keep N]] "
                     "[--resume DIR] [--init FILE.bin] [--export FILE] [--safetensors FILE] "
-                    "[--device auto|cpu|cuda] "
+                    "[--device auto|cpu|cuda] [--reuse-files] "
                     "[--precision bf16|tf32|fp32] [--threads N] [--checkpoint-activations "
                     "none|selective|full] [--offload-activations none|host|nvme] [--demo DIR]\n"
                     "       zt_gpt2 --text FILE --write-shard OUT.bin\n");
@@ -190,6 +192,10 @@ static int parse(int argc, char **argv, options *o)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--recompute")) { /* a flag: no value */
             o->policy = GPT2_SELECTIVE;
+            continue;
+        }
+        if (!strcmp(a, "--reuse-files")) {
+            o->reuse = 1;
             continue;
         }
         if (v && !strcmp(a, "--vocab") && (!strcmp(v, "byte") || !strcmp(v, "gpt2"))) {
@@ -319,6 +325,8 @@ static zt_status apply_options(zt_runtime *rt, const options *o)
         st = zt_config_set_int(rt, "gradient_accumulation_steps", o->accum);
     if (st == ZT_OK && o->keep > 0)
         st = zt_config_set_int(rt, "ztier.checkpoint_keep", o->keep);
+    if (st == ZT_OK && o->reuse)
+        st = zt_config_set_bool(rt, "ztier.checkpoint_reuse_files", 1);
     if (st == ZT_OK && act)
         st = set_text(rt, "activation_checkpointing.device", !strcmp(act, "host") ? "cpu" : act);
     if (st == ZT_OK && act && !strcmp(act, "none"))

@@ -508,6 +508,81 @@ static void test_save_does_not_wait_for_older_removal(void **state)
     assert_int_not_equal(access(aside, F_OK), 0);
 }
 
+static ino_t inode_of(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? sb.st_ino : 0;
+}
+
+/* ztier.checkpoint_reuse_files (keep 1): the commit that removes step 1 keeps its folder as
+ * root/.reuse, and the next save overwrites its rank file in place (the same inode) after
+ * dropping what it does not write (another world's file; the old manifest is rewritten);
+ * a reused file longer than the new one is cut to it. Every checkpoint loads bitwise, the
+ * one `latest` names is never written into, and a save without the key removes .reuse. */
+static void test_reuse_files_overwrites_removed_checkpoint(void **state)
+{
+    (void)state;
+    minimal_model m;
+    const char *keys = ", \"checkpoint_keep\": 1, \"checkpoint_reuse_files\": true";
+    zt_runtime *rt =
+        rt_fixture_mlp(NULL, ref_mlp_config(&hp, "cpu", "cpu", 1, "", keys), &dims, 42, &m);
+    assert_non_null(rt);
+    char spare[700], file[800], stale[800], path[800];
+    snprintf(spare, sizeof spare, "%s/.reuse", dir);
+    snprintf(file, sizeof file, "%s/rank-00000-of-00001.zts", spare);
+    snprintf(stale, sizeof stale, "%s/rank-00001-of-00004.zts", spare);
+    train(rt, &m, 0, 1);
+    assert_int_equal(zt_checkpoint_save(rt, dir), ZT_OK);
+    latest_file("rank-00000-of-00001.zts", path, sizeof path);
+    ino_t first = inode_of(path);
+    assert_int_not_equal(access(spare, F_OK), 0); /* nothing removed yet */
+    train(rt, &m, 1, 2);
+    assert_int_equal(zt_checkpoint_save(rt, dir), ZT_OK);
+    assert_int_equal(inode_of(file), first); /* step 1's file, set aside */
+    assert_int_equal(count_checkpoint_folders(), 1);
+    FILE *f = fopen(stale, "w"); /* a file of another world, and step 1's file made longer */
+    assert_non_null(f);
+    fclose(f);
+    f = fopen(file, "a");
+    assert_non_null(f);
+    assert_int_equal(fputs("tail past the new file's end", f) >= 0, 1);
+    fclose(f);
+    int64_t n = 0, n2 = 0;
+    float *at2 = read_all(rt, &m, &n);
+    latest_file("rank-00000-of-00001.zts", path, sizeof path);
+    ino_t second = inode_of(path);
+    train(rt, &m, 2, 3);
+    assert_int_equal(zt_checkpoint_save(rt, dir), ZT_OK);
+    float *at3 = read_all(rt, &m, &n);
+    latest_file("rank-00000-of-00001.zts", path, sizeof path);
+    assert_non_null(strstr(path, "/step-00000003/"));
+    assert_int_equal(inode_of(path), first);  /* step 1's blocks, overwritten */
+    assert_int_equal(inode_of(file), second); /* step 2's, kept whole for the next save */
+    latest_file("rank-00001-of-00004.zts", path, sizeof path);
+    assert_int_not_equal(access(path, F_OK), 0); /* the stale file went */
+    zt_runtime_destroy(rt);
+
+    /* step 3 loads bitwise; step 2 (in .reuse, out of `latest`) is still whole: load it by
+     * its folder after putting it back under its name */
+    rt = create("cpu", "cpu", &m, dims);
+    assert_int_equal(zt_checkpoint_load(rt, dir), ZT_OK);
+    float *got = read_all(rt, &m, &n2);
+    assert_memory_equal(at3, got, sizeof(float) * (size_t)n);
+    free(got);
+    snprintf(path, sizeof path, "%s/step-00000002", dir);
+    assert_int_equal(rename(spare, path), 0);
+    assert_int_equal(zt_checkpoint_load(rt, path), ZT_OK);
+    got = read_all(rt, &m, &n2);
+    assert_memory_equal(at2, got, sizeof(float) * (size_t)n);
+    free(got), free(at2), free(at3);
+    assert_int_equal(rename(path, spare), 0);
+    /* without the key, the next save removes the folder a run with it left */
+    train(rt, &m, 0, 1);
+    assert_int_equal(zt_checkpoint_save(rt, dir), ZT_OK);
+    assert_int_not_equal(access(spare, F_OK), 0);
+    zt_runtime_destroy(rt);
+}
+
 static void test_full_disk_keeps_previous_checkpoint(void **state)
 {
     (void)state;
@@ -650,6 +725,8 @@ int main(void)
                                         remove_dir),
         cmocka_unit_test_setup_teardown(test_root_keeps_newest_checkpoints, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_save_does_not_wait_for_older_removal, make_dir,
+                                        remove_dir),
+        cmocka_unit_test_setup_teardown(test_reuse_files_overwrites_removed_checkpoint, make_dir,
                                         remove_dir),
         cmocka_unit_test_setup_teardown(test_full_disk_keeps_previous_checkpoint, make_dir,
                                         remove_dir),

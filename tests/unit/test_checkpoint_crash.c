@@ -4,7 +4,10 @@
  * (SIGKILL) at each crash point of its second save in turn (ZT_TEST_CRASH_AT, test builds),
  * then at random moments from outside while it saves over and over. After every kill a
  * fresh runtime loads the folder and compares every parameter with an uninterrupted run, and
- * (crash points) the next save leaves only `latest` and the folders it lists. */
+ * (crash points) the next save leaves only `latest` and the folders it lists. The same again
+ * with ztier.checkpoint_reuse_files (keep 1): the killed save is the third, the one that
+ * overwrites the first checkpoint's files in place (root/.reuse, the one entry `latest`
+ * does not list that a save may leave). */
 #include "train.h"
 
 #include <dirent.h>
@@ -28,6 +31,12 @@ static const char *config = "{\"zero_optimization\": {\"offload_param\": {\"devi
                             " \"offload_optimizer\": {\"device\": \"cpu\"},"
                             " \"stage3_param_persistence_threshold\": 0},"
                             " \"ztier\": {\"hbm_capacity\": \"16M\"}}";
+static const char *config_reuse =
+    "{\"zero_optimization\": {\"offload_param\": {\"device\": \"cpu\"},"
+    " \"offload_optimizer\": {\"device\": \"cpu\"}, \"stage3_param_persistence_threshold\": 0},"
+    " \"ztier\": {\"hbm_capacity\": \"16M\", \"checkpoint_keep\": 1,"
+    " \"checkpoint_reuse_files\": true}}";
+static int reuse; /* the tests' second round: config_reuse */
 static char dir[512];
 static float *refs[MAX_REF_STEPS + 1]; /* parameters after s steps of the uninterrupted run */
 static int64_t n_values;
@@ -35,8 +44,8 @@ static int64_t n_values;
 static zt_runtime *create(minimal_model *m)
 {
     zt_runtime *rt = NULL;
-    if (zt_runtime_create(NULL, config, &rt) != ZT_OK || minimal_register(rt, &dims, 7, m) ||
-        zt_runtime_commit(rt) != ZT_OK) {
+    if (zt_runtime_create(NULL, reuse ? config_reuse : config, &rt) != ZT_OK ||
+        minimal_register(rt, &dims, 7, m) || zt_runtime_commit(rt) != ZT_OK) {
         zt_runtime_destroy(rt);
         return NULL;
     }
@@ -94,6 +103,11 @@ static void child(int crash_at, int ready, int forever)
             _exit(2);
     if (!rt || zt_checkpoint_save(rt, dir) != ZT_OK)
         _exit(3);
+    for (int64_t end = s + 2; reuse && s < end; s++) /* a second save: the third reuses */
+        if (train_step(rt, &m, s) != ZT_OK)
+            _exit(2);
+    if (reuse && zt_checkpoint_save(rt, dir) != ZT_OK)
+        _exit(3);
     if (ready >= 0 && write(ready, "1", 1) != 1)
         _exit(4);
     if (crash_at > 0) {
@@ -144,8 +158,8 @@ static int unlisted(void)
     DIR *d = opendir(dir);
     assert_non_null(d);
     for (struct dirent *e; (e = readdir(d));) {
-        int known =
-            !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "latest");
+        int known = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+                    !strcmp(e->d_name, "latest") || (reuse && !strcmp(e->d_name, ".reuse"));
         for (int i = 0; i < n; i++)
             known |= !strcmp(e->d_name, listed[i]);
         left += !known;
@@ -192,9 +206,9 @@ static void test_kill_at_every_crash_point(void **state)
         int killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
         if (!killed && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
             fail_msg("child failed with status %#x", status);
-        int64_t steps = load_and_compare();
-        assert_true(steps == 3 || steps == 5);
-        resumed[steps == 5]++;
+        int64_t steps = load_and_compare(), last = reuse ? 5 : 3; /* the save before */
+        assert_true(steps == last || steps == last + 2);
+        resumed[steps == last + 2]++;
         leftover += unlisted() > 0;
         save_again();
         if (!killed) /* `at` lies beyond the save's last crash point */
@@ -234,14 +248,28 @@ static void test_kill_at_random_moments(void **state)
         if (!WIFSIGNALED(status))
             fail_msg("child ended before it was killed (status %#x)", status);
         int64_t steps = load_and_compare();
+        assert_true(steps >= (reuse ? 5 : 3));
         printf("killed after about %d saves: resumed at step %lld\n", (int)(steps - 1) / 2,
                (long long)steps);
     }
 }
 
+static void test_kill_at_every_crash_point_reusing_files(void **state)
+{
+    reuse = 1;
+    test_kill_at_every_crash_point(state);
+}
+
+static void test_kill_at_random_moments_reusing_files(void **state)
+{
+    reuse = 1;
+    test_kill_at_random_moments(state);
+}
+
 static int setup(void **state)
 {
     (void)state;
+    reuse = 0;
     const char *base = getenv("ZT_TEST_TMPDIR") ? getenv("ZT_TEST_TMPDIR") : "/tmp";
     snprintf(dir, sizeof dir, "%s/ckpt-crash-%d", base, (int)getpid());
     return 0;
@@ -261,6 +289,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_kill_at_every_crash_point, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_at_random_moments, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kill_at_every_crash_point_reusing_files, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_kill_at_random_moments_reusing_files, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
