@@ -58,7 +58,8 @@ static int open_gpu_run(gpu_run *r, const gpt2_config *c, int B, int T, const ch
                        "(%.1f GiB, beside ztier's budget; the resident and the offloaded run "
                        "each hold theirs): give a smaller --batch or --seq\n",
                        B, T,
-                       gpt2_activation_bytes_as(c, B, T, 0, r->ops.att_keep, r->ops.act_bytes) /
+                       gpt2_activation_bytes_as(c, B, T, 0, r->ops.att_keep, r->ops.act_bytes,
+                                                r->ops.matmul_dgelu_backward != NULL) /
                            1073741824.0),
                -1;
     return 0;

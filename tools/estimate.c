@@ -584,6 +584,7 @@ int cmd_estimate(int argc, char **argv)
         acts.placement = tiers[e.plan.param_tier];
         /* the GPU trainer's ops keep attention's logsumexp, the CPU's the softmax */
         acts.att_keep = gpu ? GPT2_ATT_LSE : GPT2_ATT_PROBS;
+        acts.fused_dgelu = gpu; /* cuBLASLt's DGELU epilogue: no gradient at GELU's output */
         /* ... and in bf16 (--precision bf16, its default) its activations in 16 bits */
         acts.act_bytes =
             gpu && (!precision || gpt2_precision_parse(precision) == GPT2_BF16) ? 2 : 4;

@@ -29,19 +29,20 @@ static uint64_t store_device(const est_acts_in *in, int policy, int rows)
 static uint64_t device_total(const est_acts_in *in, int policy, int rows)
 {
     return in->params_peak + in->bf16_scratch +
-           gpt2_activation_bytes_as(&in->c, rows, in->seq, policy, in->att_keep, in->act_bytes) +
+           gpt2_activation_bytes_as(&in->c, rows, in->seq, policy, in->att_keep, in->act_bytes,
+                                    in->fused_dgelu) +
            store_device(in, policy, rows);
 }
 
 static act_row row_of(const est_acts_in *in, int policy)
 {
     act_row r = {0};
-    r.model =
-        gpt2_activation_bytes_as(&in->c, in->rows, in->seq, policy, in->att_keep, in->act_bytes);
+    r.model = gpt2_activation_bytes_as(&in->c, in->rows, in->seq, policy, in->att_keep,
+                                       in->act_bytes, in->fused_dgelu);
     gpt2_config one_less = in->c;
     one_less.layers--;
     r.per_block = r.model - gpt2_activation_bytes_as(&one_less, in->rows, in->seq, policy,
-                                                     in->att_keep, in->act_bytes);
+                                                     in->att_keep, in->act_bytes, in->fused_dgelu);
     if (policy == GPT2_FULL_OFFLOAD)
         r.store_home = (uint64_t)in->c.layers *
                        gpt2_checkpoint_bytes_as(&in->c, in->rows, in->seq, in->act_bytes);

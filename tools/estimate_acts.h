@@ -24,6 +24,7 @@ typedef struct est_acts_in {
     const char *placement; /* where the configuration puts the parameters, for the verdict */
     int att_keep;          /* gpt2_att_keep of the trainer's ops: GPT2_ATT_LSE on a GPU */
     int act_bytes;         /* the trainer's ops' act_bytes: 2 on a GPU in bf16, else 4 */
+    int fused_dgelu;       /* the trainer's ops fuse fcproj's backward with GELU's: on a GPU */
 } est_acts_in;
 
 void est_acts_print(const est_acts_in *in);

@@ -170,7 +170,9 @@ static json_t *replay_bytes(search *s, cand *c)
     a.params_peak = e.runs ? e.device_peak : e.device_min_order;
     a.budget = s->b.device;
     a.placement = "the device";
-    a.att_keep = strcmp(m.rt->cfg.device_backend, "cuda") ? GPT2_ATT_PROBS : GPT2_ATT_LSE;
+    int gpu = !strcmp(m.rt->cfg.device_backend, "cuda");
+    a.att_keep = gpu ? GPT2_ATT_LSE : GPT2_ATT_PROBS;
+    a.fused_dgelu = gpu;
     est_free_model(&m);
     return est_acts_json(&a);
 }

@@ -180,6 +180,7 @@ struct gpt2_model {
     int policy;                       /* gpt2_policy: what each block keeps for its backward */
     int att_keep;                     /* gpt2_att_keep: what attention keeps (the ops') */
     int act;                          /* bytes of a stored activation (the ops' act_bytes) */
+    int fused_dgelu;                  /* the ops' matmul_dgelu_backward: no d_fcg */
     float *ln_scratch, *gelu_scratch; /* GPT2_SELECTIVE: their one buffer each */
     size_t activation_bytes;
     char *memory;   /* one allocation carved into every tensor below */
@@ -189,7 +190,7 @@ struct gpt2_model {
     float *lnf, *lnf_mean, *lnf_rstd; /* [B,T,C], [B,T], [B,T] */
     float *probs;                     /* [B,T,Vp] logits, then probabilities, then dlogits */
     float *d_a, *d_b, *d_c, *d_d;     /* [B,T,C] gradient scratch */
-    float *d_qkv, *d_fch, *d_fcg;     /* [B,T,3C], [B,T,4C], [B,T,4C] */
+    float *d_qkv, *d_fch, *d_fcg;     /* [B,T,3C], [B,T,4C], [B,T,4C] (unfused GELU only) */
     int *tokens, *targets;            /* [B,T] of the last forward, in the ops' memory */
 };
 
@@ -258,7 +259,9 @@ static size_t carve(gpt2_model *m, char *base)
     CARVE(m->lnf, BT * C), CARVE_F32(m->lnf_mean, BT), CARVE_F32(m->lnf_rstd, BT);
     CARVE_F32(m->probs, BT * (size_t)m->c.padded_vocab);
     CARVE(m->d_a, BT * C), CARVE(m->d_b, BT * C), CARVE(m->d_c, BT * C), CARVE(m->d_d, BT * C);
-    CARVE(m->d_qkv, BT * 3 * C), CARVE(m->d_fch, BT * 4 * C), CARVE(m->d_fcg, BT * 4 * C);
+    CARVE(m->d_qkv, BT * 3 * C), CARVE(m->d_fch, BT * 4 * C);
+    if (!m->fused_dgelu) /* the gradient at GELU's output, between fcproj's GEMM and GELU's */
+        CARVE(m->d_fcg, BT * 4 * C);
     return at;
 }
 #undef CARVE
@@ -306,6 +309,7 @@ gpt2_model *gpt2_model_create_on(const gpt2_config *c, int B, int T, const gpt2_
     m->policy = policy;
     m->att_keep = ops->att_keep;
     m->act = act_size(ops->act_bytes);
+    m->fused_dgelu = ops->matmul_dgelu_backward != NULL;
     if (!(m->blocks = calloc((size_t)c->layers, sizeof *m->blocks)) ||
         !(m->tokens = ops->alloc(ops->ctx, BT * sizeof(int))) ||
         !(m->targets = ops->alloc(ops->ctx, BT * sizeof(int)))) {
@@ -331,18 +335,19 @@ size_t gpt2_activation_bytes(const gpt2_config *c, int B, int T, int policy)
 
 size_t gpt2_activation_bytes_on(const gpt2_config *c, int B, int T, int policy, int att_keep)
 {
-    return gpt2_activation_bytes_as(c, B, T, policy, att_keep, 4);
+    return gpt2_activation_bytes_as(c, B, T, policy, att_keep, 4, 0);
 }
 
 size_t gpt2_activation_bytes_as(const gpt2_config *c, int B, int T, int policy, int att_keep,
-                                int act_bytes)
+                                int act_bytes, int fused_dgelu)
 {
     gpt2_model m = {.c = *c,
                     .B = B,
                     .T = T,
                     .policy = policy,
                     .att_keep = att_keep,
-                    .act = act_size(act_bytes)};
+                    .act = act_size(act_bytes),
+                    .fused_dgelu = fused_dgelu};
     if (!(m.blocks = calloc((size_t)c->layers, sizeof *m.blocks)))
         return 0;
     size_t n = carve(&m, NULL);

@@ -132,9 +132,11 @@ size_t gpt2_model_checkpoint_bytes(const gpt2_model *m);
 size_t gpt2_activation_bytes(const gpt2_config *c, int B, int T, int policy);
 size_t gpt2_activation_bytes_on(const gpt2_config *c, int B, int T, int policy, int att_keep);
 /* ... with activations of act_bytes each (the ops' act_bytes: 2 for the GPU in GPT2_BF16,
- * whose activations and their gradients are bf16; the statistics and logits stay fp32). */
+ * whose activations and their gradients are bf16; the statistics and logits stay fp32), on
+ * ops with (fused_dgelu 1) or without a matmul_dgelu_backward: the GPU's fused GEMM writes
+ * GELU's input gradient directly, so the model holds no B x T x 4C gradient at its output. */
 size_t gpt2_activation_bytes_as(const gpt2_config *c, int B, int T, int policy, int att_keep,
-                                int act_bytes);
+                                int act_bytes, int fused_dgelu);
 /* Bytes of activations and gradient scratch the model holds. */
 size_t gpt2_model_activation_bytes(const gpt2_model *m);
 /* 0, or the first error the ops met (a GPU launch or allocation failure). */

@@ -230,10 +230,11 @@ static void test_activation_bytes_in_bf16(void **state)
     const size_t b = 2, t = 16, bt = b * t, ch = 64, vp = c.padded_vocab, lse = b * 4 * t;
     const size_t per_layer = 2 * 18 * bt * ch + 4 * (4 * bt + lse);
     const size_t rest = 2 * (ch * bt + ch * bt + 15 * bt * ch) + 4 * (2 * bt + bt * vp);
-    assert_int_equal(gpt2_activation_bytes_as(&c, 2, 16, 0, GPT2_ATT_LSE, 2), 3 * per_layer + rest);
-    assert_int_equal(gpt2_activation_bytes_as(&c, 2, 16, GPT2_FULL, GPT2_ATT_LSE, 2),
+    assert_int_equal(gpt2_activation_bytes_as(&c, 2, 16, 0, GPT2_ATT_LSE, 2, 0),
+                     3 * per_layer + rest);
+    assert_int_equal(gpt2_activation_bytes_as(&c, 2, 16, GPT2_FULL, GPT2_ATT_LSE, 2, 0),
                      per_layer + 3 * 2 * bt * ch + rest);
-    assert_int_equal(gpt2_activation_bytes_as(&c, 2, 16, 0, GPT2_ATT_LSE, 4),
+    assert_int_equal(gpt2_activation_bytes_as(&c, 2, 16, 0, GPT2_ATT_LSE, 4, 0),
                      gpt2_activation_bytes_on(&c, 2, 16, 0, GPT2_ATT_LSE));
     assert_int_equal(gpt2_checkpoint_bytes_as(&c, 2, 16, 2), 2 * bt * ch);
     gpt2_ops ops = gpt2_ops_cpu; /* only its allocation is used */
@@ -241,11 +242,43 @@ static void test_activation_bytes_in_bf16(void **state)
     for (int policy = GPT2_KEEP_ALL; policy <= GPT2_FULL_OFFLOAD; policy++) {
         gpt2_model *m = gpt2_model_create_on(&c, 2, 16, &ops, policy);
         assert_non_null(m);
-        assert_int_equal(gpt2_activation_bytes_as(&c, 2, 16, policy, GPT2_ATT_LSE, 2),
+        assert_int_equal(gpt2_activation_bytes_as(&c, 2, 16, policy, GPT2_ATT_LSE, 2, 0),
                          gpt2_model_activation_bytes(m));
         assert_int_equal(gpt2_model_checkpoint_bytes(m), 2 * bt * ch);
         gpt2_model_destroy(m);
     }
+}
+
+static void never_called(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
+                         const float *gelu, const float *w, int w16, const float *pre, int N, int C,
+                         int OC)
+{
+    (void)ctx, (void)dinp, (void)dw, (void)dbias, (void)dout, (void)gelu, (void)w, (void)w16;
+    (void)pre, (void)N, (void)C, (void)OC;
+    fail_msg("only the model's allocation is used here");
+}
+
+/* Ops whose fcproj backward applies GELU's derivative in its GEMM (the GPU's DGELU epilogue)
+ * need no gradient at GELU's output: the model holds one B x T x 4C tensor fewer, for every
+ * policy, in fp32 and in 16 bits; the count agrees with what such a model allocates. */
+static void test_activation_bytes_with_fused_dgelu(void **state)
+{
+    (void)state;
+    gpt2_config c = {250, 256, 64, 3, 4, 64};
+    const size_t bt = 2 * 16, ch = 64;
+    for (int act = 2; act <= 4; act += 2)
+        for (int policy = GPT2_KEEP_ALL; policy <= GPT2_FULL_OFFLOAD; policy++) {
+            size_t unfused = gpt2_activation_bytes_as(&c, 2, 16, policy, GPT2_ATT_LSE, act, 0);
+            size_t fused = gpt2_activation_bytes_as(&c, 2, 16, policy, GPT2_ATT_LSE, act, 1);
+            assert_int_equal(unfused - fused, (size_t)act * bt * 4 * ch);
+            gpt2_ops ops = gpt2_ops_cpu;
+            ops.att_keep = GPT2_ATT_LSE, ops.act_bytes = act;
+            ops.matmul_dgelu_backward = never_called;
+            gpt2_model *m = gpt2_model_create_on(&c, 2, 16, &ops, policy);
+            assert_non_null(m);
+            assert_int_equal(gpt2_model_activation_bytes(m), fused);
+            gpt2_model_destroy(m);
+        }
 }
 
 int main(void)
@@ -253,6 +286,7 @@ int main(void)
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_element_counts_are_64_bit),
                                        cmocka_unit_test(test_activation_bytes_match_the_model),
                                        cmocka_unit_test(test_activation_bytes_with_fused_attention),
-                                       cmocka_unit_test(test_activation_bytes_in_bf16)};
+                                       cmocka_unit_test(test_activation_bytes_in_bf16),
+                                       cmocka_unit_test(test_activation_bytes_with_fused_dgelu)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
