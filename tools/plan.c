@@ -271,9 +271,10 @@ static double matmuls(builder *b, int head, zt_pass pass, double rate_s)
     int bwd = pass == ZT_BACKWARD, m = (int)(b->tokens + 0.5), C = b->sh.c.channels;
     plan_mm x = head ? plan_head_matmul(&b->gm, m, C, b->sh.c.padded_vocab, bwd, rate_s)
                      : plan_block_matmuls(&b->gm, m, C, bwd, rate_s);
-    if (b->ex.s[head ? PLAN_HEAD : PLAN_BLOCK][bwd] >= 0)
-        x.src = PLAN_SRC_LAYER;
     b->mm[head][bwd] = x;
+    double layer = b->ex.s[head ? PLAN_HEAD : PLAN_BLOCK][bwd];
+    if (layer >= 0) /* the output names the entry that holds the whole layer, and its seconds */
+        b->mm[head][bwd].src = PLAN_SRC_LAYER, b->mm[head][bwd].s = layer;
     return x.s;
 }
 

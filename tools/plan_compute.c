@@ -140,7 +140,7 @@ void plan_mm_describe(const plan_mm *x, char *buf, size_t len)
 {
     switch (x->src) {
     case PLAN_SRC_LAYER:
-        snprintf(buf, len, "the exact layer entry");
+        snprintf(buf, len, "the exact layer entry (the whole layer)");
         break;
     case PLAN_SRC_GEMM_EXACT:
         snprintf(buf, len, "GEMM entries at m %d", x->m);

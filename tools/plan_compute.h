@@ -75,8 +75,9 @@ void plan_mm_describe(const plan_mm *x, char *buf, size_t len);
  * the head, each [pass] (0 forward, 1 backward; PLAN_SRC_NONE where the step has no such
  * use). plan_mm_text: one line, "matmuls: block forward ..., backward ...; head ...";
  * plan_mm_json: {"block_forward": {"source": "layer" | "gemm" | "gemm_interpolated" |
- * "gemm_clamped" | "rate", "m", "from_m": [lo, hi] | null, "seconds", "text"}, ...} (a new
- * reference; NULL when out of memory). */
+ * "gemm_clamped" | "rate", "m", "from_m": [lo, hi] | null, "seconds": per use (for "layer" the
+ * exact entry's, which holds the whole layer), "text"}, ...} (a new reference; NULL when out of
+ * memory). */
 void plan_mm_text(const plan_mm mm[2][2], char *buf, size_t len);
 json_t *plan_mm_json(const plan_mm mm[2][2]);
 

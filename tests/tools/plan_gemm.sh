@@ -138,6 +138,7 @@ src = out("head", 4)["matmul_source"]
 assert src["block_forward"]["source"] == "rate" and src["head_forward"]["source"] == "gemm", src
 src = out("layer", 4)["matmul_source"]
 assert src["block_forward"]["source"] == "layer" and src["block_backward"]["source"] == "gemm", src
+assert src["block_forward"]["seconds"] == 0.05, src     # the layer entry's own seconds
 # at batch 2 the layer entry (batch 4) does not apply: the GEMM entries at m 256, clamped
 assert out("layer", 2)["matmul_source"]["block_forward"]["source"] == "gemm_clamped"
 print("plan_gemm: sources reported; head-only entries leave the blocks at the rate")
