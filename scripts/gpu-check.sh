@@ -9,7 +9,9 @@
 # A device call may run 10 minutes: `gpu-check.sh tests`, `gpu-check.sh bench`,
 # `gpu-check.sh bf16`, `gpu-check.sh d48`, `gpu-check.sh scale` (at most 8 minutes: the
 # measurements, each beside `ztier estimate`) and `gpu-check.sh largest` run the six parts in
-# six calls (or several parts in one: `gpu-check.sh tests bench`). Every step has a time limit (rc 124 in summary.txt
+# six calls (or several parts in one: `gpu-check.sh tests bench`); `bench` ends with the
+# machine profiles of `ztier bench profile` at d12's and d48's shapes and `ztier plan` on them,
+# which `gpu-check.sh profile` runs alone (about 3 minutes). Every step has a time limit (rc 124 in summary.txt
 # when it ran out), so one slow step cannot take the others' time; GPU_CHECK_SECONDS caps the
 # whole run, and GPU_CHECK_QUICK=1 runs memcheck once per test (memory errors only).
 set -uo pipefail
@@ -103,6 +105,36 @@ timeout 240 "$build"/tools/ztier bench act --backend cuda --config d12 --batch 1
   --nvme-path "$act_swap" --json > "$out/bench-act.txt" 2>&1
 echo "bench act --backend cuda: rc=$? $(tail -1 "$out/bench-act.txt")" | tee -a "$out/summary.txt"
 rm -rf "$act_swap"
+fi
+if want bench || want profile; then
+# the machine profile `ztier plan` predicts from (docs/plan.md, "Accuracy on an H200"), measured
+# on this GPU at d12's shape (the bench gpt2 runs above) and d48's (part d48): the rates, the
+# layers' exact entries and the GEMM entries at every micro-batch dividing the batch, which
+# bench/profiles/ has none of at d48's shapes (so the H200 table's d48 resident row rests on
+# d12's rate). Then `ztier plan` on each for the resident run, beside the measured step.
+# GPU_CHECK_PROFILE_SHAPES ("config batch seq" per line), _BACKEND and _SECONDS shrink it for a
+# dry run.
+prof_swap=$(mktemp -d)
+while read -r pc pb ps; do
+  [ -n "$pc" ] || continue
+  timeout 150 "$build"/tools/ztier bench profile --backend "${GPU_CHECK_PROFILE_BACKEND:-cuda}" \
+    --config "$pc" --batch "$pb" --seq "$ps" --seconds "${GPU_CHECK_PROFILE_SECONDS:-60}" \
+    --nvme-path "$prof_swap" \
+    --out "$out/profile-$pc-$pb.json" > "$out/bench-profile-$pc-$pb.txt" 2>&1 < /dev/null
+  rc=$?
+  printf '{"zero_optimization": {"stage": 3, "offload_param": {"device": "none"}, "offload_optimizer": {"device": "none"}}, "ztier": {"device_backend": "%s"}}\n' \
+    "${GPU_CHECK_PROFILE_BACKEND:-cuda}" > "$out/plan-$pc-$pb-resident.json"
+  timeout 60 "$build"/tools/ztier plan --config "$pc" --batch "$pb" --seq "$ps" --device-memory 141G \
+    --ds-config "$out/plan-$pc-$pb-resident.json" --profile "$out/profile-$pc-$pb.json" \
+    > "$out/plan-$pc-$pb-resident.txt" 2>&1 < /dev/null
+  prc=$?
+  echo "bench profile --config $pc --batch $pb --seq $ps: rc=$rc, $(grep -o '"op": *"gemm"' \
+"$out/profile-$pc-$pb.json" 2>/dev/null | wc -l) GEMM entries; ztier plan resident: rc=$prc \
+$(head -1 "$out/plan-$pc-$pb-resident.txt") ($(grep '^matmuls from' "$out/plan-$pc-$pb-resident.txt"))" |
+    tee -a "$out/summary.txt"
+done <<< "${GPU_CHECK_PROFILE_SHAPES:-d12 16 1024
+d48 4 1024}"
+rm -rf "$prof_swap"
 fi
 if want bf16; then
 # "16 bits on the wire": the trainer with bf16.enabled end to end (16-bit

@@ -4,7 +4,10 @@
  * end of its work (sync), medians over repetitions.
  *   GEMMs (N = B x T rows): the layer's qkv (C -> 3C), attention projection (C -> C), MLP
  *   (C -> 4C, 4C -> C) and the head (C -> Vp); forward 2 N C OC FLOPs, backward (dX and dW)
- *   4 N C OC. gemm_flops_per_s is the median of the rates of all of them.
+ *   4 N C OC. gemm_flops_per_s is the median of the rates of all of them. The same GEMMs
+ *   again at every other micro-batch d x T rows, d dividing B: the micro-batches `ztier plan
+ *   --search` tries for a step of B rows, whose matmuls the plan then takes from these entries
+ *   (plan_compute.h) rather than from the one rate.
  *   Causal attention at B, T, C, NH: forward 2 B T^2 C FLOPs (QK^T and AV, half the square),
  *   backward twice that: 6 B T^2 C in all (the count MFU figures use).
  *   Element-wise passes, bytes read and written per element: GELU forward 8 and backward 12
@@ -174,6 +177,7 @@ static void add_entry(timer *t, const char *op, const call *k, double seconds, d
     json_array_append_new(t->p->compute, e);
 }
 
+/* The GEMMs at N rows; the rates into rate[] (NULL: entries only). */
 static int gemms(timer *t, const bufs *b, const gpt2_config *c, int N, double *rate, int *n_rate)
 {
     const int C = c->channels,
@@ -185,7 +189,8 @@ static int gemms(timer *t, const bufs *b, const gpt2_config *c, int N, double *r
             if (s < 0)
                 return -1;
             double flops = (pass ? 4.0 : 2.0) * N * (double)k.C * k.OC;
-            rate[(*n_rate)++] = flops / s;
+            if (rate)
+                rate[(*n_rate)++] = flops / s;
             add_entry(t, "gemm", &k, s, flops, pass ? "backward" : "forward");
         }
     return 0;
@@ -207,11 +212,20 @@ static int elementwise(timer *t, const bufs *b, int N, int C, double *rate)
     return 0;
 }
 
+/* The micro-batches below B that divide it: the other m the GEMMs are measured at. */
+static int smaller_divisors(int B)
+{
+    int n = 0;
+    for (int d = 1; d < B; d++)
+        n += B % d == 0;
+    return n;
+}
+
 int profile_compute(profile *p, const gpt2_config *c, int B, int T, const profile_ops *o)
 {
     bufs b;
     int N = B * T, C = c->channels, n_rate = 0;
-    timer t = {p, o, bench_now(), 10 + 2 + 4};
+    timer t = {p, o, bench_now(), 10 * (1 + smaller_divisors(B)) + 2 + 4};
     if (bufs_alloc(&b, o, c, B, T) != 0) {
         bufs_free(&b, o);
         fprintf(stderr,
@@ -222,6 +236,9 @@ int profile_compute(profile *p, const gpt2_config *c, int B, int T, const profil
     }
     double gemm[10], ew[4];
     int rc = gemms(&t, &b, c, N, gemm, &n_rate);
+    for (int d = B - 1; d >= 1 && !rc; d--) /* the buffers hold the largest, N rows */
+        if (B % d == 0)
+            rc = gemms(&t, &b, c, d * T, NULL, NULL);
     call fwd = {ATT_FWD, 0, C, 0, B, T, c->heads}, bwd = fwd;
     bwd.kind = ATT_BWD;
     double fs = rc ? -1 : time_call(&t, &b, &fwd), bs = fs < 0 ? -1 : time_call(&t, &b, &bwd);

@@ -22,6 +22,7 @@
 #include "tools/bench_common.h"
 #include "tools/commands.h"
 #include "tools/estimate_model.h"
+#include "tools/plan_compute.h"
 #include "tools/plan_exact.h"
 #include "tools/plan_search.h"
 #include "tools/plan_svg.h"
@@ -130,6 +131,8 @@ typedef struct builder {
     shape sh;
     double tokens;    /* per rank per micro-step */
     plan_exact ex;    /* the profile's compute entries at the model's shape (all < 0: none) */
+    plan_gemms gm;    /* the profile's GEMM entries (plan_compute.h) */
+    plan_mm mm[2][2]; /* where the block's [0] and the head's [1] matmuls came from, per pass */
     int fresh_grads;  /* the backward's gradient buffers and the step-end gather's are new pages
                         each step (host backend, replicated layers on more than one rank) */
     int *zeroed;      /* per layer: the step its gradient buffer was last zeroed (-1: never) */
@@ -260,6 +263,21 @@ static double exact_or(const builder *b, plan_kind kind, zt_pass pass, double fr
     return s >= 0 ? s : from_rates;
 }
 
+/* A GPT-2 block's (head 0) or the LM head's (1) matmul seconds in pass: the profile's GEMM
+ * entries at the use's shape (plan_compute.h), else rate_s (gemm_flops_per_s); the source
+ * noted for the output (an exact layer entry, where there is one, holds the whole layer). */
+static double matmuls(builder *b, int head, zt_pass pass, double rate_s)
+{
+    int bwd = pass == ZT_BACKWARD, m = (int)(b->tokens + 0.5), C = b->sh.c.channels;
+    plan_mm x = head ? plan_head_matmul(&b->gm, m, C, b->sh.c.padded_vocab, bwd, rate_s)
+                     : plan_block_matmuls(&b->gm, m, C, bwd, rate_s);
+    b->mm[head][bwd] = x;
+    double layer = b->ex.s[head ? PLAN_HEAD : PLAN_BLOCK][bwd];
+    if (layer >= 0) /* the output names the entry that holds the whole layer, and its seconds */
+        b->mm[head][bwd].src = PLAN_SRC_LAYER, b->mm[head][bwd].s = layer;
+    return x.s;
+}
+
 static double use_seconds(builder *b, int li, zt_pass pass, double *recompute)
 {
     const zt_layer *l = &b->rt->reg.layers[li];
@@ -275,7 +293,8 @@ static double use_seconds(builder *b, int li, zt_pass pass, double *recompute)
             return exact_or(b, PLAN_EMBED, pass, 0);
         double n =
             b->sh.gpt2 ? (double)b->sh.c.padded_vocab * b->sh.c.channels : (double)l->flat_numel;
-        return exact_or(b, PLAN_HEAD, pass, mult * 2 * n * b->tokens / b->r.gemm) +
+        double mm = mult * 2 * n * b->tokens / b->r.gemm;
+        return exact_or(b, PLAN_HEAD, pass, b->sh.gpt2 ? matmuls(b, 1, pass, mm) : mm) +
                (pass == ZT_BACKWARD ? 0 : exact_or(b, PLAN_LOSS, pass, 0));
     }
     double f = 2 * (double)l->flat_numel * b->tokens / b->r.gemm;
@@ -288,12 +307,15 @@ static double use_seconds(builder *b, int li, zt_pass pass, double *recompute)
     double att_f = exact_or(b, PLAN_ATTENTION, ZT_FORWARD, att);
     double att_b = exact_or(b, PLAN_ATTENTION, ZT_BACKWARD, 2 * att);
     double ew = b->r.elementwise > 0 ? 4 * (4 + 8 + 6) * C * tok / b->r.elementwise : 0;
-    double fwd = exact_or(b, PLAN_BLOCK, ZT_FORWARD, f + att_f + ew);
+    double mm_f = matmuls(b, 0, ZT_FORWARD, f);
+    double fwd = exact_or(b, PLAN_BLOCK, ZT_FORWARD, mm_f + att_f + ew);
     if (pass == ZT_BACKWARD && b->sh.policy == GPT2_FULL)
         *recompute = fwd;
     else if (pass == ZT_BACKWARD && b->sh.policy == GPT2_SELECTIVE && ew > 0)
         *recompute = ew * (4 + 8) / (4 + 8 + 6); /* the layernorms and GELU */
-    return pass == ZT_BACKWARD ? exact_or(b, PLAN_BLOCK, pass, 2 * (f + ew) + att_b) : fwd;
+    return pass == ZT_BACKWARD
+               ? exact_or(b, PLAN_BLOCK, pass, matmuls(b, 0, pass, 2 * f) + 2 * ew + att_b)
+               : fwd;
 }
 
 /* Full policy with the blocks' inputs in ztier's store: the save after a block's forward
@@ -518,6 +540,11 @@ static void print_text(const builder *b, const zt_sm_result *r, double tokens_st
            r->step > 0 ? 100 * r->stall / r->step : 0.0, b->bound, path);
     printf("NVMe per step: %.3f GB read, %.3f GB written\n", b->io_bytes[0] / 1e9,
            b->io_bytes[1] / 1e9);
+    if (b->sh.gpt2) {
+        char mm[1024];
+        plan_mm_text(b->mm, mm, sizeof mm);
+        printf("%s\n", mm);
+    }
 }
 
 static void print_json(const builder *b, const zt_sm_result *r, double tokens_step, double u,
@@ -532,6 +559,8 @@ static void print_json(const builder *b, const zt_sm_result *r, double tokens_st
                           "nvme_read_bytes", b->io_bytes[0], "nvme_write_bytes", b->io_bytes[1]);
     if (o) /* MFU on a GPU profile with its peak, else null */
         json_object_set_new(o, "mfu", u > 0 ? json_real(u) : json_null());
+    if (o) /* where each matmul's seconds came from (a GPT-2 --config; else null) */
+        json_object_set_new(o, "matmul_source", b->sh.gpt2 ? plan_mm_json(b->mm) : json_null());
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     if (s)
         printf("%s\n", s);
@@ -572,6 +601,10 @@ static int model_setup(builder *b, const est_options *o, const zt_estimate *e, c
     }
     for (int k = 0; k < PLAN_NKIND; k++)
         b->ex.s[k][0] = b->ex.s[k][1] = -1;
+    for (int k = 0; k < 4; k++)
+        b->mm[k / 2][k % 2].src = PLAN_SRC_NONE;
+    if (plan_gemms_read(b->r.compute, b->r.gemm, &b->gm, err, len) != 0)
+        return -1;
     if (sh->gpt2 && sh->rows == (int)sh->rows &&
         plan_exact_read(b->r.compute, (int)sh->rows, o->seq, sh->c.channels, sh->c.heads, &b->ex,
                         err, len) != 0)
@@ -703,6 +736,7 @@ int cmd_plan(int argc, char **argv)
     free(b.uses), free(b.act_saved), free(b.pending), free(b.wrote), free(b.zeroed);
     free(b.dropped), free(b.released_at);
     json_decref(b.r.compute);
+    plan_gemms_free(&b.gm);
     if (m.rt)
         est_free_model(&m);
     return rc == 0 ? 0 : 1;

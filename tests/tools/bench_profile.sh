@@ -69,15 +69,19 @@ if world > 1 and any(r[k].get("world") != world for k in required[-4:]):
     fail("a collective's rate does not name the world")
 # the compute list: the tiny model (C 32, NH 2, Vp 64) at B 4, T 16 -> N 64
 B, T, C, NH, Vp, N = 4, 16, 32, 2, 64, 64
+# the GEMMs at every micro-batch `ztier plan --search` tries for B rows (d x T, d dividing B:
+# 1, 2, 4), forward and backward; gemm_flops_per_s the median of those at the model's N alone
 gemms = [e for e in p["compute"] if e["op"] == "gemm"]
-want = {(N, oc, k) for k, oc in ((C, 3 * C), (C, C), (C, 4 * C), (4 * C, C), (C, Vp))}
-if {(e["m"], e["n"], e["k"]) for e in gemms} != want or len(gemms) != 10:
-    fail(f"gemm shapes {[(e['m'], e['n'], e['k'], e['pass']) for e in gemms]}, want {want} x2")
+want = {(d * T, oc, k, ps) for k, oc in ((C, 3 * C), (C, C), (C, 4 * C), (4 * C, C), (C, Vp))
+        for d in (1, 2, 4) for ps in ("forward", "backward")}
+got = sorted((e["m"], e["n"], e["k"], e["pass"]) for e in gemms)
+if set(got) != want or len(got) != len(want):
+    fail(f"gemm shapes {got}, want {sorted(want)}")
 for e in gemms:
     f = (2 if e["pass"] == "forward" else 4) * e["m"] * e["n"] * e["k"]
     if e["flops"] != f or not e["seconds"] > 0 or not e["source"].startswith("measured: "):
         fail(f"gemm entry {e}: flops want {f}")
-med = statistics.median(e["flops"] / e["seconds"] for e in gemms)
+med = statistics.median(e["flops"] / e["seconds"] for e in gemms if e["m"] == N)
 if abs(r["gemm_flops_per_s"]["value"] / med - 1) > 1e-6:
     fail(f"gemm_flops_per_s {r['gemm_flops_per_s']['value']} is not the entries' median {med}")
 att = [e for e in p["compute"] if e["op"] == "attention"]
@@ -132,6 +136,11 @@ if [ ${#mpirun[@]} -eq 0 ]; then
   echo "$plan"
   python3 -c "import re,sys; s=float(re.search(r'predicted step: ([0-9.e+-]+) s', sys.argv[1]).group(1)); sys.exit(0 if s > 0 else 1)" "$plan" ||
     { echo "ztier plan printed no step"; exit 1; }
+  # at micro-batch 2 (as --search tries for a batch of 4) the matmuls come from the GEMM
+  # entries measured at m 2 x 16 (the exact layer entries are at batch 4 only)
+  "$ztier" plan --config tiny --vocab 64 --batch 2 --seq 16 --profile "$work/m.json" |
+    grep -q "^matmuls from: block forward: GEMM entries at m 32;.*head backward: GEMM entries at m 32$" ||
+    { echo "ztier plan at batch 2 did not use the GEMM entries at m 32"; exit 1; }
 
   expect_fail 2 "cannot create a file in the folder '$work/missing'" "${M[@]}" --out "$work/missing/m.json"
   expect_fail 2 "--out '$work' is a folder: give the profile's file name" "${M[@]}" --out "$work"
