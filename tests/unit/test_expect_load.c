@@ -306,7 +306,10 @@ static void test_commit_leaves_the_loaded_homes_untouched(void **state)
     const zt_home *homes[3] = {&L->master, &L->exp_avg, &L->exp_avg_sq};
     for (int s = 0; s < 3; s++) {
         assert_int_equal(homes[s]->kind, ZT_TIER_HOST);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(ZT_TEST_SANITIZED)
+        /* (a sanitizer's allocator may hand back memory it had before, already resident) */
         assert_int_equal(resident_pages(homes[s]->ptr, bytes), 0);
+#endif
     }
     assert_true(resident_pages(L->grad_acc, bytes) > 0);
     for (size_t i = 0; i < (size_t)L->shard_numel; i += 4096)
