@@ -400,8 +400,8 @@ ZT_API zt_status zt_runtime_commit(zt_runtime *rt);
 
 /* Says, before zt_runtime_commit, that a zt_checkpoint_load follows commit (a resume): commit
  * then leaves the parameters and the optimizer state uninitialised (no initialiser runs,
- * no ZT_INIT_CALLBACK is called), since the load overwrites every value; on a large model
- * that initialisation costs more than the load. Until a zt_checkpoint_load succeeds, the
+ * no ZT_INIT_CALLBACK is called, their host memory is not even zeroed), since the load
+ * overwrites every value; on a large model that initialisation costs more than the load. Until a zt_checkpoint_load succeeds, the
  * calls that read or change the values (zt_fetch, zt_fetch_async, zt_step, zt_param_read,
  * zt_param_read_state, zt_param_read_to, zt_param_write, zt_checkpoint_save) return
  * ZT_ERR_USAGE naming the missing load; a load that fails leaves it so (load another

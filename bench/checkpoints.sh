@@ -80,6 +80,14 @@ echo "| load on $np2 ranks (resharded) | $load3 | $fio_r read | $(ratio "$load3"
 echo "resharded / same-layout load: $(ratio "$load3" "$load4")"
 resume_ratio=$(awk -v s="$resume_s" -v b="$bytes" -v r="$fio_r" 'BEGIN {printf "%.2f", s / (b / r / 1e9)}')
 echo "resume on $np ranks, process start -> first step: $resume_s s, $resume_ratio x fio's time to read the checkpoint (goal <= 1.2)"
+# where a resume's time goes (zt_gpt2's phases, each same-layout run), and the machine's own
+# first touch of fresh memory after a cache drop (bench/first_touch.c, as many bytes as the
+# checkpoint): a VM that backs freed pages lazily slows every fresh page, ztier's or not
+sed -n 's/^resume phases (s): /  phases (s): /p' "$out"/loadsame-*.txt
+if cc -O2 -o "$out/first_touch" "$(dirname "$0")/first_touch.c" 2> /dev/null; then
+  drop
+  echo "  the machine's first touch of $bytes fresh bytes after a cache drop: $("$out/first_touch" "$bytes")"
+fi
 goal() { awk -v a="$1" -v g="$2" 'BEGIN {print ((a + 0 >= g) ? "met" : "not met")}'; }
 echo "goals: save $(goal "$(ratio "$save" "$fio_w")" 0.8), load $(goal "$(ratio "$load4" "$fio_r")" 0.8)," \
   "resharded $(goal "$(ratio "$load3" "$load4")" 0.9)," \

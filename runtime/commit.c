@@ -23,6 +23,12 @@ static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
     ph.swap = rt->tiers.param_swap;
     ph.pin = rt->cfg.offload_param.pin_memory; /* the device copies parameters from home */
     oh.swap = rt->tiers.optim_swap;
+    /* zt_runtime_expect_load: the load writes every byte of the parameters, master, m and v
+     * (a rank file holds whole shards, padding included; a resharded load zeroes the padding
+     * itself), so their host homes are not zeroed here: the load's threads back the pages as
+     * its reads land, rather than commit touching all of them first (on a fresh VM page,
+     * most of a resume's commit). The gradient sums are zeroed as ever. */
+    ph.unzeroed = oh.unzeroed = rt->load_pending;
     zt_tier_kind param_tier = L->persistent ? ZT_TIER_DEVICE : plan->param_tier;
     size_t ds = zt_dtype_size(rt->reg.dtype);
     zt_status st;

@@ -25,8 +25,9 @@ zt_status zt_home_alloc(zt_homes *h, zt_tier_kind kind, uint64_t bytes, const ch
             st = zt_device_stream_synchronize(h->dev, h->stream, err);
         break;
     case ZT_TIER_HOST:
-        st = h->pin ? zt_host_tier_alloc_pinned(h->host, bytes, owner, &out->ptr, err)
-                    : zt_host_tier_alloc(h->host, bytes, owner, &out->ptr, err);
+        st = zt_host_tier_alloc_as(
+            h->host, bytes, owner,
+            (h->pin ? ZT_HOST_PINNED : 0u) | (h->unzeroed ? ZT_HOST_UNZEROED : 0u), &out->ptr, err);
         break;
     case ZT_TIER_NVME:
         out->swap = h->swap;

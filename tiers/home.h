@@ -31,6 +31,8 @@ typedef struct zt_homes {
     zt_host_tier *host;
     zt_swap *swap; /* where NVME homes are carved from (set per kind of state) */
     int pin;       /* HOST homes are pinned (the device copies from them) */
+    int unzeroed;  /* HOST homes are not zeroed (ZT_HOST_UNZEROED: the caller writes every
+                      byte before any is read); DEVICE homes are zeroed all the same */
 } zt_homes;
 
 zt_status zt_home_alloc(zt_homes *h, zt_tier_kind kind, uint64_t bytes, const char *owner,

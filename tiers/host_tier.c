@@ -50,8 +50,8 @@ static void *alloc_large(uint64_t size, uint64_t offset)
     return (void *)p;
 }
 
-zt_status zt_host_tier_alloc(zt_host_tier *t, uint64_t bytes, const char *owner, void **out,
-                             zt_error *err)
+zt_status zt_host_tier_alloc_as(zt_host_tier *t, uint64_t bytes, const char *owner, unsigned flags,
+                                void **out, zt_error *err)
 {
     uint64_t size = zt_host_tier_footprint(bytes);
     if (t->capacity && t->current + size > t->capacity)
@@ -69,23 +69,31 @@ zt_status zt_host_tier_alloc(zt_host_tier *t, uint64_t bytes, const char *owner,
     if (!p)
         return ZT_ERR(err, ZT_ERR_NOMEM, "out of host memory allocating %llu bytes for '%s'",
                       (unsigned long long)size, owner);
-    if (t->numa_bind) /* before the zeroing below faults the pages in */
+    if (t->numa_bind) /* before any write faults the pages in: the policy places them then */
         zt_numa_place(p, size, t->numa_node, owner);
-    memset(p, 0, size);
+    /* The zeroing is the pages' first touch (the kernel backs each one): unzeroed memory is
+     * backed later, by whoever writes it first (a load's threads, as its reads land). */
+    if (!(flags & ZT_HOST_UNZEROED))
+        memset(p, 0, size);
     t->current += size;
     if (t->current > t->peak)
         t->peak = t->current;
+    if (flags & ZT_HOST_PINNED)
+        zt_pin(t->pin, p, size, owner);
     *out = p;
     return ZT_OK;
+}
+
+zt_status zt_host_tier_alloc(zt_host_tier *t, uint64_t bytes, const char *owner, void **out,
+                             zt_error *err)
+{
+    return zt_host_tier_alloc_as(t, bytes, owner, 0, out, err);
 }
 
 zt_status zt_host_tier_alloc_pinned(zt_host_tier *t, uint64_t bytes, const char *owner, void **out,
                                     zt_error *err)
 {
-    zt_status st = zt_host_tier_alloc(t, bytes, owner, out, err);
-    if (st == ZT_OK)
-        zt_pin(t->pin, *out, zt_host_tier_footprint(bytes), owner);
-    return st;
+    return zt_host_tier_alloc_as(t, bytes, owner, ZT_HOST_PINNED, out, err);
 }
 
 void zt_host_tier_free(zt_host_tier *t, void *ptr, uint64_t bytes)

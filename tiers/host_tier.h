@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Host tier: page-aligned, zeroed allocations for shards whose home is host memory, counted
+/* Host tier: page-aligned, zeroed (unless asked not to) allocations for shards whose home is host memory, counted
  * against an optional byte bound (ztier.host_capacity) with current/peak statistics.
  * Allocations of a huge page (2 MiB) or more are backed by transparent huge pages where the
  * system allows, and each starts at a different page offset within its first huge page, so
@@ -44,7 +44,18 @@ zt_status zt_host_tier_alloc(zt_host_tier *t, uint64_t bytes, const char *owner,
  * and the system allow (else pageable, counted and logged by the pinner). */
 zt_status zt_host_tier_alloc_pinned(zt_host_tier *t, uint64_t bytes, const char *owner, void **out,
                                     zt_error *err);
-/* Frees memory from zt_host_tier_alloc(_pinned); bytes must be the size it was allocated
+/* What zt_host_tier_alloc_as does beyond a plain allocation. */
+enum {
+    ZT_HOST_PINNED = 1, /* as zt_host_tier_alloc_pinned */
+    /* Not zeroed, so not touched: the pages are backed (and placed on t's NUMA node) when
+     * first written. Only for memory whose every byte is written before any is read: the
+     * homes a checkpoint load fills after zt_runtime_expect_load, whose own threads then
+     * touch the pages as the reads land, instead of commit touching them all beforehand. */
+    ZT_HOST_UNZEROED = 2,
+};
+zt_status zt_host_tier_alloc_as(zt_host_tier *t, uint64_t bytes, const char *owner, unsigned flags,
+                                void **out, zt_error *err);
+/* Frees memory from zt_host_tier_alloc(_pinned, _as); bytes must be the size it was allocated
  * with. */
 void zt_host_tier_free(zt_host_tier *t, void *ptr, uint64_t bytes);
 

@@ -446,6 +446,11 @@ static void print_summary(const zt_stats *s, timing *tm, int tokens_per_step, co
            (unsigned long long)s->host_syncs);
 }
 
+/* A resume's phases, in order (trainer.phase_at). */
+enum { PHASE_MAIN, PHASE_RUNTIME, PHASE_REGISTERED, PHASE_COMMIT, PHASE_LOAD, RESUME_PHASES };
+static const char *const phase_name[RESUME_PHASES] = {"main", "MPI and config", "model registered",
+                                                      "commit", "load"};
+
 typedef struct trainer {
     options o;
     gpt2_config c;
@@ -459,6 +464,9 @@ typedef struct trainer {
     int *inputs, *targets;
     const char *act_home; /* GPT2_FULL_OFFLOAD: where the blocks' inputs wait, in words */
     double load_s;        /* --resume: the checkpoint load's own time */
+    /* --resume: seconds from the process's start to each phase's end (resume_phase), printed
+     * with the first step's start: where a restart's time goes */
+    double phase_at[RESUME_PHASES];
 } trainer;
 
 /* The exit status of a run that lost another rank (it died, froze or its network went down;
@@ -660,6 +668,7 @@ static int setup(trainer *t)
     zt_status st = zt_runtime_create(&opts, t->o.ds_config ? NULL : builtin_config, &t->rt);
     if (st != ZT_OK)
         return fail(t, "zt_runtime_create");
+    t->phase_at[PHASE_RUNTIME] = since_process_start_s();
     if (t->o.threads <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         t->o.threads = n > 0 ? (int)n : 1;
@@ -690,14 +699,17 @@ static int setup(trainer *t)
     /* the load overwrites every value: commit need not initialise them first */
     if (t->o.resume && zt_runtime_expect_load(t->rt) != ZT_OK)
         return fail(t, "zt_runtime_expect_load");
+    t->phase_at[PHASE_REGISTERED] = since_process_start_s();
     if ((st = zt_runtime_commit(t->rt)) != ZT_OK)
         return fail(t, "zt_runtime_commit");
+    t->phase_at[PHASE_COMMIT] = since_process_start_s();
     if (t->o.init && (st = gpt2_import_llmc(&t->g, t->o.init)) != ZT_OK)
         return fail_file(t, "--init", st);
     double load_t0 = now_s();
     if (t->o.resume && zt_checkpoint_load(t->rt, t->o.resume) != ZT_OK)
         return fail(t, "--resume");
     double load_s = t->load_s = now_s() - load_t0;
+    t->phase_at[PHASE_LOAD] = since_process_start_s();
     if (t->o.resume && gpt2_ztier_check_loaded(&t->g) != ZT_OK)
         return fprintf(stderr, "zt_gpt2: --resume %s: %s\n", t->o.resume, t->g.error), 1;
     int64_t resumed = 0;
@@ -798,6 +810,16 @@ static int evaluate(trainer *t)
     return 0;
 }
 
+/* A resume's phases, each as the seconds it took after the one before (the first: the
+ * process's start to main, the loader's part), and what follows the load to the first step. */
+static void print_phases(const double *at, double started)
+{
+    printf("resume phases (s):");
+    for (int i = 0; i < RESUME_PHASES; i++)
+        printf(" %s %.3f,", phase_name[i], at[i] - (i ? at[i - 1] : 0));
+    printf(" to the first step %.3f\n", started - at[RESUME_PHASES - 1]);
+}
+
 static int train(trainer *t)
 {
     int show_progress = isatty(2) && t->rank == 0;
@@ -824,6 +846,8 @@ static int train(trainer *t)
         printf("resume: the first step starts %.3f s after the process started (the load %.3f s "
                "of it)\n",
                started, t->load_s);
+    if (t->o.resume && t->rank == 0 && started >= 0)
+        print_phases(t->phase_at, started);
     zt_stats_get(t->rt, &s);
     for (int64_t step = first; step < t->o.steps && !stop_requested; step++) {
         float loss = 0;
@@ -902,6 +926,7 @@ int main(int argc, char **argv)
         return 2;
     if (t.o.write_shard)
         return write_shard(t.o.text, t.o.write_shard);
+    t.phase_at[PHASE_MAIN] = since_process_start_s();
     catch_sigint();
     int rc = setup(&t);
     if (rc == 0)

@@ -4,7 +4,9 @@
  * huge page, so that shards streamed side by side do not share cache sets and memory banks
  * (and so do large buffers laid a stride apart in one allocation);
  * every byte asked for is usable and frees give back exactly what was counted; a request
- * over the bound is refused naming the key to raise, and the tier stays usable. */
+ * over the bound is refused naming the key to raise, and the tier stays usable; an
+ * allocation asked not to be zeroed (ZT_HOST_UNZEROED) is counted the same but not touched:
+ * none of its pages is resident until written. */
 #include "core/align.h"
 #include "tiers/host_tier.h"
 
@@ -13,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -105,6 +109,41 @@ static void test_bound_refuses_and_stays_usable(void **state)
     assert_int_equal(t.current, 0);
 }
 
+/* Resident pages of [p, p + n) (mincore: an anonymous page is, once first written). */
+static size_t resident(const void *p, uint64_t n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), in = 0;
+    static unsigned char vec[(64u << 20) / 4096];
+    assert_true(n / page <= sizeof vec);
+    assert_int_equal(mincore((void *)p, (size_t)n, vec), 0);
+    for (size_t i = 0; i < (size_t)((n + page - 1) / page); i++)
+        in += vec[i] & 1;
+    return in;
+}
+
+static void test_unzeroed_is_not_touched(void **state)
+{
+    (void)state;
+    zt_host_tier t = {0};
+    zt_error err = {0};
+    void *a = NULL, *b = NULL;
+    uint64_t n = 8 * (uint64_t)HUGE;
+    assert_int_equal(zt_host_tier_alloc_as(&t, n, "m", ZT_HOST_UNZEROED, &a, &err), ZT_OK);
+    assert_int_equal(zt_host_tier_alloc_as(&t, n, "grad", 0, &b, &err), ZT_OK);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(ZT_TEST_SANITIZED)
+    /* (a sanitizer's allocator may hand back memory it had before, already resident) */
+    assert_int_equal(resident(a, n), 0);
+#endif
+    assert_int_equal(resident(b, n), n / (uint64_t)sysconf(_SC_PAGESIZE));
+    assert_true(all_zero(b, n));
+    assert_int_equal(t.current, 2 * n);
+    memset(a, 7, n); /* every byte usable */
+    assert_int_equal(resident(a, n), n / (uint64_t)sysconf(_SC_PAGESIZE));
+    zt_host_tier_free(&t, a, n);
+    zt_host_tier_free(&t, b, n);
+    assert_int_equal(t.current, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -112,6 +151,7 @@ int main(void)
         cmocka_unit_test(test_stride_staggers_large_neighbours),
         cmocka_unit_test(test_small_allocations_are_page_aligned),
         cmocka_unit_test(test_bound_refuses_and_stays_usable),
+        cmocka_unit_test(test_unzeroed_is_not_touched),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
