@@ -174,16 +174,14 @@ JSON
 # the same model without its "order": the calls the registration declares (the same here)
 python3 -c "import json, sys; d = json.load(open(sys.argv[1])); d.pop('order'); json.dump(d, open(sys.argv[2], 'w'))" \
   "$work/four.json" "$work/four-noorder.json"
-cat > "$work/window-gpu.json" <<'JSON'
-{"format": "ztier-profile", "version": 1,
- "machine": {"description": "CI: plan_model.sh, by hand", "backend": "cuda"},
- "rates": {
-  "h2d_bytes_per_s": {"value": 4e9, "unit": "B/s", "source": "hand: CI"},
-  "nvme_read_bytes_per_s": {"value": 1e9, "unit": "B/s", "source": "hand: CI"},
-  "nvme_write_bytes_per_s": {"value": 1e9, "unit": "B/s", "source": "hand: CI"},
-  "adam_params_per_s": {"value": 1e18, "unit": "1/s", "source": "hand: CI"},
-  "gemm_flops_per_s": {"value": 1e9, "unit": "FLOP/s", "source": "hand: CI"}}}
-JSON
+profile "$work/window-gpu.json" cuda "" "" ""
+python3 - "$work/window-gpu.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for k, v in (("h2d_bytes_per_s", 4e9), ("adam_params_per_s", 1e18), ("gemm_flops_per_s", 1e9)):
+    p["rates"][k]["value"] = v
+json.dump(p, open(sys.argv[1], "w"))
+PY
 for bucket in 0 1000000 9000000; do
   echo "{\"zero_optimization\": {\"stage\": 3, \"stage3_param_persistence_threshold\": 0, \"stage3_prefetch_bucket_size\": $bucket, \"offload_param\": {\"device\": \"cpu\"}, \"offload_optimizer\": {\"device\": \"cpu\"}}, \"ztier\": {\"device_backend\": \"cuda\", \"hbm_capacity\": \"1G\"}}" > "$work/window-$bucket.json"
   "$ztier" plan --layers "$work/four.json" --ds-config "$work/window-$bucket.json" \
