@@ -18,7 +18,7 @@
 #     CALIBRATE=0 keeps its gemm_flops_per_s and its exact-shape compute entries (a prediction
 #     from measured compute alone), else the rate is calibrated on the resident case and the
 #     entries are left out
-#     KEEP=<dir>: keep the runs' output there
+#     KEEP=<dir>: keep the runs' output there; ONLY=<regex>: the cases whose row matches
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -34,21 +34,31 @@ mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 locked() { if [ -n "${LOCK:-}" ]; then flock -x "$LOCK" timeout 230 "$@"; else "$@"; fi; }
 field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read().splitlines()[-1])['$1'])"; }
 
-# name ranks stage params-device optimizer-device policy activation-device
-CASES="resident 1 3 none cpu none none
-params-host 1 3 cpu cpu none none
-params+optimizer-nvme 1 3 nvme nvme none none
-selective 1 3 cpu cpu selective none
-full 1 3 cpu cpu full none
-full+act-host 1 3 cpu cpu full cpu
-full+act-nvme 1 3 cpu cpu full nvme
-zero3-2ranks 2 3 cpu cpu none none
-zero2-2ranks 2 2 none cpu none none"
+# name ranks stage params-device optimizer-device policy activation-device prefetch-bucket
+# (stage3_prefetch_bucket_size in elements; "-": the default, 5e7, about 7 of d12's blocks of
+# 7,087,872; the window cases: none, one block, four blocks)
+CASES="resident 1 3 none cpu none none -
+params-host 1 3 cpu cpu none none -
+params+optimizer-nvme 1 3 nvme nvme none none -
+selective 1 3 cpu cpu selective none -
+full 1 3 cpu cpu full none -
+full+act-host 1 3 cpu cpu full cpu -
+full+act-nvme 1 3 cpu cpu full nvme -
+zero3-2ranks 2 3 cpu cpu none none -
+zero2-2ranks 2 2 none cpu none none -
+params-host-window0 1 3 cpu cpu none none 0
+params-host-window1 1 3 cpu cpu none none 7087872
+params-host-window4 1 3 cpu cpu none none 28351488
+params+optimizer-nvme-window0 1 3 nvme nvme none none 0"
 
-ds_config() { # $1 name $2 stage $3 params $4 optimizer $5 activation device -> the file
-  local f="$work/$1.json"
-  printf '{"zero_optimization": {"stage": %d, "offload_param": {"device": "%s", "nvme_path": "%s"}, "offload_optimizer": {"device": "%s", "nvme_path": "%s"}}, "activation_checkpointing": {"device": "%s", "nvme_path": "%s"}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}, "ztier": {"hbm_capacity": "16G"}}\n' \
-    "$2" "$3" "$nvme" "$4" "$nvme" "$5" "$nvme" > "$f"
+# ONLY=<regex>: only the cases whose row matches (e.g. ONLY=window for the prefetch-window rows)
+[ -z "${ONLY:-}" ] || CASES=$(grep -E -- "$ONLY" <<<"$CASES")
+
+ds_config() { # $1 name $2 stage $3 params $4 optimizer $5 activation device $6 prefetch bucket
+  local f="$work/$1.json" bucket=
+  [ "${6:--}" = - ] || bucket=", \"stage3_prefetch_bucket_size\": $6"
+  printf '{"zero_optimization": {"stage": %d, "offload_param": {"device": "%s", "nvme_path": "%s"}, "offload_optimizer": {"device": "%s", "nvme_path": "%s"}%s}, "activation_checkpointing": {"device": "%s", "nvme_path": "%s"}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}, "ztier": {"hbm_capacity": "16G"}}\n' \
+    "$2" "$3" "$nvme" "$4" "$nvme" "$bucket" "$5" "$nvme" > "$f"
   echo "$f"
 }
 
@@ -101,19 +111,19 @@ print(h1, p1, h1 + (m - p1) * (h1 - h0) / (p1 - p0) if p1 != p0 else h1)")
 }
 
 plan() { # $1: case name -> plan's JSON line
-  local name ranks stage p o pol act
-  read -r name ranks stage p o pol act < <(grep "^$1 " <<<"$CASES")
+  local name ranks stage p o pol act bucket
+  read -r name ranks stage p o pol act bucket < <(grep "^$1 " <<<"$CASES")
   "$ztier" plan --config "$CONFIG" --batch "$BATCH" --seq "$SEQ" --world "$ranks" \
-    --ds-config "$(ds_config "$name" "$stage" "$p" "$o" "$act")" --checkpoint-activations "$pol" \
+    --ds-config "$(ds_config "$name" "$stage" "$p" "$o" "$act" "$bucket")" --checkpoint-activations "$pol" \
     --profile "$work/machine.json" --json 2>/dev/null | tail -1
 }
 
-run_case() { # $1..: a CASES row, $8: round -> the run's output in $work/<name>-<round>.txt
-  local name=$1 ranks=$2 stage=$3 p=$4 o=$5 pol=$6 act=$7 r=$8 cmd=()
+run_case() { # $1..: a CASES row, $9: round -> the run's output in $work/<name>-<round>.txt
+  local name=$1 ranks=$2 stage=$3 p=$4 o=$5 pol=$6 act=$7 bucket=$8 r=$9 cmd=()
   [ "$ranks" -gt 1 ] && cmd=("${mpirun[@]}" -np "$ranks")
   locked "${cmd[@]}" "$gpt2" --config "$CONFIG" --batch "$BATCH" --seq "$SEQ" --steps "$STEPS" \
     --text "$TEXT" --threads $(($(nproc) / ranks)) --checkpoint-activations "$pol" \
-    --ds-config "$(ds_config "$name" "$stage" "$p" "$o" "$act")" > "$work/$name-$r.txt" 2>&1 < /dev/null ||
+    --ds-config "$(ds_config "$name" "$stage" "$p" "$o" "$act" "$bucket")" > "$work/$name-$r.txt" 2>&1 < /dev/null ||
     { echo "bench/plan.sh: $name (round $r) failed:"; tail -5 "$work/$name-$r.txt"; exit 1; }
 }
 

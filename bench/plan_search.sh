@@ -36,6 +36,8 @@ defs=$(sed -n -e '/^mpirun=/p' -e '/^locked() /p' -e '/^CASES="/,/^}/p' "$root/b
 grep -q '^ds_config()' <<<"$defs" && grep -q '^locked()' <<<"$defs" ||
   { echo "bench/plan_search.sh: no CASES, ds_config or locked in bench/plan.sh"; exit 1; }
 eval "$defs"
+# the placements only: the prefetch-window rows vary a knob the search varies on its own
+CASES=$(awk '$8 == "-"' <<<"$CASES")
 
 if [ -n "${PROFILE:-}" ]; then
   cp "$PROFILE" "$work/machine.json"
@@ -66,9 +68,9 @@ read -r pick_rows pick_pol pick_pred < "$work/pick.args"
 # 2. which of the table's cases fit the budgets (`ztier estimate`'s bytes: the device total of
 # its activation policy, its host and NVMe bytes), and their predictions
 fits() { # $1: a CASES row -> "1" or "0 <why>"
-  local name=$1 ranks=$2 stage=$3 p=$4 o=$5 pol=$6 act=$7
+  local name=$1 ranks=$2 stage=$3 p=$4 o=$5 pol=$6 act=$7 bucket=$8
   "$ztier" estimate --config "$CONFIG" --batch "$BATCH" --seq "$SEQ" --world "$ranks" \
-    --ds-config "$(ds_config "$name" "$stage" "$p" "$o" "$act")" --device-memory "$DEVICE_MEMORY" \
+    --ds-config "$(ds_config "$name" "$stage" "$p" "$o" "$act" "$bucket")" --device-memory "$DEVICE_MEMORY" \
     --json 2>/dev/null | tail -1 | python3 -c "
 import json, sys
 e = json.loads(sys.stdin.read()); r = e['per_rank']; a = e['activations']['policies']
@@ -79,9 +81,9 @@ budget, ram = e['machine']['device_budget'], $host_bytes or e['machine']['ram_av
 print('1' if dev <= budget and host <= ram else f'0 device {dev} of {budget}, host {host} of {ram}')"
 }
 plan_case() { # $1..: a CASES row -> predicted step (s)
-  local name=$1 ranks=$2 stage=$3 p=$4 o=$5 pol=$6 act=$7
+  local name=$1 ranks=$2 stage=$3 p=$4 o=$5 pol=$6 act=$7 bucket=$8
   "$ztier" plan --config "$CONFIG" --batch "$BATCH" --seq "$SEQ" --world "$ranks" \
-    --ds-config "$(ds_config "$name" "$stage" "$p" "$o" "$act")" --checkpoint-activations "$pol" \
+    --ds-config "$(ds_config "$name" "$stage" "$p" "$o" "$act" "$bucket")" --checkpoint-activations "$pol" \
     --profile "$work/machine.json" --json 2>/dev/null | tail -1 |
     python3 -c "import json,sys; t = sys.stdin.read(); print(json.loads(t)['step_s'] if t.strip() else 'nan')"
 }
@@ -107,10 +109,10 @@ median_step() { # $1: label -> median of every run's steps after the second (s)
 for r in $(seq "$ROUNDS"); do
   [ -z "${REPORT_ONLY:-}" ] || break # the runs already in KEEP (a run cut short)
   run pick 1 "$r" --batch "$pick_rows" --checkpoint-activations "$pick_pol" --ds-config "$work/pick.json"
-  while read -r name ranks stage p o pol act; do
+  while read -r name ranks stage p o pol act bucket; do
     [ "$(awk -v n="$name" '$1 == n { print $2 }' "$work/cases.tsv")" = 1 ] || continue
     run "$name" "$ranks" "$r" --batch "$BATCH" --checkpoint-activations "$pol" \
-      --ds-config "$(ds_config "$name" "$stage" "$p" "$o" "$act")"
+      --ds-config "$(ds_config "$name" "$stage" "$p" "$o" "$act" "$bucket")"
   done <<<"$CASES"
 done
 

@@ -36,6 +36,7 @@ typedef struct sim_layer {
     uint64_t bucket_bytes; /* the first layer of a bucket: its buffers */
     int held;              /* in the open reduction bucket: 1, 2 with its gradients */
     int local_count;       /* stage 1: micro-steps in its own sums */
+    int at[ZT_EST_STAGES]; /* the call that issued each stage of its gather since its last fetch */
 } sim_layer;
 
 typedef struct sim {
@@ -61,6 +62,10 @@ typedef struct sim {
     int packs_made, packs_held;
     int micro_steps;            /* per step */
     char tight[ZT_ORDER_TIGHT]; /* a failed replay: where the budget ran out */
+    /* zt_rt_prefetch_issues: the call being replayed (ZT_EST_STEP_START in zt_step) and, in
+     * the last step, each fetch's stages (NULL: not recorded) */
+    int call;
+    zt_est_issue *issues;
 } sim;
 
 static int holds(const sim_layer *L) { return L->holds[0] + L->holds[1] + L->holds[2]; }
@@ -73,6 +78,16 @@ static const zt_sched_layer *snapshot(sim *s)
                                       L->gathered && L->stages_left == 0, holds(L) + L->advancing};
     }
     return s->view;
+}
+
+/* The gather's stage k (0: its start) is issued by the call being replayed. */
+static void issued(const sim *s, sim_layer *L, int k)
+{
+    if (k == 0)
+        for (int i = 1; i < ZT_EST_STAGES; i++)
+            L->at[i] = ZT_EST_NOT_ISSUED;
+    if (k < ZT_EST_STAGES)
+        L->at[k] = s->call;
 }
 
 static uint64_t gathered_bytes(const sim *s, const sim_layer *L)
@@ -157,6 +172,7 @@ static int advance(sim *s, sim_layer *L, int evict)
         L->gathered = 1;
         /* a single rank's copied shard is ready at once (gather.c: nothing to gather) */
         L->stages_left = s->nvme_params ? 3 : s->world == 1 ? 1 : 2;
+        issued(s, L, 0);
         return 1;
     }
     if (L->stages_left == 2 && L->qwz_bytes && !L->qwz_held) {
@@ -167,6 +183,8 @@ static int advance(sim *s, sim_layer *L, int evict)
             return 0;
         L->qwz_held = 1;
     }
+    if (L->stages_left > 0) /* the next stage, counted from the start's */
+        issued(s, L, (s->nvme_params ? 3 : s->world == 1 ? 1 : 2) - L->stages_left + 1);
     if (L->stages_left > 0 && --L->stages_left == 0)
         become_ready(s, L);
     return 1;
@@ -217,6 +235,10 @@ static int fetch(sim *s, int id, zt_pass pass)
     }
     L->stale = 0;
     become_ready(s, L);
+    if (s->issues && s->call >= 0) /* what this fetch's gather was issued at; then none */
+        memcpy(s->issues[s->call].at, L->at, sizeof L->at);
+    for (int k = 0; k < ZT_EST_STAGES; k++)
+        L->at[k] = ZT_EST_NOT_ISSUED;
     L->holds[pass]++;
     if (pass == ZT_BACKWARD && !L->grads) {
         if (!alloc(s, (uint64_t)L->numel * s->ds, 1))
@@ -396,11 +418,14 @@ static void describe_tight(sim *s, const zt_est_event *e)
         snprintf(s->tight + at, len - (size_t)at, listed ? " held" : " with no other layer held");
 }
 
-static zt_status replay(zt_runtime *rt, sim *s, const zt_est_event *ev, int n, int steps)
+static zt_status replay(zt_runtime *rt, sim *s, const zt_est_event *ev, int n, int steps,
+                        zt_est_issue *issues)
 {
     for (int t = 0; t < steps; t++) {
+        s->issues = t == steps - 1 ? issues : NULL; /* the last step, in steady state */
         for (int m = 0; m < s->micro_steps; m++)
             for (int i = 0; i < n; i++) {
+                s->call = m * n + i;
                 int ok = ev[i].release ? release(s, ev[i].layer, ev[i].pass)
                                        : fetch(s, ev[i].layer, ev[i].pass);
                 if (ok < 0)
@@ -415,6 +440,7 @@ static zt_status replay(zt_runtime *rt, sim *s, const zt_est_event *ev, int n, i
                                   s->tight);
                 }
             }
+        s->call = ZT_EST_STEP_START;
         if (!step(s)) {
             snprintf(s->tight, sizeof s->tight, "the step's last gradient bucket");
             return ZT_ERR(&rt->err, ZT_ERR_DEVICE_NOMEM,
@@ -425,8 +451,9 @@ static zt_status replay(zt_runtime *rt, sim *s, const zt_est_event *ev, int n, i
     return ZT_OK;
 }
 
-static zt_status simulate(zt_runtime *rt, const zt_plan *plan, uint64_t capacity,
-                          const zt_est_event *ev, int n, int steps, int micro_steps, sim *s)
+static zt_status simulate_issues(zt_runtime *rt, const zt_plan *plan, uint64_t capacity,
+                                 const zt_est_event *ev, int n, int steps, int micro_steps, sim *s,
+                                 zt_est_issue *issues)
 {
     memset(s, 0, sizeof *s);
     s->rt = rt;
@@ -464,15 +491,33 @@ static zt_status simulate(zt_runtime *rt, const zt_plan *plan, uint64_t capacity
                                    .local = zt_plan_local_sums(rt, plan, L),
                                    .stale = L->replicated,
                                    .bucket_of = -1,
+                                   .at = {ZT_EST_NOT_ISSUED, ZT_EST_NOT_ISSUED, ZT_EST_NOT_ISSUED},
                                    .qwz_bytes = zt_plan_qwz_bytes(rt, plan, L),
                                    .qgz = zt_plan_uses_qgz(rt, plan, L)};
     }
     s->qgz_bytes = zt_plan_qgz_bytes(rt, plan);
     if (st == ZT_OK)
-        st = replay(rt, s, ev, n, steps);
+        st = replay(rt, s, ev, n, steps, issues);
     free(s->layers), free(s->view), free(s->open);
     zt_layer_order_free(&s->trace);
     return st;
+}
+
+static zt_status simulate(zt_runtime *rt, const zt_plan *plan, uint64_t capacity,
+                          const zt_est_event *ev, int n, int steps, int micro_steps, sim *s)
+{
+    return simulate_issues(rt, plan, capacity, ev, n, steps, micro_steps, s, NULL);
+}
+
+zt_status zt_rt_prefetch_issues(zt_runtime *rt, const zt_plan *plan, uint64_t capacity,
+                                const zt_est_event *ev, int n, int steps, int micro_steps,
+                                zt_est_issue *out)
+{
+    for (int i = 0; i < n * micro_steps; i++)
+        for (int k = 0; k < ZT_EST_STAGES; k++)
+            out[i].at[k] = ZT_EST_NOT_ISSUED;
+    sim s;
+    return simulate_issues(rt, plan, capacity, ev, n, steps, micro_steps, &s, out);
 }
 
 static void add(zt_est_event *ev, int *n, int layer, zt_pass pass, int release)

@@ -71,4 +71,27 @@ typedef struct zt_order_need {
 zt_status zt_rt_order_need(zt_runtime *rt, const zt_plan *plan, const zt_est_event *ev, int n,
                            int steps, int micro_steps, zt_order_need *out);
 
+/* When the prefetch window issued the work of each fetch's gather, as the replay of `steps`
+ * steps (the last one recorded: the trace is valid and the step before ended with zt_step's
+ * window) under `capacity` runs it with the scheduler's decisions (zt_sched_window,
+ * stage3_prefetch_bucket_size and stage3_max_live_parameters): per stage of the gather (0:
+ * its start, which allocates and issues the NVMe read or the copy to the device; then each
+ * step of the pipeline, the copy of a staged read, the all-gather), the call, an index into
+ * the step's calls (micro-step * n + event), at whose fetch (the window's move after it, or
+ * the fetch itself on demand) that stage was issued. `ztier plan` starts each transfer when
+ * that call is made (tools/plan.c). */
+#define ZT_EST_STAGES 3
+#define ZT_EST_STEP_START (-1) /* at the end of the step before (zt_step's window move) */
+#define ZT_EST_NOT_ISSUED (-2) /* not issued since the layer's last fetch (it stayed gathered) */
+
+typedef struct zt_est_issue {
+    int at[ZT_EST_STAGES];
+} zt_est_issue;
+
+/* out: n * micro_steps entries (those of releases all ZT_EST_NOT_ISSUED). ZT_ERR_DEVICE_NOMEM
+ * when the steps do not fit `capacity`; ZT_ERR_ARGUMENT, ZT_ERR_NOMEM as zt_rt_order_need. */
+zt_status zt_rt_prefetch_issues(zt_runtime *rt, const zt_plan *plan, uint64_t capacity,
+                                const zt_est_event *ev, int n, int steps, int micro_steps,
+                                zt_est_issue *out);
+
 #endif

@@ -13,8 +13,10 @@
  * matmuls, a GPT-2 block's attention, the activation policy's recompute); a backward release
  * reduce-scatters and copies the gradients out; the optimizer reads, updates and writes each
  * layer's state (at the layer's next fetch with overlap_step), on the compute's cores on a
- * host backend. A fetch waits for the buffer of the fetch `window` layers before it to be
- * released (the prefetch window). */
+ * host backend. Each stage of a fetch's gather (the NVMe read, the copy in, the all-gather)
+ * starts when the call that issued it is made, which the replay says
+ * (zt_rt_prefetch_issues: the runtime's window, stage3_prefetch_bucket_size ahead within
+ * stage3_max_live_parameters): the fetch itself with no window, else an earlier fetch. */
 #include "runtime/runtime.h"
 #include "runtime/stepmodel.h"
 #include "core/convert.h"
@@ -32,7 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PLAN_WINDOW 2 /* layers fetched ahead of the one in use */
 #define PLAN_STEPS \
     3 /* steps simulated back to back; the last one is reported (steady state:
                          with overlap_step a layer's update runs until the next step fetches it) */
@@ -137,27 +138,23 @@ typedef struct builder {
                         each step (host backend, replicated layers on more than one rank) */
     int *zeroed;      /* per layer: the step its gradient buffer was last zeroed (-1: never) */
     int last_refresh; /* the latest update's replica refresh (stages 1-2), -1: none */
-    /* whether a released layer's gathered copy stays for its next use, as the prefetcher's
-       zt_sched_keep judges it: the elements fetched before that use within
-       stage3_max_reuse_distance and the gathered elements within stage3_max_live_parameters */
-    double fetched;      /* elements fetched so far (every fetch, in order) */
-    double live;         /* elements gathered in this step and kept */
-    double *released_at; /* per layer: `fetched` at its last release (< 0: not released) */
-    int *dropped;        /* per layer: its copy was judged not kept at its last release */
-    double share;        /* the rank's share of the profile's compute and Adam rates (CPU cores it
+    double share;     /* the rank's share of the profile's compute and Adam rates (CPU cores it
                       gets over the threads the rates were measured at, at most 1) */
-    int world, held, overlap;
+    int world, overlap;
     int step;          /* the step being built */
     int *ready, *used; /* per layer: its fetch chain's last task, its compute task */
     int *updated;      /* per layer: the previous step's update of it (-1: none) */
-    int *moved_in;     /* per layer: the step its parameters were last brought in (-1: never) */
     int *uses;         /* per layer: its uses in this micro-step's pass so far (tied layers) */
     int *act_saved;    /* per layer: the task that saved its activation checkpoint (-1: none) */
     int n_saved;       /* checkpoints saved in this micro-step so far */
     int last_compute;  /* the latest compute task */
     int blocking;      /* a collective the caller's next compute waits for (-1: none) */
-    int *fetch_used;   /* per fetch in order: the compute task that frees its buffer */
-    int n_fetch;
+    /* the prefetch window: per call of the step (micro-step * events + event), the stages of
+       its fetch's gather and the call each was issued at (zt_rt_prefetch_issues), and the
+       compute task the caller finished before making that call; call_end: before the step's
+       first call (zt_step's window) */
+    zt_est_issue *issue;
+    int *call_after, call, call_end;
     int *pending;       /* per layer: its update waits for its next fetch (overlap_step) */
     int *wrote;         /* per layer: its optimizer state's NVMe write-back (-1: none) */
     double io_bytes[2]; /* NVMe bytes read and written in the step being built */
@@ -186,18 +183,15 @@ static double collective_s(const builder *b, double bytes, double bw, double lat
     return lat + bytes * (b->world - 1) / b->world / bw;
 }
 
-/* At a layer's next fetch in the step: whether its copy stayed after its release (the
- * prefetcher's zt_sched_keep: the elements fetched since within the reuse distance, the
- * gathered elements at the release within the live limit). A copy not kept left the live
- * elements when it was dropped. */
-static int kept(builder *b, int li)
+/* When stage k of this fetch's gather can start: after the compute the caller finished before
+ * the call that issued it (the window's move after an earlier fetch, zt_step's at the step
+ * before, or this fetch itself when nothing issued it). */
+static int issued_after(const builder *b, int k)
 {
-    const zt_config *cfg = &b->rt->cfg;
-    if (b->released_at[li] < 0) /* not released since its fetch: still held */
-        return 1;
-    if (!b->dropped[li] && b->fetched - b->released_at[li] > (double)cfg->stage3_max_reuse_distance)
-        b->dropped[li] = 1, b->live -= (double)b->rt->reg.layers[li].flat_numel;
-    return !b->dropped[li];
+    int at = b->issue[b->call].at[k];
+    if (at == ZT_EST_STEP_START)
+        return b->call_end;
+    return at >= 0 && at < b->call ? b->call_after[at] : b->last_compute;
 }
 
 static int on_fetch(builder *b, const zt_est_event *ev)
@@ -205,40 +199,39 @@ static int on_fetch(builder *b, const zt_est_event *ev)
     const zt_layer *l = &b->rt->reg.layers[ev->layer];
     double bytes = layer_bytes(b, l);
     int dep[2] = {-1, b->updated[ev->layer]};
-    if (b->n_fetch >= PLAN_WINDOW) /* its buffer: the one freed PLAN_WINDOW fetches ago */
-        dep[0] = b->fetch_used[b->n_fetch - PLAN_WINDOW];
+    int nvme = b->plan->param_tier == ZT_TIER_NVME; /* stages: read, copy, all-gather */
     if (b->pending[ev->layer]) { /* overlap_step: the update runs when the layer is needed */
         b->pending[ev->layer] = 0;
         if ((dep[1] = b->updated[ev->layer] = update(b, ev->layer)) < -1)
             return -1;
     }
     int t = -1;
-    /* The gathered copy stays in device memory from its first fetch of the step until the
-     * step ends unless the device budget evicts it (the replay says whether it does): a
-     * backward fetch, or the tied layer's second, then finds it there and moves nothing. */
-    int moves = !l->persistent && !l->replicated &&
-                (b->moved_in[ev->layer] != b->step || !b->held || !kept(b, ev->layer));
+    /* Whether the fetch moves the layer: the replay started a gather for it since the layer's
+     * last fetch. A copy the prefetcher keeps at its release (zt_sched_keep: its next use
+     * within stage3_max_reuse_distance, the gathered elements within
+     * stage3_max_live_parameters) and the budget does not evict is found there by the
+     * backward fetch, or the tied layer's second, which then moves nothing. */
+    int moves = !l->persistent && !l->replicated && b->issue[b->call].at[0] != ZT_EST_NOT_ISSUED;
     if (moves) {
-        if (b->plan->param_tier == ZT_TIER_NVME) {
+        if (nvme) {
+            dep[0] = issued_after(b, 0);
             dep[1] = t = add(b, ZT_SM_NVME, bytes / b->world / b->r.nvme_read, dep, 2,
                              "NVMe read of %s", ev->layer);
             b->io_bytes[0] += bytes / b->world;
         }
-        if (b->plan->param_tier != ZT_TIER_DEVICE)
+        if (b->plan->param_tier != ZT_TIER_DEVICE) {
+            dep[0] = issued_after(b, nvme);
             dep[1] = t =
                 add(b, ZT_SM_H2D, bytes / b->world / b->r.copy, dep, 2, "copy-in of %s", ev->layer);
-        if (b->world > 1)
+        }
+        if (b->world > 1) {
+            dep[0] = issued_after(b, nvme + 1);
             dep[1] = t = add(b, ZT_SM_NET, collective_s(b, bytes, b->r.allgather, b->r.ag_lat), dep,
                              2, "all-gather of %s", ev->layer);
-        if (b->moved_in[ev->layer] != b->step || b->dropped[ev->layer])
-            b->live += (double)l->flat_numel;
-        b->moved_in[ev->layer] = b->step;
+        }
     }
-    b->dropped[ev->layer] = 0;
-    b->released_at[ev->layer] = -1;
-    b->fetched += (double)l->flat_numel;
-    /* nothing moved: the use waits for the layer's update (overlap_step) and its buffer */
-    b->ready[ev->layer] = moves ? t : dep[1] >= 0 ? dep[1] : dep[0];
+    /* nothing moved: the use waits for the layer's update (overlap_step) */
+    b->ready[ev->layer] = moves ? t : dep[1];
     if (ev->pass == ZT_BACKWARD && b->fresh_grads && l->replicated &&
         b->zeroed[ev->layer] != b->step) {
         /* the gradient buffer the backward fetch allocates and zeroes (the caller waits) */
@@ -246,7 +239,6 @@ static int on_fetch(builder *b, const zt_est_event *ev)
         t = b->ready[ev->layer] = add(b, ZT_SM_COMPUTE, bytes / b->r.fresh, &b->ready[ev->layer], 1,
                                       "zeroing new gradient pages of %s", ev->layer);
     }
-    b->n_fetch++;
     return t < -1 ? -1 : 0;
 }
 
@@ -365,13 +357,6 @@ static int on_release(builder *b, const zt_est_event *ev)
                       ev->pass == ZT_BACKWARD ? "backward of %s" : "forward of %s", ev->layer);
     if (c < -1)
         return -1;
-    for (int i = b->n_fetch - 1; i >= 0 && b->fetch_used[i] < 0; i--)
-        b->fetch_used[i] = c; /* the fetch this release ends (the latest unended one) */
-    if (!l->persistent && !l->replicated) {
-        b->released_at[ev->layer] = b->fetched;
-        if (b->live > (double)b->rt->cfg.stage3_max_live_parameters) /* over the live limit */
-            b->dropped[ev->layer] = 1, b->live -= (double)l->flat_numel;
-    }
     b->used[ev->layer] = c;
     b->last_compute = c;
     if (block && b->sh.act_home && b->sh.policy == GPT2_FULL && ev->pass != ZT_BACKWARD)
@@ -455,28 +440,21 @@ static int update(builder *b, int i)
  * step, and the next step waits for the whole update. */
 static int build_steps(builder *b, const est_model *m, int micro_steps, int *step_end)
 {
-    int nl = b->rt->reg.n_layers, nf = m->n_events * micro_steps * PLAN_STEPS + 1;
-    int **arr[] = {&b->ready,     &b->used,    &b->updated, &b->moved_in, &b->uses,
-                   &b->act_saved, &b->pending, &b->wrote,   &b->zeroed,   &b->dropped};
+    int nl = b->rt->reg.n_layers, nc = m->n_events * micro_steps;
+    int **arr[] = {&b->ready,     &b->used,    &b->updated, &b->uses,
+                   &b->act_saved, &b->pending, &b->wrote,   &b->zeroed};
     for (size_t k = 0; k < sizeof arr / sizeof arr[0]; k++) {
         if (!(*arr[k] = malloc((size_t)nl * sizeof(int))))
             return -1;
         for (int i = 0; i < nl; i++)
-            (*arr[k])[i] = arr[k] == &b->pending || arr[k] == &b->dropped ? 0 : -1;
+            (*arr[k])[i] = arr[k] == &b->pending ? 0 : -1;
     }
-    if (!(b->released_at = malloc((size_t)nl * sizeof(double))))
+    if (!(b->call_after = malloc((size_t)(nc > 0 ? nc : 1) * sizeof(int))))
         return -1;
-    for (int i = 0; i < nl; i++)
-        b->released_at[i] = -1;
-    if (!(b->fetch_used = malloc((size_t)nf * sizeof(int))))
-        return -1;
-    for (int i = 0; i < nf; i++)
-        b->fetch_used[i] = -1;
-    b->blocking = b->last_refresh = -1;
+    b->blocking = b->last_refresh = b->last_compute = b->call_end = -1;
     for (int step = 0; step < PLAN_STEPS; step++) {
         b->step = step;
         b->io_bytes[0] = b->io_bytes[1] = 0;
-        b->live = 0; /* zt_step drops every gathered copy */
         for (int s = 0; s < micro_steps; s++) {
             b->n_saved = 0;
             for (int i = 0; i < m->n_events; i++) {
@@ -484,11 +462,13 @@ static int build_steps(builder *b, const est_model *m, int micro_steps, int *ste
                 if (!ev->release && (i == 0 || m->events[i - 1].pass != ev->pass))
                     for (int l = 0; l < nl; l++)
                         b->uses[l] = 0; /* a new pass */
+                b->call = s * m->n_events + i;
+                b->call_after[b->call] = b->last_compute;
                 if ((ev->release ? on_release(b, ev) : on_fetch(b, ev)) != 0)
                     return -1;
             }
         }
-        step_end[step] = b->last_compute;
+        step_end[step] = b->call_end = b->last_compute;
         for (int i = 0; i < nl; i++) {
             if (b->overlap)
                 b->pending[i] = 1;
@@ -568,14 +548,12 @@ static void print_json(const builder *b, const zt_sm_result *r, double tokens_st
     json_decref(o);
 }
 
-/* What the step model takes from the configuration, the replay and the model beyond the
- * events: whether gathered layers stay until the step ends, overlap_step, the rank's share of
- * the cores, and for a GPT-2 --config its shape and activation policy. */
-static int model_setup(builder *b, const est_options *o, const zt_estimate *e, const char *policy,
-                       char *err, size_t len)
+/* What the step model takes from the configuration and the model beyond the events and the
+ * replay's window (window_issues): overlap_step, the rank's share of the cores, and for a GPT-2
+ * --config its shape and activation policy. */
+static int model_setup(builder *b, const est_options *o, const char *policy, char *err, size_t len)
 {
     const zt_config *cfg = &b->rt->cfg;
-    b->held = e->evictions == 0;
     b->overlap = cfg->overlap_step == ZT_OVERLAP_ON ||
                  (cfg->overlap_step == ZT_OVERLAP_AUTO && b->plan->optim_tier == ZT_TIER_NVME);
     int per_node = o->ranks_per_node ? o->ranks_per_node : o->world;
@@ -621,6 +599,32 @@ static int model_setup(builder *b, const est_options *o, const zt_estimate *e, c
         sh->act_home = !strcmp(home, "cpu") ? 1 : !strcmp(home, "nvme") ? 2 : 0;
     sh->act_staged = (int)cfg->act_offload.buffer_count;
     return 0;
+}
+
+/* When the prefetch window issues each fetch's gather and whether it moves anything: the
+ * runtime's replay with the window's and the keeping's own rules (zt_sched_window,
+ * zt_sched_keep) under the configuration's device budget, or with no limit where there is
+ * none (cuda without hbm_capacity) or the steps do not fit it (a verdict est_estimate leaves to
+ * its caller: then nothing is evicted). NULL with the cause in err when it fails. */
+static zt_est_issue *window_issues(const est_model *m, const zt_estimate *e, int micro, char *err,
+                                   size_t len)
+{
+    size_t n = (size_t)m->n_events * (size_t)micro;
+    zt_est_issue *issue = malloc((n ? n : 1) * sizeof *issue);
+    if (!issue)
+        return snprintf(err, len, "out of memory building the step model"), NULL;
+    uint64_t cap = e->device_capacity ? e->device_capacity : UINT64_MAX;
+    zt_status st = zt_rt_prefetch_issues(m->rt, &e->plan, cap, m->events, m->n_events, PLAN_STEPS,
+                                         micro, issue);
+    if (st == ZT_ERR_DEVICE_NOMEM && cap != UINT64_MAX)
+        st = zt_rt_prefetch_issues(m->rt, &e->plan, UINT64_MAX, m->events, m->n_events, PLAN_STEPS,
+                                   micro, issue);
+    if (st != ZT_OK) {
+        snprintf(err, len, "replaying the prefetch window: %s", zt_last_error(m->rt));
+        free(issue);
+        return NULL;
+    }
+    return issue;
 }
 
 /* busy[res]: the seconds of each resource's tasks that fall within [t0, t1]. */
@@ -687,6 +691,12 @@ int cmd_plan(int argc, char **argv)
     int rc = read_profile(profile, o.world, &b.r, err, sizeof err);
     if (rc == 0)
         rc = est_estimate(&o, NULL, NULL, 0, &m, &e, err, sizeof err);
+    /* a --layers file without an "order": the calls its registration declares, as the replay
+       took them */
+    if (rc == 0 && !m.events && !(m.events = zt_rt_registered_order(m.rt, &m.n_events))) {
+        snprintf(err, sizeof err, "out of memory building the step model");
+        rc = -1;
+    }
     char path[2048] = "";
     zt_sm_result r;
     double tokens_step = 0;
@@ -696,11 +706,13 @@ int cmd_plan(int argc, char **argv)
             m.rt->cfg.gradient_accumulation_steps > 0 ? m.rt->cfg.gradient_accumulation_steps : 1;
         b.rt = m.rt, b.plan = &e.plan, b.world = o.world;
         b.tokens = o.batch ? (double)o.batch / o.world * o.seq : 1;
-        rc = model_setup(&b, &o, &e, policy, err, sizeof err);
+        rc = model_setup(&b, &o, policy, err, sizeof err);
     }
     if (rc == 0) {
         tokens_step = o.batch ? (double)o.batch * o.seq * micro : 0;
-        if (build_steps(&b, &m, micro, step_end) != 0) {
+        if (!(b.issue = window_issues(&m, &e, micro, err, sizeof err))) {
+            rc = -1;
+        } else if (build_steps(&b, &m, micro, step_end) != 0) {
             snprintf(err, sizeof err, "out of memory building the step model");
             rc = -1;
         }
@@ -732,9 +744,9 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "ztier plan: %s\n", err);
     }
     zt_sm_free(&b.sm);
-    free(b.ready), free(b.used), free(b.updated), free(b.fetch_used), free(b.moved_in);
+    free(b.ready), free(b.used), free(b.updated), free(b.call_after);
     free(b.uses), free(b.act_saved), free(b.pending), free(b.wrote), free(b.zeroed);
-    free(b.dropped), free(b.released_at);
+    free(b.issue);
     json_decref(b.r.compute);
     plan_gemms_free(&b.gm);
     if (m.rt)

@@ -346,11 +346,14 @@ static int run_all(search *s, int global_rows, char *err, size_t len)
     return 0;
 }
 
-/* Whether a knob means anything for the candidate: the prefetcher gathers at stage 3; the
- * optimizer splits with its state in host memory. */
-static int knob_applies(const cand *c, int knob)
+/* Whether a knob means anything for the candidate: the prefetcher moves layers at stage 3
+ * where their parameters are off the device or sharded over ranks; the optimizer splits with
+ * its state in host memory. */
+static int knob_applies(const search *s, const cand *c, int knob)
 {
-    return knob == KNOB_PREFETCH ? c->stage == 3 : !strcmp(c->optim, "cpu");
+    if (knob == KNOB_PREFETCH)
+        return c->stage == 3 && (strcmp(c->param, "none") != 0 || s->o->world > 1);
+    return !strcmp(c->optim, "cpu");
 }
 
 /* Variant v of the knob on c; 0 when it is the base configuration's value (nothing to try). */
@@ -373,7 +376,7 @@ static int refine(search *s, int knob, char *err, size_t len)
     int n0 = s->n, first = s->n;
     for (int i = 0, parents = 0; i < n0 && s->c[i].ranked && parents < REFINE_TOP; i++) {
         cand par = s->c[i]; /* a copy: add_cand moves the list */
-        if (par.knob >= 0 || !knob_applies(&par, knob))
+        if (par.knob >= 0 || !knob_applies(s, &par, knob))
             continue;
         parents++;
         for (int v = 0; v < search_knob_values(knob); v++) {

@@ -12,7 +12,11 @@
 #  3. ranks sharing a host (stage 2, 2 ranks, host backend): with host_fresh_bytes_per_s the
 #     backward's gradient buffers and the step-end all-gather's receive buffers are written
 #     as new pages (the model's bytes, 4 x N, twice at the fresh rate) and the step grows by
-#     that; stage 3 and one rank do not change.
+#     that; stage 3 and one rank do not change;
+#  4. the keep rule (stage3_max_reuse_distance): h2d per step as the trainer counts it;
+#  5. the prefetch window (stage3_prefetch_bucket_size): each gather starts when the runtime's
+#     window issues it, so a bucket of 0, one layer and two layers give the steps a critical
+#     path worked by hand from the rates gives (below).
 #   plan_model.sh <ztier>
 set -euo pipefail
 ztier=$1
@@ -139,5 +143,61 @@ one = 4 * N / 1e9                          # the parameters once, fp32, at 1 GB/
 assert abs(far - one) < 0.01 * one, (far, one)
 assert abs(near - 2 * one) < 0.01 * one, (near, one)
 print(f'plan_model: h2d {far:.3f} s with the default reuse distance, {near:.3f} s with 1M elements')
+PY
+# 5. the prefetch window. Four layers, forward L0..L3, backward L3..L0: L0-L2 of P = 1e6
+#    elements, L3 of 8P, fp32 in host memory on a GPU profile (the CPU Adam off the compute
+#    stream). At 4e9 B/s a copy takes 1 ms per P (the gradients out the same); at 1e9 FLOP/s
+#    and one token a forward takes 2 ms per P, a backward 4; Adam takes no time. The step,
+#    from the end of one step's last compute: the gradients of L0 out (1 ms), the updates, the
+#    forward F, then the backward (L3 32 ms, L2-L0 4 each: 44 ms; the copies stay gathered).
+#    The window moves, after each fetch, the layers within the bucket's elements ahead (the
+#    first always goes; zt_sched_window); at the step's end, zt_step's window the same. With
+#    forward times from the update's end (copies queue on the one h2d stream):
+#    - bucket 0, nothing ahead: copy L0 [0,1], compute [1,3]; L1 [3,4], [4,6]; L2 [6,7],
+#      [7,9]; L3 [9,17], [17,33]: F = 33, the step 1 + 33 + 44 = 78 ms;
+#    - bucket P (one small layer): L0 at the step's end, L1 at L0's fetch, L2 at L1's (after
+#      L0's compute, 3), L3 at L2's (after L1's compute, 5): copies [0,1] [1,2] [3,4]
+#      [5,13]; computes [1,3] [3,5] [5,7] [13,29]: F = 29, the step 74 ms;
+#    - bucket 9P (two layers, or L3 and one): L0-L2 at the step's end, L3 at L1's fetch (L2,
+#      gathered, is not counted then): copies [0,1] [1,2] [2,3] [3,11]; computes [1,3] [3,5]
+#      [5,7] [11,27]: F = 27, the step 72 ms.
+#    A fixed window of two (the model before) gives 74 ms whatever the bucket.
+cat > "$work/four.json" <<'JSON'
+{"layers": [
+  {"name": "L0", "params": [{"name": "L0.w", "shape": [1000, 1000]}]},
+  {"name": "L1", "params": [{"name": "L1.w", "shape": [1000, 1000]}]},
+  {"name": "L2", "params": [{"name": "L2.w", "shape": [1000, 1000]}]},
+  {"name": "L3", "params": [{"name": "L3.w", "shape": [8000, 1000]}]}],
+ "order": [["fetch", "L0", "forward"], ["release", "L0", "forward"], ["fetch", "L1", "forward"], ["release", "L1", "forward"], ["fetch", "L2", "forward"], ["release", "L2", "forward"], ["fetch", "L3", "forward"], ["release", "L3", "forward"],
+   ["fetch", "L3", "backward"], ["release", "L3", "backward"], ["fetch", "L2", "backward"], ["release", "L2", "backward"], ["fetch", "L1", "backward"], ["release", "L1", "backward"], ["fetch", "L0", "backward"], ["release", "L0", "backward"]]}
+JSON
+# the same model without its "order": the calls the registration declares (the same here)
+python3 -c "import json, sys; d = json.load(open(sys.argv[1])); d.pop('order'); json.dump(d, open(sys.argv[2], 'w'))" \
+  "$work/four.json" "$work/four-noorder.json"
+profile "$work/window-gpu.json" cuda "" "" ""
+python3 - "$work/window-gpu.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for k, v in (("h2d_bytes_per_s", 4e9), ("adam_params_per_s", 1e18), ("gemm_flops_per_s", 1e9)):
+    p["rates"][k]["value"] = v
+json.dump(p, open(sys.argv[1], "w"))
+PY
+for bucket in 0 1000000 9000000; do
+  echo "{\"zero_optimization\": {\"stage\": 3, \"stage3_param_persistence_threshold\": 0, \"stage3_prefetch_bucket_size\": $bucket, \"offload_param\": {\"device\": \"cpu\"}, \"offload_optimizer\": {\"device\": \"cpu\"}}, \"ztier\": {\"device_backend\": \"cuda\", \"hbm_capacity\": \"1G\"}}" > "$work/window-$bucket.json"
+  "$ztier" plan --layers "$work/four.json" --ds-config "$work/window-$bucket.json" \
+    --profile "$work/window-gpu.json" --json | tail -1 > "$work/window-$bucket.out"
+done
+"$ztier" plan --layers "$work/four-noorder.json" --ds-config "$work/window-1000000.json" \
+  --profile "$work/window-gpu.json" --json | tail -1 > "$work/window-noorder.out"
+python3 - "$work" <<'PY'
+import json, sys
+w = sys.argv[1]
+want = {0: 0.078, 1000000: 0.074, 9000000: 0.072}
+got = {b: json.loads(open(f'{w}/window-{b}.out').read())['step_s'] for b in want}
+for b in want:
+    assert abs(got[b] - want[b]) < 1e-6, ('bucket', b, 'predicted', got[b], 'by hand', want[b])
+noorder = json.loads(open(f'{w}/window-noorder.out').read())['step_s']
+assert abs(noorder - want[1000000]) < 1e-6, ('without its "order"', noorder)
+print('plan_model: prefetch buckets 0, P, 9P give ' + ', '.join(f'{got[b] * 1e3:.1f}' for b in want) + ' ms, as worked by hand')
 PY
 echo "plan_model: ok"

@@ -188,6 +188,42 @@ v=$(plan_on "$work/pw-var.json" "$pol" "$micro") b=$(plan_on "$work/pw-base.json
 same "$v" "$vstep" && same "$b" "$bstep" || fail "prefetch: plan predicts $v / $b s, the search said $vstep / $bstep"
 if same "$v" "$b"; then [ "$searched" = 0 ] || fail "prefetch searched though plan predicts $v s for both"
 else [ "$searched" = 1 ] || fail "prefetch not searched though plan predicts $v s against $b s"; fi
+# the prefetch window where layers move (tiny's layers are persistent by default: threshold 0)
+# and copies take time (200 MB/s): searched, its variants ranked, no prefetch (bucket 0)
+# predicted slower than its base, as `ztier plan` predicts each on its own
+python3 - "$work/fast.json" "$work/slowcopy.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["rates"]["host_memcpy_bytes_per_s"]["value"] = 2e8
+json.dump(p, open(sys.argv[2], "w"))
+PY
+echo '{"zero_optimization": {"stage3_param_persistence_threshold": 0}}' > "$work/moving.json"
+"$ztier" plan "${V[@]}" --stage 3 --ds-config "$work/moving.json" --profile "$work/slowcopy.json" \
+  --search --nvme-path "$work/nvme" --json | tail -1 > "$work/window-out.json"
+python3 - "$work" <<'PY'
+import json, sys
+w = sys.argv[1]
+d = json.load(open(f"{w}/window-out.json"))
+pw = d["dimensions"]["prefetch_window"]
+assert pw["searched"] and pw["differs"] > 0 and pw["step_vs_base_max"] > 1, pw
+pv = [c for c in d["candidates"] if c["varies"] == "prefetch_window" and c["fits"]]
+assert pv and all(c["ranked"] for c in pv), "window variants not ranked"
+c = [c for c in pv if c["prefetch_window"] == 0][0]
+par = [p for p in d["candidates"] if p["varies"] is None and p["fits"] and all(p[k] == c[k] for k in
+       ("stage", "params", "optimizer", "micro_batch", "activation_policy"))][0]
+assert c["step_s"] > par["step_s"], (c["step_s"], par["step_s"])
+json.dump(c["ds_config"], open(f"{w}/w0.json", "w"))
+json.dump(par["ds_config"], open(f"{w}/wbase.json", "w"))
+open(f"{w}/w0.args", "w").write(f"{c['checkpoint_activations']} {c['micro_batch']} {c['step_s']} {par['step_s']}\n")
+PY
+read -r pol micro vstep bstep < "$work/w0.args"
+for f in w0 wbase; do
+  "$ztier" plan "${V[0]}" "${V[1]}" "${V[2]}" "${V[3]}" --batch "$micro" --seq 16 --ds-config "$work/$f.json" \
+    --checkpoint-activations "$pol" --profile "$work/slowcopy.json" --json | tail -1 |
+    python3 -c "import json,sys; print(json.load(sys.stdin)['step_s'])" > "$work/$f.step"
+done
+same "$(cat "$work/w0.step")" "$vstep" && same "$(cat "$work/wbase.step")" "$bstep" ||
+  fail "window: plan predicts $(cat "$work/w0.step") / $(cat "$work/wbase.step") s, the search said $vstep / $bstep"
 # a policy's budget: between full's and none's device total at the largest micro-batch
 # (`ztier estimate`'s activation table for the placement), none is excluded there, full is not
 echo '{"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}, "offload_optimizer": {"device": "cpu"}}}' > "$work/pc.json"
