@@ -375,12 +375,15 @@ int cmd_checkpoint_export(int argc, char **argv)
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         double dt = zt_now_s() - e.t0;
-        char a[32], b[32], c[32], d[32];
-        printf("exported %d parameters of step %lld (%s, %s, %s) to %s in %.2f s, %s/s; peak "
-               "memory %s, of which the export's %s (the rest: the program's libraries)\n",
+        char a[32], b[32], c[32], d[32], r[32];
+        uint64_t read = ckpt_stream_bytes(&e.v); /* bench/checkpoints.sh's bound needs it */
+        printf("exported %d parameters of step %lld (%s, %s, %s) to %s in %.2f s, %s/s, reading "
+               "%s of the rank files (%llu bytes); peak memory %s, of which the export's %s (the "
+               "rest: the program's libraries)\n",
                e.n, (long long)e.v.step, e.o.format, e.o.dtype,
                bench_fmt_bytes(e.total, a, sizeof a), out, dt,
                bench_fmt_bytes((uint64_t)((double)e.total / (dt > 1e-9 ? dt : 1e-9)), b, sizeof b),
+               bench_fmt_bytes(read, r, sizeof r), (unsigned long long)read,
                bench_fmt_bytes((uint64_t)ru.ru_maxrss * 1024, c, sizeof c),
                bench_fmt_bytes((uint64_t)(ru.ru_maxrss - ru0.ru_maxrss) * 1024, d, sizeof d));
     }

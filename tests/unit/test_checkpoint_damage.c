@@ -146,7 +146,8 @@ static void e_bytes(json_t *m)
 static void e_piece_crc(json_t *m)
 {
     json_t *f = file0(m);
-    char *hex = strdup(json_string_value(json_object_get(f, "pieces_crc32")));
+    const char *was = json_string_value(json_object_get(f, "pieces_crc32"));
+    char *hex = strdup(was ? was : "00000000000000000"); /* none before format 3 */
     hex[8] = hex[8] == '0' ? '1' : '0'; /* layer 0's master values' */
     set(f, "pieces_crc32", json_string(hex));
     free(hex);
@@ -154,7 +155,8 @@ static void e_piece_crc(json_t *m)
 static void e_piece_short(json_t *m)
 {
     json_t *f = file0(m);
-    char *hex = strdup(json_string_value(json_object_get(f, "pieces_crc32")));
+    const char *was = json_string_value(json_object_get(f, "pieces_crc32"));
+    char *hex = strdup(was ? was : "00000000000000000"); /* none before format 3 */
     hex[strlen(hex) - 8] = '\0';
     set(f, "pieces_crc32", json_string(hex));
     free(hex);
