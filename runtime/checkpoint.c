@@ -187,9 +187,9 @@ static zt_status write_checkpoint(zt_runtime *rt, const char *root, const char *
     size_t each = ZT_CKPT_FILE_FIELDS(rt->reg.n_layers);
     int64_t *mine = calloc(each, sizeof *mine);
     int64_t *files = calloc(each * (size_t)rt->dist.world, sizeof *files);
-    zt_status st = mine && files ? write_shard_file(rt, folder, mine)
-                                 : ZT_ERR(&rt->err, ZT_ERR_NOMEM,
-                                          "out of memory saving a checkpoint");
+    zt_status st = mine && files
+                       ? write_shard_file(rt, folder, mine)
+                       : ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory saving a checkpoint");
     /* Rank 0 may commit once it has seen every status OK: a rank that sent OK but did not
      * get through the exchange itself (a network split) cannot know whether it did. */
     int sent_ok = st == ZT_OK, exchanged = 0;

@@ -103,21 +103,30 @@ static zt_status check_header_all(const zt_shard_header *h, int read, const char
     return st == ZT_OK ? cross_check(h, m, path, err) : st;
 }
 
+/* The file's first header bytes into h (*read: whether it had that many). */
+static zt_status read_header(const char *path, const zt_manifest *m, zt_shard_header *h, int *read,
+                             zt_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ZT_ERR(err, ZT_ERR_CORRUPT, "checkpoint file '%s' cannot be read: %s", path,
+                      strerror(errno));
+    memset(h, 0, sizeof *h);
+    *read = fread(h, zt_ckpt_header_bytes(m->version), 1, f) == 1;
+    fclose(f);
+    return ZT_OK;
+}
+
 zt_status zt_ckpt_check_file_read(const char *path, const zt_manifest *m, int k, uint32_t crc,
                                   zt_error *err)
 {
     zt_status st = check_crc(path, m, k, crc, err);
     if (st != ZT_OK)
         return st;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return ZT_ERR(err, ZT_ERR_CORRUPT, "checkpoint file '%s' cannot be read: %s", path,
-                      strerror(errno));
     zt_shard_header h;
-    memset(&h, 0, sizeof h);
-    int read = fread(&h, zt_ckpt_header_bytes(m->version), 1, f) == 1;
-    fclose(f);
-    return check_header_all(&h, read, path, m, k, err);
+    int read = 0;
+    st = read_header(path, m, &h, &read, err);
+    return st == ZT_OK ? check_header_all(&h, read, path, m, k, err) : st;
 }
 
 zt_status zt_ckpt_check_file(const char *path, const zt_manifest *m, int k, uint64_t want,
@@ -223,17 +232,14 @@ zt_status zt_ckpt_check_pieces_join(const char *path, const zt_manifest *m, int 
 
 zt_status zt_ckpt_check_header_piece(const char *path, const zt_manifest *m, int k, zt_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return ZT_ERR(err, ZT_ERR_CORRUPT, "checkpoint file '%s' cannot be read: %s", path,
-                      strerror(errno));
     zt_shard_header h;
-    memset(&h, 0, sizeof h);
-    int read = fread(&h, zt_ckpt_header_bytes(m->version), 1, f) == 1;
-    fclose(f);
-    zt_status st = read ? zt_ckpt_check_piece(path, m, k, 0,
-                                              zt_crc32(0, &h, zt_ckpt_header_bytes(m->version)), err)
-                        : ZT_OK;
+    int read = 0;
+    zt_status st = read_header(path, m, &h, &read, err);
+    if (st != ZT_OK)
+        return st;
+    st = read ? zt_ckpt_check_piece(path, m, k, 0,
+                                    zt_crc32(0, &h, zt_ckpt_header_bytes(m->version)), err)
+              : ZT_OK;
     return st == ZT_OK ? check_header_all(&h, read, path, m, k, err) : st;
 }
 

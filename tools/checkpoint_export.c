@@ -340,7 +340,8 @@ static int run(exporter *e, const char *out)
     off_t head = lseek(e->fd, 0, SEEK_CUR);
     e->data_at = head > 0 ? (uint64_t)head : 0;
     if (!e->v.m.pieces) /* say why an export of an old checkpoint reads 3x what it writes */
-        ZT_LOGI("checkpoint", "%s is a version %d checkpoint, which records no CRC-32 of its "
+        ZT_LOGI("checkpoint",
+                "%s is a version %d checkpoint, which records no CRC-32 of its "
                 "pieces: the export reads every rank file whole (master, Adam m and v) to check "
                 "each file's CRC-32 (a version 3 checkpoint, saved by this version, is read for "
                 "its master values only)",

@@ -230,7 +230,11 @@ static int check_files(stream *s, char *why, size_t len)
 int ckpt_stream(const ckpt_view *v, int threads, size_t chunk, ckpt_master_fn fn, void *user,
                 zt_progress *pr, char *why, size_t len)
 {
-    stream s = {.v = v, .chunk = chunk < 4 ? 4 : chunk / 4 * 4, .fn = fn, .user = user, .pr = pr,
+    stream s = {.v = v,
+                .chunk = chunk < 4 ? 4 : chunk / 4 * 4,
+                .fn = fn,
+                .user = user,
+                .pr = pr,
                 .masters_only = v->m.pieces != NULL};
     if (!v->streaming)
         return snprintf(why, len, "internal: the view was not opened by ckpt_open_streaming"), -1;

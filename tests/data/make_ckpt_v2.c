@@ -18,8 +18,8 @@ int main(int argc, char **argv)
 {
     if (argc != 2)
         return fprintf(stderr, "usage: make_ckpt_v2 <root>\n"), 2;
-    gpt2_config c = {.vocab = 8, .padded_vocab = 64, .max_seq = 4, .layers = 1, .heads = 1,
-                     .channels = 8};
+    gpt2_config c = {
+        .vocab = 8, .padded_vocab = 64, .max_seq = 4, .layers = 1, .heads = 1, .channels = 8};
     zt_runtime *rt = NULL;
     gpt2_ztier g;
     zt_status st = zt_runtime_create(NULL, config, &rt);

@@ -148,7 +148,7 @@ static void e_piece_crc(json_t *m)
     json_t *f = file0(m);
     const char *was = json_string_value(json_object_get(f, "pieces_crc32"));
     char *hex = strdup(was ? was : "00000000000000000"); /* none before format 3 */
-    hex[8] = hex[8] == '0' ? '1' : '0'; /* layer 0's master values' */
+    hex[8] = hex[8] == '0' ? '1' : '0';                  /* layer 0's master values' */
     set(f, "pieces_crc32", json_string(hex));
     free(hex);
 }
@@ -250,12 +250,15 @@ static const damage table[] = {
     {"wte's shape grown over wpe", NULL, e_wte_overlap, 0, "'wte' has another shape there", NULL},
     {"two layers swapped", NULL, e_swap_layers, 0, "a layer is 'h.1' there and 'h.0' here", NULL},
     {"a layer renamed", NULL, e_layer_name, 0, "a layer is 'ln_x' there and 'ln_f' here", NULL},
-    {"a parameter renamed", NULL, e_param_name, 0, "'ln_f.scale' there and 'ln_f.weight' here", NULL},
+    {"a parameter renamed", NULL, e_param_name, 0, "'ln_f.scale' there and 'ln_f.weight' here",
+     NULL},
     {"two parameters of one name", NULL, e_param_dup, 0, "two parameters have that name", NULL},
     {"a parameter moved", NULL, e_offset, 0, "\"layers[0].params[1].offset\"", NULL},
     {"a size of 0", NULL, e_shape_zero, 0, "\"layers[3].params[0].shape\" is [0]", NULL},
-    {"flat_numel under the parameters", NULL, e_flat_small, 0, "\"layers[0].flat_numel\" is 100", NULL},
-    {"shard_numel neither whole nor a share", NULL, e_shard, 0, "\"layers[1].shard_numel\" is 3", NULL},
+    {"flat_numel under the parameters", NULL, e_flat_small, 0, "\"layers[0].flat_numel\" is 100",
+     NULL},
+    {"shard_numel neither whole nor a share", NULL, e_shard, 0, "\"layers[1].shard_numel\" is 3",
+     NULL},
     {"a layer without params", NULL, e_no_params, 0, "a layer needs a \"name\" string", NULL},
     {"no layers", NULL, e_no_layers, 0, "\"layers\" is []", NULL},
     {"a layer dropped", NULL, e_layer_dropped, 0, "holds 3 layers, this model has 4", NULL},

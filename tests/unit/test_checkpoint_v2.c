@@ -115,8 +115,8 @@ int main(int argc, char **argv)
     const char *ztier = argv[1], *data = argv[2];
     char base[512], cmd[4096], out[16384], ref_path[1100];
     scratch_make("ckpt-v2", base, sizeof base);
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s/v2' '%s/v3' && cp -a '%s/ckpt-v2' '%s/v2/'", base,
-             base, data, base);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/v2' '%s/v3' && cp -a '%s/ckpt-v2' '%s/v2/'", base, base,
+             data, base);
     if (system(cmd) != 0)
         return fprintf(stderr, "setup: %s failed\n", cmd), 1;
     snprintf(ref_path, sizeof ref_path, "%s/ckpt-v2.safetensors", data);
@@ -126,8 +126,8 @@ int main(int argc, char **argv)
         return fprintf(stderr, "setup: cannot read %s\n", ref_path), 1;
 
     /* the model make_ckpt_v2.c saved, initialised from another seed */
-    gpt2_config c = {.vocab = 8, .padded_vocab = 64, .max_seq = 4, .layers = 1, .heads = 1,
-                     .channels = 8};
+    gpt2_config c = {
+        .vocab = 8, .padded_vocab = 64, .max_seq = 4, .layers = 1, .heads = 1, .channels = 8};
     zt_runtime *rt = NULL;
     gpt2_ztier g;
     zt_status st = zt_runtime_create(NULL, config, &rt);
