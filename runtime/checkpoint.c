@@ -64,7 +64,8 @@ static uint64_t shard_file_bytes(const zt_runtime *rt)
     return n;
 }
 
-static zt_status write_layers(zt_runtime *rt, zt_ckpt_writer *w)
+/* pieces: per layer the CRC-32s of its master, m and v parts (zt_ckpt_writer_mark). */
+static zt_status write_layers(zt_runtime *rt, zt_ckpt_writer *w, int64_t *pieces)
 {
     zt_status st = ZT_OK;
     zt_progress pr; /* rank 0's file, on a terminal: a save of minutes says how far it is */
@@ -72,11 +73,11 @@ static zt_status write_layers(zt_runtime *rt, zt_ckpt_writer *w)
                       rt->dist.rank == 0);
     for (int i = 0; st == ZT_OK && i < rt->reg.n_layers; i++) {
         zt_layer *L = &rt->reg.layers[i];
-        st = write_home(rt, w, &L->master);
-        if (st == ZT_OK)
-            st = write_home(rt, w, &L->exp_avg);
-        if (st == ZT_OK)
-            st = write_home(rt, w, &L->exp_avg_sq);
+        const zt_home *parts[3] = {&L->master, &L->exp_avg, &L->exp_avg_sq};
+        for (int j = 0; st == ZT_OK && j < 3; j++) {
+            st = write_home(rt, w, parts[j]);
+            pieces[3 * i + j] = zt_ckpt_writer_mark(w);
+        }
         zt_progress_add(&pr, 3 * (uint64_t)L->shard_numel * sizeof(float));
         zt_test_crash_point("shard layer written");
     }
@@ -84,8 +85,9 @@ static zt_status write_layers(zt_runtime *rt, zt_ckpt_writer *w)
     return st;
 }
 
-/* This rank's shard file, written and synced to the disk. */
-static zt_status write_shard_file(zt_runtime *rt, const char *folder, uint64_t *bytes, uLong *crc)
+/* This rank's shard file, written and synced to the disk. mine: its bytes, its CRC-32, then
+ * its pieces' CRC-32s (the header's, then each layer's master, m and v: ZT_CKPT_PIECES). */
+static zt_status write_shard_file(zt_runtime *rt, const char *folder, int64_t *mine)
 {
     char path[ZT_PATH_MAX + 240];
     shard_path(folder, rt, path, sizeof path);
@@ -105,15 +107,17 @@ static zt_status write_shard_file(zt_runtime *rt, const char *folder, uint64_t *
                          s.hysteresis_left,
                          s.fp16};
     st = zt_ckpt_writer_put(w, &h, sizeof h);
+    mine[2] = zt_ckpt_writer_mark(w);
     if (st == ZT_OK)
-        st = write_layers(rt, w);
+        st = write_layers(rt, w, mine + 3);
     if (st != ZT_OK) {
         zt_ckpt_writer_discard(w);
         return st;
     }
     uint32_t c = 0;
-    st = zt_ckpt_writer_finish(w, bytes, &c);
-    *crc = c;
+    uint64_t bytes = 0;
+    st = zt_ckpt_writer_finish(w, &bytes, &c);
+    mine[0] = (int64_t)bytes, mine[1] = (int64_t)c;
     zt_test_crash_point("shard file synced");
     return st;
 }
@@ -180,13 +184,12 @@ static zt_status write_checkpoint(zt_runtime *rt, const char *root, const char *
 {
     char folder[ZT_PATH_MAX + 160];
     zt_ckpt_partial_path(root, name, folder, sizeof folder);
-    uint64_t bytes = 0;
-    uLong crc = 0;
-    zt_status st = write_shard_file(rt, folder, &bytes, &crc);
-    int64_t mine[2] = {(int64_t)bytes, (int64_t)crc};
-    int64_t *files = calloc(2 * (size_t)rt->dist.world, sizeof *files);
-    if (!files && st == ZT_OK)
-        st = ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory saving a checkpoint");
+    size_t each = ZT_CKPT_FILE_FIELDS(rt->reg.n_layers);
+    int64_t *mine = calloc(each, sizeof *mine);
+    int64_t *files = calloc(each * (size_t)rt->dist.world, sizeof *files);
+    zt_status st = mine && files
+                       ? write_shard_file(rt, folder, mine)
+                       : ZT_ERR(&rt->err, ZT_ERR_NOMEM, "out of memory saving a checkpoint");
     /* Rank 0 may commit once it has seen every status OK: a rank that sent OK but did not
      * get through the exchange itself (a network split) cannot know whether it did. */
     int sent_ok = st == ZT_OK, exchanged = 0;
@@ -194,7 +197,7 @@ static zt_status write_checkpoint(zt_runtime *rt, const char *root, const char *
                                                &exchanged, &rt->err);
     st = agreed;
     if (st == ZT_OK)
-        st = zt_comm_allgather_sync(rt->dist.comm, mine, files, 2, ZT_COMM_I64, &rt->err);
+        st = zt_comm_allgather_sync(rt->dist.comm, mine, files, each, ZT_COMM_I64, &rt->err);
     *unknown = rt->dist.rank != 0 && sent_ok && (!exchanged || (agreed == ZT_OK && st != ZT_OK));
     *verdict_due = st == ZT_OK;
     zt_ckpt_state s = current_state(rt);
@@ -204,7 +207,7 @@ static zt_status write_checkpoint(zt_runtime *rt, const char *root, const char *
     if (st == ZT_OK && rt->dist.rank == 0)
         st = zt_ckpt_commit(root, name, rt->cfg.checkpoint_keep, rt->cfg.checkpoint_reuse_files,
                             &rt->err);
-    free(files);
+    free(files), free(mine);
     return st;
 }
 

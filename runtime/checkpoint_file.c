@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #define HEADER_V1_BYTES 32
 
@@ -102,21 +103,30 @@ static zt_status check_header_all(const zt_shard_header *h, int read, const char
     return st == ZT_OK ? cross_check(h, m, path, err) : st;
 }
 
+/* The file's first header bytes into h (*read: whether it had that many). */
+static zt_status read_header(const char *path, const zt_manifest *m, zt_shard_header *h, int *read,
+                             zt_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ZT_ERR(err, ZT_ERR_CORRUPT, "checkpoint file '%s' cannot be read: %s", path,
+                      strerror(errno));
+    memset(h, 0, sizeof *h);
+    *read = fread(h, zt_ckpt_header_bytes(m->version), 1, f) == 1;
+    fclose(f);
+    return ZT_OK;
+}
+
 zt_status zt_ckpt_check_file_read(const char *path, const zt_manifest *m, int k, uint32_t crc,
                                   zt_error *err)
 {
     zt_status st = check_crc(path, m, k, crc, err);
     if (st != ZT_OK)
         return st;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return ZT_ERR(err, ZT_ERR_CORRUPT, "checkpoint file '%s' cannot be read: %s", path,
-                      strerror(errno));
     zt_shard_header h;
-    memset(&h, 0, sizeof h);
-    int read = fread(&h, zt_ckpt_header_bytes(m->version), 1, f) == 1;
-    fclose(f);
-    return check_header_all(&h, read, path, m, k, err);
+    int read = 0;
+    st = read_header(path, m, &h, &read, err);
+    return st == ZT_OK ? check_header_all(&h, read, path, m, k, err) : st;
 }
 
 zt_status zt_ckpt_check_file(const char *path, const zt_manifest *m, int k, uint64_t want,
@@ -179,4 +189,84 @@ zt_status zt_ckpt_read_file_each(const char *path, const zt_manifest *m, int k, 
     if (st == ZT_OK)
         st = check_crc(path, m, k, crc, err);
     return st == ZT_OK ? check_header_all(&e.h, e.hb <= want, path, m, k, err) : st;
+}
+
+/* ---- version 3: the pieces' CRC-32s ---- */
+
+/* Piece i of file k of m: where it starts and its bytes (ZT_CKPT_PIECES' order). */
+static void piece_range(const zt_manifest *m, size_t i, uint64_t *at, uint64_t *len)
+{
+    uint64_t off = zt_ckpt_header_bytes(m->version);
+    if (i == 0) {
+        *at = 0, *len = off;
+        return;
+    }
+    size_t layer = (i - 1) / 3, part = (i - 1) % 3;
+    for (size_t j = 0; j < layer; j++)
+        off += 3 * (uint64_t)m->shard[j] * sizeof(float);
+    *len = (uint64_t)m->shard[layer] * sizeof(float);
+    *at = off + part * *len;
+}
+
+static const uint32_t *file_pieces(const zt_manifest *m, int k)
+{
+    return m->pieces + (size_t)k * ZT_CKPT_PIECES(m->n_layers);
+}
+
+zt_status zt_ckpt_check_pieces_join(const char *path, const zt_manifest *m, int k, zt_error *err)
+{
+    const uint32_t *crc = file_pieces(m, k);
+    uLong joined = 0;
+    for (size_t i = 0; i < ZT_CKPT_PIECES(m->n_layers); i++) {
+        uint64_t at, len;
+        piece_range(m, i, &at, &len);
+        joined = crc32_combine64(joined, crc[i], (z_off64_t)len);
+    }
+    if ((uint32_t)joined == (uint32_t)m->files[2 * k + 1])
+        return ZT_OK;
+    return ZT_ERR(err, ZT_ERR_CORRUPT,
+                  "checkpoint manifest of '%s' is damaged or was edited: the file's CRC-32 "
+                  "%08lx is not its pieces' (%08lx joined); load an older checkpoint",
+                  path, (unsigned long)m->files[2 * k + 1], (unsigned long)joined);
+}
+
+zt_status zt_ckpt_check_header_piece(const char *path, const zt_manifest *m, int k, zt_error *err)
+{
+    zt_shard_header h;
+    int read = 0;
+    zt_status st = read_header(path, m, &h, &read, err);
+    if (st != ZT_OK)
+        return st;
+    st = read ? zt_ckpt_check_piece(path, m, k, 0,
+                                    zt_crc32(0, &h, zt_ckpt_header_bytes(m->version)), err)
+              : ZT_OK;
+    return st == ZT_OK ? check_header_all(&h, read, path, m, k, err) : st;
+}
+
+zt_status zt_ckpt_check_piece(const char *path, const zt_manifest *m, int k, size_t i, uint32_t crc,
+                              zt_error *err)
+{
+    uint32_t want = file_pieces(m, k)[i];
+    if (crc == want)
+        return ZT_OK;
+    static const char *const part[3] = {"fp32 master values", "Adam m", "Adam v"};
+    uint64_t at, len;
+    piece_range(m, i, &at, &len);
+    char what[96];
+    if (i == 0)
+        snprintf(what, sizeof what, "header");
+    else
+        snprintf(what, sizeof what, "%s of layer %zu", part[(i - 1) % 3], (i - 1) / 3);
+    return ZT_ERR(err, ZT_ERR_CORRUPT,
+                  "checkpoint file '%s' is damaged (CRC-32 %08lx of its %s, bytes %llu to %llu; "
+                  "the manifest says %08lx); load or export an older checkpoint",
+                  path, (unsigned long)crc, what, (unsigned long long)at,
+                  (unsigned long long)(at + len), (unsigned long)want);
+}
+
+uint64_t zt_ckpt_piece_range(const zt_manifest *m, size_t i, uint64_t *len)
+{
+    uint64_t at;
+    piece_range(m, i, &at, len);
+    return at;
 }

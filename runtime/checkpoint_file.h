@@ -64,4 +64,20 @@ zt_status zt_ckpt_check_file_size(const char *path, const zt_manifest *m, int k,
 zt_status zt_ckpt_check_file_read(const char *path, const zt_manifest *m, int k, uint32_t crc,
                                   zt_error *err);
 
+/* Version 3 (m->pieces): checks of the pieces a reader reads, for one that reads only some
+ * (`ztier checkpoint export`: the master values). Piece i of file k (ZT_CKPT_PIECES' order:
+ * 0 the header, 1 + 3 x layer + 0, 1, 2 its master, m, v):
+ *   zt_ckpt_piece_range:       where it starts in the file (*len: its bytes);
+ *   zt_ckpt_check_piece:       its CRC-32 (crc, taken on the bytes read) against the manifest's,
+ *                              ZT_ERR_CORRUPT naming the file, the piece and its bytes;
+ *   zt_ckpt_check_header_piece: reads the header, checks its CRC-32 and its fields (as
+ *                              zt_ckpt_check_file_read does);
+ *   zt_ckpt_check_pieces_join: that the pieces' CRC-32s join into the file's whole-file one
+ *                              (which the loads check): an edited manifest, no I/O. */
+uint64_t zt_ckpt_piece_range(const zt_manifest *m, size_t i, uint64_t *len);
+zt_status zt_ckpt_check_piece(const char *path, const zt_manifest *m, int k, size_t i, uint32_t crc,
+                              zt_error *err);
+zt_status zt_ckpt_check_header_piece(const char *path, const zt_manifest *m, int k, zt_error *err);
+zt_status zt_ckpt_check_pieces_join(const char *path, const zt_manifest *m, int k, zt_error *err);
+
 #endif

@@ -56,15 +56,31 @@ json_t *zt_manifest_model_json(const zt_runtime *rt)
     return layers;
 }
 
+/* A file's pieces' CRC-32s as one string of 8 hex digits each (compact: a manifest lists
+ * 1 + 3 x layers of them per file). */
+static json_t *pieces_json(const int64_t *crc, size_t n)
+{
+    char *hex = malloc(8 * n + 1);
+    if (!hex)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        snprintf(hex + 8 * i, 9, "%08lx", (unsigned long)(uint32_t)crc[i]);
+    json_t *v = json_string(hex);
+    free(hex);
+    return v;
+}
+
 static json_t *files_json(const zt_runtime *rt, const int64_t *files)
 {
     json_t *list = json_array();
+    size_t each = ZT_CKPT_FILE_FIELDS(rt->reg.n_layers);
     for (int r = 0; r < rt->dist.world; r++) {
         char name[64];
+        const int64_t *f = files + each * (size_t)r;
         zt_ckpt_shard_name(r, rt->dist.world, name, sizeof name);
-        json_array_append_new(list, json_pack("{s:s, s:I, s:I}", "name", name, "bytes",
-                                              (json_int_t)files[2 * r], "crc32",
-                                              (json_int_t)files[2 * r + 1]));
+        json_array_append_new(list, json_pack("{s:s, s:I, s:I, s:o}", "name", name, "bytes",
+                                              (json_int_t)f[0], "crc32", (json_int_t)f[1],
+                                              "pieces_crc32", pieces_json(f + 2, each - 2)));
     }
     return list;
 }
@@ -397,9 +413,38 @@ static zt_status check_model(mctx *c, json_t *m, zt_manifest *out)
                          (int)i, &out->flat[i], &out->shard[i]);
         recorded &= out->shard[i] > 0;
     }
+    if (st == ZT_OK && !recorded && out->version >= 3) /* its pieces' lengths need them */
+        return bad(c, "layers[].shard_numel", NULL, "version 3 records every layer's");
     if (st == ZT_OK && !recorded) /* older checkpoints: all as this run lays them out */
         free(out->shard), out->shard = NULL;
     return st;
+}
+
+/* Version 3: file r's "pieces_crc32", ZT_CKPT_PIECES(layers) CRC-32s of 8 hex digits. */
+static zt_status check_pieces(const mctx *c, json_t *e, int r, zt_manifest *out)
+{
+    size_t n = ZT_CKPT_PIECES(out->n_layers);
+    json_t *v = json_object_get(e, "pieces_crc32");
+    const char *hex = json_string_value(v);
+    char field[64];
+    snprintf(field, sizeof field, "files[%d].pieces_crc32", r);
+    int ok = hex && strlen(hex) == 8 * n;
+    for (size_t i = 0; ok && i < 8 * n; i++)
+        ok = (hex[i] >= '0' && hex[i] <= '9') || (hex[i] >= 'a' && hex[i] <= 'f');
+    if (!ok) {
+        char allowed[160];
+        snprintf(allowed, sizeof allowed,
+                 "it must be %zu CRC-32s of 8 lowercase hex digits (the header's, then each "
+                 "layer's master, m and v)",
+                 n);
+        return bad(c, field, v, allowed);
+    }
+    for (size_t i = 0; i < n; i++) {
+        char d[9];
+        memcpy(d, hex + 8 * i, 8), d[8] = '\0';
+        out->pieces[(size_t)r * n + i] = (uint32_t)strtoul(d, NULL, 16);
+    }
+    return ZT_OK;
 }
 
 static zt_status check_files(const mctx *c, json_t *m, zt_manifest *out)
@@ -410,7 +455,9 @@ static zt_status check_files(const mctx *c, json_t *m, zt_manifest *out)
         return bad(c, "files", files, "it must list one file per rank of world_size");
     out->world = world;
     out->files = calloc(2 * (size_t)world, sizeof *out->files);
-    if (!out->files)
+    if (out->version >= 3)
+        out->pieces = calloc((size_t)world * ZT_CKPT_PIECES(out->n_layers), sizeof *out->pieces);
+    if (!out->files || (out->version >= 3 && !out->pieces))
         return ZT_ERR(c->err, ZT_ERR_NOMEM, "out of memory reading '%s'", c->path);
     for (int r = 0; r < world; r++) {
         json_t *e = json_array_get(files, (size_t)r), *name = json_object_get(e, "name");
@@ -428,6 +475,8 @@ static zt_status check_files(const mctx *c, json_t *m, zt_manifest *out)
         if (st != ZT_OK)
             return st;
         out->files[2 * r] = bytes, out->files[2 * r + 1] = crc;
+        if (out->pieces && (st = check_pieces(c, e, r, out)) != ZT_OK)
+            return st;
     }
     return ZT_OK;
 }
@@ -489,8 +538,9 @@ zt_status zt_manifest_check(const char *folder, const zt_ckpt_expect *x, zt_mani
 
 void zt_manifest_free(zt_manifest *m)
 {
-    free(m->flat), free(m->shard), free(m->files);
+    free(m->flat), free(m->shard), free(m->files), free(m->pieces);
     m->flat = m->shard = m->files = NULL;
+    m->pieces = NULL;
 }
 
 int zt_manifest_reshards(const zt_ckpt_expect *x, const zt_manifest *m)

@@ -12,7 +12,15 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#define ZT_CKPT_VERSION 2
+/* 3: each file's pieces' CRC-32s in the manifest ("pieces_crc32"), so a reader of some pieces
+ * (an export reads the master values only) checks what it reads. 2 and 1 still load. */
+#define ZT_CKPT_VERSION 3
+
+/* A file's pieces with a CRC-32 of their own: its header, then per layer its master, Adam m
+ * and Adam v parts, in file order (they cover the file: the whole-file CRC joins them). */
+#define ZT_CKPT_PIECES(n_layers) (1 + 3 * (size_t)(n_layers))
+/* What each rank tells rank 0 of its file for the manifest: bytes, CRC-32, its pieces'. */
+#define ZT_CKPT_FILE_FIELDS(n_layers) (2 + ZT_CKPT_PIECES(n_layers))
 
 /* The optimizer's scalar state, saved in the manifest and in every shard header. */
 typedef struct zt_ckpt_state {
@@ -32,6 +40,8 @@ typedef struct zt_manifest {
     int64_t *shard;    /* per layer: each file's part of it (the whole layer for a replicated
                         one); NULL in checkpoints from before it was recorded */
     int64_t *files;    /* per saving rank: its file's bytes and CRC-32 */
+    uint32_t *pieces;  /* per saving rank: ZT_CKPT_PIECES(n_layers) CRC-32s (its header's, then
+                          each layer's master, m, v); NULL before version 3 */
     zt_ckpt_meta meta; /* the trainer's integers (zt_checkpoint_meta_set); none before them */
 } zt_manifest;
 
@@ -54,8 +64,9 @@ void zt_ckpt_shard_name(int rank, int world, char *out, size_t len);
  * compact, key-sorted JSON without its "checksum" member. */
 void zt_manifest_checksum(json_t *m, char out[16]);
 
-/* Writes folder/manifest.json for the runtime's model and state; files holds (bytes, crc)
- * per rank. The file is synced before this returns. */
+/* Writes folder/manifest.json for the runtime's model and state; files holds per rank
+ * ZT_CKPT_FILE_FIELDS(n_layers) values: bytes, CRC-32, then the pieces' CRC-32s. The file is
+ * synced before this returns. */
 zt_status zt_manifest_write(const zt_runtime *rt, const zt_ckpt_state *s, const int64_t *files,
                             const char *folder, zt_error *err);
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 enum { SLOTS = 4, SLOT_BYTES = 8 << 20, BLOCK = 4096 };
 
@@ -23,7 +24,9 @@ struct zt_ckpt_writer {
     int cur;         /* the slot filling */
     size_t fill;     /* bytes in it */
     uint64_t offset; /* the file offset of the current slot */
-    uint32_t crc;
+    uint32_t crc;    /* the file's up to the last mark */
+    uint32_t piece;  /* the bytes put since the last mark (zt_ckpt_writer_mark) */
+    uint64_t piece_len;
 };
 
 static zt_status write_error(zt_ckpt_writer *w, int e)
@@ -88,7 +91,8 @@ zt_status zt_ckpt_writer_put(zt_ckpt_writer *w, const void *p, size_t n)
         size_t take = SLOT_BYTES - w->fill < n ? SLOT_BYTES - w->fill : n;
         unsigned char *dst = zt_io_ring_buf(w->ring, w->cur) + w->fill;
         memcpy(dst, src, take);
-        w->crc = zt_crc32(w->crc, dst, take); /* the copy, still in cache: one pass over p */
+        w->piece = zt_crc32(w->piece, dst, take); /* the copy, still in cache: one pass over p */
+        w->piece_len += take;
         w->fill += take, src += take, n -= take;
         zt_status st = w->fill == SLOT_BYTES ? submit(w, SLOT_BYTES) : ZT_OK;
         if (st != ZT_OK)
@@ -97,8 +101,17 @@ zt_status zt_ckpt_writer_put(zt_ckpt_writer *w, const void *p, size_t n)
     return ZT_OK;
 }
 
+uint32_t zt_ckpt_writer_mark(zt_ckpt_writer *w)
+{
+    uint32_t piece = w->piece;
+    w->crc = (uint32_t)crc32_combine64(w->crc, piece, (z_off64_t)w->piece_len);
+    w->piece = 0, w->piece_len = 0;
+    return piece;
+}
+
 zt_status zt_ckpt_writer_finish(zt_ckpt_writer *w, uint64_t *bytes, uint32_t *crc)
 {
+    zt_ckpt_writer_mark(w); /* the file's CRC-32: every piece's, joined */
     uint64_t total = w->offset + w->fill;
     zt_status st = ZT_OK;
     if (w->fill > 0) { /* the tail, padded to a block; truncated below */

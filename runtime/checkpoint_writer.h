@@ -24,6 +24,10 @@ zt_status zt_ckpt_writer_open(const char *path, zt_io_engine_kind engine, zt_ckp
 /* Appends n bytes. A failed write (a full disk: ZT_ERR_NOSPACE) is returned by this or a
  * later call, naming the file. */
 zt_status zt_ckpt_writer_put(zt_ckpt_writer *w, const void *p, size_t n);
+/* The CRC-32 of the bytes put since the previous mark (or the open), taken on the copy put
+ * already makes (no second pass); the file's CRC-32 at finish joins them (crc32_combine64).
+ * A checkpoint's manifest records them per piece of a file (format version 3). */
+uint32_t zt_ckpt_writer_mark(zt_ckpt_writer *w);
 /* Writes what is left, waits, truncates to the bytes put, fsyncs and closes; *bytes, *crc:
  * the file's length and CRC-32. Frees w whatever the outcome. */
 zt_status zt_ckpt_writer_finish(zt_ckpt_writer *w, uint64_t *bytes, uint32_t *crc);

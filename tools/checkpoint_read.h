@@ -57,13 +57,20 @@ int ckpt_open_streaming(const char *dir, ckpt_view *v, char *why, size_t len);
 typedef int (*ckpt_master_fn)(void *user, int layer, int64_t lo, int64_t n, float *src, char *why,
                               size_t len);
 
-/* Reads every file of a view from ckpt_open_streaming once, whole, with `threads` threads in
- * pieces of `chunk` bytes: each file's CRC-32 over all its bytes, and every layer's master
- * values to fn (a replicated layer's from the first file). After the last piece, each file's
- * CRC-32 and header are checked as a load checks them (zt_ckpt_check_file_read). Bytes read
- * are added to pr. 0, or -1 with the file and the cause in why. */
+/* Reads a view from ckpt_open_streaming with `threads` threads in pieces of `chunk` bytes
+ * (O_DIRECT where the filesystem has it), every layer's master values to fn (a replicated
+ * layer's from the first file), checked:
+ *  - version 3 (the manifest records each piece's CRC-32): only the master values are read;
+ *    first each file's header and that its pieces' CRC-32s join into its whole-file one, then
+ *    each master piece's CRC-32 on the bytes read (zt_ckpt_check_piece, naming the file and
+ *    the piece). Adam m and v are neither read nor checked (a load checks them).
+ *  - versions 1 and 2: every file once, whole, each file's CRC-32 over all its bytes and its
+ *    header checked as a load checks them (zt_ckpt_check_file_read).
+ * Bytes read are added to pr. 0, or -1 with the file and the cause in why. */
 int ckpt_stream(const ckpt_view *v, int threads, size_t chunk, ckpt_master_fn fn, void *user,
                 zt_progress *pr, char *why, size_t len);
+/* The bytes ckpt_stream reads of v (its progress line's whole). */
+uint64_t ckpt_stream_bytes(const ckpt_view *v);
 
 /* Parameter p's fp32 master values (numel floats) into dst, from the pieces of it each file
  * holds. 0, or -1 with the file and the cause in why. */

@@ -24,6 +24,8 @@ typedef struct piece {
     uint64_t at, bytes;
     int64_t elem; /* the layer's flat element at `at` */
     uLong crc;
+    size_t of; /* version 3: the file's piece with a CRC-32 of its own that this read is part
+                  of (zt_ckpt_check_piece) */
 } piece;
 
 #define ALIGN 4096 /* O_DIRECT's offsets, lengths and buffers */
@@ -37,13 +39,16 @@ typedef struct stream {
     ckpt_master_fn fn;
     void *user;
     zt_progress *pr;
+    int masters_only; /* version 3: only the master values are read, each piece checked */
     pthread_mutex_t mu;
     int failed;
     char why[2 * 4096 + 512];
 } stream;
 
-/* Appends [at, at + bytes) of file k in pieces of at most s->chunk bytes. */
-static int cut(stream *s, size_t *cap, int k, int layer, uint64_t at, uint64_t bytes, int64_t elem)
+/* Appends [at, at + bytes) of file k (the file's checked piece `of`) in reads of at most
+ * s->chunk bytes. */
+static int cut(stream *s, size_t *cap, int k, int layer, uint64_t at, uint64_t bytes, int64_t elem,
+               size_t of)
 {
     for (uint64_t done = 0; done < bytes;) {
         if (s->n == *cap) {
@@ -53,30 +58,47 @@ static int cut(stream *s, size_t *cap, int k, int layer, uint64_t at, uint64_t b
             s->pieces = p;
         }
         uint64_t n = bytes - done < s->chunk ? bytes - done : s->chunk;
-        s->pieces[s->n++] = (piece){k, layer, at + done, n, elem + (int64_t)(done / 4), 0};
+        s->pieces[s->n++] = (piece){k, layer, at + done, n, elem + (int64_t)(done / 4), 0, of};
         done += n;
     }
     return 0;
 }
 
+/* Every byte of every file (versions 1, 2: each file's CRC-32 needs them all), or from
+ * version 3 on only the master values, once (a replicated layer's from the first file). */
 static int plan(stream *s)
 {
     const ckpt_view *v = s->v;
     size_t cap = 0;
     uint64_t head = zt_ckpt_header_bytes(v->version);
     for (int k = 0; k < v->world; k++) {
-        if (cut(s, &cap, k, -1, 0, head, 0) != 0)
+        if (!s->masters_only && cut(s, &cap, k, -1, 0, head, 0, 0) != 0)
             return -1;
         for (int i = 0; i < v->n_layers; i++) {
             const ckpt_layer *L = &v->layers[i];
             uint64_t at = head + (uint64_t)L->at * 4, part = (uint64_t)L->shard * 4;
             int replica = L->shard == L->flat, master = replica ? k == 0 : 1;
-            if (cut(s, &cap, k, master ? i : -1, at, part, replica ? 0 : k * L->shard) != 0 ||
-                cut(s, &cap, k, -1, at + part, 2 * part, 0) != 0)
+            size_t of = 1 + 3 * (size_t)i;
+            if (s->masters_only && !master)
+                continue;
+            if (cut(s, &cap, k, master ? i : -1, at, part, replica ? 0 : k * L->shard, of) != 0 ||
+                (!s->masters_only && cut(s, &cap, k, -1, at + part, 2 * part, 0, of + 1) != 0))
                 return -1;
         }
     }
     return 0;
+}
+
+uint64_t ckpt_stream_bytes(const ckpt_view *v)
+{
+    uint64_t n = 0;
+    for (int k = 0; k < v->world; k++)
+        n += v->m.pieces ? 0 : (uint64_t)v->m.files[2 * k];
+    for (int i = 0; v->m.pieces && i < v->n_layers; i++) {
+        const ckpt_layer *L = &v->layers[i];
+        n += (uint64_t)L->shard * 4 * (uint64_t)(L->shard == L->flat ? 1 : v->world);
+    }
+    return n;
 }
 
 static void fail(stream *s, const char *fmt, const char *a, const char *b)
@@ -141,9 +163,52 @@ static void *worker(void *arg)
     return NULL;
 }
 
+static void file_path(const ckpt_view *v, int k, char *path, size_t len)
+{
+    char name[64];
+    zt_ckpt_shard_name(k, v->world, name, sizeof name);
+    snprintf(path, len, "%s/%s", v->folder, name);
+}
+
+/* Version 3, before reading: each file's header (its CRC-32 and fields; zt_ckpt_validate
+ * checked that the pieces' CRC-32s join into the file's). */
+static int check_heads(const ckpt_view *v, char *why, size_t len)
+{
+    for (int k = 0; k < v->world; k++) {
+        char path[sizeof v->folder + 80];
+        file_path(v, k, path, sizeof path);
+        zt_error err = {0};
+        if (zt_ckpt_check_header_piece(path, &v->m, k, &err) != ZT_OK)
+            return snprintf(why, len, "%s", err.msg), -1;
+    }
+    return 0;
+}
+
+/* Version 3, after: each piece read, its CRC-32 joined from its reads', against the
+ * manifest's. */
+static int check_pieces(stream *s, char *why, size_t len)
+{
+    uLong crc = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        piece *p = &s->pieces[i];
+        crc = crc32_combine64(crc, p->crc, (z_off64_t)p->bytes);
+        if (i + 1 < s->n && s->pieces[i + 1].file == p->file && s->pieces[i + 1].of == p->of)
+            continue;
+        char path[sizeof s->v->folder + 80];
+        file_path(s->v, p->file, path, sizeof path);
+        zt_error err = {0};
+        if (zt_ckpt_check_piece(path, &s->v->m, p->file, p->of, (uint32_t)crc, &err) != ZT_OK)
+            return snprintf(why, len, "%s", err.msg), -1;
+        crc = 0;
+    }
+    return 0;
+}
+
 /* Each file's CRC-32 from its pieces', then the load's checks of it. */
 static int check_files(stream *s, char *why, size_t len)
 {
+    if (s->masters_only)
+        return check_pieces(s, why, len);
     const ckpt_view *v = s->v;
     uLong crc = crc32_z(0L, Z_NULL, 0);
     for (size_t i = 0; i < s->n; i++) {
@@ -165,9 +230,16 @@ static int check_files(stream *s, char *why, size_t len)
 int ckpt_stream(const ckpt_view *v, int threads, size_t chunk, ckpt_master_fn fn, void *user,
                 zt_progress *pr, char *why, size_t len)
 {
-    stream s = {.v = v, .chunk = chunk < 4 ? 4 : chunk / 4 * 4, .fn = fn, .user = user, .pr = pr};
+    stream s = {.v = v,
+                .chunk = chunk < 4 ? 4 : chunk / 4 * 4,
+                .fn = fn,
+                .user = user,
+                .pr = pr,
+                .masters_only = v->m.pieces != NULL};
     if (!v->streaming)
         return snprintf(why, len, "internal: the view was not opened by ckpt_open_streaming"), -1;
+    if (s.masters_only && check_heads(v, why, len) != 0)
+        return -1;
     if (plan(&s) != 0)
         return free(s.pieces), snprintf(why, len, "out of memory planning the reads"), -1;
     if (!(s.direct = malloc((size_t)v->world * sizeof *s.direct)))
