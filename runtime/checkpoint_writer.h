@@ -24,6 +24,9 @@ zt_status zt_ckpt_writer_open(const char *path, zt_io_engine_kind engine, zt_ckp
 /* Appends n bytes. A failed write (a full disk: ZT_ERR_NOSPACE) is returned by this or a
  * later call, naming the file. */
 zt_status zt_ckpt_writer_put(zt_ckpt_writer *w, const void *p, size_t n);
+/* The writes so far that ran from the ring's registered buffers (io_uring; 0 on the thread
+ * pool or where the registration was refused): for tests. */
+uint64_t zt_ckpt_writer_fixed_ios(const zt_ckpt_writer *w);
 /* Writes what is left, waits, truncates to the bytes put, fsyncs and closes; *bytes, *crc:
  * the file's length and CRC-32. Frees w whatever the outcome. */
 zt_status zt_ckpt_writer_finish(zt_ckpt_writer *w, uint64_t *bytes, uint32_t *crc);

@@ -38,22 +38,6 @@ static void on_done(zt_io_piece *piece, int result)
     pthread_mutex_unlock(&r->lock);
 }
 
-/* Pins the slots with the engine once (io_uring's fixed buffers), so no transfer pins and
- * unpins its 8 MiB of pages again: what fio's and `ztier bench nvme`'s figures have. Where
- * the engine cannot (the thread pool, a memlock limit, more than 16 slots) the transfers run
- * from the same buffers unpinned: slower, the same bytes. */
-static void register_slots(zt_io_ring *r)
-{
-    enum { MAX_REGIONS = 16 };
-    if (!r->io->register_buffers || r->n_slots > MAX_REGIONS)
-        return;
-    void *bufs[MAX_REGIONS];
-    size_t lens[MAX_REGIONS];
-    for (int i = 0; i < r->n_slots; i++)
-        bufs[i] = r->slots[i].buf, lens[i] = r->slot_bytes;
-    (void)r->io->register_buffers(r->engine, bufs, lens, r->n_slots);
-}
-
 int zt_io_ring_create(int fd, int n_slots, size_t slot_bytes, zt_io_engine_kind kind,
                       zt_io_ring **out, char *why, size_t why_len)
 {
@@ -81,9 +65,20 @@ int zt_io_ring_create(int fd, int n_slots, size_t slot_bytes, zt_io_engine_kind 
         zt_io_ring_destroy(r);
         return rc;
     }
-    register_slots(r);
     *out = r;
     return 0;
+}
+
+int zt_io_ring_register(zt_io_ring *r)
+{
+    enum { MAX_REGIONS = 16 };
+    if (!r->io->register_buffers || r->n_slots > MAX_REGIONS)
+        return -EOPNOTSUPP;
+    void *bufs[MAX_REGIONS];
+    size_t lens[MAX_REGIONS];
+    for (int i = 0; i < r->n_slots; i++)
+        bufs[i] = r->slots[i].buf, lens[i] = r->slot_bytes;
+    return r->io->register_buffers(r->engine, bufs, lens, r->n_slots);
 }
 
 uint64_t zt_io_ring_fixed_ios(const zt_io_ring *r)
