@@ -28,6 +28,9 @@ zt_status zt_ckpt_writer_put(zt_ckpt_writer *w, const void *p, size_t n);
  * already makes (no second pass); the file's CRC-32 at finish joins them (crc32_combine64).
  * A checkpoint's manifest records them per piece of a file (format version 3). */
 uint32_t zt_ckpt_writer_mark(zt_ckpt_writer *w);
+/* The writes so far that ran from the ring's registered buffers (io_uring; 0 on the thread
+ * pool or where the registration was refused): for tests. */
+uint64_t zt_ckpt_writer_fixed_ios(const zt_ckpt_writer *w);
 /* Writes what is left, waits, truncates to the bytes put, fsyncs and closes; *bytes, *crc:
  * the file's length and CRC-32. Frees w whatever the outcome. */
 zt_status zt_ckpt_writer_finish(zt_ckpt_writer *w, uint64_t *bytes, uint32_t *crc);

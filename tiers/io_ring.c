@@ -20,6 +20,7 @@ struct zt_io_ring {
     zt_io_engine *engine;
     ring_slot *slots;
     int n_slots;
+    size_t slot_bytes;
     pthread_mutex_t lock;
     pthread_cond_t done;
     int failed; /* the first failed transfer's errno */
@@ -48,6 +49,7 @@ int zt_io_ring_create(int fd, int n_slots, size_t slot_bytes, zt_io_engine_kind 
     }
     r->fd = fd;
     r->n_slots = n_slots;
+    r->slot_bytes = slot_bytes;
     pthread_mutex_init(&r->lock, NULL);
     pthread_cond_init(&r->done, NULL);
     for (int i = 0; i < n_slots; i++) {
@@ -65,6 +67,23 @@ int zt_io_ring_create(int fd, int n_slots, size_t slot_bytes, zt_io_engine_kind 
     }
     *out = r;
     return 0;
+}
+
+int zt_io_ring_register(zt_io_ring *r)
+{
+    enum { MAX_REGIONS = 16 };
+    if (!r->io->register_buffers || r->n_slots > MAX_REGIONS)
+        return -EOPNOTSUPP;
+    void *bufs[MAX_REGIONS];
+    size_t lens[MAX_REGIONS];
+    for (int i = 0; i < r->n_slots; i++)
+        bufs[i] = r->slots[i].buf, lens[i] = r->slot_bytes;
+    return r->io->register_buffers(r->engine, bufs, lens, r->n_slots);
+}
+
+uint64_t zt_io_ring_fixed_ios(const zt_io_ring *r)
+{
+    return r->io == &zt_io_uring_engine ? zt_io_uring_fixed_ios(r->engine) : 0;
 }
 
 unsigned char *zt_io_ring_buf(zt_io_ring *r, int slot) { return r->slots[slot].buf; }
