@@ -524,6 +524,8 @@ static void print_text(const builder *b, const zt_sm_result *r, double tokens_st
         char mm[1024];
         plan_mm_text(b->mm, mm, sizeof mm);
         printf("%s\n", mm);
+        if (plan_exact_text(&b->ex, mm, sizeof mm)) /* embed, ln_f and loss entries used */
+            printf("%s\n", mm);
     }
 }
 
@@ -541,6 +543,8 @@ static void print_json(const builder *b, const zt_sm_result *r, double tokens_st
         json_object_set_new(o, "mfu", u > 0 ? json_real(u) : json_null());
     if (o) /* where each matmul's seconds came from (a GPT-2 --config; else null) */
         json_object_set_new(o, "matmul_source", b->sh.gpt2 ? plan_mm_json(b->mm) : json_null());
+    if (o) /* the embed, ln_f and loss entries used (at the shape or scaled per token) */
+        json_object_set_new(o, "layer_source", b->sh.gpt2 ? plan_exact_json(&b->ex) : json_null());
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     if (s)
         printf("%s\n", s);
@@ -587,6 +591,8 @@ static int model_setup(builder *b, const est_options *o, const char *policy, cha
         plan_exact_read(b->r.compute, (int)sh->rows, o->seq, sh->c.channels, sh->c.heads, &b->ex,
                         err, len) != 0)
         return -1;
+    if (sh->gpt2 && sh->rows == (int)sh->rows) /* embed, ln_f, loss from another shape's */
+        plan_exact_scale(b->r.compute, (int)sh->rows, o->seq, sh->c.channels, sh->c.heads, &b->ex);
     /* On a host backend the step-end all-gather of replicas (stages 1-2, more than one rank)
      * takes new send and receive buffers, and the host backend's cache, which holds no more
      * than the peak, gives up the backward's gradient buffers for them and them for the next

@@ -11,7 +11,11 @@
 #     text names the source;
 #  3. entries for the head alone leave the blocks at gemm_flops_per_s (source "rate", the
 #     blocks' time as before); an exact layer entry still wins (source "layer");
-#  4. a GEMM entry without a pass fails naming it.
+#  4. a GEMM entry without a pass fails naming it;
+#  5. embed, ln_f and loss entries at batch 4 only (and a loss entry at 16): at batch 2 each is
+#     the batch-4 entry scaled per token (half), the step moves by those halves (and ln_f's
+#     rate time goes), layer_source and the text say "scaled per token" from 4 x 64; at batch 4
+#     the entries themselves; a profile without them has no layer_source entries and no line.
 #   plan_gemm.sh <ztier>
 set -euo pipefail
 ztier=$1
@@ -58,10 +62,15 @@ layer = {"op": "layer_forward", "layer": "block", "B": 4, "T": 64, "C": C, "NH":
 write("layer", entries([256], allshapes) + [layer])
 bad = entries([256], [(C, Vp)]); del bad[0]["pass"]
 write("bad", bad)
+def lay(op, layer, B, s):
+    return {"op": op, "layer": layer, "B": B, "T": 64, "C": C, "NH": 12, "seconds": s, "source": "hand: CI"}
+write("lossent", [lay("layer_forward", "embed", 4, 0.004), lay("layer_backward", "embed", 4, 0.006),
+                  lay("layer_forward", "ln_f", 4, 0.002), lay("layer_backward", "ln_f", 4, 0.003),
+                  lay("layer_forward", "loss", 4, 0.08), lay("layer_forward", "loss", 16, 0.5)])
 PY
 echo '{"zero_optimization": {"stage": 3, "offload_param": {"device": "none"}, "offload_optimizer": {"device": "cpu"}}}' > "$work/resident.json"
 for b in 1 2 4 16; do
-  for p in rates exact interp head layer; do
+  for p in rates exact interp head layer lossent; do
     "$ztier" plan --config d12 --batch $b --seq 64 --ds-config "$work/resident.json" \
       --profile "$work/$p.json" --json | tail -1 > "$work/$p-$b.out"
   done
@@ -77,6 +86,10 @@ if "$ztier" plan --config d12 --batch 4 --seq 64 --profile "$work/bad.json" > "$
   fail "a GEMM entry without a pass was accepted"
 fi
 grep -q 'compute\[0\] (op gemm) needs "pass"' "$work/bad.out" || fail "bad entry: $(cat "$work/bad.out")"
+plan2() { "$ztier" plan --config d12 --batch 2 --seq 64 --ds-config "$work/resident.json" --profile "$@"; }
+grep -q "^layers from: .*loss forward: the entry at 4 x 64 scaled per token (x0.5: 0.04 s)" \
+  <(plan2 "$work/lossent.json") || fail "the text does not say the loss was scaled: $(plan2 "$work/lossent.json")"
+if plan2 "$work/rates.json" | grep -q "^layers from:"; then fail "a profile without layer entries names some"; fi
 
 python3 - "$work" <<'PY'
 import json, math, sys
@@ -142,5 +155,25 @@ assert src["block_forward"]["seconds"] == 0.05, src     # the layer entry's own 
 # at batch 2 the layer entry (batch 4) does not apply: the GEMM entries at m 256, clamped
 assert out("layer", 2)["matmul_source"]["block_forward"]["source"] == "gemm_clamped"
 print("plan_gemm: sources reported; head-only entries leave the blocks at the rate")
+
+# 5. embed, ln_f and loss at batch 4 (loss also at 16): scaled per token at batch 2, exact at 4
+ent = {"embed_forward": 0.004, "embed_backward": 0.006, "ln_f_forward": 0.002,
+       "ln_f_backward": 0.003, "loss_forward": 0.08}
+lnf_rate = 2 * (2 * C) * T / gemm         # ln_f's forward from the rates (2 FLOP per parameter, token)
+for b, kind, frm, scale in ((2, "layer_scaled", [4, 64], 0.5), (4, "layer", None, 1.0)):
+    src = out("lossent", b)["layer_source"]
+    assert sorted(src) == sorted(ent), src
+    for n, s in ent.items():
+        assert src[n]["source"] == kind and src[n]["from"] == frm, (b, n, src[n])
+        close(src[n]["scale"], scale, f"{n} scale at batch {b}")
+        close(src[n]["seconds"], s * scale, f"{n} at batch {b}")
+    assert out("rates", b)["layer_source"] == {}, out("rates", b)["layer_source"]
+# batch 4's entries (the rates count no embed and no loss, and ln_f at the rate) move its step by
+# d4; batch 2's scaled entries move its step by half of that, less ln_f's rate time at each batch
+d4 = out("lossent", 4)["step_s"] - out("rates", 4)["step_s"] + 3 * lnf_rate * 4
+assert d4 > 0.08, d4                      # the loss entry (0.08 s) at least
+close(out("lossent", 2)["step_s"] - out("rates", 2)["step_s"], d4 / 2 - 3 * lnf_rate * 2, "batch 2")
+close(out("lossent", 16)["layer_source"]["loss_forward"]["seconds"], 0.5, "the entry at 16 itself")
+print("plan_gemm: batch 2's embed, ln_f and loss are batch 4's entries halved, as reported")
 PY
 echo "plan_gemm: ok"
