@@ -15,6 +15,7 @@
  *   test_checkpoint_damage <ztier>        (the ztier command-line tool) */
 #include "gpt2_ztier.h"
 #include "runtime/checkpoint_manifest.h"
+#include "expect.h"
 #include "scratch.h"
 
 #include <jansson.h>
@@ -32,16 +33,6 @@ static const char *const config =
 static int failures;
 static char base[512], step_dir[64];
 static const char *ztier;
-
-#define EXPECT(cond, ...)                           \
-    do {                                            \
-        if (!(cond)) {                              \
-            printf("  FAIL (line %d): ", __LINE__); \
-            printf(__VA_ARGS__);                    \
-            printf("\n");                           \
-            failures++;                             \
-        }                                           \
-    } while (0)
 
 /* ---- damage: files ---- */
 

@@ -11,6 +11,7 @@
  *   test_checkpoint_v2 <ztier> <tests/data>        (the ztier command-line tool) */
 #include "gpt2_ztier.h"
 #include "runtime/runtime.h"
+#include "expect.h"
 #include "scratch.h"
 
 #include <jansson.h>
@@ -24,16 +25,6 @@ static const char *const config =
     "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.001}}}";
 
 static int failures;
-
-#define EXPECT(cond, ...)                           \
-    do {                                            \
-        if (!(cond)) {                              \
-            printf("  FAIL (line %d): ", __LINE__); \
-            printf(__VA_ARGS__);                    \
-            printf("\n");                           \
-            failures++;                             \
-        }                                           \
-    } while (0)
 
 /* A whole file into memory (*n bytes); NULL when it cannot be read. */
 static char *slurp(const char *path, size_t *n)
