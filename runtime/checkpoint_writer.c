@@ -4,6 +4,7 @@
  * and the next one is waited free before it fills. */
 #include "runtime/checkpoint_writer.h"
 #include "core/crc32.h"
+#include "core/log.h"
 #include "tiers/io_ring.h"
 
 #include <errno.h>
@@ -54,6 +55,21 @@ static void free_writer(zt_ckpt_writer *w)
     free(w);
 }
 
+/* The slots registered with io_uring. A refusal (the memlock limit, ENOMEM) is said once per
+ * process at info level: the saves still run, from unregistered buffers, at about 0.8 of the
+ * speed (docs/benchmarks.md); the thread-pool engine has nothing to register. */
+static void register_slots(zt_io_ring *ring)
+{
+    static _Atomic int said;
+    int rc = zt_io_ring_register(ring);
+    if (rc < 0 && rc != -EOPNOTSUPP && !said++)
+        ZT_LOGI("checkpoint",
+                "checkpoint writes run from unregistered buffers: io_uring refused to register "
+                "%d MiB (%s); raise the memlock limit (ulimit -l) to at least %d MiB per "
+                "writing thread to save faster",
+                SLOTS * (SLOT_BYTES >> 20), strerror(-rc), SLOTS * (SLOT_BYTES >> 20));
+}
+
 zt_status zt_ckpt_writer_open(const char *path, zt_io_engine_kind engine, zt_ckpt_writer **out,
                               zt_error *err)
 {
@@ -76,7 +92,7 @@ zt_status zt_ckpt_writer_open(const char *path, zt_io_engine_kind engine, zt_ckp
     /* Registered slots: a 4-rank save's writes in flight 25 instead of 4, the save 1.28x as
      * fast (docs/benchmarks.md). Unregistered (refused: a memlock limit) still writes. */
     if (rc == 0)
-        (void)zt_io_ring_register(w->ring);
+        register_slots(w->ring);
     if (rc != 0) {
         zt_status st =
             ZT_ERR(err, zt_status_from_errno(-rc), "cannot create checkpoint file '%s': %s%s%s",

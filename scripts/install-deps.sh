@@ -15,6 +15,7 @@ packages=(
   libopenmpi-dev openmpi-bin  # mpi comm backend and multi-rank tests
   libopenblas-dev  # GPT-2 example matmuls
   fio              # the NVMe benchmark's reference
+  libcap2-bin      # capsh: a test drops CAP_IPC_LOCK to meet a memlock limit as root
   python3          # the layer, docs and config-reference checks
   python3-venv     # the scratch venv of the safetensors reader (scripts/test-venv.sh)
   clang-format     # the layout check (tests/format)
