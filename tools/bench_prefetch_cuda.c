@@ -8,9 +8,9 @@
 #include "tools/bench_common.h"
 #include "tools/bench_prefetch.h"
 
+#include "gpt2_cuda_module.h"
 #include "ztier.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +19,7 @@
 typedef struct gpu_model {
     int layers, hidden, batch;
     cudaStream_t stream;
-    cublasHandle_t blas;
+    void *blas;                      /* cuBLAS, through libztier-gpt2-cuda.so */
     float *x, *y, *dy, *dx, *w, *dw; /* device; w, dw: the resident copies */
 } gpu_model;
 
@@ -27,18 +27,15 @@ static void gemm_forward(gpu_model *m, const float *w)
 {
     const float one = 1, zero = 0;
     int h = m->hidden;
-    cublasSgemm(m->blas, CUBLAS_OP_T, CUBLAS_OP_N, h, m->batch, h, &one, w, h, m->x, h, &zero, m->y,
-                h);
+    gpt2_cuda_blas_sgemm(m->blas, 1, 0, h, m->batch, h, one, w, h, m->x, h, zero, m->y, h);
 }
 
 static void gemm_backward(gpu_model *m, const float *w, float *dw)
 {
     const float one = 1, zero = 0;
     int h = m->hidden;
-    cublasSgemm(m->blas, CUBLAS_OP_N, CUBLAS_OP_T, h, h, m->batch, &one, m->x, h, m->dy, h, &one,
-                dw, h);
-    cublasSgemm(m->blas, CUBLAS_OP_N, CUBLAS_OP_N, h, m->batch, h, &one, w, h, m->dy, h, &zero,
-                m->dx, h);
+    gpt2_cuda_blas_sgemm(m->blas, 0, 1, h, h, m->batch, one, m->x, h, m->dy, h, one, dw, h);
+    gpt2_cuda_blas_sgemm(m->blas, 0, 0, h, m->batch, h, one, w, h, m->dy, h, zero, m->dx, h);
 }
 
 static double resident_step(gpu_model *m)
@@ -77,13 +74,12 @@ static int offload_step(zt_runtime *rt, gpu_model *m, double *step_s)
     return 0;
 }
 
-static int open_model(gpu_model *m)
+static int open_model(gpu_model *m, char *why, size_t len)
 {
     size_t act = (size_t)m->batch * m->hidden * sizeof(float);
     size_t ws = (size_t)m->hidden * m->hidden * (size_t)m->layers * sizeof(float);
     if (cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking) != cudaSuccess ||
-        cublasCreate(&m->blas) != CUBLAS_STATUS_SUCCESS ||
-        cublasSetStream(m->blas, m->stream) != CUBLAS_STATUS_SUCCESS ||
+        !(m->blas = gpt2_cuda_blas_create(m->stream, why, len)) ||
         cudaMalloc((void **)&m->x, act) != cudaSuccess ||
         cudaMalloc((void **)&m->y, act) != cudaSuccess ||
         cudaMalloc((void **)&m->dy, act) != cudaSuccess ||
@@ -100,8 +96,7 @@ static void close_model(gpu_model *m)
 {
     cudaFree(m->x), cudaFree(m->y), cudaFree(m->dy), cudaFree(m->dx), cudaFree(m->w);
     cudaFree(m->dw);
-    if (m->blas)
-        cublasDestroy(m->blas);
+    gpt2_cuda_blas_destroy(m->blas);
     if (m->stream)
         cudaStreamDestroy(m->stream);
 }
@@ -110,9 +105,10 @@ int bench_prefetch_cuda(int layers, int hidden, int batch, int steps, const char
                         const char *nvme, int json)
 {
     gpu_model m = {layers, hidden, batch, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    if (open_model(&m) != 0) {
+    char why[512] = "";
+    if (open_model(&m, why, sizeof why) != 0) {
         fprintf(stderr, "ztier bench prefetch: no usable GPU for --backend cuda (%s)\n",
-                cudaGetErrorString(cudaGetLastError()));
+                why[0] ? why : cudaGetErrorString(cudaGetLastError()));
         close_model(&m);
         return 1;
     }
