@@ -157,6 +157,10 @@ typedef struct builder {
     int *call_after, call, call_end;
     int *pending;       /* per layer: its update waits for its next fetch (overlap_step) */
     int *wrote;         /* per layer: its optimizer state's NVMe write-back (-1: none) */
+    int *upd_caller;    /* per layer: the last update of the fetch that updated it (overlap_step;
+                           -1: none) */
+    int home_store;     /* the latest update's synchronous store of the working copy to its NVMe
+                           home (-1: none) */
     double io_bytes[2]; /* NVMe bytes read and written in the step being built */
     char bound[1024];   /* the critical path in words (zt_sm_bound) */
 } builder;
@@ -194,17 +198,48 @@ static int issued_after(const builder *b, int k)
     return at >= 0 && at < b->call ? b->call_after[at] : b->last_compute;
 }
 
+/* Whether stage k of this fetch's gather is issued by the fetch itself (no earlier call
+ * issued it): it then starts after the updates the fetch ran first (overlap_step). */
+static int issued_here(const builder *b, int k)
+{
+    int at = b->issue[b->call].at[k];
+    return at != ZT_EST_STEP_START && !(at >= 0 && at < b->call);
+}
+
+/* overlap_step: the updates a fetch runs before its gather (zt_rt_fetch): a forward fetch
+ * those of the layers up to the next one in the step's order (its state was read while the
+ * caller computed this layer's predecessor; once updated, the window may prefetch it), a
+ * backward fetch the rest of the step (zt_rt_step_complete); strictly in layer order. Returns
+ * the last one's task (the caller waits for it), -1: none ran, -2: failed. */
+static int run_pending(builder *b, const zt_est_event *ev)
+{
+    int nl = b->rt->reg.n_layers, last = -1;
+    int through = ev->pass == ZT_BACKWARD ? nl - 1 : ev->layer + 1 < nl ? ev->layer + 1 : ev->layer;
+    int first = -1;
+    for (int i = 0; i <= through; i++)
+        if (b->pending[i]) {
+            b->pending[i] = 0;
+            first = first < 0 ? i : first;
+            if ((last = b->updated[i] = update(b, i)) < -1)
+                return -2;
+        }
+    for (int i = first; first >= 0 && i <= through; i++)
+        b->upd_caller[i] = last;
+    return last;
+}
+
 static int on_fetch(builder *b, const zt_est_event *ev)
 {
     const zt_layer *l = &b->rt->reg.layers[ev->layer];
     double bytes = layer_bytes(b, l);
-    int dep[2] = {-1, b->updated[ev->layer]};
+    int caller = run_pending(b, ev); /* overlap_step: the caller's updates before the gather */
+    if (caller < -1)
+        return -1;
+    /* a prefetch of a layer the step has not updated is declined (zt_rt_param_home_ready):
+       its read starts once the fetch that updated it has returned from all its updates */
+    int upd = b->upd_caller[ev->layer] >= 0 ? b->upd_caller[ev->layer] : b->updated[ev->layer];
+    int dep[3] = {-1, upd, -1};
     int nvme = b->plan->param_tier == ZT_TIER_NVME; /* stages: read, copy, all-gather */
-    if (b->pending[ev->layer]) { /* overlap_step: the update runs when the layer is needed */
-        b->pending[ev->layer] = 0;
-        if ((dep[1] = b->updated[ev->layer] = update(b, ev->layer)) < -1)
-            return -1;
-    }
     int t = -1;
     /* Whether the fetch moves the layer: the replay started a gather for it since the layer's
      * last fetch. A copy the prefetcher keeps at its release (zt_sched_keep: its next use
@@ -215,23 +250,34 @@ static int on_fetch(builder *b, const zt_est_event *ev)
     if (moves) {
         if (nvme) {
             dep[0] = issued_after(b, 0);
-            dep[1] = t = add(b, ZT_SM_NVME, bytes / b->world / b->r.nvme_read, dep, 2,
+            dep[2] = issued_here(b, 0) ? caller : -1;
+            dep[1] = t = add(b, ZT_SM_NVME, bytes / b->world / b->r.nvme_read, dep, 3,
                              "NVMe read of %s", ev->layer);
             b->io_bytes[0] += bytes / b->world;
         }
         if (b->plan->param_tier != ZT_TIER_DEVICE) {
             dep[0] = issued_after(b, nvme);
+            dep[2] = issued_here(b, nvme) ? caller : -1;
             dep[1] = t =
-                add(b, ZT_SM_H2D, bytes / b->world / b->r.copy, dep, 2, "copy-in of %s", ev->layer);
+                add(b, ZT_SM_H2D, bytes / b->world / b->r.copy, dep, 3, "copy-in of %s", ev->layer);
         }
         if (b->world > 1) {
             dep[0] = issued_after(b, nvme + 1);
+            dep[2] = issued_here(b, nvme + 1) ? caller : -1;
             dep[1] = t = add(b, ZT_SM_NET, collective_s(b, bytes, b->r.allgather, b->r.ag_lat), dep,
-                             2, "all-gather of %s", ev->layer);
+                             3, "all-gather of %s", ev->layer);
         }
     }
     /* nothing moved: the use waits for the layer's update (overlap_step) */
     b->ready[ev->layer] = moves ? t : dep[1];
+    if (caller >= 0 && t < -1)
+        return -1;
+    if (caller >= 0) { /* the use waits for the updates the fetch ran, too */
+        int join[2] = {b->ready[ev->layer], caller};
+        if ((t = b->ready[ev->layer] = add(b, ZT_SM_COMPUTE, 0, join, 2,
+                                           "updates before the fetch of %s", ev->layer)) < -1)
+            return -1;
+    }
     if (ev->pass == ZT_BACKWARD && b->fresh_grads && l->replicated &&
         b->zeroed[ev->layer] != b->step) {
         /* the gradient buffer the backward fetch allocates and zeroes (the caller waits) */
@@ -402,18 +448,28 @@ static int update(builder *b, int i)
                  "NVMe read of %s's optimizer state", i);
         b->io_bytes[0] += (master_param ? 8 : 12) * elems;
     }
-    int deps[2] = {dep, rd};
+    /* the caller updates the layers one after another: the next starts once the last
+       working copy's synchronous store has returned */
+    int deps[3] = {dep, rd, b->home_store};
     zt_sm_res cpu = b->r.host ? ZT_SM_COMPUTE : ZT_SM_CPU_OPT;
     double rate = on_device ? b->r.adam_device : b->r.adam * b->share;
-    int a = add(b, on_device && !b->r.host ? ZT_SM_COMPUTE : cpu, elems / rate, deps, 2,
+    int a = add(b, on_device && !b->r.host ? ZT_SM_COMPUTE : cpu, elems / rate, deps, 3,
                 "Adam of %s", i);
     int done = a;
     if (a > -2 && nvme) {
         double w = (master_param ? 8 : 12) * elems;
-        if (b->plan->param_tier == ZT_TIER_NVME && !master_param && !l->persistent)
-            w += elems * zt_dtype_size(b->rt->reg.dtype); /* the working copy's home */
-        int wr = add(b, ZT_SM_NVME_WRITE, w / b->r.nvme_write, &a, 1,
-                     "NVMe write of %s's optimizer state", i);
+        int wr = a;
+        if (b->plan->param_tier == ZT_TIER_NVME && !master_param && !l->persistent) {
+            /* the working copy to its NVMe home: a synchronous store (zt_home_store), which
+               the caller waits for before the state's write-back is issued */
+            double p = elems * zt_dtype_size(b->rt->reg.dtype);
+            done = wr = b->home_store = add(b, ZT_SM_NVME_WRITE, p / b->r.nvme_write, &a, 1,
+                                            "NVMe write of %s's parameters", i);
+            b->io_bytes[1] += p;
+        }
+        wr = wr < -1 ? -2
+                     : add(b, ZT_SM_NVME_WRITE, w / b->r.nvme_write, &wr, 1,
+                           "NVMe write of %s's optimizer state", i);
         b->io_bytes[1] += w;
         b->wrote[i] = wr;
         if (wr < -1)
@@ -441,8 +497,8 @@ static int update(builder *b, int i)
 static int build_steps(builder *b, const est_model *m, int micro_steps, int *step_end)
 {
     int nl = b->rt->reg.n_layers, nc = m->n_events * micro_steps;
-    int **arr[] = {&b->ready,     &b->used,    &b->updated, &b->uses,
-                   &b->act_saved, &b->pending, &b->wrote,   &b->zeroed};
+    int **arr[] = {&b->ready,   &b->used,  &b->updated, &b->uses,      &b->act_saved,
+                   &b->pending, &b->wrote, &b->zeroed,  &b->upd_caller};
     for (size_t k = 0; k < sizeof arr / sizeof arr[0]; k++) {
         if (!(*arr[k] = malloc((size_t)nl * sizeof(int))))
             return -1;
@@ -451,7 +507,7 @@ static int build_steps(builder *b, const est_model *m, int micro_steps, int *ste
     }
     if (!(b->call_after = malloc((size_t)(nc > 0 ? nc : 1) * sizeof(int))))
         return -1;
-    b->blocking = b->last_refresh = b->last_compute = b->call_end = -1;
+    b->blocking = b->last_refresh = b->last_compute = b->call_end = b->home_store = -1;
     for (int step = 0; step < PLAN_STEPS; step++) {
         b->step = step;
         b->io_bytes[0] = b->io_bytes[1] = 0;
@@ -471,7 +527,7 @@ static int build_steps(builder *b, const est_model *m, int micro_steps, int *ste
         step_end[step] = b->call_end = b->last_compute;
         for (int i = 0; i < nl; i++) {
             if (b->overlap)
-                b->pending[i] = 1;
+                b->pending[i] = 1, b->upd_caller[i] = -1;
             else if ((b->updated[i] = update(b, i)) < -1)
                 return -1;
         }
@@ -752,6 +808,7 @@ int cmd_plan(int argc, char **argv)
     zt_sm_free(&b.sm);
     free(b.ready), free(b.used), free(b.updated), free(b.call_after);
     free(b.uses), free(b.act_saved), free(b.pending), free(b.wrote), free(b.zeroed);
+    free(b.upd_caller);
     free(b.issue);
     json_decref(b.r.compute);
     plan_gemms_free(&b.gm);
