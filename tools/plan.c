@@ -21,6 +21,7 @@
 #include "runtime/stepmodel.h"
 #include "core/convert.h"
 #include "gpt2_model.h"
+#include "optimizer/nvme_step.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
 #include "tools/estimate_model.h"
@@ -156,7 +157,10 @@ typedef struct builder {
     zt_est_issue *issue;
     int *call_after, call, call_end;
     int *pending;       /* per layer: its update waits for its next fetch (overlap_step) */
-    int *wrote;         /* per layer: its optimizer state's NVMe write-back (-1: none) */
+    /* the NVMe optimizer step's sub-groups (nvme_update): the next one's number in the run,
+       and per buffer set (sub-group mod sets) the last one's Adam and write-back (-1: none) */
+    long sub_next;
+    int sub_adam[ZT_NVME_STEP_MAX_SETS], sub_wrote[ZT_NVME_STEP_MAX_SETS];
     int *upd_caller;    /* per layer: the last update of the fetch that updated it (overlap_step;
                            -1: none) */
     int home_store;     /* the latest update's synchronous store of the working copy to its NVMe
@@ -427,6 +431,60 @@ static int on_release(builder *b, const zt_est_event *ev)
     return gi < -1 ? -1 : 0;
 }
 
+/* Layer i's update with its state on NVMe, as zt_nvme_step runs it: the shard cut into
+ * sub-groups (the plan's opt_buf_bytes, 16M elements at most), numbered across the step's
+ * layers, pipelined over the plan's N buffer sets. Sub-group j's read (master, m, v, or m and v
+ * where the parameters' home is the master) is issued when the caller starts sub-group
+ * j - N + 2 and waits for its set's previous write-back (j - N); the caller runs Adam on j
+ * after its read, the previous sub-group and the write-back of j - 2 (which it waits for to
+ * reuse that set); after a shard's last sub-group the working copy's synchronous store to its
+ * NVMe home (zt_home_store), then j's write-back. On the CPU's threads, which on a host backend
+ * are the compute's cores. Returns the task the layer's next use waits for. */
+static int nvme_update(builder *b, int i)
+{
+    const zt_layer *l = &b->rt->reg.layers[i];
+    int64_t elems = l->shard_numel, per = (int64_t)(b->plan->opt_buf_bytes / sizeof(float));
+    int n_sets = b->plan->opt_sets, master_param = zt_plan_master_is_param(b->plan, l);
+    double state = master_param ? 8 : 12; /* bytes per element read and written */
+    zt_sm_res cpu = b->r.host ? ZT_SM_COMPUTE : ZT_SM_CPU_OPT;
+    int a = -1;
+    per = per > 0 ? per : elems;
+    n_sets = n_sets < ZT_NVME_STEP_MIN_SETS   ? ZT_NVME_STEP_MIN_SETS
+             : n_sets > ZT_NVME_STEP_MAX_SETS ? ZT_NVME_STEP_MAX_SETS
+                                              : n_sets;
+    for (int64_t begin = 0; begin < elems; begin += per) {
+        double n = (double)(elems - begin < per ? elems - begin : per);
+        long j = b->sub_next++;
+        int slot = (int)(j % n_sets);
+        int issue[2] = {b->sub_wrote[slot], b->sub_adam[(j + 1) % n_sets]};
+        int rd = add(b, ZT_SM_NVME, state * n / b->r.nvme_read, issue, 2,
+                     "NVMe read of %s's optimizer state", i);
+        b->io_bytes[0] += state * n;
+        /* the caller updates one sub-group after another; it waited for the last working
+           copy's store, and for the write-back of j - 2 before issuing the read of j + N - 2 */
+        int deps[4] = {b->ready[i], rd, b->home_store, b->sub_wrote[(j - 2 + n_sets) % n_sets]};
+        a = rd < -1 ? -2 : add(b, cpu, n / (b->r.adam * b->share), deps, 4, "Adam of %s", i);
+        if (a < -1)
+            return -2;
+        b->sub_adam[slot] = a;
+        int wr = a;
+        if (begin + per >= elems && b->plan->param_tier == ZT_TIER_NVME && !master_param &&
+            !l->persistent) {
+            double p = (double)elems * zt_dtype_size(b->rt->reg.dtype);
+            a = wr = b->home_store = add(b, ZT_SM_NVME_WRITE, p / b->r.nvme_write, &wr, 1,
+                                         "NVMe write of %s's parameters", i);
+            b->io_bytes[1] += p;
+        }
+        b->sub_wrote[slot] = wr = wr < -1 ? -2
+                                          : add(b, ZT_SM_NVME_WRITE, state * n / b->r.nvme_write,
+                                                &wr, 1, "NVMe write of %s's optimizer state", i);
+        b->io_bytes[1] += state * n;
+        if (wr < -1)
+            return -2;
+    }
+    return a;
+}
+
 /* Layer i's update: with the state on NVMe its read (master, m, v, or m and v where the
  * parameters' home is the master), Adam, the write-back (and the new parameters to their NVMe
  * home); on the CPU's threads, which on a host backend are the compute's cores; stages 1-2
@@ -436,45 +494,16 @@ static int update(builder *b, int i)
 {
     const zt_layer *l = &b->rt->reg.layers[i];
     double elems = (double)l->shard_numel;
-    int dep = b->ready[i], rd = -1;
+    int dep = b->ready[i];
     int on_device = l->opt_device || b->plan->optim_tier == ZT_TIER_DEVICE;
     int nvme = !on_device && b->plan->optim_tier == ZT_TIER_NVME;
-    int master_param = zt_plan_master_is_param(b->plan, l);
-    if (nvme) {
-        /* a buffer set: the one whose write-back started two updates ago (sets: read ahead,
-           in update, writing back) */
-        int set = i >= 2 ? b->wrote[i - 2] : -1;
-        rd = add(b, ZT_SM_NVME, (master_param ? 8 : 12) * elems / b->r.nvme_read, &set, 1,
-                 "NVMe read of %s's optimizer state", i);
-        b->io_bytes[0] += (master_param ? 8 : 12) * elems;
-    }
-    /* the caller updates the layers one after another: the next starts once the last
-       working copy's synchronous store has returned */
-    int deps[3] = {dep, rd, b->home_store};
+    if (nvme)
+        return nvme_update(b, i);
     zt_sm_res cpu = b->r.host ? ZT_SM_COMPUTE : ZT_SM_CPU_OPT;
     double rate = on_device ? b->r.adam_device : b->r.adam * b->share;
-    int a = add(b, on_device && !b->r.host ? ZT_SM_COMPUTE : cpu, elems / rate, deps, 3,
+    int a = add(b, on_device && !b->r.host ? ZT_SM_COMPUTE : cpu, elems / rate, &dep, 1,
                 "Adam of %s", i);
     int done = a;
-    if (a > -2 && nvme) {
-        double w = (master_param ? 8 : 12) * elems;
-        int wr = a;
-        if (b->plan->param_tier == ZT_TIER_NVME && !master_param && !l->persistent) {
-            /* the working copy to its NVMe home: a synchronous store (zt_home_store), which
-               the caller waits for before the state's write-back is issued */
-            double p = elems * zt_dtype_size(b->rt->reg.dtype);
-            done = wr = b->home_store = add(b, ZT_SM_NVME_WRITE, p / b->r.nvme_write, &a, 1,
-                                            "NVMe write of %s's parameters", i);
-            b->io_bytes[1] += p;
-        }
-        wr = wr < -1 ? -2
-                     : add(b, ZT_SM_NVME_WRITE, w / b->r.nvme_write, &wr, 1,
-                           "NVMe write of %s's optimizer state", i);
-        b->io_bytes[1] += w;
-        b->wrote[i] = wr;
-        if (wr < -1)
-            return -2;
-    }
     if (a > -2 && l->replicated && !on_device) {
         /* the shard packed into the all-gather's send buffer, gathered into its receive buffer
            (both new pages each step where fresh_grads says so) and unpacked into the replica */
@@ -498,7 +527,7 @@ static int build_steps(builder *b, const est_model *m, int micro_steps, int *ste
 {
     int nl = b->rt->reg.n_layers, nc = m->n_events * micro_steps;
     int **arr[] = {&b->ready,   &b->used,  &b->updated, &b->uses,      &b->act_saved,
-                   &b->pending, &b->wrote, &b->zeroed,  &b->upd_caller};
+                   &b->pending, &b->zeroed,  &b->upd_caller};
     for (size_t k = 0; k < sizeof arr / sizeof arr[0]; k++) {
         if (!(*arr[k] = malloc((size_t)nl * sizeof(int))))
             return -1;
@@ -508,6 +537,8 @@ static int build_steps(builder *b, const est_model *m, int micro_steps, int *ste
     if (!(b->call_after = malloc((size_t)(nc > 0 ? nc : 1) * sizeof(int))))
         return -1;
     b->blocking = b->last_refresh = b->last_compute = b->call_end = b->home_store = -1;
+    for (int k = 0; k < ZT_NVME_STEP_MAX_SETS; k++)
+        b->sub_adam[k] = b->sub_wrote[k] = -1;
     for (int step = 0; step < PLAN_STEPS; step++) {
         b->step = step;
         b->io_bytes[0] = b->io_bytes[1] = 0;
@@ -807,7 +838,7 @@ int cmd_plan(int argc, char **argv)
     }
     zt_sm_free(&b.sm);
     free(b.ready), free(b.used), free(b.updated), free(b.call_after);
-    free(b.uses), free(b.act_saved), free(b.pending), free(b.wrote), free(b.zeroed);
+    free(b.uses), free(b.act_saved), free(b.pending), free(b.zeroed);
     free(b.upd_caller);
     free(b.issue);
     json_decref(b.r.compute);
