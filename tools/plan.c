@@ -21,6 +21,7 @@
 #include "runtime/stepmodel.h"
 #include "core/convert.h"
 #include "gpt2_model.h"
+#include "optimizer/nvme_step.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
 #include "tools/estimate_model.h"
@@ -156,7 +157,14 @@ typedef struct builder {
     zt_est_issue *issue;
     int *call_after, call, call_end;
     int *pending;       /* per layer: its update waits for its next fetch (overlap_step) */
-    int *wrote;         /* per layer: its optimizer state's NVMe write-back (-1: none) */
+    /* the NVMe optimizer step's sub-groups (nvme_update): the next one's number in the run,
+       and per buffer set (sub-group mod sets) the last one's Adam and write-back (-1: none) */
+    long sub_next;
+    int sub_adam[ZT_NVME_STEP_MAX_SETS], sub_wrote[ZT_NVME_STEP_MAX_SETS];
+    int *upd_caller;    /* per layer: the last update of the fetch that updated it (overlap_step;
+                           -1: none) */
+    int home_store;     /* the latest update's synchronous store of the working copy to its NVMe
+                           home (-1: none) */
     double io_bytes[2]; /* NVMe bytes read and written in the step being built */
     char bound[1024];   /* the critical path in words (zt_sm_bound) */
 } builder;
@@ -194,17 +202,48 @@ static int issued_after(const builder *b, int k)
     return at >= 0 && at < b->call ? b->call_after[at] : b->last_compute;
 }
 
+/* Whether stage k of this fetch's gather is issued by the fetch itself (no earlier call
+ * issued it): it then starts after the updates the fetch ran first (overlap_step). */
+static int issued_here(const builder *b, int k)
+{
+    int at = b->issue[b->call].at[k];
+    return at != ZT_EST_STEP_START && !(at >= 0 && at < b->call);
+}
+
+/* overlap_step: the updates a fetch runs before its gather (zt_rt_fetch): a forward fetch
+ * those of the layers up to the next one in the step's order (its state was read while the
+ * caller computed this layer's predecessor; once updated, the window may prefetch it), a
+ * backward fetch the rest of the step (zt_rt_step_complete); strictly in layer order. Returns
+ * the last one's task (the caller waits for it), -1: none ran, -2: failed. */
+static int run_pending(builder *b, const zt_est_event *ev)
+{
+    int nl = b->rt->reg.n_layers, last = -1;
+    int through = ev->pass == ZT_BACKWARD ? nl - 1 : ev->layer + 1 < nl ? ev->layer + 1 : ev->layer;
+    int first = -1;
+    for (int i = 0; i <= through; i++)
+        if (b->pending[i]) {
+            b->pending[i] = 0;
+            first = first < 0 ? i : first;
+            if ((last = b->updated[i] = update(b, i)) < -1)
+                return -2;
+        }
+    for (int i = first; first >= 0 && i <= through; i++)
+        b->upd_caller[i] = last;
+    return last;
+}
+
 static int on_fetch(builder *b, const zt_est_event *ev)
 {
     const zt_layer *l = &b->rt->reg.layers[ev->layer];
     double bytes = layer_bytes(b, l);
-    int dep[2] = {-1, b->updated[ev->layer]};
+    int caller = run_pending(b, ev); /* overlap_step: the caller's updates before the gather */
+    if (caller < -1)
+        return -1;
+    /* a prefetch of a layer the step has not updated is declined (zt_rt_param_home_ready):
+       its read starts once the fetch that updated it has returned from all its updates */
+    int upd = b->upd_caller[ev->layer] >= 0 ? b->upd_caller[ev->layer] : b->updated[ev->layer];
+    int dep[3] = {-1, upd, -1};
     int nvme = b->plan->param_tier == ZT_TIER_NVME; /* stages: read, copy, all-gather */
-    if (b->pending[ev->layer]) { /* overlap_step: the update runs when the layer is needed */
-        b->pending[ev->layer] = 0;
-        if ((dep[1] = b->updated[ev->layer] = update(b, ev->layer)) < -1)
-            return -1;
-    }
     int t = -1;
     /* Whether the fetch moves the layer: the replay started a gather for it since the layer's
      * last fetch. A copy the prefetcher keeps at its release (zt_sched_keep: its next use
@@ -215,23 +254,34 @@ static int on_fetch(builder *b, const zt_est_event *ev)
     if (moves) {
         if (nvme) {
             dep[0] = issued_after(b, 0);
-            dep[1] = t = add(b, ZT_SM_NVME, bytes / b->world / b->r.nvme_read, dep, 2,
+            dep[2] = issued_here(b, 0) ? caller : -1;
+            dep[1] = t = add(b, ZT_SM_NVME, bytes / b->world / b->r.nvme_read, dep, 3,
                              "NVMe read of %s", ev->layer);
             b->io_bytes[0] += bytes / b->world;
         }
         if (b->plan->param_tier != ZT_TIER_DEVICE) {
             dep[0] = issued_after(b, nvme);
+            dep[2] = issued_here(b, nvme) ? caller : -1;
             dep[1] = t =
-                add(b, ZT_SM_H2D, bytes / b->world / b->r.copy, dep, 2, "copy-in of %s", ev->layer);
+                add(b, ZT_SM_H2D, bytes / b->world / b->r.copy, dep, 3, "copy-in of %s", ev->layer);
         }
         if (b->world > 1) {
             dep[0] = issued_after(b, nvme + 1);
+            dep[2] = issued_here(b, nvme + 1) ? caller : -1;
             dep[1] = t = add(b, ZT_SM_NET, collective_s(b, bytes, b->r.allgather, b->r.ag_lat), dep,
-                             2, "all-gather of %s", ev->layer);
+                             3, "all-gather of %s", ev->layer);
         }
     }
     /* nothing moved: the use waits for the layer's update (overlap_step) */
     b->ready[ev->layer] = moves ? t : dep[1];
+    if (caller >= 0 && t < -1)
+        return -1;
+    if (caller >= 0) { /* the use waits for the updates the fetch ran, too */
+        int join[2] = {b->ready[ev->layer], caller};
+        if ((t = b->ready[ev->layer] = add(b, ZT_SM_COMPUTE, 0, join, 2,
+                                           "updates before the fetch of %s", ev->layer)) < -1)
+            return -1;
+    }
     if (ev->pass == ZT_BACKWARD && b->fresh_grads && l->replicated &&
         b->zeroed[ev->layer] != b->step) {
         /* the gradient buffer the backward fetch allocates and zeroes (the caller waits) */
@@ -381,6 +431,60 @@ static int on_release(builder *b, const zt_est_event *ev)
     return gi < -1 ? -1 : 0;
 }
 
+/* Layer i's update with its state on NVMe, as zt_nvme_step runs it: the shard cut into
+ * sub-groups (the plan's opt_buf_bytes, 16M elements at most), numbered across the step's
+ * layers, pipelined over the plan's N buffer sets. Sub-group j's read (master, m, v, or m and v
+ * where the parameters' home is the master) is issued when the caller starts sub-group
+ * j - N + 2 and waits for its set's previous write-back (j - N); the caller runs Adam on j
+ * after its read, the previous sub-group and the write-back of j - 2 (which it waits for to
+ * reuse that set); after a shard's last sub-group the working copy's synchronous store to its
+ * NVMe home (zt_home_store), then j's write-back. On the CPU's threads, which on a host backend
+ * are the compute's cores. Returns the task the layer's next use waits for. */
+static int nvme_update(builder *b, int i)
+{
+    const zt_layer *l = &b->rt->reg.layers[i];
+    int64_t elems = l->shard_numel, per = (int64_t)(b->plan->opt_buf_bytes / sizeof(float));
+    int n_sets = b->plan->opt_sets, master_param = zt_plan_master_is_param(b->plan, l);
+    double state = master_param ? 8 : 12; /* bytes per element read and written */
+    zt_sm_res cpu = b->r.host ? ZT_SM_COMPUTE : ZT_SM_CPU_OPT;
+    int a = -1;
+    per = per > 0 ? per : elems;
+    n_sets = n_sets < ZT_NVME_STEP_MIN_SETS   ? ZT_NVME_STEP_MIN_SETS
+             : n_sets > ZT_NVME_STEP_MAX_SETS ? ZT_NVME_STEP_MAX_SETS
+                                              : n_sets;
+    for (int64_t begin = 0; begin < elems; begin += per) {
+        double n = (double)(elems - begin < per ? elems - begin : per);
+        long j = b->sub_next++;
+        int slot = (int)(j % n_sets);
+        int issue[2] = {b->sub_wrote[slot], b->sub_adam[(j + 1) % n_sets]};
+        int rd = add(b, ZT_SM_NVME, state * n / b->r.nvme_read, issue, 2,
+                     "NVMe read of %s's optimizer state", i);
+        b->io_bytes[0] += state * n;
+        /* the caller updates one sub-group after another; it waited for the last working
+           copy's store, and for the write-back of j - 2 before issuing the read of j + N - 2 */
+        int deps[4] = {b->ready[i], rd, b->home_store, b->sub_wrote[(j - 2 + n_sets) % n_sets]};
+        a = rd < -1 ? -2 : add(b, cpu, n / (b->r.adam * b->share), deps, 4, "Adam of %s", i);
+        if (a < -1)
+            return -2;
+        b->sub_adam[slot] = a;
+        int wr = a;
+        if (begin + per >= elems && b->plan->param_tier == ZT_TIER_NVME && !master_param &&
+            !l->persistent) {
+            double p = (double)elems * zt_dtype_size(b->rt->reg.dtype);
+            a = wr = b->home_store = add(b, ZT_SM_NVME_WRITE, p / b->r.nvme_write, &wr, 1,
+                                         "NVMe write of %s's parameters", i);
+            b->io_bytes[1] += p;
+        }
+        b->sub_wrote[slot] = wr = wr < -1 ? -2
+                                          : add(b, ZT_SM_NVME_WRITE, state * n / b->r.nvme_write,
+                                                &wr, 1, "NVMe write of %s's optimizer state", i);
+        b->io_bytes[1] += state * n;
+        if (wr < -1)
+            return -2;
+    }
+    return a;
+}
+
 /* Layer i's update: with the state on NVMe its read (master, m, v, or m and v where the
  * parameters' home is the master), Adam, the write-back (and the new parameters to their NVMe
  * home); on the CPU's threads, which on a host backend are the compute's cores; stages 1-2
@@ -390,35 +494,16 @@ static int update(builder *b, int i)
 {
     const zt_layer *l = &b->rt->reg.layers[i];
     double elems = (double)l->shard_numel;
-    int dep = b->ready[i], rd = -1;
+    int dep = b->ready[i];
     int on_device = l->opt_device || b->plan->optim_tier == ZT_TIER_DEVICE;
     int nvme = !on_device && b->plan->optim_tier == ZT_TIER_NVME;
-    int master_param = zt_plan_master_is_param(b->plan, l);
-    if (nvme) {
-        /* a buffer set: the one whose write-back started two updates ago (sets: read ahead,
-           in update, writing back) */
-        int set = i >= 2 ? b->wrote[i - 2] : -1;
-        rd = add(b, ZT_SM_NVME, (master_param ? 8 : 12) * elems / b->r.nvme_read, &set, 1,
-                 "NVMe read of %s's optimizer state", i);
-        b->io_bytes[0] += (master_param ? 8 : 12) * elems;
-    }
-    int deps[2] = {dep, rd};
+    if (nvme)
+        return nvme_update(b, i);
     zt_sm_res cpu = b->r.host ? ZT_SM_COMPUTE : ZT_SM_CPU_OPT;
     double rate = on_device ? b->r.adam_device : b->r.adam * b->share;
-    int a = add(b, on_device && !b->r.host ? ZT_SM_COMPUTE : cpu, elems / rate, deps, 2,
+    int a = add(b, on_device && !b->r.host ? ZT_SM_COMPUTE : cpu, elems / rate, &dep, 1,
                 "Adam of %s", i);
     int done = a;
-    if (a > -2 && nvme) {
-        double w = (master_param ? 8 : 12) * elems;
-        if (b->plan->param_tier == ZT_TIER_NVME && !master_param && !l->persistent)
-            w += elems * zt_dtype_size(b->rt->reg.dtype); /* the working copy's home */
-        int wr = add(b, ZT_SM_NVME_WRITE, w / b->r.nvme_write, &a, 1,
-                     "NVMe write of %s's optimizer state", i);
-        b->io_bytes[1] += w;
-        b->wrote[i] = wr;
-        if (wr < -1)
-            return -2;
-    }
     if (a > -2 && l->replicated && !on_device) {
         /* the shard packed into the all-gather's send buffer, gathered into its receive buffer
            (both new pages each step where fresh_grads says so) and unpacked into the replica */
@@ -441,8 +526,8 @@ static int update(builder *b, int i)
 static int build_steps(builder *b, const est_model *m, int micro_steps, int *step_end)
 {
     int nl = b->rt->reg.n_layers, nc = m->n_events * micro_steps;
-    int **arr[] = {&b->ready,     &b->used,    &b->updated, &b->uses,
-                   &b->act_saved, &b->pending, &b->wrote,   &b->zeroed};
+    int **arr[] = {&b->ready,   &b->used,  &b->updated, &b->uses,      &b->act_saved,
+                   &b->pending, &b->zeroed,  &b->upd_caller};
     for (size_t k = 0; k < sizeof arr / sizeof arr[0]; k++) {
         if (!(*arr[k] = malloc((size_t)nl * sizeof(int))))
             return -1;
@@ -451,7 +536,9 @@ static int build_steps(builder *b, const est_model *m, int micro_steps, int *ste
     }
     if (!(b->call_after = malloc((size_t)(nc > 0 ? nc : 1) * sizeof(int))))
         return -1;
-    b->blocking = b->last_refresh = b->last_compute = b->call_end = -1;
+    b->blocking = b->last_refresh = b->last_compute = b->call_end = b->home_store = -1;
+    for (int k = 0; k < ZT_NVME_STEP_MAX_SETS; k++)
+        b->sub_adam[k] = b->sub_wrote[k] = -1;
     for (int step = 0; step < PLAN_STEPS; step++) {
         b->step = step;
         b->io_bytes[0] = b->io_bytes[1] = 0;
@@ -471,7 +558,7 @@ static int build_steps(builder *b, const est_model *m, int micro_steps, int *ste
         step_end[step] = b->call_end = b->last_compute;
         for (int i = 0; i < nl; i++) {
             if (b->overlap)
-                b->pending[i] = 1;
+                b->pending[i] = 1, b->upd_caller[i] = -1;
             else if ((b->updated[i] = update(b, i)) < -1)
                 return -1;
         }
@@ -751,7 +838,8 @@ int cmd_plan(int argc, char **argv)
     }
     zt_sm_free(&b.sm);
     free(b.ready), free(b.used), free(b.updated), free(b.call_after);
-    free(b.uses), free(b.act_saved), free(b.pending), free(b.wrote), free(b.zeroed);
+    free(b.uses), free(b.act_saved), free(b.pending), free(b.zeroed);
+    free(b.upd_caller);
     free(b.issue);
     json_decref(b.r.compute);
     plan_gemms_free(&b.gm);
