@@ -156,7 +156,7 @@ typedef struct builder {
        first call (zt_step's window) */
     zt_est_issue *issue;
     int *call_after, call, call_end;
-    int *pending;       /* per layer: its update waits for its next fetch (overlap_step) */
+    int *pending; /* per layer: its update waits for its next fetch (overlap_step) */
     /* the NVMe optimizer step's sub-groups (nvme_update): the next one's number in the run,
        and per buffer set (sub-group mod sets) the last one's Adam and write-back (-1: none) */
     long sub_next;
@@ -526,8 +526,8 @@ static int update(builder *b, int i)
 static int build_steps(builder *b, const est_model *m, int micro_steps, int *step_end)
 {
     int nl = b->rt->reg.n_layers, nc = m->n_events * micro_steps;
-    int **arr[] = {&b->ready,   &b->used,  &b->updated, &b->uses,      &b->act_saved,
-                   &b->pending, &b->zeroed,  &b->upd_caller};
+    int **arr[] = {&b->ready,     &b->used,    &b->updated, &b->uses,
+                   &b->act_saved, &b->pending, &b->zeroed,  &b->upd_caller};
     for (size_t k = 0; k < sizeof arr / sizeof arr[0]; k++) {
         if (!(*arr[k] = malloc((size_t)nl * sizeof(int))))
             return -1;
