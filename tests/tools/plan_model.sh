@@ -241,4 +241,41 @@ for b in want:
     assert abs(got[b] - want[b]) < 1e-6, ('NVMe, bucket', b, 'predicted', got[b], 'by hand', want[b])
 print('plan_model: NVMe with overlap_step, buckets 0, P, 9P give ' + ', '.join(f'{got[b] * 1e3:.1f}' for b in want) + ' ms, as worked by hand')
 PY
+# 7. the NVMe optimizer step in sub-groups (zt_nvme_step). Two 1024x1024 fp32 layers resident
+#    on the device, state on NVMe: sub_group_size 262144 (one 1 MiB aio block) cuts each into 4
+#    sub-groups g0-g7 of m and v (2 MiB: read 2 ms, write 2 ms at 1048576000 B/s; the master is
+#    the parameters), Adam 1 ms each (CPU lane, cuda profile); buffer_count 9: N = 3 sets, so
+#    the read of g(j) is issued at g(j-1)'s start after g(j-3)'s write-back W(j-3), and Adam
+#    A(j) waits for W(j-2). overlap_step (auto: on) runs all 8 at L0's forward fetch. Forward 10
+#    ms, backward 20 (2 FLOP per element, one token, 209715200 FLOP/s); copies 4 ns (ignored).
+#    From B0's end: reads of g0-g2 done (the runtime pre-reads N sets at the backward's first
+#    fetch; the model reads g2 [1,3], off the path); A0 [0,1] W0 [1,3]; A1 [1,2] W1 [3,5]; R3
+#    [3,5]; A2 [3,4] W2 [5,7]; R4 [5,7]; A3 [5,6] W3 [7,9]; R5 [7,9]; A4 [7,8] W4 [9,11]; R6
+#    [9,11]; A5 [9,10] W5 [11,13]; R7 [11,13]; A6 [11,12] W6 [13,15]; A7 [13,14] W7 [15,17];
+#    F0 [14,24] F1 [24,34] B1 [34,54] B0 [54,74]: 74 ms. The whole-layer model (one read, Adam
+#    and write per layer, 3925bf8): reads done before, Adam L0 [0,4], L1 [4,8]: 68 ms.
+cat > "$work/mib.json" <<'JSON'
+{"layers": [
+  {"name": "L0", "params": [{"name": "L0.w", "shape": [1024, 1024]}]},
+  {"name": "L1", "params": [{"name": "L1.w", "shape": [1024, 1024]}]}]}
+JSON
+profile "$work/sub-gpu.json" cuda "" "" ""
+python3 - "$work/sub-gpu.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for k, v in (("nvme_read_bytes_per_s", 1048576000), ("nvme_write_bytes_per_s", 1048576000),
+             ("adam_params_per_s", 262144000), ("gemm_flops_per_s", 209715200)):
+    p["rates"][k]["value"] = v
+json.dump(p, open(sys.argv[1], "w"))
+PY
+echo "{\"zero_optimization\": {\"stage\": 3, \"sub_group_size\": 262144, \"stage3_param_persistence_threshold\": 0, \"offload_param\": {\"device\": \"none\"}, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$work\", \"buffer_count\": 9}}, \"ztier\": {\"device_backend\": \"cuda\", \"hbm_capacity\": \"1G\"}}" > "$work/sub.json"
+"$ztier" plan --layers "$work/mib.json" --ds-config "$work/sub.json" --profile "$work/sub-gpu.json" \
+  --json | tail -1 > "$work/sub.out"
+python3 - "$work/sub.out" <<'PY'
+import json, sys
+got = json.load(open(sys.argv[1]))['step_s']
+assert abs(got - 0.074) < 1e-6, ('NVMe step in sub-groups: predicted', got, 'by hand 0.074')
+assert abs(got - 0.068) > 1e-3, ('the whole-layer update predicts 0.068', got)
+print(f'plan_model: the NVMe step in 8 sub-groups over 3 sets gives {got * 1e3:.1f} ms, as worked by hand')
+PY
 echo "plan_model: ok"
