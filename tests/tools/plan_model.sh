@@ -41,6 +41,23 @@ profile() { # $1: file, $2: backend, $3: extra machine keys, $4: extra rates, $5
  "compute": [$5]}
 JSON
 }
+set_rates() { # $1: profile file, rest: rate=value pairs written into it
+  python3 - "$@" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for kv in sys.argv[2:]:
+    k, v = kv.split("=")
+    p["rates"][k]["value"] = float(v)
+json.dump(p, open(sys.argv[1], "w"))
+PY
+}
+bucket_plans() { # $1: name, $2: --layers model, $3: profile, $4: the offload keys -> $1-<bucket>.out
+  local bucket
+  for bucket in 0 1000000 9000000; do
+    echo "{\"zero_optimization\": {\"stage\": 3, \"stage3_param_persistence_threshold\": 0, \"stage3_prefetch_bucket_size\": $bucket, $4}, \"ztier\": {\"device_backend\": \"cuda\", \"hbm_capacity\": \"1G\"}}" > "$work/$1-$bucket.json"
+    "$ztier" plan --layers "$2" --ds-config "$work/$1-$bucket.json" --profile "$3" --json | tail -1 > "$work/$1-$bucket.out"
+  done
+}
 entry() { # $1 op, $2 layer, $3 B, $4 seconds
   echo "{\"op\": \"$1\", \"layer\": \"$2\", \"B\": $3, \"T\": 64, \"C\": 768, \"NH\": 12, \"seconds\": $4, \"source\": \"hand: CI\"}"
 }
@@ -175,18 +192,9 @@ JSON
 python3 -c "import json, sys; d = json.load(open(sys.argv[1])); d.pop('order'); json.dump(d, open(sys.argv[2], 'w'))" \
   "$work/four.json" "$work/four-noorder.json"
 profile "$work/window-gpu.json" cuda "" "" ""
-python3 - "$work/window-gpu.json" <<'PY'
-import json, sys
-p = json.load(open(sys.argv[1]))
-for k, v in (("h2d_bytes_per_s", 4e9), ("adam_params_per_s", 1e18), ("gemm_flops_per_s", 1e9)):
-    p["rates"][k]["value"] = v
-json.dump(p, open(sys.argv[1], "w"))
-PY
-for bucket in 0 1000000 9000000; do
-  echo "{\"zero_optimization\": {\"stage\": 3, \"stage3_param_persistence_threshold\": 0, \"stage3_prefetch_bucket_size\": $bucket, \"offload_param\": {\"device\": \"cpu\"}, \"offload_optimizer\": {\"device\": \"cpu\"}}, \"ztier\": {\"device_backend\": \"cuda\", \"hbm_capacity\": \"1G\"}}" > "$work/window-$bucket.json"
-  "$ztier" plan --layers "$work/four.json" --ds-config "$work/window-$bucket.json" \
-    --profile "$work/window-gpu.json" --json | tail -1 > "$work/window-$bucket.out"
-done
+set_rates "$work/window-gpu.json" h2d_bytes_per_s=4e9 adam_params_per_s=1e18 gemm_flops_per_s=1e9
+bucket_plans window "$work/four.json" "$work/window-gpu.json" \
+  '"offload_param": {"device": "cpu"}, "offload_optimizer": {"device": "cpu"}'
 "$ztier" plan --layers "$work/four-noorder.json" --ds-config "$work/window-1000000.json" \
   --profile "$work/window-gpu.json" --json | tail -1 > "$work/window-noorder.out"
 python3 - "$work" <<'PY'
@@ -220,18 +228,9 @@ cat > "$work/two.json" <<'JSON'
   {"name": "L1", "params": [{"name": "L1.w", "shape": [1000, 1000]}]}]}
 JSON
 profile "$work/nvme-gpu.json" cuda "" "" ""
-python3 - "$work/nvme-gpu.json" <<'PY'
-import json, sys
-p = json.load(open(sys.argv[1]))
-for k, v in (("h2d_bytes_per_s", 4e9), ("host_memcpy_bytes_per_s", 4e9), ("gemm_flops_per_s", 1e8)):
-    p["rates"][k]["value"] = v
-json.dump(p, open(sys.argv[1], "w"))
-PY
-for bucket in 0 1000000 9000000; do
-  echo "{\"zero_optimization\": {\"stage\": 3, \"stage3_param_persistence_threshold\": 0, \"stage3_prefetch_bucket_size\": $bucket, \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$work\"}, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$work\"}}, \"ztier\": {\"device_backend\": \"cuda\", \"hbm_capacity\": \"1G\"}}" > "$work/nvme-$bucket.json"
-  "$ztier" plan --layers "$work/two.json" --ds-config "$work/nvme-$bucket.json" \
-    --profile "$work/nvme-gpu.json" --json | tail -1 > "$work/nvme-$bucket.out"
-done
+set_rates "$work/nvme-gpu.json" h2d_bytes_per_s=4e9 host_memcpy_bytes_per_s=4e9 gemm_flops_per_s=1e8
+bucket_plans nvme "$work/two.json" "$work/nvme-gpu.json" \
+  "\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$work\"}, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$work\"}"
 python3 - "$work" <<'PY'
 import json, sys
 w = sys.argv[1]
@@ -260,14 +259,7 @@ cat > "$work/mib.json" <<'JSON'
   {"name": "L1", "params": [{"name": "L1.w", "shape": [1024, 1024]}]}]}
 JSON
 profile "$work/sub-gpu.json" cuda "" "" ""
-python3 - "$work/sub-gpu.json" <<'PY'
-import json, sys
-p = json.load(open(sys.argv[1]))
-for k, v in (("nvme_read_bytes_per_s", 1048576000), ("nvme_write_bytes_per_s", 1048576000),
-             ("adam_params_per_s", 262144000), ("gemm_flops_per_s", 209715200)):
-    p["rates"][k]["value"] = v
-json.dump(p, open(sys.argv[1], "w"))
-PY
+set_rates "$work/sub-gpu.json" nvme_read_bytes_per_s=1048576000 nvme_write_bytes_per_s=1048576000 adam_params_per_s=262144000 gemm_flops_per_s=209715200
 echo "{\"zero_optimization\": {\"stage\": 3, \"sub_group_size\": 262144, \"stage3_param_persistence_threshold\": 0, \"offload_param\": {\"device\": \"none\"}, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$work\", \"buffer_count\": 9}}, \"ztier\": {\"device_backend\": \"cuda\", \"hbm_capacity\": \"1G\"}}" > "$work/sub.json"
 "$ztier" plan --layers "$work/mib.json" --ds-config "$work/sub.json" --profile "$work/sub-gpu.json" \
   --json | tail -1 > "$work/sub.out"
