@@ -58,6 +58,17 @@ bucket_plans() { # $1: name, $2: --layers model, $3: profile, $4: the offload ke
     "$ztier" plan --layers "$2" --ds-config "$work/$1-$bucket.json" --profile "$3" --json | tail -1 > "$work/$1-$bucket.out"
   done
 }
+check_buckets() { # $1: name, $2: what, $3-$5: the step (s) worked by hand at buckets 0, P, 9P
+  python3 - "$work" "$@" <<'PY'
+import json, sys
+w, name, what = sys.argv[1:4]
+want = dict(zip((0, 1000000, 9000000), map(float, sys.argv[4:7])))
+got = {b: json.loads(open(f'{w}/{name}-{b}.out').read())['step_s'] for b in want}
+for b in want:
+    assert abs(got[b] - want[b]) < 1e-6, (what, 'bucket', b, 'predicted', got[b], 'by hand', want[b])
+print(f'plan_model: {what} buckets 0, P, 9P give ' + ', '.join(f'{got[b] * 1e3:.1f}' for b in want) + ' ms, as worked by hand')
+PY
+}
 entry() { # $1 op, $2 layer, $3 B, $4 seconds
   echo "{\"op\": \"$1\", \"layer\": \"$2\", \"B\": $3, \"T\": 64, \"C\": 768, \"NH\": 12, \"seconds\": $4, \"source\": \"hand: CI\"}"
 }
@@ -197,17 +208,9 @@ bucket_plans window "$work/four.json" "$work/window-gpu.json" \
   '"offload_param": {"device": "cpu"}, "offload_optimizer": {"device": "cpu"}'
 "$ztier" plan --layers "$work/four-noorder.json" --ds-config "$work/window-1000000.json" \
   --profile "$work/window-gpu.json" --json | tail -1 > "$work/window-noorder.out"
-python3 - "$work" <<'PY'
-import json, sys
-w = sys.argv[1]
-want = {0: 0.078, 1000000: 0.074, 9000000: 0.072}
-got = {b: json.loads(open(f'{w}/window-{b}.out').read())['step_s'] for b in want}
-for b in want:
-    assert abs(got[b] - want[b]) < 1e-6, ('bucket', b, 'predicted', got[b], 'by hand', want[b])
-noorder = json.loads(open(f'{w}/window-noorder.out').read())['step_s']
-assert abs(noorder - want[1000000]) < 1e-6, ('without its "order"', noorder)
-print('plan_model: prefetch buckets 0, P, 9P give ' + ', '.join(f'{got[b] * 1e3:.1f}' for b in want) + ' ms, as worked by hand')
-PY
+check_buckets window "prefetch" 0.078 0.074 0.072
+python3 -c "import json, sys; n = json.loads(open(sys.argv[1]).read())['step_s']
+assert abs(n - 0.074) < 1e-6, ('without its \"order\"', n)" "$work/window-noorder.out"
 # 6. overlap_step with parameters and optimizer state on NVMe (zt_rt_fetch): a forward fetch
 #    first updates its layer and the next one, on the caller, each update ending with the
 #    working copy's synchronous store to its NVMe home; a prefetch of a layer not yet updated
@@ -231,15 +234,7 @@ profile "$work/nvme-gpu.json" cuda "" "" ""
 set_rates "$work/nvme-gpu.json" h2d_bytes_per_s=4e9 host_memcpy_bytes_per_s=4e9 gemm_flops_per_s=1e8
 bucket_plans nvme "$work/two.json" "$work/nvme-gpu.json" \
   "\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$work\"}, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$work\"}"
-python3 - "$work" <<'PY'
-import json, sys
-w = sys.argv[1]
-want = {0: 0.152, 1000000: 0.148, 9000000: 0.147}
-got = {b: json.loads(open(f'{w}/nvme-{b}.out').read())['step_s'] for b in want}
-for b in want:
-    assert abs(got[b] - want[b]) < 1e-6, ('NVMe, bucket', b, 'predicted', got[b], 'by hand', want[b])
-print('plan_model: NVMe with overlap_step, buckets 0, P, 9P give ' + ', '.join(f'{got[b] * 1e3:.1f}' for b in want) + ' ms, as worked by hand')
-PY
+check_buckets nvme "NVMe with overlap_step, prefetch" 0.152 0.148 0.147
 # 7. the NVMe optimizer step in sub-groups (zt_nvme_step). Two 1024x1024 fp32 layers resident
 #    on the device, state on NVMe: sub_group_size 262144 (one 1 MiB aio block) cuts each into 4
 #    sub-groups g0-g7 of m and v (2 MiB: read 2 ms, write 2 ms at 1048576000 B/s; the master is

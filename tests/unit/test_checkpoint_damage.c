@@ -13,6 +13,7 @@
  *    read, does not stop it (the load and inspect still refuse it).
  * The undamaged checkpoint loads, inspects "intact" (exit 0) and exports.
  *   test_checkpoint_damage <ztier>        (the ztier command-line tool) */
+#include "gpt2_runtime.h"
 #include "gpt2_ztier.h"
 #include "runtime/checkpoint_manifest.h"
 #include "expect.h"
@@ -362,11 +363,7 @@ int main(int argc, char **argv)
     gpt2_config_named("tiny", 64, &c);
     zt_runtime *rt = NULL;
     gpt2_ztier g;
-    zt_status st = zt_runtime_create(NULL, config, &rt);
-    if (st == ZT_OK)
-        st = gpt2_ztier_register(&g, rt, &c, 5);
-    if (st == ZT_OK)
-        st = zt_runtime_commit(rt);
+    zt_status st = gpt2_test_runtime(config, &c, 5, &rt, &g);
     char good[600];
     snprintf(good, sizeof good, "%s/good", base);
     if (st == ZT_OK)

@@ -9,6 +9,7 @@
  *  - saved again (version 3, "pieces_crc32" in its manifest), its export, which reads only
  *    the master values, is again byte for byte 1.3.0's export of the version 2 checkpoint.
  *   test_checkpoint_v2 <ztier> <tests/data>        (the ztier command-line tool) */
+#include "gpt2_runtime.h"
 #include "gpt2_ztier.h"
 #include "runtime/runtime.h"
 #include "expect.h"
@@ -121,11 +122,7 @@ int main(int argc, char **argv)
         .vocab = 8, .padded_vocab = 64, .max_seq = 4, .layers = 1, .heads = 1, .channels = 8};
     zt_runtime *rt = NULL;
     gpt2_ztier g;
-    zt_status st = zt_runtime_create(NULL, config, &rt);
-    if (st == ZT_OK)
-        st = gpt2_ztier_register(&g, rt, &c, 5);
-    if (st == ZT_OK)
-        st = zt_runtime_commit(rt);
+    zt_status st = gpt2_test_runtime(config, &c, 5, &rt, &g);
     if (st != ZT_OK)
         return fprintf(stderr, "setup: %s\n", rt ? zt_last_error(rt) : zt_status_string(st)), 1;
 
