@@ -945,6 +945,28 @@ static void ignore_sigpipe(void)
         signal(SIGPIPE, SIG_IGN);
 }
 
+/* Open MPI chooses its point-to-point layer (pml) by starting each candidate: UCX and
+ * libfabric (pml cm) probe the machine's networks, 0.2 s of every rank's MPI_Init on a machine
+ * without them (0.26 s against 0.06 s on 4 ranks: docs/benchmarks.md, "The resume's fixed
+ * start"), where it then takes ob1 anyway. With every rank on this machine (Open MPI says so
+ * before MPI_Init) ob1 over shared memory serves the job, so it is named at once; the user's
+ * own OMPI_MCA_pml, or ZT_MPI_PML=auto, leaves the choice to Open MPI. */
+static void prefer_local_pml(void)
+{
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    const char *size = getenv("OMPI_COMM_WORLD_SIZE");
+    const char *mode = getenv("ZT_MPI_PML");
+    if (!local || !size || strcmp(local, size) != 0 || getenv("OMPI_MCA_pml") ||
+        (mode && strcmp(mode, "auto") == 0))
+        return;
+    setenv("OMPI_MCA_pml", "ob1", 0);
+    ZT_LOGI("comm",
+            "all %s ranks on this machine: Open MPI's pml set to ob1 (shared memory), which "
+            "skips probing UCX and libfabric at start; set OMPI_MCA_pml or ZT_MPI_PML=auto to "
+            "choose otherwise",
+            size);
+}
+
 static zt_status mpi_create(zt_comm **out, zt_error *err)
 {
     int initialized = 0, provided = 0;
@@ -953,6 +975,7 @@ static zt_status mpi_create(zt_comm **out, zt_error *err)
         /* The progress thread blocks inside MPI; let it yield the core to compute threads
          * while it waits (the user's own setting wins). */
         setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+        prefer_local_pml();
         ignore_sigpipe();
         if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
             return ZT_ERR(err, ZT_ERR_COMM, "MPI_Init_thread failed; is this run under mpirun?");
