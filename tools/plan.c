@@ -563,8 +563,11 @@ static int build_steps(builder *b, const est_model *m, int micro_steps, int *ste
                 return -1;
         }
         if (!b->overlap) { /* every layer waits for the whole update (zt_step returns after
-                              it) and the replicas' refresh, one all-gather issued at its end */
-            int deps[2] = {b->sm.n - 1, b->last_refresh}, join = deps[0];
+                              the last layer's: the NVMe step after its last Adam, the last
+                              write-back still in flight) and the replicas' refresh, one
+                              all-gather issued at its end */
+            int deps[2] = {nl > 0 ? b->updated[nl - 1] : b->sm.n - 1, b->last_refresh};
+            int join = deps[0];
             if (b->last_refresh >= 0 &&
                 (join = add(b, ZT_SM_COMPUTE, 0, deps, 2, "replicas refreshed (from %s)", 0)) < -1)
                 return -1;

@@ -265,4 +265,27 @@ assert abs(got - 0.074) < 1e-6, ('NVMe step in sub-groups: predicted', got, 'by 
 assert abs(got - 0.068) > 1e-3, ('the whole-layer update predicts 0.068', got)
 print(f'plan_model: the NVMe step in 8 sub-groups over 3 sets gives {got * 1e3:.1f} ms, as worked by hand')
 PY
+# 8-11: case 7's shapes with other settings (sub_step: the predicted step in ms).
+sub_step() { # $1: name, $2: offload_param device, $3: overlap_step, $4: buffer_count
+  echo "{\"zero_optimization\": {\"stage\": 3, \"sub_group_size\": 262144, \"stage3_param_persistence_threshold\": 0, \"offload_param\": {\"device\": \"$2\", \"nvme_path\": \"$work\"}, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$work\", \"buffer_count\": $4}}, \"ztier\": {\"device_backend\": \"cuda\", \"hbm_capacity\": \"1G\", \"overlap_step\": \"$3\"}}" > "$work/$1.json"
+  "$ztier" plan --layers "$work/mib.json" --ds-config "$work/$1.json" --profile "$work/sub-gpu.json" \
+    --json | tail -1 > "$work/$1.out"
+}
+check_step() { # $1: name, $2: what, $3: the step (ms) worked by hand, $4: the model before (ms)
+  python3 - "$work/$1.out" "$2" "$3" "$4" <<'PY'
+import json, sys
+got = json.load(open(sys.argv[1]))['step_s'] * 1e3
+what, want, before = sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+assert abs(got - want) < 1e-3, (what, 'predicted', got, 'ms; by hand', want)
+assert abs(got - before) > 1, (what, 'the model before predicts', before, got)
+print(f'plan_model: {what}: {got:.1f} ms, as worked by hand')
+PY
+}
+# 8. overlap_step "off", parameters in host memory (fp32: the master; copies 4 ns, ignored):
+#    zt_step runs the 8 sub-groups as case 7's fetch does and returns after A7 [13,14], its
+#    write-back W7 [15,17] still in flight (the next step's pre-read waits for it, at the
+#    backward's first fetch, long after): F0 [14,24] F1 [24,34] B1 [34,54] B0 [54,74]: 74 ms.
+#    Waiting for W7 (the model before) gives 77.
+sub_step off-host cpu off 9
+check_step off-host "overlap_step off: zt_step returns after the last Adam" 74 77
 echo "plan_model: ok"
