@@ -157,9 +157,11 @@ typedef struct builder {
     zt_est_issue *issue;
     int *call_after, call, call_end;
     int *pending; /* per layer: its update waits for its next fetch (overlap_step) */
-    /* the NVMe optimizer step's sub-groups (nvme_update): the next one's number in the run,
-       and per buffer set (sub-group mod sets) the last one's Adam and write-back (-1: none) */
-    long sub_next;
+    /* the NVMe optimizer step's sub-groups (nvme_update): the next one's number in the step
+       (zt_nvme_step numbers them from 0 each step), the step's count, and per buffer set
+       (sub-group mod sets) the last one's update as the caller returns from it (Adam, or the
+       working copy's store after it) and its write-back (-1: none) */
+    int sub_next, sub_count;
     int sub_adam[ZT_NVME_STEP_MAX_SETS], sub_wrote[ZT_NVME_STEP_MAX_SETS];
     int *upd_caller;    /* per layer: the last update of the fetch that updated it (overlap_step;
                            -1: none) */
@@ -440,29 +442,57 @@ static int on_release(builder *b, const zt_est_event *ev)
  * reuse that set); after a shard's last sub-group the working copy's synchronous store to its
  * NVMe home (zt_home_store), then j's write-back. On the CPU's threads, which on a host backend
  * are the compute's cores. Returns the task the layer's next use waits for. */
+/* Whether layer i's update is the NVMe step's (its state on NVMe). */
+static int nvme_layer(const builder *b, int i)
+{
+    return !b->rt->reg.layers[i].opt_device && b->plan->optim_tier == ZT_TIER_NVME;
+}
+
+/* The NVMe step's sub-group elements (the plan's opt_buf_bytes; a shard's elements at most). */
+static int64_t sub_group_elems(const builder *b, int64_t shard)
+{
+    int64_t per = (int64_t)(b->plan->opt_buf_bytes / sizeof(float));
+    return per > 0 ? per : shard;
+}
+
+static int sets(const builder *b)
+{
+    int n = b->plan->opt_sets;
+    return n < ZT_NVME_STEP_MIN_SETS   ? ZT_NVME_STEP_MIN_SETS
+           : n > ZT_NVME_STEP_MAX_SETS ? ZT_NVME_STEP_MAX_SETS
+                                       : n;
+}
+
+/* A new step's NVMe update (zt_nvme_step_begin): sub-groups numbered from 0, and how many. */
+static void nvme_step_begin(builder *b)
+{
+    b->sub_next = b->sub_count = 0;
+    for (int i = 0; i < b->rt->reg.n_layers; i++) {
+        int64_t elems = b->rt->reg.layers[i].shard_numel, per = sub_group_elems(b, elems);
+        b->sub_count += nvme_layer(b, i) && per > 0 ? (int)((elems + per - 1) / per) : 0;
+    }
+}
+
 static int nvme_update(builder *b, int i)
 {
     const zt_layer *l = &b->rt->reg.layers[i];
-    int64_t elems = l->shard_numel, per = (int64_t)(b->plan->opt_buf_bytes / sizeof(float));
-    int n_sets = b->plan->opt_sets, master_param = zt_plan_master_is_param(b->plan, l);
+    int64_t elems = l->shard_numel, per = sub_group_elems(b, elems);
+    int n_sets = sets(b), master_param = zt_plan_master_is_param(b->plan, l);
     double state = master_param ? 8 : 12; /* bytes per element read and written */
     zt_sm_res cpu = b->r.host ? ZT_SM_COMPUTE : ZT_SM_CPU_OPT;
     int a = -1;
-    per = per > 0 ? per : elems;
-    n_sets = n_sets < ZT_NVME_STEP_MIN_SETS   ? ZT_NVME_STEP_MIN_SETS
-             : n_sets > ZT_NVME_STEP_MAX_SETS ? ZT_NVME_STEP_MAX_SETS
-                                              : n_sets;
     for (int64_t begin = 0; begin < elems; begin += per) {
         double n = (double)(elems - begin < per ? elems - begin : per);
-        long j = b->sub_next++;
-        int slot = (int)(j % n_sets);
+        int j = b->sub_next++, slot = j % n_sets;
         int issue[2] = {b->sub_wrote[slot], b->sub_adam[(j + 1) % n_sets]};
         int rd = add(b, ZT_SM_NVME, state * n / b->r.nvme_read, issue, 2,
                      "NVMe read of %s's optimizer state", i);
         b->io_bytes[0] += state * n;
         /* the caller updates one sub-group after another; it waited for the last working
-           copy's store, and for the write-back of j - 2 before issuing the read of j + N - 2 */
-        int deps[4] = {b->ready[i], rd, b->home_store, b->sub_wrote[(j - 2 + n_sets) % n_sets]};
+           copy's store, and for the write-back of j - 2 where it issued the read of j + N - 2
+           (the step's last N - 2 sub-groups issue none) */
+        int reuse = j + n_sets - 2 < b->sub_count ? b->sub_wrote[(j - 2 + n_sets) % n_sets] : -1;
+        int deps[4] = {b->ready[i], rd, b->home_store, reuse};
         a = rd < -1 ? -2 : add(b, cpu, n / (b->r.adam * b->share), deps, 4, "Adam of %s", i);
         if (a < -1)
             return -2;
@@ -496,8 +526,7 @@ static int update(builder *b, int i)
     double elems = (double)l->shard_numel;
     int dep = b->ready[i];
     int on_device = l->opt_device || b->plan->optim_tier == ZT_TIER_DEVICE;
-    int nvme = !on_device && b->plan->optim_tier == ZT_TIER_NVME;
-    if (nvme)
+    if (nvme_layer(b, i))
         return nvme_update(b, i);
     zt_sm_res cpu = b->r.host ? ZT_SM_COMPUTE : ZT_SM_CPU_OPT;
     double rate = on_device ? b->r.adam_device : b->r.adam * b->share;
@@ -556,6 +585,7 @@ static int build_steps(builder *b, const est_model *m, int micro_steps, int *ste
             }
         }
         step_end[step] = b->call_end = b->last_compute;
+        nvme_step_begin(b);
         for (int i = 0; i < nl; i++) {
             if (b->overlap)
                 b->pending[i] = 1, b->upd_caller[i] = -1;

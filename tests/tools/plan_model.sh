@@ -288,4 +288,12 @@ PY
 #    Waiting for W7 (the model before) gives 77.
 sub_step off-host cpu off 9
 check_step off-host "overlap_step off: zt_step returns after the last Adam" 74 77
+# 9. case 7 with buffer_count 12: N = 4 sets, the read of g(j) issued at g(j-2)'s start after
+#    W(j-4); g0-g3 pre-read. A0 [0,1] W0 [1,3]; A1 [1,2] W1 [3,5]; R4 [3,5]; A2 [3,4] W2 [5,7];
+#    R5 [5,7]; A3 [5,6] W3 [7,9]; R6 [7,9]; A4 [7,8] W4 [9,11]; R7 [9,11]; A5 [9,10] W5
+#    [11,13]; g6 and g7 issue no read, so A6 waits for R6 only [10,11] W6 [13,15], A7 for R7
+#    [11,12] W7 [15,17]; F0 [12,22] F1 [22,32] B1 [32,52] B0 [52,72]: 72 ms. A6 after W4 and
+#    A7 after W5 (the model before) give 74.
+sub_step sets4 none auto 12
+check_step sets4 "N = 4 sets: the last N - 2 sub-groups wait for no write-back" 72 74
 echo "plan_model: ok"
