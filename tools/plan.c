@@ -274,8 +274,9 @@ static int on_fetch(builder *b, const zt_est_event *ev)
                              3, "all-gather of %s", ev->layer);
         }
     }
-    /* nothing moved: the use waits for the layer's update (overlap_step) */
-    b->ready[ev->layer] = moves ? t : dep[1];
+    /* nothing moved (or nothing to move: the parameters on the device, one rank): the use
+       waits for the layer's update */
+    b->ready[ev->layer] = moves && t != -1 ? t : dep[1];
     if (caller >= 0 && t < -1)
         return -1;
     if (caller >= 0) { /* the use waits for the updates the fetch ran, too */

@@ -296,4 +296,9 @@ check_step off-host "overlap_step off: zt_step returns after the last Adam" 74 7
 #    A7 after W5 (the model before) give 74.
 sub_step sets4 none auto 12
 check_step sets4 "N = 4 sets: the last N - 2 sub-groups wait for no write-back" 72 74
+# 10. case 8 with the parameters on the device (case 7's; nothing to move at a fetch): the
+#    forward still waits for zt_step, which returns after A7 [13,14]: 74 ms as in case 8. A
+#    fetch that waits for no update (the model before) gives F0 [0,10] .. B0 [40,60]: 60.
+sub_step off-device none off 9
+check_step off-device "overlap_step off, parameters on the device: the fetch waits for the update" 74 60
 echo "plan_model: ok"
