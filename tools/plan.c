@@ -163,6 +163,10 @@ typedef struct builder {
        working copy's store after it) and its write-back (-1: none) */
     int sub_next, sub_count;
     int sub_adam[ZT_NVME_STEP_MAX_SETS], sub_wrote[ZT_NVME_STEP_MAX_SETS];
+    /* zt_nvme_step_preread: the reads of the next update's first sub-groups (n_pre of them),
+       started at the first backward fetch of step pre_step (-1: none yet); sub_pre: how many
+       the update in progress found read */
+    int pre_read[ZT_NVME_STEP_MAX_SETS], n_pre, pre_step, sub_pre;
     int *upd_caller;    /* per layer: the last update of the fetch that updated it (overlap_step;
                            -1: none) */
     int home_store;     /* the latest update's synchronous store of the working copy to its NVMe
@@ -177,6 +181,7 @@ static double layer_bytes(const builder *b, const zt_layer *l)
 }
 
 static int update(builder *b, int i);
+static int nvme_preread(builder *b, int caller);
 
 static int add(builder *b, zt_sm_res res, double s, int *deps, int nd, const char *fmt, int layer)
 {
@@ -239,7 +244,7 @@ static int on_fetch(builder *b, const zt_est_event *ev)
     const zt_layer *l = &b->rt->reg.layers[ev->layer];
     double bytes = layer_bytes(b, l);
     int caller = run_pending(b, ev); /* overlap_step: the caller's updates before the gather */
-    if (caller < -1)
+    if (caller < -1 || (ev->pass == ZT_BACKWARD && (caller = nvme_preread(b, caller)) < -1))
         return -1;
     /* a prefetch of a layer the step has not updated is declined (zt_rt_param_home_ready):
        its read starts once the fetch that updated it has returned from all its updates */
@@ -464,7 +469,15 @@ static int sets(const builder *b)
                                        : n;
 }
 
-/* A new step's NVMe update (zt_nvme_step_begin): sub-groups numbered from 0, and how many. */
+/* Bytes per element a sub-group of layer i reads and writes: master, m, v, or m and v where the
+ * parameters' home is the master. */
+static double state_bytes(const builder *b, int i)
+{
+    return zt_plan_master_is_param(b->plan, &b->rt->reg.layers[i]) ? 8 : 12;
+}
+
+/* A new step's NVMe update (zt_nvme_step_begin): sub-groups numbered from 0, how many, and how
+ * many of them the step's backward pre-read. */
 static void nvme_step_begin(builder *b)
 {
     b->sub_next = b->sub_count = 0;
@@ -472,6 +485,39 @@ static void nvme_step_begin(builder *b)
         int64_t elems = b->rt->reg.layers[i].shard_numel, per = sub_group_elems(b, elems);
         b->sub_count += nvme_layer(b, i) && per > 0 ? (int)((elems + per - 1) / per) : 0;
     }
+    b->sub_pre = b->pre_step == b->step ? b->n_pre : 0;
+}
+
+/* zt_nvme_step_preread at the step's first backward fetch (zt_rt_fetch, after the updates the
+ * fetch ran: `caller`): the caller waits for the last write-backs, then the reads of the next
+ * update's first N sub-groups start. Returns what the fetch's caller waits for then (-2:
+ * failed). */
+static int nvme_preread(builder *b, int caller)
+{
+    int nl = b->rt->reg.n_layers, n_sets = sets(b), last = -1, k = 0;
+    if (b->pre_step == b->step)
+        return caller;
+    b->pre_step = b->step;
+    for (int s = 0; s < ZT_NVME_STEP_MAX_SETS; s++) /* one queue: the last added ends last */
+        last = b->sub_wrote[s] > last ? b->sub_wrote[s] : last;
+    int wait[2] = {caller, last};
+    if (caller >= 0 && last >= 0)
+        last = add(b, ZT_SM_COMPUTE, 0, wait, 2, "last write-backs before the fetch of %s", 0);
+    else
+        last = caller >= 0 ? caller : last;
+    int issue[2] = {b->last_compute, last};
+    for (int i = 0; i < nl && k < n_sets && last > -2; i++) {
+        int64_t elems = b->rt->reg.layers[i].shard_numel, per = sub_group_elems(b, elems);
+        for (int64_t begin = 0; nvme_layer(b, i) && begin < elems && k < n_sets; begin += per) {
+            double bytes = state_bytes(b, i) * (double)(elems - begin < per ? elems - begin : per);
+            b->io_bytes[0] += bytes;
+            if ((b->pre_read[k++] = add(b, ZT_SM_NVME, bytes / b->r.nvme_read, issue, 2,
+                                        "NVMe read of %s's optimizer state", i)) < -1)
+                return -2;
+        }
+    }
+    b->n_pre = k;
+    return last;
 }
 
 static int nvme_update(builder *b, int i)
@@ -479,20 +525,29 @@ static int nvme_update(builder *b, int i)
     const zt_layer *l = &b->rt->reg.layers[i];
     int64_t elems = l->shard_numel, per = sub_group_elems(b, elems);
     int n_sets = sets(b), master_param = zt_plan_master_is_param(b->plan, l);
-    double state = master_param ? 8 : 12; /* bytes per element read and written */
+    double state = state_bytes(b, i);
     zt_sm_res cpu = b->r.host ? ZT_SM_COMPUTE : ZT_SM_CPU_OPT;
     int a = -1;
     for (int64_t begin = 0; begin < elems; begin += per) {
         double n = (double)(elems - begin < per ? elems - begin : per);
         int j = b->sub_next++, slot = j % n_sets;
-        int issue[2] = {b->sub_wrote[slot], b->sub_adam[(j + 1) % n_sets]};
-        int rd = add(b, ZT_SM_NVME, state * n / b->r.nvme_read, issue, 2,
+        /* read ahead by the backward, or issued as the caller starts j - N + 2, once it has
+           run Adam on j - N + 1 and j - N's write-back has ended */
+        int issue[2] = {b->sub_wrote[slot], b->sub_adam[(j + 1) % n_sets]}, rd = -1;
+        if (j < b->sub_pre)
+            rd = b->pre_read[j];
+        else {
+            rd = add(b, ZT_SM_NVME, state * n / b->r.nvme_read, issue, 2,
                      "NVMe read of %s's optimizer state", i);
-        b->io_bytes[0] += state * n;
+            b->io_bytes[0] += state * n;
+        }
         /* the caller updates one sub-group after another; it waited for the last working
            copy's store, and for the write-back of j - 2 where it issued the read of j + N - 2
-           (the step's last N - 2 sub-groups issue none) */
-        int reuse = j + n_sets - 2 < b->sub_count ? b->sub_wrote[(j - 2 + n_sets) % n_sets] : -1;
+           (none for the pre-read ones and the step's last N - 2 sub-groups) */
+        int ahead = j + n_sets - 2;
+        int reuse = ahead >= b->sub_pre && ahead < b->sub_count
+                        ? b->sub_wrote[(j - 2 + n_sets) % n_sets]
+                        : -1;
         int deps[4] = {b->ready[i], rd, b->home_store, reuse};
         a = rd < -1 ? -2 : add(b, cpu, n / (b->r.adam * b->share), deps, 4, "Adam of %s", i);
         if (a < -1)
@@ -569,6 +624,7 @@ static int build_steps(builder *b, const est_model *m, int micro_steps, int *ste
     b->blocking = b->last_refresh = b->last_compute = b->call_end = b->home_store = -1;
     for (int k = 0; k < ZT_NVME_STEP_MAX_SETS; k++)
         b->sub_adam[k] = b->sub_wrote[k] = -1;
+    b->pre_step = -1;
     for (int step = 0; step < PLAN_STEPS; step++) {
         b->step = step;
         b->io_bytes[0] = b->io_bytes[1] = 0;

@@ -266,9 +266,9 @@ assert abs(got - 0.068) > 1e-3, ('the whole-layer update predicts 0.068', got)
 print(f'plan_model: the NVMe step in 8 sub-groups over 3 sets gives {got * 1e3:.1f} ms, as worked by hand')
 PY
 # 8-11: case 7's shapes with other settings (sub_step: the predicted step in ms).
-sub_step() { # $1: name, $2: offload_param device, $3: overlap_step, $4: buffer_count
+sub_step() { # $1: name, $2: offload_param device, $3: overlap_step, $4: buffer_count[, $5: profile]
   echo "{\"zero_optimization\": {\"stage\": 3, \"sub_group_size\": 262144, \"stage3_param_persistence_threshold\": 0, \"offload_param\": {\"device\": \"$2\", \"nvme_path\": \"$work\"}, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$work\", \"buffer_count\": $4}}, \"ztier\": {\"device_backend\": \"cuda\", \"hbm_capacity\": \"1G\", \"overlap_step\": \"$3\"}}" > "$work/$1.json"
-  "$ztier" plan --layers "$work/mib.json" --ds-config "$work/$1.json" --profile "$work/sub-gpu.json" \
+  "$ztier" plan --layers "$work/mib.json" --ds-config "$work/$1.json" --profile "${5:-$work/sub-gpu.json}" \
     --json | tail -1 > "$work/$1.out"
 }
 check_step() { # $1: name, $2: what, $3: the step (ms) worked by hand, $4: the model before (ms)
@@ -301,4 +301,17 @@ check_step sets4 "N = 4 sets: the last N - 2 sub-groups wait for no write-back" 
 #    fetch that waits for no update (the model before) gives F0 [0,10] .. B0 [40,60]: 60.
 sub_step off-device none off 9
 check_step off-device "overlap_step off, parameters on the device: the fetch waits for the update" 74 60
+# 11. case 7 with a compute 10 times faster (forward 1 ms, backward 2): the pre-read, at the
+#    backward's first fetch (zt_nvme_step_preread), waits for the last write-backs (and the
+#    caller with it), then reads g0-g2. Steady state, from B0's end: g0-g2 read at the previous
+#    B1's fetch [-4,-2] [-2,0] [0,2]; A0 [0,1] W0 [1,3]; A1 [1,2] W1 [3,5]; g2's start waits for
+#    W0 to issue R3 [3,5]; A2 [3,4] W2 [5,7]; R4 after W1 [5,7]; A3 [5,6] W3 [7,9]; R5 [7,9]; A4
+#    [7,8] W4 [9,11]; R6 [9,11]; A5 [9,10] W5 [11,13]; R7 [11,13]; A6 [11,12] W6 [13,15]; A7
+#    [13,14] W7 [15,17]; F0 [14,15] F1 [15,16]; B1's fetch waits for W7 (17), then pre-reads
+#    [17,19] [19,21] [21,23] (as assumed, shifted by 21); B1 [17,19] B0 [19,21]: 21 ms. Reading
+#    g0 and g1 after the previous update, g2 after A0 (the model before): 20.
+profile "$work/fast-gpu.json" cuda "" "" ""
+set_rates "$work/fast-gpu.json" nvme_read_bytes_per_s=1048576000 nvme_write_bytes_per_s=1048576000 adam_params_per_s=262144000 gemm_flops_per_s=2097152000
+sub_step pre-read none auto 9 "$work/fast-gpu.json"
+check_step pre-read "the pre-read of N sub-groups at the backward's first fetch" 21 20
 echo "plan_model: ok"
