@@ -532,7 +532,7 @@ static int nvme_update(builder *b, int i)
         double n = (double)(elems - begin < per ? elems - begin : per);
         int j = b->sub_next++, slot = j % n_sets;
         /* read ahead by the backward, or issued as the caller starts j - N + 2, once it has
-           run Adam on j - N + 1 and j - N's write-back has ended */
+           returned from j - N + 1 (its store included) and j - N's write-back has ended */
         int issue[2] = {b->sub_wrote[slot], b->sub_adam[(j + 1) % n_sets]}, rd = -1;
         if (j < b->sub_pre)
             rd = b->pre_read[j];
@@ -552,7 +552,6 @@ static int nvme_update(builder *b, int i)
         a = rd < -1 ? -2 : add(b, cpu, n / (b->r.adam * b->share), deps, 4, "Adam of %s", i);
         if (a < -1)
             return -2;
-        b->sub_adam[slot] = a;
         int wr = a;
         if (begin + per >= elems && b->plan->param_tier == ZT_TIER_NVME && !master_param &&
             !l->persistent) {
@@ -561,6 +560,7 @@ static int nvme_update(builder *b, int i)
                                          "NVMe write of %s's parameters", i);
             b->io_bytes[1] += p;
         }
+        b->sub_adam[slot] = a; /* the caller returns from j */
         b->sub_wrote[slot] = wr = wr < -1 ? -2
                                           : add(b, ZT_SM_NVME_WRITE, state * n / b->r.nvme_write,
                                                 &wr, 1, "NVMe write of %s's optimizer state", i);

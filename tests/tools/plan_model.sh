@@ -314,4 +314,20 @@ profile "$work/fast-gpu.json" cuda "" "" ""
 set_rates "$work/fast-gpu.json" nvme_read_bytes_per_s=1048576000 nvme_write_bytes_per_s=1048576000 adam_params_per_s=262144000 gemm_flops_per_s=2097152000
 sub_step pre-read none auto 9 "$work/fast-gpu.json"
 check_step pre-read "the pre-read of N sub-groups at the backward's first fetch" 21 20
+# 12. the parameters on NVMe too: each layer's working copy (4 MiB) stored synchronously after
+#    its last sub-group (zt_home_store), so the state is master, m and v. Reads 3 ms per
+#    sub-group (3 MiB at 1048576000 B/s), the parameters' 4; writes at twice that: W 1.5 ms, a
+#    store 2; Adam 2 ms; forward 1 ms, backward 2; the window reads L1 at L0's fetch (case 6).
+#    From B0's end: pre-read g0-g2 done at -1, 2, 5; A0 [0,2] W0 [2,3.5]; A1 [2,4] W1 [4,5.5];
+#    R3 [5,8] (behind R2); A2 [5,7] W2 [7,8.5]; R4 issued at 7 after W1 [8,11]; A3 [8,10], the
+#    store of L0 [10,12], W3 [12,13.5]; R5 issued as the caller returns from the store, at 12
+#    (W2 ended at 8.5) [12,15]; A4 [12,14] W4 [14,15.5]; R6 after W3 [15,18]; A5 [15,17] W5
+#    [17,18.5]; R7 [18,21]; A6 [18,20] W6 [20,21.5]; A7 [21,23], store of L1 [23,25], W7
+#    [25,26.5]; L0's read [25,29], F0 [29,30]; L1's [29,33], F1 [33,34]; B1's fetch pre-reads
+#    [34,37] [37,40] [40,43] (done at 38 - 1, 2, 5 as assumed); B1 [34,36] B0 [36,38]: 38 ms.
+#    R5 issued after A3, before the store (the model before): 37.
+profile "$work/store-gpu.json" cuda "" "" ""
+set_rates "$work/store-gpu.json" nvme_read_bytes_per_s=1048576000 nvme_write_bytes_per_s=2097152000 adam_params_per_s=131072000 gemm_flops_per_s=2097152000
+sub_step store nvme auto 9 "$work/store-gpu.json"
+check_step store "a read after a shard's last sub-group waits for its store" 38 37
 echo "plan_model: ok"
