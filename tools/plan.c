@@ -439,15 +439,6 @@ static int on_release(builder *b, const zt_est_event *ev)
     return gi < -1 ? -1 : 0;
 }
 
-/* Layer i's update with its state on NVMe, as zt_nvme_step runs it: the shard cut into
- * sub-groups (the plan's opt_buf_bytes, 16M elements at most), numbered across the step's
- * layers, pipelined over the plan's N buffer sets. Sub-group j's read (master, m, v, or m and v
- * where the parameters' home is the master) is issued when the caller starts sub-group
- * j - N + 2 and waits for its set's previous write-back (j - N); the caller runs Adam on j
- * after its read, the previous sub-group and the write-back of j - 2 (which it waits for to
- * reuse that set); after a shard's last sub-group the working copy's synchronous store to its
- * NVMe home (zt_home_store), then j's write-back. On the CPU's threads, which on a host backend
- * are the compute's cores. Returns the task the layer's next use waits for. */
 /* Whether layer i's update is the NVMe step's (its state on NVMe). */
 static int nvme_layer(const builder *b, int i)
 {
@@ -520,6 +511,17 @@ static int nvme_preread(builder *b, int caller)
     return last;
 }
 
+/* Layer i's update with its state on NVMe, as zt_nvme_step runs it: the shard cut into
+ * sub-groups (the plan's opt_buf_bytes, 16M elements at most), numbered across the step's
+ * layers from 0, pipelined over the plan's N buffer sets. The first N were read at the step's
+ * backward (nvme_preread); sub-group j's read (master, m, v, or m and v where the parameters'
+ * home is the master) is issued when the caller starts sub-group j - N + 2 and waits for its
+ * set's previous write-back (j - N); the caller runs Adam on j after its read, the previous
+ * sub-group and, where it issued a read there (not for the pre-read ones nor the step's last
+ * N - 2), the write-back of j - 2 (which it waits for to reuse that set); after a shard's last
+ * sub-group the working copy's synchronous store to its NVMe home (zt_home_store), then j's
+ * write-back, left in flight. On the CPU's threads, which on a host backend are the compute's
+ * cores. Returns the task the caller returns after (the layer's next use waits for it). */
 static int nvme_update(builder *b, int i)
 {
     const zt_layer *l = &b->rt->reg.layers[i];
