@@ -157,10 +157,16 @@ typedef struct builder {
     zt_est_issue *issue;
     int *call_after, call, call_end;
     int *pending; /* per layer: its update waits for its next fetch (overlap_step) */
-    /* the NVMe optimizer step's sub-groups (nvme_update): the next one's number in the run,
-       and per buffer set (sub-group mod sets) the last one's Adam and write-back (-1: none) */
-    long sub_next;
+    /* the NVMe optimizer step's sub-groups (nvme_update): the next one's number in the step
+       (zt_nvme_step numbers them from 0 each step), the step's count, and per buffer set
+       (sub-group mod sets) the last one's update as the caller returns from it (Adam, or the
+       working copy's store after it) and its write-back (-1: none) */
+    int sub_next, sub_count;
     int sub_adam[ZT_NVME_STEP_MAX_SETS], sub_wrote[ZT_NVME_STEP_MAX_SETS];
+    /* zt_nvme_step_preread: the reads of the next update's first sub-groups (n_pre of them),
+       started at the first backward fetch of step pre_step (-1: none yet); sub_pre: how many
+       the update in progress found read */
+    int pre_read[ZT_NVME_STEP_MAX_SETS], n_pre, pre_step, sub_pre;
     int *upd_caller;    /* per layer: the last update of the fetch that updated it (overlap_step;
                            -1: none) */
     int home_store;     /* the latest update's synchronous store of the working copy to its NVMe
@@ -175,6 +181,7 @@ static double layer_bytes(const builder *b, const zt_layer *l)
 }
 
 static int update(builder *b, int i);
+static int nvme_preread(builder *b, int caller);
 
 static int add(builder *b, zt_sm_res res, double s, int *deps, int nd, const char *fmt, int layer)
 {
@@ -237,7 +244,7 @@ static int on_fetch(builder *b, const zt_est_event *ev)
     const zt_layer *l = &b->rt->reg.layers[ev->layer];
     double bytes = layer_bytes(b, l);
     int caller = run_pending(b, ev); /* overlap_step: the caller's updates before the gather */
-    if (caller < -1)
+    if (caller < -1 || (ev->pass == ZT_BACKWARD && (caller = nvme_preread(b, caller)) < -1))
         return -1;
     /* a prefetch of a layer the step has not updated is declined (zt_rt_param_home_ready):
        its read starts once the fetch that updated it has returned from all its updates */
@@ -272,8 +279,9 @@ static int on_fetch(builder *b, const zt_est_event *ev)
                              3, "all-gather of %s", ev->layer);
         }
     }
-    /* nothing moved: the use waits for the layer's update (overlap_step) */
-    b->ready[ev->layer] = moves ? t : dep[1];
+    /* nothing moved (or nothing to move: the parameters on the device, one rank): the use
+       waits for the layer's update */
+    b->ready[ev->layer] = moves && t != -1 ? t : dep[1];
     if (caller >= 0 && t < -1)
         return -1;
     if (caller >= 0) { /* the use waits for the updates the fetch ran, too */
@@ -431,42 +439,121 @@ static int on_release(builder *b, const zt_est_event *ev)
     return gi < -1 ? -1 : 0;
 }
 
+/* Whether layer i's update is the NVMe step's (its state on NVMe). */
+static int nvme_layer(const builder *b, int i)
+{
+    return !b->rt->reg.layers[i].opt_device && b->plan->optim_tier == ZT_TIER_NVME;
+}
+
+/* The NVMe step's sub-group elements (the plan's opt_buf_bytes; a shard's elements at most). */
+static int64_t sub_group_elems(const builder *b, int64_t shard)
+{
+    int64_t per = (int64_t)(b->plan->opt_buf_bytes / sizeof(float));
+    return per > 0 ? per : shard;
+}
+
+static int sets(const builder *b)
+{
+    int n = b->plan->opt_sets;
+    return n < ZT_NVME_STEP_MIN_SETS   ? ZT_NVME_STEP_MIN_SETS
+           : n > ZT_NVME_STEP_MAX_SETS ? ZT_NVME_STEP_MAX_SETS
+                                       : n;
+}
+
+/* Bytes per element a sub-group of layer i reads and writes: master, m, v, or m and v where the
+ * parameters' home is the master. */
+static double state_bytes(const builder *b, int i)
+{
+    return zt_plan_master_is_param(b->plan, &b->rt->reg.layers[i]) ? 8 : 12;
+}
+
+/* A new step's NVMe update (zt_nvme_step_begin): sub-groups numbered from 0, how many, and how
+ * many of them the step's backward pre-read. */
+static void nvme_step_begin(builder *b)
+{
+    b->sub_next = b->sub_count = 0;
+    for (int i = 0; i < b->rt->reg.n_layers; i++) {
+        int64_t elems = b->rt->reg.layers[i].shard_numel, per = sub_group_elems(b, elems);
+        b->sub_count += nvme_layer(b, i) && per > 0 ? (int)((elems + per - 1) / per) : 0;
+    }
+    b->sub_pre = b->pre_step == b->step ? b->n_pre : 0;
+}
+
+/* zt_nvme_step_preread at the step's first backward fetch (zt_rt_fetch, after the updates the
+ * fetch ran: `caller`): the caller waits for the last write-backs, then the reads of the next
+ * update's first N sub-groups start. Returns what the fetch's caller waits for then (-2:
+ * failed). */
+static int nvme_preread(builder *b, int caller)
+{
+    int nl = b->rt->reg.n_layers, n_sets = sets(b), last = -1, k = 0;
+    if (b->pre_step == b->step)
+        return caller;
+    b->pre_step = b->step;
+    for (int s = 0; s < ZT_NVME_STEP_MAX_SETS; s++) /* one queue: the last added ends last */
+        last = b->sub_wrote[s] > last ? b->sub_wrote[s] : last;
+    int wait[2] = {caller, last};
+    if (caller >= 0 && last >= 0)
+        last = add(b, ZT_SM_COMPUTE, 0, wait, 2, "last write-backs before the fetch of %s", 0);
+    else
+        last = caller >= 0 ? caller : last;
+    int issue[2] = {b->last_compute, last};
+    for (int i = 0; i < nl && k < n_sets && last > -2; i++) {
+        int64_t elems = b->rt->reg.layers[i].shard_numel, per = sub_group_elems(b, elems);
+        for (int64_t begin = 0; nvme_layer(b, i) && begin < elems && k < n_sets; begin += per) {
+            double bytes = state_bytes(b, i) * (double)(elems - begin < per ? elems - begin : per);
+            b->io_bytes[0] += bytes;
+            if ((b->pre_read[k++] = add(b, ZT_SM_NVME, bytes / b->r.nvme_read, issue, 2,
+                                        "NVMe read of %s's optimizer state", i)) < -1)
+                return -2;
+        }
+    }
+    b->n_pre = k;
+    return last;
+}
+
 /* Layer i's update with its state on NVMe, as zt_nvme_step runs it: the shard cut into
  * sub-groups (the plan's opt_buf_bytes, 16M elements at most), numbered across the step's
- * layers, pipelined over the plan's N buffer sets. Sub-group j's read (master, m, v, or m and v
- * where the parameters' home is the master) is issued when the caller starts sub-group
- * j - N + 2 and waits for its set's previous write-back (j - N); the caller runs Adam on j
- * after its read, the previous sub-group and the write-back of j - 2 (which it waits for to
- * reuse that set); after a shard's last sub-group the working copy's synchronous store to its
- * NVMe home (zt_home_store), then j's write-back. On the CPU's threads, which on a host backend
- * are the compute's cores. Returns the task the layer's next use waits for. */
+ * layers from 0, pipelined over the plan's N buffer sets. The first N were read at the step's
+ * backward (nvme_preread); sub-group j's read (master, m, v, or m and v where the parameters'
+ * home is the master) is issued when the caller starts sub-group j - N + 2 and waits for its
+ * set's previous write-back (j - N); the caller runs Adam on j after its read, the previous
+ * sub-group and, where it issued a read there (not for the pre-read ones nor the step's last
+ * N - 2), the write-back of j - 2 (which it waits for to reuse that set); after a shard's last
+ * sub-group the working copy's synchronous store to its NVMe home (zt_home_store), then j's
+ * write-back, left in flight. On the CPU's threads, which on a host backend are the compute's
+ * cores. Returns the task the caller returns after (the layer's next use waits for it). */
 static int nvme_update(builder *b, int i)
 {
     const zt_layer *l = &b->rt->reg.layers[i];
-    int64_t elems = l->shard_numel, per = (int64_t)(b->plan->opt_buf_bytes / sizeof(float));
-    int n_sets = b->plan->opt_sets, master_param = zt_plan_master_is_param(b->plan, l);
-    double state = master_param ? 8 : 12; /* bytes per element read and written */
+    int64_t elems = l->shard_numel, per = sub_group_elems(b, elems);
+    int n_sets = sets(b), master_param = zt_plan_master_is_param(b->plan, l);
+    double state = state_bytes(b, i);
     zt_sm_res cpu = b->r.host ? ZT_SM_COMPUTE : ZT_SM_CPU_OPT;
     int a = -1;
-    per = per > 0 ? per : elems;
-    n_sets = n_sets < ZT_NVME_STEP_MIN_SETS   ? ZT_NVME_STEP_MIN_SETS
-             : n_sets > ZT_NVME_STEP_MAX_SETS ? ZT_NVME_STEP_MAX_SETS
-                                              : n_sets;
     for (int64_t begin = 0; begin < elems; begin += per) {
         double n = (double)(elems - begin < per ? elems - begin : per);
-        long j = b->sub_next++;
-        int slot = (int)(j % n_sets);
-        int issue[2] = {b->sub_wrote[slot], b->sub_adam[(j + 1) % n_sets]};
-        int rd = add(b, ZT_SM_NVME, state * n / b->r.nvme_read, issue, 2,
+        int j = b->sub_next++, slot = j % n_sets;
+        /* read ahead by the backward, or issued as the caller starts j - N + 2, once it has
+           returned from j - N + 1 (its store included) and j - N's write-back has ended */
+        int issue[2] = {b->sub_wrote[slot], b->sub_adam[(j + 1) % n_sets]}, rd = -1;
+        if (j < b->sub_pre)
+            rd = b->pre_read[j];
+        else {
+            rd = add(b, ZT_SM_NVME, state * n / b->r.nvme_read, issue, 2,
                      "NVMe read of %s's optimizer state", i);
-        b->io_bytes[0] += state * n;
+            b->io_bytes[0] += state * n;
+        }
         /* the caller updates one sub-group after another; it waited for the last working
-           copy's store, and for the write-back of j - 2 before issuing the read of j + N - 2 */
-        int deps[4] = {b->ready[i], rd, b->home_store, b->sub_wrote[(j - 2 + n_sets) % n_sets]};
+           copy's store, and for the write-back of j - 2 where it issued the read of j + N - 2
+           (none for the pre-read ones and the step's last N - 2 sub-groups) */
+        int ahead = j + n_sets - 2;
+        int reuse = ahead >= b->sub_pre && ahead < b->sub_count
+                        ? b->sub_wrote[(j - 2 + n_sets) % n_sets]
+                        : -1;
+        int deps[4] = {b->ready[i], rd, b->home_store, reuse};
         a = rd < -1 ? -2 : add(b, cpu, n / (b->r.adam * b->share), deps, 4, "Adam of %s", i);
         if (a < -1)
             return -2;
-        b->sub_adam[slot] = a;
         int wr = a;
         if (begin + per >= elems && b->plan->param_tier == ZT_TIER_NVME && !master_param &&
             !l->persistent) {
@@ -475,6 +562,7 @@ static int nvme_update(builder *b, int i)
                                          "NVMe write of %s's parameters", i);
             b->io_bytes[1] += p;
         }
+        b->sub_adam[slot] = a; /* the caller returns from j */
         b->sub_wrote[slot] = wr = wr < -1 ? -2
                                           : add(b, ZT_SM_NVME_WRITE, state * n / b->r.nvme_write,
                                                 &wr, 1, "NVMe write of %s's optimizer state", i);
@@ -496,8 +584,7 @@ static int update(builder *b, int i)
     double elems = (double)l->shard_numel;
     int dep = b->ready[i];
     int on_device = l->opt_device || b->plan->optim_tier == ZT_TIER_DEVICE;
-    int nvme = !on_device && b->plan->optim_tier == ZT_TIER_NVME;
-    if (nvme)
+    if (nvme_layer(b, i))
         return nvme_update(b, i);
     zt_sm_res cpu = b->r.host ? ZT_SM_COMPUTE : ZT_SM_CPU_OPT;
     double rate = on_device ? b->r.adam_device : b->r.adam * b->share;
@@ -539,6 +626,7 @@ static int build_steps(builder *b, const est_model *m, int micro_steps, int *ste
     b->blocking = b->last_refresh = b->last_compute = b->call_end = b->home_store = -1;
     for (int k = 0; k < ZT_NVME_STEP_MAX_SETS; k++)
         b->sub_adam[k] = b->sub_wrote[k] = -1;
+    b->pre_step = -1;
     for (int step = 0; step < PLAN_STEPS; step++) {
         b->step = step;
         b->io_bytes[0] = b->io_bytes[1] = 0;
@@ -556,6 +644,7 @@ static int build_steps(builder *b, const est_model *m, int micro_steps, int *ste
             }
         }
         step_end[step] = b->call_end = b->last_compute;
+        nvme_step_begin(b);
         for (int i = 0; i < nl; i++) {
             if (b->overlap)
                 b->pending[i] = 1, b->upd_caller[i] = -1;
@@ -563,8 +652,11 @@ static int build_steps(builder *b, const est_model *m, int micro_steps, int *ste
                 return -1;
         }
         if (!b->overlap) { /* every layer waits for the whole update (zt_step returns after
-                              it) and the replicas' refresh, one all-gather issued at its end */
-            int deps[2] = {b->sm.n - 1, b->last_refresh}, join = deps[0];
+                              the last layer's: the NVMe step after its last Adam, the last
+                              write-back still in flight) and the replicas' refresh, one
+                              all-gather issued at its end */
+            int deps[2] = {nl > 0 ? b->updated[nl - 1] : b->sm.n - 1, b->last_refresh};
+            int join = deps[0];
             if (b->last_refresh >= 0 &&
                 (join = add(b, ZT_SM_COMPUTE, 0, deps, 2, "replicas refreshed (from %s)", 0)) < -1)
                 return -1;

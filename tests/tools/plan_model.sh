@@ -265,4 +265,69 @@ assert abs(got - 0.074) < 1e-6, ('NVMe step in sub-groups: predicted', got, 'by 
 assert abs(got - 0.068) > 1e-3, ('the whole-layer update predicts 0.068', got)
 print(f'plan_model: the NVMe step in 8 sub-groups over 3 sets gives {got * 1e3:.1f} ms, as worked by hand')
 PY
+# 8-11: case 7's shapes with other settings (sub_step: the predicted step in ms).
+sub_step() { # $1: name, $2: offload_param device, $3: overlap_step, $4: buffer_count[, $5: profile]
+  echo "{\"zero_optimization\": {\"stage\": 3, \"sub_group_size\": 262144, \"stage3_param_persistence_threshold\": 0, \"offload_param\": {\"device\": \"$2\", \"nvme_path\": \"$work\"}, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$work\", \"buffer_count\": $4}}, \"ztier\": {\"device_backend\": \"cuda\", \"hbm_capacity\": \"1G\", \"overlap_step\": \"$3\"}}" > "$work/$1.json"
+  "$ztier" plan --layers "$work/mib.json" --ds-config "$work/$1.json" --profile "${5:-$work/sub-gpu.json}" \
+    --json | tail -1 > "$work/$1.out"
+}
+check_step() { # $1: name, $2: what, $3: the step (ms) worked by hand, $4: the model before (ms)
+  python3 - "$work/$1.out" "$2" "$3" "$4" <<'PY'
+import json, sys
+got = json.load(open(sys.argv[1]))['step_s'] * 1e3
+what, want, before = sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+assert abs(got - want) < 1e-3, (what, 'predicted', got, 'ms; by hand', want)
+assert abs(got - before) > 1, (what, 'the model before predicts', before, got)
+print(f'plan_model: {what}: {got:.1f} ms, as worked by hand')
+PY
+}
+# 8. overlap_step "off", parameters in host memory (fp32: the master; copies 4 ns, ignored):
+#    zt_step runs the 8 sub-groups as case 7's fetch does and returns after A7 [13,14], its
+#    write-back W7 [15,17] still in flight (the next step's pre-read waits for it, at the
+#    backward's first fetch, long after): F0 [14,24] F1 [24,34] B1 [34,54] B0 [54,74]: 74 ms.
+#    Waiting for W7 (the model before) gives 77.
+sub_step off-host cpu off 9
+check_step off-host "overlap_step off: zt_step returns after the last Adam" 74 77
+# 9. case 7 with buffer_count 12: N = 4 sets, the read of g(j) issued at g(j-2)'s start after
+#    W(j-4); g0-g3 pre-read. A0 [0,1] W0 [1,3]; A1 [1,2] W1 [3,5]; R4 [3,5]; A2 [3,4] W2 [5,7];
+#    R5 [5,7]; A3 [5,6] W3 [7,9]; R6 [7,9]; A4 [7,8] W4 [9,11]; R7 [9,11]; A5 [9,10] W5
+#    [11,13]; g6 and g7 issue no read, so A6 waits for R6 only [10,11] W6 [13,15], A7 for R7
+#    [11,12] W7 [15,17]; F0 [12,22] F1 [22,32] B1 [32,52] B0 [52,72]: 72 ms. A6 after W4 and
+#    A7 after W5 (the model before) give 74.
+sub_step sets4 none auto 12
+check_step sets4 "N = 4 sets: the last N - 2 sub-groups wait for no write-back" 72 74
+# 10. case 8 with the parameters on the device (case 7's; nothing to move at a fetch): the
+#    forward still waits for zt_step, which returns after A7 [13,14]: 74 ms as in case 8. A
+#    fetch that waits for no update (the model before) gives F0 [0,10] .. B0 [40,60]: 60.
+sub_step off-device none off 9
+check_step off-device "overlap_step off, parameters on the device: the fetch waits for the update" 74 60
+# 11. case 7 with a compute 10 times faster (forward 1 ms, backward 2): the pre-read, at the
+#    backward's first fetch (zt_nvme_step_preread), waits for the last write-backs (and the
+#    caller with it), then reads g0-g2. Steady state, from B0's end: g0-g2 read at the previous
+#    B1's fetch [-4,-2] [-2,0] [0,2]; A0 [0,1] W0 [1,3]; A1 [1,2] W1 [3,5]; g2's start waits for
+#    W0 to issue R3 [3,5]; A2 [3,4] W2 [5,7]; R4 after W1 [5,7]; A3 [5,6] W3 [7,9]; R5 [7,9]; A4
+#    [7,8] W4 [9,11]; R6 [9,11]; A5 [9,10] W5 [11,13]; R7 [11,13]; A6 [11,12] W6 [13,15]; A7
+#    [13,14] W7 [15,17]; F0 [14,15] F1 [15,16]; B1's fetch waits for W7 (17), then pre-reads
+#    [17,19] [19,21] [21,23] (as assumed, shifted by 21); B1 [17,19] B0 [19,21]: 21 ms. Reading
+#    g0 and g1 after the previous update, g2 after A0 (the model before): 20.
+profile "$work/fast-gpu.json" cuda "" "" ""
+set_rates "$work/fast-gpu.json" nvme_read_bytes_per_s=1048576000 nvme_write_bytes_per_s=1048576000 adam_params_per_s=262144000 gemm_flops_per_s=2097152000
+sub_step pre-read none auto 9 "$work/fast-gpu.json"
+check_step pre-read "the pre-read of N sub-groups at the backward's first fetch" 21 20
+# 12. the parameters on NVMe too: each layer's working copy (4 MiB) stored synchronously after
+#    its last sub-group (zt_home_store), so the state is master, m and v. Reads 3 ms per
+#    sub-group (3 MiB at 1048576000 B/s), the parameters' 4; writes at twice that: W 1.5 ms, a
+#    store 2; Adam 2 ms; forward 1 ms, backward 2; the window reads L1 at L0's fetch (case 6).
+#    From B0's end: pre-read g0-g2 done at -1, 2, 5; A0 [0,2] W0 [2,3.5]; A1 [2,4] W1 [4,5.5];
+#    R3 [5,8] (behind R2); A2 [5,7] W2 [7,8.5]; R4 issued at 7 after W1 [8,11]; A3 [8,10], the
+#    store of L0 [10,12], W3 [12,13.5]; R5 issued as the caller returns from the store, at 12
+#    (W2 ended at 8.5) [12,15]; A4 [12,14] W4 [14,15.5]; R6 after W3 [15,18]; A5 [15,17] W5
+#    [17,18.5]; R7 [18,21]; A6 [18,20] W6 [20,21.5]; A7 [21,23], store of L1 [23,25], W7
+#    [25,26.5]; L0's read [25,29], F0 [29,30]; L1's [29,33], F1 [33,34]; B1's fetch pre-reads
+#    [34,37] [37,40] [40,43] (done at 38 - 1, 2, 5 as assumed); B1 [34,36] B0 [36,38]: 38 ms.
+#    R5 issued after A3, before the store (the model before): 37.
+profile "$work/store-gpu.json" cuda "" "" ""
+set_rates "$work/store-gpu.json" nvme_read_bytes_per_s=1048576000 nvme_write_bytes_per_s=2097152000 adam_params_per_s=131072000 gemm_flops_per_s=2097152000
+sub_step store nvme auto 9 "$work/store-gpu.json"
+check_step store "a read after a shard's last sub-group waits for its store" 38 37
 echo "plan_model: ok"
