@@ -452,7 +452,10 @@ static void restore_state(zt_runtime *rt, const zt_ckpt_state *s)
     }
 }
 
-/* A loaded checkpoint starts with no accumulated gradients. */
+/* A loaded checkpoint starts with no accumulated gradients. The host sums are not zeroed:
+ * with accum_count 0 the next accumulation overwrites them and a layer that gets none is
+ * zeroed at the step (as after every step; a resume's first touch of their pages is then
+ * its first backward's, not the load's). */
 static zt_status clear_accumulators(zt_runtime *rt)
 {
     zt_status st = ZT_OK;
@@ -462,7 +465,6 @@ static zt_status clear_accumulators(zt_runtime *rt)
         if (L->opt_device) {
             st = zt_dev_opt_zero_acc(rt, L);
         } else {
-            memset(L->grad_acc, 0, (size_t)L->shard_numel * zt_dtype_size(rt->reg.acc_dtype));
             L->accum_count = 0;
             L->norm_valid = 0;
         }

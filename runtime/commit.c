@@ -27,7 +27,7 @@ static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
      * (a rank file holds whole shards, padding included; a resharded load zeroes the padding
      * itself), so their host homes are not zeroed here: the load's threads back the pages as
      * its reads land, rather than commit touching all of them first (on a fresh VM page,
-     * most of a resume's commit). The gradient sums are zeroed as ever. */
+     * most of a resume's commit). */
     ph.unzeroed = oh.unzeroed = rt->load_pending;
     zt_tier_kind param_tier = L->persistent ? ZT_TIER_DEVICE : plan->param_tier;
     size_t ds = zt_dtype_size(rt->reg.dtype);
@@ -61,8 +61,11 @@ static zt_status place_layer(zt_runtime *rt, const zt_plan *plan, zt_layer *L)
     if (st == ZT_OK && L->opt_device)
         st = zt_dev_opt_alloc_acc(rt, L);
     else if (st == ZT_OK)
-        st = zt_host_tier_alloc(&rt->tiers.host, shard * zt_dtype_size(rt->reg.acc_dtype), L->name,
-                                &L->grad_acc, &rt->err);
+        /* never zeroed: a step's first accumulation overwrites the sums, and a layer that
+         * got none is zeroed at the step (opt_engine.c, zero_unsummed); the first backward
+         * backs the pages */
+        st = zt_host_tier_alloc_as(&rt->tiers.host, shard * zt_dtype_size(rt->reg.acc_dtype),
+                                   L->name, ZT_HOST_UNZEROED, &L->grad_acc, &rt->err);
     if (st == ZT_OK)
         st = zt_gather_init(zt_prefetcher_gather(rt->prefetch, (int)(L - rt->reg.layers)),
                             &rt->gather_env, L->name, L->flat_numel, L->shard_numel, L->persistent,
