@@ -83,22 +83,18 @@ echo "resume on $np ranks, process start -> first step: $resume_s s, $resume_rat
 # where a resume's time goes (zt_gpt2's phases, each same-layout run), and the machine's own
 # first touch of fresh memory after a cache drop (bench/first_touch.c, as many bytes as the
 # checkpoint, split over as many processes as ranks, their rates summed): a VM that gives freed
-# pages back to its host slows every fresh page, ztier's or not. A load into a new process
-# backs at least the checkpoint's bytes of fresh memory, so it cannot end before the slower of
-# fio reading them and the machine backing them (4 s after their last use, as after a drop)
+# pages back to its host slows every fresh page, ztier's or not, and a load into a new process
+# backs at least the checkpoint's bytes of fresh memory (docs/benchmarks.md)
 sed -n 's/^resume phases (s): /  phases (s): /p' "$out"/loadsame-*.txt
-touch_gbps=null load_bound=null
+touch_first=null touch_refreed=null touch_later=null
 if cc -O2 -o "$out/first_touch" "$(dirname "$0")/first_touch.c" 2> /dev/null; then
   drop
   for k in $(seq "$np"); do "$out/first_touch" $((bytes / np)) > "$out/touch$k.txt" & done
   wait
   sum() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p" "$out"/touch*.txt | awk '{s += $1} END {printf "%.3f", s}'; }
-  touch_gbps=$(sum after_4s_gbps)
-  echo "  the machine's first touch of $bytes fresh bytes on $np processes after a cache drop:" \
-    "$(sum first_touch_gbps) GB/s; of pages freed a moment before $(sum refreed_gbps), 4 s after $touch_gbps"
-  load_bound=$(awk -v l="$load4" -v r="$fio_r" -v t="$touch_gbps" \
-    'BEGIN {m = r < t ? r : t; printf "%.2f", l / m}')
-  echo "  load against the slower of fio's read and that first touch (4 s after): $load_bound"
+  touch_first=$(sum first_touch_gbps) touch_refreed=$(sum refreed_gbps) touch_later=$(sum after_4s_gbps)
+  echo "  the machine's first touch of $bytes fresh bytes on $np processes (GB/s): after a cache" \
+    "drop $touch_first; of pages freed a moment before $touch_refreed, 4 s after $touch_later"
 fi
 goal() { awk -v a="$1" -v g="$2" 'BEGIN {print ((a + 0 >= g) ? "met" : "not met")}'; }
 echo "goals: save $(goal "$(ratio "$save" "$fio_w")" 0.8), load $(goal "$(ratio "$load4" "$fio_r")" 0.8)," \
@@ -110,8 +106,9 @@ printf '"reshard_load_gbps":%s,"fio_write_gbps":%s,"fio_read_gbps":%s,"save_rati
   "$load3" "$fio_w" "$fio_r" "$(ratio "$save" "$fio_w")"
 printf '"load_ratio":%s,"reshard_ratio":%s,"fio_new_file_write_gbps":%s,' "$(ratio "$load4" "$fio_r")" \
   "$(ratio "$load3" "$load4")" "$fio_new"
-printf '"resume_s":%s,"resume_ratio":%s,"first_touch_gbps":%s,"load_bound_ratio":%s}\n' "$resume_s" \
-  "$resume_ratio" "$touch_gbps" "$load_bound"
+printf '"resume_s":%s,"resume_ratio":%s,"first_touch_gbps":%s,"refreed_touch_gbps":%s,' "$resume_s" \
+  "$resume_ratio" "$touch_first" "$touch_refreed"
+printf '"touch_4s_after_gbps":%s}\n' "$touch_later"
 
 # ---- export: `ztier checkpoint export` of the same checkpoint against fio's write ----
 # The export reads the rank files' master values (format 3; formats 1-2: every rank file
