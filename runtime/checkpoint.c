@@ -435,20 +435,6 @@ static zt_status restore_image(zt_runtime *rt, zt_threadpool *pool, const unsign
     return st;
 }
 
-/* After zt_runtime_expect_load the host homes the load filled were not pinned at commit:
- * pinning there would have backed every page before the load, one thread, its reads not yet
- * in flight (most of a one-rank resume's commit); now, written, they are pinned as commit
- * would have (ZT_HOST_PINNED). */
-static void pin_loaded_homes(zt_runtime *rt)
-{
-    for (int i = 0; i < rt->reg.n_layers; i++) {
-        zt_layer *L = &rt->reg.layers[i];
-        zt_home *homes[4] = {&L->param_home, &L->master, &L->exp_avg, &L->exp_avg_sq};
-        for (int k = 0; k < 4; k++)
-            zt_home_pin_later(&rt->tiers.homes, homes[k]);
-    }
-}
-
 /* The loss scale a resumed run continues with: the saved one where both runs scale their
  * loss dynamically, else this run's configured start. */
 static void restore_state(zt_runtime *rt, const zt_ckpt_state *s)
@@ -722,8 +708,6 @@ zt_status zt_rt_checkpoint_load(zt_runtime *rt, const char *dir)
         meta_merge(&rt->meta, &m.meta);
         st = clear_accumulators(rt);
     }
-    if (st == ZT_OK)
-        pin_loaded_homes(rt);
     if (st == ZT_OK) { /* the state is consistent again */
         zt_error_clear(&rt->async_err);
         rt->train.step_cleared = rt->reg.n_layers;

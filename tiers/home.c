@@ -25,10 +25,9 @@ zt_status zt_home_alloc(zt_homes *h, zt_tier_kind kind, uint64_t bytes, const ch
             st = zt_device_stream_synchronize(h->dev, h->stream, err);
         break;
     case ZT_TIER_HOST:
-        st = zt_host_tier_alloc_as(h->host, bytes, owner,
-                                   h->unzeroed ? ZT_HOST_UNZEROED : h->pin ? ZT_HOST_PINNED : 0u,
-                                   &out->ptr, err);
-        out->pin_later = st == ZT_OK && h->unzeroed && h->pin;
+        st = zt_host_tier_alloc_as(
+            h->host, bytes, owner,
+            (h->pin ? ZT_HOST_PINNED : 0u) | (h->unzeroed ? ZT_HOST_UNZEROED : 0u), &out->ptr, err);
         break;
     case ZT_TIER_NVME:
         out->swap = h->swap;
@@ -39,14 +38,6 @@ zt_status zt_home_alloc(zt_homes *h, zt_tier_kind kind, uint64_t bytes, const ch
     if (st != ZT_OK)
         zt_error_prefix(err, "placing '%s' on the %s tier: ", owner, tier_name(kind));
     return st;
-}
-
-void zt_home_pin_later(zt_homes *h, zt_home *home)
-{
-    if (!home->pin_later)
-        return;
-    zt_host_tier_pin(h->host, home->ptr, home->bytes, home->owner);
-    home->pin_later = 0;
 }
 
 void zt_home_free(zt_homes *h, zt_home *home)
@@ -67,7 +58,6 @@ void zt_home_share(const zt_home *of, const char *owner, zt_home *out)
     *out = *of;
     out->owner = owner;
     out->shared = 1;
-    out->pin_later = 0; /* the memory's own home pins it */
 }
 
 void *zt_home_host_ptr(const zt_home *home)

@@ -22,8 +22,6 @@ typedef struct zt_home {
     const char *owner; /* tensor name for messages; not owned */
     int shared;        /* a second name for another home's memory (zt_home_share): freeing
                           it frees nothing */
-    int pin_later;     /* a HOST home of unzeroed homes that pin: pinned by zt_home_pin_later
-                          once written (pinning backs every page at once) */
 } zt_home;
 
 /* The tiers homes are carved from. */
@@ -34,17 +32,12 @@ typedef struct zt_homes {
     zt_swap *swap; /* where NVME homes are carved from (set per kind of state) */
     int pin;       /* HOST homes are pinned (the device copies from them) */
     int unzeroed;  /* HOST homes are not zeroed (ZT_HOST_UNZEROED: the caller writes every
-                      byte before any is read), nor pinned until zt_home_pin_later; DEVICE
-                      homes are zeroed all the same */
+                      byte before any is read); DEVICE homes are zeroed all the same */
 } zt_homes;
 
 zt_status zt_home_alloc(zt_homes *h, zt_tier_kind kind, uint64_t bytes, const char *owner,
                         zt_home *out, zt_error *err);
 void zt_home_free(zt_homes *h, zt_home *home);
-
-/* Pins a home left unpinned by unzeroed homes (pin_later), now that its bytes are written;
- * any other home is left as it is. */
-void zt_home_pin_later(zt_homes *h, zt_home *home);
 
 /* Makes *out name the memory of home `of` (which must outlive it), under its own owner
  * name: two kinds of state that always hold the same bytes kept once. */

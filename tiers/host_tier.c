@@ -84,12 +84,6 @@ zt_status zt_host_tier_alloc_as(zt_host_tier *t, uint64_t bytes, const char *own
     return ZT_OK;
 }
 
-void zt_host_tier_pin(zt_host_tier *t, void *ptr, uint64_t bytes, const char *owner)
-{
-    if (ptr)
-        zt_pin(t->pin, ptr, zt_host_tier_footprint(bytes), owner);
-}
-
 zt_status zt_host_tier_alloc(zt_host_tier *t, uint64_t bytes, const char *owner, void **out,
                              zt_error *err)
 {

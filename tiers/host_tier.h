@@ -55,10 +55,6 @@ enum {
 };
 zt_status zt_host_tier_alloc_as(zt_host_tier *t, uint64_t bytes, const char *owner, unsigned flags,
                                 void **out, zt_error *err);
-/* Pins memory from zt_host_tier_alloc_as allocated without ZT_HOST_PINNED, as that flag
- * would have (pinning memory not yet written backs every page of it: a load's memory is
- * pinned once the load has written it, rather than before). */
-void zt_host_tier_pin(zt_host_tier *t, void *ptr, uint64_t bytes, const char *owner);
 /* Frees memory from zt_host_tier_alloc(_pinned, _as); bytes must be the size it was allocated
  * with. */
 void zt_host_tier_free(zt_host_tier *t, void *ptr, uint64_t bytes);

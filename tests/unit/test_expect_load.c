@@ -383,51 +383,6 @@ static void test_stale_sums_never_count(void **state)
     zt_runtime_destroy(rb);
 }
 
-/* Parameters offloaded to pinned host memory: after zt_runtime_expect_load commit pins none
- * of their home (pinning backs every page, before the load's reads are in flight), and no page
- * of it is resident; the load then pins it, so that afterwards as many bytes are pinned as
- * after a usual commit, and none was refused. */
-static const char *pinned_config =
-    "{\"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"cpu\", "
-    "\"pin_memory\": true}, \"stage3_param_persistence_threshold\": 0}, \"optimizer\": "
-    "{\"type\": \"AdamW\", \"params\": {\"lr\": 0.001}}, \"ztier\": "
-    "{\"log_effective_settings\": false}}";
-
-static void test_loaded_homes_pinned_after_the_load(void **state)
-{
-    (void)state;
-    char ck[600];
-    snprintf(ck, sizeof ck, "%s/pinned", rt_fixture_dir());
-    int a, b;
-    zt_stats usual = ZT_STATS_INIT, commit = ZT_STATS_INIT, loaded = ZT_STATS_INIT;
-    zt_runtime *ra = rt_fixture_make(NULL, pinned_config, reg_big, &a);
-    assert_int_equal(zt_stats_get(ra, &usual), ZT_OK);
-    assert_int_equal(zt_checkpoint_save(ra, ck), ZT_OK);
-    zt_runtime_destroy(ra);
-
-    zt_runtime *rb = rt_fixture_create(NULL, pinned_config);
-    rt_fixture_register(rb, reg_big, &b);
-    assert_int_equal(zt_runtime_expect_load(rb), ZT_OK);
-    rt_fixture_commit(rb);
-    zt_layer *L = &rb->reg.layers[0];
-    assert_int_equal(L->param_home.kind, ZT_TIER_HOST);
-    assert_int_equal(zt_stats_get(rb, &commit), ZT_OK);
-    uint64_t home = L->param_home.bytes;
-    print_message("pinned: %llu after a usual commit, %llu after this one, the home %llu\n",
-                  (unsigned long long)usual.host_pinned_bytes,
-                  (unsigned long long)commit.host_pinned_bytes, (unsigned long long)home);
-    assert_true(commit.host_pinned_bytes + home <= usual.host_pinned_bytes);
-#if !defined(__SANITIZE_ADDRESS__) && !defined(ZT_TEST_SANITIZED)
-    assert_int_equal(resident_pages(L->param_home.ptr, home), 0);
-#endif
-    assert_int_equal(zt_checkpoint_load(rb, ck), ZT_OK);
-    assert_int_equal(zt_stats_get(rb, &loaded), ZT_OK);
-    assert_int_equal(loaded.host_pinned_bytes, usual.host_pinned_bytes);
-    assert_int_equal(loaded.pinned_refused_bytes, 0);
-    expect_big_saved(rb, b);
-    zt_runtime_destroy(rb);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -436,7 +391,6 @@ int main(void)
         cmocka_unit_test(test_host_load_needs_no_second_copy),
         cmocka_unit_test(test_commit_leaves_the_loaded_homes_untouched),
         cmocka_unit_test(test_stale_sums_never_count),
-        cmocka_unit_test(test_loaded_homes_pinned_after_the_load),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
