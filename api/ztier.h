@@ -37,7 +37,7 @@ extern "C" {
  * CMakeLists.txt reads the version (and so the soname) from these three lines. */
 #define ZT_VERSION_MAJOR 1
 #define ZT_VERSION_MINOR 4
-#define ZT_VERSION_PATCH 2
+#define ZT_VERSION_PATCH 3
 #define ZT_VERSION_CODE(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
 #define ZT_VERSION ZT_VERSION_CODE(ZT_VERSION_MAJOR, ZT_VERSION_MINOR, ZT_VERSION_PATCH)
 /* The revision of this header's API, passed in zt_options.api_version (ZT_OPTIONS_INIT): it
