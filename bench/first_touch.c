@@ -71,7 +71,8 @@ int main(int argc, char **argv)
     double refreed = fresh(n);
     sleep(4);
     double later = fresh(n);
-    printf("first_touch_gbps=%.3f rewrite_gbps=%.3f refreed_gbps=%.3f after_4s_gbps=%.3f bytes=%llu\n",
-           first, rewrite, refreed, later, n);
+    printf(
+        "first_touch_gbps=%.3f rewrite_gbps=%.3f refreed_gbps=%.3f after_4s_gbps=%.3f bytes=%llu\n",
+        first, rewrite, refreed, later, n);
     return 0;
 }

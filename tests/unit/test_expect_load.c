@@ -80,6 +80,27 @@ static void expect_refused(zt_runtime *rt, zt_status st)
     assert_non_null(strstr(zt_last_error(rt), "zt_runtime_expect_load"));
 }
 
+/* A runtime committed the usual way whose checkpoint is saved at once into ck (the fixture's
+ * folder / name). */
+static zt_runtime *saved_at(char *ck, size_t len, const char *name, const char *cfg,
+                            rt_fixture_register_fn reg_fn, void *user)
+{
+    snprintf(ck, len, "%s/%s", rt_fixture_dir(), name);
+    zt_runtime *rt = rt_fixture_make(NULL, cfg, reg_fn, user);
+    assert_int_equal(zt_checkpoint_save(rt, ck), ZT_OK);
+    return rt;
+}
+
+/* A runtime told that a load follows (zt_runtime_expect_load), then committed. */
+static zt_runtime *committed_for_load(const char *cfg, rt_fixture_register_fn reg_fn, void *user)
+{
+    zt_runtime *rt = rt_fixture_create(NULL, cfg);
+    rt_fixture_register(rt, reg_fn, user);
+    assert_int_equal(zt_runtime_expect_load(rt), ZT_OK);
+    rt_fixture_commit(rt);
+    return rt;
+}
+
 static void test_skips_init_then_load_restores(void **state)
 {
     (void)state;
@@ -93,10 +114,7 @@ static void test_skips_init_then_load_restores(void **state)
     zt_runtime_destroy(ra); /* its NVMe folder is the next one's */
 
     init_calls = 0;
-    zt_runtime *rb = rt_fixture_create(NULL, config);
-    rt_fixture_register(rb, reg, &b);
-    assert_int_equal(zt_runtime_expect_load(rb), ZT_OK);
-    rt_fixture_commit(rb);
+    zt_runtime *rb = committed_for_load(config, reg, &b);
     assert_int_equal(init_calls, 0); /* nothing initialised */
 
     static float got[NUMEL];
@@ -237,10 +255,7 @@ static void test_host_load_needs_no_second_copy(void **state)
     fputc(c ^ 0x5a, f);
     fclose(f);
 
-    zt_runtime *rb = rt_fixture_create(NULL, host_config);
-    rt_fixture_register(rb, reg_big, &b);
-    assert_int_equal(zt_runtime_expect_load(rb), ZT_OK);
-    rt_fixture_commit(rb);
+    zt_runtime *rb = committed_for_load(host_config, reg_big, &b);
     assert_int_equal(zt_checkpoint_load(rb, bad), ZT_ERR_CORRUPT);
     assert_non_null(strstr(zt_last_error(rb), "is damaged"));
     zt_layer_view view;
@@ -294,16 +309,11 @@ static void test_commit_leaves_the_loaded_homes_untouched(void **state)
 {
     (void)state;
     char ck[600];
-    snprintf(ck, sizeof ck, "%s/untouched", rt_fixture_dir());
     int a, b;
-    zt_runtime *ra = rt_fixture_make(NULL, host_config, reg_big, &a);
-    assert_int_equal(zt_checkpoint_save(ra, ck), ZT_OK);
+    zt_runtime *ra = saved_at(ck, sizeof ck, "untouched", host_config, reg_big, &a);
     zt_runtime_destroy(ra);
 
-    zt_runtime *rb = rt_fixture_create(NULL, host_config);
-    rt_fixture_register(rb, reg_big, &b);
-    assert_int_equal(zt_runtime_expect_load(rb), ZT_OK);
-    rt_fixture_commit(rb);
+    zt_runtime *rb = committed_for_load(host_config, reg_big, &b);
     zt_layer *L = &rb->reg.layers[0];
     size_t bytes = (size_t)L->shard_numel * sizeof(float);
     const zt_home *homes[3] = {&L->master, &L->exp_avg, &L->exp_avg_sq};
@@ -349,17 +359,12 @@ static void test_stale_sums_never_count(void **state)
 {
     (void)state;
     char ck[600];
-    snprintf(ck, sizeof ck, "%s/stale", rt_fixture_dir());
     model a, b;
-    zt_runtime *ra = rt_fixture_make(NULL, host_config, reg, &a);
-    assert_int_equal(zt_checkpoint_save(ra, ck), ZT_OK);
+    zt_runtime *ra = saved_at(ck, sizeof ck, "stale", host_config, reg, &a);
     assert_int_equal(zt_checkpoint_load(ra, ck), ZT_OK);
     step_l0_only(ra);
 
-    zt_runtime *rb = rt_fixture_create(NULL, host_config);
-    rt_fixture_register(rb, reg, &b);
-    assert_int_equal(zt_runtime_expect_load(rb), ZT_OK);
-    rt_fixture_commit(rb);
+    zt_runtime *rb = committed_for_load(host_config, reg, &b);
     assert_int_equal(zt_checkpoint_load(rb, ck), ZT_OK);
     for (int i = 0; i < rb->reg.n_layers; i++) {
         zt_layer *L = &rb->reg.layers[i];
