@@ -23,7 +23,7 @@ typedef enum zt_sm_res {
     ZT_SM_NRES
 } zt_sm_res;
 
-#define ZT_SM_DEPS 4
+#define ZT_SM_DEPS 5
 #define ZT_SM_WHAT 48
 
 typedef struct zt_sm_task {

@@ -167,10 +167,12 @@ typedef struct builder {
        started at the first backward fetch of step pre_step (-1: none yet); sub_pre: how many
        the update in progress found read */
     int pre_read[ZT_NVME_STEP_MAX_SETS], n_pre, pre_step, sub_pre;
+    int pre_copy[ZT_NVME_STEP_MAX_SETS]; /* the pre-read sub-groups' master copies (-1: none) */
     int *upd_caller;    /* per layer: the last update of the fetch that updated it (overlap_step;
                            -1: none) */
     int home_store;     /* the latest update's synchronous store of the working copy to its NVMe
-                           home (-1: none) */
+                           home, or of a sub-group's new master into the parameters in device
+                           memory (-1: none) */
     double io_bytes[2]; /* NVMe bytes read and written in the step being built */
     char bound[1024];   /* the critical path in words (zt_sm_bound) */
 } builder;
@@ -467,6 +469,25 @@ static double state_bytes(const builder *b, int i)
     return zt_plan_master_is_param(b->plan, &b->rt->reg.layers[i]) ? 8 : 12;
 }
 
+/* Whether layer i's NVMe update takes its master from device memory, where its fp32
+ * parameters are the master (nvme_step.c: each sub-group's master copied out as its read is
+ * issued). Its new values then go back there (and a persistent layer's, whose master is in
+ * host memory: zt_plan_master_to_device), synchronously after each sub-group's Adam. */
+static int device_master(const builder *b, int i)
+{
+    return zt_plan_master_is_param(b->plan, &b->rt->reg.layers[i]) &&
+           b->plan->param_tier == ZT_TIER_DEVICE;
+}
+
+/* The copy of n elements of layer i's master out of device memory into a buffer set, issued
+ * with the set's read (after `issue`); -1 where the master is not in device memory. */
+static int master_out(builder *b, int i, double n, int *issue, int ni)
+{
+    if (!device_master(b, i))
+        return -1;
+    return add(b, ZT_SM_D2H, 4 * n / b->r.copy, issue, ni, "copy of %s's master out", i);
+}
+
 /* A new step's NVMe update (zt_nvme_step_begin): sub-groups numbered from 0, how many, and how
  * many of them the step's backward pre-read. */
 static void nvme_step_begin(builder *b)
@@ -501,9 +522,13 @@ static int nvme_preread(builder *b, int caller)
         int64_t elems = b->rt->reg.layers[i].shard_numel, per = sub_group_elems(b, elems);
         for (int64_t begin = 0; nvme_layer(b, i) && begin < elems && k < n_sets; begin += per) {
             double bytes = state_bytes(b, i) * (double)(elems - begin < per ? elems - begin : per);
+            /* (and, where the master is in device memory, its copy out: master_out) */
             b->io_bytes[0] += bytes;
+            double n = (double)(elems - begin < per ? elems - begin : per);
+            b->pre_copy[k] = master_out(b, i, n, issue, 2);
             if ((b->pre_read[k++] = add(b, ZT_SM_NVME, bytes / b->r.nvme_read, issue, 2,
-                                        "NVMe read of %s's optimizer state", i)) < -1)
+                                        "NVMe read of %s's optimizer state", i)) < -1 ||
+                b->pre_copy[k - 1] < -1)
                 return -2;
         }
     }
@@ -515,10 +540,12 @@ static int nvme_preread(builder *b, int caller)
  * sub-groups (the plan's opt_buf_bytes, 16M elements at most), numbered across the step's
  * layers from 0, pipelined over the plan's N buffer sets. The first N were read at the step's
  * backward (nvme_preread); sub-group j's read (master, m, v, or m and v where the parameters'
- * home is the master) is issued when the caller starts sub-group j - N + 2 and waits for its
- * set's previous write-back (j - N); the caller runs Adam on j after its read, the previous
- * sub-group and, where it issued a read there (not for the pre-read ones nor the step's last
- * N - 2), the write-back of j - 2 (which it waits for to reuse that set); after a shard's last
+ * home is the master; with that master in device memory, its copy out beside the read) is
+ * issued when the caller starts sub-group j - N + 2 and waits for its set's previous
+ * write-back (j - N); the caller runs Adam on j after its read, the previous sub-group and,
+ * where it issued a read there (not for the pre-read ones nor the step's last N - 2), the
+ * write-back of j - 2 (which it waits for to reuse that set); then, with fp32 parameters in
+ * device memory, the synchronous copy of j's new master into them; after a shard's last
  * sub-group the working copy's synchronous store to its NVMe home (zt_home_store), then j's
  * write-back, left in flight. On the CPU's threads, which on a host backend are the compute's
  * cores. Returns the task the caller returns after (the layer's next use waits for it). */
@@ -535,10 +562,11 @@ static int nvme_update(builder *b, int i)
         int j = b->sub_next++, slot = j % n_sets;
         /* read ahead by the backward, or issued as the caller starts j - N + 2, once it has
            returned from j - N + 1 (its store included) and j - N's write-back has ended */
-        int issue[2] = {b->sub_wrote[slot], b->sub_adam[(j + 1) % n_sets]}, rd = -1;
+        int issue[2] = {b->sub_wrote[slot], b->sub_adam[(j + 1) % n_sets]}, rd = -1, mo = -1;
         if (j < b->sub_pre)
-            rd = b->pre_read[j];
+            rd = b->pre_read[j], mo = b->pre_copy[j];
         else {
+            mo = master_out(b, i, n, issue, 2);
             rd = add(b, ZT_SM_NVME, state * n / b->r.nvme_read, issue, 2,
                      "NVMe read of %s's optimizer state", i);
             b->io_bytes[0] += state * n;
@@ -550,8 +578,14 @@ static int nvme_update(builder *b, int i)
         int reuse = ahead >= b->sub_pre && ahead < b->sub_count
                         ? b->sub_wrote[(j - 2 + n_sets) % n_sets]
                         : -1;
-        int deps[4] = {b->ready[i], rd, b->home_store, reuse};
-        a = rd < -1 ? -2 : add(b, cpu, n / (b->r.adam * b->share), deps, 4, "Adam of %s", i);
+        int deps[5] = {b->ready[i], rd, b->home_store, reuse, mo};
+        a = rd < -1 || mo < -1 ? -2
+                               : add(b, cpu, n / (b->r.adam * b->share), deps, 5, "Adam of %s", i);
+        /* the new master copied into the fp32 parameters in device memory, the caller waiting
+           (its next sub-group's Adam too) */
+        if (a > -2 && zt_plan_master_to_device(b->plan, l))
+            a = b->home_store =
+                add(b, ZT_SM_H2D, 4 * n / b->r.copy, &a, 1, "copy of %s's new parameters in", i);
         if (a < -1)
             return -2;
         int wr = a;

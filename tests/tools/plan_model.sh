@@ -330,4 +330,26 @@ profile "$work/store-gpu.json" cuda "" "" ""
 set_rates "$work/store-gpu.json" nvme_read_bytes_per_s=1048576000 nvme_write_bytes_per_s=2097152000 adam_params_per_s=131072000 gemm_flops_per_s=2097152000
 sub_step store nvme auto 9 "$work/store-gpu.json"
 check_step store "a read after a shard's last sub-group waits for its store" 38 37
+# 13. case 7 with copies at 1048576000 B/s (1 MiB a ms): the master of each sub-group (the
+#    fp32 parameters in device memory) copied out O(j) beside its read, 1 ms on the d2h lane;
+#    after A(j) its new values copied in I(j), 1 ms on h2d, the caller waiting (the next Adam
+#    too); W(j) after I(j). The gradients out take 4 ms a layer (d2h). From B0's end: G0
+#    [0,4]; g0-g2 and their copies done at B1's fetch; A0 [4,5] I0 [5,6] W0 [6,8]; A1 [6,7] I1
+#    [7,8] W1 [8,10]; R3 and O3 at 8 (after g1's return and W0) [8,10] [8,9]; A2 (after W0)
+#    [8,9] I2 [9,10] W2 [10,12]; R4 O4 at 10 [10,12]; A3 [10,11] I3 [11,12] W3 [12,14]; R5 O5
+#    at 12; A4 [12,13] I4 [13,14] W4 [14,16]; R6 O6 at 14; A5 [14,15] I5 [15,16] W5 [16,18]; R7
+#    O7 at 16; A6 [16,17] I6 [17,18] W6 [18,20]; A7 [18,19] I7 [19,20] W7 [20,22]; the fetch
+#    returns at 20: F0 [20,30] F1 [30,40] B1 [40,60] (its fetch pre-reads g0-g2 and copies
+#    their masters [40,46], as assumed) B0 [60,80]: 80 ms; d2h busy 16 ms (8 of them the
+#    masters), h2d 8. Without the copies (the model before): 78 ms, d2h 8, h2d 0.
+profile "$work/copy-gpu.json" cuda "" "" ""
+set_rates "$work/copy-gpu.json" nvme_read_bytes_per_s=1048576000 nvme_write_bytes_per_s=1048576000 adam_params_per_s=262144000 gemm_flops_per_s=209715200 h2d_bytes_per_s=1048576000
+sub_step master-copies none auto 9 "$work/copy-gpu.json"
+check_step master-copies "the master's copies out of and into device memory" 80 78
+python3 - "$work/master-copies.out" <<'PY'
+import json, sys
+busy = json.load(open(sys.argv[1]))['busy_s']
+assert abs(busy['d2h'] - 0.016) < 1e-6 and abs(busy['h2d'] - 0.008) < 1e-6, ('copies busy', busy)
+print(f"plan_model: the copies keep d2h {busy['d2h'] * 1e3:.1f} ms and h2d {busy['h2d'] * 1e3:.1f} ms busy, as counted by hand")
+PY
 echo "plan_model: ok"
