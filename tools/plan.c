@@ -521,11 +521,10 @@ static int nvme_preread(builder *b, int caller)
     for (int i = 0; i < nl && k < n_sets && last > -2; i++) {
         int64_t elems = b->rt->reg.layers[i].shard_numel, per = sub_group_elems(b, elems);
         for (int64_t begin = 0; nvme_layer(b, i) && begin < elems && k < n_sets; begin += per) {
-            double bytes = state_bytes(b, i) * (double)(elems - begin < per ? elems - begin : per);
-            /* (and, where the master is in device memory, its copy out: master_out) */
-            b->io_bytes[0] += bytes;
             double n = (double)(elems - begin < per ? elems - begin : per);
-            b->pre_copy[k] = master_out(b, i, n, issue, 2);
+            double bytes = state_bytes(b, i) * n;
+            b->io_bytes[0] += bytes;
+            b->pre_copy[k] = master_out(b, i, n, issue, 2); /* where it is in device memory */
             if ((b->pre_read[k++] = add(b, ZT_SM_NVME, bytes / b->r.nvme_read, issue, 2,
                                         "NVMe read of %s's optimizer state", i)) < -1 ||
                 b->pre_copy[k - 1] < -1)
