@@ -479,13 +479,19 @@ static int device_master(const builder *b, int i)
            b->plan->param_tier == ZT_TIER_DEVICE;
 }
 
-/* The copy of n elements of layer i's master out of device memory into a buffer set, issued
- * with the set's read (after `issue`); -1 where the master is not in device memory. */
-static int master_out(builder *b, int i, double n, int *issue, int ni)
+/* The read of a sub-group of n elements of layer i into a buffer set, issued after the two
+ * tasks in `issue`: its state from NVMe and, where the master is in device memory, its copy out
+ * (*copy; else -1). Returns the read (-2: failed). */
+static int sub_group_read(builder *b, int i, double n, int *issue, int *copy)
 {
-    if (!device_master(b, i))
-        return -1;
-    return add(b, ZT_SM_D2H, 4 * n / b->r.copy, issue, ni, "copy of %s's master out", i);
+    double bytes = state_bytes(b, i) * n;
+    *copy = device_master(b, i)
+                ? add(b, ZT_SM_D2H, 4 * n / b->r.copy, issue, 2, "copy of %s's master out", i)
+                : -1;
+    b->io_bytes[0] += bytes;
+    int rd = add(b, ZT_SM_NVME, bytes / b->r.nvme_read, issue, 2,
+                 "NVMe read of %s's optimizer state", i);
+    return *copy < -1 ? -2 : rd;
 }
 
 /* A new step's NVMe update (zt_nvme_step_begin): sub-groups numbered from 0, how many, and how
@@ -522,13 +528,9 @@ static int nvme_preread(builder *b, int caller)
         int64_t elems = b->rt->reg.layers[i].shard_numel, per = sub_group_elems(b, elems);
         for (int64_t begin = 0; nvme_layer(b, i) && begin < elems && k < n_sets; begin += per) {
             double n = (double)(elems - begin < per ? elems - begin : per);
-            double bytes = state_bytes(b, i) * n;
-            b->io_bytes[0] += bytes;
-            b->pre_copy[k] = master_out(b, i, n, issue, 2); /* where it is in device memory */
-            if ((b->pre_read[k++] = add(b, ZT_SM_NVME, bytes / b->r.nvme_read, issue, 2,
-                                        "NVMe read of %s's optimizer state", i)) < -1 ||
-                b->pre_copy[k - 1] < -1)
+            if ((b->pre_read[k] = sub_group_read(b, i, n, issue, &b->pre_copy[k])) < -1)
                 return -2;
+            k++;
         }
     }
     b->n_pre = k;
@@ -564,12 +566,8 @@ static int nvme_update(builder *b, int i)
         int issue[2] = {b->sub_wrote[slot], b->sub_adam[(j + 1) % n_sets]}, rd = -1, mo = -1;
         if (j < b->sub_pre)
             rd = b->pre_read[j], mo = b->pre_copy[j];
-        else {
-            mo = master_out(b, i, n, issue, 2);
-            rd = add(b, ZT_SM_NVME, state * n / b->r.nvme_read, issue, 2,
-                     "NVMe read of %s's optimizer state", i);
-            b->io_bytes[0] += state * n;
-        }
+        else
+            rd = sub_group_read(b, i, n, issue, &mo);
         /* the caller updates one sub-group after another; it waited for the last working
            copy's store, and for the write-back of j - 2 where it issued the read of j + N - 2
            (none for the pre-read ones and the step's last N - 2 sub-groups) */
@@ -578,8 +576,7 @@ static int nvme_update(builder *b, int i)
                         ? b->sub_wrote[(j - 2 + n_sets) % n_sets]
                         : -1;
         int deps[5] = {b->ready[i], rd, b->home_store, reuse, mo};
-        a = rd < -1 || mo < -1 ? -2
-                               : add(b, cpu, n / (b->r.adam * b->share), deps, 5, "Adam of %s", i);
+        a = rd < -1 ? -2 : add(b, cpu, n / (b->r.adam * b->share), deps, 5, "Adam of %s", i);
         /* the new master copied into the fp32 parameters in device memory, the caller waiting
            (its next sub-group's Adam too) */
         if (a > -2 && zt_plan_master_to_device(b->plan, l))
